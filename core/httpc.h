@@ -1,0 +1,132 @@
+/* httpc: a nonblocking HTTP/1.1 client on libuv (llhttp, TCP or TLS).
+ *
+ * One hc_pool per server (scheme, host, port, TLS settings). A pool keeps up
+ * to max_conns keep-alive connections for ordinary requests and queues the
+ * rest in FIFO order. Streaming requests (watches) get a connection of their
+ * own that does not count against max_conns, because a watch holds its
+ * connection for minutes.
+ *
+ * Every request completes exactly once through on_done, always
+ * asynchronously (never from inside hc_request or hc_cancel), with status 0
+ * and a response, or a negative error code (OP_ETIMEOUT, OP_ECLOSED,
+ * OP_ECANCELED, OP_ETOOBIG, OP_ETLS, OP_ECERT, a libuv code such as
+ * UV_ECONNREFUSED, ...). An HTTP error status (404, 500) is not an error
+ * here: it is a response with that status.
+ *
+ * Body delivery:
+ *  - buffered (on_data == NULL): the whole body, capped at max_body bytes
+ *    (exceeding it fails the request with OP_ETOOBIG), is in resp->body when
+ *    on_done runs;
+ *  - streaming (on_data != NULL): on_headers runs once the status line and
+ *    headers are in, then on_data for every decoded fragment of the body as
+ *    it arrives (chunk boundaries are not preserved and mean nothing), then
+ *    on_done with resp->body empty. Returning non-zero from on_data aborts the
+ *    request (on_done gets OP_ECANCELED).
+ *
+ * Timeouts (milliseconds, 0 = none): connect_timeout covers DNS, TCP connect
+ * and the TLS handshake; request_timeout covers the whole exchange; idle_timeout
+ * fires when no byte arrived for that long (re-armed on every read), which is
+ * the one that matters for watches.
+ *
+ * Lifetimes: the request copies method, path, headers and body at submit.
+ * resp and everything it points to are valid only during on_done /
+ * on_headers. The hc_req pointer is valid until on_done returns. Closing the
+ * pool completes every queued and running request with OP_ECANCELED.
+ */
+#ifndef OP_HTTPC_H
+#define OP_HTTPC_H
+
+#include <stddef.h>
+#include <uv.h>
+
+typedef struct hc_pool hc_pool;
+typedef struct hc_req hc_req;
+
+/** One header line. */
+typedef struct hc_header {
+    const char *name;
+    const char *value;
+} hc_header;
+
+/** TLS settings of a pool. PEM blobs are copied at hc_pool_new. */
+typedef struct hc_tls_opts {
+    const char *ca_pem; /* trusted CA bundle (PEM); NULL = system store is NOT used: verification fails */
+    size_t ca_len;
+    const char *cert_pem; /* client certificate (PEM), optional */
+    size_t cert_len;
+    const char *key_pem; /* client private key (PEM), optional */
+    size_t key_len;
+    const char *server_name; /* name to verify instead of the URL host (kubeconfig tls-server-name) */
+    int insecure_skip_verify; /* only when the user asked for it explicitly */
+} hc_tls_opts;
+
+typedef struct hc_pool_opts {
+    int max_conns;           /* keep-alive connections for non-streaming requests (default 16) */
+    size_t max_header_bytes; /* response status line + headers (default 64 KiB) */
+    size_t max_body_bytes;   /* buffered response bodies (default 64 MiB) */
+    unsigned connect_timeout_ms;    /* default 10 s */
+    unsigned idle_conn_timeout_ms;  /* close a pooled idle connection after this (default 90 s) */
+    const hc_tls_opts *tls;  /* required for https URLs */
+} hc_pool_opts;
+
+typedef struct hc_response {
+    int status;              /* HTTP status code */
+    const hc_header *headers;
+    size_t n_headers;
+    const char *body;        /* NUL-terminated; "" when streaming or empty */
+    size_t body_len;
+} hc_response;
+
+typedef void (*hc_done_cb)(hc_req *req, int status, const hc_response *resp, void *data);
+typedef void (*hc_headers_cb)(hc_req *req, const hc_response *resp, void *data);
+typedef int (*hc_data_cb)(hc_req *req, const char *bytes, size_t len, void *data);
+
+typedef struct hc_req_opts {
+    const char *method;       /* "GET", "POST", ... */
+    const char *path;         /* path and query, already escaped: "/api/v1/pods?watch=1" */
+    const hc_header *headers; /* extra headers (Host, Content-Length, Connection are added) */
+    size_t n_headers;
+    const char *body;         /* may be NULL */
+    size_t body_len;
+    unsigned request_timeout_ms;
+    unsigned idle_timeout_ms;
+    hc_headers_cb on_headers; /* optional */
+    hc_data_cb on_data;       /* non-NULL selects streaming mode */
+    hc_done_cb on_done;       /* required */
+    void *data;
+} hc_req_opts;
+
+/** Create a pool for base_url ("http://host:port" or "https://host:port";
+ *  a path part is not allowed). Host may be a name, an IPv4 address or a
+ *  bracketed IPv6 address. NULL with *err set on bad input. */
+hc_pool *hc_pool_new(uv_loop_t *loop, const char *base_url, const hc_pool_opts *opts, int *err);
+
+/** Cancel everything, close every connection; the pool is freed once the
+ *  last handle is closed. on_closed (optional) runs after that. */
+void hc_pool_close(hc_pool *pool, void (*on_closed)(void *data), void *data);
+
+/** Submit a request. Never NULL: errors found now are reported through
+ *  on_done on a later loop iteration. */
+hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts);
+
+/** Abort a request; on_done runs later with OP_ECANCELED (unless it already
+ *  completed, in which case nothing happens). Safe to call from callbacks
+ *  of the same request. */
+void hc_cancel(hc_req *req);
+
+/** Look up a response header (case-insensitive), or NULL. */
+const char *hc_header_get(const hc_response *resp, const char *name);
+
+/** Counters for metrics and tests. */
+typedef struct hc_stats {
+    unsigned long long requests;    /* submitted */
+    unsigned long long connects;    /* TCP connections opened */
+    unsigned long long reused;      /* requests served on a kept-alive connection */
+    unsigned long long bytes_in;
+    unsigned long long bytes_out;
+    int open_conns;
+    int queued;
+} hc_stats;
+void hc_pool_stats(const hc_pool *pool, hc_stats *out);
+
+#endif

@@ -1,0 +1,108 @@
+/* httpd: a small nonblocking HTTP/1.1 server on libuv (llhttp, TCP or TLS).
+ *
+ * Serves the operator's /metrics, /healthz and /readyz, and kubesim's whole
+ * Kubernetes API, so it supports: keep-alive and pipelined requests (answered
+ * strictly in order), responses completed later than the handler call
+ * (a handler may keep the hs_req and answer from a timer), chunked streaming
+ * responses of unbounded length (watches), TLS with optional client
+ * certificate verification, and hard limits on request headers and bodies
+ * (413 / 431 answered, then the connection is closed).
+ *
+ * Each request is handed to the handler exactly once, after its whole body
+ * arrived. The handler must eventually finish it with exactly one of
+ * hs_respond() or hs_stream_begin() ... hs_stream_end(). If the client goes
+ * away first, the request's on_close callback (hs_req_on_close) runs and the
+ * request must not be used after it returns; a request that was never
+ * finished is freed then. Nothing is ever called from inside hs_respond /
+ * hs_stream_* (completions are asynchronous).
+ */
+#ifndef OP_HTTPD_H
+#define OP_HTTPD_H
+
+#include <stddef.h>
+#include <uv.h>
+
+typedef struct hs_server hs_server;
+typedef struct hs_req hs_req;
+
+typedef void (*hs_handler)(hs_req *req, void *data);
+
+typedef struct hs_tls_opts {
+    const char *cert_pem; /* serving certificate chain (PEM) */
+    size_t cert_len;
+    const char *key_pem;  /* its private key (PEM) */
+    size_t key_len;
+    const char *client_ca_pem; /* when set, client certificates signed by this CA are verified */
+    size_t client_ca_len;
+    int require_client_cert;   /* refuse the handshake without a valid client certificate */
+} hs_tls_opts;
+
+typedef struct hs_opts {
+    size_t max_header_bytes;   /* request line + headers (default 64 KiB) -> 431 */
+    size_t max_body_bytes;     /* request body (default 3 MiB, as kube-apiserver) -> 413 */
+    size_t max_write_queue;    /* bytes queued to a slow client before it is dropped (default 64 MiB) */
+    unsigned idle_timeout_ms;  /* close a keep-alive connection idle this long (default 120 s) */
+    const hs_tls_opts *tls;    /* NULL = plain HTTP */
+    hs_handler handler;
+    void *data;
+} hs_opts;
+
+/** Create a server and listen on host:port (port 0 picks a free port, see
+ *  hs_port). NULL with *err set when the address cannot be bound. */
+hs_server *hs_listen(uv_loop_t *loop, const char *host, int port, const hs_opts *opts, int *err);
+/** The bound port. */
+int hs_port(const hs_server *srv);
+/** Stop listening and close every connection (requests get on_close); the
+ *  server is freed once every handle is closed, then on_closed runs. */
+void hs_close(hs_server *srv, void (*on_closed)(void *data), void *data);
+/** Close every open connection at once but keep listening (kubesim's
+ *  "drop all watches" fault). */
+void hs_drop_connections(hs_server *srv);
+
+/* Request accessors: valid until the request is finished or closed. */
+const char *hs_req_method(const hs_req *req);   /* "GET" */
+const char *hs_req_path(const hs_req *req);     /* decoded path without query: "/api/v1/pods" */
+const char *hs_req_query(const hs_req *req);    /* raw query without '?', "" when none */
+/** Value of a query parameter, percent-decoded into a string owned by the
+ *  request; NULL when absent, "" for "?watch". */
+const char *hs_req_param(hs_req *req, const char *name);
+const char *hs_req_header(const hs_req *req, const char *name); /* case-insensitive */
+const char *hs_req_body(const hs_req *req, size_t *len);        /* NUL-terminated */
+/** Subject common name of a verified client certificate, or NULL. */
+const char *hs_req_client_cn(const hs_req *req);
+/** Peer address as "ip:port". */
+const char *hs_req_peer(const hs_req *req);
+
+/** Attach the handler's own pointer to the request. */
+void hs_req_set_data(hs_req *req, void *data);
+void *hs_req_get_data(const hs_req *req);
+/** Called once if the connection closes before the request is finished
+ *  (including after hs_stream_begin, e.g. a watcher going away). */
+void hs_req_on_close(hs_req *req, void (*cb)(hs_req *req, void *data), void *data);
+
+/** Send a complete response. extra_headers: NULL or "Name: value\r\n..." */
+void hs_respond(hs_req *req, int status, const char *content_type, const char *extra_headers,
+                const char *body, size_t len);
+
+/** Start a chunked response: status line and headers are sent at once. */
+void hs_stream_begin(hs_req *req, int status, const char *content_type, const char *extra_headers);
+/** Send one chunk (len > 0). Returns 0, or OP_ECLOSED when the client is
+ *  gone, or OP_ETOOBIG when the client is too slow (the connection is then
+ *  closed and on_close will run). */
+int hs_stream_write(hs_req *req, const char *bytes, size_t len);
+/** Finish the chunked body (terminating zero chunk); the connection stays
+ *  usable for the next request. */
+void hs_stream_end(hs_req *req);
+/** Abort a streaming response mid-body: the connection is closed without the
+ *  terminating chunk (simulates a dropped stream). */
+void hs_stream_abort(hs_req *req);
+
+typedef struct hs_stats {
+    unsigned long long connections;
+    unsigned long long requests;
+    int open_conns;
+    int open_streams;
+} hs_stats;
+void hs_server_stats(const hs_server *srv, hs_stats *out);
+
+#endif

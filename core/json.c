@@ -1,0 +1,251 @@
+#include "core/json.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+
+cJSON *json_parse(const char *s, size_t len, const char **errpos)
+{
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(s, len, &end, 0);
+    if (o == NULL) {
+        if (errpos)
+            *errpos = cJSON_GetErrorPtr();
+        return NULL;
+    }
+    /* cJSON stops after the first value; reject anything but whitespace after it. */
+    const char *stop = s + len;
+    while (end && end < stop && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t' || *end == '\0'))
+        end++;
+    if (end && end < stop) {
+        if (errpos)
+            *errpos = end;
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+const cJSON *json_child(const cJSON *o, const char *key)
+{
+    if (o == NULL || !cJSON_IsObject(o))
+        return NULL;
+    return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+const cJSON *json_get(const cJSON *o, const char *path)
+{
+    char key[256];
+    while (o && *path) {
+        const char *dot = strchr(path, '.');
+        size_t n = dot ? (size_t)(dot - path) : strlen(path);
+        if (n >= sizeof(key))
+            return NULL;
+        memcpy(key, path, n);
+        key[n] = '\0';
+        o = json_child(o, key);
+        path += n + (dot ? 1 : 0);
+    }
+    return o;
+}
+
+const char *json_get_str(const cJSON *o, const char *path)
+{
+    const cJSON *v = json_get(o, path);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+const char *json_get_str_or(const cJSON *o, const char *path, const char *dflt)
+{
+    const char *s = json_get_str(o, path);
+    return s ? s : dflt;
+}
+
+long long json_get_int(const cJSON *o, const char *path, long long dflt)
+{
+    const cJSON *v = json_get(o, path);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return dflt;
+    double d = v->valuedouble;
+    if (d >= 9.2e18 || d <= -9.2e18)
+        return dflt;
+    return (long long)d;
+}
+
+int json_get_bool(const cJSON *o, const char *path, int dflt)
+{
+    const cJSON *v = json_get(o, path);
+    if (cJSON_IsTrue(v))
+        return 1;
+    if (cJSON_IsFalse(v))
+        return 0;
+    return dflt;
+}
+
+int json_len(const cJSON *o)
+{
+    if (o == NULL || !(cJSON_IsArray(o) || cJSON_IsObject(o)))
+        return 0;
+    return cJSON_GetArraySize(o);
+}
+
+cJSON *json_obj_ensure(cJSON *o, const char *key)
+{
+    cJSON *c = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (cJSON_IsObject(c))
+        return c;
+    c = cJSON_CreateObject();
+    json_set(o, key, c);
+    return c;
+}
+
+cJSON *json_obj_path_ensure(cJSON *o, const char *path)
+{
+    char key[256];
+    while (*path) {
+        const char *dot = strchr(path, '.');
+        size_t n = dot ? (size_t)(dot - path) : strlen(path);
+        if (n >= sizeof(key))
+            n = sizeof(key) - 1;
+        memcpy(key, path, n);
+        key[n] = '\0';
+        o = json_obj_ensure(o, key);
+        path += n + (dot ? 1 : 0);
+        if (!dot)
+            break;
+    }
+    return o;
+}
+
+void json_set(cJSON *o, const char *key, cJSON *item)
+{
+    if (cJSON_GetObjectItemCaseSensitive(o, key))
+        cJSON_ReplaceItemInObjectCaseSensitive(o, key, item);
+    else
+        cJSON_AddItemToObject(o, key, item);
+}
+
+void json_set_str(cJSON *o, const char *key, const char *s)
+{
+    json_set(o, key, cJSON_CreateString(s));
+}
+
+void json_set_int(cJSON *o, const char *key, long long v)
+{
+    json_set(o, key, cJSON_CreateNumber((double)v));
+}
+
+void json_set_bool(cJSON *o, const char *key, int v)
+{
+    json_set(o, key, cJSON_CreateBool(v));
+}
+
+void json_del(cJSON *o, const char *key)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(o, key);
+}
+
+char *json_dump(const cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    if (s == NULL)
+        abort(); /* only allocation failure; our allocator already aborted */
+    return s;
+}
+
+int json_dump_buf(const cJSON *o, buf_t *b)
+{
+    char *s = json_dump(o);
+    int rc = buf_puts(b, s);
+    free(s);
+    return rc;
+}
+
+int json_quote_buf(buf_t *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    int rc = buf_putc(b, '"');
+    for (; rc == 0 && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        switch (c) {
+        case '"': rc = buf_puts(b, "\\\""); break;
+        case '\\': rc = buf_puts(b, "\\\\"); break;
+        case '\n': rc = buf_puts(b, "\\n"); break;
+        case '\r': rc = buf_puts(b, "\\r"); break;
+        case '\t': rc = buf_puts(b, "\\t"); break;
+        case '\b': rc = buf_puts(b, "\\b"); break;
+        case '\f': rc = buf_puts(b, "\\f"); break;
+        default:
+            if (c < 0x20) {
+                char u[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
+                rc = buf_puts(b, u);
+            } else {
+                rc = buf_putc(b, (char)c);
+            }
+        }
+    }
+    return rc ? rc : buf_putc(b, '"');
+}
+
+int json_equal(const cJSON *a, const cJSON *b)
+{
+    if (a == NULL || b == NULL)
+        return a == b;
+    return cJSON_Compare(a, b, 1);
+}
+
+cJSON *json_merge_patch(cJSON *target, const cJSON *patch)
+{
+    if (!cJSON_IsObject(patch)) {
+        cJSON_Delete(target);
+        return cJSON_Duplicate(patch, 1);
+    }
+    if (!cJSON_IsObject(target)) {
+        cJSON_Delete(target);
+        target = cJSON_CreateObject();
+    }
+    for (const cJSON *p = patch->child; p; p = p->next) {
+        if (cJSON_IsNull(p)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(target, p->string);
+            continue;
+        }
+        cJSON *cur = cJSON_DetachItemFromObjectCaseSensitive(target, p->string);
+        cJSON *merged = cJSON_IsObject(p) ? json_merge_patch(cur, p) : (cJSON_Delete(cur), cJSON_Duplicate(p, 1));
+        cJSON_AddItemToObject(target, p->string, merged);
+    }
+    return target;
+}
+
+cJSON *json_merge_diff(const cJSON *from, const cJSON *to)
+{
+    if (!cJSON_IsObject(from) || !cJSON_IsObject(to)) {
+        if (json_equal(from, to))
+            return NULL;
+        return to ? cJSON_Duplicate(to, 1) : cJSON_CreateNull();
+    }
+    cJSON *patch = cJSON_CreateObject();
+    for (const cJSON *f = from->child; f; f = f->next)
+        if (!json_child(to, f->string))
+            cJSON_AddItemToObject(patch, f->string, cJSON_CreateNull());
+    for (const cJSON *t = to->child; t; t = t->next) {
+        const cJSON *f = json_child(from, t->string);
+        if (f == NULL) {
+            cJSON_AddItemToObject(patch, t->string, cJSON_Duplicate(t, 1));
+        } else if (cJSON_IsObject(f) && cJSON_IsObject(t)) {
+            cJSON *sub = json_merge_diff(f, t);
+            if (sub)
+                cJSON_AddItemToObject(patch, t->string, sub);
+        } else if (!json_equal(f, t)) {
+            cJSON_AddItemToObject(patch, t->string, cJSON_Duplicate(t, 1));
+        }
+    }
+    if (patch->child == NULL) {
+        cJSON_Delete(patch);
+        return NULL;
+    }
+    return patch;
+}

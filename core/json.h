@@ -1,0 +1,66 @@
+/* json: the thin boundary around cJSON.
+ *
+ * Everything that reads or writes JSON goes through cJSON trees; this module
+ * adds what the rest of the project needs on top (dotted-path access, typed
+ * getters with defaults, RFC 7386 merge patches, escaping into a buf) and
+ * keeps cJSON-specific knowledge in one place, so a faster parser can
+ * replace it later (DESIGN.md, "JSON").
+ *
+ * Paths are dot-separated object keys ("metadata.name"). A key containing a
+ * dot cannot be reached by path; use json_child() for such keys (annotations).
+ */
+#ifndef OP_JSON_H
+#define OP_JSON_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+#include "core/buf.h"
+
+/** Parse len bytes. NULL on malformed input (then *errpos, if given, points
+ *  near the problem). Trailing whitespace is allowed, trailing garbage is not. */
+cJSON *json_parse(const char *s, size_t len, const char **errpos);
+
+/** Child of an object by exact key (case-sensitive), or NULL. */
+const cJSON *json_child(const cJSON *o, const char *key);
+/** Walk a dotted path of object keys; NULL if any step is missing. */
+const cJSON *json_get(const cJSON *o, const char *path);
+/** String at path, or NULL when missing or not a string. */
+const char *json_get_str(const cJSON *o, const char *path);
+/** String at path, or dflt. */
+const char *json_get_str_or(const cJSON *o, const char *path, const char *dflt);
+/** Integer at path (a JSON number, truncated), or dflt when missing/not a number. */
+long long json_get_int(const cJSON *o, const char *path, long long dflt);
+/** Boolean at path, or dflt when missing/not a boolean. */
+int json_get_bool(const cJSON *o, const char *path, int dflt);
+/** Array/object length (0 for NULL or scalars). */
+int json_len(const cJSON *o);
+
+/** Object at key inside o, created (replacing a non-object) if absent. */
+cJSON *json_obj_ensure(cJSON *o, const char *key);
+/** Object at dotted path, creating every missing level. */
+cJSON *json_obj_path_ensure(cJSON *o, const char *path);
+/** Replace or add o[key] = item (takes ownership of item). */
+void json_set(cJSON *o, const char *key, cJSON *item);
+void json_set_str(cJSON *o, const char *key, const char *s);
+void json_set_int(cJSON *o, const char *key, long long v);
+void json_set_bool(cJSON *o, const char *key, int v);
+void json_del(cJSON *o, const char *key);
+
+/** Compact serialisation (caller frees with free()). */
+char *json_dump(const cJSON *o);
+/** Append the compact serialisation to b. */
+int json_dump_buf(const cJSON *o, buf_t *b) OP_WUR;
+/** Append s as a quoted JSON string to b. */
+int json_quote_buf(buf_t *b, const char *s) OP_WUR;
+/** Deep equality (object key order does not matter). */
+int json_equal(const cJSON *a, const cJSON *b);
+
+/** RFC 7386: apply patch to target in place. A non-object patch replaces the
+ *  whole target: then the new value is returned and target is freed, so
+ *  always use the return value (target = json_merge_patch(target, patch)). */
+cJSON *json_merge_patch(cJSON *target, const cJSON *patch);
+/** RFC 7386: a patch that turns from into to; NULL when they are equal. */
+cJSON *json_merge_diff(const cJSON *from, const cJSON *to);
+
+#endif

@@ -1,0 +1,108 @@
+#include "core/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+int log__level = LOGL_INFO;
+static int log_format = LOGF_TEXT;
+
+static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
+
+void log_setup(int level, int format)
+{
+    log__level = level;
+    log_format = format;
+}
+
+int log_level_parse(const char *s)
+{
+    for (int i = 0; i < (int)ARRAY_SIZE(level_names); i++)
+        if (strcmp(s, level_names[i]) == 0)
+            return i;
+    if (strcmp(s, "warning") == 0)
+        return LOGL_WARN;
+    if (s[0] >= '0' && s[0] <= '4' && s[1] == '\0')
+        return s[0] - '0';
+    return -1;
+}
+
+int log_format_parse(const char *s)
+{
+    if (strcmp(s, "text") == 0)
+        return LOGF_TEXT;
+    if (strcmp(s, "json") == 0)
+        return LOGF_JSON;
+    return -1;
+}
+
+/* Append s to out as the inside of a JSON string. */
+static size_t json_escape(char *out, size_t cap, const char *s)
+{
+    size_t n = 0;
+    for (; *s && n + 7 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)c;
+        } else if (c == '\n') {
+            out[n++] = '\\';
+            out[n++] = 'n';
+        } else if (c < 0x20) {
+            n += (size_t)snprintf(out + n, cap - n, "\\u%04x", c);
+        } else {
+            out[n++] = (char)c;
+        }
+    }
+    out[n] = '\0';
+    return n;
+}
+
+void log_msg(int level, const char *file, int line, const char *fmt, ...)
+{
+    char msg[4096], line_buf[8192];
+    struct timeval tv;
+    struct tm tm;
+    const char *base = strrchr(file, '/');
+    va_list ap;
+
+    base = base ? base + 1 : file;
+    if (level < 0)
+        level = 0;
+    if (level > LOGL_TRACE)
+        level = LOGL_TRACE;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    gettimeofday(&tv, NULL);
+    gmtime_r(&tv.tv_sec, &tm);
+
+    int n;
+    if (log_format == LOGF_JSON) {
+        char esc[sizeof(msg) * 2];
+        json_escape(esc, sizeof(esc), msg);
+        n = snprintf(line_buf, sizeof(line_buf),
+                     "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ\",\"level\":\"%s\",\"caller\":\"%s:%d\","
+                     "\"msg\":\"%s\"}\n",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     (long)tv.tv_usec, level_names[level], base, line, esc);
+    } else {
+        static const char letters[] = "EWIDT";
+        n = snprintf(line_buf, sizeof(line_buf), "%c%02d%02d %02d:%02d:%02d.%06ld %7d %s:%d] %s\n",
+                     letters[level], tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     (long)tv.tv_usec, (int)getpid(), base, line, msg);
+    }
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof(line_buf)) {
+        n = sizeof(line_buf) - 1;
+        line_buf[n - 1] = '\n';
+    }
+    /* One write per line so that lines from several processes sharing the
+     * stream (tests, benchmarks) never interleave mid-line. */
+    ssize_t w = write(STDERR_FILENO, line_buf, (size_t)n);
+    (void)w;
+}

@@ -1,0 +1,41 @@
+/* mem: allocation that never returns NULL, and small memory helpers.
+ *
+ * An operator that runs out of memory cannot do anything useful, and the
+ * kubelet restarts it, so every allocation aborts with a message on failure
+ * (as redis' zmalloc does). What a peer controls is bounded elsewhere (see
+ * buf.h): nothing here grows on behalf of untrusted input without a cap.
+ */
+#ifndef OP_MEM_H
+#define OP_MEM_H
+
+#include <stddef.h>
+#include <stdarg.h>
+
+/** Recover the outer struct from a pointer to one of its members. */
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#if defined(__GNUC__)
+#define OP_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define OP_UNUSED __attribute__((unused))
+#define OP_WUR __attribute__((warn_unused_result))
+#else
+#define OP_PRINTF(f, a)
+#define OP_UNUSED
+#define OP_WUR
+#endif
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+/** Copy n bytes of s and terminate; s need not be NUL-terminated. */
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) OP_PRINTF(1, 2);
+char *xvasprintf(const char *fmt, va_list ap);
+
+/** Install the aborting allocators as cJSON's hooks (call once at start). */
+void mem_init(void);
+
+#endif

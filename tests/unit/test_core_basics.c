@@ -1,0 +1,141 @@
+/* Unit tests for the small core modules: err, buf, list, map, json. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "core/buf.h"
+#include "core/err.h"
+#include "core/json.h"
+#include "core/list.h"
+#include "core/map.h"
+
+static void test_err_table(void **state)
+{
+    assert_string_equal(op_strerror(OP_ETIMEOUT), "timed out");
+    assert_string_equal(op_errname(OP_ETOOBIG), "ETOOBIG");
+    assert_string_equal(op_errname(UV_ECONNREFUSED), "ECONNREFUSED");
+    assert_string_equal(op_strerror(0), "success");
+    assert_true((int)OP_ENOMEM < (int)UV_EAI_ADDRFAMILY && (int)OP_EUNKNOWN < -4096);
+}
+
+static void test_buf_limit(void **state)
+{
+    buf_t b;
+    buf_init(&b, 8);
+    assert_int_equal(buf_puts(&b, "abcd"), 0);
+    assert_int_equal(buf_puts(&b, "efgh"), 0);
+    assert_int_equal(buf_putc(&b, 'x'), OP_ETOOBIG);
+    assert_string_equal(buf_cstr(&b), "abcdefgh");
+    buf_consume(&b, 3);
+    assert_string_equal(buf_cstr(&b), "defgh");
+    assert_int_equal(buf_printf(&b, "%d", 123), 0);
+    assert_string_equal(buf_cstr(&b), "defgh123");
+    assert_int_equal(buf_printf(&b, "%d", 4), OP_ETOOBIG);
+    buf_free(&b);
+    assert_string_equal(buf_cstr(&b), "");
+}
+
+struct item {
+    list_node link;
+    int v;
+};
+
+static void test_list(void **state)
+{
+    list_node head, *pos, *tmp;
+    struct item it[4];
+    list_init(&head);
+    for (int i = 0; i < 4; i++) {
+        it[i].v = i;
+        list_init(&it[i].link);
+        assert_false(list_is_linked(&it[i].link));
+        list_insert_tail(&head, &it[i].link);
+        assert_true(list_is_linked(&it[i].link));
+    }
+    int sum = 0;
+    list_foreach_safe(pos, tmp, &head)
+    {
+        struct item *x = list_entry(pos, struct item, link);
+        if (x->v % 2)
+            list_remove(pos);
+        sum += x->v;
+    }
+    assert_int_equal(sum, 6);
+    assert_int_equal(list_entry(list_first(&head), struct item, link)->v, 0);
+    assert_false(list_is_linked(&it[1].link));
+}
+
+static void test_map(void **state)
+{
+    map_t m;
+    char keys[2000][16];
+    map_init(&m);
+    for (int i = 0; i < 2000; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "k%d", i);
+        assert_null(map_put(&m, keys[i], (void *)(intptr_t)(i + 1)));
+    }
+    assert_int_equal(m.count, 2000);
+    for (int i = 0; i < 2000; i += 2)
+        assert_int_equal((intptr_t)map_del(&m, keys[i]), i + 1);
+    for (int i = 0; i < 2000; i++)
+        assert_int_equal((intptr_t)map_get(&m, keys[i]), i % 2 ? i + 1 : 0);
+    assert_int_equal((intptr_t)map_getn(&m, "k19xyz", 3), 20);
+    size_t it = 0, n = 0;
+    const char *k;
+    void *v;
+    while (map_next(&m, &it, &k, &v))
+        n++;
+    assert_int_equal(n, 1000);
+    map_free(&m);
+}
+
+static void test_json_paths_and_patch(void **state)
+{
+    const char *doc = "{\"metadata\":{\"name\":\"a\",\"labels\":{\"x\":\"1\"}},\"spec\":{\"replicas\":3,"
+                      "\"on\":true}}  \n";
+    cJSON *o = json_parse(doc, strlen(doc), NULL);
+    assert_non_null(o);
+    assert_string_equal(json_get_str(o, "metadata.name"), "a");
+    assert_int_equal(json_get_int(o, "spec.replicas", -1), 3);
+    assert_int_equal(json_get_int(o, "spec.missing", -1), -1);
+    assert_true(json_get_bool(o, "spec.on", 0));
+    assert_null(json_parse("{} x", 4, NULL));
+
+    cJSON *to = cJSON_Duplicate(o, 1);
+    json_set_int(json_obj_ensure(to, "spec"), "replicas", 5);
+    json_del(json_obj_path_ensure(to, "metadata.labels"), "x");
+    json_set_str(json_obj_path_ensure(to, "metadata.annotations"), "a.b/c", "v");
+    cJSON *patch = json_merge_diff(o, to);
+    char *ps = json_dump(patch);
+    assert_string_equal(ps, "{\"metadata\":{\"labels\":{\"x\":null},\"annotations\":{\"a.b/c\":\"v\"}},"
+                            "\"spec\":{\"replicas\":5}}");
+    o = json_merge_patch(o, patch);
+    assert_true(json_equal(o, to));
+    assert_null(json_merge_diff(o, to));
+
+    buf_t b;
+    buf_init(&b, 64);
+    assert_int_equal(json_quote_buf(&b, "a\"b\n\x01"), 0);
+    assert_string_equal(buf_cstr(&b), "\"a\\\"b\\n\\u0001\"");
+    buf_free(&b);
+    free(ps);
+    cJSON_Delete(patch);
+    cJSON_Delete(o);
+    cJSON_Delete(to);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_err_table), cmocka_unit_test(test_buf_limit),
+        cmocka_unit_test(test_list),      cmocka_unit_test(test_map),
+        cmocka_unit_test(test_json_paths_and_patch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
