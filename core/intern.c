@@ -1,0 +1,79 @@
+#include "core/intern.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/map.h"
+#include "core/mem.h"
+
+/* The header sits in front of the characters; the map's key points at the
+ * characters, so lookups need no extra indirection. */
+struct istr {
+    uint32_t refs;
+    uint32_t len;
+    char s[];
+};
+
+static map_t table;
+static size_t bytes;
+
+static struct istr *hdr(const char *is)
+{
+    return (struct istr *)(void *)((char *)(uintptr_t)is - offsetof(struct istr, s));
+}
+
+const char *istr_getn(const char *s, size_t n)
+{
+    if (s == NULL)
+        return NULL;
+    struct istr *h = map_getn(&table, s, n);
+    if (h) {
+        h->refs++;
+        return h->s;
+    }
+    h = xmalloc(sizeof(*h) + n + 1);
+    h->refs = 1;
+    h->len = (uint32_t)n;
+    memcpy(h->s, s, n);
+    h->s[n] = '\0';
+    map_put(&table, h->s, h);
+    bytes += sizeof(*h) + n + 1;
+    return h->s;
+}
+
+const char *istr_get(const char *s)
+{
+    return s ? istr_getn(s, strlen(s)) : NULL;
+}
+
+const char *istr_ref(const char *is)
+{
+    if (is)
+        hdr(is)->refs++;
+    return is;
+}
+
+void istr_put(const char *is)
+{
+    if (is == NULL)
+        return;
+    struct istr *h = hdr(is);
+    if (--h->refs > 0)
+        return;
+    map_del(&table, h->s);
+    bytes -= sizeof(*h) + h->len + 1;
+    free(h);
+    if (table.count == 0)
+        map_free(&table);
+}
+
+size_t istr_count(void)
+{
+    return table.count;
+}
+
+size_t istr_bytes(void)
+{
+    return bytes;
+}

@@ -1,0 +1,476 @@
+#include "core/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/err.h"
+#include "core/intern.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/mem.h"
+
+struct bucket {
+    list_node head;
+    size_t count;
+    const char *value; /* interned; the map key */
+};
+
+struct index {
+    store_index_fn fn;
+    void *data;
+    char *label_key; /* for label indexes (fn data) */
+    map_t buckets;   /* value -> struct bucket */
+};
+
+struct handler {
+    store_handler fn;
+    void *data;
+};
+
+struct store {
+    const store_kind *kind;
+    map_t by_key;
+    map_t by_uid;
+    struct index idx[STORE_MAX_INDEXES];
+    int n_idx;
+    struct handler *handlers;
+    int n_handlers;
+    uint64_t gen;   /* relist generation */
+    int relisting;
+    size_t bytes;
+};
+
+store *store_new(const store_kind *kind)
+{
+    store *s = xcalloc(1, sizeof(*s));
+    s->kind = kind;
+    map_init(&s->by_key);
+    map_init(&s->by_uid);
+    return s;
+}
+
+const store_kind *store_kind_of(const store *s)
+{
+    return s->kind;
+}
+
+static size_t obj_bytes(const sobj *o)
+{
+    size_t n = sizeof(*o) + strlen(o->key) + 1 + (o->rv ? strlen(o->rv) + 1 : 0);
+    n += (size_t)(o->n_labels + o->n_annotations) * 2 * sizeof(char *);
+    return n;
+}
+
+static void obj_free(const store *s, sobj *o)
+{
+    for (int i = 0; i < o->n_labels * 2; i++)
+        istr_put(o->labels[i]);
+    for (int i = 0; i < o->n_annotations * 2; i++)
+        istr_put(o->annotations[i]);
+    for (int i = 0; i < STORE_MAX_INDEXES; i++)
+        istr_put(o->links[i].value);
+    free(o->labels);
+    free(o->annotations);
+    istr_put(o->ns);
+    istr_put(o->owner_kind);
+    istr_put(o->owner_name);
+    free((char *)(uintptr_t)o->key);
+    free(o->rv);
+    cJSON_Delete(o->json);
+    if (o->proj && s->kind->proj_free)
+        s->kind->proj_free(o->proj);
+    free(o);
+}
+
+int64_t store_parse_time(const char *t)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    if (t == NULL)
+        return 0;
+    if (sscanf(t, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+               &tm.tm_sec) != 6)
+        return 0;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    int64_t v = (int64_t)timegm(&tm);
+    /* Honour a numeric zone offset ("+02:00"); 'Z' and fractions need nothing. */
+    const char *z = t + 19;
+    while (*z == '.' || (*z >= '0' && *z <= '9'))
+        z++;
+    if ((*z == '+' || *z == '-') && strlen(z) >= 6) {
+        int hh = (z[1] - '0') * 10 + (z[2] - '0'), mm = (z[4] - '0') * 10 + (z[5] - '0');
+        int off = hh * 3600 + mm * 60;
+        v += *z == '+' ? -off : off;
+    }
+    return v;
+}
+
+static const char **intern_pairs(const cJSON *map, const char *const *only, uint16_t *count)
+{
+    int n = 0;
+    for (const cJSON *kv = map ? map->child : NULL; kv; kv = kv->next) {
+        if (!cJSON_IsString(kv))
+            continue;
+        if (only) {
+            int keep = 0;
+            for (const char *const *k = only; *k; k++)
+                keep |= strcmp(*k, kv->string) == 0;
+            if (!keep)
+                continue;
+        }
+        n++;
+    }
+    *count = (uint16_t)n;
+    if (n == 0)
+        return NULL;
+    const char **pairs = xmalloc((size_t)n * 2 * sizeof(char *));
+    int i = 0;
+    for (const cJSON *kv = map->child; kv; kv = kv->next) {
+        if (!cJSON_IsString(kv))
+            continue;
+        if (only) {
+            int keep = 0;
+            for (const char *const *k = only; *k; k++)
+                keep |= strcmp(*k, kv->string) == 0;
+            if (!keep)
+                continue;
+        }
+        pairs[i++] = istr_get(kv->string);
+        pairs[i++] = istr_get(kv->valuestring);
+    }
+    return pairs;
+}
+
+static sobj *obj_build(const store *s, const cJSON *obj)
+{
+    const cJSON *meta = json_child(obj, "metadata");
+    const char *name = json_get_str(meta, "name");
+    const char *ns = s->kind->namespaced ? json_get_str_or(meta, "namespace", "") : "";
+    if (name == NULL || *name == '\0')
+        return NULL;
+    sobj *o = xcalloc(1, sizeof(*o));
+    o->ns = istr_get(ns);
+    o->key = *ns ? xasprintf("%s/%s", ns, name) : xstrdup(name);
+    o->name = *ns ? o->key + strlen(ns) + 1 : o->key;
+    snprintf(o->uid, sizeof(o->uid), "%s", json_get_str_or(meta, "uid", ""));
+    o->rv = xstrdup(json_get_str_or(meta, "resourceVersion", ""));
+    o->generation = json_get_int(meta, "generation", 0);
+    o->created = store_parse_time(json_get_str(meta, "creationTimestamp"));
+    o->deleting = store_parse_time(json_get_str(meta, "deletionTimestamp"));
+    o->labels = intern_pairs(json_child(meta, "labels"), NULL, &o->n_labels);
+    if (s->kind->annotations)
+        o->annotations = intern_pairs(json_child(meta, "annotations"), s->kind->annotations, &o->n_annotations);
+    const cJSON *refs = json_child(meta, "ownerReferences");
+    for (const cJSON *r = refs ? refs->child : NULL; r; r = r->next) {
+        if (json_get_bool(r, "controller", 0)) {
+            o->owner_kind = istr_get(json_get_str(r, "kind"));
+            o->owner_name = istr_get(json_get_str(r, "name"));
+            snprintf(o->owner_uid, sizeof(o->owner_uid), "%s", json_get_str_or(r, "uid", ""));
+            break;
+        }
+    }
+    if (s->kind->keep_json == STORE_JSON_FULL)
+        o->json = cJSON_Duplicate(obj, 1);
+    else if (s->kind->keep_json == STORE_JSON_TRIM && s->kind->trim)
+        o->json = s->kind->trim(obj);
+    if (s->kind->project)
+        o->proj = s->kind->project(obj);
+    for (int i = 0; i < STORE_MAX_INDEXES; i++)
+        list_init(&o->links[i].node);
+    return o;
+}
+
+static void index_link(store *s, sobj *o)
+{
+    for (int i = 0; i < s->n_idx; i++) {
+        struct index *ix = &s->idx[i];
+        const char *v = ix->fn(o, ix->data);
+        if (v == NULL || *v == '\0')
+            continue;
+        struct bucket *b = map_get(&ix->buckets, v);
+        if (b == NULL) {
+            b = xcalloc(1, sizeof(*b));
+            list_init(&b->head);
+            b->value = istr_get(v);
+            map_put(&ix->buckets, b->value, b);
+        }
+        o->links[i].obj = o;
+        o->links[i].value = istr_ref(b->value);
+        list_insert_tail(&b->head, &o->links[i].node);
+        b->count++;
+    }
+}
+
+static void index_unlink(store *s, sobj *o)
+{
+    for (int i = 0; i < s->n_idx; i++) {
+        struct sobj_link *l = &o->links[i];
+        if (l->value == NULL)
+            continue;
+        struct bucket *b = map_get(&s->idx[i].buckets, l->value);
+        list_remove(&l->node);
+        if (b && --b->count == 0) {
+            map_del(&s->idx[i].buckets, b->value);
+            istr_put(b->value);
+            free(b);
+        }
+        istr_put(l->value);
+        l->value = NULL;
+    }
+}
+
+static void fire(store *s, const sobj *old_obj, const sobj *new_obj)
+{
+    for (int i = 0; i < s->n_handlers; i++)
+        s->handlers[i].fn(s, old_obj, new_obj, s->handlers[i].data);
+}
+
+static void unlink_obj(store *s, sobj *o)
+{
+    map_del(&s->by_key, o->key);
+    if (o->uid[0] && map_get(&s->by_uid, o->uid) == o)
+        map_del(&s->by_uid, o->uid);
+    index_unlink(s, o);
+    s->bytes -= obj_bytes(o);
+}
+
+static void link_obj(store *s, sobj *o)
+{
+    map_put(&s->by_key, o->key, o);
+    if (o->uid[0])
+        map_put(&s->by_uid, o->uid, o);
+    index_link(s, o);
+    s->bytes += obj_bytes(o);
+}
+
+int store_upsert(store *s, const cJSON *obj)
+{
+    const cJSON *meta = json_child(obj, "metadata");
+    const char *name = json_get_str(meta, "name");
+    const char *ns = s->kind->namespaced ? json_get_str_or(meta, "namespace", "") : "";
+    const char *rv = json_get_str_or(meta, "resourceVersion", "");
+    char keybuf[512];
+    if (name == NULL || *name == '\0')
+        return OP_EINVAL;
+    if (*ns)
+        snprintf(keybuf, sizeof(keybuf), "%s/%s", ns, name);
+    else
+        snprintf(keybuf, sizeof(keybuf), "%s", name);
+
+    sobj *old = map_get(&s->by_key, keybuf);
+    if (old && strcmp(old->rv, rv) == 0 && *rv) {
+        old->seen_gen = s->gen;
+        return 0;
+    }
+    sobj *o = obj_build(s, obj);
+    if (o == NULL)
+        return OP_EINVAL;
+    o->seen_gen = s->gen;
+    if (old)
+        unlink_obj(s, old);
+    link_obj(s, o);
+    fire(s, old, o);
+    if (old)
+        obj_free(s, old);
+    return 1;
+}
+
+static int delete_obj(store *s, sobj *o)
+{
+    unlink_obj(s, o);
+    fire(s, o, NULL);
+    obj_free(s, o);
+    return 1;
+}
+
+int store_delete(store *s, const char *ns, const char *name)
+{
+    const sobj *o = store_get(s, ns, name);
+    return o ? delete_obj(s, (sobj *)(uintptr_t)o) : 0;
+}
+
+void store_relist_begin(store *s)
+{
+    s->gen++;
+    s->relisting = 1;
+}
+
+void store_relist_end(store *s)
+{
+    /* Collect first: deleting while iterating the map is not allowed. */
+    size_t it = 0, n = 0, cap = 0;
+    sobj **gone = NULL;
+    const char *k;
+    void *v;
+    while (map_next(&s->by_key, &it, &k, &v)) {
+        sobj *o = v;
+        if (o->seen_gen != s->gen) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 16;
+                gone = xrealloc(gone, cap * sizeof(*gone));
+            }
+            gone[n++] = o;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        delete_obj(s, gone[i]);
+    free(gone);
+    s->relisting = 0;
+}
+
+const sobj *store_get_key(const store *s, const char *key)
+{
+    return map_get(&s->by_key, key);
+}
+
+const sobj *store_get(const store *s, const char *ns, const char *name)
+{
+    char keybuf[512];
+    if (s->kind->namespaced && ns && *ns)
+        snprintf(keybuf, sizeof(keybuf), "%s/%s", ns, name);
+    else
+        snprintf(keybuf, sizeof(keybuf), "%s", name);
+    return map_get(&s->by_key, keybuf);
+}
+
+const sobj *store_get_uid(const store *s, const char *uid)
+{
+    return uid && *uid ? map_get(&s->by_uid, uid) : NULL;
+}
+
+size_t store_count(const store *s)
+{
+    return s->by_key.count;
+}
+
+const sobj *store_next(const store *s, size_t *it)
+{
+    void *v;
+    return map_next(&s->by_key, it, NULL, &v) ? v : NULL;
+}
+
+int store_add_index(store *s, store_index_fn fn, void *data)
+{
+    if (s->n_idx == STORE_MAX_INDEXES || store_count(s) != 0)
+        return OP_ETOOBIG;
+    struct index *ix = &s->idx[s->n_idx];
+    ix->fn = fn;
+    ix->data = data;
+    map_init(&ix->buckets);
+    return s->n_idx++;
+}
+
+static const char *label_index_fn(const sobj *o, void *data)
+{
+    return sobj_label(o, data);
+}
+
+int store_add_label_index(store *s, const char *label_key)
+{
+    char *k = xstrdup(label_key);
+    int i = store_add_index(s, label_index_fn, k);
+    if (i < 0)
+        free(k);
+    else
+        s->idx[i].label_key = k;
+    return i;
+}
+
+static const char *owner_index_fn(const sobj *o, void *data)
+{
+    return o->owner_uid[0] ? o->owner_uid : NULL;
+}
+
+int store_add_owner_index(store *s)
+{
+    return store_add_index(s, owner_index_fn, NULL);
+}
+
+void store_on_change(store *s, store_handler fn, void *data)
+{
+    s->handlers = xrealloc(s->handlers, (size_t)(s->n_handlers + 1) * sizeof(*s->handlers));
+    s->handlers[s->n_handlers].fn = fn;
+    s->handlers[s->n_handlers].data = data;
+    s->n_handlers++;
+}
+
+const sobj *store_index_first(const store *s, int idx, const char *value, store_cursor *c)
+{
+    c->idx = idx;
+    c->head = NULL;
+    c->pos = NULL;
+    if (idx < 0 || idx >= s->n_idx || value == NULL)
+        return NULL;
+    struct bucket *b = map_get(&s->idx[idx].buckets, value);
+    if (b == NULL)
+        return NULL;
+    c->head = &b->head;
+    c->pos = b->head.next;
+    return store_index_next(c);
+}
+
+const sobj *store_index_next(store_cursor *c)
+{
+    if (c->head == NULL || c->pos == c->head)
+        return NULL;
+    const struct sobj_link *l = container_of(c->pos, struct sobj_link, node);
+    c->pos = c->pos->next;
+    return l->obj;
+}
+
+size_t store_index_count(const store *s, int idx, const char *value)
+{
+    if (idx < 0 || idx >= s->n_idx || value == NULL)
+        return 0;
+    struct bucket *b = map_get(&s->idx[idx].buckets, value);
+    return b ? b->count : 0;
+}
+
+const char *sobj_label(const sobj *o, const char *key)
+{
+    for (int i = 0; i < o->n_labels; i++)
+        if (strcmp(o->labels[2 * i], key) == 0)
+            return o->labels[2 * i + 1];
+    return NULL;
+}
+
+const char *sobj_annotation(const sobj *o, const char *key)
+{
+    for (int i = 0; i < o->n_annotations; i++)
+        if (strcmp(o->annotations[2 * i], key) == 0)
+            return o->annotations[2 * i + 1];
+    return NULL;
+}
+
+size_t store_bytes(const store *s)
+{
+    return s->bytes + (s->by_key.cap + s->by_uid.cap) * sizeof(map_slot);
+}
+
+void store_free(store *s)
+{
+    if (s == NULL)
+        return;
+    size_t it = 0;
+    void *v;
+    sobj **all = xmalloc((s->by_key.count + 1) * sizeof(*all));
+    size_t n = 0;
+    while (map_next(&s->by_key, &it, NULL, &v))
+        all[n++] = v;
+    for (size_t i = 0; i < n; i++) {
+        index_unlink(s, all[i]);
+        obj_free(s, all[i]);
+    }
+    free(all);
+    for (int i = 0; i < s->n_idx; i++) {
+        map_free(&s->idx[i].buckets);
+        free(s->idx[i].label_key);
+    }
+    map_free(&s->by_key);
+    map_free(&s->by_uid);
+    free(s->handlers);
+    free(s);
+}

@@ -1,0 +1,152 @@
+/* Unit tests for core/store: projections, indexes, change handlers and the
+ * relist diff (only real changes fire handlers). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/intern.h"
+#include "core/json.h"
+#include "core/store.h"
+
+struct events {
+    int adds, updates, deletes;
+    char last[128];
+};
+
+static void on_change(store *s, const sobj *o, const sobj *n, void *data)
+{
+    struct events *e = data;
+    if (o && n)
+        e->updates++;
+    else if (n)
+        e->adds++;
+    else
+        e->deletes++;
+    snprintf(e->last, sizeof(e->last), "%s", n ? n->key : o->key);
+}
+
+static cJSON *pod(const char *ns, const char *name, const char *rv, const char *inst, const char *owner)
+{
+    char buf[1024];
+    snprintf(buf, sizeof(buf),
+             "{\"metadata\":{\"namespace\":\"%s\",\"name\":\"%s\",\"uid\":\"uid-%s\",\"resourceVersion\":\"%s\","
+             "\"creationTimestamp\":\"2026-01-02T03:04:05Z\",\"labels\":{\"app.kubernetes.io/instance\":\"%s\","
+             "\"app.kubernetes.io/name\":\"slurmd\"},\"annotations\":{\"keep\":\"1\",\"drop\":\"2\"},"
+             "\"ownerReferences\":[{\"kind\":\"NodeSet\",\"name\":\"%s\",\"uid\":\"own-%s\",\"controller\":true}]}}",
+             ns, name, name, rv, inst, owner, owner);
+    cJSON *o = json_parse(buf, strlen(buf), NULL);
+    assert_non_null(o);
+    return o;
+}
+
+static const char *const keep_ann[] = {"keep", NULL};
+static const store_kind pods_kind = {.name = "pods", .namespaced = 1, .annotations = keep_ann};
+
+static void upsert(store *s, cJSON *o, int want)
+{
+    assert_int_equal(store_upsert(s, o), want);
+    cJSON_Delete(o);
+}
+
+static void test_basic_and_indexes(void **state)
+{
+    struct events ev = {0};
+    store *s = store_new(&pods_kind);
+    int by_inst = store_add_label_index(s, "app.kubernetes.io/instance");
+    int by_owner = store_add_owner_index(s);
+    store_on_change(s, on_change, &ev);
+
+    upsert(s, pod("ns", "a-0", "1", "a", "a"), 1);
+    upsert(s, pod("ns", "a-1", "2", "a", "a"), 1);
+    upsert(s, pod("ns", "b-0", "3", "b", "b"), 1);
+    upsert(s, pod("ns", "a-0", "1", "a", "a"), 0); /* same RV: no event */
+    assert_int_equal(ev.adds, 3);
+    assert_int_equal(ev.updates, 0);
+
+    const sobj *o = store_get(s, "ns", "a-1");
+    assert_non_null(o);
+    assert_string_equal(o->name, "a-1");
+    assert_string_equal(o->key, "ns/a-1");
+    assert_string_equal(sobj_label(o, "app.kubernetes.io/name"), "slurmd");
+    assert_string_equal(sobj_annotation(o, "keep"), "1");
+    assert_null(sobj_annotation(o, "drop"));
+    assert_string_equal(o->owner_kind, "NodeSet");
+    assert_string_equal(o->owner_uid, "own-a");
+    assert_int_equal(o->created, 1767323045);
+    assert_ptr_equal(store_get_uid(s, "uid-a-1"), o);
+
+    assert_int_equal(store_index_count(s, by_inst, "a"), 2);
+    assert_int_equal(store_index_count(s, by_owner, "own-b"), 1);
+    store_cursor c;
+    int n = 0;
+    for (const sobj *p = store_index_first(s, by_inst, "a", &c); p; p = store_index_next(&c))
+        n++;
+    assert_int_equal(n, 2);
+
+    /* A label change moves the object between buckets. */
+    upsert(s, pod("ns", "a-1", "4", "b", "a"), 1);
+    assert_int_equal(ev.updates, 1);
+    assert_int_equal(store_index_count(s, by_inst, "a"), 1);
+    assert_int_equal(store_index_count(s, by_inst, "b"), 2);
+
+    assert_int_equal(store_delete(s, "ns", "b-0"), 1);
+    assert_int_equal(store_delete(s, "ns", "b-0"), 0);
+    assert_int_equal(ev.deletes, 1);
+    assert_int_equal(store_index_count(s, by_inst, "b"), 1);
+    store_free(s);
+    assert_int_equal(istr_count(), 0); /* every interned string released */
+}
+
+static void test_relist_diff(void **state)
+{
+    struct events ev = {0};
+    store *s = store_new(&pods_kind);
+    store_on_change(s, on_change, &ev);
+    for (int i = 0; i < 100; i++) {
+        char name[16], rv[16];
+        snprintf(name, sizeof(name), "p-%d", i);
+        snprintf(rv, sizeof(rv), "%d", i + 1);
+        upsert(s, pod("ns", name, rv, "a", "a"), 1);
+    }
+    memset(&ev, 0, sizeof(ev));
+    /* Relist: 98 unchanged, p-5 changed, p-7 and p-9 gone, p-100 new. */
+    store_relist_begin(s);
+    for (int i = 0; i < 100; i++) {
+        char name[16], rv[16];
+        if (i == 7 || i == 9)
+            continue;
+        snprintf(name, sizeof(name), "p-%d", i);
+        snprintf(rv, sizeof(rv), "%d", i == 5 ? 500 : i + 1);
+        upsert(s, pod("ns", name, rv, "a", "a"), i == 5 ? 1 : 0);
+    }
+    upsert(s, pod("ns", "p-100", "501", "a", "a"), 1);
+    store_relist_end(s);
+    assert_int_equal(ev.adds, 1);
+    assert_int_equal(ev.updates, 1);
+    assert_int_equal(ev.deletes, 2);
+    assert_int_equal(store_count(s), 99);
+    store_free(s);
+}
+
+static void test_parse_time(void **state)
+{
+    assert_int_equal(store_parse_time("1970-01-01T00:00:10Z"), 10);
+    assert_int_equal(store_parse_time("1970-01-01T01:00:10.123456+01:00"), 10);
+    assert_int_equal(store_parse_time("garbage"), 0);
+    assert_int_equal(store_parse_time(NULL), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_basic_and_indexes),
+        cmocka_unit_test(test_relist_diff),
+        cmocka_unit_test(test_parse_time),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
