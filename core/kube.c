@@ -1,0 +1,875 @@
+#include "core/kube.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/json.h"
+#include "core/list.h"
+#include "core/log.h"
+#include "core/mem.h"
+
+#define RES(var, g, v, p, k, nsd) const kube_res var = {g, v, p, k, nsd}
+RES(KUBE_PODS, "", "v1", "pods", "Pod", 1);
+RES(KUBE_NODES, "", "v1", "nodes", "Node", 0);
+RES(KUBE_NAMESPACES, "", "v1", "namespaces", "Namespace", 0);
+RES(KUBE_SERVICES, "", "v1", "services", "Service", 1);
+RES(KUBE_CONFIGMAPS, "", "v1", "configmaps", "ConfigMap", 1);
+RES(KUBE_SECRETS, "", "v1", "secrets", "Secret", 1);
+RES(KUBE_PVCS, "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", 1);
+RES(KUBE_EVENTS, "", "v1", "events", "Event", 1);
+RES(KUBE_EVENTS_V1, "events.k8s.io", "v1", "events", "Event", 1);
+RES(KUBE_STATEFULSETS, "apps", "v1", "statefulsets", "StatefulSet", 1);
+RES(KUBE_DEPLOYMENTS, "apps", "v1", "deployments", "Deployment", 1);
+RES(KUBE_CONTROLLERREVISIONS, "apps", "v1", "controllerrevisions", "ControllerRevision", 1);
+RES(KUBE_PDBS, "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", 1);
+RES(KUBE_LEASES, "coordination.k8s.io", "v1", "leases", "Lease", 1);
+RES(KUBE_CRDS, "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", 0);
+RES(KUBE_SERVICEMONITORS, "monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", 1);
+RES(KUBE_SLINKY_CONTROLLERS, "slinky.slurm.net", "v1beta1", "controllers", "Controller", 1);
+RES(KUBE_SLINKY_NODESETS, "slinky.slurm.net", "v1beta1", "nodesets", "NodeSet", 1);
+RES(KUBE_SLINKY_LOGINSETS, "slinky.slurm.net", "v1beta1", "loginsets", "LoginSet", 1);
+RES(KUBE_SLINKY_RESTAPIS, "slinky.slurm.net", "v1beta1", "restapis", "RestApi", 1);
+RES(KUBE_SLINKY_ACCOUNTINGS, "slinky.slurm.net", "v1beta1", "accountings", "Accounting", 1);
+RES(KUBE_SLINKY_TOKENS, "slinky.slurm.net", "v1beta1", "tokens", "Token", 1);
+
+#define MAX_ERROR_BODY (64 * 1024)
+#define READ_RETRIES 3
+
+enum req_state { RS_DELAYED, RS_IN_FLIGHT, RS_FINISHING };
+
+struct kube_request {
+    list_node link; /* in c->delayed (RS_DELAYED) or c->finishing (RS_FINISHING) */
+    kube_client *c;
+    enum req_state state;
+    char *method;
+    char *verb; /* metrics verb: LIST/WATCH differ from GET */
+    const char *plural;
+    char *path;
+    const char *content_type;
+    char *body;
+    size_t body_len;
+    uint64_t ready_at; /* uv_now() ms when it may start */
+    uint64_t started_ns;
+    int attempts;
+    int retried_401;
+    int canceled;
+    hc_req *hreq;
+    kube_cb cb;
+    void *data;
+    /* final result, delivered from the finishing list */
+    int err;
+    kube_status st;
+    /* watch */
+    int is_watch;
+    kube_watch_event_cb on_event;
+    kube_watch_done_cb on_wdone;
+    int http_status;
+    int events_seen;
+    int watch_err; /* set by an ERROR event */
+    size_t max_event;
+    unsigned idle_ms; /* watch: no byte for this long means a dead stream */
+    buf_t line;
+    buf_t errbody;
+};
+
+struct kube_client {
+    uv_loop_t *loop;
+    hc_pool *pool;
+    kube_client_opts opts;
+    char *user_agent;
+    uv_timer_t timer;
+    list_node delayed;   /* requests waiting for the limiter or a retry */
+    list_node finishing; /* requests whose callback must run on the next tick */
+    int outstanding;     /* requests not yet finished */
+    double tokens;
+    uint64_t tokens_at_ns;
+    int closing;
+    int pool_closed;
+    int timer_closed;
+    void (*on_closed)(void *);
+    void *closed_data;
+    kube_stats stats;
+};
+
+/* ------------------------------------------------------------------ */
+
+const char *kube_api_version(const kube_res *res, char *buf, size_t len)
+{
+    if (*res->group)
+        snprintf(buf, len, "%s/%s", res->group, res->version);
+    else
+        snprintf(buf, len, "%s", res->version);
+    return buf;
+}
+
+int kube_query_escape(buf_t *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    int rc = 0;
+    for (; *s && rc == 0; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+            ch == '_' || ch == '.' || ch == '~')
+            rc = buf_putc(b, (char)ch);
+        else {
+            char e[4] = {'%', hex[ch >> 4], hex[ch & 15], 0};
+            rc = buf_puts(b, e);
+        }
+    }
+    return rc;
+}
+
+int kube_path(buf_t *b, const kube_res *res, const char *ns, const char *name, const char *sub, const char *query)
+{
+    int rc;
+    if (*res->group)
+        rc = buf_printf(b, "/apis/%s/%s", res->group, res->version);
+    else
+        rc = buf_printf(b, "/api/%s", res->version);
+    if (rc == 0 && res->namespaced && ns && *ns)
+        rc = buf_printf(b, "/namespaces/%s", ns);
+    if (rc == 0)
+        rc = buf_printf(b, "/%s", res->plural);
+    if (rc == 0 && name)
+        rc = buf_printf(b, "/%s", name);
+    if (rc == 0 && name && sub)
+        rc = buf_printf(b, "/%s", sub);
+    if (rc == 0 && query && *query)
+        rc = buf_printf(b, "?%s", query);
+    return rc;
+}
+
+int kube_err_from_http(int http, const char *reason)
+{
+    if (http >= 200 && http < 300)
+        return 0;
+    switch (http) {
+    case 400: return OP_EINVAL;
+    case 401: return OP_EUNAUTHORIZED;
+    case 403: return OP_EFORBIDDEN;
+    case 404: return OP_ENOTFOUND;
+    case 405:
+    case 406:
+    case 415: return OP_ENOTSUP;
+    case 409: return reason && strcmp(reason, "AlreadyExists") == 0 ? OP_EEXISTS : OP_ECONFLICT;
+    case 410: return OP_EGONE;
+    case 413: return OP_ETOOBIG;
+    case 422: return OP_EINVALID;
+    case 429: return OP_ERATELIMIT;
+    case 503: return OP_EUNAVAILABLE;
+    case 504: return OP_ETIMEOUT;
+    default: return http >= 500 ? OP_ESERVER : OP_EHTTP;
+    }
+}
+
+void kube_status_decode(kube_status *st, int http, const char *body, size_t len)
+{
+    memset(st, 0, sizeof(*st));
+    st->http = http;
+    cJSON *o = (body && len) ? json_parse(body, len, NULL) : NULL;
+    if (o && strcmp(json_get_str_or(o, "kind", ""), "Status") == 0) {
+        snprintf(st->reason, sizeof(st->reason), "%s", json_get_str_or(o, "reason", ""));
+        snprintf(st->message, sizeof(st->message), "%s", json_get_str_or(o, "message", ""));
+        st->retry_after = (int)json_get_int(o, "details.retryAfterSeconds", 0);
+        if (http == 0)
+            st->http = (int)json_get_int(o, "code", 0);
+    } else if (body && len) {
+        /* Plain text (APF 429, unknown-path 404, proxies): keep the first line. */
+        size_t n = strcspn(body, "\r\n");
+        if (n > len)
+            n = len;
+        snprintf(st->message, sizeof(st->message), "%.*s", (int)n, body);
+    }
+    cJSON_Delete(o);
+}
+
+/* ------------------------------------------------------------------ */
+/* Scheduling: a single timer serves the limiter, retries and deferred
+ * completions. */
+
+static void on_timer(uv_timer_t *t);
+
+static void kick(kube_client *c, uint64_t delay_ms)
+{
+    if (c->timer_closed)
+        return;
+    uint64_t due = uv_timer_get_due_in(&c->timer);
+    if (!uv_is_active((uv_handle_t *)&c->timer) || delay_ms < due)
+        uv_timer_start(&c->timer, on_timer, delay_ms, 0);
+}
+
+static void start_request(kube_request *r);
+
+static void req_free(kube_request *r)
+{
+    buf_free(&r->line);
+    buf_free(&r->errbody);
+    free(r->method);
+    free(r->verb);
+    free(r->path);
+    free(r->body);
+    free(r);
+}
+
+static void maybe_closed(kube_client *c)
+{
+    if (!c->closing || !c->pool_closed || !c->timer_closed || c->outstanding > 0)
+        return;
+    void (*cb)(void *) = c->on_closed;
+    void *data = c->closed_data;
+    free(c->user_agent);
+    free(c);
+    if (cb)
+        cb(data);
+}
+
+static void deliver(kube_request *r);
+
+/* Queue the final callback for the next tick (completions are asynchronous). */
+static void finish(kube_request *r, int err, const kube_status *st)
+{
+    kube_client *c = r->c;
+    if (list_is_linked(&r->link))
+        list_remove(&r->link);
+    r->state = RS_FINISHING;
+    r->err = err;
+    if (st)
+        r->st = *st;
+    else
+        memset(&r->st, 0, sizeof(r->st));
+    if (c->timer_closed) {
+        /* Closing: the deferral timer is gone, and we are inside an
+         * asynchronous completion already, so deliver now. */
+        deliver(r);
+        maybe_closed(c);
+        return;
+    }
+    list_insert_tail(&c->finishing, &r->link);
+    kick(c, 0);
+}
+
+static void deliver(kube_request *r)
+{
+    kube_client *c = r->c;
+    if (list_is_linked(&r->link))
+        list_remove(&r->link);
+    if (r->is_watch) {
+        if (r->on_wdone)
+            r->on_wdone(r->err, &r->st, r->events_seen, r->data);
+    } else if (r->cb) {
+        r->cb(r->err, NULL, &r->st, r->data);
+    }
+    req_free(r);
+    c->outstanding--;
+}
+
+/* Token bucket with reservations (client-go / golang.org/x/time/rate):
+ * tokens refill continuously up to burst; taking one may drive the count
+ * negative, and the request then waits until it is paid back. */
+static uint64_t limiter_reserve(kube_client *c)
+{
+    if (c->opts.qps <= 0)
+        return 0;
+    uint64_t now = uv_hrtime();
+    double elapsed = (double)(now - c->tokens_at_ns) / 1e9;
+    c->tokens_at_ns = now;
+    c->tokens += elapsed * c->opts.qps;
+    if (c->tokens > c->opts.burst)
+        c->tokens = c->opts.burst;
+    c->tokens -= 1.0;
+    if (c->tokens >= 0)
+        return 0;
+    double wait_ms = (-c->tokens / c->opts.qps) * 1000.0;
+    c->stats.throttled_ms += (unsigned long long)wait_ms;
+    return (uint64_t)ceil(wait_ms);
+}
+
+static void schedule(kube_request *r, uint64_t delay_ms)
+{
+    kube_client *c = r->c;
+    r->state = RS_DELAYED;
+    r->ready_at = uv_now(c->loop) + delay_ms;
+    list_insert_tail(&c->delayed, &r->link);
+    kick(c, delay_ms);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    kube_client *c = container_of(t, kube_client, timer);
+    list_node *pos, *tmp;
+    uint64_t now = uv_now(c->loop), next = UINT64_MAX;
+
+    /* Deferred completions first; a callback may submit new requests. */
+    list_node done;
+    list_init(&done);
+    list_splice_tail(&done, &c->finishing);
+    while (!list_empty(&done)) {
+        kube_request *r = list_entry(done.next, kube_request, link);
+        deliver(r);
+    }
+    list_foreach_safe(pos, tmp, &c->delayed)
+    {
+        kube_request *r = list_entry(pos, kube_request, link);
+        if (r->ready_at <= now) {
+            list_remove(pos);
+            start_request(r);
+        } else if (r->ready_at - now < next) {
+            next = r->ready_at - now;
+        }
+    }
+    if (next != UINT64_MAX)
+        kick(c, next);
+    if (!list_empty(&c->finishing))
+        kick(c, 0);
+    maybe_closed(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* HTTP exchange */
+
+static int is_idempotent_read(const kube_request *r)
+{
+    return !r->is_watch && strcmp(r->method, "GET") == 0;
+}
+
+static void observe(kube_request *r, int code)
+{
+    kube_client *c = r->c;
+    if (c->opts.observe)
+        c->opts.observe(c->opts.observe_data, r->verb, r->plural, code,
+                        (double)(uv_hrtime() - r->started_ns) / 1e9);
+}
+
+/* Decide whether a failed attempt is retried; returns 1 when rescheduled. */
+static int maybe_retry(kube_request *r, int err, const kube_status *st, const char *retry_after_hdr)
+{
+    kube_client *c = r->c;
+    if (r->canceled || c->closing)
+        return 0;
+    if (st->http == 401 && !r->retried_401 && c->opts.token_invalidate) {
+        r->retried_401 = 1;
+        c->opts.token_invalidate(c->opts.token_data);
+        c->stats.retries++;
+        schedule(r, 0);
+        return 1;
+    }
+    int ra = st->retry_after;
+    if (retry_after_hdr && *retry_after_hdr)
+        ra = atoi(retry_after_hdr);
+    if ((st->http == 429 || st->http >= 500) && (ra > 0 || (retry_after_hdr && *retry_after_hdr)) &&
+        r->attempts <= c->opts.max_retries) {
+        if (ra < 1)
+            ra = 1;
+        if (ra > 60)
+            ra = 60;
+        c->stats.retries++;
+        log_debug("kube: %s %s answered %d, retrying in %ds (attempt %d)", r->method, r->path, st->http, ra,
+                  r->attempts);
+        schedule(r, (uint64_t)ra * 1000);
+        return 1;
+    }
+    if (st->http == 0 && is_idempotent_read(r) && r->attempts <= READ_RETRIES) {
+        c->stats.retries++;
+        schedule(r, 100u << r->attempts);
+        return 1;
+    }
+    (void)err;
+    return 0;
+}
+
+static void dispatch_line(kube_request *r, const char *s, size_t n)
+{
+    while (n && (s[n - 1] == '\r' || s[n - 1] == ' '))
+        n--;
+    if (n == 0 || r->watch_err)
+        return;
+    cJSON *ev = json_parse(s, n, NULL);
+    const char *type = json_get_str(ev, "type");
+    const cJSON *obj = json_child(ev, "object");
+    if (ev == NULL || type == NULL || !cJSON_IsObject(obj)) {
+        /* An undecodable event is a failed watch (client-go surfaces it as an ERROR). */
+        log_warn("kube: undecodable watch event on %s (%zu bytes)", r->path, n);
+        r->watch_err = OP_EPROTO;
+        snprintf(r->st.message, sizeof(r->st.message), "undecodable watch event");
+        cJSON_Delete(ev);
+        hc_cancel(r->hreq);
+        return;
+    }
+    int t = -1;
+    if (!strcmp(type, "ADDED"))
+        t = KUBE_EV_ADDED;
+    else if (!strcmp(type, "MODIFIED"))
+        t = KUBE_EV_MODIFIED;
+    else if (!strcmp(type, "DELETED"))
+        t = KUBE_EV_DELETED;
+    else if (!strcmp(type, "BOOKMARK"))
+        t = KUBE_EV_BOOKMARK;
+    else if (!strcmp(type, "ERROR")) {
+        int code = (int)json_get_int(obj, "code", 500);
+        const char *reason = json_get_str_or(obj, "reason", "");
+        r->st.http = code;
+        snprintf(r->st.reason, sizeof(r->st.reason), "%s", reason);
+        snprintf(r->st.message, sizeof(r->st.message), "%s", json_get_str_or(obj, "message", ""));
+        r->watch_err = (code == 410 || !strcmp(reason, "Expired") || !strcmp(reason, "Gone"))
+                           ? OP_EGONE
+                           : kube_err_from_http(code, reason);
+        if (r->watch_err == 0)
+            r->watch_err = OP_ESERVER;
+        cJSON_Delete(ev);
+        hc_cancel(r->hreq);
+        return;
+    }
+    if (t >= 0) {
+        r->events_seen++;
+        if (r->on_event && !r->canceled)
+            r->on_event(t, obj, r->data);
+    }
+    cJSON_Delete(ev);
+}
+
+static void on_headers(hc_req *hr, const hc_response *resp, void *data)
+{
+    kube_request *r = data;
+    r->http_status = resp->status;
+}
+
+static int on_data(hc_req *hr, const char *p, size_t n, void *data)
+{
+    kube_request *r = data;
+    if (r->http_status != 200) {
+        /* An error answer to a watch: keep (a bounded part of) the Status body. */
+        if (r->errbody.len < MAX_ERROR_BODY) {
+            size_t take = n < MAX_ERROR_BODY - r->errbody.len ? n : MAX_ERROR_BODY - r->errbody.len;
+            if (buf_append(&r->errbody, p, take) != 0)
+                return 1;
+        }
+        return 0;
+    }
+    while (n > 0 && !r->watch_err) {
+        const char *nl = memchr(p, '\n', n);
+        if (nl == NULL) {
+            if (buf_append(&r->line, p, n) != 0) {
+                log_warn("kube: watch event on %s exceeds %zu bytes", r->path, r->max_event);
+                r->watch_err = OP_ETOOBIG;
+                return 1;
+            }
+            return 0;
+        }
+        size_t k = (size_t)(nl - p);
+        if (r->line.len == 0) {
+            dispatch_line(r, p, k); /* whole line in this fragment: no copy */
+        } else {
+            if (buf_append(&r->line, p, k) != 0) {
+                r->watch_err = OP_ETOOBIG;
+                return 1;
+            }
+            dispatch_line(r, r->line.data, r->line.len);
+            buf_reset(&r->line);
+        }
+        p += k + 1;
+        n -= k + 1;
+    }
+    return r->watch_err ? 1 : 0;
+}
+
+static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
+{
+    kube_request *r = data;
+    kube_status st;
+    r->hreq = NULL;
+    memset(&st, 0, sizeof(st));
+
+    if (r->is_watch) {
+        int err;
+        if (r->watch_err) {
+            err = r->watch_err;
+            st = r->st;
+            observe(r, st.http ? st.http : 200);
+        } else if (status != 0) {
+            err = status;
+            st.http = 0;
+            snprintf(st.message, sizeof(st.message), "%s", op_strerror(status));
+            observe(r, 0);
+        } else if (r->http_status != 200) {
+            kube_status_decode(&st, r->http_status, r->errbody.data, r->errbody.len);
+            err = kube_err_from_http(r->http_status, st.reason);
+            observe(r, r->http_status);
+            if (maybe_retry(r, err, &st, hc_header_get(resp, "Retry-After")))
+                return;
+        } else {
+            /* Clean end; a last event without a trailing newline still counts. */
+            if (r->line.len)
+                dispatch_line(r, r->line.data, r->line.len);
+            buf_reset(&r->line);
+            err = r->watch_err;
+            st = r->st;
+            observe(r, 200);
+        }
+        if (r->canceled)
+            err = OP_ECANCELED;
+        finish(r, err, &st);
+        return;
+    }
+
+    if (status != 0) {
+        st.http = 0;
+        snprintf(st.message, sizeof(st.message), "%s %s: %s", r->method, r->path, op_strerror(status));
+        observe(r, 0);
+        if (!r->canceled && maybe_retry(r, status, &st, NULL))
+            return;
+        finish(r, r->canceled ? OP_ECANCELED : status, &st);
+        return;
+    }
+    observe(r, resp->status);
+    if (resp->status >= 200 && resp->status < 300) {
+        cJSON *obj = resp->body_len ? json_parse(resp->body, resp->body_len, NULL) : NULL;
+        if (resp->body_len && obj == NULL) {
+            st.http = resp->status;
+            snprintf(st.message, sizeof(st.message), "malformed JSON in %d answer to %s %s", resp->status,
+                     r->method, r->path);
+            finish(r, OP_EPARSE, &st);
+            return;
+        }
+        /* Success is delivered right here: we are already in an hc callback,
+         * i.e. asynchronous with respect to the caller. */
+        st.http = resp->status;
+        kube_client *c = r->c;
+        if (r->cb && !r->canceled)
+            r->cb(0, obj, &st, r->data);
+        else if (r->cb)
+            r->cb(OP_ECANCELED, NULL, &st, r->data);
+        cJSON_Delete(obj);
+        req_free(r);
+        c->outstanding--;
+        maybe_closed(c);
+        return;
+    }
+    kube_status_decode(&st, resp->status, resp->body, resp->body_len);
+    int err = kube_err_from_http(resp->status, st.reason);
+    if (st.message[0] == '\0')
+        snprintf(st.message, sizeof(st.message), "HTTP %d from %s %s", resp->status, r->method, r->path);
+    if (maybe_retry(r, err, &st, hc_header_get(resp, "Retry-After")))
+        return;
+    finish(r, err, &st);
+}
+
+static void start_request(kube_request *r)
+{
+    kube_client *c = r->c;
+    hc_header hdrs[5];
+    size_t nh = 0;
+    char auth[8192];
+    const char *tok = c->opts.token ? c->opts.token(c->opts.token_data) : NULL;
+
+    if (r->canceled || c->closing) {
+        finish(r, OP_ECANCELED, NULL);
+        return;
+    }
+    r->attempts++;
+    r->state = RS_IN_FLIGHT;
+    r->started_ns = uv_hrtime();
+    hdrs[nh++] = (hc_header){"Accept", "application/json"};
+    hdrs[nh++] = (hc_header){"User-Agent", c->user_agent};
+    if (tok && *tok) {
+        snprintf(auth, sizeof(auth), "Bearer %s", tok);
+        hdrs[nh++] = (hc_header){"Authorization", auth};
+    }
+    if (r->content_type)
+        hdrs[nh++] = (hc_header){"Content-Type", r->content_type};
+    hc_req_opts o = {
+        .method = r->method,
+        .path = r->path,
+        .headers = hdrs,
+        .n_headers = nh,
+        .body = r->body,
+        .body_len = r->body_len,
+        .on_done = on_done,
+        .data = r,
+    };
+    if (r->is_watch) {
+        buf_reset(&r->line);
+        buf_reset(&r->errbody);
+        r->http_status = 0;
+        o.on_headers = on_headers;
+        o.on_data = on_data;
+        o.idle_timeout_ms = r->idle_ms;
+    } else {
+        o.request_timeout_ms = c->opts.request_timeout_ms;
+    }
+    c->stats.requests++;
+    r->hreq = hc_request(c->pool, &o);
+}
+
+static kube_request *req_new(kube_client *c, const char *method, const char *verb, const kube_res *res,
+                             const char *path, const char *ctype, const char *body, size_t len, kube_cb cb,
+                             void *data)
+{
+    kube_request *r = xcalloc(1, sizeof(*r));
+    list_init(&r->link);
+    r->c = c;
+    r->method = xstrdup(method);
+    r->verb = xstrdup(verb);
+    r->plural = res->plural;
+    r->path = xstrdup(path);
+    r->content_type = ctype;
+    if (body) {
+        r->body = xstrndup(body, len);
+        r->body_len = len;
+    }
+    r->cb = cb;
+    r->data = data;
+    buf_init(&r->line, 16u << 20);
+    buf_init(&r->errbody, MAX_ERROR_BODY + 1);
+    c->outstanding++;
+    return r;
+}
+
+static kube_request *submit(kube_request *r)
+{
+    kube_client *c = r->c;
+    if (c->closing) {
+        finish(r, OP_ECANCELED, NULL);
+        return r;
+    }
+    schedule(r, limiter_reserve(c));
+    return r;
+}
+
+static kube_request *do_simple(kube_client *c, const char *method, const char *verb, const kube_res *res,
+                               const char *ns, const char *name, const char *sub, const char *query,
+                               const char *ctype, const cJSON *body, kube_cb cb, void *data)
+{
+    buf_t path;
+    buf_init(&path, 8192);
+    int rc = kube_path(&path, res, ns, name, sub, query);
+    char *b = body ? json_dump(body) : NULL;
+    kube_request *r = req_new(c, method, verb, res, buf_cstr(&path), ctype, b, b ? strlen(b) : 0, cb, data);
+    free(b);
+    buf_free(&path);
+    if (rc) {
+        kube_status st = {.http = 0};
+        snprintf(st.message, sizeof(st.message), "request path too long");
+        finish(r, rc, &st);
+        return r;
+    }
+    return submit(r);
+}
+
+kube_request *kube_get(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
+                       kube_cb cb, void *data)
+{
+    return do_simple(c, "GET", "GET", res, ns, name, sub, NULL, NULL, NULL, cb, data);
+}
+
+kube_request *kube_list(kube_client *c, const kube_res *res, const char *ns, const char *query, kube_cb cb,
+                        void *data)
+{
+    return do_simple(c, "GET", "LIST", res, ns, NULL, NULL, query, NULL, NULL, cb, data);
+}
+
+kube_request *kube_create(kube_client *c, const kube_res *res, const char *ns, const cJSON *obj, kube_cb cb,
+                          void *data)
+{
+    return do_simple(c, "POST", "POST", res, ns, NULL, NULL, NULL, "application/json", obj, cb, data);
+}
+
+kube_request *kube_update(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
+                          const cJSON *obj, kube_cb cb, void *data)
+{
+    return do_simple(c, "PUT", "PUT", res, ns, name, sub, NULL, "application/json", obj, cb, data);
+}
+
+kube_request *kube_patch(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
+                         enum kube_patch_type type, const cJSON *patch, const char *field_manager, int force,
+                         kube_cb cb, void *data)
+{
+    static const char *const ctypes[] = {"application/merge-patch+json", "application/json-patch+json",
+                                         "application/strategic-merge-patch+json", "application/apply-patch+yaml"};
+    buf_t q;
+    buf_init(&q, 1024);
+    int rc = 0;
+    if (field_manager) {
+        rc = buf_puts(&q, "fieldManager=");
+        rc = rc ? rc : kube_query_escape(&q, field_manager);
+    }
+    if (rc == 0 && force && type == KUBE_PATCH_APPLY)
+        rc = buf_puts(&q, q.len ? "&force=true" : "force=true");
+    kube_request *r = do_simple(c, "PATCH", "PATCH", res, ns, name, sub, buf_cstr(&q), ctypes[type], patch, cb,
+                                data);
+    buf_free(&q);
+    return r;
+}
+
+kube_request *kube_delete(kube_client *c, const kube_res *res, const char *ns, const char *name,
+                          const kube_delete_opts *opts, kube_cb cb, void *data)
+{
+    cJSON *body = NULL;
+    if (opts) {
+        body = cJSON_CreateObject();
+        json_set_str(body, "kind", "DeleteOptions");
+        json_set_str(body, "apiVersion", "v1");
+        if (opts->propagation)
+            json_set_str(body, "propagationPolicy", opts->propagation);
+        if (opts->grace_seconds >= 0)
+            json_set_int(body, "gracePeriodSeconds", opts->grace_seconds);
+        if (opts->uid || opts->resource_version) {
+            cJSON *pre = json_obj_ensure(body, "preconditions");
+            if (opts->uid)
+                json_set_str(pre, "uid", opts->uid);
+            if (opts->resource_version)
+                json_set_str(pre, "resourceVersion", opts->resource_version);
+        }
+    }
+    kube_request *r = do_simple(c, "DELETE", "DELETE", res, ns, name, NULL, NULL,
+                                body ? "application/json" : NULL, body, cb, data);
+    cJSON_Delete(body);
+    return r;
+}
+
+void kube_cancel(kube_request *r)
+{
+    if (r == NULL || r->canceled || r->state == RS_FINISHING)
+        return;
+    r->canceled = 1;
+    if (r->state == RS_DELAYED)
+        finish(r, OP_ECANCELED, NULL);
+    else if (r->hreq)
+        hc_cancel(r->hreq);
+}
+
+kube_watch *kube_watch_start(kube_client *c, const kube_res *res, const char *ns, const kube_watch_opts *opts,
+                             kube_watch_event_cb on_event, kube_watch_done_cb on_done_cb, void *data)
+{
+    buf_t q, path;
+    int rc = 0;
+    buf_init(&q, 8192);
+    buf_init(&path, 16384);
+    rc = buf_puts(&q, "watch=1");
+    if (rc == 0 && opts->bookmarks)
+        rc = buf_puts(&q, "&allowWatchBookmarks=true");
+    if (rc == 0 && opts->resource_version && *opts->resource_version) {
+        rc = buf_puts(&q, "&resourceVersion=");
+        rc = rc ? rc : kube_query_escape(&q, opts->resource_version);
+    }
+    if (rc == 0 && opts->label_selector && *opts->label_selector) {
+        rc = buf_puts(&q, "&labelSelector=");
+        rc = rc ? rc : kube_query_escape(&q, opts->label_selector);
+    }
+    if (rc == 0 && opts->field_selector && *opts->field_selector) {
+        rc = buf_puts(&q, "&fieldSelector=");
+        rc = rc ? rc : kube_query_escape(&q, opts->field_selector);
+    }
+    if (rc == 0 && opts->timeout_seconds > 0)
+        rc = buf_printf(&q, "&timeoutSeconds=%d", opts->timeout_seconds);
+    rc = rc ? rc : kube_path(&path, res, ns, NULL, NULL, buf_cstr(&q));
+    kube_request *r = req_new(c, "GET", "WATCH", res, buf_cstr(&path), NULL, NULL, 0, NULL, data);
+    buf_free(&q);
+    buf_free(&path);
+    r->is_watch = 1;
+    r->on_event = on_event;
+    r->on_wdone = on_done_cb;
+    r->max_event = opts->max_event_bytes ? opts->max_event_bytes : (16u << 20);
+    /* A watch is silent until something changes; only a silence longer than
+     * the server's own timeout (plus slack) means the stream is dead. */
+    r->idle_ms = opts->timeout_seconds > 0 ? (unsigned)(opts->timeout_seconds + 60) * 1000u : 3700u * 1000u;
+    buf_free(&r->line);
+    buf_init(&r->line, r->max_event);
+    c->stats.watches++;
+    if (rc) {
+        finish(r, rc, NULL);
+        return r;
+    }
+    return submit(r);
+}
+
+void kube_watch_stop(kube_watch *w)
+{
+    kube_cancel(w);
+}
+
+/* ------------------------------------------------------------------ */
+
+kube_client *kube_client_new(uv_loop_t *loop, const kube_client_opts *opts, int *err)
+{
+    kube_client *c = xcalloc(1, sizeof(*c));
+    c->loop = loop;
+    c->opts = *opts;
+    if (c->opts.qps == 0)
+        c->opts.qps = 200;
+    if (c->opts.burst <= 0)
+        c->opts.burst = 400;
+    if (c->opts.max_conns <= 0)
+        c->opts.max_conns = 32;
+    if (c->opts.request_timeout_ms == 0)
+        c->opts.request_timeout_ms = 60000;
+    if (c->opts.max_retries <= 0)
+        c->opts.max_retries = 10;
+    c->user_agent = xstrdup(opts->user_agent ? opts->user_agent : "slurmop/" OP_VERSION);
+    c->opts.user_agent = c->user_agent;
+    c->tokens = c->opts.burst;
+    c->tokens_at_ns = uv_hrtime();
+    list_init(&c->delayed);
+    list_init(&c->finishing);
+    hc_pool_opts po = {
+        .max_conns = c->opts.max_conns,
+        .tls = opts->tls,
+    };
+    c->pool = hc_pool_new(loop, opts->server, &po, err);
+    if (c->pool == NULL) {
+        free(c->user_agent);
+        free(c);
+        return NULL;
+    }
+    uv_timer_init(loop, &c->timer);
+    return c;
+}
+
+static void on_pool_closed(void *data)
+{
+    kube_client *c = data;
+    c->pool_closed = 1;
+    maybe_closed(c);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    kube_client *c = container_of((uv_timer_t *)(void *)h, kube_client, timer);
+    c->timer_closed = 1;
+    /* Deliver whatever finished while closing. */
+    while (!list_empty(&c->finishing))
+        deliver(list_entry(c->finishing.next, kube_request, link));
+    maybe_closed(c);
+}
+
+void kube_client_close(kube_client *c, void (*on_closed)(void *data), void *data)
+{
+    list_node *pos, *tmp;
+    if (c->closing)
+        return;
+    c->closing = 1;
+    c->on_closed = on_closed;
+    c->closed_data = data;
+    list_foreach_safe(pos, tmp, &c->delayed)
+    {
+        kube_request *r = list_entry(pos, kube_request, link);
+        r->canceled = 1;
+        finish(r, OP_ECANCELED, NULL);
+    }
+    /* In-flight requests complete through the pool's cancellation. */
+    hc_pool_close(c->pool, on_pool_closed, c);
+    uv_timer_stop(&c->timer);
+    uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+}
+
+void kube_client_stats(const kube_client *c, kube_stats *out)
+{
+    *out = c->stats;
+    out->in_flight = c->outstanding;
+    int n = 0;
+    const list_node *p;
+    list_foreach(p, &c->delayed) n++;
+    out->waiting = n;
+}

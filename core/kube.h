@@ -1,0 +1,158 @@
+/* kube: the Kubernetes API client (JSON over core/httpc).
+ *
+ * Paths and verbs for every resource the operator touches, Status errors
+ * decoded into one error type, a client-side token-bucket limiter (QPS and
+ * burst, applied when each request starts, watches included), retries of
+ * 429 / 5xx answers that carry Retry-After (up to max_retries, as client-go
+ * does), one retry after a 401 with a freshly read token, and retries of
+ * idempotent reads after connection failures. Watches are streamed: every
+ * newline-delimited event is parsed as it arrives, whatever the chunking.
+ *
+ * Every call completes exactly once and asynchronously through its callback.
+ * Objects handed to callbacks are borrowed: valid only during the call.
+ *
+ * Errors (callback err): 0 on 2xx; otherwise OP_ENOTFOUND (404),
+ * OP_EEXISTS (409 AlreadyExists), OP_ECONFLICT (409 other), OP_EGONE (410),
+ * OP_EINVALID (422), OP_EINVAL (400), OP_EUNAUTHORIZED (401),
+ * OP_EFORBIDDEN (403), OP_ENOTSUP (405/406/415), OP_ETOOBIG (413),
+ * OP_ERATELIMIT (429), OP_EUNAVAILABLE (503), OP_ETIMEOUT (504 or no answer
+ * in time), OP_ESERVER (other 5xx), OP_EHTTP (other codes), or a transport
+ * error (UV_ECONNREFUSED, OP_ECLOSED, OP_ETLS, OP_ECERT, ...). st carries the
+ * HTTP code, the Status reason and message when there is one.
+ */
+#ifndef OP_KUBE_H
+#define OP_KUBE_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <uv.h>
+
+#include "core/buf.h"
+#include "core/httpc.h"
+
+typedef struct kube_client kube_client;
+typedef struct kube_request kube_request;
+typedef struct kube_request kube_watch; /* a watch is a streaming request */
+
+/** A resource type: where it lives in the API. */
+typedef struct kube_res {
+    const char *group;   /* "" for core */
+    const char *version; /* "v1" */
+    const char *plural;  /* "pods" */
+    const char *kind;    /* "Pod" */
+    int namespaced;
+} kube_res;
+
+extern const kube_res KUBE_PODS, KUBE_NODES, KUBE_NAMESPACES, KUBE_SERVICES, KUBE_CONFIGMAPS, KUBE_SECRETS,
+    KUBE_PVCS, KUBE_EVENTS, KUBE_EVENTS_V1, KUBE_STATEFULSETS, KUBE_DEPLOYMENTS, KUBE_CONTROLLERREVISIONS,
+    KUBE_PDBS, KUBE_LEASES, KUBE_CRDS, KUBE_SERVICEMONITORS;
+extern const kube_res KUBE_SLINKY_CONTROLLERS, KUBE_SLINKY_NODESETS, KUBE_SLINKY_LOGINSETS, KUBE_SLINKY_RESTAPIS,
+    KUBE_SLINKY_ACCOUNTINGS, KUBE_SLINKY_TOKENS;
+
+/** "apps/v1" or "v1". */
+const char *kube_api_version(const kube_res *res, char *buf, size_t len);
+
+typedef struct kube_status {
+    int http;          /* HTTP status, 0 for transport errors */
+    char reason[48];   /* Status.reason ("Conflict", "AlreadyExists", ...) or "" */
+    char message[512]; /* Status.message, or the body text, or the transport error */
+    int retry_after;   /* seconds from Retry-After / details.retryAfterSeconds, 0 if none */
+} kube_status;
+
+typedef void (*kube_cb)(int err, const cJSON *obj, const kube_status *st, void *data);
+
+/** Observation hook for metrics: one call per finished HTTP exchange
+ *  (retries included). verb is GET/LIST/WATCH/POST/PUT/PATCH/DELETE. */
+typedef void (*kube_observe_fn)(void *data, const char *verb, const char *resource, int code, double seconds);
+
+typedef struct kube_client_opts {
+    const char *server;        /* "https://host:port" */
+    const hc_tls_opts *tls;    /* for https */
+    const char *(*token)(void *data); /* current bearer token, or NULL for none */
+    void (*token_invalidate)(void *data); /* a 401 was received: re-read the token */
+    void *token_data;
+    double qps;                /* client-side limiter; <= 0 disables (default 200) */
+    int burst;                 /* default 400 */
+    int max_conns;             /* keep-alive connections (default 32) */
+    unsigned request_timeout_ms; /* default 60000 */
+    int max_retries;           /* for 429/5xx with Retry-After (default 10) */
+    const char *user_agent;    /* default "slurmop/<version>" */
+    kube_observe_fn observe;
+    void *observe_data;
+} kube_client_opts;
+
+kube_client *kube_client_new(uv_loop_t *loop, const kube_client_opts *opts, int *err);
+/** Cancel every request and watch (their callbacks run with OP_ECANCELED),
+ *  close connections, free the client; on_closed runs last. */
+void kube_client_close(kube_client *c, void (*on_closed)(void *data), void *data);
+
+/** Build a path into b: collection when name is NULL, object otherwise,
+ *  subresource when sub is non-NULL; ns NULL/"" for cluster scope or for the
+ *  all-namespaces collection. query (without '?') is appended when non-NULL. */
+int kube_path(buf_t *b, const kube_res *res, const char *ns, const char *name, const char *sub,
+              const char *query) OP_WUR;
+
+/** Percent-encode s for use as a query value into b. */
+int kube_query_escape(buf_t *b, const char *s) OP_WUR;
+
+enum kube_patch_type { KUBE_PATCH_MERGE, KUBE_PATCH_JSON, KUBE_PATCH_STRATEGIC, KUBE_PATCH_APPLY };
+
+typedef struct kube_delete_opts {
+    const char *uid;              /* precondition, optional */
+    const char *resource_version; /* precondition, optional */
+    const char *propagation;      /* "Background" / "Foreground" / "Orphan", optional */
+    int grace_seconds;            /* -1 = server default */
+} kube_delete_opts;
+
+kube_request *kube_get(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
+                       kube_cb cb, void *data);
+/** One page of a list; query carries labelSelector/fieldSelector/limit/continue/resourceVersion. */
+kube_request *kube_list(kube_client *c, const kube_res *res, const char *ns, const char *query, kube_cb cb,
+                        void *data);
+kube_request *kube_create(kube_client *c, const kube_res *res, const char *ns, const cJSON *obj, kube_cb cb,
+                          void *data);
+/** PUT (optimistic concurrency: obj carries metadata.resourceVersion). */
+kube_request *kube_update(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
+                          const cJSON *obj, kube_cb cb, void *data);
+/** field_manager is required for KUBE_PATCH_APPLY; force only applies to it. */
+kube_request *kube_patch(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
+                         enum kube_patch_type type, const cJSON *patch, const char *field_manager, int force,
+                         kube_cb cb, void *data);
+kube_request *kube_delete(kube_client *c, const kube_res *res, const char *ns, const char *name,
+                          const kube_delete_opts *opts, kube_cb cb, void *data);
+/** Cancel: the callback runs later with OP_ECANCELED unless already done. */
+void kube_cancel(kube_request *r);
+
+enum kube_event { KUBE_EV_ADDED, KUBE_EV_MODIFIED, KUBE_EV_DELETED, KUBE_EV_BOOKMARK };
+typedef void (*kube_watch_event_cb)(int type, const cJSON *obj, void *data);
+/** err 0: the server ended the stream cleanly (timeout); OP_EGONE: 410 as
+ *  HTTP status or ERROR event (relist); OP_ECANCELED after kube_watch_stop;
+ *  anything else: failure (back off, relist). st as for kube_cb. */
+typedef void (*kube_watch_done_cb)(int err, const kube_status *st, int events_seen, void *data);
+
+typedef struct kube_watch_opts {
+    const char *resource_version;  /* "" or NULL = start at most recent */
+    const char *label_selector;
+    const char *field_selector;
+    int timeout_seconds;           /* server-side timeout; 0 = server default */
+    int bookmarks;                 /* allowWatchBookmarks=true */
+    size_t max_event_bytes;        /* default 16 MiB */
+} kube_watch_opts;
+
+kube_watch *kube_watch_start(kube_client *c, const kube_res *res, const char *ns, const kube_watch_opts *opts,
+                             kube_watch_event_cb on_event, kube_watch_done_cb on_done, void *data);
+/** Stop a watch: on_done runs later with OP_ECANCELED (never from inside). */
+void kube_watch_stop(kube_watch *w);
+
+/** Map an HTTP status and Status reason to the project's error code. */
+int kube_err_from_http(int http, const char *reason);
+/** Decode a Status body (or plain text) into st; best effort. */
+void kube_status_decode(kube_status *st, int http, const char *body, size_t len);
+
+typedef struct kube_stats {
+    unsigned long long requests, retries, watches, throttled_ms;
+    int in_flight, waiting;
+} kube_stats;
+void kube_client_stats(const kube_client *c, kube_stats *out);
+
+#endif
