@@ -1,0 +1,146 @@
+#include "watchers/kinds.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/intern.h"
+#include "core/json.h"
+#include "core/mem.h"
+
+const char *const pod_slurm_cond_types[PSC_COUNT] = {
+    "SlurmNodeStateAllocated", "SlurmNodeStateDown",        "SlurmNodeStateError",
+    "SlurmNodeStateFuture",    "SlurmNodeStateIdle",        "SlurmNodeStateMixed",
+    "SlurmNodeStateUnknown",   "SlurmNodeStateCompleting",  "SlurmNodeStateDrain",
+    "SlurmNodeStateFail",      "SlurmNodeStateInvalid",     "SlurmNodeStateInvalidReg",
+    "SlurmNodeStateMaintenance", "SlurmNodeStateNotResponding", "SlurmNodeStateUndrain",
+};
+
+static const char *const pod_annotations[] = {ANN_POD_CORDON, ANN_POD_DELETION_COST, ANN_POD_DEADLINE, ANN_TOPOLOGY,
+                                              NULL};
+
+static void *pod_project(const cJSON *obj)
+{
+    pod_proj *p = xcalloc(1, sizeof(*p));
+    const char *phase = json_get_str_or(obj, "status.phase", "Pending");
+    if (!strcmp(phase, "Running"))
+        p->phase = POD_RUNNING;
+    else if (!strcmp(phase, "Succeeded"))
+        p->phase = POD_SUCCEEDED;
+    else if (!strcmp(phase, "Failed"))
+        p->phase = POD_FAILED;
+    else if (!strcmp(phase, "Unknown"))
+        p->phase = POD_UNKNOWN;
+    else
+        p->phase = POD_PENDING;
+    const char *node = json_get_str(obj, "spec.nodeName");
+    if (node && *node) {
+        p->node_name = istr_get(node);
+        p->scheduled = 1;
+    }
+    const char *host = json_get_str(obj, "spec.hostname");
+    if (host && *host)
+        p->hostname = istr_get(host);
+    const cJSON *conds = json_get(obj, "status.conditions");
+    for (const cJSON *c = conds ? conds->child : NULL; c; c = c->next) {
+        const char *type = json_get_str_or(c, "type", "");
+        int is_true = strcmp(json_get_str_or(c, "status", ""), "True") == 0;
+        if (!strcmp(type, "Ready")) {
+            p->ready = (uint8_t)is_true;
+            if (is_true)
+                p->ready_since = store_parse_time(json_get_str(c, "lastTransitionTime"));
+        } else if (!strcmp(type, "ContainersReady")) {
+            p->containers_ready = (uint8_t)is_true;
+        } else if (!strcmp(type, "PodScheduled") && is_true) {
+            p->scheduled = 1;
+        } else if (is_true && !strncmp(type, "SlurmNodeState", 14)) {
+            for (int i = 0; i < PSC_COUNT; i++)
+                if (!strcmp(type, pod_slurm_cond_types[i]))
+                    p->slurm_conds |= 1u << i;
+        }
+    }
+    const cJSON *cs = json_get(obj, "status.containerStatuses");
+    for (const cJSON *c = cs ? cs->child : NULL; c; c = c->next)
+        p->restarts += (uint32_t)json_get_int(c, "restartCount", 0);
+    return p;
+}
+
+static void pod_free(void *v)
+{
+    pod_proj *p = v;
+    istr_put(p->node_name);
+    istr_put(p->hostname);
+    free(p);
+}
+
+const store_kind KIND_PODS = {
+    .name = "pods",
+    .namespaced = 1,
+    .keep_json = STORE_JSON_NONE,
+    .annotations = pod_annotations,
+    .project = pod_project,
+    .proj_free = pod_free,
+};
+
+static const char *const node_annotations[] = {ANN_TOPOLOGY, ANN_FEATURES, ANN_NODE_CORDON_REASON,
+                                               ANN_HOSTNAME_OVERRIDE, NULL};
+
+/* Nodes: keep what the DaemonSet predicates, cordon sync and topology need. */
+static cJSON *node_trim(const cJSON *obj)
+{
+    cJSON *t = cJSON_CreateObject();
+    cJSON *meta = json_obj_ensure(t, "metadata");
+    json_set_str(meta, "name", json_get_str_or(obj, "metadata.name", ""));
+    const cJSON *labels = json_get(obj, "metadata.labels");
+    if (labels)
+        json_set(meta, "labels", cJSON_Duplicate(labels, 1));
+    const cJSON *ann = json_get(obj, "metadata.annotations");
+    if (cJSON_IsObject(ann)) {
+        cJSON *keep = cJSON_CreateObject();
+        for (const char *const *k = node_annotations; *k; k++) {
+            const cJSON *v = json_child(ann, *k);
+            if (v)
+                cJSON_AddItemToObject(keep, *k, cJSON_Duplicate(v, 1));
+        }
+        json_set(meta, "annotations", keep);
+    }
+    cJSON *spec = json_obj_ensure(t, "spec");
+    const cJSON *taints = json_get(obj, "spec.taints");
+    if (taints)
+        json_set(spec, "taints", cJSON_Duplicate(taints, 1));
+    if (json_get_bool(obj, "spec.unschedulable", 0))
+        json_set_bool(spec, "unschedulable", 1);
+    const cJSON *conds = json_get(obj, "status.conditions");
+    if (cJSON_IsArray(conds)) {
+        cJSON *out = cJSON_CreateArray();
+        for (const cJSON *c = conds->child; c; c = c->next) {
+            cJSON *k = cJSON_CreateObject();
+            json_set_str(k, "type", json_get_str_or(c, "type", ""));
+            json_set_str(k, "status", json_get_str_or(c, "status", ""));
+            json_set_str(k, "reason", json_get_str_or(c, "reason", ""));
+            json_set_str(k, "message", json_get_str_or(c, "message", ""));
+            cJSON_AddItemToArray(out, k);
+        }
+        json_set(json_obj_ensure(t, "status"), "conditions", out);
+    }
+    return t;
+}
+
+const store_kind KIND_NODES = {
+    .name = "nodes",
+    .namespaced = 0,
+    .keep_json = STORE_JSON_TRIM,
+    .trim = node_trim,
+    .annotations = node_annotations,
+};
+
+const store_kind KIND_FULL_NAMESPACED = {
+    .name = "namespaced",
+    .namespaced = 1,
+    .keep_json = STORE_JSON_FULL,
+};
+
+const store_kind KIND_FULL_CLUSTER = {
+    .name = "cluster",
+    .namespaced = 0,
+    .keep_json = STORE_JSON_FULL,
+};
