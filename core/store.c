@@ -24,6 +24,11 @@ struct index {
     map_t buckets;   /* value -> struct bucket */
 };
 
+struct relist {
+    char *scope;
+    uint64_t gen;
+};
+
 struct handler {
     store_handler fn;
     void *data;
@@ -37,8 +42,8 @@ struct store {
     int n_idx;
     struct handler *handlers;
     int n_handlers;
-    uint64_t gen;   /* relist generation */
-    int relisting;
+    uint64_t gen;   /* relist generation counter */
+    map_t relists;  /* scope ("" = all, else namespace) -> struct relist, while in progress */
     size_t bytes;
 };
 
@@ -48,6 +53,7 @@ store *store_new(const store_kind *kind)
     s->kind = kind;
     map_init(&s->by_key);
     map_init(&s->by_uid);
+    map_init(&s->relists);
     return s;
 }
 
@@ -246,6 +252,17 @@ static void link_obj(store *s, sobj *o)
     s->bytes += obj_bytes(o);
 }
 
+/* The generation of a relist in progress that covers namespace ns, or 0. */
+static uint64_t relist_gen(const store *s, const char *ns)
+{
+    if (s->relists.count == 0)
+        return 0;
+    struct relist *r = map_get(&s->relists, ns ? ns : "");
+    if (r == NULL)
+        r = map_get(&s->relists, "");
+    return r ? r->gen : 0;
+}
+
 int store_upsert(store *s, const cJSON *obj)
 {
     const cJSON *meta = json_child(obj, "metadata");
@@ -261,14 +278,16 @@ int store_upsert(store *s, const cJSON *obj)
         snprintf(keybuf, sizeof(keybuf), "%s", name);
 
     sobj *old = map_get(&s->by_key, keybuf);
+    uint64_t gen = relist_gen(s, ns);
     if (old && strcmp(old->rv, rv) == 0 && *rv) {
-        old->seen_gen = s->gen;
+        if (gen)
+            old->seen_gen = gen;
         return 0;
     }
     sobj *o = obj_build(s, obj);
     if (o == NULL)
         return OP_EINVAL;
-    o->seen_gen = s->gen;
+    o->seen_gen = gen ? gen : (old ? old->seen_gen : 0);
     if (old)
         unlink_obj(s, old);
     link_obj(s, o);
@@ -292,14 +311,24 @@ int store_delete(store *s, const char *ns, const char *name)
     return o ? delete_obj(s, (sobj *)(uintptr_t)o) : 0;
 }
 
-void store_relist_begin(store *s)
+void store_relist_begin(store *s, const char *ns)
 {
-    s->gen++;
-    s->relisting = 1;
+    const char *scope = ns ? ns : "";
+    struct relist *r = map_get(&s->relists, scope);
+    if (r == NULL) {
+        r = xcalloc(1, sizeof(*r));
+        r->scope = xstrdup(scope);
+        map_put(&s->relists, r->scope, r);
+    }
+    r->gen = ++s->gen;
 }
 
-void store_relist_end(store *s)
+void store_relist_end(store *s, const char *ns)
 {
+    const char *scope = ns ? ns : "";
+    struct relist *r = map_del(&s->relists, scope);
+    if (r == NULL)
+        return;
     /* Collect first: deleting while iterating the map is not allowed. */
     size_t it = 0, n = 0, cap = 0;
     sobj **gone = NULL;
@@ -307,7 +336,9 @@ void store_relist_end(store *s)
     void *v;
     while (map_next(&s->by_key, &it, &k, &v)) {
         sobj *o = v;
-        if (o->seen_gen != s->gen) {
+        if (*scope && strcmp(o->ns, scope) != 0)
+            continue;
+        if (o->seen_gen != r->gen) {
             if (n == cap) {
                 cap = cap ? cap * 2 : 16;
                 gone = xrealloc(gone, cap * sizeof(*gone));
@@ -318,7 +349,8 @@ void store_relist_end(store *s)
     for (size_t i = 0; i < n; i++)
         delete_obj(s, gone[i]);
     free(gone);
-    s->relisting = 0;
+    free(r->scope);
+    free(r);
 }
 
 const sobj *store_get_key(const store *s, const char *key)
@@ -469,6 +501,13 @@ void store_free(store *s)
         map_free(&s->idx[i].buckets);
         free(s->idx[i].label_key);
     }
+    it = 0;
+    while (map_next(&s->relists, &it, NULL, &v)) {
+        struct relist *r = v;
+        free(r->scope);
+        free(r);
+    }
+    map_free(&s->relists);
     map_free(&s->by_key);
     map_free(&s->by_uid);
     free(s->handlers);

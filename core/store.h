@@ -110,9 +110,12 @@ int store_upsert(store *s, const cJSON *obj);
 int store_delete(store *s, const char *ns, const char *name);
 
 /** Relist protocol: begin, upsert every listed object (pages allowed), end;
- *  objects not upserted since begin are deleted at end. */
-void store_relist_begin(store *s);
-void store_relist_end(store *s);
+ *  objects of the relisted scope not upserted since begin are deleted at
+ *  end. The scope is one namespace, or every object when ns is NULL/"" —
+ *  several reflectors (one per namespace) may feed one store, each relisting
+ *  only its own namespace, even at the same time. */
+void store_relist_begin(store *s, const char *ns);
+void store_relist_end(store *s, const char *ns);
 
 const sobj *store_get(const store *s, const char *ns, const char *name);
 const sobj *store_get_key(const store *s, const char *key);

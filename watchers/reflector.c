@@ -151,7 +151,7 @@ static void on_list_page(int err, const cJSON *obj, const kube_status *st, void 
         return;
     }
     if (!rf->list_started) {
-        store_relist_begin(rf->o.store);
+        store_relist_begin(rf->o.store, rf->ns);
         rf->list_started = 1;
     }
     const cJSON *items = json_child(obj, "items");
@@ -168,7 +168,7 @@ static void on_list_page(int err, const cJSON *obj, const kube_status *st, void 
         return;
     }
     /* The list is complete: drop what vanished, then watch from its RV. */
-    store_relist_end(rf->o.store);
+    store_relist_end(rf->o.store, rf->ns);
     rf->list_started = 0;
     rf->list_paged = 1;
     set_rv(rf, rv);

@@ -115,7 +115,7 @@ static void test_relist_diff(void **state)
     }
     memset(&ev, 0, sizeof(ev));
     /* Relist: 98 unchanged, p-5 changed, p-7 and p-9 gone, p-100 new. */
-    store_relist_begin(s);
+    store_relist_begin(s, NULL);
     for (int i = 0; i < 100; i++) {
         char name[16], rv[16];
         if (i == 7 || i == 9)
@@ -125,11 +125,35 @@ static void test_relist_diff(void **state)
         upsert(s, pod("ns", name, rv, "a", "a"), i == 5 ? 1 : 0);
     }
     upsert(s, pod("ns", "p-100", "501", "a", "a"), 1);
-    store_relist_end(s);
+    store_relist_end(s, NULL);
     assert_int_equal(ev.adds, 1);
     assert_int_equal(ev.updates, 1);
     assert_int_equal(ev.deletes, 2);
     assert_int_equal(store_count(s), 99);
+    store_free(s);
+}
+
+static void test_relist_per_namespace(void **state)
+{
+    struct events ev = {0};
+    store *s = store_new(&pods_kind);
+    store_on_change(s, on_change, &ev);
+    upsert(s, pod("a", "p1", "1", "x", "x"), 1);
+    upsert(s, pod("a", "p2", "2", "x", "x"), 1);
+    upsert(s, pod("b", "p1", "3", "x", "x"), 1);
+    /* Two namespaces relist at the same time; each removes only its own. */
+    store_relist_begin(s, "a");
+    store_relist_begin(s, "b");
+    upsert(s, pod("a", "p1", "1", "x", "x"), 0);
+    upsert(s, pod("b", "p9", "4", "x", "x"), 1);
+    store_relist_end(s, "a");
+    assert_null(store_get(s, "a", "p2"));
+    assert_non_null(store_get(s, "b", "p1"));
+    store_relist_end(s, "b");
+    assert_null(store_get(s, "b", "p1"));
+    assert_non_null(store_get(s, "b", "p9"));
+    assert_non_null(store_get(s, "a", "p1"));
+    assert_int_equal(ev.deletes, 2);
     store_free(s);
 }
 
@@ -146,6 +170,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basic_and_indexes),
         cmocka_unit_test(test_relist_diff),
+        cmocka_unit_test(test_relist_per_namespace),
         cmocka_unit_test(test_parse_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,149 @@
+/* operator: the process-wide context every reconciler works in.
+ *
+ * It owns the Kubernetes client, one store and reflector per watched
+ * resource (per namespace when --namespace limits the cache), the metrics
+ * registry and the /metrics, /healthz and /readyz servers, the event
+ * recorder, leader election and the reconcilers. Reconcilers read the
+ * fields below; only operator.c writes them.
+ *
+ * Lifecycle: op_start() loads the client configuration, starts the HTTP
+ * servers and the caches, then (after acquiring the lease when leader
+ * election is on) starts every reconciler. op_stop() is the one close path:
+ * it stops the reconcilers and the watches, lets writes in flight finish
+ * (bounded by a grace period), releases the lease, closes every handle and
+ * calls back; the loop then runs dry.
+ */
+#ifndef OP_OPERATOR_H
+#define OP_OPERATOR_H
+
+#include <uv.h>
+
+#include "core/evrec.h"
+#include "core/httpd.h"
+#include "core/kube.h"
+#include "core/kubeconfig.h"
+#include "core/lease.h"
+#include "core/metrics.h"
+#include "core/store.h"
+#include "core/wq.h"
+#include "watchers/reflector.h"
+
+#define OP_MAX_NAMESPACES 64
+#define OP_MAX_SLURMRESTD 64
+
+/* The resource types the operator caches, in start order. */
+enum op_kind {
+    OPK_NODESETS = 0,
+    OPK_CONTROLLERS,
+    OPK_RESTAPIS,
+    OPK_ACCOUNTINGS,
+    OPK_LOGINSETS,
+    OPK_TOKENS,
+    OPK_PODS,
+    OPK_NODES,
+    OPK_SERVICES,
+    OPK_CONFIGMAPS,
+    OPK_SECRETS,
+    OPK_STATEFULSETS,
+    OPK_DEPLOYMENTS,
+    OPK_PDBS,
+    OPK_REVISIONS,
+    OPK_PVCS,
+    OPK__COUNT
+};
+
+typedef struct op_slurmrestd_map {
+    char *key; /* "namespace/restapi-name" */
+    char *url; /* "http://127.0.0.1:6820" */
+} op_slurmrestd_map;
+
+typedef struct operator_opts {
+    const char *kubeconfig;   /* --kubeconfig */
+    const char *context;      /* --context */
+    const char *namespaces[OP_MAX_NAMESPACES]; /* --namespace (repeatable); none = all */
+    int n_namespaces;
+    const char *metrics_addr; /* --metrics-addr, default ":8080", "0" disables */
+    const char *health_addr;  /* --health-addr, default ":8081", "0" disables */
+    double qps;               /* --qps, default 200 */
+    int burst;                /* --burst, default 400 */
+    int leader_elect;         /* --leader-elect */
+    const char *leader_elect_namespace; /* default: the kubeconfig/service-account namespace or "default" */
+    const char *lease_name;   /* --leader-elect-lease, default "slurmop" */
+    const char *cluster_domain; /* --cluster-domain, default from /etc/resolv.conf or "cluster.local" */
+    const char *propagated_node_conditions; /* comma list */
+    op_slurmrestd_map slurmrestd[OP_MAX_SLURMRESTD]; /* --slurmrestd ns/name=url */
+    int n_slurmrestd;
+    const char *slurm_conf;   /* --slurm-conf (libslurm backend) */
+    unsigned shutdown_grace_ms; /* how long writes in flight may take at stop (default 10 s) */
+} operator_opts;
+
+typedef struct operator operator;
+
+/* A reconciler module, registered in operator.c. */
+typedef struct op_reconciler {
+    const char *name; /* "nodeset-controller": metrics label and queue name */
+    /* Add indexes and store handlers (stores are empty). */
+    void (*setup)(operator *op);
+    /* The lease is ours: create the queue, enqueue every existing object. */
+    int (*start)(operator *op);
+    /* Stop: shut the queue down. */
+    void (*stop)(operator *op);
+} op_reconciler;
+
+struct operator {
+    /* read-only for reconcilers */
+    uv_loop_t *loop;
+    operator_opts opts;
+    kcfg *cfg;
+    kube_client *client;
+    mx_registry *metrics;
+    evrec *events;
+    char *identity;           /* "<hostname>_<uuid>" */
+    char *cluster_domain;
+    store *stores[OPK__COUNT];
+    int leading;              /* reconcilers are running */
+    int stopping;
+
+    /* metrics every reconciler reports into (label "controller") */
+    mx_family *mx_reconcile_total;    /* {controller,result} */
+    mx_family *mx_reconcile_errors;   /* {controller} */
+    mx_family *mx_reconcile_seconds;  /* {controller} histogram */
+    mx_family *mx_event_to_action;    /* {controller} histogram, seconds */
+    mx_family *mx_api_requests;       /* {verb,resource,code} */
+    mx_family *mx_api_seconds;        /* {verb} histogram */
+    mx_family *mx_watch_restarts;     /* {resource,reason} (callback gauges) */
+
+    /* private */
+    void *priv;
+};
+
+/** Start everything. 0, or a negative code with a message in err. */
+int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *err, size_t errlen);
+/** Graceful stop; on_stopped(data, exit_code) runs once every handle is
+ *  closed. exit_code is 0 unless the stop was caused by a failure (lost
+ *  lease). */
+void op_stop(operator *op, void (*on_stopped)(void *data, int exit_code), void *data);
+
+/** True once every cache completed its first list. */
+int op_caches_synced(const operator *op);
+
+/** The store of a kind (never NULL after op_start). */
+static inline store *op_store(const operator *op, enum op_kind k)
+{
+    return op->stores[k];
+}
+
+/** Record one reconcile's outcome in the shared metrics. */
+void op_observe_reconcile(operator *op, const char *controller, wq_result res, double seconds);
+/** Record the latency from the first watch event of a key to its first
+ *  write (call once per reconcile that writes). */
+void op_observe_action(operator *op, const char *controller, uint64_t first_add_ns);
+
+/** Log and emit a Warning event on a CR; also used for validation errors. */
+void op_warn(operator *op, const sobj *cr, const char *kind, const char *reason, const char *fmt, ...)
+    OP_PRINTF(5, 6);
+/** Emit a Normal event on a CR. */
+void op_event(operator *op, const sobj *cr, const char *kind, const char *reason, const char *action,
+              const char *fmt, ...) OP_PRINTF(6, 7);
+
+#endif
