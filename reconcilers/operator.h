@@ -75,6 +75,10 @@ typedef struct operator_opts {
     int n_slurmrestd;
     const char *slurm_conf;   /* --slurm-conf (libslurm backend) */
     unsigned shutdown_grace_ms; /* how long writes in flight may take at stop (default 10 s) */
+    /* Called once the operator has stopped (after op_stop, or by itself when
+     * it lost the leader lease), with the process exit code to use. */
+    void (*on_stopped)(void *data, int exit_code);
+    void *stopped_data;
 } operator_opts;
 
 typedef struct operator operator;
@@ -117,12 +121,12 @@ struct operator {
     void *priv;
 };
 
-/** Start everything. 0, or a negative code with a message in err. */
+/** Start everything. 0, or a negative code with a message in err; *out is
+ *  set either way, and a failed start must still be op_stop()ped. */
 int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *err, size_t errlen);
-/** Graceful stop; on_stopped(data, exit_code) runs once every handle is
- *  closed. exit_code is 0 unless the stop was caused by a failure (lost
- *  lease). */
-void op_stop(operator *op, void (*on_stopped)(void *data, int exit_code), void *data);
+/** Graceful stop; opts.on_stopped runs once every handle is closed, with
+ *  exit code 0 (or 1 when the operator stopped itself on a lost lease). */
+void op_stop(operator *op);
 
 /** True once every cache completed its first list. */
 int op_caches_synced(const operator *op);

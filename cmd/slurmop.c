@@ -1,0 +1,261 @@
+/* slurmop: the operator's main: flags, logging, signals, the loop. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "reconcilers/operator.h"
+
+static const char usage[] =
+    "Usage: slurmop [flags]\n"
+    "\n"
+    "Run Slurm on Kubernetes: reconciles Slinky's slinky.slurm.net/v1beta1 resources (Controller, NodeSet,\n"
+    "LoginSet, RestApi, Accounting, Token) into pods, services and configuration, and keeps Slurm's view of\n"
+    "its nodes (drain before delete, node state on pods) in step.\n"
+    "\n"
+    "Kubernetes:\n"
+    "  --kubeconfig PATH            kubeconfig file (else $KUBECONFIG, in-cluster config, ~/.kube/config)\n"
+    "  --context NAME               kubeconfig context (default: current-context)\n"
+    "  --namespace NS               watch only this namespace (repeatable; default: all namespaces)\n"
+    "  --qps N                      client-side request rate limit (default 200; 0 or less disables)\n"
+    "  --burst N                    client-side burst (default 400)\n"
+    "  --leader-elect               run leader election; only the leader reconciles\n"
+    "  --leader-elect-namespace NS  namespace of the Lease (default: the client's namespace, else default)\n"
+    "  --leader-elect-lease NAME    name of the Lease (default slurmop)\n"
+    "  --cluster-domain DOMAIN      cluster DNS domain (default: from /etc/resolv.conf, else cluster.local)\n"
+    "  --propagated-node-conditions LIST\n"
+    "                               Node condition types whose reason/message become the Slurm drain reason\n"
+    "                               when a Node is cordoned (comma-separated)\n"
+    "\n"
+    "Slurm:\n"
+    "  --slurmrestd NS/NAME=URL     reach the slurmrestd of RestApi NS/NAME at URL instead of its Service DNS\n"
+    "                               name (repeatable), e.g. --slurmrestd slurm/slurm=http://127.0.0.1:6820;\n"
+    "                               needed outside a cluster (tests, benchmarks, a laptop against kind)\n"
+    "  --slurm-conf PATH            slurm.conf for the libslurm backend, used for the node and reservation\n"
+    "                               updates that the server's REST version cannot do (else $SLURM_CONF)\n"
+    "\n"
+    "Process:\n"
+    "  --metrics-addr ADDR          serve /metrics (Prometheus) here (default :8080; 0 disables)\n"
+    "  --health-addr ADDR           serve /healthz and /readyz here (default :8081; 0 disables)\n"
+    "  --log-format text|json       log line format (default text)\n"
+    "  --log-level LEVEL            error, warn, info, debug or trace, or 0-4 (default info)\n"
+    "  --shutdown-grace SECONDS     how long writes in flight may finish at SIGTERM (default 10)\n"
+    "  --help                       show this help\n"
+    "  --version                    print the version\n"
+    "\n"
+    "SIGTERM or SIGINT stops the watches, lets writes in flight finish, releases the lease and exits 0.\n";
+
+enum {
+    OPT_KUBECONFIG = 256,
+    OPT_CONTEXT,
+    OPT_NAMESPACE,
+    OPT_QPS,
+    OPT_BURST,
+    OPT_LEADER_ELECT,
+    OPT_LEADER_NS,
+    OPT_LEADER_LEASE,
+    OPT_CLUSTER_DOMAIN,
+    OPT_PROPAGATED,
+    OPT_SLURMRESTD,
+    OPT_SLURM_CONF,
+    OPT_METRICS_ADDR,
+    OPT_HEALTH_ADDR,
+    OPT_LOG_FORMAT,
+    OPT_LOG_LEVEL,
+    OPT_GRACE,
+    OPT_HELP,
+    OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+    {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
+    {"context", required_argument, NULL, OPT_CONTEXT},
+    {"namespace", required_argument, NULL, OPT_NAMESPACE},
+    {"qps", required_argument, NULL, OPT_QPS},
+    {"burst", required_argument, NULL, OPT_BURST},
+    {"leader-elect", no_argument, NULL, OPT_LEADER_ELECT},
+    {"leader-elect-namespace", required_argument, NULL, OPT_LEADER_NS},
+    {"leader-elect-lease", required_argument, NULL, OPT_LEADER_LEASE},
+    {"cluster-domain", required_argument, NULL, OPT_CLUSTER_DOMAIN},
+    {"propagated-node-conditions", required_argument, NULL, OPT_PROPAGATED},
+    {"slurmrestd", required_argument, NULL, OPT_SLURMRESTD},
+    {"slurm-conf", required_argument, NULL, OPT_SLURM_CONF},
+    {"metrics-addr", required_argument, NULL, OPT_METRICS_ADDR},
+    {"health-addr", required_argument, NULL, OPT_HEALTH_ADDR},
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"shutdown-grace", required_argument, NULL, OPT_GRACE},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+struct app {
+    uv_loop_t loop;
+    uv_signal_t sigterm, sigint;
+    operator *op;
+    int exit_code;
+    int stopping;
+};
+
+static void on_operator_stopped(void *data, int code)
+{
+    struct app *a = data;
+    a->exit_code = code;
+    a->op = NULL;
+    uv_close((uv_handle_t *)&a->sigterm, NULL);
+    uv_close((uv_handle_t *)&a->sigint, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    struct app *a = h->data;
+    if (a->stopping) {
+        log_warn("second signal %d: exiting now", signum);
+        exit(1);
+    }
+    a->stopping = 1;
+    log_info("received %s", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    if (a->op)
+        op_stop(a->op);
+}
+
+static int die_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "slurmop: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nRun 'slurmop --help' for usage.\n");
+    return 2;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    *out = strtod(s, &end);
+    return *s && *end == '\0';
+}
+
+static int parse_int(const char *s, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < -2147483647L || v > 2147483647L)
+        return 0;
+    *out = (int)v;
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    struct app a;
+    operator_opts o;
+    int level = LOGL_INFO, format = LOGF_TEXT, c, n;
+    char err[1024];
+
+    memset(&a, 0, sizeof(a));
+    memset(&o, 0, sizeof(o));
+    o.metrics_addr = ":8080";
+    o.health_addr = ":8081";
+    o.qps = 200;
+    o.burst = 400;
+    o.shutdown_grace_ms = 10000;
+    mem_init();
+
+    while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+        switch (c) {
+        case OPT_KUBECONFIG: o.kubeconfig = optarg; break;
+        case OPT_CONTEXT: o.context = optarg; break;
+        case OPT_NAMESPACE:
+            if (o.n_namespaces == OP_MAX_NAMESPACES)
+                return die_usage("too many --namespace flags (at most %s)", "64");
+            o.namespaces[o.n_namespaces++] = optarg;
+            break;
+        case OPT_QPS:
+            if (!parse_double(optarg, &o.qps))
+                return die_usage("--qps: not a number: %s", optarg);
+            if (o.qps <= 0)
+                o.qps = -1; /* disabled */
+            break;
+        case OPT_BURST:
+            if (!parse_int(optarg, &o.burst) || o.burst < 1)
+                return die_usage("--burst: want a positive integer, got %s", optarg);
+            break;
+        case OPT_LEADER_ELECT: o.leader_elect = 1; break;
+        case OPT_LEADER_NS: o.leader_elect_namespace = optarg; break;
+        case OPT_LEADER_LEASE: o.lease_name = optarg; break;
+        case OPT_CLUSTER_DOMAIN: o.cluster_domain = optarg; break;
+        case OPT_PROPAGATED: o.propagated_node_conditions = optarg; break;
+        case OPT_SLURMRESTD: {
+            const char *eq = strchr(optarg, '=');
+            const char *slash = strchr(optarg, '/');
+            if (eq == NULL || slash == NULL || slash > eq || eq[1] == '\0')
+                return die_usage("--slurmrestd: want NAMESPACE/NAME=URL, got %s", optarg);
+            if (o.n_slurmrestd == OP_MAX_SLURMRESTD)
+                return die_usage("too many --slurmrestd flags (at most %s)", "64");
+            o.slurmrestd[o.n_slurmrestd].key = xstrndup(optarg, (size_t)(eq - optarg));
+            o.slurmrestd[o.n_slurmrestd].url = xstrdup(eq + 1);
+            o.n_slurmrestd++;
+            break;
+        }
+        case OPT_SLURM_CONF: o.slurm_conf = optarg; break;
+        case OPT_METRICS_ADDR: o.metrics_addr = optarg; break;
+        case OPT_HEALTH_ADDR: o.health_addr = optarg; break;
+        case OPT_LOG_FORMAT:
+            if ((format = log_format_parse(optarg)) < 0)
+                return die_usage("--log-format: want text or json, got %s", optarg);
+            break;
+        case OPT_LOG_LEVEL:
+            if ((level = log_level_parse(optarg)) < 0)
+                return die_usage("--log-level: want error, warn, info, debug, trace or 0-4, got %s", optarg);
+            break;
+        case OPT_GRACE:
+            if (!parse_int(optarg, &n) || n < 0)
+                return die_usage("--shutdown-grace: want seconds, got %s", optarg);
+            o.shutdown_grace_ms = (unsigned)n * 1000u;
+            break;
+        case OPT_VERSION: printf("slurmop %s\n", OP_VERSION); return 0;
+        case 'h':
+        case OPT_HELP: fputs(usage, stdout); return 0;
+        default: return die_usage("%s", "unknown flag");
+        }
+    }
+    if (optind < argc)
+        return die_usage("unexpected argument: %s", argv[optind]);
+    if (o.slurm_conf == NULL)
+        o.slurm_conf = getenv("SLURM_CONF");
+
+    log_setup(level, format);
+    signal(SIGPIPE, SIG_IGN);
+    uv_loop_init(&a.loop);
+    uv_signal_init(&a.loop, &a.sigterm);
+    uv_signal_init(&a.loop, &a.sigint);
+    a.sigterm.data = a.sigint.data = &a;
+    uv_signal_start(&a.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&a.sigint, on_signal, SIGINT);
+    o.on_stopped = on_operator_stopped;
+    o.stopped_data = &a;
+
+    log_info("slurmop %s starting", OP_VERSION);
+    int rc = op_start(&a.loop, &o, &a.op, err, sizeof(err));
+    if (rc) {
+        log_error("%s", err);
+        a.stopping = 1;
+        op_stop(a.op);
+        uv_run(&a.loop, UV_RUN_DEFAULT);
+        a.exit_code = 1;
+    } else {
+        uv_run(&a.loop, UV_RUN_DEFAULT);
+    }
+    if (uv_loop_close(&a.loop) != 0)
+        log_error("loop still has open handles at exit");
+    for (int i = 0; i < o.n_slurmrestd; i++) {
+        free(o.slurmrestd[i].key);
+        free(o.slurmrestd[i].url);
+    }
+    return a.exit_code;
+}

@@ -1,0 +1,599 @@
+#include "reconcilers/operator.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/crypto.h"
+#include "core/err.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "reconcilers/reconcilers.h"
+#include "watchers/kinds.h"
+
+/* What is cached, and how. Pods are filtered to the daemons we manage; the
+ * rest is read in full (they are few, or referenced by name from CRs). */
+static const struct {
+    const kube_res *res;
+    const store_kind *kind;
+    const char *label_selector;
+} kinds[OPK__COUNT] = {
+    [OPK_NODESETS] = {&KUBE_SLINKY_NODESETS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_CONTROLLERS] = {&KUBE_SLINKY_CONTROLLERS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_RESTAPIS] = {&KUBE_SLINKY_RESTAPIS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_ACCOUNTINGS] = {&KUBE_SLINKY_ACCOUNTINGS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_LOGINSETS] = {&KUBE_SLINKY_LOGINSETS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_TOKENS] = {&KUBE_SLINKY_TOKENS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_PODS] = {&KUBE_PODS, &KIND_PODS, "app.kubernetes.io/name in (slurmd,slurmctld,slurmrestd,slurmdbd,login)"},
+    [OPK_NODES] = {&KUBE_NODES, &KIND_NODES, NULL},
+    [OPK_SERVICES] = {&KUBE_SERVICES, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_CONFIGMAPS] = {&KUBE_CONFIGMAPS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_SECRETS] = {&KUBE_SECRETS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_STATEFULSETS] = {&KUBE_STATEFULSETS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_DEPLOYMENTS] = {&KUBE_DEPLOYMENTS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_PDBS] = {&KUBE_PDBS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_REVISIONS] = {&KUBE_CONTROLLERREVISIONS, &KIND_FULL_NAMESPACED, "app.kubernetes.io/name=slurmd"},
+    [OPK_PVCS] = {&KUBE_PVCS, &KIND_FULL_NAMESPACED, NULL},
+};
+
+struct priv {
+    reflector *rf[OPK__COUNT][OP_MAX_NAMESPACES];
+    int n_rf[OPK__COUNT];
+    int n_synced;
+    int n_reflectors;
+    hs_server *metrics_srv;
+    hs_server *health_srv;
+    lease_elector *lease;
+    uv_timer_t grace;
+    uint64_t grace_deadline;
+    int pending; /* things op_stop waits for */
+    int exit_code;
+    mx_family *mx_cache_objects;
+    mx_family *mx_watch_lists;
+    mx_family *mx_watch_gone;
+    mx_family *mx_watch_failures;
+    mx_family *mx_leader;
+};
+
+#define P(op) ((struct priv *)(op)->priv)
+
+/* ------------------------------------------------------------------ */
+/* metrics helpers */
+
+void op_observe_reconcile(operator *op, const char *controller, wq_result res, double seconds)
+{
+    const char *result = res.action == WQ_OK ? "success"
+                         : res.action == WQ_ERROR ? "error"
+                         : res.action == WQ_REQUEUE_AFTER ? "requeue_after"
+                                                          : "requeue";
+    mx_counter_inc(mx_counter_get(op->mx_reconcile_total, MX_LV(controller, result)));
+    if (res.action == WQ_ERROR)
+        mx_counter_inc(mx_counter_get(op->mx_reconcile_errors, MX_LV(controller)));
+    mx_histogram_observe(mx_histogram_get(op->mx_reconcile_seconds, MX_LV(controller)), seconds);
+}
+
+void op_observe_action(operator *op, const char *controller, uint64_t first_add_ns)
+{
+    uint64_t now = uv_hrtime();
+    if (first_add_ns == 0 || first_add_ns > now)
+        return;
+    mx_histogram_observe(mx_histogram_get(op->mx_event_to_action, MX_LV(controller)),
+                         (double)(now - first_add_ns) / 1e9);
+}
+
+static void observe_api(void *data, const char *verb, const char *resource, int code, double seconds)
+{
+    operator *op = data;
+    char c[8];
+    snprintf(c, sizeof(c), "%d", code);
+    mx_counter_inc(mx_counter_get(op->mx_api_requests, MX_LV(verb, resource, c)));
+    mx_histogram_observe(mx_histogram_get(op->mx_api_seconds, MX_LV(verb)), seconds);
+}
+
+static void on_scrape(void *data)
+{
+    operator *op = data;
+    struct priv *p = P(op);
+    for (int k = 0; k < OPK__COUNT; k++) {
+        const char *res = kinds[k].res->plural;
+        unsigned long long lists = 0, gone = 0, fail = 0;
+        for (int i = 0; i < p->n_rf[k]; i++) {
+            rf_stats st;
+            rf_get_stats(p->rf[k][i], &st);
+            lists += st.relists;
+            gone += st.gone;
+            fail += st.failures;
+        }
+        mx_gauge_set(mx_gauge_get(p->mx_cache_objects, MX_LV(res)), (double)store_count(op->stores[k]));
+        mx_gauge_set(mx_gauge_get(p->mx_watch_lists, MX_LV(res)), (double)lists);
+        mx_gauge_set(mx_gauge_get(p->mx_watch_gone, MX_LV(res)), (double)gone);
+        mx_gauge_set(mx_gauge_get(p->mx_watch_failures, MX_LV(res)), (double)fail);
+    }
+    mx_gauge_set(mx_gauge_get(p->mx_leader, MX_LV("slurmop")), op->leading ? 1 : 0);
+}
+
+static int setup_metrics(operator *op)
+{
+    static const double lat[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+    struct priv *p = P(op);
+    mx_registry *r = op->metrics;
+    size_t nl = sizeof(lat) / sizeof(lat[0]);
+    op->mx_reconcile_total = mx_family_new(r, MX_COUNTER, "controller_runtime_reconcile_total",
+                                           "Total number of reconciliations per controller", "controller,result", NULL, 0, NULL);
+    op->mx_reconcile_errors = mx_family_new(r, MX_COUNTER, "controller_runtime_reconcile_errors_total",
+                                            "Total number of reconciliation errors per controller", "controller", NULL, 0, NULL);
+    op->mx_reconcile_seconds = mx_family_new(r, MX_HISTOGRAM, "controller_runtime_reconcile_time_seconds",
+                                             "Length of time per reconciliation per controller", "controller", lat, nl, NULL);
+    op->mx_event_to_action = mx_family_new(r, MX_HISTOGRAM, "slurmop_event_to_action_seconds",
+                                           "Time from the first watch event that queued an object to the first write "
+                                           "its reconcile issued",
+                                           "controller", lat, nl, NULL);
+    op->mx_api_requests = mx_family_new(r, MX_COUNTER, "slurmop_api_requests_total",
+                                        "Kubernetes API requests by verb, resource and HTTP code (0: no answer)",
+                                        "verb,resource,code", NULL, 0, NULL);
+    op->mx_api_seconds = mx_family_new(r, MX_HISTOGRAM, "slurmop_api_request_duration_seconds",
+                                       "Kubernetes API request latency by verb", "verb", lat, nl, NULL);
+    p->mx_cache_objects = mx_family_new(r, MX_GAUGE, "slurmop_cache_objects", "Objects in the informer cache",
+                                        "resource", NULL, 0, NULL);
+    p->mx_watch_lists = mx_family_new(r, MX_GAUGE, "slurmop_watch_relists_total",
+                                      "Complete relists after the first list, per resource", "resource", NULL, 0, NULL);
+    p->mx_watch_gone = mx_family_new(r, MX_GAUGE, "slurmop_watch_expired_total",
+                                     "Watches or lists answered 410 Gone, per resource", "resource", NULL, 0, NULL);
+    p->mx_watch_failures = mx_family_new(r, MX_GAUGE, "slurmop_watch_failures_total",
+                                         "Failed lists and watches (restarted with backoff), per resource", "resource",
+                                         NULL, 0, NULL);
+    p->mx_leader = mx_family_new(r, MX_GAUGE, "leader_election_master_status",
+                                 "1 when this process holds the leader lease (or runs without election)", "name", NULL,
+                                 0, NULL);
+    if (!op->mx_reconcile_total || !op->mx_reconcile_errors || !op->mx_reconcile_seconds || !op->mx_event_to_action ||
+        !op->mx_api_requests || !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_watch_lists ||
+        !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader)
+        return OP_EINVAL;
+    mx_registry_on_scrape(r, on_scrape, op);
+    return mx_process_collector(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* events */
+
+static void emitv(operator *op, const sobj *cr, const char *kind, const char *type, const char *reason,
+                  const char *action, const char *fmt, va_list ap)
+{
+    char note[1024];
+    vsnprintf(note, sizeof(note), fmt, ap);
+    evrec_ref ref = {
+        .api_version = "slinky.slurm.net/v1beta1",
+        .kind = kind,
+        .ns = cr->ns,
+        .name = cr->name,
+        .uid = cr->uid,
+    };
+    evrec_emit(op->events, &ref, type, reason, action, "%s", note);
+}
+
+void op_warn(operator *op, const sobj *cr, const char *kind, const char *reason, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emitv(op, cr, kind, "Warning", reason, "Reconcile", fmt, ap);
+    va_end(ap);
+}
+
+void op_event(operator *op, const sobj *cr, const char *kind, const char *reason, const char *action,
+              const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emitv(op, cr, kind, "Normal", reason, action, fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------------ */
+/* HTTP endpoints */
+
+int op_caches_synced(const operator *op)
+{
+    return P(op)->n_synced == P(op)->n_reflectors;
+}
+
+static void serve(hs_req *req, void *data)
+{
+    operator *op = data;
+    const char *path = hs_req_path(req);
+    const char *method = hs_req_method(req);
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        hs_respond(req, 405, "text/plain", "Allow: GET, HEAD\r\n", "method not allowed\n", 19);
+        return;
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        buf_t b;
+        buf_init(&b, 64u << 20);
+        if (mx_render(op->metrics, &b) != 0) {
+            buf_free(&b);
+            hs_respond(req, 500, "text/plain", NULL, "metrics too large\n", 18);
+            return;
+        }
+        hs_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.data ? b.data : "", b.len);
+        buf_free(&b);
+    } else if (strcmp(path, "/healthz") == 0 || strcmp(path, "/livez") == 0) {
+        hs_respond(req, 200, "text/plain", NULL, "ok", 2);
+    } else if (strcmp(path, "/readyz") == 0) {
+        if (op_caches_synced(op) && !op->stopping)
+            hs_respond(req, 200, "text/plain", NULL, "ok", 2);
+        else
+            hs_respond(req, 503, "text/plain", NULL, "caches not synced\n", 18);
+    } else {
+        hs_respond(req, 404, "text/plain", NULL, "404 page not found\n", 19);
+    }
+}
+
+/* ":8080" -> 0.0.0.0:8080, "127.0.0.1:0" -> itself. */
+static int parse_addr(const char *addr, char *host, size_t hostlen, int *port)
+{
+    const char *colon = strrchr(addr, ':');
+    if (colon == NULL)
+        return OP_EINVAL;
+    size_t n = (size_t)(colon - addr);
+    if (n == 0)
+        snprintf(host, hostlen, "0.0.0.0");
+    else if (addr[0] == '[' && n >= 2 && addr[n - 1] == ']')
+        snprintf(host, hostlen, "%.*s", (int)(n - 2), addr + 1);
+    else
+        snprintf(host, hostlen, "%.*s", (int)n, addr);
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end || p < 0 || p > 65535)
+        return OP_EINVAL;
+    *port = (int)p;
+    return 0;
+}
+
+static int listen_on(operator *op, const char *addr, hs_server **out, char *err, size_t errlen)
+{
+    char host[256];
+    int port, rc;
+    *out = NULL;
+    if (addr == NULL || strcmp(addr, "0") == 0 || *addr == '\0')
+        return 0;
+    if (parse_addr(addr, host, sizeof(host), &port) != 0) {
+        snprintf(err, errlen, "bad listen address \"%s\" (want host:port or :port)", addr);
+        return OP_EINVAL;
+    }
+    hs_opts ho = {.handler = serve, .data = op};
+    *out = hs_listen(op->loop, host, port, &ho, &rc);
+    if (*out == NULL) {
+        snprintf(err, errlen, "cannot listen on %s: %s", addr, op_strerror(rc));
+        return rc;
+    }
+    log_info("serving /metrics /healthz /readyz on %s:%d", host, hs_port(*out));
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* reconcilers */
+
+static void start_reconcilers(operator *op)
+{
+    if (op->leading || op->stopping)
+        return;
+    op->leading = 1;
+    for (size_t i = 0; i < op_reconciler_count; i++) {
+        int rc = op_reconcilers[i]->start(op);
+        if (rc)
+            log_error("reconciler %s failed to start: %s", op_reconcilers[i]->name, op_strerror(rc));
+    }
+    log_info("reconcilers started (%zu)", op_reconciler_count);
+}
+
+static void stop_reconcilers(operator *op)
+{
+    if (!op->leading)
+        return;
+    for (size_t i = 0; i < op_reconciler_count; i++)
+        op_reconcilers[i]->stop(op);
+    op->leading = 0;
+}
+
+static void on_started_leading(void *data)
+{
+    start_reconcilers(data);
+}
+
+static void on_stopped_leading(void *data)
+{
+    operator *op = data;
+    struct priv *p = P(op);
+    /* Like controller-runtime: a process that lost its lease exits, so that
+     * two leaders never write at the same time. */
+    log_error("lost the leader lease; shutting down");
+    stop_reconcilers(op);
+    p->exit_code = 1;
+    op_stop(op);
+}
+
+static void on_synced(reflector *rf, void *data)
+{
+    operator *op = data;
+    struct priv *p = P(op);
+    p->n_synced++;
+    if (p->n_synced == p->n_reflectors)
+        log_info("all %d caches synced", p->n_reflectors);
+}
+
+/* ------------------------------------------------------------------ */
+/* start */
+
+static char *detect_cluster_domain(void)
+{
+    char *text = NULL;
+    size_t n = 0;
+    if (file_read_all("/etc/resolv.conf", 1 << 16, &text, &n) != 0)
+        return xstrdup("cluster.local");
+    /* "search ns.svc.cluster.local svc.cluster.local cluster.local" */
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "search", 6) != 0)
+            continue;
+        for (char *w = strtok(line + 6, " \t"); w; w = strtok(NULL, " \t")) {
+            if (strncmp(w, "svc.", 4) == 0 && w[4]) {
+                char *d = xstrdup(w + 4);
+                free(text);
+                return d;
+            }
+        }
+        break;
+    }
+    free(text);
+    return xstrdup("cluster.local");
+}
+
+static const char *token_cb(void *data)
+{
+    operator *op = data;
+    return kcfg_token(op->cfg, uv_now(op->loop));
+}
+
+static void token_invalidate_cb(void *data)
+{
+    operator *op = data;
+    kcfg_token_invalidate(op->cfg);
+}
+
+int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *err, size_t errlen)
+{
+    operator *op = xcalloc(1, sizeof(*op));
+    struct priv *p = xcalloc(1, sizeof(*p));
+    int rc;
+    char host[256], uuid[37];
+
+    op->loop = loop;
+    op->priv = p;
+    op->opts = *opts;
+    uv_timer_init(loop, &p->grace);
+    p->grace.data = op;
+    gethostname(host, sizeof(host));
+    host[sizeof(host) - 1] = '\0';
+    uuid_v4(uuid);
+    op->identity = xasprintf("%s_%s", host, uuid);
+    op->cluster_domain = opts->cluster_domain ? xstrdup(opts->cluster_domain) : detect_cluster_domain();
+    op->metrics = mx_registry_new();
+    for (int k = 0; k < OPK__COUNT; k++)
+        op->stores[k] = store_new(kinds[k].kind);
+    *out = op;
+
+    kcfg_opts ko = {.kubeconfig = opts->kubeconfig, .context = opts->context};
+    rc = kcfg_load(&ko, &op->cfg, err, errlen);
+    if (rc)
+        return rc;
+    log_info("API server %s (%s)", op->cfg->server, op->cfg->source);
+
+    rc = setup_metrics(op);
+    if (rc) {
+        snprintf(err, errlen, "metrics setup failed: %s", op_strerror(rc));
+        return rc;
+    }
+    hc_tls_opts tls = {
+        .ca_pem = op->cfg->ca_pem,
+        .ca_len = op->cfg->ca_len,
+        .cert_pem = op->cfg->cert_pem,
+        .cert_len = op->cfg->cert_len,
+        .key_pem = op->cfg->key_pem,
+        .key_len = op->cfg->key_len,
+        .server_name = op->cfg->tls_server_name,
+        .insecure_skip_verify = op->cfg->insecure,
+    };
+    kube_client_opts kco = {
+        .server = op->cfg->server,
+        .tls = op->cfg->tls ? &tls : NULL,
+        .token = token_cb,
+        .token_invalidate = token_invalidate_cb,
+        .token_data = op,
+        .qps = opts->qps,
+        .burst = opts->burst,
+        .observe = observe_api,
+        .observe_data = op,
+    };
+    op->client = kube_client_new(loop, &kco, &rc);
+    if (op->client == NULL) {
+        snprintf(err, errlen, "cannot create the API client for %s: %s", op->cfg->server, op_strerror(rc));
+        return rc;
+    }
+    op->events = evrec_new(loop, op->client, "slinky.slurm.net/slurmop", host);
+
+    if ((rc = listen_on(op, opts->metrics_addr, &p->metrics_srv, err, errlen)) != 0)
+        return rc;
+    if ((rc = listen_on(op, opts->health_addr, &p->health_srv, err, errlen)) != 0)
+        return rc;
+
+    /* Reconcilers add their indexes and handlers while the stores are empty. */
+    for (size_t i = 0; i < op_reconciler_count; i++)
+        op_reconcilers[i]->setup(op);
+
+    for (int k = 0; k < OPK__COUNT; k++) {
+        int scoped = kinds[k].res->namespaced && opts->n_namespaces > 0;
+        int n = scoped ? opts->n_namespaces : 1;
+        for (int i = 0; i < n; i++) {
+            rf_opts ro = {
+                .client = op->client,
+                .res = kinds[k].res,
+                .ns = scoped ? opts->namespaces[i] : NULL,
+                .label_selector = kinds[k].label_selector,
+                .store = op->stores[k],
+                .on_synced = on_synced,
+                .data = op,
+            };
+            p->rf[k][i] = rf_start(loop, &ro);
+            p->n_rf[k]++;
+            p->n_reflectors++;
+        }
+    }
+
+    if (opts->leader_elect) {
+        const char *ns = opts->leader_elect_namespace ? opts->leader_elect_namespace
+                         : op->cfg->namespace          ? op->cfg->namespace
+                                                       : "default";
+        lease_opts lo = {
+            .client = op->client,
+            .ns = ns,
+            .name = opts->lease_name ? opts->lease_name : "slurmop",
+            .identity = op->identity,
+            .on_started_leading = on_started_leading,
+            .on_stopped_leading = on_stopped_leading,
+            .data = op,
+        };
+        p->lease = lease_start(loop, &lo, &rc);
+        if (p->lease == NULL) {
+            snprintf(err, errlen, "leader election setup failed: %s", op_strerror(rc));
+            return rc;
+        }
+        log_info("leader election: campaigning for lease %s/%s as %s", ns, lo.name, op->identity);
+    } else {
+        start_reconcilers(op);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* stop */
+
+static void finish_stop(operator *op);
+
+static void one_done(void *data)
+{
+    operator *op = data;
+    struct priv *p = P(op);
+    if (--p->pending == 0)
+        finish_stop(op);
+}
+
+static void on_srv_closed(void *data)
+{
+    one_done(data);
+}
+
+static void on_client_closed(void *data)
+{
+    operator *op = data;
+    struct priv *p = P(op);
+    void (*cb)(void *, int) = op->opts.on_stopped;
+    void *cb_data = op->opts.stopped_data;
+    int code = p->exit_code;
+    evrec_free(op->events);
+    for (int k = 0; k < OPK__COUNT; k++)
+        store_free(op->stores[k]);
+    mx_registry_free(op->metrics);
+    kcfg_free(op->cfg);
+    free(op->identity);
+    free(op->cluster_domain);
+    free(p);
+    free(op);
+    log_info("stopped");
+    if (cb)
+        cb(cb_data, code);
+}
+
+static void on_grace_closed(uv_handle_t *h)
+{
+    operator *op = h->data;
+    if (op->client)
+        kube_client_close(op->client, on_client_closed, op);
+    else
+        on_client_closed(op);
+}
+
+/* Every component has stopped: close the client and free everything. */
+static void finish_stop(operator *op)
+{
+    uv_close((uv_handle_t *)&P(op)->grace, on_grace_closed);
+}
+
+static void close_servers_and_lease(operator *op)
+{
+    struct priv *p = P(op);
+    p->pending = 1; /* held until everything below is requested */
+    if (p->lease) {
+        p->pending++;
+        lease_stop(p->lease, one_done, op);
+        p->lease = NULL;
+    }
+    if (p->metrics_srv) {
+        p->pending++;
+        hs_close(p->metrics_srv, on_srv_closed, op);
+        p->metrics_srv = NULL;
+    }
+    if (p->health_srv) {
+        p->pending++;
+        hs_close(p->health_srv, on_srv_closed, op);
+        p->health_srv = NULL;
+    }
+    one_done(op);
+}
+
+/* Wait until writes in flight are done (or the grace period is over). */
+static void on_grace_tick(uv_timer_t *t)
+{
+    operator *op = t->data;
+    struct priv *p = P(op);
+    kube_stats st;
+    kube_client_stats(op->client, &st);
+    if (st.in_flight > 0 && uv_now(op->loop) < p->grace_deadline) {
+        uv_timer_start(&p->grace, on_grace_tick, 20, 0);
+        return;
+    }
+    if (st.in_flight > 0)
+        log_warn("shutdown: %d API requests still in flight after the grace period; canceling them", st.in_flight);
+    close_servers_and_lease(op);
+}
+
+static void on_reflector_stopped(void *data)
+{
+    operator *op = data;
+    struct priv *p = P(op);
+    if (--p->pending > 0)
+        return;
+    p->grace_deadline = uv_now(op->loop) + (op->opts.shutdown_grace_ms ? op->opts.shutdown_grace_ms : 10000);
+    on_grace_tick(&p->grace);
+}
+
+void op_stop(operator *op)
+{
+    struct priv *p = P(op);
+    if (op->stopping)
+        return;
+    op->stopping = 1;
+    log_info("shutting down: stopping reconcilers and watches");
+    stop_reconcilers(op);
+    p->pending = 1;
+    for (int k = 0; k < OPK__COUNT; k++)
+        for (int i = 0; i < p->n_rf[k]; i++) {
+            p->pending++;
+            rf_stop(p->rf[k][i], on_reflector_stopped, op);
+        }
+    if (op->client == NULL) {
+        close_servers_and_lease(op);
+        return;
+    }
+    on_reflector_stopped(op);
+}
