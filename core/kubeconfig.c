@@ -85,16 +85,18 @@ static int parse_server(kcfg *c, const char *url, char *what, char *err, size_t 
         else if (sl == 4 && strncasecmp(url, "http", 4) == 0)
             tls = 0;
         else
-            return fail(err, errlen, OP_ECONFIG, "%s: server \"%s\": scheme must be https or http", what, url);
+            return fail(err, errlen, OP_ECONFIG, "%s: server \"%s\": scheme must be https or http", what,
+                        url);
         p = sep + 3;
     }
     size_t alen = strcspn(p, "/?#");
     const char *rest = p + alen;
     if (strpbrk(rest, "?#"))
-        return fail(err, errlen, OP_ECONFIG, "%s: server \"%s\": a query or fragment is not allowed", what, url);
+        return fail(err, errlen, OP_ECONFIG, "%s: server \"%s\": a query or fragment is not allowed", what,
+                    url);
     if (memchr(p, '@', alen))
-        return fail(err, errlen, OP_ECONFIG, "%s: server \"%s\": user information in the URL is not supported",
-                    what, url);
+        return fail(err, errlen, OP_ECONFIG,
+                    "%s: server \"%s\": user information in the URL is not supported", what, url);
     const char *host = p, *hend, *port = NULL;
     if (*p == '[') {
         const char *rb = memchr(p, ']', alen);
@@ -127,7 +129,8 @@ static int parse_server(kcfg *c, const char *url, char *what, char *err, size_t 
     c->port = (int)pn;
     c->host = xstrndup(host, (size_t)(hend - host));
     int v6 = strchr(c->host, ':') != NULL;
-    c->server = xasprintf("%s://%s%s%s:%d", tls ? "https" : "http", v6 ? "[" : "", c->host, v6 ? "]" : "", c->port);
+    c->server =
+        xasprintf("%s://%s%s%s:%d", tls ? "https" : "http", v6 ? "[" : "", c->host, v6 ? "]" : "", c->port);
     size_t rl = strlen(rest);
     while (rl > 0 && rest[rl - 1] == '/')
         rl--;
@@ -192,8 +195,8 @@ static char *dir_of(const char *path)
 
 /* Add the entries of one list ("clusters") of one file; the first
  * definition of a name wins. */
-static int merge_list(struct merged *mg, const cJSON *doc, const char *file, const char *list, const char *inner,
-                      map_t *into, char *err, size_t errlen)
+static int merge_list(struct merged *mg, const cJSON *doc, const char *file, const char *list,
+                      const char *inner, map_t *into, char *err, size_t errlen)
 {
     const cJSON *arr = json_child(doc, list);
     if (arr == NULL || cJSON_IsNull(arr))
@@ -209,8 +212,8 @@ static int merge_list(struct merged *mg, const cJSON *doc, const char *file, con
             return fail(err, errlen, OP_ECONFIG, "kubeconfig %s: %s[%d]: missing \"name\"", file, list, i);
         const cJSON *body = json_child(item, inner);
         if (body && !cJSON_IsObject(body) && !cJSON_IsNull(body))
-            return fail(err, errlen, OP_ECONFIG, "kubeconfig %s: %s[%d] (\"%s\"): \"%s\" must be a mapping", file,
-                        list, i, name, inner);
+            return fail(err, errlen, OP_ECONFIG, "kubeconfig %s: %s[%d] (\"%s\"): \"%s\" must be a mapping",
+                        file, list, i, name, inner);
         if (map_get(into, name) == NULL) {
             struct entry *e = xcalloc(1, sizeof(*e));
             e->body = cJSON_IsObject(body) ? body : NULL;
@@ -290,7 +293,8 @@ static int get_string(const cJSON *body, const char *field, const char **out, co
     return 0;
 }
 
-static int get_bool(const cJSON *body, const char *field, int *out, const char *what, char *err, size_t errlen)
+static int get_bool(const cJSON *body, const char *field, int *out, const char *what, char *err,
+                    size_t errlen)
 {
     *out = 0;
     const cJSON *v = json_child(body, field);
@@ -300,7 +304,8 @@ static int get_bool(const cJSON *body, const char *field, int *out, const char *
         *out = cJSON_IsTrue(v);
         return 0;
     }
-    if (cJSON_IsString(v) && (strcasecmp(v->valuestring, "true") == 0 || strcasecmp(v->valuestring, "false") == 0)) {
+    if (cJSON_IsString(v) &&
+        (strcasecmp(v->valuestring, "true") == 0 || strcasecmp(v->valuestring, "false") == 0)) {
         *out = strcasecmp(v->valuestring, "true") == 0;
         return 0;
     }
@@ -442,7 +447,8 @@ static int load_user(kcfg *c, const char *name, const struct entry *e, char *err
         char *t;
         rc = read_trimmed(c->token_file, &t);
         if (rc)
-            return fail(err, errlen, rc, "%s: field \"tokenFile\": %s: %s", what, c->token_file, op_strerror(rc));
+            return fail(err, errlen, rc, "%s: field \"tokenFile\": %s: %s", what, c->token_file,
+                        op_strerror(rc));
         if (*t == '\0') {
             free(t);
             return fail(err, errlen, OP_ECONFIG, "%s: field \"tokenFile\": %s is empty", what, c->token_file);
@@ -457,7 +463,8 @@ static int load_merged(struct merged *mg, const char *context, kcfg **out, char 
 {
     const char *ctx_name = !is_blank(context) ? context : mg->current_context;
     if (ctx_name == NULL)
-        return fail(err, errlen, OP_ECONFIG, "%s: no current-context is set and no context was given", mg->where);
+        return fail(err, errlen, OP_ECONFIG, "%s: no current-context is set and no context was given",
+                    mg->where);
     const struct entry *ce = map_get(&mg->contexts, ctx_name);
     if (ce == NULL)
         return fail(err, errlen, OP_ECONFIG, "%s: context \"%s\" is not defined%s", mg->where, ctx_name,
@@ -482,7 +489,8 @@ static int load_merged(struct merged *mg, const char *context, kcfg **out, char 
     if (user) {
         ue = map_get(&mg->users, user);
         if (ue == NULL)
-            return fail(err, errlen, OP_ECONFIG, "%s: user \"%s\" is not defined in %s", what, user, mg->where);
+            return fail(err, errlen, OP_ECONFIG, "%s: user \"%s\" is not defined in %s", what, user,
+                        mg->where);
     }
 
     kcfg *c = xcalloc(1, sizeof(*c));
@@ -539,14 +547,16 @@ int kcfg_in_cluster(const char *sa_dir, kcfg **out, char *err, size_t errlen)
     const char *port = getenv("KUBERNETES_SERVICE_PORT");
     if (is_blank(host) || is_blank(port))
         return fail(err, errlen, OP_ENOTFOUND,
-                    "not running in a cluster (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not both set)");
+                    "not running in a cluster (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not "
+                    "both set)");
     if (sa_dir == NULL)
         sa_dir = KCFG_SA_DIR;
     char *end;
     errno = 0;
     long pn = strtol(port, &end, 10);
     if (*end || errno || pn < 1 || pn > 65535)
-        return fail(err, errlen, OP_ECONFIG, "in-cluster: KUBERNETES_SERVICE_PORT \"%s\" is not a port", port);
+        return fail(err, errlen, OP_ECONFIG, "in-cluster: KUBERNETES_SERVICE_PORT \"%s\" is not a port",
+                    port);
     size_t hl = strlen(host);
     if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
         host++;
@@ -565,7 +575,8 @@ int kcfg_in_cluster(const char *sa_dir, kcfg **out, char *err, size_t errlen)
 
     int rc = read_trimmed(c->token_file, &c->_token);
     if (rc) {
-        rc = fail(err, errlen, rc, "in-cluster: service account token %s: %s", c->token_file, op_strerror(rc));
+        rc =
+            fail(err, errlen, rc, "in-cluster: service account token %s: %s", c->token_file, op_strerror(rc));
         goto bad;
     }
     if (*c->_token == '\0') {
@@ -636,10 +647,11 @@ int kcfg_load(const kcfg_opts *opts, kcfg **out, char *err, size_t errlen)
          * unusable: that is the problem to report. */
         rc = fail(err, errlen, ic, "%s", icerr);
     } else {
-        rc = fail(err, errlen, OP_ENOTFOUND,
-                  "no Kubernetes client configuration: no --kubeconfig, $KUBECONFIG is not set, not in a cluster, "
-                  "and %s does not exist",
-                  home ? home : "~/.kube/config");
+        rc = fail(
+            err, errlen, OP_ENOTFOUND,
+            "no Kubernetes client configuration: no --kubeconfig, $KUBECONFIG is not set, not in a cluster, "
+            "and %s does not exist",
+            home ? home : "~/.kube/config");
     }
     free(home);
     return rc;

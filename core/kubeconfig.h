@@ -46,28 +46,28 @@
 /** A resolved client configuration. Fields are read-only for users; PEM
  *  blobs are NUL-terminated (the length excludes the terminator). */
 typedef struct kcfg {
-    char *server;       /* "https://host:port" (IPv6 hosts bracketed), no path, no trailing '/' */
-    char *path_prefix;  /* path part of the kubeconfig server URL without trailing '/', "" normally */
-    char *host;         /* host without brackets ("127.0.0.1", "::1", "kube.example") */
+    char *server;      /* "https://host:port" (IPv6 hosts bracketed), no path, no trailing '/' */
+    char *path_prefix; /* path part of the kubeconfig server URL without trailing '/', "" normally */
+    char *host;        /* host without brackets ("127.0.0.1", "::1", "kube.example") */
     int port;
-    int tls;            /* 1 for https */
-    char *ca_pem;       /* NULL when none (then verification cannot succeed unless insecure) */
+    int tls;      /* 1 for https */
+    char *ca_pem; /* NULL when none (then verification cannot succeed unless insecure) */
     size_t ca_len;
-    char *cert_pem;     /* client certificate, or NULL */
+    char *cert_pem; /* client certificate, or NULL */
     size_t cert_len;
-    char *key_pem;      /* client key, or NULL */
+    char *key_pem; /* client key, or NULL */
     size_t key_len;
-    char *token_file;   /* bearer token file (re-read), or NULL */
+    char *token_file;      /* bearer token file (re-read), or NULL */
     char *tls_server_name; /* name to verify instead of host, or NULL */
-    int insecure;       /* insecure-skip-tls-verify */
-    char *namespace;    /* context namespace / service account namespace, or NULL when not set */
-    char *source;       /* human description: "kubeconfig /x/config (context kind-dev)", "in-cluster ..." */
+    int insecure;          /* insecure-skip-tls-verify */
+    char *namespace;       /* context namespace / service account namespace, or NULL when not set */
+    char *source; /* human description: "kubeconfig /x/config (context kind-dev)", "in-cluster ..." */
 
     /* private: bearer token state */
-    char *_token;        /* current token (from tokenFile, or the static token) */
-    uint64_t _token_at;  /* time of the last read, valid when _token_at_set */
+    char *_token;       /* current token (from tokenFile, or the static token) */
+    uint64_t _token_at; /* time of the last read, valid when _token_at_set */
     int _token_at_set;
-    int _token_stale;    /* invalidated: re-read on the next kcfg_token */
+    int _token_stale; /* invalidated: re-read on the next kcfg_token */
 } kcfg;
 
 typedef struct kcfg_opts {

@@ -54,7 +54,7 @@ struct mx_family {
     size_t n_labels;
     double *bounds; /* histograms: finite upper bounds */
     size_t n_bounds;
-    char **le;      /* rendered bounds, n_bounds + 1 with "+Inf" */
+    char **le; /* rendered bounds, n_bounds + 1 with "+Inf" */
     map_t by_key;
     list_node children;
     size_t n_children;
@@ -85,7 +85,8 @@ int mx_valid_label_name(const char *s)
         return 0;
     for (const char *p = s; *p; p++) {
         char c = *p;
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (p != s && c >= '0' && c <= '9');
+        int ok =
+            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (p != s && c >= '0' && c <= '9');
         if (!ok)
             return 0;
     }
@@ -210,8 +211,8 @@ static int put_escaped(buf_t *b, const char *s, int quote)
  * different tuples can produce the same key whatever bytes they contain.
  * Returns the key length, or (size_t)-1 when a value is NULL. The key is
  * built in stack (size stack_len) when it fits, else in *heap. */
-static size_t make_key(const mx_family *f, const char *const *values, char *stack, size_t stack_len, char **heap,
-                       char **key)
+static size_t make_key(const mx_family *f, const char *const *values, char *stack, size_t stack_len,
+                       char **heap, char **key)
 {
     size_t need = 1;
     for (size_t i = 0; i < f->n_labels; i++) {
@@ -578,7 +579,8 @@ int mx_gauge_fn_new(mx_registry *r, const char *name, const char *help, mx_value
 /* ---------------------------------------------------------------- render */
 
 /* name{lstr[,extra]} value\n */
-static int put_sample(buf_t *b, const char *name, const char *suffix, const char *lstr, const char *le, double v)
+static int put_sample(buf_t *b, const char *name, const char *suffix, const char *lstr, const char *le,
+                      double v)
 {
     char num[32];
     mx__format_value(v, num);
@@ -776,15 +778,17 @@ int mx_process_collector(mx_registry *r)
     pc.boot_time = strtod(bt + 7, NULL);
     if (pc.ticks <= 0 || pc.page_size <= 0)
         return OP_EINVAL;
-    pc.cpu = mx_counter_new(r, "process_cpu_seconds_total", "User plus system CPU time used by the process, in seconds.",
-                            &err);
-    pc.rss = mx_gauge_new(r, "process_resident_memory_bytes", "Resident set size of the process, in bytes.", &err);
-    pc.vsize = mx_gauge_new(r, "process_virtual_memory_bytes", "Virtual address space size of the process, in bytes.",
-                            &err);
+    pc.cpu = mx_counter_new(r, "process_cpu_seconds_total",
+                            "User plus system CPU time used by the process, in seconds.", &err);
+    pc.rss =
+        mx_gauge_new(r, "process_resident_memory_bytes", "Resident set size of the process, in bytes.", &err);
+    pc.vsize = mx_gauge_new(r, "process_virtual_memory_bytes",
+                            "Virtual address space size of the process, in bytes.", &err);
     pc.start = mx_gauge_new(r, "process_start_time_seconds",
                             "When the process started, in seconds since the Unix epoch.", &err);
     pc.open_fds = mx_gauge_new(r, "process_open_fds", "File descriptors the process holds open.", &err);
-    pc.max_fds = mx_gauge_new(r, "process_max_fds", "Soft limit on the number of open file descriptors.", &err);
+    pc.max_fds =
+        mx_gauge_new(r, "process_max_fds", "Soft limit on the number of open file descriptors.", &err);
     if (err)
         return err;
 

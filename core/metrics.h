@@ -54,7 +54,7 @@ typedef struct mx_gauge {
 typedef struct mx_histogram {
     const double *bounds; /* the family's upper bounds, ascending, +Inf implied */
     uint32_t n_bounds;
-    uint64_t *buckets;    /* n_bounds + 1 counts, NOT cumulative; the last is (bounds[n-1], +Inf) */
+    uint64_t *buckets; /* n_bounds + 1 counts, NOT cumulative; the last is (bounds[n-1], +Inf) */
     uint64_t count;
     double sum;
 } mx_histogram;
@@ -191,9 +191,9 @@ int mx_valid_label_name(const char *s);
 
 /** What the process collector reads from /proc/self/stat (exposed for tests). */
 typedef struct mx__proc_stat {
-    double cpu_seconds;  /* utime + stime */
-    double start_ticks;  /* starttime, clock ticks after boot */
-    double vsize;        /* bytes */
+    double cpu_seconds; /* utime + stime */
+    double start_ticks; /* starttime, clock ticks after boot */
+    double vsize;       /* bytes */
     double rss_pages;
 } mx__proc_stat;
 /** Parse the text of /proc/<pid>/stat. 0 or OP_EPARSE. */

@@ -84,7 +84,8 @@ uint64_t rl_exp_delay(uint64_t base, uint64_t cap, unsigned failures)
 
 /* ----------------------------------------------- jittered backoff manager */
 
-void rl_backoff_init(rl_backoff *b, uint64_t initial, uint64_t cap, double factor, double jitter, uint64_t reset)
+void rl_backoff_init(rl_backoff *b, uint64_t initial, uint64_t cap, double factor, double jitter,
+                     uint64_t reset)
 {
     b->initial = initial;
     b->cap = cap < initial ? initial : cap;

@@ -29,10 +29,10 @@
 /** Token bucket. All fields are private; the struct is public so that it
  *  can be embedded. */
 typedef struct rl_bucket {
-    double qps;     /* refill rate; <= 0 means "no limit" */
-    double burst;   /* capacity (at least 1 when limiting) */
-    double tokens;  /* may go negative: tokens promised to waiting requests */
-    uint64_t last;  /* time (ns) at which tokens was last brought up to date */
+    double qps;    /* refill rate; <= 0 means "no limit" */
+    double burst;  /* capacity (at least 1 when limiting) */
+    double tokens; /* may go negative: tokens promised to waiting requests */
+    uint64_t last; /* time (ns) at which tokens was last brought up to date */
 } rl_bucket;
 
 /** Start a bucket full (burst tokens) at time now. qps <= 0 disables the
@@ -76,7 +76,7 @@ typedef struct rl_backoff {
     uint64_t current; /* un-jittered delay the next step returns */
     uint64_t last;    /* time of the previous rl_backoff_next */
     int have_last;
-    uint64_t rng;     /* xorshift state; seeded randomly, tests may overwrite */
+    uint64_t rng; /* xorshift state; seeded randomly, tests may overwrite */
 } rl_backoff;
 
 /** Configure a backoff. The first call to rl_backoff_next returns initial
@@ -85,7 +85,8 @@ typedef struct rl_backoff {
  *  jittered delay may exceed cap by up to j*cap (as client-go's). When reset
  *  ns or more passed since the previous rl_backoff_next, the sequence starts
  *  over at initial. reset == 0 never resets automatically. */
-void rl_backoff_init(rl_backoff *b, uint64_t initial, uint64_t cap, double factor, double jitter, uint64_t reset);
+void rl_backoff_init(rl_backoff *b, uint64_t initial, uint64_t cap, double factor, double jitter,
+                     uint64_t reset);
 
 /** The reflector's defaults: 800 ms, x2, cap 30 s, jitter 1.0, reset 2 min. */
 void rl_backoff_init_reflector(rl_backoff *b);

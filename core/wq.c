@@ -373,8 +373,8 @@ static double running_fn(void *data)
 static void metrics_remove(wq_t *q)
 {
     const char *const *lv = MX_LV(q->name);
-    mx_family *fams[] = {q->f_depth,   q->f_adds,       q->f_qdur,   q->f_wdur, q->f_retries,
-                         q->f_longest, q->f_unfinished, q->f_rerr};
+    mx_family *fams[] = {q->f_depth,   q->f_adds,    q->f_qdur,       q->f_wdur,
+                         q->f_retries, q->f_longest, q->f_unfinished, q->f_rerr};
     for (size_t i = 0; i < ARRAY_SIZE(fams); i++)
         if (fams[i])
             mx_child_remove(fams[i], lv);
@@ -413,23 +413,23 @@ static int metrics_setup(wq_t *q, mx_registry *r)
         return rc;
     }
     q->f_adds = family(r, MX_COUNTER, "workqueue_adds_total", "Adds handled by the queue (after dedupe).",
-                              "name", NULL, 0, &err);
+                       "name", NULL, 0, &err);
     q->f_qdur = family(r, MX_HISTOGRAM, "workqueue_queue_duration_seconds",
-                              "Time a key waited in the queue before it was processed, in seconds.", "name", b,
-                              ARRAY_SIZE(b), &err);
+                       "Time a key waited in the queue before it was processed, in seconds.", "name", b,
+                       ARRAY_SIZE(b), &err);
     q->f_wdur = family(r, MX_HISTOGRAM, "workqueue_work_duration_seconds",
-                              "Time spent processing one key, in seconds.", "name", b, ARRAY_SIZE(b), &err);
-    q->f_retries = family(r, MX_COUNTER, "workqueue_retries_total", "Rate-limited re-adds.", "name", NULL,
-                                 0, &err);
-    q->f_longest = family(r, MX_GAUGE, "workqueue_longest_running_processor_seconds",
-                                 "How long the key being processed has been running, in seconds.", "name", NULL,
-                                 0, &err);
+                       "Time spent processing one key, in seconds.", "name", b, ARRAY_SIZE(b), &err);
+    q->f_retries =
+        family(r, MX_COUNTER, "workqueue_retries_total", "Rate-limited re-adds.", "name", NULL, 0, &err);
+    q->f_longest =
+        family(r, MX_GAUGE, "workqueue_longest_running_processor_seconds",
+               "How long the key being processed has been running, in seconds.", "name", NULL, 0, &err);
     q->f_unfinished = family(r, MX_GAUGE, "workqueue_unfinished_work_seconds",
-                                    "Processing time of work still in progress, in seconds.", "name", NULL, 0, &err);
+                             "Processing time of work still in progress, in seconds.", "name", NULL, 0, &err);
     q->f_rtotal = family(r, MX_COUNTER, "controller_runtime_reconcile_total",
-                                "Handler calls per controller and result.", "controller,result", NULL, 0, &err);
+                         "Handler calls per controller and result.", "controller,result", NULL, 0, &err);
     q->f_rerr = family(r, MX_COUNTER, "controller_runtime_reconcile_errors_total",
-                              "Handler calls that ended in an error.", "controller", NULL, 0, &err);
+                       "Handler calls that ended in an error.", "controller", NULL, 0, &err);
     if (err)
         return err;
     q->m_adds = mx_counter_get(q->f_adds, MX_LV(q->name));
@@ -477,7 +477,8 @@ wq_t *wq_new(uv_loop_t *loop, const wq_opts *o, int *err)
     if (o->metrics) {
         int rc = metrics_setup(q, o->metrics);
         if (rc) {
-            log_error("Work queue metrics could not be registered. queue=%s err=%s", q->name, op_strerror(rc));
+            log_error("Work queue metrics could not be registered. queue=%s err=%s", q->name,
+                      op_strerror(rc));
             metrics_remove(q);
             free(q->name);
             free(q);

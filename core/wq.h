@@ -71,17 +71,17 @@ typedef struct wq_result {
 typedef wq_result (*wq_handler)(const char *key, uint64_t first_add_ns, void *data);
 
 typedef struct wq_opts {
-    const char *name;        /* label "name" of the metrics and in logs (default "default"); copied */
-    wq_handler handler;      /* required */
-    void *data;              /* passed to handler */
-    unsigned max_per_tick;   /* keys handled per loop iteration (default 64) */
-    uint64_t max_tick_ns;    /* stop a tick's batch after this much handler time (default 10 ms);
-                                at least one key is always handled */
-    uint64_t base_delay_ns;  /* rate-limited backoff base (default 5 ms) */
-    uint64_t max_delay_ns;   /* rate-limited backoff cap (default 1000 s) */
-    double bucket_qps;       /* overall token bucket over rate-limited adds; 0 = off */
-    int bucket_burst;        /* its burst (default 100 when bucket_qps > 0) */
-    mx_registry *metrics;    /* optional; must outlive the queue */
+    const char *name;       /* label "name" of the metrics and in logs (default "default"); copied */
+    wq_handler handler;     /* required */
+    void *data;             /* passed to handler */
+    unsigned max_per_tick;  /* keys handled per loop iteration (default 64) */
+    uint64_t max_tick_ns;   /* stop a tick's batch after this much handler time (default 10 ms);
+                               at least one key is always handled */
+    uint64_t base_delay_ns; /* rate-limited backoff base (default 5 ms) */
+    uint64_t max_delay_ns;  /* rate-limited backoff cap (default 1000 s) */
+    double bucket_qps;      /* overall token bucket over rate-limited adds; 0 = off */
+    int bucket_burst;       /* its burst (default 100 when bucket_qps > 0) */
+    mx_registry *metrics;   /* optional; must outlive the queue */
 } wq_opts;
 
 /** Counters for tests and logs. */

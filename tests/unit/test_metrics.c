@@ -37,7 +37,8 @@ static void test_counter_exposition_and_escaping(void **state)
 {
     mx_registry *r = mx_registry_new();
     int err = 0;
-    mx_counter *c = mx_counter_new(r, "op_requests_total", "Requests sent.\nSecond line, a \\ and a \"quote\".", &err);
+    mx_counter *c =
+        mx_counter_new(r, "op_requests_total", "Requests sent.\nSecond line, a \\ and a \"quote\".", &err);
     assert_non_null(c);
     assert_int_equal(err, 0);
     mx_counter_add(c, 3);
@@ -76,7 +77,8 @@ static void test_gauge_exposition(void **state)
     double depth = 17;
     assert_int_equal(mx_gauge_fn_new(r, "op_queue_depth", "Read at scrape time.", fixed_fn, &depth), 0);
     /* Only once for an unlabeled family. */
-    assert_int_equal(mx_gauge_fn_new(r, "op_queue_depth", "Read at scrape time.", fixed_fn, &depth), OP_EEXISTS);
+    assert_int_equal(mx_gauge_fn_new(r, "op_queue_depth", "Read at scrape time.", fixed_fn, &depth),
+                     OP_EEXISTS);
 
     mx_family *f = mx_family_new(r, MX_GAUGE, "op_special", "Special values.", "kind", NULL, 0, &err);
     mx_gauge_set(mx_gauge_get(f, MX_LV("nan")), NAN);
@@ -289,8 +291,9 @@ static void test_format_value(void **state)
         double v;
         const char *s;
     } cases[] = {
-        {0, "0"},       {-0.0, "0"},      {42, "42"},    {-7, "-7"},     {0.1, "0.1"},
-        {1e-8, "1e-08"}, {1e20, "1e+20"}, {2.5e-3, "0.0025"}, {123456789012345.0, "123456789012345"},
+        {0, "0"},        {-0.0, "0"},        {42, "42"},
+        {-7, "-7"},      {0.1, "0.1"},       {1e-8, "1e-08"},
+        {1e20, "1e+20"}, {2.5e-3, "0.0025"}, {123456789012345.0, "123456789012345"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         mx__format_value(cases[i].v, out);

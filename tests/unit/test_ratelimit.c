@@ -170,8 +170,8 @@ static void test_backoff_jitter_bounds(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bucket_burst_then_steady), cmocka_unit_test(test_bucket_try_and_cancel),
-        cmocka_unit_test(test_bucket_unlimited),         cmocka_unit_test(test_exp_delay),
+        cmocka_unit_test(test_bucket_burst_then_steady),   cmocka_unit_test(test_bucket_try_and_cancel),
+        cmocka_unit_test(test_bucket_unlimited),           cmocka_unit_test(test_exp_delay),
         cmocka_unit_test(test_backoff_sequence_and_reset), cmocka_unit_test(test_backoff_jitter_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
