@@ -737,6 +737,29 @@ static int count_fds(void)
     return n > 0 ? n - 1 : 0;
 }
 
+/* The boot time (seconds since the epoch) from the "btime" line of
+ * /proc/stat. The file is read line by line: on machines with many CPUs and
+ * interrupts it is tens of kilobytes long before that line. */
+static int boot_time(double *out)
+{
+    FILE *f = fopen("/proc/stat", "re");
+    if (f == NULL)
+        return OP_ERRNO(errno);
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = OP_EPARSE;
+    while (getline(&line, &cap, f) > 0) {
+        if (strncmp(line, "btime ", 6) == 0) {
+            *out = strtod(line + 6, NULL);
+            rc = *out > 0 ? 0 : OP_EPARSE;
+            break;
+        }
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
 static void proc_refresh(void *data)
 {
     struct proc_collector *pc = data;
@@ -763,19 +786,16 @@ int mx_process_collector(mx_registry *r)
 {
     if (map_get(&r->by_name, "process_cpu_seconds_total"))
         return OP_EEXISTS;
-    char text[4096];
-    int rc = read_small("/proc/stat", text, sizeof(text));
+    double btime;
+    int rc = boot_time(&btime);
     if (rc)
         return rc;
-    const char *bt = strstr(text, "\nbtime ");
-    if (bt == NULL)
-        return OP_EPARSE;
 
-    int err = 0;
+    int err = 0; /* the code of the last call; only read when one failed */
     struct proc_collector pc = {0};
     pc.ticks = sysconf(_SC_CLK_TCK);
     pc.page_size = sysconf(_SC_PAGESIZE);
-    pc.boot_time = strtod(bt + 7, NULL);
+    pc.boot_time = btime;
     if (pc.ticks <= 0 || pc.page_size <= 0)
         return OP_EINVAL;
     pc.cpu = mx_counter_new(r, "process_cpu_seconds_total",
@@ -789,8 +809,8 @@ int mx_process_collector(mx_registry *r)
     pc.open_fds = mx_gauge_new(r, "process_open_fds", "File descriptors the process holds open.", &err);
     pc.max_fds =
         mx_gauge_new(r, "process_max_fds", "Soft limit on the number of open file descriptors.", &err);
-    if (err)
-        return err;
+    if (!pc.cpu || !pc.rss || !pc.vsize || !pc.start || !pc.open_fds || !pc.max_fds)
+        return err ? err : OP_EEXISTS;
 
     /* The registry owns the collector's state and frees it with itself. */
     struct proc_collector *heap = xmalloc(sizeof(*heap));
