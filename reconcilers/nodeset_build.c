@@ -32,6 +32,13 @@ static const char *meta_str(const cJSON *o, const char *field)
     return s ? s : "";
 }
 
+/* String value of key in o; keys may contain dots (labels, annotations). */
+static const char *child_str(const cJSON *o, const char *key)
+{
+    const cJSON *v = json_child(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
 static const cJSON *spec_of(const cJSON *nodeset)
 {
     return json_child(nodeset, "spec");
@@ -237,7 +244,7 @@ char *nsb_daemonset_hostname(const char *node_name, const char *override)
 char *nsb_daemonset_hostname_of_node(const cJSON *node)
 {
     const cJSON *ann = json_get(node, "metadata.annotations");
-    return nsb_daemonset_hostname(meta_str(node, "name"), json_get_str(ann, NSB_ANN_HOSTNAME_OVERRIDE));
+    return nsb_daemonset_hostname(meta_str(node, "name"), child_str(ann, NSB_ANN_HOSTNAME_OVERRIDE));
 }
 
 char *nsb_slurm_nodeset_name(const cJSON *nodeset)
@@ -744,6 +751,33 @@ static cJSON *toleration(const char *key, const char *op, const char *effect)
     return t;
 }
 
+static int toleration_same(const cJSON *a, const cJSON *b)
+{
+    static const char *const f[] = {"key", "operator", "value", "effect"};
+    for (size_t i = 0; i < ARRAY_SIZE(f); i++)
+        if (strcmp(json_get_str_or(a, f[i], ""), json_get_str_or(b, f[i], "")) != 0)
+            return 0;
+    return 1;
+}
+
+/* Every worker pod tolerates the worker taint, even when the user's template
+ * brings its own tolerations (a list without merge key replaces ours). */
+static void ensure_worker_toleration(cJSON *spec)
+{
+    cJSON *tols = cJSON_GetObjectItemCaseSensitive(spec, "tolerations");
+    if (!cJSON_IsArray(tols)) {
+        tols = cJSON_CreateArray();
+        json_set(spec, "tolerations", tols);
+    }
+    cJSON *want = toleration(NSB_WORKER_TAINT, "Equal", "NoExecute");
+    for (const cJSON *t = tols->child; t; t = t->next)
+        if (toleration_same(t, want)) {
+            cJSON_Delete(want);
+            return;
+        }
+    cJSON_InsertItemInArray(tols, 0, want);
+}
+
 cJSON *nsb_build_template(const nsb_pod_args *a, char *err, size_t errlen)
 {
     const cJSON *ns_obj = a->nodeset, *ctl = a->controller;
@@ -800,6 +834,7 @@ cJSON *nsb_build_template(const nsb_pod_args *a, char *err, size_t errlen)
     free(conf);
 
     tmpl = pt_merge_template(tmpl, json_get(ns_obj, "spec.template"));
+    ensure_worker_toleration(json_obj_ensure(tmpl, "spec"));
     /* The NodeSet's own labels and annotations come last and never override
      * what the operator or the template set. */
     meta = json_obj_ensure(tmpl, "metadata");
@@ -850,14 +885,6 @@ static void add_anti_affinity(cJSON *spec)
     cJSON_AddItemToArray(req, term);
 }
 
-static int toleration_same(const cJSON *a, const cJSON *b)
-{
-    static const char *const f[] = {"key", "operator", "value", "effect"};
-    for (size_t i = 0; i < ARRAY_SIZE(f); i++)
-        if (strcmp(json_get_str_or(a, f[i], ""), json_get_str_or(b, f[i], "")) != 0)
-            return 0;
-    return 1;
-}
 
 /* The tolerations the DaemonSet controller gives its pods; without them a
  * pod could not be (re)created on a cordoned or pressured node. */
@@ -1602,7 +1629,7 @@ void nsb_pod_from_json(const cJSON *pod, const char *nss, nsb_pod *p)
     const cJSON *meta = json_child(pod, "metadata");
     const cJSON *labels = json_child(meta, "labels"), *ann = json_child(meta, "annotations");
     p->name = json_get_str_or(meta, "name", "");
-    p->revision = json_get_str(labels, NSB_LABEL_REVISION);
+    p->revision = child_str(labels, NSB_LABEL_REVISION);
     p->ordinal = nss ? nsb_parse_ordinal(p->name, nss) : nsb_split_pod_name(p->name, NULL);
     p->phase = nsb_phase_parse(json_get_str(pod, "status.phase"));
     const char *node = json_get_str(pod, "spec.nodeName");
@@ -1618,15 +1645,15 @@ void nsb_pod_from_json(const cJSON *pod, const char *nss, nsb_pod *p)
                 p->ready_since = nsb_parse_time(json_get_str(c, "lastTransitionTime"));
             break;
         }
-    p->cordoned = parse_true(json_get_str(ann, NSB_ANN_POD_CORDON));
-    const char *cost = json_get_str(ann, NSB_ANN_DELETION_COST);
+    p->cordoned = parse_true(child_str(ann, NSB_ANN_POD_CORDON));
+    const char *cost = child_str(ann, NSB_ANN_DELETION_COST);
     if (cost) {
         char *end;
         long long v = strtoll(cost, &end, 10);
         if (*cost && *end == '\0' && v >= INT32_MIN && v <= INT32_MAX)
             p->deletion_cost = (int32_t)v;
     }
-    p->deadline = nsb_parse_time(json_get_str(ann, NSB_ANN_DEADLINE));
+    p->deadline = nsb_parse_time(child_str(ann, NSB_ANN_DEADLINE));
 }
 
 int nsb_pod_running_ready(const nsb_pod *p)
