@@ -71,7 +71,8 @@ static void set_if_absent(cJSON *o, const char *key, cJSON *item)
 static void add_missing_pairs(cJSON *dst, const cJSON *src, const char *skip)
 {
     for (const cJSON *kv = cJSON_IsObject(src) ? src->child : NULL; kv; kv = kv->next)
-        if (cJSON_IsString(kv) && !json_child(dst, kv->string) && (skip == NULL || strcmp(kv->string, skip) != 0))
+        if (cJSON_IsString(kv) && !json_child(dst, kv->string) &&
+            (skip == NULL || strcmp(kv->string, skip) != 0))
             json_set_str(dst, kv->string, kv->valuestring);
 }
 
@@ -495,9 +496,21 @@ int nsb_parse_quantity(const char *s, long long *out)
         const char *sfx;
         long double mult;
     } sfx[] = {
-        {"Ki", 1024.0L}, {"Mi", 1048576.0L}, {"Gi", 1073741824.0L}, {"Ti", 1099511627776.0L},
-        {"Pi", 1125899906842624.0L}, {"Ei", 1152921504606846976.0L}, {"n", 1e-9L}, {"u", 1e-6L},
-        {"m", 1e-3L}, {"k", 1e3L}, {"M", 1e6L}, {"G", 1e9L}, {"T", 1e12L}, {"P", 1e15L}, {"E", 1e18L},
+        {"Ki", 1024.0L},
+        {"Mi", 1048576.0L},
+        {"Gi", 1073741824.0L},
+        {"Ti", 1099511627776.0L},
+        {"Pi", 1125899906842624.0L},
+        {"Ei", 1152921504606846976.0L},
+        {"n", 1e-9L},
+        {"u", 1e-6L},
+        {"m", 1e-3L},
+        {"k", 1e3L},
+        {"M", 1e6L},
+        {"G", 1e9L},
+        {"T", 1e12L},
+        {"P", 1e15L},
+        {"E", 1e18L},
     };
     if (*p == 'e' || *p == 'E') {
         /* Decimal exponent ("1e3"); a bare "E" is the exa suffix. */
@@ -673,12 +686,11 @@ static cJSON *slurmd_container(const cJSON *nodeset, const char *conf_server, co
  * to stdout. It keeps the FIFO across its own restarts (recreating it would
  * let a writer that reopens at the wrong moment block on a dead inode) and
  * reopens it after every writer close instead of exiting. */
-static const char logfile_script[] =
-    "set -eu\n"
-    "fifo=\"${SOCKET:-/tmp/logfile.log}\"\n"
-    "mkdir -p \"$(dirname \"$fifo\")\"\n"
-    "[ -p \"$fifo\" ] || { rm -f \"$fifo\"; mkfifo -m 777 \"$fifo\"; }\n"
-    "while :; do cat \"$fifo\" || true; done\n";
+static const char logfile_script[] = "set -eu\n"
+                                     "fifo=\"${SOCKET:-/tmp/logfile.log}\"\n"
+                                     "mkdir -p \"$(dirname \"$fifo\")\"\n"
+                                     "[ -p \"$fifo\" ] || { rm -f \"$fifo\"; mkfifo -m 777 \"$fifo\"; }\n"
+                                     "while :; do cat \"$fifo\" || true; done\n";
 
 static cJSON *logfile_container(const cJSON *nodeset)
 {
@@ -696,8 +708,8 @@ static cJSON *logfile_container(const cJSON *nodeset)
     return pt_merge_container(c, json_get(nodeset, "spec.logfile"));
 }
 
-static cJSON *projected(const char *vol, const char *kind, const char *name, const char *key, const char *path,
-                        int item_mode)
+static cJSON *projected(const char *vol, const char *kind, const char *name, const char *key,
+                        const char *path, int item_mode)
 {
     cJSON *v = cJSON_CreateObject();
     json_set_str(v, "name", vol);
@@ -734,10 +746,10 @@ static cJSON *base_volumes(const cJSON *nodeset, const char *key_secret, const c
         char *cm = xasprintf("%s-ssh-config", meta_str(nodeset, "name"));
         cJSON_AddItemToArray(vols, projected("ssh-config", "configMap", cm, "sshd_config", "sshd_config", 1));
         free(cm);
-        cJSON_AddItemToArray(vols, projected("sssd-conf", "secret",
-                                             json_get_str_or(nodeset, "spec.ssh.sssdConfRef.name", ""),
-                                             json_get_str_or(nodeset, "spec.ssh.sssdConfRef.key", "sssd.conf"),
-                                             "sssd.conf", 1));
+        cJSON_AddItemToArray(
+            vols,
+            projected("sssd-conf", "secret", json_get_str_or(nodeset, "spec.ssh.sssdConfRef.name", ""),
+                      json_get_str_or(nodeset, "spec.ssh.sssdConfRef.key", "sssd.conf"), "sssd.conf", 1));
     }
     return vols;
 }
@@ -839,7 +851,8 @@ cJSON *nsb_build_template(const nsb_pod_args *a, char *err, size_t errlen)
      * what the operator or the template set. */
     meta = json_obj_ensure(tmpl, "metadata");
     add_missing_pairs(json_obj_ensure(meta, "labels"), json_get(ns_obj, "metadata.labels"), NULL);
-    add_missing_pairs(json_obj_ensure(meta, "annotations"), json_get(ns_obj, "metadata.annotations"), LAST_APPLIED);
+    add_missing_pairs(json_obj_ensure(meta, "annotations"), json_get(ns_obj, "metadata.annotations"),
+                      LAST_APPLIED);
     return tmpl;
 }
 
@@ -885,7 +898,6 @@ static void add_anti_affinity(cJSON *spec)
     cJSON_AddItemToArray(req, term);
 }
 
-
 /* The tolerations the DaemonSet controller gives its pods; without them a
  * pod could not be (re)created on a cordoned or pressured node. */
 static void add_daemon_tolerations(cJSON *spec)
@@ -893,9 +905,12 @@ static void add_daemon_tolerations(cJSON *spec)
     static const struct {
         const char *key, *effect;
     } t[] = {
-        {"node.kubernetes.io/not-ready", "NoExecute"},   {"node.kubernetes.io/unreachable", "NoExecute"},
-        {"node.kubernetes.io/disk-pressure", "NoSchedule"}, {"node.kubernetes.io/memory-pressure", "NoSchedule"},
-        {"node.kubernetes.io/pid-pressure", "NoSchedule"}, {"node.kubernetes.io/unschedulable", "NoSchedule"},
+        {"node.kubernetes.io/not-ready", "NoExecute"},
+        {"node.kubernetes.io/unreachable", "NoExecute"},
+        {"node.kubernetes.io/disk-pressure", "NoSchedule"},
+        {"node.kubernetes.io/memory-pressure", "NoSchedule"},
+        {"node.kubernetes.io/pid-pressure", "NoSchedule"},
+        {"node.kubernetes.io/unschedulable", "NoSchedule"},
         {"node.kubernetes.io/network-unavailable", "NoSchedule"},
     };
     cJSON *tols = cJSON_GetObjectItemCaseSensitive(spec, "tolerations");
@@ -1369,10 +1384,12 @@ int nsb_pvc_update_owner_refs(cJSON *pvc, const cJSON *nodeset, const char *pod_
         json_set(meta, "ownerReferences", refs);
     }
     const char *set_uid = meta_str(nodeset, "uid"), *set_name = meta_str(nodeset, "name");
-    int del_deleted = strcmp(json_get_str_or(nodeset, "spec.persistentVolumeClaimRetentionPolicy.whenDeleted",
-                                             "Retain"), "Delete") == 0;
-    int del_scaled = strcmp(json_get_str_or(nodeset, "spec.persistentVolumeClaimRetentionPolicy.whenScaled",
-                                            "Retain"), "Delete") == 0;
+    int del_deleted =
+        strcmp(json_get_str_or(nodeset, "spec.persistentVolumeClaimRetentionPolicy.whenDeleted", "Retain"),
+               "Delete") == 0;
+    int del_scaled =
+        strcmp(json_get_str_or(nodeset, "spec.persistentVolumeClaimRetentionPolicy.whenScaled", "Retain"),
+               "Delete") == 0;
     int want_set = del_deleted && !(del_scaled && pod_condemned);
     int want_pod = del_scaled && pod_condemned && pod_uid && *pod_uid;
     int changed = 0;
@@ -1503,9 +1520,9 @@ char *nsb_sshd_config(const char *extra)
     buf_t b;
     buf_init(&b, BUF_UNLIMITED);
     put(&b, "Include /etc/ssh/sshd_config.d/*.conf\n"
-                       "UsePAM yes\n"
-                       "AuthenticationMethods publickey password\n"
-                       "Subsystem sftp internal-sftp\n");
+            "UsePAM yes\n"
+            "AuthenticationMethods publickey password\n"
+            "Subsystem sftp internal-sftp\n");
     if (extra && *extra) {
         put(&b, extra);
         if (extra[strlen(extra) - 1] != '\n')
@@ -1634,8 +1651,8 @@ void nsb_pod_from_json(const cJSON *pod, const char *nss, nsb_pod *p)
     p->phase = nsb_phase_parse(json_get_str(pod, "status.phase"));
     const char *node = json_get_str(pod, "spec.nodeName");
     p->scheduled = node && *node;
-    p->terminating = json_child(meta, "deletionTimestamp") != NULL &&
-                     !cJSON_IsNull(json_child(meta, "deletionTimestamp"));
+    p->terminating =
+        json_child(meta, "deletionTimestamp") != NULL && !cJSON_IsNull(json_child(meta, "deletionTimestamp"));
     p->created = nsb_parse_time(json_get_str(meta, "creationTimestamp"));
     const cJSON *conds = json_get(pod, "status.conditions");
     for (const cJSON *c = conds ? conds->child : NULL; c; c = c->next)
@@ -1824,8 +1841,9 @@ int nsb_rolling_unavailable(const nsb_pod *pods, size_t n, const char *update_re
 
 /* ---- status ------------------------------------------------------------------------------------ */
 
-void nsb_count(const nsb_pod *pods, size_t n, const char *update_rev, const char *current_rev, const char *nss,
-               enum nsb_mode mode, int32_t desired, int32_t min_ready, int64_t now, nsb_counts *out)
+void nsb_count(const nsb_pod *pods, size_t n, const char *update_rev, const char *current_rev,
+               const char *nss, enum nsb_mode mode, int32_t desired, int32_t min_ready, int64_t now,
+               nsb_counts *out)
 {
     memset(out, 0, sizeof(*out));
     for (size_t i = 0; i < n; i++) {
@@ -1850,8 +1868,8 @@ void nsb_count(const nsb_pod *pods, size_t n, const char *update_rev, const char
     out->unavailable = base > out->available ? base - out->available : 0;
 }
 
-cJSON *nsb_build_status(const cJSON *nodeset, const nsb_counts *c, const nsb_slurm_counts *s, const char *hash,
-                        int32_t collision_count, const cJSON *ordinal_to_node)
+cJSON *nsb_build_status(const cJSON *nodeset, const nsb_counts *c, const nsb_slurm_counts *s,
+                        const char *hash, int32_t collision_count, const cJSON *ordinal_to_node)
 {
     cJSON *st = cJSON_CreateObject();
     json_set_int(st, "replicas", c->replicas);
@@ -1903,8 +1921,8 @@ int nsb_parse_duration(const char *s, double *seconds)
     static const struct {
         const char *unit;
         double sec;
-    } units[] = {{"ns", 1e-9}, {"us", 1e-6}, {"\xc2\xb5s", 1e-6}, {"\xce\xbcs", 1e-6}, {"ms", 1e-3},
-                 {"s", 1},     {"m", 60},    {"h", 3600}};
+    } units[] = {{"ns", 1e-9}, {"us", 1e-6}, {"\xc2\xb5s", 1e-6}, {"\xce\xbcs", 1e-6},
+                 {"ms", 1e-3}, {"s", 1},     {"m", 60},           {"h", 3600}};
     if (s == NULL || *s == '\0')
         return OP_EINVAL;
     const char *p = s;
@@ -1987,7 +2005,8 @@ size_t nsb_validate(const cJSON *nodeset, const cJSON *old, nsb_msgs *out)
     const char *type = json_get_str_or(us, "type", "RollingUpdate");
     static const char *const types[] = {"RollingUpdate", "OnDelete", "ScheduledUpdate"};
     if (!in_list(type, types, 3))
-        msg(out, "spec.updateStrategy.type must be RollingUpdate, OnDelete or ScheduledUpdate, got \"%s\"", type);
+        msg(out, "spec.updateStrategy.type must be RollingUpdate, OnDelete or ScheduledUpdate, got \"%s\"",
+            type);
     const cJSON *mu = json_get(us, "rollingUpdate.maxUnavailable");
     if (mu) {
         int dummy;
@@ -2022,8 +2041,10 @@ size_t nsb_validate(const cJSON *nodeset, const cJSON *old, nsb_msgs *out)
 
     const char *host = json_get_str(spec, "template.spec.hostname");
     if (host && *host && !hostname_prefix_ok(host))
-        msg(out, "spec.template.spec.hostname \"%s\" is not a valid hostname prefix (lowercase letters, digits "
-                 "and '-', starting with a letter or digit, at most 62 characters)", host);
+        msg(out,
+            "spec.template.spec.hostname \"%s\" is not a valid hostname prefix (lowercase letters, digits "
+            "and '-', starting with a letter or digit, at most 62 characters)",
+            host);
 
     const char *extra = json_get_str(spec, "extraConf");
     if (extra) {
@@ -2049,7 +2070,8 @@ size_t nsb_validate(const cJSON *nodeset, const cJSON *old, nsb_msgs *out)
         const cJSON *ospec = spec_of(old);
         if (!json_equal(json_child(spec, "controllerRef"), json_child(ospec, "controllerRef")))
             msg(out, "spec.controllerRef cannot be changed after creation");
-        const cJSON *a = json_child(spec, "volumeClaimTemplates"), *b = json_child(ospec, "volumeClaimTemplates");
+        const cJSON *a = json_child(spec, "volumeClaimTemplates"),
+                    *b = json_child(ospec, "volumeClaimTemplates");
         int a_empty = a == NULL || cJSON_IsNull(a) || json_len(a) == 0;
         int b_empty = b == NULL || cJSON_IsNull(b) || json_len(b) == 0;
         if (!(a_empty && b_empty) && !json_equal(a, b))

@@ -57,7 +57,8 @@ static const char *child_str(const cJSON *o, const char *key)
 
 static const char NODESET[] =
     "{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\","
-    "\"metadata\":{\"name\":\"slurm-worker-cpu\",\"namespace\":\"slurm\",\"uid\":\"uid-nss\",\"generation\":3,"
+    "\"metadata\":{\"name\":\"slurm-worker-cpu\",\"namespace\":\"slurm\",\"uid\":\"uid-nss\",\"generation\":"
+    "3,"
     "\"labels\":{\"helm.sh/chart\":\"slurm-1.3.0\",\"app.kubernetes.io/name\":\"evil\"},"
     "\"annotations\":{\"team\":\"hpc\",\"kubectl.kubernetes.io/last-applied-configuration\":\"{}\"}},"
     "\"spec\":{\"controllerRef\":{\"name\":\"slurm\"},\"replicas\":2,"
@@ -99,7 +100,8 @@ static void fx_free(fx *f)
 
 static cJSON *build(fx *f, int ordinal)
 {
-    nsb_pod_args a = {.nodeset = f->nodeset, .controller = f->controller, .revision = "abc123", .ordinal = ordinal};
+    nsb_pod_args a = {
+        .nodeset = f->nodeset, .controller = f->controller, .revision = "abc123", .ordinal = ordinal};
     char err[256] = "";
     cJSON *pod = nsb_build_pod(&a, err, sizeof(err));
     if (pod == NULL)
@@ -127,22 +129,25 @@ static void test_defaults(void **state)
 {
     cJSON *raw = J("{\"metadata\":{\"name\":\"a\"},\"spec\":{\"controllerRef\":{\"name\":\"c\"}}}");
     cJSON *d = nsb_with_defaults(raw);
-    expect_json(json_child(d, "spec"),
-                "{\"controllerRef\":{\"name\":\"c\"},\"replicas\":1,\"scalingMode\":\"StatefulSet\","
-                "\"updateStrategy\":{\"type\":\"RollingUpdate\",\"rollingUpdate\":{\"maxUnavailable\":\"25%\"}},"
-                "\"revisionHistoryLimit\":0,\"persistentVolumeClaimRetentionPolicy\":{\"whenDeleted\":\"Retain\","
-                "\"whenScaled\":\"Retain\"},\"minReadySeconds\":0,\"ordinalPadding\":0,\"pinToNode\":false,"
-                "\"workloadDisruptionProtection\":true,\"pruneSlurmNodeRecords\":\"Never\","
-                "\"oversubscribeNode\":false}");
+    expect_json(
+        json_child(d, "spec"),
+        "{\"controllerRef\":{\"name\":\"c\"},\"replicas\":1,\"scalingMode\":\"StatefulSet\","
+        "\"updateStrategy\":{\"type\":\"RollingUpdate\",\"rollingUpdate\":{\"maxUnavailable\":\"25%\"}},"
+        "\"revisionHistoryLimit\":0,\"persistentVolumeClaimRetentionPolicy\":{\"whenDeleted\":\"Retain\","
+        "\"whenScaled\":\"Retain\"},\"minReadySeconds\":0,\"ordinalPadding\":0,\"pinToNode\":false,"
+        "\"workloadDisruptionProtection\":true,\"pruneSlurmNodeRecords\":\"Never\","
+        "\"oversubscribeNode\":false}");
     /* The input is not touched. */
     assert_null(json_get(raw, "spec.replicas"));
     cJSON_Delete(d);
     cJSON_Delete(raw);
 
     /* Present values win; OnDelete gets no maxUnavailable; sub-objects get theirs. */
-    raw = J("{\"metadata\":{\"name\":\"a\"},\"spec\":{\"replicas\":0,\"scalingMode\":\"DaemonSet\","
-            "\"updateStrategy\":{\"type\":\"OnDelete\",\"scheduledUpdate\":{}},\"workloadDisruptionProtection\":false,"
-            "\"persistentVolumeClaimRetentionPolicy\":{\"whenScaled\":\"Delete\"},\"ssh\":{},\"partition\":{}}}");
+    raw = J(
+        "{\"metadata\":{\"name\":\"a\"},\"spec\":{\"replicas\":0,\"scalingMode\":\"DaemonSet\","
+        "\"updateStrategy\":{\"type\":\"OnDelete\",\"scheduledUpdate\":{}},\"workloadDisruptionProtection\":"
+        "false,"
+        "\"persistentVolumeClaimRetentionPolicy\":{\"whenScaled\":\"Delete\"},\"ssh\":{},\"partition\":{}}}");
     d = nsb_with_defaults(raw);
     assert_int_equal(json_get_int(d, "spec.replicas", -1), 0);
     assert_int_equal(nsb_replicas(d), 0);
@@ -202,7 +207,8 @@ static void test_hostnames(void **state)
     free(s);
     fx_free(&f);
 
-    cJSON *plain = J("{\"metadata\":{\"name\":\"gpu\"},\"spec\":{\"ordinalPadding\":1,\"template\":{\"spec\":{}}}}");
+    cJSON *plain =
+        J("{\"metadata\":{\"name\":\"gpu\"},\"spec\":{\"ordinalPadding\":1,\"template\":{\"spec\":{}}}}");
     s = nsb_statefulset_hostname(plain, 4);
     assert_string_equal(s, "gpu-4");
     free(s);
@@ -210,7 +216,8 @@ static void test_hostnames(void **state)
     assert_string_equal(s, "gpu");
     free(s);
     cJSON_Delete(plain);
-    plain = J("{\"metadata\":{\"name\":\"x\"},\"spec\":{\"template\":{\"spec\":{\"hostname\":\"--a-b--\"}}}}");
+    plain =
+        J("{\"metadata\":{\"name\":\"x\"},\"spec\":{\"template\":{\"spec\":{\"hostname\":\"--a-b--\"}}}}");
     s = nsb_slurm_nodeset_name(plain);
     assert_string_equal(s, "a-b");
     free(s);
@@ -225,8 +232,9 @@ static void test_hostnames(void **state)
     s = nsb_daemonset_hostname("node-1", "gpu-17");
     assert_string_equal(s, "gpu-17");
     free(s);
-    cJSON *node = J("{\"metadata\":{\"name\":\"n.x\",\"annotations\":{\"nodeset.slinky.slurm.net/hostname-override\":"
-                    "\"h1\"}}}");
+    cJSON *node =
+        J("{\"metadata\":{\"name\":\"n.x\",\"annotations\":{\"nodeset.slinky.slurm.net/hostname-override\":"
+          "\"h1\"}}}");
     s = nsb_daemonset_hostname_of_node(node);
     assert_string_equal(s, "h1");
     free(s);
@@ -266,9 +274,11 @@ static void test_slurmd_conf(void **state)
 
     /* Repeated keys join with commas; double spaces are tolerated;
      * CamelCase keys are title-cased like Go's cases.Title. */
-    n = J("{\"metadata\":{\"name\":\"cpu\"},\"spec\":{\"extraConf\":\"gres=a  GRES=b RealMemory=100 cpu_spec=2\"}}");
+    n = J("{\"metadata\":{\"name\":\"cpu\"},\"spec\":{\"extraConf\":\"gres=a  GRES=b RealMemory=100 "
+          "cpu_spec=2\"}}");
     conf = nsb_slurmd_conf(n, err, sizeof(err));
-    assert_string_equal(conf, "'Cpu_spec=2 Features=cpu Gres=a,b Realmemory=100 Topology='\"$SLINKY_TOPOLOGY\"''");
+    assert_string_equal(conf,
+                        "'Cpu_spec=2 Features=cpu Gres=a,b Realmemory=100 Topology='\"$SLINKY_TOPOLOGY\"''");
     free(conf);
     cJSON_Delete(n);
 
@@ -286,13 +296,15 @@ static void test_conf_server(void **state)
     assert_string_equal(s, "slurm-controller.slurm:6817");
     free(s);
     cJSON_Delete(c);
-    c = J("{\"metadata\":{\"name\":\"ext\"},\"spec\":{\"external\":true,\"externalConfig\":{\"host\":\"ctld.example\","
+    c = J("{\"metadata\":{\"name\":\"ext\"},\"spec\":{\"external\":true,\"externalConfig\":{\"host\":\"ctld."
+          "example\","
           "\"port\":7817}}}");
     s = nsb_conf_server(c, "slurm");
     assert_string_equal(s, "ctld.example:7817");
     free(s);
     cJSON_Delete(c);
-    c = J("{\"metadata\":{\"name\":\"ext\"},\"spec\":{\"external\":true,\"externalConfig\":{\"host\":\"h\"}}}");
+    c = J(
+        "{\"metadata\":{\"name\":\"ext\"},\"spec\":{\"external\":true,\"externalConfig\":{\"host\":\"h\"}}}");
     assert_null(nsb_conf_server(c, "slurm"));
     cJSON_Delete(c);
 }
@@ -302,9 +314,20 @@ static void test_quantity(void **state)
     static const struct {
         const char *in;
         long long want;
-    } ok[] = {{"4", 4},       {"500m", 1},          {"1.5", 2},        {"8Gi", 8589934592LL}, {"1G", 1000000000LL},
-              {"2e3", 2000},  {"100Mi", 104857600}, {"1Ki", 1024},     {"0.1m", 1},           {"3k", 3000},
-              {"1.5Gi", 1610612736LL}, {"0", 0},    {"-2", -2},        {"2E", 2000000000000000000LL}};
+    } ok[] = {{"4", 4},
+              {"500m", 1},
+              {"1.5", 2},
+              {"8Gi", 8589934592LL},
+              {"1G", 1000000000LL},
+              {"2e3", 2000},
+              {"100Mi", 104857600},
+              {"1Ki", 1024},
+              {"0.1m", 1},
+              {"3k", 3000},
+              {"1.5Gi", 1610612736LL},
+              {"0", 0},
+              {"-2", -2},
+              {"2E", 2000000000000000000LL}};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         long long v = -12345;
         assert_int_equal(nsb_parse_quantity(ok[i].in, &v), 0);
@@ -319,8 +342,9 @@ static void test_quantity(void **state)
     }
 
     /* Container limits win over pod-level limits, each only when set. */
-    cJSON *n = J("{\"spec\":{\"template\":{\"spec\":{\"resources\":{\"limits\":{\"cpu\":\"8\",\"memory\":\"2Gi\"}}}},"
-                 "\"slurmd\":{\"resources\":{\"limits\":{\"cpu\":\"2500m\"}}}}}");
+    cJSON *n = J(
+        "{\"spec\":{\"template\":{\"spec\":{\"resources\":{\"limits\":{\"cpu\":\"8\",\"memory\":\"2Gi\"}}}},"
+        "\"slurmd\":{\"resources\":{\"limits\":{\"cpu\":\"2500m\"}}}}}");
     long long cpus, mem;
     nsb_resource_limits(n, &cpus, &mem);
     assert_true(cpus == 3 && mem == 2048);
@@ -351,25 +375,30 @@ static void test_pod_statefulset(void **state)
     char *want_labels = xasprintf(
         "{\"app.kubernetes.io/name\":\"slurmd\",\"app.kubernetes.io/instance\":\"slurm-worker-cpu\","
         "\"app.kubernetes.io/component\":\"worker\",\"slinky.slurm.net/cluster\":\"slurm\","
-        "\"nodeset.slinky.slurm.net/pod-index\":\"03\",\"nodeset.slinky.slurm.net/pod-name\":\"slurm-worker-cpu-03\","
+        "\"nodeset.slinky.slurm.net/pod-index\":\"03\",\"nodeset.slinky.slurm.net/"
+        "pod-name\":\"slurm-worker-cpu-03\","
         "\"nodeset.slinky.slurm.net/pod-hostname\":\"cpu-03\",\"nodeset.slinky.slurm.net/scaling-mode\":"
-        "\"StatefulSet\",\"controller-revision-hash\":\"abc123\",\"team\":\"hpc\",\"helm.sh/chart\":\"slurm-1.3.0\"}");
+        "\"StatefulSet\",\"controller-revision-hash\":\"abc123\",\"team\":\"hpc\",\"helm.sh/"
+        "chart\":\"slurm-1.3.0\"}");
     expect_json(json_get(pod, "metadata.labels"), want_labels);
     free(want_labels);
-    char *want_ann = xasprintf("{\"kubectl.kubernetes.io/default-container\":\"slurmd\","
-                               "\"slinky.slurm.net/sshd-conf-hash\":\"%s\",\"slinky.slurm.net/sssd-conf-hash\":\"%s\","
-                               "\"note\":\"x\",\"team\":\"hpc\"}",
-                               empty_hash, empty_hash);
+    char *want_ann =
+        xasprintf("{\"kubectl.kubernetes.io/default-container\":\"slurmd\","
+                  "\"slinky.slurm.net/sshd-conf-hash\":\"%s\",\"slinky.slurm.net/sssd-conf-hash\":\"%s\","
+                  "\"note\":\"x\",\"team\":\"hpc\"}",
+                  empty_hash, empty_hash);
     expect_json(json_get(pod, "metadata.annotations"), want_ann);
     free(want_ann);
-    expect_json(json_get(pod, "metadata.ownerReferences"),
-                "[{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"name\":\"slurm-worker-cpu\","
-                "\"uid\":\"uid-nss\",\"controller\":true,\"blockOwnerDeletion\":true}]");
+    expect_json(
+        json_get(pod, "metadata.ownerReferences"),
+        "[{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"name\":\"slurm-worker-cpu\","
+        "\"uid\":\"uid-nss\",\"controller\":true,\"blockOwnerDeletion\":true}]");
 
     const cJSON *spec = json_child(pod, "spec");
     expect_str(spec, "hostname", "cpu-03");
     expect_str(spec, "subdomain", "slurm-workers-slurm");
-    expect_json(json_child(spec, "dnsConfig"), "{\"searches\":[\"slurm-workers-slurm.slurm.svc.cluster.local\"]}");
+    expect_json(json_child(spec, "dnsConfig"),
+                "{\"searches\":[\"slurm-workers-slurm.slurm.svc.cluster.local\"]}");
     assert_true(cJSON_IsFalse(json_child(spec, "automountServiceAccountToken")));
     assert_true(cJSON_IsFalse(json_child(spec, "enableServiceLinks")));
     assert_null(json_child(spec, "nodeName"));
@@ -382,24 +411,30 @@ static void test_pod_statefulset(void **state)
     expect_str(slurmd, "name", "slurmd");
     expect_str(slurmd, "image", "ghcr.io/slinkyproject/slurmd:26.05");
     expect_str(containers->child->next, "name", "sidecar");
-    expect_json(json_child(slurmd, "args"),
-                "[\"-Z\",\"--conf-server\",\"slurm-controller.slurm:6817\",\"--conf\","
-                "\"'Features=a100,cpu,gpu Gres=gpu:1 Topology='\\\"$SLINKY_TOPOLOGY\\\"' Weight=10'\",\"-vvv\"]");
+    expect_json(
+        json_child(slurmd, "args"),
+        "[\"-Z\",\"--conf-server\",\"slurm-controller.slurm:6817\",\"--conf\","
+        "\"'Features=a100,cpu,gpu Gres=gpu:1 Topology='\\\"$SLINKY_TOPOLOGY\\\"' Weight=10'\",\"-vvv\"]");
     expect_json(json_child(slurmd, "env"),
                 "[{\"name\":\"SLINKY_TOPOLOGY\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":"
                 "\"metadata.annotations['topology.slinky.slurm.net/spec']\"}}},"
                 "{\"name\":\"POD_CPUS\",\"value\":\"4\"},{\"name\":\"POD_MEMORY\",\"value\":\"8192\"}]");
-    expect_json(json_child(slurmd, "ports"), "[{\"name\":\"slurmd\",\"containerPort\":6818,\"protocol\":\"TCP\"}]");
+    expect_json(json_child(slurmd, "ports"),
+                "[{\"name\":\"slurmd\",\"containerPort\":6818,\"protocol\":\"TCP\"}]");
     expect_json(json_child(slurmd, "startupProbe"),
-                "{\"httpGet\":{\"path\":\"/livez\",\"port\":\"slurmd\"},\"failureThreshold\":6,\"periodSeconds\":10}");
+                "{\"httpGet\":{\"path\":\"/"
+                "livez\",\"port\":\"slurmd\"},\"failureThreshold\":6,\"periodSeconds\":10}");
     expect_json(json_child(slurmd, "livenessProbe"),
-                "{\"httpGet\":{\"path\":\"/livez\",\"port\":\"slurmd\"},\"failureThreshold\":6,\"periodSeconds\":10}");
-    expect_json(json_child(slurmd, "readinessProbe"), "{\"httpGet\":{\"path\":\"/readyz\",\"port\":\"slurmd\"}}");
-    expect_json(json_child(slurmd, "securityContext"),
-                "{\"privileged\":true,\"capabilities\":{\"add\":[\"BPF\",\"NET_ADMIN\",\"SYS_ADMIN\",\"SYS_NICE\"]}}");
-    expect_json(json_child(slurmd, "lifecycle"),
-                "{\"preStop\":{\"exec\":{\"command\":[\"/usr/bin/sh\",\"-c\",\"scontrol update nodename=$(hostname) "
-                "state=down reason='slurm-operator: Pod is terminating';\"]}}}");
+                "{\"httpGet\":{\"path\":\"/"
+                "livez\",\"port\":\"slurmd\"},\"failureThreshold\":6,\"periodSeconds\":10}");
+    expect_json(json_child(slurmd, "readinessProbe"),
+                "{\"httpGet\":{\"path\":\"/readyz\",\"port\":\"slurmd\"}}");
+    expect_json(json_child(slurmd, "securityContext"), "{\"privileged\":true,\"capabilities\":{\"add\":["
+                                                       "\"BPF\",\"NET_ADMIN\",\"SYS_ADMIN\",\"SYS_NICE\"]}}");
+    expect_json(
+        json_child(slurmd, "lifecycle"),
+        "{\"preStop\":{\"exec\":{\"command\":[\"/usr/bin/sh\",\"-c\",\"scontrol update nodename=$(hostname) "
+        "state=down reason='slurm-operator: Pod is terminating';\"]}}}");
     expect_json(json_child(slurmd, "volumeMounts"),
                 "[{\"name\":\"slurm-etc\",\"mountPath\":\"/etc/slurm\",\"readOnly\":true},"
                 "{\"name\":\"slurm-logfile\",\"mountPath\":\"/var/log/slurm\"}]");
@@ -413,20 +448,23 @@ static void test_pod_statefulset(void **state)
     expect_str(lf, "image", "alpine:latest");
     expect_str(lf, "restartPolicy", "Always");
     expect_json(json_child(lf, "env"), "[{\"name\":\"SOCKET\",\"value\":\"/var/log/slurm/slurmd.log\"}]");
-    expect_json(json_child(lf, "volumeMounts"), "[{\"name\":\"slurm-logfile\",\"mountPath\":\"/var/log/slurm\"}]");
+    expect_json(json_child(lf, "volumeMounts"),
+                "[{\"name\":\"slurm-logfile\",\"mountPath\":\"/var/log/slurm\"}]");
     const cJSON *cmd = json_child(lf, "command");
     assert_int_equal(json_len(cmd), 3);
     assert_string_equal(cmd->child->valuestring, "sh");
     assert_non_null(strstr(cJSON_GetArrayItem(cmd, 2)->valuestring, "mkfifo"));
 
     /* Volumes: only the slurm key, the log emptyDir, then the template's. */
-    expect_json(json_child(spec, "volumes"),
-                "[{\"name\":\"slurm-etc\",\"projected\":{\"defaultMode\":384,\"sources\":[{\"secret\":{\"name\":"
-                "\"slurm-auth-slurm\",\"items\":[{\"key\":\"slurm.key\",\"path\":\"slurm.key\"}]}}]}},"
-                "{\"name\":\"slurm-logfile\",\"emptyDir\":{\"medium\":\"Memory\"}},"
-                "{\"name\":\"scratch\",\"emptyDir\":{}}]");
-    expect_json(json_child(spec, "tolerations"),
-                "[{\"key\":\"nodeset.slinky.slurm.net/worker\",\"operator\":\"Equal\",\"effect\":\"NoExecute\"}]");
+    expect_json(
+        json_child(spec, "volumes"),
+        "[{\"name\":\"slurm-etc\",\"projected\":{\"defaultMode\":384,\"sources\":[{\"secret\":{\"name\":"
+        "\"slurm-auth-slurm\",\"items\":[{\"key\":\"slurm.key\",\"path\":\"slurm.key\"}]}}]}},"
+        "{\"name\":\"slurm-logfile\",\"emptyDir\":{\"medium\":\"Memory\"}},"
+        "{\"name\":\"scratch\",\"emptyDir\":{}}]");
+    expect_json(
+        json_child(spec, "tolerations"),
+        "[{\"key\":\"nodeset.slinky.slurm.net/worker\",\"operator\":\"Equal\",\"effect\":\"NoExecute\"}]");
     expect_json(json_child(spec, "affinity"),
                 "{\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":[{\"topologyKey\":"
                 "\"kubernetes.io/hostname\",\"labelSelector\":{\"matchExpressions\":[{\"key\":"
@@ -450,16 +488,18 @@ static void test_pod_options(void **state)
     cJSON *pod = nsb_build_pod(&a, err, sizeof(err));
     assert_non_null(pod);
     expect_str(pod, "metadata.name", "slurm-worker-cpu-00");
-    expect_json(json_get(pod, "spec.dnsConfig"), "{\"searches\":[\"slurm-workers-slurm.slurm.svc.k8s.example\"]}");
+    expect_json(json_get(pod, "spec.dnsConfig"),
+                "{\"searches\":[\"slurm-workers-slurm.slurm.svc.k8s.example\"]}");
     const cJSON *ann = json_get(pod, "metadata.annotations");
     assert_string_equal(child_str(ann, "slinky.slurm.net/sshd-conf-hash"), "h-sshd");
     assert_string_equal(child_str(ann, "slinky.slurm.net/sssd-conf-hash"), "h-sssd");
     /* No revision given: no label. */
     assert_null(child_str(json_get(pod, "metadata.labels"), "controller-revision-hash"));
     /* pinToNode: a required node affinity naming the node. */
-    expect_json(json_get(pod, "spec.affinity.nodeAffinity"),
-                "{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":[{\"matchFields\":"
-                "[{\"key\":\"metadata.name\",\"operator\":\"In\",\"values\":[\"node-7\"]}]}]}}");
+    expect_json(
+        json_get(pod, "spec.affinity.nodeAffinity"),
+        "{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":[{\"matchFields\":"
+        "[{\"key\":\"metadata.name\",\"operator\":\"In\",\"values\":[\"node-7\"]}]}]}}");
     cJSON_Delete(pod);
     fx_free(&f);
 }
@@ -467,25 +507,34 @@ static void test_pod_options(void **state)
 static void test_pod_ssh(void **state)
 {
     fx f;
-    fx_init(&f, "{\"metadata\":{\"name\":\"login\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"controllerRef\":"
-                "{\"name\":\"c1\"},\"ssh\":{\"enabled\":true,\"sssdConfRef\":{\"name\":\"sssd\",\"key\":\"sssd.conf\"}}}}");
+    fx_init(
+        &f,
+        "{\"metadata\":{\"name\":\"login\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"controllerRef\":"
+        "{\"name\":\"c1\"},\"ssh\":{\"enabled\":true,\"sssdConfRef\":{\"name\":\"sssd\",\"key\":\"sssd."
+        "conf\"}}}}");
     cJSON *pod = build(&f, 0);
     const cJSON *spec = json_child(pod, "spec");
-    expect_json(find_named(json_child(spec, "volumes"), "ssh-config"),
-                "{\"name\":\"ssh-config\",\"projected\":{\"defaultMode\":384,\"sources\":[{\"configMap\":{\"name\":"
-                "\"login-ssh-config\",\"items\":[{\"key\":\"sshd_config\",\"path\":\"sshd_config\",\"mode\":384}]}}]}}");
-    expect_json(find_named(json_child(spec, "volumes"), "sssd-conf"),
-                "{\"name\":\"sssd-conf\",\"projected\":{\"defaultMode\":384,\"sources\":[{\"secret\":{\"name\":"
-                "\"sssd\",\"items\":[{\"key\":\"sssd.conf\",\"path\":\"sssd.conf\",\"mode\":384}]}}]}}");
+    expect_json(
+        find_named(json_child(spec, "volumes"), "ssh-config"),
+        "{\"name\":\"ssh-config\",\"projected\":{\"defaultMode\":384,\"sources\":[{\"configMap\":{\"name\":"
+        "\"login-ssh-config\",\"items\":[{\"key\":\"sshd_config\",\"path\":\"sshd_config\",\"mode\":384}]}}]}"
+        "}");
+    expect_json(
+        find_named(json_child(spec, "volumes"), "sssd-conf"),
+        "{\"name\":\"sssd-conf\",\"projected\":{\"defaultMode\":384,\"sources\":[{\"secret\":{\"name\":"
+        "\"sssd\",\"items\":[{\"key\":\"sssd.conf\",\"path\":\"sssd.conf\",\"mode\":384}]}}]}}");
     const cJSON *slurmd = json_child(spec, "containers")->child;
-    expect_json(json_child(slurmd, "ports"), "[{\"name\":\"slurmd\",\"containerPort\":6818,\"protocol\":\"TCP\"},"
-                                             "{\"name\":\"ssh\",\"containerPort\":22,\"protocol\":\"TCP\"}]");
+    expect_json(json_child(slurmd, "ports"),
+                "[{\"name\":\"slurmd\",\"containerPort\":6818,\"protocol\":\"TCP\"},"
+                "{\"name\":\"ssh\",\"containerPort\":22,\"protocol\":\"TCP\"}]");
     const cJSON *mounts = json_child(slurmd, "volumeMounts");
     assert_int_equal(json_len(mounts), 4);
-    expect_json(cJSON_GetArrayItem(mounts, 2), "{\"name\":\"ssh-config\",\"mountPath\":\"/etc/ssh/sshd_config\","
-                                               "\"subPath\":\"sshd_config\",\"readOnly\":true}");
-    expect_json(cJSON_GetArrayItem(mounts, 3), "{\"name\":\"sssd-conf\",\"mountPath\":\"/etc/sssd/sssd.conf\","
-                                               "\"subPath\":\"sssd.conf\",\"readOnly\":true}");
+    expect_json(cJSON_GetArrayItem(mounts, 2),
+                "{\"name\":\"ssh-config\",\"mountPath\":\"/etc/ssh/sshd_config\","
+                "\"subPath\":\"sshd_config\",\"readOnly\":true}");
+    expect_json(cJSON_GetArrayItem(mounts, 3),
+                "{\"name\":\"sssd-conf\",\"mountPath\":\"/etc/sssd/sssd.conf\","
+                "\"subPath\":\"sssd.conf\",\"readOnly\":true}");
     /* No hostname prefix: hostname is the pod name. */
     expect_str(spec, "hostname", "login-0");
     cJSON_Delete(pod);
@@ -499,19 +548,23 @@ static void test_pod_template_merge(void **state)
      * gains ours; oversubscribeNode drops ours; a user volume with a base
      * name merges into it; probes from spec.slurmd replace the handler. */
     fx f;
-    fx_init(&f, "{\"metadata\":{\"name\":\"n\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"controllerRef\":{"
-                "\"name\":\"c\"},\"slurmd\":{\"readinessProbe\":{\"tcpSocket\":{\"port\":6818}},\"env\":[{\"name\":"
-                "\"POD_CPUS\",\"value\":\"64\"}]},\"template\":{\"spec\":{\"tolerations\":[{\"key\":\"gpu\","
-                "\"operator\":\"Exists\"}],\"affinity\":{\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuring"
-                "Execution\":[{\"topologyKey\":\"zone\",\"labelSelector\":{\"matchLabels\":{\"a\":\"b\"}}}]}},"
-                "\"volumes\":[{\"name\":\"slurm-logfile\",\"emptyDir\":{\"sizeLimit\":\"1Gi\"}}],"
-                "\"initContainers\":[{\"name\":\"setup\",\"image\":\"busybox\"}]}}}}");
+    fx_init(
+        &f,
+        "{\"metadata\":{\"name\":\"n\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"controllerRef\":{"
+        "\"name\":\"c\"},\"slurmd\":{\"readinessProbe\":{\"tcpSocket\":{\"port\":6818}},\"env\":[{\"name\":"
+        "\"POD_CPUS\",\"value\":\"64\"}]},\"template\":{\"spec\":{\"tolerations\":[{\"key\":\"gpu\","
+        "\"operator\":\"Exists\"}],\"affinity\":{\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuring"
+        "Execution\":[{\"topologyKey\":\"zone\",\"labelSelector\":{\"matchLabels\":{\"a\":\"b\"}}}]}},"
+        "\"volumes\":[{\"name\":\"slurm-logfile\",\"emptyDir\":{\"sizeLimit\":\"1Gi\"}}],"
+        "\"initContainers\":[{\"name\":\"setup\",\"image\":\"busybox\"}]}}}}");
     cJSON *pod = build(&f, 1);
     const cJSON *spec = json_child(pod, "spec");
-    expect_json(json_child(spec, "tolerations"),
-                "[{\"key\":\"nodeset.slinky.slurm.net/worker\",\"operator\":\"Equal\",\"effect\":\"NoExecute\"},"
-                "{\"key\":\"gpu\",\"operator\":\"Exists\"}]");
-    const cJSON *terms = json_get(spec, "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution");
+    expect_json(
+        json_child(spec, "tolerations"),
+        "[{\"key\":\"nodeset.slinky.slurm.net/worker\",\"operator\":\"Equal\",\"effect\":\"NoExecute\"},"
+        "{\"key\":\"gpu\",\"operator\":\"Exists\"}]");
+    const cJSON *terms =
+        json_get(spec, "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution");
     assert_int_equal(json_len(terms), 2);
     expect_str(terms->child, "topologyKey", "zone");
     expect_str(terms->child->next, "topologyKey", "kubernetes.io/hostname");
@@ -527,8 +580,9 @@ static void test_pod_template_merge(void **state)
     cJSON_Delete(pod);
     fx_free(&f);
 
-    fx_init(&f, "{\"metadata\":{\"name\":\"n\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"controllerRef\":{"
-                "\"name\":\"c\"},\"oversubscribeNode\":true}}");
+    fx_init(&f,
+            "{\"metadata\":{\"name\":\"n\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"controllerRef\":{"
+            "\"name\":\"c\"},\"oversubscribeNode\":true}}");
     pod = build(&f, 0);
     assert_null(json_get(pod, "spec.affinity"));
     cJSON_Delete(pod);
@@ -538,14 +592,17 @@ static void test_pod_template_merge(void **state)
 static void test_pod_daemonset(void **state)
 {
     fx f;
-    fx_init(&f, "{\"metadata\":{\"name\":\"gpu\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"controllerRef\":{"
-                "\"name\":\"c\"},\"scalingMode\":\"DaemonSet\",\"ordinalPadding\":3,"
-                "\"volumeClaimTemplates\":[{\"metadata\":{\"name\":\"data\"},\"spec\":{}}],"
-                "\"template\":{\"spec\":{\"hostname\":\"ignored-\",\"nodeName\":\"forced\",\"affinity\":{"
-                "\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":[{"
-                "\"matchExpressions\":[{\"key\":\"gpu\",\"operator\":\"Exists\"}]}]},"
-                "\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":1,\"preference\":{}}]}}}}}}");
-    nsb_pod_args a = {.nodeset = f.nodeset, .controller = f.controller, .revision = "r1", .node_name = "node-9.dc"};
+    fx_init(
+        &f,
+        "{\"metadata\":{\"name\":\"gpu\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"controllerRef\":{"
+        "\"name\":\"c\"},\"scalingMode\":\"DaemonSet\",\"ordinalPadding\":3,"
+        "\"volumeClaimTemplates\":[{\"metadata\":{\"name\":\"data\"},\"spec\":{}}],"
+        "\"template\":{\"spec\":{\"hostname\":\"ignored-\",\"nodeName\":\"forced\",\"affinity\":{"
+        "\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":[{"
+        "\"matchExpressions\":[{\"key\":\"gpu\",\"operator\":\"Exists\"}]}]},"
+        "\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":1,\"preference\":{}}]}}}}}}");
+    nsb_pod_args a = {
+        .nodeset = f.nodeset, .controller = f.controller, .revision = "r1", .node_name = "node-9.dc"};
     char err[128];
     cJSON *pod = nsb_build_pod(&a, err, sizeof(err));
     assert_non_null(pod);
@@ -558,21 +615,24 @@ static void test_pod_daemonset(void **state)
     assert_string_equal(child_str(labels, "nodeset.slinky.slurm.net/scaling-mode"), "DaemonSet");
     expect_str(pod, "spec.hostname", "node-9");
     assert_null(json_get(pod, "spec.nodeName"));
-    expect_json(json_get(pod, "spec.affinity.nodeAffinity"),
-                "{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":[{\"matchFields\":[{"
-                "\"key\":\"metadata.name\",\"operator\":\"In\",\"values\":[\"node-9.dc\"]}]}]},"
-                "\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":1,\"preference\":{}}]}");
+    expect_json(
+        json_get(pod, "spec.affinity.nodeAffinity"),
+        "{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":[{\"matchFields\":[{"
+        "\"key\":\"metadata.name\",\"operator\":\"In\",\"values\":[\"node-9.dc\"]}]}]},"
+        "\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":1,\"preference\":{}}]}");
     const cJSON *tols = json_get(pod, "spec.tolerations");
     assert_int_equal(json_len(tols), 7); /* worker + 6 DaemonSet tolerations (no hostNetwork) */
-    static const char *const keys[] = {"nodeset.slinky.slurm.net/worker", "node.kubernetes.io/not-ready",
-                                       "node.kubernetes.io/unreachable", "node.kubernetes.io/disk-pressure",
-                                       "node.kubernetes.io/memory-pressure", "node.kubernetes.io/pid-pressure",
-                                       "node.kubernetes.io/unschedulable"};
+    static const char *const keys[] = {
+        "nodeset.slinky.slurm.net/worker",    "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",     "node.kubernetes.io/disk-pressure",
+        "node.kubernetes.io/memory-pressure", "node.kubernetes.io/pid-pressure",
+        "node.kubernetes.io/unschedulable"};
     const cJSON *t = tols->child;
     for (size_t i = 0; i < 7; i++, t = t->next)
         assert_string_equal(child_str(t, "key"), keys[i]);
-    expect_json(cJSON_GetArrayItem(tols, 1),
-                "{\"key\":\"node.kubernetes.io/not-ready\",\"operator\":\"Exists\",\"effect\":\"NoExecute\"}");
+    expect_json(
+        cJSON_GetArrayItem(tols, 1),
+        "{\"key\":\"node.kubernetes.io/not-ready\",\"operator\":\"Exists\",\"effect\":\"NoExecute\"}");
     /* PVCs in DaemonSet mode are named after the pod's hostname. */
     expect_json(json_get(pod, "spec.volumes")->child,
                 "{\"name\":\"data\",\"persistentVolumeClaim\":{\"claimName\":\"data-gpu-node-9\"}}");
@@ -594,25 +654,29 @@ static void test_pod_daemonset(void **state)
 static void test_pod_pvcs_and_errors(void **state)
 {
     fx f;
-    fx_init(&f, "{\"metadata\":{\"name\":\"db\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"controllerRef\":{"
-                "\"name\":\"c\"},\"ordinalPadding\":2,\"volumeClaimTemplates\":[{\"metadata\":{\"name\":\"data\"}},"
-                "{\"metadata\":{\"name\":\"logs\"}}],\"template\":{\"spec\":{\"volumes\":[{\"name\":\"data\","
-                "\"emptyDir\":{}},{\"name\":\"keep\",\"emptyDir\":{}}]}}}}");
+    fx_init(
+        &f,
+        "{\"metadata\":{\"name\":\"db\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"controllerRef\":{"
+        "\"name\":\"c\"},\"ordinalPadding\":2,\"volumeClaimTemplates\":[{\"metadata\":{\"name\":\"data\"}},"
+        "{\"metadata\":{\"name\":\"logs\"}}],\"template\":{\"spec\":{\"volumes\":[{\"name\":\"data\","
+        "\"emptyDir\":{}},{\"name\":\"keep\",\"emptyDir\":{}}]}}}}");
     cJSON *pod = build(&f, 3);
-    expect_json(json_get(pod, "spec.volumes"),
-                "[{\"name\":\"data\",\"persistentVolumeClaim\":{\"claimName\":\"data-db-03\"}},"
-                "{\"name\":\"logs\",\"persistentVolumeClaim\":{\"claimName\":\"logs-db-03\"}},"
-                "{\"name\":\"slurm-etc\",\"projected\":{\"defaultMode\":384,\"sources\":[{\"secret\":{\"name\":"
-                "\"slurm-auth-slurm\",\"items\":[{\"key\":\"slurm.key\",\"path\":\"slurm.key\"}]}}]}},"
-                "{\"name\":\"slurm-logfile\",\"emptyDir\":{\"medium\":\"Memory\"}},"
-                "{\"name\":\"keep\",\"emptyDir\":{}}]");
+    expect_json(
+        json_get(pod, "spec.volumes"),
+        "[{\"name\":\"data\",\"persistentVolumeClaim\":{\"claimName\":\"data-db-03\"}},"
+        "{\"name\":\"logs\",\"persistentVolumeClaim\":{\"claimName\":\"logs-db-03\"}},"
+        "{\"name\":\"slurm-etc\",\"projected\":{\"defaultMode\":384,\"sources\":[{\"secret\":{\"name\":"
+        "\"slurm-auth-slurm\",\"items\":[{\"key\":\"slurm.key\",\"path\":\"slurm.key\"}]}}]}},"
+        "{\"name\":\"slurm-logfile\",\"emptyDir\":{\"medium\":\"Memory\"}},"
+        "{\"name\":\"keep\",\"emptyDir\":{}}]");
     cJSON_Delete(pod);
 
     /* hostNetwork in StatefulSet mode: the Slurm node name is the k8s node's,
      * unknown until scheduling, so the label starts empty. */
     json_set_bool(json_obj_path_ensure(f.nodeset, "spec.template.spec"), "hostNetwork", 1);
     pod = build(&f, 0);
-    assert_string_equal(child_str(json_get(pod, "metadata.labels"), "nodeset.slinky.slurm.net/pod-hostname"), "");
+    assert_string_equal(child_str(json_get(pod, "metadata.labels"), "nodeset.slinky.slurm.net/pod-hostname"),
+                        "");
     cJSON_Delete(pod);
 
     char err[160];
@@ -623,12 +687,14 @@ static void test_pod_pvcs_and_errors(void **state)
     assert_null(nsb_build_pod(&a, err, sizeof(err)));
     assert_non_null(strstr(err, "slurmKeyRef"));
     cJSON_Delete(ctl);
-    ctl = J("{\"metadata\":{\"name\":\"c\"},\"spec\":{\"external\":true,\"slurmKeyRef\":{\"name\":\"k\",\"key\":\"k\"}}}");
+    ctl = J("{\"metadata\":{\"name\":\"c\"},\"spec\":{\"external\":true,\"slurmKeyRef\":{\"name\":\"k\","
+            "\"key\":\"k\"}}}");
     a.controller = ctl;
     assert_null(nsb_build_pod(&a, err, sizeof(err)));
     assert_non_null(strstr(err, "external"));
     cJSON_Delete(ctl);
-    ctl = J("{\"metadata\":{\"name\":\"c\"},\"spec\":{\"external\":true,\"externalConfig\":{\"host\":\"10.0.0.1\","
+    ctl = J("{\"metadata\":{\"name\":\"c\"},\"spec\":{\"external\":true,\"externalConfig\":{\"host\":\"10.0."
+            "0.1\","
             "\"port\":6817},\"slurmKeyRef\":{\"name\":\"k\",\"key\":\"kk\"}}}");
     a.controller = ctl;
     pod = nsb_build_pod(&a, err, sizeof(err));
@@ -648,12 +714,14 @@ static void test_pod_pvcs_and_errors(void **state)
 static void test_daemon_fit(void **state)
 {
     fx f;
-    fx_init(&f, "{\"metadata\":{\"name\":\"gpu\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"controllerRef\":{"
-                "\"name\":\"c\"},\"scalingMode\":\"DaemonSet\",\"template\":{\"spec\":{\"nodeSelector\":{\"pool\":"
-                "\"gpu\"},\"tolerations\":[{\"key\":\"dedicated\",\"operator\":\"Equal\",\"value\":\"slurm\","
-                "\"effect\":\"NoSchedule\"}],\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuring"
-                "Execution\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\","
-                "\"values\":[\"a\",\"b\"]}]}]}}}}}}}");
+    fx_init(
+        &f,
+        "{\"metadata\":{\"name\":\"gpu\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"controllerRef\":{"
+        "\"name\":\"c\"},\"scalingMode\":\"DaemonSet\",\"template\":{\"spec\":{\"nodeSelector\":{\"pool\":"
+        "\"gpu\"},\"tolerations\":[{\"key\":\"dedicated\",\"operator\":\"Equal\",\"value\":\"slurm\","
+        "\"effect\":\"NoSchedule\"}],\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuring"
+        "Execution\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\","
+        "\"values\":[\"a\",\"b\"]}]}]}}}}}}}");
     nsb_pod_args a = {.nodeset = f.nodeset, .controller = f.controller};
     char err[128];
     cJSON *sim = nsb_daemon_sim_spec(&a, err, sizeof(err));
@@ -669,21 +737,31 @@ static void test_daemon_fit(void **state)
         /* required node affinity mismatch */
         {"{\"metadata\":{\"name\":\"n3\",\"labels\":{\"pool\":\"gpu\",\"zone\":\"c\"}}}", 0, 0},
         /* untolerated NoSchedule: no new pod, an existing one may stay */
-        {"{\"metadata\":{\"name\":\"n4\",\"labels\":{\"pool\":\"gpu\",\"zone\":\"b\"}},\"spec\":{\"taints\":[{"
-         "\"key\":\"maint\",\"effect\":\"NoSchedule\"}]}}", 0, 1},
+        {"{\"metadata\":{\"name\":\"n4\",\"labels\":{\"pool\":\"gpu\",\"zone\":\"b\"}},\"spec\":{\"taints\":["
+         "{"
+         "\"key\":\"maint\",\"effect\":\"NoSchedule\"}]}}",
+         0, 1},
         /* untolerated NoExecute: neither */
-        {"{\"metadata\":{\"name\":\"n5\",\"labels\":{\"pool\":\"gpu\",\"zone\":\"b\"}},\"spec\":{\"taints\":[{"
-         "\"key\":\"broken\",\"effect\":\"NoExecute\"}]}}", 0, 0},
+        {"{\"metadata\":{\"name\":\"n5\",\"labels\":{\"pool\":\"gpu\",\"zone\":\"b\"}},\"spec\":{\"taints\":["
+         "{"
+         "\"key\":\"broken\",\"effect\":\"NoExecute\"}]}}",
+         0, 0},
         /* tolerated by the user's toleration */
-        {"{\"metadata\":{\"name\":\"n6\",\"labels\":{\"pool\":\"gpu\",\"zone\":\"b\"}},\"spec\":{\"taints\":[{"
-         "\"key\":\"dedicated\",\"value\":\"slurm\",\"effect\":\"NoSchedule\"}]}}", 1, 1},
+        {"{\"metadata\":{\"name\":\"n6\",\"labels\":{\"pool\":\"gpu\",\"zone\":\"b\"}},\"spec\":{\"taints\":["
+         "{"
+         "\"key\":\"dedicated\",\"value\":\"slurm\",\"effect\":\"NoSchedule\"}]}}",
+         1, 1},
         /* the worker taint and a cordon are tolerated by every worker pod */
-        {"{\"metadata\":{\"name\":\"n7\",\"labels\":{\"pool\":\"gpu\",\"zone\":\"b\"}},\"spec\":{\"unschedulable\":"
+        {"{\"metadata\":{\"name\":\"n7\",\"labels\":{\"pool\":\"gpu\",\"zone\":\"b\"}},\"spec\":{"
+         "\"unschedulable\":"
          "true,\"taints\":[{\"key\":\"nodeset.slinky.slurm.net/worker\",\"effect\":\"NoExecute\"},{\"key\":"
-         "\"node.kubernetes.io/unschedulable\",\"effect\":\"NoSchedule\"}]}}", 1, 1},
+         "\"node.kubernetes.io/unschedulable\",\"effect\":\"NoSchedule\"}]}}",
+         1, 1},
         /* PreferNoSchedule never blocks */
-        {"{\"metadata\":{\"name\":\"n8\",\"labels\":{\"pool\":\"gpu\",\"zone\":\"a\"}},\"spec\":{\"taints\":[{"
-         "\"key\":\"x\",\"effect\":\"PreferNoSchedule\"}]}}", 1, 1},
+        {"{\"metadata\":{\"name\":\"n8\",\"labels\":{\"pool\":\"gpu\",\"zone\":\"a\"}},\"spec\":{\"taints\":["
+         "{"
+         "\"key\":\"x\",\"effect\":\"PreferNoSchedule\"}]}}",
+         1, 1},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cJSON *node = J(cases[i].node);
@@ -719,11 +797,15 @@ static void test_revision_patch(void **state)
     char *canon = nsb_canonical_json(patch);
     assert_string_equal(
         canon,
-        "{\"spec\":{\"extraConf\":\"Features=gpu,a100 Gres=gpu:1 feature=a100 weight=10\",\"logfile\":{\"$patch\":"
-        "\"replace\",\"image\":\"alpine:latest\"},\"ordinalPadding\":2,\"oversubscribeNode\":false,\"slurmd\":{"
-        "\"$patch\":\"replace\",\"args\":[\"-vvv\"],\"image\":\"ghcr.io/slinkyproject/slurmd:26.05\",\"resources\":{"
+        "{\"spec\":{\"extraConf\":\"Features=gpu,a100 Gres=gpu:1 feature=a100 "
+        "weight=10\",\"logfile\":{\"$patch\":"
+        "\"replace\",\"image\":\"alpine:latest\"},\"ordinalPadding\":2,\"oversubscribeNode\":false,"
+        "\"slurmd\":{"
+        "\"$patch\":\"replace\",\"args\":[\"-vvv\"],\"image\":\"ghcr.io/slinkyproject/"
+        "slurmd:26.05\",\"resources\":{"
         "\"limits\":{\"cpu\":\"4\",\"memory\":\"8Gi\"}}},\"template\":{\"$patch\":\"replace\",\"metadata\":{"
-        "\"annotations\":{\"note\":\"x\"},\"labels\":{\"app.kubernetes.io/instance\":\"nope\",\"team\":\"hpc\"}},"
+        "\"annotations\":{\"note\":\"x\"},\"labels\":{\"app.kubernetes.io/"
+        "instance\":\"nope\",\"team\":\"hpc\"}},"
         "\"spec\":{\"containers\":[{\"image\":\"busybox\",\"name\":\"sidecar\"}],\"hostname\":\"cpu-\","
         "\"nodeSelector\":{\"pool\":\"cpu\"},\"volumes\":[{\"emptyDir\":{},\"name\":\"scratch\"}]}}}}");
     free(canon);
@@ -733,8 +815,9 @@ static void test_revision_patch(void **state)
     cJSON *n = J("{\"metadata\":{\"name\":\"a\"},\"spec\":{\"slurmd\":{},\"extraConf\":\"\"}}");
     patch = nsb_revision_patch(n);
     canon = nsb_canonical_json(patch);
-    assert_string_equal(canon, "{\"spec\":{\"ordinalPadding\":0,\"oversubscribeNode\":false,\"template\":{\"$patch\":"
-                               "\"replace\"}}}");
+    assert_string_equal(
+        canon, "{\"spec\":{\"ordinalPadding\":0,\"oversubscribeNode\":false,\"template\":{\"$patch\":"
+               "\"replace\"}}}");
     free(canon);
     cJSON_Delete(patch);
     cJSON_Delete(n);
@@ -761,14 +844,15 @@ static void test_revision_hash(void **state)
         assert_non_null(strchr("bcdfghjklmnpqrstvwxz2456789", *c));
 
     /* Same content in another key order: same hash. */
-    cJSON *reordered = J("{\"spec\":{\"ordinalPadding\":2,\"template\":{\"spec\":{\"volumes\":[{\"emptyDir\":{},"
-                         "\"name\":\"scratch\"}],\"nodeSelector\":{\"pool\":\"cpu\"},\"hostname\":\"cpu-\","
-                         "\"containers\":[{\"image\":\"busybox\",\"name\":\"sidecar\"}]},\"metadata\":{\"labels\":{"
-                         "\"team\":\"hpc\",\"app.kubernetes.io/instance\":\"nope\"},\"annotations\":{\"note\":\"x\"}}},"
-                         "\"logfile\":{\"image\":\"alpine:latest\"},\"slurmd\":{\"resources\":{\"limits\":{"
-                         "\"memory\":\"8Gi\",\"cpu\":\"4\"}},\"image\":\"ghcr.io/slinkyproject/slurmd:26.05\",\"args\":"
-                         "[\"-vvv\"]},\"extraConf\":\"Features=gpu,a100 Gres=gpu:1 feature=a100 weight=10\","
-                         "\"controllerRef\":{\"name\":\"slurm\"}},\"metadata\":{\"name\":\"slurm-worker-cpu\"}}");
+    cJSON *reordered =
+        J("{\"spec\":{\"ordinalPadding\":2,\"template\":{\"spec\":{\"volumes\":[{\"emptyDir\":{},"
+          "\"name\":\"scratch\"}],\"nodeSelector\":{\"pool\":\"cpu\"},\"hostname\":\"cpu-\","
+          "\"containers\":[{\"image\":\"busybox\",\"name\":\"sidecar\"}]},\"metadata\":{\"labels\":{"
+          "\"team\":\"hpc\",\"app.kubernetes.io/instance\":\"nope\"},\"annotations\":{\"note\":\"x\"}}},"
+          "\"logfile\":{\"image\":\"alpine:latest\"},\"slurmd\":{\"resources\":{\"limits\":{"
+          "\"memory\":\"8Gi\",\"cpu\":\"4\"}},\"image\":\"ghcr.io/slinkyproject/slurmd:26.05\",\"args\":"
+          "[\"-vvv\"]},\"extraConf\":\"Features=gpu,a100 Gres=gpu:1 feature=a100 weight=10\","
+          "\"controllerRef\":{\"name\":\"slurm\"}},\"metadata\":{\"name\":\"slurm-worker-cpu\"}}");
     char *h = hash_of(reordered, 0);
     assert_string_equal(h, base);
     free(h);
@@ -776,8 +860,12 @@ static void test_revision_hash(void **state)
 
     /* Fields outside the patch never change the hash. */
     static const char *const same[][2] = {
-        {"replicas", "17"}, {"minReadySeconds", "30"}, {"revisionHistoryLimit", "5"},
-        {"updateStrategy", "{\"type\":\"OnDelete\"}"}, {"pinToNode", "true"}, {"partition", "{\"enabled\":true}"},
+        {"replicas", "17"},
+        {"minReadySeconds", "30"},
+        {"revisionHistoryLimit", "5"},
+        {"updateStrategy", "{\"type\":\"OnDelete\"}"},
+        {"pinToNode", "true"},
+        {"partition", "{\"enabled\":true}"},
         {"persistentVolumeClaimRetentionPolicy", "{\"whenScaled\":\"Delete\"}"}};
     for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
         cJSON *n = cJSON_Duplicate(f.nodeset, 1);
@@ -790,10 +878,13 @@ static void test_revision_hash(void **state)
         cJSON_Delete(n);
     }
     /* Fields inside it do. */
-    static const char *const differ[][2] = {
-        {"extraConf", "\"Weight=2\""}, {"ordinalPadding", "3"}, {"oversubscribeNode", "true"},
-        {"slurmd", "{\"image\":\"slurmd:27\"}"}, {"logfile", "{\"image\":\"busybox\"}"},
-        {"ssh", "{\"enabled\":true}"}, {"template", "{\"spec\":{\"hostname\":\"gpu-\"}}"}};
+    static const char *const differ[][2] = {{"extraConf", "\"Weight=2\""},
+                                            {"ordinalPadding", "3"},
+                                            {"oversubscribeNode", "true"},
+                                            {"slurmd", "{\"image\":\"slurmd:27\"}"},
+                                            {"logfile", "{\"image\":\"busybox\"}"},
+                                            {"ssh", "{\"enabled\":true}"},
+                                            {"template", "{\"spec\":{\"hostname\":\"gpu-\"}}"}};
     for (size_t i = 0; i < sizeof(differ) / sizeof(differ[0]); i++) {
         cJSON *n = cJSON_Duplicate(f.nodeset, 1);
         json_set(json_obj_ensure(n, "spec"), differ[i][0], J(differ[i][1]));
@@ -842,9 +933,10 @@ static void test_build_revision(void **state)
                 "{\"app.kubernetes.io/name\":\"slurmd\",\"app.kubernetes.io/instance\":\"slurm-worker-cpu\","
                 "\"controller-revision-hash\":\"f896995c9\",\"team\":\"hpc\"}");
     expect_json(json_get(cr, "metadata.annotations"), "{\"team\":\"hpc\"}");
-    expect_json(json_get(cr, "metadata.ownerReferences"),
-                "[{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"name\":\"slurm-worker-cpu\","
-                "\"uid\":\"uid-nss\",\"controller\":true,\"blockOwnerDeletion\":true}]");
+    expect_json(
+        json_get(cr, "metadata.ownerReferences"),
+        "[{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"name\":\"slurm-worker-cpu\","
+        "\"uid\":\"uid-nss\",\"controller\":true,\"blockOwnerDeletion\":true}]");
     assert_true(json_equal(json_child(cr, "data"), patch));
     assert_int_equal(json_get_int(cr, "revision", 0), 4);
     assert_false(nsb_revision_collides(cr, patch));
@@ -922,8 +1014,11 @@ static void test_plan_revisions(void **state)
 static void test_truncate_history(void **state)
 {
     cJSON *d = J("{}");
-    nsb_rev revs[5] = {{"cpu-r1", "r1", 1, d}, {"cpu-r4", "r4", 4, d}, {"cpu-r2", "r2", 2, d},
-                       {"cpu-r5", "r5", 5, d}, {"cpu-r3", "r3", 3, d}};
+    nsb_rev revs[5] = {{"cpu-r1", "r1", 1, d},
+                       {"cpu-r4", "r4", 4, d},
+                       {"cpu-r2", "r2", 2, d},
+                       {"cpu-r5", "r5", 5, d},
+                       {"cpu-r3", "r3", 3, d}};
     /* Live: update (name form), current (hash form), a pod's label. */
     const char *live[] = {"cpu-r5", "r2", "cpu-r3"};
     size_t out[5];
@@ -949,9 +1044,10 @@ static void test_truncate_history(void **state)
 
 static cJSON *policy_nodeset(const char *deleted, const char *scaled)
 {
-    char *s = xasprintf("{\"metadata\":{\"name\":\"db\",\"namespace\":\"ns\",\"uid\":\"set-uid\"},\"spec\":{"
-                        "\"persistentVolumeClaimRetentionPolicy\":{\"whenDeleted\":\"%s\",\"whenScaled\":\"%s\"}}}",
-                        deleted, scaled);
+    char *s =
+        xasprintf("{\"metadata\":{\"name\":\"db\",\"namespace\":\"ns\",\"uid\":\"set-uid\"},\"spec\":{"
+                  "\"persistentVolumeClaimRetentionPolicy\":{\"whenDeleted\":\"%s\",\"whenScaled\":\"%s\"}}}",
+                  deleted, scaled);
     cJSON *n = J(s);
     free(s);
     return n;
@@ -973,15 +1069,17 @@ static void test_pvc(void **state)
     free(s);
 
     cJSON *n = policy_nodeset("Retain", "Retain");
-    cJSON *tmpl = J("{\"metadata\":{\"name\":\"data\",\"labels\":{\"tier\":\"fast\",\"app.kubernetes.io/name\":"
-                    "\"x\"},\"annotations\":{\"a\":\"b\"}},\"spec\":{\"accessModes\":[\"ReadWriteOnce\"],"
-                    "\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}},\"status\":{\"phase\":\"Bound\"}}");
+    cJSON *tmpl =
+        J("{\"metadata\":{\"name\":\"data\",\"labels\":{\"tier\":\"fast\",\"app.kubernetes.io/name\":"
+          "\"x\"},\"annotations\":{\"a\":\"b\"}},\"spec\":{\"accessModes\":[\"ReadWriteOnce\"],"
+          "\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}},\"status\":{\"phase\":\"Bound\"}}");
     cJSON *pvc = nsb_build_pvc(n, tmpl, "03");
-    expect_json(pvc, "{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolumeClaim\",\"metadata\":{\"name\":"
-                     "\"data-db-03\",\"namespace\":\"ns\",\"labels\":{\"app.kubernetes.io/name\":\"slurmd\","
-                     "\"app.kubernetes.io/instance\":\"db\",\"tier\":\"fast\"},\"annotations\":{\"a\":\"b\"}},"
-                     "\"spec\":{\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":"
-                     "\"1Gi\"}}}}");
+    expect_json(pvc,
+                "{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolumeClaim\",\"metadata\":{\"name\":"
+                "\"data-db-03\",\"namespace\":\"ns\",\"labels\":{\"app.kubernetes.io/name\":\"slurmd\","
+                "\"app.kubernetes.io/instance\":\"db\",\"tier\":\"fast\"},\"annotations\":{\"a\":\"b\"}},"
+                "\"spec\":{\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":"
+                "\"1Gi\"}}}}");
     cJSON_Delete(pvc);
     cJSON_Delete(n);
 
@@ -1043,19 +1141,21 @@ static void test_pvc(void **state)
 static void test_shared_objects(void **state)
 {
     nsb_owner owners[] = {{"zeta", "u-z"}, {"alpha", "u-a"}};
-    const char *refs = "[{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"name\":\"alpha\","
-                       "\"uid\":\"u-a\",\"blockOwnerDeletion\":true},{\"apiVersion\":\"slinky.slurm.net/v1beta1\","
-                       "\"kind\":\"NodeSet\",\"name\":\"zeta\",\"uid\":\"u-z\",\"blockOwnerDeletion\":true}]";
+    const char *refs =
+        "[{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"name\":\"alpha\","
+        "\"uid\":\"u-a\",\"blockOwnerDeletion\":true},{\"apiVersion\":\"slinky.slurm.net/v1beta1\","
+        "\"kind\":\"NodeSet\",\"name\":\"zeta\",\"uid\":\"u-z\",\"blockOwnerDeletion\":true}]";
     cJSON *svc = nsb_build_worker_service("slurm", "ns", owners, 2);
     expect_str(svc, "apiVersion", "v1");
     expect_str(svc, "kind", "Service");
     expect_str(svc, "metadata.name", "slurm-workers-slurm");
     expect_str(svc, "metadata.namespace", "ns");
     expect_json(json_get(svc, "metadata.ownerReferences"), refs);
-    expect_json(json_child(svc, "spec"),
-                "{\"clusterIP\":\"None\",\"publishNotReadyAddresses\":true,\"selector\":{\"app.kubernetes.io/name\":"
-                "\"slurmd\",\"slinky.slurm.net/cluster\":\"slurm\"},\"ports\":[{\"name\":\"slurmd\",\"protocol\":"
-                "\"TCP\",\"port\":6818,\"targetPort\":\"slurmd\"}]}");
+    expect_json(
+        json_child(svc, "spec"),
+        "{\"clusterIP\":\"None\",\"publishNotReadyAddresses\":true,\"selector\":{\"app.kubernetes.io/name\":"
+        "\"slurmd\",\"slinky.slurm.net/cluster\":\"slurm\"},\"ports\":[{\"name\":\"slurmd\",\"protocol\":"
+        "\"TCP\",\"port\":6818,\"targetPort\":\"slurmd\"}]}");
     cJSON_Delete(svc);
 
     cJSON *pdb = nsb_build_worker_pdb("slurm", "ns", owners, 2);
@@ -1063,9 +1163,10 @@ static void test_shared_objects(void **state)
     expect_str(pdb, "kind", "PodDisruptionBudget");
     expect_str(pdb, "metadata.name", "slurm-workers-pdb-slurm");
     expect_json(json_get(pdb, "metadata.ownerReferences"), refs);
-    expect_json(json_child(pdb, "spec"),
-                "{\"maxUnavailable\":0,\"selector\":{\"matchLabels\":{\"nodeset.slinky.slurm.net/pod-protect\":"
-                "\"true\",\"slinky.slurm.net/cluster\":\"slurm\"}}}");
+    expect_json(
+        json_child(pdb, "spec"),
+        "{\"maxUnavailable\":0,\"selector\":{\"matchLabels\":{\"nodeset.slinky.slurm.net/pod-protect\":"
+        "\"true\",\"slinky.slurm.net/cluster\":\"slurm\"}}}");
     cJSON_Delete(pdb);
     pdb = nsb_build_worker_pdb("slurm", "ns", NULL, 0);
     expect_json(json_get(pdb, "metadata.ownerReferences"), "[]");
@@ -1075,8 +1176,10 @@ static void test_shared_objects(void **state)
     fx_init(&f, NODESET);
     assert_null(nsb_build_ssh_configmap(f.nodeset));
     fx_free(&f);
-    fx_init(&f, "{\"metadata\":{\"name\":\"cpu\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"controllerRef\":{"
-                "\"name\":\"c\"},\"ssh\":{\"enabled\":true,\"extraSshdConfig\":\"MaxSessions 4\"}}}");
+    fx_init(
+        &f,
+        "{\"metadata\":{\"name\":\"cpu\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":{\"controllerRef\":{"
+        "\"name\":\"c\"},\"ssh\":{\"enabled\":true,\"extraSshdConfig\":\"MaxSessions 4\"}}}");
     cJSON *cm = nsb_build_ssh_configmap(f.nodeset);
     assert_non_null(cm);
     expect_str(cm, "kind", "ConfigMap");
@@ -1192,8 +1295,8 @@ static void test_victim_sort(void **state)
     p[4].cordoned = 1;       /* cordoned before uncordoned */
     p[0].deletion_cost = -1; /* cost beats cordon */
     p[2].phase = NSB_PHASE_PENDING;
-    p[2].ready = 0;       /* pending before running */
-    p[1].scheduled = 0;   /* unscheduled before everything */
+    p[2].ready = 0;     /* pending before running */
+    p[1].scheduled = 0; /* unscheduled before everything */
     p[1].phase = NSB_PHASE_PENDING;
     p[1].ready = 0;
     const nsb_pod *v[6];
@@ -1213,14 +1316,15 @@ static void test_victim_sort(void **state)
 
 static void test_pod_from_json(void **state)
 {
-    cJSON *pod = J("{\"metadata\":{\"name\":\"cpu-04\",\"creationTimestamp\":\"2024-05-06T07:08:09Z\","
-                   "\"deletionTimestamp\":\"2024-05-06T08:00:00Z\",\"labels\":{\"controller-revision-hash\":\"r7\"},"
-                   "\"annotations\":{\"nodeset.slinky.slurm.net/pod-cordon\":\"true\","
-                   "\"nodeset.slinky.slurm.net/pod-deletion-cost\":\"-12\","
-                   "\"nodeset.slinky.slurm.net/pod-deadline\":\"2024-05-06T09:00:00+01:00\"}},"
-                   "\"spec\":{\"nodeName\":\"k1\"},\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":"
-                   "\"Initialized\",\"status\":\"True\"},{\"type\":\"Ready\",\"status\":\"True\","
-                   "\"lastTransitionTime\":\"2024-05-06T07:09:00Z\"}]}}");
+    cJSON *pod =
+        J("{\"metadata\":{\"name\":\"cpu-04\",\"creationTimestamp\":\"2024-05-06T07:08:09Z\","
+          "\"deletionTimestamp\":\"2024-05-06T08:00:00Z\",\"labels\":{\"controller-revision-hash\":\"r7\"},"
+          "\"annotations\":{\"nodeset.slinky.slurm.net/pod-cordon\":\"true\","
+          "\"nodeset.slinky.slurm.net/pod-deletion-cost\":\"-12\","
+          "\"nodeset.slinky.slurm.net/pod-deadline\":\"2024-05-06T09:00:00+01:00\"}},"
+          "\"spec\":{\"nodeName\":\"k1\"},\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":"
+          "\"Initialized\",\"status\":\"True\"},{\"type\":\"Ready\",\"status\":\"True\","
+          "\"lastTransitionTime\":\"2024-05-06T07:09:00Z\"}]}}");
     nsb_pod p;
     nsb_pod_from_json(pod, "cpu", &p);
     assert_string_equal(p.name, "cpu-04");
@@ -1234,9 +1338,10 @@ static void test_pod_from_json(void **state)
     assert_true(p.deadline == 1714982400); /* 08:00Z */
     cJSON_Delete(pod);
 
-    pod = J("{\"metadata\":{\"name\":\"x-abc\",\"annotations\":{\"nodeset.slinky.slurm.net/pod-deletion-cost\":"
-            "\"lots\",\"nodeset.slinky.slurm.net/pod-cordon\":\"yes\"}},\"status\":{\"conditions\":[{\"type\":"
-            "\"Ready\",\"status\":\"False\",\"lastTransitionTime\":\"2024-05-06T07:09:00Z\"}]}}");
+    pod =
+        J("{\"metadata\":{\"name\":\"x-abc\",\"annotations\":{\"nodeset.slinky.slurm.net/pod-deletion-cost\":"
+          "\"lots\",\"nodeset.slinky.slurm.net/pod-cordon\":\"yes\"}},\"status\":{\"conditions\":[{\"type\":"
+          "\"Ready\",\"status\":\"False\",\"lastTransitionTime\":\"2024-05-06T07:09:00Z\"}]}}");
     nsb_pod_from_json(pod, "x", &p);
     assert_int_equal(p.ordinal, -1);
     assert_int_equal(p.phase, NSB_PHASE_NONE);
@@ -1272,11 +1377,11 @@ static int mu(const char *json, int total)
 static void test_max_unavailable(void **state)
 {
     assert_int_equal(mu("2", 10), 2);
-    assert_int_equal(mu("20", 10), 20); /* an absolute count is not capped by total */
-    assert_int_equal(mu("0", 10), 1);   /* minimum 1 (validation rejects 0 itself) */
+    assert_int_equal(mu("20", 10), 20);     /* an absolute count is not capped by total */
+    assert_int_equal(mu("0", 10), 1);       /* minimum 1 (validation rejects 0 itself) */
     assert_int_equal(mu("\"25%\"", 10), 3); /* 2.5 rounded up */
     assert_int_equal(mu("\"25%\"", 4), 1);
-    assert_int_equal(mu("\"25%\"", 5), 2);  /* 1.25 rounded up */
+    assert_int_equal(mu("\"25%\"", 5), 2); /* 1.25 rounded up */
     assert_int_equal(mu("\"100%\"", 7), 7);
     assert_int_equal(mu("\"1%\"", 1), 1);
     assert_int_equal(mu("\"0%\"", 50), 1);
@@ -1299,12 +1404,13 @@ static void test_max_unavailable(void **state)
 static void test_split_update(void **state)
 {
     nsb_pod p[6];
-    p[0] = base_pod("n-0", 0), p[0].revision = "new";              /* new, healthy */
+    p[0] = base_pod("n-0", 0), p[0].revision = "new";                           /* new, healthy */
     p[1] = base_pod("n-1", 1), p[1].revision = "n-new", p[1].ready_since = 100; /* new (name form) */
-    p[2] = base_pod("n-2", 2), p[2].revision = "old";              /* old healthy */
-    p[3] = base_pod("n-3", 3), p[3].revision = "old";              /* old healthy */
+    p[2] = base_pod("n-2", 2), p[2].revision = "old";                           /* old healthy */
+    p[3] = base_pod("n-3", 3), p[3].revision = "old";                           /* old healthy */
     p[4] = base_pod("n-4", 4), p[4].revision = "old", p[4].ready = 0, p[4].created = 900; /* old unhealthy */
-    p[5] = base_pod("n-5", 5), p[5].revision = "new", p[5].terminating = 1, p[5].created = 100; /* terminating: old */
+    p[5] = base_pod("n-5", 5), p[5].revision = "new", p[5].terminating = 1,
+    p[5].created = 100; /* terminating: old */
     const nsb_pod *out[6];
     nsb_split sp;
     nsb_split_update(p, 6, "new", "n", out, &sp);
@@ -1366,12 +1472,13 @@ static void test_status(void **state)
     cJSON *otn = J("{\"0\":\"node-a\"}");
     c = (nsb_counts){.replicas = 5, .updated = 4, .ready = 3, .available = 2, .unavailable = 3, .desired = 5};
     cJSON *st = nsb_build_status(n, &c, &sc, "u", 2, otn);
-    expect_json(st, "{\"replicas\":5,\"updatedReplicas\":4,\"readyReplicas\":3,\"availableReplicas\":2,"
-                    "\"unavailableReplicas\":3,\"desired\":5,\"slurmIdle\":1,\"slurmAllocated\":2,\"slurmDown\":3,"
-                    "\"slurmDrain\":4,\"observedGeneration\":7,\"nodeSetHash\":\"u\",\"collisionCount\":2,"
-                    "\"ordinalToNode\":{\"0\":\"node-a\"},\"selector\":\"app.kubernetes.io/instance=s,"
-                    "app.kubernetes.io/name=slurmd\",\"conditions\":[{\"type\":\"ReservationCreated\",\"status\":"
-                    "\"True\"}]}");
+    expect_json(
+        st, "{\"replicas\":5,\"updatedReplicas\":4,\"readyReplicas\":3,\"availableReplicas\":2,"
+            "\"unavailableReplicas\":3,\"desired\":5,\"slurmIdle\":1,\"slurmAllocated\":2,\"slurmDown\":3,"
+            "\"slurmDrain\":4,\"observedGeneration\":7,\"nodeSetHash\":\"u\",\"collisionCount\":2,"
+            "\"ordinalToNode\":{\"0\":\"node-a\"},\"selector\":\"app.kubernetes.io/instance=s,"
+            "app.kubernetes.io/name=slurmd\",\"conditions\":[{\"type\":\"ReservationCreated\",\"status\":"
+            "\"True\"}]}");
     cJSON_Delete(st);
     cJSON_Delete(otn);
     cJSON_Delete(n);
@@ -1415,27 +1522,31 @@ static void expect_one(const char *spec, const char *old_spec, const char *needl
 static void test_validate(void **state)
 {
     nsb_msgs m = {0};
-    assert_int_equal(validate("{" OK_SPEC ",\"updateStrategy\":{\"rollingUpdate\":{\"maxUnavailable\":\"10%\"}},"
-                              "\"template\":{\"spec\":{\"hostname\":\"cpu-\"}},\"extraConf\":\"Weight=1  Gres=gpu:2\","
-                              "\"ssh\":{\"enabled\":true,\"sssdConfRef\":{\"name\":\"s\",\"key\":\"k\"}}}",
-                              NULL, &m),
-                     0);
+    assert_int_equal(
+        validate("{" OK_SPEC ",\"updateStrategy\":{\"rollingUpdate\":{\"maxUnavailable\":\"10%\"}},"
+                 "\"template\":{\"spec\":{\"hostname\":\"cpu-\"}},\"extraConf\":\"Weight=1  Gres=gpu:2\","
+                 "\"ssh\":{\"enabled\":true,\"sssdConfRef\":{\"name\":\"s\",\"key\":\"k\"}}}",
+                 NULL, &m),
+        0);
     assert_int_equal(m.n, 0);
 
     expect_one("{}", NULL, "controllerRef.name must not be empty");
     expect_one("{\"controllerRef\":{\"name\":\"\"}}", NULL, "controllerRef.name must not be empty");
-    expect_one("{" OK_SPEC ",\"updateStrategy\":{\"rollingUpdate\":{\"maxUnavailable\":0}}}", NULL, "must be >= 1");
+    expect_one("{" OK_SPEC ",\"updateStrategy\":{\"rollingUpdate\":{\"maxUnavailable\":0}}}", NULL,
+               "must be >= 1");
     expect_one("{" OK_SPEC ",\"updateStrategy\":{\"rollingUpdate\":{\"maxUnavailable\":\"0%\"}}}", NULL,
                "must not be 0%");
     expect_one("{" OK_SPEC ",\"updateStrategy\":{\"rollingUpdate\":{\"maxUnavailable\":\"5\"}}}", NULL,
                "integer or a percentage");
     expect_one("{" OK_SPEC ",\"updateStrategy\":{\"type\":\"Sometimes\"}}", NULL, "updateStrategy.type");
-    expect_one("{" OK_SPEC ",\"updateStrategy\":{\"type\":\"ScheduledUpdate\",\"scheduledUpdate\":{\"startTime\":"
+    expect_one("{" OK_SPEC
+               ",\"updateStrategy\":{\"type\":\"ScheduledUpdate\",\"scheduledUpdate\":{\"startTime\":"
                "\"2030-01-01T00:00:00Z\",\"duration\":\"30s\"}}}",
                NULL, "at least 1m");
     expect_one("{" OK_SPEC ",\"updateStrategy\":{\"scheduledUpdate\":{\"duration\":\"soon\"}}}", NULL,
                "not a valid duration");
-    expect_one("{" OK_SPEC ",\"updateStrategy\":{\"type\":\"ScheduledUpdate\",\"scheduledUpdate\":{\"duration\":"
+    expect_one("{" OK_SPEC
+               ",\"updateStrategy\":{\"type\":\"ScheduledUpdate\",\"scheduledUpdate\":{\"duration\":"
                "\"1h\"}}}",
                NULL, "startTime and duration must be set");
     expect_one("{" OK_SPEC ",\"ssh\":{\"enabled\":true}}", NULL, "ssh.sssdConfRef.name");
@@ -1447,7 +1558,8 @@ static void test_validate(void **state)
     expect_one("{" OK_SPEC ",\"partition\":{\"config\":\"a\\nb\"}}", NULL, "partition.config");
 
     /* Updates: controllerRef and volumeClaimTemplates are immutable. */
-    expect_one("{\"controllerRef\":{\"name\":\"other\"}}", "{" OK_SPEC "}", "controllerRef cannot be changed");
+    expect_one("{\"controllerRef\":{\"name\":\"other\"}}", "{" OK_SPEC "}",
+               "controllerRef cannot be changed");
     expect_one("{" OK_SPEC ",\"volumeClaimTemplates\":[{\"metadata\":{\"name\":\"d\"}}]}", "{" OK_SPEC "}",
                "volumeClaimTemplates cannot be changed");
     assert_int_equal(validate("{" OK_SPEC ",\"volumeClaimTemplates\":[],\"replicas\":9}",
@@ -1475,19 +1587,32 @@ int main(void)
 {
     mem_init();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),          cmocka_unit_test(test_ordinals),
-        cmocka_unit_test(test_hostnames),         cmocka_unit_test(test_slurmd_conf),
-        cmocka_unit_test(test_conf_server),       cmocka_unit_test(test_quantity),
-        cmocka_unit_test(test_pod_statefulset),   cmocka_unit_test(test_pod_options),
-        cmocka_unit_test(test_pod_ssh),           cmocka_unit_test(test_pod_template_merge),
-        cmocka_unit_test(test_pod_daemonset),     cmocka_unit_test(test_pod_pvcs_and_errors),
-        cmocka_unit_test(test_daemon_fit),        cmocka_unit_test(test_revision_patch),
-        cmocka_unit_test(test_revision_hash),     cmocka_unit_test(test_build_revision),
-        cmocka_unit_test(test_plan_revisions),    cmocka_unit_test(test_truncate_history),
-        cmocka_unit_test(test_pvc),               cmocka_unit_test(test_shared_objects),
-        cmocka_unit_test(test_victim_rules),      cmocka_unit_test(test_victim_sort),
-        cmocka_unit_test(test_pod_from_json),     cmocka_unit_test(test_max_unavailable),
-        cmocka_unit_test(test_split_update),      cmocka_unit_test(test_status),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_ordinals),
+        cmocka_unit_test(test_hostnames),
+        cmocka_unit_test(test_slurmd_conf),
+        cmocka_unit_test(test_conf_server),
+        cmocka_unit_test(test_quantity),
+        cmocka_unit_test(test_pod_statefulset),
+        cmocka_unit_test(test_pod_options),
+        cmocka_unit_test(test_pod_ssh),
+        cmocka_unit_test(test_pod_template_merge),
+        cmocka_unit_test(test_pod_daemonset),
+        cmocka_unit_test(test_pod_pvcs_and_errors),
+        cmocka_unit_test(test_daemon_fit),
+        cmocka_unit_test(test_revision_patch),
+        cmocka_unit_test(test_revision_hash),
+        cmocka_unit_test(test_build_revision),
+        cmocka_unit_test(test_plan_revisions),
+        cmocka_unit_test(test_truncate_history),
+        cmocka_unit_test(test_pvc),
+        cmocka_unit_test(test_shared_objects),
+        cmocka_unit_test(test_victim_rules),
+        cmocka_unit_test(test_victim_sort),
+        cmocka_unit_test(test_pod_from_json),
+        cmocka_unit_test(test_max_unavailable),
+        cmocka_unit_test(test_split_update),
+        cmocka_unit_test(test_status),
         cmocka_unit_test(test_validate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
