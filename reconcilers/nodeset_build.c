@@ -965,16 +965,23 @@ static void add_claim_volumes(cJSON *spec, const cJSON *nodeset, const char *suf
 
 cJSON *nsb_build_pod(const nsb_pod_args *a, char *err, size_t errlen)
 {
+    cJSON *tmpl = nsb_build_template(a, err, errlen);
+    if (tmpl == NULL)
+        return NULL;
+    cJSON *pod = nsb_stamp_pod(a, tmpl, err, errlen);
+    cJSON_Delete(tmpl);
+    return pod;
+}
+
+cJSON *nsb_stamp_pod(const nsb_pod_args *a, const cJSON *template, char *err, size_t errlen)
+{
     enum nsb_mode mode = nsb_mode_of(a->nodeset);
     const char *nss = meta_str(a->nodeset, "name");
     if (mode == NSB_DAEMONSET && (a->node_name == NULL || *a->node_name == '\0')) {
         errf(err, errlen, "DaemonSet-mode pod of NodeSet %s needs a node name", nss);
         return NULL;
     }
-    cJSON *tmpl = nsb_build_template(a, err, errlen);
-    if (tmpl == NULL)
-        return NULL;
-
+    cJSON *tmpl = cJSON_Duplicate(template, 1);
     cJSON *pod = cJSON_CreateObject();
     json_set_str(pod, "apiVersion", "v1");
     json_set_str(pod, "kind", "Pod");

@@ -193,6 +193,11 @@ cJSON *nsb_build_template(const nsb_pod_args *a, char *err, size_t errlen);
  *  NULL with a message in err on the errors of nsb_build_template, or a
  *  missing node_name in DaemonSet mode. */
 cJSON *nsb_build_pod(const nsb_pod_args *a, char *err, size_t errlen);
+/** The same pod stamped from a template made earlier by nsb_build_template
+ *  with the same nodeset, controller, domain and hashes (template is only
+ *  read): build the template once per pass, then stamp every ordinal or
+ *  node. NULL with a message in err for a missing DaemonSet node name. */
+cJSON *nsb_stamp_pod(const nsb_pod_args *a, const cJSON *template, char *err, size_t errlen);
 
 /** SHA-256 hex of data (the hash annotations); out holds 65 bytes. */
 void nsb_conf_hash(const void *data, size_t len, char out[65]);

@@ -709,6 +709,30 @@ static void test_pod_pvcs_and_errors(void **state)
     fx_free(&f);
 }
 
+static void test_stamp_pod(void **state)
+{
+    /* One template, many pods: identical to building each pod from scratch,
+     * and the template is left untouched. */
+    fx f;
+    fx_init(&f, NODESET);
+    nsb_pod_args a = {.nodeset = f.nodeset, .controller = f.controller, .revision = "r"};
+    char err[128];
+    cJSON *tmpl = nsb_build_template(&a, err, sizeof(err));
+    assert_non_null(tmpl);
+    cJSON *copy = cJSON_Duplicate(tmpl, 1);
+    for (int ord = 0; ord < 5; ord++) {
+        a.ordinal = ord;
+        cJSON *x = nsb_build_pod(&a, err, sizeof(err)), *y = nsb_stamp_pod(&a, tmpl, err, sizeof(err));
+        assert_true(json_equal(x, y));
+        cJSON_Delete(x);
+        cJSON_Delete(y);
+    }
+    assert_true(json_equal(tmpl, copy));
+    cJSON_Delete(copy);
+    cJSON_Delete(tmpl);
+    fx_free(&f);
+}
+
 /* ---- DaemonSet eligibility --------------------------------------------------------------------- */
 
 static void test_daemon_fit(void **state)
@@ -1587,33 +1611,20 @@ int main(void)
 {
     mem_init();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_ordinals),
-        cmocka_unit_test(test_hostnames),
-        cmocka_unit_test(test_slurmd_conf),
-        cmocka_unit_test(test_conf_server),
-        cmocka_unit_test(test_quantity),
-        cmocka_unit_test(test_pod_statefulset),
-        cmocka_unit_test(test_pod_options),
-        cmocka_unit_test(test_pod_ssh),
-        cmocka_unit_test(test_pod_template_merge),
-        cmocka_unit_test(test_pod_daemonset),
-        cmocka_unit_test(test_pod_pvcs_and_errors),
-        cmocka_unit_test(test_daemon_fit),
-        cmocka_unit_test(test_revision_patch),
-        cmocka_unit_test(test_revision_hash),
-        cmocka_unit_test(test_build_revision),
-        cmocka_unit_test(test_plan_revisions),
-        cmocka_unit_test(test_truncate_history),
-        cmocka_unit_test(test_pvc),
-        cmocka_unit_test(test_shared_objects),
-        cmocka_unit_test(test_victim_rules),
-        cmocka_unit_test(test_victim_sort),
-        cmocka_unit_test(test_pod_from_json),
-        cmocka_unit_test(test_max_unavailable),
-        cmocka_unit_test(test_split_update),
-        cmocka_unit_test(test_status),
-        cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_defaults),         cmocka_unit_test(test_ordinals),
+        cmocka_unit_test(test_hostnames),        cmocka_unit_test(test_slurmd_conf),
+        cmocka_unit_test(test_conf_server),      cmocka_unit_test(test_quantity),
+        cmocka_unit_test(test_pod_statefulset),  cmocka_unit_test(test_pod_options),
+        cmocka_unit_test(test_pod_ssh),          cmocka_unit_test(test_pod_template_merge),
+        cmocka_unit_test(test_pod_daemonset),    cmocka_unit_test(test_pod_pvcs_and_errors),
+        cmocka_unit_test(test_stamp_pod),        cmocka_unit_test(test_daemon_fit),
+        cmocka_unit_test(test_revision_patch),   cmocka_unit_test(test_revision_hash),
+        cmocka_unit_test(test_build_revision),   cmocka_unit_test(test_plan_revisions),
+        cmocka_unit_test(test_truncate_history), cmocka_unit_test(test_pvc),
+        cmocka_unit_test(test_shared_objects),   cmocka_unit_test(test_victim_rules),
+        cmocka_unit_test(test_victim_sort),      cmocka_unit_test(test_pod_from_json),
+        cmocka_unit_test(test_max_unavailable),  cmocka_unit_test(test_split_update),
+        cmocka_unit_test(test_status),           cmocka_unit_test(test_validate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
