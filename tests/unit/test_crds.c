@@ -17,8 +17,16 @@
 
 static cJSON *load(const char *plural)
 {
+    /* ctest passes the source tree; run by hand, find it from this file's path. */
     const char *src = getenv("OP_SOURCE_DIR");
-    char *path = xasprintf("%s/crds/slinky.slurm.net_%s.yaml", src ? src : ".", plural);
+    char *dir = NULL;
+    if (src == NULL) {
+        const char *tail = strstr(__FILE__, "/tests/unit/");
+        dir = tail ? xstrndup(__FILE__, (size_t)(tail - __FILE__)) : xstrdup(".");
+        src = dir;
+    }
+    char *path = xasprintf("%s/crds/slinky.slurm.net_%s.yaml", src, plural);
+    free(dir);
     char err[256] = "";
     cJSON *crd = yaml_parse_file(path, 1 << 20, err, sizeof(err));
     if (crd == NULL)
