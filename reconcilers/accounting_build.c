@@ -67,7 +67,7 @@ int acb_config_secret(const cJSON *accounting, const clc_env *env, cJSON **out, 
     const char *sname = json_get_str_or(accounting, "spec.storageConfig.passwordKeyRef.name", "");
     const char *skey = json_get_str_or(accounting, "spec.storageConfig.passwordKeyRef.key", "");
     const cJSON *sec = clc_get(env, "Secret", sname);
-    const char *b64 = json_get_str(json_child(sec, "data"), skey);
+    const char *b64 = clc_str(json_child(sec, "data"), skey);
     if (b64 == NULL)
         return clc_fail(why, OP_ENOTFOUND, "storage password: key %s of Secret %s not found", skey, sname);
     size_t plen = 0;

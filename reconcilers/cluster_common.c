@@ -23,6 +23,12 @@ const char *clc_cluster_domain(const clc_env *env)
     return CLC_DEFAULT_CLUSTER_DOMAIN;
 }
 
+const char *clc_str(const cJSON *obj, const char *key)
+{
+    const cJSON *v = key ? json_child(obj, key) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
 int clc_fail(char **why, int code, const char *fmt, ...)
 {
     if (why) {
@@ -198,7 +204,7 @@ void clc_hash_data(const cJSON *obj, int base64, char out[65])
 
 void clc_hash_secret_key(const cJSON *secret, const char *key, char out[65])
 {
-    const char *s = key ? json_get_str(json_child(secret, "data"), key) : NULL;
+    const char *s = clc_str(json_child(secret, "data"), key);
     if (s == NULL) {
         sha256_hex("", 0, out);
         return;

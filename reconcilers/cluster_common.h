@@ -76,6 +76,10 @@ const cJSON *clc_get(const clc_env *env, const char *kind, const char *name);
 /** The cluster DNS domain of env ("cluster.local" by default). */
 const char *clc_cluster_domain(const clc_env *env);
 
+/** The string member key of obj, matched exactly (keys may contain dots,
+ *  unlike json_get_str paths), or NULL. */
+const char *clc_str(const cJSON *obj, const char *key);
+
 /** Store a formatted message in *why (when why is non-NULL) and return code. */
 int clc_fail(char **why, int code, const char *fmt, ...) OP_PRINTF(3, 4);
 

@@ -404,11 +404,12 @@ int ctlb_statefulset(const cJSON *controller, const cJSON *config, const clc_env
     if (ha) {
         const cJSON *pvc = clc_get(env, "PersistentVolumeClaim", claim);
         if (pvc && !has_rwx(pvc)) {
+            int rc = clc_fail(why, OP_EINVAL,
+                              "slurm high availability (HA) mode requires PVC %s/%s to have access mode "
+                              "ReadWriteMany",
+                              cr_ns(c), claim);
             cJSON_Delete(c);
-            return clc_fail(why, OP_EINVAL,
-                            "slurm high availability (HA) mode requires PVC %s/%s to have access mode "
-                            "ReadWriteMany",
-                            cr_ns(c), claim);
+            return rc;
         }
     }
 

@@ -321,7 +321,7 @@ int lsb_deployment(const cJSON *loginset, const cJSON *host_keys, const cJSON *s
     }
     char h_keys[65], h_sshd[65], h_sssd[65];
     clc_hash_data(host_keys, 1, h_keys);
-    clc_hash_str(json_get_str(json_child(ssh_config, "data"), "sshd_config"), h_sshd);
+    clc_hash_str(clc_str(json_child(ssh_config, "data"), "sshd_config"), h_sshd);
     clc_hash_secret_key(clc_get(env, "Secret", json_get_str(spec, "sssdConfRef.name")),
                         json_get_str(spec, "sssdConfRef.key"), h_sssd);
     cJSON *ann = clc_strmap(CLC_ANN_SSH_HOST_KEYS_HASH, h_keys, CLC_ANN_SSHD_CONF_HASH, h_sshd,

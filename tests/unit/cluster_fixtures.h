@@ -23,7 +23,7 @@
 #include "reconcilers/cluster_common.h"
 
 /* Parse JSON written with ' instead of " (no apostrophes inside values). */
-static cJSON *JQ(const char *text)
+OP_UNUSED static cJSON *JQ(const char *text)
 {
     char *s = strdup(text);
     for (char *p = s; *p; p++)
@@ -43,7 +43,7 @@ typedef struct tenv {
     clc_env env;
 } tenv;
 
-static const cJSON *tenv_get(void *ud, const char *kind, const char *name)
+OP_UNUSED static const cJSON *tenv_get(void *ud, const char *kind, const char *name)
 {
     tenv *t = ud;
     char key[512];
@@ -51,7 +51,7 @@ static const cJSON *tenv_get(void *ud, const char *kind, const char *name)
     return json_child(t->objs, key);
 }
 
-static void tenv_init(tenv *t)
+OP_UNUSED static void tenv_init(tenv *t)
 {
     t->objs = cJSON_CreateObject();
     t->env.get = tenv_get;
@@ -60,7 +60,7 @@ static void tenv_init(tenv *t)
 }
 
 /* Add an object (JQ syntax); replaces an existing one. */
-static void tenv_add(tenv *t, const char *kind, const char *name, const char *jq)
+OP_UNUSED static void tenv_add(tenv *t, const char *kind, const char *name, const char *jq)
 {
     char key[512];
     snprintf(key, sizeof(key), "%s/%s", kind, name);
@@ -74,7 +74,7 @@ OP_UNUSED static void tenv_del(tenv *t, const char *kind, const char *name)
     json_del(t->objs, key);
 }
 
-static void tenv_free(tenv *t)
+OP_UNUSED static void tenv_free(tenv *t)
 {
     cJSON_Delete(t->objs);
     t->objs = NULL;
@@ -95,7 +95,7 @@ OP_UNUSED static char *read_file(const char *path)
     return s;
 }
 
-static void golden(const char *name, const char *got)
+OP_UNUSED static void golden(const char *name, const char *got)
 {
     const char *src = getenv("OP_SOURCE_DIR");
     char path[1024];
