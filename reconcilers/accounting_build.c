@@ -73,7 +73,8 @@ int acb_config_secret(const cJSON *accounting, const clc_env *env, cJSON **out, 
     size_t plen = 0;
     uint8_t *pass = base64_decode(b64, strlen(b64), &plen);
     if (pass == NULL)
-        return clc_fail(why, OP_EPARSE, "storage password: key %s of Secret %s is not valid base64", skey, sname);
+        return clc_fail(why, OP_EPARSE, "storage password: key %s of Secret %s is not valid base64", skey,
+                        sname);
 
     cJSON *a = acb_defaults(accounting);
     char *conf = sconf_slurmdbd_conf(a, (const char *)pass);
@@ -83,9 +84,9 @@ int acb_config_secret(const cJSON *accounting, const clc_env *env, cJSON **out, 
     free(conf);
     free(pass);
     char *name = acb_name(cr_name(a));
-    cJSON *s = clc_new_object("v1", "Secret", name, a, ACB_KIND,
-                              clc_labels_for(a, NULL, ACB_APP, ACB_COMPONENT),
-                              CLC_MERGE(json_get(a, "metadata.annotations")));
+    cJSON *s =
+        clc_new_object("v1", "Secret", name, a, ACB_KIND, clc_labels_for(a, NULL, ACB_APP, ACB_COMPONENT),
+                       CLC_MERGE(json_get(a, "metadata.annotations")));
     free(name);
     json_set_bool(s, "immutable", 0);
     cJSON *data = json_obj_ensure(s, "data");
@@ -159,8 +160,9 @@ int acb_statefulset(const cJSON *accounting, const cJSON *config_secret, const c
     json_set_int(proj, "defaultMode", 0600);
     cJSON *src = cJSON_CreateArray();
     cJSON_AddItemToArray(src, clc_secret_projection(oname, SCONF_SLURMDBD_CONF, SCONF_SLURMDBD_CONF));
-    cJSON_AddItemToArray(src, clc_secret_projection(json_get_str_or(spec, "slurmKeyRef.name", ""),
-                                                    json_get_str_or(spec, "slurmKeyRef.key", ""), "slurm.key"));
+    cJSON_AddItemToArray(src,
+                         clc_secret_projection(json_get_str_or(spec, "slurmKeyRef.name", ""),
+                                               json_get_str_or(spec, "slurmKeyRef.key", ""), "slurm.key"));
     cJSON_AddItemToArray(src, clc_secret_projection(json_get_str_or(jwt, "name", ""),
                                                     json_get_str_or(jwt, "key", ""), "jwt.key"));
     const cJSON *jwks = json_child(spec, "jwksKeyRef");
@@ -173,9 +175,10 @@ int acb_statefulset(const cJSON *accounting, const cJSON *config_secret, const c
     json_set(pspec, "volumes", vols);
     tmpl = pt_merge_template(tmpl, json_child(spec, "template"));
 
-    cJSON *sts = clc_new_object("apps/v1", "StatefulSet", oname, a, ACB_KIND,
-                                clc_labels_for(a, json_child(tmeta, "labels"), ACB_APP, ACB_COMPONENT),
-                                CLC_MERGE(json_get(a, "metadata.annotations"), json_child(tmeta, "annotations")));
+    cJSON *sts =
+        clc_new_object("apps/v1", "StatefulSet", oname, a, ACB_KIND,
+                       clc_labels_for(a, json_child(tmeta, "labels"), ACB_APP, ACB_COMPONENT),
+                       CLC_MERGE(json_get(a, "metadata.annotations"), json_child(tmeta, "annotations")));
     cJSON *sspec = json_obj_ensure(sts, "spec");
     json_set_str(sspec, "podManagementPolicy", "Parallel");
     json_set_int(sspec, "replicas", 1);

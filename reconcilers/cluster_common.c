@@ -388,8 +388,8 @@ int clc_service(clc_service_opts *o, cJSON **out, char **why)
 {
     *out = NULL;
     const cJSON *uspec = json_child(o->user, "spec");
-    cJSON *spec = (!o->ignore_user_spec && cJSON_IsObject(uspec)) ? cJSON_Duplicate(uspec, 1)
-                                                                  : cJSON_CreateObject();
+    cJSON *spec =
+        (!o->ignore_user_spec && cJSON_IsObject(uspec)) ? cJSON_Duplicate(uspec, 1) : cJSON_CreateObject();
     /* Selector: the user's entries plus ours, ours winning. */
     cJSON *sel = CLC_MERGE(json_child(spec, "selector"), o->selector);
     cJSON_Delete(o->selector);
@@ -431,7 +431,8 @@ int clc_service(clc_service_opts *o, cJSON **out, char **why)
                 cJSON_Delete(o->annotations);
                 o->labels = o->annotations = NULL;
                 return clc_fail(why, OP_EINVAL,
-                                "service %s: port number '%lld' is already taken by another port", o->name, pn);
+                                "service %s: port number '%lld' is already taken by another port", o->name,
+                                pn);
             }
         }
     if (o->headless) {
@@ -462,8 +463,8 @@ int clc_parse_duration(const char *s, int64_t *ns)
     static const struct {
         const char *unit;
         double mult;
-    } units[] = {{"ns", 1.0}, {"us", 1e3}, {"\xc2\xb5s", 1e3}, {"\xce\xbcs", 1e3}, {"ms", 1e6},
-                 {"s", 1e9},  {"m", 60e9}, {"h", 3600e9}};
+    } units[] = {{"ns", 1.0}, {"us", 1e3}, {"\xc2\xb5s", 1e3}, {"\xce\xbcs", 1e3},
+                 {"ms", 1e6}, {"s", 1e9},  {"m", 60e9},        {"h", 3600e9}};
     if (s == NULL || *s == '\0')
         return OP_EPARSE;
     int neg = 0;

@@ -184,16 +184,16 @@ cJSON *clc_security_context(int id, int with_fs_group);
 
 typedef struct clc_service_opts {
     const char *name, *ns;
-    cJSON *labels;            /* taken over */
-    cJSON *annotations;       /* taken over */
-    const cJSON *user;        /* the CR's service block {metadata, spec, port, nodePort} or NULL */
-    cJSON *selector;          /* taken over; added to the user's selector, ours wins */
-    const char *port_name;    /* our port: name, targetPort (named) and protocol TCP */
-    int default_port;         /* used when user.port is 0 or absent */
-    int use_node_port;        /* copy user.nodePort into our port */
-    int headless;             /* clusterIP None + publishNotReadyAddresses */
-    int ignore_user_spec;     /* do not start from user.spec (only metadata is used) */
-    int clear_external_ips;   /* drop spec.externalIPs (CVE-2020-8554) */
+    cJSON *labels;          /* taken over */
+    cJSON *annotations;     /* taken over */
+    const cJSON *user;      /* the CR's service block {metadata, spec, port, nodePort} or NULL */
+    cJSON *selector;        /* taken over; added to the user's selector, ours wins */
+    const char *port_name;  /* our port: name, targetPort (named) and protocol TCP */
+    int default_port;       /* used when user.port is 0 or absent */
+    int use_node_port;      /* copy user.nodePort into our port */
+    int headless;           /* clusterIP None + publishNotReadyAddresses */
+    int ignore_user_spec;   /* do not start from user.spec (only metadata is used) */
+    int clear_external_ips; /* drop spec.externalIPs (CVE-2020-8554) */
 } clc_service_opts;
 
 /** A Service: spec = user.spec (unless ignore_user_spec) + our selector +

@@ -14,45 +14,45 @@
  * which could open the unlinked node and block forever), and the reader
  * reopens the FIFO each time the writer closes it instead of exiting. */
 static const char logfile_script[] = "set -eu\n"
-                                   "fifo=\"${SOCKET:-/tmp/logfile.log}\"\n"
-                                   "mkdir -p \"$(dirname \"$fifo\")\"\n"
-                                   "if [ ! -p \"$fifo\" ]; then\n"
-                                   "  rm -f \"$fifo\"\n"
-                                   "  mkfifo -m 777 \"$fifo\"\n"
-                                   "fi\n"
-                                   "while :; do\n"
-                                   "  cat \"$fifo\" || true\n"
-                                   "done\n";
+                                     "fifo=\"${SOCKET:-/tmp/logfile.log}\"\n"
+                                     "mkdir -p \"$(dirname \"$fifo\")\"\n"
+                                     "if [ ! -p \"$fifo\" ]; then\n"
+                                     "  rm -f \"$fifo\"\n"
+                                     "  mkfifo -m 777 \"$fifo\"\n"
+                                     "fi\n"
+                                     "while :; do\n"
+                                     "  cat \"$fifo\" || true\n"
+                                     "done\n";
 
 /* The reconfigure sidecar (inplaceReconfigure): every 5 s, hash the files of
  * the projected /etc/slurm (following the kubelet's symlinks, skipping its
  * "..data" bookkeeping entries); when the hash changes, run `scontrol
  * reconfigure` until it succeeds, retrying every 2 s. It reaches slurmctld
  * through the auth socket in the shared /run/slurmctld. */
-static const char reconfigure_script[] =
-    "set -euo pipefail\n"
-    "dir=/etc/slurm\n"
-    "interval=5\n"
-    "confhash() {\n"
-    "  find -L \"$dir\" -path \"$dir/..*\" -prune -o -type f -print0 | sort -z | xargs -0r sha256sum | sha256sum\n"
-    "}\n"
-    "reconfigure() {\n"
-    "  echo \"[$(date -Is)] $dir changed: scontrol reconfigure\"\n"
-    "  until scontrol reconfigure; do\n"
-    "    echo \"[$(date -Is)] scontrol reconfigure failed, retrying\"\n"
-    "    sleep 2\n"
-    "  done\n"
-    "}\n"
-    "last=\"$(confhash)\"\n"
-    "echo \"[$(date -Is)] watching $dir every ${interval}s\"\n"
-    "while :; do\n"
-    "  sleep \"$interval\"\n"
-    "  now=\"$(confhash)\"\n"
-    "  if [ \"$now\" != \"$last\" ]; then\n"
-    "    reconfigure\n"
-    "    last=\"$now\"\n"
-    "  fi\n"
-    "done\n";
+static const char reconfigure_script[] = "set -euo pipefail\n"
+                                         "dir=/etc/slurm\n"
+                                         "interval=5\n"
+                                         "confhash() {\n"
+                                         "  find -L \"$dir\" -path \"$dir/..*\" -prune -o -type f -print0 | "
+                                         "sort -z | xargs -0r sha256sum | sha256sum\n"
+                                         "}\n"
+                                         "reconfigure() {\n"
+                                         "  echo \"[$(date -Is)] $dir changed: scontrol reconfigure\"\n"
+                                         "  until scontrol reconfigure; do\n"
+                                         "    echo \"[$(date -Is)] scontrol reconfigure failed, retrying\"\n"
+                                         "    sleep 2\n"
+                                         "  done\n"
+                                         "}\n"
+                                         "last=\"$(confhash)\"\n"
+                                         "echo \"[$(date -Is)] watching $dir every ${interval}s\"\n"
+                                         "while :; do\n"
+                                         "  sleep \"$interval\"\n"
+                                         "  now=\"$(confhash)\"\n"
+                                         "  if [ \"$now\" != \"$last\" ]; then\n"
+                                         "    reconfigure\n"
+                                         "    last=\"$now\"\n"
+                                         "  fi\n"
+                                         "done\n";
 
 cJSON *ctlb_defaults(const cJSON *controller)
 {
@@ -227,7 +227,8 @@ static cJSON *slurmctld_container(const cJSON *c, const char *cluster, int repli
     /* Only the active slurmctld answers /readyz; with backups that would keep
      * the standbys NotReady forever and wedge rolling updates, so HA gates
      * readiness on /livez (the Service picks the active pod by label). */
-    json_set(k, "readinessProbe", clc_probe(clc_http_get(replicas > 1 ? "/livez" : "/readyz", CTLB_APP), 0, 0));
+    json_set(k, "readinessProbe",
+             clc_probe(clc_http_get(replicas > 1 ? "/livez" : "/readyz", CTLB_APP), 0, 0));
     json_set(k, "livenessProbe", clc_probe(clc_http_get("/livez", CTLB_APP), 6, 10));
     json_set(k, "securityContext", clc_security_context(CLC_SLURM_UID, 0));
     cJSON *mounts = cJSON_CreateArray();
@@ -316,8 +317,9 @@ static cJSON *volumes(const cJSON *c)
     char *cfg = ctlb_config_name(cr_name(c));
     cJSON_AddItemToArray(src, clc_configmap_projection(cfg, NULL, NULL));
     free(cfg);
-    cJSON_AddItemToArray(src, clc_secret_projection(json_get_str_or(spec, "slurmKeyRef.name", ""),
-                                                    json_get_str_or(spec, "slurmKeyRef.key", ""), "slurm.key"));
+    cJSON_AddItemToArray(src,
+                         clc_secret_projection(json_get_str_or(spec, "slurmKeyRef.name", ""),
+                                               json_get_str_or(spec, "slurmKeyRef.key", ""), "slurm.key"));
     const cJSON *jwt = clc_jwt_ref(spec);
     cJSON_AddItemToArray(src, clc_secret_projection(json_get_str_or(jwt, "name", ""),
                                                     json_get_str_or(jwt, "key", ""), "jwt.key"));

@@ -163,10 +163,10 @@ static cJSON *volumes(const cJSON *l, const cJSON *ctl, const cJSON *host_keys)
     cJSON *vols = cJSON_CreateArray();
     cJSON_AddItemToArray(vols, clc_empty_dir("slurm-etc", 1));
     cJSON_AddItemToArray(vols, clc_empty_dir("sackd-dir", 1));
-    cJSON_AddItemToArray(vols, projected("slurm-config",
-                                         clc_secret_projection(json_get_str_or(ctl, "spec.slurmKeyRef.name", ""),
-                                                               json_get_str_or(ctl, "spec.slurmKeyRef.key", ""),
-                                                               "slurm.key")));
+    cJSON_AddItemToArray(
+        vols, projected("slurm-config", clc_secret_projection(
+                                            json_get_str_or(ctl, "spec.slurmKeyRef.name", ""),
+                                            json_get_str_or(ctl, "spec.slurmKeyRef.key", ""), "slurm.key")));
     /* Host keys: private 0600, public 0644. */
     char *hk = lsb_host_keys_name(cr_name(l));
     cJSON *ps = cJSON_CreateObject();
@@ -201,7 +201,8 @@ static cJSON *volumes(const cJSON *l, const cJSON *ctl, const cJSON *host_keys)
     cJSON *ss = json_obj_ensure(pq, "secret");
     json_set_str(ss, "name", json_get_str_or(l, "spec.sssdConfRef.name", ""));
     items = cJSON_CreateArray();
-    cJSON_AddItemToArray(items, clc_key_to_path(json_get_str_or(l, "spec.sssdConfRef.key", ""), "sssd.conf", 0600));
+    cJSON_AddItemToArray(items,
+                         clc_key_to_path(json_get_str_or(l, "spec.sssdConfRef.key", ""), "sssd.conf", 0600));
     json_set(ss, "items", items);
     cJSON_AddItemToArray(vols, projected("sssd-conf", pq));
     return vols;
@@ -301,7 +302,8 @@ int lsb_deployment(const cJSON *loginset, const cJSON *host_keys, const cJSON *s
     if (ctl == NULL)
         return clc_fail(why, OP_ENOTFOUND, "Controller %s (controllerRef) not found", ctlname);
     if (*json_get_str_or(ctl, "spec.slurmKeyRef.name", "") == '\0')
-        return clc_fail(why, OP_EINVAL, "Controller %s has no slurmKeyRef, sackd cannot authenticate", ctlname);
+        return clc_fail(why, OP_EINVAL, "Controller %s has no slurmKeyRef, sackd cannot authenticate",
+                        ctlname);
 
     cJSON *l = lsb_defaults(loginset);
     const cJSON *spec = json_child(l, "spec");
@@ -359,8 +361,9 @@ int lsb_deployment(const cJSON *loginset, const cJSON *host_keys, const cJSON *s
     tmpl = pt_merge_template(tmpl, json_child(spec, "template"));
     free(sackd);
 
-    cJSON *d = clc_new_object("apps/v1", "Deployment", name, l, LSB_KIND, labels_of(l, json_child(tmeta, "labels")),
-                              CLC_MERGE(json_get(l, "metadata.annotations"), json_child(tmeta, "annotations")));
+    cJSON *d =
+        clc_new_object("apps/v1", "Deployment", name, l, LSB_KIND, labels_of(l, json_child(tmeta, "labels")),
+                       CLC_MERGE(json_get(l, "metadata.annotations"), json_child(tmeta, "annotations")));
     cJSON *dspec = json_obj_ensure(d, "spec");
     json_set_int(dspec, "replicas", json_get_int(spec, "replicas", 1));
     json_set_int(dspec, "revisionHistoryLimit", 0);

@@ -150,17 +150,18 @@ int rab_deployment(const cJSON *restapi, const clc_env *env, cJSON **out, char *
     char *cfg = ctlb_config_name(ctlname);
     cJSON_AddItemToArray(src, clc_configmap_projection(cfg, SCONF_SLURM_CONF, SCONF_SLURM_CONF));
     free(cfg);
-    cJSON_AddItemToArray(src, clc_secret_projection(keyname, json_get_str_or(ctl, "spec.slurmKeyRef.key", ""),
-                                                    "slurm.key"));
+    cJSON_AddItemToArray(
+        src, clc_secret_projection(keyname, json_get_str_or(ctl, "spec.slurmKeyRef.key", ""), "slurm.key"));
     json_set(proj, "sources", src);
     cJSON_AddItemToArray(vols, etc);
     json_set(pspec, "volumes", vols);
     tmpl = pt_merge_template(tmpl, json_child(spec, "template"));
 
     char *dname = rab_name(name);
-    cJSON *d = clc_new_object("apps/v1", "Deployment", dname, r, RAB_KIND,
-                              clc_labels_for(r, json_child(tmeta, "labels"), RAB_APP, RAB_COMPONENT),
-                              CLC_MERGE(json_get(r, "metadata.annotations"), json_child(tmeta, "annotations")));
+    cJSON *d =
+        clc_new_object("apps/v1", "Deployment", dname, r, RAB_KIND,
+                       clc_labels_for(r, json_child(tmeta, "labels"), RAB_APP, RAB_COMPONENT),
+                       CLC_MERGE(json_get(r, "metadata.annotations"), json_child(tmeta, "annotations")));
     free(dname);
     cJSON *dspec = json_obj_ensure(d, "spec");
     json_set_int(dspec, "replicas", json_get_int(spec, "replicas", 1));

@@ -351,8 +351,8 @@ int sconf_slurm_conf(const cJSON *controller, const cJSON *const *nodesets, size
     put(&b, "SlurmUser=%s\n", CLC_SLURM_USER);
     int replicas = clc_controller_replicas(controller);
     for (int i = 0; i < replicas; i++)
-        put(&b, "SlurmctldHost=%s-controller-%d(%s-controller-%d.%s-controller-internal.%s)\n", name, i, name, i,
-            name, ns);
+        put(&b, "SlurmctldHost=%s-controller-%d(%s-controller-%d.%s-controller-internal.%s)\n", name, i, name,
+            i, name, ns);
     put(&b, "SlurmctldPort=%d\n", CLC_SLURMCTLD_PORT);
     put(&b, "SlurmctldAddr=%s-controller.%s\n", name, ns);
     put(&b, "StateSaveLocation=%s/%s\n", SCONF_SPOOL_DIR, cluster);

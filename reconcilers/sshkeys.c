@@ -97,7 +97,8 @@ static int public_ecdsa(mbedtls_pk_context *pk, char **out)
         return OP_ENOTSUP;
     uint8_t q[1 + 2 * 32];
     size_t qlen = 0;
-    if (mbedtls_ecp_point_write_binary(&ec->grp, &ec->Q, MBEDTLS_ECP_PF_UNCOMPRESSED, &qlen, q, sizeof(q)) != 0)
+    if (mbedtls_ecp_point_write_binary(&ec->grp, &ec->Q, MBEDTLS_ECP_PF_UNCOMPRESSED, &qlen, q, sizeof(q)) !=
+        0)
         return OP_ETLS;
     buf_t blob;
     buf_init(&blob, BUF_UNLIMITED);
@@ -140,7 +141,8 @@ int sshk_generate(sshk_type type, unsigned rsa_bits, sshk_keypair *out)
     unsigned char *pem = NULL;
     int rc = OP_ETLS;
 
-    if (mbedtls_ctr_drbg_seed(&drbg, kernel_entropy, NULL, (const unsigned char *)pers, sizeof(pers) - 1) != 0)
+    if (mbedtls_ctr_drbg_seed(&drbg, kernel_entropy, NULL, (const unsigned char *)pers, sizeof(pers) - 1) !=
+        0)
         goto done;
     if (type == SSHK_RSA) {
         if (mbedtls_pk_setup(&pk, mbedtls_pk_info_from_type(MBEDTLS_PK_RSA)) != 0)
@@ -150,7 +152,8 @@ int sshk_generate(sshk_type type, unsigned rsa_bits, sshk_keypair *out)
     } else {
         if (mbedtls_pk_setup(&pk, mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY)) != 0)
             goto done;
-        if (mbedtls_ecp_gen_key(MBEDTLS_ECP_DP_SECP256R1, mbedtls_pk_ec(pk), mbedtls_ctr_drbg_random, &drbg) != 0)
+        if (mbedtls_ecp_gen_key(MBEDTLS_ECP_DP_SECP256R1, mbedtls_pk_ec(pk), mbedtls_ctr_drbg_random,
+                                &drbg) != 0)
             goto done;
     }
     pem = xcalloc(1, PEM_MAX);

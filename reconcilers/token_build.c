@@ -39,8 +39,8 @@ int tokb_settings_get(const cJSON *token, tokb_settings *s, char **why)
         snprintf(s->secret_name, sizeof(s->secret_name), "%s", json_get_str_or(ref, "name", ""));
         s->secret_key = json_get_str_or(ref, "key", TOKB_DEFAULT_KEY);
     } else {
-        snprintf(s->secret_name, sizeof(s->secret_name), "%s-jwt-%s", json_get_str_or(token, "metadata.name", ""),
-                 s->username);
+        snprintf(s->secret_name, sizeof(s->secret_name), "%s-jwt-%s",
+                 json_get_str_or(token, "metadata.name", ""), s->username);
         s->secret_key = TOKB_DEFAULT_KEY;
     }
     s->jwt_ref = clc_jwt_ref(spec);
@@ -124,8 +124,9 @@ int tokb_secret(const cJSON *token, const char *jwt, const cJSON *key_secret, cJ
         cJSON_AddItemToArray(refs, clc_owner_ref("v1", "Secret", json_get_str(key_secret, "metadata.name"),
                                                  json_get_str(key_secret, "metadata.uid"), 1));
     else
-        cJSON_AddItemToArray(refs, clc_owner_ref(CLC_API_VERSION, TOKB_KIND, json_get_str(token, "metadata.name"),
-                                                 json_get_str(token, "metadata.uid"), 1));
+        cJSON_AddItemToArray(refs,
+                             clc_owner_ref(CLC_API_VERSION, TOKB_KIND, json_get_str(token, "metadata.name"),
+                                           json_get_str(token, "metadata.uid"), 1));
     json_set(meta, "ownerReferences", refs);
     json_set(sec, "metadata", meta);
     json_set_bool(sec, "immutable", !s.refresh);

@@ -58,9 +58,9 @@ int tokb_secret(const cJSON *token, const char *jwt, const cJSON *key_secret, cJ
 
 /** What the Token reconciler should do now. */
 typedef struct tokb_plan {
-    int refresh_now;     /* mint a new JWT and patch the Secret now */
-    int64_t requeue_ms;  /* requeue after this long; always >= 1000 */
-    int64_t refresh_at_s;/* unix time (s) at which the current token is due */
+    int refresh_now;      /* mint a new JWT and patch the Secret now */
+    int64_t requeue_ms;   /* requeue after this long; always >= 1000 */
+    int64_t refresh_at_s; /* unix time (s) at which the current token is due */
 } tokb_plan;
 
 /** The refresh schedule (§2.5): refreshAt = exp - lifetime/5.

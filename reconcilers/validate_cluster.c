@@ -79,7 +79,8 @@ static int str_eq(const char *a, const char *b)
 static void external_ips(const cJSON *cr, const char *kind, vclu_result *r)
 {
     if (json_get(cr, "spec.service.spec.externalIPs") != NULL)
-        warn(r, "spec.service.spec.externalIPs is ignored: external IPs may not be set for the %s service", kind);
+        warn(r, "spec.service.spec.externalIPs is ignored: external IPs may not be set for the %s service",
+             kind);
 }
 
 /* The three CEL rules shared by Controller and Accounting. */
@@ -101,7 +102,7 @@ static void key_rules(const cJSON *cr, vclu_result *r)
 
 static const char *const reserved_files[] = {"slurm.conf", "slurmdbd.conf"};
 static const char *const known_files[] = {
-    "acct_gather.conf", "burst_buffer.conf", "cgroup.conf",  "cli_filter.lua", "gres.conf",
+    "acct_gather.conf", "burst_buffer.conf",  "cgroup.conf",    "cli_filter.lua", "gres.conf",
     "helpers.conf",     "job_container.conf", "job_submit.lua", "mpi.conf",       "namespace.yaml",
     "oci.conf",         "plugstack.conf",     "topology.conf",  "topology.yaml",
 };
@@ -140,11 +141,12 @@ int vclu_controller(const cJSON *cr, const cJSON *old, const clc_env *env, vclu_
                 continue;
             for (const cJSON *kv = data->child; kv; kv = kv->next) {
                 if (in_list(kv->string, reserved_files, ARRAY_SIZE(reserved_files)))
-                    err(r, "configFileRefs: ConfigMap %s: the config file %s is reserved for the operator", name,
-                        kv->string);
+                    err(r, "configFileRefs: ConfigMap %s: the config file %s is reserved for the operator",
+                        name, kv->string);
                 else if (!in_list(kv->string, known_files, ARRAY_SIZE(known_files)))
                     warn(r,
-                         "configFileRefs: ConfigMap %s: the config file %s is unknown to Slurm; include it from "
+                         "configFileRefs: ConfigMap %s: the config file %s is unknown to Slurm; include it "
+                         "from "
                          "another config file or it is ignored",
                          name, kv->string);
             }
@@ -181,8 +183,7 @@ int vclu_controller(const cJSON *cr, const cJSON *old, const clc_env *env, vclu_
         int opersist = json_get_bool(ospec, "persistence.enabled", 1);
         if (persist != opersist)
             err(r, "persistence.enabled cannot change after deployment");
-        else if (persist &&
-                 !str_eq(claim, json_get_str_or(ospec, "persistence.existingClaim", "")))
+        else if (persist && !str_eq(claim, json_get_str_or(ospec, "persistence.existingClaim", "")))
             err(r, "persistence.existingClaim cannot change after deployment");
     }
     free(cluster);

@@ -4,6 +4,9 @@
  * annotations that change exactly when their inputs change. */
 #include "unit/cluster_fixtures.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "core/crypto.h"
 #include "core/err.h"
 #include "reconcilers/accounting_build.h"
@@ -15,7 +18,8 @@
 
 #define UID "11111111-2222-3333-4444-555555555555"
 #define CTL_META                                                                                             \
-    "'apiVersion':'slinky.slurm.net/v1beta1','kind':'Controller','metadata':{'name':'slurm','namespace':'ns1',"   \
+    "'apiVersion':'slinky.slurm.net/"                                                                        \
+    "v1beta1','kind':'Controller','metadata':{'name':'slurm','namespace':'ns1',"                             \
     "'uid':'" UID "','labels':{'team':'hpc','app.kubernetes.io/name':'evil'},'annotations':{'owner':'me'}}"
 #define CTL_KEYS                                                                                             \
     "'slurmKeyRef':{'name':'slurm-auth-slurm','key':'slurm.key'},"                                           \
@@ -84,7 +88,8 @@ static void add_secret(tenv *t, const char *name, const char *key, const char *v
 {
     char *v = b64(value);
     char jq[1024];
-    snprintf(jq, sizeof(jq), "{'metadata':{'name':'%s','uid':'%s-uid'},'data':{'%s':'%s'}}", name, name, key, v);
+    snprintf(jq, sizeof(jq), "{'metadata':{'name':'%s','uid':'%s-uid'},'data':{'%s':'%s'}}", name, name, key,
+             v);
     tenv_add(t, "Secret", name, jq);
     free(v);
 }
@@ -171,8 +176,9 @@ static void test_controller_services(void **state)
     expect_json(json_get(spec, "selector"),
                 "{'app.kubernetes.io/instance':'slurm','app.kubernetes.io/name':'slurmctld',"
                 "'controller.slinky.slurm.net/active':'true','extra':'sel'}");
-    expect_json(json_get(spec, "ports"),
-                "[{'name':'slurmctld','protocol':'TCP','port':7000,'targetPort':'slurmctld','nodePort':30017}]");
+    expect_json(
+        json_get(spec, "ports"),
+        "[{'name':'slurmctld','protocol':'TCP','port':7000,'targetPort':'slurmctld','nodePort':30017}]");
     cJSON_Delete(svc);
     cJSON_Delete(c);
 
@@ -275,7 +281,8 @@ static void test_controller_statefulset_shape(void **state)
         "'slurmctld':{'image':'ghcr.io/slinkyproject/slurmctld:26.05','args':['-vvv'],"
         "'env':[{'name':'TZ','value':'UTC'}]},'logfile':{'image':'alpine:latest'},"
         "'template':{'metadata':{'labels':{'tpl':'1'},'annotations':{'tpa':'2'}},"
-        "'spec':{'nodeSelector':{'kubernetes.io/os':'linux'},'containers':[{'name':'extra','image':'busybox'}],"
+        "'spec':{'nodeSelector':{'kubernetes.io/"
+        "os':'linux'},'containers':[{'name':'extra','image':'busybox'}],"
         "'affinity':{'nodeAffinity':{'requiredDuringSchedulingIgnoredDuringExecution':{'nodeSelectorTerms':"
         "[{'matchExpressions':[{'key':'pool','operator':'In','values':['ctl']}]}]}},"
         "'podAntiAffinity':{'requiredDuringSchedulingIgnoredDuringExecution':[{'labelSelector':"
@@ -294,8 +301,9 @@ static void test_controller_statefulset_shape(void **state)
     assert_int_equal(json_get_int(spec, "replicas", 0), 1);
     assert_int_equal(json_get_int(spec, "revisionHistoryLimit", -1), 0);
     assert_string_equal(json_get_str(spec, "serviceName"), "slurm-controller-internal");
-    expect_json(json_get(spec, "selector"),
-                "{'matchLabels':{'app.kubernetes.io/instance':'slurm','app.kubernetes.io/name':'slurmctld'}}");
+    expect_json(
+        json_get(spec, "selector"),
+        "{'matchLabels':{'app.kubernetes.io/instance':'slurm','app.kubernetes.io/name':'slurmctld'}}");
     /* Persistence enabled by default, no claim, no HA: a claim template. */
     expect_json(json_get(spec, "volumeClaimTemplates"),
                 "[{'metadata':{'name':'statesave','namespace':'ns1'},'spec':{'accessModes':['ReadWriteOnce'],"
@@ -329,11 +337,12 @@ static void test_controller_statefulset_shape(void **state)
                 "{'httpGet':{'path':'/livez','port':'slurmctld'},'failureThreshold':6,'periodSeconds':10}");
     expect_json(json_get(k, "readinessProbe"), "{'httpGet':{'path':'/readyz','port':'slurmctld'}}");
     expect_json(json_get(k, "securityContext"), "{'runAsNonRoot':true,'runAsUser':401,'runAsGroup':401}");
-    expect_json(json_get(k, "volumeMounts"),
-                "[{'name':'slurm-etc','mountPath':'/etc/slurm','readOnly':true},{'name':'run','mountPath':'/run'},"
-                "{'name':'statesave','mountPath':'/var/spool/slurmctld/hpc1'},"
-                "{'name':'slurm-authsocket','mountPath':'/run/slurmctld'},"
-                "{'name':'slurm-logfile','mountPath':'/var/log/slurm'}]");
+    expect_json(
+        json_get(k, "volumeMounts"),
+        "[{'name':'slurm-etc','mountPath':'/etc/slurm','readOnly':true},{'name':'run','mountPath':'/run'},"
+        "{'name':'statesave','mountPath':'/var/spool/slurmctld/hpc1'},"
+        "{'name':'slurm-authsocket','mountPath':'/run/slurmctld'},"
+        "{'name':'slurm-logfile','mountPath':'/var/log/slurm'}]");
 
     /* Native sidecars: only logfile without inplaceReconfigure. */
     const cJSON *ics = json_get(ps, "initContainers");
@@ -427,7 +436,8 @@ static void test_controller_inplace_and_ha(void **state)
     cJSON_Delete(sts);
 
     /* A user reconfigure image wins. */
-    sts = build_sts("{" CTL_META ",'spec':{" CTL_KEYS ",'inplaceReconfigure':true,'slurmctld':{'image':'ctld:1'},"
+    sts = build_sts("{" CTL_META ",'spec':{" CTL_KEYS
+                    ",'inplaceReconfigure':true,'slurmctld':{'image':'ctld:1'},"
                     "'reconfigure':{'image':'tools:2'}}}",
                     NULL, &t, 0, NULL);
     assert_string_equal(json_get_str(item(json_get(sts, "spec.template.spec.initContainers"), 0), "image"),
@@ -454,8 +464,10 @@ static void test_controller_persistence_table(void **state)
     cJSON_Delete(sts);
 
     /* disabled, no HA: emptyDir. */
-    sts = build_sts("{" CTL_META ",'spec':{" CTL_KEYS ",'persistence':{'enabled':false}}}", NULL, &t, 0, NULL);
-    expect_json(named(json_get(sts, "spec.template.spec.volumes"), "statesave"), "{'name':'statesave','emptyDir':{}}");
+    sts =
+        build_sts("{" CTL_META ",'spec':{" CTL_KEYS ",'persistence':{'enabled':false}}}", NULL, &t, 0, NULL);
+    expect_json(named(json_get(sts, "spec.template.spec.volumes"), "statesave"),
+                "{'name':'statesave','emptyDir':{}}");
     assert_null(json_get(sts, "spec.volumeClaimTemplates"));
     cJSON_Delete(sts);
 
@@ -474,14 +486,16 @@ static void test_controller_persistence_table(void **state)
     why = NULL;
 
     /* HA on a claim without ReadWriteMany: refused. */
-    build_sts("{" CTL_META ",'spec':{" CTL_KEYS ",'ha':{'enabled':true},'persistence':{'existingClaim':'rwo'}}}",
+    build_sts("{" CTL_META ",'spec':{" CTL_KEYS
+              ",'ha':{'enabled':true},'persistence':{'existingClaim':'rwo'}}}",
               NULL, &t, OP_EINVAL, &why);
     assert_non_null(strstr(why, "ReadWriteMany"));
     free(why);
     why = NULL;
 
     /* HA on a claim not (yet) in the cache: built, the PVC decides later. */
-    sts = build_sts("{" CTL_META ",'spec':{" CTL_KEYS ",'ha':{'enabled':true},'persistence':{'existingClaim':'new'}}}",
+    sts = build_sts("{" CTL_META ",'spec':{" CTL_KEYS
+                    ",'ha':{'enabled':true},'persistence':{'existingClaim':'new'}}}",
                     NULL, &t, 0, NULL);
     assert_int_equal(json_get_int(sts, "spec.replicas", 0), 2);
     cJSON_Delete(sts);
@@ -525,8 +539,8 @@ static void test_controller_hashes(void **state)
     cJSON *b = build_sts(jq, cm, &t, 0, NULL);
     assert_true(json_equal(a, b));
     cJSON_Delete(b);
-    b = build_sts("{" CTL_META ",'spec':{" CTL_KEYS ",'template':{'metadata':{'labels':{'new':'label'}}}}}", cm, &t,
-                  0, NULL);
+    b = build_sts("{" CTL_META ",'spec':{" CTL_KEYS ",'template':{'metadata':{'labels':{'new':'label'}}}}}",
+                  cm, &t, 0, NULL);
     assert_string_equal(ann(json_get(b, "spec.template"), "slinky.slurm.net/slurm-key-hash"), key1);
     assert_string_equal(ann(json_get(b, "spec.template"), "slinky.slurm.net/jwt-key-hash"), jwt1);
     assert_string_equal(ann(json_get(b, "spec.template"), "slinky.slurm.net/slurm-config-hash"), conf1);
@@ -592,15 +606,16 @@ static void test_controller_service_monitor(void **state)
     assert_string_equal(json_get_str(sm, "metadata.name"), "slurm-controller");
     assert_string_equal(label(sm, "release"), "prom");
     expect_owner(sm, "Controller", "slurm", UID);
-    expect_json(json_get(sm, "spec"),
-                "{'selector':{'matchLabels':{'app.kubernetes.io/instance':'slurm','app.kubernetes.io/name':"
-                "'slurmctld'}},'namespaceSelector':{'matchNames':['ns1']},'endpoints':["
-                "{'path':'/metrics/jobs','port':'slurmctld','scheme':'http','interval':'30s','scrapeTimeout':'25s'},"
-                "{'path':'/metrics/nodes','port':'slurmctld','scheme':'http','interval':'30s','scrapeTimeout':'25s'},"
-                "{'path':'/metrics/partitions','port':'slurmctld','scheme':'http','interval':'30s',"
-                "'scrapeTimeout':'25s'},"
-                "{'path':'/metrics/scheduler','port':'slurmctld','scheme':'http','interval':'30s',"
-                "'scrapeTimeout':'25s'}]}");
+    expect_json(
+        json_get(sm, "spec"),
+        "{'selector':{'matchLabels':{'app.kubernetes.io/instance':'slurm','app.kubernetes.io/name':"
+        "'slurmctld'}},'namespaceSelector':{'matchNames':['ns1']},'endpoints':["
+        "{'path':'/metrics/jobs','port':'slurmctld','scheme':'http','interval':'30s','scrapeTimeout':'25s'},"
+        "{'path':'/metrics/nodes','port':'slurmctld','scheme':'http','interval':'30s','scrapeTimeout':'25s'},"
+        "{'path':'/metrics/partitions','port':'slurmctld','scheme':'http','interval':'30s',"
+        "'scrapeTimeout':'25s'},"
+        "{'path':'/metrics/scheduler','port':'slurmctld','scheme':'http','interval':'30s',"
+        "'scrapeTimeout':'25s'}]}");
     cJSON_Delete(sm);
     cJSON_Delete(c);
 
@@ -652,10 +667,12 @@ static void test_restapi(void **state)
     const cJSON *spec = json_get(o, "spec");
     assert_int_equal(json_get_int(spec, "replicas", 0), 1);
     assert_int_equal(json_get_int(spec, "revisionHistoryLimit", -1), 0);
-    expect_json(json_get(spec, "selector"),
-                "{'matchLabels':{'app.kubernetes.io/instance':'rest','app.kubernetes.io/name':'slurmrestd'}}");
+    expect_json(
+        json_get(spec, "selector"),
+        "{'matchLabels':{'app.kubernetes.io/instance':'rest','app.kubernetes.io/name':'slurmrestd'}}");
     const cJSON *ps = json_get(spec, "template.spec");
-    assert_string_equal(ann(json_get(spec, "template"), "kubectl.kubernetes.io/default-container"), "slurmrestd");
+    assert_string_equal(ann(json_get(spec, "template"), "kubectl.kubernetes.io/default-container"),
+                        "slurmrestd");
     assert_string_equal(json_get_str(ps, "priorityClassName"), "high");
     assert_false(json_get_bool(ps, "automountServiceAccountToken", 1));
     expect_json(json_get(ps, "securityContext"),
@@ -668,19 +685,24 @@ static void test_restapi(void **state)
     expect_json(json_get(k, "args"), "['-s','openapi/slurmctld','-vv','0.0.0.0:6820']");
     expect_json(json_get(k, "env"), "[{'name':'SLURM_JWT','value':'daemon'},{'name':'SLURMRESTD_SECURITY',"
                                     "'value':'disable_unshare_files,disable_unshare_sysv'}]");
-    expect_json(json_get(k, "startupProbe"), "{'tcpSocket':{'port':6820},'failureThreshold':6,'periodSeconds':10}");
-    expect_json(json_get(k, "livenessProbe"), "{'tcpSocket':{'port':6820},'failureThreshold':6,'periodSeconds':10}");
+    expect_json(json_get(k, "startupProbe"),
+                "{'tcpSocket':{'port':6820},'failureThreshold':6,'periodSeconds':10}");
+    expect_json(json_get(k, "livenessProbe"),
+                "{'tcpSocket':{'port':6820},'failureThreshold':6,'periodSeconds':10}");
     expect_json(json_get(k, "readinessProbe"), "{'tcpSocket':{'port':6820}}");
     expect_json(json_get(k, "securityContext"), "{'runAsNonRoot':true,'runAsUser':65534,'runAsGroup':65534}");
-    expect_json(json_get(k, "volumeMounts"), "[{'name':'slurm-etc','mountPath':'/etc/slurm','readOnly':true}]");
-    expect_json(json_get(ps, "volumes"),
-                "[{'name':'slurm-etc','projected':{'defaultMode':384,'sources':["
-                "{'configMap':{'name':'slurm-config','items':[{'key':'slurm.conf','path':'slurm.conf'}]}},"
-                "{'secret':{'name':'slurm-auth-slurm','items':[{'key':'slurm.key','path':'slurm.key'}]}}]}}]");
+    expect_json(json_get(k, "volumeMounts"),
+                "[{'name':'slurm-etc','mountPath':'/etc/slurm','readOnly':true}]");
+    expect_json(
+        json_get(ps, "volumes"),
+        "[{'name':'slurm-etc','projected':{'defaultMode':384,'sources':["
+        "{'configMap':{'name':'slurm-config','items':[{'key':'slurm.conf','path':'slurm.conf'}]}},"
+        "{'secret':{'name':'slurm-auth-slurm','items':[{'key':'slurm.key','path':'slurm.key'}]}}]}}]");
     cJSON_Delete(o);
 
     /* With accounting: all plugins; replicas honoured. */
-    tenv_add(&t, "Controller", "slurm", "{" CTL_META ",'spec':{" CTL_KEYS ",'accountingRef':{'name':'acct'}}}");
+    tenv_add(&t, "Controller", "slurm",
+             "{" CTL_META ",'spec':{" CTL_KEYS ",'accountingRef':{'name':'acct'}}}");
     cJSON_Delete(r);
     r = JQ("{" RA_META ",'spec':{'controllerRef':{'name':'slurm'},'replicas':3,'service':{'port':8080}}}");
     assert_int_equal(rab_deployment(r, &t.env, &o, NULL), 0);
@@ -710,10 +732,11 @@ static void test_restapi(void **state)
 /* ---- Accounting ----------------------------------------------------------- */
 
 #define AC_META                                                                                              \
-    "'apiVersion':'slinky.slurm.net/v1beta1','kind':'Accounting','metadata':{'name':'acct','namespace':'ns1'," \
+    "'apiVersion':'slinky.slurm.net/"                                                                        \
+    "v1beta1','kind':'Accounting','metadata':{'name':'acct','namespace':'ns1',"                              \
     "'uid':'ac-uid'}"
 #define AC_SPEC                                                                                              \
-    CTL_KEYS ",'storageConfig':{'host':'mariadb','username':'slurm',"                                         \
+    CTL_KEYS ",'storageConfig':{'host':'mariadb','username':'slurm',"                                        \
              "'passwordKeyRef':{'name':'mariadb-password','key':'password'}}"
 
 static void test_accounting(void **state)
@@ -782,14 +805,16 @@ static void test_accounting(void **state)
     assert_string_equal(json_get_str(k, "image"), "dbd:1");
     expect_json(json_get(k, "ports"), "[{'name':'slurmdbd','containerPort':6819,'protocol':'TCP'}]");
     expect_json(json_get(k, "readinessProbe"), "{'tcpSocket':{'port':6819}}");
-    expect_json(json_get(k, "volumeMounts"),
-                "[{'name':'slurm-etc','mountPath':'/etc/slurm','readOnly':true},{'name':'run','mountPath':'/run'}]");
-    expect_json(json_get(ps, "volumes"),
-                "[{'name':'slurm-etc','projected':{'defaultMode':384,'sources':["
-                "{'secret':{'name':'acct-accounting','items':[{'key':'slurmdbd.conf','path':'slurmdbd.conf'}]}},"
-                "{'secret':{'name':'slurm-auth-slurm','items':[{'key':'slurm.key','path':'slurm.key'}]}},"
-                "{'secret':{'name':'slurm-auth-jwt','items':[{'key':'jwt.key','path':'jwt.key'}]}}]}},"
-                "{'name':'run','emptyDir':{'medium':'Memory'}}]");
+    expect_json(
+        json_get(k, "volumeMounts"),
+        "[{'name':'slurm-etc','mountPath':'/etc/slurm','readOnly':true},{'name':'run','mountPath':'/run'}]");
+    expect_json(
+        json_get(ps, "volumes"),
+        "[{'name':'slurm-etc','projected':{'defaultMode':384,'sources':["
+        "{'secret':{'name':'acct-accounting','items':[{'key':'slurmdbd.conf','path':'slurmdbd.conf'}]}},"
+        "{'secret':{'name':'slurm-auth-slurm','items':[{'key':'slurm.key','path':'slurm.key'}]}},"
+        "{'secret':{'name':'slurm-auth-jwt','items':[{'key':'jwt.key','path':'jwt.key'}]}}]}},"
+        "{'name':'run','emptyDir':{'medium':'Memory'}}]");
     char conf1[65];
     strcpy(conf1, ann(tmpl, "slinky.slurm.net/slurmdbd-conf-hash"));
     cJSON_Delete(sts);
@@ -799,7 +824,8 @@ static void test_accounting(void **state)
     cJSON *sec2 = NULL;
     assert_int_equal(acb_config_secret(a, &t.env, &sec2, NULL), 0);
     assert_int_equal(acb_statefulset(a, sec2, &t.env, &sts, NULL), 0);
-    assert_string_not_equal(ann(json_get(sts, "spec.template"), "slinky.slurm.net/slurmdbd-conf-hash"), conf1);
+    assert_string_not_equal(ann(json_get(sts, "spec.template"), "slinky.slurm.net/slurmdbd-conf-hash"),
+                            conf1);
     cJSON_Delete(sts);
     assert_int_equal(acb_statefulset(a, sec, &t.env, &sts, NULL), 0);
     assert_string_equal(ann(json_get(sts, "spec.template"), "slinky.slurm.net/slurmdbd-conf-hash"), conf1);
@@ -811,7 +837,8 @@ static void test_accounting(void **state)
     cJSON_Delete(a);
     a = JQ("{" AC_META ",'spec':{" AC_SPEC ",'jwksKeyRef':{'name':'jwks','key':'k.json'}}}");
     assert_int_equal(acb_statefulset(a, NULL, &t.env, &sts, NULL), 0);
-    const cJSON *src = json_get(named(json_get(sts, "spec.template.spec.volumes"), "slurm-etc"), "projected.sources");
+    const cJSON *src =
+        json_get(named(json_get(sts, "spec.template.spec.volumes"), "slurm-etc"), "projected.sources");
     expect_json(item(src, 3), "{'configMap':{'name':'jwks','items':[{'key':'k.json','path':'jwks.json'}]}}");
     cJSON_Delete(sts);
 
@@ -843,7 +870,8 @@ static void test_accounting(void **state)
 /* ---- LoginSet ------------------------------------------------------------- */
 
 #define LS_META                                                                                              \
-    "'apiVersion':'slinky.slurm.net/v1beta1','kind':'LoginSet','metadata':{'name':'login','namespace':'ns1'," \
+    "'apiVersion':'slinky.slurm.net/"                                                                        \
+    "v1beta1','kind':'LoginSet','metadata':{'name':'login','namespace':'ns1',"                               \
     "'uid':'ls-uid'}"
 #define LS_SPEC "'controllerRef':{'name':'slurm'},'sssdConfRef':{'name':'sssd','key':'sssd.conf'}"
 
@@ -851,7 +879,8 @@ static void test_loginset_objects(void **state)
 {
     cJSON *l = JQ("{" LS_META ",'spec':{" LS_SPEC ",'extraSshdConfig':'LoginGraceTime 600',"
                   "'rootSshAuthorizedKeys':'ssh-rsa AAAA root@x'}}");
-    lsb_host_keys keys = {{"RSA-PRIV", "ssh-rsa AAAA\n"}, {"EC-PRIV", "ecdsa-sha2-nistp256 BBBB\n"}, {NULL, NULL}};
+    lsb_host_keys keys = {
+        {"RSA-PRIV", "ssh-rsa AAAA\n"}, {"EC-PRIV", "ecdsa-sha2-nistp256 BBBB\n"}, {NULL, NULL}};
     cJSON *s = NULL;
     assert_int_equal(lsb_host_keys_secret(l, &keys, &s, NULL), 0);
     assert_string_equal(json_get_str(s, "metadata.name"), "login-ssh-host-keys");
@@ -888,7 +917,8 @@ static void test_loginset_objects(void **state)
     char *sshd = sconf_login_sshd_config("LoginGraceTime 600");
     assert_string_equal(clc_str(json_get(cm, "data"), "sshd_config"), sshd);
     free(sshd);
-    assert_string_equal(clc_str(json_get(cm, "data"), "authorized_keys"), "#\n### SLINKY ###\nssh-rsa AAAA root@x\n");
+    assert_string_equal(clc_str(json_get(cm, "data"), "authorized_keys"),
+                        "#\n### SLINKY ###\nssh-rsa AAAA root@x\n");
     cJSON_Delete(cm);
 
     cJSON *svc = NULL;
@@ -912,7 +942,8 @@ static void test_loginset_deployment(void **state)
                   "'initconf':{'image':'busybox'},'strategy':{'type':'Recreate'}}}");
     cJSON *cm = NULL;
     assert_int_equal(lsb_ssh_config(l, &cm, NULL), 0);
-    lsb_host_keys keys = {{"RSA-PRIV", "ssh-rsa AAAA\n"}, {"EC-PRIV", "ecdsa-sha2-nistp256 BBBB\n"}, {NULL, NULL}};
+    lsb_host_keys keys = {
+        {"RSA-PRIV", "ssh-rsa AAAA\n"}, {"EC-PRIV", "ecdsa-sha2-nistp256 BBBB\n"}, {NULL, NULL}};
     cJSON *hk = NULL;
     assert_int_equal(lsb_host_keys_secret(l, &keys, &hk, NULL), 0);
 
@@ -950,44 +981,48 @@ static void test_loginset_deployment(void **state)
     assert_string_equal(json_get_str(ic, "image"), "busybox");
     expect_json(json_get(ic, "env"), "[{'name':'SLURM_USER','value':'slurm'}]");
     assert_non_null(strstr(item(json_get(ic, "command"), 2)->valuestring, "chown -R 401:401"));
-    expect_json(json_get(ic, "volumeMounts"), "[{'name':'slurm-etc','mountPath':'/mnt/etc/slurm'},"
-                                              "{'name':'slurm-config','mountPath':'/mnt/slurm','readOnly':true}]");
+    expect_json(json_get(ic, "volumeMounts"),
+                "[{'name':'slurm-etc','mountPath':'/mnt/etc/slurm'},"
+                "{'name':'slurm-config','mountPath':'/mnt/slurm','readOnly':true}]");
     const cJSON *k = item(json_get(ps, "containers"), 0);
     assert_string_equal(json_get_str(k, "name"), "login");
     assert_string_equal(json_get_str(k, "image"), "login:1");
-    expect_json(json_get(k, "env"), "[{'name':'SACKD_OPTIONS','value':'--conf-server slurm-controller.ns1:6817'}]");
+    expect_json(json_get(k, "env"),
+                "[{'name':'SACKD_OPTIONS','value':'--conf-server slurm-controller.ns1:6817'}]");
     expect_json(json_get(k, "ports"), "[{'name':'login','containerPort':22,'protocol':'TCP'}]");
     expect_json(json_get(k, "readinessProbe"), "{'exec':{'command':['test','-S','/run/slurm/sack.socket']}}");
-    expect_json(json_get(k, "volumeMounts"),
-                "[{'name':'slurm-etc','mountPath':'/etc/slurm','readOnly':true},"
-                "{'name':'sackd-dir','mountPath':'/run/slurm'},"
-                "{'name':'ssh-host-keys','mountPath':'/etc/ssh/ssh_host_rsa_key','subPath':'ssh_host_rsa_key',"
-                "'readOnly':true},"
-                "{'name':'ssh-host-keys','mountPath':'/etc/ssh/ssh_host_rsa_key.pub','subPath':"
-                "'ssh_host_rsa_key.pub','readOnly':true},"
-                "{'name':'ssh-host-keys','mountPath':'/etc/ssh/ssh_host_ecdsa_key','subPath':'ssh_host_ecdsa_key',"
-                "'readOnly':true},"
-                "{'name':'ssh-host-keys','mountPath':'/etc/ssh/ssh_host_ecdsa_key.pub','subPath':"
-                "'ssh_host_ecdsa_key.pub','readOnly':true},"
-                "{'name':'ssh-config','mountPath':'/etc/ssh/sshd_config','subPath':'sshd_config','readOnly':true},"
-                "{'name':'ssh-config','mountPath':'/root/.ssh/authorized_keys','subPath':'authorized_keys',"
-                "'readOnly':true},"
-                "{'name':'sssd-conf','mountPath':'/etc/sssd/sssd.conf','subPath':'sssd.conf','readOnly':true}]");
-    expect_json(json_get(ps, "volumes"),
-                "[{'name':'slurm-etc','emptyDir':{'medium':'Memory'}},"
-                "{'name':'sackd-dir','emptyDir':{'medium':'Memory'}},"
-                "{'name':'slurm-config','projected':{'defaultMode':384,'sources':[{'secret':{'name':"
-                "'slurm-auth-slurm','items':[{'key':'slurm.key','path':'slurm.key'}]}}]}},"
-                "{'name':'ssh-host-keys','projected':{'defaultMode':384,'sources':[{'secret':{'name':"
-                "'login-ssh-host-keys','items':[{'key':'ssh_host_rsa_key','path':'ssh_host_rsa_key','mode':384},"
-                "{'key':'ssh_host_rsa_key.pub','path':'ssh_host_rsa_key.pub','mode':420},"
-                "{'key':'ssh_host_ecdsa_key','path':'ssh_host_ecdsa_key','mode':384},"
-                "{'key':'ssh_host_ecdsa_key.pub','path':'ssh_host_ecdsa_key.pub','mode':420}]}}]}},"
-                "{'name':'ssh-config','projected':{'defaultMode':384,'sources':[{'configMap':{'name':"
-                "'login-ssh-config','items':[{'key':'sshd_config','path':'sshd_config','mode':384},"
-                "{'key':'authorized_keys','path':'authorized_keys','mode':384}]}}]}},"
-                "{'name':'sssd-conf','projected':{'defaultMode':384,'sources':[{'secret':{'name':'sssd',"
-                "'items':[{'key':'sssd.conf','path':'sssd.conf','mode':384}]}}]}}]");
+    expect_json(
+        json_get(k, "volumeMounts"),
+        "[{'name':'slurm-etc','mountPath':'/etc/slurm','readOnly':true},"
+        "{'name':'sackd-dir','mountPath':'/run/slurm'},"
+        "{'name':'ssh-host-keys','mountPath':'/etc/ssh/ssh_host_rsa_key','subPath':'ssh_host_rsa_key',"
+        "'readOnly':true},"
+        "{'name':'ssh-host-keys','mountPath':'/etc/ssh/ssh_host_rsa_key.pub','subPath':"
+        "'ssh_host_rsa_key.pub','readOnly':true},"
+        "{'name':'ssh-host-keys','mountPath':'/etc/ssh/ssh_host_ecdsa_key','subPath':'ssh_host_ecdsa_key',"
+        "'readOnly':true},"
+        "{'name':'ssh-host-keys','mountPath':'/etc/ssh/ssh_host_ecdsa_key.pub','subPath':"
+        "'ssh_host_ecdsa_key.pub','readOnly':true},"
+        "{'name':'ssh-config','mountPath':'/etc/ssh/sshd_config','subPath':'sshd_config','readOnly':true},"
+        "{'name':'ssh-config','mountPath':'/root/.ssh/authorized_keys','subPath':'authorized_keys',"
+        "'readOnly':true},"
+        "{'name':'sssd-conf','mountPath':'/etc/sssd/sssd.conf','subPath':'sssd.conf','readOnly':true}]");
+    expect_json(
+        json_get(ps, "volumes"),
+        "[{'name':'slurm-etc','emptyDir':{'medium':'Memory'}},"
+        "{'name':'sackd-dir','emptyDir':{'medium':'Memory'}},"
+        "{'name':'slurm-config','projected':{'defaultMode':384,'sources':[{'secret':{'name':"
+        "'slurm-auth-slurm','items':[{'key':'slurm.key','path':'slurm.key'}]}}]}},"
+        "{'name':'ssh-host-keys','projected':{'defaultMode':384,'sources':[{'secret':{'name':"
+        "'login-ssh-host-keys','items':[{'key':'ssh_host_rsa_key','path':'ssh_host_rsa_key','mode':384},"
+        "{'key':'ssh_host_rsa_key.pub','path':'ssh_host_rsa_key.pub','mode':420},"
+        "{'key':'ssh_host_ecdsa_key','path':'ssh_host_ecdsa_key','mode':384},"
+        "{'key':'ssh_host_ecdsa_key.pub','path':'ssh_host_ecdsa_key.pub','mode':420}]}}]}},"
+        "{'name':'ssh-config','projected':{'defaultMode':384,'sources':[{'configMap':{'name':"
+        "'login-ssh-config','items':[{'key':'sshd_config','path':'sshd_config','mode':384},"
+        "{'key':'authorized_keys','path':'authorized_keys','mode':384}]}}]}},"
+        "{'name':'sssd-conf','projected':{'defaultMode':384,'sources':[{'secret':{'name':'sssd',"
+        "'items':[{'key':'sssd.conf','path':'sssd.conf','mode':384}]}}]}}]");
     char hk1[65], sshd1[65];
     strcpy(hk1, ann(tmpl, "slinky.slurm.net/ssh-host-keys-hash"));
     strcpy(sshd1, ann(tmpl, "slinky.slurm.net/sshd-conf-hash"));
@@ -1003,9 +1038,11 @@ static void test_loginset_deployment(void **state)
     tmpl = json_get(d, "spec.template");
     assert_string_not_equal(ann(tmpl, "slinky.slurm.net/ssh-host-keys-hash"), hk1);
     assert_string_equal(ann(tmpl, "slinky.slurm.net/sshd-conf-hash"), sshd1);
-    assert_non_null(named(json_get(item(json_get(tmpl, "spec.containers"), 0), "volumeMounts"), "ssh-host-keys"));
+    assert_non_null(
+        named(json_get(item(json_get(tmpl, "spec.containers"), 0), "volumeMounts"), "ssh-host-keys"));
     int ed = 0;
-    for (const cJSON *m = json_get(item(json_get(tmpl, "spec.containers"), 0), "volumeMounts")->child; m; m = m->next)
+    for (const cJSON *m = json_get(item(json_get(tmpl, "spec.containers"), 0), "volumeMounts")->child; m;
+         m = m->next)
         ed += strstr(json_get_str_or(m, "mountPath", ""), "ed25519") != NULL;
     assert_int_equal(ed, 2);
     cJSON_Delete(d);
@@ -1013,7 +1050,8 @@ static void test_loginset_deployment(void **state)
 
     /* External Controller, custom cluster domain, the user's own port. */
     tenv_add(&t, "Controller", "slurm",
-             "{" CTL_META ",'spec':{" CTL_KEYS ",'external':true,'externalConfig':{'host':'ctld.example','port':6817}}}");
+             "{" CTL_META ",'spec':{" CTL_KEYS
+             ",'external':true,'externalConfig':{'host':'ctld.example','port':6817}}}");
     t.env.cluster_domain = "corp.local";
     cJSON_Delete(l);
     l = JQ("{" LS_META ",'spec':{" LS_SPEC ",'login':{'ports':[{'name':'login','containerPort':2222}]}}}");
@@ -1036,6 +1074,106 @@ static void test_loginset_deployment(void **state)
     cJSON_Delete(l);
     cJSON_Delete(hk);
     cJSON_Delete(cm);
+    tenv_free(&t);
+}
+
+/* ---- the shell scripts in the pods --------------------------------------- */
+
+static char *write_temp(const char *text)
+{
+    char *path = strdup("/tmp/slurmop-script-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t n = strlen(text);
+    assert_int_equal(write(fd, text, n), (ssize_t)n);
+    close(fd);
+    return path;
+}
+
+static void shell_parses(const char *shell, const char *script)
+{
+    char *path = write_temp(script);
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "%s -n %s", shell, path);
+    int st = system(cmd);
+    unlink(path);
+    free(path);
+    assert_int_equal(st, 0);
+}
+
+static const char *script_of(const cJSON *container)
+{
+    const cJSON *cmd = json_get(container, "command");
+    const cJSON *last = cJSON_GetArrayItem(cmd, json_len(cmd) - 1);
+    assert_true(cJSON_IsString(last));
+    return last->valuestring;
+}
+
+static void test_pod_scripts(void **state)
+{
+    tenv t;
+    setup_env(&t);
+    cJSON *sts =
+        build_sts("{" CTL_META ",'spec':{" CTL_KEYS ",'inplaceReconfigure':true}}", NULL, &t, 0, NULL);
+    const cJSON *ics = json_get(sts, "spec.template.spec.initContainers");
+    shell_parses("bash", script_of(named(ics, "reconfigure")));
+    shell_parses("sh", script_of(named(ics, "logfile")));
+    cJSON_Delete(sts);
+
+    tenv_add(&t, "Controller", "slurm", "{" CTL_META ",'spec':{" CTL_KEYS "}}");
+    cJSON *l = JQ("{" LS_META ",'spec':{" LS_SPEC "}}");
+    cJSON *d = NULL;
+    assert_int_equal(lsb_deployment(l, NULL, NULL, &t.env, &d, NULL), 0);
+    const char *initconf = script_of(named(json_get(d, "spec.template.spec.initContainers"), "initconf"));
+    shell_parses("sh", initconf);
+
+    /* Run initconf against a projected-volume layout made like the
+     * kubelet's (files behind ..data symlinks), in temporary directories.
+     * chown needs root: only then is the whole script exercised. */
+    if (geteuid() == 0) {
+        char root[] = "/tmp/slurmop-initconf-XXXXXX";
+        assert_non_null(mkdtemp(root));
+        char cmd[2048];
+        snprintf(cmd, sizeof(cmd),
+                 "set -e; cd %s; mkdir -p src/..2024_01_01 dst; echo key > src/..2024_01_01/slurm.key; "
+                 "echo conf > src/..2024_01_01/extra.conf; echo x > src/..2024_01_01/README; "
+                 "ln -s ..2024_01_01 src/..data; ln -s ..data/slurm.key src/slurm.key; "
+                 "ln -s ..data/extra.conf src/extra.conf; ln -s ..data/README src/README",
+                 root);
+        assert_int_equal(system(cmd), 0);
+        /* Point the script at the temporary tree. */
+        char *src = xasprintf("%s/src", root), *dst = xasprintf("%s/dst", root);
+        /* Keep the script from its mkdir on, with our paths in front. */
+        const char *body = strstr(initconf, "mkdir -p");
+        assert_non_null(body);
+        char *fixed = xasprintf("src=%s\ndst=%s\n%s", src, dst, body);
+        char *path = write_temp(fixed);
+        snprintf(cmd, sizeof(cmd), "sh %s > /dev/null", path);
+        assert_int_equal(system(cmd), 0);
+        struct stat st;
+        char *k = xasprintf("%s/slurm.key", dst), *c = xasprintf("%s/extra.conf", dst),
+             *r = xasprintf("%s/README", dst);
+        assert_int_equal(lstat(k, &st), 0);
+        assert_true(S_ISREG(st.st_mode));
+        assert_int_equal(st.st_mode & 0777, 0600);
+        assert_int_equal(st.st_uid, 401);
+        assert_int_equal(st.st_gid, 401);
+        assert_int_equal(lstat(c, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0644);
+        assert_int_equal(lstat(r, &st), -1); /* only *.conf and *.key are copied */
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+        assert_int_equal(system(cmd), 0);
+        unlink(path);
+        free(path);
+        free(k);
+        free(c);
+        free(r);
+        free(fixed);
+        free(src);
+        free(dst);
+    }
+    cJSON_Delete(d);
+    cJSON_Delete(l);
     tenv_free(&t);
 }
 
@@ -1100,8 +1238,9 @@ static void test_validate_controller(void **state)
 
     /* Updates: immutable fields. */
     cJSON *old = JQ("{" CTL_META ",'spec':{" CTL_KEYS ",'persistence':{'existingClaim':'a'}}}");
-    c = JQ("{" CTL_META ",'spec':{'clusterName':'renamed','slurmKeyRef':{'name':'other','key':'k'},"
-           "'jwtHs256KeyRef':{'name':'slurm-auth-jwt','key':'jwt.key'},'persistence':{'existingClaim':'b'}}}");
+    c = JQ(
+        "{" CTL_META ",'spec':{'clusterName':'renamed','slurmKeyRef':{'name':'other','key':'k'},"
+        "'jwtHs256KeyRef':{'name':'slurm-auth-jwt','key':'jwt.key'},'persistence':{'existingClaim':'b'}}}");
     assert_int_equal(vclu_controller(c, old, &t.env, &r), OP_EINVALID);
     assert_true(has_msg(r.errors, r.n_errors, "ClusterName cannot change"));
     assert_true(has_msg(r.errors, r.n_errors, "slurmKeyRef cannot change"));
@@ -1128,7 +1267,8 @@ static void test_validate_others(void **state)
     vclu_result r = {0};
     cJSON *l = JQ("{" LS_META ",'spec':{" LS_SPEC "}}");
     assert_int_equal(vclu_loginset(l, NULL, &r), 0);
-    cJSON *bad = JQ("{" LS_META ",'spec':{'controllerRef':{'name':'x'},'service':{'spec':{'externalIPs':['1']}}}}");
+    cJSON *bad =
+        JQ("{" LS_META ",'spec':{'controllerRef':{'name':'x'},'service':{'spec':{'externalIPs':['1']}}}}");
     assert_int_equal(vclu_loginset(bad, l, &r), OP_EINVALID);
     assert_true(has_msg(r.errors, r.n_errors, "sssdConfRef.name"));
     assert_true(has_msg(r.errors, r.n_errors, "controllerRef cannot change"));
@@ -1185,6 +1325,7 @@ int main(void)
         cmocka_unit_test(test_accounting),
         cmocka_unit_test(test_loginset_objects),
         cmocka_unit_test(test_loginset_deployment),
+        cmocka_unit_test(test_pod_scripts),
         cmocka_unit_test(test_validate_controller),
         cmocka_unit_test(test_validate_others),
     };

@@ -44,8 +44,9 @@ static void test_ha_metrics_jwks(void **state)
     golden("slurm.conf.ha", s);
     /* HA without backups given: one backup by default. */
     char *d = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'ha':{'enabled':true}}}", NULL, 0, NULL);
-    assert_non_null(strstr(d, "SlurmctldHost=slurm-controller-1(slurm-controller-1.slurm-controller-internal.slurm)\n"
-                              "SlurmctldPort=6817\n"));
+    assert_non_null(
+        strstr(d, "SlurmctldHost=slurm-controller-1(slurm-controller-1.slurm-controller-internal.slurm)\n"
+                  "SlurmctldPort=6817\n"));
     assert_null(strstr(d, "slurm-controller-2"));
     free(d);
     free(s);
@@ -109,7 +110,8 @@ static void test_accounting_nodesets_scripts(void **state)
 
     /* An external Accounting is reached at its external endpoint. */
     tenv_add(&t, "Accounting", "ext",
-             "{'metadata':{'name':'ext'},'spec':{'external':true,'externalConfig':{'host':'dbd.example','port':7031}}}");
+             "{'metadata':{'name':'ext'},'spec':{'external':true,'externalConfig':{'host':'dbd.example','"
+             "port':7031}}}");
     char *s4 = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'accountingRef':{'name':'ext'}}}", NULL, 0, &t);
     assert_non_null(strstr(s4, "AccountingStorageType=accounting_storage/slurmdbd\n"
                                "AccountingStorageHost=dbd.example\nAccountingStoragePort=7031\n"));
@@ -137,8 +139,9 @@ static void test_missing_script_configmap(void **state)
 
 static void test_extraconf_merge(void **state)
 {
-    cJSON *ns = JQ("{'metadata':{'name':'slinky'},'spec':{'controllerRef':{'name':'slurm'},"
-                   "'template':{'spec':{'hostname':'slinky-'}},'partition':{'enabled':true,'config':'State=UP'}}}");
+    cJSON *ns =
+        JQ("{'metadata':{'name':'slinky'},'spec':{'controllerRef':{'name':'slurm'},"
+           "'template':{'spec':{'hostname':'slinky-'}},'partition':{'enabled':true,'config':'State=UP'}}}");
     const cJSON *list[1] = {ns};
     char *s = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'extraConf':"
                       "'PartitionName=all Nodes=ALL Default=YES MaxTime=UNLIMITED\\n"
@@ -158,15 +161,17 @@ static void test_external(void **state)
     char *s = conf_of("{'metadata':{'name':'slurm'},'spec':{'external':true,"
                       "'externalConfig':{'host':'my-controller','port':6817},'extraConf':'MinJobAge=2'}}",
                       NULL, 0, NULL);
-    assert_string_equal(s, "#\n### GENERAL ###\nClusterName=_slurm\nSlurmUser=slurm\nSlurmctldHost=my-controller\n"
-                           "SlurmctldPort=6817\n#\n### PLUGINS & PARAMETERS ###\nAuthType=auth/slurm\n"
-                           "CredType=cred/slurm\nAuthAltTypes=auth/jwt\n#\n### ACCOUNTING ###\n"
-                           "AccountingStorageType=accounting_storage/none\n");
+    assert_string_equal(
+        s, "#\n### GENERAL ###\nClusterName=_slurm\nSlurmUser=slurm\nSlurmctldHost=my-controller\n"
+           "SlurmctldPort=6817\n#\n### PLUGINS & PARAMETERS ###\nAuthType=auth/slurm\n"
+           "CredType=cred/slurm\nAuthAltTypes=auth/jwt\n#\n### ACCOUNTING ###\n"
+           "AccountingStorageType=accounting_storage/none\n");
     free(s);
     tenv t;
     tenv_init(&t);
     tenv_add(&t, "Accounting", "acct", "{'metadata':{'name':'acct'},'spec':{}}");
-    s = conf_of("{" CTL_BASE ",'spec':{'external':true,'externalConfig':{'host':'ctld.example.org','port':6817},"
+    s = conf_of("{" CTL_BASE
+                ",'spec':{'external':true,'externalConfig':{'host':'ctld.example.org','port':6817},"
                 "'accountingRef':{'name':'acct'}}}",
                 NULL, 0, &t);
     golden("slurm.conf.external", s);
@@ -201,7 +206,8 @@ static void test_merged_config_rule(void **state)
         {"AuthAltParameters=JWT_KEY=/other,disable_token_creation",
          "AuthAltParameters=disable_token_creation,jwt_key=/etc/slurm/jwt.key"},
         /* The first of two user options with one name wins. */
-        {"SlurmctldParameters=Foo=1,foo=2", "SlurmctldParameters=enable_configless,foo=1,reconfig_on_restart"},
+        {"SlurmctldParameters=Foo=1,foo=2",
+         "SlurmctldParameters=enable_configless,foo=1,reconfig_on_restart"},
         /* Empty options are skipped. */
         {"AuthInfo=,,cred_expire=70,,", "AuthInfo=cred_expire=70,use_client_ids"},
         /* The last line for a key wins. */
@@ -227,7 +233,8 @@ static void test_merged_config_rule(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *got = sconf_merged_config(cases[i].extra, keys, 3);
         if (strcmp(got, cases[i].want) != 0)
-            fprintf(stderr, "case %zu: extra=[%s]\n got=[%s]\nwant=[%s]\n", i, cases[i].extra, got, cases[i].want);
+            fprintf(stderr, "case %zu: extra=[%s]\n got=[%s]\nwant=[%s]\n", i, cases[i].extra, got,
+                    cases[i].want);
         assert_string_equal(got, cases[i].want);
         free(got);
     }
@@ -267,7 +274,8 @@ static void test_slurmdbd_conf(void **state)
     a = JQ("{'metadata':{'name':'acct','namespace':'slurm'},'spec':{"
            "'jwksKeyRef':{'name':'jwks','key':'jwks.json'},"
            "'storageConfig':{'host':'db.example','port':3307,'database':'acct','username':'dbd'},"
-           "'extraConf':'CommitDelay=1\\nAuthInfo=cred_expire=70\\nAuthAltParameters=jwks=/x,Disable_Token_Creation'}}");
+           "'extraConf':'CommitDelay=1\\nAuthInfo=cred_expire=70\\nAuthAltParameters=jwks=/"
+           "x,Disable_Token_Creation'}}");
     s = sconf_slurmdbd_conf(a, "p@ss:w0rd");
     golden("slurmdbd.conf.extra", s);
     free(s);
@@ -287,7 +295,8 @@ static void test_sshd_configs(void **state)
     golden("sshd_config.worker", s);
     free(s);
     s = sconf_authorized_keys("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample user@example.com");
-    assert_string_equal(s, "#\n### SLINKY ###\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample user@example.com\n");
+    assert_string_equal(s,
+                        "#\n### SLINKY ###\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample user@example.com\n");
     free(s);
 }
 

@@ -36,7 +36,8 @@ static uint8_t *blob_of(const char *line, const char *type, size_t *len)
 static const uint8_t *wire_take(const uint8_t *blob, size_t len, size_t *off, size_t *n)
 {
     assert_true(*off + 4 <= len);
-    *n = (size_t)blob[*off] << 24 | (size_t)blob[*off + 1] << 16 | (size_t)blob[*off + 2] << 8 | blob[*off + 3];
+    *n = (size_t)blob[*off] << 24 | (size_t)blob[*off + 1] << 16 | (size_t)blob[*off + 2] << 8 |
+         blob[*off + 3];
     *off += 4;
     assert_true(*off + *n <= len);
     const uint8_t *p = blob + *off;
@@ -132,7 +133,8 @@ static void test_bad_arguments(void **state)
 /* ssh-keygen -y -f <private> prints the public key: it must be ours. */
 static const char *ssh_keygen(void)
 {
-    static const char *const paths[] = {"/usr/bin/ssh-keygen", "/bin/ssh-keygen", "/usr/local/bin/ssh-keygen"};
+    static const char *const paths[] = {"/usr/bin/ssh-keygen", "/bin/ssh-keygen",
+                                        "/usr/local/bin/ssh-keygen"};
     for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
         if (access(paths[i], X_OK) == 0)
             return paths[i];
@@ -239,10 +241,8 @@ static void test_threadpool(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ecdsa),
-        cmocka_unit_test(test_rsa_2048),
-        cmocka_unit_test(test_bad_arguments),
-        cmocka_unit_test(test_host_keys_and_openssh),
+        cmocka_unit_test(test_ecdsa),         cmocka_unit_test(test_rsa_2048),
+        cmocka_unit_test(test_bad_arguments), cmocka_unit_test(test_host_keys_and_openssh),
         cmocka_unit_test(test_threadpool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

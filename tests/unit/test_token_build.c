@@ -7,8 +7,9 @@
 #include "core/err.h"
 #include "reconcilers/token_build.h"
 
-#define TOK "'apiVersion':'slinky.slurm.net/v1beta1','kind':'Token','metadata':{'name':'tok','namespace':'slurm'," \
-            "'uid':'tok-uid','labels':{'team':'a'},'annotations':{'note':'n'}}"
+#define TOK                                                                                                  \
+    "'apiVersion':'slinky.slurm.net/v1beta1','kind':'Token','metadata':{'name':'tok','namespace':'slurm',"   \
+    "'uid':'tok-uid','labels':{'team':'a'},'annotations':{'note':'n'}}"
 
 static void test_settings_defaults(void **state)
 {
@@ -61,10 +62,10 @@ static void test_lifetime_clamp_and_errors(void **state)
         {"1.5h", 0, 5400000},
         {"250ms", 0, 250},
         {"0", 0, 0},
-        {"-5m", 0, 0},                                  /* clamped to 0 */
-        {"999999h", 0, TOKB_MAX_LIFETIME_S * 1000},     /* clamped to 2147483646 s */
+        {"-5m", 0, 0},                                           /* clamped to 0 */
+        {"999999h", 0, TOKB_MAX_LIFETIME_S * 1000},              /* clamped to 2147483646 s */
         {"9999999999999999999h", 0, TOKB_MAX_LIFETIME_S * 1000}, /* overflow: clamped too */
-        {"15", OP_EPARSE, 15 * 60 * 1000},              /* no unit: default kept */
+        {"15", OP_EPARSE, 15 * 60 * 1000},                       /* no unit: default kept */
         {"soon", OP_EPARSE, 15 * 60 * 1000},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -226,7 +227,7 @@ static void test_issue240_requeue_never_zero(void **state)
 {
     /* Edge cases: zero and sub-second lifetimes, exp in the past/future,
      * extreme values. */
-    const int64_t lifetimes[] = {0, 1, 999, 1000, 1001, 15 * 60 * 1000, TOKB_MAX_LIFETIME_S * 1000,
+    const int64_t lifetimes[] = {0,         1, 999, 1000, 1001, 15 * 60 * 1000, TOKB_MAX_LIFETIME_S * 1000,
                                  INT64_MAX, -5};
     const int64_t exps[] = {0, 1, 1700000000, 1700000900, INT64_MAX, INT64_MIN, -1};
     const int64_t nows[] = {0, 1700000000000LL, 1700000899999LL, INT64_MAX, INT64_MIN};
@@ -235,9 +236,9 @@ static void test_issue240_requeue_never_zero(void **state)
             for (size_t c = 0; c < sizeof(nows) / sizeof(nows[0]); c++) {
                 tokb_plan p = tokb_refresh_plan(exps[b], nows[c], lifetimes[a]);
                 assert_true(p.requeue_ms >= 1000);
-                int64_t upper = lifetimes[a] < 1000 ? 1000
+                int64_t upper = lifetimes[a] < 1000                         ? 1000
                                 : lifetimes[a] > TOKB_MAX_LIFETIME_S * 1000 ? TOKB_MAX_LIFETIME_S * 1000
-                                                                          : lifetimes[a];
+                                                                            : lifetimes[a];
                 assert_true(p.requeue_ms <= upper);
             }
     /* And random ones. */
@@ -256,12 +257,9 @@ static void test_issue240_requeue_never_zero(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_settings_defaults),
-        cmocka_unit_test(test_lifetime_clamp_and_errors),
-        cmocka_unit_test(test_go_durations),
-        cmocka_unit_test(test_secret),
-        cmocka_unit_test(test_refresh_schedule),
-        cmocka_unit_test(test_issue240_requeue_never_zero),
+        cmocka_unit_test(test_settings_defaults), cmocka_unit_test(test_lifetime_clamp_and_errors),
+        cmocka_unit_test(test_go_durations),      cmocka_unit_test(test_secret),
+        cmocka_unit_test(test_refresh_schedule),  cmocka_unit_test(test_issue240_requeue_never_zero),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
