@@ -130,7 +130,7 @@ cJSON *clc_strmap_merge(const cJSON *const *maps, size_t n)
         if (!cJSON_IsObject(maps[i]))
             continue;
         for (const cJSON *kv = maps[i]->child; kv; kv = kv->next)
-            if (cJSON_IsString(kv) && kv->string)
+            if (cJSON_IsString(kv) && kv->string && strcmp(kv->string, CLC_ANN_LAST_APPLIED) != 0)
                 json_set_str(out, kv->string, kv->valuestring);
     }
     clc_sort_keys(out);

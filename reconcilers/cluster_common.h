@@ -32,6 +32,7 @@
 #define CLC_LABEL_INSTANCE "app.kubernetes.io/instance"
 #define CLC_LABEL_COMPONENT "app.kubernetes.io/component"
 #define CLC_LABEL_CONTROLLER_ACTIVE "controller.slinky.slurm.net/active"
+#define CLC_ANN_LAST_APPLIED "kubectl.kubernetes.io/last-applied-configuration"
 #define CLC_ANN_DEFAULT_CONTAINER "kubectl.kubernetes.io/default-container"
 #define CLC_ANN_SLURM_KEY_HASH "slinky.slurm.net/slurm-key-hash"
 #define CLC_ANN_JWT_KEY_HASH "slinky.slurm.net/jwt-key-hash"
@@ -109,7 +110,10 @@ cJSON *clc_new_object(const char *api_version, const char *kind, const char *nam
 
 /** Merge string maps: the result holds every string-valued entry of the
  *  given objects (NULL and non-objects are skipped), later maps winning on
- *  equal keys, keys sorted bytewise. Always returns a new object. */
+ *  equal keys, keys sorted bytewise. Always returns a new object.
+ *  kubectl.kubernetes.io/last-applied-configuration is never copied: it is
+ *  kubectl's record of the CR itself, and copied into a pod template it
+ *  would roll the pods on every `kubectl apply` of the CR. */
 cJSON *clc_strmap_merge(const cJSON *const *maps, size_t n);
 #define CLC_MERGE(...)                                                                                       \
     clc_strmap_merge((const cJSON *const[]){__VA_ARGS__},                                                    \

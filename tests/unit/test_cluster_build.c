@@ -20,7 +20,8 @@
 #define CTL_META                                                                                             \
     "'apiVersion':'slinky.slurm.net/"                                                                        \
     "v1beta1','kind':'Controller','metadata':{'name':'slurm','namespace':'ns1',"                             \
-    "'uid':'" UID "','labels':{'team':'hpc','app.kubernetes.io/name':'evil'},'annotations':{'owner':'me'}}"
+    "'uid':'" UID "','labels':{'team':'hpc','app.kubernetes.io/name':'evil'},'annotations':{'owner':'me',"   \
+    "'kubectl.kubernetes.io/last-applied-configuration':'{}'}}"
 #define CTL_KEYS                                                                                             \
     "'slurmKeyRef':{'name':'slurm-auth-slurm','key':'slurm.key'},"                                           \
     "'jwtKeyRef':{'name':'slurm-auth-jwt','key':'jwt.key'}"
@@ -315,6 +316,10 @@ static void test_controller_statefulset_shape(void **state)
     assert_string_equal(ann(tmpl, "kubectl.kubernetes.io/default-container"), "slurmctld");
     assert_string_equal(ann(tmpl, "tpa"), "2");
     assert_string_equal(ann(tmpl, "owner"), "me");
+    /* kubectl's record of the CR is not copied (it would roll the pods on
+     * every kubectl apply). */
+    assert_null(ann(tmpl, "kubectl.kubernetes.io/last-applied-configuration"));
+    assert_null(ann(sts, "kubectl.kubernetes.io/last-applied-configuration"));
     const cJSON *ps = json_get(tmpl, "spec");
     assert_false(json_get_bool(ps, "automountServiceAccountToken", 1));
     expect_json(json_get(ps, "securityContext"),
