@@ -400,13 +400,13 @@ static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON
 {
     if (desired == NULL)
         return;
-    int rc = objsync_ensure(p->op, kind, res, desired, on_object_written, xstrdup(p->key));
-    if (rc != OBJSYNC_WRITING) {
-        /* The callback owns the key copy only when a write was submitted. */
-        /* objsync did not take it: nothing was submitted. */
-    }
+    char *key = xstrdup(p->key);
+    int rc = objsync_ensure(p->op, kind, res, desired, on_object_written, key);
+    /* The callback owns the key copy only when a write was submitted. */
     if (rc == OBJSYNC_WRITING)
         note_write(p);
+    else
+        free(key);
     cJSON_Delete(desired);
 }
 
@@ -459,16 +459,29 @@ static int sync_revisions(struct pass *p)
     size_t ng = nsb_truncate_history(revs, n, live, nlive, (int32_t)json_get_int(p->ns, "spec.revisionHistoryLimit", 0),
                                      p->name, gone);
     for (size_t k = 0; k < ng; k++) {
+        char *key = xstrdup(p->key);
         int rc = objsync_delete(p->op, OPK_REVISIONS, &KUBE_CONTROLLERREVISIONS, p->nsname, revs[gone[k]].name,
-                                on_object_written, xstrdup(p->key));
+                                on_object_written, key);
         if (rc == OBJSYNC_WRITING)
             note_write(p);
+        else
+            free(key);
     }
     free(gone);
     free(live);
     cJSON_Delete(patch);
     free(revs);
     return 0;
+}
+
+static void adopted(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    char *key = data;
+    if (err && err != OP_ECANCELED)
+        log_warn("nodeset %s: adopting a pod failed: %s (%s)", key, op_strerror(err), st ? st->message : "");
+    if (C->q && err != OP_ECANCELED)
+        wq_add(C->q, key);
+    free(key);
 }
 
 /* Claim pods: owned ones, and orphans that match (adopted by a patch). */
@@ -498,7 +511,7 @@ static void collect_pods(struct pass *p)
         json_set_str(meta, "uid", o->uid); /* a precondition: adopt only this incarnation */
         log_info("nodeset %s: adopting orphan pod %s", p->key, o->name);
         kube_patch(p->op->client, &KUBE_PODS, o->ns, o->name, NULL, KUBE_PATCH_STRATEGIC, patch, NULL, 0,
-                   on_object_written == NULL ? NULL : (kube_cb)NULL, NULL);
+                   adopted, xstrdup(p->key));
         note_write(p);
         cJSON_Delete(patch);
     }
@@ -823,7 +836,7 @@ static void sync_status(struct pass *p)
         want_requeue(p, (uint32_t)min_ready * 1000u + 1000u);
 }
 
-static wq_result sync(const char *key, uint64_t first_add_ns)
+static wq_result ns_sync(const char *key, uint64_t first_add_ns)
 {
     operator *op = C->op;
     const sobj *o = store_get_key(op_store(op, OPK_NODESETS), key);
@@ -895,7 +908,7 @@ static wq_result sync(const char *key, uint64_t first_add_ns)
 static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
 {
     uint64_t t0 = uv_hrtime();
-    wq_result r = sync(key, first_add_ns);
+    wq_result r = ns_sync(key, first_add_ns);
     op_observe_reconcile(C->op, NODESET_CONTROLLER, r, (double)(uv_hrtime() - t0) / 1e9);
     return r;
 }
