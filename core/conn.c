@@ -490,8 +490,8 @@ static void tls_read_all(conn *c)
             if (r > 0)
                 continue;
         }
-        if (r == TLS_AGAIN || r > 0)
-            break;
+        if (r >= 0)
+            break; /* 0: mbedtls wants more ciphertext */
         read_end(c, r);
         break;
     }
@@ -572,7 +572,7 @@ static void tls_flush(conn *c)
     while (c->qn > c->qh) {
         wentry *e = &c->q[c->qh];
         int r = tls_sess_write(c->tls, e->p + c->tls_off, e->len - c->tls_off);
-        if (r == TLS_AGAIN)
+        if (r == 0)
             break; /* retried later with the same pointer and length */
         if (r < 0) {
             tls_send_cipher(c);

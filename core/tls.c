@@ -410,7 +410,7 @@ int tls_sess_read(tls_session *s, char *out, size_t cap)
         switch (rc) {
         case MBEDTLS_ERR_SSL_WANT_READ:
         case MBEDTLS_ERR_SSL_WANT_WRITE:
-            return TLS_AGAIN;
+            return 0;
         case MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY:
             return UV_EOF;
         case 0:
@@ -437,7 +437,7 @@ int tls_sess_write(tls_session *s, const char *p, size_t len)
     if (rc > 0)
         return rc;
     if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE || rc == 0)
-        return TLS_AGAIN;
+        return 0;
     return map_error(s, "write", rc);
 }
 

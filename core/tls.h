@@ -16,11 +16,12 @@
  * verification is never switched off unless insecure_skip_verify was asked
  * for explicitly.
  *
- * Return codes: 0 or a positive byte count on success, TLS_AGAIN when more
- * input is needed (or output must be flushed first), UV_EOF for a received
- * close_notify, OP_ECERT for a certificate that failed verification (either
- * side), OP_ETLS for every other TLS failure. After an error the session is
- * dead and must be freed.
+ * Return codes: a positive byte count for reads and writes, 0 when more
+ * input is needed (reads) or the write must be repeated later (writes),
+ * TLS_AGAIN from the handshake while it is in progress, UV_EOF for a
+ * received close_notify, OP_ECERT for a certificate that failed
+ * verification (either side), OP_ETLS for every other TLS failure. After an
+ * error the session is dead and must be freed.
  */
 #ifndef OP_TLS_H
 #define OP_TLS_H
@@ -81,15 +82,16 @@ size_t tls_sess_input_left(const tls_session *s, const char **p);
 /** Advance the handshake: 0 when complete, TLS_AGAIN, or an error. */
 int tls_sess_handshake(tls_session *s);
 int tls_sess_handshake_done(const tls_session *s);
-/** Decrypt into out: bytes (> 0), TLS_AGAIN when the input is used up,
- *  UV_EOF after close_notify, or an error. Call until it is not > 0. */
+/** Decrypt into out: bytes (> 0), 0 when the input is used up, UV_EOF
+ *  after close_notify (or a transport EOF mbedtls saw), or an error. Call
+ *  until it is not > 0. */
 int tls_sess_read(tls_session *s, char *out, size_t cap);
 /** Plaintext decrypted or buffered in the session that tls_sess_read would
  *  return without more input. */
 int tls_sess_pending(const tls_session *s);
 /** Encrypt: bytes consumed (> 0, possibly fewer than len: call again with
- *  the rest), TLS_AGAIN (call again later with the SAME p and len), or an
- *  error. */
+ *  the rest), 0 when blocked (call again later with the SAME p and len), or
+ *  an error. */
 int tls_sess_write(tls_session *s, const char *p, size_t len);
 /** Queue a close_notify alert. */
 void tls_sess_close_notify(tls_session *s);
