@@ -321,6 +321,10 @@ static void write_failed(conn *c, int err)
         conn_close(c);
         return;
     }
+    if (c->state == CS_HANDSHAKE) {
+        handshake_failed(c, err);
+        return;
+    }
     read_end(c, err);
 }
 

@@ -650,8 +650,15 @@ static void conn_ended(hc_conn *hc, int err)
 {
     hc_pool *pool = hc->pool;
     hc_req *r = hc->req;
-    if (!r) {
+    if (!r || hc->state == HCS_CONNECTING) {
+        /* Not established yet (conn reports those through on_connect; be
+         * safe anyway) or idle: nothing to salvage. */
+        hc->req = NULL;
         hconn_close(hc);
+        if (r) {
+            r->hconn = NULL;
+            req_deliver(r, is_reset(err) ? OP_ECLOSED : err);
+        }
         pump(pool);
         return;
     }
@@ -668,6 +675,7 @@ static void conn_ended(hc_conn *hc, int err)
             (void)e;
         }
         req_fail(r, is_reset(err) ? OP_ECLOSED : err);
+        hconn_close(hc);
         pump(pool);
         return;
     }
@@ -688,6 +696,7 @@ static void conn_ended(hc_conn *hc, int err)
         return;
     }
     req_fail(r, is_reset(err) ? OP_ECLOSED : err);
+    hconn_close(hc);
     pump(pool);
 }
 

@@ -401,10 +401,9 @@ static void settings_init(void)
 
 /* --- connection ---------------------------------------------------------- */
 
+/* Close now, also when a graceful end (hc_end) is lingering. */
 static void hc_close(hs_conn *hc)
 {
-    if (hc->closing)
-        return;
     hc->closing = 1;
     conn_close(hc->c);
 }
@@ -732,6 +731,8 @@ hs_server *hs_listen(uv_loop_t *loop, const char *host, int port, const hs_opts 
         struct sockaddr_storage ss;
     } addr;
     const char *h = host && *host ? host : "0.0.0.0";
+    if (strcmp(h, "localhost") == 0)
+        h = "127.0.0.1";
     if (uv_ip4_addr(h, port, &addr.in4) != 0 && uv_ip6_addr(h, port, &addr.in6) != 0)
         rc = OP_EINVAL;
     if (rc == 0)

@@ -660,6 +660,82 @@ static void test_name_resolution(void **state)
     fx_finish(&f);
 }
 
+
+/* Malformed or hostile responses: each must fail cleanly (or succeed where
+ * the bytes are valid), never crash, leak or hang. A small corpus replayed
+ * through the real client on a real socket. */
+typedef struct bad_case {
+    const char *resp;
+    size_t len; /* 0: strlen */
+    int want;   /* expected completion status */
+    int close_after; /* server closes right after sending */
+} bad_case;
+
+static void bad_on_request(raw_conn *rc, const char *req, size_t len, int idx, void *data)
+{
+    const bad_case *bc = data;
+    (void)req;
+    (void)len;
+    (void)idx;
+    size_t n = bc->len ? bc->len : strlen(bc->resp);
+    if (bc->close_after)
+        raw_send_close(rc, bc->resp, n);
+    else
+        raw_send(rc, bc->resp, n);
+}
+
+static void test_malformed_responses(void **state)
+{
+    (void)state;
+    static char long_reason[3000];
+    memcpy(long_reason, "HTTP/1.1 200 ", 13);
+    memset(long_reason + 13, 'r', 2000);
+    strcpy(long_reason + 2013, "\r\nContent-Length: 0\r\n\r\n");
+    const bad_case cases[] = {
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", 0, OP_EPROTO, 0},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n", 0, OP_EPROTO, 0},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\n", 0, OP_EPROTO, 0},
+        {"HTTP/1.1 2000 OK\r\n\r\n", 0, OP_EPROTO, 0},
+        {"XTTP/1.1 200 OK\r\n\r\n", 0, OP_EPROTO, 0},
+        {"HTTP/1.1 200 OK\r\nBad Header\r\n\r\n", 0, OP_EPROTO, 0},
+        {"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", 0, OP_EPROTO, 0},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n", 0, OP_EPROTO, 0},
+        {"\0\0\0\xff\xfe garbage", 10, OP_EPROTO, 0},
+        {"", 0, OP_ECLOSED, 1},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", 0, OP_ECLOSED, 1},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n", 0, OP_ECLOSED, 1},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcEXTRA", 0, 0, 0},
+        {long_reason, 0, OP_ETOOBIG, 0},
+    };
+    hc_pool_opts po = {.max_conns = 1, .max_header_bytes = 1024};
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        test_loop tl;
+        uv_loop_t *loop = tl_start(&tl, 10000);
+        raw_server *srv = raw_listen(loop, bad_on_request, (void *)&cases[i]);
+        hc_pool *pool = pool_for(loop, srv->port, &po);
+        result r;
+        res_init(&r, NULL);
+        submit(pool, "GET", "/bad", NULL, &r, 0, 2000, 0);
+        tl_run_until(&tl, &r.done);
+        if (r.status != cases[i].want)
+            fail_msg("case %zu: got %s, want %s", i, op_errname(r.status), op_errname(cases[i].want));
+        if (cases[i].want == 0) {
+            /* Valid response followed by junk: delivered, connection not reused. */
+            assert_string_equal(buf_cstr(&r.body), "abc");
+            res_reset(&r);
+            submit(pool, "GET", "/again", NULL, &r, 0, 2000, 0);
+            tl_run_until(&tl, &r.done);
+            hc_stats st;
+            hc_pool_stats(pool, &st);
+            assert_int_equal((int)st.connects, 2);
+        }
+        res_free(&r);
+        close_pool(&tl, pool);
+        raw_server_close(srv);
+        tl_finish(&tl);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -679,6 +755,7 @@ int main(void)
         cmocka_unit_test(test_pool_close_with_queue),
         cmocka_unit_test(test_connect_refused_and_bad_input),
         cmocka_unit_test(test_name_resolution),
+        cmocka_unit_test(test_malformed_responses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -625,6 +625,42 @@ static void test_slow_reader_cap(void **state)
     tl_finish(&tl);
 }
 
+
+/* Hostile requests: each is refused with 400 and a close; the handler never
+ * sees any of them. */
+static void test_malformed_requests(void **state)
+{
+    (void)state;
+    const char *cases[] = {
+        "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+        "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n",
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: -3\r\n\r\n",
+        "GET /\x01 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET / HTTP/1.1\r\nBad Header\r\n\r\n",
+        "GET / XTTP/1.1\r\n\r\n",
+        "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", /* a TLS ClientHello on a plain port */
+    };
+    test_loop tl;
+    uv_loop_t *loop = tl_start(&tl, 20000);
+    server_start(loop, NULL);
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        size_t n = strlen(cases[i]);
+        raw_client *cl = rcl_connect(loop, S.port, cases[i], n);
+        wait_raw(&tl, cl, NULL, -1);
+        if (!strstr(buf_cstr(&cl->in), "HTTP/1.1 400 "))
+            fail_msg("case %zu: no 400 in '%s'", i, buf_cstr(&cl->in));
+        rcl_close(cl);
+    }
+    assert_string_equal(S.order, "");
+    hs_stats st;
+    hs_server_stats(S.srv, &st);
+    assert_int_equal((int)st.requests, 0);
+    server_stop(&tl);
+    tl_finish(&tl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -638,6 +674,7 @@ int main(void)
         cmocka_unit_test(test_on_close_and_drop),
         cmocka_unit_test(test_idle_timeout),
         cmocka_unit_test(test_slow_reader_cap),
+        cmocka_unit_test(test_malformed_requests),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
