@@ -27,7 +27,10 @@
 #include "core/log.h"
 #include "core/mem.h"
 
-#define READ_BUF_SIZE (64 * 1024)
+#ifndef CONN_READ_BUF_SIZE /* tests shrink it to force partial records and leftovers */
+#define CONN_READ_BUF_SIZE (64 * 1024)
+#endif
+#define READ_BUF_SIZE CONN_READ_BUF_SIZE
 #define PACK_BLOCK (16 * 1024)
 #define END_DRAIN_MS 30000 /* bound on flushing before a graceful close */
 

@@ -231,6 +231,9 @@ int tls_config_is_server(const tls_config *cfg)
 static int bio_send(void *ctx, const unsigned char *p, size_t len)
 {
     tls_session *s = ctx;
+    /* Start with room for a full record: fewer reallocs per flush. */
+    if (!s->out.data && buf_reserve(&s->out, len > 17 * 1024 ? len : 17 * 1024) != 0)
+        return MBEDTLS_ERR_SSL_INTERNAL_ERROR;
     if (buf_append(&s->out, p, len) != 0)
         return MBEDTLS_ERR_SSL_INTERNAL_ERROR;
     return (int)len;
