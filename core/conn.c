@@ -91,7 +91,7 @@ struct conn {
     int end_code;     /* that n */
     int wr_failed;    /* a write failed: conn_write refuses */
     int connect_reported;
-    int pending_err;  /* connect error to report from the timer */
+    int pending_err; /* connect error to report from the timer */
     int defer_wanted;
     int drain_wanted;
     int prep_active;

@@ -54,10 +54,10 @@ typedef struct conn_cbs {
 } conn_cbs;
 
 typedef struct conn_connect_opts {
-    const char *host;       /* name, IPv4 literal, or IPv6 literal (brackets allowed) */
+    const char *host; /* name, IPv4 literal, or IPv6 literal (brackets allowed) */
     int port;
-    tls_config *tls;        /* client config, or NULL for plain TCP (a reference is taken) */
-    unsigned timeout_ms;    /* resolve + connect + handshake; 0 = none */
+    tls_config *tls;     /* client config, or NULL for plain TCP (a reference is taken) */
+    unsigned timeout_ms; /* resolve + connect + handshake; 0 = none */
 } conn_connect_opts;
 
 /** Start connecting. cbs must outlive the conn. Never NULL: failures,

@@ -67,10 +67,10 @@ struct hc_req {
     int close_after; /* the caller sent Connection: close */
     int retried;
     int need_fresh;
-    int on_reused;  /* sent on a kept-alive connection */
-    int got_bytes;  /* some response byte arrived */
-    int result;     /* status for a pending completion */
-    int err;        /* error decided inside a parser callback */
+    int on_reused; /* sent on a kept-alive connection */
+    int got_bytes; /* some response byte arrived */
+    int result;    /* status for a pending completion */
+    int err;       /* error decided inside a parser callback */
     unsigned idle_ms;
     uint64_t deadline;
     uint64_t last_activity;
@@ -109,16 +109,16 @@ struct hc_conn {
 
 struct hc_pool {
     uv_loop_t *loop;
-    char *host;      /* without brackets */
-    char *host_hdr;  /* Host header value */
+    char *host;     /* without brackets */
+    char *host_hdr; /* Host header value */
     int port;
     tls_config *tls;
     hc_pool_opts opts;
     list_node idle;
     list_node active;
     list_node queue;
-    int n_counted;   /* conns against max_conns */
-    int n_open;      /* conns not closing */
+    int n_counted; /* conns against max_conns */
+    int n_open;    /* conns not closing */
     int n_queued;
     int n_live_conns;
     int n_live_reqs;
@@ -179,21 +179,22 @@ static int method_has_body(const char *m)
 
 static int method_idempotent(const char *m)
 {
-    return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0 || strcmp(m, "PUT") == 0 || strcmp(m, "DELETE") == 0 ||
-           strcmp(m, "OPTIONS") == 0;
+    return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0 || strcmp(m, "PUT") == 0 ||
+           strcmp(m, "DELETE") == 0 || strcmp(m, "OPTIONS") == 0;
 }
 
 /* Build the whole request in one block of exactly the right size. */
 static int build_wire(hc_pool *pool, hc_req *r, const hc_req_opts *o)
 {
-    if (!o->method || !*o->method || has_space(o->method) || !o->path || o->path[0] != '/' || has_space(o->path))
+    if (!o->method || !*o->method || has_space(o->method) || !o->path || o->path[0] != '/' ||
+        has_space(o->path))
         return OP_EINVAL;
     size_t body_len = o->body ? o->body_len : 0;
     char cl[48] = "";
     if (body_len || method_has_body(o->method))
         snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n", body_len);
-    size_t total = strlen(o->method) + 1 + strlen(o->path) + 11 + 6 + strlen(pool->host_hdr) + 2 + strlen(cl) + 2 +
-                   body_len;
+    size_t total = strlen(o->method) + 1 + strlen(o->path) + 11 + 6 + strlen(pool->host_hdr) + 2 +
+                   strlen(cl) + 2 + body_len;
     for (size_t i = 0; i < o->n_headers; i++) {
         const hc_header *h = &o->headers[i];
         if (!h->name || !h->value || !*h->name || bad_token(h->name) || bad_token(h->value) ||

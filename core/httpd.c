@@ -52,17 +52,17 @@ typedef struct hs_conn hs_conn;
 struct hs_req {
     hs_conn *hc;
     int state;
-    buf_t url;     /* raw request target */
-    buf_t hdr;     /* "name\0value\0" ... */
-    size_t *hoff;  /* pairs of offsets into hdr */
+    buf_t url;    /* raw request target */
+    buf_t hdr;    /* "name\0value\0" ... */
+    size_t *hoff; /* pairs of offsets into hdr */
     size_t nh, hcap;
     size_t name_off, val_off;
     int field_open;
     size_t hdr_bytes; /* request line + headers, against max_header_bytes */
     buf_t body;
-    buf_t path;   /* decoded path */
+    buf_t path;       /* decoded path */
     size_t query_off; /* into url, or (size_t)-1 */
-    buf_t params; /* decoded "key\0val\0" ... */
+    buf_t params;     /* decoded "key\0val\0" ... */
     size_t *poff;
     size_t np, pcap;
     int params_done;
@@ -81,9 +81,9 @@ struct hs_conn {
     list_node link;
     llhttp_t parser;
     hs_req req;
-    buf_t in;      /* unparsed bytes held while a request is deferred */
+    buf_t in; /* unparsed bytes held while a request is deferred */
     size_t in_off;
-    int paused;    /* the current request is with the handler */
+    int paused; /* the current request is with the handler */
     int in_dispatch;
     int closing;
     int read_stopped;
@@ -115,29 +115,52 @@ static void process(hs_conn *hc);
 static const char *reason(int status)
 {
     switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 410: return "Gone";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 422: return "Unprocessable Entity";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Client Error" : "Error";
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 304:
+        return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 413:
+        return "Payload Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 422:
+        return "Unprocessable Entity";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Client Error" : "Error";
     }
 }
 
@@ -428,8 +451,8 @@ static void write_simple(hs_conn *hc, int status, int keep_alive)
     char head[256];
     const char *msg = reason(status);
     int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n%s\r\n%s\n", status,
-                     msg, strlen(msg) + 1, keep_alive ? "" : "Connection: close\r\n", msg);
+                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n%s\r\n%s\n",
+                     status, msg, strlen(msg) + 1, keep_alive ? "" : "Connection: close\r\n", msg);
     (void)conn_write(hc->c, head, (size_t)n);
 }
 
@@ -913,8 +936,8 @@ static int write_head(hs_req *r, int status, const char *ctype, const char *extr
     return rc;
 }
 
-void hs_respond(hs_req *req, int status, const char *content_type, const char *extra_headers, const char *body,
-                size_t len)
+void hs_respond(hs_req *req, int status, const char *content_type, const char *extra_headers,
+                const char *body, size_t len)
 {
     if (req->state != RQ_HANDLER) {
         log_error("httpd: hs_respond on a request in state %d (ignored)", req->state);

@@ -72,7 +72,8 @@ static int san_der(const pki_leaf_opts *o, buf_t *out)
     buf_t inner;
     buf_init(&inner, BUF_UNLIMITED);
     for (size_t i = 0; i < o->n_dns; i++)
-        der_tlv(&inner, MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_DNS_NAME, o->dns[i], strlen(o->dns[i]));
+        der_tlv(&inner, MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_DNS_NAME, o->dns[i],
+                strlen(o->dns[i]));
     for (size_t i = 0; i < o->n_ips; i++) {
         unsigned char a[16];
         size_t n;
@@ -119,8 +120,8 @@ static void fmt_time(time_t t, char out[16])
 {
     struct tm tm;
     gmtime_r(&t, &tm);
-    snprintf(out, 16, "%04d%02d%02d%02d%02d%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-             tm.tm_min, tm.tm_sec);
+    /* X.509 GeneralizedTime as mbedtls wants it: YYYYMMDDhhmmss. */
+    strftime(out, 16, "%Y%m%d%H%M%S", &tm);
 }
 
 /* Append "KEY=value" to a subject string. mbedtls 2.28 accepts only "\,"
@@ -242,7 +243,8 @@ int pki_leaf_new(const pki_pair *ca, const pki_leaf_opts *o, pki_pair *out)
 
     int rc = OP_EINVAL;
     if (mbedtls_x509_crt_parse(&ca_crt, (const unsigned char *)ca->cert_pem, strlen(ca->cert_pem) + 1) != 0 ||
-        mbedtls_pk_parse_key(&ca_key, (const unsigned char *)ca->key_pem, strlen(ca->key_pem) + 1, NULL, 0) != 0 ||
+        mbedtls_pk_parse_key(&ca_key, (const unsigned char *)ca->key_pem, strlen(ca->key_pem) + 1, NULL, 0) !=
+            0 ||
         mbedtls_x509_dn_gets(issuer, sizeof(issuer), &ca_crt.subject) < 0)
         goto done;
     rc = name_add(&subj, "CN", o->cn);

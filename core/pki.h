@@ -26,15 +26,15 @@ typedef struct pki_pair {
 #define PKI_CLIENT_AUTH 2 /* extendedKeyUsage clientAuth */
 
 typedef struct pki_leaf_opts {
-    const char *cn;          /* subject CN (required) */
-    const char *org;         /* subject O, optional (Kubernetes group of a client certificate) */
-    const char *const *dns;  /* DNS subjectAltNames, n_dns of them */
+    const char *cn;         /* subject CN (required) */
+    const char *org;        /* subject O, optional (Kubernetes group of a client certificate) */
+    const char *const *dns; /* DNS subjectAltNames, n_dns of them */
     size_t n_dns;
-    const char *const *ips;  /* IPv4 / IPv6 literal subjectAltNames, n_ips of them */
+    const char *const *ips; /* IPv4 / IPv6 literal subjectAltNames, n_ips of them */
     size_t n_ips;
-    int usage;               /* PKI_SERVER_AUTH | PKI_CLIENT_AUTH; 0 means both */
-    time_t not_before;       /* 0: one hour ago (tolerates clock skew) */
-    time_t not_after;        /* 0: not_before + 365 days */
+    int usage;         /* PKI_SERVER_AUTH | PKI_CLIENT_AUTH; 0 means both */
+    time_t not_before; /* 0: one hour ago (tolerates clock skew) */
+    time_t not_after;  /* 0: not_before + 365 days */
 } pki_leaf_opts;
 
 /** Create a self-signed CA with subject CN=cn, valid from an hour ago for

@@ -36,9 +36,9 @@ struct tls_session {
     mbedtls_ssl_context ssl;
     const unsigned char *in; /* ciphertext not yet consumed (not owned) */
     size_t in_len;
-    buf_t out;               /* ciphertext produced, waiting for the transport */
-    unsigned char ip[16];    /* the address to find among iPAddress SANs */
-    size_t ip_len;           /* 0 when the verified name is a DNS name */
+    buf_t out;            /* ciphertext produced, waiting for the transport */
+    unsigned char ip[16]; /* the address to find among iPAddress SANs */
+    size_t ip_len;        /* 0 when the verified name is a DNS name */
     int hs_done;
     int dead;
     char *peer_cn;
@@ -110,7 +110,8 @@ static int config_common(tls_config *c, int endpoint)
         log_mbedtls("RNG seed", rc);
         return OP_ETLS;
     }
-    rc = mbedtls_ssl_config_defaults(&c->conf, endpoint, MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT);
+    rc = mbedtls_ssl_config_defaults(&c->conf, endpoint, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                     MBEDTLS_SSL_PRESET_DEFAULT);
     if (rc != 0) {
         log_mbedtls("config defaults", rc);
         return OP_ETLS;

@@ -40,7 +40,7 @@ typedef struct tls_client_opts {
     size_t cert_len;
     const char *key_pem; /* its private key (PEM); required with cert_pem */
     size_t key_len;
-    const char *server_name; /* name to verify instead of the host connected to (may be an IP literal) */
+    const char *server_name;  /* name to verify instead of the host connected to (may be an IP literal) */
     int insecure_skip_verify; /* accept any certificate: only when the user asked for it explicitly */
     int no_alpn;              /* do not offer ALPN (default: offer "http/1.1") */
 } tls_client_opts;

@@ -143,10 +143,10 @@ struct raw_server {
     raw_on_request on_request;
     void *data;
     list_node conns;
-    int accepted;   /* connections accepted */
-    int requests;   /* requests seen */
-    int closed;     /* listener closed */
-    int eof_seen;   /* a client closed its side */
+    int accepted; /* connections accepted */
+    int requests; /* requests seen */
+    int closed;   /* listener closed */
+    int eof_seen; /* a client closed its side */
 };
 
 static void raw_conn_closed(uv_handle_t *h)
@@ -383,7 +383,7 @@ typedef struct raw_client {
     uv_connect_t creq;
     buf_t in;
     int connected;
-    int eof;      /* the server closed (or error) */
+    int eof; /* the server closed (or error) */
     int err;
     int closed;
     char *pending; /* sent at connect */

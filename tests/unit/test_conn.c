@@ -143,7 +143,8 @@ static void pair_open(pair *p, int tls)
     assert_int_equal(uv_listen((uv_stream_t *)&p->listener, 8, on_accept), 0);
     int len = sizeof(a);
     uv_tcp_getsockname(&p->listener, (struct sockaddr *)&a, &len);
-    conn_connect_opts co = {.host = "127.0.0.1", .port = ntohs(a.sin_port), .tls = p->cli_tls, .timeout_ms = 2000};
+    conn_connect_opts co = {
+        .host = "127.0.0.1", .port = ntohs(a.sin_port), .tls = p->cli_tls, .timeout_ms = 2000};
     p->cli.c = conn_connect(p->loop, &co, &cbs, &p->cli);
     assert_false(p->cli.connected); /* never synchronously */
     conn_read_start(p->cli.c);

@@ -21,12 +21,12 @@ typedef struct result {
     int status;
     int http_status;
     buf_t body;
-    char *hdr;            /* value of hdr_name, copied */
+    char *hdr; /* value of hdr_name, copied */
     const char *hdr_name;
     int headers_calls;
     int data_calls;
     int headers_before_data;
-    int abort_after;      /* on_data returns 1 after this many calls (0 = never) */
+    int abort_after; /* on_data returns 1 after this many calls (0 = never) */
     int saw_trailer;
 } result;
 
@@ -217,8 +217,9 @@ static void run_canned(const char *resp, int streaming, int want_status, const c
 static void test_content_length_every_split(void **state)
 {
     (void)state;
-    run_canned("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 11\r\nX-Test: yes\r\n\r\nhello world",
-               0, 200, "hello world", "X-Test", "yes");
+    run_canned(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 11\r\nX-Test: yes\r\n\r\nhello world",
+        0, 200, "hello world", "X-Test", "yes");
 }
 
 static void test_chunked_every_split(void **state)
@@ -230,7 +231,8 @@ static void test_chunked_every_split(void **state)
 }
 
 #define NDJSON1 "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"1\"}}}\n"
-#define NDJSON2 "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"}}}\n"
+#define NDJSON2                                                                                              \
+    "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"}}}\n"
 
 static void test_streaming_ndjson_every_split(void **state)
 {
@@ -239,10 +241,11 @@ static void test_streaming_ndjson_every_split(void **state)
     char resp[1024];
     const char *all = NDJSON1 NDJSON2;
     size_t n1 = 30, n2 = strlen(all) - n1;
-    snprintf(resp, sizeof(resp),
-             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nX-Test: watch\r\n"
-             "\r\n%zx\r\n%.*s\r\n%zx\r\n%s\r\n0\r\n\r\n",
-             n1, (int)n1, all, n2, all + n1);
+    snprintf(
+        resp, sizeof(resp),
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nX-Test: watch\r\n"
+        "\r\n%zx\r\n%.*s\r\n%zx\r\n%s\r\n0\r\n\r\n",
+        n1, (int)n1, all, n2, all + n1);
     run_canned(resp, 1, 200, all, "X-Test", "watch");
 }
 
@@ -251,7 +254,7 @@ static void test_streaming_ndjson_every_split(void **state)
 typedef struct script {
     const char *const *answers; /* answer for request index i on a connection; NULL = stay silent */
     int n;
-    int close_on; /* close the connection without answering request index close_on (-1: never) */
+    int close_on;   /* close the connection without answering request index close_on (-1: never) */
     int close_once; /* ... only on the first connection that reaches it */
     int closed_count;
 } script;
@@ -478,10 +481,11 @@ static void test_body_and_header_caps(void **state)
     memset(big_hdr + n, 'a', 3000);
     strcpy(big_hdr + n + 3000, "\r\nContent-Length: 0\r\n\r\n");
     const char *answers[] = {
-        "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n",                     /* announced too big */
+        "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n", /* announced too big */
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n40\r\n"
         "0123456789012345678901234567890123456789012345678901234567890123\r\n"
-        "40\r\n0123456789012345678901234567890123456789012345678901234567890123\r\n0\r\n\r\n", /* grows too big */
+        "40\r\n0123456789012345678901234567890123456789012345678901234567890123\r\n0\r\n\r\n", /* grows too
+                                                                                                  big */
         big_hdr,
     };
     hc_pool_opts po = {.max_conns = 1, .max_body_bytes = 100, .max_header_bytes = 1024};
@@ -615,7 +619,8 @@ static void test_connect_refused_and_bad_input(void **state)
     assert_int_equal(r.status, UV_ECONNREFUSED);
     /* Header injection is refused, asynchronously. */
     hc_header bad = {"X-Evil", "a\r\nInjected: 1"};
-    hc_req_opts o = {.method = "GET", .path = "/", .headers = &bad, .n_headers = 1, .on_done = on_done, .data = &r};
+    hc_req_opts o = {
+        .method = "GET", .path = "/", .headers = &bad, .n_headers = 1, .on_done = on_done, .data = &r};
     res_reset(&r);
     in_api = 1;
     hc_request(pool, &o);
@@ -660,14 +665,13 @@ static void test_name_resolution(void **state)
     fx_finish(&f);
 }
 
-
 /* Malformed or hostile responses: each must fail cleanly (or succeed where
  * the bytes are valid), never crash, leak or hang. A small corpus replayed
  * through the real client on a real socket. */
 typedef struct bad_case {
     const char *resp;
-    size_t len; /* 0: strlen */
-    int want;   /* expected completion status */
+    size_t len;      /* 0: strlen */
+    int want;        /* expected completion status */
     int close_after; /* server closes right after sending */
 } bad_case;
 
