@@ -502,6 +502,13 @@ static size_t parse(hs_conn *hc, const char *p, size_t n)
             done = n;
             break;
         }
+        if (err == HPE_PAUSED_UPGRADE) {
+            /* The request asked to switch protocols (or was a CONNECT). It
+             * has been answered; what follows is not HTTP/1.1, which is all
+             * we speak, so the connection ends here. */
+            hc_end(hc, 0);
+            return n;
+        }
         if (err != HPE_PAUSED) {
             hs_req *r = &hc->req;
             int status = r->reject ? r->reject : 400;

@@ -658,6 +658,16 @@ static void test_malformed_requests(void **state)
     hs_stats st;
     hs_server_stats(S.srv, &st);
     assert_int_equal((int)st.requests, 0);
+    /* An upgrade request is answered like any other, then the connection
+     * ends: what would follow is not HTTP/1.1. */
+    const char *up = "GET /n/u HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n"
+                     "\x80\x03\x00\x01 binary";
+    raw_client *cl = rcl_connect(loop, S.port, up, strlen(up));
+    wait_raw(&tl, cl, NULL, -1);
+    assert_int_equal(rcl_count(cl, "HTTP/1.1 200 OK"), 1);
+    assert_int_equal(rcl_count(cl, "HTTP/1.1"), 1);
+    assert_string_equal(S.order, "u");
+    rcl_close(cl);
     server_stop(&tl);
     tl_finish(&tl);
 }
