@@ -51,9 +51,10 @@ typedef struct hs_opts {
 } hs_opts;
 
 /** Create a server and listen on host:port (port 0 picks a free port, see
- *  hs_port). host is a numeric IPv4/IPv6 address or "localhost" (NULL: 0.0.0.0). NULL with
- *  *err set when the address cannot be bound or the TLS material does not
- *  parse (OP_ECONFIG); the half-built server is then freed by the loop. */
+ *  hs_port). host is a numeric IPv4/IPv6 address or "localhost" (NULL:
+ *  0.0.0.0). NULL with *err set when the address cannot be bound or the TLS
+ *  material does not parse (OP_ECONFIG); the half-built server is then freed
+ *  by the loop. */
 hs_server *hs_listen(uv_loop_t *loop, const char *host, int port, const hs_opts *opts, int *err);
 /** The bound port. */
 int hs_port(const hs_server *srv);
