@@ -276,6 +276,13 @@ do_start() {
     for n in $(daemons); do
         alive "$(pid_of "$n")" && die "$n of $LAB is running (pid $(pid_of "$n")); stop it first"
     done
+    # munged wants its socket's directory and every directory above it
+    # searchable by all; slurmrestd (an unprivileged user) reads etc/.
+    local d=$LAB
+    while [ "$d" != / ]; do
+        [ "$(( 0$(stat -c %a "$d") & 1 ))" = 1 ] || die "$d is not searchable by others (chmod o+x); munged needs that"
+        d=$(dirname "$d")
+    done
     rm -rf "$LAB/run" "$LAB/state" "$LAB/spool" "$LAB/log"
     mkdir -p "$LAB"/{etc,munge,run,state,spool,log,jobs}
     chmod 755 "$LAB" "$LAB/etc" "$LAB/munge" "$LAB/run" "$LAB/log"
