@@ -42,21 +42,26 @@ enum sb_path sb_choose(int v, int have_libslurm, enum sm_op op)
 const char *sb_path_name(enum sb_path p)
 {
     switch (p) {
-    case SB_REST: return "rest";
-    case SB_REST_EACH: return "rest-per-node";
-    case SB_LIBSLURM: return "libslurm";
-    case SB_NONE: break;
+    case SB_REST:
+        return "rest";
+    case SB_REST_EACH:
+        return "rest-per-node";
+    case SB_LIBSLURM:
+        return "libslurm";
+    case SB_NONE:
+        break;
     }
     return "none";
 }
 
 int sb_describe(int v, int have_libslurm, buf_t *out)
 {
-    static const enum sm_op ops[] = {SM_OP_GET_NODES,      SM_OP_UPDATE_NODE,     SM_OP_UPDATE_NODES,
-                                     SM_OP_DELETE_NODE,    SM_OP_UPDATE_TOPOLOGY, SM_OP_POST_RESERVATION,
+    static const enum sm_op ops[] = {SM_OP_GET_NODES,         SM_OP_UPDATE_NODE,     SM_OP_UPDATE_NODES,
+                                     SM_OP_DELETE_NODE,       SM_OP_UPDATE_TOPOLOGY, SM_OP_POST_RESERVATION,
                                      SM_OP_DELETE_RESERVATION};
     int rc = buf_printf(out, "rest=%s libslurm=%s", sm_version_str(v), have_libslurm ? "yes" : "no");
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
-        rc |= buf_printf(out, " %s=%s", sm_op_name(ops[i]), sb_path_name(sb_choose(v, have_libslurm, ops[i])));
+        rc |=
+            buf_printf(out, " %s=%s", sm_op_name(ops[i]), sb_path_name(sb_choose(v, have_libslurm, ops[i])));
     return rc ? OP_ETOOBIG : 0;
 }

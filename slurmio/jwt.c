@@ -34,8 +34,8 @@ char *jwt_mint_claims(const void *key, size_t key_len, const jwt_claims *c)
     rc |= json_quote_buf(&p, c->jti ? c->jti : jti);
     rc |= buf_puts(&p, ",\"iss\":");
     rc |= json_quote_buf(&p, c->iss ? c->iss : JWT_ISSUER);
-    rc |= buf_printf(&p, ",\"iat\":%" PRId64 ",\"nbf\":%" PRId64 ",\"exp\":%" PRId64 ",\"sun\":", c->iat, c->nbf,
-                     c->exp);
+    rc |= buf_printf(&p, ",\"iat\":%" PRId64 ",\"nbf\":%" PRId64 ",\"exp\":%" PRId64 ",\"sun\":", c->iat,
+                     c->nbf, c->exp);
     rc |= json_quote_buf(&p, c->sun);
     rc |= buf_putc(&p, '}');
     if (rc) { /* cannot happen with an unlimited buffer */
@@ -100,7 +100,8 @@ static int b64url_chars(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_'))
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+              c == '_'))
             return 0;
     }
     return 1;

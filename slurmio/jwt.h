@@ -25,9 +25,9 @@
 #define JWT_MAX_LEN 16384
 
 typedef struct jwt_claims {
-    char *jti; /* NULL when absent */
-    char *iss; /* NULL when absent */
-    char *sun; /* Slurm user name; required by the decoder */
+    char *jti;             /* NULL when absent */
+    char *iss;             /* NULL when absent */
+    char *sun;             /* Slurm user name; required by the decoder */
     int64_t iat, nbf, exp; /* seconds since the epoch; 0 when absent (exp is required) */
 } jwt_claims;
 

@@ -43,15 +43,24 @@ int sm_version_parse(const char *s)
 const char *sm_version_str(int v)
 {
     switch (v) {
-    case SM_V36: return "v0.0.36";
-    case SM_V37: return "v0.0.37";
-    case SM_V38: return "v0.0.38";
-    case SM_V40: return "v0.0.40";
-    case SM_V41: return "v0.0.41";
-    case SM_V42: return "v0.0.42";
-    case SM_V43: return "v0.0.43";
-    case SM_V44: return "v0.0.44";
-    default: return "v0.0.?";
+    case SM_V36:
+        return "v0.0.36";
+    case SM_V37:
+        return "v0.0.37";
+    case SM_V38:
+        return "v0.0.38";
+    case SM_V40:
+        return "v0.0.40";
+    case SM_V41:
+        return "v0.0.41";
+    case SM_V42:
+        return "v0.0.42";
+    case SM_V43:
+        return "v0.0.43";
+    case SM_V44:
+        return "v0.0.44";
+    default:
+        return "v0.0.?";
     }
 }
 
@@ -63,15 +72,20 @@ int sm_version_has(int v, enum sm_op op)
     case SM_OP_GET_NODES:
     case SM_OP_GET_NODE:
     case SM_OP_GET_JOBS:
-    case SM_OP_PING: return 1;
+    case SM_OP_PING:
+        return 1;
     case SM_OP_GET_RESERVATIONS:
-    case SM_OP_GET_RESERVATION: return v >= SM_V37;
+    case SM_OP_GET_RESERVATION:
+        return v >= SM_V37;
     case SM_OP_UPDATE_NODE:
-    case SM_OP_DELETE_NODE: return v >= SM_V40;
-    case SM_OP_UPDATE_NODES: return v >= SM_V42;
+    case SM_OP_DELETE_NODE:
+        return v >= SM_V40;
+    case SM_OP_UPDATE_NODES:
+        return v >= SM_V42;
     case SM_OP_UPDATE_TOPOLOGY:
     case SM_OP_POST_RESERVATION:
-    case SM_OP_DELETE_RESERVATION: return v >= SM_V43;
+    case SM_OP_DELETE_RESERVATION:
+        return v >= SM_V43;
     }
     return 0;
 }
@@ -79,18 +93,30 @@ int sm_version_has(int v, enum sm_op op)
 const char *sm_op_name(enum sm_op op)
 {
     switch (op) {
-    case SM_OP_GET_NODES: return "get-nodes";
-    case SM_OP_GET_NODE: return "get-node";
-    case SM_OP_GET_JOBS: return "get-jobs";
-    case SM_OP_PING: return "ping";
-    case SM_OP_GET_RESERVATIONS: return "get-reservations";
-    case SM_OP_GET_RESERVATION: return "get-reservation";
-    case SM_OP_UPDATE_NODE: return "update-node";
-    case SM_OP_UPDATE_NODES: return "update-nodes";
-    case SM_OP_DELETE_NODE: return "delete-node";
-    case SM_OP_UPDATE_TOPOLOGY: return "update-topology";
-    case SM_OP_POST_RESERVATION: return "post-reservation";
-    case SM_OP_DELETE_RESERVATION: return "delete-reservation";
+    case SM_OP_GET_NODES:
+        return "get-nodes";
+    case SM_OP_GET_NODE:
+        return "get-node";
+    case SM_OP_GET_JOBS:
+        return "get-jobs";
+    case SM_OP_PING:
+        return "ping";
+    case SM_OP_GET_RESERVATIONS:
+        return "get-reservations";
+    case SM_OP_GET_RESERVATION:
+        return "get-reservation";
+    case SM_OP_UPDATE_NODE:
+        return "update-node";
+    case SM_OP_UPDATE_NODES:
+        return "update-nodes";
+    case SM_OP_DELETE_NODE:
+        return "delete-node";
+    case SM_OP_UPDATE_TOPOLOGY:
+        return "update-topology";
+    case SM_OP_POST_RESERVATION:
+        return "post-reservation";
+    case SM_OP_DELETE_RESERVATION:
+        return "delete-reservation";
     }
     return "?";
 }
@@ -121,17 +147,33 @@ int sm_path(int v, enum sm_op op, const char *arg, buf_t *out)
     const char *fixed = NULL, *prefix = NULL;
     switch (op) {
     case SM_OP_GET_NODES:
-    case SM_OP_UPDATE_NODES: fixed = "nodes"; break;
-    case SM_OP_GET_JOBS: fixed = "jobs"; break;
-    case SM_OP_PING: fixed = "ping"; break;
-    case SM_OP_GET_RESERVATIONS: fixed = "reservations"; break;
-    case SM_OP_POST_RESERVATION: fixed = "reservation"; slash = ""; break;
+    case SM_OP_UPDATE_NODES:
+        fixed = "nodes";
+        break;
+    case SM_OP_GET_JOBS:
+        fixed = "jobs";
+        break;
+    case SM_OP_PING:
+        fixed = "ping";
+        break;
+    case SM_OP_GET_RESERVATIONS:
+        fixed = "reservations";
+        break;
+    case SM_OP_POST_RESERVATION:
+        fixed = "reservation";
+        slash = "";
+        break;
     case SM_OP_GET_NODE:
     case SM_OP_UPDATE_NODE:
-    case SM_OP_DELETE_NODE: prefix = "node/"; break;
+    case SM_OP_DELETE_NODE:
+        prefix = "node/";
+        break;
     case SM_OP_GET_RESERVATION:
-    case SM_OP_DELETE_RESERVATION: prefix = "reservation/"; break;
-    case SM_OP_UPDATE_TOPOLOGY: return OP_ENOTSUP;
+    case SM_OP_DELETE_RESERVATION:
+        prefix = "reservation/";
+        break;
+    case SM_OP_UPDATE_TOPOLOGY:
+        return OP_ENOTSUP;
     }
     if ((prefix != NULL) != (arg != NULL && arg[0] != '\0'))
         return OP_EINVAL;
@@ -239,9 +281,12 @@ static int64_t get_time(const cJSON *o, const char *key, int64_t infinite)
 {
     int64_t v = 0;
     switch (get_num(o, key, &v)) {
-    case NUM_VALUE: return v;
-    case NUM_INFINITE: return infinite;
-    default: return 0;
+    case NUM_VALUE:
+        return v;
+    case NUM_INFINITE:
+        return infinite;
+    default:
+        return 0;
     }
 }
 
@@ -280,11 +325,16 @@ int sm_node_state_word(const char *s, int *base, int *flag_bit)
         int base;
         int bit;
     } alias[] = {
-        {"ALLOC", SM_NODE_ALLOCATED, -1},    {"MIX", SM_NODE_MIXED, -1},
-        {"UNK", SM_NODE_UNKNOWN, -1},        {"MAINT", -1, SM_NFB_MAINTENANCE},
-        {"NO_RESPOND", -1, SM_NFB_NOT_RESPONDING}, {"DRAINED", -1, SM_NFB_DRAIN},
-        {"DRAINING", -1, SM_NFB_DRAIN},      {"REBOOT", -1, SM_NFB_REBOOT_REQUESTED},
-        {"REBOOT_CANCELLED", -1, SM_NFB_REBOOT_CANCELED}, {"INVAL", -1, SM_NFB_INVALID_REG},
+        {"ALLOC", SM_NODE_ALLOCATED, -1},
+        {"MIX", SM_NODE_MIXED, -1},
+        {"UNK", SM_NODE_UNKNOWN, -1},
+        {"MAINT", -1, SM_NFB_MAINTENANCE},
+        {"NO_RESPOND", -1, SM_NFB_NOT_RESPONDING},
+        {"DRAINED", -1, SM_NFB_DRAIN},
+        {"DRAINING", -1, SM_NFB_DRAIN},
+        {"REBOOT", -1, SM_NFB_REBOOT_REQUESTED},
+        {"REBOOT_CANCELLED", -1, SM_NFB_REBOOT_CANCELED},
+        {"INVAL", -1, SM_NFB_INVALID_REG},
         {"COMP", -1, SM_NFB_COMPLETING},
     };
     for (size_t i = 0; i < ARRAY_SIZE(base_names); i++) {
@@ -332,8 +382,12 @@ static void apply_state_word(const char *w, int *base, int *have_base, uint64_t 
             *have_base = 1;
         }
         break;
-    case 2: *flags |= UINT64_C(1) << f; break;
-    default: *flags |= SM_NF(OTHER); break;
+    case 2:
+        *flags |= UINT64_C(1) << f;
+        break;
+    default:
+        *flags |= SM_NF(OTHER);
+        break;
     }
 }
 
@@ -403,9 +457,9 @@ static int parse_node(const cJSON *o, sm_node *n)
 
 /* ---- jobs ---- */
 
-static const char *const job_names[] = {"PENDING",   "RUNNING",  "SUSPENDED", "COMPLETED", "CANCELLED",
-                                        "FAILED",    "TIMEOUT",  "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
-                                        "DEADLINE",  "OUT_OF_MEMORY", "OTHER"};
+static const char *const job_names[] = {"PENDING",  "RUNNING",       "SUSPENDED", "COMPLETED", "CANCELLED",
+                                        "FAILED",   "TIMEOUT",       "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+                                        "DEADLINE", "OUT_OF_MEMORY", "OTHER"};
 
 const char *sm_job_state_name(int state)
 {
@@ -601,7 +655,8 @@ int sm_errno_code(int e)
     case 2010: /* ESLURM_USER_ID_MISSING */
     case 2052: /* ESLURM_RESERVATION_ACCESS */
         return OP_EFORBIDDEN;
-    default: break;
+    default:
+        break;
     }
     if (e >= 1800 && e < 1900) /* SLURMCTLD_COMMUNICATIONS_* */
         return OP_EUNAVAILABLE;
@@ -613,17 +668,25 @@ int sm_errno_code(int e)
 static int status_code(int status)
 {
     switch (status) {
-    case 400: return OP_EINVALID;
-    case 401: return OP_EUNAUTHORIZED;
-    case 403: return OP_EFORBIDDEN;
+    case 400:
+        return OP_EINVALID;
+    case 401:
+        return OP_EUNAUTHORIZED;
+    case 403:
+        return OP_EFORBIDDEN;
     case 404:
-    case 405: return OP_ENOTSUP;
-    case 415: return OP_EPROTO;
-    case 429: return OP_ERATELIMIT;
+    case 405:
+        return OP_ENOTSUP;
+    case 415:
+        return OP_EPROTO;
+    case 429:
+        return OP_ERATELIMIT;
     case 502:
     case 503:
-    case 504: return OP_EUNAVAILABLE;
-    default: return status >= 500 && status < 600 ? OP_ESERVER : OP_EHTTP;
+    case 504:
+        return OP_EUNAVAILABLE;
+    default:
+        return status >= 500 && status < 600 ? OP_ESERVER : OP_EHTTP;
     }
 }
 
@@ -702,16 +765,26 @@ static int parse_list(int version, enum sm_kind kind, const cJSON *doc, sm_respo
     const char *key = NULL;
     switch (kind) {
     case SM_KIND_NODES:
-    case SM_KIND_NODE: key = "nodes"; break;
-    case SM_KIND_JOBS: key = "jobs"; break;
-    case SM_KIND_PING: key = "pings"; break;
+    case SM_KIND_NODE:
+        key = "nodes";
+        break;
+    case SM_KIND_JOBS:
+        key = "jobs";
+        break;
+    case SM_KIND_PING:
+        key = "pings";
+        break;
     case SM_KIND_RESERVATIONS:
-    case SM_KIND_RESERVATION: key = "reservations"; break;
-    case SM_KIND_STATUS: return 0;
+    case SM_KIND_RESERVATION:
+        key = "reservations";
+        break;
+    case SM_KIND_STATUS:
+        return 0;
     }
     const cJSON *list = json_child(doc, key);
     if (!cJSON_IsArray(list))
-        return fail(out, OP_EPARSE, 0, xasprintf("%s response without a \"%s\" list", sm_version_str(version), key));
+        return fail(out, OP_EPARSE, 0,
+                    xasprintf("%s response without a \"%s\" list", sm_version_str(version), key));
     size_t n = (size_t)cJSON_GetArraySize(list), k = 0;
     const cJSON *e;
     int rc = 0;
@@ -760,7 +833,8 @@ static int parse_list(int version, enum sm_kind kind, const cJSON *doc, sm_respo
         }
         out->n_resvs = k;
         break;
-    case SM_KIND_STATUS: break;
+    case SM_KIND_STATUS:
+        break;
     }
     if (rc < 0)
         return fail(out, rc, 0, xasprintf("malformed entry %zu of \"%s\"", k, key));
@@ -834,12 +908,18 @@ int sm_parse(int version, enum sm_kind kind, int status, const char *body, size_
 const char *sm_node_req_name(int req)
 {
     switch (req) {
-    case SM_REQ_DRAIN: return "DRAIN";
-    case SM_REQ_UNDRAIN: return "UNDRAIN";
-    case SM_REQ_RESUME: return "RESUME";
-    case SM_REQ_DOWN: return "DOWN";
-    case SM_REQ_IDLE: return "IDLE";
-    default: return NULL;
+    case SM_REQ_DRAIN:
+        return "DRAIN";
+    case SM_REQ_UNDRAIN:
+        return "UNDRAIN";
+    case SM_REQ_RESUME:
+        return "RESUME";
+    case SM_REQ_DOWN:
+        return "DOWN";
+    case SM_REQ_IDLE:
+        return "IDLE";
+    default:
+        return NULL;
     }
 }
 

@@ -94,17 +94,17 @@ int sm_version_supported(int version);
 
 /** Operations whose availability depends on the version. */
 enum sm_op {
-    SM_OP_GET_NODES,        /* GET nodes (?update_time=) */
-    SM_OP_GET_NODE,         /* GET node/{name} */
-    SM_OP_GET_JOBS,         /* GET jobs */
-    SM_OP_PING,             /* GET ping */
-    SM_OP_GET_RESERVATIONS, /* GET reservations (not v0.0.36) */
-    SM_OP_GET_RESERVATION,  /* GET reservation/{name} (not v0.0.36) */
-    SM_OP_UPDATE_NODE,      /* POST node/{name}: v0.0.40+ */
-    SM_OP_UPDATE_NODES,     /* POST nodes/ with a hostlist "name": v0.0.42+ */
-    SM_OP_DELETE_NODE,      /* DELETE node/{name}: v0.0.40+ */
-    SM_OP_UPDATE_TOPOLOGY,  /* "topology_str" in node updates: v0.0.43+ */
-    SM_OP_POST_RESERVATION, /* POST reservation (create or update): v0.0.43+ */
+    SM_OP_GET_NODES,          /* GET nodes (?update_time=) */
+    SM_OP_GET_NODE,           /* GET node/{name} */
+    SM_OP_GET_JOBS,           /* GET jobs */
+    SM_OP_PING,               /* GET ping */
+    SM_OP_GET_RESERVATIONS,   /* GET reservations (not v0.0.36) */
+    SM_OP_GET_RESERVATION,    /* GET reservation/{name} (not v0.0.36) */
+    SM_OP_UPDATE_NODE,        /* POST node/{name}: v0.0.40+ */
+    SM_OP_UPDATE_NODES,       /* POST nodes/ with a hostlist "name": v0.0.42+ */
+    SM_OP_DELETE_NODE,        /* DELETE node/{name}: v0.0.40+ */
+    SM_OP_UPDATE_TOPOLOGY,    /* "topology_str" in node updates: v0.0.43+ */
+    SM_OP_POST_RESERVATION,   /* POST reservation (create or update): v0.0.43+ */
     SM_OP_DELETE_RESERVATION, /* DELETE reservation/{name}: v0.0.43+ */
 };
 /** Whether slurmrestd offers op in version (per the OpenAPI documents). */
@@ -188,19 +188,19 @@ enum sm_node_flag_bit {
 
 typedef struct sm_node {
     char *name;
-    int base;          /* enum sm_node_base */
-    uint64_t flags;    /* SM_NF(...) bits */
-    int flags_known;   /* 0 for v0.0.36, which reports no flags */
-    char *reason;      /* "" when none */
-    char *comment;     /* "" when none */
-    char *features;    /* available features, comma-separated, "" when none */
+    int base;        /* enum sm_node_base */
+    uint64_t flags;  /* SM_NF(...) bits */
+    int flags_known; /* 0 for v0.0.36, which reports no flags */
+    char *reason;    /* "" when none */
+    char *comment;   /* "" when none */
+    char *features;  /* available features, comma-separated, "" when none */
     char *active_features;
     char *topology;    /* v0.0.43+; "" otherwise */
     char *reservation; /* v0.0.40+; "" otherwise */
     char *address;
     char *hostname;
-    int cpus;          /* -1 when not reported */
-    int alloc_cpus;    /* -1 when not reported (22.05 reports 0 while jobs run: unreliable) */
+    int cpus;                  /* -1 when not reported */
+    int alloc_cpus;            /* -1 when not reported (22.05 reports 0 while jobs run: unreliable) */
     int64_t reason_changed_at; /* epoch seconds, 0 when unknown */
 } sm_node;
 
@@ -347,16 +347,16 @@ enum sm_kind {
 };
 
 typedef struct sm_error {
-    int code;         /* 0 or a negative OP_E* code (see sm_parse) */
-    int http_status;  /* as given to sm_parse */
-    int slurm_errno;  /* the first Slurm error number reported, 0 when none */
-    char *message;    /* malloc'd, for logs and events; NULL when code == 0 */
+    int code;        /* 0 or a negative OP_E* code (see sm_parse) */
+    int http_status; /* as given to sm_parse */
+    int slurm_errno; /* the first Slurm error number reported, 0 when none */
+    char *message;   /* malloc'd, for logs and events; NULL when code == 0 */
 } sm_error;
 
 typedef struct sm_response {
     int version;
-    int not_modified; /* HTTP 304: nothing changed since update_time; there is
-                       * NO data: keep what you had. */
+    int not_modified;    /* HTTP 304: nothing changed since update_time; there is
+                          * NO data: keep what you had. */
     int64_t last_update; /* v0.0.40+ list "last_update"; 0 when absent */
     size_t n_warnings;
     sm_node *nodes;
@@ -431,14 +431,14 @@ const char *sm_node_req_name(int req); /* "DRAIN", ... */
 #define SM_UPD_TOPOLOGY (1u << 5)
 
 typedef struct sm_node_update {
-    unsigned set;          /* SM_UPD_* bits: only these fields are sent */
-    int state;             /* enum sm_node_req, with SM_UPD_STATE */
-    const char *reason;    /* with SM_UPD_REASON */
-    const char *comment;   /* with SM_UPD_COMMENT ("" clears) */
-    const char *features;  /* comma-separated, with SM_UPD_FEATURES ("" clears) */
+    unsigned set;         /* SM_UPD_* bits: only these fields are sent */
+    int state;            /* enum sm_node_req, with SM_UPD_STATE */
+    const char *reason;   /* with SM_UPD_REASON */
+    const char *comment;  /* with SM_UPD_COMMENT ("" clears) */
+    const char *features; /* comma-separated, with SM_UPD_FEATURES ("" clears) */
     const char *features_act;
-    const char *topology;  /* with SM_UPD_TOPOLOGY (v0.0.43+) */
-    const char *names;     /* hostlist for the batch endpoint (SM_OP_UPDATE_NODES); NULL otherwise */
+    const char *topology; /* with SM_UPD_TOPOLOGY (v0.0.43+) */
+    const char *names;    /* hostlist for the batch endpoint (SM_OP_UPDATE_NODES); NULL otherwise */
 } sm_node_update;
 
 /**

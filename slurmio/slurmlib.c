@@ -118,7 +118,7 @@ struct sl_backend {
 /* libslurm is used by one thread at a time in the whole process (see the
  * header); the same lock guards the one-time slurm_init(). */
 static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *lib_conf;  /* the configuration the process uses */
+static char *lib_conf; /* the configuration the process uses */
 static int lib_inited;
 
 static const char *resolve_conf(const char *conf)
@@ -188,13 +188,13 @@ static uint64_t map_resv_flags(uint64_t f)
         uint64_t sm;
         uint64_t slurm;
     } map[] = {
-        {SM_RF(MAINT), RESERVE_FLAG_MAINT},         {SM_RF(IGNORE_JOBS), RESERVE_FLAG_IGN_JOBS},
-        {SM_RF(HOURLY), RESERVE_FLAG_HOURLY},       {SM_RF(DAILY), RESERVE_FLAG_DAILY},
-        {SM_RF(WEEKLY), RESERVE_FLAG_WEEKLY},       {SM_RF(WEEKDAY), RESERVE_FLAG_WEEKDAY},
-        {SM_RF(WEEKEND), RESERVE_FLAG_WEEKEND},     {SM_RF(ANY_NODES), RESERVE_FLAG_ANY_NODES},
-        {SM_RF(STATIC), RESERVE_FLAG_STATIC},       {SM_RF(PART_NODES), RESERVE_FLAG_PART_NODES},
-        {SM_RF(OVERLAP), RESERVE_FLAG_OVERLAP},     {SM_RF(FLEX), RESERVE_FLAG_FLEX},
-        {SM_RF(MAGNETIC), RESERVE_FLAG_MAGNETIC},   {SM_RF(PURGE_COMP), RESERVE_FLAG_PURGE_COMP},
+        {SM_RF(MAINT), RESERVE_FLAG_MAINT},       {SM_RF(IGNORE_JOBS), RESERVE_FLAG_IGN_JOBS},
+        {SM_RF(HOURLY), RESERVE_FLAG_HOURLY},     {SM_RF(DAILY), RESERVE_FLAG_DAILY},
+        {SM_RF(WEEKLY), RESERVE_FLAG_WEEKLY},     {SM_RF(WEEKDAY), RESERVE_FLAG_WEEKDAY},
+        {SM_RF(WEEKEND), RESERVE_FLAG_WEEKEND},   {SM_RF(ANY_NODES), RESERVE_FLAG_ANY_NODES},
+        {SM_RF(STATIC), RESERVE_FLAG_STATIC},     {SM_RF(PART_NODES), RESERVE_FLAG_PART_NODES},
+        {SM_RF(OVERLAP), RESERVE_FLAG_OVERLAP},   {SM_RF(FLEX), RESERVE_FLAG_FLEX},
+        {SM_RF(MAGNETIC), RESERVE_FLAG_MAGNETIC}, {SM_RF(PURGE_COMP), RESERVE_FLAG_PURGE_COMP},
     };
     uint64_t out = 0;
     for (size_t i = 0; i < ARRAY_SIZE(map); i++)
@@ -310,7 +310,9 @@ static void deliver(sl_op *op, int status, const char *message)
     op->b->pending--;
     sl_result r = {.status = status,
                    .slurm_errno = status == op->rc ? op->slurm_errno : 0,
-                   .message = message ? message : (status == op->rc && op->errtext[0] ? op->errtext : op_strerror(status)),
+                   .message = message
+                                  ? message
+                                  : (status == op->rc && op->errtext[0] ? op->errtext : op_strerror(status)),
                    .resv_name = status == 0 ? op->resv_name : NULL,
                    .elapsed_ns = op->elapsed_ns};
     sl_done_cb cb = op->cb;
@@ -385,8 +387,8 @@ static void after_work_cb(uv_work_t *w, int status)
         log_warn("libslurm call finished after its timeout; result dropped names=%s rc=%s ms=%.1f",
                  op->names ? op->names : "", op_errname(op->rc), (double)op->elapsed_ns / 1e6);
     else
-        log_debug("libslurm call done kind=%d names=%s rc=%s ms=%.1f", (int)op->kind, op->names ? op->names : "",
-                  op_errname(op->rc), (double)op->elapsed_ns / 1e6);
+        log_debug("libslurm call done kind=%d names=%s rc=%s ms=%.1f", (int)op->kind,
+                  op->names ? op->names : "", op_errname(op->rc), (double)op->elapsed_ns / 1e6);
     deliver(op, status == UV_ECANCELED ? OP_ECANCELED : op->rc, NULL);
     op_free(op);
     if (b->closing) {
@@ -483,12 +485,23 @@ int sl_update_nodes(sl_backend *b, const char *hostlist, const sm_node_update *u
     uint32_t state = 0;
     if (u->set & SM_UPD_STATE) {
         switch (u->state) {
-        case SM_REQ_DRAIN: state = NODE_STATE_DRAIN; break;
-        case SM_REQ_UNDRAIN: state = NODE_STATE_UNDRAIN; break;
-        case SM_REQ_RESUME: state = NODE_RESUME; break;
-        case SM_REQ_DOWN: state = NODE_STATE_DOWN; break;
-        case SM_REQ_IDLE: state = NODE_STATE_IDLE; break;
-        default: return OP_EINVAL;
+        case SM_REQ_DRAIN:
+            state = NODE_STATE_DRAIN;
+            break;
+        case SM_REQ_UNDRAIN:
+            state = NODE_STATE_UNDRAIN;
+            break;
+        case SM_REQ_RESUME:
+            state = NODE_RESUME;
+            break;
+        case SM_REQ_DOWN:
+            state = NODE_STATE_DOWN;
+            break;
+        case SM_REQ_IDLE:
+            state = NODE_STATE_IDLE;
+            break;
+        default:
+            return OP_EINVAL;
         }
         /* slurmctld refuses these without a reason ("You must specify a
          * reason"); refuse before the round trip. */

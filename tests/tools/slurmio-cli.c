@@ -84,16 +84,25 @@ static int cmd_token(int argc, char **argv)
 {
     const char *key = NULL, *user = "root";
     long long lifetime = 3600, now = (long long)time(NULL);
-    static const struct option lo[] = {{"key", 1, 0, 'k'}, {"user", 1, 0, 'u'}, {"lifetime", 1, 0, 'l'},
-                                       {"now", 1, 0, 'n'}, {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"key", 1, 0, 'k'}, {"user", 1, 0, 'u'}, {"lifetime", 1, 0, 'l'}, {"now", 1, 0, 'n'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "k:u:l:n:", lo, NULL)) != -1) {
         switch (c) {
-        case 'k': key = optarg; break;
-        case 'u': user = optarg; break;
-        case 'l': lifetime = atoll(optarg); break;
-        case 'n': now = atoll(optarg); break;
-        default: usage();
+        case 'k':
+            key = optarg;
+            break;
+        case 'u':
+            user = optarg;
+            break;
+        case 'l':
+            lifetime = atoll(optarg);
+            break;
+        case 'n':
+            now = atoll(optarg);
+            break;
+        default:
+            usage();
         }
     }
     if (!key)
@@ -105,8 +114,10 @@ static int cmd_token(int argc, char **argv)
         tok = jwt_mint(k, klen, user, now, lifetime);
     } else {
         /* An already expired token, for tests: issued -lifetime+60 s ago. */
-        jwt_claims cl = {.sun = (char *)user, .iat = now + lifetime - 60, .nbf = now + lifetime - 60,
-                        .exp = now + lifetime};
+        jwt_claims cl = {.sun = (char *)user,
+                         .iat = now + lifetime - 60,
+                         .nbf = now + lifetime - 60,
+                         .exp = now + lifetime};
         tok = jwt_mint_claims(k, klen, &cl);
     }
     free(k);
@@ -188,7 +199,8 @@ static int cmd_compress(int argc, char **argv)
     if (argc == 2 && strcmp(argv[1], "-") == 0) {
         size_t len;
         input = read_file("-", &len, 64u << 20);
-        for (char *save = NULL, *t = strtok_r(input, " \t\r\n,", &save); t; t = strtok_r(NULL, " \t\r\n,", &save)) {
+        for (char *save = NULL, *t = strtok_r(input, " \t\r\n,", &save); t;
+             t = strtok_r(NULL, " \t\r\n,", &save)) {
             if (n == cap)
                 v = xrealloc(v, (cap *= 2) * sizeof(char *));
             v[n++] = t;
@@ -214,8 +226,9 @@ static int cmd_compress(int argc, char **argv)
 
 static int parse_kind(const char *s)
 {
-    static const char *const names[] = {"nodes", "node", "jobs", "ping", "reservations", "reservation", "status"};
-    static const int kinds[] = {SM_KIND_NODES, SM_KIND_NODE, SM_KIND_JOBS, SM_KIND_PING,
+    static const char *const names[] = {"nodes",        "node",        "jobs",  "ping",
+                                        "reservations", "reservation", "status"};
+    static const int kinds[] = {SM_KIND_NODES,        SM_KIND_NODE,        SM_KIND_JOBS,  SM_KIND_PING,
                                 SM_KIND_RESERVATIONS, SM_KIND_RESERVATION, SM_KIND_STATUS};
     for (size_t i = 0; i < ARRAY_SIZE(names); i++)
         if (strcmp(s, names[i]) == 0)
@@ -335,15 +348,22 @@ static cJSON *response_json(const sm_response *r, int rc)
 static int cmd_parse(int argc, char **argv)
 {
     int version = SM_V38, kind = SM_KIND_NODES, status = 200;
-    static const struct option lo[] = {{"version", 1, 0, 'v'}, {"kind", 1, 0, 'k'}, {"status", 1, 0, 's'},
-                                       {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"version", 1, 0, 'v'}, {"kind", 1, 0, 'k'}, {"status", 1, 0, 's'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "v:k:s:", lo, NULL)) != -1) {
         switch (c) {
-        case 'v': version = sm_version_parse(optarg); break;
-        case 'k': kind = parse_kind(optarg); break;
-        case 's': status = atoi(optarg); break;
-        default: usage();
+        case 'v':
+            version = sm_version_parse(optarg);
+            break;
+        case 'k':
+            kind = parse_kind(optarg);
+            break;
+        case 's':
+            status = atoi(optarg);
+            break;
+        default:
+            usage();
         }
     }
     if (version < 0 || kind < 0 || optind != argc - 1)
@@ -402,7 +422,7 @@ static int cmd_plan(int argc, char **argv)
 typedef struct run {
     uv_loop_t loop;
     sl_backend *b;
-    int kind;            /* 0 update, 1 delete, 2 resv create, 3 resv delete */
+    int kind; /* 0 update, 1 delete, 2 resv create, 3 resv delete */
     sm_node_update upd;
     sm_resv_desc resv;
     const char *target;  /* hostlist or reservation name */
@@ -427,8 +447,8 @@ static void on_done(void *data, const sl_result *res)
         const char *what = r->each.n ? r->each.names[r->next - 1] : r->target;
         if (!what)
             what = r->resv.name ? r->resv.name : "reservation";
-        fprintf(stderr, "slurmio-cli: %s: %s (%s, slurm errno %d)\n", what, res->message, op_errname(res->status),
-                res->slurm_errno);
+        fprintf(stderr, "slurmio-cli: %s: %s (%s, slurm errno %d)\n", what, res->message,
+                op_errname(res->status), res->slurm_errno);
     } else if (res->resv_name) {
         printf("reservation %s\n", res->resv_name);
     }
@@ -446,36 +466,70 @@ static void on_done(void *data, const sl_result *res)
 static int submit(run *r, const char *target)
 {
     switch (r->kind) {
-    case 0: return sl_update_nodes(r->b, target, &r->upd, on_done, r);
-    case 1: return sl_delete_nodes(r->b, target, on_done, r);
-    case 2: return sl_create_reservation(r->b, &r->resv, on_done, r);
-    case 3: return sl_delete_reservation(r->b, target, on_done, r);
+    case 0:
+        return sl_update_nodes(r->b, target, &r->upd, on_done, r);
+    case 1:
+        return sl_delete_nodes(r->b, target, on_done, r);
+    case 2:
+        return sl_create_reservation(r->b, &r->resv, on_done, r);
+    case 3:
+        return sl_delete_reservation(r->b, target, on_done, r);
     }
     return OP_EINVAL;
 }
 
-static int cmd_backend(const char *cmd, int argc, char **argv, const char *conf, unsigned timeout_ms, int each)
+static int cmd_backend(const char *cmd, int argc, char **argv, const char *conf, unsigned timeout_ms,
+                       int each)
 {
     run r;
     memset(&r, 0, sizeof(r));
     r.resv.duration = 60;
     r.resv.start_time = (int64_t)time(NULL) + 3600;
-    static const struct option lo[] = {{"reason", 1, 0, 'r'}, {"comment", 1, 0, 'c'}, {"features", 1, 0, 'f'},
-                                       {"active", 1, 0, 'a'}, {"name", 1, 0, 'N'},    {"nodes", 1, 0, 'H'},
-                                       {"users", 1, 0, 'U'},  {"start", 1, 0, 'S'},   {"duration", 1, 0, 'D'},
-                                       {"flags", 1, 0, 'F'},  {0, 0, 0, 0}};
+    static const struct option lo[] = {{"reason", 1, 0, 'r'},
+                                       {"comment", 1, 0, 'c'},
+                                       {"features", 1, 0, 'f'},
+                                       {"active", 1, 0, 'a'},
+                                       {"name", 1, 0, 'N'},
+                                       {"nodes", 1, 0, 'H'},
+                                       {"users", 1, 0, 'U'},
+                                       {"start", 1, 0, 'S'},
+                                       {"duration", 1, 0, 'D'},
+                                       {"flags", 1, 0, 'F'},
+                                       {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "r:c:f:a:N:H:U:S:D:F:", lo, NULL)) != -1) {
         switch (c) {
-        case 'r': r.upd.reason = optarg; r.upd.set |= SM_UPD_REASON; break;
-        case 'c': r.upd.comment = optarg; r.upd.set |= SM_UPD_COMMENT; break;
-        case 'f': r.upd.features = optarg; r.upd.set |= SM_UPD_FEATURES; break;
-        case 'a': r.upd.features_act = optarg; r.upd.set |= SM_UPD_FEATURES_ACT; break;
-        case 'N': r.resv.name = optarg; break;
-        case 'H': r.resv.node_list = optarg; break;
-        case 'U': r.resv.users = optarg; break;
-        case 'S': r.resv.start_time = atoll(optarg); break;
-        case 'D': r.resv.duration = atoll(optarg); break;
+        case 'r':
+            r.upd.reason = optarg;
+            r.upd.set |= SM_UPD_REASON;
+            break;
+        case 'c':
+            r.upd.comment = optarg;
+            r.upd.set |= SM_UPD_COMMENT;
+            break;
+        case 'f':
+            r.upd.features = optarg;
+            r.upd.set |= SM_UPD_FEATURES;
+            break;
+        case 'a':
+            r.upd.features_act = optarg;
+            r.upd.set |= SM_UPD_FEATURES_ACT;
+            break;
+        case 'N':
+            r.resv.name = optarg;
+            break;
+        case 'H':
+            r.resv.node_list = optarg;
+            break;
+        case 'U':
+            r.resv.users = optarg;
+            break;
+        case 'S':
+            r.resv.start_time = atoll(optarg);
+            break;
+        case 'D':
+            r.resv.duration = atoll(optarg);
+            break;
         case 'F':
             for (char *save = NULL, *t = strtok_r(optarg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 int bit = sm_resv_flag_bit(t);
@@ -486,14 +540,18 @@ static int cmd_backend(const char *cmd, int argc, char **argv, const char *conf,
                 r.resv.flags |= UINT64_C(1) << bit;
             }
             break;
-        default: usage();
+        default:
+            usage();
         }
     }
     static const struct {
         const char *cmd;
         int state;
-    } states[] = {{"drain", SM_REQ_DRAIN}, {"undrain", SM_REQ_UNDRAIN}, {"resume", SM_REQ_RESUME},
-                  {"down", SM_REQ_DOWN},   {"idle", SM_REQ_IDLE}};
+    } states[] = {{"drain", SM_REQ_DRAIN},
+                  {"undrain", SM_REQ_UNDRAIN},
+                  {"resume", SM_REQ_RESUME},
+                  {"down", SM_REQ_DOWN},
+                  {"idle", SM_REQ_IDLE}};
     for (size_t i = 0; i < ARRAY_SIZE(states); i++) {
         if (strcmp(cmd, states[i].cmd) == 0) {
             r.upd.set |= SM_UPD_STATE;
@@ -555,7 +613,8 @@ static int cmd_backend(const char *cmd, int argc, char **argv, const char *conf,
     }
     if (!r.failed && !r.first_error)
         printf("ok %s %s: %zu node(s), %zu request(s) in %.1f ms (%.1f ms in libslurm)\n", cmd,
-               r.target ? r.target : r.resv.node_list, r.kind <= 1 ? nodes : 0, total, ms, (double)r.lib_ns / 1e6);
+               r.target ? r.target : r.resv.node_list, r.kind <= 1 ? nodes : 0, total, ms,
+               (double)r.lib_ns / 1e6);
     hostlist_names_free(&r.each);
     return r.failed || r.first_error ? 1 : 0;
 }
@@ -598,7 +657,7 @@ int main(int argc, char **argv)
         return cmd_negotiate(sub_argc, sub_argv);
     if (strcmp(cmd, "plan") == 0)
         return cmd_plan(sub_argc, sub_argv);
-    static const char *const backend_cmds[] = {"drain",  "undrain",  "resume", "down",        "idle",
+    static const char *const backend_cmds[] = {"drain",   "undrain",  "resume", "down",        "idle",
                                                "comment", "features", "delete", "resv-create", "resv-delete"};
     for (size_t k = 0; k < ARRAY_SIZE(backend_cmds); k++)
         if (strcmp(cmd, backend_cmds[k]) == 0)

@@ -36,7 +36,7 @@ static char *expand_str(const char *expr, size_t max)
     return b.data ? buf_detach(&b, NULL) : xstrdup("");
 }
 
-#define EXPECT_EXPAND(expr, want)                                                                           \
+#define EXPECT_EXPAND(expr, want)                                                                            \
     do {                                                                                                     \
         char *got_ = expand_str((expr), 0);                                                                  \
         assert_string_equal(got_, (want));                                                                   \
@@ -65,9 +65,9 @@ static void test_expand_basic(void **state)
 
 static void test_expand_malformed(void **state)
 {
-    static const char *bad[] = {"n[3-1]", "n[1-2",  "n]1",    "n[[1]]", "n[]",  "n[a]", "n[1-]",
-                                "n[ 1]",  "n[1,]",  "n[,1]",  "n[1-2-3]", "n[-1]", "]",   "n[1]]",
-                                "n[1234567890123456789]"};
+    static const char *bad[] = {"n[3-1]",   "n[1-2", "n]1",   "n[[1]]", "n[]",
+                                "n[a]",     "n[1-]", "n[ 1]", "n[1,]",  "n[,1]",
+                                "n[1-2-3]", "n[-1]", "]",     "n[1]]",  "n[1234567890123456789]"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         hostlist_names hn;
         int rc = hostlist_expand(bad[i], 0, &hn);
@@ -128,7 +128,7 @@ static char *compress_list(const char *space_separated)
     return s;
 }
 
-#define EXPECT_COMPRESS(list, want)                                                                         \
+#define EXPECT_COMPRESS(list, want)                                                                          \
     do {                                                                                                     \
         char *got_ = compress_list(list);                                                                    \
         assert_non_null(got_);                                                                               \
@@ -266,9 +266,10 @@ static char *slurm_expand(const char *expr)
 
 static void test_vs_libslurm_expand(void **state)
 {
-    static const char *exprs[] = {"g[00001-00003,7],n1", "slinky-[0-12]", "n[8-11]",     "n[01-3]",
-                                  "n[1-003]",            "a[1-2]b[3-4]",  "x,,y",        "n1 n2  n3",
-                                  "g[00001-08192]",      "n[1,3,5-6]",    "r[1-2]n[01-02]", "abc,n[9-10]"};
+    static const char *exprs[] = {
+        "g[00001-00003,7],n1", "slinky-[0-12]", "n[8-11]",   "n[01-3]",        "n[1-003]",
+        "a[1-2]b[3-4]",        "x,,y",          "n1 n2  n3", "g[00001-08192]", "n[1,3,5-6]",
+        "r[1-2]n[01-02]",      "abc,n[9-10]"};
     for (size_t i = 0; i < ARRAY_SIZE(exprs); i++) {
         char *ours = expand_str(exprs[i], 0);
         char *theirs = slurm_expand(exprs[i]);
@@ -335,15 +336,11 @@ static void test_vs_libslurm_compress(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_expand_basic),
-        cmocka_unit_test(test_expand_malformed),
-        cmocka_unit_test(test_expand_bounds),
-        cmocka_unit_test(test_compress_basic),
-        cmocka_unit_test(test_compress_8192),
-        cmocka_unit_test(test_roundtrip_random),
+        cmocka_unit_test(test_expand_basic),       cmocka_unit_test(test_expand_malformed),
+        cmocka_unit_test(test_expand_bounds),      cmocka_unit_test(test_compress_basic),
+        cmocka_unit_test(test_compress_8192),      cmocka_unit_test(test_roundtrip_random),
 #ifdef OP_HAVE_LIBSLURM
-        cmocka_unit_test(test_vs_libslurm_expand),
-        cmocka_unit_test(test_vs_libslurm_compress),
+        cmocka_unit_test(test_vs_libslurm_expand), cmocka_unit_test(test_vs_libslurm_compress),
 #endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

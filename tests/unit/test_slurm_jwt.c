@@ -24,11 +24,11 @@ static int setup(void **state)
 }
 
 /* Computed with Python's hmac/hashlib over the same header and payload. */
-static const char vector[] =
-    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
-    "eyJqdGkiOiIwMDAwMDAwMC0wMDAwLTQwMDAtODAwMC0wMDAwMDAwMDAwMDAiLCJpc3MiOiJzbHVybS1vcGVyYXRvciIsImlhdCI6MTcwMDAw"
-    "MDAwMCwibmJmIjoxNzAwMDAwMDAwLCJleHAiOjE3MDAwMDM2MDAsInN1biI6InNsdXJtIn0."
-    "VhrS5i3vGxBdeScMlB_V7bbkP5XZGfUZOFzpDK1yMIE";
+static const char vector[] = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
+                             "eyJqdGkiOiIwMDAwMDAwMC0wMDAwLTQwMDAtODAwMC0wMDAwMDAwMDAwMDAiLCJpc3MiOiJzbHVybS1"
+                             "vcGVyYXRvciIsImlhdCI6MTcwMDAw"
+                             "MDAwMCwibmJmIjoxNzAwMDAwMDAwLCJleHAiOjE3MDAwMDM2MDAsInN1biI6InNsdXJtIn0."
+                             "VhrS5i3vGxBdeScMlB_V7bbkP5XZGfUZOFzpDK1yMIE";
 
 static void test_known_vector(void **state)
 {

@@ -74,7 +74,7 @@ static char *state_str(const sm_node *n)
     return buf_detach(&b, NULL);
 }
 
-#define ASSERT_STATE(node, want)                                                                            \
+#define ASSERT_STATE(node, want)                                                                             \
     do {                                                                                                     \
         char *s_ = state_str(node);                                                                          \
         assert_string_equal(s_, (want));                                                                     \
@@ -137,7 +137,8 @@ static void test_paths(void **state)
         {44, SM_OP_UPDATE_NODE, "g[00001-00003],n1", "/slurm/v0.0.44/node/g%5B00001-00003%5D%2Cn1", 0},
         {44, SM_OP_UPDATE_NODES, NULL, "/slurm/v0.0.44/nodes/", 0},
         {44, SM_OP_POST_RESERVATION, NULL, "/slurm/v0.0.44/reservation", 0},
-        {44, SM_OP_DELETE_RESERVATION, "SlurmOperatorMaint-a", "/slurm/v0.0.44/reservation/SlurmOperatorMaint-a", 0},
+        {44, SM_OP_DELETE_RESERVATION, "SlurmOperatorMaint-a",
+         "/slurm/v0.0.44/reservation/SlurmOperatorMaint-a", 0},
         {43, SM_OP_GET_JOBS, NULL, "/slurm/v0.0.43/jobs/", 0},
         {44, SM_OP_GET_NODE, NULL, NULL, OP_EINVAL},
         {44, SM_OP_GET_NODES, "x", NULL, OP_EINVAL},
@@ -218,7 +219,8 @@ static void test_v3x_node_states(void **state)
         r = one_node(v, "node_n2_drained_200.json");
         n = &r.nodes[0];
         assert_int_equal(n->base, SM_NODE_IDLE);
-        assert_string_equal(n->reason, "slurm-operator: Pod (ns/slinky-1) is pending termination for scale-in");
+        assert_string_equal(n->reason,
+                            "slurm-operator: Pod (ns/slinky-1) is pending termination for scale-in");
         assert_true(n->reason_changed_at > 0 || v == 36);
         if (known) {
             ASSERT_STATE(n, "IDLE+DRAIN");
@@ -270,8 +272,9 @@ static void test_v3x_node_states(void **state)
 
         r = one_node(v, "node_n3_comment_features_200.json");
         n = &r.nodes[0];
-        assert_string_equal(n->comment, "{\"namespace\":\"slurm\",\"podName\":\"slinky-2\",\"node\":\"kind-worker\","
-                                        "\"nodeSetName\":\"slinky\",\"nodeSetUID\":\"0f0e\"}");
+        assert_string_equal(n->comment,
+                            "{\"namespace\":\"slurm\",\"podName\":\"slinky-2\",\"node\":\"kind-worker\","
+                            "\"nodeSetName\":\"slinky\",\"nodeSetUID\":\"0f0e\"}");
         assert_string_equal(n->features, "k8s/zone-a,gpu");
         assert_string_equal(n->active_features, "k8s/zone-a");
         sm_response_free(&r);
@@ -614,12 +617,13 @@ static void test_malformed(void **state)
         {200, SM_KIND_NODES, "this is not json", OP_EPARSE},
         {200, SM_KIND_NODES, "", OP_EPARSE},
         {200, SM_KIND_NODES, "[1,2]", OP_EPARSE},
-        {200, SM_KIND_NODES, "{\"errors\":[]}", OP_EPARSE},                       /* no list */
-        {200, SM_KIND_NODES, "{\"nodes\":{}}", OP_EPARSE},                        /* not a list */
-        {200, SM_KIND_NODES, "{\"nodes\":[{\"state\":\"idle\"}]}", OP_EPARSE},     /* no name */
-        {200, SM_KIND_NODES, "{\"nodes\":[{\"name\":\"a\",\"state\":\"idle\",\"state_flags\":[]},{\"name\":\"b\"}]}",
+        {200, SM_KIND_NODES, "{\"errors\":[]}", OP_EPARSE},                    /* no list */
+        {200, SM_KIND_NODES, "{\"nodes\":{}}", OP_EPARSE},                     /* not a list */
+        {200, SM_KIND_NODES, "{\"nodes\":[{\"state\":\"idle\"}]}", OP_EPARSE}, /* no name */
+        {200, SM_KIND_NODES,
+         "{\"nodes\":[{\"name\":\"a\",\"state\":\"idle\",\"state_flags\":[]},{\"name\":\"b\"}]}",
          OP_EPARSE}, /* second node without a state */
-        {200, SM_KIND_NODES, "{\"errors\":{\"x\":1},\"nodes\":[]}", OP_EPARSE},   /* unreadable errors */
+        {200, SM_KIND_NODES, "{\"errors\":{\"x\":1},\"nodes\":[]}", OP_EPARSE}, /* unreadable errors */
         {200, SM_KIND_NODES, "{\"errors\":null,\"nodes\":[]}", OP_EPARSE},
         {200, SM_KIND_NODES, "{\"errors\":[{\"error\":\"x\"}],\"nodes\":[]}", OP_ESLURM},
         {200, SM_KIND_PING, "{\"pings\":[]}", OP_EPARSE},
@@ -629,20 +633,23 @@ static void test_malformed(void **state)
         {500, SM_KIND_NODES, "{\"errors\":[]}", OP_ESERVER},
         {503, SM_KIND_NODES, "", OP_EUNAVAILABLE},
         {429, SM_KIND_NODES, "slow down", OP_ERATELIMIT},
-        {403, SM_KIND_NODES, "{\"errors\":[{\"error\":\"Access denied\",\"error_number\":2002}]}", OP_EFORBIDDEN},
+        {403, SM_KIND_NODES, "{\"errors\":[{\"error\":\"Access denied\",\"error_number\":2002}]}",
+         OP_EFORBIDDEN},
         {302, SM_KIND_NODES, "", OP_EHTTP},
-        {404, SM_KIND_NODE, "{\"errors\":[{\"error\":\"Invalid node name specified\",\"error_number\":2018}]}",
-         OP_ENOTFOUND},
-        {500, SM_KIND_STATUS, "{\"errors\":[{\"error\":\"Duplicate reservation name\",\"error_number\":2082}]}",
-         OP_EEXISTS},
-        {500, SM_KIND_STATUS, "{\"errors\":[{\"error\":\"Requested nodes are busy\",\"error_code\":2016}]}", OP_EBUSY},
+        {404, SM_KIND_NODE,
+         "{\"errors\":[{\"error\":\"Invalid node name specified\",\"error_number\":2018}]}", OP_ENOTFOUND},
+        {500, SM_KIND_STATUS,
+         "{\"errors\":[{\"error\":\"Duplicate reservation name\",\"error_number\":2082}]}", OP_EEXISTS},
+        {500, SM_KIND_STATUS, "{\"errors\":[{\"error\":\"Requested nodes are busy\",\"error_code\":2016}]}",
+         OP_EBUSY},
         {500, SM_KIND_STATUS, "{\"errors\":[{\"error\":\"auth\",\"errno\":6000}]}", OP_EFORBIDDEN},
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         sm_response r;
         int rc = sm_parse(38, cases[i].kind, cases[i].status, cases[i].body, strlen(cases[i].body), &r);
         if (rc != cases[i].code)
-            fail_msg("case %zu (%s): got %s, want %s", i, cases[i].body, op_errname(rc), op_errname(cases[i].code));
+            fail_msg("case %zu (%s): got %s, want %s", i, cases[i].body, op_errname(rc),
+                     op_errname(cases[i].code));
         assert_int_equal(r.err.code, rc);
         assert_non_null(r.err.message);
         assert_int_equal(r.n_nodes + r.n_jobs + r.n_pings + r.n_resvs, 0);
@@ -736,7 +743,8 @@ static void test_node_update_json(void **state)
                               .state = SM_REQ_UNDRAIN,
                               .reason = "slurm-operator: Pod (ns/p) was uncordoned"};
     char *s = update_json(40, &undrain, &rc);
-    assert_string_equal(s, "{\"state\":[\"UNDRAIN\"],\"reason\":\"slurm-operator: Pod (ns/p) was uncordoned\"}");
+    assert_string_equal(s,
+                        "{\"state\":[\"UNDRAIN\"],\"reason\":\"slurm-operator: Pod (ns/p) was uncordoned\"}");
     free(s);
     sm_node_update idle = {.set = SM_UPD_STATE, .state = SM_REQ_IDLE};
     s = update_json(44, &idle, &rc);
@@ -748,8 +756,9 @@ static void test_node_update_json(void **state)
                            .features = "k8s/a,gpu,,k8s/b",
                            .features_act = ""};
     s = update_json(42, &info, &rc);
-    assert_string_equal(s, "{\"comment\":\"{\\\"podName\\\":\\\"p\\\"}\",\"features\":[\"k8s/a\",\"gpu\",\"k8s/b\"],"
-                           "\"features_act\":[]}");
+    assert_string_equal(
+        s, "{\"comment\":\"{\\\"podName\\\":\\\"p\\\"}\",\"features\":[\"k8s/a\",\"gpu\",\"k8s/b\"],"
+           "\"features_act\":[]}");
     free(s);
 
     sm_node_update topo = {.set = SM_UPD_TOPOLOGY, .topology = "default:block1"};
@@ -765,8 +774,9 @@ static void test_node_update_json(void **state)
     assert_null(update_json(41, &batch, &rc));
     assert_int_equal(rc, OP_ENOTSUP);
     s = update_json(42, &batch, &rc);
-    assert_string_equal(s, "{\"name\":[\"slinky-[0-7]\"],\"state\":[\"DRAIN\"],\"reason\":\"slurm-operator: Pod "
-                           "(ns/p) is pending termination for scale-in\"}");
+    assert_string_equal(s,
+                        "{\"name\":[\"slinky-[0-7]\"],\"state\":[\"DRAIN\"],\"reason\":\"slurm-operator: Pod "
+                        "(ns/p) is pending termination for scale-in\"}");
     free(s);
 
     /* A full buffer is reported, not truncated silently. */
@@ -788,10 +798,11 @@ static void test_resv_desc_json(void **state)
     buf_init(&b, 4096);
     assert_int_equal(sm_resv_desc_json(42, &d, &b), OP_ENOTSUP);
     assert_int_equal(sm_resv_desc_json(44, &d, &b), 0);
-    assert_string_equal(buf_cstr(&b),
-                        "{\"name\":\"SlurmOperatorMaint-slinky\",\"start_time\":{\"set\":true,\"infinite\":false,"
-                        "\"number\":1795303600},\"duration\":{\"set\":true,\"infinite\":false,\"number\":90},"
-                        "\"flags\":[\"MAINT\",\"IGNORE_JOBS\"],\"users\":[\"slurm\"],\"node_list\":[\"slinky-[0-3]\"]}");
+    assert_string_equal(
+        buf_cstr(&b),
+        "{\"name\":\"SlurmOperatorMaint-slinky\",\"start_time\":{\"set\":true,\"infinite\":false,"
+        "\"number\":1795303600},\"duration\":{\"set\":true,\"infinite\":false,\"number\":90},"
+        "\"flags\":[\"MAINT\",\"IGNORE_JOBS\"],\"users\":[\"slurm\"],\"node_list\":[\"slinky-[0-3]\"]}");
     buf_reset(&b);
     d.duration = SM_INFINITE;
     d.name = "";
@@ -802,20 +813,13 @@ static void test_resv_desc_json(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_versions),
-        cmocka_unit_test(test_paths),
-        cmocka_unit_test(test_negotiate),
-        cmocka_unit_test(test_v3x_node_states),
-        cmocka_unit_test(test_v3x_node_lists),
-        cmocka_unit_test(test_v3x_errors),
-        cmocka_unit_test(test_not_modified),
-        cmocka_unit_test(test_v3x_jobs_ping_resv),
-        cmocka_unit_test(test_v4x_nodes),
-        cmocka_unit_test(test_v4x_jobs_ping_resv_status),
-        cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_state_words),
-        cmocka_unit_test(test_node_update_json),
-        cmocka_unit_test(test_resv_desc_json),
+        cmocka_unit_test(test_versions),         cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_negotiate),        cmocka_unit_test(test_v3x_node_states),
+        cmocka_unit_test(test_v3x_node_lists),   cmocka_unit_test(test_v3x_errors),
+        cmocka_unit_test(test_not_modified),     cmocka_unit_test(test_v3x_jobs_ping_resv),
+        cmocka_unit_test(test_v4x_nodes),        cmocka_unit_test(test_v4x_jobs_ping_resv_status),
+        cmocka_unit_test(test_malformed),        cmocka_unit_test(test_state_words),
+        cmocka_unit_test(test_node_update_json), cmocka_unit_test(test_resv_desc_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
