@@ -118,6 +118,10 @@ def plain_manifest_files():
     return files_under(MANIFESTS)
 
 
+def kind_files():
+    return files_under(os.path.join(DEPLOY, "kind"))
+
+
 def chart_yaml_files():
     """Every chart file that is YAML as it stands: Chart.yaml, values.yaml
     and the CRD chart's templates (copies of crds/, no template actions)."""
@@ -453,6 +457,14 @@ class TestPlainManifests(unittest.TestCase, OperatorChecks):
         self.assertEqual([e["port"] for e in sm["spec"]["endpoints"]], ["metrics"])
 
 
+class TestKindConfig(unittest.TestCase):
+    def test_kind_cluster_has_two_workers(self):
+        # The quick start's NodeSet has two replicas, one per worker node.
+        cfg = one(objects(load_yaml_files(kind_files())), "Cluster")
+        self.assertEqual(cfg["apiVersion"], "kind.x-k8s.io/v1alpha4")
+        self.assertEqual(sorted(n["role"] for n in cfg["nodes"]), ["control-plane", "worker", "worker"])
+
+
 class TestCrdCopies(unittest.TestCase):
     def test_copies_are_byte_identical(self):
         src = sorted(n for n in os.listdir(CRDS) if n.endswith(".yaml"))
@@ -617,7 +629,8 @@ class TestChartsStatic(unittest.TestCase):
 # Helm charts, rendered (needs a helm binary)
 
 def helm_binary():
-    return os.environ.get("HELM") or shutil.which("helm")
+    h = os.environ.get("HELM") or shutil.which("helm")
+    return h if h and os.access(h, os.X_OK) else None
 
 
 def helm(*args, check=True):
@@ -644,6 +657,12 @@ def normalise(o):
     if o["kind"] == "Deployment":
         strip(o["spec"]["template"]["metadata"])
     return o
+
+
+def lines(o):
+    """An object as sorted, indented JSON lines, so that a difference shows
+    as a readable diff."""
+    return json.dumps(o, indent=1, sort_keys=True).splitlines()
 
 
 class SchemaError(Exception):
@@ -701,6 +720,7 @@ def crd_schemas():
 @unittest.skipUnless(helm_binary(), "no helm binary on PATH (or $HELM): rendered-chart checks skipped; "
                                     "the static checks above still ran")
 class TestChartsRendered(unittest.TestCase):
+    maxDiff = None
     def test_lint(self):
         for name, d in chart_dirs().items():
             helm("lint", "--strict", d)
@@ -720,13 +740,14 @@ class TestChartsRendered(unittest.TestCase):
         self.assertEqual(sorted(map(key, rendered)), sorted(map(key, plain)))
         by_key = {key(o): o for o in plain}
         for o in rendered:
-            self.assertEqual(o, by_key[key(o)], "chart and deploy/manifests differ on %s %s" % key(o))
+            self.assertEqual(lines(o), lines(by_key[key(o)]), "chart and deploy/manifests differ on %s %s" % key(o))
         extra = [normalise(o) for o in render("slurmop", "slurmop", OP_NS, "--set", "podDisruptionBudget.enabled=true",
                                               "--set", "serviceMonitor.enabled=true")]
         opt = {key(o): normalise(o) for o in objects(load_yaml_files(files_under(os.path.join(MANIFESTS, "optional"))))}
         for k in (("PodDisruptionBudget", "slurmop"), ("ServiceMonitor", "slurmop")):
             got = [o for o in extra if key(o) == k]
-            self.assertEqual(got, [opt[k]], "chart and deploy/manifests/optional differ on %s %s" % k)
+            self.assertEqual(len(got), 1, k)
+            self.assertEqual(lines(got[0]), lines(opt[k]), "chart and deploy/manifests/optional differ on %s %s" % k)
 
     def test_slurmop_chart_with_options(self):
         case = self
@@ -820,6 +841,9 @@ class TestChartsRendered(unittest.TestCase):
         self.assertEqual(cpu["spec"]["replicas"], 0)
         self.assertIs(cpu["spec"]["partition"]["enabled"], False)
         self.assertEqual(cpu["spec"]["template"]["spec"]["hostname"], "cpu-")
+        self.assertIs(cpu["spec"]["oversubscribeNode"], True)
+        self.assertEqual(cpu["spec"]["minReadySeconds"], 5)
+        self.assertIs(gpu["spec"]["oversubscribeNode"], False)
         self.assertEqual(find(objs, "NodeSet", "lab-worker-off"), [], "enabled: false drops the entry")
         login = one(objs, "LoginSet", "lab-login-main")
         self.assertEqual(login["spec"]["replicas"], 2)
@@ -863,6 +887,8 @@ partitions:
 nodesets:
   cpu:
     replicas: 0
+    oversubscribeNode: true
+    minReadySeconds: 5
     partition:
       enabled: false
   gpu:
