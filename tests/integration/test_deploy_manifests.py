@@ -829,7 +829,8 @@ class TestChartsRendered(unittest.TestCase):
         self.assertEqual(ctl["spec"]["configFileRefs"], [{"name": "lab-config-extra"}])
         self.assertEqual(ctl["spec"]["persistence"]["storageClassName"], "fast")
         acct = one(objs, "Accounting", "lab")
-        self.assertEqual(acct["spec"]["storageConfig"]["passwordKeyRef"], {"name": "mariadb-password", "key": "password"})
+        self.assertEqual(acct["spec"]["storageConfig"]["passwordKeyRef"],
+                         {"name": "mariadb-password", "key": "password"})
         gpu = one(objs, "NodeSet", "lab-worker-gpu")
         self.assertEqual(gpu["spec"]["template"]["spec"]["hostname"], "gpu-")
         self.assertEqual(gpu["spec"]["replicas"], 3)
@@ -849,7 +850,19 @@ class TestChartsRendered(unittest.TestCase):
         self.assertEqual(login["spec"]["replicas"], 2)
         self.assertEqual(login["spec"]["sssdConfRef"], {"name": "lab-sssd-conf", "key": "sssd.conf"})
         self.assertIn("sssd.conf", one(objs, "Secret", "lab-sssd-conf")["stringData"])
-        self.assertEqual(one(objs, "ConfigMap", "lab-config-extra")["data"], {"cgroup.conf": "CgroupPlugin=cgroup/v2\n"})
+        self.assertEqual(one(objs, "ConfigMap", "lab-config-extra")["data"],
+                         {"cgroup.conf": "CgroupPlugin=cgroup/v2\n"})
+
+    def test_slurm_chart_ha_and_external_keys(self):
+        objs = render("slurm", "slurm", "slurm", "--set", "controller.ha.enabled=true", "--set",
+                      "controller.persistence.existingClaim=statesave", "--set", "slurmKeyRef.name=mykeys",
+                      "--set", "jwtKeyRef.name=mykeys")
+        self.check_crs(objs)
+        ctl = one(objs, "Controller")
+        self.assertEqual(ctl["spec"]["ha"], {"enabled": True, "backups": 1})
+        self.assertEqual(ctl["spec"]["persistence"], {"enabled": True, "existingClaim": "statesave"})
+        self.assertEqual(ctl["spec"]["slurmKeyRef"], {"name": "mykeys", "key": "slurm.key"})
+        self.assertEqual(find(objs, "Secret"), [], "no key Secret is generated when both are given")
 
     def test_slurm_chart_refusals(self):
         for args, words in (
