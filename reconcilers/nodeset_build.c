@@ -32,6 +32,13 @@ static const char *meta_str(const cJSON *o, const char *field)
     return s ? s : "";
 }
 
+/* String value of key in o; keys may contain dots (labels, annotations). */
+static const char *child_str(const cJSON *o, const char *key)
+{
+    const cJSON *v = json_child(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
 static const cJSON *spec_of(const cJSON *nodeset)
 {
     return json_child(nodeset, "spec");
@@ -64,7 +71,8 @@ static void set_if_absent(cJSON *o, const char *key, cJSON *item)
 static void add_missing_pairs(cJSON *dst, const cJSON *src, const char *skip)
 {
     for (const cJSON *kv = cJSON_IsObject(src) ? src->child : NULL; kv; kv = kv->next)
-        if (cJSON_IsString(kv) && !json_child(dst, kv->string) && (skip == NULL || strcmp(kv->string, skip) != 0))
+        if (cJSON_IsString(kv) && !json_child(dst, kv->string) &&
+            (skip == NULL || strcmp(kv->string, skip) != 0))
             json_set_str(dst, kv->string, kv->valuestring);
 }
 
@@ -237,7 +245,7 @@ char *nsb_daemonset_hostname(const char *node_name, const char *override)
 char *nsb_daemonset_hostname_of_node(const cJSON *node)
 {
     const cJSON *ann = json_get(node, "metadata.annotations");
-    return nsb_daemonset_hostname(meta_str(node, "name"), json_get_str(ann, NSB_ANN_HOSTNAME_OVERRIDE));
+    return nsb_daemonset_hostname(meta_str(node, "name"), child_str(ann, NSB_ANN_HOSTNAME_OVERRIDE));
 }
 
 char *nsb_slurm_nodeset_name(const cJSON *nodeset)
@@ -488,9 +496,21 @@ int nsb_parse_quantity(const char *s, long long *out)
         const char *sfx;
         long double mult;
     } sfx[] = {
-        {"Ki", 1024.0L}, {"Mi", 1048576.0L}, {"Gi", 1073741824.0L}, {"Ti", 1099511627776.0L},
-        {"Pi", 1125899906842624.0L}, {"Ei", 1152921504606846976.0L}, {"n", 1e-9L}, {"u", 1e-6L},
-        {"m", 1e-3L}, {"k", 1e3L}, {"M", 1e6L}, {"G", 1e9L}, {"T", 1e12L}, {"P", 1e15L}, {"E", 1e18L},
+        {"Ki", 1024.0L},
+        {"Mi", 1048576.0L},
+        {"Gi", 1073741824.0L},
+        {"Ti", 1099511627776.0L},
+        {"Pi", 1125899906842624.0L},
+        {"Ei", 1152921504606846976.0L},
+        {"n", 1e-9L},
+        {"u", 1e-6L},
+        {"m", 1e-3L},
+        {"k", 1e3L},
+        {"M", 1e6L},
+        {"G", 1e9L},
+        {"T", 1e12L},
+        {"P", 1e15L},
+        {"E", 1e18L},
     };
     if (*p == 'e' || *p == 'E') {
         /* Decimal exponent ("1e3"); a bare "E" is the exa suffix. */
@@ -666,12 +686,11 @@ static cJSON *slurmd_container(const cJSON *nodeset, const char *conf_server, co
  * to stdout. It keeps the FIFO across its own restarts (recreating it would
  * let a writer that reopens at the wrong moment block on a dead inode) and
  * reopens it after every writer close instead of exiting. */
-static const char logfile_script[] =
-    "set -eu\n"
-    "fifo=\"${SOCKET:-/tmp/logfile.log}\"\n"
-    "mkdir -p \"$(dirname \"$fifo\")\"\n"
-    "[ -p \"$fifo\" ] || { rm -f \"$fifo\"; mkfifo -m 777 \"$fifo\"; }\n"
-    "while :; do cat \"$fifo\" || true; done\n";
+static const char logfile_script[] = "set -eu\n"
+                                     "fifo=\"${SOCKET:-/tmp/logfile.log}\"\n"
+                                     "mkdir -p \"$(dirname \"$fifo\")\"\n"
+                                     "[ -p \"$fifo\" ] || { rm -f \"$fifo\"; mkfifo -m 777 \"$fifo\"; }\n"
+                                     "while :; do cat \"$fifo\" || true; done\n";
 
 static cJSON *logfile_container(const cJSON *nodeset)
 {
@@ -689,8 +708,8 @@ static cJSON *logfile_container(const cJSON *nodeset)
     return pt_merge_container(c, json_get(nodeset, "spec.logfile"));
 }
 
-static cJSON *projected(const char *vol, const char *kind, const char *name, const char *key, const char *path,
-                        int item_mode)
+static cJSON *projected(const char *vol, const char *kind, const char *name, const char *key,
+                        const char *path, int item_mode)
 {
     cJSON *v = cJSON_CreateObject();
     json_set_str(v, "name", vol);
@@ -727,10 +746,10 @@ static cJSON *base_volumes(const cJSON *nodeset, const char *key_secret, const c
         char *cm = xasprintf("%s-ssh-config", meta_str(nodeset, "name"));
         cJSON_AddItemToArray(vols, projected("ssh-config", "configMap", cm, "sshd_config", "sshd_config", 1));
         free(cm);
-        cJSON_AddItemToArray(vols, projected("sssd-conf", "secret",
-                                             json_get_str_or(nodeset, "spec.ssh.sssdConfRef.name", ""),
-                                             json_get_str_or(nodeset, "spec.ssh.sssdConfRef.key", "sssd.conf"),
-                                             "sssd.conf", 1));
+        cJSON_AddItemToArray(
+            vols,
+            projected("sssd-conf", "secret", json_get_str_or(nodeset, "spec.ssh.sssdConfRef.name", ""),
+                      json_get_str_or(nodeset, "spec.ssh.sssdConfRef.key", "sssd.conf"), "sssd.conf", 1));
     }
     return vols;
 }
@@ -742,6 +761,33 @@ static cJSON *toleration(const char *key, const char *op, const char *effect)
     json_set_str(t, "operator", op);
     json_set_str(t, "effect", effect);
     return t;
+}
+
+static int toleration_same(const cJSON *a, const cJSON *b)
+{
+    static const char *const f[] = {"key", "operator", "value", "effect"};
+    for (size_t i = 0; i < ARRAY_SIZE(f); i++)
+        if (strcmp(json_get_str_or(a, f[i], ""), json_get_str_or(b, f[i], "")) != 0)
+            return 0;
+    return 1;
+}
+
+/* Every worker pod tolerates the worker taint, even when the user's template
+ * brings its own tolerations (a list without merge key replaces ours). */
+static void ensure_worker_toleration(cJSON *spec)
+{
+    cJSON *tols = cJSON_GetObjectItemCaseSensitive(spec, "tolerations");
+    if (!cJSON_IsArray(tols)) {
+        tols = cJSON_CreateArray();
+        json_set(spec, "tolerations", tols);
+    }
+    cJSON *want = toleration(NSB_WORKER_TAINT, "Equal", "NoExecute");
+    for (const cJSON *t = tols->child; t; t = t->next)
+        if (toleration_same(t, want)) {
+            cJSON_Delete(want);
+            return;
+        }
+    cJSON_InsertItemInArray(tols, 0, want);
 }
 
 cJSON *nsb_build_template(const nsb_pod_args *a, char *err, size_t errlen)
@@ -800,11 +846,13 @@ cJSON *nsb_build_template(const nsb_pod_args *a, char *err, size_t errlen)
     free(conf);
 
     tmpl = pt_merge_template(tmpl, json_get(ns_obj, "spec.template"));
+    ensure_worker_toleration(json_obj_ensure(tmpl, "spec"));
     /* The NodeSet's own labels and annotations come last and never override
      * what the operator or the template set. */
     meta = json_obj_ensure(tmpl, "metadata");
     add_missing_pairs(json_obj_ensure(meta, "labels"), json_get(ns_obj, "metadata.labels"), NULL);
-    add_missing_pairs(json_obj_ensure(meta, "annotations"), json_get(ns_obj, "metadata.annotations"), LAST_APPLIED);
+    add_missing_pairs(json_obj_ensure(meta, "annotations"), json_get(ns_obj, "metadata.annotations"),
+                      LAST_APPLIED);
     return tmpl;
 }
 
@@ -850,15 +898,6 @@ static void add_anti_affinity(cJSON *spec)
     cJSON_AddItemToArray(req, term);
 }
 
-static int toleration_same(const cJSON *a, const cJSON *b)
-{
-    static const char *const f[] = {"key", "operator", "value", "effect"};
-    for (size_t i = 0; i < ARRAY_SIZE(f); i++)
-        if (strcmp(json_get_str_or(a, f[i], ""), json_get_str_or(b, f[i], "")) != 0)
-            return 0;
-    return 1;
-}
-
 /* The tolerations the DaemonSet controller gives its pods; without them a
  * pod could not be (re)created on a cordoned or pressured node. */
 static void add_daemon_tolerations(cJSON *spec)
@@ -866,9 +905,12 @@ static void add_daemon_tolerations(cJSON *spec)
     static const struct {
         const char *key, *effect;
     } t[] = {
-        {"node.kubernetes.io/not-ready", "NoExecute"},   {"node.kubernetes.io/unreachable", "NoExecute"},
-        {"node.kubernetes.io/disk-pressure", "NoSchedule"}, {"node.kubernetes.io/memory-pressure", "NoSchedule"},
-        {"node.kubernetes.io/pid-pressure", "NoSchedule"}, {"node.kubernetes.io/unschedulable", "NoSchedule"},
+        {"node.kubernetes.io/not-ready", "NoExecute"},
+        {"node.kubernetes.io/unreachable", "NoExecute"},
+        {"node.kubernetes.io/disk-pressure", "NoSchedule"},
+        {"node.kubernetes.io/memory-pressure", "NoSchedule"},
+        {"node.kubernetes.io/pid-pressure", "NoSchedule"},
+        {"node.kubernetes.io/unschedulable", "NoSchedule"},
         {"node.kubernetes.io/network-unavailable", "NoSchedule"},
     };
     cJSON *tols = cJSON_GetObjectItemCaseSensitive(spec, "tolerations");
@@ -923,16 +965,23 @@ static void add_claim_volumes(cJSON *spec, const cJSON *nodeset, const char *suf
 
 cJSON *nsb_build_pod(const nsb_pod_args *a, char *err, size_t errlen)
 {
+    cJSON *tmpl = nsb_build_template(a, err, errlen);
+    if (tmpl == NULL)
+        return NULL;
+    cJSON *pod = nsb_stamp_pod(a, tmpl, err, errlen);
+    cJSON_Delete(tmpl);
+    return pod;
+}
+
+cJSON *nsb_stamp_pod(const nsb_pod_args *a, const cJSON *template, char *err, size_t errlen)
+{
     enum nsb_mode mode = nsb_mode_of(a->nodeset);
     const char *nss = meta_str(a->nodeset, "name");
     if (mode == NSB_DAEMONSET && (a->node_name == NULL || *a->node_name == '\0')) {
         errf(err, errlen, "DaemonSet-mode pod of NodeSet %s needs a node name", nss);
         return NULL;
     }
-    cJSON *tmpl = nsb_build_template(a, err, errlen);
-    if (tmpl == NULL)
-        return NULL;
-
+    cJSON *tmpl = cJSON_Duplicate(template, 1);
     cJSON *pod = cJSON_CreateObject();
     json_set_str(pod, "apiVersion", "v1");
     json_set_str(pod, "kind", "Pod");
@@ -1342,10 +1391,12 @@ int nsb_pvc_update_owner_refs(cJSON *pvc, const cJSON *nodeset, const char *pod_
         json_set(meta, "ownerReferences", refs);
     }
     const char *set_uid = meta_str(nodeset, "uid"), *set_name = meta_str(nodeset, "name");
-    int del_deleted = strcmp(json_get_str_or(nodeset, "spec.persistentVolumeClaimRetentionPolicy.whenDeleted",
-                                             "Retain"), "Delete") == 0;
-    int del_scaled = strcmp(json_get_str_or(nodeset, "spec.persistentVolumeClaimRetentionPolicy.whenScaled",
-                                            "Retain"), "Delete") == 0;
+    int del_deleted =
+        strcmp(json_get_str_or(nodeset, "spec.persistentVolumeClaimRetentionPolicy.whenDeleted", "Retain"),
+               "Delete") == 0;
+    int del_scaled =
+        strcmp(json_get_str_or(nodeset, "spec.persistentVolumeClaimRetentionPolicy.whenScaled", "Retain"),
+               "Delete") == 0;
     int want_set = del_deleted && !(del_scaled && pod_condemned);
     int want_pod = del_scaled && pod_condemned && pod_uid && *pod_uid;
     int changed = 0;
@@ -1476,9 +1527,9 @@ char *nsb_sshd_config(const char *extra)
     buf_t b;
     buf_init(&b, BUF_UNLIMITED);
     put(&b, "Include /etc/ssh/sshd_config.d/*.conf\n"
-                       "UsePAM yes\n"
-                       "AuthenticationMethods publickey password\n"
-                       "Subsystem sftp internal-sftp\n");
+            "UsePAM yes\n"
+            "AuthenticationMethods publickey password\n"
+            "Subsystem sftp internal-sftp\n");
     if (extra && *extra) {
         put(&b, extra);
         if (extra[strlen(extra) - 1] != '\n')
@@ -1602,13 +1653,13 @@ void nsb_pod_from_json(const cJSON *pod, const char *nss, nsb_pod *p)
     const cJSON *meta = json_child(pod, "metadata");
     const cJSON *labels = json_child(meta, "labels"), *ann = json_child(meta, "annotations");
     p->name = json_get_str_or(meta, "name", "");
-    p->revision = json_get_str(labels, NSB_LABEL_REVISION);
+    p->revision = child_str(labels, NSB_LABEL_REVISION);
     p->ordinal = nss ? nsb_parse_ordinal(p->name, nss) : nsb_split_pod_name(p->name, NULL);
     p->phase = nsb_phase_parse(json_get_str(pod, "status.phase"));
     const char *node = json_get_str(pod, "spec.nodeName");
     p->scheduled = node && *node;
-    p->terminating = json_child(meta, "deletionTimestamp") != NULL &&
-                     !cJSON_IsNull(json_child(meta, "deletionTimestamp"));
+    p->terminating =
+        json_child(meta, "deletionTimestamp") != NULL && !cJSON_IsNull(json_child(meta, "deletionTimestamp"));
     p->created = nsb_parse_time(json_get_str(meta, "creationTimestamp"));
     const cJSON *conds = json_get(pod, "status.conditions");
     for (const cJSON *c = conds ? conds->child : NULL; c; c = c->next)
@@ -1618,15 +1669,15 @@ void nsb_pod_from_json(const cJSON *pod, const char *nss, nsb_pod *p)
                 p->ready_since = nsb_parse_time(json_get_str(c, "lastTransitionTime"));
             break;
         }
-    p->cordoned = parse_true(json_get_str(ann, NSB_ANN_POD_CORDON));
-    const char *cost = json_get_str(ann, NSB_ANN_DELETION_COST);
+    p->cordoned = parse_true(child_str(ann, NSB_ANN_POD_CORDON));
+    const char *cost = child_str(ann, NSB_ANN_DELETION_COST);
     if (cost) {
         char *end;
         long long v = strtoll(cost, &end, 10);
         if (*cost && *end == '\0' && v >= INT32_MIN && v <= INT32_MAX)
             p->deletion_cost = (int32_t)v;
     }
-    p->deadline = nsb_parse_time(json_get_str(ann, NSB_ANN_DEADLINE));
+    p->deadline = nsb_parse_time(child_str(ann, NSB_ANN_DEADLINE));
 }
 
 int nsb_pod_running_ready(const nsb_pod *p)
@@ -1797,8 +1848,9 @@ int nsb_rolling_unavailable(const nsb_pod *pods, size_t n, const char *update_re
 
 /* ---- status ------------------------------------------------------------------------------------ */
 
-void nsb_count(const nsb_pod *pods, size_t n, const char *update_rev, const char *current_rev, const char *nss,
-               enum nsb_mode mode, int32_t desired, int32_t min_ready, int64_t now, nsb_counts *out)
+void nsb_count(const nsb_pod *pods, size_t n, const char *update_rev, const char *current_rev,
+               const char *nss, enum nsb_mode mode, int32_t desired, int32_t min_ready, int64_t now,
+               nsb_counts *out)
 {
     memset(out, 0, sizeof(*out));
     for (size_t i = 0; i < n; i++) {
@@ -1823,8 +1875,8 @@ void nsb_count(const nsb_pod *pods, size_t n, const char *update_rev, const char
     out->unavailable = base > out->available ? base - out->available : 0;
 }
 
-cJSON *nsb_build_status(const cJSON *nodeset, const nsb_counts *c, const nsb_slurm_counts *s, const char *hash,
-                        int32_t collision_count, const cJSON *ordinal_to_node)
+cJSON *nsb_build_status(const cJSON *nodeset, const nsb_counts *c, const nsb_slurm_counts *s,
+                        const char *hash, int32_t collision_count, const cJSON *ordinal_to_node)
 {
     cJSON *st = cJSON_CreateObject();
     json_set_int(st, "replicas", c->replicas);
@@ -1876,8 +1928,8 @@ int nsb_parse_duration(const char *s, double *seconds)
     static const struct {
         const char *unit;
         double sec;
-    } units[] = {{"ns", 1e-9}, {"us", 1e-6}, {"\xc2\xb5s", 1e-6}, {"\xce\xbcs", 1e-6}, {"ms", 1e-3},
-                 {"s", 1},     {"m", 60},    {"h", 3600}};
+    } units[] = {{"ns", 1e-9}, {"us", 1e-6}, {"\xc2\xb5s", 1e-6}, {"\xce\xbcs", 1e-6},
+                 {"ms", 1e-3}, {"s", 1},     {"m", 60},           {"h", 3600}};
     if (s == NULL || *s == '\0')
         return OP_EINVAL;
     const char *p = s;
@@ -1960,7 +2012,8 @@ size_t nsb_validate(const cJSON *nodeset, const cJSON *old, nsb_msgs *out)
     const char *type = json_get_str_or(us, "type", "RollingUpdate");
     static const char *const types[] = {"RollingUpdate", "OnDelete", "ScheduledUpdate"};
     if (!in_list(type, types, 3))
-        msg(out, "spec.updateStrategy.type must be RollingUpdate, OnDelete or ScheduledUpdate, got \"%s\"", type);
+        msg(out, "spec.updateStrategy.type must be RollingUpdate, OnDelete or ScheduledUpdate, got \"%s\"",
+            type);
     const cJSON *mu = json_get(us, "rollingUpdate.maxUnavailable");
     if (mu) {
         int dummy;
@@ -1995,8 +2048,10 @@ size_t nsb_validate(const cJSON *nodeset, const cJSON *old, nsb_msgs *out)
 
     const char *host = json_get_str(spec, "template.spec.hostname");
     if (host && *host && !hostname_prefix_ok(host))
-        msg(out, "spec.template.spec.hostname \"%s\" is not a valid hostname prefix (lowercase letters, digits "
-                 "and '-', starting with a letter or digit, at most 62 characters)", host);
+        msg(out,
+            "spec.template.spec.hostname \"%s\" is not a valid hostname prefix (lowercase letters, digits "
+            "and '-', starting with a letter or digit, at most 62 characters)",
+            host);
 
     const char *extra = json_get_str(spec, "extraConf");
     if (extra) {
@@ -2022,7 +2077,8 @@ size_t nsb_validate(const cJSON *nodeset, const cJSON *old, nsb_msgs *out)
         const cJSON *ospec = spec_of(old);
         if (!json_equal(json_child(spec, "controllerRef"), json_child(ospec, "controllerRef")))
             msg(out, "spec.controllerRef cannot be changed after creation");
-        const cJSON *a = json_child(spec, "volumeClaimTemplates"), *b = json_child(ospec, "volumeClaimTemplates");
+        const cJSON *a = json_child(spec, "volumeClaimTemplates"),
+                    *b = json_child(ospec, "volumeClaimTemplates");
         int a_empty = a == NULL || cJSON_IsNull(a) || json_len(a) == 0;
         int b_empty = b == NULL || cJSON_IsNull(b) || json_len(b) == 0;
         if (!(a_empty && b_empty) && !json_equal(a, b))

@@ -149,13 +149,13 @@ int nsb_parse_quantity(const char *s, long long *out);
 /* ---- Worker pod (slinky-compat §3.4) ---------------------------------------------------------- */
 
 typedef struct nsb_pod_args {
-    const cJSON *nodeset;       /* with defaults applied */
-    const cJSON *controller;    /* the Controller of spec.controllerRef */
-    const char *revision;       /* controller-revision-hash label value; NULL or "" = none */
-    int ordinal;                /* StatefulSet mode */
-    const char *node_name;      /* DaemonSet mode: the target k8s Node (required) */
+    const cJSON *nodeset;               /* with defaults applied */
+    const cJSON *controller;            /* the Controller of spec.controllerRef */
+    const char *revision;               /* controller-revision-hash label value; NULL or "" = none */
+    int ordinal;                        /* StatefulSet mode */
+    const char *node_name;              /* DaemonSet mode: the target k8s Node (required) */
     const char *node_hostname_override; /* DaemonSet mode: that Node's hostname-override, or NULL */
-    const char *pin_node;       /* StatefulSet mode with pinToNode: the node the ordinal is pinned to, or NULL */
+    const char *pin_node; /* StatefulSet mode with pinToNode: the node the ordinal is pinned to, or NULL */
     const char *cluster_domain; /* NULL = "cluster.local" */
     const char *sshd_conf_hash; /* value of slinky.slurm.net/sshd-conf-hash; NULL = SHA-256 of "" */
     const char *sssd_conf_hash; /* value of slinky.slurm.net/sssd-conf-hash; NULL = SHA-256 of "" */
@@ -193,6 +193,11 @@ cJSON *nsb_build_template(const nsb_pod_args *a, char *err, size_t errlen);
  *  NULL with a message in err on the errors of nsb_build_template, or a
  *  missing node_name in DaemonSet mode. */
 cJSON *nsb_build_pod(const nsb_pod_args *a, char *err, size_t errlen);
+/** The same pod stamped from a template made earlier by nsb_build_template
+ *  with the same nodeset, controller, domain and hashes (template is only
+ *  read): build the template once per pass, then stamp every ordinal or
+ *  node. NULL with a message in err for a missing DaemonSet node name. */
+cJSON *nsb_stamp_pod(const nsb_pod_args *a, const cJSON *template, char *err, size_t errlen);
 
 /** SHA-256 hex of data (the hash annotations); out holds 65 bytes. */
 void nsb_conf_hash(const void *data, size_t len, char out[65]);
@@ -266,11 +271,11 @@ enum nsb_rev_action {
 
 typedef struct nsb_rev_plan {
     enum nsb_rev_action action;
-    int update;                /* index in revs of the update revision (REUSE/BUMP), -1 for CREATE */
-    int current;               /* index in revs named by status.nodeSetHash, -1 = the update revision */
-    char hash[NSB_HASH_MAX];   /* hash of the update revision */
-    int64_t revision;          /* revision number the update revision has or must get */
-    int32_t collision_count;   /* to store in status.collisionCount */
+    int update;              /* index in revs of the update revision (REUSE/BUMP), -1 for CREATE */
+    int current;             /* index in revs named by status.nodeSetHash, -1 = the update revision */
+    char hash[NSB_HASH_MAX]; /* hash of the update revision */
+    int64_t revision;        /* revision number the update revision has or must get */
+    int32_t collision_count; /* to store in status.collisionCount */
 } nsb_rev_plan;
 
 /** Choose the update and current revisions like Kubernetes' StatefulSet
@@ -446,8 +451,9 @@ typedef struct nsb_counts {
     int32_t desired;     /* StatefulSet: spec.replicas; DaemonSet: nodes that should run a pod */
 } nsb_counts;
 
-void nsb_count(const nsb_pod *pods, size_t n, const char *update_rev, const char *current_rev, const char *nss,
-               enum nsb_mode mode, int32_t desired, int32_t min_ready, int64_t now, nsb_counts *out);
+void nsb_count(const nsb_pod *pods, size_t n, const char *update_rev, const char *current_rev,
+               const char *nss, enum nsb_mode mode, int32_t desired, int32_t min_ready, int64_t now,
+               nsb_counts *out);
 
 typedef struct nsb_slurm_counts {
     int32_t idle, allocated, down, drain; /* allocated = ALLOCATED + MIXED */
@@ -456,8 +462,8 @@ typedef struct nsb_slurm_counts {
 /** The NodeSet status object: counts, Slurm counts, observedGeneration
  *  (metadata.generation), nodeSetHash, collisionCount, selector,
  *  ordinalToNode (copied when non-NULL) and the existing conditions. */
-cJSON *nsb_build_status(const cJSON *nodeset, const nsb_counts *c, const nsb_slurm_counts *s, const char *hash,
-                        int32_t collision_count, const cJSON *ordinal_to_node);
+cJSON *nsb_build_status(const cJSON *nodeset, const nsb_counts *c, const nsb_slurm_counts *s,
+                        const char *hash, int32_t collision_count, const cJSON *ordinal_to_node);
 
 /* ---- Validation (slinky-compat §1.8) ---------------------------------------------------------- */
 
