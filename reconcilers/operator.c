@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/yaml.h"
 #include "reconcilers/reconcilers.h"
 #include "watchers/kinds.h"
 
@@ -65,13 +66,9 @@ struct priv {
 
 void op_observe_reconcile(operator *op, const char *controller, wq_result res, double seconds)
 {
-    const char *result = res.action == WQ_OK ? "success"
-                         : res.action == WQ_ERROR ? "error"
-                         : res.action == WQ_REQUEUE_AFTER ? "requeue_after"
-                                                          : "requeue";
-    mx_counter_inc(mx_counter_get(op->mx_reconcile_total, MX_LV(controller, result)));
-    if (res.action == WQ_ERROR)
-        mx_counter_inc(mx_counter_get(op->mx_reconcile_errors, MX_LV(controller)));
+    /* controller_runtime_reconcile_total / _errors_total are counted by the
+     * work queue itself (its name is the controller name). */
+    (void)res;
     mx_histogram_observe(mx_histogram_get(op->mx_reconcile_seconds, MX_LV(controller)), seconds);
 }
 
@@ -121,10 +118,6 @@ static int setup_metrics(operator *op)
     struct priv *p = P(op);
     mx_registry *r = op->metrics;
     size_t nl = sizeof(lat) / sizeof(lat[0]);
-    op->mx_reconcile_total = mx_family_new(r, MX_COUNTER, "controller_runtime_reconcile_total",
-                                           "Total number of reconciliations per controller", "controller,result", NULL, 0, NULL);
-    op->mx_reconcile_errors = mx_family_new(r, MX_COUNTER, "controller_runtime_reconcile_errors_total",
-                                            "Total number of reconciliation errors per controller", "controller", NULL, 0, NULL);
     op->mx_reconcile_seconds = mx_family_new(r, MX_HISTOGRAM, "controller_runtime_reconcile_time_seconds",
                                              "Length of time per reconciliation per controller", "controller", lat, nl, NULL);
     op->mx_event_to_action = mx_family_new(r, MX_HISTOGRAM, "slurmop_event_to_action_seconds",
@@ -148,7 +141,7 @@ static int setup_metrics(operator *op)
     p->mx_leader = mx_family_new(r, MX_GAUGE, "leader_election_master_status",
                                  "1 when this process holds the leader lease (or runs without election)", "name", NULL,
                                  0, NULL);
-    if (!op->mx_reconcile_total || !op->mx_reconcile_errors || !op->mx_reconcile_seconds || !op->mx_event_to_action ||
+    if (!op->mx_reconcile_seconds || !op->mx_event_to_action ||
         !op->mx_api_requests || !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_watch_lists ||
         !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader)
         return OP_EINVAL;
@@ -352,7 +345,7 @@ static char *detect_cluster_domain(void)
 static const char *token_cb(void *data)
 {
     operator *op = data;
-    return kcfg_token(op->cfg, uv_now(op->loop));
+    return kcfg_token(op->cfg, uv_hrtime());
 }
 
 static void token_invalidate_cb(void *data)

@@ -109,8 +109,6 @@ struct operator {
     int stopping;
 
     /* metrics every reconciler reports into (label "controller") */
-    mx_family *mx_reconcile_total;    /* {controller,result} */
-    mx_family *mx_reconcile_errors;   /* {controller} */
     mx_family *mx_reconcile_seconds;  /* {controller} histogram */
     mx_family *mx_event_to_action;    /* {controller} histogram, seconds */
     mx_family *mx_api_requests;       /* {verb,resource,code} */

@@ -6,7 +6,7 @@ set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config libuv1-dev node-llhttp libmbedtls-dev libyaml-dev libcjson-dev
       libcmocka-dev libslurm-dev slurmctld slurmd slurmrestd slurm-client slurm-wlm-basic-plugins
-      slurm-wlm-jwt-plugin munge python3 curl procps iproute2)
+      slurm-wlm-jwt-plugin munge python3 curl procps iproute2 openssh-client)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -21,8 +21,10 @@ static const char *const pod_annotations[] = {ANN_POD_CORDON, ANN_POD_DELETION_C
 static void *pod_project(const cJSON *obj)
 {
     pod_proj *p = xcalloc(1, sizeof(*p));
-    const char *phase = json_get_str_or(obj, "status.phase", "Pending");
-    if (!strcmp(phase, "Running"))
+    const char *phase = json_get_str_or(obj, "status.phase", "");
+    if (!*phase)
+        p->phase = POD_NONE;
+    else if (!strcmp(phase, "Running"))
         p->phase = POD_RUNNING;
     else if (!strcmp(phase, "Succeeded"))
         p->phase = POD_SUCCEEDED;

@@ -16,7 +16,8 @@
 
 #include "core/store.h"
 
-enum pod_phase { POD_PENDING = 0, POD_RUNNING, POD_SUCCEEDED, POD_FAILED, POD_UNKNOWN };
+/* Same order as nsb_phase: POD_NONE is a pod the API server has not given a phase yet. */
+enum pod_phase { POD_NONE = 0, POD_PENDING, POD_RUNNING, POD_SUCCEEDED, POD_FAILED, POD_UNKNOWN };
 
 /* Slurm node state conditions mirrored on pods (slinky-compat §3.9). */
 enum pod_slurm_cond {

@@ -1,0 +1,943 @@
+#include "reconcilers/nodeset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/err.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "reconcilers/batch.h"
+#include "reconcilers/expect.h"
+#include "reconcilers/nodeset_build.h"
+#include "reconcilers/nodeset_slurm.h"
+#include "reconcilers/objsync.h"
+#include "watchers/kinds.h"
+
+/* A periodic safety net: even without events, look at every NodeSet this
+ * often (Slinky requeues every 30 s because it polls Slurm; we are told of
+ * Slurm changes by the node cache, so this only covers lost events). */
+#define RESYNC_MS (10 * 60 * 1000)
+
+struct nsctl {
+    operator *op;
+    wq_t *q;
+    expect_table *exp;
+    int ix_pod_owner;    /* pods by controller owner uid */
+    int ix_pod_instance; /* pods by app.kubernetes.io/instance (orphan adoption) */
+    int ix_pod_node;     /* pods by spec.nodeName */
+    int ix_ns_ctl;       /* nodesets by "<ns>/<controllerRef.name>" */
+    int ix_rev_owner;    /* controllerrevisions by owner uid */
+};
+
+/* One operator per process: the module's state lives here. */
+static struct nsctl ctl_state;
+#define C (&ctl_state)
+
+void nodeset_enqueue(const char *key)
+{
+    if (C->q)
+        wq_add(C->q, key);
+}
+
+/* ------------------------------------------------------------------ */
+/* indexes and event handlers */
+
+static const char *pod_node_index(const sobj *o, void *data)
+{
+    const pod_proj *p = pod_of(o);
+    return p ? p->node_name : NULL;
+}
+
+static const char *nodeset_ctl_index(const sobj *o, void *data)
+{
+    static char buf[512];
+    const char *ctl = json_get_str(o->json, "spec.controllerRef.name");
+    if (ctl == NULL || *ctl == '\0')
+        return NULL;
+    snprintf(buf, sizeof(buf), "%s/%s", o->ns, ctl);
+    return buf;
+}
+
+static void enqueue_owner(const sobj *pod)
+{
+    char key[512];
+    if (pod->owner_kind && strcmp(pod->owner_kind, NSB_KIND) == 0 && pod->owner_name) {
+        snprintf(key, sizeof(key), "%s/%s", pod->ns, pod->owner_name);
+        nodeset_enqueue(key);
+    } else if (pod->owner_kind == NULL) {
+        /* An orphan that carries our labels may be adopted by its NodeSet. */
+        const char *inst = sobj_label(pod, NSB_LABEL_INSTANCE);
+        const char *app = sobj_label(pod, NSB_LABEL_APP);
+        if (inst && app && strcmp(app, "slurmd") == 0) {
+            snprintf(key, sizeof(key), "%s/%s", pod->ns, inst);
+            nodeset_enqueue(key);
+        }
+    }
+}
+
+static void on_pod(store *s, const sobj *old, const sobj *new, void *data)
+{
+    const sobj *o = new ? new : old;
+    if (o->owner_kind && strcmp(o->owner_kind, NSB_KIND) == 0 && o->owner_name) {
+        char key[512];
+        snprintf(key, sizeof(key), "%s/%s", o->ns, o->owner_name);
+        if (!old && new)
+            exp_creation_observed(C->exp, key);
+        if (old && !new)
+            exp_deletion_observed(C->exp, key, old->key);
+    }
+    if (old && new && old->owner_uid[0] && strcmp(old->owner_uid, new->owner_uid) != 0)
+        enqueue_owner(old);
+    enqueue_owner(o);
+}
+
+static void on_nodeset(store *s, const sobj *old, const sobj *new, void *data)
+{
+    const sobj *o = new ? new : old;
+    if (new == NULL || (old && strcmp(old->uid, new->uid) != 0))
+        exp_drop(C->exp, o->key);
+    nodeset_enqueue(o->key);
+}
+
+static void enqueue_nodesets_of_controller(const char *ns, const char *ctl)
+{
+    char v[512];
+    store_cursor c;
+    snprintf(v, sizeof(v), "%s/%s", ns, ctl);
+    for (const sobj *o = store_index_first(op_store(C->op, OPK_NODESETS), C->ix_ns_ctl, v, &c); o;
+         o = store_index_next(&c))
+        nodeset_enqueue(o->key);
+}
+
+static void on_controller(store *s, const sobj *old, const sobj *new, void *data)
+{
+    const sobj *o = new ? new : old;
+    enqueue_nodesets_of_controller(o->ns, o->name);
+}
+
+/* A Secret holding a Controller's keys changed: its NodeSets re-roll. */
+static void on_secret(store *s, const sobj *old, const sobj *new, void *data)
+{
+    const sobj *o = new ? new : old;
+    size_t it = 0;
+    const sobj *ctl;
+    store *ctls = op_store(C->op, OPK_CONTROLLERS);
+    while ((ctl = store_next(ctls, &it))) {
+        if (strcmp(ctl->ns, o->ns) != 0)
+            continue;
+        const char *k = json_get_str(ctl->json, "spec.slurmKeyRef.name");
+        if (k && strcmp(k, o->name) == 0)
+            enqueue_nodesets_of_controller(ctl->ns, ctl->name);
+    }
+}
+
+static void on_revision(store *s, const sobj *old, const sobj *new, void *data)
+{
+    const sobj *o = new ? new : old;
+    if (o->owner_kind && strcmp(o->owner_kind, NSB_KIND) == 0 && o->owner_name) {
+        char key[512];
+        snprintf(key, sizeof(key), "%s/%s", o->ns, o->owner_name);
+        nodeset_enqueue(key);
+    }
+}
+
+/* Node changes matter when they change where pods may run or how they are
+ * cordoned: labels, annotations, taints, unschedulable (not heartbeats). */
+static int node_changed(const sobj *old, const sobj *new)
+{
+    if (!old || !new)
+        return 1;
+    return !json_equal(json_child(old->json, "metadata"), json_child(new->json, "metadata")) ||
+           !json_equal(json_child(old->json, "spec"), json_child(new->json, "spec"));
+}
+
+static void on_node(store *s, const sobj *old, const sobj *new, void *data)
+{
+    const sobj *o = new ? new : old;
+    if (!node_changed(old, new))
+        return;
+    /* NodeSets with pods on this Node (cordon sync, DaemonSet predicates) ... */
+    store_cursor c;
+    for (const sobj *p = store_index_first(op_store(C->op, OPK_PODS), C->ix_pod_node, o->name, &c); p;
+         p = store_index_next(&c))
+        enqueue_owner(p);
+    /* ... and every DaemonSet-mode NodeSet (the Node may become eligible). */
+    size_t it = 0;
+    const sobj *n;
+    while ((n = store_next(op_store(C->op, OPK_NODESETS), &it)))
+        if (strcmp(json_get_str_or(n->json, "spec.scalingMode", "StatefulSet"), "DaemonSet") == 0)
+            nodeset_enqueue(n->key);
+}
+
+static void setup(operator *op)
+{
+    C->op = op;
+    store *pods = op_store(op, OPK_PODS);
+    C->ix_pod_owner = store_add_owner_index(pods);
+    C->ix_pod_instance = store_add_label_index(pods, NSB_LABEL_INSTANCE);
+    C->ix_pod_node = store_add_index(pods, pod_node_index, NULL);
+    C->ix_ns_ctl = store_add_index(op_store(op, OPK_NODESETS), nodeset_ctl_index, NULL);
+    C->ix_rev_owner = store_add_owner_index(op_store(op, OPK_REVISIONS));
+    store_on_change(pods, on_pod, NULL);
+    store_on_change(op_store(op, OPK_NODESETS), on_nodeset, NULL);
+    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
+    store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
+    store_on_change(op_store(op, OPK_REVISIONS), on_revision, NULL);
+    store_on_change(op_store(op, OPK_NODES), on_node, NULL);
+    C->exp = exp_new();
+    nodeset_slurm_setup(op);
+}
+
+/* ------------------------------------------------------------------ */
+/* one pass */
+
+struct pass {
+    operator *op;
+    const sobj *o;
+    cJSON *ns;       /* the NodeSet with defaults */
+    const char *key; /* ns/name */
+    const char *name;
+    const char *nsname;
+    const cJSON *ctl;
+    enum nsb_mode mode;
+    char update_hash[NSB_HASH_MAX];
+    char current_hash[NSB_HASH_MAX];
+    int32_t collision;
+    nsb_pod *pods; /* owned, claimed pods */
+    size_t n_pods;
+    int64_t now;
+    uint64_t first_add_ns;
+    int wrote;
+    uint32_t requeue_ms; /* smallest requested delay, 0 = none */
+};
+
+static void note_write(struct pass *p)
+{
+    if (!p->wrote)
+        op_observe_action(p->op, NODESET_CONTROLLER, p->first_add_ns);
+    p->wrote = 1;
+}
+
+static void want_requeue(struct pass *p, uint32_t ms)
+{
+    if (p->requeue_ms == 0 || ms < p->requeue_ms)
+        p->requeue_ms = ms;
+}
+
+static const sobj *pod_sobj(const nsb_pod *p)
+{
+    return p->ud;
+}
+
+static enum nsb_phase phase_of(const pod_proj *pp)
+{
+    return (enum nsb_phase)pp->phase; /* same order by construction (kinds.h) */
+}
+
+static void fill_pod(const sobj *o, const char *nss, nsb_pod *p)
+{
+    const pod_proj *pp = pod_of(o);
+    const char *cordon = sobj_annotation(o, NSB_ANN_POD_CORDON);
+    const char *cost = sobj_annotation(o, NSB_ANN_DELETION_COST);
+    memset(p, 0, sizeof(*p));
+    p->name = o->name;
+    p->revision = sobj_label(o, NSB_LABEL_REVISION);
+    p->ordinal = nsb_parse_ordinal(o->name, nss);
+    p->phase = phase_of(pp);
+    p->scheduled = pp->scheduled;
+    p->ready = pp->ready;
+    p->cordoned = cordon && strcmp(cordon, "true") == 0;
+    p->terminating = o->deleting != 0;
+    p->deletion_cost = cost ? (int32_t)strtol(cost, NULL, 10) : 0;
+    p->ready_since = pp->ready ? pp->ready_since : 0;
+    p->deadline = nsb_parse_time(sobj_annotation(o, NSB_ANN_DEADLINE));
+    p->created = o->created;
+    p->ud = (void *)(uintptr_t)o;
+}
+
+/* ---- writes ---- */
+
+struct create_item {
+    cJSON *pod;
+    char *owner_key;
+    char *owner_uid;
+};
+
+static void create_done(int err, const cJSON *obj, const kube_status *st, void *data);
+
+static void create_start(wbatch *b, size_t index, void *item, void *data)
+{
+    struct create_item *ci = item;
+    struct { wbatch *b; size_t index; } *ctx = xmalloc(sizeof(*ctx));
+    ctx->b = b;
+    ctx->index = index;
+    kube_create(C->op->client, &KUBE_PODS, json_get_str(ci->pod, "metadata.namespace"), ci->pod, create_done, ctx);
+}
+
+static void create_done(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    struct { wbatch *b; size_t index; } *ctx = data;
+    wbatch *b = ctx->b;
+    size_t index = ctx->index;
+    free(ctx);
+    if (err && err != OP_ECANCELED)
+        log_warn("nodeset: creating a pod failed: %s (%s)", op_strerror(err), st ? st->message : "");
+    wbatch_item_done(b, index, err);
+}
+
+static void create_item_done(void *item, int err, void *data)
+{
+    struct create_item *ci = item;
+    if (err) {
+        /* The create will never be observed: lower the expectation now. */
+        exp_creation_observed(C->exp, ci->owner_key);
+        if (err != OP_ECANCELED && err != OP_EEXISTS) {
+            const sobj *o = store_get_key(op_store(C->op, OPK_NODESETS), ci->owner_key);
+            if (o)
+                op_warn(C->op, o, NSB_KIND, "FailedCreate", "Failed to create pod %s: %s",
+                        json_get_str_or(ci->pod, "metadata.name", "(generated)"), op_strerror(err));
+        }
+    }
+    cJSON_Delete(ci->pod);
+    free(ci->owner_key);
+    free(ci->owner_uid);
+    free(ci);
+}
+
+static void create_end(size_t sent, size_t failed, size_t skipped, void *data)
+{
+    char *key = data;
+    if (failed && C->q)
+        wq_add_rate_limited(C->q, key);
+    free(key);
+}
+
+static void submit_creates(struct pass *p, cJSON **pods, size_t n)
+{
+    if (n == 0)
+        return;
+    struct create_item **items = xmalloc(n * sizeof(*items));
+    for (size_t i = 0; i < n; i++) {
+        items[i] = xcalloc(1, sizeof(**items));
+        items[i]->pod = pods[i];
+        items[i]->owner_key = xstrdup(p->key);
+        items[i]->owner_uid = xstrdup(p->o->uid);
+    }
+    exp_expect_creations(C->exp, p->key, p->o->uid, (int)n, uv_now(p->op->loop));
+    note_write(p);
+    wbatch_run((void *const *)items, n, create_start, create_item_done, create_end, xstrdup(p->key));
+    free(items);
+}
+
+struct delete_ctx {
+    char *owner_key;
+    char *pod_key;
+};
+
+static void delete_done(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    struct delete_ctx *d = data;
+    if (err && err != OP_ENOTFOUND) {
+        /* Not deleted: the deletion will not be observed. */
+        exp_deletion_observed(C->exp, d->owner_key, d->pod_key);
+        if (err != OP_ECANCELED) {
+            log_warn("nodeset %s: deleting pod %s failed: %s (%s)", d->owner_key, d->pod_key, op_strerror(err),
+                     st ? st->message : "");
+            if (C->q)
+                wq_add_rate_limited(C->q, d->owner_key);
+        }
+    } else if (err == OP_ENOTFOUND) {
+        exp_deletion_observed(C->exp, d->owner_key, d->pod_key);
+    }
+    free(d->owner_key);
+    free(d->pod_key);
+    free(d);
+}
+
+/* Delete one pod now (its Slurm node is drained, or it never joined). */
+static void delete_pod(struct pass *p, const sobj *pod, const char *why)
+{
+    struct delete_ctx *d = xcalloc(1, sizeof(*d));
+    d->owner_key = xstrdup(p->key);
+    d->pod_key = xstrdup(pod->key);
+    exp_expect_deletion(C->exp, p->key, p->o->uid, pod->key, uv_now(p->op->loop));
+    kube_delete_opts o = {.uid = pod->uid, .grace_seconds = -1};
+    log_info("nodeset %s: deleting pod %s (%s)", p->key, pod->name, why);
+    note_write(p);
+    kube_delete(p->op->client, &KUBE_PODS, pod->ns, pod->name, &o, delete_done, d);
+}
+
+/* Condemn a pod: drain first, delete once Slurm says it is drained. */
+static void condemn(struct pass *p, const sobj *pod, const char *why)
+{
+    if (pod->deleting)
+        return;
+    int v = nodeset_slurm_condemn(p->op, p->o, p->ctl, pod, why);
+    if (v == NSS_DELETE) {
+        delete_pod(p, pod, why);
+    } else {
+        note_write(p);
+        want_requeue(p, 30000); /* a safety net: the node cache enqueues us when the drain completes */
+    }
+}
+
+static void on_object_written(int err, const char *key, void *data)
+{
+    char *owner = data;
+    if (C->q) {
+        if (err && err != OP_ECANCELED)
+            wq_add_rate_limited(C->q, owner);
+        else
+            wq_add(C->q, owner);
+    }
+    free(owner);
+}
+
+static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON *desired)
+{
+    if (desired == NULL)
+        return;
+    char *key = xstrdup(p->key);
+    int rc = objsync_ensure(p->op, kind, res, desired, on_object_written, key);
+    /* The callback owns the key copy only when a write was submitted. */
+    if (rc == OBJSYNC_WRITING)
+        note_write(p);
+    else
+        free(key);
+    cJSON_Delete(desired);
+}
+
+/* ---- steps ---- */
+
+/* The ControllerRevisions: pick or create the update revision. */
+static int sync_revisions(struct pass *p)
+{
+    store *revs_store = op_store(p->op, OPK_REVISIONS);
+    size_t n = store_index_count(revs_store, C->ix_rev_owner, p->o->uid), i = 0;
+    nsb_rev *revs = xcalloc(n ? n : 1, sizeof(*revs));
+    store_cursor c;
+    for (const sobj *r = store_index_first(revs_store, C->ix_rev_owner, p->o->uid, &c); r && i < n;
+         r = store_index_next(&c), i++) {
+        revs[i].name = r->name;
+        revs[i].hash = sobj_label(r, NSB_LABEL_REVISION);
+        revs[i].revision = json_get_int(r->json, "revision", 0);
+        revs[i].data = json_child(r->json, "data");
+    }
+    cJSON *patch = nsb_revision_patch(p->ns);
+    nsb_rev_plan plan;
+    int32_t collisions = (int32_t)json_get_int(p->ns, "status.collisionCount", 0);
+    nsb_plan_revisions(revs, n, patch, collisions, json_get_str(p->ns, "status.nodeSetHash"), p->name, &plan);
+    snprintf(p->update_hash, sizeof(p->update_hash), "%s", plan.hash);
+    if (plan.current >= 0 && revs[plan.current].hash)
+        snprintf(p->current_hash, sizeof(p->current_hash), "%s", revs[plan.current].hash);
+    else
+        snprintf(p->current_hash, sizeof(p->current_hash), "%s", plan.hash);
+    p->collision = plan.collision_count;
+    if (plan.action == NSB_REV_CREATE) {
+        cJSON *rev = nsb_build_revision(p->ns, patch, plan.hash, plan.revision);
+        ensure(p, OPK_REVISIONS, &KUBE_CONTROLLERREVISIONS, rev);
+    } else if (plan.action == NSB_REV_BUMP && plan.update >= 0) {
+        const sobj *r = store_get(revs_store, p->nsname, revs[plan.update].name);
+        if (r && r->json) {
+            cJSON *want = cJSON_Duplicate(r->json, 1);
+            json_set_int(want, "revision", plan.revision);
+            ensure(p, OPK_REVISIONS, &KUBE_CONTROLLERREVISIONS, want);
+        }
+    }
+    /* Truncate history beyond revisionHistoryLimit (live ones are kept). */
+    const char **live = xcalloc(p->n_pods + 2, sizeof(char *));
+    size_t nlive = 0;
+    live[nlive++] = p->update_hash;
+    live[nlive++] = p->current_hash;
+    for (size_t k = 0; k < p->n_pods; k++)
+        if (p->pods[k].revision)
+            live[nlive++] = p->pods[k].revision;
+    size_t *gone = xcalloc(n ? n : 1, sizeof(size_t));
+    size_t ng = nsb_truncate_history(revs, n, live, nlive, (int32_t)json_get_int(p->ns, "spec.revisionHistoryLimit", 0),
+                                     p->name, gone);
+    for (size_t k = 0; k < ng; k++) {
+        char *key = xstrdup(p->key);
+        int rc = objsync_delete(p->op, OPK_REVISIONS, &KUBE_CONTROLLERREVISIONS, p->nsname, revs[gone[k]].name,
+                                on_object_written, key);
+        if (rc == OBJSYNC_WRITING)
+            note_write(p);
+        else
+            free(key);
+    }
+    free(gone);
+    free(live);
+    cJSON_Delete(patch);
+    free(revs);
+    return 0;
+}
+
+static void adopted(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    char *key = data;
+    if (err && err != OP_ECANCELED)
+        log_warn("nodeset %s: adopting a pod failed: %s (%s)", key, op_strerror(err), st ? st->message : "");
+    if (C->q && err != OP_ECANCELED)
+        wq_add(C->q, key);
+    free(key);
+}
+
+/* Claim pods: owned ones, and orphans that match (adopted by a patch). */
+static void collect_pods(struct pass *p)
+{
+    store *pods = op_store(p->op, OPK_PODS);
+    size_t n = store_index_count(pods, C->ix_pod_owner, p->o->uid);
+    p->pods = xcalloc(n + 1, sizeof(nsb_pod));
+    store_cursor c;
+    for (const sobj *o = store_index_first(pods, C->ix_pod_owner, p->o->uid, &c); o; o = store_index_next(&c))
+        fill_pod(o, p->name, &p->pods[p->n_pods++]);
+    /* Orphans with our selector labels (and, in StatefulSet mode, a name of
+     * ours) are adopted; the adoption shows up as an update event. */
+    for (const sobj *o = store_index_first(pods, C->ix_pod_instance, p->name, &c); o; o = store_index_next(&c)) {
+        if (o->owner_kind || strcmp(o->ns, p->nsname) != 0 || o->deleting)
+            continue;
+        const char *app = sobj_label(o, NSB_LABEL_APP);
+        if (app == NULL || strcmp(app, "slurmd") != 0)
+            continue;
+        if (p->mode == NSB_STATEFULSET && nsb_parse_ordinal(o->name, p->name) < 0)
+            continue;
+        cJSON *patch = cJSON_CreateObject();
+        cJSON *refs = cJSON_CreateArray();
+        cJSON_AddItemToArray(refs, nsb_controller_ref(p->ns));
+        cJSON *meta = json_obj_ensure(patch, "metadata");
+        json_set(meta, "ownerReferences", refs);
+        json_set_str(meta, "uid", o->uid); /* a precondition: adopt only this incarnation */
+        log_info("nodeset %s: adopting orphan pod %s", p->key, o->name);
+        kube_patch(p->op->client, &KUBE_PODS, o->ns, o->name, NULL, KUBE_PATCH_STRATEGIC, patch, NULL, 0,
+                   adopted, xstrdup(p->key));
+        note_write(p);
+        cJSON_Delete(patch);
+    }
+}
+
+static void sync_shared_objects(struct pass *p)
+{
+    const char *ctl = json_get_str(p->ns, "spec.controllerRef.name");
+    char v[512];
+    store_cursor c;
+    store *nss = op_store(p->op, OPK_NODESETS);
+    snprintf(v, sizeof(v), "%s/%s", p->nsname, ctl);
+    size_t n = store_index_count(nss, C->ix_ns_ctl, v), i = 0;
+    nsb_owner *owners = xcalloc(n + 1, sizeof(*owners));
+    for (const sobj *o = store_index_first(nss, C->ix_ns_ctl, v, &c); o && i < n; o = store_index_next(&c)) {
+        if (o->deleting)
+            continue;
+        owners[i].name = o->name;
+        owners[i].uid = o->uid;
+        i++;
+    }
+    ensure(p, OPK_SERVICES, &KUBE_SERVICES, nsb_build_worker_service(ctl, p->nsname, owners, i));
+    ensure(p, OPK_PDBS, &KUBE_PDBS, nsb_build_worker_pdb(ctl, p->nsname, owners, i));
+    free(owners);
+    ensure(p, OPK_CONFIGMAPS, &KUBE_CONFIGMAPS, nsb_build_ssh_configmap(p->ns));
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static void fill_args(struct pass *p, nsb_pod_args *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->nodeset = p->ns;
+    a->controller = p->ctl;
+    a->revision = p->update_hash;
+    a->cluster_domain = p->op->cluster_domain;
+}
+
+static int is_mode_pod(struct pass *p, const sobj *o)
+{
+    const char *m = sobj_label(o, NSB_LABEL_SCALING_MODE);
+    const char *want = p->mode == NSB_DAEMONSET ? "DaemonSet" : "StatefulSet";
+    return m == NULL || strcmp(m, want) == 0;
+}
+
+/* StatefulSet mode: keep `replicas` pods at the lowest free ordinals. */
+static int scale_statefulset(struct pass *p)
+{
+    int replicas = nsb_replicas(p->ns);
+    size_t n_active = 0;
+    const nsb_pod **active = xcalloc(p->n_pods + 1, sizeof(*active));
+    int *used = xcalloc(p->n_pods + 1, sizeof(int));
+    size_t n_used = 0;
+    int scaled = 0;
+
+    for (size_t i = 0; i < p->n_pods; i++) {
+        const sobj *o = pod_sobj(&p->pods[i]);
+        if (p->pods[i].ordinal >= 0)
+            used[n_used++] = p->pods[i].ordinal;
+        if (!is_mode_pod(p, o)) {
+            condemn(p, o, "its scaling mode no longer matches the NodeSet");
+            continue;
+        }
+        if (!p->pods[i].terminating)
+            active[n_active++] = &p->pods[i];
+    }
+    int diff = (int)n_active - replicas;
+    if (diff < 0) {
+        int want = -diff;
+        char err[256];
+        nsb_pod_args a;
+        fill_args(p, &a);
+        cJSON *tmpl = nsb_build_template(&a, err, sizeof(err));
+        if (tmpl == NULL) {
+            op_warn(p->op, p->o, NSB_KIND, "ControllerRefFailed", "Cannot build the worker pod: %s", err);
+            goto out;
+        }
+        qsort(used, n_used, sizeof(int), cmp_int);
+        cJSON **pods = xcalloc((size_t)want, sizeof(cJSON *));
+        int made = 0;
+        size_t u = 0;
+        for (int ord = 0; made < want; ord++) {
+            while (u < n_used && used[u] < ord)
+                u++;
+            if (u < n_used && used[u] == ord)
+                continue;
+            a.ordinal = ord;
+            a.pin_node = NULL;
+            if (json_get_bool(p->ns, "spec.pinToNode", 0)) {
+                char k[16];
+                snprintf(k, sizeof(k), "%d", ord);
+                a.pin_node = json_get_str(json_get(p->ns, "status.ordinalToNode"), k);
+            }
+            cJSON *pod = nsb_stamp_pod(&a, tmpl, err, sizeof(err));
+            if (pod == NULL) {
+                op_warn(p->op, p->o, NSB_KIND, "FailedCreate", "Cannot build pod %d: %s", ord, err);
+                break;
+            }
+            pods[made++] = pod;
+        }
+        cJSON_Delete(tmpl);
+        if (made > 0) {
+            op_event(p->op, p->o, NSB_KIND, "ScalingUp", "Scale", "Scaling up: creating %d pod(s) for %d replicas",
+                     made, replicas);
+            submit_creates(p, pods, (size_t)made);
+            scaled = 1;
+        }
+        free(pods);
+    } else if (diff > 0) {
+        nsb_sort_victims(active, n_active);
+        op_event(p->op, p->o, NSB_KIND, "ScalingDown", "Scale", "Scaling down: condemning %d pod(s) for %d replicas",
+                 diff, replicas);
+        for (int i = 0; i < diff; i++)
+            condemn(p, pod_sobj(active[i]), "scale-in");
+        scaled = 1;
+    } else {
+        /* Right size: replace pods that ended. */
+        for (size_t i = 0; i < n_active; i++) {
+            if (active[i]->phase == NSB_PHASE_FAILED || active[i]->phase == NSB_PHASE_SUCCEEDED) {
+                delete_pod(p, pod_sobj(active[i]), "it has terminated and will be replaced");
+                scaled = 1;
+            }
+        }
+    }
+out:
+    free(active);
+    free(used);
+    return scaled;
+}
+
+/* DaemonSet mode: one pod on every Node where it should run. */
+static int scale_daemonset(struct pass *p)
+{
+    char err[256];
+    nsb_pod_args a;
+    fill_args(p, &a);
+    cJSON *sim = nsb_daemon_sim_spec(&a, err, sizeof(err));
+    if (sim == NULL) {
+        op_warn(p->op, p->o, NSB_KIND, "ControllerRefFailed", "Cannot build the worker pod: %s", err);
+        return 0;
+    }
+    cJSON *tmpl = nsb_build_template(&a, err, sizeof(err));
+    store *nodes = op_store(p->op, OPK_NODES);
+    map_t by_node;
+    map_init(&by_node);
+    int changed = 0;
+    /* Pods per node: the first healthy one is kept, extras go. */
+    for (size_t i = 0; i < p->n_pods; i++) {
+        const sobj *o = pod_sobj(&p->pods[i]);
+        const pod_proj *pp = pod_of(o);
+        if (p->pods[i].terminating)
+            continue;
+        if (!is_mode_pod(p, o)) {
+            condemn(p, o, "its scaling mode no longer matches the NodeSet");
+            continue;
+        }
+        if (p->pods[i].phase == NSB_PHASE_FAILED || p->pods[i].phase == NSB_PHASE_SUCCEEDED) {
+            delete_pod(p, o, "it has terminated and will be replaced");
+            changed = 1;
+            continue;
+        }
+        /* The target node is in the required node affinity; unscheduled
+         * pods are matched by the hostname label the builder set. */
+        const char *node = pp->node_name;
+        if (node == NULL)
+            continue;
+        const sobj *n = store_get(nodes, NULL, node);
+        fit_result fr = {0, 0, NULL};
+        if (n)
+            nsb_daemon_fit(sim, n->json, &fr);
+        if (n == NULL || !fr.should_continue) {
+            condemn(p, o, n ? "it may no longer run on its node" : "its node is gone");
+            changed = 1;
+            continue;
+        }
+        if (map_get(&by_node, node)) {
+            condemn(p, o, "another pod of the NodeSet already runs on its node");
+            changed = 1;
+            continue;
+        }
+        map_put(&by_node, node, (void *)(uintptr_t)o);
+    }
+    /* Pods not yet scheduled still hold their node (through the affinity
+     * term); count them so we do not create twins. */
+    for (size_t i = 0; i < p->n_pods; i++) {
+        const sobj *o = pod_sobj(&p->pods[i]);
+        if (p->pods[i].terminating || pod_of(o)->node_name)
+            continue;
+        const char *host = sobj_label(o, NSB_LABEL_POD_HOSTNAME);
+        if (host && *host && !map_get(&by_node, host))
+            map_put(&by_node, host, (void *)(uintptr_t)o);
+    }
+    size_t it = 0, cap = 16, made = 0;
+    cJSON **pods = xcalloc(cap, sizeof(cJSON *));
+    const sobj *n;
+    while (tmpl && (n = store_next(nodes, &it))) {
+        fit_result fr;
+        nsb_daemon_fit(sim, n->json, &fr);
+        if (!fr.should_run || map_get(&by_node, n->name))
+            continue;
+        char *host = nsb_daemonset_hostname(n->name, sobj_annotation(n, NSB_ANN_HOSTNAME_OVERRIDE));
+        if (map_get(&by_node, host)) {
+            free(host);
+            continue;
+        }
+        free(host);
+        a.node_name = n->name;
+        a.node_hostname_override = sobj_annotation(n, NSB_ANN_HOSTNAME_OVERRIDE);
+        cJSON *pod = nsb_stamp_pod(&a, tmpl, err, sizeof(err));
+        if (pod == NULL)
+            continue;
+        if (made == cap) {
+            cap *= 2;
+            pods = xrealloc(pods, cap * sizeof(cJSON *));
+        }
+        pods[made++] = pod;
+    }
+    if (made) {
+        op_event(p->op, p->o, NSB_KIND, "ScalingUp", "Scale", "Creating %zu pod(s) on eligible nodes", made);
+        submit_creates(p, pods, made);
+        changed = 1;
+    }
+    free(pods);
+    map_free(&by_node);
+    cJSON_Delete(tmpl);
+    cJSON_Delete(sim);
+    return changed;
+}
+
+/* RollingUpdate: replace old pods, unhealthy first, within maxUnavailable. */
+static void rolling_update(struct pass *p)
+{
+    const char *type = json_get_str_or(p->ns, "spec.updateStrategy.type", "RollingUpdate");
+    if (strcmp(type, "RollingUpdate") != 0)
+        return; /* OnDelete: pods take the new revision when recreated; ScheduledUpdate: nodeset_slurm */
+    const nsb_pod **v = xcalloc(p->n_pods + 1, sizeof(*v));
+    nsb_split split;
+    nsb_split_update(p->pods, p->n_pods, p->update_hash, p->name, v, &split);
+    if (split.old_unhealthy + split.old_healthy == 0) {
+        free(v);
+        return;
+    }
+    int total = p->mode == NSB_STATEFULSET ? nsb_replicas(p->ns) : (int)p->n_pods;
+    int maxu = 1;
+    if (nsb_max_unavailable(json_get(p->ns, "spec.updateStrategy.rollingUpdate.maxUnavailable"), total, &maxu) != 0)
+        maxu = 1;
+    int unavailable = nsb_rolling_unavailable(p->pods, p->n_pods, p->update_hash, p->name,
+                                              p->mode == NSB_STATEFULSET ? nsb_replicas(p->ns) : -1,
+                                              (int32_t)json_get_int(p->ns, "spec.minReadySeconds", 0), p->now);
+    /* Terminating old pods are already unavailable. */
+    for (size_t i = 0; i < p->n_pods; i++)
+        if (p->pods[i].terminating)
+            unavailable++;
+    for (size_t i = 0; i < split.old_unhealthy; i++) {
+        condemn(p, pod_sobj(v[i]), "rolling update (unhealthy old revision)");
+    }
+    int budget = nsb_rolling_budget(maxu, unavailable + (int)split.old_unhealthy);
+    if (budget > 0)
+        op_event(p->op, p->o, NSB_KIND, "RollingUpdate", "Update",
+                 "Rolling update to %s: replacing up to %d pod(s) (maxUnavailable %d)", p->update_hash, budget, maxu);
+    for (size_t i = 0; i < (size_t)budget && i < split.old_healthy; i++)
+        condemn(p, pod_sobj(v[split.old_unhealthy + i]), "rolling update");
+    free(v);
+}
+
+static void status_written(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    char *key = data;
+    if (err && err != OP_ECANCELED && err != OP_ENOTFOUND) {
+        log_warn("nodeset %s: status update failed: %s (%s)", key, op_strerror(err), st ? st->message : "");
+        if (C->q)
+            wq_add_rate_limited(C->q, key);
+    }
+    free(key);
+}
+
+static void sync_status(struct pass *p)
+{
+    nsb_counts counts;
+    nsb_slurm_counts sc = {0, 0, 0, 0};
+    int32_t desired = nsb_replicas(p->ns);
+    if (p->mode == NSB_DAEMONSET) {
+        char err[256];
+        nsb_pod_args a;
+        fill_args(p, &a);
+        cJSON *sim = nsb_daemon_sim_spec(&a, err, sizeof(err));
+        desired = 0;
+        size_t it = 0;
+        const sobj *n;
+        while (sim && (n = store_next(op_store(p->op, OPK_NODES), &it))) {
+            fit_result fr;
+            nsb_daemon_fit(sim, n->json, &fr);
+            desired += fr.should_run;
+        }
+        cJSON_Delete(sim);
+    }
+    int32_t min_ready = (int32_t)json_get_int(p->ns, "spec.minReadySeconds", 0);
+    nsb_count(p->pods, p->n_pods, p->update_hash, p->current_hash, p->name, p->mode, desired, min_ready, p->now,
+              &counts);
+    nodeset_slurm_counts(p->op, p->o, p->ctl, p->pods, p->n_pods, &sc);
+    cJSON *status = nsb_build_status(p->ns, &counts, &sc, p->update_hash, p->collision,
+                                     json_get(p->o->json, "status.ordinalToNode"));
+    const cJSON *cur = json_child(p->o->json, "status");
+    if (!json_subset(status, cur) || !json_subset(cur, status)) {
+        cJSON *diff = json_merge_diff(cur, status);
+        if (diff) {
+            cJSON *patch = cJSON_CreateObject();
+            json_set(patch, "status", diff);
+            kube_patch(p->op->client, &KUBE_SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch,
+                       NULL, 0, status_written, xstrdup(p->key));
+            cJSON_Delete(patch);
+            note_write(p);
+        }
+    }
+    cJSON_Delete(status);
+    /* Pods Ready but not yet available (minReadySeconds) need a later look. */
+    if (min_ready > 0 && counts.available < counts.ready)
+        want_requeue(p, (uint32_t)min_ready * 1000u + 1000u);
+}
+
+static wq_result ns_sync(const char *key, uint64_t first_add_ns)
+{
+    operator *op = C->op;
+    const sobj *o = store_get_key(op_store(op, OPK_NODESETS), key);
+    struct pass p;
+    char err[256];
+
+    if (o == NULL || o->json == NULL) {
+        exp_drop(C->exp, key);
+        nodeset_slurm_forget(op, key);
+        return WQ_RESULT_OK;
+    }
+    memset(&p, 0, sizeof(p));
+    p.op = op;
+    p.o = o;
+    p.key = o->key;
+    p.name = o->name;
+    p.nsname = o->ns;
+    p.first_add_ns = first_add_ns;
+    p.now = (int64_t)time(NULL);
+    p.ns = nsb_with_defaults(o->json);
+    p.mode = nsb_mode_of(p.ns);
+
+    nsb_msgs msgs = {0};
+    if (nsb_validate(p.ns, NULL, &msgs) > 0) {
+        for (size_t i = 0; i < msgs.n; i++)
+            op_warn(op, o, NSB_KIND, "ValidationFailed", "%s", msgs.v[i]);
+        nsb_msgs_free(&msgs);
+        cJSON_Delete(p.ns);
+        return WQ_RESULT_OK; /* a spec change queues it again */
+    }
+    nsb_msgs_free(&msgs);
+
+    if (nodeset_slurm_finalize(op, o, p.ns) != 0 || o->deleting) {
+        cJSON_Delete(p.ns);
+        return WQ_RESULT_OK; /* owned objects go with the garbage collector */
+    }
+    const char *ctlname = json_get_str_or(p.ns, "spec.controllerRef.name", "");
+    const sobj *ctl = store_get(op_store(op, OPK_CONTROLLERS), o->ns, ctlname);
+    if (ctl == NULL || ctl->json == NULL) {
+        op_warn(op, o, NSB_KIND, "ControllerRefFailed", "Controller %s/%s not found", o->ns, ctlname);
+        cJSON_Delete(p.ns);
+        return WQ_RESULT_OK; /* the Controller's creation queues us */
+    }
+    p.ctl = ctl->json;
+
+    collect_pods(&p);
+    sync_revisions(&p);
+    nodeset_slurm_observe(op, o, p.ctl, p.pods, p.n_pods);
+    if (exp_satisfied(C->exp, key, o->uid, uv_now(op->loop))) {
+        sync_shared_objects(&p);
+        int scaled = p.mode == NSB_DAEMONSET ? scale_daemonset(&p) : scale_statefulset(&p);
+        nodeset_slurm_sync(op, o, p.ctl, p.ns, p.pods, p.n_pods);
+        if (!scaled)
+            rolling_update(&p);
+    } else {
+        int a, d;
+        exp_pending(C->exp, key, &a, &d);
+        log_debug("nodeset %s: waiting for %d creation(s) and %d deletion(s) to be observed", key, a, d);
+    }
+    sync_status(&p);
+    (void)err;
+    free(p.pods);
+    cJSON_Delete(p.ns);
+    if (p.requeue_ms)
+        return WQ_RESULT_AFTER(p.requeue_ms);
+    return WQ_RESULT_AFTER(RESYNC_MS);
+}
+
+static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
+{
+    uint64_t t0 = uv_hrtime();
+    wq_result r = ns_sync(key, first_add_ns);
+    op_observe_reconcile(C->op, NODESET_CONTROLLER, r, (double)(uv_hrtime() - t0) / 1e9);
+    return r;
+}
+
+static int start(operator *op)
+{
+    int err = 0;
+    wq_opts o = {.name = NODESET_CONTROLLER, .handler = handle, .metrics = op->metrics};
+    C->q = wq_new(op->loop, &o, &err);
+    if (C->q == NULL)
+        return err;
+    size_t it = 0;
+    const sobj *n;
+    while ((n = store_next(op_store(op, OPK_NODESETS), &it)))
+        wq_add(C->q, n->key);
+    return nodeset_slurm_start(op);
+}
+
+static void stop(operator *op)
+{
+    nodeset_slurm_stop(op);
+    if (C->q)
+        wq_shutdown(C->q, NULL, NULL);
+    C->q = NULL;
+}
+
+const op_reconciler RC_NODESET = {
+    .name = NODESET_CONTROLLER,
+    .setup = setup,
+    .start = start,
+    .stop = stop,
+};

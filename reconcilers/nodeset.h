@@ -1,0 +1,29 @@
+/* nodeset: the NodeSet reconciler (slinky-compat §3).
+ *
+ * A NodeSet's pods are created directly (no StatefulSet or DaemonSet
+ * objects), like Slinky does: ordinal pods in StatefulSet mode, one pod per
+ * eligible Node in DaemonSet mode. Each pass is a planner: it reads the
+ * caches, computes the difference between desired and observed, submits
+ * asynchronous writes and returns; completions and watch events queue the
+ * NodeSet again. Expectations stop a pass from repeating creates and deletes
+ * still in flight; writes go out in slow-start batches without a per-pass
+ * cap.
+ *
+ * Victims of a scale-in or a rolling update are "condemned": the pod is
+ * cordoned, its Slurm node drained, and the pod deleted only once Slurm says
+ * the node is drained (nodeset_slurm.h decides). Status is written through
+ * the status subresource only when it changed.
+ */
+#ifndef OP_NODESET_H
+#define OP_NODESET_H
+
+#include "reconcilers/operator.h"
+
+#define NODESET_CONTROLLER "nodeset-controller"
+
+extern const op_reconciler RC_NODESET;
+
+/** Queue a NodeSet ("ns/name") for reconciliation (no-op when not leading). */
+void nodeset_enqueue(const char *key);
+
+#endif

@@ -1,0 +1,161 @@
+#include "reconcilers/objsync.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/map.h"
+#include "core/mem.h"
+
+/* Keys ("plural/ns/name") of objects with a write in flight. One process
+ * runs one operator, so this table is process-wide. */
+static map_t in_flight;
+
+struct write {
+    char *key;
+    objsync_cb cb;
+    void *data;
+};
+
+int objsync_in_flight(void)
+{
+    return (int)in_flight.count;
+}
+
+int json_subset(const cJSON *want, const cJSON *have)
+{
+    if (want == NULL)
+        return 1;
+    if (have == NULL)
+        return cJSON_IsNull(want);
+    if (cJSON_IsObject(want)) {
+        if (!cJSON_IsObject(have))
+            return 0;
+        for (const cJSON *w = want->child; w; w = w->next)
+            if (!json_subset(w, json_child(have, w->string)))
+                return 0;
+        return 1;
+    }
+    if (cJSON_IsArray(want)) {
+        if (!cJSON_IsArray(have) || cJSON_GetArraySize(want) != cJSON_GetArraySize(have))
+            return 0;
+        for (const cJSON *w = want->child, *h = have->child; w && h; w = w->next, h = h->next)
+            if (!json_subset(w, h))
+                return 0;
+        return 1;
+    }
+    if (cJSON_IsNumber(want) && cJSON_IsNumber(have))
+        return want->valuedouble == have->valuedouble;
+    return json_equal(want, have);
+}
+
+static void on_written(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    struct write *w = data;
+    map_del(&in_flight, w->key);
+    if (in_flight.count == 0)
+        map_free(&in_flight);
+    if (err == OP_EEXISTS || err == OP_ENOTFOUND)
+        err = 0; /* the cache was behind; the next pass sees the truth */
+    if (err && err != OP_ECANCELED)
+        log_warn("objsync: writing %s failed: %s (%s)", w->key, op_strerror(err), st ? st->message : "");
+    if (w->cb)
+        w->cb(err, w->key, w->data);
+    free(w->key);
+    free(w);
+}
+
+static struct write *begin(const kube_res *res, const char *ns, const char *name, objsync_cb cb, void *data)
+{
+    char *key = xasprintf("%s/%s/%s", res->plural, ns ? ns : "", name);
+    if (map_get(&in_flight, key)) {
+        free(key);
+        return NULL;
+    }
+    struct write *w = xcalloc(1, sizeof(*w));
+    w->key = key;
+    w->cb = cb;
+    w->data = data;
+    map_put(&in_flight, w->key, w);
+    return w;
+}
+
+static int is_pending(const kube_res *res, const char *ns, const char *name)
+{
+    char key[1024];
+    snprintf(key, sizeof(key), "%s/%s/%s", res->plural, ns ? ns : "", name);
+    return map_get(&in_flight, key) != NULL;
+}
+
+int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const cJSON *desired, objsync_cb cb,
+                   void *data)
+{
+    const char *name = json_get_str(desired, "metadata.name");
+    const char *ns = json_get_str_or(desired, "metadata.namespace", "");
+    if (name == NULL || *name == '\0')
+        return OP_EINVAL;
+    if (is_pending(res, ns, name))
+        return OBJSYNC_PENDING;
+    const sobj *cur = store_get(op_store(op, kind), ns, name);
+    if (cur == NULL) {
+        struct write *w = begin(res, ns, name, cb, data);
+        log_debug("objsync: creating %s %s/%s", res->kind, ns, name);
+        kube_create(op->client, res, ns, desired, on_written, w);
+        return OBJSYNC_WRITING;
+    }
+    const cJSON *live = cur->json;
+    if (live == NULL)
+        return OP_EINVAL; /* the store of this kind must keep JSON */
+    if (json_get_bool(live, "immutable", 0))
+        return OBJSYNC_IN_SYNC;
+
+    cJSON *patch = cJSON_CreateObject();
+    const cJSON *dmeta = json_child(desired, "metadata");
+    const cJSON *lmeta = json_child(live, "metadata");
+    static const char *const maps[] = {"labels", "annotations"};
+    for (size_t i = 0; i < 2; i++) {
+        const cJSON *want = json_child(dmeta, maps[i]);
+        if (want && !json_subset(want, json_child(lmeta, maps[i])))
+            json_set(json_obj_ensure(patch, "metadata"), maps[i], cJSON_Duplicate(want, 1));
+    }
+    const cJSON *refs = json_child(dmeta, "ownerReferences");
+    if (refs && !json_subset(refs, json_child(lmeta, "ownerReferences")))
+        json_set(json_obj_ensure(patch, "metadata"), "ownerReferences", cJSON_Duplicate(refs, 1));
+    for (const cJSON *f = desired->child; f; f = f->next) {
+        if (!strcmp(f->string, "metadata") || !strcmp(f->string, "apiVersion") || !strcmp(f->string, "kind") ||
+            !strcmp(f->string, "status"))
+            continue;
+        if (!json_subset(f, json_child(live, f->string)))
+            json_set(patch, f->string, cJSON_Duplicate(f, 1));
+    }
+    if (patch->child == NULL) {
+        cJSON_Delete(patch);
+        return OBJSYNC_IN_SYNC;
+    }
+    struct write *w = begin(res, ns, name, cb, data);
+    if (log_enabled(LOGL_DEBUG)) {
+        char *s = json_dump(patch);
+        log_debug("objsync: patching %s %s/%s: %.300s", res->kind, ns, name, s);
+        free(s);
+    }
+    kube_patch(op->client, res, ns, name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0, on_written, w);
+    cJSON_Delete(patch);
+    return OBJSYNC_WRITING;
+}
+
+int objsync_delete(operator *op, enum op_kind kind, const kube_res *res, const char *ns, const char *name,
+                   objsync_cb cb, void *data)
+{
+    if (is_pending(res, ns, name))
+        return OBJSYNC_PENDING;
+    const sobj *cur = store_get(op_store(op, kind), ns, name);
+    if (cur == NULL || cur->deleting)
+        return OBJSYNC_IN_SYNC;
+    struct write *w = begin(res, ns, name, cb, data);
+    kube_delete_opts o = {.uid = cur->uid, .grace_seconds = -1, .propagation = "Background"};
+    kube_delete(op->client, res, ns, name, &o, on_written, w);
+    return OBJSYNC_WRITING;
+}

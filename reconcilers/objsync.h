@@ -1,0 +1,53 @@
+/* objsync: converge one owned object with minimal writes.
+ *
+ * Reconcilers build the object they want (desired JSON: apiVersion, kind,
+ * metadata with name, namespace, labels, annotations, ownerReferences, and
+ * spec/data/...) and call objsync_ensure. The object in the cache is
+ * compared with it as a *subset*: every field we set must be present with
+ * our value, and everything else on the live object (server defaults such
+ * as a Service's clusterIP, labels others added) is left alone. Missing
+ * object: create it (AlreadyExists is fine: the cache is behind). Differing
+ * fields: one JSON merge patch carrying exactly the top-level fields that
+ * differ, with our labels/annotations merged in and ownerReferences
+ * replaced as a whole. An object already in sync costs no request.
+ * Immutable ConfigMaps and Secrets are never patched (Slinky's rule).
+ *
+ * One write per object is in flight at a time: while it is, further calls
+ * for the same object return OBJSYNC_PENDING without writing, so a burst of
+ * reconciles cannot pile up duplicate patches. The completion callback runs
+ * when the write finishes (typically it enqueues the owner again).
+ */
+#ifndef OP_OBJSYNC_H
+#define OP_OBJSYNC_H
+
+#include <cjson/cJSON.h>
+
+#include "reconcilers/operator.h"
+
+enum objsync_result {
+    OBJSYNC_IN_SYNC = 0, /* nothing to do */
+    OBJSYNC_WRITING = 1, /* a create or patch was submitted now */
+    OBJSYNC_PENDING = 2, /* an earlier write for this object is still in flight */
+};
+
+typedef void (*objsync_cb)(int err, const char *key, void *data);
+
+/** Converge desired (borrowed) into the API. kind's store holds the live
+ *  objects. Returns an objsync_result, or a negative code when desired is
+ *  malformed (no name). */
+int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const cJSON *desired, objsync_cb cb,
+                   void *data);
+
+/** Delete an object we own if it exists (used when a feature is switched
+ *  off, e.g. the ServiceMonitor). Same result values. */
+int objsync_delete(operator *op, enum op_kind kind, const kube_res *res, const char *ns, const char *name,
+                   objsync_cb cb, void *data);
+
+/** True when every field of want is in have with the same value (objects:
+ *  recursively; arrays: same length, element-wise subset; scalars: equal). */
+int json_subset(const cJSON *want, const cJSON *have);
+
+/** Writes in flight (for shutdown and tests). */
+int objsync_in_flight(void);
+
+#endif

@@ -1,0 +1,9 @@
+#include "reconcilers/reconcilers.h"
+
+#include "reconcilers/nodeset.h"
+
+const op_reconciler *const op_reconcilers[] = {
+    &RC_NODESET,
+};
+
+const size_t op_reconciler_count = sizeof(op_reconcilers) / sizeof(op_reconcilers[0]);

@@ -1,0 +1,118 @@
+/* slurmconf: the text of slurm.conf, cgroup.conf, slurmdbd.conf, sshd_config
+ * and authorized_keys as Slinky generates them (slinky-compat §2.3, §2.4,
+ * §3.3, §4.1).
+ *
+ * Every generator is a pure function of its inputs and produces the same
+ * bytes as Slinky's builders for the same CRs, so that the config hash
+ * annotations (and therefore pod rollouts) follow the same changes. The
+ * shared format: one "Key=Value" (sshd: "Key Value") per line, sections
+ * introduced by a line "#" and a line "### SECTION ###", a final newline.
+ * Text given by users (extraConf, extraSshdConfig, authorized keys, NodeSet
+ * partition config) is copied verbatim.
+ *
+ * All returned strings are malloc'd; the caller frees them.
+ */
+#ifndef OP_SLURMCONF_H
+#define OP_SLURMCONF_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+#include "reconcilers/cluster_common.h"
+
+/* Paths and names inside the pods. */
+#define SCONF_ETC_DIR "/etc/slurm"
+#define SCONF_SLURM_CONF "slurm.conf"
+#define SCONF_CGROUP_CONF "cgroup.conf"
+#define SCONF_SLURMDBD_CONF "slurmdbd.conf"
+#define SCONF_JWT_KEY_PARAM "jwt_key=/etc/slurm/jwt.key"
+#define SCONF_JWKS_PARAM "jwks=/etc/slurm/jwks.json"
+#define SCONF_SPOOL_DIR "/var/spool/slurmctld"
+
+/* One key of the "merged config" rule: the options slurmctld (or slurmdbd)
+ * needs for key, whatever the user's extraConf says. */
+typedef struct sconf_merge {
+    const char *key;            /* e.g. "SlurmctldParameters" */
+    const char *const *options; /* required options, e.g. "enable_configless" */
+    size_t n_options;
+} sconf_merge;
+
+/** The "### MERGED CONFIG ###" body for extra (an extraConf text).
+ *
+ *  extra is read as slurm.conf lines: "\r" before a newline is dropped,
+ *  everything from the first '#' on a line is a comment, trailing blanks
+ *  are dropped, a line ending in '\' continues on the next (the backslash is
+ *  removed, the pieces are joined without a separator). Each resulting
+ *  logical line "Key=Value" is recorded under the lower-cased, trimmed key
+ *  (last one wins) unless the trimmed value is empty or contains a space or
+ *  newline (a "Key=Value Key2=..." line such as a PartitionName line).
+ *
+ *  For every key of keys that extra sets (compared case-insensitively),
+ *  in bytewise order of the key names, one line "Key=<options>" is emitted:
+ *  the set of required options plus each comma-separated option of the
+ *  user's value, lower-cased, except empty ones and those whose "name" (the
+ *  text before '=', case-insensitively) equals the name of a required
+ *  option or of an option already taken; the options sorted bytewise and
+ *  joined with ','. Lines are joined with '\n', without a final newline.
+ *  Returns "" (malloc'd) when extra sets none of the keys. */
+char *sconf_merged_config(const char *extra, const sconf_merge *keys, size_t n_keys);
+
+/** slurm.conf for a Controller that runs in Kubernetes (§4.1).
+ *
+ *  controller: the Controller CR as stored (defaults applied on the fly).
+ *  nodesets: the NodeSet CRs of the namespace; those whose
+ *    spec.controllerRef.name is not the Controller's name are ignored; the
+ *    rest are emitted in bytewise order of metadata.name as
+ *    "NodeSet=<n> Feature=<n>" and, with spec.partition.enabled,
+ *    "PartitionName=<n> Nodes=<n> <spec.partition.config>" (Slinky joins the
+ *    three with spaces, so an empty config leaves a trailing space), where
+ *    <n> is clc_nodeset_name().
+ *  env: looks up the Accounting named by spec.accountingRef (absent:
+ *    accounting_storage/none; external Accounting: its externalConfig host
+ *    and port instead of the in-cluster Service) and the ConfigMaps of
+ *    prologScriptRefs, epilogScriptRefs, prologSlurmctldScriptRefs and
+ *    epilogSlurmctldScriptRefs (their data keys are the script file names:
+ *    all names of one kind sorted bytewise; Prolog/Epilog are bare names,
+ *    PrologSlurmctld/EpilogSlurmctld are under /etc/slurm).
+ *  Returns 0 and the text in *out, or OP_ENOTFOUND when a script ConfigMap
+ *  is missing (message in *why). For an external Controller this is the
+ *  minimal configuration of sconf_slurm_conf_external(). */
+int sconf_slurm_conf(const cJSON *controller, const cJSON *const *nodesets, size_t n_nodesets,
+                     const clc_env *env, char **out, char **why);
+
+/** The minimal slurm.conf of an external Controller (§4.1), read only by
+ *  slurmrestd: ClusterName, SlurmUser, SlurmctldHost/Port from
+ *  spec.externalConfig, the auth plugins, the accounting lines for
+ *  accounting (NULL: none). */
+char *sconf_slurm_conf_external(const cJSON *controller, const cJSON *accounting);
+
+/** The default cgroup.conf: "CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n". */
+char *sconf_cgroup_conf(void);
+
+/** Whether any ConfigMap of spec.configFileRefs (looked up in env) has the
+ *  data key file. Missing ConfigMaps are skipped here (the Controller
+ *  builder reports them). */
+int sconf_config_files_have(const cJSON *controller, const clc_env *env, const char *file);
+
+/** slurmdbd.conf for an Accounting CR (§2.3): DbdHost=<name>-accounting-0,
+ *  DbdPort, SlurmUser, the auth plugins, storage (port 3306 and database
+ *  slurm_acct_db by default, StoragePass = storage_pass verbatim, NULL as
+ *  ""), LogFile=/dev/null, spec.extraConf and the merged block for AuthInfo
+ *  and AuthAltParameters. */
+char *sconf_slurmdbd_conf(const cJSON *accounting, const char *storage_pass);
+
+/** sshd_config of a LoginSet (§2.4): Include of /etc/ssh/sshd_config.d (all *.conf files),
+ *  UsePAM yes, X11Forwarding yes, Subsystem sftp internal-sftp, then the
+ *  "### EXTRA CONFIG ###" section with extra (NULL as ""; the section is
+ *  always present, so an empty extra leaves an empty line). */
+char *sconf_login_sshd_config(const char *extra);
+
+/** sshd_config of a NodeSet with ssh.enabled (§3.3): Include, UsePAM yes,
+ *  Subsystem sftp internal-sftp, AuthenticationMethods "publickey password",
+ *  then the extra section as for the LoginSet. */
+char *sconf_worker_sshd_config(const char *extra);
+
+/** /root/.ssh/authorized_keys of a LoginSet: "#", "### SLINKY ###", keys. */
+char *sconf_authorized_keys(const char *keys);
+
+#endif

@@ -1,0 +1,165 @@
+#include "reconcilers/token_build.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/crypto.h"
+#include "core/err.h"
+#include "core/json.h"
+
+int tokb_settings_get(const cJSON *token, tokb_settings *s, char **why)
+{
+    int rc = 0;
+    const cJSON *spec = json_child(token, "spec");
+    memset(s, 0, sizeof(*s));
+    s->username = json_get_str_or(spec, "username", "");
+    s->lifetime_ms = (int64_t)TOKB_DEFAULT_LIFETIME_S * 1000;
+    const char *lt = json_get_str(spec, "lifetime");
+    if (lt) {
+        int64_t ns = 0;
+        int e = clc_parse_duration(lt, &ns);
+        if (e == OP_ETOOBIG)
+            ns = INT64_MAX;
+        if (e == 0 || e == OP_ETOOBIG) {
+            /* Clamp as Slinky does: [0, 2147483646 s]. */
+            int64_t ms = ns / 1000000;
+            if (ms < 0)
+                ms = 0;
+            if (ms > TOKB_MAX_LIFETIME_S * 1000)
+                ms = TOKB_MAX_LIFETIME_S * 1000;
+            s->lifetime_ms = ms;
+        } else {
+            rc = clc_fail(why, OP_EPARSE, "spec.lifetime \"%s\" is not a duration", lt);
+        }
+    }
+    s->refresh = json_get_bool(spec, "refresh", 1);
+    const cJSON *ref = json_child(spec, "secretRef");
+    if (cJSON_IsObject(ref)) {
+        snprintf(s->secret_name, sizeof(s->secret_name), "%s", json_get_str_or(ref, "name", ""));
+        s->secret_key = json_get_str_or(ref, "key", TOKB_DEFAULT_KEY);
+    } else {
+        snprintf(s->secret_name, sizeof(s->secret_name), "%s-jwt-%s",
+                 json_get_str_or(token, "metadata.name", ""), s->username);
+        s->secret_key = TOKB_DEFAULT_KEY;
+    }
+    s->jwt_ref = clc_jwt_ref(spec);
+    return rc;
+}
+
+/* Go's time.Duration.String() for whole milliseconds. */
+static void go_duration(int64_t ms, char *out, size_t size)
+{
+    if (ms == 0) {
+        snprintf(out, size, "0s");
+        return;
+    }
+    int64_t h = ms / 3600000, m = ms / 60000 % 60, s = ms / 1000 % 60, r = ms % 1000;
+    char sec[32];
+    if (r)
+        snprintf(sec, sizeof(sec), "%lld.%03lld", (long long)s, (long long)r);
+    else
+        snprintf(sec, sizeof(sec), "%lld", (long long)s);
+    /* Trim trailing zeros of the fraction as Go does. */
+    char *dot = strchr(sec, '.');
+    if (dot) {
+        char *e = sec + strlen(sec) - 1;
+        while (*e == '0')
+            *e-- = '\0';
+    }
+    if (h)
+        snprintf(out, size, "%lldh%lldm%ss", (long long)h, (long long)m, sec);
+    else if (m)
+        snprintf(out, size, "%lldm%ss", (long long)m, sec);
+    else if (ms < 1000)
+        snprintf(out, size, "%lldms", (long long)ms);
+    else
+        snprintf(out, size, "%ss", sec);
+}
+
+cJSON *tokb_defaults(const cJSON *token)
+{
+    cJSON *t = cJSON_Duplicate(token, 1);
+    if (t == NULL)
+        t = cJSON_CreateObject();
+    tokb_settings s;
+    tokb_settings_get(t, &s, NULL);
+    cJSON *spec = json_obj_ensure(t, "spec");
+    if (!cJSON_IsString(json_child(spec, "lifetime"))) {
+        char d[64];
+        go_duration(s.lifetime_ms, d, sizeof(d));
+        json_set_str(spec, "lifetime", d);
+    }
+    if (!cJSON_IsBool(json_child(spec, "refresh")))
+        json_set_bool(spec, "refresh", 1);
+    if (!cJSON_IsObject(json_child(spec, "secretRef"))) {
+        cJSON *ref = cJSON_CreateObject();
+        json_set_str(ref, "name", s.secret_name);
+        json_set_str(ref, "key", s.secret_key);
+        json_set(spec, "secretRef", ref);
+    }
+    return t;
+}
+
+int tokb_secret(const cJSON *token, const char *jwt, const cJSON *key_secret, cJSON **out, char **why)
+{
+    *out = NULL;
+    if (jwt == NULL || *jwt == '\0')
+        return clc_fail(why, OP_EINVAL, "no JWT to store");
+    tokb_settings s;
+    tokb_settings_get(token, &s, NULL);
+    if (s.secret_name[0] == '\0' || *s.secret_key == '\0')
+        return clc_fail(why, OP_EINVAL, "spec.secretRef needs a name and a key");
+
+    const char *ns = json_get_str_or(token, "metadata.namespace", "");
+    cJSON *sec = cJSON_CreateObject();
+    json_set_str(sec, "apiVersion", "v1");
+    json_set_str(sec, "kind", "Secret");
+    cJSON *meta = clc_metadata(s.secret_name, ns);
+    json_set(meta, "labels", CLC_MERGE(json_get(token, "metadata.labels")));
+    json_set(meta, "annotations", CLC_MERGE(json_get(token, "metadata.annotations")));
+    cJSON *refs = cJSON_CreateArray();
+    const char *kns = json_get_str(key_secret, "metadata.namespace");
+    if (key_secret && json_get_str(key_secret, "metadata.uid") && (kns == NULL || strcmp(kns, ns) == 0))
+        cJSON_AddItemToArray(refs, clc_owner_ref("v1", "Secret", json_get_str(key_secret, "metadata.name"),
+                                                 json_get_str(key_secret, "metadata.uid"), 1));
+    else
+        cJSON_AddItemToArray(refs,
+                             clc_owner_ref(CLC_API_VERSION, TOKB_KIND, json_get_str(token, "metadata.name"),
+                                           json_get_str(token, "metadata.uid"), 1));
+    json_set(meta, "ownerReferences", refs);
+    json_set(sec, "metadata", meta);
+    json_set_bool(sec, "immutable", !s.refresh);
+    char *enc = base64_encode(jwt, strlen(jwt));
+    json_set_str(json_obj_ensure(sec, "data"), s.secret_key, enc);
+    free(enc);
+    *out = sec;
+    return 0;
+}
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+tokb_plan tokb_refresh_plan(int64_t exp_s, int64_t now_ms, int64_t lifetime_ms)
+{
+    tokb_plan p = {0};
+    /* Keep every intermediate within int64: seconds and milliseconds of any
+     * plausible clock fit with a wide margin once inputs are bounded. */
+    const int64_t max_s = INT64_C(1) << 40; /* ~34,000 years of seconds */
+    lifetime_ms = clamp64(lifetime_ms, 0, TOKB_MAX_LIFETIME_S * 1000);
+    exp_s = clamp64(exp_s, -max_s, max_s);
+    now_ms = clamp64(now_ms, -max_s * 1000, max_s * 1000);
+    int64_t upper = lifetime_ms < 1000 ? 1000 : lifetime_ms;
+
+    int64_t refresh_at_ms = exp_s * 1000 - lifetime_ms / 5;
+    p.refresh_at_s = refresh_at_ms / 1000;
+    if (now_ms >= refresh_at_ms || now_ms >= exp_s * 1000) {
+        p.refresh_now = 1;
+        p.requeue_ms = clamp64(lifetime_ms * 4 / 5, 1000, upper);
+    } else {
+        p.requeue_ms = clamp64(refresh_at_ms - now_ms, 1000, upper);
+    }
+    return p;
+}

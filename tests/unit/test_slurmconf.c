@@ -1,0 +1,339 @@
+/* Unit tests for reconcilers/slurmconf: slurm.conf, slurmdbd.conf,
+ * cgroup.conf, sshd_config text against golden files reviewed line by line
+ * against slinky-compat §2.3, §2.4, §3.3, §4.1, and the merged-config rule
+ * case by case. */
+#include "unit/cluster_fixtures.h"
+
+#include "core/err.h"
+#include "reconcilers/slurmconf.h"
+
+#define CTL_BASE                                                                                             \
+    "'apiVersion':'slinky.slurm.net/v1beta1','kind':'Controller',"                                           \
+    "'metadata':{'name':'slurm','namespace':'slurm','uid':'11111111-2222-3333-4444-555555555555'}"
+#define CTL_KEYS                                                                                             \
+    "'slurmKeyRef':{'name':'slurm-auth-slurm','key':'slurm.key'},"                                           \
+    "'jwtKeyRef':{'name':'slurm-auth-jwt','key':'jwt.key'}"
+
+static char *conf_of(const char *ctl_jq, const cJSON *const *nodesets, size_t n, tenv *t)
+{
+    cJSON *ctl = JQ(ctl_jq);
+    char *out = NULL, *why = NULL;
+    int rc = sconf_slurm_conf(ctl, nodesets, n, t ? &t->env : NULL, &out, &why);
+    if (rc)
+        fprintf(stderr, "sconf_slurm_conf: %s\n", why ? why : "?");
+    assert_int_equal(rc, 0);
+    assert_null(why);
+    cJSON_Delete(ctl);
+    return out;
+}
+
+static void test_plain(void **state)
+{
+    char *s = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS "}}", NULL, 0, NULL);
+    golden("slurm.conf.plain", s);
+    free(s);
+}
+
+static void test_ha_metrics_jwks(void **state)
+{
+    char *s = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'clusterName':'prod',"
+                      "'jwksKeyRef':{'name':'jwks','key':'jwks.json'},'ha':{'enabled':true,'backups':2},"
+                      "'persistence':{'enabled':true,'existingClaim':'statesave-rwx'},"
+                      "'metrics':{'enabled':true}}}",
+                      NULL, 0, NULL);
+    golden("slurm.conf.ha", s);
+    /* HA without backups given: one backup by default. */
+    char *d = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'ha':{'enabled':true}}}", NULL, 0, NULL);
+    assert_non_null(
+        strstr(d, "SlurmctldHost=slurm-controller-1(slurm-controller-1.slurm-controller-internal.slurm)\n"
+                  "SlurmctldPort=6817\n"));
+    assert_null(strstr(d, "slurm-controller-2"));
+    free(d);
+    free(s);
+}
+
+static void test_accounting_nodesets_scripts(void **state)
+{
+    tenv t;
+    tenv_init(&t);
+    tenv_add(&t, "Accounting", "slurm", "{'metadata':{'name':'slurm','namespace':'slurm'},'spec':{}}");
+    tenv_add(&t, "ConfigMap", "prolog-b", "{'data':{'90-last.sh':'#!/bin/sh','10-first.sh':'#!/bin/sh'}}");
+    tenv_add(&t, "ConfigMap", "prolog-a", "{'data':{'50-middle.sh':'#!/bin/sh'}}");
+    tenv_add(&t, "ConfigMap", "epilog", "{'data':{'zz.sh':'x','aa.sh':'y'}}");
+    tenv_add(&t, "ConfigMap", "pctld", "{'data':{'pre.sh':'x'}}");
+    tenv_add(&t, "ConfigMap", "ectld", "{'data':{'post.sh':'x','cleanup.sh':'y'}}");
+    cJSON *ns[5] = {
+        /* Hostname prefix "gpu-" gives the Slurm NodeSet name "gpu". */
+        JQ("{'metadata':{'name':'slurm-worker-gpu'},'spec':{'controllerRef':{'name':'slurm'},"
+           "'template':{'spec':{'hostname':'gpu-'}},"
+           "'partition':{'enabled':true,'config':'Default=YES MaxTime=UNLIMITED'}}}"),
+        /* No hostname: the CR name; partition disabled: no partition line. */
+        JQ("{'metadata':{'name':'slurm-worker-cpu'},'spec':{'controllerRef':{'name':'slurm'},"
+           "'partition':{'enabled':false,'config':'ignored'}}}"),
+        /* Another Controller's NodeSet is ignored. */
+        JQ("{'metadata':{'name':'aaa-other'},'spec':{'controllerRef':{'name':'other'},"
+           "'partition':{'enabled':true}}}"),
+        /* Partition without config: Slinky's trailing space after Nodes=. */
+        JQ("{'metadata':{'name':'slurm-worker-bare'},'spec':{'controllerRef':{'name':'slurm'},"
+           "'partition':{'enabled':true}}}"),
+        /* "-x-" trims to "x". */
+        JQ("{'metadata':{'name':'slurm-worker-x'},'spec':{'controllerRef':{'name':'slurm'},"
+           "'template':{'spec':{'hostname':'-x-'}}}}"),
+    };
+    char *s = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'accountingRef':{'name':'slurm'},"
+                      "'jwksKeyRef':{'name':'jwks','key':'keys.json'},"
+                      "'prologScriptRefs':[{'name':'prolog-b'},{'name':'prolog-a'}],"
+                      "'epilogScriptRefs':[{'name':'epilog'}],"
+                      "'prologSlurmctldScriptRefs':[{'name':'pctld'}],"
+                      "'epilogSlurmctldScriptRefs':[{'name':'ectld'}]}}",
+                      (const cJSON *const *)ns, 5, &t);
+    golden("slurm.conf.accounting", s);
+    free(s);
+
+    /* The order of the NodeSet list does not matter. */
+    cJSON *rev[5] = {ns[4], ns[3], ns[2], ns[1], ns[0]};
+    char *s2 = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'accountingRef':{'name':'slurm'},"
+                       "'jwksKeyRef':{'name':'jwks','key':'keys.json'},"
+                       "'prologScriptRefs':[{'name':'prolog-a'},{'name':'prolog-b'}],"
+                       "'epilogScriptRefs':[{'name':'epilog'}],"
+                       "'prologSlurmctldScriptRefs':[{'name':'pctld'}],"
+                       "'epilogSlurmctldScriptRefs':[{'name':'ectld'}]}}",
+                       (const cJSON *const *)rev, 5, &t);
+    golden("slurm.conf.accounting", s2);
+    free(s2);
+
+    /* An accountingRef whose Accounting does not exist: accounting off. */
+    tenv_del(&t, "Accounting", "slurm");
+    char *s3 = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'accountingRef':{'name':'slurm'}}}", NULL, 0, &t);
+    assert_non_null(strstr(s3, "### ACCOUNTING ###\nAccountingStorageType=accounting_storage/none\n"));
+    free(s3);
+
+    /* An external Accounting is reached at its external endpoint. */
+    tenv_add(&t, "Accounting", "ext",
+             "{'metadata':{'name':'ext'},'spec':{'external':true,'externalConfig':{'host':'dbd.example','"
+             "port':7031}}}");
+    char *s4 = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'accountingRef':{'name':'ext'}}}", NULL, 0, &t);
+    assert_non_null(strstr(s4, "AccountingStorageType=accounting_storage/slurmdbd\n"
+                               "AccountingStorageHost=dbd.example\nAccountingStoragePort=7031\n"));
+    free(s4);
+
+    for (int i = 0; i < 5; i++)
+        cJSON_Delete(ns[i]);
+    tenv_free(&t);
+}
+
+static void test_missing_script_configmap(void **state)
+{
+    tenv t;
+    tenv_init(&t);
+    cJSON *ctl = JQ("{" CTL_BASE ",'spec':{" CTL_KEYS ",'epilogScriptRefs':[{'name':'nope'}]}}");
+    char *out = (char *)"sentinel", *why = NULL;
+    assert_int_equal(sconf_slurm_conf(ctl, NULL, 0, &t.env, &out, &why), OP_ENOTFOUND);
+    assert_null(out);
+    assert_non_null(why);
+    assert_non_null(strstr(why, "nope"));
+    free(why);
+    cJSON_Delete(ctl);
+    tenv_free(&t);
+}
+
+static void test_extraconf_merge(void **state)
+{
+    cJSON *ns =
+        JQ("{'metadata':{'name':'slinky'},'spec':{'controllerRef':{'name':'slurm'},"
+           "'template':{'spec':{'hostname':'slinky-'}},'partition':{'enabled':true,'config':'State=UP'}}}");
+    const cJSON *list[1] = {ns};
+    char *s = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'extraConf':"
+                      "'PartitionName=all Nodes=ALL Default=YES MaxTime=UNLIMITED\\n"
+                      "# SlurmctldParameters=commented_out\\n"
+                      "SlurmctldParameters=enable_configless,\\\\\\nIdle_On_Node_Suspend   # keep nodes\\n"
+                      "AuthAltParameters=JWT_KEY=/elsewhere,disable_token_creation\\r\\n"
+                      "MinJobAge=2'}}",
+                      list, 1, NULL);
+    golden("slurm.conf.merge", s);
+    free(s);
+    cJSON_Delete(ns);
+}
+
+static void test_external(void **state)
+{
+    /* Without a namespace, ClusterName is "_<name>" (Slinky's format). */
+    char *s = conf_of("{'metadata':{'name':'slurm'},'spec':{'external':true,"
+                      "'externalConfig':{'host':'my-controller','port':6817},'extraConf':'MinJobAge=2'}}",
+                      NULL, 0, NULL);
+    assert_string_equal(
+        s, "#\n### GENERAL ###\nClusterName=_slurm\nSlurmUser=slurm\nSlurmctldHost=my-controller\n"
+           "SlurmctldPort=6817\n#\n### PLUGINS & PARAMETERS ###\nAuthType=auth/slurm\n"
+           "CredType=cred/slurm\nAuthAltTypes=auth/jwt\n#\n### ACCOUNTING ###\n"
+           "AccountingStorageType=accounting_storage/none\n");
+    free(s);
+    tenv t;
+    tenv_init(&t);
+    tenv_add(&t, "Accounting", "acct", "{'metadata':{'name':'acct'},'spec':{}}");
+    s = conf_of("{" CTL_BASE
+                ",'spec':{'external':true,'externalConfig':{'host':'ctld.example.org','port':6817},"
+                "'accountingRef':{'name':'acct'}}}",
+                NULL, 0, &t);
+    golden("slurm.conf.external", s);
+    free(s);
+    tenv_free(&t);
+}
+
+typedef struct merge_case {
+    const char *extra, *want;
+} merge_case;
+
+static void test_merged_config_rule(void **state)
+{
+    static const char *const ctld[] = {"enable_configless", "reconfig_on_restart"};
+    static const char *const info[] = {"use_client_ids"};
+    static const char *const alt[] = {"jwt_key=/etc/slurm/jwt.key"};
+    const sconf_merge keys[] = {
+        {"SlurmctldParameters", ctld, 2},
+        {"AuthInfo", info, 1},
+        {"AuthAltParameters", alt, 1},
+    };
+    static const merge_case cases[] = {
+        /* Nothing to merge. */
+        {"", ""},
+        {"MinJobAge=2\nPartitionName=x Nodes=ALL", ""},
+        /* User options are lower-cased; required ones stay; sorted. */
+        {"SlurmctldParameters=enable_configless,Idle_On_Node_Suspend",
+         "SlurmctldParameters=enable_configless,idle_on_node_suspend,reconfig_on_restart"},
+        /* Key matched case-insensitively, blanks around '=' trimmed. */
+        {"SLURMCTLDPARAMETERS = foo ", "SlurmctldParameters=enable_configless,foo,reconfig_on_restart"},
+        /* A user option with the name of a required one is dropped. */
+        {"AuthAltParameters=JWT_KEY=/other,disable_token_creation",
+         "AuthAltParameters=disable_token_creation,jwt_key=/etc/slurm/jwt.key"},
+        /* The first of two user options with one name wins. */
+        {"SlurmctldParameters=Foo=1,foo=2",
+         "SlurmctldParameters=enable_configless,foo=1,reconfig_on_restart"},
+        /* Empty options are skipped. */
+        {"AuthInfo=,,cred_expire=70,,", "AuthInfo=cred_expire=70,use_client_ids"},
+        /* The last line for a key wins. */
+        {"AuthInfo=a\nAuthInfo=b", "AuthInfo=b,use_client_ids"},
+        /* Comments, CRLF, a continuation (pieces joined as is). */
+        {"# AuthInfo=x\nAuthInfo=y # note\r\nSlurmctldParameters=cloud_dns,\\\nMAX_DBD_MSG_ACTION=discard",
+         "AuthInfo=use_client_ids,y\n"
+         "SlurmctldParameters=cloud_dns,enable_configless,max_dbd_msg_action=discard,reconfig_on_restart"},
+        /* An indented continuation puts blanks in the value: not a single
+         * Key=Value, so it is not merged (Slinky's parser). */
+        {"SlurmctldParameters=cloud_dns,\\\n   idle_on_node_suspend", ""},
+        /* A value with a space is not merged. */
+        {"AuthInfo=a b", ""},
+        /* An empty value is not merged. */
+        {"AuthInfo=", ""},
+        /* A continuation on the last line still counts. */
+        {"AuthInfo=a,\\", "AuthInfo=a,use_client_ids"},
+        /* All three keys: emitted in bytewise key order. */
+        {"SlurmctldParameters=x\nAuthInfo=y\nAuthAltParameters=z",
+         "AuthAltParameters=jwt_key=/etc/slurm/jwt.key,z\nAuthInfo=use_client_ids,y\n"
+         "SlurmctldParameters=enable_configless,reconfig_on_restart,x"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *got = sconf_merged_config(cases[i].extra, keys, 3);
+        if (strcmp(got, cases[i].want) != 0)
+            fprintf(stderr, "case %zu: extra=[%s]\n got=[%s]\nwant=[%s]\n", i, cases[i].extra, got,
+                    cases[i].want);
+        assert_string_equal(got, cases[i].want);
+        free(got);
+    }
+    char *n = sconf_merged_config(NULL, keys, 3);
+    assert_string_equal(n, "");
+    free(n);
+}
+
+static void test_cgroup_conf(void **state)
+{
+    char *s = sconf_cgroup_conf();
+    golden("cgroup.conf", s);
+    free(s);
+    tenv t;
+    tenv_init(&t);
+    tenv_add(&t, "ConfigMap", "extra", "{'data':{'gres.conf':'x'}}");
+    tenv_add(&t, "ConfigMap", "cg", "{'data':{'cgroup.conf':'CgroupPlugin=disabled'}}");
+    cJSON *c1 = JQ("{" CTL_BASE ",'spec':{'configFileRefs':[{'name':'extra'},{'name':'missing'}]}}");
+    cJSON *c2 = JQ("{" CTL_BASE ",'spec':{'configFileRefs':[{'name':'extra'},{'name':'cg'}]}}");
+    assert_false(sconf_config_files_have(c1, &t.env, "cgroup.conf"));
+    assert_true(sconf_config_files_have(c2, &t.env, "cgroup.conf"));
+    cJSON_Delete(c1);
+    cJSON_Delete(c2);
+    tenv_free(&t);
+}
+
+static void test_slurmdbd_conf(void **state)
+{
+    cJSON *a = JQ("{'metadata':{'name':'slurm','namespace':'slurm'},'spec':{"
+                  "'storageConfig':{'host':'mariadb','username':'slurm',"
+                  "'passwordKeyRef':{'name':'mariadb-password','key':'password'}}}}");
+    char *s = sconf_slurmdbd_conf(a, "s3cr3t");
+    golden("slurmdbd.conf", s);
+    free(s);
+    cJSON_Delete(a);
+
+    a = JQ("{'metadata':{'name':'acct','namespace':'slurm'},'spec':{"
+           "'jwksKeyRef':{'name':'jwks','key':'jwks.json'},"
+           "'storageConfig':{'host':'db.example','port':3307,'database':'acct','username':'dbd'},"
+           "'extraConf':'CommitDelay=1\\nAuthInfo=cred_expire=70\\nAuthAltParameters=jwks=/"
+           "x,Disable_Token_Creation'}}");
+    s = sconf_slurmdbd_conf(a, "p@ss:w0rd");
+    golden("slurmdbd.conf.extra", s);
+    free(s);
+    cJSON_Delete(a);
+}
+
+static void test_sshd_configs(void **state)
+{
+    char *s = sconf_login_sshd_config("LoginGraceTime 600");
+    golden("sshd_config.login", s);
+    free(s);
+    s = sconf_login_sshd_config(NULL);
+    assert_string_equal(s, "#\n### GENERAL ###\nInclude /etc/ssh/sshd_config.d/*.conf\nUsePAM yes\n"
+                           "X11Forwarding yes\nSubsystem sftp internal-sftp\n#\n### EXTRA CONFIG ###\n\n");
+    free(s);
+    s = sconf_worker_sshd_config("PermitRootLogin no");
+    golden("sshd_config.worker", s);
+    free(s);
+    s = sconf_authorized_keys("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample user@example.com");
+    assert_string_equal(s,
+                        "#\n### SLINKY ###\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample user@example.com\n");
+    free(s);
+}
+
+static void test_nodeset_name(void **state)
+{
+    char buf[256];
+    struct {
+        const char *jq, *want;
+    } cases[] = {
+        {"{'metadata':{'name':'cr'}}", "cr"},
+        {"{'metadata':{'name':'cr'},'spec':{'template':{'spec':{'hostname':'gpu-'}}}}", "gpu"},
+        {"{'metadata':{'name':'cr'},'spec':{'template':{'spec':{'hostname':'--a-b--'}}}}", "a-b"},
+        {"{'metadata':{'name':'cr'},'spec':{'template':{'spec':{'hostname':' first second'}}}}", "first"},
+        {"{'metadata':{'name':'cr'},'spec':{'template':{'spec':{'hostname':'---'}}}}", "cr"},
+        {"{'metadata':{'name':'cr'},'spec':{'template':{'spec':{'hostname':''}}}}", "cr"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cJSON *o = JQ(cases[i].jq);
+        assert_string_equal(clc_nodeset_name(o, buf, sizeof(buf)), cases[i].want);
+        cJSON_Delete(o);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plain),
+        cmocka_unit_test(test_ha_metrics_jwks),
+        cmocka_unit_test(test_accounting_nodesets_scripts),
+        cmocka_unit_test(test_missing_script_configmap),
+        cmocka_unit_test(test_extraconf_merge),
+        cmocka_unit_test(test_external),
+        cmocka_unit_test(test_merged_config_rule),
+        cmocka_unit_test(test_cgroup_conf),
+        cmocka_unit_test(test_slurmdbd_conf),
+        cmocka_unit_test(test_sshd_configs),
+        cmocka_unit_test(test_nodeset_name),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
