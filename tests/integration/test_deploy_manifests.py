@@ -82,7 +82,7 @@ EXPECTED_CLUSTER = _expected_cluster_permissions()
 # YAML through the project's loader
 
 def yaml2json_path():
-    p = os.environ.get("YAML2JSON") or os.path.join(BUILD, "tests", "yaml2json")
+    p = os.environ.get("YAML2JSON") or os.path.join(BUILD, "tools", "yaml2json")
     if not os.access(p, os.X_OK):
         raise AssertionError("%s is missing: build the project first (tests/tools/yaml2json.c)" % p)
     return p
