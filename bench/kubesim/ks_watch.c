@@ -70,8 +70,12 @@ static void event_line(buf_t *b, const ks_res *r, int view, int type, const ks_v
 
 static void mark_dirty(ks_watch *w)
 {
-    if (!list_is_linked(&w->dirty))
-        list_insert_tail(&w->k->dirty_watches, &w->dirty);
+    if (list_is_linked(&w->dirty))
+        return;
+    /* the flush handle keeps the loop alive only while output is pending */
+    if (list_empty(&w->k->dirty_watches) && !w->k->closing)
+        uv_ref((uv_handle_t *)&w->k->flush);
+    list_insert_tail(&w->k->dirty_watches, &w->dirty);
 }
 
 static void append(ks_watch *w, const char *p, size_t n)
@@ -232,6 +236,7 @@ void watch_flush_all(ks *k)
         ks_watch *w = list_entry(k->dirty_watches.next, ks_watch, dirty);
         flush_one(w);
     }
+    uv_unref((uv_handle_t *)&k->flush);
 }
 
 static void watch_end(ks_watch *w, int abort_stream)

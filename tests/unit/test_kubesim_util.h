@@ -24,12 +24,12 @@ typedef struct tk {
     ks_config cfg;
 } tk;
 
-static void tk_closed(void *data)
+static OP_UNUSED void tk_closed(void *data)
 {
     *(int *)data = 1;
 }
 
-static void tk_init_cfg(tk *t, const ks_config *cfg)
+static OP_UNUSED void tk_init_cfg(tk *t, const ks_config *cfg)
 {
     mem_init();
     assert_int_equal(uv_loop_init(&t->loop), 0);
@@ -39,7 +39,7 @@ static void tk_init_cfg(tk *t, const ks_config *cfg)
     assert_non_null(t->k);
 }
 
-static void tk_init(tk *t)
+static OP_UNUSED void tk_init(tk *t)
 {
     ks_config c;
     ks_config_defaults(&c);
@@ -53,7 +53,7 @@ static void tk_init(tk *t)
 }
 
 /* Run the loop for about ms milliseconds. */
-static void tk_run(tk *t, int ms)
+static OP_UNUSED void tk_run(tk *t, int ms)
 {
     uint64_t end = uv_hrtime() + (uint64_t)ms * 1000000;
     do {
@@ -64,7 +64,7 @@ static void tk_run(tk *t, int ms)
     uv_run(&t->loop, UV_RUN_NOWAIT);
 }
 
-static void tk_done(tk *t)
+static OP_UNUSED void tk_done(tk *t)
 {
     int closed = 0;
     ks_close(t->k, tk_closed, &closed);
@@ -84,7 +84,7 @@ typedef struct tres {
     unsigned delay_ms;
 } tres;
 
-static tres tk_call_h(tk *t, const char *method, const char *path, const char *ctype, const char *body,
+static OP_UNUSED tres tk_call_h(tk *t, const char *method, const char *path, const char *ctype, const char *body,
                       const char *auth, const char *cn)
 {
     ks_req q;
@@ -118,12 +118,12 @@ static tres tk_call_h(tk *t, const char *method, const char *path, const char *c
     return out;
 }
 
-static tres tk_call(tk *t, const char *method, const char *path, const char *ctype, const char *body)
+static OP_UNUSED tres tk_call(tk *t, const char *method, const char *path, const char *ctype, const char *body)
 {
     return tk_call_h(t, method, path, ctype, body, NULL, NULL);
 }
 
-static void tres_free(tres *r)
+static OP_UNUSED void tres_free(tres *r)
 {
     cJSON_Delete(r->body);
     free(r->raw);
@@ -132,7 +132,7 @@ static void tres_free(tres *r)
 }
 
 /* Call, check the status, free. */
-static void tk_expect(tk *t, const char *method, const char *path, const char *ctype, const char *body, int status)
+static OP_UNUSED void tk_expect(tk *t, const char *method, const char *path, const char *ctype, const char *body, int status)
 {
     tres r = tk_call(t, method, path, ctype, body);
     if (r.status != status)
@@ -141,7 +141,7 @@ static void tk_expect(tk *t, const char *method, const char *path, const char *c
     tres_free(&r);
 }
 
-static const char *jstr(const tres *r, const char *path)
+static OP_UNUSED const char *jstr(const tres *r, const char *path)
 {
     return json_get_str(r->body, path);
 }
@@ -153,13 +153,13 @@ typedef struct tw {
     ks_watch *w;
 } tw;
 
-static int tw_write(void *ctx, const char *b, size_t n)
+static OP_UNUSED int tw_write(void *ctx, const char *b, size_t n)
 {
     tw *w = ctx;
     return buf_append(&w->out, b, n);
 }
 
-static void tw_end(void *ctx, int abort_)
+static OP_UNUSED void tw_end(void *ctx, int abort_)
 {
     tw *w = ctx;
     w->ended = 1;
@@ -168,7 +168,7 @@ static void tw_end(void *ctx, int abort_)
 }
 
 /* Start a watch; returns the HTTP status (200 when streaming). */
-static int tw_start(tk *t, tw *w, const char *path)
+static OP_UNUSED int tw_start(tk *t, tw *w, const char *path)
 {
     memset(w, 0, sizeof(*w));
     buf_init(&w->out, BUF_UNLIMITED);
@@ -185,7 +185,7 @@ static int tw_start(tk *t, tw *w, const char *path)
     return st;
 }
 
-static void tw_stop(tw *w)
+static OP_UNUSED void tw_stop(tw *w)
 {
     if (w->w && !w->ended)
         ks_watch_cancel(w->w);
@@ -194,7 +194,7 @@ static void tw_stop(tw *w)
 }
 
 /* The events received so far as a JSON array (caller frees). */
-static cJSON *tw_events(tw *w)
+static OP_UNUSED cJSON *tw_events(tw *w)
 {
     cJSON *a = cJSON_CreateArray();
     const char *p = buf_cstr(&w->out);
@@ -211,7 +211,7 @@ static cJSON *tw_events(tw *w)
 }
 
 /* "TYPE:name:rv" per event, space separated, for compact assertions. */
-static char *tw_summary(tw *w)
+static OP_UNUSED char *tw_summary(tw *w)
 {
     cJSON *a = tw_events(w);
     buf_t b;
