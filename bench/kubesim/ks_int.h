@@ -291,6 +291,8 @@ void store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *go
 /** Remove now: DELETED event, indexes dropped, o freed. *out (optional) gets
  *  the tombstone version. */
 void store_remove(ks *k, ks_obj *o, ks_ver **out);
+/** Same, with an RV already taken. */
+void store_remove_at(ks *k, ks_obj *o, uint64_t rv);
 /** Insert an object from the state file as it is (no RV bump, no event). Takes obj. */
 void store_load(ks *k, ks_res *r, cJSON *obj);
 /** Free an object without events (shutdown). */

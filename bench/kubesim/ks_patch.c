@@ -128,6 +128,28 @@ static cJSON *get_at(cJSON *doc, const char *path)
     return r;
 }
 
+/* Insert before position idx (< size). cJSON_InsertItemInArray of the
+ * cJSON 1.7.15 in Debian loses the item, so the list is relinked here. */
+static void array_insert(cJSON *arr, int idx, cJSON *item)
+{
+    cJSON *after = arr->child;
+    for (int i = 0; i < idx && after; i++)
+        after = after->next;
+    if (after == NULL) {
+        cJSON_AddItemToArray(arr, item);
+        return;
+    }
+    item->next = after;
+    if (after == arr->child) {
+        item->prev = after->prev; /* the head's prev is the tail */
+        arr->child = item;
+    } else {
+        item->prev = after->prev;
+        after->prev->next = item;
+    }
+    after->prev = item;
+}
+
 /* Add value at path (takes value). */
 static int op_add(cJSON **doc, const char *path, cJSON *value)
 {
@@ -153,7 +175,7 @@ static int op_add(cJSON **doc, const char *path, cJSON *value)
         } else if (idx == cJSON_GetArraySize(parent)) {
             cJSON_AddItemToArray(parent, value);
         } else {
-            cJSON_InsertItemInArray(parent, idx, value);
+            array_insert(parent, idx, value);
         }
     } else {
         cJSON_Delete(value);

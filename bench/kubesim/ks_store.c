@@ -536,6 +536,23 @@ void store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *go
         cJSON_Delete(obj);
         return;
     }
+    if (deletion_done(obj)) {
+        /* The last finalizer went: the object is deleted instead of
+         * updated, as the generic store does (watchers see only DELETED,
+         * carrying the state before this write). */
+        uint64_t rv = store_next_rv(k);
+        set_rv(obj, rv);
+        ks_ver *v = ver_build(r, obj);
+        store_remove_at(k, o, rv);
+        if (out)
+            *out = v;
+        else
+            ver_unref(v);
+        if (gone)
+            *gone = 1;
+        cJSON_Delete(obj);
+        return;
+    }
     set_rv(obj, store_next_rv(k));
     ks_ver *v = ver_build(r, obj);
     ks_ver *prev = o->cur;
@@ -547,18 +564,13 @@ void store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *go
         ver_ref(o->cur);
         *out = o->cur;
     }
-    if (deletion_done(obj)) {
-        store_remove(k, o, NULL);
-        if (gone)
-            *gone = 1;
-    }
     cJSON_Delete(obj);
 }
 
-void store_remove(ks *k, ks_obj *o, ks_ver **out)
+static void remove_impl(ks *k, ks_obj *o, uint64_t rv, ks_ver **out)
 {
     ks_res *r = o->res;
-    ks_ver *tomb = ver_restamp(o->cur, store_next_rv(k));
+    ks_ver *tomb = ver_restamp(o->cur, rv);
     map_del(&r->objs, o->key);
     if (o->uid[0] && map_get(&k->uids, o->uid) == o)
         map_del(&k->uids, o->uid);
@@ -575,6 +587,16 @@ void store_remove(ks *k, ks_obj *o, ks_ver **out)
     ver_unref(o->cur);
     free(o->key);
     free(o);
+}
+
+void store_remove(ks *k, ks_obj *o, ks_ver **out)
+{
+    remove_impl(k, o, store_next_rv(k), out);
+}
+
+void store_remove_at(ks *k, ks_obj *o, uint64_t rv)
+{
+    remove_impl(k, o, rv, NULL);
 }
 
 /* ---- sorted views and snapshots ---------------------------------------- */
