@@ -375,21 +375,16 @@ int ks_server_write_kubeconfig(const ks_server *s, const char *path, const char 
                         s->url);
     if (rc == 0 && s->https && strncmp(s->url, "https", 5) == 0)
         rc = b64_line(&b, "certificate-authority-data", s->ca.cert_pem);
+    int any = (s->client.cert_pem && strncmp(s->url, "https", 5) == 0) || token;
     if (rc == 0)
-        rc = buf_puts(&b, "users:\n- name: kubesim\n  user:\n");
-    int any = 0;
+        rc = buf_puts(&b, any ? "users:\n- name: kubesim\n  user:\n" : "users:\n- name: kubesim\n  user: {}\n");
     if (rc == 0 && s->client.cert_pem && strncmp(s->url, "https", 5) == 0) {
         rc = b64_line(&b, "client-certificate-data", s->client.cert_pem);
         if (rc == 0)
             rc = b64_line(&b, "client-key-data", s->client.key_pem);
-        any = 1;
     }
-    if (rc == 0 && token) {
+    if (rc == 0 && token)
         rc = buf_printf(&b, "    token: %s\n", token);
-        any = 1;
-    }
-    if (rc == 0 && !any)
-        rc = buf_puts(&b, "    {}\n");
     if (rc == 0)
         rc = buf_puts(&b, "contexts:\n- name: kubesim\n  context:\n    cluster: kubesim\n    user: kubesim\n"
                           "    namespace: default\npreferences: {}\n");

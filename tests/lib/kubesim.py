@@ -622,3 +622,29 @@ class Kubesim:
         self.stop(check=exc_type is None)
         if self.tmp:
             self.tmp.cleanup()
+
+
+# ---- a tiny test runner ----------------------------------------------------------
+
+def run_tests(ns, argv=None):
+    """Run every test_* function of a module namespace in definition order;
+    exit 1 if any failed. Arguments (sys.argv[1:]) select tests by substring."""
+    import sys
+    import traceback
+    argv = sys.argv[1:] if argv is None else argv
+    tests = [(n, f) for n, f in ns.items() if n.startswith("test_") and callable(f)]
+    if argv:
+        tests = [(n, f) for n, f in tests if any(a in n for a in argv)]
+    failed = []
+    for name, fn in tests:
+        t0 = time.monotonic()
+        try:
+            fn()
+            print("ok   %-50s %.2fs" % (name, time.monotonic() - t0), flush=True)
+        except Exception:
+            failed.append(name)
+            print("FAIL %-50s %.2fs" % (name, time.monotonic() - t0), flush=True)
+            traceback.print_exc()
+    print("%d passed, %d failed%s" % (len(tests) - len(failed), len(failed),
+                                       (": " + ", ".join(failed)) if failed else ""))
+    sys.exit(1 if failed else 0)
