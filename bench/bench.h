@@ -1,0 +1,386 @@
+/* bench: the internal contract of slurmop-bench, the benchmark harness.
+ *
+ * The harness is one libuv program that drives the real binaries as
+ * subprocesses over real sockets: kubesim (or any API server named by
+ * --kubeconfig), slurmop, and a Slurm lab (tests/slurm/slurmlab.sh). Its own
+ * clients (API calls, watches that timestamp pods, the pipelined create
+ * client that measures the limit, /metrics scrapes, admin calls) all run on
+ * the same loop.
+ *
+ * Scenario code is written as a straight script: every helper below that
+ * waits (bx_wait, bx_sleep, bx_http, bx_kube_*, bx_sh, process start/stop)
+ * runs the loop until its own condition holds, so the watches, samplers and
+ * load generators armed earlier keep running while the script waits. No
+ * callback ever calls a waiting helper (they are not re-entrant); callbacks
+ * only record.
+ *
+ * Times are uv_hrtime() nanoseconds (monotonic); reports use seconds.
+ */
+#ifndef OP_BENCH_H
+#define OP_BENCH_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <uv.h>
+
+#include "core/buf.h"
+#include "core/httpc.h"
+#include "core/kube.h"
+#include "core/kubeconfig.h"
+#include "core/mem.h"
+
+#define BX_MAX_SIZES 8
+
+/* ------------------------------------------------------------------ */
+/* context */
+
+typedef struct bx_ctx bx_ctx;
+typedef struct bx_proc bx_proc;
+
+/** Renders the progress line of the running step into out (called about
+ *  four times a second while the harness waits). */
+typedef void (*bx_status_fn)(void *arg, char *out, size_t len);
+
+struct bx_ctx {
+    uv_loop_t *loop;
+    /* settings (flags) */
+    int quick;
+    int sizes[BX_MAX_SIZES];
+    int n_sizes;
+    int k8s_nodes;              /* Nodes kubesim starts with (default: the largest size) */
+    const char *out_dir;
+    const char *kubeconfig;     /* external cluster; NULL = start kubesim */
+    const char *ns;             /* namespace of the benchmark's objects */
+    const char *image;          /* container image of the NodeSet pods */
+    double qps;                 /* slurmop --qps (0 = limiter off) */
+    double churn_s;             /* seconds per churn rate */
+    double idle_s;              /* idle CPU window */
+    const char *slurmrestd;     /* external Slurm: NS/NAME=URL (with --kubeconfig) */
+    const char *slurm_conf;     /* external Slurm: slurm.conf for libslurm */
+    int no_slurm;               /* skip everything that needs the Slurm lab */
+    /* paths */
+    char *bin_dir;              /* where slurmop and kubesim are */
+    char *src_dir;              /* the source tree (crds/, tests/slurm/) */
+    char *log_dir;              /* <out>/logs */
+    char *build_type;           /* CMAKE_BUILD_TYPE of bin_dir, or "unknown" */
+    int sanitized;              /* bin_dir was built with ASan/UBSan */
+    int slurm_aware;            /* the operator talks to Slurm (slurmio node cache linked in) */
+    /* progress */
+    int tty;
+    bx_status_fn status_fn;
+    void *status_arg;
+    char step[160];
+    uint64_t step_t0;
+    uint64_t last_progress;
+    uint64_t run_t0;
+    /* results */
+    cJSON *results;             /* {scenario: {...}} */
+    cJSON *targets;             /* [{target, measured, limit, ratio, verdict, note}] */
+    buf_t report;               /* Markdown of every table, in order */
+    int failures;               /* scenarios that could not complete */
+};
+
+/** Seconds between two uv_hrtime() values. */
+static inline double bx_secs(uint64_t from, uint64_t to)
+{
+    return to > from ? (double)(to - from) / 1e9 : 0.0;
+}
+
+/** Print a message line (clears the progress line first). */
+void bx_say(bx_ctx *x, const char *fmt, ...) OP_PRINTF(2, 3);
+/** Erase the progress line (before printing to stdout). */
+void bx_progress_clear(bx_ctx *x);
+/** Start a step: its name shows in the progress line with its elapsed time. */
+void bx_step(bx_ctx *x, const char *fmt, ...) OP_PRINTF(2, 3);
+/** Set (or clear, fn NULL) the callback that adds detail to the progress line. */
+void bx_set_status(bx_ctx *x, bx_status_fn fn, void *arg);
+
+/** Run the loop until pred(arg) is non-zero (checked after every loop
+ *  iteration and at least every 5 ms) or timeout_s passes. 0 or OP_ETIMEOUT. */
+int bx_wait(bx_ctx *x, int (*pred)(void *arg), void *arg, double timeout_s);
+/** Run the loop for s seconds. */
+void bx_sleep(bx_ctx *x, double s);
+
+/* ------------------------------------------------------------------ */
+/* processes (bench_proc.c) */
+
+/** Spawn argv (argv[0] is the path), stdout and stderr appended to log_path,
+ *  env entries ("K=V") added to the inherited environment. NULL on failure
+ *  (reported with bx_say). */
+bx_proc *bx_proc_start(bx_ctx *x, const char *name, const char *const *argv, const char *const *env, const char *log_path);
+/** Pid, or 0 once exited. */
+int bx_proc_pid(const bx_proc *p);
+/** 1 once the process has exited. */
+int bx_proc_exited(const bx_proc *p);
+/** Send sig, wait up to timeout_s (then SIGKILL), free p. Returns the exit
+ *  status (128+signal when killed by one). p may be NULL (returns 0). */
+int bx_proc_stop(bx_ctx *x, bx_proc *p, int sig, double timeout_s);
+/** Resident set size (KiB) of pid, -1 when unknown. */
+long bx_rss_kib(int pid);
+/** User + system CPU seconds of pid, -1 when unknown. */
+double bx_cpu_seconds(int pid);
+/** Run argv to completion (stdin /dev/null; stderr appended to log_path or
+ *  dropped when NULL), capturing stdout (at most 16 MiB) into *out (may be
+ *  NULL; free it). Returns the exit status, or a negative code on a spawn
+ *  failure or timeout (the process is killed). */
+int bx_run(bx_ctx *x, const char *const *argv, const char *const *env, const char *log_path, double timeout_s, char **out);
+
+/* ------------------------------------------------------------------ */
+/* HTTP, API and metrics (bench_http.c) */
+
+typedef struct bx_resp {
+    int err;    /* 0, or a transport error */
+    int status; /* HTTP status */
+    char *body; /* NUL-terminated; owned */
+    size_t len;
+} bx_resp;
+
+/** One request, waited for (plain HTTP pools for admin and /metrics). The
+ *  body is sent as is with content_type. resp must be freed with
+ *  bx_resp_free. Returns resp->err. */
+int bx_http(bx_ctx *x, hc_pool *pool, const char *method, const char *path, const char *content_type,
+            const char *body, double timeout_s, bx_resp *resp);
+void bx_resp_free(bx_resp *r);
+/** A plain-HTTP pool for base_url ("http://127.0.0.1:port"). */
+hc_pool *bx_pool_new(bx_ctx *x, const char *base_url);
+/** Close a pool and wait until it is gone. */
+void bx_pool_close(bx_ctx *x, hc_pool *pool);
+
+/** An API client: a kube_client plus the configuration it came from. */
+typedef struct bx_api {
+    kcfg *cfg;
+    kube_client *kc;
+} bx_api;
+/** Load kubeconfig_path and connect (limiter off). 0 or a code (message said). */
+int bx_api_open(bx_ctx *x, const char *kubeconfig_path, bx_api *api);
+void bx_api_close(bx_ctx *x, bx_api *api);
+
+/** Synchronous API calls: *out (may be NULL) gets a copy of the returned
+ *  object (cJSON_Delete it). Return the kube_cb error (0 on 2xx). */
+int bx_get(bx_ctx *x, bx_api *api, const kube_res *res, const char *ns, const char *name, cJSON **out);
+int bx_list(bx_ctx *x, bx_api *api, const kube_res *res, const char *ns, const char *query, cJSON **out);
+int bx_create(bx_ctx *x, bx_api *api, const kube_res *res, const char *ns, const cJSON *obj, cJSON **out);
+int bx_patch(bx_ctx *x, bx_api *api, const kube_res *res, const char *ns, const char *name, const char *sub,
+             const char *patch_json, cJSON **out);
+int bx_delete(bx_ctx *x, bx_api *api, const kube_res *res, const char *ns, const char *name);
+
+/* ---- Prometheus text ---- */
+
+typedef struct bx_sample {
+    char *name;
+    char *labels; /* the text between the braces, "" when none */
+    double v;
+} bx_sample;
+
+typedef struct bx_metrics {
+    bx_sample *v;
+    size_t n;
+} bx_metrics;
+
+/** Parse the text exposition format (comments skipped). */
+void bx_metrics_parse(const char *text, bx_metrics *m);
+void bx_metrics_free(bx_metrics *m);
+/** Sum of the samples called name whose labels contain every
+ *  comma-separated `k="v"` term of filter (NULL or "" = all). */
+double bx_metric(const bx_metrics *m, const char *name, const char *filter);
+/** 1 when a sample called name (matching filter) exists. */
+int bx_metric_has(const bx_metrics *m, const char *name, const char *filter);
+
+#define BX_HIST_MAX 40
+/** A histogram read from /metrics: cumulative counts per upper bound. */
+typedef struct bx_hist {
+    int n;                  /* buckets, +Inf last */
+    double le[BX_HIST_MAX]; /* upper bounds */
+    double cum[BX_HIST_MAX];
+    double sum, count;
+} bx_hist;
+
+/** Read histogram name (the _bucket/_sum/_count series) for filter; 0 or OP_ENOTFOUND. */
+int bx_hist_read(const bx_metrics *m, const char *name, const char *filter, bx_hist *h);
+/** a -= b (the observations between two scrapes). */
+void bx_hist_sub(bx_hist *a, const bx_hist *b);
+/** Quantile q (0..1) by linear interpolation inside the bucket that holds
+ *  it (Prometheus' histogram_quantile); the first bucket starts at 0; a
+ *  quantile in the +Inf bucket answers the largest finite bound. NAN when
+ *  the histogram is empty. */
+double bx_hist_quantile(const bx_hist *h, double q);
+/** Upper bound of the highest non-empty bucket (the max is at most this);
+ *  INFINITY when the +Inf bucket has observations, NAN when empty. */
+double bx_hist_max_bound(const bx_hist *h);
+/** Fraction of observations <= le, exact when le is a bucket bound. */
+double bx_hist_frac_le(const bx_hist *h, double le);
+
+/* ------------------------------------------------------------------ */
+/* the binaries under test (bench_env.c) */
+
+typedef struct bx_kubesim {
+    bx_proc *proc;
+    char *dir;        /* its files: kubeconfig, port.json */
+    char *kubeconfig; /* HTTPS with a client certificate */
+    char *url;        /* https://127.0.0.1:port */
+    char *http_url;   /* the plain listener: admin API */
+    hc_pool *admin;
+} bx_kubesim;
+
+/** Start kubesim with `nodes` Nodes plus extra flags (NULL-terminated, may be
+ *  NULL); wait until it listens. 0 or a code. log names the log file. */
+int bx_kubesim_start(bx_ctx *x, const char *log, int nodes, const char *const *extra, bx_kubesim *ks);
+void bx_kubesim_stop(bx_ctx *x, bx_kubesim *ks);
+/** POST/GET an admin path; *out (may be NULL) gets the decoded JSON. */
+int bx_admin(bx_ctx *x, bx_kubesim *ks, const char *method, const char *path, const char *body, cJSON **out);
+
+typedef struct bx_slurmop {
+    bx_proc *proc;
+    char *log;
+    char *metrics_url;
+    char *health_url;
+    hc_pool *metrics;
+} bx_slurmop;
+
+/** Start slurmop against kubeconfig with extra flags (NULL-terminated);
+ *  wait until /readyz answers 200 and the caches are synced. */
+int bx_slurmop_start(bx_ctx *x, const char *log, const char *kubeconfig, const char *const *extra, bx_slurmop *op);
+/** SIGTERM; returns the exit status (0 expected). */
+int bx_slurmop_stop(bx_ctx *x, bx_slurmop *op);
+/** Scrape /metrics. 0 or a code. */
+int bx_scrape(bx_ctx *x, bx_slurmop *op, bx_metrics *m);
+/** Wait until the NodeSet queue is empty and no key is being processed,
+ *  and no add happened for quiet_s. 0 or OP_ETIMEOUT. */
+int bx_wait_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s);
+
+/** The benchmark's cluster: CRDs, key Secrets, Controller "slurm", and
+ *  NodeSet "gpu" with `replicas`. jwt_key (may be NULL) is the JWT key to
+ *  store (a Slurm lab's); restapi creates a RestApi "slurm" too. */
+int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, size_t jwt_len, int restapi);
+/** PATCH the NodeSet's scale subresource. */
+int bx_scale(bx_ctx *x, bx_api *api, int replicas);
+/** The pods the operator would create for ordinals [0, n) of NodeSet
+ *  "gpu" as it is now, as POST bodies (built by reconcilers/nodeset_build).
+ *  NULL on failure. Free with bx_free_strv. */
+char **bx_build_pods(bx_ctx *x, bx_api *api, int n);
+void bx_free_strv(char **v, size_t n);
+
+/* ------------------------------------------------------------------ */
+/* pod observer (bench_obs.c) */
+
+typedef struct bx_obs bx_obs;
+
+/** Watch the pods of namespace ns (and the NodeSet "gpu"): timestamps of
+ *  every pod created, turning Ready and deleted. Starts with a LIST. */
+bx_obs *bx_obs_start(bx_ctx *x, bx_api *api, const char *ns);
+void bx_obs_stop(bx_ctx *x, bx_obs *o);
+
+typedef struct bx_obs_counts {
+    int exist;      /* pods present now */
+    int ready;      /* ... of them Ready */
+    int terminating;
+    long created;   /* ADDED events since start (pods present at start excluded) */
+    long became_ready;
+    long deleted;
+    int ns_replicas, ns_ready; /* NodeSet status.replicas / readyReplicas (-1 unknown) */
+    long events;
+} bx_obs_counts;
+void bx_obs_counts_get(const bx_obs *o, bx_obs_counts *c);
+/** Event times (uv_hrtime ns) in arrival order; kind 0 created, 1 ready, 2 deleted. */
+const uint64_t *bx_obs_times(const bx_obs *o, int kind, size_t *n);
+/** Time the NodeSet's status first had readyReplicas == replicas == target (0 = not yet). */
+void bx_obs_watch_ready(bx_obs *o, int target);
+uint64_t bx_obs_ns_ready_at(const bx_obs *o);
+/** Deletion time of one pod (0 when not deleted since start). */
+uint64_t bx_obs_deleted_at(const bx_obs *o, const char *pod);
+
+/* ------------------------------------------------------------------ */
+/* the pipelined create client (bench_load.c) */
+
+typedef struct bx_load_result {
+    size_t ok, failed;
+    int first_error_status;
+    uint64_t t_start; /* first request written (after every connection is up) */
+    uint64_t t_end;   /* last response read */
+} bx_load_result;
+
+/** POST bodies[0..n) to path over conns keep-alive connections to the
+ *  server of cfg (TLS or plain, the kubeconfig's credentials), depth
+ *  requests pipelined on each. Waits for every answer. 0 or a code. */
+int bx_load_run(bx_ctx *x, const kcfg *cfg, const char *path, char *const *bodies, size_t n, int conns, int depth,
+                bx_load_result *res);
+
+/* ------------------------------------------------------------------ */
+/* the Slurm lab (bench_slurm.c) */
+
+typedef struct bx_lab {
+    char *dir;          /* the lab directory */
+    char *env_text;     /* `slurmlab.sh env` output */
+    char *slurm_conf;
+    char *rest_url;
+    char *rest_user;
+    char *rest_token;
+    char *jwt_key_path;
+    char *version;      /* slurmctld -V */
+    int started;
+} bx_lab;
+
+/** Start a lab: static nodes with a slurmd each named by static_names
+ *  (space-separated, may be NULL), plus slurmd-less nodes from extra_conf
+ *  lines. 0, OP_ENOTSUP when Slurm is not installed / not root, or a code. */
+int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *extra_conf);
+void bx_lab_stop(bx_ctx *x, bx_lab *lab);
+/** Run a Slurm command (scontrol, sbatch, sinfo, squeue) with the lab's
+ *  SLURM_CONF; *out gets stdout. Returns the exit status. */
+int bx_lab_cmd(bx_ctx *x, bx_lab *lab, const char *const *argv, char **out);
+/** Read the lab's JWT key. 0 or a code. */
+int bx_lab_jwt_key(bx_lab *lab, char **key, size_t *len);
+
+/* ------------------------------------------------------------------ */
+/* reports (bench_report.c) */
+
+typedef struct bx_table bx_table;
+
+/** A table with ncols columns; header cells follow. */
+bx_table *bx_table_new(const char *title, int ncols, ...);
+/** Add a row of ncols printf-formatted cells: pass each cell already formatted. */
+void bx_table_row(bx_table *t, ...);
+/** A note printed under the table. */
+void bx_table_note(bx_table *t, const char *fmt, ...) OP_PRINTF(2, 3);
+/** Print to stdout (aligned), append the Markdown to x->report, free t. */
+void bx_table_emit(bx_ctx *x, bx_table *t);
+
+/** Record one target line of the summary (measured against a limit or target). */
+void bx_target(bx_ctx *x, const char *target, const char *measured, const char *limit, double ratio,
+               const char *verdict, const char *note);
+
+/** Format a number of seconds: "1.234 s" / "12.3 ms" / "45 µs". */
+const char *bx_fmt_s(char *buf, size_t len, double s);
+/** cJSON number that is null for NAN/INFINITY. */
+cJSON *bx_num(double v);
+
+typedef struct bx_series {
+    const char *name;
+    const double *x, *y;
+    size_t n;
+    int step; /* draw as a step function */
+} bx_series;
+
+/** Write an SVG line plot. 0 or a code. */
+int bx_svg_lines(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                 const bx_series *s, size_t ns);
+/** Write an SVG grouped bar chart: categories on x, one bar per series. */
+int bx_svg_bars(const char *path, const char *title, const char *ylabel, const char *const *categories,
+                size_t ncat, const bx_series *s, size_t ns);
+/** Write s (a file in the out dir) and return 0 or a code. */
+int bx_write_file(const char *path, const char *s, size_t len);
+/** "<out>/<name>": a new string. */
+char *bx_out_path(bx_ctx *x, const char *name);
+
+/* ------------------------------------------------------------------ */
+/* scenarios (scen_*.c); each returns 0 when it ran to the end */
+
+int scen_scale_out(bx_ctx *x, int with_operator, int with_limit);
+int scen_scale_in(bx_ctx *x);
+int scen_churn(bx_ctx *x);
+int scen_restart(bx_ctx *x);
+int scen_memory(bx_ctx *x);
+
+#endif

@@ -1,0 +1,482 @@
+/* slurmop-bench: the benchmark harness's main: flags, finding (or building)
+ * the binaries, running the selected scenarios, writing the report. */
+#include <getopt.h>
+#include <libgen.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "core/err.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/yaml.h"
+
+static const char usage[] =
+    "Usage: slurmop-bench [--quick] [--out DIR] [--scenario NAME ...] [--kubeconfig FILE]\n"
+    "                     [--sizes 1024,4096,8192] [more flags below]\n"
+    "\n"
+    "Measures slurmop against the limits of the machine it runs on and prints one table per\n"
+    "scenario; every figure stands beside a limit measured in the same run. Writes report.md,\n"
+    "summary.json, one <scenario>.json each, SVG plots and the logs of every process into --out.\n"
+    "\n"
+    "Scenarios (default: all):\n"
+    "  scale-out   0 -> N pods per size: time to the last create accepted, to all pods Ready, to\n"
+    "              status.readyReplicas == N; includes `limit`, the bare pipelined client creating\n"
+    "              the same N pods against the same kubesim, and the ratio\n"
+    "  limit       only the limit half of scale-out\n"
+    "  scale-in    N -> 0 against a real Slurm (slurmctld + slurmrestd of the lab) holding N nodes,\n"
+    "              a share of them busy with jobs: drains issued, pods deleted only once drained\n"
+    "  churn       N pods; pods failing and Nodes flapping at 10, 100 and 1,000 events/s:\n"
+    "              event -> action latency from the operator's histogram, queue depth over time\n"
+    "  restart     the API server drops every watch and compacts its history (410): resync time,\n"
+    "              LIST calls, reconciles, writes\n"
+    "  memory      RSS with N Nodes, N pods and N Slurm nodes cached; idle CPU; bytes per idle\n"
+    "              Slurm poll\n"
+    "\n"
+    "Flags:\n"
+    "  --quick               N = 1,024 only, shorter windows (CI smoke; about 2 minutes)\n"
+    "  --out DIR             where the report goes (default ./bench-results)\n"
+    "  --scenario NAME       run only these (repeatable or comma-separated)\n"
+    "  --sizes LIST          pod counts for scale-out (default 1024,4096,8192); the largest is the N of\n"
+    "                        the other scenarios\n"
+    "  --kubeconfig FILE     run against this cluster instead of starting kubesim (a kind cluster:\n"
+    "                        pods run --image; `restart` is skipped; the Slurm parts need --slurmrestd)\n"
+    "  --namespace NS        namespace of the benchmark's objects (default: default with kubesim,\n"
+    "                        slurmop-bench with --kubeconfig)\n"
+    "  --image IMAGE         slurmd image of the NodeSet (default ghcr.io/slinkyproject/slurmd:25.11 with\n"
+    "                        kubesim, which never pulls it; registry.k8s.io/pause:3.9 on a real cluster)\n"
+    "  --nodes N             Kubernetes Nodes of kubesim (default: the largest size)\n"
+    "  --qps Q               slurmop --qps (default 0: its client-side limiter off, so the run measures\n"
+    "                        the operator and not a configured rate)\n"
+    "  --churn-seconds S     seconds per churn rate (default 10, 5 with --quick)\n"
+    "  --idle-seconds S      idle CPU window (default 60, 10 with --quick)\n"
+    "  --slurmrestd NS/NAME=URL, --slurm-conf PATH\n"
+    "                        with --kubeconfig: an existing Slurm for scale-in and memory (else skipped)\n"
+    "  --no-slurm            skip everything that needs the Slurm lab\n"
+    "  --bin-dir DIR         where slurmop and kubesim are (default: beside slurmop-bench); when they\n"
+    "                        are missing and DIR is a CMake build directory, they are built there\n"
+    "  --help                this text\n"
+    "\n"
+    "Use a Release build for numbers:\n"
+    "  cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release && cmake --build build-rel -j2\n"
+    "  build-rel/slurmop-bench --out /tmp/bench\n"
+    "The report says which build ran; a sanitizer build is flagged as not comparable.\n"
+    "The Slurm lab needs root and Debian's slurm-wlm packages (tests/deps.sh); without them the\n"
+    "Slurm parts are skipped and the report says so.\n";
+
+static const char *const all_scenarios[] = {"scale-out", "limit", "scale-in", "churn", "restart", "memory"};
+#define N_SCEN 6
+
+enum {
+    OPT_QUICK = 256,
+    OPT_OUT,
+    OPT_SCENARIO,
+    OPT_KUBECONFIG,
+    OPT_SIZES,
+    OPT_NAMESPACE,
+    OPT_IMAGE,
+    OPT_NODES,
+    OPT_QPS,
+    OPT_CHURN,
+    OPT_IDLE,
+    OPT_SLURMRESTD,
+    OPT_SLURM_CONF,
+    OPT_NO_SLURM,
+    OPT_BIN_DIR,
+    OPT_HELP,
+};
+
+static const struct option long_opts[] = {
+    {"quick", no_argument, NULL, OPT_QUICK},
+    {"out", required_argument, NULL, OPT_OUT},
+    {"scenario", required_argument, NULL, OPT_SCENARIO},
+    {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
+    {"sizes", required_argument, NULL, OPT_SIZES},
+    {"namespace", required_argument, NULL, OPT_NAMESPACE},
+    {"image", required_argument, NULL, OPT_IMAGE},
+    {"nodes", required_argument, NULL, OPT_NODES},
+    {"qps", required_argument, NULL, OPT_QPS},
+    {"churn-seconds", required_argument, NULL, OPT_CHURN},
+    {"idle-seconds", required_argument, NULL, OPT_IDLE},
+    {"slurmrestd", required_argument, NULL, OPT_SLURMRESTD},
+    {"slurm-conf", required_argument, NULL, OPT_SLURM_CONF},
+    {"no-slurm", no_argument, NULL, OPT_NO_SLURM},
+    {"bin-dir", required_argument, NULL, OPT_BIN_DIR},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int die_usage(const char *msg, const char *arg)
+{
+    fprintf(stderr, "slurmop-bench: %s%s\nRun 'slurmop-bench --help' for usage.\n", msg, arg ? arg : "");
+    return 2;
+}
+
+static int parse_sizes(bx_ctx *x, const char *s)
+{
+    x->n_sizes = 0;
+    char *copy = xstrdup(s), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        long v = strtol(tok, &end, 10);
+        if (*end || v < 1 || v > 100000 || x->n_sizes == BX_MAX_SIZES) {
+            free(copy);
+            return -1;
+        }
+        x->sizes[x->n_sizes++] = (int)v;
+    }
+    free(copy);
+    return x->n_sizes ? 0 : -1;
+}
+
+static int mkdirs(const char *path)
+{
+    char *p = xstrdup(path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s == '/') {
+            *s = '\0';
+            mkdir(p, 0755);
+            *s = '/';
+        }
+    }
+    int rc = mkdir(p, 0755);
+    free(p);
+    return rc == 0 || errno == EEXIST ? 0 : OP_ERRNO(errno);
+}
+
+/* A value from a CMakeCache.txt ("NAME:TYPE=value"); NULL when absent. */
+static char *cache_value(const char *cache, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = cache; p && *p;) {
+        if (strncmp(p, name, n) == 0 && p[n] == ':') {
+            const char *eq = strchr(p, '=');
+            const char *eol = strchr(p, '\n');
+            if (eq && (!eol || eq < eol))
+                return xstrndup(eq + 1, eol ? (size_t)(eol - eq - 1) : strlen(eq + 1));
+        }
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return NULL;
+}
+
+static int file_has(const char *path, const char *needle)
+{
+    char *s = NULL;
+    size_t len = 0;
+    if (file_read_all(path, 256u << 20, &s, &len) != 0)
+        return 0;
+    int found = memmem(s, len, needle, strlen(needle)) != NULL;
+    free(s);
+    return found;
+}
+
+/* Find the binaries and the source tree; build what is missing. */
+static int locate(bx_ctx *x, const char *bin_dir)
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0)
+        return OP_ENOTFOUND;
+    self[n] = '\0';
+    x->bin_dir = bin_dir ? realpath(bin_dir, NULL) : xstrdup(dirname(self));
+    if (x->bin_dir == NULL) {
+        fprintf(stderr, "slurmop-bench: no such directory: %s\n", bin_dir);
+        return OP_ENOTFOUND;
+    }
+    char *cache_path = xasprintf("%s/CMakeCache.txt", x->bin_dir), *cache = NULL;
+    size_t len;
+    if (file_read_all(cache_path, 16u << 20, &cache, &len) != 0)
+        cache = NULL;
+    free(cache_path);
+    if (getenv("OP_SOURCE_DIR"))
+        x->src_dir = xstrdup(getenv("OP_SOURCE_DIR"));
+    else if (cache && (x->src_dir = cache_value(cache, "CMAKE_HOME_DIRECTORY")) != NULL)
+        ;
+    else
+        x->src_dir = xasprintf("%s/..", x->bin_dir);
+    x->build_type = cache ? cache_value(cache, "CMAKE_BUILD_TYPE") : NULL;
+    if (x->build_type == NULL)
+        x->build_type = xstrdup("unknown");
+    if (cache) {
+        char *asan = cache_value(cache, "OP_ASAN"), *ubsan = cache_value(cache, "OP_UBSAN");
+        x->sanitized = (asan && strcmp(asan, "ON") == 0) || (ubsan && strcmp(ubsan, "ON") == 0);
+        free(asan);
+        free(ubsan);
+    }
+    char *ks = xasprintf("%s/kubesim", x->bin_dir), *op = xasprintf("%s/slurmop", x->bin_dir);
+    int rc = 0;
+    if ((access(ks, X_OK) != 0 || access(op, X_OK) != 0) && cache) {
+        fprintf(stderr, "slurmop-bench: building slurmop and kubesim in %s\n", x->bin_dir);
+        char *cmd = xasprintf("cmake --build '%s' --target slurmop kubesim -j2 >&2", x->bin_dir);
+        if (system(cmd) != 0)
+            rc = OP_EIO;
+        free(cmd);
+    }
+    if (rc == 0 && (access(ks, X_OK) != 0 || access(op, X_OK) != 0)) {
+        fprintf(stderr, "slurmop-bench: %s and %s are needed (build them, or pass --bin-dir)\n", ks, op);
+        rc = OP_ENOTFOUND;
+    }
+    if (rc == 0)
+        x->slurm_aware = file_has(op, "slurmop_slurm_node_polls_total");
+    char *crds = xasprintf("%s/crds", x->src_dir);
+    if (rc == 0 && access(crds, R_OK) != 0) {
+        fprintf(stderr, "slurmop-bench: no source tree at %s (set OP_SOURCE_DIR)\n", x->src_dir);
+        rc = OP_ENOTFOUND;
+    }
+    free(crds);
+    free(ks);
+    free(op);
+    free(cache);
+    return rc;
+}
+
+static char *cpu_model(void)
+{
+    char *s = NULL;
+    size_t len;
+    if (file_read_all("/proc/cpuinfo", 4u << 20, &s, &len) != 0)
+        return xstrdup("unknown CPU");
+    char *p = strstr(s, "model name"), *out;
+    if (p && (p = strchr(p, ':')) != NULL) {
+        p++;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        out = xstrndup(p, strcspn(p, "\n"));
+    } else {
+        out = xstrdup("unknown CPU");
+    }
+    free(s);
+    return out;
+}
+
+static void write_report(bx_ctx *x, int argc, char **argv, double total_s)
+{
+    /* the targets table, printed last and put first in the report */
+    bx_table *t = bx_table_new("Where slurmop stands against DESIGN.md's targets", 6, "target", "measured",
+                               "limit / target", "ratio", "verdict", "note");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, x->targets)
+    {
+        char r[32];
+        const cJSON *ratio = json_child(it, "ratio");
+        if (cJSON_IsNumber(ratio))
+            snprintf(r, sizeof(r), "%.2f×", ratio->valuedouble);
+        else
+            snprintf(r, sizeof(r), "—");
+        bx_table_row(t, json_get_str(it, "target"), json_get_str(it, "measured"), json_get_str(it, "limit"), r,
+                     json_get_str(it, "verdict"), json_get_str(it, "note"));
+    }
+    buf_t tables = x->report; /* keep the scenario tables; the summary goes first */
+    buf_init(&x->report, BUF_UNLIMITED);
+    bx_table_emit(x, t);
+
+    struct utsname u;
+    uname(&u);
+    char when[64];
+    time_t now = time(NULL);
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+    char *cpu = cpu_model();
+    buf_t md;
+    buf_init(&md, BUF_UNLIMITED);
+    int rc = buf_puts(&md, "# slurmop benchmark report\n\n`");
+    for (int i = 0; i < argc; i++)
+        rc |= buf_printf(&md, "%s%s", i ? " " : "", argv[i]);
+    rc |= buf_printf(&md,
+                     "`\n\n%s; %s, %ld cores; Linux %s; build %s%s (%s); %s kubesim; total %.0f s.\n\n",
+                     when, cpu, sysconf(_SC_NPROCESSORS_ONLN), u.release, x->build_type,
+                     x->sanitized ? " with sanitizers: NOT comparable" : "", x->bin_dir,
+                     x->kubeconfig ? "no (--kubeconfig)" : "in-repo", total_s);
+    rc |= buf_append(&md, x->report.data, x->report.len);
+    rc |= buf_puts(&md, "## Scenarios\n\n");
+    rc |= buf_append(&md, tables.data ? tables.data : "", tables.len);
+    (void)rc;
+    char *path = bx_out_path(x, "report.md");
+    if (bx_write_file(path, md.data, md.len) != 0)
+        bx_say(x, "bench: cannot write %s", path);
+    free(path);
+    buf_free(&md);
+    buf_free(&tables);
+
+    cJSON *sum = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(sum, "meta");
+    cJSON_AddStringToObject(meta, "date", when);
+    cJSON_AddStringToObject(meta, "cpu", cpu);
+    cJSON_AddNumberToObject(meta, "cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
+    cJSON_AddStringToObject(meta, "kernel", u.release);
+    cJSON_AddStringToObject(meta, "buildType", x->build_type);
+    cJSON_AddBoolToObject(meta, "sanitized", x->sanitized);
+    cJSON_AddBoolToObject(meta, "quick", x->quick);
+    cJSON_AddBoolToObject(meta, "kubesim", x->kubeconfig == NULL);
+    cJSON_AddBoolToObject(meta, "slurmAware", x->slurm_aware);
+    cJSON_AddNumberToObject(meta, "totalSeconds", total_s);
+    cJSON *sizes = cJSON_AddArrayToObject(meta, "sizes");
+    for (int i = 0; i < x->n_sizes; i++)
+        cJSON_AddItemToArray(sizes, cJSON_CreateNumber(x->sizes[i]));
+    cJSON_AddItemReferenceToObject(sum, "results", x->results);
+    cJSON_AddItemReferenceToObject(sum, "targets", x->targets);
+    char *text = cJSON_Print(sum);
+    path = bx_out_path(x, "summary.json");
+    if (bx_write_file(path, text, strlen(text)) != 0)
+        bx_say(x, "bench: cannot write %s", path);
+    free(path);
+    free(text);
+    /* one file per scenario */
+    cJSON_ArrayForEach(it, x->results)
+    {
+        char name[96];
+        snprintf(name, sizeof(name), "%s.json", it->string);
+        text = cJSON_Print(it);
+        path = bx_out_path(x, name);
+        if (bx_write_file(path, text, strlen(text)) != 0)
+            bx_say(x, "bench: cannot write %s", path);
+        free(path);
+        free(text);
+    }
+    cJSON_Delete(sum);
+    free(cpu);
+}
+
+int main(int argc, char **argv)
+{
+    bx_ctx x;
+    int c, want[N_SCEN] = {0}, any = 0;
+    const char *sizes = NULL, *bin_dir = NULL;
+    memset(&x, 0, sizeof(x));
+    x.out_dir = "bench-results";
+    x.qps = 0;
+    x.churn_s = -1;
+    x.idle_s = -1;
+    mem_init();
+
+    while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+        switch (c) {
+        case OPT_QUICK: x.quick = 1; break;
+        case OPT_OUT: x.out_dir = optarg; break;
+        case OPT_SCENARIO: {
+            char *copy = xstrdup(optarg), *save = NULL;
+            for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                int found = 0;
+                for (int i = 0; i < N_SCEN; i++)
+                    if (strcmp(tok, all_scenarios[i]) == 0 || strcmp(tok, "all") == 0)
+                        want[i] = found = 1;
+                if (!found) {
+                    int rc = die_usage("unknown scenario: ", tok);
+                    free(copy);
+                    return rc;
+                }
+                any = 1;
+            }
+            free(copy);
+            break;
+        }
+        case OPT_KUBECONFIG: x.kubeconfig = optarg; break;
+        case OPT_SIZES: sizes = optarg; break;
+        case OPT_NAMESPACE: x.ns = optarg; break;
+        case OPT_IMAGE: x.image = optarg; break;
+        case OPT_NODES: x.k8s_nodes = atoi(optarg); break;
+        case OPT_QPS: x.qps = strtod(optarg, NULL); break;
+        case OPT_CHURN: x.churn_s = strtod(optarg, NULL); break;
+        case OPT_IDLE: x.idle_s = strtod(optarg, NULL); break;
+        case OPT_SLURMRESTD: x.slurmrestd = optarg; break;
+        case OPT_SLURM_CONF: x.slurm_conf = optarg; break;
+        case OPT_NO_SLURM: x.no_slurm = 1; break;
+        case OPT_BIN_DIR: bin_dir = optarg; break;
+        case 'h':
+        case OPT_HELP: fputs(usage, stdout); return 0;
+        default: return die_usage("unknown flag", NULL);
+        }
+    }
+    if (optind < argc)
+        return die_usage("unexpected argument: ", argv[optind]);
+    if (sizes && parse_sizes(&x, sizes) != 0)
+        return die_usage("--sizes: want a comma-separated list of pod counts, got ", sizes);
+    if (!sizes) {
+        if (x.quick)
+            parse_sizes(&x, "1024");
+        else
+            parse_sizes(&x, "1024,4096,8192");
+    }
+    if (!any)
+        for (int i = 0; i < N_SCEN; i++)
+            want[i] = 1;
+    if (want[0])
+        want[1] = 0; /* scale-out includes the limit */
+    int nmax = 0;
+    for (int i = 0; i < x.n_sizes; i++)
+        if (x.sizes[i] > nmax)
+            nmax = x.sizes[i];
+    if (x.k8s_nodes <= 0)
+        x.k8s_nodes = nmax;
+    if (x.churn_s < 0)
+        x.churn_s = x.quick ? 5 : 10;
+    if (x.idle_s < 0)
+        x.idle_s = x.quick ? 10 : 60;
+    if (x.ns == NULL)
+        x.ns = x.kubeconfig ? "slurmop-bench" : "default";
+    if (x.image == NULL)
+        x.image = x.kubeconfig ? "registry.k8s.io/pause:3.9" : "ghcr.io/slinkyproject/slurmd:25.11";
+
+    log_setup(LOGL_WARN, LOGF_TEXT);
+    signal(SIGPIPE, SIG_IGN);
+    if (locate(&x, bin_dir) != 0)
+        return 1;
+    if (mkdirs(x.out_dir) != 0) {
+        fprintf(stderr, "slurmop-bench: cannot create %s: %s\n", x.out_dir, strerror(errno));
+        return 1;
+    }
+    x.log_dir = xasprintf("%s/logs", x.out_dir);
+    if (mkdirs(x.log_dir) != 0) {
+        fprintf(stderr, "slurmop-bench: cannot create %s\n", x.log_dir);
+        return 1;
+    }
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    x.loop = &loop;
+    x.tty = isatty(2);
+    x.results = cJSON_CreateObject();
+    x.targets = cJSON_CreateArray();
+    buf_init(&x.report, BUF_UNLIMITED);
+    x.run_t0 = uv_hrtime();
+
+    bx_say(&x, "slurmop-bench: binaries from %s (%s build%s), sources %s, results into %s", x.bin_dir,
+           x.build_type, x.sanitized ? ", SANITIZERS ON: timings are not comparable" : "", x.src_dir, x.out_dir);
+    if (strcmp(x.build_type, "Release") != 0 || x.sanitized)
+        bx_say(&x, "slurmop-bench: note: use a Release build without sanitizers for numbers (see --help)");
+
+    int rc = 0;
+    if (want[0] || want[1])
+        rc |= scen_scale_out(&x, want[0], 1) != 0;
+    if (want[2])
+        rc |= scen_scale_in(&x) != 0;
+    if (want[3])
+        rc |= scen_churn(&x) != 0;
+    if (want[4])
+        rc |= scen_restart(&x) != 0;
+    if (want[5])
+        rc |= scen_memory(&x) != 0;
+
+    double total = bx_secs(x.run_t0, uv_hrtime());
+    write_report(&x, argc, argv, total);
+    bx_say(&x, "slurmop-bench: %s in %.0f s; report: %s/report.md", rc ? "some scenarios failed" : "done", total,
+           x.out_dir);
+    cJSON_Delete(x.results);
+    cJSON_Delete(x.targets);
+    buf_free(&x.report);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    if (uv_loop_close(&loop) != 0)
+        bx_say(&x, "bench: loop not empty at exit");
+    free(x.bin_dir);
+    free(x.src_dir);
+    free(x.log_dir);
+    free(x.build_type);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,382 @@
+/* bench_obs: the harness's own view of the pods (and of NodeSet "gpu"),
+ * from a LIST and a WATCH like any client: the arrival time of every pod
+ * creation, Ready transition and deletion. A watch that ends is resumed
+ * from its last resourceVersion; a 410 relists and diffs. Everything here
+ * runs in callbacks: nothing waits. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "core/err.h"
+#include "core/json.h"
+#include "core/map.h"
+
+typedef struct opod {
+    int ready;
+    int terminating;
+    unsigned gen; /* relist generation that last saw it */
+    char name[];
+} opod;
+
+typedef struct tstamp {
+    uint64_t t;
+    char name[];
+} tstamp;
+
+struct owatch;
+typedef void (*item_fn)(bx_obs *o, int type, const cJSON *obj, int listing);
+
+typedef struct owatch {
+    bx_obs *o;
+    const kube_res *res;
+    const char *field_selector;
+    item_fn on_item;
+    kube_watch *w;
+    kube_request *list;
+    char rv[32];
+    int relist;     /* the next start lists first */
+    int watching;
+    uv_timer_t retry;
+} owatch;
+
+struct bx_obs {
+    bx_ctx *x;
+    bx_api *api;
+    char *ns;
+    map_t pods;       /* name -> opod */
+    map_t deleted_at; /* name -> tstamp (last deletion) */
+    owatch pw, nw;
+    unsigned gen;
+    int initial;      /* the first list is the baseline: nothing counted */
+    int stopping;
+    int closed;
+    bx_obs_counts c;
+    uint64_t *t[3];
+    size_t n[3], cap[3];
+    int target;
+    uint64_t ns_ready_at;
+};
+
+static void ow_start(owatch *w);
+
+static void push_time(bx_obs *o, int kind, uint64_t t)
+{
+    if (o->n[kind] == o->cap[kind]) {
+        o->cap[kind] = o->cap[kind] ? o->cap[kind] * 2 : 1024;
+        o->t[kind] = xrealloc(o->t[kind], o->cap[kind] * sizeof(uint64_t));
+    }
+    o->t[kind][o->n[kind]++] = t;
+}
+
+static int pod_ready(const cJSON *pod)
+{
+    const cJSON *conds = json_get(pod, "status.conditions"), *c;
+    cJSON_ArrayForEach(c, conds)
+    {
+        const char *type = json_get_str(c, "type");
+        if (type && strcmp(type, "Ready") == 0) {
+            const char *st = json_get_str(c, "status");
+            return st && strcmp(st, "True") == 0;
+        }
+    }
+    return 0;
+}
+
+static void pod_gone(bx_obs *o, opod *p, uint64_t now)
+{
+    if (p->ready)
+        o->c.ready--;
+    if (p->terminating)
+        o->c.terminating--;
+    o->c.exist--;
+    o->c.deleted++;
+    push_time(o, 2, now);
+    size_t len = strlen(p->name);
+    tstamp *d = map_get(&o->deleted_at, p->name);
+    if (d == NULL) {
+        d = xmalloc(sizeof(*d) + len + 1);
+        memcpy(d->name, p->name, len + 1);
+        map_put(&o->deleted_at, d->name, d);
+    }
+    d->t = now;
+    map_del(&o->pods, p->name);
+    free(p);
+}
+
+static void on_pod(bx_obs *o, int type, const cJSON *obj, int listing)
+{
+    const char *name = json_get_str(obj, "metadata.name");
+    if (name == NULL)
+        return;
+    uint64_t now = uv_hrtime();
+    opod *p = map_get(&o->pods, name);
+    if (type == KUBE_EV_DELETED) {
+        if (p)
+            pod_gone(o, p, now);
+        return;
+    }
+    if (p == NULL) {
+        size_t len = strlen(name);
+        p = xcalloc(1, sizeof(*p) + len + 1);
+        memcpy(p->name, name, len + 1);
+        map_put(&o->pods, p->name, p);
+        o->c.exist++;
+        if (!o->initial) {
+            o->c.created++;
+            push_time(o, 0, now);
+        }
+    }
+    p->gen = o->gen;
+    int ready = pod_ready(obj);
+    int term = json_get(obj, "metadata.deletionTimestamp") != NULL &&
+               !cJSON_IsNull(json_get(obj, "metadata.deletionTimestamp"));
+    if (ready && !p->ready) {
+        o->c.ready++;
+        if (!o->initial) {
+            o->c.became_ready++;
+            push_time(o, 1, now);
+        }
+    } else if (!ready && p->ready) {
+        o->c.ready--;
+    }
+    if (term != p->terminating)
+        o->c.terminating += term ? 1 : -1;
+    p->ready = ready;
+    p->terminating = term;
+    (void)listing;
+}
+
+static void on_nodeset(bx_obs *o, int type, const cJSON *obj, int listing)
+{
+    (void)listing;
+    if (type == KUBE_EV_DELETED) {
+        o->c.ns_replicas = o->c.ns_ready = -1;
+        return;
+    }
+    o->c.ns_replicas = (int)json_get_int(obj, "status.replicas", 0);
+    o->c.ns_ready = (int)json_get_int(obj, "status.readyReplicas", 0);
+    int spec = (int)json_get_int(obj, "spec.replicas", -1);
+    if (o->target >= 0 && o->ns_ready_at == 0 && spec == o->target && o->c.ns_replicas == o->target &&
+        o->c.ns_ready == o->target)
+        o->ns_ready_at = uv_hrtime();
+}
+
+/* ---- list / watch plumbing ---- */
+
+static void retry_cb(uv_timer_t *t)
+{
+    owatch *w = t->data;
+    ow_start(w);
+}
+
+static void retry_later(owatch *w, unsigned ms)
+{
+    if (!w->o->stopping)
+        uv_timer_start(&w->retry, retry_cb, ms, 0);
+}
+
+static void on_event(int type, const cJSON *obj, void *data)
+{
+    owatch *w = data;
+    const char *rv = json_get_str(obj, "metadata.resourceVersion");
+    if (rv)
+        snprintf(w->rv, sizeof(w->rv), "%s", rv);
+    w->o->c.events++;
+    if (type != KUBE_EV_BOOKMARK)
+        w->on_item(w->o, type, obj, 0);
+}
+
+static void on_watch_done(int err, const kube_status *st, int events_seen, void *data)
+{
+    owatch *w = data;
+    (void)st;
+    (void)events_seen;
+    w->w = NULL;
+    w->watching = 0;
+    if (err == OP_ECANCELED || w->o->stopping)
+        return;
+    if (err == OP_EGONE)
+        w->relist = 1;
+    retry_later(w, err ? 200 : 0);
+}
+
+static void start_watch(owatch *w)
+{
+    kube_watch_opts wo;
+    memset(&wo, 0, sizeof(wo));
+    wo.resource_version = w->rv;
+    wo.field_selector = w->field_selector;
+    wo.timeout_seconds = 3600;
+    wo.bookmarks = 1;
+    wo.max_event_bytes = 16u << 20;
+    w->watching = 1;
+    w->w = kube_watch_start(w->o->api->kc, w->res, w->o->ns, &wo, on_event, on_watch_done, w);
+}
+
+static void on_list(int err, const cJSON *list, const kube_status *st, void *data)
+{
+    owatch *w = data;
+    bx_obs *o = w->o;
+    (void)st;
+    w->list = NULL;
+    if (err == OP_ECANCELED || o->stopping)
+        return;
+    if (err) {
+        retry_later(w, 500);
+        return;
+    }
+    const char *rv = json_get_str(list, "metadata.resourceVersion");
+    snprintf(w->rv, sizeof(w->rv), "%s", rv ? rv : "");
+    if (w == &o->pw)
+        o->gen++;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, json_get(list, "items"))
+    w->on_item(o, KUBE_EV_ADDED, it, 1);
+    if (w == &o->pw) {
+        /* pods that the relist no longer shows were deleted meanwhile */
+        size_t i = 0, n = 0;
+        const char *key;
+        void *val;
+        opod **gone = xcalloc(o->pods.count + 1, sizeof(*gone));
+        while (map_next(&o->pods, &i, &key, &val))
+            if (((opod *)val)->gen != o->gen)
+                gone[n++] = val;
+        for (size_t k = 0; k < n; k++)
+            pod_gone(o, gone[k], uv_hrtime());
+        free(gone);
+        o->initial = 0;
+    }
+    w->relist = 0;
+    start_watch(w);
+}
+
+static void ow_start(owatch *w)
+{
+    if (w->o->stopping)
+        return;
+    if (!w->relist) {
+        start_watch(w);
+        return;
+    }
+    char q[600];
+    if (w->field_selector)
+        snprintf(q, sizeof(q), "fieldSelector=%s", w->field_selector);
+    else
+        q[0] = '\0';
+    w->list = kube_list(w->o->api->kc, w->res, w->o->ns, q[0] ? q : NULL, on_list, w);
+}
+
+static void ow_init(bx_obs *o, owatch *w, const kube_res *res, const char *fs, item_fn fn)
+{
+    w->o = o;
+    w->res = res;
+    w->field_selector = fs;
+    w->on_item = fn;
+    w->relist = 1;
+    uv_timer_init(o->x->loop, &w->retry);
+    w->retry.data = w;
+}
+
+/* ---- public ---- */
+
+static int both_watching(void *arg)
+{
+    bx_obs *o = arg;
+    return o->pw.watching && o->nw.watching;
+}
+
+bx_obs *bx_obs_start(bx_ctx *x, bx_api *api, const char *ns)
+{
+    bx_obs *o = xcalloc(1, sizeof(*o));
+    o->x = x;
+    o->api = api;
+    o->ns = xstrdup(ns);
+    o->initial = 1;
+    o->target = -1;
+    o->c.ns_replicas = o->c.ns_ready = -1;
+    map_init(&o->pods);
+    map_init(&o->deleted_at);
+    ow_init(o, &o->pw, &KUBE_PODS, NULL, on_pod);
+    ow_init(o, &o->nw, &KUBE_SLINKY_NODESETS, "metadata.name=gpu", on_nodeset);
+    ow_start(&o->pw);
+    ow_start(&o->nw);
+    if (bx_wait(x, both_watching, o, 120) != 0)
+        bx_say(x, "bench: the pod observer could not start its watches");
+    return o;
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    owatch *w = h->data;
+    w->o->closed++;
+}
+
+static int closed_pred(void *arg)
+{
+    return ((bx_obs *)arg)->closed == 2;
+}
+
+static int idle_pred(void *arg)
+{
+    bx_obs *o = arg;
+    return !o->pw.w && !o->nw.w && !o->pw.list && !o->nw.list;
+}
+
+void bx_obs_stop(bx_ctx *x, bx_obs *o)
+{
+    if (o == NULL)
+        return;
+    o->stopping = 1;
+    owatch *ws[2] = {&o->pw, &o->nw};
+    for (int i = 0; i < 2; i++) {
+        if (ws[i]->w)
+            kube_watch_stop(ws[i]->w);
+        if (ws[i]->list)
+            kube_cancel(ws[i]->list);
+        uv_timer_stop(&ws[i]->retry);
+        uv_close((uv_handle_t *)&ws[i]->retry, timer_closed);
+    }
+    (void)bx_wait(x, idle_pred, o, 10);
+    (void)bx_wait(x, closed_pred, o, 10);
+    size_t it = 0;
+    void *val;
+    while (map_next(&o->pods, &it, NULL, &val))
+        free(val);
+    map_free(&o->pods);
+    it = 0;
+    while (map_next(&o->deleted_at, &it, NULL, &val))
+        free(val);
+    map_free(&o->deleted_at);
+    for (int k = 0; k < 3; k++)
+        free(o->t[k]);
+    free(o->ns);
+    free(o);
+}
+
+void bx_obs_counts_get(const bx_obs *o, bx_obs_counts *c)
+{
+    *c = o->c;
+}
+
+const uint64_t *bx_obs_times(const bx_obs *o, int kind, size_t *n)
+{
+    *n = o->n[kind];
+    return o->t[kind];
+}
+
+void bx_obs_watch_ready(bx_obs *o, int target)
+{
+    o->target = target;
+    o->ns_ready_at = 0;
+}
+
+uint64_t bx_obs_ns_ready_at(const bx_obs *o)
+{
+    return o->ns_ready_at;
+}
+
+uint64_t bx_obs_deleted_at(const bx_obs *o, const char *pod)
+{
+    const tstamp *d = map_get(&o->deleted_at, pod);
+    return d ? d->t : 0;
+}

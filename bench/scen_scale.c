@@ -1,0 +1,381 @@
+/* Scenarios 1 and 2: scale-out 0 -> N, and its limit.
+ *
+ * The limit: a fresh kubesim (same binary, same flags, same Nodes) with the
+ * same cluster objects and no operator; the harness POSTs the N pods the
+ * operator would create (built by the operator's own builder, so the bodies
+ * are the same bytes) through bench_load's pipelined client, over the same
+ * TLS listener with the same client certificate.
+ *
+ * The operator: another fresh kubesim, slurmop started and idle, then the
+ * NodeSet's scale subresource is patched to N. Time 0 is the moment the
+ * harness sends that PATCH.
+ *
+ * Both runs are timed by the same observer (a watch in the harness): the
+ * arrival of the N-th pod ADDED event ("all creates accepted"), of the N-th
+ * Ready transition, and (operator) of status.readyReplicas == N. The ratio
+ * is operator / limit on the same measure. On a real cluster (--kubeconfig)
+ * both runs share the cluster and the pods are deleted in between.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "core/err.h"
+#include "core/json.h"
+#include "reconcilers/nodeset.h"
+
+typedef struct run {
+    int ok;
+    double create_s; /* last ADDED seen */
+    double accept_s; /* limit only: last 201 read by the client */
+    double ready_s;  /* last Ready seen */
+    double status_s; /* operator only: readyReplicas == N */
+    double cpu_s;    /* operator CPU during the run */
+    long rss_kib;
+    double posts, adds, reconciles;
+    double creates_seen; /* kubesim's count of pod creates */
+    double *cx, *cy, *rx, *ry; /* curves */
+    size_t cn, rn;
+} run;
+
+struct prog {
+    bx_obs *obs;
+    int n;
+};
+
+static void status_line(void *arg, char *out, size_t len)
+{
+    struct prog *p = arg;
+    bx_obs_counts c;
+    bx_obs_counts_get(p->obs, &c);
+    snprintf(out, len, "%ld/%d created, %ld ready", c.created, p->n, c.became_ready);
+}
+
+struct done_pred {
+    bx_obs *obs;
+    int n;
+    int need_status;
+};
+
+static int all_ready(void *arg)
+{
+    struct done_pred *d = arg;
+    bx_obs_counts c;
+    bx_obs_counts_get(d->obs, &c);
+    return c.created >= d->n && c.became_ready >= d->n && (!d->need_status || bx_obs_ns_ready_at(d->obs));
+}
+
+static void curves(bx_obs *obs, uint64_t t0, run *r)
+{
+    size_t n;
+    const uint64_t *t = bx_obs_times(obs, 0, &n);
+    r->cx = xcalloc(n + 1, sizeof(double));
+    r->cy = xcalloc(n + 1, sizeof(double));
+    for (size_t i = 0; i < n; i++) {
+        r->cx[i] = bx_secs(t0, t[i]);
+        r->cy[i] = (double)(i + 1);
+    }
+    r->cn = n;
+    if (n)
+        r->create_s = r->cx[n - 1];
+    t = bx_obs_times(obs, 1, &n);
+    r->rx = xcalloc(n + 1, sizeof(double));
+    r->ry = xcalloc(n + 1, sizeof(double));
+    for (size_t i = 0; i < n; i++) {
+        r->rx[i] = bx_secs(t0, t[i]);
+        r->ry[i] = (double)(i + 1);
+    }
+    r->rn = n;
+    if (n)
+        r->ready_s = r->rx[n - 1];
+}
+
+static void run_free(run *r)
+{
+    free(r->cx);
+    free(r->cy);
+    free(r->rx);
+    free(r->ry);
+}
+
+/* On a real cluster: remove the pods of NodeSet "gpu" (and any left by the
+ * limit) and wait until they are gone. */
+static int clean_pods(bx_ctx *x, bx_api *api)
+{
+    cJSON *list = NULL;
+    if (bx_list(x, api, &KUBE_PODS, x->ns, "labelSelector=app.kubernetes.io%2Finstance%3Dgpu", &list) != 0)
+        return OP_EIO;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, json_get(list, "items"))
+    {
+        const char *name = json_get_str(it, "metadata.name");
+        if (name)
+            (void)bx_delete(x, api, &KUBE_PODS, x->ns, name);
+    }
+    cJSON_Delete(list);
+    for (int i = 0; i < 600; i++) {
+        if (bx_list(x, api, &KUBE_PODS, x->ns, "labelSelector=app.kubernetes.io%2Finstance%3Dgpu", &list) != 0)
+            return OP_EIO;
+        int n = json_len(json_get(list, "items"));
+        cJSON_Delete(list);
+        if (n == 0)
+            return 0;
+        bx_sleep(x, 0.5);
+    }
+    return OP_ETIMEOUT;
+}
+
+/* A cluster to run on: a fresh kubesim, or the user's. */
+typedef struct env {
+    bx_kubesim ks;
+    bx_api api;
+    const char *kubeconfig;
+} env;
+
+static int env_open(bx_ctx *x, env *e, const char *log, int nodes)
+{
+    memset(e, 0, sizeof(*e));
+    if (x->kubeconfig) {
+        e->kubeconfig = x->kubeconfig;
+    } else {
+        if (bx_kubesim_start(x, log, nodes, NULL, &e->ks) != 0)
+            return OP_EIO;
+        e->kubeconfig = e->ks.kubeconfig;
+    }
+    if (bx_api_open(x, e->kubeconfig, &e->api) != 0)
+        return OP_EIO;
+    return 0;
+}
+
+static void env_close(bx_ctx *x, env *e)
+{
+    if (e->api.kc)
+        bx_api_close(x, &e->api);
+    if (!x->kubeconfig)
+        bx_kubesim_stop(x, &e->ks);
+}
+
+static int run_limit(bx_ctx *x, int n, run *r)
+{
+    env e;
+    char log[64];
+    memset(r, 0, sizeof(*r));
+    snprintf(log, sizeof(log), "kubesim-limit-%d.log", n);
+    bx_step(x, "scale-out %d: limit (bare pipelined client)", n);
+    int rc = env_open(x, &e, log, x->k8s_nodes > n ? x->k8s_nodes : n);
+    if (rc == 0)
+        rc = bx_make_cluster(x, &e.api, 0, NULL, 0, 0);
+    if (rc == 0 && x->kubeconfig)
+        rc = clean_pods(x, &e.api);
+    char **bodies = rc == 0 ? bx_build_pods(x, &e.api, n) : NULL;
+    if (bodies) {
+        bx_obs *obs = getenv("BX_NO_OBS") ? NULL : bx_obs_start(x, &e.api, x->ns);
+        struct prog pg = {obs, n};
+        if (obs) bx_set_status(x, status_line, &pg);
+        char *path = xasprintf("/api/v1/namespaces/%s/pods", x->ns);
+        bx_load_result lr;
+        int cc = getenv("BX_C") ? atoi(getenv("BX_C")) : 8, dd = getenv("BX_D") ? atoi(getenv("BX_D")) : 8;
+        rc = bx_load_run(x, e.api.cfg, path, bodies, (size_t)n, cc, dd, &lr);
+        if (!obs) { bx_say(x, "accept %.3f s", bx_secs(lr.t_start, lr.t_end)); bx_free_strv(bodies, (size_t)n); env_close(x, &e); return 0; }
+        free(path);
+        if (rc == 0 && lr.failed)
+            bx_say(x, "bench: limit: %zu of %d creates failed (first status %d)", lr.failed, n,
+                   lr.first_error_status);
+        struct done_pred d = {obs, n, 0};
+        if (rc == 0 && lr.failed == 0 && bx_wait(x, all_ready, &d, 600) == 0) {
+            r->ok = 1;
+            r->accept_s = bx_secs(lr.t_start, lr.t_end);
+            curves(obs, lr.t_start, r);
+        } else if (rc == 0) {
+            bx_say(x, "bench: limit: the pods did not all become Ready");
+        }
+        bx_set_status(x, NULL, NULL);
+        bx_obs_stop(x, obs);
+        bx_free_strv(bodies, (size_t)n);
+        if (!x->kubeconfig) {
+            cJSON *cnt = NULL;
+            if (bx_admin(x, &e.ks, "GET", "/kubesim/counters", NULL, &cnt) == 0)
+                r->creates_seen = (double)json_get_int(cnt, "creates.pods", 0);
+            cJSON_Delete(cnt);
+        } else {
+            (void)clean_pods(x, &e.api);
+        }
+    }
+    env_close(x, &e);
+    return r->ok ? 0 : OP_EIO;
+}
+
+static int run_operator(bx_ctx *x, int n, run *r)
+{
+    env e;
+    bx_slurmop op;
+    char log[64];
+    memset(r, 0, sizeof(*r));
+    memset(&op, 0, sizeof(op));
+    snprintf(log, sizeof(log), "kubesim-scaleout-%d.log", n);
+    bx_step(x, "scale-out %d: operator", n);
+    int rc = env_open(x, &e, log, x->k8s_nodes > n ? x->k8s_nodes : n);
+    if (rc == 0)
+        rc = bx_make_cluster(x, &e.api, 0, NULL, 0, 0);
+    if (rc == 0 && x->kubeconfig)
+        rc = clean_pods(x, &e.api);
+    snprintf(log, sizeof(log), "slurmop-scaleout-%d.log", n);
+    if (rc == 0)
+        rc = bx_slurmop_start(x, log, e.kubeconfig, NULL, &op);
+    if (rc == 0 && bx_wait_quiet(x, &op, 0.5, 60) != 0)
+        bx_say(x, "bench: the operator did not settle before the scale-out");
+    if (rc == 0) {
+        bx_obs *obs = bx_obs_start(x, &e.api, x->ns);
+        struct prog pg = {obs, n};
+        bx_set_status(x, status_line, &pg);
+        bx_obs_watch_ready(obs, n);
+        bx_metrics m0, m1;
+        (void)bx_scrape(x, &op, &m0);
+        int pid = bx_proc_pid(op.proc);
+        double cpu0 = bx_cpu_seconds(pid);
+        uint64_t t0 = uv_hrtime();
+        rc = bx_scale(x, &e.api, n);
+        struct done_pred d = {obs, n, 1};
+        if (rc == 0 && bx_wait(x, all_ready, &d, 900) == 0) {
+            r->ok = 1;
+            curves(obs, t0, r);
+            r->status_s = bx_secs(t0, bx_obs_ns_ready_at(obs));
+        } else if (rc == 0) {
+            bx_obs_counts c;
+            bx_obs_counts_get(obs, &c);
+            bx_say(x, "bench: scale-out %d: not complete after 900 s (%ld created, %ld ready, readyReplicas %d)", n,
+                   c.created, c.became_ready, c.ns_ready);
+        }
+        r->cpu_s = bx_cpu_seconds(pid) - cpu0;
+        r->rss_kib = bx_rss_kib(pid);
+        (void)bx_scrape(x, &op, &m1);
+        const char *q = "name=\"" NODESET_CONTROLLER "\"";
+        r->posts = bx_metric(&m1, "slurmop_api_requests_total", "verb=\"POST\",resource=\"pods\"") -
+                   bx_metric(&m0, "slurmop_api_requests_total", "verb=\"POST\",resource=\"pods\"");
+        r->adds = bx_metric(&m1, "workqueue_adds_total", q) - bx_metric(&m0, "workqueue_adds_total", q);
+        r->reconciles = bx_metric(&m1, "controller_runtime_reconcile_total", "controller=\"" NODESET_CONTROLLER "\"") -
+                        bx_metric(&m0, "controller_runtime_reconcile_total", "controller=\"" NODESET_CONTROLLER "\"");
+        bx_metrics_free(&m0);
+        bx_metrics_free(&m1);
+        bx_set_status(x, NULL, NULL);
+        bx_obs_stop(x, obs);
+        if (!x->kubeconfig) {
+            cJSON *cnt = NULL;
+            if (bx_admin(x, &e.ks, "GET", "/kubesim/counters", NULL, &cnt) == 0)
+                r->creates_seen = (double)json_get_int(cnt, "creates.pods", 0);
+            cJSON_Delete(cnt);
+        }
+    }
+    if (op.proc && x->kubeconfig) {
+        (void)bx_scale(x, &e.api, 0);
+        (void)clean_pods(x, &e.api);
+    }
+    bx_slurmop_stop(x, &op);
+    env_close(x, &e);
+    return r->ok ? 0 : OP_EIO;
+}
+
+static const char *ratio_s(char *b, size_t len, double v)
+{
+    if (isfinite(v))
+        snprintf(b, len, "%.2f×", v);
+    else
+        snprintf(b, len, "n/a");
+    return b;
+}
+
+int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
+{
+    cJSON *out = cJSON_CreateArray();
+    bx_table *t = bx_table_new("Scale-out 0 → N: operator vs the bare pipelined client (the limit)", 10, "N",
+                               "limit: creates", "operator: creates", "ratio", "limit: all Ready",
+                               "operator: all Ready", "ratio", "readyReplicas = N", "operator CPU",
+                               "creates/s (op)");
+    int failed = 0;
+    double last_ratio = NAN, last_o = NAN, last_l = NAN;
+    int last_n = 0;
+    for (int i = 0; i < x->n_sizes; i++) {
+        int n = x->sizes[i];
+        run L, O;
+        memset(&L, 0, sizeof(L));
+        memset(&O, 0, sizeof(O));
+        if (with_limit && run_limit(x, n, &L) != 0)
+            failed++;
+        if (with_operator && run_operator(x, n, &O) != 0)
+            failed++;
+        char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32], k[32];
+        double rc = L.ok && O.ok ? O.create_s / L.create_s : NAN;
+        double rr = L.ok && O.ok ? O.ready_s / L.ready_s : NAN;
+        snprintf(h, sizeof(h), "%.2f s", O.cpu_s);
+        snprintf(k, sizeof(k), "%.0f", O.ok && O.create_s > 0 ? n / O.create_s : NAN);
+        char nn[16];
+        snprintf(nn, sizeof(nn), "%d", n);
+        bx_table_row(t, nn, L.ok ? bx_fmt_s(a, sizeof(a), L.create_s) : "—",
+                     O.ok ? bx_fmt_s(b, sizeof(b), O.create_s) : "—", ratio_s(c, sizeof(c), rc),
+                     L.ok ? bx_fmt_s(d, sizeof(d), L.ready_s) : "—", O.ok ? bx_fmt_s(e, sizeof(e), O.ready_s) : "—",
+                     ratio_s(f, sizeof(f), rr), O.ok ? bx_fmt_s(g, sizeof(g), O.status_s) : "—", O.ok ? h : "—",
+                     O.ok ? k : "—");
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "n", n);
+        cJSON *jl = cJSON_AddObjectToObject(j, "limit");
+        cJSON_AddBoolToObject(jl, "ok", L.ok);
+        cJSON_AddItemToObject(jl, "allCreatesSeenSeconds", bx_num(L.ok ? L.create_s : NAN));
+        cJSON_AddItemToObject(jl, "lastCreateAnsweredSeconds", bx_num(L.ok ? L.accept_s : NAN));
+        cJSON_AddItemToObject(jl, "allReadySeconds", bx_num(L.ok ? L.ready_s : NAN));
+        cJSON_AddItemToObject(jl, "podCreatesCounted", bx_num(L.creates_seen));
+        cJSON *jo = cJSON_AddObjectToObject(j, "operator");
+        cJSON_AddBoolToObject(jo, "ok", O.ok);
+        cJSON_AddItemToObject(jo, "allCreatesSeenSeconds", bx_num(O.ok ? O.create_s : NAN));
+        cJSON_AddItemToObject(jo, "allReadySeconds", bx_num(O.ok ? O.ready_s : NAN));
+        cJSON_AddItemToObject(jo, "readyReplicasSeconds", bx_num(O.ok ? O.status_s : NAN));
+        cJSON_AddItemToObject(jo, "cpuSeconds", bx_num(O.cpu_s));
+        cJSON_AddItemToObject(jo, "rssKiB", bx_num((double)O.rss_kib));
+        cJSON_AddItemToObject(jo, "podPosts", bx_num(O.posts));
+        cJSON_AddItemToObject(jo, "workqueueAdds", bx_num(O.adds));
+        cJSON_AddItemToObject(jo, "reconciles", bx_num(O.reconciles));
+        cJSON_AddItemToObject(jo, "podCreatesCounted", bx_num(O.creates_seen));
+        cJSON_AddItemToObject(j, "createRatio", bx_num(rc));
+        cJSON_AddItemToObject(j, "readyRatio", bx_num(rr));
+        cJSON_AddItemToArray(out, j);
+
+        /* the plot: cumulative pods over time, both runs */
+        bx_series s[4] = {
+            {"operator: created", O.cx, O.cy, O.cn, 1},
+            {"operator: Ready", O.rx, O.ry, O.rn, 1},
+            {"limit: created", L.cx, L.cy, L.cn, 1},
+            {"limit: Ready", L.rx, L.ry, L.rn, 1},
+        };
+        char title[128], name[64];
+        snprintf(title, sizeof(title), "Scale-out 0 → %d pods (time 0: scale PATCH / first limit request)", n);
+        snprintf(name, sizeof(name), "scale-out-%d.svg", n);
+        char *path = bx_out_path(x, name);
+        if (bx_svg_lines(path, title, "seconds", "pods", s, 4) != 0)
+            bx_say(x, "bench: cannot write %s", path);
+        free(path);
+        if (O.ok && L.ok) {
+            last_ratio = rc;
+            last_o = O.create_s;
+            last_l = L.create_s;
+            last_n = n;
+        }
+        run_free(&L);
+        run_free(&O);
+    }
+    bx_table_note(t, "creates: from the scale PATCH (limit: its first request) to the N-th pod ADDED event at the "
+                     "harness's watch; all Ready: to the N-th Ready transition; same observer in both runs.");
+    bx_table_note(t, "Each run gets a fresh kubesim with the same flags; the limit POSTs the operator's own pod "
+                     "bodies over 8 TLS connections × 8 pipelined requests. slurmop runs with --qps %g%s.",
+                  x->qps, x->qps <= 0 ? " (client-side limiter off)" : "");
+    bx_table_emit(x, t);
+    cJSON_AddItemToObject(x->results, "scale-out", out);
+    if (with_operator && with_limit && isfinite(last_ratio)) {
+        char m[64], l[64], note[128];
+        bx_fmt_s(m, sizeof(m), last_o);
+        bx_fmt_s(l, sizeof(l), last_l);
+        snprintf(note, sizeof(note), "N = %d", last_n);
+        bx_target(x, "scale-out: all creates within 1.25× of the bare pipelined client", m, l, last_ratio,
+                  last_ratio <= 1.25 ? "met" : "missed", note);
+    }
+    return failed ? OP_EIO : 0;
+}
