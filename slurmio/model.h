@@ -1,0 +1,468 @@
+/* model: what the operator reads from Slurm, whatever slurmrestd version
+ * answered, and how to read errors without ever taking one for success.
+ *
+ * slurmrestd speaks one "data_parser" version per URL prefix
+ * (/slurm/v0.0.N/...). Debian's Slurm 22.05 offers v0.0.36-v0.0.38; Slurm
+ * 23.11-25.11 offer v0.0.40-v0.0.44 (Slinky requires v0.0.44). The versions
+ * differ in shape, not in meaning:
+ *
+ *   item            v0.0.36        v0.0.37/38                  v0.0.40 ... v0.0.44
+ *   node state      "state":"idle" + "state_flags":["DRAIN"]   "state":["IDLE","DRAIN"]
+ *                   (no flags)
+ *   features        "a,b"          "a,b"                       ["a","b"]
+ *   topology        -              -                           v0.0.43+ "topology"
+ *   times, limits   integers; time_limit null = unlimited      {set, infinite, number}
+ *   job state       "RUNNING"      "RUNNING"                   ["RUNNING", ...flags]
+ *   ping            "ping":"UP", "mode":"primary"              v0.0.40 "pinged":"UP";
+ *                                                              v0.0.41+ "responding", "primary"
+ *   error number    "errno"        "errno" / "error_number"    "error_number"
+ *   node writes     none (22.05 has no REST node update)       POST node/{name}; v0.0.42+
+ *                                                              also POST nodes/ (hostlist)
+ *   reservation writes  none                                   v0.0.43+ POST reservation
+ *
+ * v0.0.36 reports no state flags at all: a drained node reads "idle" there,
+ * so nothing built on v0.0.36 may decide that a node is drained
+ * (sm_node.flags_known is 0 and sm_node_drained() answers 0). v0.0.39 (Slurm
+ * 23.02) is not supported.
+ *
+ * Errors, as slurmrestd gives them (all must be errors, never "no data"):
+ *   - HTTP 200 with a non-empty "errors" list (a list endpoint then often has
+ *     an empty data list too: "nodes": [] with errors is NOT "no nodes");
+ *   - HTTP 500 with a JSON "errors" list whose entries carry the Slurm error
+ *     number as "errno", "error_number" or "error_code" (a bad or expired
+ *     token looks like this: -1 "Unspecified error");
+ *   - HTTP 400 "Unable to parse query." (text/plain), or 400 with JSON errors;
+ *   - HTTP 401 "Authentication failure" (text/plain: a header is missing);
+ *   - HTTP 404 (no such URL: the version or endpoint does not exist), 405
+ *     (method not defined: e.g. POST node on 22.05), 415 (Accept refused),
+ *     all text/plain;
+ *   - HTTP 304 (with ?update_time=) has no body and means "unchanged".
+ * Slurm error 2018 "Invalid node name specified" becomes OP_ENOTFOUND, so a
+ * caller can tell "this node does not exist" from "Slurm could not answer".
+ *
+ * Derived facts (Slinky's semantics, spec 3.9) — the reconcilers use these:
+ *   busy     = base ALLOCATED or MIXED, or flag COMPLETING (jobs are or were
+ *              running; never delete the pod);
+ *   drain    = flag DRAIN and not flag UNDRAIN (someone asked for a drain);
+ *   drained  = drain and not busy (safe to delete the pod);
+ *   draining = drain and busy (wait);
+ *   NodeSet status counts: idle = base IDLE; allocated = ALLOCATED + MIXED;
+ *   down = base DOWN; drain = flag DRAIN.
+ * Pod conditions: one SlurmNodeState<Base> for the base state (Allocated,
+ * Down, Error, Future, Idle, Mixed, Unknown), one per flag among Completing,
+ * Drain, Fail, Invalid, InvalidReg, Maintenance, NotResponding, Undrain.
+ * When flags are not known (v0.0.36) every flag-derived fact is "no".
+ *
+ * Everything here is pure: no I/O, no loop. Parsers allocate the results;
+ * free them with sm_response_free().
+ */
+#ifndef OP_SLURM_MODEL_H
+#define OP_SLURM_MODEL_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+
+/* ---- versions ---- */
+
+/** Versions are the N of "v0.0.N". */
+enum sm_version {
+    SM_V36 = 36,
+    SM_V37 = 37,
+    SM_V38 = 38,
+    SM_V40 = 40,
+    SM_V41 = 41,
+    SM_V42 = 42,
+    SM_V43 = 43,
+    SM_V44 = 44,
+};
+#define SM_VERSION_NEWEST SM_V44
+/** The oldest version negotiation will choose (v0.0.36/37 parse, but are
+ *  never picked: v0.0.36 cannot show DRAIN). */
+#define SM_VERSION_OLDEST_USABLE SM_V38
+
+/** "v0.0.38", "0.0.38" or "openapi/v0.0.38" -> 38; OP_ENOTSUP for a
+ *  well-formed version this module does not parse (v0.0.39, v0.0.45);
+ *  OP_EPARSE otherwise. */
+int sm_version_parse(const char *s);
+/** "v0.0.38" for 38 (static string; "v0.0.?" for unknown values). */
+const char *sm_version_str(int version);
+/** Whether the parsers understand this version. */
+int sm_version_supported(int version);
+
+/** Operations whose availability depends on the version. */
+enum sm_op {
+    SM_OP_GET_NODES,          /* GET nodes (?update_time=) */
+    SM_OP_GET_NODE,           /* GET node/{name} */
+    SM_OP_GET_JOBS,           /* GET jobs */
+    SM_OP_PING,               /* GET ping */
+    SM_OP_GET_RESERVATIONS,   /* GET reservations (not v0.0.36) */
+    SM_OP_GET_RESERVATION,    /* GET reservation/{name} (not v0.0.36) */
+    SM_OP_UPDATE_NODE,        /* POST node/{name}: v0.0.40+ */
+    SM_OP_UPDATE_NODES,       /* POST nodes/ with a hostlist "name": v0.0.42+ */
+    SM_OP_DELETE_NODE,        /* DELETE node/{name}: v0.0.40+ */
+    SM_OP_UPDATE_TOPOLOGY,    /* "topology_str" in node updates: v0.0.43+ */
+    SM_OP_POST_RESERVATION,   /* POST reservation (create or update): v0.0.43+ */
+    SM_OP_DELETE_RESERVATION, /* DELETE reservation/{name}: v0.0.43+ */
+};
+/** Whether slurmrestd offers op in version (per the OpenAPI documents). */
+int sm_version_has(int version, enum sm_op op);
+/** Short name of an operation ("update-node"), for logs. */
+const char *sm_op_name(enum sm_op op);
+
+/**
+ * The URL path of op for version, with arg (a node name, hostlist or
+ * reservation name; URL-escaped here) where the path has one, appended to
+ * out. 22.05's paths have no trailing slash; v0.0.40+ list paths end in "/",
+ * as the OpenAPI documents write them.
+ * @return 0; OP_ENOTSUP when version lacks op; OP_EINVAL when arg is missing
+ *         or present where not needed; OP_ETOOBIG when out is full.
+ */
+int sm_path(int version, enum sm_op op, const char *arg, buf_t *out);
+
+/**
+ * Pick the data_parser version to use from slurmrestd's /openapi/v3 document:
+ * the newest of v0.0.44 ... v0.0.40, v0.0.38 whose node list endpoint the
+ * document lists.
+ * @return the version, or OP_ENOTSUP when none is offered, OP_EPARSE when the
+ *         document has no "paths" object.
+ */
+int sm_negotiate(const cJSON *openapi);
+/** The same over a list of path strings ("/slurm/v0.0.38/nodes", ...). */
+int sm_negotiate_paths(const char *const *paths, size_t n);
+
+/* ---- nodes ---- */
+
+/** Base state (exactly one), numbered as Slurm's enum node_states. */
+enum sm_node_base {
+    SM_NODE_UNKNOWN = 0,
+    SM_NODE_DOWN,
+    SM_NODE_IDLE,
+    SM_NODE_ALLOCATED,
+    SM_NODE_ERROR,
+    SM_NODE_MIXED,
+    SM_NODE_FUTURE,
+};
+
+/* State flags: X(bit name, Slurm's name). OTHER collects names this table
+ * does not know, so that an unexpected flag is visible, not dropped. */
+#define SM_NODE_FLAG_MAP(X)                                                                                  \
+    X(DRAIN, "DRAIN")                                                                                        \
+    X(UNDRAIN, "UNDRAIN")                                                                                    \
+    X(COMPLETING, "COMPLETING")                                                                              \
+    X(NOT_RESPONDING, "NOT_RESPONDING")                                                                      \
+    X(FAIL, "FAIL")                                                                                          \
+    X(MAINTENANCE, "MAINTENANCE")                                                                            \
+    X(INVALID, "INVALID")                                                                                    \
+    X(INVALID_REG, "INVALID_REG")                                                                            \
+    X(RESUME, "RESUME")                                                                                      \
+    X(RESERVED, "RESERVED")                                                                                  \
+    X(CLOUD, "CLOUD")                                                                                        \
+    X(PLANNED, "PLANNED")                                                                                    \
+    X(BLOCKED, "BLOCKED")                                                                                    \
+    X(EXTERNAL, "EXTERNAL")                                                                                  \
+    X(PERFCTRS, "PERFCTRS")                                                                                  \
+    X(DYNAMIC_FUTURE, "DYNAMIC_FUTURE")                                                                      \
+    X(DYNAMIC_NORM, "DYNAMIC_NORM")                                                                          \
+    X(POWERED_DOWN, "POWERED_DOWN")                                                                          \
+    X(POWERING_UP, "POWERING_UP")                                                                            \
+    X(POWERING_DOWN, "POWERING_DOWN")                                                                        \
+    X(POWER_DOWN, "POWER_DOWN")                                                                              \
+    X(POWER_UP, "POWER_UP")                                                                                  \
+    X(POWER_DRAIN, "POWER_DRAIN")                                                                            \
+    X(REBOOT_REQUESTED, "REBOOT_REQUESTED")                                                                  \
+    X(REBOOT_ISSUED, "REBOOT_ISSUED")                                                                        \
+    X(REBOOT_CANCELED, "REBOOT_CANCELED")                                                                    \
+    X(OTHER, "OTHER")
+
+enum sm_node_flag_bit {
+#define SM_NFB_ENUM(name, str) SM_NFB_##name,
+    SM_NODE_FLAG_MAP(SM_NFB_ENUM)
+#undef SM_NFB_ENUM
+        SM_NFB__COUNT
+};
+/** The mask of one flag: n->flags & SM_NF(DRAIN). */
+#define SM_NF(name) (UINT64_C(1) << SM_NFB_##name)
+
+typedef struct sm_node {
+    char *name;
+    int base;        /* enum sm_node_base */
+    uint64_t flags;  /* SM_NF(...) bits */
+    int flags_known; /* 0 for v0.0.36, which reports no flags */
+    char *reason;    /* "" when none */
+    char *comment;   /* "" when none */
+    char *features;  /* available features, comma-separated, "" when none */
+    char *active_features;
+    char *topology;    /* v0.0.43+; "" otherwise */
+    char *reservation; /* v0.0.40+; "" otherwise */
+    char *address;
+    char *hostname;
+    int cpus;                  /* -1 when not reported */
+    int alloc_cpus;            /* -1 when not reported (22.05 reports 0 while jobs run: unreliable) */
+    int64_t reason_changed_at; /* epoch seconds, 0 when unknown */
+} sm_node;
+
+/** Release the strings of a node (the struct itself is the caller's). The
+ *  fields are NULL afterwards. */
+void sm_node_clear(sm_node *n);
+
+static inline int sm_node_busy(const sm_node *n)
+{
+    return n->base == SM_NODE_ALLOCATED || n->base == SM_NODE_MIXED || (n->flags & SM_NF(COMPLETING));
+}
+static inline int sm_node_drain(const sm_node *n)
+{
+    return n->flags_known && (n->flags & SM_NF(DRAIN)) && !(n->flags & SM_NF(UNDRAIN));
+}
+/** Safe to delete the pod: drain requested and no job left. Fails closed:
+ *  0 when the flags are unknown. */
+static inline int sm_node_drained(const sm_node *n)
+{
+    return sm_node_drain(n) && !sm_node_busy(n);
+}
+static inline int sm_node_draining(const sm_node *n)
+{
+    return sm_node_drain(n) && sm_node_busy(n);
+}
+
+/** "IDLE", "MIXED", ... */
+const char *sm_node_base_name(int base);
+/** "DRAIN", ... for a flag bit number (SM_NFB_*). */
+const char *sm_node_flag_name(int bit);
+/** The state as Slurm writes it in v0.0.40+: "IDLE+DRAIN+NOT_RESPONDING";
+ *  appended to out. */
+int sm_node_state_str(const sm_node *n, buf_t *out);
+/** Parse one state word (base or flag, any case, with Slurm's short forms
+ *  "alloc", "mix", "maint", "no_respond" ...). Returns 1 and sets *base for a
+ *  base state, 2 and sets *flag_bit for a flag, 0 when unknown. */
+int sm_node_state_word(const char *s, int *base, int *flag_bit);
+
+/* ---- jobs ---- */
+
+enum sm_job_state {
+    SM_JOB_PENDING = 0,
+    SM_JOB_RUNNING,
+    SM_JOB_SUSPENDED,
+    SM_JOB_COMPLETED,
+    SM_JOB_CANCELLED,
+    SM_JOB_FAILED,
+    SM_JOB_TIMEOUT,
+    SM_JOB_NODE_FAIL,
+    SM_JOB_PREEMPTED,
+    SM_JOB_BOOT_FAIL,
+    SM_JOB_DEADLINE,
+    SM_JOB_OUT_OF_MEMORY,
+    SM_JOB_OTHER, /* only a flag was given (22.05 writes "COMPLETING") or a new name */
+};
+/* Job state flags the operator may care about. */
+#define SM_JF_COMPLETING (1u << 0)
+#define SM_JF_CONFIGURING (1u << 1)
+#define SM_JF_OTHER (1u << 31)
+
+/** No limit: time_limit of an unlimited job, deadline of a job without one. */
+#define SM_INFINITE INT64_MAX
+
+typedef struct sm_job {
+    uint32_t id;
+    int state;          /* enum sm_job_state */
+    uint32_t flags;     /* SM_JF_* */
+    char *nodes;        /* hostlist expression; "" while pending */
+    int64_t start_time; /* epoch seconds; 0 when unset */
+    int64_t time_limit; /* minutes; SM_INFINITE when unlimited or unset */
+} sm_job;
+
+/** When the job's time is up: start_time + time_limit minutes, or
+ *  SM_INFINITE (unlimited, or no start time yet). */
+int64_t sm_job_deadline(const sm_job *j);
+const char *sm_job_state_name(int state);
+
+/* ---- ping ---- */
+
+typedef struct sm_ping {
+    char *hostname;
+    char *mode;     /* "primary", "backup1", ...; "" when not reported */
+    int responding; /* the controller answered */
+    int primary;    /* it is the primary controller */
+    int latency_us; /* -1 when not reported (before v0.0.40) */
+} sm_ping;
+
+/* ---- reservations ---- */
+
+/* Reservation flags the operator reads or writes: X(bit name, Slurm's name). */
+#define SM_RESV_FLAG_MAP(X)                                                                                  \
+    X(MAINT, "MAINT")                                                                                        \
+    X(IGNORE_JOBS, "IGNORE_JOBS")                                                                            \
+    X(FORCE_START, "FORCE_START")                                                                            \
+    X(HOURLY, "HOURLY")                                                                                      \
+    X(DAILY, "DAILY")                                                                                        \
+    X(WEEKLY, "WEEKLY")                                                                                      \
+    X(WEEKDAY, "WEEKDAY")                                                                                    \
+    X(WEEKEND, "WEEKEND")                                                                                    \
+    X(SPEC_NODES, "SPEC_NODES")                                                                              \
+    X(ANY_NODES, "ANY_NODES")                                                                                \
+    X(STATIC, "STATIC")                                                                                      \
+    X(PART_NODES, "PART_NODES")                                                                              \
+    X(OVERLAP, "OVERLAP")                                                                                    \
+    X(FLEX, "FLEX")                                                                                          \
+    X(MAGNETIC, "MAGNETIC")                                                                                  \
+    X(PURGE_COMP, "PURGE_COMP")                                                                              \
+    X(OTHER, "OTHER")
+
+enum sm_resv_flag_bit {
+#define SM_RFB_ENUM(name, str) SM_RFB_##name,
+    SM_RESV_FLAG_MAP(SM_RFB_ENUM)
+#undef SM_RFB_ENUM
+        SM_RFB__COUNT
+};
+#define SM_RF(name) (UINT64_C(1) << SM_RFB_##name)
+
+typedef struct sm_resv {
+    char *name;
+    int64_t start_time; /* epoch seconds */
+    int64_t end_time;   /* epoch seconds; SM_INFINITE when open-ended */
+    uint64_t flags;     /* SM_RF(...) bits */
+    char *flags_str;    /* the flags as Slurm listed them, comma-separated */
+    char *users;        /* comma-separated */
+    char *node_list;    /* hostlist expression */
+} sm_resv;
+
+/** Duration in minutes (end - start), or SM_INFINITE. */
+int64_t sm_resv_duration(const sm_resv *r);
+/** Parse one reservation flag name (any case); -1 when unknown. */
+int sm_resv_flag_bit(const char *s);
+
+/* ---- responses ---- */
+
+/** What a response was asked for. */
+enum sm_kind {
+    SM_KIND_NODES,        /* GET nodes: "nodes" list (may be empty) */
+    SM_KIND_NODE,         /* GET node/{n}: exactly one node; an empty list is OP_ENOTFOUND */
+    SM_KIND_JOBS,         /* GET jobs */
+    SM_KIND_PING,         /* GET ping: at least one entry */
+    SM_KIND_RESERVATIONS, /* GET reservations */
+    SM_KIND_RESERVATION,  /* GET reservation/{n}: exactly one; empty is OP_ENOTFOUND */
+    SM_KIND_STATUS,       /* writes (POST/DELETE): only errors matter */
+};
+
+typedef struct sm_error {
+    int code;        /* 0 or a negative OP_E* code (see sm_parse) */
+    int http_status; /* as given to sm_parse */
+    int slurm_errno; /* the first Slurm error number reported, 0 when none */
+    char *message;   /* malloc'd, for logs and events; NULL when code == 0 */
+} sm_error;
+
+typedef struct sm_response {
+    int version;
+    int not_modified;    /* HTTP 304: nothing changed since update_time; there is
+                          * NO data: keep what you had. */
+    int64_t last_update; /* v0.0.40+ list "last_update"; 0 when absent */
+    size_t n_warnings;
+    sm_node *nodes;
+    size_t n_nodes;
+    sm_job *jobs;
+    size_t n_jobs;
+    sm_ping *pings;
+    size_t n_pings;
+    sm_resv *resvs;
+    size_t n_resvs;
+    sm_error err;
+} sm_response;
+
+/**
+ * Decode one slurmrestd response.
+ *
+ * @param version  the data_parser version the request was made with.
+ * @param kind     what the request asked for.
+ * @param http_status, body, len  the response (body need not be
+ *                 NUL-terminated; len 0 for none).
+ * @param out      always initialised; free with sm_response_free().
+ * @return 0 when the response carries what was asked for (or is a 304:
+ *         then out->not_modified is set and there is no data); otherwise a
+ *         negative code, also stored with a message in out->err, and no data:
+ *   OP_ENOTFOUND      Slurm said the object does not exist (node 2018, job
+ *                     2017, reservation 2053), or a single-object GET came
+ *                     back empty;
+ *   OP_EUNAUTHORIZED  401 (missing auth headers);
+ *   OP_EFORBIDDEN     403, or Slurm's access/authentication errors;
+ *   OP_EEXISTS, OP_EBUSY, OP_ECONFLICT, OP_EINVALID  for the Slurm errors
+ *                     of those kinds, and OP_EINVALID for 400;
+ *   OP_EUNAVAILABLE   Slurm could not reach slurmctld (18xx), or 502/503/504;
+ *   OP_ERATELIMIT     429;
+ *   OP_ENOTSUP        404/405 without a JSON error list (the endpoint or
+ *                     method does not exist in this version);
+ *   OP_EPROTO         415 (our Accept header was refused);
+ *   OP_ESLURM         any other error Slurm listed (including a bad token:
+ *                     -1 "Unspecified error" in 22.05);
+ *   OP_ESERVER        a 5xx without a usable error list;
+ *   OP_EPARSE         a 2xx whose body is not the expected JSON shape;
+ *   OP_EHTTP          any other status.
+ */
+int sm_parse(int version, enum sm_kind kind, int http_status, const char *body, size_t len, sm_response *out);
+
+/** Same, from an already parsed document (NULL = no/invalid JSON body). */
+int sm_parse_json(int version, enum sm_kind kind, int http_status, const cJSON *doc, sm_response *out);
+
+void sm_response_free(sm_response *r);
+
+/** Map a Slurm error number (slurm_errno.h) to a project code, as above. */
+int sm_errno_code(int slurm_errno);
+
+/* ---- writes (v0.0.40+) ---- */
+
+/** Node state requests the operator sends. */
+enum sm_node_req {
+    SM_REQ_NONE = 0,
+    SM_REQ_DRAIN,   /* needs a reason */
+    SM_REQ_UNDRAIN, /* clear DRAIN, leave DOWN alone */
+    SM_REQ_RESUME,  /* clear DRAIN and DOWN */
+    SM_REQ_DOWN,    /* needs a reason */
+    SM_REQ_IDLE,    /* clears DOWN left by the pod's preStop */
+};
+const char *sm_node_req_name(int req); /* "DRAIN", ... */
+
+/* Which fields of an update to send. */
+#define SM_UPD_STATE (1u << 0)
+#define SM_UPD_REASON (1u << 1)
+#define SM_UPD_COMMENT (1u << 2)
+#define SM_UPD_FEATURES (1u << 3)
+#define SM_UPD_FEATURES_ACT (1u << 4)
+#define SM_UPD_TOPOLOGY (1u << 5)
+
+typedef struct sm_node_update {
+    unsigned set;         /* SM_UPD_* bits: only these fields are sent */
+    int state;            /* enum sm_node_req, with SM_UPD_STATE */
+    const char *reason;   /* with SM_UPD_REASON */
+    const char *comment;  /* with SM_UPD_COMMENT ("" clears) */
+    const char *features; /* comma-separated, with SM_UPD_FEATURES ("" clears) */
+    const char *features_act;
+    const char *topology; /* with SM_UPD_TOPOLOGY (v0.0.43+) */
+    const char *names;    /* hostlist for the batch endpoint (SM_OP_UPDATE_NODES); NULL otherwise */
+} sm_node_update;
+
+/**
+ * Serialise a node update (UpdateNodeMsg) for version, appended to out.
+ * @return 0; OP_ENOTSUP when version cannot update nodes over REST (before
+ *         v0.0.40), cannot set topology (before v0.0.43) or has no batch
+ *         endpoint for names (before v0.0.42); OP_EINVAL for an empty update,
+ *         DRAIN or DOWN without a reason, or an unknown state; OP_ETOOBIG
+ *         when out is full.
+ */
+int sm_node_update_json(int version, const sm_node_update *u, buf_t *out);
+
+/** A reservation to create or update (ReservationDescMsg, v0.0.43+). */
+typedef struct sm_resv_desc {
+    const char *name;
+    int64_t start_time;    /* epoch seconds */
+    int64_t duration;      /* minutes; SM_INFINITE for none */
+    uint64_t flags;        /* SM_RF(...) bits (OTHER is not sent) */
+    const char *users;     /* comma-separated */
+    const char *node_list; /* hostlist expression */
+} sm_resv_desc;
+
+/** Serialise a reservation description for version, appended to out.
+ *  @return 0; OP_ENOTSUP before v0.0.43; OP_EINVAL without a name. */
+int sm_resv_desc_json(int version, const sm_resv_desc *d, buf_t *out);
+
+#endif

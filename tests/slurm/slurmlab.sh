@@ -1,0 +1,445 @@
+#!/usr/bin/env bash
+# slurmlab.sh — a real Slurm 22.05 on loopback for slurmop's tests and benchmarks.
+#
+# One lab = one directory holding everything (config, keys, state, spool,
+# logs, PID files): munged, slurmctld, one slurmd per static node (several on
+# this host, each on its own port), optional extra nodes without a slurmd (for
+# scale), an optional dynamic node, and slurmrestd with JWT auth on a loopback
+# port. Ports are the caller's or free ones, so two labs can run side by side.
+# It installs nothing (tests/deps.sh does); it runs as root.
+#
+# Commands:
+#   start [N]          start a lab with N static nodes (default 3); prints the
+#                      sourceable environment (see `env`); exit 77 when the Slurm
+#                      binaries are missing
+#   stop [--clean]     stop everything the lab started (idempotent; nothing is
+#                      left running); --clean also removes the lab directory
+#   status             one line per daemon; exit 0 when all run, 3 otherwise
+#   env                print the environment of a started lab:
+#                      SLURMLAB_DIR SLURM_CONF SLURMRESTD_URL SLURMRESTD_USER
+#                      SLURMRESTD_TOKEN SLURMLAB_JWT_KEY SLURMLAB_NODE_NAMES
+#                      SLURMLAB_EXTRA_HOSTLIST
+#   token [USER] [SECS]  print a JWT for USER (default root) valid SECS seconds
+#                      (default 86400; a negative value gives an expired token),
+#                      minted offline from the lab's key
+#
+# Settings (environment):
+#   SLURMLAB_DIR          lab directory; start creates a fresh temporary one when
+#                         unset; every other command needs it
+#   SLURMLAB_NODES        number of static nodes (also `start N`), named
+#   SLURMLAB_NODE_PREFIX  PREFIX1..PREFIXN (default prefix "n"), or
+#   SLURMLAB_NODE_NAMES   an explicit space-separated list (e.g. "slinky-0 slinky-1")
+#   SLURMLAB_NODE_PORTS   space-separated slurmd ports, one per static node
+#   SLURMLAB_CTLD_PORT, SLURMLAB_REST_PORT, SLURMLAB_SLURMD_PORT  (free ones when unset)
+#   SLURMLAB_EXTRA_NODES  count of extra nodes without slurmd (partition "extra"),
+#   SLURMLAB_EXTRA_PREFIX named PREFIX00001.. (default "g", 5 digits)
+#   SLURMLAB_DYNAMIC=1    also run one dynamic node (slurmd -Z) named dyn1
+#   SLURMLAB_CPUS, SLURMLAB_MEM   per-node CPUs and RealMemory (default 2, 1000)
+#   SLURMLAB_REST_USER    user slurmrestd runs as (default nobody)
+#   SLURMLAB_EXTRA_CONF   lines appended to slurm.conf (e.g. "SlurmdTimeout=10")
+set -euo pipefail
+
+SLURM_BINS=(munged mungekey munge unmunge slurmctld slurmd slurmrestd scontrol sinfo squeue scancel setpriv python3 curl)
+OPENAPI_PLUGINS=openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36 # the dbv0.0.3x plugins abort without slurmdbd
+
+say() { printf 'slurmlab: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# ---- helpers -------------------------------------------------------------
+
+# Allocate $1 distinct free TCP ports on 127.0.0.1 (held open together, so
+# they differ from each other; another program could still take one later).
+free_ports() {
+    python3 -c '
+import socket, sys
+held = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); held.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in held))' "$1"
+}
+
+port_busy() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+
+# A zombie counts as gone: it has exited and only waits for its parent (or
+# init) to collect it.
+alive() {
+    [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null || return 1
+    local st
+    st=$(cut -d')' -f2 "/proc/$1/stat" 2>/dev/null | cut -d' ' -f2) || return 1
+    [ -n "$st" ] && [ "$st" != Z ]
+}
+
+now_ms() { date +%s%3N; }
+
+# poll TIMEOUT_MS WATCH_PID CMD...: run CMD every 50 ms until it succeeds;
+# fail when the time is up or when WATCH_PID (if non-empty) has exited.
+poll() {
+    local limit=$(( $(now_ms) + $1 )) watch=$2; shift 2
+    until "$@" >/dev/null 2>&1; do
+        if [ -n "$watch" ] && ! alive "$watch"; then return 2; fi
+        [ "$(now_ms)" -lt "$limit" ] || return 1
+        sleep 0.05
+    done
+}
+
+# launch NAME CMD...: start CMD as a daemon of its own session, stdout and
+# stderr to log/NAME.out, PID in run/NAME.pid. setsid(1) only forks when its
+# caller already leads a process group, so we skip it in that case and $! is
+# always the daemon itself. SLURMLAB_TAG marks the process and what it forks
+# (slurmstepd inherits slurmd's environment), so stop can find stragglers.
+launch() {
+    local name=$1; shift
+    (
+        cd "$LAB"
+        read -r _ _ _ _ pgrp _ < "/proc/$BASHPID/stat"
+        if [ "$pgrp" = "$BASHPID" ]; then exec env SLURMLAB_TAG="$LAB" "$@"; fi
+        exec setsid env SLURMLAB_TAG="$LAB" "$@"
+    ) </dev/null >>"$LAB/log/$name.out" 2>&1 &
+    echo $! > "$LAB/run/$name.pid"
+}
+
+pid_of() { cat "$LAB/run/$1.pid" 2>/dev/null || true; }
+
+# Names of everything launched (from the PID files), in start order.
+daemons() {
+    local n
+    for n in munged slurmctld; do [ -e "$LAB/run/$n.pid" ] && echo "$n"; done
+    for f in "$LAB"/run/slurmd.*.pid; do [ -e "$f" ] && basename "$f" .pid; done
+    [ -e "$LAB/run/slurmrestd.pid" ] && echo slurmrestd
+    return 0
+}
+
+# PIDs of processes carrying this lab's tag (stragglers such as slurmstepd).
+tagged_pids() {
+    python3 -c '
+import os, sys
+want = b"SLURMLAB_TAG=" + sys.argv[1].encode()
+for pid in os.listdir("/proc"):
+    if not pid.isdigit() or int(pid) in (os.getpid(), int(sys.argv[2])):
+        continue
+    try:
+        env = open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
+    except OSError:
+        continue
+    if want in env:
+        print(pid)' "$LAB" "$$"
+}
+
+# descendants PID...: the PIDs given and every process below them.
+descendants() {
+    python3 -c '
+import os, sys
+parent = {}
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            stat = open("/proc/%s/stat" % pid).read()
+        except OSError:
+            continue
+        parent[int(pid)] = int(stat.rsplit(")", 1)[1].split()[1])
+todo, seen = [int(p) for p in sys.argv[1:]], set()
+while todo:
+    p = todo.pop()
+    if p in seen:
+        continue
+    seen.add(p)
+    todo.extend(c for c, pp in parent.items() if pp == p)
+print(" ".join(map(str, sorted(seen))))' "$@"
+}
+
+# terminate WAIT_MS PID...: SIGTERM all at once, wait up to WAIT_MS, then
+# SIGKILL the rest and wait (bounded) until they are gone.
+terminate() {
+    local wait_ms=$1; shift
+    [ $# -gt 0 ] || return 0
+    kill -TERM "$@" 2>/dev/null || true
+    local limit=$(( $(now_ms) + wait_ms )) p left
+    while :; do
+        left=()
+        for p in "$@"; do alive "$p" && left+=("$p"); done
+        [ ${#left[@]} -eq 0 ] && return 0
+        [ "$(now_ms)" -lt "$limit" ] || break
+        sleep 0.05
+    done
+    say "SIGKILL ${left[*]} (still running after SIGTERM)"
+    kill -KILL "${left[@]}" 2>/dev/null || true
+    limit=$(( $(now_ms) + 5000 ))
+    for p in "${left[@]}"; do
+        while alive "$p" && [ "$(now_ms)" -lt "$limit" ]; do sleep 0.05; done
+    done
+}
+
+mint() { # mint KEYFILE USER LIFESPAN
+    python3 -c '
+import base64, hashlib, hmac, json, sys, time
+def b64(b):
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+key = open(sys.argv[1], "rb").read()
+now, life = int(time.time()), int(sys.argv[3])
+# A lifespan <= 0 asks for a token that expired -life seconds ago.
+iat = now if life > 0 else now + life - 60
+claims = {"iat": iat, "exp": now + life, "sun": sys.argv[2]}
+head = b64(b"{\"alg\":\"HS256\",\"typ\":\"JWT\"}")
+body = b64(json.dumps(claims, separators=(",", ":")).encode())
+sig = b64(hmac.new(key, (head + "." + body).encode(), hashlib.sha256).digest())
+print(head + "." + body + "." + sig)' "$1" "$2" "$3"
+}
+
+need_lab() {
+    [ -n "$LAB" ] || die "SLURMLAB_DIR is not set"
+    [ -d "$LAB" ] || die "no lab at $LAB"
+}
+
+# ---- start -----------------------------------------------------------------
+
+write_conf() {
+    local nodes_line="" name port i=0 ports_arr
+    read -r -a ports_arr <<< "$NODE_PORTS"
+    for name in $NODE_NAMES; do
+        nodes_line+="NodeName=$name NodeHostname=localhost NodeAddr=127.0.0.1 Port=${ports_arr[$i]} CPUs=$CPUS RealMemory=$MEM State=UNKNOWN"$'\n'
+        i=$((i + 1))
+    done
+    local extra_nodes="" extra_part="" timeout_line=""
+    if [ "$EXTRA" -gt 0 ]; then
+        extra_nodes="NodeName=$EXTRA_HOSTLIST NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM State=UNKNOWN"
+        extra_part="PartitionName=extra Nodes=$EXTRA_HOSTLIST MaxTime=INFINITE State=UP"
+        # Nodes without a slurmd would otherwise turn DOWN after the default
+        # 300 s; 0 stops slurmctld from timing them out at all.
+        case $EXTRA_CONF in *SlurmdTimeout*) ;; *) timeout_line="SlurmdTimeout=0" ;; esac
+    fi
+    local debug_nodes
+    if [ "$DYNAMIC" = 1 ]; then debug_nodes=ALL; else debug_nodes=$(echo $NODE_NAMES | tr ' ' ','); fi
+    cat > "$CONF" <<EOF
+# slurm.conf of a slurmlab.sh lab; everything stays on 127.0.0.1 and in $LAB
+ClusterName=slurmlab
+SlurmctldHost=localhost
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$LAB/munge/socket
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$JWT_KEY
+CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
+StateSaveLocation=$LAB/state
+SlurmdSpoolDir=$LAB/spool/%n
+SlurmctldPidFile=$LAB/run/ctld.selfpid
+SlurmdPidFile=$LAB/run/%n.selfpid
+SlurmctldLogFile=$LAB/log/slurmctld.log
+SlurmdLogFile=$LAB/log/slurmd.%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+PlugStackConfig=$LAB/etc/plugstack.conf
+MailProg=/bin/true
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0
+MpiDefault=none
+SwitchType=switch/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+ReturnToService=2
+SlurmdParameters=config_overrides
+MaxNodeCount=$(( $(echo $NODE_NAMES | wc -w) + EXTRA + 8 ))
+$timeout_line
+$EXTRA_CONF
+${nodes_line}${extra_nodes}
+PartitionName=debug Nodes=$debug_nodes Default=YES MaxTime=INFINITE State=UP
+$extra_part
+EOF
+    chmod 644 "$CONF"
+}
+
+nodes_idle() { # all static (and the dynamic) nodes report idle
+    local want=$1 got
+    got=$(SLURM_CONF=$CONF sinfo -h -N -p debug -t idle -o '%N' | sort -u | wc -l)
+    [ "$got" -ge "$want" ]
+}
+
+do_start() {
+    local missing=() b
+    for b in "${SLURM_BINS[@]}"; do command -v "$b" >/dev/null 2>&1 || missing+=("$b"); done
+    [ -e /usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so ] || missing+=(slurm-wlm-jwt-plugin)
+    if [ ${#missing[@]} -gt 0 ]; then say "missing: ${missing[*]} (run tests/deps.sh)"; exit 77; fi
+    [ "$(id -u)" = 0 ] || die "start needs root"
+
+    local t0; t0=$(now_ms)
+    if [ -z "$LAB" ]; then LAB=$(mktemp -d /tmp/slurmlab.XXXXXX); fi
+    mkdir -p "$LAB"
+    LAB=$(cd "$LAB" && pwd)
+    for n in $(daemons); do
+        alive "$(pid_of "$n")" && die "$n of $LAB is running (pid $(pid_of "$n")); stop it first"
+    done
+    # munged wants its socket's directory and every directory above it
+    # searchable by all; slurmrestd (an unprivileged user) reads etc/.
+    local d=$LAB
+    while [ "$d" != / ]; do
+        [ "$(( 0$(stat -c %a "$d") & 1 ))" = 1 ] || die "$d is not searchable by others (chmod o+x); munged needs that"
+        d=$(dirname "$d")
+    done
+    rm -rf "$LAB/run" "$LAB/state" "$LAB/spool" "$LAB/log"
+    mkdir -p "$LAB"/{etc,munge,run,state,spool,log,jobs}
+    chmod 755 "$LAB" "$LAB/etc" "$LAB/munge" "$LAB/run" "$LAB/log"
+    chmod 1777 "$LAB/jobs"
+    CONF=$LAB/etc/slurm.conf
+    JWT_KEY=$LAB/etc/jwt.key
+
+    # Node names and ports.
+    local count=${1:-${SLURMLAB_NODES:-3}}
+    if [ -n "${SLURMLAB_NODE_NAMES:-}" ]; then
+        NODE_NAMES=${SLURMLAB_NODE_NAMES}
+    else
+        [[ $count =~ ^[0-9]+$ ]] && [ "$count" -ge 1 ] || die "bad node count '$count'"
+        NODE_NAMES=$(seq -f "${SLURMLAB_NODE_PREFIX:-n}%g" 1 "$count" | tr '\n' ' ')
+    fi
+    NODE_NAMES=$(echo $NODE_NAMES)
+    local nn; nn=$(echo $NODE_NAMES | wc -w)
+    local pool; pool=($(free_ports $((nn + 3))))
+    CTLD_PORT=${SLURMLAB_CTLD_PORT:-${pool[0]}}
+    REST_PORT=${SLURMLAB_REST_PORT:-${pool[1]}}
+    SLURMD_PORT=${SLURMLAB_SLURMD_PORT:-${pool[2]}}
+    NODE_PORTS=${SLURMLAB_NODE_PORTS:-${pool[*]:3}}
+    [ "$(echo $NODE_PORTS | wc -w)" = "$nn" ] || die "SLURMLAB_NODE_PORTS needs $nn ports"
+    for p in $CTLD_PORT $REST_PORT $SLURMD_PORT $NODE_PORTS; do
+        port_busy "$p" && die "port $p is in use"
+    done
+    EXTRA=${SLURMLAB_EXTRA_NODES:-0}
+    EXTRA_HOSTLIST=""
+    if [ "$EXTRA" -gt 0 ]; then
+        EXTRA_HOSTLIST=$(printf '%s[00001-%05d]' "${SLURMLAB_EXTRA_PREFIX:-g}" "$EXTRA")
+    fi
+    DYNAMIC=${SLURMLAB_DYNAMIC:-0}
+    CPUS=${SLURMLAB_CPUS:-2}
+    MEM=${SLURMLAB_MEM:-1000}
+    EXTRA_CONF=${SLURMLAB_EXTRA_CONF:-}
+    local rest_user=${SLURMLAB_REST_USER:-nobody}
+
+    # From here a failure stops whatever was started.
+    trap 'rc=$?; if [ $rc -ne 0 ]; then say "start failed; stopping"; do_stop >/dev/null 2>&1 || true; fi' EXIT
+
+    mungekey -c -f -b 1024 -k "$LAB/munge/munge.key"
+    chmod 600 "$LAB/munge/munge.key"
+    head -c 32 /dev/urandom > "$JWT_KEY"
+    chmod 600 "$JWT_KEY"
+    : > "$LAB/etc/plugstack.conf"
+    write_conf
+    echo "$NODE_NAMES" > "$LAB/etc/nodes"
+
+    # munged: the socket directory must be searchable by everyone.
+    launch munged munged -F --key-file="$LAB/munge/munge.key" --socket="$LAB/munge/socket" \
+        --pid-file="$LAB/munge/pid" --seed-file="$LAB/munge/seed" --log-file="$LAB/log/munged.log"
+    poll 10000 "$(pid_of munged)" bash -c "munge -n -S '$LAB/munge/socket' | unmunge -S '$LAB/munge/socket'" \
+        || die "munged did not start (log/munged.out)"
+
+    export SLURM_CONF=$CONF
+    launch slurmctld slurmctld -D -i -f "$CONF"
+    poll 20000 "$(pid_of slurmctld)" scontrol ping || die "slurmctld did not start (log/slurmctld.log)"
+
+    local n
+    for n in $NODE_NAMES; do
+        mkdir -p "$LAB/spool/$n"
+        launch "slurmd.$n" slurmd -D -N "$n" -f "$CONF"
+    done
+    local want=$nn
+    if [ "$DYNAMIC" = 1 ]; then
+        mkdir -p "$LAB/spool/dyn1"
+        # A dynamic node registers itself and is reached on SlurmdPort, so
+        # there can be one per host.
+        launch slurmd.dyn1 slurmd -D -Z -N dyn1 --conf "CPUs=$CPUS RealMemory=$MEM Feature=dyn" -f "$CONF"
+        want=$((want + 1))
+    fi
+    if ! poll 30000 "" nodes_idle "$want"; then
+        sinfo -N >&2 || true
+        die "nodes did not become idle (log/slurmd.*.log)"
+    fi
+
+    # slurmrestd refuses to run as root; SLURM_JWT=daemon makes auth/jwt its
+    # primary authentication, without which every user token is rejected.
+    launch slurmrestd setpriv --reuid="$rest_user" --regid="$(id -gn "$rest_user")" --clear-groups \
+        env SLURM_CONF="$CONF" SLURM_JWT=daemon slurmrestd -a rest_auth/jwt -s "$OPENAPI_PLUGINS" "127.0.0.1:$REST_PORT"
+    local token; token=$(mint "$JWT_KEY" root 86400)
+    poll 20000 "$(pid_of slurmrestd)" curl -fsS -o /dev/null -H "X-SLURM-USER-NAME: root" \
+        -H "X-SLURM-USER-TOKEN: $token" "http://127.0.0.1:$REST_PORT/slurm/v0.0.38/ping" \
+        || die "slurmrestd did not answer (log/slurmrestd.out)"
+
+    cat > "$LAB/env" <<EOF
+export SLURMLAB_DIR=$LAB
+export SLURM_CONF=$CONF
+export SLURMRESTD_URL=http://127.0.0.1:$REST_PORT
+export SLURMRESTD_USER=root
+export SLURMRESTD_TOKEN=$token
+export SLURMLAB_JWT_KEY=$JWT_KEY
+export SLURMLAB_NODE_NAMES="$NODE_NAMES"
+export SLURMLAB_EXTRA_HOSTLIST="$EXTRA_HOSTLIST"
+export SLURMLAB_CTLD_PORT=$CTLD_PORT
+EOF
+    trap - EXIT
+    cat "$LAB/env"
+    say "started $LAB in $(( $(now_ms) - t0 )) ms: $want node(s)$([ "$EXTRA" -gt 0 ] && echo " + $EXTRA_HOSTLIST"), slurmrestd on 127.0.0.1:$REST_PORT"
+}
+
+# ---- stop / status ---------------------------------------------------------
+
+do_stop() {
+    need_lab
+    CONF=$LAB/etc/slurm.conf
+    local ctld; ctld=$(pid_of slurmctld)
+    if alive "$ctld"; then
+        # Cancel jobs first so that no slurmstepd outlives its slurmd.
+        local jobs; jobs=$(SLURM_CONF=$CONF squeue -h -o %i 2>/dev/null || true)
+        if [ -n "$jobs" ]; then
+            SLURM_CONF=$CONF scancel $jobs 2>/dev/null || true
+            poll 15000 "" bash -c "[ -z \"\$(SLURM_CONF='$CONF' squeue -h -o %i)\" ]" || say "jobs still listed"
+        fi
+    fi
+    # All at once: none of the daemons needs another one to shut down, and
+    # munged alone takes about 2 s to exit.
+    local pids=() n p
+    for n in $(daemons); do
+        p=$(pid_of "$n"); alive "$p" && pids+=("$p")
+    done
+    local t0; t0=$(now_ms)
+    terminate 10000 "${pids[@]+"${pids[@]}"}"
+    [ $(( $(now_ms) - t0 )) -lt 5000 ] || say "daemons took $(( $(now_ms) - t0 )) ms to stop"
+    # Anything else that carries the tag (a slurmstepd whose slurmd died
+    # first) and the job processes below it, which do not carry the tag.
+    local rest; rest=($(tagged_pids))
+    if [ ${#rest[@]} -gt 0 ]; then
+        rest=($(descendants "${rest[@]}"))
+        say "stopping stragglers ${rest[*]}"
+        terminate 2000 "${rest[@]}"
+    fi
+    rm -f "$LAB"/run/*.pid "$LAB"/run/*.selfpid
+    if [ "${1:-}" = --clean ]; then rm -rf "$LAB"; fi
+    return 0
+}
+
+do_status() {
+    need_lab
+    local n p all=0 any=0
+    for n in $(daemons); do
+        any=1
+        p=$(pid_of "$n")
+        if alive "$p"; then echo "$n running $p"; else echo "$n stopped"; all=1; fi
+    done
+    [ $any = 1 ] || { echo "stopped"; return 3; }
+    [ $all = 0 ] || return 3
+}
+
+LAB=${SLURMLAB_DIR:-}
+cmd=${1:-}
+shift || true
+case $cmd in
+    start) do_start "$@" ;;
+    stop) do_stop "$@" ;;
+    status) do_status ;;
+    env) need_lab; cat "$LAB/env" ;;
+    token) need_lab; mint "$LAB/etc/jwt.key" "${1:-root}" "${2:-86400}" ;;
+    *) sed -n '2,37p' "$0" >&2; exit 2 ;;
+esac
