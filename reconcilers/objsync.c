@@ -14,11 +14,82 @@
  * runs one operator, so this table is process-wide. */
 static map_t in_flight;
 
+/* Writes that succeeded but that the cache has not shown yet. Until the
+ * watch event of a write arrives, the cached object is still the one the
+ * write was computed from, and a pass run meanwhile (queued by the event of
+ * a sibling object) would send the same write again. So after a write the
+ * object is remembered with the resourceVersion the decision was based on
+ * ("" when it was missing), and calls for it answer OBJSYNC_PENDING while
+ * the cache still holds exactly that version. Any other version, older or
+ * newer, means the cache moved and the normal comparison decides again; a
+ * bound on the wait covers a watch event that never comes. */
+#define AWAIT_MS 30000
+static map_t awaiting;
+
+struct await {
+    char *key;
+    char *rv_seen;
+    uint64_t deadline_ms;
+};
+
 struct write {
     char *key;
+    char *rv_seen; /* resourceVersion of the cached object the write was based on; NULL: none */
     objsync_cb cb;
     void *data;
 };
+
+static uint64_t now_ms(void)
+{
+    return uv_hrtime() / 1000000u;
+}
+
+static void await_free(struct await *a)
+{
+    free(a->key);
+    free(a->rv_seen);
+    free(a);
+}
+
+static void await_put(const char *key, const char *rv_seen)
+{
+    uint64_t now = now_ms();
+    if (awaiting.count >= 256) {
+        /* Owners deleted meanwhile never come back for their records. */
+        const char *k;
+        void *v;
+        size_t it = 0, n = 0;
+        char **gone = xcalloc(awaiting.count, sizeof(char *));
+        while (map_next(&awaiting, &it, &k, &v))
+            if (((struct await *)v)->deadline_ms <= now)
+                gone[n++] = (char *)k;
+        for (size_t i = 0; i < n; i++)
+            await_free(map_del(&awaiting, gone[i]));
+        free(gone);
+    }
+    struct await *a = xcalloc(1, sizeof(*a));
+    a->key = xstrdup(key);
+    a->rv_seen = xstrdup(rv_seen ? rv_seen : "");
+    a->deadline_ms = now + AWAIT_MS;
+    struct await *old = map_put(&awaiting, a->key, a);
+    if (old)
+        await_free(old);
+}
+
+/* True while the cache still shows the version a finished write was based on. */
+static int await_pending(const char *key, const sobj *cur)
+{
+    struct await *a = map_get(&awaiting, key);
+    if (a == NULL)
+        return 0;
+    const char *rv = cur && cur->rv ? cur->rv : "";
+    if (strcmp(rv, a->rv_seen) == 0 && now_ms() < a->deadline_ms)
+        return 1;
+    await_free(map_del(&awaiting, key));
+    if (awaiting.count == 0)
+        map_free(&awaiting);
+    return 0;
+}
 
 int objsync_in_flight(void)
 {
@@ -58,6 +129,13 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
     map_del(&in_flight, w->key);
     if (in_flight.count == 0)
         map_free(&in_flight);
+    if (err == 0 || err == OP_EEXISTS || err == OP_ENOTFOUND) {
+        /* A write that changed nothing (same resourceVersion back) has no
+         * watch event to wait for. */
+        const char *rv = err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL;
+        if (!(rv && w->rv_seen && strcmp(rv, w->rv_seen) == 0))
+            await_put(w->key, w->rv_seen);
+    }
     if (err == OP_EEXISTS || err == OP_ENOTFOUND)
         err = 0; /* the cache was behind; the next pass sees the truth */
     if (err && err != OP_ECANCELED)
@@ -65,10 +143,12 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
     if (w->cb)
         w->cb(err, w->key, w->data);
     free(w->key);
+    free(w->rv_seen);
     free(w);
 }
 
-static struct write *begin(const kube_res *res, const char *ns, const char *name, objsync_cb cb, void *data)
+static struct write *begin(const kube_res *res, const char *ns, const char *name, const sobj *cur, objsync_cb cb,
+                           void *data)
 {
     char *key = xasprintf("%s/%s/%s", res->plural, ns ? ns : "", name);
     if (map_get(&in_flight, key)) {
@@ -77,41 +157,22 @@ static struct write *begin(const kube_res *res, const char *ns, const char *name
     }
     struct write *w = xcalloc(1, sizeof(*w));
     w->key = key;
+    w->rv_seen = cur && cur->rv ? xstrdup(cur->rv) : NULL;
     w->cb = cb;
     w->data = data;
     map_put(&in_flight, w->key, w);
     return w;
 }
 
-static int is_pending(const kube_res *res, const char *ns, const char *name)
+static int is_pending(const kube_res *res, const char *ns, const char *name, const sobj *cur)
 {
     char key[1024];
     snprintf(key, sizeof(key), "%s/%s/%s", res->plural, ns ? ns : "", name);
-    return map_get(&in_flight, key) != NULL;
+    return map_get(&in_flight, key) != NULL || await_pending(key, cur);
 }
 
-int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const cJSON *desired, objsync_cb cb,
-                   void *data)
+cJSON *objsync_diff(const cJSON *desired, const cJSON *live)
 {
-    const char *name = json_get_str(desired, "metadata.name");
-    const char *ns = json_get_str_or(desired, "metadata.namespace", "");
-    if (name == NULL || *name == '\0')
-        return OP_EINVAL;
-    if (is_pending(res, ns, name))
-        return OBJSYNC_PENDING;
-    const sobj *cur = store_get(op_store(op, kind), ns, name);
-    if (cur == NULL) {
-        struct write *w = begin(res, ns, name, cb, data);
-        log_debug("objsync: creating %s %s/%s", res->kind, ns, name);
-        kube_create(op->client, res, ns, desired, on_written, w);
-        return OBJSYNC_WRITING;
-    }
-    const cJSON *live = cur->json;
-    if (live == NULL)
-        return OP_EINVAL; /* the store of this kind must keep JSON */
-    if (json_get_bool(live, "immutable", 0))
-        return OBJSYNC_IN_SYNC;
-
     cJSON *patch = cJSON_CreateObject();
     const cJSON *dmeta = json_child(desired, "metadata");
     const cJSON *lmeta = json_child(live, "metadata");
@@ -124,7 +185,7 @@ int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const c
     const cJSON *refs = json_child(dmeta, "ownerReferences");
     if (refs && !json_subset(refs, json_child(lmeta, "ownerReferences")))
         json_set(json_obj_ensure(patch, "metadata"), "ownerReferences", cJSON_Duplicate(refs, 1));
-    for (const cJSON *f = desired->child; f; f = f->next) {
+    for (const cJSON *f = desired ? desired->child : NULL; f; f = f->next) {
         if (!strcmp(f->string, "metadata") || !strcmp(f->string, "apiVersion") || !strcmp(f->string, "kind") ||
             !strcmp(f->string, "status"))
             continue;
@@ -133,9 +194,37 @@ int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const c
     }
     if (patch->child == NULL) {
         cJSON_Delete(patch);
-        return OBJSYNC_IN_SYNC;
+        return NULL;
     }
-    struct write *w = begin(res, ns, name, cb, data);
+    return patch;
+}
+
+int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const cJSON *desired, objsync_cb cb,
+                   void *data)
+{
+    const char *name = json_get_str(desired, "metadata.name");
+    const char *ns = json_get_str_or(desired, "metadata.namespace", "");
+    if (name == NULL || *name == '\0')
+        return OP_EINVAL;
+    const sobj *cur = store_get(op_store(op, kind), ns, name);
+    if (is_pending(res, ns, name, cur))
+        return OBJSYNC_PENDING;
+    if (cur == NULL) {
+        struct write *w = begin(res, ns, name, cur, cb, data);
+        log_debug("objsync: creating %s %s/%s", res->kind, ns, name);
+        kube_create(op->client, res, ns, desired, on_written, w);
+        return OBJSYNC_WRITING;
+    }
+    const cJSON *live = cur->json;
+    if (live == NULL)
+        return OP_EINVAL; /* the store of this kind must keep JSON */
+    if (json_get_bool(live, "immutable", 0))
+        return OBJSYNC_IN_SYNC;
+
+    cJSON *patch = objsync_diff(desired, live);
+    if (patch == NULL)
+        return OBJSYNC_IN_SYNC;
+    struct write *w = begin(res, ns, name, cur, cb, data);
     if (log_enabled(LOGL_DEBUG)) {
         char *s = json_dump(patch);
         log_debug("objsync: patching %s %s/%s: %.300s", res->kind, ns, name, s);
@@ -149,12 +238,12 @@ int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const c
 int objsync_delete(operator *op, enum op_kind kind, const kube_res *res, const char *ns, const char *name,
                    objsync_cb cb, void *data)
 {
-    if (is_pending(res, ns, name))
-        return OBJSYNC_PENDING;
     const sobj *cur = store_get(op_store(op, kind), ns, name);
+    if (is_pending(res, ns, name, cur))
+        return OBJSYNC_PENDING;
     if (cur == NULL || cur->deleting)
         return OBJSYNC_IN_SYNC;
-    struct write *w = begin(res, ns, name, cb, data);
+    struct write *w = begin(res, ns, name, cur, cb, data);
     kube_delete_opts o = {.uid = cur->uid, .grace_seconds = -1, .propagation = "Background"};
     kube_delete(op->client, res, ns, name, &o, on_written, w);
     return OBJSYNC_WRITING;

@@ -14,8 +14,13 @@
  *
  * One write per object is in flight at a time: while it is, further calls
  * for the same object return OBJSYNC_PENDING without writing, so a burst of
- * reconciles cannot pile up duplicate patches. The completion callback runs
- * when the write finishes (typically it enqueues the owner again).
+ * reconciles cannot pile up duplicate patches. After a write succeeds, calls
+ * keep answering OBJSYNC_PENDING while the cache still holds the very
+ * version the write was computed from (at most 30 s): the watch event of the
+ * write has not arrived yet, and comparing with that stale copy would send
+ * the same write again. The completion callback runs when the write
+ * finishes (typically it enqueues the owner again on failure; the watch
+ * event of the written object brings the owner back on success).
  */
 #ifndef OP_OBJSYNC_H
 #define OP_OBJSYNC_H
@@ -42,6 +47,13 @@ int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const c
  *  off, e.g. the ServiceMonitor). Same result values. */
 int objsync_delete(operator *op, enum op_kind kind, const kube_res *res, const char *ns, const char *name,
                    objsync_cb cb, void *data);
+
+/** The merge patch objsync_ensure would send to turn live into desired
+ *  (labels and annotations merged, ownerReferences replaced, every other
+ *  top-level field but apiVersion, kind and status replaced when it is not
+ *  a subset of live's), or NULL when live is in sync. For objects that have
+ *  no cache (fetched with a GET). New object, owned by the caller. */
+cJSON *objsync_diff(const cJSON *desired, const cJSON *live);
 
 /** True when every field of want is in have with the same value (objects:
  *  recursively; arrays: same length, element-wise subset; scalars: equal). */
