@@ -30,8 +30,17 @@
  *
  * Lifetimes: the request copies method, path, headers and body at submit.
  * resp and everything it points to are valid only during on_done /
- * on_headers. The hc_req pointer is valid until on_done returns. Closing the
- * pool completes every queued and running request with OP_ECANCELED.
+ * on_headers. resp is never NULL: on errors resp->status is 0 and the body
+ * is empty. The hc_req pointer is valid until on_done returns. Closing the
+ * pool completes every queued and running request with OP_ECANCELED; so
+ * does hc_request on a pool that is being closed.
+ *
+ * Connections: a request sent on a reused keep-alive connection that the
+ * server had already closed (EOF or reset before any response byte) is sent
+ * once more on a new connection when its method is idempotent (GET, HEAD,
+ * PUT, DELETE, OPTIONS); otherwise it fails with OP_ECLOSED. A response with
+ * "Connection: close" (or an HTTP/1.0 one without keep-alive), or a
+ * request carrying "Connection: close", retires its connection.
  */
 #ifndef OP_HTTPC_H
 #define OP_HTTPC_H
@@ -84,7 +93,8 @@ typedef int (*hc_data_cb)(hc_req *req, const char *bytes, size_t len, void *data
 typedef struct hc_req_opts {
     const char *method;       /* "GET", "POST", ... */
     const char *path;         /* path and query, already escaped: "/api/v1/pods?watch=1" */
-    const hc_header *headers; /* extra headers (Host, Content-Length, Connection are added) */
+    const hc_header *headers; /* extra headers; Host, Content-Length and Transfer-Encoding given here are
+                                 ignored (the client writes them); CR/LF in a name or value is OP_EINVAL */
     size_t n_headers;
     const char *body;         /* may be NULL */
     size_t body_len;

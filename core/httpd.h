@@ -9,7 +9,10 @@
  * (413 / 431 answered, then the connection is closed).
  *
  * Each request is handed to the handler exactly once, after its whole body
- * arrived. The handler must eventually finish it with exactly one of
+ * arrived. On one connection, a request reaches the handler only after the
+ * previous one was finished (a deferred response holds the pipeline; its
+ * successors stay unparsed). "Expect: 100-continue" is answered by the
+ * server itself. The handler must eventually finish it with exactly one of
  * hs_respond() or hs_stream_begin() ... hs_stream_end(). If the client goes
  * away first, the request's on_close callback (hs_req_on_close) runs and the
  * request must not be used after it returns; a request that was never
@@ -48,7 +51,10 @@ typedef struct hs_opts {
 } hs_opts;
 
 /** Create a server and listen on host:port (port 0 picks a free port, see
- *  hs_port). NULL with *err set when the address cannot be bound. */
+ *  hs_port). host is a numeric IPv4/IPv6 address or "localhost" (NULL:
+ *  0.0.0.0). NULL with *err set when the address cannot be bound or the TLS
+ *  material does not parse (OP_ECONFIG); the half-built server is then freed
+ *  by the loop. */
 hs_server *hs_listen(uv_loop_t *loop, const char *host, int port, const hs_opts *opts, int *err);
 /** The bound port. */
 int hs_port(const hs_server *srv);
@@ -80,7 +86,9 @@ void *hs_req_get_data(const hs_req *req);
  *  (including after hs_stream_begin, e.g. a watcher going away). */
 void hs_req_on_close(hs_req *req, void (*cb)(hs_req *req, void *data), void *data);
 
-/** Send a complete response. extra_headers: NULL or "Name: value\r\n..." */
+/** Send a complete response (Content-Length framing; none and no body for
+ *  1xx/204/304; the length but no body for HEAD). extra_headers: NULL or
+ *  "Name: value\r\n..." */
 void hs_respond(hs_req *req, int status, const char *content_type, const char *extra_headers,
                 const char *body, size_t len);
 
@@ -94,7 +102,8 @@ int hs_stream_write(hs_req *req, const char *bytes, size_t len);
  *  usable for the next request. */
 void hs_stream_end(hs_req *req);
 /** Abort a streaming response mid-body: the connection is closed without the
- *  terminating chunk (simulates a dropped stream). */
+ *  terminating chunk (simulates a dropped stream). This finishes the
+ *  request: its on_close does not run. */
 void hs_stream_abort(hs_req *req);
 
 typedef struct hs_stats {

@@ -15,6 +15,8 @@
  *   job state       "RUNNING"      "RUNNING"                   ["RUNNING", ...flags]
  *   ping            "ping":"UP", "mode":"primary"              v0.0.40 "pinged":"UP";
  *                                                              v0.0.41+ "responding", "primary"
+ *                                                              (assumed: v0.0.40/41 documents were
+ *                                                              not at hand; both forms are read)
  *   error number    "errno"        "errno" / "error_number"    "error_number"
  *   node writes     none (22.05 has no REST node update)       POST node/{name}; v0.0.42+
  *                                                              also POST nodes/ (hostlist)

@@ -30,6 +30,12 @@
  * call cannot be interrupted: if one is stuck, its late result is discarded,
  * and the operations behind it wait for it (and time out in turn).
  *
+ * Slurm 22.05's answers to know about (seen on the lab): UNDRAIN and RESUME
+ * of a node that never registered or stopped responding (UNKNOWN*, IDLE*)
+ * clear DRAIN yet fail with 2028 "Invalid node state specified" (scontrol
+ * reports the same); IDLE of a DOWN node fails with 2028. A caller that needs
+ * to know the outcome re-reads the node rather than trusting the status.
+ *
  * Built only with libslurm (OP_HAVE_LIBSLURM); without it sl_backend_new()
  * returns OP_ENOTSUP and nothing else can be called.
  */

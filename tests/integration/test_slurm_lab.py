@@ -186,7 +186,36 @@ def main():
         check(not m["ok"] and m["code"] == "ENOTFOUND", "GET unknown node: %s" % m)
         print("ok: unknown node is ENOTFOUND on both paths")
 
-        # 5. Stop: nothing left running, nothing listening.
+        # 5. Reservations through the backend, read back over REST.
+        cli = [CLI, "--slurm-conf", conf]
+        p = run(cli + ["resv-create", "--name", "SlurmOperatorMaint-slinky", "--nodes", "slinky-[0-1]",
+                       "--users", "root", "--flags", "MAINT,IGNORE_JOBS", "--duration", "30"])
+        check("reservation SlurmOperatorMaint-slinky" in p.stdout, "resv-create: %s" % p.stdout)
+        run(cli + ["resv-update", "--name", "SlurmOperatorMaint-slinky", "--nodes", "slinky-[0-2]", "--duration", "45"])
+        status, body = get(url + "/slurm/v0.0.38/reservations", "root", tok)
+        m = model("v0.0.38", "reservations", status, body, tmp)
+        check(m["ok"] and len(m["reservations"]) == 1, "reservations: %s" % m)
+        r = m["reservations"][0]
+        check(r["name"] == "SlurmOperatorMaint-slinky" and r["node_list"] == "slinky-[0-2]" and r["duration"] == 45
+              and "MAINT" in r["flags"] and "IGNORE_JOBS" in r["flags"], "reservation read back: %s" % r)
+        p = run(cli + ["resv-create", "--name", "SlurmOperatorMaint-slinky", "--nodes", "slinky-0",
+                       "--users", "root"], ok=False)
+        check(p.returncode == 1 and "EEXISTS" in p.stderr, "duplicate reservation: %s" % p.stderr)
+        run(cli + ["resv-delete", "SlurmOperatorMaint-slinky"])
+        p = run(cli + ["resv-delete", "SlurmOperatorMaint-slinky"], ok=False)
+        check(p.returncode == 1 and "ENOTFOUND" in p.stderr, "deleting a deleted reservation: %s" % p.stderr)
+        status, body = get(url + "/slurm/v0.0.38/reservations", "root", tok)
+        check(model("v0.0.38", "reservations", status, body, tmp)["reservations"] == [], "reservation not deleted")
+        print("ok: reservation created, updated, read back, deleted")
+
+        # 6. Delete a node record; it is then unknown over REST.
+        run(cli + ["delete", "slinky-2"])
+        status, body = get(url + "/slurm/v0.0.38/node/slinky-2", "root", tok)
+        m = model("v0.0.38", "node", status, body, tmp)
+        check(not m["ok"] and m["code"] == "ENOTFOUND", "deleted node still there: %s" % m)
+        print("ok: node record deleted")
+
+        # 7. Stop: nothing left running, nothing listening.
         t0 = time.monotonic()
         run(["bash", LAB_SH, "stop"], env=env, timeout=120)
         started = False

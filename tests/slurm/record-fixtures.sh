@@ -18,10 +18,16 @@ out=${1:-$here/../data/slurmrestd}
 mkdir -p "$out"
 lab_sh=$here/slurmlab.sh
 
-export SLURMLAB_DIR=${SLURMLAB_DIR:-$(mktemp -d /tmp/slurmlab-rec.XXXXXX)}
+clean=
+if [ -z "${SLURMLAB_DIR:-}" ]; then
+    SLURMLAB_DIR=$(mktemp -d /tmp/slurmlab-rec.XXXXXX)
+    chmod 755 "$SLURMLAB_DIR"
+    clean=--clean
+fi
+export SLURMLAB_DIR
 export SLURMLAB_DYNAMIC=1
 export SLURMLAB_EXTRA_CONF="SlurmdTimeout=10"
-trap 'bash "$lab_sh" stop >/dev/null 2>&1 || true' EXIT
+trap 'bash "$lab_sh" stop $clean >/dev/null 2>&1 || true' EXIT
 eval "$(bash "$lab_sh" start 3)"
 cd "$SLURMLAB_DIR"
 

@@ -14,6 +14,7 @@
  *   ... undrain [--reason R] NODES | resume NODES | down --reason R NODES | idle NODES
  *   ... comment --comment C NODES | features [--features F] [--active A] NODES | delete NODES
  *   ... resv-create --name N --nodes H --users U [--start EPOCH] [--duration MIN] [--flags MAINT,...]
+ *   ... resv-update --name N [--nodes H] [--users U] [--start EPOCH] [--duration MIN] [--flags F]
  *   ... resv-delete NAME
  * --each sends one request per node (for comparison with one hostlist request).
  * Exit status: 0 success, 1 failure (the error is printed), 2 usage.
@@ -42,7 +43,7 @@ static void usage(void)
 {
     fputs("usage: slurmio-cli COMMAND [options] (see the comment at the top of tests/tools/slurmio-cli.c)\n"
           "commands: token verify expand compress parse negotiate plan\n"
-          "          drain undrain resume down idle comment features delete resv-create resv-delete\n",
+          "          drain undrain resume down idle comment features delete resv-create resv-update resv-delete\n",
           stderr);
     exit(2);
 }
@@ -422,7 +423,7 @@ static int cmd_plan(int argc, char **argv)
 typedef struct run {
     uv_loop_t loop;
     sl_backend *b;
-    int kind; /* 0 update, 1 delete, 2 resv create, 3 resv delete */
+    int kind; /* 0 update, 1 delete, 2 resv create, 3 resv delete, 4 resv update */
     sm_node_update upd;
     sm_resv_desc resv;
     const char *target;  /* hostlist or reservation name */
@@ -474,6 +475,8 @@ static int submit(run *r, const char *target)
         return sl_create_reservation(r->b, &r->resv, on_done, r);
     case 3:
         return sl_delete_reservation(r->b, target, on_done, r);
+    case 4:
+        return sl_update_reservation(r->b, &r->resv, on_done, r);
     }
     return OP_EINVAL;
 }
@@ -483,8 +486,6 @@ static int cmd_backend(const char *cmd, int argc, char **argv, const char *conf,
 {
     run r;
     memset(&r, 0, sizeof(r));
-    r.resv.duration = 60;
-    r.resv.start_time = (int64_t)time(NULL) + 3600;
     static const struct option lo[] = {{"reason", 1, 0, 'r'},
                                        {"comment", 1, 0, 'c'},
                                        {"features", 1, 0, 'f'},
@@ -564,7 +565,19 @@ static int cmd_backend(const char *cmd, int argc, char **argv, const char *conf,
         r.kind = 2;
     else if (strcmp(cmd, "resv-delete") == 0)
         r.kind = 3;
-    if (r.kind != 2) {
+    else if (strcmp(cmd, "resv-update") == 0)
+        r.kind = 4;
+    if (r.kind == 2) {
+        /* A new reservation starts in an hour and lasts an hour unless told. */
+        if (!r.resv.start_time)
+            r.resv.start_time = (int64_t)time(NULL) + 3600;
+        if (!r.resv.duration)
+            r.resv.duration = 60;
+    }
+    if (r.kind == 4) {
+        if (!r.resv.name)
+            usage();
+    } else if (r.kind != 2) {
         if (optind != argc - 1)
             usage();
         r.target = argv[optind];
@@ -613,7 +626,7 @@ static int cmd_backend(const char *cmd, int argc, char **argv, const char *conf,
     }
     if (!r.failed && !r.first_error)
         printf("ok %s %s: %zu node(s), %zu request(s) in %.1f ms (%.1f ms in libslurm)\n", cmd,
-               r.target ? r.target : r.resv.node_list, r.kind <= 1 ? nodes : 0, total, ms,
+               r.target ? r.target : (r.resv.node_list ? r.resv.node_list : r.resv.name), r.kind <= 1 ? nodes : 0, total, ms,
                (double)r.lib_ns / 1e6);
     hostlist_names_free(&r.each);
     return r.failed || r.first_error ? 1 : 0;
@@ -657,8 +670,9 @@ int main(int argc, char **argv)
         return cmd_negotiate(sub_argc, sub_argv);
     if (strcmp(cmd, "plan") == 0)
         return cmd_plan(sub_argc, sub_argv);
-    static const char *const backend_cmds[] = {"drain",   "undrain",  "resume", "down",        "idle",
-                                               "comment", "features", "delete", "resv-create", "resv-delete"};
+    static const char *const backend_cmds[] = {"drain",       "undrain",     "resume",     "down",
+                                               "idle",        "comment",     "features",   "delete",
+                                               "resv-create", "resv-delete", "resv-update"};
     for (size_t k = 0; k < ARRAY_SIZE(backend_cmds); k++)
         if (strcmp(cmd, backend_cmds[k]) == 0)
             return cmd_backend(cmd, sub_argc, sub_argv, conf, timeout_ms, each);

@@ -643,6 +643,11 @@ static void test_malformed(void **state)
         {500, SM_KIND_STATUS, "{\"errors\":[{\"error\":\"Requested nodes are busy\",\"error_code\":2016}]}",
          OP_EBUSY},
         {500, SM_KIND_STATUS, "{\"errors\":[{\"error\":\"auth\",\"errno\":6000}]}", OP_EFORBIDDEN},
+        /* 22.05's submit without environment: 400 with a JSON list (error_code). */
+        {400, SM_KIND_STATUS,
+         "{\"errors\":[{\"error\":\"environment must be set\",\"error_code\":2127},"
+         "{\"error_code\":9001,\"error\":\"Failure during parsing\"}]}",
+         OP_EINVALID},
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         sm_response r;
