@@ -16,6 +16,15 @@
 #define UNSYNCED_RETRY_MS 200
 /* Bound on waiting for the watch event of our own write. */
 #define GATE_AWAIT_MS 30000
+/* Backoff after failed writes: BASE * 2^(failures-1), capped. */
+#define BACKOFF_BASE_MS 200
+#define BACKOFF_MAX_MS (5 * 60 * 1000)
+
+struct backoff {
+    char *key;
+    unsigned failures;
+    uint64_t not_before_ms;
+};
 
 struct accepted {
     char *key;
@@ -148,8 +157,39 @@ static void accepted_free(struct accepted *a)
     free(a);
 }
 
+static void backoff_drop(crc_module *m, const char *key)
+{
+    struct backoff *b = map_del(&m->backoff, key);
+    if (b) {
+        free(b->key);
+        free(b);
+    }
+}
+
+/* A write for the CR key failed: hold its passes back for a while. */
+void crc_write_failed(crc_module *m, const char *key)
+{
+    if (m->q == NULL)
+        return;
+    struct backoff *b = map_get(&m->backoff, key);
+    if (b == NULL) {
+        b = xcalloc(1, sizeof(*b));
+        b->key = xstrdup(key);
+        map_put(&m->backoff, b->key, b);
+    }
+    uint64_t delay = BACKOFF_BASE_MS;
+    for (unsigned i = 1; i < b->failures && delay < BACKOFF_MAX_MS; i++)
+        delay *= 2;
+    if (delay > BACKOFF_MAX_MS)
+        delay = BACKOFF_MAX_MS;
+    b->failures++;
+    b->not_before_ms = now_ms() + delay;
+    wq_add_after(m->q, key, delay);
+}
+
 static void forget_key(crc_module *m, const char *key)
 {
+    backoff_drop(m, key);
     accepted_free(map_del(&m->accepted, key));
     if (m->forget)
         m->forget(key);
@@ -183,10 +223,18 @@ static wq_result run(crc_module *m, const char *key, uint64_t first_add_ns)
         forget_key(m, key); /* deleted and created again: a new object */
     if (o->deleting)
         return WQ_RESULT_OK; /* owned objects go with the garbage collector */
+    struct backoff *b = map_get(&m->backoff, key);
+    if (b) {
+        uint64_t now = now_ms();
+        if (now < b->not_before_ms)
+            return WQ_RESULT_AFTER(b->not_before_ms - now);
+    }
     crc_pass p;
     pass_init(&p, m, o, first_add_ns);
     m->sync(&p);
     free(p.invalid);
+    if (b && !p.wrote && !p.failed && !p.pending)
+        backoff_drop(m, key); /* converged */
     if (p.failed)
         return WQ_RESULT_REQUEUE;
     if (p.requeue_ms)
@@ -207,6 +255,7 @@ void crc_setup(crc_module *m, operator *op)
 {
     m->op = op;
     map_init(&m->accepted);
+    map_init(&m->backoff);
     map_init(&m->status_gates.m);
 }
 
@@ -235,6 +284,12 @@ void crc_stop(crc_module *m)
     while (map_next(&m->accepted, &it, &k, &v))
         accepted_free(v);
     map_free(&m->accepted);
+    it = 0;
+    while (map_next(&m->backoff, &it, &k, &v)) {
+        free(((struct backoff *)v)->key);
+        free(v);
+    }
+    map_free(&m->backoff);
     crc_gates_clear(&m->status_gates);
 }
 
@@ -341,7 +396,7 @@ static void written(int err, const char *key, void *data)
                                                              : "DeleteFailed";
         if (cr)
             op_warn(m->op, cr, m->kind, reason, "Failed to %s %s: %s", w->verb, w->what, op_strerror(err));
-        wq_add_rate_limited(m->q, w->owner);
+        crc_write_failed(m, w->owner);
     }
 out:
     free(w->owner);
@@ -395,6 +450,8 @@ int crc_ensure(crc_pass *p, enum op_kind kind, const kube_res *res, cJSON *desir
     if (rc == OBJSYNC_WRITING) {
         crc_note_write(p);
     } else {
+        if (rc == OBJSYNC_PENDING)
+            p->pending = 1;
         write_ctx_free(w);
         if (rc < 0)
             crc_step_failed(p, res->kind, rc, xasprintf("cannot converge %s %s", res->kind, name));
@@ -423,6 +480,8 @@ int crc_delete(crc_pass *p, enum op_kind kind, const kube_res *res, const char *
         crc_note_write(p);
     else
         write_ctx_free(w);
+    if (rc == OBJSYNC_PENDING)
+        p->pending = 1;
     return rc;
 }
 
@@ -494,7 +553,7 @@ static void status_written(int err, const cJSON *obj, const kube_status *st, voi
     crc_gate_end(&m->status_gates, c->t, err, err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
     if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && m->q) {
         log_warn("%s %s: status update failed: %s (%s)", m->kind, c->key, op_strerror(err), st ? st->message : "");
-        wq_add_rate_limited(m->q, c->key);
+        crc_write_failed(m, c->key);
     }
     free(c->key);
     free(c);
@@ -520,6 +579,7 @@ void crc_status(crc_pass *p, cJSON *fields)
 
     if (crc_gate_busy(&m->status_gates, p->o->key, p->o->rv)) {
         cJSON_Delete(diff);
+        p->pending = 1;
         return; /* the cache has not shown our last status write yet */
     }
     struct status_ctx *c = xcalloc(1, sizeof(*c));

@@ -10,6 +10,12 @@
  * Warning events and the remaining steps still run (Slinky's syncsteps);
  * the pass then asks to be retried with backoff.
  *
+ * A write that fails after the pass (the API server refused it) queues the
+ * CR again after a backoff that doubles with every failure (200 ms up to
+ * 5 min); passes that come earlier, for other events, wait for the end of
+ * the backoff instead of sending the refused write again at once. The
+ * backoff is forgotten once a pass finds every object in sync.
+ *
  * Events (reasons as in Slinky): CreateSucceeded (Normal) when an owned
  * object was created, CreateFailed / PatchFailed / DeleteFailed (Warning)
  * when a write failed, SyncFailed (Warning) when a builder could not build
@@ -84,6 +90,7 @@ struct crc_module {
     wq_t *q;
     map_t accepted;         /* key -> struct accepted (last valid CR) */
     crc_gates status_gates; /* status writes per CR key */
+    map_t backoff;          /* key -> struct backoff (failed writes) */
 };
 
 struct crc_pass {
@@ -94,6 +101,7 @@ struct crc_pass {
     uint64_t first_add_ns;
     int wrote;            /* a write was submitted (event-to-action measured once) */
     int failed;           /* a step failed: retry with backoff */
+    int pending;          /* an object still waits for an earlier write */
     uint32_t requeue_ms;  /* smallest requested delay, 0 = none */
     char *invalid;        /* validation errors ("; "-joined), NULL when valid */
     clc_env env;          /* looks up the CR's namespace in the caches */
@@ -115,6 +123,11 @@ void crc_enqueue_owner(crc_module *m, const sobj *o);
 /** A store handler that does crc_enqueue_owner for the old and the new
  *  object; data is the crc_module. */
 void crc_on_owned(store *s, const sobj *old_obj, const sobj *new_obj, void *data);
+
+/** A write for the CR key failed after its pass: queue it again after the
+ *  next backoff step and hold earlier passes back until then (no-op when
+ *  stopped). */
+void crc_write_failed(crc_module *m, const char *key);
 
 /** The clc_env lookup backed by the caches ("Secret", "ConfigMap",
  *  "PersistentVolumeClaim", "Controller", "Accounting" in the CR's

@@ -262,7 +262,7 @@ static void sm_done(struct sm_ctx *c, int err)
             op_warn(M.op, cr, CTLB_KIND, reason, "Failed to %s ServiceMonitor %s: %s", c->verb, c->name,
                     op_strerror(err));
         if (M.q)
-            wq_add_rate_limited(M.q, c->key);
+            crc_write_failed(&M, c->key);
     } else {
         if (st)
             st->checked_ms = now_ms();
@@ -402,7 +402,7 @@ static void label_patched(int err, const cJSON *obj, const kube_status *st, void
     crc_gate_end(&S.labels, c->t, err, err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
     if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && M.q) {
         log_warn("controller %s: labelling a slurmctld pod failed: %s", c->owner, op_strerror(err));
-        wq_add_rate_limited(M.q, c->owner);
+        crc_write_failed(&M, c->owner);
     }
     free(c->owner);
     free(c);

@@ -171,6 +171,24 @@ static int is_pending(const kube_res *res, const char *ns, const char *name, con
     return map_get(&in_flight, key) != NULL || await_pending(key, cur);
 }
 
+/* The smallest merge patch that makes want a subset of have: objects are
+ * descended into, anything else (scalars, arrays, type changes) is sent
+ * whole. NULL when want is already a subset. */
+static cJSON *subset_diff(const cJSON *want, const cJSON *have)
+{
+    if (json_subset(want, have))
+        return NULL;
+    if (!cJSON_IsObject(want) || !cJSON_IsObject(have))
+        return cJSON_Duplicate(want, 1);
+    cJSON *out = cJSON_CreateObject();
+    for (const cJSON *w = want->child; w; w = w->next) {
+        cJSON *d = subset_diff(w, json_child(have, w->string));
+        if (d)
+            cJSON_AddItemToObject(out, w->string, d);
+    }
+    return out;
+}
+
 cJSON *objsync_diff(const cJSON *desired, const cJSON *live)
 {
     cJSON *patch = cJSON_CreateObject();
@@ -178,9 +196,9 @@ cJSON *objsync_diff(const cJSON *desired, const cJSON *live)
     const cJSON *lmeta = json_child(live, "metadata");
     static const char *const maps[] = {"labels", "annotations"};
     for (size_t i = 0; i < 2; i++) {
-        const cJSON *want = json_child(dmeta, maps[i]);
-        if (want && !json_subset(want, json_child(lmeta, maps[i])))
-            json_set(json_obj_ensure(patch, "metadata"), maps[i], cJSON_Duplicate(want, 1));
+        cJSON *d = subset_diff(json_child(dmeta, maps[i]), json_child(lmeta, maps[i]));
+        if (d)
+            json_set(json_obj_ensure(patch, "metadata"), maps[i], d);
     }
     const cJSON *refs = json_child(dmeta, "ownerReferences");
     if (refs && !json_subset(refs, json_child(lmeta, "ownerReferences")))
@@ -189,8 +207,9 @@ cJSON *objsync_diff(const cJSON *desired, const cJSON *live)
         if (!strcmp(f->string, "metadata") || !strcmp(f->string, "apiVersion") || !strcmp(f->string, "kind") ||
             !strcmp(f->string, "status"))
             continue;
-        if (!json_subset(f, json_child(live, f->string)))
-            json_set(patch, f->string, cJSON_Duplicate(f, 1));
+        cJSON *d = subset_diff(f, json_child(live, f->string));
+        if (d)
+            json_set(patch, f->string, d);
     }
     if (patch->child == NULL) {
         cJSON_Delete(patch);

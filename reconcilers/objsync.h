@@ -7,9 +7,10 @@
  * our value, and everything else on the live object (server defaults such
  * as a Service's clusterIP, labels others added) is left alone. Missing
  * object: create it (AlreadyExists is fine: the cache is behind). Differing
- * fields: one JSON merge patch carrying exactly the top-level fields that
- * differ, with our labels/annotations merged in and ownerReferences
- * replaced as a whole. An object already in sync costs no request.
+ * fields: one JSON merge patch carrying only what differs: objects are
+ * descended into, and a differing scalar or array is sent whole (merge
+ * patches replace arrays); ownerReferences are replaced as a whole. An
+ * object already in sync costs no request.
  * Immutable ConfigMaps and Secrets are never patched (Slinky's rule).
  *
  * One write per object is in flight at a time: while it is, further calls
@@ -48,11 +49,11 @@ int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const c
 int objsync_delete(operator *op, enum op_kind kind, const kube_res *res, const char *ns, const char *name,
                    objsync_cb cb, void *data);
 
-/** The merge patch objsync_ensure would send to turn live into desired
- *  (labels and annotations merged, ownerReferences replaced, every other
- *  top-level field but apiVersion, kind and status replaced when it is not
- *  a subset of live's), or NULL when live is in sync. For objects that have
- *  no cache (fetched with a GET). New object, owned by the caller. */
+/** The merge patch objsync_ensure would send to make desired a subset of
+ *  live (every field but apiVersion, kind, status and metadata other than
+ *  labels, annotations and ownerReferences), or NULL when live is in sync.
+ *  For objects that have no cache (fetched with a GET). New object, owned by
+ *  the caller. */
 cJSON *objsync_diff(const cJSON *desired, const cJSON *live);
 
 /** True when every field of want is in have with the same value (objects:

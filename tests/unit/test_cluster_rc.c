@@ -339,6 +339,29 @@ static void test_objsync_diff(void **state)
     cJSON_Delete(p);
     cJSON_Delete(want);
     cJSON_Delete(live);
+
+    /* Deep objects: only the differing leaf travels; arrays go whole. */
+    live = JQ("{'kind':'StatefulSet','metadata':{'name':'s'},'spec':{'replicas':1,'template':{'metadata':"
+              "{'annotations':{'h':'1','k':'2'}},'spec':{'containers':[{'name':'a','image':'x',"
+              "'imagePullPolicy':'Always'}]}}}}");
+    want = JQ("{'kind':'StatefulSet','metadata':{'name':'s'},'spec':{'replicas':1,'template':{'metadata':"
+              "{'annotations':{'h':'9','k':'2'}},'spec':{'containers':[{'name':'a','image':'x'}]}}}}");
+    p = objsync_diff(want, live);
+    s = json_dump(p);
+    assert_string_equal(s, "{\"spec\":{\"template\":{\"metadata\":{\"annotations\":{\"h\":\"9\"}}}}}");
+    free(s);
+    cJSON_Delete(p);
+    cJSON_Delete(want);
+    want = JQ("{'kind':'StatefulSet','metadata':{'name':'s'},'spec':{'template':{'spec':{'containers':"
+              "[{'name':'a','image':'y'}]}}}}");
+    p = objsync_diff(want, live);
+    s = json_dump(p);
+    assert_string_equal(s, "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"a\","
+                           "\"image\":\"y\"}]}}}}");
+    free(s);
+    cJSON_Delete(p);
+    cJSON_Delete(want);
+    cJSON_Delete(live);
 }
 
 int main(void)
