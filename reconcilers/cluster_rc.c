@@ -373,8 +373,8 @@ void crc_step_failed(crc_pass *p, const char *step, int rc, char *why)
 
 struct write_ctx {
     crc_module *m;
-    char *owner;     /* CR key */
-    char *what;      /* "ConfigMap c1-config" */
+    char *owner;      /* CR key */
+    char *what;       /* "ConfigMap c1-config" */
     const char *verb; /* "create", "patch", "delete" */
 };
 
@@ -391,7 +391,7 @@ static void written(int err, const char *key, void *data)
         if (cr && strcmp(w->verb, "create") == 0)
             op_event(m->op, cr, m->kind, "CreateSucceeded", "Create", "Created %s", w->what);
     } else {
-        const char *reason = strcmp(w->verb, "create") == 0   ? "CreateFailed"
+        const char *reason = strcmp(w->verb, "create") == 0  ? "CreateFailed"
                              : strcmp(w->verb, "patch") == 0 ? "PatchFailed"
                                                              : "DeleteFailed";
         if (cr)
@@ -515,7 +515,8 @@ cJSON *crc_conditions_set(const cJSON *conditions, const char *type, const char 
     json_set_str(c, "status", status);
     json_set_int(c, "observedGeneration", generation);
     const char *ltt = now;
-    if (prev && strcmp(json_get_str_or(prev, "status", ""), status) == 0 && json_get_str(prev, "lastTransitionTime"))
+    if (prev && strcmp(json_get_str_or(prev, "status", ""), status) == 0 &&
+        json_get_str(prev, "lastTransitionTime"))
         ltt = json_get_str(prev, "lastTransitionTime");
     json_set_str(c, "lastTransitionTime", ltt);
     json_set_str(c, "reason", reason ? reason : "");
@@ -550,9 +551,11 @@ static void status_written(int err, const cJSON *obj, const kube_status *st, voi
 {
     struct status_ctx *c = data;
     crc_module *m = c->m;
-    crc_gate_end(&m->status_gates, c->t, err, err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
+    crc_gate_end(&m->status_gates, c->t, err,
+                 err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
     if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && m->q) {
-        log_warn("%s %s: status update failed: %s (%s)", m->kind, c->key, op_strerror(err), st ? st->message : "");
+        log_warn("%s %s: status update failed: %s (%s)", m->kind, c->key, op_strerror(err),
+                 st ? st->message : "");
         crc_write_failed(m, c->key);
     }
     free(c->key);
@@ -566,8 +569,9 @@ void crc_status(crc_pass *p, cJSON *fields)
     const cJSON *status = json_child(p->cr, "status");
     char now[32];
     crc_now_rfc3339(now);
-    cJSON *conds = crc_conditions_set(json_child(status, "conditions"), CRC_COND_VALID, p->invalid ? "False" : NULL,
-                                      "ValidationFailed", p->invalid, p->o->generation, now);
+    cJSON *conds =
+        crc_conditions_set(json_child(status, "conditions"), CRC_COND_VALID, p->invalid ? "False" : NULL,
+                           "ValidationFailed", p->invalid, p->o->generation, now);
     if (cJSON_GetArraySize(conds) > 0)
         json_set(want, "conditions", conds);
     else

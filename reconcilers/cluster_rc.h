@@ -96,15 +96,15 @@ struct crc_module {
 struct crc_pass {
     crc_module *m;
     operator *op;
-    const sobj *o;        /* the CR in the cache (valid during the pass) */
-    const cJSON *cr;      /* its JSON */
+    const sobj *o;   /* the CR in the cache (valid during the pass) */
+    const cJSON *cr; /* its JSON */
     uint64_t first_add_ns;
-    int wrote;            /* a write was submitted (event-to-action measured once) */
-    int failed;           /* a step failed: retry with backoff */
-    int pending;          /* an object still waits for an earlier write */
-    uint32_t requeue_ms;  /* smallest requested delay, 0 = none */
-    char *invalid;        /* validation errors ("; "-joined), NULL when valid */
-    clc_env env;          /* looks up the CR's namespace in the caches */
+    int wrote;           /* a write was submitted (event-to-action measured once) */
+    int failed;          /* a step failed: retry with backoff */
+    int pending;         /* an object still waits for an earlier write */
+    uint32_t requeue_ms; /* smallest requested delay, 0 = none */
+    char *invalid;       /* validation errors ("; "-joined), NULL when valid */
+    clc_env env;         /* looks up the CR's namespace in the caches */
 };
 
 /** Set up a module: remember op (call from the reconciler's setup()). */

@@ -108,9 +108,8 @@ int cw_nodeset_affects(const cJSON *old_ns, const cJSON *new_ns, const char *out
 
 int cw_accounting_uses_secret(const cJSON *accounting, const char *secret)
 {
-    return valid(accounting, secret) &&
-           (uses_key_secrets(accounting, secret) ||
-            named(accounting, "spec.storageConfig.passwordKeyRef.name", secret));
+    return valid(accounting, secret) && (uses_key_secrets(accounting, secret) ||
+                                         named(accounting, "spec.storageConfig.passwordKeyRef.name", secret));
 }
 
 int cw_accounting_uses_configmap(const cJSON *accounting, const char *configmap)

@@ -38,10 +38,10 @@ enum crd_state { CRD_UNKNOWN = 0, CRD_PRESENT, CRD_ABSENT };
 /* What we last did about one Controller's ServiceMonitor. */
 struct sm_state {
     char *key;
-    int busy;             /* a GET/create/patch/delete chain is running */
-    int want;             /* 1: present with `hash`, 0: absent */
-    char hash[65];        /* SHA-256 of the desired object's JSON */
-    uint64_t checked_ms;  /* when that was last confirmed */
+    int busy;            /* a GET/create/patch/delete chain is running */
+    int want;            /* 1: present with `hash`, 0: absent */
+    char hash[65];       /* SHA-256 of the desired object's JSON */
+    uint64_t checked_ms; /* when that was last confirmed */
 };
 
 static struct {
@@ -50,9 +50,9 @@ static struct {
     enum crd_state crd;
     int crd_checking;
     uint64_t crd_checked_ms;
-    map_t sm;          /* key -> struct sm_state */
-    crc_gates labels;  /* pod key -> active-label patch */
-    unsigned epoch;    /* bumped at stop: completions of an older epoch only clean up */
+    map_t sm;         /* key -> struct sm_state */
+    crc_gates labels; /* pod key -> active-label patch */
+    unsigned epoch;   /* bumped at stop: completions of an older epoch only clean up */
 } S;
 
 void controller_enqueue(const char *key)
@@ -224,9 +224,9 @@ static enum crd_state crd_state(void)
 
 struct sm_ctx {
     unsigned epoch;
-    char *key;     /* Controller key */
+    char *key; /* Controller key */
     char *ns, *name;
-    char *uid;     /* the Controller's uid (ours to delete) */
+    char *uid;      /* the Controller's uid (ours to delete) */
     cJSON *desired; /* NULL: want it gone */
     const char *verb;
 };
@@ -269,7 +269,8 @@ static void sm_done(struct sm_ctx *c, int err)
         if (strcmp(c->verb, "create") == 0) {
             const sobj *cr = store_get_key(op_store(M.op, OPK_CONTROLLERS), c->key);
             if (cr)
-                op_event(M.op, cr, CTLB_KIND, "CreateSucceeded", "Create", "Created ServiceMonitor %s", c->name);
+                op_event(M.op, cr, CTLB_KIND, "CreateSucceeded", "Create", "Created ServiceMonitor %s",
+                         c->name);
         }
     }
     sm_ctx_free(c);
@@ -316,8 +317,8 @@ static void sm_got(int err, const cJSON *obj, const kube_status *st, void *data)
         }
     } else if (err == 0 && owned_by(obj, c->uid)) {
         c->verb = "delete";
-        kube_delete_opts o = {.uid = json_get_str(obj, "metadata.uid"), .grace_seconds = -1,
-                              .propagation = "Background"};
+        kube_delete_opts o = {
+            .uid = json_get_str(obj, "metadata.uid"), .grace_seconds = -1, .propagation = "Background"};
         kube_delete(kc, &KUBE_SERVICEMONITORS, c->ns, c->name, &o, sm_written, c);
         return;
     }
@@ -492,8 +493,8 @@ static void sync_statefulset(crc_pass *p, int rc, char *why, cJSON *sts)
     const char *have = cur ? json_get_str(cur->json, "spec.serviceName") : NULL;
     const char *want = json_get_str(sts, "spec.serviceName");
     if (cur && have && want && strcmp(have, want) != 0) {
-        log_info("controller %s: StatefulSet %s has serviceName %s, want %s: replacing it", p->o->key, name, have,
-                 want);
+        log_info("controller %s: StatefulSet %s has serviceName %s, want %s: replacing it", p->o->key, name,
+                 have, want);
         crc_delete(p, OPK_STATEFULSETS, &KUBE_STATEFULSETS, name);
         cJSON_Delete(sts);
         return;

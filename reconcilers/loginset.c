@@ -27,12 +27,12 @@ static crc_module M = {
 
 /* One host key generation for one LoginSet. */
 struct keygen {
-    uv_work_t req;      /* embedded; the job lives until after_work */
-    char *key;          /* LoginSet key */
-    char uid[40];       /* the LoginSet incarnation the keys are for */
+    uv_work_t req; /* embedded; the job lives until after_work */
+    char *key;     /* LoginSet key */
+    char uid[40];  /* the LoginSet incarnation the keys are for */
     int running;
-    int detached;       /* forgotten while running: after_work frees it */
-    int rc;             /* result of sshk_generate_host_keys */
+    int detached; /* forgotten while running: after_work frees it */
+    int rc;       /* result of sshk_generate_host_keys */
     sshk_host_keys keys;
 };
 
@@ -175,7 +175,8 @@ static const cJSON *host_keys(crc_pass *p, cJSON **built)
             j->running = 0;
             map_del(&S.jobs, j->key);
             keygen_free(j);
-            crc_step_failed(p, "SSH host keys", rc, xasprintf("cannot start key generation: %s", op_strerror(rc)));
+            crc_step_failed(p, "SSH host keys", rc,
+                            xasprintf("cannot start key generation: %s", op_strerror(rc)));
             return NULL;
         }
         log_info("loginset %s: generating SSH host keys", p->o->key);
@@ -184,7 +185,8 @@ static const cJSON *host_keys(crc_pass *p, cJSON **built)
     if (j->running)
         return NULL;
     if (j->rc) {
-        crc_step_failed(p, "SSH host keys", j->rc, xasprintf("key generation failed: %s", op_strerror(j->rc)));
+        crc_step_failed(p, "SSH host keys", j->rc,
+                        xasprintf("key generation failed: %s", op_strerror(j->rc)));
         forget(p->o->key);
         return NULL;
     }

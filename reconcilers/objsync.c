@@ -147,8 +147,8 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
     free(w);
 }
 
-static struct write *begin(const kube_res *res, const char *ns, const char *name, const sobj *cur, objsync_cb cb,
-                           void *data)
+static struct write *begin(const kube_res *res, const char *ns, const char *name, const sobj *cur,
+                           objsync_cb cb, void *data)
 {
     char *key = xasprintf("%s/%s/%s", res->plural, ns ? ns : "", name);
     if (map_get(&in_flight, key)) {
@@ -204,8 +204,8 @@ cJSON *objsync_diff(const cJSON *desired, const cJSON *live)
     if (refs && !json_subset(refs, json_child(lmeta, "ownerReferences")))
         json_set(json_obj_ensure(patch, "metadata"), "ownerReferences", cJSON_Duplicate(refs, 1));
     for (const cJSON *f = desired ? desired->child : NULL; f; f = f->next) {
-        if (!strcmp(f->string, "metadata") || !strcmp(f->string, "apiVersion") || !strcmp(f->string, "kind") ||
-            !strcmp(f->string, "status"))
+        if (!strcmp(f->string, "metadata") || !strcmp(f->string, "apiVersion") ||
+            !strcmp(f->string, "kind") || !strcmp(f->string, "status"))
             continue;
         cJSON *d = subset_diff(f, json_child(live, f->string));
         if (d)

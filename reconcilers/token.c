@@ -167,7 +167,8 @@ static void reconcile(crc_pass *p)
         int64_t life = s.lifetime_ms / 1000;
         jwt = jwt_mint(key, klen, s.username, now_ms / 1000, life > 0 ? life : 1);
         if (jwt == NULL)
-            crc_step_failed(p, "Secret", OP_EINVAL, xasprintf("cannot mint a JWT for user \"%s\"", s.username));
+            crc_step_failed(p, "Secret", OP_EINVAL,
+                            xasprintf("cannot mint a JWT for user \"%s\"", s.username));
         else
             log_info("token %s: minting a JWT for %s (%s)", p->o->key, s.username, why);
         if (s.refresh) {

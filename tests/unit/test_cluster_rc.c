@@ -10,17 +10,19 @@
 #include "reconcilers/cluster_watch.h"
 #include "reconcilers/objsync.h"
 
-#define CTL_META "'apiVersion':'slinky.slurm.net/v1beta1','kind':'Controller','metadata':{'name':'c1','namespace':'ns'}"
+#define CTL_META                                                                                             \
+    "'apiVersion':'slinky.slurm.net/v1beta1','kind':'Controller','metadata':{'name':'c1','namespace':'ns'}"
 
 static void test_controller_uses(void **state)
 {
-    cJSON *c = JQ("{" CTL_META ",'spec':{'slurmKeyRef':{'name':'sk','key':'slurm.key'},"
-                  "'jwtKeyRef':{'name':'jk','key':'jwt.key'},'jwtHs256KeyRef':{'name':'old','key':'k'},"
-                  "'jwksKeyRef':{'name':'jwks','key':'jwks.json'},'accountingRef':{'name':'acct'},"
-                  "'configFileRefs':[{'name':'files1'},{'name':'files2'}],'prologScriptRefs':[{'name':'pro'}],"
-                  "'epilogScriptRefs':[{'name':'epi'}],'prologSlurmctldScriptRefs':[{'name':'pros'}],"
-                  "'epilogSlurmctldScriptRefs':[{'name':'epis'}],"
-                  "'persistence':{'enabled':true,'existingClaim':'claim'}}}");
+    cJSON *c =
+        JQ("{" CTL_META ",'spec':{'slurmKeyRef':{'name':'sk','key':'slurm.key'},"
+           "'jwtKeyRef':{'name':'jk','key':'jwt.key'},'jwtHs256KeyRef':{'name':'old','key':'k'},"
+           "'jwksKeyRef':{'name':'jwks','key':'jwks.json'},'accountingRef':{'name':'acct'},"
+           "'configFileRefs':[{'name':'files1'},{'name':'files2'}],'prologScriptRefs':[{'name':'pro'}],"
+           "'epilogScriptRefs':[{'name':'epi'}],'prologSlurmctldScriptRefs':[{'name':'pros'}],"
+           "'epilogSlurmctldScriptRefs':[{'name':'epis'}],"
+           "'persistence':{'enabled':true,'existingClaim':'claim'}}}");
     assert_true(cw_controller_uses_secret(c, "sk"));
     assert_true(cw_controller_uses_secret(c, "jk"));
     assert_true(cw_controller_uses_secret(c, "old"));
@@ -323,9 +325,10 @@ static void test_gates(void **state)
 
 static void test_objsync_diff(void **state)
 {
-    cJSON *live = JQ("{'apiVersion':'v1','kind':'ConfigMap','metadata':{'name':'c','namespace':'ns',"
-                     "'resourceVersion':'5','labels':{'a':'1','theirs':'x'},'ownerReferences':[{'uid':'u1'}]},"
-                     "'data':{'k':'v'}}");
+    cJSON *live =
+        JQ("{'apiVersion':'v1','kind':'ConfigMap','metadata':{'name':'c','namespace':'ns',"
+           "'resourceVersion':'5','labels':{'a':'1','theirs':'x'},'ownerReferences':[{'uid':'u1'}]},"
+           "'data':{'k':'v'}}");
     cJSON *want = JQ("{'apiVersion':'v1','kind':'ConfigMap','metadata':{'name':'c','namespace':'ns',"
                      "'labels':{'a':'1'},'ownerReferences':[{'uid':'u1'}]},'data':{'k':'v'}}");
     assert_null(objsync_diff(want, live));
