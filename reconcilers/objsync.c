@@ -189,6 +189,15 @@ static cJSON *subset_diff(const cJSON *want, const cJSON *have)
     return out;
 }
 
+/* ConfigMap and Secret data are ours as a whole: keys we no longer
+ * generate are removed (Slinky replaces the data map too). */
+static int owns_whole(const cJSON *desired, const char *field)
+{
+    const char *kind = json_get_str_or(desired, "kind", "");
+    return (strcmp(kind, "ConfigMap") == 0 || strcmp(kind, "Secret") == 0) &&
+           (strcmp(field, "data") == 0 || strcmp(field, "binaryData") == 0);
+}
+
 cJSON *objsync_diff(const cJSON *desired, const cJSON *live)
 {
     cJSON *patch = cJSON_CreateObject();
@@ -207,7 +216,16 @@ cJSON *objsync_diff(const cJSON *desired, const cJSON *live)
         if (!strcmp(f->string, "metadata") || !strcmp(f->string, "apiVersion") ||
             !strcmp(f->string, "kind") || !strcmp(f->string, "status"))
             continue;
-        cJSON *d = subset_diff(f, json_child(live, f->string));
+        cJSON *d;
+        if (owns_whole(desired, f->string)) {
+            /* A generated file that is gone must go from the object too. */
+            const cJSON *l = json_child(live, f->string);
+            cJSON *empty = l ? NULL : cJSON_CreateObject();
+            d = json_merge_diff(l ? l : empty, f);
+            cJSON_Delete(empty);
+        } else {
+            d = subset_diff(f, json_child(live, f->string));
+        }
         if (d)
             json_set(patch, f->string, d);
     }

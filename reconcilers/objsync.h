@@ -9,8 +9,9 @@
  * object: create it (AlreadyExists is fine: the cache is behind). Differing
  * fields: one JSON merge patch carrying only what differs: objects are
  * descended into, and a differing scalar or array is sent whole (merge
- * patches replace arrays); ownerReferences are replaced as a whole. An
- * object already in sync costs no request.
+ * patches replace arrays); ownerReferences are replaced as a whole, and so
+ * is the data of ConfigMaps and Secrets (a key we no longer generate is
+ * removed). An object already in sync costs no request.
  * Immutable ConfigMaps and Secrets are never patched (Slinky's rule).
  *
  * One write per object is in flight at a time: while it is, further calls

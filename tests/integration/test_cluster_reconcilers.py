@@ -539,6 +539,38 @@ def run(ks, api, op):
     changed = sorted(k for k in before if before[k]["metadata"]["resourceVersion"] != after[k]["metadata"]["resourceVersion"])
     check(changed == ["sec-tok", "sts-acct", "sts-ctl"], "key rotation touched %r" % changed)
 
+    # ---- watches: a config file ConfigMap and NodeSets regenerate slurm.conf ---------------
+    api.patch(CORE + "/configmaps/c1-files", {"data": {"cgroup.conf": "CgroupPlugin=autodetect\n"}})
+    wait_for("cgroup.conf supplied by a config file", lambda: "cgroup.conf" not in
+             api.get(CORE + "/configmaps/c1-config")["data"])
+    api.create(GROUP + "/nodesets", cr("NodeSet", "mem", {"controllerRef": {"name": "c1"}, "replicas": 0,
+                                                          "partition": {"enabled": True, "config": "MaxTime=60"},
+                                                          "slurmd": {"image": "slurmd"}, "logfile": {"image": SIDECAR}}))
+    wait_for("NodeSet mem in slurm.conf", lambda: "PartitionName=mem Nodes=mem MaxTime=60" in
+             api.get(CORE + "/configmaps/c1-config")["data"]["slurm.conf"].split("\n"))
+    api.patch(GROUP + "/nodesets/mem", {"spec": {"partition": {"config": "MaxTime=120"}}})
+    wait_for("partition change in slurm.conf", lambda: "PartitionName=mem Nodes=mem MaxTime=120" in
+             api.get(CORE + "/configmaps/c1-config")["data"]["slurm.conf"].split("\n"))
+    api.delete(GROUP + "/nodesets/mem")
+    wait_for("NodeSet mem gone from slurm.conf", lambda: "NodeSet=mem" not in
+             api.get(CORE + "/configmaps/c1-config")["data"]["slurm.conf"])
+    cm = api.get(CORE + "/configmaps/c1-config")
+    check(api.get(APPS + "/statefulsets/c1-controller")["spec"]["template"]["metadata"]["annotations"]
+          ["slinky.slurm.net/slurm-config-hash"] == map_hash(cm["data"], False), "config hash after the watches")
+
+    # ---- external Controller: the ConfigMap only -------------------------------------------
+    ext = api.create(GROUP + "/controllers", cr("Controller", "ext", {
+        "external": True, "externalConfig": {"host": "slurmctld.example.org", "port": 6817},
+        "accountingRef": {"name": "acct"}}))
+    cm = wait_for("ext-config", lambda: api.get(CORE + "/configmaps/ext-config"))
+    check(owner_ok(cm, "Controller", ext), "external config owner")
+    check("SlurmctldHost=slurmctld.example.org" in cm["data"]["slurm.conf"].split("\n"),
+          "external slurm.conf %r" % cm["data"]["slurm.conf"])
+    time.sleep(1)
+    check(all(api.get(p) is None for p in (CORE + "/services/ext-controller", CORE + "/services/ext-controller-internal",
+                                           APPS + "/statefulsets/ext-controller")),
+          "an external Controller gets no Services or StatefulSet")
+
     # ---- validation: an invalid Controller gets a condition and nothing else ---------------
     ks.admin("POST", "/kubesim/counters/reset")
     bad = api.create(GROUP + "/controllers", cr("Controller", "bad", {
@@ -579,6 +611,29 @@ def run(ks, api, op):
              api.get(CORE + "/configmaps/c1-config")["data"]["slurm.conf"])
     api.patch(GROUP + "/controllers/c1", {"spec": {"metrics": {"serviceMonitor": {"enabled": False}}}})
     wait_for("ServiceMonitor deleted", lambda: api.get(sm_path) is None)
+
+    # ---- a short-lived Token keeps being refreshed ----------------------------------------------
+    api.create(GROUP + "/tokens", cr("Token", "short", {"username": "alice", "lifetime": "3s",
+                                                       "jwtKeyRef": {"name": "slurm-auth-jwt", "key": "jwt.key"}}))
+    seen = []
+
+    def next_token():
+        s = api.get(CORE + "/secrets/short-jwt-alice")
+        if s is None:
+            return None
+        t = unb64(s["data"]["SLURM_JWT"]).decode()
+        if t not in seen:
+            seen.append(t)
+        return len(seen) >= 3
+    wait_for("three successive tokens", next_token, timeout=30)
+    for t in seen:
+        _, c, _, _ = jwt_parts(t)
+        check(jwt_verifies(t, JWT_KEY2) and c["sun"] == "alice" and c["exp"] - c["iat"] == 3, "short token %r" % c)
+
+    # ---- host keys were generated once ----------------------------------------------------------
+    text = op.text()
+    check(text.count("loginset slurm/login: generating SSH host keys") == 1,
+          "host keys generated %d times" % text.count("loginset slurm/login: generating SSH host keys"))
 
 
 if __name__ == "__main__":

@@ -343,6 +343,30 @@ static void test_objsync_diff(void **state)
     cJSON_Delete(want);
     cJSON_Delete(live);
 
+    /* ConfigMap data is ours as a whole: a file we stopped generating goes. */
+    live = JQ("{'kind':'ConfigMap','metadata':{'name':'c'},'data':{'slurm.conf':'a','cgroup.conf':'b'}}");
+    want = JQ("{'kind':'ConfigMap','metadata':{'name':'c'},'data':{'slurm.conf':'a'}}");
+    p = objsync_diff(want, live);
+    s = json_dump(p);
+    assert_string_equal(s, "{\"data\":{\"cgroup.conf\":null}}");
+    free(s);
+    cJSON_Delete(p);
+    cJSON_Delete(want);
+    want = JQ("{'kind':'ConfigMap','metadata':{'name':'c'},'data':{'slurm.conf':'a','cgroup.conf':'b'}}");
+    assert_null(objsync_diff(want, live));
+    cJSON_Delete(want);
+    cJSON_Delete(live);
+    /* ... from nothing, too. */
+    live = JQ("{'kind':'Secret','metadata':{'name':'c'}}");
+    want = JQ("{'kind':'Secret','metadata':{'name':'c'},'data':{'k':'dg=='}}");
+    p = objsync_diff(want, live);
+    s = json_dump(p);
+    assert_string_equal(s, "{\"data\":{\"k\":\"dg==\"}}");
+    free(s);
+    cJSON_Delete(p);
+    cJSON_Delete(want);
+    cJSON_Delete(live);
+
     /* Deep objects: only the differing leaf travels; arrays go whole. */
     live = JQ("{'kind':'StatefulSet','metadata':{'name':'s'},'spec':{'replicas':1,'template':{'metadata':"
               "{'annotations':{'h':'1','k':'2'}},'spec':{'containers':[{'name':'a','image':'x',"
