@@ -635,6 +635,14 @@ def run(ks, api, op):
     check(text.count("loginset slurm/login: generating SSH host keys") == 1,
           "host keys generated %d times" % text.count("loginset slurm/login: generating SSH host keys"))
 
+    # ---- stopping while keys are being generated --------------------------------------------------
+    # The job on the threadpool outlives the reconciler; slurmop must still
+    # exit cleanly (checked by the caller: exit status, sanitizers).
+    api.create(GROUP + "/loginsets", cr("LoginSet", "late", {"controllerRef": {"name": "c1"},
+                                                             "sssdConfRef": {"name": "login-sssd", "key": "sssd.conf"},
+                                                             "login": {"image": "login"}, "initconf": {"image": SIDECAR}}))
+    wait_for("key generation for late", lambda: "loginset slurm/late: generating SSH host keys" in op.text())
+
 
 if __name__ == "__main__":
     sys.exit(main())
