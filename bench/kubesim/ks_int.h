@@ -454,7 +454,7 @@ void kubelet_free(ks *k);
 /** Create cfg->nodes Nodes (names that already exist are kept). */
 void kubelet_create_nodes(ks *k, int first, int count);
 /** A pod or node changed (new_ver NULL when removed; o may then be freed after return). */
-void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver);
+void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver, const cJSON *newobj);
 void kubelet_on_node(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver);
 void kubelet_obj_gone(ks *k, ks_obj *o);
 /** Admin: fail (or finish) pods. */

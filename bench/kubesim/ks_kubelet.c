@@ -74,6 +74,17 @@ struct ks_kubelet {
     unsigned ip_next;
     int node_seq;
     ks_res *pods_res, *nodes_res;
+    /* Equivalence cache: pods with the same placement constraints that
+     * found no node fail again at once until the cluster changes (a node
+     * changed, a pod released its node). */
+    unsigned long long gen;
+    map_t fails; /* constraint key -> struct fail */
+};
+
+struct fail {
+    unsigned long long gen;
+    char *reason;
+    char key[];
 };
 
 #define KL(k) ((k)->kl)
@@ -274,21 +285,37 @@ static void retry_cb(uv_timer_t *t)
     sched_kick(k, 0);
 }
 
+static void fails_clear(struct ks_kubelet *kl)
+{
+    size_t it = 0;
+    const char *key;
+    void *val;
+    while (map_next(&kl->fails, &it, &key, &val)) {
+        struct fail *f = val;
+        free(f->reason);
+        free(f);
+    }
+    map_free(&kl->fails);
+    map_init(&kl->fails);
+}
+
 /* Something changed that may let unschedulable pods fit. */
 static void cluster_changed(ks *k)
 {
     struct ks_kubelet *kl = KL(k);
+    if (kl == NULL)
+        return;
+    kl->gen++;
     if (list_empty(&kl->unsched) || k->closing || uv_is_active((uv_handle_t *)&kl->retry_timer))
         return;
     uv_timer_start(&kl->retry_timer, retry_cb, k->cfg.schedule_retry_ms, 0);
 }
 
-void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver)
+void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver, const cJSON *obj)
 {
     struct ks_kubelet *kl = KL(k);
     if (new_ver == NULL || kl == NULL)
         return; /* removal: kubelet_obj_gone */
-    cJSON *obj = ver_parse(new_ver);
     const cJSON *spec = json_child(obj, "spec");
     ks_pod *p = o->pod;
     if (p == NULL) {
@@ -320,7 +347,7 @@ void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_v
     p->labels = cJSON_Duplicate(json_get(obj, "metadata.labels"), 1);
     const char *node = json_get_str(spec, "nodeName");
     int deleting = json_get_str(obj, "metadata.deletionTimestamp") != NULL;
-    if (node && *node) {
+    if (node && *node && p->state != P_DONE) {
         if (list_is_linked(&p->sched_link))
             list_remove(&p->sched_link);
         if (p->node == NULL || strcmp(ver_name(p->node->obj->cur), node) != 0)
@@ -343,7 +370,6 @@ void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_v
             schedule_action(k, o, A_SYNC, 0);
         cJSON_Delete(old);
     }
-    cJSON_Delete(obj);
 }
 
 static void pod_free(ks *k, ks_pod *p)
@@ -469,6 +495,7 @@ static void node_free(ks *k, ks_node *n)
     }
     kl->nodes[n->idx] = kl->nodes[--kl->n_nodes];
     kl->nodes[n->idx]->idx = n->idx;
+    kl->gen++;
     if (kl->rr >= kl->n_nodes)
         kl->rr = 0;
     cJSON_Delete(n->fit);
@@ -529,6 +556,27 @@ static int node_fits(ks_node *n, ks_pod *p, const cJSON *spec, const char *ns, c
     return 1;
 }
 
+/* The placement constraints of a pod as a string (NULL when the pod has
+ * pod anti-affinity, whose outcome depends on where other pods are). */
+static char *constraint_key(const ks_pod *p, const cJSON *spec)
+{
+    if (p->anti)
+        return NULL;
+    buf_t b;
+    buf_init(&b, BUF_UNLIMITED);
+    static const char *const fields[] = {"nodeSelector", "affinity", "tolerations"};
+    int rc = buf_printf(&b, "%d", p->gpus);
+    for (size_t i = 0; i < ARRAY_SIZE(fields) && rc == 0; i++) {
+        const cJSON *v = json_child(spec, fields[i]);
+        rc = buf_putc(&b, '|');
+        if (v && rc == 0)
+            rc = json_dump_buf(v, &b);
+    }
+    if (rc)
+        abort();
+    return buf_detach(&b, NULL);
+}
+
 static void schedule_one(ks *k, ks_pod *p)
 {
     struct ks_kubelet *kl = KL(k);
@@ -540,6 +588,12 @@ static void schedule_one(ks *k, ks_pod *p)
     ks_node *chosen = NULL;
     const char *reason = NULL;
     int reasons = 0;
+    char *ckey = constraint_key(p, spec);
+    struct fail *cached = ckey ? map_get(&kl->fails, ckey) : NULL;
+    if (cached && cached->gen == kl->gen) {
+        reason = cached->reason;
+        goto unschedulable;
+    }
     for (int i = 0; i < kl->n_nodes; i++) {
         ks_node *n = kl->nodes[(kl->rr + i) % kl->n_nodes];
         const char *why = NULL;
@@ -553,15 +607,33 @@ static void schedule_one(ks *k, ks_pod *p)
             reasons++;
         }
     }
-    cJSON *status = json_obj_ensure(obj, "status");
     if (chosen) {
+        free(ckey);
         json_set_str(json_obj_ensure(obj, "spec"), "nodeName", ver_name(chosen->obj->cur));
-        set_cond(status, "PodScheduled", "True", NULL, NULL);
+        set_cond(json_obj_ensure(obj, "status"), "PodScheduled", "True", NULL, NULL);
         ks_ver *v = NULL;
         store_update(k, o, obj, 0, &v, NULL);
         ver_unref(v);
         return;
     }
+    if (ckey) {
+        if (kl->fails.count > 4096)
+            fails_clear(kl);
+        struct fail *f = map_get(&kl->fails, ckey);
+        if (f == NULL) {
+            f = xcalloc(1, sizeof(*f) + strlen(ckey) + 1);
+            strcpy(f->key, ckey);
+            map_put(&kl->fails, f->key, f);
+        }
+        f->gen = kl->gen;
+        free(f->reason);
+        f->reason = reason ? xstrdup(reason) : NULL;
+        reason = f->reason;
+    }
+unschedulable:
+    free(ckey);
+    (void)reasons;
+    cJSON *status = json_obj_ensure(obj, "status");
     list_insert_tail(&kl->unsched, &p->sched_link);
     char msg[256];
     snprintf(msg, sizeof(msg), "0/%d nodes are available: %d %s.", kl->n_nodes, kl->n_nodes,
@@ -841,6 +913,9 @@ int kubelet_set_phase(ks *k, ks_obj *o, const char *phase, const char *reason, i
         o->pod->state = P_DONE;
         if (list_is_linked(&o->pod->sched_link))
             list_remove(&o->pod->sched_link);
+        /* a terminated pod no longer holds node resources */
+        pod_unbind(o->pod);
+        cluster_changed(k);
     }
     ks_ver *v = NULL;
     store_update(k, o, obj, 0, &v, NULL);
@@ -1010,6 +1085,7 @@ int kubelet_init(ks *k)
     uv_timer_init(k->loop, &kl->retry_timer);
     kl->sched_timer.data = kl->act_timer.data = kl->retry_timer.data = k;
     k->pending_closes += 3;
+    map_init(&kl->fails);
     kl->pods_res = res_find(k, "", "pods");
     kl->nodes_res = res_find(k, "", "nodes");
     k->kl = kl;
@@ -1035,6 +1111,8 @@ void kubelet_free(ks *k)
     for (size_t i = 0; i < kl->n; i++)
         free(kl->heap[i].key);
     free(kl->heap);
+    fails_clear(kl);
+    map_free(&kl->fails);
     free(kl->nodes);
     free(kl);
     k->kl = NULL;
