@@ -357,7 +357,9 @@ void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_v
             if (!deleting)
                 schedule_action(k, o, A_START, k->cfg.pod_start_delay_ms);
         }
-    } else if (p->state == P_PENDING && !deleting && !list_is_linked(&p->sched_link)) {
+    } else if (p->state == P_PENDING && !deleting && !list_is_linked(&p->sched_link) &&
+               strcmp(json_get_str_or(spec, "schedulerName", "default-scheduler"), "default-scheduler") == 0) {
+        /* pods for another scheduler wait for someone to bind them */
         list_insert_tail(&kl->pending, &p->sched_link);
         sched_kick(k, 0);
     }

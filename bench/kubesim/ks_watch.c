@@ -32,6 +32,7 @@ struct ks_watch {
     lsel *ls;
     fsel *fs;
     uint64_t covered; /* every change up to this RV has been delivered */
+    uint64_t after;   /* deliver only events after this RV (a watch from a future RV) */
     int bookmarks;
     long long deadline_ms;
     long long next_bm_ms;
@@ -131,7 +132,7 @@ void watch_dispatch(ks *k, ks_res *r, const ks_event *ev)
     list_foreach(n, &r->watches)
     {
         ks_watch *w = list_entry(n, ks_watch, link);
-        if (w->state != W_LIVE)
+        if (w->state != W_LIVE || ev->rv <= w->after)
             continue;
         int restamp;
         int t = classify(w, ev, &restamp);
@@ -371,8 +372,11 @@ ks_watch *watch_new(ks *k, ks_res *r, int view, ks_watch_opts *o)
             append(w, line.data, line.len);
         }
         buf_free(&line);
-        if (o->rv > w->covered)
+        if (o->rv > w->covered) {
+            /* a future RV: nothing up to it is sent */
             w->covered = o->rv;
+            w->after = o->rv;
+        }
     }
 
     long long now = (long long)uv_now(k->loop);

@@ -317,6 +317,100 @@ static void test_discovery(void **state)
     tk_done(&t);
 }
 
+static void test_misc_types(void **state)
+{
+    tk t;
+    ks_config c;
+    ks_config_defaults(&c);
+    c.nodes = 1;
+    const char *taints[] = {"dedicated=slurm:NoSchedule", "spot:PreferNoSchedule"};
+    const char *labels[] = {"pool=gpu"};
+    c.node_taints = taints;
+    c.n_node_taints = 2;
+    c.node_labels = labels;
+    c.n_node_labels = 1;
+    c.pod_start_delay_ms = 1000;
+    c.seed = 9;
+    tk_init_cfg(&t, &c);
+    /* --node-taint / --node-label */
+    tres r = tk_call(&t, "GET", "/api/v1/nodes/node-00001", NULL, NULL);
+    const cJSON *taint = json_get(r.body, "spec.taints")->child;
+    assert_string_equal(json_get_str(taint, "key"), "dedicated");
+    assert_string_equal(json_get_str(taint, "value"), "slurm");
+    assert_string_equal(json_get_str(taint, "effect"), "NoSchedule");
+    assert_string_equal(json_get_str(taint->next, "key"), "spot");
+    assert_null(json_child(taint->next, "value"));
+    assert_string_equal(json_child(json_get(r.body, "metadata.labels"), "pool")->valuestring, "gpu");
+    tres_free(&r);
+    /* a Node created through the API gets a status from its simulated kubelet */
+    tk_expect(&t, "POST", "/api/v1/nodes", NULL, "{\"metadata\":{\"name\":\"extra\"}}", 201);
+    tk_run(&t, 5);
+    r = tk_call(&t, "GET", "/api/v1/nodes/extra", NULL, NULL);
+    assert_string_equal(json_get_str(json_get(r.body, "status.conditions")->child->next->next->next, "type"), "Ready");
+    tres_free(&r);
+    /* pods/binding */
+    tk_expect(&t, "POST", "/api/v1/namespaces/default/pods", NULL,
+              "{\"metadata\":{\"name\":\"b\"},\"spec\":{\"schedulerName\":\"none\",\"tolerations\":[{\"operator\":"
+              "\"Exists\"}],\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}",
+              201);
+    tres b = tk_call(&t, "POST", "/api/v1/namespaces/default/pods/b/binding", NULL,
+                     "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":\"b\"},\"target\":{\"kind\":"
+                     "\"Node\",\"name\":\"extra\"}}");
+    assert_int_equal(b.status, 201); /* another schedulerName: the default scheduler leaves it alone */
+    tres_free(&b);
+    b = tk_call(&t, "POST", "/api/v1/namespaces/default/pods/b/binding", NULL,
+                "{\"target\":{\"kind\":\"Node\",\"name\":\"node-00001\"}}");
+    assert_int_equal(b.status, 409);
+    tres_free(&b);
+    tk_run(&t, 5);
+    r = tk_call(&t, "GET", "/api/v1/namespaces/default/pods/b", NULL, NULL);
+    assert_string_equal(jstr(&r, "spec.nodeName"), "extra");
+    tres_free(&r);
+    /* pods/status keeps the spec */
+    r = tk_call(&t, "PATCH", "/api/v1/namespaces/default/pods/b/status", "application/merge-patch+json",
+                "{\"spec\":{\"activeDeadlineSeconds\":5},\"metadata\":{\"labels\":{\"x\":\"y\"}},\"status\":{"
+                "\"message\":\"hi\"}}");
+    assert_int_equal(r.status, 200);
+    assert_null(json_get(r.body, "spec.activeDeadlineSeconds"));
+    assert_string_equal(jstr(&r, "status.message"), "hi");
+    assert_string_equal(json_child(json_get(r.body, "metadata.labels"), "x")->valuestring, "y");
+    tres_free(&r);
+    /* events.k8s.io validation */
+    r = tk_call(&t, "POST", "/apis/events.k8s.io/v1/namespaces/default/events", NULL,
+                "{\"metadata\":{\"name\":\"e1\"},\"type\":\"Odd\",\"reason\":\"R\"}");
+    assert_int_equal(r.status, 422);
+    assert_non_null(strstr(jstr(&r, "message"), "eventTime: Required value"));
+    assert_non_null(strstr(jstr(&r, "message"), "reportingController: Required value"));
+    tres_free(&r);
+    tk_expect(&t, "POST", "/apis/events.k8s.io/v1/namespaces/default/events", NULL,
+              "{\"metadata\":{\"name\":\"e2\"},\"eventTime\":\"2024-05-01T10:00:00.123456Z\",\"type\":\"Normal\","
+              "\"reportingController\":\"example.com/op\",\"reportingInstance\":\"op-1\",\"action\":\"Sync\","
+              "\"reason\":\"Synced\",\"note\":\"ok\",\"regarding\":{\"kind\":\"Pod\",\"name\":\"b\"}}",
+              201);
+    /* dry run: nothing stored, no RV change */
+    uint64_t rv = ks_rv(t.k);
+    r = tk_call(&t, "POST", "/api/v1/namespaces/default/configmaps?dryRun=All", NULL, CM_JSON("dry"));
+    assert_int_equal(r.status, 201);
+    assert_non_null(jstr(&r, "metadata.uid"));
+    tres_free(&r);
+    assert_int_equal(ks_rv(t.k), rv);
+    tk_expect(&t, "GET", "/api/v1/namespaces/default/configmaps/dry", NULL, NULL, 404);
+    /* services get a cluster IP; secrets fold stringData into data */
+    r = tk_call(&t, "POST", "/api/v1/namespaces/default/services", NULL,
+                "{\"metadata\":{\"name\":\"svc\"},\"spec\":{\"ports\":[{\"port\":80}]}}");
+    assert_int_equal(r.status, 201);
+    assert_true(strncmp(jstr(&r, "spec.clusterIP"), "10.96.", 6) == 0);
+    assert_int_equal(json_get_int(json_get(r.body, "spec.ports")->child, "targetPort", 0), 80);
+    tres_free(&r);
+    r = tk_call(&t, "POST", "/api/v1/namespaces/default/secrets", NULL,
+                "{\"metadata\":{\"name\":\"s\"},\"stringData\":{\"k\":\"v\"}}");
+    assert_string_equal(jstr(&r, "data.k"), "dg==");
+    assert_string_equal(jstr(&r, "type"), "Opaque");
+    assert_null(json_get(r.body, "stringData"));
+    tres_free(&r);
+    tk_done(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_pod_defaults_and_immutability),
         cmocka_unit_test(test_discovery),
+        cmocka_unit_test(test_misc_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -67,7 +67,18 @@ static void test_rv_semantics(void **state)
     uint64_t add_c = strtoull(json_get_str(cJSON_GetArrayItem(ev, 0), "object.metadata.resourceVersion"), NULL, 10);
     assert_true(del_rv > add_c);
     cJSON_Delete(ev);
-    /* the headers: the stream is a plain chunked JSON body */
+    /* a future RV: only events after it */
+    tw w4;
+    snprintf(p, sizeof(p), CMS "?watch=1&resourceVersion=%llu", (unsigned long long)(ks_rv(t.k) + 2));
+    assert_int_equal(tw_start(&t, &w4, p), 200);
+    create_cm(&t, "f1", NULL);
+    create_cm(&t, "f2", NULL);
+    create_cm(&t, "f3", NULL);
+    tk_run(&t, 5);
+    s = tw_summary(&w4);
+    assert_string_equal(s, "ADDED:f3");
+    free(s);
+    tw_stop(&w4);
     tw_stop(&w1);
     tw_stop(&w2);
     tw_stop(&w3);
