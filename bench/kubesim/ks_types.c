@@ -874,6 +874,15 @@ void crd_apply(ks *k, const cJSON *crd)
         r->plural = xstrdup(plural);
         r->flags = KSR_CUSTOM | KSR_GENERATION | KSR_RV_REQUIRED;
     } else {
+        /* Served versions changed: watches hold a version index, and the
+         * real server ends watches when a CRD's versions change. */
+        const cJSON *vs = json_get(crd, "spec.versions");
+        int same = json_len(vs) == r->n_views, vi = 0;
+        for (const cJSON *v = vs ? vs->child : NULL; v && same; v = v->next, vi++)
+            same = strcmp(json_get_str_or(v, "name", ""), r->views[vi].version) == 0 &&
+                   json_get_bool(v, "storage", 0) == (vi == r->storage_view);
+        if (!same)
+            watch_end_res(k, r);
         res_unroute(k, r);
         for (int i = 0; i < r->n_views; i++) {
             ks_view *v = &r->views[i];

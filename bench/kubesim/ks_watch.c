@@ -218,7 +218,11 @@ static void flush_one(ks_watch *w)
         return;
     if (w->pending.len) {
         int rc = w->sink.write(w->sink.ctx, w->pending.data, w->pending.len);
-        buf_reset(&w->pending);
+        /* keep a small buffer for the steady state; give back the memory of a large initial burst */
+        if (w->pending.len > (1u << 20))
+            buf_free(&w->pending);
+        else
+            buf_reset(&w->pending);
         if (rc != 0) {
             w->sink.end(w->sink.ctx, 1);
             watch_free(w);
