@@ -325,7 +325,8 @@ void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_v
         list_init(&p->node_link);
         p->gpus = pod_gpus(spec);
         p->gates = json_len(json_child(spec, "readinessGates")) > 0;
-        const cJSON *anti = json_get(spec, "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution");
+        const cJSON *anti =
+            json_get(spec, "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution");
         if (json_len(anti)) {
             p->anti = cJSON_CreateObject();
             json_set(p->anti, "affinity", cJSON_Duplicate(json_child(spec, "affinity"), 1));
@@ -334,7 +335,8 @@ void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_v
         const char *phase = json_get_str_or(obj, "status.phase", "Pending");
         if (strcmp(phase, "Running") == 0) {
             const cJSON *ready = find_cond((cJSON *)json_get(obj, "status.conditions"), "ContainersReady");
-            p->state = ready && strcmp(json_get_str_or(ready, "status", ""), "True") == 0 ? P_READY : P_RUNNING;
+            p->state =
+                ready && strcmp(json_get_str_or(ready, "status", ""), "True") == 0 ? P_READY : P_RUNNING;
             if (p->state == P_RUNNING)
                 schedule_action(k, o, A_READY, k->cfg.pod_ready_delay_ms);
         } else if (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0) {
@@ -358,7 +360,8 @@ void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_v
                 schedule_action(k, o, A_START, k->cfg.pod_start_delay_ms);
         }
     } else if (p->state == P_PENDING && !deleting && !list_is_linked(&p->sched_link) &&
-               strcmp(json_get_str_or(spec, "schedulerName", "default-scheduler"), "default-scheduler") == 0) {
+               strcmp(json_get_str_or(spec, "schedulerName", "default-scheduler"), "default-scheduler") ==
+                   0) {
         /* pods for another scheduler wait for someone to bind them */
         list_insert_tail(&kl->pending, &p->sched_link);
         sched_kick(k, 0);
@@ -521,7 +524,9 @@ void kubelet_obj_gone(ks *k, ks_obj *o)
 static int anti_ok(ks_node *n, const cJSON *spec, const char *ns, const cJSON *labels)
 {
     list_node *ln;
-    int has_anti = json_len(json_get(spec, "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution")) > 0;
+    int has_anti =
+        json_len(json_get(spec, "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution")) >
+        0;
     list_foreach(ln, &n->pods)
     {
         ks_pod *q = list_entry(ln, ks_pod, node_link);
@@ -694,7 +699,8 @@ static void pod_start(ks *k, ks_obj *o)
     set_cond(status, "PodReadyToStartContainers", "True", NULL, NULL);
     set_cond(status, "Initialized", "True", NULL, NULL);
     set_cond(status, "Ready", "False", "ContainersNotReady", "containers with unready status: [main]");
-    set_cond(status, "ContainersReady", "False", "ContainersNotReady", "containers with unready status: [main]");
+    set_cond(status, "ContainersReady", "False", "ContainersNotReady",
+             "containers with unready status: [main]");
     set_cond(status, "PodScheduled", "True", NULL, NULL);
     cJSON *css = cJSON_CreateArray();
     const cJSON *cs = json_get(obj, "spec.containers");
@@ -747,13 +753,15 @@ static void compute_ready(cJSON *obj, cJSON *status)
         cJSON *c = find_cond(conds, t);
         char msg[512];
         if (c == NULL) {
-            snprintf(msg, sizeof(msg), "corresponding condition of pod readiness gate \"%s\" does not exist.", t);
+            snprintf(msg, sizeof(msg), "corresponding condition of pod readiness gate \"%s\" does not exist.",
+                     t);
             set_cond(status, "Ready", "False", "ReadinessGatesNotReady", msg);
             return;
         }
         const char *st = json_get_str_or(c, "status", "");
         if (strcmp(st, "True") != 0) {
-            snprintf(msg, sizeof(msg), "the status of pod readiness gate \"%s\" is not \"True\", but %s", t, st);
+            snprintf(msg, sizeof(msg), "the status of pod readiness gate \"%s\" is not \"True\", but %s", t,
+                     st);
             set_cond(status, "Ready", "False", "ReadinessGatesNotReady", msg);
             return;
         }
@@ -1049,7 +1057,9 @@ void kubelet_create_nodes(ks *k, int first, int count)
                 const char *colon = strrchr(s, ':');
                 const char *eq = strchr(s, '=');
                 cJSON *t = cJSON_CreateObject();
-                size_t klen = eq && (!colon || eq < colon) ? (size_t)(eq - s) : colon ? (size_t)(colon - s) : strlen(s);
+                size_t klen = eq && (!colon || eq < colon) ? (size_t)(eq - s)
+                              : colon                      ? (size_t)(colon - s)
+                                                           : strlen(s);
                 char *key = xstrndup(s, klen);
                 json_set_str(t, "key", key);
                 free(key);

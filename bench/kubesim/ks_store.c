@@ -69,9 +69,22 @@ cJSON *ver_parse(const ks_ver *v)
  * writes; resourceVersion precedes labels and annotations, so the first
  * "resourceVersion" key after "metadata" is always ours. */
 static const char *const meta_order[] = {
-    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
-    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
-    "ownerReferences", "finalizers", "managedFields", NULL,
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+    NULL,
 };
 
 static void reorder(cJSON *o, const char *const *order)
@@ -518,7 +531,8 @@ int deletion_done(const cJSON *obj)
         return 0;
     if (json_len(json_get(obj, "metadata.finalizers")) > 0)
         return 0;
-    if (strcmp(json_get_str_or(obj, "kind", ""), "Namespace") == 0 && json_len(json_get(obj, "spec.finalizers")) > 0)
+    if (strcmp(json_get_str_or(obj, "kind", ""), "Namespace") == 0 &&
+        json_len(json_get(obj, "spec.finalizers")) > 0)
         return 0;
     return 1;
 }
@@ -789,7 +803,8 @@ void on_obj_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ve
         kubelet_on_pod(k, o, old_ver, new_ver, newobj);
     else if (r->group[0] == '\0' && strcmp(r->plural, "nodes") == 0)
         kubelet_on_node(k, o, old_ver, new_ver);
-    if (strcmp(r->plural, "customresourcedefinitions") == 0 && strcmp(r->group, "apiextensions.k8s.io") == 0) {
+    if (strcmp(r->plural, "customresourcedefinitions") == 0 &&
+        strcmp(r->group, "apiextensions.k8s.io") == 0) {
         if (new_ver && newobj)
             crd_apply(k, newobj);
         else if (!new_ver)

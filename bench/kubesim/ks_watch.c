@@ -64,8 +64,8 @@ int emit_obj(buf_t *b, const ks_res *r, int view, const ks_ver *v, int with_head
 
 static void event_line(buf_t *b, const ks_res *r, int view, int type, const ks_ver *v)
 {
-    if (buf_printf(b, "{\"type\":\"%s\",\"object\":", type_str[type]) != 0 || emit_obj(b, r, view, v, 1) != 0 ||
-        buf_puts(b, "}\n") != 0)
+    if (buf_printf(b, "{\"type\":\"%s\",\"object\":", type_str[type]) != 0 ||
+        emit_obj(b, r, view, v, 1) != 0 || buf_puts(b, "}\n") != 0)
         abort();
 }
 
@@ -322,11 +322,12 @@ ks_watch *watch_new(ks *k, ks_res *r, int view, ks_watch_opts *o)
     if (o->expired) {
         buf_t b;
         buf_init(&b, BUF_UNLIMITED);
-        if (buf_printf(&b,
-                       "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
-                       "\"status\":\"Failure\",\"message\":\"too old resource version: %llu (%llu)\","
-                       "\"reason\":\"Expired\",\"code\":410}}\n",
-                       (unsigned long long)o->expired_req, (unsigned long long)o->expired_have) != 0)
+        if (buf_printf(
+                &b,
+                "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                "\"status\":\"Failure\",\"message\":\"too old resource version: %llu (%llu)\","
+                "\"reason\":\"Expired\",\"code\":410}}\n",
+                (unsigned long long)o->expired_req, (unsigned long long)o->expired_have) != 0)
             abort();
         append(w, b.data, b.len);
         buf_free(&b);

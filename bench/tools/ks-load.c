@@ -29,10 +29,10 @@ struct conn {
     buf_t in;
     int connected;
     int inflight;
-    int watch;             /* streaming: count events */
+    int watch; /* streaming: count events */
     int headers_done;
     unsigned long long added;
-    char tail[32];         /* pattern match across reads */
+    char tail[32]; /* pattern match across reads */
     resp_cb on_resp;
     int id;
 };
@@ -84,12 +84,14 @@ static void send_req(conn *c, const char *method, const char *path, const char *
 {
     char *req;
     if (body)
-        req = xasprintf("%s %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: ks-load/1.0\r\nAccept: application/json\r\n"
-                        "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                        method, path, G.host, G.port, strlen(body), body);
+        req = xasprintf(
+            "%s %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: ks-load/1.0\r\nAccept: application/json\r\n"
+            "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+            method, path, G.host, G.port, strlen(body), body);
     else
-        req = xasprintf("%s %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: ks-load/1.0\r\nAccept: application/json\r\n\r\n",
-                        method, path, G.host, G.port);
+        req = xasprintf(
+            "%s %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: ks-load/1.0\r\nAccept: application/json\r\n\r\n",
+            method, path, G.host, G.port);
     send_raw(c, req, strlen(req));
     free(req);
     c->inflight++;
@@ -217,15 +219,16 @@ static long rss_kib(int pid)
 
 static char *pod_body(int i)
 {
-    return xasprintf("{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"load-%05d\",\"labels\":{\"app."
-                     "kubernetes.io/name\":\"slurmd\",\"app.kubernetes.io/instance\":\"gpu\",\"slinky.slurm.net/"
-                     "nodeset\":\"gpu\"},\"annotations\":{\"slinky.slurm.net/pod-template-hash\":\"6d9f7c5b8\"}},"
-                     "\"spec\":{\"hostname\":\"gpu-%d\",\"containers\":[{\"name\":\"slurmd\",\"image\":\"ghcr.io/"
-                     "slinkyproject/slurmd:25.05-ubuntu24.04\",\"args\":[\"-Z\",\"--conf-server\",\"slurm-"
-                     "controller:6817\"],\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}},\"ports\":[{\"name\":"
-                     "\"slurmd\",\"containerPort\":6818}],\"securityContext\":{\"privileged\":true}}],\"subdomain\":"
-                     "\"slurm-compute\"}}",
-                     i, i);
+    return xasprintf(
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"load-%05d\",\"labels\":{\"app."
+        "kubernetes.io/name\":\"slurmd\",\"app.kubernetes.io/instance\":\"gpu\",\"slinky.slurm.net/"
+        "nodeset\":\"gpu\"},\"annotations\":{\"slinky.slurm.net/pod-template-hash\":\"6d9f7c5b8\"}},"
+        "\"spec\":{\"hostname\":\"gpu-%d\",\"containers\":[{\"name\":\"slurmd\",\"image\":\"ghcr.io/"
+        "slinkyproject/slurmd:25.05-ubuntu24.04\",\"args\":[\"-Z\",\"--conf-server\",\"slurm-"
+        "controller:6817\"],\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}},\"ports\":[{\"name\":"
+        "\"slurmd\",\"containerPort\":6818}],\"securityContext\":{\"privileged\":true}}],\"subdomain\":"
+        "\"slurm-compute\"}}",
+        i, i);
 }
 
 /* ---- phases ------------------------------------------------------------ */
@@ -401,21 +404,37 @@ int main(int argc, char **argv)
     G.page = 500;
     G.ns = "default";
     static const struct option opts[] = {
-        {"url", 1, 0, 'u'}, {"n", 1, 0, 'n'}, {"conns", 1, 0, 'c'}, {"inflight", 1, 0, 'k'},
-        {"watchers", 1, 0, 'w'}, {"pid", 1, 0, 'p'}, {"page", 1, 0, 'P'}, {"namespace", 1, 0, 'N'},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0},
+        {"url", 1, 0, 'u'},      {"n", 1, 0, 'n'},   {"conns", 1, 0, 'c'}, {"inflight", 1, 0, 'k'},
+        {"watchers", 1, 0, 'w'}, {"pid", 1, 0, 'p'}, {"page", 1, 0, 'P'},  {"namespace", 1, 0, 'N'},
+        {"help", 0, 0, 'h'},     {0, 0, 0, 0},
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "u:n:c:k:w:p:P:N:h", opts, NULL)) != -1) {
         switch (ch) {
-        case 'u': url = optarg; break;
-        case 'n': G.n = atoi(optarg); break;
-        case 'c': G.conns = atoi(optarg); break;
-        case 'k': G.inflight = atoi(optarg); break;
-        case 'w': G.watchers = atoi(optarg); break;
-        case 'p': G.pid = atoi(optarg); break;
-        case 'P': G.page = atoi(optarg); break;
-        case 'N': G.ns = optarg; break;
+        case 'u':
+            url = optarg;
+            break;
+        case 'n':
+            G.n = atoi(optarg);
+            break;
+        case 'c':
+            G.conns = atoi(optarg);
+            break;
+        case 'k':
+            G.inflight = atoi(optarg);
+            break;
+        case 'w':
+            G.watchers = atoi(optarg);
+            break;
+        case 'p':
+            G.pid = atoi(optarg);
+            break;
+        case 'P':
+            G.page = atoi(optarg);
+            break;
+        case 'N':
+            G.ns = optarg;
+            break;
         default:
             fprintf(stderr, "usage: ks-load --url http://127.0.0.1:PORT [-n N] [-c conns] [-k inflight] "
                             "[--watchers W] [--pid PID] [--page P] [--namespace NS]\n");
@@ -449,16 +468,19 @@ int main(int argc, char **argv)
     printf("watch fan-out: %d watchers saw every ADDED %.3f s after the last create\n", G.watchers,
            t_fanout1 - t_create1);
     printf("list: %.1f MB in %.3f s (one call)\n", G.list_bytes / 1e6, t_list1 - t_list0);
-    printf("paged list: %d items in %d pages of %d in %.3f s\n", G.list_items, pages, G.page, t_paged1 - t_paged0);
+    printf("paged list: %d items in %d pages of %d in %.3f s\n", G.list_items, pages, G.page,
+           t_paged1 - t_paged0);
     if (G.pid > 0)
         printf("kubesim RSS: %.1f MiB before, %.1f MiB after creates, %.1f MiB after lists (%.2f KiB/pod)\n",
                rss0 / 1024.0, rss_after_create / 1024.0, rss_after_list / 1024.0,
                (double)(rss_after_create - rss0) / G.n);
     printf("{\"n\":%d,\"inflight\":%d,\"conns\":%d,\"watchers\":%d,\"create_s\":%.4f,\"creates_per_s\":%.0f,"
-           "\"fanout_s\":%.4f,\"list_s\":%.4f,\"list_bytes\":%zu,\"paged_s\":%.4f,\"pages\":%d,\"rss_kib_before\":%ld,"
+           "\"fanout_s\":%.4f,\"list_s\":%.4f,\"list_bytes\":%zu,\"paged_s\":%.4f,\"pages\":%d,\"rss_kib_"
+           "before\":%ld,"
            "\"rss_kib_after_create\":%ld,\"rss_kib_after_list\":%ld,\"failed\":%d}\n",
-           G.n, G.inflight, G.conns, G.watchers, create_s, G.n / create_s, t_fanout1 - t_create1, t_list1 - t_list0,
-           G.list_bytes, t_paged1 - t_paged0, pages, rss0, rss_after_create, rss_after_list, G.failed);
+           G.n, G.inflight, G.conns, G.watchers, create_s, G.n / create_s, t_fanout1 - t_create1,
+           t_list1 - t_list0, G.list_bytes, t_paged1 - t_paged0, pages, rss0, rss_after_create,
+           rss_after_list, G.failed);
     for (int i = 0; i < G.conns; i++)
         buf_free(&G.cc[i].in);
     for (int i = 0; i < G.watchers; i++)
