@@ -954,6 +954,12 @@ static void do_patch(ks_ctx *c, enum upd_kind kind, int scale)
         }
         if (scale) {
             /* apply on /scale: treat as a merge of the Scale */
+            if (o == NULL) {
+                resp_not_found(c->resp, r, c->name);
+                cJSON_Delete(cfg);
+                free(fm);
+                return;
+            }
             cJSON *cur = build_scale(c, o);
             cJSON *doc = json_merge_patch(cur, cfg);
             cJSON_Delete(cfg);
@@ -2209,7 +2215,6 @@ static void discovery_resources(ks *k, ks_resp *resp, const char *group, const c
                 "\"create\",\"delete\",\"deletecollection\",\"get\",\"list\",\"patch\",\"update\",\"watch\"]",
                 first ? "" : ",", r->plural, r->singular, r->namespaced ? "true" : "false", r->kind) != 0)
             abort();
-        free(NULL);
         put_csv_array(b, "shortNames", r->short_names);
         put_csv_array(b, "categories", r->categories);
         if (buf_printf(b, ",\"storageVersionHash\":\"%s\"}", hash) != 0)

@@ -24,7 +24,7 @@
 #include "core/podfit.h"
 
 enum pstate { P_PENDING, P_BOUND, P_RUNNING, P_READY, P_DONE };
-enum act { A_START, A_READY, A_REMOVE, A_SYNC, A_FORCE_DELETE, A_NODE_STATUS };
+enum act { A_START, A_READY, A_REMOVE, A_SYNC, A_FORCE_DELETE, A_EVICT, A_NODE_STATUS };
 
 typedef struct ks_node {
     ks_obj *obj;
@@ -418,9 +418,19 @@ static int quantity_int(const cJSON *v)
     return 0;
 }
 
+/* The taint manager: pods that do not tolerate a NoExecute taint of their
+ * node are deleted. Only taints count: label changes never evict
+ * (affinity is IgnoredDuringExecution). tolerationSeconds is not honoured:
+ * a toleration with a limit tolerates for good. */
 static void evict_untolerated(ks *k, ks_node *n)
 {
-    /* NoExecute taints the pod does not tolerate: the taint manager deletes it */
+    const cJSON *taints = json_get(n->fit, "spec.taints");
+    int noexec = 0;
+    for (const cJSON *t = taints ? taints->child : NULL; t; t = t->next)
+        if (strcmp(json_get_str_or(t, "effect", ""), "NoExecute") == 0)
+            noexec = 1;
+    if (!noexec)
+        return;
     char **keys = NULL;
     int nk = 0;
     list_node *ln;
@@ -428,9 +438,12 @@ static void evict_untolerated(ks *k, ks_node *n)
     {
         ks_pod *p = list_entry(ln, ks_pod, node_link);
         cJSON *obj = ver_parse(p->obj->cur);
-        fit_result fr;
-        fit_schedule(json_child(obj, "spec"), n->fit, &fr);
-        if (!fr.should_continue && !json_get_str(obj, "metadata.deletionTimestamp")) {
+        const cJSON *tols = json_get(obj, "spec.tolerations");
+        int evict = 0;
+        for (const cJSON *t = taints->child; t && !evict; t = t->next)
+            if (strcmp(json_get_str_or(t, "effect", ""), "NoExecute") == 0 && !fit_tolerates(tols, t))
+                evict = 1;
+        if (evict && !json_get_str(obj, "metadata.deletionTimestamp")) {
             keys = xrealloc(keys, sizeof(char *) * (size_t)(nk + 1));
             keys[nk++] = xstrdup(p->obj->key);
         }
@@ -439,7 +452,7 @@ static void evict_untolerated(ks *k, ks_node *n)
     for (int i = 0; i < nk; i++) {
         ks_obj *o = map_get(&KL(k)->pods_res->objs, keys[i]);
         if (o)
-            schedule_action(k, o, A_FORCE_DELETE, 0);
+            schedule_action(k, o, A_EVICT, 0);
         free(keys[i]);
     }
     free(keys);
@@ -844,9 +857,10 @@ static void run_action(ks *k, action *a)
     case A_REMOVE:
         pod_remove(k, o);
         break;
-    case A_FORCE_DELETE: {
+    case A_FORCE_DELETE: /* pod GC of a pod whose node is gone: grace 0 */
+    case A_EVICT: {      /* taint manager: an ordinary (graceful) delete */
         int gone;
-        ks_ver *v = obj_delete(k, o, NULL, 0, &gone);
+        ks_ver *v = obj_delete(k, o, NULL, a->what == A_EVICT ? -1 : 0, &gone);
         ver_unref(v);
         break;
     }

@@ -374,6 +374,12 @@ static void pvc_create(ks *k, ks_res *r, cJSON *obj, ks_errs *e)
     (void)r;
 }
 
+/* JSON text of v, "null" when absent (for error messages). */
+static char *dump_or_null(const cJSON *v)
+{
+    return v ? json_dump(v) : xstrdup("null");
+}
+
 static void selector_matches_template(const cJSON *obj, ks_errs *e)
 {
     const cJSON *sel = json_get(obj, "spec.selector");
@@ -392,9 +398,7 @@ static void selector_matches_template(const cJSON *obj, ks_errs *e)
                  "Invalid value: v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1."
                  "LabelSelectorRequirement(nil)}: empty selector is invalid for deployment");
     } else if (!lsel_match_json(s, json_get(obj, "spec.template.metadata.labels"))) {
-        char *l = json_dump(json_get(obj, "spec.template.metadata.labels")
-                                ? json_get(obj, "spec.template.metadata.labels")
-                                : cJSON_CreateNull());
+        char *l = dump_or_null(json_get(obj, "spec.template.metadata.labels"));
         errs_add(e, "FieldValueInvalid", "spec.template.metadata.labels",
                  "Invalid value: %s: `selector` does not match template `labels`", l);
         free(l);
@@ -484,7 +488,7 @@ static void deploy_update(ks *k, ks_res *r, cJSON *obj, const cJSON *old, ks_err
     workload_template(obj, e);
     if (!json_equal(json_get(obj, "spec.selector"), json_get(old, "spec.selector"))) {
         char *s =
-            json_dump(json_get(obj, "spec.selector") ? json_get(obj, "spec.selector") : cJSON_CreateNull());
+            dump_or_null(json_get(obj, "spec.selector"));
         errs_add(e, "FieldValueInvalid", "spec.selector", "Invalid value: %s: field is immutable", s);
         free(s);
     } else {
