@@ -429,9 +429,10 @@ int main(int argc, char **argv)
     a.sigterm.data = a.sigint.data = &a;
     uv_signal_start(&a.sigterm, on_signal, SIGTERM);
     uv_signal_start(&a.sigint, on_signal, SIGINT);
-    printf("kubesim: listening on %s\n", ks_server_url(srv));
+    /* exactly one line on stdout; the plain listener is in the port file and the log */
     if (ks_server_http_url(srv) && ks_server_https_port(srv))
-        printf("kubesim: plain http on %s\n", ks_server_http_url(srv));
+        log_info("kubesim: plain http on %s", ks_server_http_url(srv));
+    printf("kubesim: listening on %s\n", ks_server_url(srv));
     fflush(stdout);
     uv_run(loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(loop);
