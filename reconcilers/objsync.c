@@ -14,86 +14,76 @@
  * runs one operator, so this table is process-wide. */
 static map_t in_flight;
 
-/* Writes that succeeded but that the cache has not shown yet. Until the
- * watch event of a write arrives, the cached object is still the one the
- * write was computed from, and a pass run meanwhile (queued by the event of
- * a sibling object) would send the same write again. So after a write the
- * object is remembered with the resourceVersion the decision was based on
- * ("" when it was missing), and calls for it answer OBJSYNC_PENDING while
- * the cache still holds exactly that version. Any other version, older or
- * newer, means the cache moved and the normal comparison decides again; a
- * bound on the wait covers a watch event that never comes. */
-#define AWAIT_MS 30000
-static map_t awaiting;
+/* Writes that succeeded but whose result the cache has not shown yet: the
+ * resourceVersion the cached object had when the write was sent ("" when
+ * it did not exist). While the cache still shows that version, the object
+ * is treated as pending, so a pass in the gap between the answer and the
+ * watch event does not write the same thing again. Records expire after
+ * SETTLE_MS in case the event never comes (the relist repairs the cache). */
+#define SETTLE_MS 30000
+static map_t settling;
 
-struct await {
+struct settle {
     char *key;
-    char *rv_seen;
-    uint64_t deadline_ms;
+    char *rv;
+    uint64_t at_ms;
 };
 
 struct write {
     char *key;
-    char *rv_seen; /* resourceVersion of the cached object the write was based on; NULL: none */
+    char *rv_before;
+    uint64_t sent_ms;
     objsync_cb cb;
     void *data;
 };
 
 static uint64_t now_ms(void)
 {
-    return uv_hrtime() / 1000000u;
+    return uv_hrtime() / 1000000;
 }
 
-static void await_free(struct await *a)
+static void settle_drop(const char *key)
 {
-    free(a->key);
-    free(a->rv_seen);
-    free(a);
-}
-
-static void await_put(const char *key, const char *rv_seen)
-{
-    uint64_t now = now_ms();
-    if (awaiting.count >= 256) {
-        /* Owners deleted meanwhile never come back for their records. */
-        const char *k;
-        void *v;
-        size_t it = 0, n = 0;
-        char **gone = xcalloc(awaiting.count, sizeof(char *));
-        while (map_next(&awaiting, &it, &k, &v))
-            if (((struct await *)v)->deadline_ms <= now)
-                gone[n++] = (char *)k;
-        for (size_t i = 0; i < n; i++)
-            await_free(map_del(&awaiting, gone[i]));
-        free(gone);
+    struct settle *st = map_del(&settling, key);
+    if (st) {
+        free(st->key);
+        free(st->rv);
+        free(st);
     }
-    struct await *a = xcalloc(1, sizeof(*a));
-    a->key = xstrdup(key);
-    a->rv_seen = xstrdup(rv_seen ? rv_seen : "");
-    a->deadline_ms = now + AWAIT_MS;
-    struct await *old = map_put(&awaiting, a->key, a);
-    if (old)
-        await_free(old);
+    if (settling.count == 0)
+        map_free(&settling);
 }
 
-/* True while the cache still shows the version a finished write was based on. */
-static int await_pending(const char *key, const sobj *cur)
+/* Still waiting for the cache to show our last write to this object? */
+static int settling_on(const char *key, const sobj *cur)
 {
-    struct await *a = map_get(&awaiting, key);
-    if (a == NULL)
+    struct settle *st = map_get(&settling, key);
+    if (st == NULL)
         return 0;
-    const char *rv = cur && cur->rv ? cur->rv : "";
-    if (strcmp(rv, a->rv_seen) == 0 && now_ms() < a->deadline_ms)
-        return 1;
-    await_free(map_del(&awaiting, key));
-    if (awaiting.count == 0)
-        map_free(&awaiting);
-    return 0;
+    const char *rv = cur ? cur->rv : "";
+    if (now_ms() - st->at_ms > SETTLE_MS || strcmp(rv, st->rv) != 0) {
+        settle_drop(key);
+        return 0;
+    }
+    return 1;
 }
 
 int objsync_in_flight(void)
 {
     return (int)in_flight.count;
+}
+
+void objsync_reset(void)
+{
+    size_t it = 0;
+    void *v;
+    while (map_next(&settling, &it, NULL, &v)) {
+        struct settle *st = v;
+        free(st->key);
+        free(st->rv);
+        free(st);
+    }
+    map_free(&settling);
 }
 
 int json_subset(const cJSON *want, const cJSON *have)
@@ -129,12 +119,18 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
     map_del(&in_flight, w->key);
     if (in_flight.count == 0)
         map_free(&in_flight);
-    if (err == 0 || err == OP_EEXISTS || err == OP_ENOTFOUND) {
-        /* A write that changed nothing (same resourceVersion back) has no
-         * watch event to wait for. */
-        const char *rv = err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL;
-        if (!(rv && w->rv_seen && strcmp(rv, w->rv_seen) == 0))
-            await_put(w->key, w->rv_seen);
+    /* A write that changed nothing (the same resourceVersion back) has no
+     * watch event to wait for; a create that found the object already there
+     * waits for the cache to show it. */
+    const char *rv_after = err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL;
+    int noop = rv_after && w->rv_before && strcmp(rv_after, w->rv_before) == 0;
+    if (((err == 0 && !noop) || err == OP_EEXISTS) && w->rv_before) {
+        settle_drop(w->key);
+        struct settle *rec = xcalloc(1, sizeof(*rec));
+        rec->key = xstrdup(w->key);
+        rec->rv = xstrdup(w->rv_before);
+        rec->at_ms = now_ms();
+        map_put(&settling, rec->key, rec);
     }
     if (err == OP_EEXISTS || err == OP_ENOTFOUND)
         err = 0; /* the cache was behind; the next pass sees the truth */
@@ -143,12 +139,12 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
     if (w->cb)
         w->cb(err, w->key, w->data);
     free(w->key);
-    free(w->rv_seen);
+    free(w->rv_before);
     free(w);
 }
 
-static struct write *begin(const kube_res *res, const char *ns, const char *name, const sobj *cur,
-                           objsync_cb cb, void *data)
+static struct write *begin(const kube_res *res, const char *ns, const char *name, const sobj *cur, objsync_cb cb,
+                           void *data)
 {
     char *key = xasprintf("%s/%s/%s", res->plural, ns ? ns : "", name);
     if (map_get(&in_flight, key)) {
@@ -157,7 +153,7 @@ static struct write *begin(const kube_res *res, const char *ns, const char *name
     }
     struct write *w = xcalloc(1, sizeof(*w));
     w->key = key;
-    w->rv_seen = cur && cur->rv ? xstrdup(cur->rv) : NULL;
+    w->rv_before = xstrdup(cur ? cur->rv : "");
     w->cb = cb;
     w->data = data;
     map_put(&in_flight, w->key, w);
@@ -168,7 +164,7 @@ static int is_pending(const kube_res *res, const char *ns, const char *name, con
 {
     char key[1024];
     snprintf(key, sizeof(key), "%s/%s/%s", res->plural, ns ? ns : "", name);
-    return map_get(&in_flight, key) != NULL || await_pending(key, cur);
+    return map_get(&in_flight, key) != NULL || settling_on(key, cur);
 }
 
 /* The smallest merge patch that makes want a subset of have: objects are

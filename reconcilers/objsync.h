@@ -14,15 +14,13 @@
  * removed). An object already in sync costs no request.
  * Immutable ConfigMaps and Secrets are never patched (Slinky's rule).
  *
- * One write per object is in flight at a time: while it is, further calls
- * for the same object return OBJSYNC_PENDING without writing, so a burst of
- * reconciles cannot pile up duplicate patches. After a write succeeds, calls
- * keep answering OBJSYNC_PENDING while the cache still holds the very
- * version the write was computed from (at most 30 s): the watch event of the
- * write has not arrived yet, and comparing with that stale copy would send
- * the same write again. The completion callback runs when the write
- * finishes (typically it enqueues the owner again on failure; the watch
- * event of the written object brings the owner back on success).
+ * One write per object is in flight at a time: while it is, and after it
+ * succeeded until the cache shows its result, further calls for the same
+ * object return OBJSYNC_PENDING without writing, so passes in between
+ * cannot send duplicate creates or patches (a write answered with the
+ * resourceVersion it started from changed nothing and waits for nothing).
+ * The completion callback runs when the write finishes (typically it
+ * enqueues the owner again).
  */
 #ifndef OP_OBJSYNC_H
 #define OP_OBJSYNC_H
@@ -63,5 +61,7 @@ int json_subset(const cJSON *want, const cJSON *have);
 
 /** Writes in flight (for shutdown and tests). */
 int objsync_in_flight(void);
+/** Forget the post-write bookkeeping (at shutdown). */
+void objsync_reset(void);
 
 #endif
