@@ -44,6 +44,9 @@ def test_objects_statefulset_mode():
             wait_for(lambda: len(ready_pods(c, "cpu")) == 2 and len(ready_pods(c, "gpu")) == 1, 30)
             pods = sorted(pods_of(c, "cpu"), key=lambda p: p["metadata"]["name"])
             assert [p["metadata"]["name"] for p in pods] == ["cpu-00", "cpu-01"]
+            # Status follows the pods' watch events (eventually, not in the same instant).
+            wait_for(lambda: nodeset(c, "cpu").get("status", {}).get("readyReplicas") == 2, 10,
+                     what="status.readyReplicas == 2")
             ns = nodeset(c, "cpu")
             h = ns["status"]["nodeSetHash"]
             for i, p in enumerate(pods):
