@@ -31,13 +31,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_ASSERT(hostlist_expand(expr, 8192, &b) == 0);
     /* Sorted unique view of a (pointers copied, names still owned by a). */
     char **v = malloc((a.n ? a.n : 1) * sizeof(char *));
-    memcpy(v, a.names, a.n * sizeof(char *));
+    if (a.n)
+        memcpy(v, a.names, a.n * sizeof(char *));
     qsort(v, a.n, sizeof(char *), cmp);
     size_t u = 0;
     for (size_t i = 0; i < a.n; i++)
         if (u == 0 || strcmp(v[u - 1], v[i]) != 0)
             v[u++] = v[i];
-    qsort(b.names, b.n, sizeof(char *), cmp);
+    if (b.n)
+        qsort(b.names, b.n, sizeof(char *), cmp);
     FUZZ_ASSERT(b.n == u);
     for (size_t i = 0; i < u; i++)
         FUZZ_ASSERT(strcmp(v[i], b.names[i]) == 0);
