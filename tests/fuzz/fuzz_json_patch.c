@@ -13,8 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (sep == NULL || size > (1u << 18))
         return 0;
     size_t na = (size_t)(sep - data);
-    cJSON *a = json_parse((const char *)data, na, NULL);
-    cJSON *b = json_parse((const char *)sep + 1, size - na - 1, NULL);
+    cJSON *a = json_parse_untrusted((const char *)data, na, NULL);
+    cJSON *b = json_parse_untrusted((const char *)sep + 1, size - na - 1, NULL);
     if (a && b && cJSON_IsObject(a) && cJSON_IsObject(b)) {
         cJSON *diff = json_merge_diff(a, b);
         cJSON *t = cJSON_Duplicate(a, 1);
