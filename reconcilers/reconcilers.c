@@ -1,9 +1,14 @@
 #include "reconcilers/reconcilers.h"
 
+#include "reconcilers/accounting.h"
+#include "reconcilers/controller.h"
+#include "reconcilers/loginset.h"
 #include "reconcilers/nodeset.h"
+#include "reconcilers/restapi.h"
+#include "reconcilers/token.h"
 
 const op_reconciler *const op_reconcilers[] = {
-    &RC_NODESET,
+    &RC_NODESET, &RC_CONTROLLER, &RC_RESTAPI, &RC_ACCOUNTING, &RC_LOGINSET, &RC_TOKEN,
 };
 
 const size_t op_reconciler_count = sizeof(op_reconcilers) / sizeof(op_reconcilers[0]);

@@ -25,8 +25,8 @@ typedef struct ks_watch ks_watch;
 
 typedef struct ks_config {
     /* Simulated cluster. */
-    int nodes;                   /* Nodes created at start (node-00001 ...) */
-    int node_gpus;               /* nvidia.com/gpu capacity of each Node (0 = none) */
+    int nodes;                      /* Nodes created at start (node-00001 ...) */
+    int node_gpus;                  /* nvidia.com/gpu capacity of each Node (0 = none) */
     const char *const *node_labels; /* "k=v", added to every Node */
     int n_node_labels;
     const char *const *node_taints; /* "k=v:Effect" or "k:Effect" */
@@ -35,16 +35,16 @@ typedef struct ks_config {
     unsigned pod_ready_delay_ms; /* Running -> containers ready (default 100) */
     unsigned max_grace_ms;       /* cap on a pod's termination grace period (default 2000) */
     unsigned schedule_retry_ms;  /* retry unschedulable pods at most this often (default 1000) */
-    int namespace_defaults;      /* new namespaces get ServiceAccount "default" and kube-root-ca.crt (default 1) */
+    int namespace_defaults; /* new namespaces get ServiceAccount "default" and kube-root-ca.crt (default 1) */
 
     /* API server behaviour. */
-    unsigned history;             /* watch events kept per resource (default 10000) */
-    unsigned bookmark_interval_ms;/* periodic bookmarks (default 60000) */
-    unsigned continue_ttl_ms;     /* continue tokens expire after this (default 300000) */
-    unsigned too_large_wait_ms;   /* wait before 504 on a too-large resourceVersion (default 3000) */
-    unsigned gc_delay_ms;         /* garbage collector reaction time (default 20) */
+    unsigned history;               /* watch events kept per resource (default 10000) */
+    unsigned bookmark_interval_ms;  /* periodic bookmarks (default 60000) */
+    unsigned continue_ttl_ms;       /* continue tokens expire after this (default 300000) */
+    unsigned too_large_wait_ms;     /* wait before 504 on a too-large resourceVersion (default 3000) */
+    unsigned gc_delay_ms;           /* garbage collector reaction time (default 20) */
     unsigned min_request_timeout_s; /* watches without timeoutSeconds last [t, 2t) (default 1800) */
-    uint64_t seed;                /* 0 = random */
+    uint64_t seed;                  /* 0 = random */
 
     /* Authentication: when auth_required, a request needs a verified client
      * certificate (ks_req.client_cn) or one of the bearer tokens. */
@@ -53,13 +53,13 @@ typedef struct ks_config {
     int n_tokens;
 
     /* Faults active from the start (see also the /kubesim/ admin API). */
-    double rate_429;       /* fraction of API requests answered 429 (plain-text APF body) */
-    double rate_500;       /* fraction answered 500 InternalError */
-    unsigned latency_ms;   /* added to every API response */
-    int expire_watches;    /* the next N watch requests get the 410 ERROR event */
-    unsigned retry_after_s;/* Retry-After of injected 429s (default 1) */
+    double rate_429;        /* fraction of API requests answered 429 (plain-text APF body) */
+    double rate_500;        /* fraction answered 500 InternalError */
+    unsigned latency_ms;    /* added to every API response */
+    int expire_watches;     /* the next N watch requests get the 410 ERROR event */
+    unsigned retry_after_s; /* Retry-After of injected 429s (default 1) */
 
-    const char *state_file; /* --state: loaded by ks_new, written by ks_state_save */
+    const char *state_file;  /* --state: loaded by ks_new, written by ks_state_save */
     const char *root_ca_pem; /* CA certificate published in every namespace's kube-root-ca.crt */
 } ks_config;
 
@@ -68,14 +68,14 @@ void ks_config_defaults(ks_config *c);
 
 /** One API request. All strings are borrowed for the duration of ks_handle. */
 typedef struct ks_req {
-    const char *method;       /* "GET", "POST", ... */
-    const char *path;         /* percent-decoded path without the query */
-    const char *query;        /* raw query string without '?', may be NULL */
-    const char *content_type; /* may be NULL */
-    const char *accept;       /* may be NULL */
-    const char *user_agent;   /* may be NULL (default field manager name) */
-    const char *authorization;/* "Bearer ..." or NULL */
-    const char *client_cn;    /* CN of a verified client certificate, or NULL */
+    const char *method;        /* "GET", "POST", ... */
+    const char *path;          /* percent-decoded path without the query */
+    const char *query;         /* raw query string without '?', may be NULL */
+    const char *content_type;  /* may be NULL */
+    const char *accept;        /* may be NULL */
+    const char *user_agent;    /* may be NULL (default field manager name) */
+    const char *authorization; /* "Bearer ..." or NULL */
+    const char *client_cn;     /* CN of a verified client certificate, or NULL */
     const char *body;
     size_t body_len;
 } ks_req;
@@ -92,8 +92,8 @@ typedef struct ks_resp {
     const char *content_type; /* static string */
     buf_t headers;            /* extra header lines "Name: value\r\n" */
     buf_t body;
-    unsigned delay_ms;        /* send the response this much later (latency faults, too-large RV) */
-    ks_watch *watch;          /* non-NULL: stream this watch (status 200), see ks_watch_attach */
+    unsigned delay_ms; /* send the response this much later (latency faults, too-large RV) */
+    ks_watch *watch;   /* non-NULL: stream this watch (status 200), see ks_watch_attach */
     enum ks_after after;
 } ks_resp;
 

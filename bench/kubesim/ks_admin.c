@@ -6,8 +6,8 @@
  *   POST /kubesim/counters/reset
  *   GET  /kubesim/stats               objects, watches, rv, history sizes, RSS
  *   GET  /kubesim/faults              current fault settings
- *   POST /kubesim/faults              {"rate429":0.1,"rate500":0,"latencyMs":5,"expireWatches":2,"retryAfter":1}
- *   POST /kubesim/drop-watches        end every watch now without the chunked terminator ({"clean":true}: with it)
+ *   POST /kubesim/faults {"rate429":0.1,"rate500":0,"latencyMs":5,"expireWatches":2,"retryAfter":1} POST
+ * /kubesim/drop-watches        end every watch now without the chunked terminator ({"clean":true}: with it)
  *   POST /kubesim/restart             drop every connection and watch, keep the store, compact the history
  *   POST /kubesim/pods/fail           {"namespace":"ns","name":"p"|"labelSelector":"a=b","phase":"Failed",
  *                                      "reason":"Error","exitCode":1}
@@ -151,8 +151,8 @@ int faults_apply(ks *k, ks_resp *resp)
         return 1;
     }
     if (r < k->rate_429 + k->rate_500) {
-        resp_status(resp, 500, "InternalError", "Internal error occurred: kubesim: injected fault", NULL, NULL, NULL,
-                    NULL);
+        resp_status(resp, 500, "InternalError", "Internal error occurred: kubesim: injected fault", NULL,
+                    NULL, NULL, NULL);
         counters_add(k, "injected", "", 500);
         return 1;
     }
@@ -197,7 +197,9 @@ int ks_state_save(ks *k, const char *path)
         return OP_EINVAL;
     buf_t b;
     buf_init(&b, BUF_UNLIMITED);
-    if (buf_printf(&b, "{\"kind\":\"KubesimState\",\"apiVersion\":\"kubesim/v1\",\"resourceVersion\":\"%llu\",\"objects\":[\n",
+    if (buf_printf(&b,
+                   "{\"kind\":\"KubesimState\",\"apiVersion\":\"kubesim/"
+                   "v1\",\"resourceVersion\":\"%llu\",\"objects\":[\n",
                    (unsigned long long)k->rv) != 0)
         abort();
     int first = 1;
@@ -240,7 +242,6 @@ int ks_state_save(ks *k, const char *path)
     buf_free(&b);
     return rc;
 }
-
 
 int state_load(ks *k, const char *path)
 {
@@ -347,7 +348,7 @@ static cJSON *body_json(const ks_req *req)
 {
     if (req->body_len == 0)
         return cJSON_CreateObject();
-    return json_parse(req->body, req->body_len, NULL);
+    return json_parse_untrusted(req->body, req->body_len, NULL);
 }
 
 static int names_of(const cJSON *body, char ***out)
@@ -464,8 +465,9 @@ static void pods_fail(ks *k, ks_resp *resp, const cJSON *body)
     int done = 0;
     for (size_t i = 0; i < nk; i++) {
         ks_obj *o = map_get(&pr->objs, keys[i]);
-        if (o && kubelet_set_phase(k, o, phase, json_get_str(body, "reason"),
-                                   (int)json_get_int(body, "exitCode", strcmp(phase, "Failed") == 0 ? 1 : 0)) == 0)
+        if (o &&
+            kubelet_set_phase(k, o, phase, json_get_str(body, "reason"),
+                              (int)json_get_int(body, "exitCode", strcmp(phase, "Failed") == 0 ? 1 : 0)) == 0)
             done++;
         free(keys[i]);
     }
@@ -506,11 +508,11 @@ void admin_handle(ks *k, const ks_req *req, ks_resp *resp)
         if ((v = json_child(body, "rate500")) && cJSON_IsNumber(v))
             k->rate_500 = v->valuedouble;
         if ((v = json_child(body, "latencyMs")) && cJSON_IsNumber(v))
-            k->latency_ms = (unsigned)v->valuedouble;
+            k->latency_ms = (unsigned)json_num_clamp(v, 0, 0, 3600000);
         if ((v = json_child(body, "expireWatches")) && cJSON_IsNumber(v))
-            k->expire_watches = (int)v->valuedouble;
+            k->expire_watches = (int)json_num_clamp(v, 0, 0, 1000000);
         if ((v = json_child(body, "retryAfter")) && cJSON_IsNumber(v))
-            k->cfg.retry_after_s = (unsigned)v->valuedouble;
+            k->cfg.retry_after_s = (unsigned)json_num_clamp(v, 1, 0, 3600);
         reply(resp, 200, faults_json(k));
     } else if (post && strcmp(p, "/drop-watches") == 0) {
         size_t n = (size_t)k->n_watches;

@@ -65,7 +65,8 @@ static void internal_error(ks_resp *r, const char *msg)
     r->status = 500;
     r->content_type = "application/json";
     char *m = xasprintf("Internal error occurred: %s", msg);
-    put(&r->body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
+    put(&r->body,
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
     putq(&r->body, m);
     put(&r->body, ",\"reason\":\"InternalError\",\"details\":{\"causes\":[{\"message\":");
     putq(&r->body, msg);
@@ -135,8 +136,8 @@ static cJSON *parse_body(ks_ctx *c, int allow_yaml)
 {
     const ks_req *q = c->req;
     if (q->body_len > MAX_BODY) {
-        resp_status(c->resp, 413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728", NULL, NULL,
-                    NULL, NULL);
+        resp_status(c->resp, 413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728", NULL,
+                    NULL, NULL, NULL);
         return NULL;
     }
     char mt[128];
@@ -162,19 +163,22 @@ static cJSON *parse_body(ks_ctx *c, int allow_yaml)
         }
     } else {
         const char *errpos = NULL;
-        o = json_parse(q->body ? q->body : "", q->body_len, &errpos);
+        o = json_parse_untrusted(q->body ? q->body : "", q->body_len, &errpos);
         if (o == NULL) {
             long off = errpos && q->body ? (long)(errpos - q->body) : 0;
             if (q->body_len == 0)
-                resp_bad_request(c->resp, "couldn't get version/kind; json parse error: unexpected end of JSON input");
-            else
                 resp_bad_request(c->resp,
-                                 "couldn't get version/kind; json parse error: invalid JSON near byte offset %ld", off);
+                                 "couldn't get version/kind; json parse error: unexpected end of JSON input");
+            else
+                resp_bad_request(
+                    c->resp, "couldn't get version/kind; json parse error: invalid JSON near byte offset %ld",
+                    off);
             return NULL;
         }
     }
     if (!cJSON_IsObject(o)) {
-        resp_bad_request(c->resp, "couldn't get version/kind; json parse error: the body is not a JSON object");
+        resp_bad_request(c->resp,
+                         "couldn't get version/kind; json parse error: the body is not a JSON object");
         cJSON_Delete(o);
         return NULL;
     }
@@ -187,13 +191,15 @@ static int check_gvk(ks_ctx *c, cJSON *o, const char *want_kind, const char *wan
     const char *kind = json_get_str(o, "kind");
     const char *api = json_get_str(o, "apiVersion");
     if (kind && *kind && strcmp(kind, want_kind) != 0) {
-        resp_bad_request(c->resp, "%s in version \"%s\" cannot be handled as a %s: no kind \"%s\" is registered for "
-                                  "version \"%s\"",
+        resp_bad_request(c->resp,
+                         "%s in version \"%s\" cannot be handled as a %s: no kind \"%s\" is registered for "
+                         "version \"%s\"",
                          kind, api ? api : "", want_kind, kind, want_api);
         return -1;
     }
     if (api && *api && strcmp(api, want_api) != 0) {
-        resp_bad_request(c->resp, "the API version in the data (%s) does not match the expected API version (%s)", api,
+        resp_bad_request(c->resp,
+                         "the API version in the data (%s) does not match the expected API version (%s)", api,
                          want_api);
         return -1;
     }
@@ -235,7 +241,8 @@ static int check_namespace(ks_ctx *c, cJSON *o)
         return 0;
     }
     if (strcmp(ns, c->ns) != 0) {
-        resp_bad_request(c->resp, "the namespace of the object (%s) does not match the namespace on the request (%s)",
+        resp_bad_request(c->resp,
+                         "the namespace of the object (%s) does not match the namespace on the request (%s)",
                          ns, c->ns);
         return -1;
     }
@@ -251,7 +258,8 @@ static int check_name(ks_ctx *c, cJSON *o)
         return 0;
     }
     if (strcmp(n, c->name) != 0) {
-        resp_bad_request(c->resp, "the name of the object (%s) does not match the name on the URL (%s)", n, c->name);
+        resp_bad_request(c->resp, "the name of the object (%s) does not match the name on the URL (%s)", n,
+                         c->name);
         return -1;
     }
     return 0;
@@ -283,11 +291,13 @@ static int check_ns_exists(ks_ctx *c, const char *name)
         buf_reset(b);
         c->resp->status = 403;
         c->resp->content_type = "application/json";
-        char *msg = xasprintf("%s \"%s\" is forbidden: unable to create new content in namespace %s because it is "
-                              "being terminated",
-                              c->res->qual, name, c->ns);
+        char *msg =
+            xasprintf("%s \"%s\" is forbidden: unable to create new content in namespace %s because it is "
+                      "being terminated",
+                      c->res->qual, name, c->ns);
         char *cm = xasprintf("namespace %s is being terminated", c->ns);
-        put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
+        put(b,
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
         putq(b, msg);
         put(b, ",\"reason\":\"Forbidden\",\"details\":{\"name\":");
         putq(b, name);
@@ -311,23 +321,26 @@ static void validate_meta(ks_ctx *c, const cJSON *o, ks_errs *e)
     for (const cJSON *l = cJSON_IsObject(labels) ? labels->child : NULL; l; l = l->next) {
         if (!label_key_valid(l->string))
             errs_add(e, "FieldValueInvalid", "metadata.labels",
-                     "Invalid value: \"%s\": name part must consist of alphanumeric characters, '-', '_' or '.', and "
-                     "must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', "
+                     "Invalid value: \"%s\": name part must consist of alphanumeric characters, '-', '_' or "
+                     "'.', and "
+                     "must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+                     "'123-abc', "
                      "regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
                      l->string);
         else if (!cJSON_IsString(l) || !label_value_valid(l->valuestring))
-            errs_add(e, "FieldValueInvalid", "metadata.labels",
-                     "Invalid value: \"%s\": a valid label must be an empty string or consist of alphanumeric "
-                     "characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. "
-                     "'MyValue',  or 'my_value',  or '12345', regex used for validation is "
-                     "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
-                     cJSON_IsString(l) ? l->valuestring : "");
+            errs_add(
+                e, "FieldValueInvalid", "metadata.labels",
+                "Invalid value: \"%s\": a valid label must be an empty string or consist of alphanumeric "
+                "characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. "
+                "'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+                "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+                cJSON_IsString(l) ? l->valuestring : "");
     }
     const cJSON *ann = json_get(o, "metadata.annotations");
     for (const cJSON *a = cJSON_IsObject(ann) ? ann->child : NULL; a; a = a->next)
         if (!cJSON_IsString(a))
-            errs_add(e, "FieldValueInvalid", "metadata.annotations", "Invalid value: \"%s\": must be a string",
-                     a->string);
+            errs_add(e, "FieldValueInvalid", "metadata.annotations",
+                     "Invalid value: \"%s\": must be a string", a->string);
     const cJSON *orefs = json_get(o, "metadata.ownerReferences");
     int controllers = 0, i = 0;
     for (const cJSON *r = cJSON_IsArray(orefs) ? orefs->child : NULL; r; r = r->next, i++) {
@@ -344,8 +357,9 @@ static void validate_meta(ks_ctx *c, const cJSON *o, ks_errs *e)
             controllers++;
     }
     if (controllers > 1)
-        errs_add(e, "FieldValueInvalid", "metadata.ownerReferences",
-                 "Invalid value: []v1.OwnerReference{...}: Only one reference can have Controller set to true");
+        errs_add(
+            e, "FieldValueInvalid", "metadata.ownerReferences",
+            "Invalid value: []v1.OwnerReference{...}: Only one reference can have Controller set to true");
     (void)c;
 }
 
@@ -354,7 +368,8 @@ static void validate_name(ks_ctx *c, const char *name, ks_errs *e)
     if (c->res->bi && (strcmp(c->res->plural, "namespaces") == 0 || strcmp(c->res->plural, "services") == 0))
         return; /* checked by the type with its own rule */
     if (!dns_subdomain_ok(name))
-        errs_add(e, "FieldValueInvalid", "metadata.name", "Invalid value: \"%s\": %s", name, dns_subdomain_msg());
+        errs_add(e, "FieldValueInvalid", "metadata.name", "Invalid value: \"%s\": %s", name,
+                 dns_subdomain_msg());
 }
 
 static int has_status_sub(const ks_ctx *c)
@@ -580,7 +595,8 @@ static void do_create(ks_ctx *c)
     cJSON *o = parse_body(c, 1);
     if (o == NULL)
         return;
-    if (check_gvk(c, o, c->res->kind, c->res->views[c->view].api_version) != 0 || check_namespace(c, o) != 0) {
+    if (check_gvk(c, o, c->res->kind, c->res->views[c->view].api_version) != 0 ||
+        check_namespace(c, o) != 0) {
         cJSON_Delete(o);
         return;
     }
@@ -627,7 +643,8 @@ static void finish_update(ks_ctx *c, ks_obj *o, cJSON *in, enum upd_kind kind, i
     /* uid: kept when omitted, a different one is a failed precondition */
     const char *uid = json_get_str(meta, "uid");
     if (uid && *uid && strcmp(uid, o->uid) != 0) {
-        char *why = xasprintf("Precondition failed: UID in precondition: %s, UID in object meta: %s", uid, o->uid);
+        char *why =
+            xasprintf("Precondition failed: UID in precondition: %s, UID in object meta: %s", uid, o->uid);
         resp_conflict(c->resp, r, name, why);
         free(why);
         goto out;
@@ -645,8 +662,10 @@ static void finish_update(ks_ctx *c, ks_obj *o, cJSON *in, enum upd_kind kind, i
         if (r->bi && strcmp(r->plural, "pods") == 0 && !*r->group) {
             /* pods/status keeps the spec, deletionTimestamp and ownerReferences but takes other metadata */
             cJSON *nm = cJSON_Duplicate(meta, 1);
-            static const char *const keep[] = {"deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences",
-                                               "uid", "creationTimestamp", "generation", "resourceVersion"};
+            static const char *const keep[] = {"deletionTimestamp", "deletionGracePeriodSeconds",
+                                               "ownerReferences",   "uid",
+                                               "creationTimestamp", "generation",
+                                               "resourceVersion"};
             for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
                 const cJSON *ov = json_child(ometa, keep[i]);
                 json_del(nm, keep[i]);
@@ -663,8 +682,9 @@ static void finish_update(ks_ctx *c, ks_obj *o, cJSON *in, enum upd_kind kind, i
         meta = json_obj_ensure(in, "metadata");
     } else {
         /* server-owned metadata */
-        static const char *const owned[] = {"uid", "creationTimestamp", "generation", "deletionTimestamp",
-                                            "deletionGracePeriodSeconds", "selfLink"};
+        static const char *const owned[] = {
+            "uid",     "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds",
+            "selfLink"};
         for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
             const cJSON *ov = json_child(ometa, owned[i]);
             json_del(meta, owned[i]);
@@ -697,7 +717,8 @@ static void finish_update(ks_ctx *c, ks_obj *o, cJSON *in, enum upd_kind kind, i
                 abort();
         if (added.len)
             errs_add(&e, "FieldValueForbidden", "metadata.finalizers",
-                     "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers "
+                     "Forbidden: no new finalizers can be added if the object is being deleted, found new "
+                     "finalizers "
                      "[]string{%s}",
                      added.data);
         buf_free(&added);
@@ -768,8 +789,8 @@ static void do_update(ks_ctx *c, enum upd_kind kind)
     cJSON *in = parse_body(c, 1);
     if (in == NULL)
         return;
-    if (check_gvk(c, in, c->res->kind, c->res->views[c->view].api_version) != 0 || check_namespace(c, in) != 0 ||
-        check_name(c, in) != 0) {
+    if (check_gvk(c, in, c->res->kind, c->res->views[c->view].api_version) != 0 ||
+        check_namespace(c, in) != 0 || check_name(c, in) != 0) {
         cJSON_Delete(in);
         return;
     }
@@ -811,11 +832,12 @@ static enum ptype patch_type(const char *ct)
 
 static int patch_unsupported(ks_ctx *c, int custom)
 {
-    resp_statusf(c->resp, 415, "UnsupportedMediaType",
-                 "the body of the request was in an unknown format - accepted media types include: %s",
-                 custom ? "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
-                        : "application/json-patch+json, application/merge-patch+json, "
-                          "application/strategic-merge-patch+json, application/apply-patch+yaml");
+    resp_statusf(
+        c->resp, 415, "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: %s",
+        custom ? "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+               : "application/json-patch+json, application/merge-patch+json, "
+                 "application/strategic-merge-patch+json, application/apply-patch+yaml");
     return -1;
 }
 
@@ -840,7 +862,7 @@ static cJSON *patch_doc(ks_ctx *c, const cJSON *cur, enum ptype pt)
         return doc;
     }
     const char *errpos = NULL;
-    cJSON *p = json_parse(q->body ? q->body : "", q->body_len, &errpos);
+    cJSON *p = json_parse_untrusted(q->body ? q->body : "", q->body_len, &errpos);
     if (p == NULL) {
         resp_bad_request(c->resp, "error decoding patch: invalid JSON near byte offset %ld",
                          errpos && q->body ? (long)(errpos - q->body) : 0L);
@@ -888,8 +910,8 @@ static void do_patch(ks_ctx *c, enum upd_kind kind, int scale)
         return;
     }
     if (c->req->body_len > MAX_BODY) {
-        resp_status(c->resp, 413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728", NULL, NULL,
-                    NULL, NULL);
+        resp_status(c->resp, 413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728", NULL,
+                    NULL, NULL, NULL);
         return;
     }
     char *force = qparam(c, "force");
@@ -932,6 +954,12 @@ static void do_patch(ks_ctx *c, enum upd_kind kind, int scale)
         }
         if (scale) {
             /* apply on /scale: treat as a merge of the Scale */
+            if (o == NULL) {
+                resp_not_found(c->resp, r, c->name);
+                cJSON_Delete(cfg);
+                free(fm);
+                return;
+            }
             cJSON *cur = build_scale(c, o);
             cJSON *doc = json_merge_patch(cur, cfg);
             cJSON_Delete(cfg);
@@ -971,7 +999,8 @@ static void do_patch(ks_ctx *c, enum upd_kind kind, int scale)
             buf_reset(b);
             c->resp->status = 409;
             c->resp->content_type = "application/json";
-            put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
+            put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+                   "\"message\":");
             putq(b, conflict);
             put(b, ",\"reason\":\"Conflict\",\"details\":{\"name\":");
             putq(b, c->name);
@@ -1101,7 +1130,8 @@ static void do_scale_write(ks_ctx *c, ks_obj *o, cJSON *scale)
     const ks_view *v = &c->res->views[c->view];
     const char *name = json_get_str(scale, "metadata.name");
     if (name && *name && strcmp(name, c->name) != 0) {
-        resp_bad_request(c->resp, "the name of the object (%s) does not match the name on the URL (%s)", name, c->name);
+        resp_bad_request(c->resp, "the name of the object (%s) does not match the name on the URL (%s)", name,
+                         c->name);
         cJSON_Delete(scale);
         return;
     }
@@ -1110,11 +1140,11 @@ static void do_scale_write(ks_ctx *c, ks_obj *o, cJSON *scale)
         return;
     }
     const cJSON *rep = json_get(scale, "spec.replicas");
-    long long n = cJSON_IsNumber(rep) ? (long long)rep->valuedouble : 0;
+    long long n = json_num_ll(rep, 0);
     if (n < 0) {
         ks_errs e = {0};
-        errs_add(&e, "FieldValueInvalid", "spec.replicas", "Invalid value: %lld: must be greater than or equal to 0",
-                 n);
+        errs_add(&e, "FieldValueInvalid", "spec.replicas",
+                 "Invalid value: %lld: must be greater than or equal to 0", n);
         resp_invalid(c->resp, "Scale.autoscaling", "autoscaling", "Scale", c->name, &e);
         errs_free(&e);
         cJSON_Delete(scale);
@@ -1196,7 +1226,8 @@ static void too_large(ks_ctx *c, uint64_t want)
                           (unsigned long long)c->k->rv);
     put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
     putq(b, msg);
-    put(b, ",\"reason\":\"Timeout\",\"details\":{\"causes\":[{\"reason\":\"ResourceVersionTooLarge\",\"message\":"
+    put(b, ",\"reason\":\"Timeout\",\"details\":{\"causes\":[{\"reason\":\"ResourceVersionTooLarge\","
+           "\"message\":"
            "\"Too large resource version\"}],\"retryAfterSeconds\":1},\"code\":504}\n");
     put(&c->resp->headers, "Retry-After: 1\r\n");
     c->resp->delay_ms = c->k->cfg.too_large_wait_ms;
@@ -1219,8 +1250,9 @@ static int parse_rv_param(ks_ctx *c, const char *rv, int *has, int *zero, uint64
             resp_invalid(c->resp, c->res->qual, c->res->group, c->res->plural, "", &e);
             errs_free(&e);
         } else {
-            resp_bad_request(c->resp, "invalid resource version \"%s\": strconv.ParseUint: parsing \"%s\": invalid syntax",
-                             rv, rv);
+            resp_bad_request(
+                c->resp, "invalid resource version \"%s\": strconv.ParseUint: parsing \"%s\": invalid syntax",
+                rv, rv);
         }
         return -1;
     }
@@ -1298,7 +1330,8 @@ static char *make_token(uint64_t rv, int latest, const ks_ver *last)
         snprintf(key, sizeof(key), "%s", ver_name(last));
     if (latest) {
         put(&b, "{\"v\":\"meta.k8s.io/v1\",\"rv\":-1,\"start\":");
-    } else if (buf_printf(&b, "{\"v\":\"meta.k8s.io/v1\",\"rv\":%llu,\"start\":", (unsigned long long)rv) != 0) {
+    } else if (buf_printf(&b, "{\"v\":\"meta.k8s.io/v1\",\"rv\":%llu,\"start\":", (unsigned long long)rv) !=
+               0) {
         abort();
     }
     /* start = last key + "\0": the next page begins after it */
@@ -1322,7 +1355,9 @@ static int parse_token(const char *tok, long long *rv, char **ns, char **name, c
     cJSON *o = json_parse((const char *)raw, len, NULL);
     free(raw);
     if (o == NULL || strcmp(json_get_str_or(o, "v", ""), "meta.k8s.io/v1") != 0) {
-        snprintf(err, errlen, "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+        snprintf(
+            err, errlen,
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
         cJSON_Delete(o);
         return -1;
     }
@@ -1333,7 +1368,7 @@ static int parse_token(const char *tok, long long *rv, char **ns, char **name, c
         cJSON_Delete(o);
         return -1;
     }
-    *rv = (long long)r->valuedouble;
+    *rv = json_num_ll(r, 0);
     const char *slash = strchr(start, '/');
     if (slash) {
         *ns = xstrndup(start, (size_t)(slash - start));
@@ -1392,14 +1427,17 @@ static void do_list(ks_ctx *c)
     ks_errs e = {0};
     if (rvm && *rvm) {
         if (rv == NULL || *rv == '\0')
-            ERR_FORBIDDEN(&e, "resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided");
+            ERR_FORBIDDEN(&e, "resourceVersionMatch",
+                          "resourceVersionMatch is forbidden unless resourceVersion is provided");
         if (cont && *cont)
-            ERR_FORBIDDEN(&e, "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided");
+            ERR_FORBIDDEN(&e, "resourceVersionMatch",
+                          "resourceVersionMatch is forbidden when continue is provided");
         if (strcmp(rvm, "Exact") && strcmp(rvm, "NotOlderThan"))
             errs_add(&e, "FieldValueNotSupported", "resourceVersionMatch",
                      "Unsupported value: \"%s\": supported values: \"Exact\", \"NotOlderThan\", \"\"", rvm);
         if (strcmp(rvm, "Exact") == 0 && rv && strcmp(rv, "0") == 0)
-            ERR_FORBIDDEN(&e, "resourceVersionMatch", "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"");
+            ERR_FORBIDDEN(&e, "resourceVersionMatch",
+                          "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"");
     }
     if (sie)
         ERR_FORBIDDEN(&e, "sendInitialEvents", "sendInitialEvents is forbidden for list");
@@ -1412,7 +1450,8 @@ static void do_list(ks_ctx *c)
         char *end;
         limit = strtoll(lim, &end, 10);
         if (*end) {
-            resp_bad_request(c->resp, "limit: Invalid value: \"%s\": strconv.ParseInt: parsing \"%s\": invalid syntax",
+            resp_bad_request(c->resp,
+                             "limit: Invalid value: \"%s\": strconv.ParseInt: parsing \"%s\": invalid syntax",
                              lim, lim);
             goto out;
         }
@@ -1464,12 +1503,15 @@ static void do_list(ks_ctx *c)
             c->resp->content_type = "application/json";
             put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{\"continue\":");
             putq(b, tok);
-            put(b, "},\"status\":\"Failure\",\"message\":\"The provided continue parameter is too old to display a "
-                   "consistent list result. You can start a new list without the continue parameter, or use the "
-                   "continue token in this response to retrieve the remainder of the results. Continuing with the "
-                   "provided token results in an inconsistent list - objects that were created, modified, or "
-                   "deleted between the time the first chunk was returned and now may show up in the list.\","
-                   "\"reason\":\"Expired\",\"code\":410}\n");
+            put(b,
+                "},\"status\":\"Failure\",\"message\":\"The provided continue parameter is too old to "
+                "display a "
+                "consistent list result. You can start a new list without the continue parameter, or use the "
+                "continue token in this response to retrieve the remainder of the results. Continuing with "
+                "the "
+                "provided token results in an inconsistent list - objects that were created, modified, or "
+                "deleted between the time the first chunk was returned and now may show up in the list.\","
+                "\"reason\":\"Expired\",\"code\":410}\n");
             free(tok);
             goto out;
         }
@@ -1482,8 +1524,8 @@ static void do_list(ks_ctx *c)
         if (exact && n != k->rv) {
             snap = snap_at(k, r, n);
             if (snap == NULL) {
-                resp_status(c->resp, 410, "Expired", "The resourceVersion for the provided list is too old.", NULL,
-                            NULL, NULL, NULL);
+                resp_status(c->resp, 410, "Expired", "The resourceVersion for the provided list is too old.",
+                            NULL, NULL, NULL, NULL);
                 goto out;
             }
         }
@@ -1589,15 +1631,18 @@ static void do_watch(ks_ctx *c, int name_watch)
     memset(&wo, 0, sizeof(wo));
     ks_errs e = {0};
     if (sie && (rvm == NULL || strcmp(rvm, "NotOlderThan") != 0))
-        ERR_FORBIDDEN(&e, "resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
+        ERR_FORBIDDEN(&e, "resourceVersionMatch",
+                      "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
     if (rvm && *rvm) {
         if (sie == NULL)
-            ERR_FORBIDDEN(&e, "resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided");
+            ERR_FORBIDDEN(&e, "resourceVersionMatch",
+                          "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided");
         if (strcmp(rvm, "NotOlderThan") != 0)
             errs_add(&e, "FieldValueNotSupported", "resourceVersionMatch",
                      "Unsupported value: \"%s\": supported values: \"NotOlderThan\"", rvm);
         if (cont && *cont)
-            ERR_FORBIDDEN(&e, "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided");
+            ERR_FORBIDDEN(&e, "resourceVersionMatch",
+                          "resourceVersionMatch is forbidden when continue is provided");
     }
     if (e.n) {
         list_options_invalid(c, &e);
@@ -1612,8 +1657,8 @@ static void do_watch(ks_ctx *c, int name_watch)
     if (name_watch) {
         const char *want = fsel_required(wo.fs, "metadata.name");
         if (want && strcmp(want, c->name) != 0) {
-            resp_bad_request(c->resp, "fieldSelector metadata.name=%s conflicts with name \"%s\" in the path", want,
-                             c->name);
+            resp_bad_request(c->resp, "fieldSelector metadata.name=%s conflicts with name \"%s\" in the path",
+                             want, c->name);
             goto out;
         }
         if (wo.fs == NULL)
@@ -1774,7 +1819,9 @@ static int delete_options(ks_ctx *c, char **policy, long long *grace, char **pre
     if (p && strcmp(p, "Foreground") && strcmp(p, "Background") && strcmp(p, "Orphan")) {
         ks_errs e = {0};
         errs_add(&e, "FieldValueNotSupported", "propagationPolicy",
-                 "Unsupported value: \"%s\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"", p);
+                 "Unsupported value: \"%s\": supported values: \"Foreground\", \"Background\", \"Orphan\", "
+                 "\"nil\"",
+                 p);
         resp_invalid(c->resp, "DeleteOptions.meta.k8s.io", "meta.k8s.io", "DeleteOptions", "", &e);
         errs_free(&e);
         free(qp);
@@ -1788,13 +1835,14 @@ static int delete_options(ks_ctx *c, char **policy, long long *grace, char **pre
         *policy = xstrdup("Orphan");
     const cJSON *g = json_child(o, "gracePeriodSeconds");
     if (cJSON_IsNumber(g))
-        *grace = (long long)g->valuedouble;
+        *grace = json_num_ll(g, 0);
     char *qg = qparam(c, "gracePeriodSeconds");
     if (qg && *qg)
         *grace = atoll(qg);
     if (*grace < 0 && (qg || g))
         *grace = 0;
-    const char *u = json_get_str(o, "preconditions.uid"), *rv = json_get_str(o, "preconditions.resourceVersion");
+    const char *u = json_get_str(o, "preconditions.uid"),
+               *rv = json_get_str(o, "preconditions.resourceVersion");
     if (u)
         *pre_uid = xstrdup(u);
     if (rv)
@@ -1816,7 +1864,8 @@ static void respond_deleted(ks_ctx *c, ks_ver *v, int gone, const char *uid)
     buf_reset(b);
     c->resp->status = 200;
     c->resp->content_type = "application/json";
-    put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\",\"details\":{\"name\":");
+    put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\",\"details\":{"
+           "\"name\":");
     putq(b, ver_name(v));
     put(b, ",\"group\":");
     putq(b, c->res->group);
@@ -1840,10 +1889,12 @@ static void do_delete(ks_ctx *c)
         goto out;
     }
     if (pre_uid && strcmp(pre_uid, o->uid) != 0) {
-        char *why = xasprintf("Precondition failed: UID in precondition: %s, UID in object meta: %s", pre_uid, o->uid);
-        char *msg = xasprintf("the UID in the precondition (%s) does not match the UID in record (%s). The object "
-                              "might have been deleted and then recreated",
-                              pre_uid, o->uid);
+        char *why = xasprintf("Precondition failed: UID in precondition: %s, UID in object meta: %s", pre_uid,
+                              o->uid);
+        char *msg =
+            xasprintf("the UID in the precondition (%s) does not match the UID in record (%s). The object "
+                      "might have been deleted and then recreated",
+                      pre_uid, o->uid);
         resp_status(c->resp, 409, "Conflict", msg, c->name, c->res->group, c->res->plural, NULL);
         free(why);
         free(msg);
@@ -1852,9 +1903,10 @@ static void do_delete(ks_ctx *c)
     char cur[24];
     snprintf(cur, sizeof(cur), "%llu", (unsigned long long)o->cur->rv);
     if (pre_rv && strcmp(pre_rv, cur) != 0) {
-        char *msg = xasprintf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in "
-                              "record (%s). The object might have been modified",
-                              pre_rv, cur);
+        char *msg =
+            xasprintf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in "
+                      "record (%s). The object might have been modified",
+                      pre_rv, cur);
         resp_status(c->resp, 409, "Conflict", msg, c->name, c->res->group, c->res->plural, NULL);
         free(msg);
         goto out;
@@ -1945,7 +1997,8 @@ static void status_success(ks_ctx *c, int code)
     c->resp->status = code;
     c->resp->content_type = "application/json";
     if (buf_printf(&c->resp->body,
-                   "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\",\"code\":%d}\n",
+                   "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\","
+                   "\"code\":%d}\n",
                    code) != 0)
         abort();
 }
@@ -2068,11 +2121,12 @@ static void group_json(ks *k, buf_t *b, const char *group, int with_kind)
     putq(b, group);
     put(b, ",\"versions\":[");
     for (int i = 0; i < n; i++)
-        if (buf_printf(b, "%s{\"groupVersion\":\"%s/%s\",\"version\":\"%s\"}", i ? "," : "", group, vs[i], vs[i]) != 0)
+        if (buf_printf(b, "%s{\"groupVersion\":\"%s/%s\",\"version\":\"%s\"}", i ? "," : "", group, vs[i],
+                       vs[i]) != 0)
             abort();
     put(b, "]");
-    if (n && buf_printf(b, ",\"preferredVersion\":{\"groupVersion\":\"%s/%s\",\"version\":\"%s\"}", group, vs[0],
-                        vs[0]) != 0)
+    if (n && buf_printf(b, ",\"preferredVersion\":{\"groupVersion\":\"%s/%s\",\"version\":\"%s\"}", group,
+                        vs[0], vs[0]) != 0)
         abort();
     put(b, "}");
 }
@@ -2134,8 +2188,10 @@ static void discovery_resources(ks *k, ks_resp *resp, const char *group, const c
     buf_reset(b);
     resp->status = 200;
     resp->content_type = "application/json";
-    if (buf_printf(b, "{\"kind\":\"APIResourceList\",\"apiVersion\":\"v1\",\"groupVersion\":\"%s%s%s\",\"resources\":[",
-                   group, *group ? "/" : "", version) != 0)
+    if (buf_printf(
+            b,
+            "{\"kind\":\"APIResourceList\",\"apiVersion\":\"v1\",\"groupVersion\":\"%s%s%s\",\"resources\":[",
+            group, *group ? "/" : "", version) != 0)
         abort();
     int first = 1;
     list_node *ln;
@@ -2153,12 +2209,12 @@ static void discovery_resources(ks *k, ks_resp *resp, const char *group, const c
         snprintf(hsrc, sizeof(hsrc), "%s/%s/%s", group, version, r->kind);
         sha256(hsrc, strlen(hsrc), h);
         char *hash = base64_encode(h, 8);
-        if (buf_printf(b,
-                       "%s{\"name\":\"%s\",\"singularName\":\"%s\",\"namespaced\":%s,\"kind\":\"%s\",\"verbs\":["
-                       "\"create\",\"delete\",\"deletecollection\",\"get\",\"list\",\"patch\",\"update\",\"watch\"]",
-                       first ? "" : ",", r->plural, r->singular, r->namespaced ? "true" : "false", r->kind) != 0)
+        if (buf_printf(
+                b,
+                "%s{\"name\":\"%s\",\"singularName\":\"%s\",\"namespaced\":%s,\"kind\":\"%s\",\"verbs\":["
+                "\"create\",\"delete\",\"deletecollection\",\"get\",\"list\",\"patch\",\"update\",\"watch\"]",
+                first ? "" : ",", r->plural, r->singular, r->namespaced ? "true" : "false", r->kind) != 0)
             abort();
-        free(NULL);
         put_csv_array(b, "shortNames", r->short_names);
         put_csv_array(b, "categories", r->categories);
         if (buf_printf(b, ",\"storageVersionHash\":\"%s\"}", hash) != 0)
@@ -2167,19 +2223,24 @@ static void discovery_resources(ks *k, ks_resp *resp, const char *group, const c
         first = 0;
         const char *ns = r->namespaced ? "true" : "false";
         if (v->has_status &&
-            buf_printf(b, ",{\"name\":\"%s/status\",\"singularName\":\"\",\"namespaced\":%s,\"kind\":\"%s\","
-                          "\"verbs\":[\"get\",\"patch\",\"update\"]}",
+            buf_printf(b,
+                       ",{\"name\":\"%s/status\",\"singularName\":\"\",\"namespaced\":%s,\"kind\":\"%s\","
+                       "\"verbs\":[\"get\",\"patch\",\"update\"]}",
                        r->plural, ns, r->kind) != 0)
             abort();
         if (v->has_scale &&
-            buf_printf(b, ",{\"name\":\"%s/scale\",\"singularName\":\"\",\"namespaced\":%s,\"group\":\"autoscaling\","
-                          "\"version\":\"v1\",\"kind\":\"Scale\",\"verbs\":[\"get\",\"patch\",\"update\"]}",
-                       r->plural, ns) != 0)
+            buf_printf(
+                b,
+                ",{\"name\":\"%s/scale\",\"singularName\":\"\",\"namespaced\":%s,\"group\":\"autoscaling\","
+                "\"version\":\"v1\",\"kind\":\"Scale\",\"verbs\":[\"get\",\"patch\",\"update\"]}",
+                r->plural, ns) != 0)
             abort();
         if (is_pod(r))
-            put(b, ",{\"name\":\"pods/binding\",\"singularName\":\"\",\"namespaced\":true,\"kind\":\"Binding\","
-                   "\"verbs\":[\"create\"]},{\"name\":\"pods/eviction\",\"singularName\":\"\",\"namespaced\":true,"
-                   "\"group\":\"policy\",\"version\":\"v1\",\"kind\":\"Eviction\",\"verbs\":[\"create\"]}");
+            put(b,
+                ",{\"name\":\"pods/binding\",\"singularName\":\"\",\"namespaced\":true,\"kind\":\"Binding\","
+                "\"verbs\":[\"create\"]},{\"name\":\"pods/"
+                "eviction\",\"singularName\":\"\",\"namespaced\":true,"
+                "\"group\":\"policy\",\"version\":\"v1\",\"kind\":\"Eviction\",\"verbs\":[\"create\"]}");
     }
     put(b, "]}\n");
 }
@@ -2282,8 +2343,8 @@ static void dispatch(ks_ctx *c, const char *sub, int forced_watch)
 
 static void not_acceptable(ks_resp *r)
 {
-    resp_status(r, 406, "NotAcceptable", "only the following media types are accepted: application/json", NULL, NULL,
-                NULL, NULL);
+    resp_status(r, 406, "NotAcceptable", "only the following media types are accepted: application/json",
+                NULL, NULL, NULL, NULL);
 }
 
 /* Resource requests below /api/v1 or /apis/g/v: segs are the segments after the version. */
@@ -2301,8 +2362,8 @@ static void resource_request(ks_ctx *c, const char *group, const char *version, 
     }
     const char *ns = NULL, *plural, *name = NULL, *sub = NULL;
     ks_route *rt = NULL;
-    if (strcmp(segs[0], "namespaces") == 0 && n >= 3 && (rt = route_find(c->k, group, version, segs[2])) != NULL &&
-        rt->res->namespaced) {
+    if (strcmp(segs[0], "namespaces") == 0 && n >= 3 &&
+        (rt = route_find(c->k, group, version, segs[2])) != NULL && rt->res->namespaced) {
         ns = segs[1];
         plural = segs[2];
         name = n > 3 ? segs[3] : NULL;
@@ -2372,7 +2433,8 @@ void api_handle(ks *k, const ks_req *req, ks_resp *resp)
     if (n == 0) {
         resp->status = 200;
         resp->content_type = "application/json";
-        put(&resp->body, "{\"paths\":[\"/api\",\"/api/v1\",\"/apis\",\"/healthz\",\"/livez\",\"/readyz\",\"/version\"]}\n");
+        put(&resp->body, "{\"paths\":[\"/api\",\"/api/v1\",\"/apis\",\"/healthz\",\"/livez\",\"/readyz\",\"/"
+                         "version\"]}\n");
         return;
     }
     if (strcmp(segs[0], "healthz") == 0 || strcmp(segs[0], "livez") == 0 || strcmp(segs[0], "readyz") == 0) {
@@ -2387,8 +2449,9 @@ void api_handle(ks *k, const ks_req *req, ks_resp *resp)
         resp->status = 200;
         resp->content_type = "application/json";
         if (strcmp(segs[1], "v2") == 0)
-            put(&resp->body, "{\"swagger\":\"2.0\",\"info\":{\"title\":\"Kubernetes\",\"version\":\"v1.31.0\"},"
-                             "\"paths\":{},\"definitions\":{}}\n");
+            put(&resp->body,
+                "{\"swagger\":\"2.0\",\"info\":{\"title\":\"Kubernetes\",\"version\":\"v1.31.0\"},"
+                "\"paths\":{},\"definitions\":{}}\n");
         else
             put(&resp->body, "{\"paths\":{}}\n");
         return;
@@ -2406,8 +2469,9 @@ void api_handle(ks *k, const ks_req *req, ks_resp *resp)
             if (n == 1) {
                 resp->status = 200;
                 resp->content_type = "application/json";
-                put(&resp->body, "{\"kind\":\"APIVersions\",\"versions\":[\"v1\"],\"serverAddressByClientCIDRs\":[{"
-                                 "\"clientCIDR\":\"0.0.0.0/0\",\"serverAddress\":\"127.0.0.1:6443\"}]}\n");
+                put(&resp->body,
+                    "{\"kind\":\"APIVersions\",\"versions\":[\"v1\"],\"serverAddressByClientCIDRs\":[{"
+                    "\"clientCIDR\":\"0.0.0.0/0\",\"serverAddress\":\"127.0.0.1:6443\"}]}\n");
             } else {
                 discovery_resources(k, resp, "", "v1");
             }

@@ -91,10 +91,11 @@ static void namespace_defaults(ks *k, const char *ns)
     m = json_obj_ensure(o, "metadata");
     json_set_str(m, "name", "kube-root-ca.crt");
     json_set_str(m, "namespace", ns);
-    json_set_str(json_obj_ensure(m, "annotations"), "kubernetes.io/description",
-                 "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints "
-                 "such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across "
-                 "distributions of Kubernetes clusters.");
+    json_set_str(
+        json_obj_ensure(m, "annotations"), "kubernetes.io/description",
+        "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints "
+        "such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across "
+        "distributions of Kubernetes clusters.");
     json_set_str(json_obj_ensure(o, "data"), "ca.crt", k->root_ca ? k->root_ca : "");
     obj_create_internal(k, cm, o);
 }
@@ -311,8 +312,8 @@ void ks_handle(ks *k, const ks_req *req, ks_resp *resp)
         counters_add(k, "unauthorized", "", 401);
         return;
     }
-    int api = strncmp(path, "/api/", 5) == 0 || strncmp(path, "/apis/", 6) == 0 || strcmp(path, "/api") == 0 ||
-              strcmp(path, "/apis") == 0;
+    int api = strncmp(path, "/api/", 5) == 0 || strncmp(path, "/apis/", 6) == 0 ||
+              strcmp(path, "/api") == 0 || strcmp(path, "/apis") == 0;
     if (api && faults_apply(k, resp))
         return;
     api_handle(k, req, resp);

@@ -20,14 +20,14 @@ struct ks_server {
     hs_server *https, *http;
     int https_port, http_port;
     char *url, *http_url;
-    pki_pair ca;         /* key may be NULL when only a CA certificate was given */
+    pki_pair ca; /* key may be NULL when only a CA certificate was given */
     pki_pair serving;
-    pki_pair client;     /* NULL strings when not issued */
+    pki_pair client; /* NULL strings when not issued */
     char *client_ca;
     hs_tls_opts tls;
     uv_timer_t drop_timer;
     int closing;
-    int pending;         /* listeners + the drop timer still open */
+    int pending; /* listeners + the drop timer still open */
     void (*close_cb)(void *);
     void *close_data;
 };
@@ -193,11 +193,11 @@ static int setup_pki(ks_server *s, const ks_server_opts *o)
         if ((rc = read_pem(o->tls_key_file, &s->serving.key_pem)) != 0)
             return rc;
     } else if (s->ca.key_pem) {
-        static const char *const dns[] = {"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                                          "kubernetes.default.svc.cluster.local"};
+        static const char *const dns[] = {"localhost", "kubernetes", "kubernetes.default",
+                                          "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"};
         static const char *const ips[] = {"127.0.0.1", "::1"};
-        pki_leaf_opts lo = {.cn = "kube-apiserver", .dns = dns, .n_dns = 5, .ips = ips, .n_ips = 2,
-                            .usage = PKI_SERVER_AUTH};
+        pki_leaf_opts lo = {
+            .cn = "kube-apiserver", .dns = dns, .n_dns = 5, .ips = ips, .n_ips = 2, .usage = PKI_SERVER_AUTH};
         if ((rc = pki_leaf_new(&s->ca, &lo, &s->serving)) != 0)
             return rc;
     } else {
@@ -205,7 +205,8 @@ static int setup_pki(ks_server *s, const ks_server_opts *o)
         return OP_ECONFIG;
     }
     if (s->ca.key_pem) {
-        pki_leaf_opts lo = {.cn = "kubernetes-admin", .org = "kubeadm:cluster-admins", .usage = PKI_CLIENT_AUTH};
+        pki_leaf_opts lo = {
+            .cn = "kubernetes-admin", .org = "kubeadm:cluster-admins", .usage = PKI_CLIENT_AUTH};
         if ((rc = pki_leaf_new(&s->ca, &lo, &s->client)) != 0)
             return rc;
     }
@@ -370,14 +371,16 @@ int ks_server_write_kubeconfig(const ks_server *s, const char *path, const char 
 {
     buf_t b;
     buf_init(&b, BUF_UNLIMITED);
-    int rc = buf_printf(&b, "apiVersion: v1\nkind: Config\ncurrent-context: kubesim\nclusters:\n- name: kubesim\n"
-                            "  cluster:\n    server: %s\n",
+    int rc = buf_printf(&b,
+                        "apiVersion: v1\nkind: Config\ncurrent-context: kubesim\nclusters:\n- name: kubesim\n"
+                        "  cluster:\n    server: %s\n",
                         s->url);
     if (rc == 0 && s->https && strncmp(s->url, "https", 5) == 0)
         rc = b64_line(&b, "certificate-authority-data", s->ca.cert_pem);
     int any = (s->client.cert_pem && strncmp(s->url, "https", 5) == 0) || token;
     if (rc == 0)
-        rc = buf_puts(&b, any ? "users:\n- name: kubesim\n  user:\n" : "users:\n- name: kubesim\n  user: {}\n");
+        rc = buf_puts(&b,
+                      any ? "users:\n- name: kubesim\n  user:\n" : "users:\n- name: kubesim\n  user: {}\n");
     if (rc == 0 && s->client.cert_pem && strncmp(s->url, "https", 5) == 0) {
         rc = b64_line(&b, "client-certificate-data", s->client.cert_pem);
         if (rc == 0)

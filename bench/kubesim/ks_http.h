@@ -16,9 +16,9 @@
 typedef struct ks_server ks_server;
 
 typedef struct ks_server_opts {
-    const char *host;   /* listen address (default 127.0.0.1) */
-    int https_port;     /* -1: no TLS listener; 0: ephemeral */
-    int http_port;      /* -1: no plain listener; 0: ephemeral */
+    const char *host; /* listen address (default 127.0.0.1) */
+    int https_port;   /* -1: no TLS listener; 0: ephemeral */
+    int http_port;    /* -1: no plain listener; 0: ephemeral */
     /* Certificates: all optional. Without ca_cert/ca_key a CA is generated;
      * without tls_cert/tls_key a serving certificate for localhost,
      * 127.0.0.1 and ::1 is issued by the CA; a client certificate for the
@@ -27,7 +27,7 @@ typedef struct ks_server_opts {
     const char *tls_cert_file, *tls_key_file;
     const char *client_ca_file; /* CA that verifies client certificates (default: the CA) */
     int require_client_cert;    /* TLS handshake refused without one */
-    size_t max_write_queue;     /* per-connection output cap (default 256 MiB, a watch of 8k pods is ~20 MiB) */
+    size_t max_write_queue; /* per-connection output cap (default 256 MiB, a watch of 8k pods is ~20 MiB) */
 } ks_server_opts;
 
 /** Start listening. NULL with *err set (bind failure, bad certificate files). */

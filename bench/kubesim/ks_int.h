@@ -24,12 +24,12 @@
 
 typedef struct ks_ver {
     uint32_t refs;
-    uint32_t len;      /* JSON bytes (data[0..len)) */
+    uint32_t len; /* JSON bytes (data[0..len)) */
     uint64_t rv;
-    uint32_t rv_off;   /* offset of the RV digits inside the JSON, 0 when absent */
+    uint32_t rv_off; /* offset of the RV digits inside the JSON, 0 when absent */
     uint16_t rv_len;
-    uint16_t hdr_len;  /* length of the `{"kind":..,"apiVersion":..,` prefix */
-    uint32_t ns_off;   /* into data: namespace ("" when cluster scoped) */
+    uint16_t hdr_len; /* length of the `{"kind":..,"apiVersion":..,` prefix */
+    uint32_t ns_off;  /* into data: namespace ("" when cluster scoped) */
     uint32_t name_off;
     uint32_t labels_off; /* packed "k\0v\0...\0" (just "\0" when none) */
     uint32_t fields_off; /* packed "field\0value\0...\0" */
@@ -63,32 +63,32 @@ cJSON *ver_parse(const ks_ver *v);
 /* ---- resources --------------------------------------------------------- */
 
 enum ks_res_flags {
-    KSR_GENERATION = 1 << 0,       /* metadata.generation tracked */
-    KSR_RV_REQUIRED = 1 << 1,      /* PUT needs metadata.resourceVersion (422 otherwise) */
-    KSR_CREATE_ON_UPDATE = 1 << 2, /* PUT of a missing object creates it */
+    KSR_GENERATION = 1 << 0,         /* metadata.generation tracked */
+    KSR_RV_REQUIRED = 1 << 1,        /* PUT needs metadata.resourceVersion (422 otherwise) */
+    KSR_CREATE_ON_UPDATE = 1 << 2,   /* PUT of a missing object creates it */
     KSR_DELETE_RETURNS_OBJ = 1 << 3, /* immediate DELETE answers the object, not a Status */
-    KSR_CUSTOM = 1 << 4,           /* served from a CRD */
+    KSR_CUSTOM = 1 << 4,             /* served from a CRD */
     KSR_NO_WATCH = 1 << 5,
 };
 
 /* One served version of a resource (built-ins have one). */
 typedef struct ks_view {
-    char *version;      /* "v1" */
-    char *api_version;  /* "apps/v1", "v1" */
+    char *version;     /* "v1" */
+    char *api_version; /* "apps/v1", "v1" */
     int has_status;
     int has_scale;
-    char *spec_replicas_path;   /* ".spec.replicas" */
+    char *spec_replicas_path; /* ".spec.replicas" */
     char *status_replicas_path;
-    char *label_selector_path;  /* may be NULL */
-    cJSON *schema;              /* openAPIV3Schema (CRs), owned */
-    int preserve_unknown;       /* schema root preserves unknown fields */
+    char *label_selector_path; /* may be NULL */
+    cJSON *schema;             /* openAPIV3Schema (CRs), owned */
+    int preserve_unknown;      /* schema root preserves unknown fields */
 } ks_view;
 
 typedef struct ks_event {
     uint64_t rv;
-    int type;      /* KS_ADDED / KS_MODIFIED / KS_DELETED */
-    ks_ver *obj;   /* new state; for DELETED the last state stamped with the delete RV */
-    ks_ver *prev;  /* state before (NULL for ADDED) */
+    int type;     /* KS_ADDED / KS_MODIFIED / KS_DELETED */
+    ks_ver *obj;  /* new state; for DELETED the last state stamped with the delete RV */
+    ks_ver *prev; /* state before (NULL for ADDED) */
 } ks_event;
 
 enum { KS_ADDED = 0, KS_MODIFIED = 1, KS_DELETED = 2 };
@@ -96,7 +96,7 @@ enum { KS_ADDED = 0, KS_MODIFIED = 1, KS_DELETED = 2 };
 typedef struct ks_hist {
     ks_event *ring;
     size_t cap, start, n;
-    size_t max; /* configured size; the ring grows up to it */
+    size_t max;         /* configured size; the ring grows up to it */
     uint64_t compacted; /* watches from an RV below this get 410 */
 } ks_hist;
 
@@ -110,13 +110,13 @@ typedef struct ks_res {
     char *qual_kind;   /* "Pod", "Deployment.apps" */
     int namespaced;
     unsigned flags;
-    const char *const *fields; /* extra selectable fields, NULL-terminated, may be NULL */
+    const char *const *fields;   /* extra selectable fields, NULL-terminated, may be NULL */
     const struct ks_builtin *bi; /* built-in behaviour, NULL for CRs */
     ks_view *views;
     int n_views;
     int storage_view;
-    char *crd_name;    /* CRs: the CRD that defines it */
-    map_t objs;        /* key -> ks_obj */
+    char *crd_name; /* CRs: the CRD that defines it */
+    map_t objs;     /* key -> ks_obj */
     ks_hist hist;
     list_node watches; /* ks_watch.link */
     int removed;       /* CRD gone: no longer routed, freed at shutdown */
@@ -125,23 +125,23 @@ typedef struct ks_res {
 /* ---- objects ----------------------------------------------------------- */
 
 typedef struct ks_oref {
-    list_node link;         /* in the owner uid's dependents bucket */
+    list_node link; /* in the owner uid's dependents bucket */
     struct ks_deps *bucket;
     struct ks_obj *obj;
-    int block;              /* blockOwnerDeletion */
+    int block; /* blockOwnerDeletion */
     char uid[40];
 } ks_oref;
 
 typedef struct ks_obj {
-    char *key;   /* "ns/name" or "name" */
+    char *key; /* "ns/name" or "name" */
     ks_res *res;
     ks_ver *cur;
     char uid[40];
     ks_oref *orefs;
     int n_orefs;
-    list_node gc_link;   /* ks.gc_queue */
-    struct ks_pod *pod;  /* pods: kubelet/scheduler state */
-    struct ks_node *node;/* nodes */
+    list_node gc_link;    /* ks.gc_queue */
+    struct ks_pod *pod;   /* pods: kubelet/scheduler state */
+    struct ks_node *node; /* nodes */
 } ks_obj;
 
 /* Dependents of one owner uid. */
@@ -177,18 +177,18 @@ struct ks {
     uint64_t rv;
     uint64_t rng;
     list_node resources;
-    map_t routes;   /* "g/v/plural" -> ks_route */
-    map_t uids;     /* uid -> ks_obj */
-    map_t deps;     /* owner uid -> ks_deps */
+    map_t routes; /* "g/v/plural" -> ks_route */
+    map_t uids;   /* uid -> ks_obj */
+    map_t deps;   /* owner uid -> ks_deps */
     list_node snaps;
     int n_snaps;
     list_node dirty_watches;
     int n_watches;
     uv_prepare_t flush;
     uv_timer_t gc_timer;
-    list_node gc_queue;   /* objects whose owners must be checked */
-    map_t gc_owners;      /* owner uids that went away or are being deleted, value unused */
-    int gc_ns_pending;    /* a namespace is terminating */
+    list_node gc_queue; /* objects whose owners must be checked */
+    map_t gc_owners;    /* owner uids that went away or are being deleted, value unused */
+    int gc_ns_pending;  /* a namespace is terminating */
     struct ks_kubelet *kl;
     /* faults */
     double rate_429, rate_500;
@@ -201,7 +201,7 @@ struct ks {
     int pending_closes;
     void (*close_cb)(void *);
     void *close_data;
-    int loading;  /* state load: no hooks, no namespace defaults */
+    int loading;         /* state load: no hooks, no namespace defaults */
     const char *root_ca; /* PEM published in kube-root-ca.crt */
 };
 
@@ -211,7 +211,7 @@ struct ks {
 typedef struct ks_cause {
     const char *reason; /* "FieldValueRequired", ... (static) */
     char *field;
-    char *message;      /* "Required value", "Invalid value: \"x\": detail" */
+    char *message; /* "Required value", "Invalid value: \"x\": detail" */
 } ks_cause;
 
 typedef struct ks_errs {
@@ -318,8 +318,8 @@ typedef struct ks_builtin {
     const char *group, *version, *plural, *singular, *kind, *short_names, *categories;
     int namespaced;
     unsigned flags;
-    int status;  /* has a /status subresource */
-    int scale;   /* has /scale (spec.replicas / status.replicas / spec.selector) */
+    int status; /* has a /status subresource */
+    int scale;  /* has /scale (spec.replicas / status.replicas / spec.selector) */
     const char *const *fields;
     /* defaults and validation on create; NULL when nothing to do */
     void (*on_create)(ks *k, ks_res *r, cJSON *obj, ks_errs *e);
@@ -368,16 +368,16 @@ int obj_matches(const ks_ver *v, const char *ns, const lsel *ls, const fsel *fs)
 /* ---- watch (ks_watch.c) ------------------------------------------------ */
 
 typedef struct ks_watch_opts {
-    const char *ns;     /* NULL: all namespaces */
-    lsel *ls;           /* taken */
-    fsel *fs;           /* taken */
-    int rv_set;         /* resourceVersion given and not "0" */
+    const char *ns; /* NULL: all namespaces */
+    lsel *ls;       /* taken */
+    fsel *fs;       /* taken */
+    int rv_set;     /* resourceVersion given and not "0" */
     uint64_t rv;
-    int initial;        /* send synthetic ADDED for the current state */
+    int initial;             /* send synthetic ADDED for the current state */
     int send_initial_events; /* watch-list: end bookmark after them */
     int bookmarks;
     long long timeout_ms;
-    int expired;        /* answer with the 410 ERROR event (too old or fault) */
+    int expired; /* answer with the 410 ERROR event (too old or fault) */
     uint64_t expired_req, expired_have;
 } ks_watch_opts;
 
@@ -404,10 +404,10 @@ typedef struct ks_ctx {
     ks_resp *resp;
     ks_res *res;
     int view;
-    const char *ns;      /* namespace from the URL or NULL */
-    const char *name;    /* object name or NULL */
-    const char *sub;     /* subresource or NULL */
-    char *verb;          /* for counters: get list watch create update patch delete deletecollection */
+    const char *ns;   /* namespace from the URL or NULL */
+    const char *name; /* object name or NULL */
+    const char *sub;  /* subresource or NULL */
+    char *verb;       /* for counters: get list watch create update patch delete deletecollection */
 } ks_ctx;
 
 void api_handle(ks *k, const ks_req *req, ks_resp *resp);
@@ -454,7 +454,7 @@ void kubelet_free(ks *k);
 /** Create cfg->nodes Nodes (names that already exist are kept). */
 void kubelet_create_nodes(ks *k, int first, int count);
 /** A pod or node changed (new_ver NULL when removed; o may then be freed after return). */
-void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver);
+void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver, const cJSON *newobj);
 void kubelet_on_node(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver);
 void kubelet_obj_gone(ks *k, ks_obj *o);
 /** Admin: fail (or finish) pods. */

@@ -24,7 +24,7 @@
 #include "core/podfit.h"
 
 enum pstate { P_PENDING, P_BOUND, P_RUNNING, P_READY, P_DONE };
-enum act { A_START, A_READY, A_REMOVE, A_SYNC, A_FORCE_DELETE, A_NODE_STATUS };
+enum act { A_START, A_READY, A_REMOVE, A_SYNC, A_FORCE_DELETE, A_EVICT, A_NODE_STATUS };
 
 typedef struct ks_node {
     ks_obj *obj;
@@ -74,6 +74,17 @@ struct ks_kubelet {
     unsigned ip_next;
     int node_seq;
     ks_res *pods_res, *nodes_res;
+    /* Equivalence cache: pods with the same placement constraints that
+     * found no node fail again at once until the cluster changes (a node
+     * changed, a pod released its node). */
+    unsigned long long gen;
+    map_t fails; /* constraint key -> struct fail */
+};
+
+struct fail {
+    unsigned long long gen;
+    char *reason;
+    char key[];
 };
 
 #define KL(k) ((k)->kl)
@@ -210,7 +221,7 @@ static int gpu_of(const cJSON *list)
     if (cJSON_IsString(v))
         return atoi(v->valuestring);
     if (cJSON_IsNumber(v))
-        return (int)v->valuedouble;
+        return (int)json_num_clamp(v, 0, INT32_MIN, INT32_MAX);
     return -1;
 }
 
@@ -274,21 +285,37 @@ static void retry_cb(uv_timer_t *t)
     sched_kick(k, 0);
 }
 
+static void fails_clear(struct ks_kubelet *kl)
+{
+    size_t it = 0;
+    const char *key;
+    void *val;
+    while (map_next(&kl->fails, &it, &key, &val)) {
+        struct fail *f = val;
+        free(f->reason);
+        free(f);
+    }
+    map_free(&kl->fails);
+    map_init(&kl->fails);
+}
+
 /* Something changed that may let unschedulable pods fit. */
 static void cluster_changed(ks *k)
 {
     struct ks_kubelet *kl = KL(k);
+    if (kl == NULL)
+        return;
+    kl->gen++;
     if (list_empty(&kl->unsched) || k->closing || uv_is_active((uv_handle_t *)&kl->retry_timer))
         return;
     uv_timer_start(&kl->retry_timer, retry_cb, k->cfg.schedule_retry_ms, 0);
 }
 
-void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver)
+void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver, const cJSON *obj)
 {
     struct ks_kubelet *kl = KL(k);
     if (new_ver == NULL || kl == NULL)
         return; /* removal: kubelet_obj_gone */
-    cJSON *obj = ver_parse(new_ver);
     const cJSON *spec = json_child(obj, "spec");
     ks_pod *p = o->pod;
     if (p == NULL) {
@@ -298,7 +325,8 @@ void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_v
         list_init(&p->node_link);
         p->gpus = pod_gpus(spec);
         p->gates = json_len(json_child(spec, "readinessGates")) > 0;
-        const cJSON *anti = json_get(spec, "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution");
+        const cJSON *anti =
+            json_get(spec, "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution");
         if (json_len(anti)) {
             p->anti = cJSON_CreateObject();
             json_set(p->anti, "affinity", cJSON_Duplicate(json_child(spec, "affinity"), 1));
@@ -307,7 +335,8 @@ void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_v
         const char *phase = json_get_str_or(obj, "status.phase", "Pending");
         if (strcmp(phase, "Running") == 0) {
             const cJSON *ready = find_cond((cJSON *)json_get(obj, "status.conditions"), "ContainersReady");
-            p->state = ready && strcmp(json_get_str_or(ready, "status", ""), "True") == 0 ? P_READY : P_RUNNING;
+            p->state =
+                ready && strcmp(json_get_str_or(ready, "status", ""), "True") == 0 ? P_READY : P_RUNNING;
             if (p->state == P_RUNNING)
                 schedule_action(k, o, A_READY, k->cfg.pod_ready_delay_ms);
         } else if (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0) {
@@ -320,7 +349,7 @@ void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_v
     p->labels = cJSON_Duplicate(json_get(obj, "metadata.labels"), 1);
     const char *node = json_get_str(spec, "nodeName");
     int deleting = json_get_str(obj, "metadata.deletionTimestamp") != NULL;
-    if (node && *node) {
+    if (node && *node && p->state != P_DONE) {
         if (list_is_linked(&p->sched_link))
             list_remove(&p->sched_link);
         if (p->node == NULL || strcmp(ver_name(p->node->obj->cur), node) != 0)
@@ -330,7 +359,10 @@ void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_v
             if (!deleting)
                 schedule_action(k, o, A_START, k->cfg.pod_start_delay_ms);
         }
-    } else if (p->state == P_PENDING && !deleting && !list_is_linked(&p->sched_link)) {
+    } else if (p->state == P_PENDING && !deleting && !list_is_linked(&p->sched_link) &&
+               strcmp(json_get_str_or(spec, "schedulerName", "default-scheduler"), "default-scheduler") ==
+                   0) {
+        /* pods for another scheduler wait for someone to bind them */
         list_insert_tail(&kl->pending, &p->sched_link);
         sched_kick(k, 0);
     }
@@ -343,7 +375,6 @@ void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_v
             schedule_action(k, o, A_SYNC, 0);
         cJSON_Delete(old);
     }
-    cJSON_Delete(obj);
 }
 
 static void pod_free(ks *k, ks_pod *p)
@@ -383,13 +414,23 @@ static int quantity_int(const cJSON *v)
     if (cJSON_IsString(v))
         return atoi(v->valuestring);
     if (cJSON_IsNumber(v))
-        return (int)v->valuedouble;
+        return (int)json_num_clamp(v, 0, INT32_MIN, INT32_MAX);
     return 0;
 }
 
+/* The taint manager: pods that do not tolerate a NoExecute taint of their
+ * node are deleted. Only taints count: label changes never evict
+ * (affinity is IgnoredDuringExecution). tolerationSeconds is not honoured:
+ * a toleration with a limit tolerates for good. */
 static void evict_untolerated(ks *k, ks_node *n)
 {
-    /* NoExecute taints the pod does not tolerate: the taint manager deletes it */
+    const cJSON *taints = json_get(n->fit, "spec.taints");
+    int noexec = 0;
+    for (const cJSON *t = taints ? taints->child : NULL; t; t = t->next)
+        if (strcmp(json_get_str_or(t, "effect", ""), "NoExecute") == 0)
+            noexec = 1;
+    if (!noexec)
+        return;
     char **keys = NULL;
     int nk = 0;
     list_node *ln;
@@ -397,9 +438,12 @@ static void evict_untolerated(ks *k, ks_node *n)
     {
         ks_pod *p = list_entry(ln, ks_pod, node_link);
         cJSON *obj = ver_parse(p->obj->cur);
-        fit_result fr;
-        fit_schedule(json_child(obj, "spec"), n->fit, &fr);
-        if (!fr.should_continue && !json_get_str(obj, "metadata.deletionTimestamp")) {
+        const cJSON *tols = json_get(obj, "spec.tolerations");
+        int evict = 0;
+        for (const cJSON *t = taints->child; t && !evict; t = t->next)
+            if (strcmp(json_get_str_or(t, "effect", ""), "NoExecute") == 0 && !fit_tolerates(tols, t))
+                evict = 1;
+        if (evict && !json_get_str(obj, "metadata.deletionTimestamp")) {
             keys = xrealloc(keys, sizeof(char *) * (size_t)(nk + 1));
             keys[nk++] = xstrdup(p->obj->key);
         }
@@ -408,7 +452,7 @@ static void evict_untolerated(ks *k, ks_node *n)
     for (int i = 0; i < nk; i++) {
         ks_obj *o = map_get(&KL(k)->pods_res->objs, keys[i]);
         if (o)
-            schedule_action(k, o, A_FORCE_DELETE, 0);
+            schedule_action(k, o, A_EVICT, 0);
         free(keys[i]);
     }
     free(keys);
@@ -469,6 +513,7 @@ static void node_free(ks *k, ks_node *n)
     }
     kl->nodes[n->idx] = kl->nodes[--kl->n_nodes];
     kl->nodes[n->idx]->idx = n->idx;
+    kl->gen++;
     if (kl->rr >= kl->n_nodes)
         kl->rr = 0;
     cJSON_Delete(n->fit);
@@ -492,7 +537,9 @@ void kubelet_obj_gone(ks *k, ks_obj *o)
 static int anti_ok(ks_node *n, const cJSON *spec, const char *ns, const cJSON *labels)
 {
     list_node *ln;
-    int has_anti = json_len(json_get(spec, "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution")) > 0;
+    int has_anti =
+        json_len(json_get(spec, "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution")) >
+        0;
     list_foreach(ln, &n->pods)
     {
         ks_pod *q = list_entry(ln, ks_pod, node_link);
@@ -529,6 +576,27 @@ static int node_fits(ks_node *n, ks_pod *p, const cJSON *spec, const char *ns, c
     return 1;
 }
 
+/* The placement constraints of a pod as a string (NULL when the pod has
+ * pod anti-affinity, whose outcome depends on where other pods are). */
+static char *constraint_key(const ks_pod *p, const cJSON *spec)
+{
+    if (p->anti)
+        return NULL;
+    buf_t b;
+    buf_init(&b, BUF_UNLIMITED);
+    static const char *const fields[] = {"nodeSelector", "affinity", "tolerations"};
+    int rc = buf_printf(&b, "%d", p->gpus);
+    for (size_t i = 0; i < ARRAY_SIZE(fields) && rc == 0; i++) {
+        const cJSON *v = json_child(spec, fields[i]);
+        rc = buf_putc(&b, '|');
+        if (v && rc == 0)
+            rc = json_dump_buf(v, &b);
+    }
+    if (rc)
+        abort();
+    return buf_detach(&b, NULL);
+}
+
 static void schedule_one(ks *k, ks_pod *p)
 {
     struct ks_kubelet *kl = KL(k);
@@ -540,6 +608,12 @@ static void schedule_one(ks *k, ks_pod *p)
     ks_node *chosen = NULL;
     const char *reason = NULL;
     int reasons = 0;
+    char *ckey = constraint_key(p, spec);
+    struct fail *cached = ckey ? map_get(&kl->fails, ckey) : NULL;
+    if (cached && cached->gen == kl->gen) {
+        reason = cached->reason;
+        goto unschedulable;
+    }
     for (int i = 0; i < kl->n_nodes; i++) {
         ks_node *n = kl->nodes[(kl->rr + i) % kl->n_nodes];
         const char *why = NULL;
@@ -553,15 +627,33 @@ static void schedule_one(ks *k, ks_pod *p)
             reasons++;
         }
     }
-    cJSON *status = json_obj_ensure(obj, "status");
     if (chosen) {
+        free(ckey);
         json_set_str(json_obj_ensure(obj, "spec"), "nodeName", ver_name(chosen->obj->cur));
-        set_cond(status, "PodScheduled", "True", NULL, NULL);
+        set_cond(json_obj_ensure(obj, "status"), "PodScheduled", "True", NULL, NULL);
         ks_ver *v = NULL;
         store_update(k, o, obj, 0, &v, NULL);
         ver_unref(v);
         return;
     }
+    if (ckey) {
+        if (kl->fails.count > 4096)
+            fails_clear(kl);
+        struct fail *f = map_get(&kl->fails, ckey);
+        if (f == NULL) {
+            f = xcalloc(1, sizeof(*f) + strlen(ckey) + 1);
+            strcpy(f->key, ckey);
+            map_put(&kl->fails, f->key, f);
+        }
+        f->gen = kl->gen;
+        free(f->reason);
+        f->reason = reason ? xstrdup(reason) : NULL;
+        reason = f->reason;
+    }
+unschedulable:
+    free(ckey);
+    (void)reasons;
+    cJSON *status = json_obj_ensure(obj, "status");
     list_insert_tail(&kl->unsched, &p->sched_link);
     char msg[256];
     snprintf(msg, sizeof(msg), "0/%d nodes are available: %d %s.", kl->n_nodes, kl->n_nodes,
@@ -620,7 +712,8 @@ static void pod_start(ks *k, ks_obj *o)
     set_cond(status, "PodReadyToStartContainers", "True", NULL, NULL);
     set_cond(status, "Initialized", "True", NULL, NULL);
     set_cond(status, "Ready", "False", "ContainersNotReady", "containers with unready status: [main]");
-    set_cond(status, "ContainersReady", "False", "ContainersNotReady", "containers with unready status: [main]");
+    set_cond(status, "ContainersReady", "False", "ContainersNotReady",
+             "containers with unready status: [main]");
     set_cond(status, "PodScheduled", "True", NULL, NULL);
     cJSON *css = cJSON_CreateArray();
     const cJSON *cs = json_get(obj, "spec.containers");
@@ -673,13 +766,15 @@ static void compute_ready(cJSON *obj, cJSON *status)
         cJSON *c = find_cond(conds, t);
         char msg[512];
         if (c == NULL) {
-            snprintf(msg, sizeof(msg), "corresponding condition of pod readiness gate \"%s\" does not exist.", t);
+            snprintf(msg, sizeof(msg), "corresponding condition of pod readiness gate \"%s\" does not exist.",
+                     t);
             set_cond(status, "Ready", "False", "ReadinessGatesNotReady", msg);
             return;
         }
         const char *st = json_get_str_or(c, "status", "");
         if (strcmp(st, "True") != 0) {
-            snprintf(msg, sizeof(msg), "the status of pod readiness gate \"%s\" is not \"True\", but %s", t, st);
+            snprintf(msg, sizeof(msg), "the status of pod readiness gate \"%s\" is not \"True\", but %s", t,
+                     st);
             set_cond(status, "Ready", "False", "ReadinessGatesNotReady", msg);
             return;
         }
@@ -762,9 +857,10 @@ static void run_action(ks *k, action *a)
     case A_REMOVE:
         pod_remove(k, o);
         break;
-    case A_FORCE_DELETE: {
+    case A_FORCE_DELETE: /* pod GC of a pod whose node is gone: grace 0 */
+    case A_EVICT: {      /* taint manager: an ordinary (graceful) delete */
         int gone;
-        ks_ver *v = obj_delete(k, o, NULL, 0, &gone);
+        ks_ver *v = obj_delete(k, o, NULL, a->what == A_EVICT ? -1 : 0, &gone);
         ver_unref(v);
         break;
     }
@@ -841,6 +937,9 @@ int kubelet_set_phase(ks *k, ks_obj *o, const char *phase, const char *reason, i
         o->pod->state = P_DONE;
         if (list_is_linked(&o->pod->sched_link))
             list_remove(&o->pod->sched_link);
+        /* a terminated pod no longer holds node resources */
+        pod_unbind(o->pod);
+        cluster_changed(k);
     }
     ks_ver *v = NULL;
     store_update(k, o, obj, 0, &v, NULL);
@@ -972,7 +1071,9 @@ void kubelet_create_nodes(ks *k, int first, int count)
                 const char *colon = strrchr(s, ':');
                 const char *eq = strchr(s, '=');
                 cJSON *t = cJSON_CreateObject();
-                size_t klen = eq && (!colon || eq < colon) ? (size_t)(eq - s) : colon ? (size_t)(colon - s) : strlen(s);
+                size_t klen = eq && (!colon || eq < colon) ? (size_t)(eq - s)
+                              : colon                      ? (size_t)(colon - s)
+                                                           : strlen(s);
                 char *key = xstrndup(s, klen);
                 json_set_str(t, "key", key);
                 free(key);
@@ -1010,6 +1111,7 @@ int kubelet_init(ks *k)
     uv_timer_init(k->loop, &kl->retry_timer);
     kl->sched_timer.data = kl->act_timer.data = kl->retry_timer.data = k;
     k->pending_closes += 3;
+    map_init(&kl->fails);
     kl->pods_res = res_find(k, "", "pods");
     kl->nodes_res = res_find(k, "", "nodes");
     k->kl = kl;
@@ -1035,6 +1137,8 @@ void kubelet_free(ks *k)
     for (size_t i = 0; i < kl->n; i++)
         free(kl->heap[i].key);
     free(kl->heap);
+    fails_clear(kl);
+    map_free(&kl->fails);
     free(kl->nodes);
     free(kl);
     k->kl = NULL;

@@ -208,7 +208,7 @@ static cJSON *op_detach(cJSON *doc, const char *path)
 
 int json_patch_apply(cJSON **doc, const char *patch, size_t len, char *msg, size_t msglen)
 {
-    cJSON *ops = json_parse(patch, len, NULL);
+    cJSON *ops = json_parse_untrusted(patch, len, NULL);
     if (ops == NULL || !cJSON_IsArray(ops)) {
         snprintf(msg, msglen, "json: cannot unmarshal %s into Go value of type jsonpatch.Patch",
                  ops ? "object" : "invalid JSON");
@@ -231,14 +231,15 @@ int json_patch_apply(cJSON **doc, const char *patch, size_t len, char *msg, size
                 snprintf(msg, msglen, "add operation does not apply: missing value");
                 fail = 1;
             } else if (op_add(doc, path, cJSON_Duplicate(value, 1)) != 0) {
-                snprintf(msg, msglen, "add operation does not apply: doc is missing path: \"%s\": missing value", path);
+                snprintf(msg, msglen,
+                         "add operation does not apply: doc is missing path: \"%s\": missing value", path);
                 fail = 1;
             }
         } else if (strcmp(name, "remove") == 0) {
             cJSON *v = op_detach(*doc, path);
             if (v == NULL) {
-                snprintf(msg, msglen, "remove operation does not apply: doc is missing path: \"%s\": missing value",
-                         path);
+                snprintf(msg, msglen,
+                         "remove operation does not apply: doc is missing path: \"%s\": missing value", path);
                 fail = 1;
             }
             cJSON_Delete(v);
@@ -252,13 +253,14 @@ int json_patch_apply(cJSON **doc, const char *patch, size_t len, char *msg, size
             } else {
                 cJSON *v = op_detach(*doc, path);
                 if (v == NULL) {
-                    snprintf(msg, msglen, "replace operation does not apply: doc is missing key: %s: missing value",
-                             path);
+                    snprintf(msg, msglen,
+                             "replace operation does not apply: doc is missing key: %s: missing value", path);
                     fail = 1;
                 } else {
                     cJSON_Delete(v);
                     if (op_add(doc, path, cJSON_Duplicate(value, 1)) != 0) {
-                        snprintf(msg, msglen, "replace operation does not apply: doc is missing key: %s", path);
+                        snprintf(msg, msglen, "replace operation does not apply: doc is missing key: %s",
+                                 path);
                         fail = 1;
                     }
                 }
@@ -277,12 +279,13 @@ int json_patch_apply(cJSON **doc, const char *patch, size_t len, char *msg, size
             } else {
                 cJSON *v = move ? op_detach(*doc, from) : cJSON_Duplicate(get_at(*doc, from), 1);
                 if (v == NULL) {
-                    snprintf(msg, msglen, "%s operation does not apply: doc is missing from path: %s: missing value",
-                             name, from);
+                    snprintf(msg, msglen,
+                             "%s operation does not apply: doc is missing from path: %s: missing value", name,
+                             from);
                     fail = 1;
                 } else if (op_add(doc, path, v) != 0) {
-                    snprintf(msg, msglen, "%s operation does not apply: doc is missing destination path: %s", name,
-                             path);
+                    snprintf(msg, msglen, "%s operation does not apply: doc is missing destination path: %s",
+                             name, path);
                     fail = 1;
                 }
             }
@@ -545,8 +548,8 @@ static void add_conflict(conflicts *cf, const char *mgr, const char *path)
 
 /* Walk the applied set; for leaves owned by others with a different live value, record conflicts (or, with
  * force, take them away from the others). */
-static void find_conflicts(cJSON *aset, cJSON *cfg, cJSON *live, mgr_entry *others, cJSON **osets, int nothers,
-                           buf_t *path, int force, conflicts *cf)
+static void find_conflicts(cJSON *aset, cJSON *cfg, cJSON *live, mgr_entry *others, cJSON **osets,
+                           int nothers, buf_t *path, int force, conflicts *cf)
 {
     for (cJSON *k = aset->child; k; k = k->next) {
         if (strcmp(k->string, ".") == 0)
@@ -556,7 +559,8 @@ static void find_conflicts(cJSON *aset, cJSON *cfg, cJSON *live, mgr_entry *othe
         size_t mark = path->len;
         path_append(path, k->string);
         cJSON **sub = xcalloc((size_t)nothers + 1, sizeof(cJSON *));
-        int leaf = k->child == NULL || (k->child && strcmp(k->child->string, ".") == 0 && k->child->next == NULL);
+        int leaf =
+            k->child == NULL || (k->child && strcmp(k->child->string, ".") == 0 && k->child->next == NULL);
         for (int i = 0; i < nothers; i++) {
             sub[i] = osets[i] ? cJSON_GetObjectItemCaseSensitive(osets[i], k->string) : NULL;
             if (sub[i] == NULL)
@@ -694,8 +698,8 @@ static void prune_entries(cJSON *mf)
     }
 }
 
-cJSON *ssa_apply(const ks_res *r, int view, const cJSON *live_in, const cJSON *cfg, const char *manager, int force,
-                 char **conflict_msg, cJSON **conflict_causes)
+cJSON *ssa_apply(const ks_res *r, int view, const cJSON *live_in, const cJSON *cfg, const char *manager,
+                 int force, char **conflict_msg, cJSON **conflict_causes)
 {
     const cJSON *schema = view_schema(r, view);
     cJSON *live = live_in ? cJSON_Duplicate(live_in, 1) : cJSON_CreateObject();
@@ -714,7 +718,8 @@ cJSON *ssa_apply(const ks_res *r, int view, const cJSON *live_in, const cJSON *c
     cJSON *mine = NULL;
     for (cJSON *e = mf->child; e; e = e->next) {
         int me = strcmp(json_get_str_or(e, "manager", ""), manager) == 0 &&
-                 strcmp(json_get_str_or(e, "operation", ""), "Apply") == 0 && json_get_str(e, "subresource") == NULL;
+                 strcmp(json_get_str_or(e, "operation", ""), "Apply") == 0 &&
+                 json_get_str(e, "subresource") == NULL;
         if (me) {
             mine = e;
             continue;
@@ -731,7 +736,8 @@ cJSON *ssa_apply(const ks_res *r, int view, const cJSON *live_in, const cJSON *c
     find_conflicts(aset, (cJSON *)cfg, live, others, osets, no, &path, force, &cf);
     buf_free(&path);
     if (cf.n) {
-        *conflict_msg = xasprintf("Apply failed with %d conflict%s: %s", cf.n, cf.n > 1 ? "s" : "", cf.text.data);
+        *conflict_msg =
+            xasprintf("Apply failed with %d conflict%s: %s", cf.n, cf.n > 1 ? "s" : "", cf.text.data);
         *conflict_causes = cf.causes;
         buf_free(&cf.text);
         free(others);
@@ -793,7 +799,8 @@ cJSON *ssa_apply(const ks_res *r, int view, const cJSON *live_in, const cJSON *c
 
 /* Changed leaves between a and b as a field set; removed keys are deleted
  * from every set in rm (the removal applies to all managers). */
-static cJSON *diff_set(const ks_res *r, const cJSON *schema, const char *field, const cJSON *a, const cJSON *b)
+static cJSON *diff_set(const ks_res *r, const cJSON *schema, const char *field, const cJSON *a,
+                       const cJSON *b)
 {
     if (cJSON_IsObject(a) && cJSON_IsObject(b)) {
         cJSON *set = cJSON_CreateObject();
@@ -930,7 +937,8 @@ void ssa_record_update(const ks_res *r, int view, const cJSON *old, cJSON *obj, 
             json_set_str(mine, "time", ts);
             cJSON_Delete(changed);
         } else {
-            cJSON_AddItemToArray(mf, new_entry(manager, "Update", r->views[view].api_version, subresource, changed));
+            cJSON_AddItemToArray(
+                mf, new_entry(manager, "Update", r->views[view].api_version, subresource, changed));
         }
     } else {
         cJSON_Delete(changed);

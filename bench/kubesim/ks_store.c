@@ -69,9 +69,22 @@ cJSON *ver_parse(const ks_ver *v)
  * writes; resourceVersion precedes labels and annotations, so the first
  * "resourceVersion" key after "metadata" is always ours. */
 static const char *const meta_order[] = {
-    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
-    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
-    "ownerReferences", "finalizers", "managedFields", NULL,
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+    NULL,
 };
 
 static void reorder(cJSON *o, const char *const *order)
@@ -109,21 +122,31 @@ static int key_cmp(const void *a, const void *b)
     return strcmp(x->string, y->string);
 }
 
-/* Unstructured objects (custom resources) are written with sorted keys, as
- * Go's encoding of map[string]interface{} does. */
-static void sort_keys(cJSON *o, int depth)
+/* Sort the keys of every object below o (o itself included), as Go's
+ * encoding of maps does. The stored bytes are then canonical: two states
+ * are equal exactly when their serialisations are, which makes no-op
+ * detection a memcmp. Most objects are already sorted after the first
+ * write, so sortedness is checked before anything is allocated. */
+static void sort_keys(cJSON *o)
 {
     if (cJSON_IsArray(o)) {
         for (cJSON *c = o->child; c; c = c->next)
-            sort_keys(c, depth + 1);
+            sort_keys(c);
         return;
     }
     if (!cJSON_IsObject(o) || o->child == NULL)
         return;
-    int n = 0;
-    for (cJSON *c = o->child; c; c = c->next)
+    int n = 0, sorted = 1;
+    for (cJSON *c = o->child; c; c = c->next) {
+        if (c->next && strcmp(c->string, c->next->string) > 0)
+            sorted = 0;
         n++;
-    cJSON **v = xmalloc(sizeof(*v) * (size_t)n);
+        sort_keys(c);
+    }
+    if (sorted)
+        return;
+    cJSON *stack[64];
+    cJSON **v = n <= 64 ? stack : xmalloc(sizeof(*v) * (size_t)n);
     n = 0;
     for (cJSON *c = o->child; c; c = c->next)
         v[n++] = c;
@@ -131,28 +154,58 @@ static void sort_keys(cJSON *o, int depth)
     for (int i = 0; i < n; i++) {
         v[i]->prev = i ? v[i - 1] : v[n - 1];
         v[i]->next = i + 1 < n ? v[i + 1] : NULL;
-        if (!(depth == 0 && strcmp(v[i]->string, "metadata") == 0))
-            sort_keys(v[i], depth + 1);
     }
     o->child = v[0];
-    free(v);
+    if (v != stack)
+        free(v);
 }
 
 static void canonicalize(const ks_res *r, cJSON *obj)
 {
     cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-    if (cJSON_IsObject(meta))
-        reorder(meta, meta_order);
     if (r->flags & KSR_CUSTOM) {
-        sort_keys(obj, 0);
-        return;
+        /* unstructured: sorted at every level (metadata in ObjectMeta order) */
+        if (meta)
+            cJSON_DetachItemViaPointer(obj, meta);
+        sort_keys(obj);
+    } else {
+        /* built-ins: kind, apiVersion, metadata, spec, the rest, status last */
+        cJSON *status = cJSON_DetachItemFromObjectCaseSensitive(obj, "status");
+        static const char *const top[] = {"kind", "apiVersion", "metadata", "spec", NULL};
+        reorder(obj, top);
+        if (status)
+            cJSON_AddItemToObject(obj, "status", status);
+        for (cJSON *c = obj->child; c; c = c->next)
+            if (c != meta)
+                sort_keys(c);
     }
-    /* Built-ins: kind, apiVersion, metadata, spec, the rest, status last. */
-    cJSON *status = cJSON_DetachItemFromObjectCaseSensitive(obj, "status");
-    static const char *const top[] = {"kind", "apiVersion", "metadata", "spec", NULL};
-    reorder(obj, top);
-    if (status)
-        cJSON_AddItemToObject(obj, "status", status);
+    if (cJSON_IsObject(meta)) {
+        reorder(meta, meta_order);
+        for (cJSON *c = meta->child; c; c = c->next)
+            sort_keys(c);
+    }
+    if (meta && (r->flags & KSR_CUSTOM)) {
+        /* back in its sorted place: apiVersion, kind, metadata, ... */
+        cJSON *after = NULL;
+        for (cJSON *c = obj->child; c; c = c->next)
+            if (strcmp(c->string, "metadata") < 0)
+                after = c;
+        if (after == NULL) {
+            meta->next = obj->child;
+            meta->prev = obj->child ? obj->child->prev : meta;
+            if (obj->child)
+                obj->child->prev = meta;
+            obj->child = meta;
+        } else {
+            meta->next = after->next;
+            meta->prev = after;
+            if (after->next)
+                after->next->prev = meta;
+            else
+                obj->child->prev = meta;
+            after->next = meta;
+        }
+    }
 }
 
 static void pack_str(buf_t *b, const char *s)
@@ -169,7 +222,7 @@ static void field_value(const cJSON *obj, const char *path, char *out, size_t n)
     else if (cJSON_IsBool(v))
         snprintf(out, n, "%s", cJSON_IsTrue(v) ? "true" : "false");
     else if (cJSON_IsNumber(v))
-        snprintf(out, n, "%lld", (long long)v->valuedouble);
+        snprintf(out, n, "%lld", json_num_ll(v, 0));
     else
         out[0] = '\0';
 }
@@ -478,7 +531,8 @@ int deletion_done(const cJSON *obj)
         return 0;
     if (json_len(json_get(obj, "metadata.finalizers")) > 0)
         return 0;
-    if (strcmp(json_get_str_or(obj, "kind", ""), "Namespace") == 0 && json_len(json_get(obj, "spec.finalizers")) > 0)
+    if (strcmp(json_get_str_or(obj, "kind", ""), "Namespace") == 0 &&
+        json_len(json_get(obj, "spec.finalizers")) > 0)
         return 0;
     return 1;
 }
@@ -517,12 +571,13 @@ ks_obj *store_create(ks *k, ks_res *r, cJSON *obj, int flags, ks_ver **out)
 void store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *gone)
 {
     ks_res *r = o->res;
-    cJSON *old = ver_parse(o->cur);
     if (gone)
         *gone = 0;
+    /* Serialised with the current RV, an unchanged object gives the same bytes. */
     set_rv(obj, o->cur->rv);
-    if (json_equal(obj, old)) {
-        cJSON_Delete(old);
+    ks_ver *same = ver_build(r, obj);
+    if (same->len == o->cur->len && memcmp(same->data, o->cur->data, same->len) == 0) {
+        ver_unref(same);
         cJSON_Delete(obj);
         if (out) {
             ver_ref(o->cur);
@@ -530,19 +585,19 @@ void store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *go
         }
         return;
     }
-    cJSON_Delete(old);
     if (flags & WR_DRY_RUN) {
-        *out = ver_build(r, obj);
+        *out = same;
         cJSON_Delete(obj);
         return;
     }
+    uint64_t rv = store_next_rv(k);
+    set_rv(obj, rv);
+    ks_ver *v = ver_restamp(same, rv);
+    ver_unref(same);
     if (deletion_done(obj)) {
         /* The last finalizer went: the object is deleted instead of
          * updated, as the generic store does (watchers see only DELETED,
          * carrying the state before this write). */
-        uint64_t rv = store_next_rv(k);
-        set_rv(obj, rv);
-        ks_ver *v = ver_build(r, obj);
         store_remove_at(k, o, rv);
         if (out)
             *out = v;
@@ -553,8 +608,6 @@ void store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *go
         cJSON_Delete(obj);
         return;
     }
-    set_rv(obj, store_next_rv(k));
-    ks_ver *v = ver_build(r, obj);
     ks_ver *prev = o->cur;
     o->cur = v;
     hist_push(k, r, KS_MODIFIED, v, prev);
@@ -747,10 +800,11 @@ void on_obj_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ve
 {
     ks_res *r = o->res;
     if (r->group[0] == '\0' && strcmp(r->plural, "pods") == 0)
-        kubelet_on_pod(k, o, old_ver, new_ver);
+        kubelet_on_pod(k, o, old_ver, new_ver, newobj);
     else if (r->group[0] == '\0' && strcmp(r->plural, "nodes") == 0)
         kubelet_on_node(k, o, old_ver, new_ver);
-    if (strcmp(r->plural, "customresourcedefinitions") == 0 && strcmp(r->group, "apiextensions.k8s.io") == 0) {
+    if (strcmp(r->plural, "customresourcedefinitions") == 0 &&
+        strcmp(r->group, "apiextensions.k8s.io") == 0) {
         if (new_ver && newobj)
             crd_apply(k, newobj);
         else if (!new_ver)

@@ -229,11 +229,12 @@ static void pod_update(ks *k, ks_res *r, cJSON *obj, const cJSON *old, ks_errs *
     const cJSON *ns = json_child(obj, "spec"), *os = json_child(old, "spec");
     cJSON *a = pod_spec_frozen(ns), *b = pod_spec_frozen(os);
     if (!json_equal(a, b))
-        ERR_FORBIDDEN(e, "spec",
-                      "pod updates may not change fields other than `spec.containers[*].image`,"
-                      "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
-                      "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set "
-                      "to 1 if it was previously negative)");
+        ERR_FORBIDDEN(
+            e, "spec",
+            "pod updates may not change fields other than `spec.containers[*].image`,"
+            "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
+            "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set "
+            "to 1 if it was previously negative)");
     cJSON_Delete(a);
     cJSON_Delete(b);
     (void)k;
@@ -274,11 +275,13 @@ static void service_create(ks *k, ks_res *r, cJSON *obj, ks_errs *e)
     const char *name = json_get_str_or(obj, "metadata.name", "");
     /* DNS-1035: a label that starts with a letter */
     if (!dns_label_ok(name) || !(name[0] >= 'a' && name[0] <= 'z')) {
-        errs_add(e, "FieldValueInvalid", "metadata.name",
-                 "Invalid value: \"%s\": a DNS-1035 label must consist of lower case alphanumeric characters or "
-                 "'-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  "
-                 "or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
-                 name);
+        errs_add(
+            e, "FieldValueInvalid", "metadata.name",
+            "Invalid value: \"%s\": a DNS-1035 label must consist of lower case alphanumeric characters or "
+            "'-', start with an alphabetic character, and end with an alphanumeric character (e.g. "
+            "'my-name',  "
+            "or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+            name);
         return;
     }
     cJSON *spec = json_obj_ensure(obj, "spec");
@@ -348,8 +351,9 @@ static void secret_update(ks *k, ks_res *r, cJSON *obj, const cJSON *old, ks_err
 
 static void configmap_update(ks *k, ks_res *r, cJSON *obj, const cJSON *old, ks_errs *e)
 {
-    if (json_get_bool(old, "immutable", 0) && (!json_equal(json_child(obj, "data"), json_child(old, "data")) ||
-                                                !json_equal(json_child(obj, "binaryData"), json_child(old, "binaryData"))))
+    if (json_get_bool(old, "immutable", 0) &&
+        (!json_equal(json_child(obj, "data"), json_child(old, "data")) ||
+         !json_equal(json_child(obj, "binaryData"), json_child(old, "binaryData"))))
         ERR_FORBIDDEN(e, "data", "field is immutable when `immutable` is set");
     (void)k;
     (void)r;
@@ -370,6 +374,12 @@ static void pvc_create(ks *k, ks_res *r, cJSON *obj, ks_errs *e)
     (void)r;
 }
 
+/* JSON text of v, "null" when absent (for error messages). */
+static char *dump_or_null(const cJSON *v)
+{
+    return v ? json_dump(v) : xstrdup("null");
+}
+
 static void selector_matches_template(const cJSON *obj, ks_errs *e)
 {
     const cJSON *sel = json_get(obj, "spec.selector");
@@ -388,8 +398,7 @@ static void selector_matches_template(const cJSON *obj, ks_errs *e)
                  "Invalid value: v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1."
                  "LabelSelectorRequirement(nil)}: empty selector is invalid for deployment");
     } else if (!lsel_match_json(s, json_get(obj, "spec.template.metadata.labels"))) {
-        char *l = json_dump(json_get(obj, "spec.template.metadata.labels") ? json_get(obj, "spec.template.metadata.labels")
-                                                                            : cJSON_CreateNull());
+        char *l = dump_or_null(json_get(obj, "spec.template.metadata.labels"));
         errs_add(e, "FieldValueInvalid", "spec.template.metadata.labels",
                  "Invalid value: %s: `selector` does not match template `labels`", l);
         free(l);
@@ -436,16 +445,18 @@ static void sts_update(ks *k, ks_res *r, cJSON *obj, const cJSON *old, ks_errs *
     selector_matches_template(obj, e);
     workload_template(obj, e);
     cJSON *a = cJSON_Duplicate(json_child(obj, "spec"), 1), *b = cJSON_Duplicate(json_child(old, "spec"), 1);
-    static const char *const mutable_fields[] = {"replicas", "ordinals", "template", "updateStrategy",
-                                                 "persistentVolumeClaimRetentionPolicy", "minReadySeconds"};
+    static const char *const mutable_fields[] = {
+        "replicas",       "ordinals", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy",
+        "minReadySeconds"};
     for (size_t i = 0; i < ARRAY_SIZE(mutable_fields); i++) {
         json_del(a, mutable_fields[i]);
         json_del(b, mutable_fields[i]);
     }
     if (!json_equal(a, b))
-        ERR_FORBIDDEN(e, "spec",
-                      "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', "
-                      "'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden");
+        ERR_FORBIDDEN(
+            e, "spec",
+            "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', "
+            "'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden");
     cJSON_Delete(a);
     cJSON_Delete(b);
     (void)k;
@@ -476,7 +487,8 @@ static void deploy_update(ks *k, ks_res *r, cJSON *obj, const cJSON *old, ks_err
 {
     workload_template(obj, e);
     if (!json_equal(json_get(obj, "spec.selector"), json_get(old, "spec.selector"))) {
-        char *s = json_dump(json_get(obj, "spec.selector") ? json_get(obj, "spec.selector") : cJSON_CreateNull());
+        char *s =
+            dump_or_null(json_get(obj, "spec.selector"));
         errs_add(e, "FieldValueInvalid", "spec.selector", "Invalid value: %s: field is immutable", s);
         free(s);
     } else {
@@ -543,22 +555,23 @@ static void event_v1_create(ks *k, ks_res *r, cJSON *obj, ks_errs *e)
         ERR_REQUIRED(e, "eventTime");
     const char *type = json_get_str(obj, "type");
     if (type == NULL || (strcmp(type, "Normal") && strcmp(type, "Warning")))
-        errs_add(e, "FieldValueInvalid", "type", "Invalid value: \"%s\": has invalid value: %s", type ? type : "",
-                 type ? type : "");
+        errs_add(e, "FieldValueInvalid", "type", "Invalid value: \"%s\": has invalid value: %s",
+                 type ? type : "", type ? type : "");
     const char *rc = json_get_str(obj, "reportingController");
     if (rc == NULL || !*rc)
         ERR_REQUIRED(e, "reportingController");
     else if (!qualified_name_ok(rc))
-        errs_add(e, "FieldValueInvalid", "reportingController",
-                 "Invalid value: \"%s\": name part must consist of alphanumeric characters, '-', '_' or '.', and "
-                 "must start and end with an alphanumeric character",
-                 rc);
+        errs_add(
+            e, "FieldValueInvalid", "reportingController",
+            "Invalid value: \"%s\": name part must consist of alphanumeric characters, '-', '_' or '.', and "
+            "must start and end with an alphanumeric character",
+            rc);
     check_len(e, obj, "reportingInstance", 128, 1);
     check_len(e, obj, "action", 128, 1);
     check_len(e, obj, "reason", 128, 1);
     check_len(e, obj, "note", 1024, 0);
-    static const char *const legacy[] = {"deprecatedFirstTimestamp", "deprecatedLastTimestamp", "deprecatedCount",
-                                         "deprecatedSource"};
+    static const char *const legacy[] = {"deprecatedFirstTimestamp", "deprecatedLastTimestamp",
+                                         "deprecatedCount", "deprecatedSource"};
     for (size_t i = 0; i < ARRAY_SIZE(legacy); i++) {
         const cJSON *v = json_child(obj, legacy[i]);
         if (v && !cJSON_IsNull(v) && !(cJSON_IsNumber(v) && v->valuedouble == 0) &&
@@ -618,47 +631,57 @@ static void crd_update(ks *k, ks_res *r, cJSON *obj, const cJSON *old, ks_errs *
 
 /* ---- the built-in table ------------------------------------------------ */
 
-static const char *const pod_fields[] = {"spec.nodeName",   "spec.restartPolicy", "spec.schedulerName",
-                                         "spec.serviceAccountName", "status.phase", "status.podIP",
-                                         "status.nominatedNodeName", NULL};
+static const char *const pod_fields[] = {
+    "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",       "spec.serviceAccountName",
+    "status.phase",  "status.podIP",       "status.nominatedNodeName", NULL};
 static const char *const node_fields[] = {"spec.unschedulable", NULL};
 static const char *const ns_fields[] = {"status.phase", NULL};
 static const char *const secret_fields[] = {"type", NULL};
-static const char *const event_fields[] = {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-                                           "involvedObject.uid", "involvedObject.apiVersion",
-                                           "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
-                                           "reportingComponent", "source", "type", NULL};
+static const char *const event_fields[] = {"involvedObject.kind",
+                                           "involvedObject.namespace",
+                                           "involvedObject.name",
+                                           "involvedObject.uid",
+                                           "involvedObject.apiVersion",
+                                           "involvedObject.resourceVersion",
+                                           "involvedObject.fieldPath",
+                                           "reason",
+                                           "reportingComponent",
+                                           "source",
+                                           "type",
+                                           NULL};
 
 static const ks_builtin builtins[] = {
     {"", "v1", "namespaces", "namespace", "Namespace", "ns", NULL, 0, KSR_DELETE_RETURNS_OBJ, 1, 0, ns_fields,
      namespace_create, NULL},
-    {"", "v1", "pods", "pod", "Pod", "po", "all", 1, KSR_GENERATION | KSR_DELETE_RETURNS_OBJ, 1, 0, pod_fields,
-     pod_create, pod_update},
+    {"", "v1", "pods", "pod", "Pod", "po", "all", 1, KSR_GENERATION | KSR_DELETE_RETURNS_OBJ, 1, 0,
+     pod_fields, pod_create, pod_update},
     {"", "v1", "nodes", "node", "Node", "no", NULL, 0, 0, 1, 0, node_fields, node_create, NULL},
     {"", "v1", "services", "service", "Service", "svc", "all", 1, KSR_DELETE_RETURNS_OBJ, 1, 0, NULL,
      service_create, NULL},
     {"", "v1", "configmaps", "configmap", "ConfigMap", "cm", NULL, 1, 0, 0, 0, NULL, NULL, configmap_update},
-    {"", "v1", "secrets", "secret", "Secret", NULL, NULL, 1, 0, 0, 0, secret_fields, secret_create, secret_update},
-    {"", "v1", "persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", "pvc", NULL, 1, 0, 1, 0,
-     NULL, pvc_create, NULL},
-    {"", "v1", "events", "event", "Event", "ev", NULL, 1, KSR_CREATE_ON_UPDATE, 0, 0, event_fields, NULL, NULL},
-    {"", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", "sa", NULL, 1, KSR_DELETE_RETURNS_OBJ, 0, 0,
-     NULL, NULL, NULL},
+    {"", "v1", "secrets", "secret", "Secret", NULL, NULL, 1, 0, 0, 0, secret_fields, secret_create,
+     secret_update},
+    {"", "v1", "persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", "pvc", NULL, 1, 0,
+     1, 0, NULL, pvc_create, NULL},
+    {"", "v1", "events", "event", "Event", "ev", NULL, 1, KSR_CREATE_ON_UPDATE, 0, 0, event_fields, NULL,
+     NULL},
+    {"", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", "sa", NULL, 1, KSR_DELETE_RETURNS_OBJ,
+     0, 0, NULL, NULL, NULL},
     {"events.k8s.io", "v1", "events", "event", "Event", "ev", NULL, 1, KSR_CREATE_ON_UPDATE, 0, 0, NULL,
      event_v1_create, event_v1_update},
     {"apps", "v1", "statefulsets", "statefulset", "StatefulSet", "sts", "all", 1, KSR_GENERATION, 1, 1, NULL,
      sts_create, sts_update},
     {"apps", "v1", "deployments", "deployment", "Deployment", "deploy", "all", 1, KSR_GENERATION, 1, 1, NULL,
      deploy_create, deploy_update},
-    {"apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", NULL, NULL, 1, 0, 0, 0, NULL,
-     NULL, NULL},
+    {"apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", NULL, NULL, 1, 0, 0, 0,
+     NULL, NULL, NULL},
     {"policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "pdb", NULL, 1,
      KSR_GENERATION, 1, 0, NULL, pdb_create, NULL},
-    {"coordination.k8s.io", "v1", "leases", "lease", "Lease", NULL, NULL, 1, KSR_RV_REQUIRED | KSR_CREATE_ON_UPDATE,
-     0, 0, NULL, NULL, NULL},
+    {"coordination.k8s.io", "v1", "leases", "lease", "Lease", NULL, NULL, 1,
+     KSR_RV_REQUIRED | KSR_CREATE_ON_UPDATE, 0, 0, NULL, NULL, NULL},
     {"apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
-     "CustomResourceDefinition", "crd,crds", "api-extensions", 0, KSR_GENERATION | KSR_RV_REQUIRED, 1, 0, NULL,
-     crd_create, crd_update},
+     "CustomResourceDefinition", "crd,crds", "api-extensions", 0, KSR_GENERATION | KSR_RV_REQUIRED, 1, 0,
+     NULL, crd_create, crd_update},
 };
 
 static char *qualify(const char *name, const char *group)
@@ -719,17 +742,19 @@ void crd_validate(ks *k, cJSON *crd, ks_errs *e)
     if (group == NULL || !*group)
         ERR_REQUIRED(e, "spec.group");
     else if (strchr(group, '.') == NULL)
-        errs_add(e, "FieldValueInvalid", "spec.group", "Invalid value: \"%s\": should be a domain with at least one dot",
-                 group);
+        errs_add(e, "FieldValueInvalid", "spec.group",
+                 "Invalid value: \"%s\": should be a domain with at least one dot", group);
     if (plural == NULL || !*plural)
         ERR_REQUIRED(e, "spec.names.plural");
     else if (!dns_label_ok(plural))
-        errs_add(e, "FieldValueInvalid", "spec.names.plural", "Invalid value: \"%s\": %s", plural, dns_label_msg());
+        errs_add(e, "FieldValueInvalid", "spec.names.plural", "Invalid value: \"%s\": %s", plural,
+                 dns_label_msg());
     if (kind == NULL || !*kind)
         ERR_REQUIRED(e, "spec.names.kind");
     if (scope == NULL || (strcmp(scope, "Namespaced") && strcmp(scope, "Cluster")))
         errs_add(e, "FieldValueNotSupported", "spec.scope",
-                 "Unsupported value: \"%s\": supported values: \"Cluster\", \"Namespaced\"", scope ? scope : "");
+                 "Unsupported value: \"%s\": supported values: \"Cluster\", \"Namespaced\"",
+                 scope ? scope : "");
     if (group && plural) {
         char *want = xasprintf("%s.%s", plural, group);
         if (strcmp(want, name) != 0)
@@ -742,7 +767,8 @@ void crd_validate(ks *k, cJSON *crd, ks_errs *e)
         ERR_REQUIRED_D(e, "spec.versions", "must have exactly one version marked as storage version");
     } else if (is_storage_count(versions) != 1) {
         errs_add(e, "FieldValueInvalid", "spec.versions",
-                 "Invalid value: []apiextensions.CustomResourceDefinitionVersion{...}: must have exactly one version "
+                 "Invalid value: []apiextensions.CustomResourceDefinitionVersion{...}: must have exactly one "
+                 "version "
                  "marked as storage version");
     }
     int i = 0;
@@ -763,13 +789,15 @@ void crd_validate(ks *k, cJSON *crd, ks_errs *e)
             if (p == NULL)
                 ERR_REQUIRED(e, f);
             else if (p[0] != '.' || strncmp(p, ".spec.", 6) != 0)
-                errs_add(e, "FieldValueInvalid", f, "Invalid value: \"%s\": should be a json path under .spec", p);
+                errs_add(e, "FieldValueInvalid", f,
+                         "Invalid value: \"%s\": should be a json path under .spec", p);
             p = json_get_str(sc, "statusReplicasPath");
             snprintf(f, sizeof(f), "spec.versions[%d].subresources.scale.statusReplicasPath", i);
             if (p == NULL)
                 ERR_REQUIRED(e, f);
             else if (strncmp(p, ".status.", 8) != 0)
-                errs_add(e, "FieldValueInvalid", f, "Invalid value: \"%s\": should be a json path under .status", p);
+                errs_add(e, "FieldValueInvalid", f,
+                         "Invalid value: \"%s\": should be a json path under .status", p);
         }
     }
     (void)k;
@@ -805,8 +833,9 @@ void crd_set_status(cJSON *crd)
         if (strcmp(json_get_str_or(c, "type", ""), "Established") == 0)
             t1 = json_get_str(c, "lastTransitionTime");
     cJSON *conds = cJSON_CreateArray();
-    const char *types[][3] = {{"NamesAccepted", "NoConflicts", "no conflicts found"},
-                              {"Established", "InitialNamesAccepted", "the initial names have been accepted"}};
+    const char *types[][3] = {
+        {"NamesAccepted", "NoConflicts", "no conflicts found"},
+        {"Established", "InitialNamesAccepted", "the initial names have been accepted"}};
     for (int i = 0; i < 2; i++) {
         cJSON *c = cJSON_CreateObject();
         json_set_str(c, "type", types[i][0]);
@@ -874,6 +903,15 @@ void crd_apply(ks *k, const cJSON *crd)
         r->plural = xstrdup(plural);
         r->flags = KSR_CUSTOM | KSR_GENERATION | KSR_RV_REQUIRED;
     } else {
+        /* Served versions changed: watches hold a version index, and the
+         * real server ends watches when a CRD's versions change. */
+        const cJSON *vs = json_get(crd, "spec.versions");
+        int same = json_len(vs) == r->n_views, vi = 0;
+        for (const cJSON *v = vs ? vs->child : NULL; v && same; v = v->next, vi++)
+            same = strcmp(json_get_str_or(v, "name", ""), r->views[vi].version) == 0 &&
+                   json_get_bool(v, "storage", 0) == (vi == r->storage_view);
+        if (!same)
+            watch_end_res(k, r);
         res_unroute(k, r);
         for (int i = 0; i < r->n_views; i++) {
             ks_view *v = &r->views[i];
@@ -1013,9 +1051,8 @@ static void prune(const cJSON *schema, cJSON *obj, int top, buf_t *path, buf_t *
         const cJSON *ps = json_child(props, c->string);
         size_t mark;
         path_push(path, c->string, &mark);
-        if ((top || embedded) &&
-            (strcmp(c->string, "apiVersion") == 0 || strcmp(c->string, "kind") == 0 ||
-             strcmp(c->string, "metadata") == 0)) {
+        if ((top || embedded) && (strcmp(c->string, "apiVersion") == 0 || strcmp(c->string, "kind") == 0 ||
+                                  strcmp(c->string, "metadata") == 0)) {
             /* kept; metadata is ObjectMeta, not subject to the schema */
         } else if (ps) {
             prune(ps, c, 0, path, warn);
@@ -1024,7 +1061,8 @@ static void prune(const cJSON *schema, cJSON *obj, int top, buf_t *path, buf_t *
         } else if (cJSON_IsTrue(addl) || preserve) {
             /* unknown but preserved */
         } else {
-            if (warn && buf_printf(warn, "%sunknown field \"%s\"", warn->len ? "\n" : "", buf_cstr(path)) != 0)
+            if (warn &&
+                buf_printf(warn, "%sunknown field \"%s\"", warn->len ? "\n" : "", buf_cstr(path)) != 0)
                 abort();
             cJSON_DetachItemViaPointer(obj, c);
             cJSON_Delete(c);
@@ -1113,15 +1151,15 @@ static void validate(const cJSON *schema, const cJSON *obj, int top, buf_t *path
     const char *type = json_get_str(schema, "type");
     if (cJSON_IsNull(obj)) {
         if (type && !nullable(schema) && !json_get_bool(schema, "x-kubernetes-preserve-unknown-fields", 0))
-            errs_add(e, "FieldValueInvalid", field, "Invalid value: \"null\": %s in body must be of type %s: \"null\"",
-                     field, type);
+            errs_add(e, "FieldValueInvalid", field,
+                     "Invalid value: \"null\": %s in body must be of type %s: \"null\"", field, type);
         return;
     }
     if (json_get_bool(schema, "x-kubernetes-int-or-string", 0)) {
         if (!cJSON_IsString(obj) && strcmp(json_type(obj), "integer") != 0) {
             char *vs = value_str(obj);
-            errs_add(e, "FieldValueInvalid", field, "Invalid value: %s: %s in body must be of type integer,string: %s",
-                     vs, field, vs);
+            errs_add(e, "FieldValueInvalid", field,
+                     "Invalid value: %s: %s in body must be of type integer,string: %s", vs, field, vs);
             free(vs);
         }
         return;
@@ -1131,8 +1169,8 @@ static void validate(const cJSON *schema, const cJSON *obj, int top, buf_t *path
         int ok = strcmp(type, got) == 0 || (strcmp(type, "number") == 0 && strcmp(got, "integer") == 0);
         if (!ok) {
             char *vs = value_str(obj);
-            errs_add(e, "FieldValueInvalid", field, "Invalid value: \"%s\": %s in body must be of type %s: %s", got,
-                     field, type, vs);
+            errs_add(e, "FieldValueInvalid", field,
+                     "Invalid value: \"%s\": %s in body must be of type %s: %s", got, field, type, vs);
             free(vs);
             return;
         }
@@ -1162,11 +1200,13 @@ static void validate(const cJSON *schema, const cJSON *obj, int top, buf_t *path
     if (cJSON_IsNumber(obj)) {
         const cJSON *mn = json_child(schema, "minimum"), *mx = json_child(schema, "maximum");
         if (cJSON_IsNumber(mn) && obj->valuedouble < mn->valuedouble)
-            errs_add(e, "FieldValueInvalid", field, "Invalid value: %g: %s in body should be greater than or equal to %g",
-                     obj->valuedouble, field, mn->valuedouble);
+            errs_add(e, "FieldValueInvalid", field,
+                     "Invalid value: %g: %s in body should be greater than or equal to %g", obj->valuedouble,
+                     field, mn->valuedouble);
         if (cJSON_IsNumber(mx) && obj->valuedouble > mx->valuedouble)
-            errs_add(e, "FieldValueInvalid", field, "Invalid value: %g: %s in body should be less than or equal to %g",
-                     obj->valuedouble, field, mx->valuedouble);
+            errs_add(e, "FieldValueInvalid", field,
+                     "Invalid value: %g: %s in body should be less than or equal to %g", obj->valuedouble,
+                     field, mx->valuedouble);
     }
     if (cJSON_IsString(obj)) {
         long long mn = json_get_int(schema, "minLength", -1), mx = json_get_int(schema, "maxLength", -1);
@@ -1174,8 +1214,9 @@ static void validate(const cJSON *schema, const cJSON *obj, int top, buf_t *path
         if (mx >= 0 && (long long)len > mx)
             errs_add(e, "FieldValueTooLong", field, "Too long: may not be more than %lld bytes", mx);
         if (mn >= 0 && (long long)len < mn)
-            errs_add(e, "FieldValueInvalid", field, "Invalid value: \"%s\": %s in body should be at least %lld chars long",
-                     obj->valuestring, field, mn);
+            errs_add(e, "FieldValueInvalid", field,
+                     "Invalid value: \"%s\": %s in body should be at least %lld chars long", obj->valuestring,
+                     field, mn);
     }
     if (cJSON_IsArray(obj)) {
         long long mn = json_get_int(schema, "minItems", -1), mx = json_get_int(schema, "maxItems", -1);
@@ -1183,8 +1224,8 @@ static void validate(const cJSON *schema, const cJSON *obj, int top, buf_t *path
         if (mx >= 0 && n > mx)
             errs_add(e, "FieldValueTooMany", field, "Too many: %d: must have at most %lld items", n, mx);
         if (mn >= 0 && n < mn)
-            errs_add(e, "FieldValueInvalid", field, "Invalid value: %d: %s in body should have at least %lld items", n,
-                     field, mn);
+            errs_add(e, "FieldValueInvalid", field,
+                     "Invalid value: %d: %s in body should have at least %lld items", n, field, mn);
         const cJSON *items = json_child(schema, "items");
         int i = 0;
         for (const cJSON *c = obj->child; c; c = c->next, i++) {
@@ -1240,9 +1281,10 @@ const cJSON *schema_at(const cJSON *schema, const char *const *path, int depth)
             schema = json_child(schema, "items");
         else {
             const cJSON *p = json_child(props_of(schema), path[i]);
-            schema = p ? p : (cJSON_IsObject(json_child(schema, "additionalProperties"))
-                                  ? json_child(schema, "additionalProperties")
-                                  : NULL);
+            schema = p ? p
+                       : (cJSON_IsObject(json_child(schema, "additionalProperties"))
+                              ? json_child(schema, "additionalProperties")
+                              : NULL);
         }
     }
     return schema;

@@ -45,7 +45,8 @@ static void status_begin(ks_resp *r, int code, const char *reason, const char *m
     buf_reset(&r->body);
     r->status = code;
     r->content_type = "application/json";
-    put(&r->body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
+    put(&r->body,
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
     putq(&r->body, message);
     if (reason && *reason) {
         put(&r->body, ",\"reason\":");
@@ -123,8 +124,9 @@ void resp_conflict(ks_resp *r, const ks_res *res, const char *name, const char *
 
 void resp_conflict_modified(ks_resp *r, const ks_res *res, const char *name)
 {
-    resp_conflict(r, res, name,
-                  "the object has been modified; please apply your changes to the latest version and try again");
+    resp_conflict(
+        r, res, name,
+        "the object has been modified; please apply your changes to the latest version and try again");
 }
 
 void resp_invalid(ks_resp *r, const char *qual_kind, const char *group, const char *kind, const char *name,
@@ -396,15 +398,19 @@ int dns_subdomain_ok(const char *s)
 
 const char *dns_subdomain_msg(void)
 {
-    return "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
-           "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    return "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+           "and "
+           "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation "
+           "is "
            "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 }
 
 const char *dns_label_msg(void)
 {
-    return "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
-           "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    return "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+           "start "
+           "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation "
+           "is "
            "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 }
 

@@ -32,6 +32,7 @@ struct ks_watch {
     lsel *ls;
     fsel *fs;
     uint64_t covered; /* every change up to this RV has been delivered */
+    uint64_t after;   /* deliver only events after this RV (a watch from a future RV) */
     int bookmarks;
     long long deadline_ms;
     long long next_bm_ms;
@@ -63,8 +64,8 @@ int emit_obj(buf_t *b, const ks_res *r, int view, const ks_ver *v, int with_head
 
 static void event_line(buf_t *b, const ks_res *r, int view, int type, const ks_ver *v)
 {
-    if (buf_printf(b, "{\"type\":\"%s\",\"object\":", type_str[type]) != 0 || emit_obj(b, r, view, v, 1) != 0 ||
-        buf_puts(b, "}\n") != 0)
+    if (buf_printf(b, "{\"type\":\"%s\",\"object\":", type_str[type]) != 0 ||
+        emit_obj(b, r, view, v, 1) != 0 || buf_puts(b, "}\n") != 0)
         abort();
 }
 
@@ -131,7 +132,7 @@ void watch_dispatch(ks *k, ks_res *r, const ks_event *ev)
     list_foreach(n, &r->watches)
     {
         ks_watch *w = list_entry(n, ks_watch, link);
-        if (w->state != W_LIVE)
+        if (w->state != W_LIVE || ev->rv <= w->after)
             continue;
         int restamp;
         int t = classify(w, ev, &restamp);
@@ -217,7 +218,11 @@ static void flush_one(ks_watch *w)
         return;
     if (w->pending.len) {
         int rc = w->sink.write(w->sink.ctx, w->pending.data, w->pending.len);
-        buf_reset(&w->pending);
+        /* keep a small buffer for the steady state; give back the memory of a large initial burst */
+        if (w->pending.len > (1u << 20))
+            buf_free(&w->pending);
+        else
+            buf_reset(&w->pending);
         if (rc != 0) {
             w->sink.end(w->sink.ctx, 1);
             watch_free(w);
@@ -317,11 +322,12 @@ ks_watch *watch_new(ks *k, ks_res *r, int view, ks_watch_opts *o)
     if (o->expired) {
         buf_t b;
         buf_init(&b, BUF_UNLIMITED);
-        if (buf_printf(&b,
-                       "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
-                       "\"status\":\"Failure\",\"message\":\"too old resource version: %llu (%llu)\","
-                       "\"reason\":\"Expired\",\"code\":410}}\n",
-                       (unsigned long long)o->expired_req, (unsigned long long)o->expired_have) != 0)
+        if (buf_printf(
+                &b,
+                "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                "\"status\":\"Failure\",\"message\":\"too old resource version: %llu (%llu)\","
+                "\"reason\":\"Expired\",\"code\":410}}\n",
+                (unsigned long long)o->expired_req, (unsigned long long)o->expired_have) != 0)
             abort();
         append(w, b.data, b.len);
         buf_free(&b);
@@ -371,8 +377,11 @@ ks_watch *watch_new(ks *k, ks_res *r, int view, ks_watch_opts *o)
             append(w, line.data, line.len);
         }
         buf_free(&line);
-        if (o->rv > w->covered)
+        if (o->rv > w->covered) {
+            /* a future RV: nothing up to it is sent */
             w->covered = o->rv;
+            w->after = o->rv;
+        }
     }
 
     long long now = (long long)uv_now(k->loop);

@@ -130,10 +130,43 @@ static void on_signal(uv_signal_t *s, int signum)
 }
 
 enum {
-    O_NODES = 1000, O_GPUS, O_LABEL, O_TAINT, O_START, O_READY, O_GRACE, O_RETRY, O_NO_NS, O_HISTORY, O_BOOKMARK,
-    O_CONT_TTL, O_TOO_LARGE, O_GC, O_MIN_TIMEOUT, O_SEED, O_HOST, O_PORT, O_PLAIN, O_HTTP_PORT, O_CA_CERT,
-    O_CA_KEY, O_TLS_CERT, O_TLS_KEY, O_CLIENT_CA, O_REQ_CERT, O_TOKEN, O_AUTH, O_KUBECONFIG, O_PORT_FILE, O_429,
-    O_500, O_LATENCY, O_EXPIRE, O_RETRY_AFTER, O_STATE, O_LOG,
+    O_NODES = 1000,
+    O_GPUS,
+    O_LABEL,
+    O_TAINT,
+    O_START,
+    O_READY,
+    O_GRACE,
+    O_RETRY,
+    O_NO_NS,
+    O_HISTORY,
+    O_BOOKMARK,
+    O_CONT_TTL,
+    O_TOO_LARGE,
+    O_GC,
+    O_MIN_TIMEOUT,
+    O_SEED,
+    O_HOST,
+    O_PORT,
+    O_PLAIN,
+    O_HTTP_PORT,
+    O_CA_CERT,
+    O_CA_KEY,
+    O_TLS_CERT,
+    O_TLS_KEY,
+    O_CLIENT_CA,
+    O_REQ_CERT,
+    O_TOKEN,
+    O_AUTH,
+    O_KUBECONFIG,
+    O_PORT_FILE,
+    O_429,
+    O_500,
+    O_LATENCY,
+    O_EXPIRE,
+    O_RETRY_AFTER,
+    O_STATE,
+    O_LOG,
 };
 
 int main(int argc, char **argv)
@@ -152,66 +185,168 @@ int main(int argc, char **argv)
     const char **taints = xcalloc((size_t)argc + 1, sizeof(char *));
     const char **tokens = xcalloc((size_t)argc + 1, sizeof(char *));
     static const struct option opts[] = {
-        {"nodes", 1, 0, O_NODES}, {"node-gpus", 1, 0, O_GPUS}, {"node-label", 1, 0, O_LABEL},
-        {"node-taint", 1, 0, O_TAINT}, {"pod-start-delay", 1, 0, O_START}, {"pod-ready-delay", 1, 0, O_READY},
-        {"max-grace", 1, 0, O_GRACE}, {"schedule-retry", 1, 0, O_RETRY}, {"no-namespace-defaults", 0, 0, O_NO_NS},
-        {"history", 1, 0, O_HISTORY}, {"bookmark-interval", 1, 0, O_BOOKMARK}, {"continue-ttl", 1, 0, O_CONT_TTL},
-        {"too-large-wait", 1, 0, O_TOO_LARGE}, {"gc-delay", 1, 0, O_GC}, {"min-request-timeout", 1, 0, O_MIN_TIMEOUT},
-        {"seed", 1, 0, O_SEED}, {"host", 1, 0, O_HOST}, {"port", 1, 0, O_PORT}, {"plain", 0, 0, O_PLAIN},
-        {"http-port", 1, 0, O_HTTP_PORT}, {"ca-cert", 1, 0, O_CA_CERT}, {"ca-key", 1, 0, O_CA_KEY},
-        {"tls-cert", 1, 0, O_TLS_CERT}, {"tls-key", 1, 0, O_TLS_KEY}, {"client-ca", 1, 0, O_CLIENT_CA},
-        {"require-client-cert", 0, 0, O_REQ_CERT}, {"token", 1, 0, O_TOKEN}, {"auth-required", 0, 0, O_AUTH},
-        {"write-kubeconfig", 1, 0, O_KUBECONFIG}, {"port-file", 1, 0, O_PORT_FILE}, {"rate-429", 1, 0, O_429},
-        {"rate-500", 1, 0, O_500}, {"latency", 1, 0, O_LATENCY}, {"expire-watches", 1, 0, O_EXPIRE},
-        {"retry-after", 1, 0, O_RETRY_AFTER}, {"state", 1, 0, O_STATE}, {"log-level", 1, 0, O_LOG},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0},
+        {"nodes", 1, 0, O_NODES},
+        {"node-gpus", 1, 0, O_GPUS},
+        {"node-label", 1, 0, O_LABEL},
+        {"node-taint", 1, 0, O_TAINT},
+        {"pod-start-delay", 1, 0, O_START},
+        {"pod-ready-delay", 1, 0, O_READY},
+        {"max-grace", 1, 0, O_GRACE},
+        {"schedule-retry", 1, 0, O_RETRY},
+        {"no-namespace-defaults", 0, 0, O_NO_NS},
+        {"history", 1, 0, O_HISTORY},
+        {"bookmark-interval", 1, 0, O_BOOKMARK},
+        {"continue-ttl", 1, 0, O_CONT_TTL},
+        {"too-large-wait", 1, 0, O_TOO_LARGE},
+        {"gc-delay", 1, 0, O_GC},
+        {"min-request-timeout", 1, 0, O_MIN_TIMEOUT},
+        {"seed", 1, 0, O_SEED},
+        {"host", 1, 0, O_HOST},
+        {"port", 1, 0, O_PORT},
+        {"plain", 0, 0, O_PLAIN},
+        {"http-port", 1, 0, O_HTTP_PORT},
+        {"ca-cert", 1, 0, O_CA_CERT},
+        {"ca-key", 1, 0, O_CA_KEY},
+        {"tls-cert", 1, 0, O_TLS_CERT},
+        {"tls-key", 1, 0, O_TLS_KEY},
+        {"client-ca", 1, 0, O_CLIENT_CA},
+        {"require-client-cert", 0, 0, O_REQ_CERT},
+        {"token", 1, 0, O_TOKEN},
+        {"auth-required", 0, 0, O_AUTH},
+        {"write-kubeconfig", 1, 0, O_KUBECONFIG},
+        {"port-file", 1, 0, O_PORT_FILE},
+        {"rate-429", 1, 0, O_429},
+        {"rate-500", 1, 0, O_500},
+        {"latency", 1, 0, O_LATENCY},
+        {"expire-watches", 1, 0, O_EXPIRE},
+        {"retry-after", 1, 0, O_RETRY_AFTER},
+        {"state", 1, 0, O_STATE},
+        {"log-level", 1, 0, O_LOG},
+        {"help", 0, 0, 'h'},
+        {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         int bad = 0;
         switch (c) {
-        case O_NODES: cfg.nodes = atoi(optarg); break;
-        case O_GPUS: cfg.node_gpus = atoi(optarg); break;
-        case O_LABEL: labels[cfg.n_node_labels++] = optarg; break;
-        case O_TAINT: taints[cfg.n_node_taints++] = optarg; break;
-        case O_START: bad = parse_duration(optarg, &cfg.pod_start_delay_ms); break;
-        case O_READY: bad = parse_duration(optarg, &cfg.pod_ready_delay_ms); break;
-        case O_GRACE: bad = parse_duration(optarg, &cfg.max_grace_ms); break;
-        case O_RETRY: bad = parse_duration(optarg, &cfg.schedule_retry_ms); break;
-        case O_NO_NS: cfg.namespace_defaults = 0; break;
-        case O_HISTORY: cfg.history = (unsigned)atoi(optarg); break;
-        case O_BOOKMARK: bad = parse_duration(optarg, &cfg.bookmark_interval_ms); break;
-        case O_CONT_TTL: bad = parse_duration(optarg, &cfg.continue_ttl_ms); break;
-        case O_TOO_LARGE: bad = parse_duration(optarg, &cfg.too_large_wait_ms); break;
-        case O_GC: bad = parse_duration(optarg, &cfg.gc_delay_ms); break;
-        case O_MIN_TIMEOUT: cfg.min_request_timeout_s = (unsigned)atoi(optarg); break;
-        case O_SEED: cfg.seed = strtoull(optarg, NULL, 10); break;
-        case O_HOST: so.host = optarg; break;
-        case O_PORT: port = atoi(optarg); break;
-        case O_PLAIN: plain = 1; break;
-        case O_HTTP_PORT: so.http_port = atoi(optarg); break;
-        case O_CA_CERT: so.ca_cert_file = optarg; break;
-        case O_CA_KEY: so.ca_key_file = optarg; break;
-        case O_TLS_CERT: so.tls_cert_file = optarg; break;
-        case O_TLS_KEY: so.tls_key_file = optarg; break;
-        case O_CLIENT_CA: so.client_ca_file = optarg; break;
-        case O_REQ_CERT: so.require_client_cert = 1; break;
-        case O_TOKEN: tokens[cfg.n_tokens++] = optarg; break;
-        case O_AUTH: cfg.auth_required = 1; break;
-        case O_KUBECONFIG: kubeconfig = optarg; break;
-        case O_PORT_FILE: port_file = optarg; break;
-        case O_429: cfg.rate_429 = atof(optarg); break;
-        case O_500: cfg.rate_500 = atof(optarg); break;
-        case O_LATENCY: bad = parse_duration(optarg, &cfg.latency_ms); break;
-        case O_EXPIRE: cfg.expire_watches = atoi(optarg); break;
-        case O_RETRY_AFTER: cfg.retry_after_s = (unsigned)atoi(optarg); break;
-        case O_STATE: cfg.state_file = optarg; break;
+        case O_NODES:
+            cfg.nodes = atoi(optarg);
+            break;
+        case O_GPUS:
+            cfg.node_gpus = atoi(optarg);
+            break;
+        case O_LABEL:
+            labels[cfg.n_node_labels++] = optarg;
+            break;
+        case O_TAINT:
+            taints[cfg.n_node_taints++] = optarg;
+            break;
+        case O_START:
+            bad = parse_duration(optarg, &cfg.pod_start_delay_ms);
+            break;
+        case O_READY:
+            bad = parse_duration(optarg, &cfg.pod_ready_delay_ms);
+            break;
+        case O_GRACE:
+            bad = parse_duration(optarg, &cfg.max_grace_ms);
+            break;
+        case O_RETRY:
+            bad = parse_duration(optarg, &cfg.schedule_retry_ms);
+            break;
+        case O_NO_NS:
+            cfg.namespace_defaults = 0;
+            break;
+        case O_HISTORY:
+            cfg.history = (unsigned)atoi(optarg);
+            break;
+        case O_BOOKMARK:
+            bad = parse_duration(optarg, &cfg.bookmark_interval_ms);
+            break;
+        case O_CONT_TTL:
+            bad = parse_duration(optarg, &cfg.continue_ttl_ms);
+            break;
+        case O_TOO_LARGE:
+            bad = parse_duration(optarg, &cfg.too_large_wait_ms);
+            break;
+        case O_GC:
+            bad = parse_duration(optarg, &cfg.gc_delay_ms);
+            break;
+        case O_MIN_TIMEOUT:
+            cfg.min_request_timeout_s = (unsigned)atoi(optarg);
+            break;
+        case O_SEED:
+            cfg.seed = strtoull(optarg, NULL, 10);
+            break;
+        case O_HOST:
+            so.host = optarg;
+            break;
+        case O_PORT:
+            port = atoi(optarg);
+            break;
+        case O_PLAIN:
+            plain = 1;
+            break;
+        case O_HTTP_PORT:
+            so.http_port = atoi(optarg);
+            break;
+        case O_CA_CERT:
+            so.ca_cert_file = optarg;
+            break;
+        case O_CA_KEY:
+            so.ca_key_file = optarg;
+            break;
+        case O_TLS_CERT:
+            so.tls_cert_file = optarg;
+            break;
+        case O_TLS_KEY:
+            so.tls_key_file = optarg;
+            break;
+        case O_CLIENT_CA:
+            so.client_ca_file = optarg;
+            break;
+        case O_REQ_CERT:
+            so.require_client_cert = 1;
+            break;
+        case O_TOKEN:
+            tokens[cfg.n_tokens++] = optarg;
+            break;
+        case O_AUTH:
+            cfg.auth_required = 1;
+            break;
+        case O_KUBECONFIG:
+            kubeconfig = optarg;
+            break;
+        case O_PORT_FILE:
+            port_file = optarg;
+            break;
+        case O_429:
+            cfg.rate_429 = atof(optarg);
+            break;
+        case O_500:
+            cfg.rate_500 = atof(optarg);
+            break;
+        case O_LATENCY:
+            bad = parse_duration(optarg, &cfg.latency_ms);
+            break;
+        case O_EXPIRE:
+            cfg.expire_watches = atoi(optarg);
+            break;
+        case O_RETRY_AFTER:
+            cfg.retry_after_s = (unsigned)atoi(optarg);
+            break;
+        case O_STATE:
+            cfg.state_file = optarg;
+            break;
         case O_LOG:
             loglevel = log_level_parse(optarg);
             bad = loglevel < 0;
             break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
         if (bad) {
             fprintf(stderr, "kubesim: bad value for --%s: %s\n", opts[c - O_NODES].name, optarg);
@@ -294,9 +429,10 @@ int main(int argc, char **argv)
     a.sigterm.data = a.sigint.data = &a;
     uv_signal_start(&a.sigterm, on_signal, SIGTERM);
     uv_signal_start(&a.sigint, on_signal, SIGINT);
-    printf("kubesim: listening on %s\n", ks_server_url(srv));
+    /* exactly one line on stdout; the plain listener is in the port file and the log */
     if (ks_server_http_url(srv) && ks_server_https_port(srv))
-        printf("kubesim: plain http on %s\n", ks_server_http_url(srv));
+        log_info("kubesim: plain http on %s", ks_server_http_url(srv));
+    printf("kubesim: listening on %s\n", ks_server_url(srv));
     fflush(stdout);
     uv_run(loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(loop);

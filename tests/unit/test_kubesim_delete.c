@@ -24,10 +24,11 @@ static int exists(tk *t, const char *path)
 static void make_dep(tk *t, const char *name, const char *owner_uid, int block)
 {
     char body[512];
-    snprintf(body, sizeof(body),
-             "{\"metadata\":{\"name\":\"%s\",\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\","
-             "\"name\":\"owner\",\"uid\":\"%s\",\"controller\":true,\"blockOwnerDeletion\":%s}]}}",
-             name, owner_uid, block ? "true" : "false");
+    snprintf(
+        body, sizeof(body),
+        "{\"metadata\":{\"name\":\"%s\",\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\","
+        "\"name\":\"owner\",\"uid\":\"%s\",\"controller\":true,\"blockOwnerDeletion\":%s}]}}",
+        name, owner_uid, block ? "true" : "false");
     tk_expect(t, "POST", CMS, NULL, body, 201);
 }
 
@@ -37,20 +38,23 @@ static void test_preconditions_and_status(void **state)
     tk_init(&t);
     tk_expect(&t, "POST", CMS, NULL, CM_JSON("a"), 201);
     char *uid = uid_of(&t, CMS "/a");
-    tres r = tk_call(&t, "DELETE", CMS "/a", NULL, "{\"preconditions\":{\"uid\":\"11111111-1111-1111-1111-111111111111\"}}");
+    tres r = tk_call(&t, "DELETE", CMS "/a", NULL,
+                     "{\"preconditions\":{\"uid\":\"11111111-1111-1111-1111-111111111111\"}}");
     assert_int_equal(r.status, 409);
     assert_string_equal(jstr(&r, "reason"), "Conflict");
     char want[256];
     snprintf(want, sizeof(want),
-             "the UID in the precondition (11111111-1111-1111-1111-111111111111) does not match the UID in record (%s). "
+             "the UID in the precondition (11111111-1111-1111-1111-111111111111) does not match the UID in "
+             "record (%s). "
              "The object might have been deleted and then recreated",
              uid);
     assert_string_equal(jstr(&r, "message"), want);
     tres_free(&r);
     r = tk_call(&t, "DELETE", CMS "/a", NULL, "{\"preconditions\":{\"resourceVersion\":\"1\"}}");
     assert_int_equal(r.status, 409);
-    assert_non_null(strstr(jstr(&r, "message"), "the ResourceVersion in the precondition (1) does not match the "
-                                                "ResourceVersion in record ("));
+    assert_non_null(strstr(jstr(&r, "message"),
+                           "the ResourceVersion in the precondition (1) does not match the "
+                           "ResourceVersion in record ("));
     assert_non_null(strstr(jstr(&r, "message"), "). The object might have been modified"));
     tres_free(&r);
     /* a CR-style Status for plain types */
@@ -96,16 +100,19 @@ static void test_finalizers(void **state)
     r = tk_call(&t, "PATCH", CMS "/f", "application/merge-patch+json",
                 "{\"metadata\":{\"finalizers\":[\"a/x\",\"b/y\",\"c/z\"]}}");
     assert_int_equal(r.status, 422);
-    assert_non_null(strstr(jstr(&r, "message"), "no new finalizers can be added if the object is being deleted, found "
-                                                "new finalizers []string{\"c/z\"}"));
+    assert_non_null(strstr(jstr(&r, "message"),
+                           "no new finalizers can be added if the object is being deleted, found "
+                           "new finalizers []string{\"c/z\"}"));
     tres_free(&r);
     /* removing one keeps it, removing the last removes it */
     tk_expect(&t, "PATCH", CMS "/f", "application/json-patch+json",
-              "[{\"op\":\"test\",\"path\":\"/metadata/finalizers/0\",\"value\":\"a/x\"},{\"op\":\"remove\",\"path\":"
+              "[{\"op\":\"test\",\"path\":\"/metadata/finalizers/0\",\"value\":\"a/"
+              "x\"},{\"op\":\"remove\",\"path\":"
               "\"/metadata/finalizers/0\"}]",
               200);
     assert_true(exists(&t, CMS "/f"));
-    tk_expect(&t, "PATCH", CMS "/f", "application/merge-patch+json", "{\"metadata\":{\"finalizers\":null}}", 200);
+    tk_expect(&t, "PATCH", CMS "/f", "application/merge-patch+json", "{\"metadata\":{\"finalizers\":null}}",
+              200);
     assert_false(exists(&t, CMS "/f"));
     tk_run(&t, 5);
     char *s = tw_summary(&w);
@@ -163,7 +170,8 @@ static void test_gc_foreground_and_orphan(void **state)
     make_dep(&t, "dep1", uid, 1);
     make_dep(&t, "dep2", uid, 0);
     tk_expect(&t, "POST", CMS, NULL,
-              "{\"metadata\":{\"name\":\"slow\",\"finalizers\":[\"x/hold\"],\"ownerReferences\":[{\"apiVersion\":\"v1\","
+              "{\"metadata\":{\"name\":\"slow\",\"finalizers\":[\"x/"
+              "hold\"],\"ownerReferences\":[{\"apiVersion\":\"v1\","
               "\"kind\":\"ConfigMap\",\"name\":\"owner\",\"uid\":\"PLACEHOLDER\"}]}}",
               201);
     /* (the placeholder uid makes "slow" a dangling dependent, collected but held by its finalizer) */
@@ -183,7 +191,8 @@ static void test_gc_foreground_and_orphan(void **state)
     char *uid2 = uid_of(&t, CMS "/owner2");
     char body[512];
     snprintf(body, sizeof(body),
-             "{\"metadata\":{\"name\":\"held\",\"finalizers\":[\"x/hold\"],\"ownerReferences\":[{\"apiVersion\":\"v1\","
+             "{\"metadata\":{\"name\":\"held\",\"finalizers\":[\"x/"
+             "hold\"],\"ownerReferences\":[{\"apiVersion\":\"v1\","
              "\"kind\":\"ConfigMap\",\"name\":\"owner2\",\"uid\":\"%s\",\"blockOwnerDeletion\":true}]}}",
              uid2);
     tk_expect(&t, "POST", CMS, NULL, body, 201);
@@ -191,7 +200,8 @@ static void test_gc_foreground_and_orphan(void **state)
     tk_run(&t, 30);
     assert_true(exists(&t, CMS "/owner2"));
     assert_true(exists(&t, CMS "/held"));
-    tk_expect(&t, "PATCH", CMS "/held", "application/merge-patch+json", "{\"metadata\":{\"finalizers\":null}}", 200);
+    tk_expect(&t, "PATCH", CMS "/held", "application/merge-patch+json",
+              "{\"metadata\":{\"finalizers\":null}}", 200);
     tk_run(&t, 30);
     assert_false(exists(&t, CMS "/held"));
     assert_false(exists(&t, CMS "/owner2"));
@@ -206,7 +216,8 @@ static void test_gc_foreground_and_orphan(void **state)
     assert_int_equal(r.status, 200);
     assert_null(json_get(r.body, "metadata.ownerReferences"));
     tres_free(&r);
-    tk_expect(&t, "PATCH", CMS "/slow", "application/merge-patch+json", "{\"metadata\":{\"finalizers\":null}}", 200);
+    tk_expect(&t, "PATCH", CMS "/slow", "application/merge-patch+json",
+              "{\"metadata\":{\"finalizers\":null}}", 200);
     tk_expect(&t, "DELETE", CMS "/x?propagationPolicy=Sideways", NULL, NULL, 422);
     free(uid);
     free(uid2);
@@ -222,8 +233,9 @@ static void test_namespace_deletion(void **state)
     tres r = tk_call(&t, "GET", "/api/v1/namespaces/tmp/serviceaccounts/default", NULL, NULL);
     assert_int_equal(r.status, 200); /* what the controllers add */
     tres_free(&r);
-    tk_expect(&t, "POST", "/api/v1/namespaces/tmp/configmaps", NULL, "{\"metadata\":{\"name\":\"c\",\"finalizers\":"
-                                                                     "[\"x/y\"]}}",
+    tk_expect(&t, "POST", "/api/v1/namespaces/tmp/configmaps", NULL,
+              "{\"metadata\":{\"name\":\"c\",\"finalizers\":"
+              "[\"x/y\"]}}",
               201);
     r = tk_call(&t, "DELETE", "/api/v1/namespaces/tmp", NULL, NULL);
     assert_int_equal(r.status, 200);
@@ -234,7 +246,8 @@ static void test_namespace_deletion(void **state)
     r = tk_call(&t, "POST", "/api/v1/namespaces/tmp/configmaps", NULL, CM_JSON("n"));
     assert_int_equal(r.status, 403);
     assert_string_equal(jstr(&r, "reason"), "Forbidden");
-    assert_string_equal(json_get_str(json_get(r.body, "details.causes")->child, "reason"), "NamespaceTerminating");
+    assert_string_equal(json_get_str(json_get(r.body, "details.causes")->child, "reason"),
+                        "NamespaceTerminating");
     tres_free(&r);
     assert_true(exists(&t, "/api/v1/namespaces/tmp"));
     assert_false(exists(&t, "/api/v1/namespaces/tmp/serviceaccounts/default"));
@@ -267,9 +280,9 @@ static void test_deletecollection(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_preconditions_and_status), cmocka_unit_test(test_finalizers),
+        cmocka_unit_test(test_preconditions_and_status),   cmocka_unit_test(test_finalizers),
         cmocka_unit_test(test_gc_background_and_dangling), cmocka_unit_test(test_gc_foreground_and_orphan),
-        cmocka_unit_test(test_namespace_deletion),       cmocka_unit_test(test_deletecollection),
+        cmocka_unit_test(test_namespace_deletion),         cmocka_unit_test(test_deletecollection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,7 +36,8 @@ static char *node_of(tk *t, const char *name)
 
 static const cJSON *cond(const tres *r, const char *type)
 {
-    for (const cJSON *c = json_get(r->body, "status.conditions") ? json_get(r->body, "status.conditions")->child : NULL;
+    for (const cJSON *c =
+             json_get(r->body, "status.conditions") ? json_get(r->body, "status.conditions")->child : NULL;
          c; c = c->next)
         if (strcmp(json_get_str_or(c, "type", ""), type) == 0)
             return c;
@@ -49,9 +50,11 @@ static void pod(tk *t, const char *name, const char *spec_extra, const char *lab
     int gpu = spec_extra && strcmp(spec_extra, "GPU") == 0;
     char body[2048];
     snprintf(body, sizeof(body),
-             "{\"metadata\":{\"name\":\"%s\",\"labels\":%s},\"spec\":{\"containers\":[{\"name\":\"main\",\"image\":"
+             "{\"metadata\":{\"name\":\"%s\",\"labels\":%s},\"spec\":{\"containers\":[{\"name\":\"main\","
+             "\"image\":"
              "\"x:1\"%s}]%s}}",
-             name, labels ? labels : "{}", gpu ? ",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}" : "",
+             name, labels ? labels : "{}",
+             gpu ? ",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}" : "",
              spec_extra && !gpu ? spec_extra : "");
     tk_expect(t, "POST", PODS, NULL, body, 201);
 }
@@ -62,8 +65,8 @@ static void test_nodes_and_lifecycle(void **state)
     setup(&t, 3, 4);
     tres r = tk_call(&t, "GET", "/api/v1/nodes/node-00002", NULL, NULL);
     assert_int_equal(r.status, 200);
-    assert_string_equal(json_child(json_get(r.body, "metadata.labels"), "kubernetes.io/hostname")->valuestring,
-                        "node-00002");
+    assert_string_equal(
+        json_child(json_get(r.body, "metadata.labels"), "kubernetes.io/hostname")->valuestring, "node-00002");
     assert_string_equal(json_child(json_get(r.body, "status.capacity"), "nvidia.com/gpu")->valuestring, "4");
     tres_free(&r);
     r = tk_call(&t, "GET", "/api/v1/nodes", NULL, NULL);
@@ -96,7 +99,8 @@ static void test_nodes_and_lifecycle(void **state)
     assert_int_equal(r.status, 404);
     tres_free(&r);
     /* a pod that was never scheduled goes at once */
-    tk_expect(&t, "POST", "/kubesim/nodes/cordon", NULL, "{\"names\":[\"node-00001\",\"node-00002\",\"node-00003\"]}", 200);
+    tk_expect(&t, "POST", "/kubesim/nodes/cordon", NULL,
+              "{\"names\":[\"node-00001\",\"node-00002\",\"node-00003\"]}", 200);
     pod(&t, "q", NULL, NULL);
     tk_run(&t, 20);
     r = get_pod(&t, "q");
@@ -109,7 +113,8 @@ static void test_nodes_and_lifecycle(void **state)
     tres_free(&r);
     /* uncordon: pending pods get scheduled */
     pod(&t, "s", NULL, NULL);
-    tk_expect(&t, "POST", "/kubesim/nodes/cordon", NULL, "{\"names\":[\"node-00003\"],\"unschedulable\":false}", 200);
+    tk_expect(&t, "POST", "/kubesim/nodes/cordon", NULL,
+              "{\"names\":[\"node-00003\"],\"unschedulable\":false}", 200);
     tk_run(&t, 60);
     char *n = node_of(&t, "s");
     assert_string_equal(n, "node-00003");
@@ -121,7 +126,8 @@ static void test_nodes_and_lifecycle(void **state)
     tres_free(&f);
     r = get_pod(&t, "s");
     assert_string_equal(jstr(&r, "status.phase"), "Failed");
-    assert_int_equal(json_get_int(json_get(r.body, "status.containerStatuses")->child, "state.terminated.exitCode", 0), 1);
+    assert_int_equal(
+        json_get_int(json_get(r.body, "status.containerStatuses")->child, "state.terminated.exitCode", 0), 1);
     tres_free(&r);
     /* a terminal pod is removed at once on delete */
     tk_expect(&t, "DELETE", PODS "/s", NULL, NULL, 200);
@@ -138,9 +144,10 @@ static void test_predicates(void **state)
     tk_expect(&t, "PATCH", "/api/v1/nodes/node-00002", "application/merge-patch+json",
               "{\"metadata\":{\"labels\":{\"disk\":\"ssd\"}}}", 200);
     pod(&t, "sel", ",\"nodeSelector\":{\"disk\":\"ssd\"}", NULL);
-    pod(&t, "aff", ",\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{"
-                   "\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"kubernetes.io/hostname\",\"operator\":"
-                   "\"In\",\"values\":[\"node-00003\"]}]}]}}}",
+    pod(&t, "aff",
+        ",\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{"
+        "\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"kubernetes.io/hostname\",\"operator\":"
+        "\"In\",\"values\":[\"node-00003\"]}]}]}}}",
         NULL);
     pod(&t, "direct", ",\"nodeName\":\"node-00001\"", NULL);
     pod(&t, "nomatch", ",\"nodeSelector\":{\"disk\":\"nvme\"}", NULL);
@@ -161,15 +168,19 @@ static void test_predicates(void **state)
     assert_string_equal(n, "");
     free(n);
     r = get_pod(&t, "nomatch");
-    assert_non_null(strstr(json_get_str(cond(&r, "PodScheduled"), "message"), "didn't match Pod's node affinity/selector"));
+    assert_non_null(strstr(json_get_str(cond(&r, "PodScheduled"), "message"),
+                           "didn't match Pod's node affinity/selector"));
     tres_free(&r);
     /* taints: only the toleration lets a pod on */
     tk_expect(&t, "POST", "/kubesim/nodes/taint", NULL,
-              "{\"names\":[\"node-00001\",\"node-00002\",\"node-00003\"],\"taint\":{\"key\":\"gpu\",\"value\":\"yes\","
+              "{\"names\":[\"node-00001\",\"node-00002\",\"node-00003\"],\"taint\":{\"key\":\"gpu\","
+              "\"value\":\"yes\","
               "\"effect\":\"NoSchedule\"}}",
               200);
     pod(&t, "plain", NULL, NULL);
-    pod(&t, "tol", ",\"tolerations\":[{\"key\":\"gpu\",\"operator\":\"Equal\",\"value\":\"yes\",\"effect\":\"NoSchedule\"}]",
+    pod(&t, "tol",
+        ",\"tolerations\":[{\"key\":\"gpu\",\"operator\":\"Equal\",\"value\":\"yes\",\"effect\":"
+        "\"NoSchedule\"}]",
         NULL);
     tk_run(&t, 30);
     n = node_of(&t, "plain");
@@ -179,10 +190,11 @@ static void test_predicates(void **state)
     assert_true(strncmp(n, "node-", 5) == 0);
     free(n);
     /* removing the taint lets the waiting pod in (after the retry delay) */
-    tk_expect(&t, "POST", "/kubesim/nodes/taint", NULL,
-              "{\"names\":[\"node-00001\",\"node-00002\",\"node-00003\"],\"taint\":{\"key\":\"gpu\",\"effect\":"
-              "\"NoSchedule\"},\"remove\":true}",
-              200);
+    tk_expect(
+        &t, "POST", "/kubesim/nodes/taint", NULL,
+        "{\"names\":[\"node-00001\",\"node-00002\",\"node-00003\"],\"taint\":{\"key\":\"gpu\",\"effect\":"
+        "\"NoSchedule\"},\"remove\":true}",
+        200);
     tk_run(&t, 60);
     n = node_of(&t, "plain");
     assert_true(strncmp(n, "node-", 5) == 0);
@@ -201,8 +213,9 @@ static void test_anti_affinity_and_gpus(void **state)
 {
     tk t;
     setup(&t, 3, 2);
-    const char *anti = ",\"affinity\":{\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":[{"
-                       "\"labelSelector\":{\"matchLabels\":{\"app\":\"x\"}},\"topologyKey\":\"kubernetes.io/hostname\"}]}}";
+    const char *anti =
+        ",\"affinity\":{\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":[{"
+        "\"labelSelector\":{\"matchLabels\":{\"app\":\"x\"}},\"topologyKey\":\"kubernetes.io/hostname\"}]}}";
     pod(&t, "a1", anti, "{\"app\":\"x\"}");
     pod(&t, "a2", anti, "{\"app\":\"x\"}");
     pod(&t, "a3", anti, "{\"app\":\"x\"}");
@@ -279,15 +292,18 @@ static void test_readiness_gates(void **state)
     const cJSON *ready = cond(&r, "Ready");
     assert_string_equal(json_get_str(ready, "status"), "False");
     assert_string_equal(json_get_str(ready, "reason"), "ReadinessGatesNotReady");
-    assert_string_equal(json_get_str(ready, "message"),
-                        "corresponding condition of pod readiness gate \"example.com/lb-ready\" does not exist.");
+    assert_string_equal(
+        json_get_str(ready, "message"),
+        "corresponding condition of pod readiness gate \"example.com/lb-ready\" does not exist.");
     tres_free(&r);
     tk_expect(&t, "PATCH", PODS "/g/status", "application/strategic-merge-patch+json",
-              "{\"status\":{\"conditions\":[{\"type\":\"example.com/lb-ready\",\"status\":\"False\"}]}}", 200);
+              "{\"status\":{\"conditions\":[{\"type\":\"example.com/lb-ready\",\"status\":\"False\"}]}}",
+              200);
     tk_run(&t, 10);
     r = get_pod(&t, "g");
-    assert_string_equal(json_get_str(cond(&r, "Ready"), "message"),
-                        "the status of pod readiness gate \"example.com/lb-ready\" is not \"True\", but False");
+    assert_string_equal(
+        json_get_str(cond(&r, "Ready"), "message"),
+        "the status of pod readiness gate \"example.com/lb-ready\" is not \"True\", but False");
     tres_free(&r);
     tk_expect(&t, "PATCH", PODS "/g/status", "application/strategic-merge-patch+json",
               "{\"status\":{\"conditions\":[{\"type\":\"example.com/lb-ready\",\"status\":\"True\"}]}}", 200);

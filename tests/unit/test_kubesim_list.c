@@ -161,15 +161,17 @@ static void test_rv_table(void **state)
     /* RVM without RV */
     tres r = tk_call(&t, "GET", CMS "?resourceVersionMatch=Exact", NULL, NULL);
     assert_int_equal(r.status, 422);
-    assert_string_equal(jstr(&r, "message"), "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: "
-                                             "resourceVersionMatch is forbidden unless resourceVersion is provided");
+    assert_string_equal(jstr(&r, "message"),
+                        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: "
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided");
     tres_free(&r);
     r = tk_call(&t, "GET", CMS "?resourceVersionMatch=Bogus", NULL, NULL);
     assert_int_equal(r.status, 422);
-    assert_string_equal(jstr(&r, "message"),
-                        "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden: resourceVersionMatch "
-                        "is forbidden unless resourceVersion is provided, resourceVersionMatch: Unsupported value: "
-                        "\"Bogus\": supported values: \"Exact\", \"NotOlderThan\", \"\"]");
+    assert_string_equal(
+        jstr(&r, "message"),
+        "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden: resourceVersionMatch "
+        "is forbidden unless resourceVersion is provided, resourceVersionMatch: Unsupported value: "
+        "\"Bogus\": supported values: \"Exact\", \"NotOlderThan\", \"\"]");
     tres_free(&r);
     tk_expect(&t, "GET", CMS "?resourceVersion=0&resourceVersionMatch=Exact", NULL, NULL, 422);
     tk_expect(&t, "GET", CMS "?resourceVersion=0&resourceVersionMatch=NotOlderThan", NULL, NULL, 200);
@@ -189,14 +191,16 @@ static void test_rv_table(void **state)
     snprintf(path, sizeof(path), CMS "?limit=2&resourceVersion=5&continue=%s", tok);
     r = tk_call(&t, "GET", path, NULL, NULL);
     assert_int_equal(r.status, 400);
-    assert_string_equal(jstr(&r, "message"), "specifying resource version is not allowed when using continue");
+    assert_string_equal(jstr(&r, "message"),
+                        "specifying resource version is not allowed when using continue");
     tres_free(&r);
     /* Exact at an older RV: the state then */
     uint64_t before = now;
     tk_expect(&t, "DELETE", CMS "/cm-00", NULL, NULL, 200);
     make(&t, "default", "cm-new", "{}");
     tk_expect(&t, "PATCH", CMS "/cm-01", "application/merge-patch+json", "{\"data\":{\"x\":\"1\"}}", 200);
-    snprintf(path, sizeof(path), CMS "?resourceVersion=%llu&resourceVersionMatch=Exact", (unsigned long long)before);
+    snprintf(path, sizeof(path), CMS "?resourceVersion=%llu&resourceVersionMatch=Exact",
+             (unsigned long long)before);
     r = tk_call(&t, "GET", path, NULL, NULL);
     assert_int_equal(r.status, 200);
     assert_int_equal(count_items(&r), 10);
@@ -224,13 +228,15 @@ static void test_rv_table(void **state)
     assert_int_equal(r.status, 504);
     assert_string_equal(jstr(&r, "reason"), "Timeout");
     assert_non_null(strstr(jstr(&r, "message"), "Too large resource version"));
-    assert_string_equal(json_get_str(json_get(r.body, "details.causes")->child, "reason"), "ResourceVersionTooLarge");
+    assert_string_equal(json_get_str(json_get(r.body, "details.causes")->child, "reason"),
+                        "ResourceVersionTooLarge");
     assert_non_null(strstr(r.headers, "Retry-After: 1"));
     tres_free(&r);
     /* after a restart the history is gone: Exact at an old RV is 410, tokens expire */
     r = tk_call(&t, "POST", "/kubesim/restart", NULL, "{}");
     tres_free(&r);
-    snprintf(path, sizeof(path), CMS "?resourceVersion=%llu&resourceVersionMatch=Exact", (unsigned long long)before);
+    snprintf(path, sizeof(path), CMS "?resourceVersion=%llu&resourceVersionMatch=Exact",
+             (unsigned long long)before);
     r = tk_call(&t, "GET", path, NULL, NULL);
     assert_int_equal(r.status, 410);
     assert_string_equal(jstr(&r, "reason"), "Expired");
@@ -240,9 +246,10 @@ static void test_rv_table(void **state)
     r = tk_call(&t, "GET", path, NULL, NULL);
     assert_int_equal(r.status, 410);
     assert_string_equal(jstr(&r, "reason"), "Expired");
-    assert_non_null(strstr(jstr(&r, "message"), "The provided continue parameter is too old to display a consistent "
-                                                 "list result. You can start a new list without the continue "
-                                                 "parameter, or use the continue token in this response"));
+    assert_non_null(strstr(jstr(&r, "message"),
+                           "The provided continue parameter is too old to display a consistent "
+                           "list result. You can start a new list without the continue "
+                           "parameter, or use the continue token in this response"));
     const char *newtok = jstr(&r, "metadata.continue");
     assert_non_null(newtok);
     char enc[512];

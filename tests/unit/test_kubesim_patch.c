@@ -4,17 +4,19 @@
 #define CMS "/api/v1/namespaces/default/configmaps"
 #define DEPS "/apis/apps/v1/namespaces/default/deployments"
 
-static const char *DEPLOY = "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"d\"},"
-                            "\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":{\"app\":\"d\"}},"
-                            "\"template\":{\"metadata\":{\"labels\":{\"app\":\"d\"}},\"spec\":{\"containers\":[{\"name\":"
-                            "\"a\",\"image\":\"x:1\"},{\"name\":\"b\",\"image\":\"y:1\"}]}}}}";
+static const char *DEPLOY =
+    "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"d\"},"
+    "\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":{\"app\":\"d\"}},"
+    "\"template\":{\"metadata\":{\"labels\":{\"app\":\"d\"}},\"spec\":{\"containers\":[{\"name\":"
+    "\"a\",\"image\":\"x:1\"},{\"name\":\"b\",\"image\":\"y:1\"}]}}}}";
 
 static void test_merge_and_json_patch(void **state)
 {
     tk t;
     tk_init(&t);
-    tk_expect(&t, "POST", CMS, NULL, "{\"metadata\":{\"name\":\"a\",\"labels\":{\"x\":\"1\",\"y\":\"2\"}},"
-                                     "\"data\":{\"k\":\"v\",\"l\":\"w\"}}",
+    tk_expect(&t, "POST", CMS, NULL,
+              "{\"metadata\":{\"name\":\"a\",\"labels\":{\"x\":\"1\",\"y\":\"2\"}},"
+              "\"data\":{\"k\":\"v\",\"l\":\"w\"}}",
               201);
     tres r = tk_call(&t, "PATCH", CMS "/a", "application/merge-patch+json",
                      "{\"metadata\":{\"labels\":{\"x\":null,\"z\":\"3\"}},\"data\":{\"k\":\"v2\"}}");
@@ -27,11 +29,12 @@ static void test_merge_and_json_patch(void **state)
     snprintf(rv, sizeof(rv), "%s", jstr(&r, "metadata.resourceVersion"));
     tres_free(&r);
     /* JSON patch with a passing and a failing test */
-    r = tk_call(&t, "PATCH", CMS "/a", "application/json-patch+json",
-                "[{\"op\":\"test\",\"path\":\"/data/k\",\"value\":\"v2\"},{\"op\":\"add\",\"path\":\"/data/m\","
-                "\"value\":\"n\"},{\"op\":\"remove\",\"path\":\"/data/l\"},{\"op\":\"copy\",\"from\":\"/data/k\","
-                "\"path\":\"/data/k2\"},{\"op\":\"move\",\"from\":\"/data/k2\",\"path\":\"/data/k3\"},{\"op\":"
-                "\"replace\",\"path\":\"/metadata/labels/z\",\"value\":\"4\"}]");
+    r = tk_call(
+        &t, "PATCH", CMS "/a", "application/json-patch+json",
+        "[{\"op\":\"test\",\"path\":\"/data/k\",\"value\":\"v2\"},{\"op\":\"add\",\"path\":\"/data/m\","
+        "\"value\":\"n\"},{\"op\":\"remove\",\"path\":\"/data/l\"},{\"op\":\"copy\",\"from\":\"/data/k\","
+        "\"path\":\"/data/k2\"},{\"op\":\"move\",\"from\":\"/data/k2\",\"path\":\"/data/k3\"},{\"op\":"
+        "\"replace\",\"path\":\"/metadata/labels/z\",\"value\":\"4\"}]");
     assert_int_equal(r.status, 200);
     assert_string_equal(jstr(&r, "data.m"), "n");
     assert_null(json_get(r.body, "data.l"));
@@ -39,9 +42,10 @@ static void test_merge_and_json_patch(void **state)
     assert_string_equal(jstr(&r, "data.k3"), "v2");
     assert_string_equal(jstr(&r, "metadata.labels.z"), "4");
     tres_free(&r);
-    r = tk_call(&t, "PATCH", CMS "/a", "application/json-patch+json",
-                "[{\"op\":\"test\",\"path\":\"/data/k\",\"value\":\"old\"},{\"op\":\"add\",\"path\":\"/data/q\","
-                "\"value\":\"r\"}]");
+    r = tk_call(
+        &t, "PATCH", CMS "/a", "application/json-patch+json",
+        "[{\"op\":\"test\",\"path\":\"/data/k\",\"value\":\"old\"},{\"op\":\"add\",\"path\":\"/data/q\","
+        "\"value\":\"r\"}]");
     assert_int_equal(r.status, 422);
     assert_string_equal(jstr(&r, "reason"), "Invalid");
     assert_string_equal(jstr(&r, "message"), "testing value /data/k failed: test failed");
@@ -49,14 +53,16 @@ static void test_merge_and_json_patch(void **state)
     r = tk_call(&t, "GET", CMS "/a", NULL, NULL);
     assert_null(json_get(r.body, "data.q")); /* nothing of a failed patch is kept */
     tres_free(&r);
-    tk_expect(&t, "PATCH", CMS "/a", "application/json-patch+json", "[{\"op\":\"remove\",\"path\":\"/data/nope\"}]", 422);
+    tk_expect(&t, "PATCH", CMS "/a", "application/json-patch+json",
+              "[{\"op\":\"remove\",\"path\":\"/data/nope\"}]", 422);
     tk_expect(&t, "PATCH", CMS "/a", "application/json-patch+json", "{\"op\":\"remove\"}", 400);
     tk_expect(&t, "PATCH", CMS "/a", "application/json-patch+json", "[{\"path\":\"/data\"}]", 400);
     /* array ops */
-    r = tk_call(&t, "PATCH", CMS "/a", "application/json-patch+json",
-                "[{\"op\":\"add\",\"path\":\"/metadata/finalizers\",\"value\":[\"a\"]},{\"op\":\"add\",\"path\":"
-                "\"/metadata/finalizers/-\",\"value\":\"c\"},{\"op\":\"add\",\"path\":\"/metadata/finalizers/1\","
-                "\"value\":\"b\"}]");
+    r = tk_call(
+        &t, "PATCH", CMS "/a", "application/json-patch+json",
+        "[{\"op\":\"add\",\"path\":\"/metadata/finalizers\",\"value\":[\"a\"]},{\"op\":\"add\",\"path\":"
+        "\"/metadata/finalizers/-\",\"value\":\"c\"},{\"op\":\"add\",\"path\":\"/metadata/finalizers/1\","
+        "\"value\":\"b\"}]");
     assert_int_equal(r.status, 200);
     char *f = json_dump(json_get(r.body, "metadata.finalizers"));
     assert_string_equal(f, "[\"a\",\"b\",\"c\"]");
@@ -74,9 +80,10 @@ static void test_merge_and_json_patch(void **state)
     tk_expect(&t, "PATCH", CMS "/a", "application/json", "{}", 415);
     r = tk_call(&t, "PATCH", CMS "/a?force=true", "application/merge-patch+json", "{}");
     assert_int_equal(r.status, 422);
-    assert_string_equal(jstr(&r, "message"),
-                        "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply "
-                        "patch");
+    assert_string_equal(
+        jstr(&r, "message"),
+        "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply "
+        "patch");
     tres_free(&r);
     tk_done(&t);
 }
@@ -86,8 +93,9 @@ static void test_strategic(void **state)
     tk t;
     tk_init(&t);
     tk_expect(&t, "POST", DEPS, NULL, DEPLOY, 201);
-    tres r = tk_call(&t, "PATCH", DEPS "/d", "application/strategic-merge-patch+json",
-                     "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"b\",\"image\":\"y:2\"}]}}}}");
+    tres r =
+        tk_call(&t, "PATCH", DEPS "/d", "application/strategic-merge-patch+json",
+                "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"b\",\"image\":\"y:2\"}]}}}}");
     assert_int_equal(r.status, 200);
     const cJSON *cs = json_get(r.body, "spec.template.spec.containers");
     assert_int_equal(json_len(cs), 2);
@@ -101,22 +109,27 @@ static void test_strategic(void **state)
     assert_int_equal(json_len(json_get(r.body, "spec.template.spec.containers")), 1);
     tres_free(&r);
     /* metadata-only change: no generation bump */
-    r = tk_call(&t, "PATCH", DEPS "/d", "application/merge-patch+json", "{\"metadata\":{\"labels\":{\"q\":\"1\"}}}");
+    r = tk_call(&t, "PATCH", DEPS "/d", "application/merge-patch+json",
+                "{\"metadata\":{\"labels\":{\"q\":\"1\"}}}");
     assert_int_equal(json_get_int(r.body, "metadata.generation", 0), 3);
     tres_free(&r);
     /* selector is immutable */
-    r = tk_call(&t, "PATCH", DEPS "/d", "application/merge-patch+json",
-                "{\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"e\"}},\"template\":{\"metadata\":{\"labels\":{"
-                "\"app\":\"e\"}}}}}");
+    r = tk_call(
+        &t, "PATCH", DEPS "/d", "application/merge-patch+json",
+        "{\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"e\"}},\"template\":{\"metadata\":{\"labels\":{"
+        "\"app\":\"e\"}}}}}");
     assert_int_equal(r.status, 422);
     assert_non_null(strstr(jstr(&r, "message"), "field is immutable"));
     tres_free(&r);
     /* strategic merge on pod status conditions keeps the other conditions */
     tk_expect(&t, "POST", "/api/v1/namespaces/default/pods", NULL, POD_JSON("p", "{}"), 201);
-    tk_expect(&t, "PATCH", "/api/v1/namespaces/default/pods/p/status", "application/strategic-merge-patch+json",
-              "{\"status\":{\"conditions\":[{\"type\":\"A\",\"status\":\"True\"},{\"type\":\"B\",\"status\":\"True\"}]}}",
+    tk_expect(&t, "PATCH", "/api/v1/namespaces/default/pods/p/status",
+              "application/strategic-merge-patch+json",
+              "{\"status\":{\"conditions\":[{\"type\":\"A\",\"status\":\"True\"},{\"type\":\"B\",\"status\":"
+              "\"True\"}]}}",
               200);
-    r = tk_call(&t, "PATCH", "/api/v1/namespaces/default/pods/p/status", "application/strategic-merge-patch+json",
+    r = tk_call(&t, "PATCH", "/api/v1/namespaces/default/pods/p/status",
+                "application/strategic-merge-patch+json",
                 "{\"status\":{\"conditions\":[{\"type\":\"B\",\"status\":\"False\"}]}}");
     assert_int_equal(r.status, 200);
     const cJSON *conds = json_get(r.body, "status.conditions");
@@ -136,14 +149,16 @@ static void test_apply(void **state)
 {
     tk t;
     tk_init(&t);
-    const char *cfg = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ap\n  labels:\n    a: \"1\"\ndata:\n  x: \"1\"\n"
-                      "  y: \"2\"\n";
+    const char *cfg =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ap\n  labels:\n    a: \"1\"\ndata:\n  x: \"1\"\n"
+        "  y: \"2\"\n";
     /* fieldManager is required */
     tres r = tk_call(&t, "PATCH", CMS "/ap", "application/apply-patch+yaml", cfg);
     assert_int_equal(r.status, 422);
-    assert_string_equal(jstr(&r, "message"),
-                        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply "
-                        "patch");
+    assert_string_equal(
+        jstr(&r, "message"),
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply "
+        "patch");
     tres_free(&r);
     /* creates when absent */
     r = tk_call(&t, "PATCH", CMS "/ap?fieldManager=mgr1", "application/apply-patch+yaml", cfg);
@@ -193,7 +208,8 @@ static void test_apply(void **state)
     assert_string_equal(jstr(&r, "data.z"), "3");
     tres_free(&r);
     /* an Update by another manager takes the field; apply conflicts with it */
-    r = tk_call(&t, "PATCH", CMS "/ap?fieldManager=editor", "application/merge-patch+json", "{\"data\":{\"z\":\"8\"}}");
+    r = tk_call(&t, "PATCH", CMS "/ap?fieldManager=editor", "application/merge-patch+json",
+                "{\"data\":{\"z\":\"8\"}}");
     assert_int_equal(r.status, 200);
     int has_editor = 0;
     for (const cJSON *e = json_get(r.body, "metadata.managedFields")->child; e; e = e->next)
@@ -204,12 +220,14 @@ static void test_apply(void **state)
     r = tk_call(&t, "PATCH", CMS "/ap?fieldManager=mgr2", "application/apply-patch+yaml",
                 "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ap\ndata:\n  y: \"7\"\n  z: \"3\"\n");
     assert_int_equal(r.status, 409);
-    assert_string_equal(jstr(&r, "message"), "Apply failed with 1 conflict: conflict with \"editor\": .data.z");
+    assert_string_equal(jstr(&r, "message"),
+                        "Apply failed with 1 conflict: conflict with \"editor\": .data.z");
     tres_free(&r);
     /* apply with a keyed list merges by key */
     tk_expect(&t, "PATCH", DEPS "/d?fieldManager=op", "application/apply-patch+yaml", DEPLOY, 201);
     r = tk_call(&t, "PATCH", DEPS "/d?fieldManager=other", "application/apply-patch+yaml",
-                "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"d\"},\"spec\":{\"template\":"
+                "{\"apiVersion\":\"apps/"
+                "v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"d\"},\"spec\":{\"template\":"
                 "{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"z:1\"}]}}}}");
     assert_int_equal(r.status, 200);
     assert_int_equal(json_len(json_get(r.body, "spec.template.spec.containers")), 3);
@@ -217,7 +235,8 @@ static void test_apply(void **state)
     /* wrong kind in an apply body */
     tk_expect(&t, "PATCH", CMS "/ap?fieldManager=m", "application/apply-patch+yaml",
               "apiVersion: v1\nkind: Secret\nmetadata:\n  name: ap\n", 400);
-    tk_expect(&t, "PATCH", CMS "/ap?fieldManager=m", "application/apply-patch+yaml", "metadata:\n  name: ap\n", 422);
+    tk_expect(&t, "PATCH", CMS "/ap?fieldManager=m", "application/apply-patch+yaml",
+              "metadata:\n  name: ap\n", 422);
     tk_done(&t);
 }
 

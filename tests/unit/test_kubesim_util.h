@@ -84,8 +84,8 @@ typedef struct tres {
     unsigned delay_ms;
 } tres;
 
-static OP_UNUSED tres tk_call_h(tk *t, const char *method, const char *path, const char *ctype, const char *body,
-                      const char *auth, const char *cn)
+static OP_UNUSED tres tk_call_h(tk *t, const char *method, const char *path, const char *ctype,
+                                const char *body, const char *auth, const char *cn)
 {
     ks_req q;
     memset(&q, 0, sizeof(q));
@@ -118,7 +118,8 @@ static OP_UNUSED tres tk_call_h(tk *t, const char *method, const char *path, con
     return out;
 }
 
-static OP_UNUSED tres tk_call(tk *t, const char *method, const char *path, const char *ctype, const char *body)
+static OP_UNUSED tres tk_call(tk *t, const char *method, const char *path, const char *ctype,
+                              const char *body)
 {
     return tk_call_h(t, method, path, ctype, body, NULL, NULL);
 }
@@ -132,7 +133,8 @@ static OP_UNUSED void tres_free(tres *r)
 }
 
 /* Call, check the status, free. */
-static OP_UNUSED void tk_expect(tk *t, const char *method, const char *path, const char *ctype, const char *body, int status)
+static OP_UNUSED void tk_expect(tk *t, const char *method, const char *path, const char *ctype,
+                                const char *body, int status)
 {
     tres r = tk_call(t, method, path, ctype, body);
     if (r.status != status)
@@ -227,10 +229,12 @@ static OP_UNUSED char *tw_summary(tw *w)
     return s;
 }
 
-#define POD_JSON(name, labels)                                                                                    \
-    "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"" name "\",\"labels\":" labels "},"        \
+#define POD_JSON(name, labels)                                                                               \
+    "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"" name "\",\"labels\":" labels "},"    \
     "\"spec\":{\"containers\":[{\"name\":\"main\",\"image\":\"busybox:1.36\"}]}}"
 
-#define CM_JSON(name) "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"" name "\"},\"data\":{\"a\":\"1\"}}"
+#define CM_JSON(name)                                                                                        \
+    "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"" name                           \
+    "\"},\"data\":{\"a\":\"1\"}}"
 
 #endif

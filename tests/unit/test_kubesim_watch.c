@@ -7,7 +7,8 @@
 static uint64_t create_cm(tk *t, const char *name, const char *labels)
 {
     char body[512];
-    snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"%s\",\"labels\":%s}}", name, labels ? labels : "{}");
+    snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"%s\",\"labels\":%s}}", name,
+             labels ? labels : "{}");
     tres r = tk_call(t, "POST", CMS, NULL, body);
     assert_int_equal(r.status, 201);
     uint64_t rv = strtoull(jstr(&r, "metadata.resourceVersion"), NULL, 10);
@@ -64,10 +65,22 @@ static void test_rv_semantics(void **state)
     assert_string_equal(json_get_str(del, "object.kind"), "ConfigMap");
     assert_string_equal(json_get_str(del, "object.apiVersion"), "v1");
     uint64_t del_rv = strtoull(json_get_str(del, "object.metadata.resourceVersion"), NULL, 10);
-    uint64_t add_c = strtoull(json_get_str(cJSON_GetArrayItem(ev, 0), "object.metadata.resourceVersion"), NULL, 10);
+    uint64_t add_c =
+        strtoull(json_get_str(cJSON_GetArrayItem(ev, 0), "object.metadata.resourceVersion"), NULL, 10);
     assert_true(del_rv > add_c);
     cJSON_Delete(ev);
-    /* the headers: the stream is a plain chunked JSON body */
+    /* a future RV: only events after it */
+    tw w4;
+    snprintf(p, sizeof(p), CMS "?watch=1&resourceVersion=%llu", (unsigned long long)(ks_rv(t.k) + 2));
+    assert_int_equal(tw_start(&t, &w4, p), 200);
+    create_cm(&t, "f1", NULL);
+    create_cm(&t, "f2", NULL);
+    create_cm(&t, "f3", NULL);
+    tk_run(&t, 5);
+    s = tw_summary(&w4);
+    assert_string_equal(s, "ADDED:f3");
+    free(s);
+    tw_stop(&w4);
     tw_stop(&w1);
     tw_stop(&w2);
     tw_stop(&w3);
@@ -80,12 +93,13 @@ static void test_selector_transitions(void **state)
     tk_init(&t);
     create_cm(&t, "a", "{\"app\":\"web\"}");
     char p[256];
-    snprintf(p, sizeof(p), CMS "?watch=1&resourceVersion=%llu&labelSelector=app%%3Dweb", (unsigned long long)ks_rv(t.k));
+    snprintf(p, sizeof(p), CMS "?watch=1&resourceVersion=%llu&labelSelector=app%%3Dweb",
+             (unsigned long long)ks_rv(t.k));
     tw w;
     assert_int_equal(tw_start(&t, &w, p), 200);
-    label_cm(&t, "a", "{\"app\":\"db\"}");  /* stops matching: DELETED */
-    label_cm(&t, "a", "{\"app\":\"db\",\"x\":\"1\"}"); /* still not matching: nothing */
-    label_cm(&t, "a", "{\"app\":\"web\"}"); /* matches again: ADDED */
+    label_cm(&t, "a", "{\"app\":\"db\"}");              /* stops matching: DELETED */
+    label_cm(&t, "a", "{\"app\":\"db\",\"x\":\"1\"}");  /* still not matching: nothing */
+    label_cm(&t, "a", "{\"app\":\"web\"}");             /* matches again: ADDED */
     label_cm(&t, "a", "{\"app\":\"web\",\"y\":\"2\"}"); /* MODIFIED */
     tk_run(&t, 5);
     char *s = tw_summary(&w);
@@ -111,7 +125,8 @@ static void test_selector_transitions(void **state)
     tw_stop(&w2);
     /* field selector on pods */
     tk_expect(&t, "POST", "/api/v1/namespaces/default/pods", NULL, POD_JSON("p", "{}"), 201);
-    tres r = tk_call(&t, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3D,status.phase%3DPending", NULL, NULL);
+    tres r =
+        tk_call(&t, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3D,status.phase%3DPending", NULL, NULL);
     assert_int_equal(r.status, 200);
     assert_int_equal(json_len(json_get(r.body, "items")), 1);
     tres_free(&r);
@@ -131,7 +146,8 @@ static void test_bookmarks_and_timeout(void **state)
     c.seed = 1;
     tk_init_cfg(&t, &c);
     tw w;
-    assert_int_equal(tw_start(&t, &w, CMS "?watch=1&allowWatchBookmarks=true&timeoutSeconds=1&resourceVersion=1"), 200);
+    assert_int_equal(
+        tw_start(&t, &w, CMS "?watch=1&allowWatchBookmarks=true&timeoutSeconds=1&resourceVersion=1"), 200);
     tw nob;
     assert_int_equal(tw_start(&t, &nob, CMS "?watch=1&timeoutSeconds=1&resourceVersion=1"), 200);
     tk_run(&t, 50);
@@ -170,8 +186,9 @@ static void test_watch_list(void **state)
     tk_init(&t);
     create_cm(&t, "a", NULL);
     tw w;
-    assert_int_equal(tw_start(&t, &w, CMS "?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&"
-                                          "resourceVersionMatch=NotOlderThan&fieldSelector=metadata.name%3Da"),
+    assert_int_equal(tw_start(&t, &w,
+                              CMS "?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&"
+                                  "resourceVersionMatch=NotOlderThan&fieldSelector=metadata.name%3Da"),
                      200);
     create_cm(&t, "b", NULL);
     tk_expect(&t, "PATCH", CMS "/a", "application/merge-patch+json", "{\"data\":{\"k\":\"v\"}}", 200);
@@ -190,21 +207,24 @@ static void test_watch_list(void **state)
     /* validation */
     tres r = tk_call(&t, "GET", CMS "?watch=1&sendInitialEvents=true", NULL, NULL);
     assert_int_equal(r.status, 422);
-    assert_string_equal(jstr(&r, "message"), "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: "
-                                             "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
+    assert_string_equal(jstr(&r, "message"),
+                        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: "
+                        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
     assert_string_equal(jstr(&r, "details.kind"), "ListOptions");
     assert_string_equal(jstr(&r, "details.group"), "meta.k8s.io");
     tres_free(&r);
     r = tk_call(&t, "GET", CMS "?watch=1&resourceVersionMatch=NotOlderThan", NULL, NULL);
     assert_int_equal(r.status, 422);
-    assert_string_equal(jstr(&r, "message"), "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: "
-                                             "resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
-                                             "provided");
+    assert_string_equal(jstr(&r, "message"),
+                        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: "
+                        "resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
+                        "provided");
     tres_free(&r);
     r = tk_call(&t, "GET", CMS "?sendInitialEvents=true", NULL, NULL);
     assert_int_equal(r.status, 422);
-    assert_string_equal(jstr(&r, "message"), "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: "
-                                             "sendInitialEvents is forbidden for list");
+    assert_string_equal(jstr(&r, "message"),
+                        "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: "
+                        "sendInitialEvents is forbidden for list");
     tres_free(&r);
     r = tk_call(&t, "GET", CMS "?watch=1&resourceVersion=abc", NULL, NULL);
     assert_int_equal(r.status, 422);
@@ -322,9 +342,9 @@ static void test_drop_and_object_watch(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rv_semantics),        cmocka_unit_test(test_selector_transitions),
+        cmocka_unit_test(test_rv_semantics),          cmocka_unit_test(test_selector_transitions),
         cmocka_unit_test(test_bookmarks_and_timeout), cmocka_unit_test(test_watch_list),
-        cmocka_unit_test(test_history_expiry),      cmocka_unit_test(test_drop_and_object_watch),
+        cmocka_unit_test(test_history_expiry),        cmocka_unit_test(test_drop_and_object_watch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
