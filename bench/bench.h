@@ -334,6 +334,40 @@ int bx_lab_cmd(bx_ctx *x, bx_lab *lab, const char *const *argv, char **out);
 int bx_lab_jwt_key(bx_lab *lab, char **key, size_t *len);
 
 /* ------------------------------------------------------------------ */
+/* a running fleet (bench_fleet.c) */
+
+/** How the operator reaches Slurm, when it should. */
+typedef struct bx_fleet_slurm {
+    const char *rest_url;   /* --slurmrestd <ns>/slurm=URL */
+    const char *slurm_conf; /* --slurm-conf */
+    const char *jwt_key;    /* stored in Secret slurm-auth-jwt */
+    size_t jwt_len;
+    int restapi;            /* create RestApi "slurm" at once */
+} bx_fleet_slurm;
+
+typedef struct bx_fleet {
+    bx_kubesim ks;
+    int have_ks;
+    const char *kubeconfig;
+    bx_api api;
+    bx_slurmop op;
+    bx_obs *obs;
+    int n;
+} bx_fleet;
+
+/** A cluster (fresh kubesim with k8s_nodes Nodes, or the user's), the
+ *  benchmark's objects, slurmop started (with Slurm flags when slurm is
+ *  given), the observer running, then NodeSet "gpu" scaled to `pods` and
+ *  converged (every pod Ready, status current, queue quiet). tag names the
+ *  logs. On failure the fleet must still be closed. */
+int bx_fleet_open(bx_ctx *x, bx_fleet *f, const char *tag, int k8s_nodes, int pods, const bx_fleet_slurm *slurm);
+/** Wait until NodeSet gpu has n pods, all Ready, none terminating, and its
+ *  status says so. */
+int bx_fleet_converge(bx_ctx *x, bx_fleet *f, int n, double timeout_s);
+/** Stop everything the fleet started (and remove its objects from a real cluster). */
+void bx_fleet_close(bx_ctx *x, bx_fleet *f);
+
+/* ------------------------------------------------------------------ */
 /* reports (bench_report.c) */
 
 typedef struct bx_table bx_table;

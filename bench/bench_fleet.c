@@ -1,0 +1,145 @@
+/* bench_fleet: the steady state several scenarios start from: a cluster
+ * (kubesim with N Nodes, or the user's), the benchmark's objects, slurmop
+ * running, NodeSet "gpu" scaled to N and every pod Ready, the queue quiet. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "core/err.h"
+#include "core/json.h"
+
+struct prog {
+    bx_obs *obs;
+    int n;
+};
+
+static void status_line(void *arg, char *out, size_t len)
+{
+    struct prog *p = arg;
+    bx_obs_counts c;
+    bx_obs_counts_get(p->obs, &c);
+    snprintf(out, len, "%d/%d pods, %d Ready, readyReplicas %d", c.exist, p->n, c.ready, c.ns_ready);
+}
+
+static int converged(void *arg)
+{
+    struct prog *p = arg;
+    bx_obs_counts c;
+    bx_obs_counts_get(p->obs, &c);
+    return c.exist == p->n && c.ready == p->n && c.terminating == 0 && c.ns_ready == p->n && c.ns_replicas == p->n;
+}
+
+int bx_fleet_converge(bx_ctx *x, bx_fleet *f, int n, double timeout_s)
+{
+    struct prog p = {f->obs, n};
+    bx_set_status(x, status_line, &p);
+    int rc = bx_wait(x, converged, &p, timeout_s);
+    bx_set_status(x, NULL, NULL);
+    if (rc) {
+        bx_obs_counts c;
+        bx_obs_counts_get(f->obs, &c);
+        bx_say(x, "bench: NodeSet gpu did not converge to %d Ready pods in %.0f s (%d pods, %d Ready, "
+                  "readyReplicas %d)",
+               n, timeout_s, c.exist, c.ready, c.ns_ready);
+        /* show a few of the pods that are not Ready, for the log */
+        cJSON *list = NULL;
+        if (bx_list(x, &f->api, &KUBE_PODS, x->ns, "labelSelector=app.kubernetes.io%2Finstance%3Dgpu", &list) == 0) {
+            int shown = 0;
+            const cJSON *it;
+            cJSON_ArrayForEach(it, json_get(list, "items"))
+            {
+                const cJSON *cd;
+                const char *why = "";
+                int ready = 0;
+                cJSON_ArrayForEach(cd, json_get(it, "status.conditions"))
+                {
+                    const char *type = json_get_str(cd, "type"), *st = json_get_str(cd, "status");
+                    if (type && st && strcmp(type, "Ready") == 0 && strcmp(st, "True") == 0)
+                        ready = 1;
+                    if (st && strcmp(st, "True") != 0 && json_get_str(cd, "message"))
+                        why = json_get_str(cd, "message");
+                }
+                if (ready || shown >= 5)
+                    continue;
+                shown++;
+                bx_say(x, "bench:   %s: phase %s, node %s%s %s", json_get_str_or(it, "metadata.name", "?"),
+                       json_get_str_or(it, "status.phase", "-"), json_get_str_or(it, "spec.nodeName", "-"),
+                       json_get(it, "metadata.deletionTimestamp") ? ", terminating," : "", why);
+            }
+            cJSON_Delete(list);
+        }
+    }
+    return rc;
+}
+
+int bx_fleet_open(bx_ctx *x, bx_fleet *f, const char *tag, int k8s_nodes, int pods, const bx_fleet_slurm *slurm)
+{
+    char log[96];
+    memset(f, 0, sizeof(*f));
+    f->n = pods;
+    if (x->kubeconfig) {
+        f->kubeconfig = x->kubeconfig;
+    } else {
+        snprintf(log, sizeof(log), "kubesim-%s.log", tag);
+        if (bx_kubesim_start(x, log, k8s_nodes, NULL, &f->ks) != 0)
+            return OP_EIO;
+        f->kubeconfig = f->ks.kubeconfig;
+        f->have_ks = 1;
+    }
+    if (bx_api_open(x, f->kubeconfig, &f->api) != 0)
+        return OP_EIO;
+    int rc = bx_make_cluster(x, &f->api, 0, slurm ? slurm->jwt_key : NULL, slurm ? slurm->jwt_len : 0,
+                             slurm && slurm->restapi);
+    if (rc)
+        return rc;
+    const char *extra[8];
+    int a = 0;
+    char *rest = NULL;
+    if (slurm && slurm->rest_url) {
+        rest = xasprintf("%s/slurm=%s", x->ns, slurm->rest_url);
+        extra[a++] = "--slurmrestd";
+        extra[a++] = rest;
+        if (slurm->slurm_conf) {
+            extra[a++] = "--slurm-conf";
+            extra[a++] = slurm->slurm_conf;
+        }
+    }
+    extra[a] = NULL;
+    snprintf(log, sizeof(log), "slurmop-%s.log", tag);
+    rc = bx_slurmop_start(x, log, f->kubeconfig, extra, &f->op);
+    free(rest);
+    if (rc)
+        return rc;
+    (void)bx_wait_quiet(x, &f->op, 0.3, 60);
+    f->obs = bx_obs_start(x, &f->api, x->ns);
+    if (pods > 0) {
+        bx_step(x, "%s: scaling the NodeSet to %d pods", tag, pods);
+        rc = bx_scale(x, &f->api, pods);
+        if (rc == 0)
+            rc = bx_fleet_converge(x, f, pods, 600);
+        if (rc == 0 && bx_wait_quiet(x, &f->op, 1.0, 120) != 0)
+            bx_say(x, "bench: the operator's queue did not settle after the scale-out");
+    }
+    return rc;
+}
+
+void bx_fleet_close(bx_ctx *x, bx_fleet *f)
+{
+    bx_obs_stop(x, f->obs);
+    f->obs = NULL;
+    if (f->op.proc) {
+        if (x->kubeconfig && f->api.kc)
+            (void)bx_scale(x, &f->api, 0);
+        bx_slurmop_stop(x, &f->op);
+    }
+    if (x->kubeconfig && f->api.kc) {
+        /* leave the user's cluster as it was: the benchmark's objects go */
+        (void)bx_delete(x, &f->api, &KUBE_SLINKY_NODESETS, x->ns, "gpu");
+        (void)bx_delete(x, &f->api, &KUBE_SLINKY_RESTAPIS, x->ns, "slurm");
+    }
+    if (f->api.kc)
+        bx_api_close(x, &f->api);
+    if (f->have_ks)
+        bx_kubesim_stop(x, &f->ks);
+    memset(f, 0, sizeof(*f));
+}

@@ -1,0 +1,498 @@
+/* Scenario 4: steady churn. N pods Ready on N Nodes; then, for each rate
+ * (10, 100, 1,000 events/s), events at that rate for --churn-seconds: half
+ * are pod failures (kubesim's /kubesim/pods/fail sets a pod Failed, as a
+ * kubelet would; on a real cluster the pod is deleted instead), half are
+ * Node flaps (a Node cordoned, then uncordoned on the next Node event, so
+ * at most one Node is cordoned at a time). Every event reaches the
+ * operator as a watch event that queues NodeSet "gpu".
+ *
+ * Latency is the operator's own: slurmop_event_to_action_seconds
+ * {controller="nodeset-controller"} observes, for every reconcile that
+ * writes, the time from the first watch event that queued the key to that
+ * reconcile's first write (a failed pod's delete, a replacement's create).
+ * The harness scrapes the histogram before and after each rate and takes
+ * the difference; percentiles are interpolated inside buckets as
+ * Prometheus' histogram_quantile does, the max is the upper bound of the
+ * highest non-empty bucket, and the share of actions within 5 ms is exact
+ * (5 ms is a bucket bound). Queue depth is sampled from /metrics every
+ * 100 ms. Node flaps alone cause reconciles without writes (nothing to do
+ * without Slurm), so they add queue work but no latency samples.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "core/err.h"
+#include "core/json.h"
+#include "reconcilers/nodeset.h"
+
+#define QN "name=\"" NODESET_CONTROLLER "\""
+#define QC "controller=\"" NODESET_CONTROLLER "\""
+
+typedef struct churn {
+    bx_ctx *x;
+    bx_fleet *f;
+    double rate;
+    uint64_t t0;
+    long sent, ok, failed, inflight;
+    int running;
+    uv_timer_t tick;
+    int pod_i;
+    size_t node_j;
+    int node_phase; /* 0: the next Node event cordons node_j; 1: it uncordons it */
+    char **nodes;
+    size_t n_nodes;
+    hc_pool *node_pool; /* one connection: a Node's cordon and uncordon must not overtake each other */
+    /* queue depth samples */
+    uv_timer_t samp;
+    int scraping;
+    double *st, *sd;
+    size_t sn, scap;
+    int closed;
+} churn;
+
+static void ev_done_http(hc_req *req, int status, const hc_response *r, void *data)
+{
+    churn *c = data;
+    (void)req;
+    c->inflight--;
+    if (status == 0 && r->status < 300)
+        c->ok++;
+    else
+        c->failed++;
+}
+
+static void ev_done_kube(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    churn *c = data;
+    (void)obj;
+    (void)st;
+    c->inflight--;
+    if (err == 0)
+        c->ok++;
+    else
+        c->failed++;
+}
+
+static void admin_post(churn *c, hc_pool *pool, const char *path, char *body)
+{
+    hc_header h[1] = {{"Content-Type", "application/json"}};
+    hc_req_opts o;
+    memset(&o, 0, sizeof(o));
+    o.method = "POST";
+    o.path = path;
+    o.headers = h;
+    o.n_headers = 1;
+    o.body = body;
+    o.body_len = strlen(body);
+    o.request_timeout_ms = 30000;
+    o.on_done = ev_done_http;
+    o.data = c;
+    hc_request(pool, &o);
+}
+
+/* Cordon (on) or uncordon the current flap Node; then advance the flap. */
+static void node_event(churn *c)
+{
+    const char *node = c->nodes[c->node_j];
+    int on = c->node_phase == 0;
+    c->inflight++;
+    if (c->f->have_ks) {
+        char *b = xasprintf("{\"names\":[\"%s\"],\"unschedulable\":%s}", node, on ? "true" : "false");
+        admin_post(c, c->node_pool, "/kubesim/nodes/cordon", b);
+        free(b);
+    } else {
+        cJSON *p = cJSON_Parse(on ? "{\"spec\":{\"unschedulable\":true}}" : "{\"spec\":{\"unschedulable\":null}}");
+        kube_patch(c->f->api.kc, &KUBE_NODES, NULL, node, NULL, KUBE_PATCH_MERGE, p, NULL, 0, ev_done_kube, c);
+        cJSON_Delete(p);
+    }
+    c->node_phase = !c->node_phase;
+    if (c->node_phase == 0)
+        c->node_j = (c->node_j + 1) % c->n_nodes;
+}
+
+static void pod_event(churn *c)
+{
+    bx_ctx *x = c->x;
+    char name[64];
+    snprintf(name, sizeof(name), "gpu-%d", c->pod_i);
+    c->pod_i = (c->pod_i + 1) % c->f->n;
+    c->inflight++;
+    if (c->f->have_ks) {
+        char *b = xasprintf("{\"namespace\":\"%s\",\"name\":\"%s\",\"phase\":\"Failed\",\"reason\":\"Error\","
+                            "\"exitCode\":1}",
+                            x->ns, name);
+        admin_post(c, c->f->ks.admin, "/kubesim/pods/fail", b);
+        free(b);
+    } else {
+        kube_delete_opts o = {.grace_seconds = -1};
+        kube_delete(c->f->api.kc, &KUBE_PODS, x->ns, name, &o, ev_done_kube, c);
+    }
+}
+
+static void send_event(churn *c)
+{
+    if (c->sent % 2 == 0 || c->n_nodes == 0)
+        pod_event(c);
+    else
+        node_event(c);
+    c->sent++;
+}
+
+static void tick_cb(uv_timer_t *t)
+{
+    churn *c = t->data;
+    if (!c->running)
+        return;
+    double el = bx_secs(c->t0, uv_hrtime());
+    long due = (long)(c->rate * el) - c->sent;
+    while (due-- > 0)
+        send_event(c);
+}
+
+static void samp_done(hc_req *req, int status, const hc_response *r, void *data)
+{
+    churn *c = data;
+    (void)req;
+    c->scraping = 0;
+    if (status || r->status != 200)
+        return;
+    bx_metrics m;
+    bx_metrics_parse(r->body, &m);
+    if (c->sn == c->scap) {
+        c->scap = c->scap ? c->scap * 2 : 256;
+        c->st = xrealloc(c->st, c->scap * sizeof(double));
+        c->sd = xrealloc(c->sd, c->scap * sizeof(double));
+    }
+    c->st[c->sn] = bx_secs(c->t0, uv_hrtime());
+    c->sd[c->sn] = bx_metric(&m, "workqueue_depth", QN);
+    c->sn++;
+    bx_metrics_free(&m);
+}
+
+static void samp_cb(uv_timer_t *t)
+{
+    churn *c = t->data;
+    if (c->scraping || !c->running)
+        return;
+    hc_req_opts o;
+    memset(&o, 0, sizeof(o));
+    o.method = "GET";
+    o.path = "/metrics";
+    o.request_timeout_ms = 5000;
+    o.on_done = samp_done;
+    o.data = c;
+    c->scraping = 1;
+    hc_request(c->f->op.metrics, &o);
+}
+
+static void status_line(void *arg, char *out, size_t len)
+{
+    churn *c = arg;
+    snprintf(out, len, "%ld events sent (%ld failed), queue depth %.0f", c->sent, c->failed,
+             c->sn ? c->sd[c->sn - 1] : 0.0);
+}
+
+static int drained(void *arg)
+{
+    churn *c = arg;
+    return c->inflight == 0 && !c->scraping;
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    ((churn *)h->data)->closed++;
+}
+
+static int timers_closed(void *arg)
+{
+    return ((churn *)arg)->closed == 2;
+}
+
+/* The Nodes to flap: every Node of the cluster, in name order. */
+static int load_nodes(bx_ctx *x, bx_fleet *f, churn *c)
+{
+    cJSON *list = NULL;
+    if (bx_list(x, &f->api, &KUBE_NODES, NULL, NULL, &list) != 0)
+        return OP_EIO;
+    int n = json_len(json_get(list, "items"));
+    c->nodes = xcalloc((size_t)n + 1, sizeof(char *));
+    const cJSON *it;
+    cJSON_ArrayForEach(it, json_get(list, "items"))
+    {
+        const char *name = json_get_str(it, "metadata.name");
+        if (name)
+            c->nodes[c->n_nodes++] = xstrdup(name);
+    }
+    cJSON_Delete(list);
+    return c->n_nodes ? 0 : OP_ENOTFOUND;
+}
+
+static const char *bucket_label(char *b, size_t len, double lo, double hi)
+{
+    char l[32], h[32];
+    if (isinf(hi))
+        snprintf(b, len, "> %s", bx_fmt_s(l, sizeof(l), lo));
+    else if (lo <= 0)
+        snprintf(b, len, "≤ %s", bx_fmt_s(h, sizeof(h), hi));
+    else
+        snprintf(b, len, "%s–%s", bx_fmt_s(l, sizeof(l), lo), bx_fmt_s(h, sizeof(h), hi));
+    return b;
+}
+
+typedef struct rate_result {
+    double rate, seconds;
+    long sent, failed;
+    bx_hist lat, rec;
+    double adds, reconciles, max_depth, mean_depth;
+    double *st, *sd;
+    size_t sn;
+} rate_result;
+
+static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, rate_result *rr)
+{
+    bx_metrics m0, m1;
+    memset(rr, 0, sizeof(*rr));
+    rr->rate = rate;
+    rr->seconds = secs;
+    bx_step(x, "churn: %g events/s for %.0f s", rate, secs);
+    (void)bx_scrape(x, &f->op, &m0);
+    c->rate = rate;
+    c->sent = c->ok = c->failed = 0;
+    c->sn = 0;
+    c->t0 = uv_hrtime();
+    c->running = 1;
+    bx_set_status(x, status_line, c);
+    uv_timer_start(&c->tick, tick_cb, 1, 1);
+    uv_timer_start(&c->samp, samp_cb, 0, 100);
+    bx_sleep(x, secs);
+    c->running = 0;
+    uv_timer_stop(&c->tick);
+    uv_timer_stop(&c->samp);
+    (void)bx_wait(x, drained, c, 60);
+    rr->seconds = bx_secs(c->t0, uv_hrtime());
+    rr->sent = c->sent;
+    rr->failed = c->failed;
+    /* A cordoned Node left over is uncordoned, then the fleet settles. */
+    if (c->node_phase == 1) {
+        node_event(c);
+        (void)bx_wait(x, drained, c, 30);
+    }
+    if (f->have_ks) {
+        /* belt and braces: every Node schedulable again */
+        buf_t b;
+        buf_init(&b, BUF_UNLIMITED);
+        int e = buf_puts(&b, "{\"unschedulable\":false,\"names\":[");
+        for (size_t i = 0; i < c->n_nodes; i++)
+            e |= buf_printf(&b, "%s\"%s\"", i ? "," : "", c->nodes[i]);
+        e |= buf_puts(&b, "]}");
+        if (e == 0)
+            (void)bx_admin(x, &f->ks, "POST", "/kubesim/nodes/cordon", b.data, NULL);
+        buf_free(&b);
+    }
+    bx_step(x, "churn: %g events/s: settling", rate);
+    int rc = bx_fleet_converge(x, f, f->n, 180);
+    (void)bx_wait_quiet(x, &f->op, 0.5, 60);
+    (void)bx_scrape(x, &f->op, &m1);
+    bx_set_status(x, NULL, NULL);
+    if (bx_hist_read(&m1, "slurmop_event_to_action_seconds", QC, &rr->lat) == 0) {
+        bx_hist h0;
+        if (bx_hist_read(&m0, "slurmop_event_to_action_seconds", QC, &h0) == 0)
+            bx_hist_sub(&rr->lat, &h0);
+    }
+    if (bx_hist_read(&m1, "controller_runtime_reconcile_time_seconds", QC, &rr->rec) == 0) {
+        bx_hist h0;
+        if (bx_hist_read(&m0, "controller_runtime_reconcile_time_seconds", QC, &h0) == 0)
+            bx_hist_sub(&rr->rec, &h0);
+    }
+    rr->adds = bx_metric(&m1, "workqueue_adds_total", QN) - bx_metric(&m0, "workqueue_adds_total", QN);
+    rr->reconciles = bx_metric(&m1, "controller_runtime_reconcile_total", QC) -
+                     bx_metric(&m0, "controller_runtime_reconcile_total", QC);
+    double sum = 0;
+    for (size_t i = 0; i < c->sn; i++) {
+        sum += c->sd[i];
+        if (c->sd[i] > rr->max_depth)
+            rr->max_depth = c->sd[i];
+    }
+    rr->mean_depth = c->sn ? sum / (double)c->sn : NAN;
+    rr->st = xmalloc((c->sn + 1) * sizeof(double));
+    rr->sd = xmalloc((c->sn + 1) * sizeof(double));
+    memcpy(rr->st, c->st ? c->st : rr->st, c->sn * sizeof(double));
+    memcpy(rr->sd, c->sd ? c->sd : rr->sd, c->sn * sizeof(double));
+    rr->sn = c->sn;
+    bx_metrics_free(&m0);
+    bx_metrics_free(&m1);
+    return rc;
+}
+
+int scen_churn(bx_ctx *x)
+{
+    int n = x->sizes[0];
+    for (int i = 1; i < x->n_sizes; i++)
+        if (x->sizes[i] > n)
+            n = x->sizes[i];
+    bx_fleet f;
+    churn c;
+    memset(&c, 0, sizeof(c));
+    c.x = x;
+    c.f = &f;
+    bx_step(x, "churn: starting a fleet of %d pods", n);
+    int rc = bx_fleet_open(x, &f, "churn", x->k8s_nodes > n ? x->k8s_nodes : n, n, NULL);
+    if (rc == 0)
+        rc = load_nodes(x, &f, &c);
+    static const double rates[] = {10, 100, 1000};
+    rate_result rr[3];
+    memset(rr, 0, sizeof(rr));
+    int done = 0;
+    if (rc == 0) {
+        if (f.have_ks) {
+            hc_pool_opts po;
+            memset(&po, 0, sizeof(po));
+            po.max_conns = 1;
+            int e = 0;
+            c.node_pool = hc_pool_new(x->loop, f.ks.http_url, &po, &e);
+        }
+        uv_timer_init(x->loop, &c.tick);
+        uv_timer_init(x->loop, &c.samp);
+        c.tick.data = c.samp.data = &c;
+        for (int i = 0; i < 3; i++) {
+            /* at least 100 events per rate, so that a p99 means something */
+            double secs = x->churn_s;
+            if (rates[i] * secs < 100)
+                secs = 100 / rates[i];
+            if (run_rate(x, &f, &c, rates[i], secs, &rr[i]) != 0)
+                bx_say(x, "bench: churn at %g events/s did not settle", rates[i]);
+            done++;
+        }
+        uv_close((uv_handle_t *)&c.tick, timer_closed);
+        uv_close((uv_handle_t *)&c.samp, timer_closed);
+        (void)bx_wait(x, timers_closed, &c, 5);
+        bx_pool_close(x, c.node_pool);
+    }
+    bx_fleet_close(x, &f);
+
+    bx_table *t = bx_table_new("Churn: event → action latency of the NodeSet controller (operator's histogram)", 11,
+                               "events/s", "sent (failed)", "actions", "p50", "p90", "p99", "max ≤", "≤ 5 ms",
+                               "reconcile p50 / p99", "reconciles", "queue depth max / mean");
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddNumberToObject(out, "n", n);
+    cJSON *arr = cJSON_AddArrayToObject(out, "rates");
+    bx_series lat_s[3], dep_s[3];
+    double shares[3][BX_HIST_MAX];
+    char names[3][400], names2[3][400];
+    int ncat = 0;
+    const char *cats[BX_HIST_MAX];
+    char catbuf[BX_HIST_MAX][48];
+    for (int i = 0; i < done; i++) {
+        rate_result *r = &rr[i];
+        double p50 = bx_hist_quantile(&r->lat, 0.5), p90 = bx_hist_quantile(&r->lat, 0.9),
+               p99 = bx_hist_quantile(&r->lat, 0.99), mx = bx_hist_max_bound(&r->lat),
+               f5 = bx_hist_frac_le(&r->lat, 0.005);
+        double r50 = bx_hist_quantile(&r->rec, 0.5), r99 = bx_hist_quantile(&r->rec, 0.99);
+        double actions = r->lat.n ? r->lat.cum[r->lat.n - 1] : 0;
+        char a[24], b[40], cc[24], d[24], e[24], g[24], h[24], k[48], l[24], m[40], rate[16], rr1[24], rr2[24];
+        snprintf(rate, sizeof(rate), "%g", r->rate);
+        snprintf(b, sizeof(b), "%ld (%ld)", r->sent, r->failed);
+        snprintf(a, sizeof(a), "%.0f", actions);
+        snprintf(h, sizeof(h), isfinite(f5) ? "%.1f %%" : "n/a", f5 * 100);
+        snprintf(k, sizeof(k), "%s / %s", bx_fmt_s(rr1, sizeof(rr1), r50), bx_fmt_s(rr2, sizeof(rr2), r99));
+        snprintf(l, sizeof(l), "%.0f", r->reconciles);
+        snprintf(m, sizeof(m), "%.0f / %.2f", r->max_depth, r->mean_depth);
+        bx_table_row(t, rate, b, a, bx_fmt_s(cc, sizeof(cc), p50), bx_fmt_s(d, sizeof(d), p90),
+                     bx_fmt_s(e, sizeof(e), p99), bx_fmt_s(g, sizeof(g), mx), h, k, l, m);
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "eventsPerSecond", r->rate);
+        cJSON_AddNumberToObject(j, "seconds", r->seconds);
+        cJSON_AddNumberToObject(j, "sent", (double)r->sent);
+        cJSON_AddNumberToObject(j, "failed", (double)r->failed);
+        cJSON_AddNumberToObject(j, "actions", actions);
+        cJSON_AddItemToObject(j, "p50", bx_num(p50));
+        cJSON_AddItemToObject(j, "p90", bx_num(p90));
+        cJSON_AddItemToObject(j, "p99", bx_num(p99));
+        cJSON_AddItemToObject(j, "maxAtMost", bx_num(mx));
+        cJSON_AddItemToObject(j, "shareWithin5ms", bx_num(f5));
+        cJSON_AddItemToObject(j, "reconcileP50", bx_num(r50));
+        cJSON_AddItemToObject(j, "reconcileP99", bx_num(r99));
+        cJSON_AddNumberToObject(j, "reconciles", r->reconciles);
+        cJSON_AddNumberToObject(j, "workqueueAdds", r->adds);
+        cJSON_AddItemToObject(j, "maxQueueDepth", bx_num(r->max_depth));
+        cJSON_AddItemToObject(j, "meanQueueDepth", bx_num(r->mean_depth));
+        cJSON *bk = cJSON_AddArrayToObject(j, "buckets");
+        for (int k2 = 0; k2 < r->lat.n; k2++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddItemToObject(o, "le", isinf(r->lat.le[k2]) ? cJSON_CreateString("+Inf")
+                                                                : cJSON_CreateNumber(r->lat.le[k2]));
+            cJSON_AddNumberToObject(o, "count", r->lat.cum[k2]);
+            cJSON_AddItemToArray(bk, o);
+        }
+        cJSON *dp = cJSON_AddArrayToObject(j, "queueDepth");
+        for (size_t s = 0; s < r->sn; s++) {
+            cJSON *pt = cJSON_CreateArray();
+            cJSON_AddItemToArray(pt, cJSON_CreateNumber(round(r->st[s] * 1000) / 1000));
+            cJSON_AddItemToArray(pt, cJSON_CreateNumber(r->sd[s]));
+            cJSON_AddItemToArray(dp, pt);
+        }
+        cJSON_AddItemToArray(arr, j);
+        /* plots: share of actions per bucket; queue depth over time */
+        if (r->lat.n > ncat)
+            ncat = r->lat.n;
+        for (int k2 = 0; k2 < r->lat.n; k2++) {
+            double below = k2 ? r->lat.cum[k2 - 1] : 0;
+            shares[i][k2] = actions > 0 ? (r->lat.cum[k2] - below) / actions * 100 : 0;
+        }
+        snprintf(names[i], sizeof(names[i]), "%g events/s (%.0f actions)", r->rate, actions);
+        lat_s[i] = (bx_series){names[i], NULL, shares[i], (size_t)r->lat.n, 0};
+        snprintf(names2[i], sizeof(names2[i]), "%g events/s", r->rate);
+        dep_s[i] = (bx_series){names2[i], r->st, r->sd, r->sn, 1};
+        if (r->rate == 100) {
+            char mv[96], note[160];
+            snprintf(mv, sizeof(mv), "p99 %s; %.1f %% ≤ 5 ms", bx_fmt_s(cc, sizeof(cc), p99), f5 * 100);
+            snprintf(note, sizeof(note), "%.0f actions; max ≤ %s", actions, bx_fmt_s(d, sizeof(d), mx));
+            bx_target(x, "event → action p99 ≤ 5 ms at 100 events/s", mv, "5 ms", p99 / 0.005,
+                      isfinite(f5) && f5 >= 0.99 ? "met" : "missed", note);
+        }
+    }
+    /* bucket categories: up to the highest non-empty bucket of any rate */
+    int top = 0;
+    for (int i = 0; i < done; i++)
+        for (int k2 = 0; k2 < rr[i].lat.n; k2++)
+            if (shares[i][k2] > 0 && k2 + 1 > top)
+                top = k2 + 1;
+    if (top < ncat)
+        ncat = top + 1 < ncat ? top + 1 : ncat;
+    for (int k2 = 0; k2 < ncat && done; k2++) {
+        double lo = k2 ? rr[0].lat.le[k2 - 1] : 0;
+        cats[k2] = bucket_label(catbuf[k2], sizeof(catbuf[k2]), lo, rr[0].lat.le[k2]);
+    }
+    if (done) {
+        char *p = bx_out_path(x, "churn-latency.svg");
+        char title[96];
+        snprintf(title, sizeof(title), "Event → action latency, NodeSet of %d pods (share of actions per bucket)", n);
+        if (bx_svg_bars(p, title, "% of actions", cats, (size_t)ncat, lat_s, (size_t)done) != 0)
+            bx_say(x, "bench: cannot write %s", p);
+        free(p);
+        p = bx_out_path(x, "churn-queue-depth.svg");
+        if (bx_svg_lines(p, "NodeSet queue depth during churn (sampled every 100 ms)", "seconds", "keys queued",
+                         dep_s, (size_t)done) != 0)
+            bx_say(x, "bench: cannot write %s", p);
+        free(p);
+    }
+    bx_table_note(t, "%d pods on %d Nodes; half the events fail a pod, half cordon or uncordon a Node. actions: "
+                     "reconciles that wrote (the histogram's count);",
+                  n, x->k8s_nodes > n ? x->k8s_nodes : n);
+    bx_table_note(t, "percentiles interpolated inside the histogram's buckets (0.5, 1, 2.5, 5, 10, 25 ms ...); "
+                     "max ≤: upper bound of the highest non-empty bucket; ≤ 5 ms: exact share.");
+    bx_table_emit(x, t);
+    cJSON_AddItemToObject(x->results, "churn", out);
+    for (int i = 0; i < 3; i++) {
+        free(rr[i].st);
+        free(rr[i].sd);
+    }
+    for (size_t i = 0; i < c.n_nodes; i++)
+        free(c.nodes[i]);
+    free(c.nodes);
+    free(c.st);
+    free(c.sd);
+    return rc == 0 && done == 3 ? 0 : OP_EIO;
+}
