@@ -254,6 +254,8 @@ int bx_wait_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s);
  *  NodeSet "gpu" with `replicas`. jwt_key (may be NULL) is the JWT key to
  *  store (a Slurm lab's); restapi creates a RestApi "slurm" too. */
 int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, size_t jwt_len, int restapi);
+/** Create RestApi "slurm" (of Controller "slurm"). */
+int bx_make_restapi(bx_ctx *x, bx_api *api);
 /** PATCH the NodeSet's scale subresource. */
 int bx_scale(bx_ctx *x, bx_api *api, int replicas);
 /** The pods the operator would create for ordinals [0, n) of NodeSet
@@ -288,6 +290,9 @@ const uint64_t *bx_obs_times(const bx_obs *o, int kind, size_t *n);
 /** Time the NodeSet's status first had readyReplicas == replicas == target (0 = not yet). */
 void bx_obs_watch_ready(bx_obs *o, int target);
 uint64_t bx_obs_ns_ready_at(const bx_obs *o);
+/** When one pod started terminating (deletionTimestamp first seen, or its
+ *  deletion when it went at once); 0 when it has not since start. */
+uint64_t bx_obs_terminating_at(const bx_obs *o, const char *pod);
 /** Deletion time of one pod (0 when not deleted since start). */
 uint64_t bx_obs_deleted_at(const bx_obs *o, const char *pod);
 

@@ -387,21 +387,23 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
     free(s);
     if (rc)
         return rc;
-    rc = create_json(x, api, &KUBE_SLINKY_CONTROLLERS, x->ns,
-                     "{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"Controller\","
-                     "\"metadata\":{\"name\":\"slurm\"},\"spec\":{"
-                     "\"slurmKeyRef\":{\"name\":\"slurm-auth-slurm\",\"key\":\"slurm.key\"},"
-                     "\"jwtKeyRef\":{\"name\":\"slurm-auth-jwt\",\"key\":\"jwt.key\"},"
-                     "\"persistence\":{\"enabled\":false}}}");
+    /* Images: kubesim never pulls them; a real cluster runs the pause image
+     * (and a shell image for the log sidecars). */
+    const char *sidecar = x->kubeconfig ? "busybox:1.36" : "alpine:3.20";
+    const char *img_ctld = x->kubeconfig ? x->image : "ghcr.io/slinkyproject/slurmctld:25.11";
+    s = xasprintf("{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"Controller\","
+                  "\"metadata\":{\"name\":\"slurm\"},\"spec\":{"
+                  "\"slurmKeyRef\":{\"name\":\"slurm-auth-slurm\",\"key\":\"slurm.key\"},"
+                  "\"jwtKeyRef\":{\"name\":\"slurm-auth-jwt\",\"key\":\"jwt.key\"},"
+                  "\"slurmctld\":{\"image\":\"%s\"},\"logfile\":{\"image\":\"%s\"},"
+                  "\"persistence\":{\"enabled\":false}}}",
+                  img_ctld, sidecar);
+    rc = create_json(x, api, &KUBE_SLINKY_CONTROLLERS, x->ns, s);
+    free(s);
     if (rc)
         return rc;
-    if (restapi) {
-        rc = create_json(x, api, &KUBE_SLINKY_RESTAPIS, x->ns,
-                         "{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"RestApi\","
-                         "\"metadata\":{\"name\":\"slurm\"},\"spec\":{\"controllerRef\":{\"name\":\"slurm\"}}}");
-        if (rc)
-            return rc;
-    }
+    if (restapi && (rc = bx_make_restapi(x, api)) != 0)
+        return rc;
     /* On a real cluster the pods run the pause image: its "-v" flag prints
      * the version and exits 0, which makes a working exec probe. */
     const char *probes = "";
@@ -413,8 +415,19 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
                   "\"spec\":{\"controllerRef\":{\"name\":\"slurm\"},\"replicas\":%d,"
                   "\"template\":{\"spec\":{\"hostname\":\"gpu-\"}},"
                   "\"slurmd\":{\"image\":\"%s\"%s},\"logfile\":{\"image\":\"%s\"}}}",
-                  replicas, x->image, probes, x->kubeconfig ? "busybox:1.36" : "alpine:3.20");
+                  replicas, x->image, probes, sidecar);
     rc = create_json(x, api, &KUBE_SLINKY_NODESETS, x->ns, s);
+    free(s);
+    return rc;
+}
+
+int bx_make_restapi(bx_ctx *x, bx_api *api)
+{
+    char *s = xasprintf("{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"RestApi\","
+                        "\"metadata\":{\"name\":\"slurm\"},\"spec\":{\"controllerRef\":{\"name\":\"slurm\"},"
+                        "\"slurmrestd\":{\"image\":\"%s\"}}}",
+                        x->kubeconfig ? x->image : "ghcr.io/slinkyproject/slurmrestd:25.11");
+    int rc = create_json(x, api, &KUBE_SLINKY_RESTAPIS, x->ns, s);
     free(s);
     return rc;
 }

@@ -45,6 +45,7 @@ struct bx_obs {
     char *ns;
     map_t pods;       /* name -> opod */
     map_t deleted_at; /* name -> tstamp (last deletion) */
+    map_t term_at;    /* name -> tstamp (deletionTimestamp first seen, or the deletion) */
     owatch pw, nw;
     unsigned gen;
     int initial;      /* the first list is the baseline: nothing counted */
@@ -82,6 +83,20 @@ static int pod_ready(const cJSON *pod)
     return 0;
 }
 
+static void stamp(map_t *m, const char *name, uint64_t t, int keep_first)
+{
+    size_t len = strlen(name);
+    tstamp *d = map_get(m, name);
+    if (d == NULL) {
+        d = xmalloc(sizeof(*d) + len + 1);
+        memcpy(d->name, name, len + 1);
+        d->t = 0;
+        map_put(m, d->name, d);
+    }
+    if (!keep_first || d->t == 0)
+        d->t = t;
+}
+
 static void pod_gone(bx_obs *o, opod *p, uint64_t now)
 {
     if (p->ready)
@@ -91,14 +106,9 @@ static void pod_gone(bx_obs *o, opod *p, uint64_t now)
     o->c.exist--;
     o->c.deleted++;
     push_time(o, 2, now);
-    size_t len = strlen(p->name);
-    tstamp *d = map_get(&o->deleted_at, p->name);
-    if (d == NULL) {
-        d = xmalloc(sizeof(*d) + len + 1);
-        memcpy(d->name, p->name, len + 1);
-        map_put(&o->deleted_at, d->name, d);
-    }
-    d->t = now;
+    stamp(&o->deleted_at, p->name, now, 0);
+    if (!p->terminating)
+        stamp(&o->term_at, p->name, now, 1);
     map_del(&o->pods, p->name);
     free(p);
 }
@@ -141,6 +151,8 @@ static void on_pod(bx_obs *o, int type, const cJSON *obj, int listing)
     }
     if (term != p->terminating)
         o->c.terminating += term ? 1 : -1;
+    if (term && !p->terminating && !o->initial)
+        stamp(&o->term_at, name, now, 1);
     p->ready = ready;
     p->terminating = term;
     (void)listing;
@@ -296,6 +308,7 @@ bx_obs *bx_obs_start(bx_ctx *x, bx_api *api, const char *ns)
     o->c.ns_replicas = o->c.ns_ready = -1;
     map_init(&o->pods);
     map_init(&o->deleted_at);
+    map_init(&o->term_at);
     ow_init(o, &o->pw, &KUBE_PODS, NULL, on_pod);
     ow_init(o, &o->nw, &KUBE_SLINKY_NODESETS, "metadata.name=gpu", on_nodeset);
     ow_start(&o->pw);
@@ -347,6 +360,10 @@ void bx_obs_stop(bx_ctx *x, bx_obs *o)
     while (map_next(&o->deleted_at, &it, NULL, &val))
         free(val);
     map_free(&o->deleted_at);
+    it = 0;
+    while (map_next(&o->term_at, &it, NULL, &val))
+        free(val);
+    map_free(&o->term_at);
     for (int k = 0; k < 3; k++)
         free(o->t[k]);
     free(o->ns);
@@ -378,5 +395,11 @@ uint64_t bx_obs_ns_ready_at(const bx_obs *o)
 uint64_t bx_obs_deleted_at(const bx_obs *o, const char *pod)
 {
     const tstamp *d = map_get(&o->deleted_at, pod);
+    return d ? d->t : 0;
+}
+
+uint64_t bx_obs_terminating_at(const bx_obs *o, const char *pod)
+{
+    const tstamp *d = map_get(&o->term_at, pod);
     return d ? d->t : 0;
 }

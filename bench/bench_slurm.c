@@ -1,0 +1,157 @@
+/* bench_slurm: the Slurm lab (tests/slurm/slurmlab.sh) as the harness uses
+ * it: a real slurmctld and slurmrestd of Debian's 22.05 on loopback, with a
+ * few static nodes that run a slurmd each (jobs can run there) and any
+ * number of slurmd-less nodes described by extra slurm.conf lines. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "core/err.h"
+#include "core/yaml.h"
+
+static int have(const char *bin)
+{
+    const char *path = getenv("PATH");
+    if (path == NULL)
+        path = "/usr/sbin:/usr/bin:/sbin:/bin";
+    char *copy = xasprintf("%s:/usr/sbin:/sbin", path), *save = NULL;
+    int found = 0;
+    for (char *d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+        char *p = xasprintf("%s/%s", d, bin);
+        found = access(p, X_OK) == 0;
+        free(p);
+    }
+    free(copy);
+    return found;
+}
+
+/* The value of `export NAME=value` in the lab's env output (quotes dropped). */
+static char *env_value(const char *text, const char *name)
+{
+    char key[96];
+    snprintf(key, sizeof(key), "export %s=", name);
+    const char *p = strstr(text, key);
+    if (p == NULL)
+        return NULL;
+    p += strlen(key);
+    size_t n = strcspn(p, "\n");
+    if (n >= 2 && p[0] == '"' && p[n - 1] == '"')
+        return xstrndup(p + 1, n - 2);
+    return xstrndup(p, n);
+}
+
+int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *extra_conf)
+{
+    static const char *const bins[] = {"slurmctld", "slurmd", "slurmrestd", "munged", "scontrol", "sbatch", "sinfo"};
+    memset(lab, 0, sizeof(*lab));
+    for (size_t i = 0; i < sizeof(bins) / sizeof(bins[0]); i++)
+        if (!have(bins[i])) {
+            bx_say(x, "bench: %s not found: Slurm parts skipped (tests/deps.sh installs Slurm)", bins[i]);
+            return OP_ENOTSUP;
+        }
+    if (geteuid() != 0) {
+        bx_say(x, "bench: the Slurm lab needs root: Slurm parts skipped");
+        return OP_ENOTSUP;
+    }
+    char tmpl[] = "/tmp/slurmop-bench-lab.XXXXXX";
+    if (mkdtemp(tmpl) == NULL)
+        return OP_ERRNO(errno);
+    chmod(tmpl, 0755); /* munged needs every directory above its socket searchable */
+    lab->dir = xasprintf("%s/lab", tmpl);
+    char *script = xasprintf("%s/tests/slurm/slurmlab.sh", x->src_dir);
+    char *e_dir = xasprintf("SLURMLAB_DIR=%s", lab->dir);
+    char *e_names = xasprintf("SLURMLAB_NODE_NAMES=%s", static_names ? static_names : "lab-0");
+    char *e_conf = xasprintf("SLURMLAB_EXTRA_CONF=%s", extra_conf ? extra_conf : "");
+    const char *env[] = {e_dir, e_names, e_conf, NULL};
+    const char *argv[] = {"/bin/bash", script, "start", NULL};
+    char *log = xasprintf("%s/slurmlab.log", x->log_dir);
+    char *out = NULL;
+    int rc = bx_run(x, argv, env, log, 300, &out);
+    lab->started = 1; /* even a failed start may leave daemons: stop cleans up */
+    if (rc != 0) {
+        bx_say(x, "bench: the Slurm lab did not start (exit %d, see %s)", rc, log);
+        rc = OP_EIO;
+    } else {
+        lab->env_text = out;
+        out = NULL;
+        lab->slurm_conf = env_value(lab->env_text, "SLURM_CONF");
+        lab->rest_url = env_value(lab->env_text, "SLURMRESTD_URL");
+        lab->rest_user = env_value(lab->env_text, "SLURMRESTD_USER");
+        lab->rest_token = env_value(lab->env_text, "SLURMRESTD_TOKEN");
+        lab->jwt_key_path = env_value(lab->env_text, "SLURMLAB_JWT_KEY");
+        if (!lab->slurm_conf || !lab->rest_url || !lab->rest_token || !lab->jwt_key_path) {
+            bx_say(x, "bench: the Slurm lab's environment is incomplete");
+            rc = OP_EIO;
+        }
+    }
+    free(out);
+    if (rc == 0) {
+        const char *v[] = {"slurmctld", "-V", NULL};
+        char *ver = NULL;
+        char path_ctld[] = "/usr/sbin/slurmctld";
+        v[0] = access(path_ctld, X_OK) == 0 ? path_ctld : "slurmctld";
+        if (bx_run(x, v, NULL, NULL, 10, &ver) == 0)
+            lab->version = xstrndup(ver, strcspn(ver, "\n"));
+        free(ver);
+    }
+    free(script);
+    free(e_dir);
+    free(e_names);
+    free(e_conf);
+    free(log);
+    if (rc)
+        bx_lab_stop(x, lab);
+    return rc;
+}
+
+void bx_lab_stop(bx_ctx *x, bx_lab *lab)
+{
+    if (lab->started && lab->dir) {
+        char *script = xasprintf("%s/tests/slurm/slurmlab.sh", x->src_dir);
+        char *e_dir = xasprintf("SLURMLAB_DIR=%s", lab->dir);
+        const char *env[] = {e_dir, NULL};
+        const char *argv[] = {"/bin/bash", script, "stop", "--clean", NULL};
+        char *log = xasprintf("%s/slurmlab.log", x->log_dir);
+        int rc = bx_run(x, argv, env, log, 120, NULL);
+        if (rc != 0)
+            bx_say(x, "bench: stopping the Slurm lab: exit %d (see %s)", rc, log);
+        free(script);
+        free(e_dir);
+        free(log);
+    }
+    if (lab->dir) {
+        char *parent = xstrdup(lab->dir);
+        char *slash = strrchr(parent, '/');
+        if (slash) {
+            *slash = '\0';
+            rmdir(parent);
+        }
+        free(parent);
+    }
+    free(lab->dir);
+    free(lab->env_text);
+    free(lab->slurm_conf);
+    free(lab->rest_url);
+    free(lab->rest_user);
+    free(lab->rest_token);
+    free(lab->jwt_key_path);
+    free(lab->version);
+    memset(lab, 0, sizeof(*lab));
+}
+
+int bx_lab_cmd(bx_ctx *x, bx_lab *lab, const char *const *argv, char **out)
+{
+    char *e = xasprintf("SLURM_CONF=%s", lab->slurm_conf);
+    const char *env[] = {e, NULL};
+    /* Slurm's commands live in /usr/bin; uv_spawn searches PATH */
+    int rc = bx_run(x, argv, env, NULL, 60, out);
+    free(e);
+    return rc;
+}
+
+int bx_lab_jwt_key(bx_lab *lab, char **key, size_t *len)
+{
+    return file_read_all(lab->jwt_key_path, 1u << 16, key, len);
+}

@@ -1,0 +1,354 @@
+/* Scenario 6: memory and idle cost.
+ *
+ * One operator process is watched while its caches fill, step by step, on
+ * a kubesim that starts with no Nodes:
+ *   0. the benchmark's objects only (baseline);
+ *   1. N Nodes added (/kubesim/nodes/add);
+ *   2. NodeSet gpu scaled to N: N pods cached;
+ *   3. with Slurm: RestApi "slurm" created, so the operator starts polling
+ *      the lab's slurmrestd and caches its N nodes (named like the pods).
+ * RSS (VmRSS) is read after each step once the queue is quiet; the
+ * difference per step over N is the cost per object. Then, with
+ * everything cached and nothing changing, the operator's CPU time over
+ * --idle-seconds and the Slurm polls in that window (count and bytes from
+ * slurmop_slurm_node_polls_total / slurmop_slurm_received_bytes) give the
+ * idle cost and the bytes per poll when nothing changed; the bytes of one
+ * full node table (what a poll moves when anything changed) are the limit
+ * beside it. Last, a second operator is started against the same cluster:
+ * its RSS after the initial lists is the cache without the high-water mark
+ * of the scale-out.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "core/err.h"
+#include "core/json.h"
+#include "reconcilers/nodeset.h"
+
+static int cache_count(bx_ctx *x, bx_slurmop *op, const char *resource)
+{
+    bx_metrics m;
+    char q[96];
+    snprintf(q, sizeof(q), "resource=\"%s\"", resource);
+    int v = bx_scrape(x, op, &m) == 0 ? (int)bx_metric(&m, "slurmop_cache_objects", q) : -1;
+    bx_metrics_free(&m);
+    return v;
+}
+
+struct cache_wait {
+    bx_ctx *x;
+    bx_slurmop *op;
+    const char *resource;
+    int want;
+    uint64_t last;
+};
+
+static int cache_reached(void *arg)
+{
+    struct cache_wait *w = arg;
+    uint64_t now = uv_hrtime();
+    if (now - w->last < 100000000ull)
+        return 0;
+    w->last = now;
+    return cache_count(w->x, w->op, w->resource) >= w->want;
+}
+
+/* Slurm nodes cached by the operator (slurmop_slurm_nodes). */
+static double slurm_nodes(bx_ctx *x, bx_slurmop *op)
+{
+    bx_metrics m;
+    double v = bx_scrape(x, op, &m) == 0 ? bx_metric(&m, "slurmop_slurm_nodes", NULL) : -1;
+    bx_metrics_free(&m);
+    return v;
+}
+
+struct slurm_wait {
+    bx_ctx *x;
+    bx_slurmop *op;
+    int want;
+    uint64_t last;
+};
+
+static int slurm_reached(void *arg)
+{
+    struct slurm_wait *w = arg;
+    uint64_t now = uv_hrtime();
+    if (now - w->last < 100000000ull)
+        return 0;
+    w->last = now;
+    return slurm_nodes(w->x, w->op) >= w->want;
+}
+
+static long settle_rss(bx_ctx *x, bx_slurmop *op)
+{
+    (void)bx_wait_quiet(x, op, 1.0, 120);
+    bx_sleep(x, 0.5);
+    return bx_rss_kib(bx_proc_pid(op->proc));
+}
+
+/* The lab for memory: N slurmd-less nodes named like the pods. */
+static int start_lab(bx_ctx *x, bx_lab *lab, int n)
+{
+    char *conf = xasprintf("MaxNodeCount=%d\n"
+                           "NodeName=gpu-[0-%d] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 "
+                           "RealMemory=1000 State=UNKNOWN\n"
+                           "PartitionName=gpu Nodes=gpu-[0-%d] MaxTime=INFINITE State=UP\n"
+                           "SlurmdTimeout=0",
+                           n + 16, n - 1, n - 1);
+    int rc = bx_lab_start(x, lab, "lab1", conf);
+    free(conf);
+    return rc;
+}
+
+int scen_memory(bx_ctx *x)
+{
+    int n = 0;
+    for (int i = 0; i < x->n_sizes; i++)
+        if (x->sizes[i] > n)
+            n = x->sizes[i];
+    bx_lab lab;
+    memset(&lab, 0, sizeof(lab));
+    int want_slurm = !x->no_slurm && x->slurm_aware && !x->kubeconfig;
+    const char *slurm_skip = NULL;
+    if (x->no_slurm)
+        slurm_skip = "--no-slurm";
+    else if (!x->slurm_aware)
+        slurm_skip = "this slurmop does not talk to Slurm yet";
+    else if (x->kubeconfig)
+        slurm_skip = x->slurmrestd ? "external Slurm: the node count is not under the harness's control"
+                                   : "--kubeconfig without --slurmrestd";
+    bx_fleet_slurm fs;
+    memset(&fs, 0, sizeof(fs));
+    char *jwt = NULL;
+    size_t jwt_len = 0;
+    if (want_slurm) {
+        bx_step(x, "memory: starting a Slurm lab with %d nodes", n);
+        int e = start_lab(x, &lab, n);
+        if (e == 0 && bx_lab_jwt_key(&lab, &jwt, &jwt_len) == 0) {
+            fs.rest_url = lab.rest_url;
+            fs.slurm_conf = lab.slurm_conf;
+            fs.jwt_key = jwt;
+            fs.jwt_len = jwt_len;
+            fs.restapi = 0; /* created in step 3 */
+        } else {
+            slurm_skip = e == OP_ENOTSUP ? "the Slurm lab needs root and Slurm's packages" : "the Slurm lab did not start";
+            want_slurm = 0;
+            bx_lab_stop(x, &lab);
+        }
+    }
+    bx_fleet f;
+    long rss[4] = {-1, -1, -1, -1}, rss_fresh = -1;
+    double idle_cpu = NAN, idle_s = NAN, polls = NAN, poll_bytes = NAN, full_bytes = NAN, pod_json = NAN;
+    int nodes_start = x->kubeconfig ? 0 : 0;
+    bx_step(x, "memory: baseline");
+    int rc = bx_fleet_open(x, &f, "memory", nodes_start, 0, want_slurm ? &fs : NULL);
+    int pid = rc == 0 ? bx_proc_pid(f.op.proc) : 0;
+    if (rc == 0) {
+        rss[0] = settle_rss(x, &f.op);
+        /* 1. Nodes */
+        bx_step(x, "memory: %d Nodes", n);
+        if (f.have_ks) {
+            char body[64];
+            snprintf(body, sizeof(body), "{\"count\":%d}", n);
+            rc = bx_admin(x, &f.ks, "POST", "/kubesim/nodes/add", body, NULL);
+        }
+        struct cache_wait cw = {x, &f.op, "nodes", f.have_ks ? n : 1, 0};
+        if (rc == 0 && bx_wait(x, cache_reached, &cw, 120) == 0)
+            rss[1] = settle_rss(x, &f.op);
+        int nodes_now = cache_count(x, &f.op, "nodes");
+        /* 2. pods */
+        bx_step(x, "memory: %d pods", n);
+        if (rc == 0)
+            rc = bx_scale(x, &f.api, n);
+        if (rc == 0)
+            rc = bx_fleet_converge(x, &f, n, 600);
+        if (rc == 0)
+            rss[2] = settle_rss(x, &f.op);
+        cJSON *list = NULL;
+        if (rc == 0 && bx_list(x, &f.api, &KUBE_PODS, x->ns, NULL, &list) == 0) {
+            char *text = cJSON_PrintUnformatted(json_get(list, "items"));
+            pod_json = (double)strlen(text) / n;
+            free(text);
+        }
+        cJSON_Delete(list);
+        /* 3. Slurm nodes */
+        if (rc == 0 && want_slurm) {
+            bx_step(x, "memory: %d Slurm nodes", n);
+            rc = bx_make_restapi(x, &f.api);
+            struct slurm_wait sw = {x, &f.op, n, 0};
+            if (rc == 0 && bx_wait(x, slurm_reached, &sw, 120) == 0) {
+                rss[3] = settle_rss(x, &f.op);
+            } else {
+                bx_say(x, "bench: memory: the operator did not cache the lab's %d nodes", n);
+                want_slurm = 0;
+                slurm_skip = "the operator did not cache the lab's nodes";
+            }
+        }
+        /* idle */
+        if (rc == 0) {
+            bx_obs_stop(x, f.obs); /* nothing of ours may move during the idle window */
+            f.obs = NULL;
+            bx_step(x, "memory: idle for %.0f s", x->idle_s);
+            (void)bx_wait_quiet(x, &f.op, 2.0, 60);
+            bx_metrics m0, m1;
+            (void)bx_scrape(x, &f.op, &m0);
+            double c0 = bx_cpu_seconds(pid);
+            uint64_t t0 = uv_hrtime();
+            bx_sleep(x, x->idle_s);
+            double c1 = bx_cpu_seconds(pid);
+            idle_s = bx_secs(t0, uv_hrtime());
+            (void)bx_scrape(x, &f.op, &m1);
+            idle_cpu = (c1 - c0) / idle_s;
+            if (want_slurm) {
+                polls = bx_metric(&m1, "slurmop_slurm_node_polls_total", NULL) -
+                        bx_metric(&m0, "slurmop_slurm_node_polls_total", NULL);
+                double bytes = bx_metric(&m1, "slurmop_slurm_received_bytes", NULL) -
+                               bx_metric(&m0, "slurmop_slurm_received_bytes", NULL);
+                poll_bytes = polls > 0 ? bytes / polls : NAN;
+                /* the limit: one full node table, as the operator's version reads it */
+                const char *argv[] = {"curl", "-s", "-o", "/dev/null", "-w", "%{size_download}", "-H", NULL, "-H",
+                                      NULL, NULL, NULL};
+                char *h1 = xasprintf("X-SLURM-USER-NAME: %s", lab.rest_user);
+                char *h2 = xasprintf("X-SLURM-USER-TOKEN: %s", lab.rest_token);
+                char *url = xasprintf("%s/slurm/v0.0.38/nodes", lab.rest_url);
+                argv[7] = h1;
+                argv[9] = h2;
+                argv[10] = url;
+                char *out = NULL;
+                if (bx_run(x, argv, NULL, NULL, 60, &out) == 0)
+                    full_bytes = strtod(out, NULL);
+                free(out);
+                free(h1);
+                free(h2);
+                free(url);
+            }
+            bx_metrics_free(&m0);
+            bx_metrics_free(&m1);
+        }
+        /* a fresh operator over the same cluster */
+        if (rc == 0) {
+            bx_step(x, "memory: a fresh operator over the same cluster");
+            bx_slurmop_stop(x, &f.op);
+            const char *extra[6] = {NULL};
+            char *rest = NULL;
+            if (want_slurm) {
+                rest = xasprintf("%s/slurm=%s", x->ns, lab.rest_url);
+                extra[0] = "--slurmrestd";
+                extra[1] = rest;
+                extra[2] = "--slurm-conf";
+                extra[3] = lab.slurm_conf;
+            }
+            rc = bx_slurmop_start(x, "slurmop-memory-fresh.log", f.kubeconfig, extra, &f.op);
+            free(rest);
+            if (rc == 0 && want_slurm) {
+                struct slurm_wait sw = {x, &f.op, n, 0};
+                (void)bx_wait(x, slurm_reached, &sw, 120);
+            }
+            if (rc == 0)
+                rss_fresh = settle_rss(x, &f.op);
+        }
+        (void)nodes_now;
+    }
+    bx_fleet_close(x, &f);
+    char *version = lab.version ? xstrdup(lab.version) : NULL;
+    if (lab.started)
+        bx_lab_stop(x, &lab);
+    free(jwt);
+
+    bx_table *t = bx_table_new("Memory: slurmop's RSS as its caches fill, and its idle cost", 5, "step", "RSS",
+                               "Δ", "per object", "target");
+    const char *steps[4] = {"baseline (cluster objects only)", "+ N Nodes", "+ N pods", "+ N Slurm nodes"};
+    char a[64], b[32], c[32], d[32], e[64];
+    long prev = -1;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "n", n);
+    cJSON *js = cJSON_AddArrayToObject(o, "steps");
+    for (int i = 0; i < 4; i++) {
+        snprintf(a, sizeof(a), "%s", steps[i]);
+        if (i > 0) {
+            char *p = strstr(a, "N");
+            if (p) {
+                char tmp[64];
+                snprintf(tmp, sizeof(tmp), "%.*s%d%s", (int)(p - a), a, n, p + 1);
+                snprintf(a, sizeof(a), "%s", tmp);
+            }
+        }
+        if (rss[i] < 0) {
+            bx_table_row(t, a, i == 3 && slurm_skip ? "not measured" : "—", "—", "—",
+                         i == 3 && slurm_skip ? slurm_skip : "");
+            continue;
+        }
+        snprintf(b, sizeof(b), "%.1f MiB", rss[i] / 1024.0);
+        double per = prev >= 0 ? (double)(rss[i] - prev) * 1024.0 / n : NAN;
+        snprintf(c, sizeof(c), prev >= 0 ? "%+.1f MiB" : "", (rss[i] - prev) / 1024.0);
+        snprintf(d, sizeof(d), isfinite(per) ? "%.0f B" : "", per);
+        snprintf(e, sizeof(e), "%s", i == 2 ? "≤ 1 KiB per pod" : "");
+        bx_table_row(t, a, b, c, d, e);
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "step", steps[i]);
+        cJSON_AddNumberToObject(j, "rssKiB", (double)rss[i]);
+        cJSON_AddItemToObject(j, "bytesPerObject", bx_num(per));
+        cJSON_AddItemToArray(js, j);
+        prev = rss[i];
+    }
+    long total = rss[3] >= 0 ? rss[3] : rss[2];
+    snprintf(b, sizeof(b), "%.1f MiB", rss_fresh / 1024.0);
+    bx_table_row(t, "fresh operator over the same cluster", rss_fresh >= 0 ? b : "—", "", "", "≤ 64 MiB in total");
+    snprintf(b, sizeof(b), "%.3f %% of a core", idle_cpu * 100);
+    snprintf(c, sizeof(c), "over %.0f s", idle_s);
+    bx_table_row(t, "idle CPU", isfinite(idle_cpu) ? b : "—", isfinite(idle_s) ? c : "", "", "< 0.5 % of a core");
+    snprintf(b, sizeof(b), "%.0f B", poll_bytes);
+    snprintf(c, sizeof(c), "%.0f polls", polls);
+    snprintf(d, sizeof(d), "full table %.1f MB", full_bytes / 1e6);
+    bx_table_row(t, "bytes per Slurm poll, nothing changed", isfinite(poll_bytes) ? b : "not measured",
+                 isfinite(polls) ? c : "", isfinite(full_bytes) ? d : (slurm_skip ? slurm_skip : ""), "≤ 1 KB");
+    bx_table_note(t, "RSS: VmRSS once the queue was quiet for 1 s; per object: the step's growth / %d. A JSON pod "
+                     "as served is %.0f B.",
+                  n, pod_json);
+    if (want_slurm && version)
+        bx_table_note(t, "Slurm: %s, REST v0.0.38 (slurmrestd of Debian's 22.05).", version);
+    free(version);
+    bx_table_emit(x, t);
+    cJSON_AddItemToObject(o, "freshRssKiB", bx_num((double)rss_fresh));
+    cJSON_AddItemToObject(o, "idleCpuShare", bx_num(idle_cpu));
+    cJSON_AddItemToObject(o, "idleSeconds", bx_num(idle_s));
+    cJSON_AddItemToObject(o, "idleSlurmPolls", bx_num(polls));
+    cJSON_AddItemToObject(o, "bytesPerIdlePoll", bx_num(poll_bytes));
+    cJSON_AddItemToObject(o, "fullNodeTableBytes", bx_num(full_bytes));
+    cJSON_AddItemToObject(o, "podJsonBytes", bx_num(pod_json));
+    if (slurm_skip)
+        cJSON_AddStringToObject(o, "slurmSkipped", slurm_skip);
+    cJSON_AddItemToObject(x->results, "memory", o);
+
+    char note[96];
+    snprintf(note, sizeof(note), "N = %d%s", n, rss[3] < 0 ? " (no Slurm nodes)" : "");
+    if (rss[2] >= 0 && rss[1] >= 0) {
+        double per = (double)(rss[2] - rss[1]) * 1024.0 / n;
+        snprintf(a, sizeof(a), "%.0f B per pod", per);
+        snprintf(b, sizeof(b), "1 KiB (a pod's JSON: %.0f B)", pod_json);
+        bx_target(x, "≤ 1 KiB per cached pod", a, b, per / 1024, per <= 1024 ? "met" : "missed", note);
+    }
+    if (total >= 0 || rss_fresh >= 0) {
+        snprintf(a, sizeof(a), "%.1f MiB (fresh start %.1f MiB)", total / 1024.0, rss_fresh / 1024.0);
+        long worst = total > rss_fresh ? total : rss_fresh;
+        bx_target(x, "RSS with N pods, N Nodes and N Slurm nodes cached ≤ 64 MiB", a, "64 MiB", worst / 65536.0,
+                  rss[3] < 0 ? "partial" : worst <= 65536 ? "met" : "missed", note);
+    }
+    if (isfinite(idle_cpu)) {
+        snprintf(a, sizeof(a), "%.3f %% of a core", idle_cpu * 100);
+        bx_target(x, "idle < 0.5 % of a core", a, "0.5 %", idle_cpu / 0.005, idle_cpu < 0.005 ? "met" : "missed",
+                  note);
+    }
+    if (isfinite(poll_bytes)) {
+        snprintf(a, sizeof(a), "%.0f B per poll (%.0f polls)", poll_bytes, polls);
+        snprintf(b, sizeof(b), "1 KB (full table %.1f MB)", full_bytes / 1e6);
+        bx_target(x, "an idle Slurm poll moves ≤ 1 KB", a, b, poll_bytes / 1000, poll_bytes <= 1000 ? "met" : "missed",
+                  note);
+    } else {
+        bx_target(x, "an idle Slurm poll moves ≤ 1 KB", "not measured", "1 KB", NAN, "not measured",
+                  slurm_skip ? slurm_skip : "");
+    }
+    return rc;
+}
