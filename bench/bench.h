@@ -55,6 +55,7 @@ struct bx_ctx {
     const char *ns;             /* namespace of the benchmark's objects */
     const char *image;          /* container image of the NodeSet pods */
     double qps;                 /* slurmop --qps (0 = limiter off) */
+    int repeat;                 /* scale-out runs per size (best kept) */
     double churn_s;             /* seconds per churn rate */
     double idle_s;              /* idle CPU window */
     const char *slurmrestd;     /* external Slurm: NS/NAME=URL (with --kubeconfig) */

@@ -54,6 +54,8 @@ static const char usage[] =
     "  --nodes N             Kubernetes Nodes of kubesim (default: the largest size)\n"
     "  --qps Q               slurmop --qps (default 0: its client-side limiter off, so the run measures\n"
     "                        the operator and not a configured rate)\n"
+    "  --repeat K            scale-out runs per size, limit and operator alternating; the best of each is\n"
+    "                        reported (default 3, 1 with --quick)\n"
     "  --churn-seconds S     seconds per churn rate (default 10, 5 with --quick)\n"
     "  --idle-seconds S      idle CPU window (default 60, 10 with --quick)\n"
     "  --slurmrestd NS/NAME=URL, --slurm-conf PATH\n"
@@ -89,6 +91,7 @@ enum {
     OPT_SLURM_CONF,
     OPT_NO_SLURM,
     OPT_BIN_DIR,
+    OPT_REPEAT,
     OPT_HELP,
 };
 
@@ -108,6 +111,7 @@ static const struct option long_opts[] = {
     {"slurm-conf", required_argument, NULL, OPT_SLURM_CONF},
     {"no-slurm", no_argument, NULL, OPT_NO_SLURM},
     {"bin-dir", required_argument, NULL, OPT_BIN_DIR},
+    {"repeat", required_argument, NULL, OPT_REPEAT},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -390,6 +394,7 @@ int main(int argc, char **argv)
         case OPT_SLURM_CONF: x.slurm_conf = optarg; break;
         case OPT_NO_SLURM: x.no_slurm = 1; break;
         case OPT_BIN_DIR: bin_dir = optarg; break;
+        case OPT_REPEAT: x.repeat = atoi(optarg); break;
         case 'h':
         case OPT_HELP: fputs(usage, stdout); return 0;
         default: return die_usage("unknown flag", NULL);
@@ -416,6 +421,8 @@ int main(int argc, char **argv)
             nmax = x.sizes[i];
     if (x.k8s_nodes <= 0)
         x.k8s_nodes = nmax;
+    if (x.repeat <= 0)
+        x.repeat = x.quick ? 1 : 3;
     if (x.churn_s < 0)
         x.churn_s = x.quick ? 5 : 10;
     if (x.idle_s < 0)

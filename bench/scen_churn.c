@@ -36,6 +36,7 @@ typedef struct churn {
     double rate;
     uint64_t t0;
     long sent, ok, failed, inflight;
+    char first_error[160];
     int running;
     uv_timer_t tick;
     int pod_i;
@@ -57,10 +58,14 @@ static void ev_done_http(hc_req *req, int status, const hc_response *r, void *da
     churn *c = data;
     (void)req;
     c->inflight--;
-    if (status == 0 && r->status < 300)
+    if (status == 0 && r->status < 300) {
         c->ok++;
-    else
+    } else {
         c->failed++;
+        if (!c->first_error[0])
+            snprintf(c->first_error, sizeof(c->first_error), "%s: HTTP %d %.100s", status ? op_strerror(status) : "answer",
+                     r->status, r->body ? r->body : "");
+    }
 }
 
 static void ev_done_kube(int err, const cJSON *obj, const kube_status *st, void *data)
@@ -69,10 +74,13 @@ static void ev_done_kube(int err, const cJSON *obj, const kube_status *st, void 
     (void)obj;
     (void)st;
     c->inflight--;
-    if (err == 0)
+    if (err == 0) {
         c->ok++;
-    else
+    } else {
         c->failed++;
+        if (!c->first_error[0])
+            snprintf(c->first_error, sizeof(c->first_error), "%s (%.100s)", op_strerror(err), st ? st->message : "");
+    }
 }
 
 static void admin_post(churn *c, hc_pool *pool, const char *path, char *body)
@@ -274,6 +282,9 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
     rr->seconds = bx_secs(c->t0, uv_hrtime());
     rr->sent = c->sent;
     rr->failed = c->failed;
+    if (c->failed)
+        bx_say(x, "bench: churn at %g events/s: %ld events failed; the first: %s", rate, c->failed, c->first_error);
+    c->first_error[0] = '\0';
     /* A cordoned Node left over is uncordoned, then the fleet settles. */
     if (c->node_phase == 1) {
         node_event(c);

@@ -25,6 +25,7 @@
 #include "bench/bench.h"
 #include "core/err.h"
 #include "core/json.h"
+#include "core/yaml.h"
 #include "reconcilers/nodeset.h"
 
 static int cache_count(bx_ctx *x, bx_slurmop *op, const char *resource)
@@ -88,6 +89,40 @@ static long settle_rss(bx_ctx *x, bx_slurmop *op)
     return bx_rss_kib(bx_proc_pid(op->proc));
 }
 
+/* Bytes of heap in use in the operator: glibc's malloc_stats(), called in
+ * the process through gdb, prints them on its stderr (our log). RSS keeps
+ * every page the allocator ever touched; this is what is live. -1 when gdb
+ * is missing or the build has sanitizers (their allocator). */
+static long long heap_in_use(bx_ctx *x, bx_slurmop *op)
+{
+    static int no_gdb = -1;
+    if (no_gdb < 0) {
+        const char *argv[] = {"gdb", "--version", NULL};
+        no_gdb = bx_run(x, argv, NULL, NULL, 20, NULL) != 0;
+    }
+    if (no_gdb || x->sanitized)
+        return -1;
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", bx_proc_pid(op->proc));
+    const char *argv[] = {"gdb", "-nx", "-batch", "-p", pid, "-ex", "call (void)malloc_stats()", NULL};
+    if (bx_run(x, argv, NULL, NULL, 60, NULL) != 0)
+        return -1;
+    bx_sleep(x, 0.2);
+    char *log = NULL;
+    size_t len = 0;
+    long long v = -1;
+    if (file_read_all(op->log, 256u << 20, &log, &len) == 0) {
+        const char *t = NULL;
+        for (const char *p = log; (p = strstr(p, "Total (incl. mmap):")) != NULL; p++)
+            t = p;
+        const char *u = t ? strstr(t, "in use bytes") : NULL;
+        if (u && (u = strchr(u, '=')) != NULL)
+            v = strtoll(u + 1, NULL, 10);
+    }
+    free(log);
+    return v;
+}
+
 /* The lab for memory: N slurmd-less nodes named like the pods. */
 static int start_lab(bx_ctx *x, bx_lab *lab, int n)
 {
@@ -140,6 +175,7 @@ int scen_memory(bx_ctx *x)
     }
     bx_fleet f;
     long rss[4] = {-1, -1, -1, -1}, rss_fresh = -1;
+    long long heap[4] = {-1, -1, -1, -1}, heap_fresh = -1;
     double idle_cpu = NAN, idle_s = NAN, polls = NAN, poll_bytes = NAN, full_bytes = NAN, pod_json = NAN;
     int nodes_start = x->kubeconfig ? 0 : 0;
     bx_step(x, "memory: baseline");
@@ -147,6 +183,7 @@ int scen_memory(bx_ctx *x)
     int pid = rc == 0 ? bx_proc_pid(f.op.proc) : 0;
     if (rc == 0) {
         rss[0] = settle_rss(x, &f.op);
+        heap[0] = heap_in_use(x, &f.op);
         /* 1. Nodes */
         bx_step(x, "memory: %d Nodes", n);
         if (f.have_ks) {
@@ -156,7 +193,10 @@ int scen_memory(bx_ctx *x)
         }
         struct cache_wait cw = {x, &f.op, "nodes", f.have_ks ? n : 1, 0};
         if (rc == 0 && bx_wait(x, cache_reached, &cw, 120) == 0)
+        {
             rss[1] = settle_rss(x, &f.op);
+            heap[1] = heap_in_use(x, &f.op);
+        }
         int nodes_now = cache_count(x, &f.op, "nodes");
         /* 2. pods */
         bx_step(x, "memory: %d pods", n);
@@ -164,8 +204,10 @@ int scen_memory(bx_ctx *x)
             rc = bx_scale(x, &f.api, n);
         if (rc == 0)
             rc = bx_fleet_converge(x, &f, n, 600);
-        if (rc == 0)
+        if (rc == 0) {
             rss[2] = settle_rss(x, &f.op);
+            heap[2] = heap_in_use(x, &f.op);
+        }
         cJSON *list = NULL;
         if (rc == 0 && bx_list(x, &f.api, &KUBE_PODS, x->ns, NULL, &list) == 0) {
             char *text = cJSON_PrintUnformatted(json_get(list, "items"));
@@ -180,6 +222,7 @@ int scen_memory(bx_ctx *x)
             struct slurm_wait sw = {x, &f.op, n, 0};
             if (rc == 0 && bx_wait(x, slurm_reached, &sw, 120) == 0) {
                 rss[3] = settle_rss(x, &f.op);
+                heap[3] = heap_in_use(x, &f.op);
             } else {
                 bx_say(x, "bench: memory: the operator did not cache the lab's %d nodes", n);
                 want_slurm = 0;
@@ -246,8 +289,10 @@ int scen_memory(bx_ctx *x)
                 struct slurm_wait sw = {x, &f.op, n, 0};
                 (void)bx_wait(x, slurm_reached, &sw, 120);
             }
-            if (rc == 0)
+            if (rc == 0) {
                 rss_fresh = settle_rss(x, &f.op);
+                heap_fresh = heap_in_use(x, &f.op);
+            }
         }
         (void)nodes_now;
     }
@@ -257,61 +302,66 @@ int scen_memory(bx_ctx *x)
         bx_lab_stop(x, &lab);
     free(jwt);
 
-    bx_table *t = bx_table_new("Memory: slurmop's RSS as its caches fill, and its idle cost", 5, "step", "RSS",
-                               "Δ", "per object", "target");
-    const char *steps[4] = {"baseline (cluster objects only)", "+ N Nodes", "+ N pods", "+ N Slurm nodes"};
-    char a[64], b[32], c[32], d[32], e[64];
-    long prev = -1;
+    bx_table *t = bx_table_new("Memory: slurmop's RSS and live heap as its caches fill, and its idle cost", 6,
+                               "step", "RSS", "RSS Δ per object", "live heap", "heap Δ per object", "target");
+    const char *steps[4] = {"baseline (cluster objects only)", "+ %d Nodes", "+ %d pods", "+ %d Slurm nodes"};
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "n", n);
     cJSON *js = cJSON_AddArrayToObject(o, "steps");
+    int prev = -1;
     for (int i = 0; i < 4; i++) {
-        snprintf(a, sizeof(a), "%s", steps[i]);
-        if (i > 0) {
-            char *p = strstr(a, "N");
-            if (p) {
-                char tmp[64];
-                snprintf(tmp, sizeof(tmp), "%.*s%d%s", (int)(p - a), a, n, p + 1);
-                snprintf(a, sizeof(a), "%s", tmp);
-            }
-        }
+        char a[64], b[32], c[32], d[32], e[32];
+        snprintf(a, sizeof(a), steps[i], n);
         if (rss[i] < 0) {
-            bx_table_row(t, a, i == 3 && slurm_skip ? "not measured" : "—", "—", "—",
+            bx_table_row(t, a, i == 3 && slurm_skip ? "not measured" : "—", "", "", "",
                          i == 3 && slurm_skip ? slurm_skip : "");
             continue;
         }
+        double per = prev >= 0 ? (double)(rss[i] - rss[prev]) * 1024.0 / n : NAN;
+        double hper = prev >= 0 && heap[i] >= 0 && heap[prev] >= 0 ? (double)(heap[i] - heap[prev]) / n : NAN;
         snprintf(b, sizeof(b), "%.1f MiB", rss[i] / 1024.0);
-        double per = prev >= 0 ? (double)(rss[i] - prev) * 1024.0 / n : NAN;
-        snprintf(c, sizeof(c), prev >= 0 ? "%+.1f MiB" : "", (rss[i] - prev) / 1024.0);
-        snprintf(d, sizeof(d), isfinite(per) ? "%.0f B" : "", per);
-        snprintf(e, sizeof(e), "%s", i == 2 ? "≤ 1 KiB per pod" : "");
-        bx_table_row(t, a, b, c, d, e);
+        snprintf(c, sizeof(c), isfinite(per) ? "%.0f B" : "", per);
+        snprintf(d, sizeof(d), heap[i] >= 0 ? "%.1f MiB" : "n/a", (double)heap[i] / 1048576.0);
+        snprintf(e, sizeof(e), isfinite(hper) ? "%.0f B" : "", hper);
+        bx_table_row(t, a, b, c, d, e, i == 2 ? "≤ 1 KiB per pod" : "");
         cJSON *j = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "step", steps[i]);
+        cJSON_AddStringToObject(j, "step", a);
         cJSON_AddNumberToObject(j, "rssKiB", (double)rss[i]);
-        cJSON_AddItemToObject(j, "bytesPerObject", bx_num(per));
+        cJSON_AddItemToObject(j, "rssBytesPerObject", bx_num(per));
+        cJSON_AddItemToObject(j, "heapInUseBytes", bx_num((double)heap[i]));
+        cJSON_AddItemToObject(j, "heapBytesPerObject", bx_num(hper));
         cJSON_AddItemToArray(js, j);
-        prev = rss[i];
+        prev = i;
     }
     long total = rss[3] >= 0 ? rss[3] : rss[2];
-    snprintf(b, sizeof(b), "%.1f MiB", rss_fresh / 1024.0);
-    bx_table_row(t, "fresh operator over the same cluster", rss_fresh >= 0 ? b : "—", "", "", "≤ 64 MiB in total");
-    snprintf(b, sizeof(b), "%.3f %% of a core", idle_cpu * 100);
-    snprintf(c, sizeof(c), "over %.0f s", idle_s);
-    bx_table_row(t, "idle CPU", isfinite(idle_cpu) ? b : "—", isfinite(idle_s) ? c : "", "", "< 0.5 % of a core");
-    snprintf(b, sizeof(b), "%.0f B", poll_bytes);
-    snprintf(c, sizeof(c), "%.0f polls", polls);
-    snprintf(d, sizeof(d), "full table %.1f MB", full_bytes / 1e6);
-    bx_table_row(t, "bytes per Slurm poll, nothing changed", isfinite(poll_bytes) ? b : "not measured",
-                 isfinite(polls) ? c : "", isfinite(full_bytes) ? d : (slurm_skip ? slurm_skip : ""), "≤ 1 KB");
-    bx_table_note(t, "RSS: VmRSS once the queue was quiet for 1 s; per object: the step's growth / %d. A JSON pod "
-                     "as served is %.0f B.",
+    long long htotal = heap[3] >= 0 ? heap[3] : heap[2];
+    {
+        char b[32], d[32];
+        snprintf(b, sizeof(b), "%.1f MiB", rss_fresh / 1024.0);
+        snprintf(d, sizeof(d), heap_fresh >= 0 ? "%.1f MiB" : "n/a", (double)heap_fresh / 1048576.0);
+        bx_table_row(t, "fresh operator over the same cluster", rss_fresh >= 0 ? b : "—", "", rss_fresh >= 0 ? d : "",
+                     "", "≤ 64 MiB in total");
+        snprintf(b, sizeof(b), "%.3f %% of a core", idle_cpu * 100);
+        snprintf(d, sizeof(d), "over %.0f s", idle_s);
+        bx_table_row(t, "idle CPU", isfinite(idle_cpu) ? b : "—", isfinite(idle_s) ? d : "", "", "",
+                     "< 0.5 % of a core");
+        char c[32], e[48];
+        snprintf(b, sizeof(b), "%.0f B", poll_bytes);
+        snprintf(c, sizeof(c), "%.0f polls", polls);
+        snprintf(e, sizeof(e), "full table %.1f MB", full_bytes / 1e6);
+        bx_table_row(t, "bytes per Slurm poll, nothing changed", isfinite(poll_bytes) ? b : "not measured",
+                     isfinite(polls) ? c : "", isfinite(full_bytes) ? e : (slurm_skip ? slurm_skip : ""), "",
+                     "≤ 1 KB");
+    }
+    bx_table_note(t, "RSS: VmRSS once the queue was quiet for 1 s; live heap: glibc malloc_stats() \"in use\" "
+                     "(called through gdb); per object: the step's growth / %d. A JSON pod as served is %.0f B.",
                   n, pod_json);
     if (want_slurm && version)
         bx_table_note(t, "Slurm: %s, REST v0.0.38 (slurmrestd of Debian's 22.05).", version);
     free(version);
     bx_table_emit(x, t);
     cJSON_AddItemToObject(o, "freshRssKiB", bx_num((double)rss_fresh));
+    cJSON_AddItemToObject(o, "freshHeapInUseBytes", bx_num((double)heap_fresh));
     cJSON_AddItemToObject(o, "idleCpuShare", bx_num(idle_cpu));
     cJSON_AddItemToObject(o, "idleSeconds", bx_num(idle_s));
     cJSON_AddItemToObject(o, "idleSlurmPolls", bx_num(polls));
@@ -322,19 +372,30 @@ int scen_memory(bx_ctx *x)
         cJSON_AddStringToObject(o, "slurmSkipped", slurm_skip);
     cJSON_AddItemToObject(x->results, "memory", o);
 
-    char note[96];
+    char note[96], a[96], b[96];
     snprintf(note, sizeof(note), "N = %d%s", n, rss[3] < 0 ? " (no Slurm nodes)" : "");
     if (rss[2] >= 0 && rss[1] >= 0) {
         double per = (double)(rss[2] - rss[1]) * 1024.0 / n;
-        snprintf(a, sizeof(a), "%.0f B per pod", per);
+        double hper = heap[2] >= 0 && heap[1] >= 0 ? (double)(heap[2] - heap[1]) / n : NAN;
+        double judge = isfinite(hper) ? hper : per;
+        if (isfinite(hper))
+            snprintf(a, sizeof(a), "%.0f B live heap per pod (%.0f B RSS)", hper, per);
+        else
+            snprintf(a, sizeof(a), "%.0f B RSS per pod", per);
         snprintf(b, sizeof(b), "1 KiB (a pod's JSON: %.0f B)", pod_json);
-        bx_target(x, "≤ 1 KiB per cached pod", a, b, per / 1024, per <= 1024 ? "met" : "missed", note);
+        bx_target(x, "≤ 1 KiB per cached pod", a, b, judge / 1024, judge <= 1024 ? "met" : "missed", note);
     }
     if (total >= 0 || rss_fresh >= 0) {
-        snprintf(a, sizeof(a), "%.1f MiB (fresh start %.1f MiB)", total / 1024.0, rss_fresh / 1024.0);
         long worst = total > rss_fresh ? total : rss_fresh;
+        if (htotal >= 0)
+            snprintf(a, sizeof(a), "RSS %.1f MiB, fresh start %.1f MiB; live heap %.1f MiB", total / 1024.0,
+                     rss_fresh / 1024.0, (double)htotal / 1048576.0);
+        else
+            snprintf(a, sizeof(a), "RSS %.1f MiB, fresh start %.1f MiB", total / 1024.0, rss_fresh / 1024.0);
         bx_target(x, "RSS with N pods, N Nodes and N Slurm nodes cached ≤ 64 MiB", a, "64 MiB", worst / 65536.0,
-                  rss[3] < 0 ? "partial" : worst <= 65536 ? "met" : "missed", note);
+                  rss[3] < 0 ? (worst <= 65536 ? "met so far (no Slurm nodes)" : "missed (even without Slurm nodes)")
+                             : worst <= 65536 ? "met" : "missed",
+                  note);
     }
     if (isfinite(idle_cpu)) {
         snprintf(a, sizeof(a), "%.3f %% of a core", idle_cpu * 100);

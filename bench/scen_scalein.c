@@ -10,7 +10,7 @@
  * Measured from the scale PATCH (time 0):
  *  - all drains issued: the operator's slurmop_slurm_node_writes_total
  *    {result="ok"} grew by N (every node's drain was answered by Slurm);
- *    read from /metrics every 20 ms;
+ *    read from /metrics every 50 ms;
  *  - all pods gone (the harness's watch saw N deletions);
  *  - for every busy pod: it must not start terminating before its job
  *    ended (job ends polled with squeue every 200 ms); a violation is a
@@ -241,7 +241,7 @@ int scen_scale_in(bx_ctx *x)
                 gone_s = bx_secs(t0, uv_hrtime());
             if (isfinite(gone_s) && isfinite(drains_s))
                 break;
-            bx_sleep(x, 0.02);
+            bx_sleep(x, 0.05);
         }
         writes = node_writes(x, &f.op) - w0;
         if (!isfinite(gone_s))
