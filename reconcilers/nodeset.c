@@ -295,13 +295,27 @@ static void fill_pod(const sobj *o, const char *nss, nsb_pod *p)
 
 /* ---- writes ---- */
 
-struct create_item {
-    cJSON *pod;
+/* One scale-up. Pods are stamped from the job's template when their turn
+ * in the batch comes, so 8,192 creates hold 8,192 small items and at most
+ * a window of pod bodies, not 8,192 pod trees at once. */
+struct create_job {
+    int refs; /* one per item */
     char *owner_key;
     char *owner_uid;
+    cJSON *ns;   /* the NodeSet with defaults (copy) */
+    cJSON *ctl;  /* the Controller (copy) */
+    cJSON *tmpl; /* nsb_build_template of the pass */
+    char revision[NSB_HASH_MAX];
+    char *cluster_domain;
 };
 
-static void create_done(int err, const cJSON *obj, const kube_status *st, void *data);
+struct create_item {
+    struct create_job *job;
+    int ordinal;         /* StatefulSet mode, else -1 */
+    char *node;          /* DaemonSet mode: the target Node */
+    char *node_override; /* its hostname-override annotation */
+    char *pin_node;      /* pinToNode */
+};
 
 struct create_ctx {
     wbatch *b;
@@ -309,14 +323,48 @@ struct create_ctx {
     char *owner_key;
 };
 
+static void job_unref(struct create_job *j)
+{
+    if (--j->refs > 0)
+        return;
+    free(j->owner_key);
+    free(j->owner_uid);
+    cJSON_Delete(j->ns);
+    cJSON_Delete(j->ctl);
+    cJSON_Delete(j->tmpl);
+    free(j->cluster_domain);
+    free(j);
+}
+
+static void create_done(int err, const cJSON *obj, const kube_status *st, void *data);
+
 static void create_start(wbatch *b, size_t index, void *item, void *data)
 {
     struct create_item *ci = item;
+    struct create_job *j = ci->job;
+    char err[256];
+    nsb_pod_args a;
+    memset(&a, 0, sizeof(a));
+    a.nodeset = j->ns;
+    a.controller = j->ctl;
+    a.revision = j->revision;
+    a.cluster_domain = j->cluster_domain;
+    a.ordinal = ci->ordinal;
+    a.node_name = ci->node;
+    a.node_hostname_override = ci->node_override;
+    a.pin_node = ci->pin_node;
+    cJSON *pod = nsb_stamp_pod(&a, j->tmpl, err, sizeof(err));
+    if (pod == NULL) {
+        log_warn("nodeset %s: cannot build a pod: %s", j->owner_key, err);
+        wbatch_item_done(b, index, OP_EINVAL);
+        return;
+    }
     struct create_ctx *ctx = xmalloc(sizeof(*ctx));
     ctx->b = b;
     ctx->index = index;
-    ctx->owner_key = xstrdup(ci->owner_key);
-    kube_create(C->op->client, &KUBE_PODS, json_get_str(ci->pod, "metadata.namespace"), ci->pod, create_done, ctx);
+    ctx->owner_key = xstrdup(j->owner_key);
+    kube_create(C->op->client, &KUBE_PODS, json_get_str(pod, "metadata.namespace"), pod, create_done, ctx);
+    cJSON_Delete(pod);
 }
 
 static void create_done(int err, const cJSON *obj, const kube_status *st, void *data)
@@ -341,21 +389,24 @@ static void create_done(int err, const cJSON *obj, const kube_status *st, void *
 static void create_item_done(void *item, int err, void *data)
 {
     struct create_item *ci = item;
+    struct create_job *j = ci->job;
     if (err) {
         /* The create will never be observed: lower the expectation now. */
         if (C->exp)
-            exp_creation_observed(C->exp, ci->owner_key);
-        if (err != OP_ECANCELED && err != OP_EEXISTS) {
-            const sobj *o = store_get_key(op_store(C->op, OPK_NODESETS), ci->owner_key);
+            exp_creation_observed(C->exp, j->owner_key);
+        if (err != OP_ECANCELED && err != OP_EEXISTS && C->op) {
+            const sobj *o = store_get_key(op_store(C->op, OPK_NODESETS), j->owner_key);
             if (o)
-                op_warn(C->op, o, NSB_KIND, "FailedCreate", "Failed to create pod %s: %s",
-                        json_get_str_or(ci->pod, "metadata.name", "(generated)"), op_strerror(err));
+                op_warn(C->op, o, NSB_KIND, "FailedCreate", "Failed to create a pod (%s%s%d): %s",
+                        ci->node ? "node " : "ordinal ", ci->node ? ci->node : "", ci->node ? 0 : ci->ordinal,
+                        op_strerror(err));
         }
     }
-    cJSON_Delete(ci->pod);
-    free(ci->owner_key);
-    free(ci->owner_uid);
+    free(ci->node);
+    free(ci->node_override);
+    free(ci->pin_node);
     free(ci);
+    job_unref(j);
 }
 
 static void create_end(size_t sent, size_t failed, size_t skipped, void *data)
@@ -366,21 +417,43 @@ static void create_end(size_t sent, size_t failed, size_t skipped, void *data)
     free(key);
 }
 
-static void submit_creates(struct pass *p, cJSON **pods, size_t n)
+static struct create_job *job_new(struct pass *p, cJSON *tmpl)
 {
-    if (n == 0)
+    struct create_job *j = xcalloc(1, sizeof(*j));
+    j->owner_key = xstrdup(p->key);
+    j->owner_uid = xstrdup(p->o->uid);
+    j->ns = cJSON_Duplicate(p->ns, 1);
+    j->ctl = cJSON_Duplicate(p->ctl, 1);
+    j->tmpl = tmpl;
+    snprintf(j->revision, sizeof(j->revision), "%s", p->update_hash);
+    j->cluster_domain = xstrdup(p->op->cluster_domain);
+    return j;
+}
+
+static struct create_item *item_new(struct create_job *j, int ordinal, const char *node, const char *override,
+                                    const char *pin)
+{
+    struct create_item *ci = xcalloc(1, sizeof(*ci));
+    ci->job = j;
+    j->refs++;
+    ci->ordinal = ordinal;
+    ci->node = node ? xstrdup(node) : NULL;
+    ci->node_override = override ? xstrdup(override) : NULL;
+    ci->pin_node = pin ? xstrdup(pin) : NULL;
+    return ci;
+}
+
+/* Submit a job's items (the job is freed with its last item). */
+static void submit_creates(struct pass *p, struct create_job *j, struct create_item **items, size_t n)
+{
+    if (n == 0) {
+        j->refs++;
+        job_unref(j);
         return;
-    struct create_item **items = xmalloc(n * sizeof(*items));
-    for (size_t i = 0; i < n; i++) {
-        items[i] = xcalloc(1, sizeof(**items));
-        items[i]->pod = pods[i];
-        items[i]->owner_key = xstrdup(p->key);
-        items[i]->owner_uid = xstrdup(p->o->uid);
     }
     exp_expect_creations(C->exp, p->key, p->o->uid, (int)n, uv_now(p->op->loop));
     note_write(p);
     wbatch_run((void *const *)items, n, create_start, create_item_done, create_end, xstrdup(p->key));
-    free(items);
 }
 
 struct delete_ctx {
@@ -714,7 +787,8 @@ static int scale_statefulset(struct pass *p)
             goto out;
         }
         qsort(used, n_used, sizeof(int), cmp_int);
-        cJSON **pods = xcalloc((size_t)want, sizeof(cJSON *));
+        struct create_job *job = job_new(p, tmpl);
+        struct create_item **items = xcalloc((size_t)want, sizeof(*items));
         int made = 0;
         size_t u = 0;
         for (int ord = 0; made < want; ord++) {
@@ -722,29 +796,24 @@ static int scale_statefulset(struct pass *p)
                 u++;
             if (u < n_used && used[u] == ord)
                 continue;
-            a.ordinal = ord;
-            a.pin_node = NULL;
+            const char *pin = NULL;
             if (json_get_bool(p->ns, "spec.pinToNode", 0)) {
                 char k[16];
                 snprintf(k, sizeof(k), "%d", ord);
-                a.pin_node = json_get_str(json_get(p->ns, "status.ordinalToNode"), k);
+                pin = json_get_str(json_get(p->ns, "status.ordinalToNode"), k);
             }
-            cJSON *pod = nsb_stamp_pod(&a, tmpl, err, sizeof(err));
-            if (pod == NULL) {
-                op_warn(p->op, p->o, NSB_KIND, "FailedCreate", "Cannot build pod %d: %s", ord, err);
-                break;
+            if (json_len(json_get(p->ns, "spec.volumeClaimTemplates")) > 0) {
+                char *host = nsb_statefulset_hostname(p->ns, ord);
+                sync_claims(p, ord, host, NULL, 0);
+                free(host);
             }
-            sync_claims(p, ord, json_get_str(pod, "spec.hostname"), NULL, 0);
-            pods[made++] = pod;
+            items[made++] = item_new(job, ord, NULL, NULL, pin);
         }
-        cJSON_Delete(tmpl);
-        if (made > 0) {
-            op_event(p->op, p->o, NSB_KIND, "ScalingUp", "Scale", "Scaling up: creating %d pod(s) for %d replicas",
-                     made, replicas);
-            submit_creates(p, pods, (size_t)made);
-            scaled = 1;
-        }
-        free(pods);
+        op_event(p->op, p->o, NSB_KIND, "ScalingUp", "Scale", "Scaling up: creating %d pod(s) for %d replicas",
+                 made, replicas);
+        submit_creates(p, job, items, (size_t)made);
+        free(items);
+        scaled = 1;
     } else if (diff > 0) {
         nsb_sort_victims(active, n_active);
         op_event(p->op, p->o, NSB_KIND, "ScalingDown", "Scale", "Scaling down: condemning %d pod(s) for %d replicas",
@@ -887,37 +956,36 @@ static int scale_daemonset(struct pass *p)
             map_put(&by_node, host, (void *)(uintptr_t)o);
     }
     size_t it = 0, cap = 16, made = 0;
-    cJSON **pods = xcalloc(cap, sizeof(cJSON *));
+    struct create_item **items = xcalloc(cap, sizeof(*items));
+    struct create_job *job = tmpl ? job_new(p, tmpl) : NULL;
+    tmpl = NULL; /* the job owns it now */
     const sobj *n;
-    while (tmpl && (n = store_next(nodes, &it))) {
+    while (job && (n = store_next(nodes, &it))) {
         fit_result fr;
         nsb_daemon_fit(sim, n->json, &fr);
         if (!fr.should_run || map_get(&by_node, n->name))
             continue;
-        char *host = nsb_daemonset_hostname(n->name, sobj_annotation(n, NSB_ANN_HOSTNAME_OVERRIDE));
+        const char *override = sobj_annotation(n, NSB_ANN_HOSTNAME_OVERRIDE);
+        char *host = nsb_daemonset_hostname(n->name, override);
         if (map_get(&by_node, host)) {
             free(host);
             continue;
         }
+        sync_claims(p, -1, host, NULL, 0);
         free(host);
-        a.node_name = n->name;
-        a.node_hostname_override = sobj_annotation(n, NSB_ANN_HOSTNAME_OVERRIDE);
-        cJSON *pod = nsb_stamp_pod(&a, tmpl, err, sizeof(err));
-        if (pod == NULL)
-            continue;
-        sync_claims(p, -1, json_get_str(pod, "spec.hostname"), NULL, 0);
         if (made == cap) {
             cap *= 2;
-            pods = xrealloc(pods, cap * sizeof(cJSON *));
+            items = xrealloc(items, cap * sizeof(*items));
         }
-        pods[made++] = pod;
+        items[made++] = item_new(job, -1, n->name, override, NULL);
     }
     if (made) {
         op_event(p->op, p->o, NSB_KIND, "ScalingUp", "Scale", "Creating %zu pod(s) on eligible nodes", made);
-        submit_creates(p, pods, made);
         changed = 1;
     }
-    free(pods);
+    if (job)
+        submit_creates(p, job, items, made);
+    free(items);
     map_free(&by_node);
     cJSON_Delete(tmpl);
     cJSON_Delete(sim);
