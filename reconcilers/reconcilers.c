@@ -1,8 +1,10 @@
 #include "reconcilers/reconcilers.h"
 
 #include "reconcilers/nodeset.h"
+#include "reconcilers/slurmclient.h"
 
 const op_reconciler *const op_reconcilers[] = {
+    &RC_SLURMCLIENT, /* before the NodeSets: they ask it for Slurm clients */
     &RC_NODESET,
 };
 

@@ -927,6 +927,72 @@ void nc_resv_poll_soon(nc_cache *c)
         uv_timer_start(&c->resv_timer, do_resv, 0, 0);
 }
 
+typedef struct nc_rw {
+    nc_cache *c;
+    void (*cb)(int, void *);
+    void *data;
+} nc_rw;
+
+static void resv_written(nc_rw *w, int status, const char *message)
+{
+    nc_cache *c = w->c;
+    if (status < 0 && status != OP_ECANCELED)
+        log_warn("slurm %s: reservation write failed: %s", c->name, message ? message : op_strerror(status));
+    if (w->cb)
+        w->cb(status, w->data);
+    free(w);
+    c->requests--;
+    if (c->closing)
+        maybe_finish(c);
+    else
+        nc_resv_poll_soon(c);
+}
+
+static void on_resv_rest(int status, sm_response *resp, void *data)
+{
+    resv_written(data, status, resp->err.message);
+}
+
+static void on_resv_lib(void *data, const sl_result *res)
+{
+    resv_written(data, res->status, res->message);
+}
+
+int nc_resv_write(nc_cache *c, enum nc_resv_op op, const sm_resv_desc *d, void (*cb)(int status, void *data),
+                  void *data)
+{
+    if (c->closing)
+        return OP_ECANCELED;
+    if (!d || !d->name || !*d->name)
+        return OP_EINVAL;
+    enum sm_op sop = op == NC_RESV_DELETE ? SM_OP_DELETE_RESERVATION : SM_OP_POST_RESERVATION;
+    enum sb_path path = sb_choose(sr_version(c->rest), c->lib != NULL, sop);
+    if (path == SB_NONE)
+        return OP_ENOTSUP;
+    nc_rw *w = xcalloc(1, sizeof(*w));
+    w->c = c;
+    w->cb = cb;
+    w->data = data;
+    int rc;
+    if (path == SB_LIBSLURM) {
+        if (op == NC_RESV_DELETE)
+            rc = sl_delete_reservation(c->lib, d->name, on_resv_lib, w);
+        else if (op == NC_RESV_CREATE)
+            rc = sl_create_reservation(c->lib, d, on_resv_lib, w);
+        else
+            rc = sl_update_reservation(c->lib, d, on_resv_lib, w);
+    } else {
+        rc = op == NC_RESV_DELETE ? sr_delete_reservation(c->rest, d->name, on_resv_rest, w)
+                                  : sr_post_reservation(c->rest, d, on_resv_rest, w);
+    }
+    if (rc < 0) {
+        free(w);
+        return rc;
+    }
+    c->requests++;
+    return 0;
+}
+
 enum nc_found nc_reservation(const nc_cache *c, const char *name, const sm_resv **out)
 {
     if (out)

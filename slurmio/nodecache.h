@@ -164,6 +164,17 @@ enum nc_found nc_reservation(const nc_cache *c, const char *name, const sm_resv 
 /** Read the reservations again as soon as possible (after a write). */
 void nc_resv_poll_soon(nc_cache *c);
 
+enum nc_resv_op { NC_RESV_CREATE, NC_RESV_UPDATE, NC_RESV_DELETE };
+/**
+ * Write a reservation: REST POST/DELETE reservation (v0.0.43+) or the
+ * libslurm backend (backend.h); the reservations are read again when it
+ * completes. For NC_RESV_DELETE only d->name is used. cb(status, data) runs
+ * later, once. 0, OP_ENOTSUP (no path for this version and build; cb never
+ * runs), OP_EINVAL, OP_ECANCELED.
+ */
+int nc_resv_write(nc_cache *c, enum nc_resv_op op, const sm_resv_desc *d, void (*cb)(int status, void *data),
+                  void *data);
+
 /** The batcher (for writes other than node updates: none today). */
 nb_batcher *nc_batcher(nc_cache *c);
 
