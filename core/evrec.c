@@ -147,7 +147,7 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
 void evrec_emit(evrec *r, const evrec_ref *ref, const char *type, const char *reason, const char *action,
                 const char *fmt, ...)
 {
-    char note[1025], key[2048], now_s[40];
+    char note[1025], key[2048], now_s[96];
     va_list ap;
     uint64_t now = uv_now(r->loop);
     const char *ns = (ref->ns && *ref->ns) ? ref->ns : "default";

@@ -139,7 +139,7 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
 
 static cJSON *build_spec(lease_elector *le, const cJSON *prev)
 {
-    char now[40];
+    char now[64];
     micro_now(now, sizeof(now));
     cJSON *spec = cJSON_CreateObject();
     const char *holder = json_get_str_or(prev, "spec.holderIdentity", "");
@@ -265,7 +265,7 @@ void lease_stop(lease_elector *le, void (*on_stopped)(void *data), void *data)
     }
     if (le->leader && le->cached) {
         /* Release: an empty holder and a 1 s duration let a successor take over at once. */
-        char now[40];
+        char now[64];
         micro_now(now, sizeof(now));
         cJSON *lease = cJSON_Duplicate(le->cached, 1);
         cJSON *spec = json_obj_ensure(lease, "spec");

@@ -786,7 +786,7 @@ int mx_process_collector(mx_registry *r)
 {
     if (map_get(&r->by_name, "process_cpu_seconds_total"))
         return OP_EEXISTS;
-    double btime;
+    double btime = 0;
     int rc = boot_time(&btime);
     if (rc)
         return rc;

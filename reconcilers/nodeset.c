@@ -8,6 +8,7 @@
 #include "core/err.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/map.h"
 #include "core/mem.h"
 #include "reconcilers/batch.h"
 #include "reconcilers/expect.h"
@@ -35,6 +36,41 @@ struct nsctl {
 /* One operator per process: the module's state lives here. */
 static struct nsctl ctl_state;
 #define C (&ctl_state)
+
+/* Keys whose asynchronous writes failed since their last pass. A pass
+ * returns WQ_RESULT_ERROR for them, so the queue's per-key backoff keeps
+ * growing (5 ms doubling up to 1000 s) while writes keep failing; a pass
+ * that returned success would make the queue forget the failures and retry
+ * a bad pod template every few milliseconds. */
+static map_t failed_keys;
+
+static void mark_failed(const char *key)
+{
+    if (map_get(&failed_keys, key) == NULL) {
+        char *k = xstrdup(key);
+        map_put(&failed_keys, k, k);
+    }
+    if (C->q)
+        wq_add_rate_limited(C->q, key);
+}
+
+static int take_failed(const char *key)
+{
+    char *k = map_del(&failed_keys, key);
+    free(k);
+    if (failed_keys.count == 0)
+        map_free(&failed_keys);
+    return k != NULL;
+}
+
+static void forget_failures(void)
+{
+    size_t it = 0;
+    void *v;
+    while (map_next(&failed_keys, &it, NULL, &v))
+        free(v);
+    map_free(&failed_keys);
+}
 
 void nodeset_enqueue(const char *key)
 {
@@ -87,7 +123,7 @@ static void enqueue_owner(const sobj *pod)
 static void on_pod(store *s, const sobj *old, const sobj *new, void *data)
 {
     const sobj *o = new ? new : old;
-    if (o->owner_kind && strcmp(o->owner_kind, NSB_KIND) == 0 && o->owner_name) {
+    if (C->exp && o->owner_kind && strcmp(o->owner_kind, NSB_KIND) == 0 && o->owner_name) {
         char key[512];
         snprintf(key, sizeof(key), "%s/%s", o->ns, o->owner_name);
         if (!old && new)
@@ -103,7 +139,7 @@ static void on_pod(store *s, const sobj *old, const sobj *new, void *data)
 static void on_nodeset(store *s, const sobj *old, const sobj *new, void *data)
 {
     const sobj *o = new ? new : old;
-    if (new == NULL || (old && strcmp(old->uid, new->uid) != 0))
+    if (C->exp && (new == NULL || (old && strcmp(old->uid, new->uid) != 0)))
         exp_drop(C->exp, o->key);
     nodeset_enqueue(o->key);
 }
@@ -193,7 +229,6 @@ static void setup(operator *op)
     store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
     store_on_change(op_store(op, OPK_REVISIONS), on_revision, NULL);
     store_on_change(op_store(op, OPK_NODES), on_node, NULL);
-    C->exp = exp_new();
     nodeset_slurm_setup(op);
 }
 
@@ -299,7 +334,8 @@ static void create_item_done(void *item, int err, void *data)
     struct create_item *ci = item;
     if (err) {
         /* The create will never be observed: lower the expectation now. */
-        exp_creation_observed(C->exp, ci->owner_key);
+        if (C->exp)
+            exp_creation_observed(C->exp, ci->owner_key);
         if (err != OP_ECANCELED && err != OP_EEXISTS) {
             const sobj *o = store_get_key(op_store(C->op, OPK_NODESETS), ci->owner_key);
             if (o)
@@ -317,7 +353,7 @@ static void create_end(size_t sent, size_t failed, size_t skipped, void *data)
 {
     char *key = data;
     if (failed && C->q)
-        wq_add_rate_limited(C->q, key);
+        mark_failed(key);
     free(key);
 }
 
@@ -348,14 +384,15 @@ static void delete_done(int err, const cJSON *obj, const kube_status *st, void *
     struct delete_ctx *d = data;
     if (err && err != OP_ENOTFOUND) {
         /* Not deleted: the deletion will not be observed. */
-        exp_deletion_observed(C->exp, d->owner_key, d->pod_key);
+        if (C->exp)
+            exp_deletion_observed(C->exp, d->owner_key, d->pod_key);
         if (err != OP_ECANCELED) {
             log_warn("nodeset %s: deleting pod %s failed: %s (%s)", d->owner_key, d->pod_key, op_strerror(err),
                      st ? st->message : "");
             if (C->q)
-                wq_add_rate_limited(C->q, d->owner_key);
+                mark_failed(d->owner_key);
         }
-    } else if (err == OP_ENOTFOUND) {
+    } else if (err == OP_ENOTFOUND && C->exp) {
         exp_deletion_observed(C->exp, d->owner_key, d->pod_key);
     }
     free(d->owner_key);
@@ -395,7 +432,7 @@ static void on_object_written(int err, const char *key, void *data)
     char *owner = data;
     if (C->q) {
         if (err && err != OP_ECANCELED)
-            wq_add_rate_limited(C->q, owner);
+            mark_failed(owner);
         else
             wq_add(C->q, owner);
     }
@@ -793,7 +830,7 @@ static void status_written(int err, const cJSON *obj, const kube_status *st, voi
     if (err && err != OP_ECANCELED && err != OP_ENOTFOUND) {
         log_warn("nodeset %s: status update failed: %s (%s)", key, op_strerror(err), st ? st->message : "");
         if (C->q)
-            wq_add_rate_limited(C->q, key);
+            mark_failed(key);
     }
     free(key);
 }
@@ -928,7 +965,10 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
 static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
 {
     uint64_t t0 = uv_hrtime();
+    int failed_before = take_failed(key);
     wq_result r = ns_sync(key, first_add_ns);
+    if (failed_before)
+        r = WQ_RESULT_ERROR; /* keep backing off while writes fail */
     op_observe_reconcile(C->op, NODESET_CONTROLLER, r, (double)(uv_hrtime() - t0) / 1e9);
     return r;
 }
@@ -937,6 +977,7 @@ static int start(operator *op)
 {
     int err = 0;
     wq_opts o = {.name = NODESET_CONTROLLER, .handler = handle, .metrics = op->metrics};
+    C->exp = exp_new();
     C->q = wq_new(op->loop, &o, &err);
     if (C->q == NULL)
         return err;
@@ -953,6 +994,11 @@ static void stop(operator *op)
     if (C->q)
         wq_shutdown(C->q, NULL, NULL);
     C->q = NULL;
+    forget_failures();
+    /* Writes still in flight complete into the lowering functions, which
+     * need the table; those callbacks check C->exp. */
+    exp_free(C->exp);
+    C->exp = NULL;
 }
 
 const op_reconciler RC_NODESET = {

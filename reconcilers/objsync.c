@@ -14,15 +14,76 @@
  * runs one operator, so this table is process-wide. */
 static map_t in_flight;
 
+/* Writes that succeeded but whose result the cache has not shown yet: the
+ * resourceVersion the cached object had when the write was sent ("" when
+ * it did not exist). While the cache still shows that version, the object
+ * is treated as pending, so a pass in the gap between the answer and the
+ * watch event does not write the same thing again. Records expire after
+ * SETTLE_MS in case the event never comes (the relist repairs the cache). */
+#define SETTLE_MS 30000
+static map_t settling;
+
+struct settle {
+    char *key;
+    char *rv;
+    uint64_t at_ms;
+};
+
 struct write {
     char *key;
+    char *rv_before;
+    uint64_t sent_ms;
     objsync_cb cb;
     void *data;
 };
 
+static uint64_t now_ms(void)
+{
+    return uv_hrtime() / 1000000;
+}
+
+static void settle_drop(const char *key)
+{
+    struct settle *st = map_del(&settling, key);
+    if (st) {
+        free(st->key);
+        free(st->rv);
+        free(st);
+    }
+    if (settling.count == 0)
+        map_free(&settling);
+}
+
+/* Still waiting for the cache to show our last write to this object? */
+static int settling_on(const char *key, const sobj *cur)
+{
+    struct settle *st = map_get(&settling, key);
+    if (st == NULL)
+        return 0;
+    const char *rv = cur ? cur->rv : "";
+    if (now_ms() - st->at_ms > SETTLE_MS || strcmp(rv, st->rv) != 0) {
+        settle_drop(key);
+        return 0;
+    }
+    return 1;
+}
+
 int objsync_in_flight(void)
 {
     return (int)in_flight.count;
+}
+
+void objsync_reset(void)
+{
+    size_t it = 0;
+    void *v;
+    while (map_next(&settling, &it, NULL, &v)) {
+        struct settle *st = v;
+        free(st->key);
+        free(st->rv);
+        free(st);
+    }
+    map_free(&settling);
 }
 
 int json_subset(const cJSON *want, const cJSON *have)
@@ -58,6 +119,14 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
     map_del(&in_flight, w->key);
     if (in_flight.count == 0)
         map_free(&in_flight);
+    if (err == 0 && w->rv_before) {
+        settle_drop(w->key);
+        struct settle *rec = xcalloc(1, sizeof(*rec));
+        rec->key = xstrdup(w->key);
+        rec->rv = xstrdup(w->rv_before);
+        rec->at_ms = now_ms();
+        map_put(&settling, rec->key, rec);
+    }
     if (err == OP_EEXISTS || err == OP_ENOTFOUND)
         err = 0; /* the cache was behind; the next pass sees the truth */
     if (err && err != OP_ECANCELED)
@@ -65,10 +134,12 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
     if (w->cb)
         w->cb(err, w->key, w->data);
     free(w->key);
+    free(w->rv_before);
     free(w);
 }
 
-static struct write *begin(const kube_res *res, const char *ns, const char *name, objsync_cb cb, void *data)
+static struct write *begin(const kube_res *res, const char *ns, const char *name, const sobj *cur, objsync_cb cb,
+                           void *data)
 {
     char *key = xasprintf("%s/%s/%s", res->plural, ns ? ns : "", name);
     if (map_get(&in_flight, key)) {
@@ -77,17 +148,18 @@ static struct write *begin(const kube_res *res, const char *ns, const char *name
     }
     struct write *w = xcalloc(1, sizeof(*w));
     w->key = key;
+    w->rv_before = xstrdup(cur ? cur->rv : "");
     w->cb = cb;
     w->data = data;
     map_put(&in_flight, w->key, w);
     return w;
 }
 
-static int is_pending(const kube_res *res, const char *ns, const char *name)
+static int is_pending(const kube_res *res, const char *ns, const char *name, const sobj *cur)
 {
     char key[1024];
     snprintf(key, sizeof(key), "%s/%s/%s", res->plural, ns ? ns : "", name);
-    return map_get(&in_flight, key) != NULL;
+    return map_get(&in_flight, key) != NULL || settling_on(key, cur);
 }
 
 int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const cJSON *desired, objsync_cb cb,
@@ -97,11 +169,11 @@ int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const c
     const char *ns = json_get_str_or(desired, "metadata.namespace", "");
     if (name == NULL || *name == '\0')
         return OP_EINVAL;
-    if (is_pending(res, ns, name))
-        return OBJSYNC_PENDING;
     const sobj *cur = store_get(op_store(op, kind), ns, name);
+    if (is_pending(res, ns, name, cur))
+        return OBJSYNC_PENDING;
     if (cur == NULL) {
-        struct write *w = begin(res, ns, name, cb, data);
+        struct write *w = begin(res, ns, name, cur, cb, data);
         log_debug("objsync: creating %s %s/%s", res->kind, ns, name);
         kube_create(op->client, res, ns, desired, on_written, w);
         return OBJSYNC_WRITING;
@@ -135,7 +207,7 @@ int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const c
         cJSON_Delete(patch);
         return OBJSYNC_IN_SYNC;
     }
-    struct write *w = begin(res, ns, name, cb, data);
+    struct write *w = begin(res, ns, name, cur, cb, data);
     if (log_enabled(LOGL_DEBUG)) {
         char *s = json_dump(patch);
         log_debug("objsync: patching %s %s/%s: %.300s", res->kind, ns, name, s);
@@ -149,12 +221,12 @@ int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const c
 int objsync_delete(operator *op, enum op_kind kind, const kube_res *res, const char *ns, const char *name,
                    objsync_cb cb, void *data)
 {
-    if (is_pending(res, ns, name))
-        return OBJSYNC_PENDING;
     const sobj *cur = store_get(op_store(op, kind), ns, name);
+    if (is_pending(res, ns, name, cur))
+        return OBJSYNC_PENDING;
     if (cur == NULL || cur->deleting)
         return OBJSYNC_IN_SYNC;
-    struct write *w = begin(res, ns, name, cb, data);
+    struct write *w = begin(res, ns, name, cur, cb, data);
     kube_delete_opts o = {.uid = cur->uid, .grace_seconds = -1, .propagation = "Background"};
     kube_delete(op->client, res, ns, name, &o, on_written, w);
     return OBJSYNC_WRITING;

@@ -12,9 +12,10 @@
  * replaced as a whole. An object already in sync costs no request.
  * Immutable ConfigMaps and Secrets are never patched (Slinky's rule).
  *
- * One write per object is in flight at a time: while it is, further calls
- * for the same object return OBJSYNC_PENDING without writing, so a burst of
- * reconciles cannot pile up duplicate patches. The completion callback runs
+ * One write per object is in flight at a time: while it is, and after it
+ * succeeded until the cache shows its result, further calls for the same
+ * object return OBJSYNC_PENDING without writing, so passes in between
+ * cannot send duplicate creates or patches. The completion callback runs
  * when the write finishes (typically it enqueues the owner again).
  */
 #ifndef OP_OBJSYNC_H
@@ -49,5 +50,7 @@ int json_subset(const cJSON *want, const cJSON *have);
 
 /** Writes in flight (for shutdown and tests). */
 int objsync_in_flight(void);
+/** Forget the post-write bookkeeping (at shutdown). */
+void objsync_reset(void);
 
 #endif

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/yaml.h"
+#include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"
 #include "watchers/kinds.h"
 
@@ -494,6 +495,7 @@ static void on_client_closed(void *data)
     void *cb_data = op->opts.stopped_data;
     int code = p->exit_code;
     evrec_free(op->events);
+    objsync_reset();
     for (int k = 0; k < OPK__COUNT; k++)
         store_free(op->stores[k]);
     mx_registry_free(op->metrics);

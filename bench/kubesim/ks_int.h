@@ -1,0 +1,482 @@
+/* ks_int: kubesim's internal data model, shared by the engine's .c files.
+ *
+ * Objects are stored as immutable, reference-counted versions (ks_ver): the
+ * serialised JSON as it is sent on the wire plus the few fields selectors
+ * need (namespace, name, labels, selectable fields). A write parses the
+ * current version, changes the tree, and serialises a new version once; LIST
+ * and every watch reuse those bytes. The event history of a resource is a
+ * ring of (type, version, previous version) records, so a watch can replay
+ * changes after an RV and a LIST can rebuild the state at an older RV.
+ */
+#ifndef KS_INT_H
+#define KS_INT_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "bench/kubesim/ks.h"
+#include "core/buf.h"
+#include "core/labels.h"
+#include "core/list.h"
+#include "core/map.h"
+
+/* ---- versions ---------------------------------------------------------- */
+
+typedef struct ks_ver {
+    uint32_t refs;
+    uint32_t len; /* JSON bytes (data[0..len)) */
+    uint64_t rv;
+    uint32_t rv_off; /* offset of the RV digits inside the JSON, 0 when absent */
+    uint16_t rv_len;
+    uint16_t hdr_len; /* length of the `{"kind":..,"apiVersion":..,` prefix */
+    uint32_t ns_off;  /* into data: namespace ("" when cluster scoped) */
+    uint32_t name_off;
+    uint32_t labels_off; /* packed "k\0v\0...\0" (just "\0" when none) */
+    uint32_t fields_off; /* packed "field\0value\0...\0" */
+    char data[];
+} ks_ver;
+
+static inline const char *ver_json(const ks_ver *v)
+{
+    return v->data;
+}
+static inline const char *ver_ns(const ks_ver *v)
+{
+    return v->data + v->ns_off;
+}
+static inline const char *ver_name(const ks_ver *v)
+{
+    return v->data + v->name_off;
+}
+/** Value of a label, or NULL. */
+const char *ver_label(const ks_ver *v, const char *key);
+/** Value of a selectable field (metadata.name, metadata.namespace, or a
+ *  per-type field), "" when the object lacks it. */
+const char *ver_field(const ks_ver *v, const char *field);
+void ver_ref(ks_ver *v);
+void ver_unref(ks_ver *v);
+/** A copy of v whose metadata.resourceVersion is rv (DELETED events). */
+ks_ver *ver_restamp(const ks_ver *v, uint64_t rv);
+/** Parse the JSON of a version (never fails on our own bytes). */
+cJSON *ver_parse(const ks_ver *v);
+
+/* ---- resources --------------------------------------------------------- */
+
+enum ks_res_flags {
+    KSR_GENERATION = 1 << 0,         /* metadata.generation tracked */
+    KSR_RV_REQUIRED = 1 << 1,        /* PUT needs metadata.resourceVersion (422 otherwise) */
+    KSR_CREATE_ON_UPDATE = 1 << 2,   /* PUT of a missing object creates it */
+    KSR_DELETE_RETURNS_OBJ = 1 << 3, /* immediate DELETE answers the object, not a Status */
+    KSR_CUSTOM = 1 << 4,             /* served from a CRD */
+    KSR_NO_WATCH = 1 << 5,
+};
+
+/* One served version of a resource (built-ins have one). */
+typedef struct ks_view {
+    char *version;     /* "v1" */
+    char *api_version; /* "apps/v1", "v1" */
+    int has_status;
+    int has_scale;
+    char *spec_replicas_path; /* ".spec.replicas" */
+    char *status_replicas_path;
+    char *label_selector_path; /* may be NULL */
+    cJSON *schema;             /* openAPIV3Schema (CRs), owned */
+    int preserve_unknown;      /* schema root preserves unknown fields */
+} ks_view;
+
+typedef struct ks_event {
+    uint64_t rv;
+    int type;     /* KS_ADDED / KS_MODIFIED / KS_DELETED */
+    ks_ver *obj;  /* new state; for DELETED the last state stamped with the delete RV */
+    ks_ver *prev; /* state before (NULL for ADDED) */
+} ks_event;
+
+enum { KS_ADDED = 0, KS_MODIFIED = 1, KS_DELETED = 2 };
+
+typedef struct ks_hist {
+    ks_event *ring;
+    size_t cap, start, n;
+    size_t max;         /* configured size; the ring grows up to it */
+    uint64_t compacted; /* watches from an RV below this get 410 */
+} ks_hist;
+
+typedef struct ks_res {
+    list_node link; /* ks.resources */
+    char *group;    /* "" for core */
+    char *plural, *singular, *kind, *list_kind;
+    char *short_names; /* comma-separated, may be NULL */
+    char *categories;  /* comma-separated, may be NULL */
+    char *qual;        /* "pods", "deployments.apps" (qualified resource, for messages) */
+    char *qual_kind;   /* "Pod", "Deployment.apps" */
+    int namespaced;
+    unsigned flags;
+    const char *const *fields;   /* extra selectable fields, NULL-terminated, may be NULL */
+    const struct ks_builtin *bi; /* built-in behaviour, NULL for CRs */
+    ks_view *views;
+    int n_views;
+    int storage_view;
+    char *crd_name; /* CRs: the CRD that defines it */
+    map_t objs;     /* key -> ks_obj */
+    ks_hist hist;
+    list_node watches; /* ks_watch.link */
+    int removed;       /* CRD gone: no longer routed, freed at shutdown */
+} ks_res;
+
+/* ---- objects ----------------------------------------------------------- */
+
+typedef struct ks_oref {
+    list_node link; /* in the owner uid's dependents bucket */
+    struct ks_deps *bucket;
+    struct ks_obj *obj;
+    int block; /* blockOwnerDeletion */
+    char uid[40];
+} ks_oref;
+
+typedef struct ks_obj {
+    char *key; /* "ns/name" or "name" */
+    ks_res *res;
+    ks_ver *cur;
+    char uid[40];
+    ks_oref *orefs;
+    int n_orefs;
+    list_node gc_link;    /* ks.gc_queue */
+    struct ks_pod *pod;   /* pods: kubelet/scheduler state */
+    struct ks_node *node; /* nodes */
+} ks_obj;
+
+/* Dependents of one owner uid. */
+typedef struct ks_deps {
+    char uid[40];
+    list_node head; /* ks_oref.link */
+} ks_deps;
+
+/* Consistent LIST snapshots behind continue tokens. */
+typedef struct ks_snap {
+    list_node link;
+    ks_res *res;
+    uint64_t rv;
+    uint64_t created_ms;
+    size_t n;
+    ks_ver **items; /* sorted by (namespace, name) */
+} ks_snap;
+
+/* ---- the engine -------------------------------------------------------- */
+
+typedef struct ks_route {
+    char *key; /* "group/version/plural" */
+    ks_res *res;
+    int view;
+} ks_route;
+
+struct ks {
+    uv_loop_t *loop;
+    ks_config cfg;
+    char **owned_strs; /* copies of cfg strings */
+    int n_owned;
+    ks_hooks hooks;
+    uint64_t rv;
+    uint64_t rng;
+    list_node resources;
+    map_t routes; /* "g/v/plural" -> ks_route */
+    map_t uids;   /* uid -> ks_obj */
+    map_t deps;   /* owner uid -> ks_deps */
+    list_node snaps;
+    int n_snaps;
+    list_node dirty_watches;
+    int n_watches;
+    uv_prepare_t flush;
+    uv_timer_t gc_timer;
+    list_node gc_queue; /* objects whose owners must be checked */
+    map_t gc_owners;    /* owner uids that went away or are being deleted, value unused */
+    int gc_ns_pending;  /* a namespace is terminating */
+    struct ks_kubelet *kl;
+    /* faults */
+    double rate_429, rate_500;
+    unsigned latency_ms;
+    int expire_watches;
+    /* counters: "verb\tresource\tcode" -> count (value is the count cast to a pointer) */
+    map_t counters;
+    unsigned long long n_requests;
+    int closing;
+    int pending_closes;
+    void (*close_cb)(void *);
+    void *close_data;
+    int loading;         /* state load: no hooks, no namespace defaults */
+    const char *root_ca; /* PEM published in kube-root-ca.crt */
+};
+
+/* ---- status errors ----------------------------------------------------- */
+
+/* A field error (Kubernetes field.Error). */
+typedef struct ks_cause {
+    const char *reason; /* "FieldValueRequired", ... (static) */
+    char *field;
+    char *message; /* "Required value", "Invalid value: \"x\": detail" */
+} ks_cause;
+
+typedef struct ks_errs {
+    ks_cause items[16];
+    int n;
+} ks_errs;
+
+void errs_add(ks_errs *e, const char *reason, const char *field, const char *fmt, ...) OP_PRINTF(4, 5);
+void errs_free(ks_errs *e);
+#define ERR_REQUIRED(e, f) errs_add((e), "FieldValueRequired", (f), "Required value")
+#define ERR_REQUIRED_D(e, f, d) errs_add((e), "FieldValueRequired", (f), "Required value: %s", (d))
+#define ERR_FORBIDDEN(e, f, d) errs_add((e), "FieldValueForbidden", (f), "Forbidden: %s", (d))
+
+/** A Status failure response: code, reason, message and optional details. */
+void resp_status(ks_resp *r, int code, const char *reason, const char *message, const char *d_name,
+                 const char *d_group, const char *d_kind, const char *d_uid);
+void resp_statusf(ks_resp *r, int code, const char *reason, const char *fmt, ...) OP_PRINTF(4, 5);
+void resp_not_found(ks_resp *r, const ks_res *res, const char *name);
+void resp_already_exists(ks_resp *r, const ks_res *res, const char *name);
+void resp_conflict(ks_resp *r, const ks_res *res, const char *name, const char *why);
+void resp_conflict_modified(ks_resp *r, const ks_res *res, const char *name);
+/** 422 Invalid: "<Kind>[.group] "<name>" is invalid: ...". qual_kind/group for details. */
+void resp_invalid(ks_resp *r, const char *qual_kind, const char *group, const char *kind, const char *name,
+                  ks_errs *e);
+void resp_bad_request(ks_resp *r, const char *fmt, ...) OP_PRINTF(2, 3);
+void resp_plain(ks_resp *r, int code, const char *text);
+void resp_json_take(ks_resp *r, int code, cJSON *o); /* frees o */
+
+/* ---- utilities (ks_util.c) --------------------------------------------- */
+
+uint64_t ks_rand(ks *k);
+double ks_randf(ks *k);
+/** RFC 3339 "2024-05-01T10:00:00Z" for now + offset_s. */
+void ks_time_str(char out[32], long long offset_s);
+/** MicroTime "2024-05-01T10:00:00.123456Z". */
+void ks_microtime_str(char out[40]);
+long long ks_now_ms(void);
+/** Parse "2024-05-01T10:00:00Z" (fractions allowed); -1 on error. */
+long long ks_parse_time(const char *s);
+/** Query parameter lookup on a raw query string, percent-decoded into a
+ *  malloc'd string; NULL when absent ("" for "?watch"). */
+char *query_get(const char *query, const char *name);
+/** Kubernetes boolean query semantics: absent -> dflt; "0"/"false" -> 0; anything else -> 1. */
+int query_bool(const char *query, const char *name, int dflt);
+int parse_u64(const char *s, uint64_t *out);
+/** Qualified-name and DNS checks used by validation. */
+int dns_subdomain_ok(const char *s);
+int dns_label_ok(const char *s);
+const char *dns_subdomain_msg(void);
+const char *dns_label_msg(void);
+
+/* ---- store (ks_store.c) ------------------------------------------------ */
+
+void res_free(ks_res *r);
+ks_res *res_new(ks *k);
+void res_add_route(ks *k, ks_res *r, int view);
+void res_unroute(ks *k, ks_res *r);
+ks_route *route_find(ks *k, const char *group, const char *version, const char *plural);
+ks_res *res_find(ks *k, const char *group, const char *plural);
+ks_res *res_by_kind(ks *k, const char *api_version, const char *kind);
+
+/** Build the stored form of obj (canonical key order, RV set) as a version. */
+ks_ver *ver_build(const ks_res *r, cJSON *obj);
+/** Key "ns/name" into out. */
+void obj_key(char *out, size_t n, const char *ns, const char *name);
+ks_obj *obj_find(ks_res *r, const char *ns, const char *name);
+
+enum { WR_DRY_RUN = 1 };
+/** Store a new object (metadata complete except resourceVersion). Takes obj.
+ *  Returns the object; *out gets a reference to the stored version. */
+ks_obj *store_create(ks *k, ks_res *r, cJSON *obj, int flags, ks_ver **out);
+/** Replace the object's state. Takes obj. A state equal to the current one
+ *  is a no-op (same RV, no event). Finishes deletion when deletionTimestamp
+ *  is set, the grace period is 0 and no finalizers are left (then *gone=1
+ *  and o is freed). *out: reference to the resulting version (may be NULL). */
+void store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *gone);
+/** Remove now: DELETED event, indexes dropped, o freed. *out (optional) gets
+ *  the tombstone version. */
+void store_remove(ks *k, ks_obj *o, ks_ver **out);
+/** Same, with an RV already taken. */
+void store_remove_at(ks *k, ks_obj *o, uint64_t rv);
+/** Insert an object from the state file as it is (no RV bump, no event). Takes obj. */
+void store_load(ks *k, ks_res *r, cJSON *obj);
+/** Free an object without events (shutdown). */
+void store_drop(ks *k, ks_obj *o);
+/** Bump and return the global RV. */
+uint64_t store_next_rv(ks *k);
+/** Objects of a resource sorted by key, optionally one namespace; caller frees the array (refs not taken). */
+ks_ver **store_sorted(ks_res *r, const char *ns, size_t *n);
+/** State of r at rv rebuilt from the current state and the history; NULL
+ *  when the history does not reach back. Items are referenced. */
+ks_snap *snap_at(ks *k, ks_res *r, uint64_t rv);
+ks_snap *snap_lookup(ks *k, ks_res *r, uint64_t rv);
+void snap_free(ks_snap *s);
+void snaps_expire(ks *k, int all);
+/** Forget every event of every resource (restart fault). */
+void hist_compact_all(ks *k);
+int deletion_done(const cJSON *obj);
+
+/* ---- types (ks_types.c) ------------------------------------------------ */
+
+/* Per-type behaviour of built-ins. */
+typedef struct ks_builtin {
+    const char *group, *version, *plural, *singular, *kind, *short_names, *categories;
+    int namespaced;
+    unsigned flags;
+    int status; /* has a /status subresource */
+    int scale;  /* has /scale (spec.replicas / status.replicas / spec.selector) */
+    const char *const *fields;
+    /* defaults and validation on create; NULL when nothing to do */
+    void (*on_create)(ks *k, ks_res *r, cJSON *obj, ks_errs *e);
+    /* validation on update (old is the stored object) */
+    void (*on_update)(ks *k, ks_res *r, cJSON *obj, const cJSON *old, ks_errs *e);
+} ks_builtin;
+
+void types_register_builtins(ks *k);
+/** A CRD was created or changed: (re)build the resource it defines. */
+void crd_apply(ks *k, const cJSON *crd);
+/** A CRD is gone: remove its resource and every custom object. */
+void crd_remove(ks *k, const char *crd_name);
+/** CRD create/update validation and status. */
+void crd_validate(ks *k, cJSON *crd, ks_errs *e);
+void crd_set_status(cJSON *crd);
+/** Prune unknown fields and apply defaults of the view's schema; pruned
+ *  field paths go to warn (may be NULL). */
+void cr_prune_default(const ks_view *v, cJSON *obj, buf_t *warn);
+/** Validate obj against the view's schema. */
+void cr_validate(const ks_view *v, const cJSON *obj, ks_errs *e);
+/** Schema node for a dotted path (for list-map keys in apply). */
+const cJSON *schema_at(const cJSON *schema, const char *const *path, int depth);
+
+/* ---- selectors (ks_util.c) -------------------------------------------- */
+
+typedef struct fsel_term {
+    char *field;
+    char *value;
+    int neq;
+} fsel_term;
+
+typedef struct fsel {
+    int n;
+    fsel_term t[16];
+} fsel;
+
+/** Parse a fieldSelector for resource r; fields other than metadata.name,
+ *  metadata.namespace and r's selectable fields fail with a message
+ *  "field label not supported: X". */
+int fsel_parse(const ks_res *r, const char *s, fsel **out, char *err, size_t errlen);
+void fsel_free(fsel *f);
+/** The value an equality term requires for field, or NULL. */
+const char *fsel_required(const fsel *f, const char *field);
+int obj_matches(const ks_ver *v, const char *ns, const lsel *ls, const fsel *fs);
+
+/* ---- watch (ks_watch.c) ------------------------------------------------ */
+
+typedef struct ks_watch_opts {
+    const char *ns; /* NULL: all namespaces */
+    lsel *ls;       /* taken */
+    fsel *fs;       /* taken */
+    int rv_set;     /* resourceVersion given and not "0" */
+    uint64_t rv;
+    int initial;             /* send synthetic ADDED for the current state */
+    int send_initial_events; /* watch-list: end bookmark after them */
+    int bookmarks;
+    long long timeout_ms;
+    int expired; /* answer with the 410 ERROR event (too old or fault) */
+    uint64_t expired_req, expired_have;
+} ks_watch_opts;
+
+ks_watch *watch_new(ks *k, ks_res *r, int view, ks_watch_opts *o);
+/** Shutdown: end every watch now. */
+void watch_shutdown(ks *k);
+/** One of the engine's handles finished closing (frees the engine at the end of ks_close). */
+void ks__handle_closed(ks *k);
+
+/** Deliver one new event of r to every watch (and record it in the history). */
+void watch_dispatch(ks *k, ks_res *r, const ks_event *ev);
+void watch_flush_all(ks *k);
+/** End every watch (abort: without the chunk terminator). */
+void watch_end_all(ks *k, int abort);
+/** End every watch of r (CRD removed). */
+void watch_end_res(ks *k, ks_res *r);
+void hist_push(ks *k, ks_res *r, int type, ks_ver *obj, ks_ver *prev);
+
+/* ---- request handling (ks_api.c) --------------------------------------- */
+
+typedef struct ks_ctx {
+    ks *k;
+    const ks_req *req;
+    ks_resp *resp;
+    ks_res *res;
+    int view;
+    const char *ns;   /* namespace from the URL or NULL */
+    const char *name; /* object name or NULL */
+    const char *sub;  /* subresource or NULL */
+    char *verb;       /* for counters: get list watch create update patch delete deletecollection */
+} ks_ctx;
+
+void api_handle(ks *k, const ks_req *req, ks_resp *resp);
+/** Serialise a version for the view (kind/apiVersion header present). */
+int emit_obj(buf_t *b, const ks_res *r, int view, const ks_ver *v, int with_header);
+/** Run the generic DELETE flow on an object (used by GC and controllers too).
+ *  policy: "Background", "Foreground", "Orphan" or NULL. grace < 0: default.
+ *  Returns the resulting version (referenced) or NULL when removed. */
+ks_ver *obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *gone);
+
+/** Create an object from inside the engine (nodes, namespace defaults):
+ *  server fields and type defaults are filled in. Takes obj; NULL when it
+ *  already exists or is invalid. */
+ks_obj *obj_create_internal(ks *k, ks_res *r, cJSON *obj);
+
+/* ---- patches (ks_patch.c) ---------------------------------------------- */
+
+/** RFC 6902. 0, or OP_EPARSE (undecodable: msg filled, 400) or OP_EINVALID (failed op: 422). */
+int json_patch_apply(cJSON **doc, const char *patch, size_t len, char *msg, size_t msglen);
+/** Server-side apply of cfg onto live (NULL when creating) as manager.
+ *  Returns the merged object, or NULL with *conflict_msg (409) set; the
+ *  caller frees. managedFields of the result are updated. */
+cJSON *ssa_apply(const ks_res *r, int view, const cJSON *live, const cJSON *cfg, const char *manager,
+                 int force, char **conflict_msg, cJSON **conflict_causes);
+/** Record an Update operation by manager on an object that has managedFields. */
+void ssa_record_update(const ks_res *r, int view, const cJSON *old, cJSON *obj, const char *manager,
+                       const char *subresource);
+
+/* ---- controllers (ks_ctrl.c) ------------------------------------------- */
+
+void gc_init(ks *k);
+void gc_close(ks *k);
+/** An object changed (old NULL: created; new NULL: removed). */
+void gc_on_change(ks *k, ks_obj *o, const cJSON *newobj, int removed);
+void gc_kick(ks *k);
+void orefs_set(ks *k, ks_obj *o, const cJSON *obj);
+void orefs_clear(ks *k, ks_obj *o);
+
+/* ---- kubelet (ks_kubelet.c) -------------------------------------------- */
+
+int kubelet_init(ks *k);
+void kubelet_close(ks *k);
+void kubelet_free(ks *k);
+/** Create cfg->nodes Nodes (names that already exist are kept). */
+void kubelet_create_nodes(ks *k, int first, int count);
+/** A pod or node changed (new_ver NULL when removed; o may then be freed after return). */
+void kubelet_on_pod(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver, const cJSON *newobj);
+void kubelet_on_node(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver);
+void kubelet_obj_gone(ks *k, ks_obj *o);
+/** Admin: fail (or finish) pods. */
+int kubelet_set_phase(ks *k, ks_obj *pod, const char *phase, const char *reason, int exit_code);
+/** Grace period the kubelet will honour for a pod being deleted (ms). */
+unsigned kubelet_grace_ms(ks *k, long long grace_s);
+void kubelet_schedule_removal(ks *k, ks_obj *pod, long long grace_s);
+
+/* ---- admin (ks_admin.c) ------------------------------------------------ */
+
+void admin_handle(ks *k, const ks_req *req, ks_resp *resp);
+/** Count a request (verb, resource, code). */
+void counters_add(ks *k, const char *verb, const char *resource, int code);
+void counters_free(ks *k);
+/** 429/500/latency faults: non-zero when the request was answered. */
+int faults_apply(ks *k, ks_resp *resp);
+int state_load(ks *k, const char *path);
+
+/** A namespace was created: add what the controllers would (ServiceAccount, root CA ConfigMap). */
+void ks__namespace_created(ks *k, const char *name);
+
+/* ---- hooks called by the store on every change ------------------------- */
+void on_obj_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver, const cJSON *newobj);
+
+#endif

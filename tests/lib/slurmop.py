@@ -1,0 +1,252 @@
+"""Helpers for integration tests of the operator: run `slurmop` against a
+kubesim (or any kubeconfig), install the CRDs, build the custom resources of
+a small Slurm cluster, wait for conditions, read /metrics, and stop the
+process checking that it exited cleanly (status 0, no sanitizer report).
+
+Python standard library only. Typical use:
+
+    from kubesim import Kubesim
+    from slurmop import Slurmop, apply_crds, wait_for
+    with Kubesim(nodes=8) as ks:
+        c = ks.client()
+        apply_crds(c)
+        with Slurmop(ks.kubeconfig) as op:
+            ...
+"""
+
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+__all__ = ["Slurmop", "apply_crds", "wait_for", "yaml_to_json", "slurmop_binary", "tool_binary", "parse_metrics",
+           "make_cluster", "NS_API", "pods_of", "set_replicas"]
+
+SRC = os.environ.get("OP_SOURCE_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("OP_BUILD_DIR") or os.path.join(SRC, "build")
+NS_API = "/apis/slinky.slurm.net/v1beta1"
+
+
+def slurmop_binary():
+    return os.environ.get("SLURMOP_BIN") or os.path.join(BUILD, "slurmop")
+
+
+def tool_binary(name):
+    return os.path.join(BUILD, "tools", name)
+
+
+def yaml_to_json(paths):
+    """Every document of the YAML files, through the project's own loader."""
+    out = subprocess.run([tool_binary("yaml2json")] + list(paths), check=True, capture_output=True)
+    by_file = json.loads(out.stdout)
+    docs = []
+    for p in paths:
+        docs.extend(by_file.get(p) or [])
+    return docs
+
+
+def wait_for(pred, timeout=30, interval=0.05, what="condition"):
+    """Poll pred() until it returns a true value; return it. Fails with the
+    last value after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
+
+
+def apply_crds(client, timeout=10):
+    """Create the six slinky.slurm.net CRDs from crds/ and wait until served."""
+    docs = yaml_to_json(sorted(glob.glob(os.path.join(SRC, "crds", "*.yaml"))))
+    for d in docs:
+        r = client.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", d)
+        assert r.status in (201, 409), r.text
+    for d in docs:
+        plural = d["spec"]["names"]["plural"]
+        wait_for(lambda: client.get(NS_API + "/namespaces/default/" + plural).status == 200, timeout,
+                 what="CRD %s served" % plural)
+
+
+def parse_metrics(text):
+    """Prometheus text into {(name, frozenset(labels.items())): value}."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$', line)
+        if not m:
+            continue
+        labels = {}
+        if m.group(3):
+            for lm in re.finditer(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', m.group(3)):
+                labels[lm.group(1)] = lm.group(2)
+        out[(m.group(1), frozenset(labels.items()))] = float(m.group(4))
+    return out
+
+
+class Slurmop:
+    """A slurmop process. Extra keyword flags become --flag value."""
+
+    def __init__(self, kubeconfig, *args, env=None, log_level="debug", **flags):
+        self.kubeconfig = kubeconfig
+        self.args = list(args)
+        self.flags = flags
+        self.env = env
+        self.log_level = log_level
+        self.proc = None
+        self.tmp = tempfile.TemporaryDirectory(prefix="slurmop-")
+        self.stderr_path = os.path.join(self.tmp.name, "stderr.log")
+        self.metrics_url = None
+        self.health_url = None
+
+    def command(self):
+        cmd = [slurmop_binary(), "--kubeconfig", self.kubeconfig, "--metrics-addr", "127.0.0.1:0",
+               "--health-addr", "127.0.0.1:0", "--log-level", self.log_level]
+        for k, v in self.flags.items():
+            opt = "--" + k.replace("_", "-")
+            if v is True:
+                cmd.append(opt)
+            elif v is False or v is None:
+                continue
+            elif isinstance(v, (list, tuple)):
+                for x in v:
+                    cmd += [opt, str(x)]
+            else:
+                cmd += [opt, str(v)]
+        return cmd + self.args
+
+    def start(self, timeout=20):
+        env = dict(os.environ)
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        if self.env:
+            env.update(self.env)
+        self._err = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=self._err, env=env)
+        # The two listeners log their bound ports: metrics first, then health.
+        def ports():
+            found = re.findall(r"serving /metrics /healthz /readyz on ([0-9.]+:\d+)", self.stderr())
+            if self.proc.poll() is not None:
+                raise AssertionError("slurmop exited at start (%s):\n%s" % (self.proc.returncode, self.stderr()))
+            return found if len(found) >= 2 else None
+        found = wait_for(ports, timeout, what="slurmop listeners")
+        self.metrics_url = "http://" + found[0]
+        self.health_url = "http://" + found[1]
+        return self
+
+    def stderr(self):
+        try:
+            with open(self.stderr_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def get(self, url, timeout=5):
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def ready(self):
+        return self.get(self.health_url + "/readyz")[0] == 200
+
+    def wait_ready(self, timeout=30):
+        wait_for(self.ready, timeout, what="slurmop /readyz")
+
+    def metrics(self):
+        status, text = self.get(self.metrics_url + "/metrics")
+        assert status == 200, text
+        return parse_metrics(text)
+
+    def metric(self, metric_name, **labels):
+        """Sum of every sample of name whose labels include the given ones."""
+        total = 0.0
+        for (n, ls), v in self.metrics().items():
+            if n == metric_name and all((k, v2) in ls for k, v2 in labels.items()):
+                total += v
+        return total
+
+    def stop(self, sig=signal.SIGTERM, timeout=30, check=True):
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError("slurmop did not stop within %ss\n%s" % (timeout, self.stderr()[-6000:]))
+        rc = self.proc.returncode
+        self.proc = None
+        self._err.close()
+        if check:
+            err = self.stderr()
+            if rc != 0 or "Sanitizer" in err or "runtime error" in err:
+                raise AssertionError("slurmop exited with %s:\n%s" % (rc, err[-8000:]))
+        return rc
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self.stop(check=exc_type is None)
+        finally:
+            if exc_type is not None:
+                print("---- slurmop stderr (tail) ----\n" + self.stderr()[-6000:])
+            self.tmp.cleanup()
+
+
+def make_cluster(client, ns="default", ctl="slurm", nodesets=None, key_secret="slurm-auth-slurm",
+                 jwt_secret="slurm-auth-jwt"):
+    """Create the key Secrets and a Controller; then NodeSets from a dict
+    name -> extra spec (merged into a default spec). Returns the created
+    NodeSets' JSON."""
+    import base64
+    for name, key, data in ((key_secret, "slurm.key", b"k" * 64), (jwt_secret, "jwt.key", b"j" * 64)):
+        r = client.post("/api/v1/namespaces/%s/secrets" % ns,
+                        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+                         "data": {key: base64.b64encode(data).decode()}})
+        assert r.status in (201, 409), r.text
+    r = client.post(NS_API + "/namespaces/%s/controllers" % ns,
+                    {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "Controller", "metadata": {"name": ctl},
+                     "spec": {"slurmKeyRef": {"name": key_secret, "key": "slurm.key"},
+                              "jwtKeyRef": {"name": jwt_secret, "key": "jwt.key"},
+                              "persistence": {"enabled": False}}})
+    assert r.status in (201, 409), r.text
+    out = []
+    for name, extra in (nodesets or {}).items():
+        spec = {"controllerRef": {"name": ctl}, "replicas": 1,
+                "template": {"spec": {"hostname": name + "-"}}}
+        spec.update(extra)
+        r = client.post(NS_API + "/namespaces/%s/nodesets" % ns,
+                        {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet", "metadata": {"name": name},
+                         "spec": spec})
+        assert r.status == 201, r.text
+        out.append(r.json())
+    return out
+
+
+def pods_of(client, nodeset, ns="default", include_terminating=True):
+    r = client.get("/api/v1/namespaces/%s/pods" % ns, labelSelector="app.kubernetes.io/instance=" + nodeset)
+    assert r.status == 200, r.text
+    items = r.json().get("items") or []
+    if not include_terminating:
+        items = [p for p in items if not p["metadata"].get("deletionTimestamp")]
+    return items
+
+
+def set_replicas(client, nodeset, n, ns="default"):
+    """Scale through the scale subresource, as kubectl scale / HPA / KEDA do."""
+    r = client.patch(NS_API + "/namespaces/%s/nodesets/%s/scale" % (ns, nodeset), {"spec": {"replicas": n}})
+    assert r.status == 200, r.text
+    return r.json()
