@@ -294,11 +294,14 @@ static uint8_t *jwt_key_of(const sobj *ctl, size_t *len, char *why, size_t whyle
         return NULL;
     }
     const sobj *sec = store_get(op_store(S.op, OPK_SECRETS), ctl->ns, name);
-    const char *b64 = sec && sec->json ? json_get_str(json_child(sec->json, "data"), k) : NULL;
+    /* Secret keys may contain dots ("jwt.key"): look them up as keys, not paths. */
+    const cJSON *v = sec && sec->json ? json_child(json_child(sec->json, "data"), k) : NULL;
+    const char *b64 = cJSON_IsString(v) ? v->valuestring : NULL;
     if (b64 == NULL && sec && sec->json) {
         /* stringData is written by clients, not returned by the API; accept
          * it for stores fed from manifests (tests). */
-        const char *plain = json_get_str(json_child(sec->json, "stringData"), k);
+        const cJSON *sv = json_child(json_child(sec->json, "stringData"), k);
+        const char *plain = cJSON_IsString(sv) ? sv->valuestring : NULL;
         if (plain && *plain) {
             *len = strlen(plain);
             uint8_t *out = xmalloc(*len + 1);

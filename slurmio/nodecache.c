@@ -15,7 +15,7 @@
 #include "slurmio/hostlist.h"
 
 #define FAIL_BACKOFF_MIN_MS 1000u
-#define FAIL_BACKOFF_MAX_MS 10000u
+#define FAIL_BACKOFF_MAX_MS 5000u
 /* A write nobody managed to read back settles anyway after this long, so a
  * node can never be stuck "settling" (reads failing mean unknown anyway). */
 #define SETTLE_MAX_MS 60000u
@@ -53,9 +53,18 @@ typedef struct nc_rq {
     uint64_t sent_ns;  /* uv_hrtime() */
     int64_t sent_wall; /* epoch seconds */
     int64_t update_time;
+    int negotiating; /* the version was not known when sent: the time includes negotiation */
     nc_write_cb cb;
     void *data;
 } nc_rq;
+
+/* Slurm 22.05 (v0.0.38) answers a node poll with update_time by loading the
+ * partitions with the same update_time; when the nodes changed but the
+ * partitions did not, that second load "fails" with "no change" and the
+ * whole answer becomes HTTP 500 "Unspecified error" (-1), the same shape as
+ * a refused token. So a Slurm error on a poll that carried update_time is
+ * retried at once without it, and only a failure of that full read makes
+ * the cluster unknown. (Seen on the lab: every poll after a node write.) */
 
 struct nc_cache {
     uv_loop_t *loop;
@@ -326,6 +335,17 @@ static void on_nodes(int status, sm_response *resp, void *data)
     count_bytes(c, resp);
     int was_ok = c->ok;
     unsigned next;
+    if (status < 0 && r->update_time > 0 && resp->err.http_status >= 500) {
+        log_debug("slurm %s: node poll with update_time failed (%s); reading the whole table", c->name,
+                  resp->err.message ? resp->err.message : op_strerror(status));
+        c->stats.retried++;
+        c->update_time = 0;
+        c->force_full = 1;
+        rq_done(r);
+        if (!c->closing)
+            do_poll(&c->poll_timer);
+        return;
+    }
     if (status < 0) {
         c->stats.errors++;
         count_poll(c, "error");
@@ -356,15 +376,16 @@ static void on_nodes(int status, sm_response *resp, void *data)
                 c->update_time = resp->last_update;
             else
                 c->update_time = r->sent_wall - (int64_t)c->o.skew_margin_s;
-            /* Adapt the interval to what a full answer costs. */
-            uint64_t want = took_ms * 2;
+            /* Adapt the interval to what a full answer costs (not counting
+             * a version negotiation the first request waited for). */
+            uint64_t want = r->negotiating ? c->o.poll_min_ms : took_ms * 2;
             if (want < c->o.poll_min_ms)
                 want = c->o.poll_min_ms;
             if (want > c->o.poll_max_ms)
                 want = c->o.poll_max_ms;
-            if (want != c->interval_ms)
-                log_debug("slurm %s: full node table (%zu nodes) took %" PRIu64 " ms; polling every %" PRIu64 " ms",
-                          c->name, resp->n_nodes, took_ms, want);
+            log_debug("slurm %s: full node table (%zu nodes, update_time %" PRId64 ") took %" PRIu64
+                      " ms; polling every %" PRIu64 " ms",
+                      c->name, resp->n_nodes, r->update_time, took_ms, want);
             c->interval_ms = (unsigned)want;
         }
         c->last_ok_ms = r->sent_ms;
@@ -400,6 +421,7 @@ static void do_poll(uv_timer_t *t)
     int full = !c->ok || c->update_time == 0 || c->force_full || now - c->last_full_ms >= c->o.full_resync_ms;
     nc_rq *r = rq_new(c, NULL);
     r->update_time = full ? 0 : c->update_time;
+    r->negotiating = sr_version(c->rest) == 0;
     c->force_full = 0;
     c->polling = 1;
     c->stats.polls++;
@@ -718,6 +740,15 @@ static void on_jobs(int status, sm_response *resp, void *data)
         return;
     }
     count_bytes(c, resp);
+    if (status < 0 && r->update_time > 0 && resp->err.http_status >= 500) {
+        /* As for nodes: read the whole list at once before giving up. */
+        c->jobs_update_time = 0;
+        c->jobs_ok = 0;
+        rq_done(r);
+        if (!c->closing)
+            uv_timer_start(&c->jobs_timer, do_jobs, 0, 0);
+        return;
+    }
     if (status < 0) {
         if (c->jobs_ok)
             log_debug("slurm %s: job poll failed: %s", c->name, resp->err.message ? resp->err.message : "");
@@ -742,8 +773,9 @@ static void do_jobs(uv_timer_t *t)
     if (c->closing || c->jobs_polling)
         return;
     nc_rq *r = rq_new(c, NULL);
+    r->update_time = c->jobs_ok ? c->jobs_update_time : 0;
     c->jobs_polling = 1;
-    if (sr_get_jobs(c->rest, c->jobs_ok ? c->jobs_update_time : 0, on_jobs, r) < 0) {
+    if (sr_get_jobs(c->rest, r->update_time, on_jobs, r) < 0) {
         c->jobs_polling = 0;
         rq_done(r);
     }

@@ -183,6 +183,7 @@ typedef struct nc_stats {
     uint64_t not_modified; /* ... answered 304 */
     uint64_t full;         /* ... answered with the whole table */
     uint64_t errors;       /* ... failed */
+    uint64_t retried;      /* ... failed with update_time and retried at once without it */
     uint64_t single_reads; /* GET node/{name} */
     uint64_t events;       /* on_node calls (NULL included) */
     uint64_t bytes;        /* response bytes of every request of this cache */

@@ -44,6 +44,7 @@ typedef struct sim {
     int nodes_status;     /* 0 = normal; else answer the bad-token error with this status */
     int errors_in_200;    /* answer GET nodes with HTTP 200 and an "errors" list */
     int hang;             /* accept requests and never answer them */
+    int quirk_2205;       /* 22.05's partition quirk: a changed table asked with update_time is a 500 */
     const char *missing;  /* node writes naming this node fail with 2018 */
     sim_rec recs[SIM_MAX_RECS];
     int n;
@@ -171,6 +172,8 @@ static void sim_handler(hs_req *req, void *data)
             sim_fixture_reply(req, 200, fx);
         } else if (SIM.unchanged && hs_req_param(req, "update_time")) {
             hs_respond(req, 304, NULL, NULL, NULL, 0);
+        } else if (SIM.quirk_2205 && hs_req_param(req, "update_time")) {
+            sim_fixture_reply(req, 500, "v38_err_bad_token_nodes_500.json");
         } else {
             sim_json(req, 200, SIM.nodes);
         }

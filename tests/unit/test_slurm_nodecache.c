@@ -182,6 +182,38 @@ static void test_poll_304_and_changes(void **state)
     sim_stop(&TL);
 }
 
+/* Slurm 22.05 answers a changed node table asked with update_time with a
+ * 500 (its partition load says "no change"): read the whole table at once
+ * instead of going unknown. */
+static void test_2205_update_time_quirk(void **state)
+{
+    sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
+    SIM.quirk_2205 = 1;
+    cluster cl = open_cluster(38, 30, 1000);
+    wait_ready(&cl);
+    free(SIM.nodes);
+    SIM.nodes = sim_fixture("v38_nodes_mixed_states_200.json");
+    EV.wait_for = "n2";
+    run_until(&TL, &EV.seen);
+    run_for(&TL, 200);
+    const sm_node *n;
+    assert_int_equal(nc_lookup(cl.cache, "n2", &n), NC_PRESENT);
+    assert_true(sm_node_drained(n));
+    nc_stats st;
+    nc_get_stats(cl.cache, &st);
+    assert_true(st.retried >= 2);
+    assert_int_equal(st.errors, 0);
+    assert_int_equal(EV.all, 1); /* never went unknown */
+    assert_true(nc_ready(cl.cache));
+    /* A real failure of the full read still makes it unknown. */
+    SIM.nodes_status = 500;
+    EV.wait_all = 1;
+    run_until(&TL, &EV.all_hit);
+    assert_false(nc_ready(cl.cache));
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
 /* Errors and an unreachable Slurm make every node unknown (fail closed). */
 static void test_fail_closed(void **state)
 {
@@ -356,6 +388,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_poll_304_and_changes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_2205_update_time_quirk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fail_closed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_settles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_track, setup, teardown),
