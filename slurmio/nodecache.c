@@ -596,13 +596,14 @@ static void on_written(const char *node, int status, void *data)
                 e->settle_notify = 1;
                 want_read(c, e);
             } else if (status != OP_ECANCELED) {
-                /* Nothing changed (or we cannot tell): let the next pass
-                 * decide again instead of waiting for a read-back. */
+                /* Not settling: the next pass decides again. Read the node
+                 * anyway: a refused write may still have changed it (22.05
+                 * clears DRAIN of a never-registered node and then answers
+                 * 2028), and a missing node should show as absent. */
                 free(e->wkey);
                 e->wkey = NULL;
                 e->wdone_seq = 0;
-                if (status == OP_ENOTFOUND)
-                    want_read(c, e);
+                want_read(c, e);
             }
         }
         if (c->mx_writes)
