@@ -300,8 +300,8 @@ static void pod_written(int err, const cJSON *obj, const kube_status *st, void *
     free(c);
 }
 
-static void patch_pod(const char *set, const sobj *pod, const char *sub, enum kube_patch_type type, cJSON *patch,
-                      const pw_ent *e, const char *what)
+static void patch_pod(const char *set, const sobj *pod, const char *sub, enum kube_patch_type type,
+                      cJSON *patch, const pw_ent *e, const char *what)
 {
     pw_ctx *c = xcalloc(1, sizeof(*c));
     c->wkey = xstrdup(e->key);
@@ -461,10 +461,14 @@ uint32_t nss_condition_bits(const sm_node *n)
         uint64_t flag;
         uint32_t bit;
     } fl[] = {
-        {SM_NF(COMPLETING), PSC_COMPLETING},   {SM_NF(DRAIN), PSC_DRAIN},
-        {SM_NF(FAIL), PSC_FAIL},               {SM_NF(INVALID), PSC_INVALID},
-        {SM_NF(INVALID_REG), PSC_INVALID_REG}, {SM_NF(MAINTENANCE), PSC_MAINTENANCE},
-        {SM_NF(NOT_RESPONDING), PSC_NOT_RESPONDING}, {SM_NF(UNDRAIN), PSC_UNDRAIN},
+        {SM_NF(COMPLETING), PSC_COMPLETING},
+        {SM_NF(DRAIN), PSC_DRAIN},
+        {SM_NF(FAIL), PSC_FAIL},
+        {SM_NF(INVALID), PSC_INVALID},
+        {SM_NF(INVALID_REG), PSC_INVALID_REG},
+        {SM_NF(MAINTENANCE), PSC_MAINTENANCE},
+        {SM_NF(NOT_RESPONDING), PSC_NOT_RESPONDING},
+        {SM_NF(UNDRAIN), PSC_UNDRAIN},
     };
     for (size_t i = 0; i < ARRAY_SIZE(fl); i++)
         if (n->flags & fl[i].flag)
@@ -742,7 +746,8 @@ void nodeset_slurm_observe(operator *op, const sobj *nodeset, const cJSON *ctl, 
         nc_want_jobs(cache);
 }
 
-int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod, const char *why)
+int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod,
+                          const char *why)
 {
     nss_set *s = set_get(nodeset, nodeset->json);
     if (!map_get(&s->condemned, pod->uid)) {
@@ -752,10 +757,11 @@ int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, c
     nc_cache *cache = NULL;
     int avail = slurmclient_get(op, s->ctl_key, &cache);
     if (avail == SC_NO_RESTAPI) {
-        op_warn(op, nodeset, NSB_KIND, "DeletedWithoutDrain",
-                "Deleting pod %s (%s) without draining its Slurm node: Controller %s has no RestApi, so Slurm "
-                "cannot be asked",
-                pod->name, why, s->ctl_key);
+        op_warn(
+            op, nodeset, NSB_KIND, "DeletedWithoutDrain",
+            "Deleting pod %s (%s) without draining its Slurm node: Controller %s has no RestApi, so Slurm "
+            "cannot be asked",
+            pod->name, why, s->ctl_key);
         return NSS_DELETE;
     }
     set_pod_meta(s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
@@ -802,7 +808,8 @@ static void flush_drains(nss_set *s, nc_cache *cache, const sobj *nodeset)
     char reason[600];
     int shared = s->n_drains > BATCH_REASON_MIN;
     if (shared) {
-        snprintf(reason, sizeof(reason), NSS_REASON_PREFIX "Pods of NodeSet (%s/%s) are pending termination for scale-in",
+        snprintf(reason, sizeof(reason),
+                 NSS_REASON_PREFIX "Pods of NodeSet (%s/%s) are pending termination for scale-in",
                  nodeset->ns, nodeset->name);
         log_info("nodeset %s: draining %zu Slurm nodes for scale-in", s->key, s->n_drains);
     }
@@ -812,7 +819,8 @@ static void flush_drains(nss_set *s, nc_cache *cache, const sobj *nodeset)
                      s->drain_pods[i]);
         int rc = drain(cache, s, s->drain_nodes[i], reason);
         if (rc < 0 && rc != OP_EBUSY)
-            log_warn("nodeset %s: cannot drain Slurm node %s: %s", s->key, s->drain_nodes[i], op_strerror(rc));
+            log_warn("nodeset %s: cannot drain Slurm node %s: %s", s->key, s->drain_nodes[i],
+                     op_strerror(rc));
     }
     clear_drains(s);
 }
@@ -900,7 +908,8 @@ static void sync_cordon(sync_ctx *x, const nsb_pod *p, const sobj *pod, const ch
             free(why);
             if (drain(x->cache, x->s, name, reason) == 0)
                 op_event(x->op, x->nodeset, NSB_KIND, "NodeCordon", "Drain",
-                         "Node %s is cordoned: draining Slurm node %s of pod %s", node->name, name, pod->name);
+                         "Node %s is cordoned: draining Slurm node %s of pod %s", node->name, name,
+                         pod->name);
         }
         return;
     }
@@ -909,8 +918,8 @@ static void sync_cordon(sync_ctx *x, const nsb_pod *p, const sobj *pod, const ch
          *    (no scale-in under way, not condemned now, not an old pod of a
          *    rolling update), which Slinky uncordons. */
         int keep = x->uncordon_ok && !condemned && !p->terminating &&
-                   (!x->rolling || (p->revision && nsb_revision_same(p->revision, x->update_hash,
-                                                                     x->nodeset->name)));
+                   (!x->rolling ||
+                    (p->revision && nsb_revision_same(p->revision, x->update_hash, x->nodeset->name)));
         if (!keep) {
             if (!sm_node_drain(n)) {
                 snprintf(reason, sizeof(reason), NSS_REASON_PREFIX "Pod (%s/%s) was cordoned", pod->ns,
@@ -1030,7 +1039,8 @@ static void sync_prune(sync_ctx *x)
     for (size_t i = 0; i < pc.n; i++) {
         if (slurm_delete(x->cache, x->s, pc.victims[i]) == 0)
             op_event(x->op, x->nodeset, NSB_KIND, "DefunctSlurmNodePruned", "Prune",
-                     "Deleted the record of Slurm node %s: its pod and Kubernetes node are gone", pc.victims[i]);
+                     "Deleted the record of Slurm node %s: its pod and Kubernetes node are gone",
+                     pc.victims[i]);
         free(pc.victims[i]);
     }
     free(pc.victims);
@@ -1069,7 +1079,8 @@ static void nodeset_written(int err, const cJSON *obj, const kube_status *st, vo
 {
     char *key = data;
     if (err && err != OP_ECANCELED && err != OP_ENOTFOUND) {
-        log_warn("nodeset %s: metadata/status write failed: %s (%s)", key, op_strerror(err), st ? st->message : "");
+        log_warn("nodeset %s: metadata/status write failed: %s (%s)", key, op_strerror(err),
+                 st ? st->message : "");
         nodeset_enqueue_after(key, 1000);
     }
     free(key);
@@ -1109,8 +1120,8 @@ static void set_finalizer(operator *op, const sobj *nodeset, int want)
     cJSON *meta = json_obj_ensure(patch, "metadata");
     json_set(meta, "finalizers", list);
     json_set_str(meta, "resourceVersion", nodeset->rv);
-    kube_patch(op->client, &KUBE_SLINKY_NODESETS, nodeset->ns, nodeset->name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0,
-               nodeset_written, xstrdup(nodeset->key));
+    kube_patch(op->client, &KUBE_SLINKY_NODESETS, nodeset->ns, nodeset->name, NULL, KUBE_PATCH_MERGE, patch,
+               NULL, 0, nodeset_written, xstrdup(nodeset->key));
     cJSON_Delete(patch);
 }
 
@@ -1149,8 +1160,8 @@ static void set_resv_condition(operator *op, const sobj *nodeset, const char *st
     cJSON_AddItemToArray(list, mine);
     cJSON *patch = cJSON_CreateObject();
     json_set(json_obj_ensure(patch, "status"), "conditions", list);
-    kube_patch(op->client, &KUBE_SLINKY_NODESETS, nodeset->ns, nodeset->name, "status", KUBE_PATCH_MERGE, patch,
-               NULL, 0, nodeset_written, xstrdup(nodeset->key));
+    kube_patch(op->client, &KUBE_SLINKY_NODESETS, nodeset->ns, nodeset->name, "status", KUBE_PATCH_MERGE,
+               patch, NULL, 0, nodeset_written, xstrdup(nodeset->key));
     cJSON_Delete(patch);
 }
 
@@ -1192,8 +1203,8 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
     }
     int64_t start = nsb_parse_time(json_get_str(x->ns, "spec.updateStrategy.scheduledUpdate.startTime"));
     int64_t dur_ns = 0;
-    if (clc_parse_duration(json_get_str_or(x->ns, "spec.updateStrategy.scheduledUpdate.duration", "30m"), &dur_ns) !=
-            0 ||
+    if (clc_parse_duration(json_get_str_or(x->ns, "spec.updateStrategy.scheduledUpdate.duration", "30m"),
+                           &dur_ns) != 0 ||
         start <= 0)
         return; /* the webhook refuses such a NodeSet */
     uint64_t flags = SM_RF(MAINT) | SM_RF(IGNORE_JOBS);
@@ -1260,8 +1271,10 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
             const sm_node *sn = NULL;
             if (nc_lookup(x->cache, slurm_name(pod_sobj(p)), &sn) != NC_PRESENT)
                 continue;
-            if ((sn->flags & SM_NF(MAINTENANCE)) && sn->reservation && strcmp(sn->reservation, resv_name) == 0)
-                x->act->condemn(x->act->ctx, pod_sobj(p), "scheduled update (maintenance reservation active)");
+            if ((sn->flags & SM_NF(MAINTENANCE)) && sn->reservation &&
+                strcmp(sn->reservation, resv_name) == 0)
+                x->act->condemn(x->act->ctx, pod_sobj(p),
+                                "scheduled update (maintenance reservation active)");
         }
     }
 }
@@ -1294,8 +1307,8 @@ int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
     case NC_PRESENT: {
         sm_resv_desc d = {.name = resv_name};
         if (resv_write(cache, s, NC_RESV_DELETE, &d) == OP_ENOTSUP) {
-            log_warn("nodeset %s: cannot delete reservation %s with this Slurm; dropping the finalizer", s->key,
-                     resv_name);
+            log_warn("nodeset %s: cannot delete reservation %s with this Slurm; dropping the finalizer",
+                     s->key, resv_name);
             set_finalizer(op, nodeset, 0);
         }
         break;
@@ -1307,8 +1320,8 @@ int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
     return 1;
 }
 
-void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns, const nsb_pod *pods,
-                        size_t n, const char *update_hash, const nss_actions *act)
+void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
+                        const nsb_pod *pods, size_t n, const char *update_hash, const nss_actions *act)
 {
     nss_set *s = set_get(nodeset, ns);
     nc_cache *cache;
@@ -1322,7 +1335,8 @@ void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, con
         .cache = cache,
         .act = act,
         .update_hash = update_hash,
-        .rolling = strcmp(json_get_str_or(ns, "spec.updateStrategy.type", "RollingUpdate"), "RollingUpdate") == 0,
+        .rolling =
+            strcmp(json_get_str_or(ns, "spec.updateStrategy.type", "RollingUpdate"), "RollingUpdate") == 0,
     };
     /* Pods are uncordoned only when no scale-in is under way. */
     size_t active = 0;
@@ -1356,8 +1370,8 @@ void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, con
             /* Registration drift: Ready for a while, yet Slurm has no such
              * node (confirmed by a table read after the grace period). */
             op_warn(op, nodeset, NSB_KIND, "SlurmNodeNotRegistered",
-                    "Pod %s is Ready but Slurm has no node %s; deleting it so that it registers again", pod->name,
-                    name);
+                    "Pod %s is Ready but Slurm has no node %s; deleting it so that it registers again",
+                    pod->name, name);
             act->delete_pod(act->ctx, pod, "its Slurm node is not registered");
         }
     }

@@ -56,14 +56,16 @@ void nodeset_slurm_forget(operator *op, const char *key);
  *  must stop here. */
 int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns);
 /** Start of a pass: learn which pods map to which Slurm nodes. */
-void nodeset_slurm_observe(operator *op, const sobj *nodeset, const cJSON *ctl, const nsb_pod *pods, size_t n);
+void nodeset_slurm_observe(operator *op, const sobj *nodeset, const cJSON *ctl, const nsb_pod *pods,
+                           size_t n);
 /** A pod must go: cordon and drain it; NSS_DELETE when it may be deleted now. */
-int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod, const char *why);
+int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod,
+                          const char *why);
 /** After scaling and updates (expectations satisfied): cordon/uncordon sync,
  *  deadlines, topology, features, registration drift, pruning, the
  *  ScheduledUpdate reservation. update_hash is the update revision. */
-void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns, const nsb_pod *pods,
-                        size_t n, const char *update_hash, const nss_actions *act);
+void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
+                        const nsb_pod *pods, size_t n, const char *update_hash, const nss_actions *act);
 /** Every pass, with the status: pod conditions, pod-protect labels, pod info
  *  in the node comments, and the Slurm counts for the NodeSet status (the
  *  last known counts while Slurm cannot be read). */

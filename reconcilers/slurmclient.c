@@ -22,7 +22,7 @@
 
 /* One Slurm cluster: the client and cache of one Controller. */
 typedef struct cluster {
-    char *key;  /* "ns/ctl" */
+    char *key; /* "ns/ctl" */
     char *url;
     char *restapi_uid;
     uint8_t key_hash[SHA256_LEN];
@@ -121,7 +121,8 @@ static const sobj *restapi_of(const char *ns, const char *ctl)
         const char *ref = json_get_str(o->json, "spec.controllerRef.name");
         if (!ref || strcmp(ref, ctl) != 0)
             continue;
-        if (!best || o->created < best->created || (o->created == best->created && strcmp(o->name, best->name) < 0))
+        if (!best || o->created < best->created ||
+            (o->created == best->created && strcmp(o->name, best->name) < 0))
             best = o;
     }
     return best;
@@ -211,8 +212,8 @@ static void cache_node_event(const char *node, void *data)
         buf_t b;
         buf_init(&b, 1024);
         if (sb_describe(nc_version(c->cache), nc_have_lib(c->cache), &b) == 0)
-            log_info("slurm %s: %s via %s; backends: %s", c->key, sm_version_str(nc_version(c->cache)), c->url,
-                     buf_cstr(&b));
+            log_info("slurm %s: %s via %s; backends: %s", c->key, sm_version_str(nc_version(c->cache)),
+                     c->url, buf_cstr(&b));
         buf_free(&b);
         c->logged_plan = 1;
     }

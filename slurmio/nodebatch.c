@@ -219,11 +219,15 @@ static void request_done(nb_batcher *b, nb_group *g, int status, const char *mes
     double ms = (double)(uv_hrtime() - g->sent_ns) / 1e6;
     if (status < 0 && status != OP_ECANCELED)
         log_info("slurm %s: %s of %s (%zu node%s) via %s failed after %.1f ms: %s", b->name,
-                 g->is_delete ? "delete" : sm_node_req_name(g->u.state) ? sm_node_req_name(g->u.state) : "update",
+                 g->is_delete                   ? "delete"
+                 : sm_node_req_name(g->u.state) ? sm_node_req_name(g->u.state)
+                                                : "update",
                  g->hostlist, g->n, g->n == 1 ? "" : "s", path, ms, message ? message : op_strerror(status));
     else
         log_debug("slurm %s: %s of %s (%zu node%s) via %s: %s in %.1f ms", b->name,
-                  g->is_delete ? "delete" : sm_node_req_name(g->u.state) ? sm_node_req_name(g->u.state) : "update",
+                  g->is_delete                   ? "delete"
+                  : sm_node_req_name(g->u.state) ? sm_node_req_name(g->u.state)
+                                                 : "update",
                   g->hostlist, g->n, g->n == 1 ? "" : "s", path, op_strerror(status), ms);
     if (status == OP_ENOTFOUND && g->n > 1 && !g->no_split && !b->closing) {
         /* One missing node refuses the whole hostlist: retry node by node

@@ -78,14 +78,14 @@ int nb_delete(nb_batcher *b, const char *node, nb_done_cb cb, void *data);
 void nb_flush(nb_batcher *b);
 
 typedef struct nb_stats {
-    uint64_t queued;       /* node writes accepted */
-    uint64_t requests;     /* requests sent (all paths) */
+    uint64_t queued;   /* node writes accepted */
+    uint64_t requests; /* requests sent (all paths) */
     uint64_t rest_requests;
     uint64_t lib_requests;
-    uint64_t largest;      /* most nodes in one request */
-    uint64_t split;        /* groups re-sent node by node after OP_ENOTFOUND */
-    uint64_t failed;       /* node writes completed with an error (cancellations excluded) */
-    unsigned in_flight;    /* requests in flight */
+    uint64_t largest;   /* most nodes in one request */
+    uint64_t split;     /* groups re-sent node by node after OP_ENOTFOUND */
+    uint64_t failed;    /* node writes completed with an error (cancellations excluded) */
+    unsigned in_flight; /* requests in flight */
 } nb_stats;
 void nb_get_stats(const nb_batcher *b, nb_stats *out);
 

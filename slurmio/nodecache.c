@@ -33,7 +33,7 @@ typedef struct nc_node {
     /* individual reads */
     uint64_t track_until; /* uv_now() ms */
     int reading;
-    int want_read; /* in c->reread */
+    int want_read;     /* in c->reread */
     int settle_notify; /* tell the owner once the write has been read back */
     list_node reread_link;
 } nc_node;
@@ -205,7 +205,8 @@ static void set_ok(nc_cache *c, int ok)
     if (ok)
         log_info("slurm %s: node table readable again", c->name);
     else
-        log_warn("slurm %s: node table unknown (Slurm unreachable or answering errors); drains wait", c->name);
+        log_warn("slurm %s: node table unknown (Slurm unreachable or answering errors); drains wait",
+                 c->name);
     fire(c, NULL);
 }
 
@@ -618,8 +619,8 @@ static void on_written(const char *node, int status, void *data)
         maybe_finish(c);
 }
 
-static int start_write(nc_cache *c, const char *name, const char *key, const sm_node_update *u, nc_write_cb cb,
-                       void *data)
+static int start_write(nc_cache *c, const char *name, const char *key, const sm_node_update *u,
+                       nc_write_cb cb, void *data)
 {
     if (c->closing)
         return OP_ECANCELED;
@@ -758,7 +759,8 @@ static void on_jobs(int status, sm_response *resp, void *data)
     } else {
         if (!resp->not_modified) {
             apply_jobs(c, resp);
-            c->jobs_update_time = resp->last_update > 0 ? resp->last_update : r->sent_wall - c->o.skew_margin_s;
+            c->jobs_update_time =
+                resp->last_update > 0 ? resp->last_update : r->sent_wall - c->o.skew_margin_s;
         }
         c->jobs_ok = 1;
         c->jobs_ok_ms = r->sent_ms;
@@ -1115,20 +1117,23 @@ static void setup_metrics(nc_cache *c, mx_registry *r)
     c->mx_polls = mx_family_new(r, MX_COUNTER, "slurmop_slurm_node_polls_total",
                                 "Polls of a Slurm cluster's node table by result (full, not_modified, error)",
                                 "cluster,result", NULL, 0, NULL);
-    c->mx_bytes = mx_family_new(r, MX_GAUGE, "slurmop_slurm_received_bytes",
-                                "Response bytes received from a cluster's slurmrestd", "cluster", NULL, 0, NULL);
-    c->mx_last = mx_family_new(r, MX_GAUGE, "slurmop_slurm_last_success_timestamp_seconds",
-                               "When a cluster's node table was last read successfully", "cluster", NULL, 0, NULL);
+    c->mx_bytes =
+        mx_family_new(r, MX_GAUGE, "slurmop_slurm_received_bytes",
+                      "Response bytes received from a cluster's slurmrestd", "cluster", NULL, 0, NULL);
+    c->mx_last =
+        mx_family_new(r, MX_GAUGE, "slurmop_slurm_last_success_timestamp_seconds",
+                      "When a cluster's node table was last read successfully", "cluster", NULL, 0, NULL);
     c->mx_up = mx_family_new(r, MX_GAUGE, "slurmop_slurm_up",
-                             "1 while a cluster's node table is readable, 0 while it is unknown", "cluster", NULL, 0,
-                             NULL);
-    c->mx_nodes = mx_family_new(r, MX_GAUGE, "slurmop_slurm_nodes", "Nodes in a cluster's node table", "cluster",
-                                NULL, 0, NULL);
-    c->mx_interval = mx_family_new(r, MX_GAUGE, "slurmop_slurm_poll_interval_seconds",
-                                   "Current poll interval of a cluster's node table", "cluster", NULL, 0, NULL);
-    c->mx_writes = mx_family_new(r, MX_COUNTER, "slurmop_slurm_node_writes_total",
-                                 "Node writes (drain, undrain, comment ...) by result", "cluster,result", NULL, 0,
-                                 NULL);
+                             "1 while a cluster's node table is readable, 0 while it is unknown", "cluster",
+                             NULL, 0, NULL);
+    c->mx_nodes = mx_family_new(r, MX_GAUGE, "slurmop_slurm_nodes", "Nodes in a cluster's node table",
+                                "cluster", NULL, 0, NULL);
+    c->mx_interval =
+        mx_family_new(r, MX_GAUGE, "slurmop_slurm_poll_interval_seconds",
+                      "Current poll interval of a cluster's node table", "cluster", NULL, 0, NULL);
+    c->mx_writes =
+        mx_family_new(r, MX_COUNTER, "slurmop_slurm_node_writes_total",
+                      "Node writes (drain, undrain, comment ...) by result", "cluster,result", NULL, 0, NULL);
     if (c->mx_up)
         mx_gauge_set(mx_gauge_get(c->mx_up, MX_LV(c->name)), 0);
 }
@@ -1196,8 +1201,8 @@ int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
         timers[i]->data = c;
     }
     setup_metrics(c, opts->metrics);
-    log_info("slurm %s: node cache started (poll every %u-%u ms, stale after %u ms)", c->name, c->o.poll_min_ms,
-             c->o.poll_max_ms, c->o.stale_ms);
+    log_info("slurm %s: node cache started (poll every %u-%u ms, stale after %u ms)", c->name,
+             c->o.poll_min_ms, c->o.poll_max_ms, c->o.stale_ms);
     schedule_poll(c, 0);
     *out = c;
     return 0;

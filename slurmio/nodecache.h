@@ -69,20 +69,20 @@ enum nc_found {
 };
 
 typedef struct nc_opts {
-    const char *name;       /* the cluster, for logs and the metrics label "cluster" (copied) */
-    sr_client *rest;        /* required, borrowed: close the cache before it */
-    sl_backend *lib;        /* optional, borrowed (for writes 22.05's REST cannot do) */
-    mx_registry *metrics;   /* optional */
-    unsigned poll_min_ms;   /* default 1000 */
-    unsigned poll_max_ms;   /* default 30000 */
+    const char *name;        /* the cluster, for logs and the metrics label "cluster" (copied) */
+    sr_client *rest;         /* required, borrowed: close the cache before it */
+    sl_backend *lib;         /* optional, borrowed (for writes 22.05's REST cannot do) */
+    mx_registry *metrics;    /* optional */
+    unsigned poll_min_ms;    /* default 1000 */
+    unsigned poll_max_ms;    /* default 30000 */
     unsigned full_resync_ms; /* default 600000 */
-    unsigned track_ms;      /* default 1000 */
-    unsigned max_tracked;   /* default 32 */
-    unsigned stale_ms;      /* default 60000 */
-    unsigned skew_margin_s; /* subtracted from our clock for update_time (v0.0.38), default 2 */
-    unsigned jobs_ms;       /* default 3000 */
-    unsigned ping_ms;       /* default 5000 */
-    unsigned resv_ms;       /* default 10000 */
+    unsigned track_ms;       /* default 1000 */
+    unsigned max_tracked;    /* default 32 */
+    unsigned stale_ms;       /* default 60000 */
+    unsigned skew_margin_s;  /* subtracted from our clock for update_time (v0.0.38), default 2 */
+    unsigned jobs_ms;        /* default 3000 */
+    unsigned ping_ms;        /* default 5000 */
+    unsigned resv_ms;        /* default 10000 */
     /* Events (see above); all optional. */
     void (*on_node)(const char *name, void *data);
     void (*on_ping)(void *data);

@@ -78,8 +78,8 @@ struct sr_client {
     list_node waiting; /* waiting for the version */
     list_node done;    /* completed, to deliver from the timer */
     uv_timer_t defer;
-    int works;    /* threadpool jobs in flight */
-    int in_http;  /* HTTP requests in flight */
+    int works;     /* threadpool jobs in flight */
+    int in_http;   /* HTTP requests in flight */
     int in_flight; /* submitted, not yet delivered */
     /* closing */
     int closing;
@@ -309,17 +309,19 @@ static void send_req(sr_client *c, sr_req *r)
     if (op == SM_OP_UPDATE_NODES && !sm_version_has(c->version, SM_OP_UPDATE_NODES) &&
         sm_version_has(c->version, SM_OP_UPDATE_NODE) && hostlist_name_valid(r->arg))
         op = r->op = SM_OP_UPDATE_NODE;
-    if (r->has_update && (r->upd.set & SM_UPD_TOPOLOGY) && !sm_version_has(c->version, SM_OP_UPDATE_TOPOLOGY)) {
+    if (r->has_update && (r->upd.set & SM_UPD_TOPOLOGY) &&
+        !sm_version_has(c->version, SM_OP_UPDATE_TOPOLOGY)) {
         complete(c, r, OP_ENOTSUP);
         return;
     }
     buf_t path, body;
     buf_init(&path, 8192);
     buf_init(&body, (size_t)16 << 20);
-    const char *arg = (op == SM_OP_GET_NODES || op == SM_OP_GET_JOBS || op == SM_OP_PING ||
-                       op == SM_OP_GET_RESERVATIONS || op == SM_OP_UPDATE_NODES || op == SM_OP_POST_RESERVATION)
-                          ? NULL
-                          : r->arg;
+    const char *arg =
+        (op == SM_OP_GET_NODES || op == SM_OP_GET_JOBS || op == SM_OP_PING || op == SM_OP_GET_RESERVATIONS ||
+         op == SM_OP_UPDATE_NODES || op == SM_OP_POST_RESERVATION)
+            ? NULL
+            : r->arg;
     int rc = sm_path(c->version, op, arg, &path);
     if (rc == 0 && r->update_time > 0)
         rc = buf_printf(&path, "?update_time=%" PRId64, r->update_time) < 0 ? OP_ETOOBIG : 0;
@@ -578,8 +580,8 @@ int sr_negotiate(sr_client *c, void (*cb)(int status, int version, void *data), 
     return submit(c, r);
 }
 
-static int simple(sr_client *c, enum sm_op op, enum sm_kind kind, const char *arg, int64_t update_time, sr_cb cb,
-                  void *data)
+static int simple(sr_client *c, enum sm_op op, enum sm_kind kind, const char *arg, int64_t update_time,
+                  sr_cb cb, void *data)
 {
     if (c->closing)
         return OP_ECANCELED;

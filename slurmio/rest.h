@@ -46,16 +46,16 @@ typedef struct sr_client sr_client;
 #define SR_OFFLOAD_BYTES (256u * 1024u)
 
 typedef struct sr_opts {
-    const char *url;           /* "http://host:port" (https needs tls) */
-    const void *key;           /* JWT signing key (raw bytes of Slurm's jwt_key); copied; required */
+    const char *url; /* "http://host:port" (https needs tls) */
+    const void *key; /* JWT signing key (raw bytes of Slurm's jwt_key); copied; required */
     size_t key_len;
-    const char *user;          /* Slurm user of the token and of X-SLURM-USER-NAME (default "slurm") */
-    unsigned token_lifetime_s; /* default 900 (15 min); re-minted after 80 % */
-    unsigned timeout_ms;       /* deadline of each request, from submission (default 15000) */
+    const char *user;            /* Slurm user of the token and of X-SLURM-USER-NAME (default "slurm") */
+    unsigned token_lifetime_s;   /* default 900 (15 min); re-minted after 80 % */
+    unsigned timeout_ms;         /* deadline of each request, from submission (default 15000) */
     unsigned connect_timeout_ms; /* default 5000 */
-    size_t max_body;           /* response body cap (default 256 MiB) */
-    int max_conns;             /* keep-alive connections (default 4) */
-    int version;               /* a SM_V* to use without negotiating; 0 = negotiate */
+    size_t max_body;             /* response body cap (default 256 MiB) */
+    int max_conns;               /* keep-alive connections (default 4) */
+    int version;                 /* a SM_V* to use without negotiating; 0 = negotiate */
     /* The wall clock used for tokens (seconds since the epoch); NULL = time(). For tests. */
     int64_t (*now)(void *data);
     void *now_data;
@@ -124,14 +124,14 @@ int sr_delete_reservation(sr_client *c, const char *name, sr_cb cb, void *data);
 
 /** Counters for metrics and tests. */
 typedef struct sr_stats {
-    uint64_t requests;      /* HTTP requests sent (negotiation included) */
-    uint64_t errors;        /* completions with a negative status (canceled ones excluded) */
-    uint64_t not_modified;  /* 304 answers */
-    uint64_t bytes_in;      /* response body bytes */
+    uint64_t requests;     /* HTTP requests sent (negotiation included) */
+    uint64_t errors;       /* completions with a negative status (canceled ones excluded) */
+    uint64_t not_modified; /* 304 answers */
+    uint64_t bytes_in;     /* response body bytes */
     uint64_t tokens_minted;
-    uint64_t negotiations;  /* GET /openapi/v3 sent */
-    uint64_t offloaded;     /* bodies decoded on the threadpool */
-    int in_flight;          /* submitted and not completed */
+    uint64_t negotiations; /* GET /openapi/v3 sent */
+    uint64_t offloaded;    /* bodies decoded on the threadpool */
+    int in_flight;         /* submitted and not completed */
 } sr_stats;
 void sr_get_stats(const sr_client *c, sr_stats *out);
 

@@ -134,10 +134,11 @@ static void run_phase(phase *ph, int state, int per_node_reason)
     size_t queued = 0;
     for (size_t i = 0; i < names.n; i++) {
         if (per_node_reason)
-            snprintf(reason, sizeof(reason), "slurm-operator: Pod (bench/%s) is pending termination for scale-in",
-                     names.names[i]);
+            snprintf(reason, sizeof(reason),
+                     "slurm-operator: Pod (bench/%s) is pending termination for scale-in", names.names[i]);
         else
-            snprintf(reason, sizeof(reason), "slurm-operator: Pods of NodeSet (bench/gpu) are pending termination");
+            snprintf(reason, sizeof(reason),
+                     "slurm-operator: Pods of NodeSet (bench/gpu) are pending termination");
         sm_node_update u = {.set = SM_UPD_STATE | SM_UPD_REASON, .state = state, .reason = reason};
         int rc = nc_update(cache, names.names[i], &u, on_write, NULL);
         if (rc == 0)
@@ -153,7 +154,8 @@ static void run_phase(phase *ph, int state, int per_node_reason)
     nb_get_stats(nc_batcher(cache), &b1);
     ph->requests = b1.requests - b0.requests;
     ph->failed = failed;
-    printf("%-34s %zu nodes: writes done in %9.1f ms with %5" PRIu64 " request(s); visible in the cache after "
+    printf("%-34s %zu nodes: writes done in %9.1f ms with %5" PRIu64
+           " request(s); visible in the cache after "
            "%9.1f ms%s\n",
            ph->name, queued, ph->write_ms, ph->requests, ph->visible_ms, failed ? " (with failures)" : "");
     fflush(stdout);
@@ -168,19 +170,33 @@ int main(int argc, char **argv)
 {
     const char *url = NULL, *keyfile = NULL, *conf = NULL, *hosts = NULL, *user = "root";
     int skip_each = 0;
-    static const struct option lo[] = {{"url", 1, 0, 'u'},   {"key", 1, 0, 'k'},       {"conf", 1, 0, 'c'},
-                                       {"nodes", 1, 0, 'n'}, {"user", 1, 0, 'U'},      {"skip-each", 0, 0, 's'},
+    static const struct option lo[] = {{"url", 1, 0, 'u'},   {"key", 1, 0, 'k'},  {"conf", 1, 0, 'c'},
+                                       {"nodes", 1, 0, 'n'}, {"user", 1, 0, 'U'}, {"skip-each", 0, 0, 's'},
                                        {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
-        case 'u': url = optarg; break;
-        case 'k': keyfile = optarg; break;
-        case 'c': conf = optarg; break;
-        case 'n': hosts = optarg; break;
-        case 'U': user = optarg; break;
-        case 's': skip_each = 1; break;
-        default: fprintf(stderr, "see the comment at the top of bench/tools/drain-bench.c\n"); return 2;
+        case 'u':
+            url = optarg;
+            break;
+        case 'k':
+            keyfile = optarg;
+            break;
+        case 'c':
+            conf = optarg;
+            break;
+        case 'n':
+            hosts = optarg;
+            break;
+        case 'U':
+            user = optarg;
+            break;
+        case 's':
+            skip_each = 1;
+            break;
+        default:
+            fprintf(stderr, "see the comment at the top of bench/tools/drain-bench.c\n");
+            return 2;
         }
     }
     if (!url || !keyfile || !conf || !hosts) {
@@ -224,7 +240,8 @@ int main(int argc, char **argv)
     nc_stats s0, s1, first;
     nc_get_stats(cache, &s0);
     first = s0;
-    printf("first full read of the node table:  %zu nodes, %" PRIu64 " bytes, %.1f ms (cache ready after %.1f ms)\n",
+    printf("first full read of the node table:  %zu nodes, %" PRIu64
+           " bytes, %.1f ms (cache ready after %.1f ms)\n",
            s0.nodes, s0.bytes, (double)s0.last_full_ms, now_ms() - t0);
     /* Idle: nodes without slurmd change state for a while after slurmctld
      * starts; wait until three polls in a row were answered 304 (at most a
@@ -250,8 +267,8 @@ int main(int argc, char **argv)
     printf("{\"nodes\":%zu,\"table_bytes\":%" PRIu64 ",\"table_ms\":%" PRIu64 ",\"idle_polls\":%" PRIu64
            ",\"idle_bytes\":%" PRIu64 ",\"batched_ms\":%.1f,\"batched_requests\":%" PRIu64
            ",\"batched_visible_ms\":%.1f,\"each_ms\":%.1f,\"each_requests\":%" PRIu64 ",\"ratio\":%.1f}\n",
-           names.n, first.bytes, first.last_full_ms, s1.polls - s0.polls, s1.bytes - s0.bytes, batched.write_ms,
-           batched.requests, batched.visible_ms, each.write_ms, each.requests,
+           names.n, first.bytes, first.last_full_ms, s1.polls - s0.polls, s1.bytes - s0.bytes,
+           batched.write_ms, batched.requests, batched.visible_ms, each.write_ms, each.requests,
            batched.write_ms > 0 && !skip_each ? each.write_ms / batched.write_ms : 0);
 
     int closes = 0;

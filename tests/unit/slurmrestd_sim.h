@@ -36,19 +36,19 @@ typedef struct sim_rec {
 typedef struct sim {
     hs_server *srv;
     int port;
-    int version;          /* 38, 42 or 44: which /openapi/v3 and fixtures */
-    int openapi_status;   /* 0 = 200, else answer this status */
-    char *nodes;          /* the node table document (a fixture or set by the test) */
-    char *jobs;           /* the jobs document */
-    int unchanged;        /* answer 304 to GET nodes/jobs with update_time */
-    int nodes_status;     /* 0 = normal; else answer the bad-token error with this status */
-    int errors_in_200;    /* answer GET nodes with HTTP 200 and an "errors" list */
-    int hang;             /* accept requests and never answer them */
-    int quirk_2205;       /* 22.05's partition quirk: a changed table asked with update_time is a 500 */
-    const char *missing;  /* node writes naming this node fail with 2018 */
+    int version;         /* 38, 42 or 44: which /openapi/v3 and fixtures */
+    int openapi_status;  /* 0 = 200, else answer this status */
+    char *nodes;         /* the node table document (a fixture or set by the test) */
+    char *jobs;          /* the jobs document */
+    int unchanged;       /* answer 304 to GET nodes/jobs with update_time */
+    int nodes_status;    /* 0 = normal; else answer the bad-token error with this status */
+    int errors_in_200;   /* answer GET nodes with HTTP 200 and an "errors" list */
+    int hang;            /* accept requests and never answer them */
+    int quirk_2205;      /* 22.05's partition quirk: a changed table asked with update_time is a 500 */
+    const char *missing; /* node writes naming this node fail with 2018 */
     sim_rec recs[SIM_MAX_RECS];
     int n;
-    int posts;            /* node writes seen */
+    int posts; /* node writes seen */
 } sim;
 
 static sim SIM;
@@ -214,7 +214,8 @@ static void sim_handler(hs_req *req, void *data)
         sim_fixture_reply(req, refuse ? 500 : 200, fx);
     } else {
         hs_respond(req, 405, "text/plain", "Connection: Close\r\n",
-                   "Requested REST method is not defined at URL. Please view /openapi/v3 for API reference.", 86);
+                   "Requested REST method is not defined at URL. Please view /openapi/v3 for API reference.",
+                   86);
     }
 }
 

@@ -24,15 +24,15 @@ static test_loop TL;
 static const char KEY[] = "0123456789abcdef0123456789abcdef";
 
 typedef struct events {
-    int all;       /* on_node(NULL) */
-    int count;     /* per-node events */
+    int all;   /* on_node(NULL) */
+    int count; /* per-node events */
     char names[64][32];
     int pings;
-    int want;      /* set "hit" once count >= want */
+    int want; /* set "hit" once count >= want */
     int hit;
     const char *wait_for; /* set "seen" when this node fires */
     int seen;
-    int wait_all;  /* set "all_hit" on the next NULL event */
+    int wait_all; /* set "all_hit" on the next NULL event */
     int all_hit;
 } events;
 
@@ -288,7 +288,8 @@ static void test_write_settles(void **state)
     /* A slow table poll, so the read-back is the single GET. */
     cluster cl = open_cluster(42, 5000, 1000);
     wait_ready(&cl);
-    sm_node_update u = {.set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_DRAIN, .reason = "slurm-operator: x"};
+    sm_node_update u = {
+        .set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_DRAIN, .reason = "slurm-operator: x"};
     wr w = {0};
     assert_false(nc_settling(cl.cache, "slinky-0"));
     assert_int_equal(nc_update(cl.cache, "slinky-0", &u, on_write, &w), 0);

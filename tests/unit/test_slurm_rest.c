@@ -40,7 +40,11 @@ static sr_client *client(int version, unsigned timeout_ms)
 {
     char url[64];
     sim_url(url, sizeof(url));
-    sr_opts o = {.url = url, .key = KEY, .key_len = sizeof(KEY) - 1, .timeout_ms = timeout_ms, .version = version,
+    sr_opts o = {.url = url,
+                 .key = KEY,
+                 .key_len = sizeof(KEY) - 1,
+                 .timeout_ms = timeout_ms,
+                 .version = version,
                  .now = clock_fn};
     sr_client *c = NULL;
     assert_int_equal(sr_client_new(&TL.loop, &o, &c), 0);
@@ -402,7 +406,7 @@ static void test_offload(void **state)
 /* ---- batching ---- */
 
 typedef struct nodes_done {
-    int target;  /* reached is set once count gets there */
+    int target; /* reached is set once count gets there */
     int reached;
     int count;
     int ok;
