@@ -50,6 +50,11 @@ typedef struct nss_set {
     char **drain_nodes;
     char **drain_pods; /* "ns/pod" */
     size_t n_drains;
+    /* reservation writes: one at a time, and none until a read after the
+     * last one has shown its effect */
+    int resv_writing;
+    int resv_marked;
+    uint64_t resv_mark;
 } nss_set;
 
 typedef struct owner_ent {
@@ -1055,6 +1060,15 @@ typedef struct resv_ctx {
 static void resv_done(int status, void *data)
 {
     resv_ctx *c = data;
+    nss_set *s = M.op ? map_get(&M.sets, c->set) : NULL;
+    if (s) {
+        s->resv_writing = 0;
+        nc_cache *cache;
+        if (slurmclient_get(M.op, s->ctl_key, &cache) == SC_READY) {
+            s->resv_mark = nc_resv_mark(cache);
+            s->resv_marked = 1;
+        }
+    }
     if (status < 0 && status != OP_ECANCELED)
         nodeset_enqueue_after(c->set, 5000);
     else if (status == 0)
@@ -1063,7 +1077,13 @@ static void resv_done(int status, void *data)
     free(c);
 }
 
-static int resv_write(nc_cache *cache, const nss_set *s, enum nc_resv_op op, const sm_resv_desc *d)
+/* Whether the reservations read reflect this NodeSet's last write. */
+static int resv_settled(nss_set *s, nc_cache *cache)
+{
+    return !s->resv_writing && (!s->resv_marked || nc_resv_read_since(cache, s->resv_mark));
+}
+
+static int resv_write(nc_cache *cache, nss_set *s, enum nc_resv_op op, const sm_resv_desc *d)
 {
     resv_ctx *c = xcalloc(1, sizeof(*c));
     c->set = xstrdup(s->key);
@@ -1071,19 +1091,48 @@ static int resv_write(nc_cache *cache, const nss_set *s, enum nc_resv_op op, con
     if (rc < 0) {
         free(c->set);
         free(c);
+        return rc;
     }
+    s->resv_writing = 1;
     return rc;
 }
 
+typedef struct np_ctx {
+    char *set;
+    char *wkey; /* pod-write tracker entry, removed on failure so the next pass retries */
+} np_ctx;
+
 static void nodeset_written(int err, const cJSON *obj, const kube_status *st, void *data)
 {
-    char *key = data;
-    if (err && err != OP_ECANCELED && err != OP_ENOTFOUND) {
-        log_warn("nodeset %s: metadata/status write failed: %s (%s)", key, op_strerror(err),
-                 st ? st->message : "");
-        nodeset_enqueue_after(key, 1000);
+    np_ctx *c = data;
+    pw_ent *e = M.op ? map_get(&M.writes, c->wkey) : NULL;
+    if (e)
+        e->inflight = 0;
+    if (err && err != OP_ECANCELED) {
+        if (e) {
+            map_del(&M.writes, e->key);
+            free(e->key);
+            free(e);
+        }
+        if (err != OP_ENOTFOUND) {
+            log_info("nodeset %s: metadata/status write failed: %s (%s); retrying", c->set, op_strerror(err),
+                     st ? st->message : "");
+            nodeset_enqueue_after(c->set, 1000);
+        }
     }
-    free(key);
+    free(c->set);
+    free(c->wkey);
+    free(c);
+}
+
+static void patch_nodeset(operator *op, const sobj *nodeset, const char *sub, cJSON *patch, const pw_ent *e)
+{
+    np_ctx *c = xcalloc(1, sizeof(*c));
+    c->set = xstrdup(nodeset->key);
+    c->wkey = xstrdup(e->key);
+    kube_patch(op->client, &KUBE_SLINKY_NODESETS, nodeset->ns, nodeset->name, sub, KUBE_PATCH_MERGE, patch,
+               NULL, 0, nodeset_written, c);
+    cJSON_Delete(patch);
 }
 
 static int has_finalizer(const cJSON *obj)
@@ -1106,7 +1155,6 @@ static void set_finalizer(operator *op, const sobj *nodeset, int want)
     pw_ent *e = pw_begin(nodeset->uid, "finalizer", (uint64_t)want + 1);
     if (!e)
         return;
-    e->inflight = 0; /* kept only as a short-lived "already sent" marker */
     cJSON *list = cJSON_CreateArray();
     const cJSON *f;
     cJSON_ArrayForEach(f, json_get(nodeset->json, "metadata.finalizers"))
@@ -1120,9 +1168,7 @@ static void set_finalizer(operator *op, const sobj *nodeset, int want)
     cJSON *meta = json_obj_ensure(patch, "metadata");
     json_set(meta, "finalizers", list);
     json_set_str(meta, "resourceVersion", nodeset->rv);
-    kube_patch(op->client, &KUBE_SLINKY_NODESETS, nodeset->ns, nodeset->name, NULL, KUBE_PATCH_MERGE, patch,
-               NULL, 0, nodeset_written, xstrdup(nodeset->key));
-    cJSON_Delete(patch);
+    patch_nodeset(op, nodeset, NULL, patch, e);
 }
 
 /* Set the NodeSet condition ReservationCreated (status "True"/"False"). */
@@ -1143,7 +1189,6 @@ static void set_resv_condition(operator *op, const sobj *nodeset, const char *st
     pw_ent *e = pw_begin(nodeset->uid, "ReservationCreated", hash_str(status) ^ (uint64_t)start);
     if (!e)
         return;
-    e->inflight = 0;
     cJSON *list = cJSON_CreateArray();
     cJSON_ArrayForEach(c, conds)
     {
@@ -1160,9 +1205,7 @@ static void set_resv_condition(operator *op, const sobj *nodeset, const char *st
     cJSON_AddItemToArray(list, mine);
     cJSON *patch = cJSON_CreateObject();
     json_set(json_obj_ensure(patch, "status"), "conditions", list);
-    kube_patch(op->client, &KUBE_SLINKY_NODESETS, nodeset->ns, nodeset->name, "status", KUBE_PATCH_MERGE,
-               patch, NULL, 0, nodeset_written, xstrdup(nodeset->key));
-    cJSON_Delete(patch);
+    patch_nodeset(op, nodeset, "status", patch, e);
 }
 
 static int resv_created_for(const sobj *nodeset, int64_t start)
@@ -1189,7 +1232,7 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
     nc_want_reservations(x->cache);
     const sm_resv *r = NULL;
     enum nc_found found = nc_reservation(x->cache, resv_name, &r);
-    if (found == NC_UNKNOWN)
+    if (found == NC_UNKNOWN || !resv_settled(x->s, x->cache))
         return;
     int replicas = nsb_mode_of(x->ns) == NSB_DAEMONSET ? (int)n : nsb_replicas(x->ns);
     sm_resv_desc del = {.name = resv_name};
@@ -1238,7 +1281,13 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
         int force = (flags & SM_RF(FORCE_START)) != 0;
         if (k > 0 && counts->idle + counts->allocated > 0 && (start > now || force) &&
             !resv_created_for(x->nodeset, start)) {
-            set_finalizer(x->op, x->nodeset, 1);
+            /* The finalizer first, so the reservation can never outlive the
+             * NodeSet; its update event brings us back here. */
+            if (!has_finalizer(x->nodeset->json)) {
+                set_finalizer(x->op, x->nodeset, 1);
+                free(nodes);
+                return;
+            }
             if (resv_write(x->cache, x->s, NC_RESV_CREATE, &d) == 0) {
                 op_event(x->op, x->nodeset, NSB_KIND, "Scheduled Update", "Reserve",
                          "Creating Slurm reservation %s for %s (%lld min) on %s", resv_name,
@@ -1302,10 +1351,13 @@ int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
     nc_want_reservations(cache);
     switch (nc_reservation(cache, resv_name, NULL)) {
     case NC_ABSENT:
-        set_finalizer(op, nodeset, 0);
+        if (resv_settled(s, cache))
+            set_finalizer(op, nodeset, 0);
         break;
     case NC_PRESENT: {
         sm_resv_desc d = {.name = resv_name};
+        if (!resv_settled(s, cache))
+            break; /* a write is on its way; its completion queues us */
         if (resv_write(cache, s, NC_RESV_DELETE, &d) == OP_ENOTSUP) {
             log_warn("nodeset %s: cannot delete reservation %s with this Slurm; dropping the finalizer",
                      s->key, resv_name);

@@ -104,8 +104,10 @@ struct nc_cache {
     int active;
     /* reservations */
     uv_timer_t resv_timer;
-    int want_resv, resv_polling, resv_ok;
+    int want_resv, resv_polling, resv_ok, resv_again;
     uint64_t resv_ok_ms;
+    uint64_t resv_started; /* reads sent */
+    uint64_t resv_read;    /* the number (resv_started) of the last read that completed */
     sm_resv *resvs;
     size_t n_resvs;
     /* lifetime */
@@ -907,6 +909,7 @@ static void on_resvs(int status, sm_response *resp, void *data)
     if (status < 0) {
         c->resv_ok = 0;
     } else {
+        c->resv_read = r->seq;
         sm_resv *old = c->resvs;
         size_t n_old = c->n_resvs;
         c->resvs = resp->resvs;
@@ -930,7 +933,8 @@ static void on_resvs(int status, sm_response *resp, void *data)
     }
     if (rq_done(r))
         return;
-    uv_timer_start(&c->resv_timer, do_resv, c->o.resv_ms, 0);
+    uv_timer_start(&c->resv_timer, do_resv, c->resv_again ? 0 : c->o.resv_ms, 0);
+    c->resv_again = 0;
 }
 
 static void do_resv(uv_timer_t *t)
@@ -939,6 +943,7 @@ static void do_resv(uv_timer_t *t)
     if (c->closing || c->resv_polling)
         return;
     nc_rq *r = rq_new(c, NULL);
+    r->seq = ++c->resv_started; /* for reservations, seq numbers the reads */
     c->resv_polling = 1;
     if (sr_get_reservations(c->rest, on_resvs, r) < 0) {
         c->resv_polling = 0;
@@ -958,8 +963,20 @@ void nc_resv_poll_soon(nc_cache *c)
 {
     if (!c->want_resv || c->closing)
         return;
-    if (!c->resv_polling)
+    if (c->resv_polling)
+        c->resv_again = 1; /* that read may predate a write: read once more */
+    else
         uv_timer_start(&c->resv_timer, do_resv, 0, 0);
+}
+
+uint64_t nc_resv_mark(const nc_cache *c)
+{
+    return c->resv_started;
+}
+
+int nc_resv_read_since(const nc_cache *c, uint64_t mark)
+{
+    return c->resv_read > mark;
 }
 
 typedef struct nc_rw {

@@ -163,6 +163,11 @@ void nc_want_reservations(nc_cache *c);
 enum nc_found nc_reservation(const nc_cache *c, const char *name, const sm_resv **out);
 /** Read the reservations again as soon as possible (after a write). */
 void nc_resv_poll_soon(nc_cache *c);
+/** A mark of the reservation reads sent so far; nc_resv_read_since(c, mark)
+ *  is 1 once a read sent after the mark has completed, i.e. the reservations
+ *  reflect everything that completed before the mark was taken. */
+uint64_t nc_resv_mark(const nc_cache *c);
+int nc_resv_read_since(const nc_cache *c, uint64_t mark);
 
 enum nc_resv_op { NC_RESV_CREATE, NC_RESV_UPDATE, NC_RESV_DELETE };
 /**

@@ -222,6 +222,16 @@ def steps(c, op, lab):
             assert json.loads(info) == want, (info, want)
         log("ok 1: conditions, pod info and counts for 4 pods")
 
+        # 1b. Features from the Node annotation, in the k8s/ namespace only.
+        node3 = pod(c, "slinky-3")["spec"]["nodeName"]
+        r = c.patch("/api/v1/nodes/" + node3,
+                    {"metadata": {"annotations": {"features.slinky.slurm.net/spec": "a100,nvlink"}}})
+        assert r.status == 200, r.text
+        wait_for(lambda: (lab.node("slinky-3") or {}).get("features") == "k8s/a100,k8s/nvlink", 10,
+                 what="k8s/ features on slinky-3")
+        assert lab.node("slinky-3")["active_features"] == "k8s/a100,k8s/nvlink", lab.node("slinky-3")
+        log("ok 1b: Node features reached Slurm as k8s/ features")
+
         # 2. A person's drain shows on the pod within 2 s.
         t = time.monotonic()
         lab.scontrol("update", "nodename=slinky-0", "state=drain", "reason=person: bad dimm")
@@ -320,6 +330,59 @@ def steps(c, op, lab):
         assert "backends:" in op.stderr() and "update-nodes=libslurm" in op.stderr(), "backend plan not logged"
 
 
+def scenario_scheduled_update(ks, lab):
+    """ScheduledUpdate: the SlurmOperatorMaint-<nodeset> reservation is
+    created (through libslurm on 22.05) over the NodeSet's registered nodes,
+    guarded by a finalizer and remembered in the ReservationCreated
+    condition, follows a scale-out, and is deleted with the NodeSet."""
+    c = ks.client()
+    apply_crds(c)
+    r = c.post("/api/v1/namespaces/default/secrets",
+               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
+                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
+    assert r.status == 201, r.text
+    start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    make_cluster(c, nodesets={"slinky": dict(replicas=2, updateStrategy={
+        "type": "ScheduledUpdate", "scheduledUpdate": {"startTime": start, "duration": "45m"}}, **IMAGES)})
+    r = c.post(NS_API + "/namespaces/default/restapis",
+               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
+                "spec": {"controllerRef": {"name": "slurm"}}})
+    assert r.status == 201, r.text
+    nsp = NS_API + "/namespaces/default/nodesets/slinky"
+
+    def resv():
+        p = subprocess.run(["scontrol", "show", "reservation", "SlurmOperatorMaint-slinky", "-o"], env=lab.cli_env,
+                           capture_output=True, text=True, timeout=30)
+        if p.returncode != 0 or "ReservationName=" not in p.stdout:
+            return None
+        return dict(kv.split("=", 1) for kv in p.stdout.split() if "=" in kv)
+
+    with Slurmop(ks.kubeconfig, slurmrestd="default/slurm=" + lab.url, slurm_conf=lab.conf,
+                 env={"SLURM_CONF": lab.conf}) as op:
+        op.wait_ready()
+        rv = wait_for(lambda: (resv() or {}).get("Nodes") == "slinky-[0-1]" and resv(), 30,
+                      what="reservation over slinky-[0-1]")
+        flags = set(rv["Flags"].split(","))
+        assert {"MAINT", "IGNORE_JOBS"} <= flags and rv["Users"] == "slurm", rv
+        assert rv["StartTime"].startswith(start[:16].replace("Z", "")), (rv["StartTime"], start)
+        assert rv["Duration"] == "00:45:00", rv["Duration"]
+        obj = wait_for(lambda: "nodeset.slinky.slurm.net/reservation" in c.get(nsp).json()["metadata"].get(
+            "finalizers", []) and c.get(nsp).json(), 10, what="reservation finalizer")
+        cond = wait_for(lambda: [x for x in c.get(nsp).json().get("status", {}).get("conditions", [])
+                                 if x["type"] == "ReservationCreated"], 10, what="ReservationCreated")
+        assert cond[0]["status"] == "True" and cond[0]["lastTransitionTime"] == start, cond
+        log("ok 7: reservation %s created for %s, finalizer %s" % (rv["ReservationName"], start,
+                                                                  obj["metadata"]["finalizers"]))
+        set_replicas(c, "slinky", 3)
+        wait_for(lambda: (resv() or {}).get("Nodes") == "slinky-[0-2]", 30, what="reservation follows the scale-out")
+        log("ok 8: reservation node list follows the NodeSet")
+        r = c.delete(nsp)
+        assert r.status in (200, 202), r.text
+        wait_for(lambda: resv() is None, 30, what="reservation deleted with the NodeSet")
+        wait_for(lambda: c.get(nsp).status == 404, 30, what="NodeSet gone once its finalizer is removed")
+        log("ok 9: reservation deleted, finalizer removed, NodeSet gone")
+
+
 def main():
     missing = [b for b in ("slurmctld", "slurmd", "slurmrestd", "munged", "scontrol", "sbatch") if not shutil.which(b)]
     if missing:
@@ -334,6 +397,8 @@ def main():
         log("lab started: %s" % lab.url)
         with Kubesim(nodes=4) as ks:
             scenario(ks, lab)
+        with Kubesim(nodes=4) as ks:
+            scenario_scheduled_update(ks, lab)
     finally:
         lab.stop()
         shutil.rmtree(tmp, ignore_errors=True)
