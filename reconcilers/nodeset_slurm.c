@@ -82,6 +82,7 @@ static struct {
     map_t writes;  /* pod write tracker */
     map_t backoff; /* Slurm write backoff */
     uint64_t inserts;
+    int stopped; /* late completions touch nothing */
 } M;
 
 static void clear_drains(nss_set *s);
@@ -284,10 +285,10 @@ typedef struct pw_ctx {
 static void pod_written(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     pw_ctx *c = data;
-    pw_ent *e = map_get(&M.writes, c->wkey);
+    pw_ent *e = M.stopped ? NULL : map_get(&M.writes, c->wkey);
     if (e)
         e->inflight = 0;
-    if (err && err != OP_ECANCELED) {
+    if (err && err != OP_ECANCELED && !M.stopped) {
         if (e) {
             map_del(&M.writes, e->key);
             free(e->key);
@@ -361,7 +362,7 @@ static void slurm_written(const char *node, int status, void *data)
             free(b->key);
             free(b);
         }
-    } else if (status != OP_ECANCELED && M.op) {
+    } else if (status != OP_ECANCELED && !M.stopped) {
         bo_ent *b = map_get(&M.backoff, c->bkey);
         if (!b) {
             b = xcalloc(1, sizeof(*b));
@@ -638,6 +639,7 @@ void nodeset_slurm_setup(operator *op)
 
 int nodeset_slurm_start(operator *op)
 {
+    M.stopped = 0;
     return 0;
 }
 
@@ -685,7 +687,9 @@ static void free_all(void)
 void nodeset_slurm_stop(operator *op)
 {
     /* Writes still in flight complete later; their contexts do not point
-     * into this state (they carry copies of the keys). */
+     * into this state (they carry copies of the keys), and once stopped
+     * they change nothing. */
+    M.stopped = 1;
     free_all();
 }
 
@@ -769,12 +773,18 @@ int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, c
             pod->name, why, s->ctl_key);
         return NSS_DELETE;
     }
-    set_pod_meta(s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
-    if (avail != SC_READY)
+    /* Waiting pods are cordoned (they sort first among victims and keep
+     * their Slurm node drained); a pod about to be deleted needs no patch. */
+    if (avail != SC_READY) {
+        set_pod_meta(s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
         return NSS_WAIT;
+    }
     const char *name = slurm_name(pod);
     const sm_node *n = NULL;
-    switch (nc_lookup(cache, name, &n)) {
+    enum nc_found found = nc_lookup(cache, name, &n);
+    if (found == NC_UNKNOWN || (found == NC_PRESENT && !sm_node_drained(n)) || nc_settling(cache, name))
+        set_pod_meta(s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
+    switch (found) {
     case NC_UNKNOWN:
         return NSS_WAIT;
     case NC_ABSENT:
@@ -1060,7 +1070,7 @@ typedef struct resv_ctx {
 static void resv_done(int status, void *data)
 {
     resv_ctx *c = data;
-    nss_set *s = M.op ? map_get(&M.sets, c->set) : NULL;
+    nss_set *s = M.stopped ? NULL : map_get(&M.sets, c->set);
     if (s) {
         s->resv_writing = 0;
         nc_cache *cache;
@@ -1105,10 +1115,10 @@ typedef struct np_ctx {
 static void nodeset_written(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     np_ctx *c = data;
-    pw_ent *e = M.op ? map_get(&M.writes, c->wkey) : NULL;
+    pw_ent *e = M.stopped ? NULL : map_get(&M.writes, c->wkey);
     if (e)
         e->inflight = 0;
-    if (err && err != OP_ECANCELED) {
+    if (err && err != OP_ECANCELED && !M.stopped) {
         if (e) {
             map_del(&M.writes, e->key);
             free(e->key);
