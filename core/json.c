@@ -7,6 +7,49 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/map.h"
+
+void json_dedupe_keys(cJSON *o)
+{
+    for (cJSON *c = o ? o->child : NULL; c; c = c->next)
+        if (cJSON_IsObject(c) || cJSON_IsArray(c))
+            json_dedupe_keys(c);
+    if (o == NULL)
+        return;
+    if (!cJSON_IsObject(o) || o->child == NULL || o->child->next == NULL)
+        return;
+    size_t n = 0;
+    for (cJSON *c = o->child; c; c = c->next)
+        n++;
+    if (n <= 32) {
+        cJSON *c = o->child;
+        while (c) {
+            cJSON *next = c->next;
+            for (cJSON *d = next; d; d = d->next)
+                if (strcmp(c->string, d->string) == 0) {
+                    cJSON_Delete(cJSON_DetachItemViaPointer(o, c));
+                    break;
+                }
+            c = next;
+        }
+        return;
+    }
+    /* Many keys: one pass from the end with a hash map of keys seen. */
+    map_t seen;
+    map_init(&seen);
+    cJSON *last = o->child;
+    while (last->next)
+        last = last->next;
+    for (cJSON *c = last; c;) {
+        cJSON *prev = (c == o->child) ? NULL : c->prev;
+        if (map_get(&seen, c->string))
+            cJSON_Delete(cJSON_DetachItemViaPointer(o, c));
+        else
+            map_put(&seen, c->string, c);
+        c = prev;
+    }
+    map_free(&seen);
+}
 
 cJSON *json_parse(const char *s, size_t len, const char **errpos)
 {
@@ -27,6 +70,13 @@ cJSON *json_parse(const char *s, size_t len, const char **errpos)
         cJSON_Delete(o);
         return NULL;
     }
+    return o;
+}
+
+cJSON *json_parse_untrusted(const char *s, size_t len, const char **errpos)
+{
+    cJSON *o = json_parse(s, len, errpos);
+    json_dedupe_keys(o);
     return o;
 }
 
@@ -74,6 +124,24 @@ long long json_get_int(const cJSON *o, const char *path, long long dflt)
     if (d >= 9.2e18 || d <= -9.2e18)
         return dflt;
     return (long long)d;
+}
+
+long long json_num_ll(const cJSON *v, long long dflt)
+{
+    if (!cJSON_IsNumber(v) || isnan(v->valuedouble))
+        return dflt;
+    double d = v->valuedouble;
+    if (d >= 9.2e18)
+        return 9200000000000000000LL;
+    if (d <= -9.2e18)
+        return -9200000000000000000LL;
+    return (long long)d;
+}
+
+long long json_num_clamp(const cJSON *v, long long dflt, long long lo, long long hi)
+{
+    long long x = json_num_ll(v, dflt);
+    return x < lo ? lo : x > hi ? hi : x;
 }
 
 int json_get_bool(const cJSON *o, const char *path, int dflt)

@@ -21,6 +21,16 @@
  *  near the problem). Trailing whitespace is allowed, trailing garbage is not. */
 cJSON *json_parse(const char *s, size_t len, const char **errpos);
 
+/** json_parse, then json_dedupe_keys: for input written by people or
+ *  unknown clients (API request bodies), where duplicate keys can occur. */
+cJSON *json_parse_untrusted(const char *s, size_t len, const char **errpos);
+/** Go's decoder (and so the API server) keeps the last of duplicate object
+ *  keys; cJSON keeps all of them and lookups see the first. Drop the earlier
+ *  duplicates everywhere in the tree so readers see what Kubernetes sees.
+ *  json_parse does not do this (it costs ~30% on large lists, and the API
+ *  server and slurmrestd never send duplicates). */
+void json_dedupe_keys(cJSON *o);
+
 /** Child of an object by exact key (case-sensitive), or NULL. */
 const cJSON *json_child(const cJSON *o, const char *key);
 /** Walk a dotted path of object keys; NULL if any step is missing. */
@@ -31,6 +41,12 @@ const char *json_get_str(const cJSON *o, const char *path);
 const char *json_get_str_or(const cJSON *o, const char *path, const char *dflt);
 /** Integer at path (a JSON number, truncated), or dflt when missing/not a number. */
 long long json_get_int(const cJSON *o, const char *path, long long dflt);
+/** A number as a long long, saturated into the representable range (a C
+ *  cast of an out-of-range double is undefined behaviour); dflt for
+ *  non-numbers, NaN and NULL. */
+long long json_num_ll(const cJSON *v, long long dflt);
+/** The same, clamped into [lo, hi]. */
+long long json_num_clamp(const cJSON *v, long long dflt, long long lo, long long hi);
 /** Boolean at path, or dflt when missing/not a boolean. */
 int json_get_bool(const cJSON *o, const char *path, int dflt);
 /** Array/object length (0 for NULL or scalars). */

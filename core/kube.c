@@ -10,6 +10,7 @@
 #include "core/list.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/ndjson.h"
 
 #define RES(var, g, v, p, k, nsd) const kube_res var = {g, v, p, k, nsd}
 RES(KUBE_PODS, "", "v1", "pods", "Pod", 1);
@@ -71,7 +72,7 @@ struct kube_request {
     int watch_err; /* set by an ERROR event */
     size_t max_event;
     unsigned idle_ms; /* watch: no byte for this long means a dead stream */
-    buf_t line;
+    ndjson lines;
     buf_t errbody;
 };
 
@@ -205,7 +206,7 @@ static void start_request(kube_request *r);
 
 static void req_free(kube_request *r)
 {
-    buf_free(&r->line);
+    ndjson_free(&r->lines);
     buf_free(&r->errbody);
     free(r->method);
     free(r->verb);
@@ -380,12 +381,11 @@ static int maybe_retry(kube_request *r, int err, const kube_status *st, const ch
     return 0;
 }
 
-static void dispatch_line(kube_request *r, const char *s, size_t n)
+static int dispatch_line(const char *s, size_t n, void *data)
 {
-    while (n && (s[n - 1] == '\r' || s[n - 1] == ' '))
-        n--;
-    if (n == 0 || r->watch_err)
-        return;
+    kube_request *r = data;
+    if (r->watch_err)
+        return 1;
     cJSON *ev = json_parse(s, n, NULL);
     const char *type = json_get_str(ev, "type");
     const cJSON *obj = json_child(ev, "object");
@@ -396,7 +396,7 @@ static void dispatch_line(kube_request *r, const char *s, size_t n)
         snprintf(r->st.message, sizeof(r->st.message), "undecodable watch event");
         cJSON_Delete(ev);
         hc_cancel(r->hreq);
-        return;
+        return 1;
     }
     int t = -1;
     if (!strcmp(type, "ADDED"))
@@ -420,7 +420,7 @@ static void dispatch_line(kube_request *r, const char *s, size_t n)
             r->watch_err = OP_ESERVER;
         cJSON_Delete(ev);
         hc_cancel(r->hreq);
-        return;
+        return 1;
     }
     if (t >= 0) {
         r->events_seen++;
@@ -428,6 +428,7 @@ static void dispatch_line(kube_request *r, const char *s, size_t n)
             r->on_event(t, obj, r->data);
     }
     cJSON_Delete(ev);
+    return 0;
 }
 
 static void on_headers(hc_req *hr, const hc_response *resp, void *data)
@@ -448,29 +449,11 @@ static int on_data(hc_req *hr, const char *p, size_t n, void *data)
         }
         return 0;
     }
-    while (n > 0 && !r->watch_err) {
-        const char *nl = memchr(p, '\n', n);
-        if (nl == NULL) {
-            if (buf_append(&r->line, p, n) != 0) {
-                log_warn("kube: watch event on %s exceeds %zu bytes", r->path, r->max_event);
-                r->watch_err = OP_ETOOBIG;
-                return 1;
-            }
-            return 0;
-        }
-        size_t k = (size_t)(nl - p);
-        if (r->line.len == 0) {
-            dispatch_line(r, p, k); /* whole line in this fragment: no copy */
-        } else {
-            if (buf_append(&r->line, p, k) != 0) {
-                r->watch_err = OP_ETOOBIG;
-                return 1;
-            }
-            dispatch_line(r, r->line.data, r->line.len);
-            buf_reset(&r->line);
-        }
-        p += k + 1;
-        n -= k + 1;
+    int rc = ndjson_feed(&r->lines, p, n, dispatch_line, r);
+    if (rc == OP_ETOOBIG) {
+        log_warn("kube: watch event on %s exceeds %zu bytes", r->path, r->max_event);
+        r->watch_err = OP_ETOOBIG;
+        snprintf(r->st.message, sizeof(r->st.message), "watch event larger than %zu bytes", r->max_event);
     }
     return r->watch_err ? 1 : 0;
 }
@@ -501,9 +484,7 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
                 return;
         } else {
             /* Clean end; a last event without a trailing newline still counts. */
-            if (r->line.len)
-                dispatch_line(r, r->line.data, r->line.len);
-            buf_reset(&r->line);
+            ndjson_finish(&r->lines, dispatch_line, r);
             err = r->watch_err;
             st = r->st;
             observe(r, 200);
@@ -590,7 +571,7 @@ static void start_request(kube_request *r)
         .data = r,
     };
     if (r->is_watch) {
-        buf_reset(&r->line);
+        ndjson_reset(&r->lines);
         buf_reset(&r->errbody);
         r->http_status = 0;
         o.on_headers = on_headers;
@@ -621,7 +602,7 @@ static kube_request *req_new(kube_client *c, const char *method, const char *ver
     }
     r->cb = cb;
     r->data = data;
-    buf_init(&r->line, 16u << 20);
+    ndjson_init(&r->lines, 16u << 20);
     buf_init(&r->errbody, MAX_ERROR_BODY + 1);
     c->outstanding++;
     return r;
@@ -775,8 +756,8 @@ kube_watch *kube_watch_start(kube_client *c, const kube_res *res, const char *ns
     /* A watch is silent until something changes; only a silence longer than
      * the server's own timeout (plus slack) means the stream is dead. */
     r->idle_ms = opts->timeout_seconds > 0 ? (unsigned)(opts->timeout_seconds + 60) * 1000u : 3700u * 1000u;
-    buf_free(&r->line);
-    buf_init(&r->line, r->max_event);
+    ndjson_free(&r->lines);
+    ndjson_init(&r->lines, r->max_event);
     c->stats.watches++;
     if (rc) {
         finish(r, rc, NULL);

@@ -309,23 +309,38 @@ struct create_item {
 
 static void create_done(int err, const cJSON *obj, const kube_status *st, void *data);
 
+struct create_ctx {
+    wbatch *b;
+    size_t index;
+    char *owner_key;
+};
+
 static void create_start(wbatch *b, size_t index, void *item, void *data)
 {
     struct create_item *ci = item;
-    struct { wbatch *b; size_t index; } *ctx = xmalloc(sizeof(*ctx));
+    struct create_ctx *ctx = xmalloc(sizeof(*ctx));
     ctx->b = b;
     ctx->index = index;
+    ctx->owner_key = xstrdup(ci->owner_key);
     kube_create(C->op->client, &KUBE_PODS, json_get_str(ci->pod, "metadata.namespace"), ci->pod, create_done, ctx);
 }
 
 static void create_done(int err, const cJSON *obj, const kube_status *st, void *data)
 {
-    struct { wbatch *b; size_t index; } *ctx = data;
+    struct create_ctx *ctx = data;
     wbatch *b = ctx->b;
     size_t index = ctx->index;
-    free(ctx);
     if (err && err != OP_ECANCELED)
-        log_warn("nodeset: creating a pod failed: %s (%s)", op_strerror(err), st ? st->message : "");
+        log_warn("nodeset %s: creating a pod failed: %s (%s)", ctx->owner_key, op_strerror(err),
+                 st ? st->message : "");
+    if (err == 0 && C->op) {
+        const sobj *o = store_get_key(op_store(C->op, OPK_NODESETS), ctx->owner_key);
+        if (o)
+            op_event(C->op, o, NSB_KIND, "SuccessfulCreate", "Create", "Created pod %s",
+                     json_get_str_or(obj, "metadata.name", "?"));
+    }
+    free(ctx->owner_key);
+    free(ctx);
     wbatch_item_done(b, index, err);
 }
 
@@ -394,6 +409,11 @@ static void delete_done(int err, const cJSON *obj, const kube_status *st, void *
         }
     } else if (err == OP_ENOTFOUND && C->exp) {
         exp_deletion_observed(C->exp, d->owner_key, d->pod_key);
+    } else if (err == 0 && C->op) {
+        const sobj *o = store_get_key(op_store(C->op, OPK_NODESETS), d->owner_key);
+        const char *slash = strchr(d->pod_key, '/');
+        if (o)
+            op_event(C->op, o, NSB_KIND, "SuccessfulDelete", "Delete", "Deleted pod %s", slash ? slash + 1 : d->pod_key);
     }
     free(d->owner_key);
     free(d->pod_key);
@@ -413,11 +433,64 @@ static void delete_pod(struct pass *p, const sobj *pod, const char *why)
     kube_delete(p->op->client, &KUBE_PODS, pod->ns, pod->name, &o, delete_done, d);
 }
 
+static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON *desired);
+
+/* volumeClaimTemplates: make sure a pod's claims exist before the pod (and
+ * carry the owner references the retention policy asks for), and move a
+ * claim's owner to its pod once the pod is condemned for scale-in when
+ * whenScaled is Delete (the garbage collector then removes the claim with
+ * the pod). */
+static void sync_claims(struct pass *p, int ordinal, const char *hostname, const sobj *pod, int condemned)
+{
+    const cJSON *claims = json_get(p->ns, "spec.volumeClaimTemplates");
+    if (json_len(claims) == 0)
+        return;
+    char *suffix = nsb_pvc_suffix(p->ns, ordinal, hostname);
+    if (suffix == NULL)
+        return;
+    for (const cJSON *t = claims->child; t; t = t->next) {
+        const char *claim = json_get_str(t, "metadata.name");
+        if (claim == NULL)
+            continue;
+        char *name = nsb_pvc_name(claim, p->name, suffix);
+        const sobj *live = store_get(op_store(p->op, OPK_PVCS), p->nsname, name);
+        cJSON *want;
+        if (live == NULL || live->json == NULL) {
+            want = nsb_build_pvc(p->ns, t, suffix);
+            if (want && pod)
+                nsb_pvc_update_owner_refs(want, p->ns, pod->name, pod->uid, condemned);
+        } else {
+            cJSON *copy = cJSON_Duplicate(live->json, 1);
+            if (!nsb_pvc_update_owner_refs(copy, p->ns, pod ? pod->name : NULL, pod ? pod->uid : NULL,
+                                           condemned)) {
+                cJSON_Delete(copy);
+                free(name);
+                continue;
+            }
+            /* Only the references are ours to change on a live claim. */
+            want = cJSON_CreateObject();
+            json_set_str(want, "apiVersion", "v1");
+            json_set_str(want, "kind", "PersistentVolumeClaim");
+            cJSON *meta = json_obj_ensure(want, "metadata");
+            json_set_str(meta, "name", name);
+            json_set_str(meta, "namespace", p->nsname);
+            const cJSON *refs = json_get(copy, "metadata.ownerReferences");
+            json_set(meta, "ownerReferences", refs ? cJSON_Duplicate(refs, 1) : cJSON_CreateArray());
+            cJSON_Delete(copy);
+        }
+        ensure(p, OPK_PVCS, &KUBE_PVCS, want);
+        free(name);
+    }
+    free(suffix);
+}
+
 /* Condemn a pod: drain first, delete once Slurm says it is drained. */
 static void condemn(struct pass *p, const sobj *pod, const char *why)
 {
     if (pod->deleting)
         return;
+    if (strcmp(why, "scale-in") == 0)
+        sync_claims(p, nsb_parse_ordinal(pod->name, p->name), sobj_label(pod, NSB_LABEL_POD_HOSTNAME), pod, 1);
     int v = nodeset_slurm_condemn(p->op, p->o, p->ctl, pod, why);
     if (v == NSS_DELETE) {
         delete_pod(p, pod, why);
@@ -625,9 +698,19 @@ static int scale_statefulset(struct pass *p)
         if (!p->pods[i].terminating)
             active[n_active++] = &p->pods[i];
     }
+    /* A terminating pod of this mode is coming back: once it is gone, its
+     * ordinal is the lowest free one and is created again (as a
+     * StatefulSet does), so the Slurm node keeps its name. Creating another
+     * ordinal now would rename a node. */
+    int terminating = 0;
+    for (size_t i = 0; i < p->n_pods; i++)
+        if (p->pods[i].terminating && is_mode_pod(p, pod_sobj(&p->pods[i])))
+            terminating++;
     int diff = (int)n_active - replicas;
-    if (diff < 0) {
-        int want = -diff;
+    if (diff < 0 && diff + terminating >= 0) {
+        want_requeue(p, 5000); /* the DELETED events queue us; this is a safety net */
+    } else if (diff < 0) {
+        int want = -diff - terminating;
         char err[256];
         nsb_pod_args a;
         fill_args(p, &a);
@@ -657,6 +740,7 @@ static int scale_statefulset(struct pass *p)
                 op_warn(p->op, p->o, NSB_KIND, "FailedCreate", "Cannot build pod %d: %s", ord, err);
                 break;
             }
+            sync_claims(p, ord, json_get_str(pod, "spec.hostname"), NULL, 0);
             pods[made++] = pod;
         }
         cJSON_Delete(tmpl);
@@ -675,6 +759,9 @@ static int scale_statefulset(struct pass *p)
             condemn(p, pod_sobj(active[i]), "scale-in");
         scaled = 1;
     } else {
+        for (size_t i = 0; i < n_active; i++)
+            sync_claims(p, active[i]->ordinal, sobj_label(pod_sobj(active[i]), NSB_LABEL_POD_HOSTNAME),
+                        pod_sobj(active[i]), active[i]->cordoned);
         /* Right size: replace pods that ended. */
         for (size_t i = 0; i < n_active; i++) {
             if (active[i]->phase == NSB_PHASE_FAILED || active[i]->phase == NSB_PHASE_SUCCEEDED) {
@@ -687,6 +774,50 @@ out:
     free(active);
     free(used);
     return scaled;
+}
+
+/* DaemonSet mode replaces failed pods with a per-node backoff (1 s doubling
+ * to 15 min), as Kubernetes' DaemonSet controller does, so a pod that
+ * fails at once on one bad node does not spin. Keyed "<nodeset uid>/<node>". */
+struct ds_backoff {
+    char *key;
+    unsigned delay_ms;
+    uint64_t next_ms;
+};
+static map_t ds_backoffs;
+
+static int ds_may_replace(struct pass *p, const char *node)
+{
+    char key[512];
+    uint64_t now = uv_now(p->op->loop);
+    snprintf(key, sizeof(key), "%s/%s", p->o->uid, node);
+    struct ds_backoff *b = map_get(&ds_backoffs, key);
+    if (b == NULL) {
+        b = xcalloc(1, sizeof(*b));
+        b->key = xstrdup(key);
+        map_put(&ds_backoffs, b->key, b);
+    }
+    if (now < b->next_ms) {
+        want_requeue(p, (uint32_t)(b->next_ms - now));
+        return 0;
+    }
+    b->delay_ms = b->delay_ms ? b->delay_ms * 2 : 1000;
+    if (b->delay_ms > 15 * 60 * 1000)
+        b->delay_ms = 15 * 60 * 1000;
+    b->next_ms = now + b->delay_ms;
+    return 1;
+}
+
+static void ds_backoffs_free(void)
+{
+    size_t it = 0;
+    void *v;
+    while (map_next(&ds_backoffs, &it, NULL, &v)) {
+        struct ds_backoff *b = v;
+        free(b->key);
+        free(b);
+    }
+    map_free(&ds_backoffs);
 }
 
 /* DaemonSet mode: one pod on every Node where it should run. */
@@ -716,8 +847,18 @@ static int scale_daemonset(struct pass *p)
             continue;
         }
         if (p->pods[i].phase == NSB_PHASE_FAILED || p->pods[i].phase == NSB_PHASE_SUCCEEDED) {
-            delete_pod(p, o, "it has terminated and will be replaced");
-            changed = 1;
+            const char *node = pp->node_name ? pp->node_name : "";
+            if (p->pods[i].phase == NSB_PHASE_SUCCEEDED || ds_may_replace(p, node)) {
+                op_warn(p->op, p->o, NSB_KIND,
+                        p->pods[i].phase == NSB_PHASE_FAILED ? "FailedDaemonPod" : "SucceededDaemonPod",
+                        "Found pod %s on node %s with phase %s, will delete it", o->name, node,
+                        p->pods[i].phase == NSB_PHASE_FAILED ? "Failed" : "Succeeded");
+                delete_pod(p, o, "it has terminated and will be replaced");
+                changed = 1;
+            }
+            /* Either way, the node is taken until the pod is gone. */
+            if (pp->node_name && !map_get(&by_node, pp->node_name))
+                map_put(&by_node, pp->node_name, (void *)(uintptr_t)o);
             continue;
         }
         /* The target node is in the required node affinity; unscheduled
@@ -770,6 +911,7 @@ static int scale_daemonset(struct pass *p)
         cJSON *pod = nsb_stamp_pod(&a, tmpl, err, sizeof(err));
         if (pod == NULL)
             continue;
+        sync_claims(p, -1, json_get_str(pod, "spec.hostname"), NULL, 0);
         if (made == cap) {
             cap *= 2;
             pods = xrealloc(pods, cap * sizeof(cJSON *));
@@ -859,8 +1001,26 @@ static void sync_status(struct pass *p)
     nsb_count(p->pods, p->n_pods, p->update_hash, p->current_hash, p->name, p->mode, desired, min_ready, p->now,
               &counts);
     nodeset_slurm_status(p->op, p->o, p->ctl, p->ns, p->pods, p->n_pods, &sc);
-    cJSON *status = nsb_build_status(p->ns, &counts, &sc, p->update_hash, p->collision,
-                                     json_get(p->o->json, "status.ordinalToNode"));
+    cJSON *o2n = NULL;
+    if (p->mode == NSB_STATEFULSET && json_get_bool(p->ns, "spec.pinToNode", 0)) {
+        /* Remember where each ordinal runs, so its replacement comes back to
+         * the same node; forget nodes that are gone. */
+        o2n = cJSON_CreateObject();
+        const cJSON *cur = json_get(p->o->json, "status.ordinalToNode");
+        for (const cJSON *e = cur ? cur->child : NULL; e; e = e->next)
+            if (cJSON_IsString(e) && store_get(op_store(p->op, OPK_NODES), NULL, e->valuestring))
+                json_set_str(o2n, e->string, e->valuestring);
+        for (size_t i = 0; i < p->n_pods; i++) {
+            const pod_proj *pp = pod_of(pod_sobj(&p->pods[i]));
+            if (p->pods[i].ordinal < 0 || pp->node_name == NULL || p->pods[i].phase != NSB_PHASE_RUNNING)
+                continue;
+            char k[16];
+            snprintf(k, sizeof(k), "%d", p->pods[i].ordinal);
+            json_set_str(o2n, k, pp->node_name);
+        }
+    }
+    cJSON *status = nsb_build_status(p->ns, &counts, &sc, p->update_hash, p->collision, o2n);
+    cJSON_Delete(o2n);
     const cJSON *cur = json_child(p->o->json, "status");
     if (!json_subset(status, cur) || !json_subset(cur, status)) {
         cJSON *diff = json_merge_diff(cur, status);
@@ -995,6 +1155,7 @@ static void stop(operator *op)
         wq_shutdown(C->q, NULL, NULL);
     C->q = NULL;
     forget_failures();
+    ds_backoffs_free();
     /* Writes still in flight complete into the lowering functions, which
      * need the table; those callbacks check C->exp. */
     exp_free(C->exp);

@@ -555,11 +555,11 @@ static void limits_of(const cJSON *resources, long long *cpu, long long *mem)
     const cJSON *c = json_child(lim, "cpu"), *m = json_child(lim, "memory");
     if (cJSON_IsString(c) && nsb_parse_quantity(c->valuestring, &v) == 0)
         *cpu = v;
-    else if (cJSON_IsNumber(c))
+    else if (cJSON_IsNumber(c) && c->valuedouble > -1e15 && c->valuedouble < 1e15)
         *cpu = (long long)ceil(c->valuedouble);
     if (cJSON_IsString(m) && nsb_parse_quantity(m->valuestring, &v) == 0)
         *mem = v;
-    else if (cJSON_IsNumber(m))
+    else if (cJSON_IsNumber(m) && m->valuedouble > -1e15 && m->valuedouble < 1e15)
         *mem = (long long)ceil(m->valuedouble);
 }
 
@@ -2019,7 +2019,7 @@ size_t nsb_validate(const cJSON *nodeset, const cJSON *old, nsb_msgs *out)
         int dummy;
         if (cJSON_IsNumber(mu) && mu->valuedouble < 1)
             msg(out, "spec.updateStrategy.rollingUpdate.maxUnavailable must be >= 1, got %lld",
-                (long long)mu->valuedouble);
+                json_num_ll(mu, 0));
         else if (cJSON_IsString(mu) && nsb_max_unavailable(mu, 100, &dummy) == 0 &&
                  strspn(mu->valuestring, "0") == strlen(mu->valuestring) - 1)
             msg(out, "spec.updateStrategy.rollingUpdate.maxUnavailable must not be 0%%");

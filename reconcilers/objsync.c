@@ -119,7 +119,12 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
     map_del(&in_flight, w->key);
     if (in_flight.count == 0)
         map_free(&in_flight);
-    if (err == 0 && w->rv_before) {
+    /* A write that changed nothing (the same resourceVersion back) has no
+     * watch event to wait for; a create that found the object already there
+     * waits for the cache to show it. */
+    const char *rv_after = err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL;
+    int noop = rv_after && w->rv_before && strcmp(rv_after, w->rv_before) == 0;
+    if (((err == 0 && !noop) || err == OP_EEXISTS) && w->rv_before) {
         settle_drop(w->key);
         struct settle *rec = xcalloc(1, sizeof(*rec));
         rec->key = xstrdup(w->key);
@@ -162,6 +167,71 @@ static int is_pending(const kube_res *res, const char *ns, const char *name, con
     return map_get(&in_flight, key) != NULL || settling_on(key, cur);
 }
 
+/* The smallest merge patch that makes want a subset of have: objects are
+ * descended into, anything else (scalars, arrays, type changes) is sent
+ * whole. NULL when want is already a subset. */
+static cJSON *subset_diff(const cJSON *want, const cJSON *have)
+{
+    if (json_subset(want, have))
+        return NULL;
+    if (!cJSON_IsObject(want) || !cJSON_IsObject(have))
+        return cJSON_Duplicate(want, 1);
+    cJSON *out = cJSON_CreateObject();
+    for (const cJSON *w = want->child; w; w = w->next) {
+        cJSON *d = subset_diff(w, json_child(have, w->string));
+        if (d)
+            cJSON_AddItemToObject(out, w->string, d);
+    }
+    return out;
+}
+
+/* ConfigMap and Secret data are ours as a whole: keys we no longer
+ * generate are removed (Slinky replaces the data map too). */
+static int owns_whole(const cJSON *desired, const char *field)
+{
+    const char *kind = json_get_str_or(desired, "kind", "");
+    return (strcmp(kind, "ConfigMap") == 0 || strcmp(kind, "Secret") == 0) &&
+           (strcmp(field, "data") == 0 || strcmp(field, "binaryData") == 0);
+}
+
+cJSON *objsync_diff(const cJSON *desired, const cJSON *live)
+{
+    cJSON *patch = cJSON_CreateObject();
+    const cJSON *dmeta = json_child(desired, "metadata");
+    const cJSON *lmeta = json_child(live, "metadata");
+    static const char *const maps[] = {"labels", "annotations"};
+    for (size_t i = 0; i < 2; i++) {
+        cJSON *d = subset_diff(json_child(dmeta, maps[i]), json_child(lmeta, maps[i]));
+        if (d)
+            json_set(json_obj_ensure(patch, "metadata"), maps[i], d);
+    }
+    const cJSON *refs = json_child(dmeta, "ownerReferences");
+    if (refs && !json_subset(refs, json_child(lmeta, "ownerReferences")))
+        json_set(json_obj_ensure(patch, "metadata"), "ownerReferences", cJSON_Duplicate(refs, 1));
+    for (const cJSON *f = desired ? desired->child : NULL; f; f = f->next) {
+        if (!strcmp(f->string, "metadata") || !strcmp(f->string, "apiVersion") ||
+            !strcmp(f->string, "kind") || !strcmp(f->string, "status"))
+            continue;
+        cJSON *d;
+        if (owns_whole(desired, f->string)) {
+            /* A generated file that is gone must go from the object too. */
+            const cJSON *l = json_child(live, f->string);
+            cJSON *empty = l ? NULL : cJSON_CreateObject();
+            d = json_merge_diff(l ? l : empty, f);
+            cJSON_Delete(empty);
+        } else {
+            d = subset_diff(f, json_child(live, f->string));
+        }
+        if (d)
+            json_set(patch, f->string, d);
+    }
+    if (patch->child == NULL) {
+        cJSON_Delete(patch);
+        return NULL;
+    }
+    return patch;
+}
+
 int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const cJSON *desired, objsync_cb cb,
                    void *data)
 {
@@ -184,29 +254,9 @@ int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const c
     if (json_get_bool(live, "immutable", 0))
         return OBJSYNC_IN_SYNC;
 
-    cJSON *patch = cJSON_CreateObject();
-    const cJSON *dmeta = json_child(desired, "metadata");
-    const cJSON *lmeta = json_child(live, "metadata");
-    static const char *const maps[] = {"labels", "annotations"};
-    for (size_t i = 0; i < 2; i++) {
-        const cJSON *want = json_child(dmeta, maps[i]);
-        if (want && !json_subset(want, json_child(lmeta, maps[i])))
-            json_set(json_obj_ensure(patch, "metadata"), maps[i], cJSON_Duplicate(want, 1));
-    }
-    const cJSON *refs = json_child(dmeta, "ownerReferences");
-    if (refs && !json_subset(refs, json_child(lmeta, "ownerReferences")))
-        json_set(json_obj_ensure(patch, "metadata"), "ownerReferences", cJSON_Duplicate(refs, 1));
-    for (const cJSON *f = desired->child; f; f = f->next) {
-        if (!strcmp(f->string, "metadata") || !strcmp(f->string, "apiVersion") || !strcmp(f->string, "kind") ||
-            !strcmp(f->string, "status"))
-            continue;
-        if (!json_subset(f, json_child(live, f->string)))
-            json_set(patch, f->string, cJSON_Duplicate(f, 1));
-    }
-    if (patch->child == NULL) {
-        cJSON_Delete(patch);
+    cJSON *patch = objsync_diff(desired, live);
+    if (patch == NULL)
         return OBJSYNC_IN_SYNC;
-    }
     struct write *w = begin(res, ns, name, cur, cb, data);
     if (log_enabled(LOGL_DEBUG)) {
         char *s = json_dump(patch);

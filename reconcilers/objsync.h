@@ -7,16 +7,20 @@
  * our value, and everything else on the live object (server defaults such
  * as a Service's clusterIP, labels others added) is left alone. Missing
  * object: create it (AlreadyExists is fine: the cache is behind). Differing
- * fields: one JSON merge patch carrying exactly the top-level fields that
- * differ, with our labels/annotations merged in and ownerReferences
- * replaced as a whole. An object already in sync costs no request.
+ * fields: one JSON merge patch carrying only what differs: objects are
+ * descended into, and a differing scalar or array is sent whole (merge
+ * patches replace arrays); ownerReferences are replaced as a whole, and so
+ * is the data of ConfigMaps and Secrets (a key we no longer generate is
+ * removed). An object already in sync costs no request.
  * Immutable ConfigMaps and Secrets are never patched (Slinky's rule).
  *
  * One write per object is in flight at a time: while it is, and after it
  * succeeded until the cache shows its result, further calls for the same
  * object return OBJSYNC_PENDING without writing, so passes in between
- * cannot send duplicate creates or patches. The completion callback runs
- * when the write finishes (typically it enqueues the owner again).
+ * cannot send duplicate creates or patches (a write answered with the
+ * resourceVersion it started from changed nothing and waits for nothing).
+ * The completion callback runs when the write finishes (typically it
+ * enqueues the owner again).
  */
 #ifndef OP_OBJSYNC_H
 #define OP_OBJSYNC_H
@@ -43,6 +47,13 @@ int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const c
  *  off, e.g. the ServiceMonitor). Same result values. */
 int objsync_delete(operator *op, enum op_kind kind, const kube_res *res, const char *ns, const char *name,
                    objsync_cb cb, void *data);
+
+/** The merge patch objsync_ensure would send to make desired a subset of
+ *  live (every field but apiVersion, kind, status and metadata other than
+ *  labels, annotations and ownerReferences), or NULL when live is in sync.
+ *  For objects that have no cache (fetched with a GET). New object, owned by
+ *  the caller. */
+cJSON *objsync_diff(const cJSON *desired, const cJSON *live);
 
 /** True when every field of want is in have with the same value (objects:
  *  recursively; arrays: same length, element-wise subset; scalars: equal). */

@@ -12,6 +12,7 @@
 #include "core/map.h"
 #include "core/mem.h"
 #include "reconcilers/cluster_common.h"
+#include "reconcilers/controller.h"
 #include "slurmio/backend.h"
 #include "slurmio/rest.h"
 #include "slurmio/slurmlib.h"
@@ -224,8 +225,19 @@ static void cache_node_event(const char *node, void *data)
 static void cache_ping_event(void *data)
 {
     cluster *c = data;
+    controller_enqueue(c->key); /* the Controller reconciler moves the active label */
     if (S.on_ping)
         S.on_ping(c->key, S.ping_data);
+}
+
+/* controller_ping_fn for the Controller reconciler: the ordinal of the
+ * responding slurmctld, -1 when unknown (it then takes pod 0). */
+static int controller_ping(operator *op, const char *ns, const char *name, int replicas, void *data)
+{
+    char key[512];
+    snprintf(key, sizeof(key), "%s/%s", ns, name);
+    int active = slurmclient_active_controller(op, key);
+    return active >= 0 && active < replicas ? active : -1;
 }
 
 static void cache_resv_event(const char *resv, void *data)
@@ -382,6 +394,7 @@ static wq_result sync_one(const char *key)
         if (c) {
             map_put(&S.clusters, c->key, c);
             notify_all(key);
+            controller_enqueue(key); /* its HA ping can now be asked */
         }
     }
     memset(jwt, 0, klen);
@@ -407,6 +420,7 @@ static void setup(operator *op)
     store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
     store_on_change(op_store(op, OPK_RESTAPIS), on_restapi, NULL);
     store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
+    controller_set_ping_hook(controller_ping, NULL);
 }
 
 static int start(operator *op)

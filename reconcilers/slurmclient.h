@@ -61,8 +61,10 @@ int slurmclient_get(operator *op, const char *ctl_key, nc_cache **out);
 int slurmclient_active_controller(operator *op, const char *ctl_key);
 
 /** Called with the Controller key whenever the answer of
- *  slurmclient_active_controller changes (one hook; the Controller
- *  reconciler registers it in its setup and queues the key). */
+ *  slurmclient_active_controller changes (one optional hook). The Controller
+ *  reconciler needs none: slurmclient registers itself with
+ *  controller_set_ping_hook() at setup and calls controller_enqueue() on
+ *  every change of the answer. */
 void slurmclient_on_ping(void (*fn)(const char *ctl_key, void *data), void *data);
 
 /** Called for every node event of a Controller's cache (node NULL: look at

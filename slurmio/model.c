@@ -260,7 +260,7 @@ static int get_num(const cJSON *o, const char *key, int64_t *out)
     if (cJSON_IsNull(v))
         return NUM_NULL;
     if (cJSON_IsNumber(v)) {
-        *out = (int64_t)v->valuedouble;
+        *out = (int64_t)json_num_ll(v, 0);
         return NUM_VALUE;
     }
     if (cJSON_IsObject(v)) {
@@ -271,7 +271,7 @@ static int get_num(const cJSON *o, const char *key, int64_t *out)
         const cJSON *num = json_child(v, "number");
         if (!cJSON_IsNumber(num))
             return NUM_UNSET;
-        *out = (int64_t)num->valuedouble;
+        *out = (int64_t)json_num_ll(num, 0);
         return NUM_VALUE;
     }
     return NUM_ABSENT;
@@ -698,7 +698,7 @@ static int entry_errno(const cJSON *e)
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
         const cJSON *v = json_child(e, keys[i]);
         if (cJSON_IsNumber(v))
-            return (int)v->valuedouble;
+            return (int)json_num_clamp(v, 0, INT32_MIN, INT32_MAX);
     }
     return 0;
 }

@@ -348,7 +348,7 @@ static cJSON *body_json(const ks_req *req)
 {
     if (req->body_len == 0)
         return cJSON_CreateObject();
-    return json_parse(req->body, req->body_len, NULL);
+    return json_parse_untrusted(req->body, req->body_len, NULL);
 }
 
 static int names_of(const cJSON *body, char ***out)
@@ -508,11 +508,11 @@ void admin_handle(ks *k, const ks_req *req, ks_resp *resp)
         if ((v = json_child(body, "rate500")) && cJSON_IsNumber(v))
             k->rate_500 = v->valuedouble;
         if ((v = json_child(body, "latencyMs")) && cJSON_IsNumber(v))
-            k->latency_ms = (unsigned)v->valuedouble;
+            k->latency_ms = (unsigned)json_num_clamp(v, 0, 0, 3600000);
         if ((v = json_child(body, "expireWatches")) && cJSON_IsNumber(v))
-            k->expire_watches = (int)v->valuedouble;
+            k->expire_watches = (int)json_num_clamp(v, 0, 0, 1000000);
         if ((v = json_child(body, "retryAfter")) && cJSON_IsNumber(v))
-            k->cfg.retry_after_s = (unsigned)v->valuedouble;
+            k->cfg.retry_after_s = (unsigned)json_num_clamp(v, 1, 0, 3600);
         reply(resp, 200, faults_json(k));
     } else if (post && strcmp(p, "/drop-watches") == 0) {
         size_t n = (size_t)k->n_watches;

@@ -163,7 +163,7 @@ static cJSON *parse_body(ks_ctx *c, int allow_yaml)
         }
     } else {
         const char *errpos = NULL;
-        o = json_parse(q->body ? q->body : "", q->body_len, &errpos);
+        o = json_parse_untrusted(q->body ? q->body : "", q->body_len, &errpos);
         if (o == NULL) {
             long off = errpos && q->body ? (long)(errpos - q->body) : 0;
             if (q->body_len == 0)
@@ -862,7 +862,7 @@ static cJSON *patch_doc(ks_ctx *c, const cJSON *cur, enum ptype pt)
         return doc;
     }
     const char *errpos = NULL;
-    cJSON *p = json_parse(q->body ? q->body : "", q->body_len, &errpos);
+    cJSON *p = json_parse_untrusted(q->body ? q->body : "", q->body_len, &errpos);
     if (p == NULL) {
         resp_bad_request(c->resp, "error decoding patch: invalid JSON near byte offset %ld",
                          errpos && q->body ? (long)(errpos - q->body) : 0L);
@@ -1140,7 +1140,7 @@ static void do_scale_write(ks_ctx *c, ks_obj *o, cJSON *scale)
         return;
     }
     const cJSON *rep = json_get(scale, "spec.replicas");
-    long long n = cJSON_IsNumber(rep) ? (long long)rep->valuedouble : 0;
+    long long n = json_num_ll(rep, 0);
     if (n < 0) {
         ks_errs e = {0};
         errs_add(&e, "FieldValueInvalid", "spec.replicas",
@@ -1368,7 +1368,7 @@ static int parse_token(const char *tok, long long *rv, char **ns, char **name, c
         cJSON_Delete(o);
         return -1;
     }
-    *rv = (long long)r->valuedouble;
+    *rv = json_num_ll(r, 0);
     const char *slash = strchr(start, '/');
     if (slash) {
         *ns = xstrndup(start, (size_t)(slash - start));
@@ -1835,7 +1835,7 @@ static int delete_options(ks_ctx *c, char **policy, long long *grace, char **pre
         *policy = xstrdup("Orphan");
     const cJSON *g = json_child(o, "gracePeriodSeconds");
     if (cJSON_IsNumber(g))
-        *grace = (long long)g->valuedouble;
+        *grace = json_num_ll(g, 0);
     char *qg = qparam(c, "gracePeriodSeconds");
     if (qg && *qg)
         *grace = atoll(qg);

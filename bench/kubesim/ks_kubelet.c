@@ -221,7 +221,7 @@ static int gpu_of(const cJSON *list)
     if (cJSON_IsString(v))
         return atoi(v->valuestring);
     if (cJSON_IsNumber(v))
-        return (int)v->valuedouble;
+        return (int)json_num_clamp(v, 0, INT32_MIN, INT32_MAX);
     return -1;
 }
 
@@ -414,7 +414,7 @@ static int quantity_int(const cJSON *v)
     if (cJSON_IsString(v))
         return atoi(v->valuestring);
     if (cJSON_IsNumber(v))
-        return (int)v->valuedouble;
+        return (int)json_num_clamp(v, 0, INT32_MIN, INT32_MAX);
     return 0;
 }
 

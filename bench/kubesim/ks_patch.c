@@ -208,7 +208,7 @@ static cJSON *op_detach(cJSON *doc, const char *path)
 
 int json_patch_apply(cJSON **doc, const char *patch, size_t len, char *msg, size_t msglen)
 {
-    cJSON *ops = json_parse(patch, len, NULL);
+    cJSON *ops = json_parse_untrusted(patch, len, NULL);
     if (ops == NULL || !cJSON_IsArray(ops)) {
         snprintf(msg, msglen, "json: cannot unmarshal %s into Go value of type jsonpatch.Patch",
                  ops ? "object" : "invalid JSON");

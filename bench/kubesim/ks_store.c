@@ -222,7 +222,7 @@ static void field_value(const cJSON *obj, const char *path, char *out, size_t n)
     else if (cJSON_IsBool(v))
         snprintf(out, n, "%s", cJSON_IsTrue(v) ? "true" : "false");
     else if (cJSON_IsNumber(v))
-        snprintf(out, n, "%lld", (long long)v->valuedouble);
+        snprintf(out, n, "%lld", json_num_ll(v, 0));
     else
         out[0] = '\0';
 }

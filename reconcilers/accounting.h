@@ -1,0 +1,27 @@
+/* accounting: the Accounting reconciler (slinky-compat §2.3).
+ *
+ * For each Accounting CR that runs in Kubernetes: the Service
+ * `<name>-accounting` (port "slurmdbd", 6819), the Secret
+ * `<name>-accounting` holding slurmdbd.conf (with the database password),
+ * and the StatefulSet `<name>-accounting` running one slurmdbd, whose
+ * slurmdbd-conf-hash annotation is computed from the Secret built in the
+ * same pass. An external Accounting (spec.external) gets nothing: the
+ * Controller's slurm.conf points at its externalConfig.
+ *
+ * Watches: the CR; its StatefulSet, Service and Secret; a Secret it names
+ * (slurm key, JWT key, database password); the ConfigMap of its jwksKeyRef.
+ * No periodic requeue.
+ */
+#ifndef OP_ACCOUNTING_H
+#define OP_ACCOUNTING_H
+
+#include "reconcilers/operator.h"
+
+#define ACCOUNTING_CONTROLLER "accounting-controller"
+
+extern const op_reconciler RC_ACCOUNTING;
+
+/** Queue an Accounting ("ns/name") for reconciliation (no-op when not leading). */
+void accounting_enqueue(const char *key);
+
+#endif

@@ -1,0 +1,599 @@
+#include "reconcilers/cluster_rc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/err.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "reconcilers/objsync.h"
+
+/* While the caches fill, a pass would see owned objects as missing and
+ * create them again (409) or, worse, generate keys and tokens twice. */
+#define UNSYNCED_RETRY_MS 200
+/* Bound on waiting for the watch event of our own write. */
+#define GATE_AWAIT_MS 30000
+/* Backoff after failed writes: BASE * 2^(failures-1), capped. */
+#define BACKOFF_BASE_MS 200
+#define BACKOFF_MAX_MS (5 * 60 * 1000)
+
+struct backoff {
+    char *key;
+    unsigned failures;
+    uint64_t not_before_ms;
+};
+
+struct accepted {
+    char *key;
+    char uid[40];
+    cJSON *cr;
+};
+
+struct crc_gate {
+    char *key;
+    char *rv_seen; /* resourceVersion of the object the write was computed from */
+    int in_flight;
+    uint64_t deadline_ms;
+};
+
+static uint64_t now_ms(void)
+{
+    return uv_hrtime() / 1000000u;
+}
+
+/* ------------------------------------------------------------------ */
+/* write gates */
+
+static void gate_free(crc_gate *g)
+{
+    free(g->key);
+    free(g->rv_seen);
+    free(g);
+}
+
+int crc_gate_busy(crc_gates *g, const char *key, const char *cur_rv)
+{
+    crc_gate *t = map_get(&g->m, key);
+    if (t == NULL)
+        return 0;
+    if (t->in_flight || (strcmp(t->rv_seen, cur_rv ? cur_rv : "") == 0 && now_ms() < t->deadline_ms))
+        return 1;
+    gate_free(map_del(&g->m, key));
+    if (g->m.count == 0)
+        map_free(&g->m);
+    return 0;
+}
+
+crc_gate *crc_gate_begin(crc_gates *g, const char *key, const char *cur_rv)
+{
+    crc_gate *old = map_get(&g->m, key);
+    if (old) {
+        map_del(&g->m, key);
+        if (old->in_flight)
+            old->deadline_ms = 0; /* detached: its end frees it */
+        else
+            gate_free(old);
+    }
+    crc_gate *t = xcalloc(1, sizeof(*t));
+    t->key = xstrdup(key);
+    t->rv_seen = xstrdup(cur_rv ? cur_rv : "");
+    t->in_flight = 1;
+    map_put(&g->m, t->key, t);
+    return t;
+}
+
+void crc_gate_end(crc_gates *g, crc_gate *t, int err, const char *rv_new)
+{
+    t->in_flight = 0;
+    if (map_get(&g->m, t->key) != t) {
+        gate_free(t); /* cleared or replaced meanwhile */
+        return;
+    }
+    /* A write that changed nothing has no watch event to wait for. */
+    if (err == 0 && rv_new && strcmp(rv_new, t->rv_seen) != 0) {
+        t->deadline_ms = now_ms() + GATE_AWAIT_MS;
+        return;
+    }
+    gate_free(map_del(&g->m, t->key));
+    if (g->m.count == 0)
+        map_free(&g->m);
+}
+
+void crc_gates_clear(crc_gates *g)
+{
+    const char *k;
+    void *v;
+    size_t it = 0;
+    while (map_next(&g->m, &it, &k, &v)) {
+        crc_gate *t = v;
+        if (!t->in_flight)
+            gate_free(t);
+    }
+    map_free(&g->m);
+}
+
+/* ------------------------------------------------------------------ */
+/* queue plumbing */
+
+void crc_enqueue_key(crc_module *m, const char *key)
+{
+    if (m->q && key && *key)
+        wq_add(m->q, key);
+}
+
+void crc_enqueue(crc_module *m, const char *ns, const char *name)
+{
+    if (m->q == NULL || name == NULL || *name == '\0')
+        return;
+    char key[512];
+    snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name);
+    wq_add(m->q, key);
+}
+
+void crc_enqueue_owner(crc_module *m, const sobj *o)
+{
+    if (o && o->owner_kind && o->owner_name && strcmp(o->owner_kind, m->kind) == 0)
+        crc_enqueue(m, o->ns, o->owner_name);
+}
+
+void crc_on_owned(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    crc_module *m = data;
+    if (old_obj && (new_obj == NULL || old_obj->owner_name != new_obj->owner_name))
+        crc_enqueue_owner(m, old_obj);
+    if (new_obj)
+        crc_enqueue_owner(m, new_obj);
+}
+
+static void accepted_free(struct accepted *a)
+{
+    if (a == NULL)
+        return;
+    cJSON_Delete(a->cr);
+    free(a->key);
+    free(a);
+}
+
+static void backoff_drop(crc_module *m, const char *key)
+{
+    struct backoff *b = map_del(&m->backoff, key);
+    if (b) {
+        free(b->key);
+        free(b);
+    }
+}
+
+/* A write for the CR key failed: hold its passes back for a while. */
+void crc_write_failed(crc_module *m, const char *key)
+{
+    if (m->q == NULL)
+        return;
+    struct backoff *b = map_get(&m->backoff, key);
+    if (b == NULL) {
+        b = xcalloc(1, sizeof(*b));
+        b->key = xstrdup(key);
+        map_put(&m->backoff, b->key, b);
+    }
+    uint64_t delay = BACKOFF_BASE_MS;
+    for (unsigned i = 1; i < b->failures && delay < BACKOFF_MAX_MS; i++)
+        delay *= 2;
+    if (delay > BACKOFF_MAX_MS)
+        delay = BACKOFF_MAX_MS;
+    b->failures++;
+    b->not_before_ms = now_ms() + delay;
+    wq_add_after(m->q, key, delay);
+}
+
+static void forget_key(crc_module *m, const char *key)
+{
+    backoff_drop(m, key);
+    accepted_free(map_del(&m->accepted, key));
+    if (m->forget)
+        m->forget(key);
+}
+
+static void pass_init(crc_pass *p, crc_module *m, const sobj *o, uint64_t first_add_ns)
+{
+    memset(p, 0, sizeof(*p));
+    p->m = m;
+    p->op = m->op;
+    p->o = o;
+    p->cr = o->json;
+    p->first_add_ns = first_add_ns;
+    p->env.get = crc_env_get;
+    p->env.ud = p;
+    p->env.cluster_domain = m->op->cluster_domain;
+}
+
+static wq_result run(crc_module *m, const char *key, uint64_t first_add_ns)
+{
+    operator *op = m->op;
+    if (!op_caches_synced(op))
+        return WQ_RESULT_AFTER(UNSYNCED_RETRY_MS);
+    const sobj *o = store_get_key(op_store(op, m->store), key);
+    if (o == NULL || o->json == NULL) {
+        forget_key(m, key);
+        return WQ_RESULT_OK;
+    }
+    struct accepted *a = map_get(&m->accepted, key);
+    if (a && strcmp(a->uid, o->uid) != 0)
+        forget_key(m, key); /* deleted and created again: a new object */
+    if (o->deleting)
+        return WQ_RESULT_OK; /* owned objects go with the garbage collector */
+    struct backoff *b = map_get(&m->backoff, key);
+    if (b) {
+        uint64_t now = now_ms();
+        if (now < b->not_before_ms)
+            return WQ_RESULT_AFTER(b->not_before_ms - now);
+    }
+    crc_pass p;
+    pass_init(&p, m, o, first_add_ns);
+    m->sync(&p);
+    free(p.invalid);
+    if (b && !p.wrote && !p.failed && !p.pending)
+        backoff_drop(m, key); /* converged */
+    if (p.failed)
+        return WQ_RESULT_REQUEUE;
+    if (p.requeue_ms)
+        return WQ_RESULT_AFTER(p.requeue_ms);
+    return WQ_RESULT_OK;
+}
+
+static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
+{
+    crc_module *m = data;
+    uint64_t t0 = uv_hrtime();
+    wq_result r = run(m, key, first_add_ns);
+    op_observe_reconcile(m->op, m->name, r, (double)(uv_hrtime() - t0) / 1e9);
+    return r;
+}
+
+void crc_setup(crc_module *m, operator *op)
+{
+    m->op = op;
+    map_init(&m->accepted);
+    map_init(&m->backoff);
+    map_init(&m->status_gates.m);
+}
+
+int crc_start(crc_module *m)
+{
+    int err = 0;
+    wq_opts o = {.name = m->name, .handler = handle, .data = m, .metrics = m->op->metrics};
+    m->q = wq_new(m->op->loop, &o, &err);
+    if (m->q == NULL)
+        return err;
+    size_t it = 0;
+    const sobj *cr;
+    while ((cr = store_next(op_store(m->op, m->store), &it)))
+        wq_add(m->q, cr->key);
+    return 0;
+}
+
+void crc_stop(crc_module *m)
+{
+    if (m->q)
+        wq_shutdown(m->q, NULL, NULL);
+    m->q = NULL;
+    const char *k;
+    void *v;
+    size_t it = 0;
+    while (map_next(&m->accepted, &it, &k, &v))
+        accepted_free(v);
+    map_free(&m->accepted);
+    it = 0;
+    while (map_next(&m->backoff, &it, &k, &v)) {
+        free(((struct backoff *)v)->key);
+        free(v);
+    }
+    map_free(&m->backoff);
+    crc_gates_clear(&m->status_gates);
+}
+
+/* ------------------------------------------------------------------ */
+/* lookups */
+
+const cJSON *crc_env_get(void *ud, const char *kind, const char *name)
+{
+    crc_pass *p = ud;
+    enum op_kind k;
+    if (strcmp(kind, "Secret") == 0)
+        k = OPK_SECRETS;
+    else if (strcmp(kind, "ConfigMap") == 0)
+        k = OPK_CONFIGMAPS;
+    else if (strcmp(kind, "PersistentVolumeClaim") == 0)
+        k = OPK_PVCS;
+    else if (strcmp(kind, "Controller") == 0)
+        k = OPK_CONTROLLERS;
+    else if (strcmp(kind, "Accounting") == 0)
+        k = OPK_ACCOUNTINGS;
+    else
+        return NULL;
+    const sobj *o = store_get(op_store(p->op, k), p->o->ns, name);
+    return o ? o->json : NULL;
+}
+
+const cJSON *crc_accepted(const crc_pass *p)
+{
+    const struct accepted *a = map_get(&p->m->accepted, p->o->key);
+    return a && strcmp(a->uid, p->o->uid) == 0 ? a->cr : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* events and steps */
+
+void crc_note_write(crc_pass *p)
+{
+    if (!p->wrote)
+        op_observe_action(p->op, p->m->name, p->first_add_ns);
+    p->wrote = 1;
+}
+
+void crc_requeue_after(crc_pass *p, uint32_t ms)
+{
+    if (ms == 0)
+        ms = 1;
+    if (p->requeue_ms == 0 || ms < p->requeue_ms)
+        p->requeue_ms = ms;
+}
+
+int crc_validated(crc_pass *p, int rc, vclu_result *r)
+{
+    for (size_t i = 0; i < r->n_warnings; i++)
+        op_warn(p->op, p->o, p->m->kind, "ValidationWarning", "%s", r->warnings[i]);
+    if (rc != 0 || r->n_errors > 0) {
+        free(p->invalid);
+        p->invalid = r->n_errors ? vclu_join(r->errors, r->n_errors) : xstrdup("the object is not valid");
+        op_warn(p->op, p->o, p->m->kind, "ValidationFailed", "%s", p->invalid);
+        vclu_result_free(r);
+        return 1;
+    }
+    vclu_result_free(r);
+    struct accepted *a = map_get(&p->m->accepted, p->o->key);
+    if (a == NULL) {
+        a = xcalloc(1, sizeof(*a));
+        a->key = xstrdup(p->o->key);
+        map_put(&p->m->accepted, a->key, a);
+    }
+    snprintf(a->uid, sizeof(a->uid), "%s", p->o->uid);
+    cJSON_Delete(a->cr);
+    a->cr = cJSON_Duplicate(p->cr, 1);
+    return 0;
+}
+
+void crc_step_failed(crc_pass *p, const char *step, int rc, char *why)
+{
+    op_warn(p->op, p->o, p->m->kind, "SyncFailed", "%s: %s", step, why ? why : op_strerror(rc));
+    free(why);
+    p->failed = 1;
+}
+
+struct write_ctx {
+    crc_module *m;
+    char *owner;      /* CR key */
+    char *what;       /* "ConfigMap c1-config" */
+    const char *verb; /* "create", "patch", "delete" */
+};
+
+static void written(int err, const char *key, void *data)
+{
+    struct write_ctx *w = data;
+    crc_module *m = w->m;
+    if (err == OP_ECANCELED || m->q == NULL)
+        goto out;
+    const sobj *cr = store_get_key(op_store(m->op, m->store), w->owner);
+    if (err == 0) {
+        /* The watch event of the object queues the owner; queueing it now
+         * would only find the cache one event behind. */
+        if (cr && strcmp(w->verb, "create") == 0)
+            op_event(m->op, cr, m->kind, "CreateSucceeded", "Create", "Created %s", w->what);
+    } else {
+        const char *reason = strcmp(w->verb, "create") == 0  ? "CreateFailed"
+                             : strcmp(w->verb, "patch") == 0 ? "PatchFailed"
+                                                             : "DeleteFailed";
+        if (cr)
+            op_warn(m->op, cr, m->kind, reason, "Failed to %s %s: %s", w->verb, w->what, op_strerror(err));
+        crc_write_failed(m, w->owner);
+    }
+out:
+    free(w->owner);
+    free(w->what);
+    free(w);
+}
+
+static struct write_ctx *write_ctx(crc_pass *p, const kube_res *res, const char *name, const char *verb)
+{
+    struct write_ctx *w = xcalloc(1, sizeof(*w));
+    w->m = p->m;
+    w->owner = xstrdup(p->o->key);
+    w->what = xasprintf("%s %s", res->kind, name);
+    w->verb = verb;
+    return w;
+}
+
+static void write_ctx_free(struct write_ctx *w)
+{
+    free(w->owner);
+    free(w->what);
+    free(w);
+}
+
+void crc_strip_immutable(cJSON *desired)
+{
+    const char *kind = json_get_str_or(desired, "kind", "");
+    cJSON *spec = (cJSON *)json_child(desired, "spec");
+    if (spec == NULL)
+        return;
+    if (strcmp(kind, "StatefulSet") == 0) {
+        json_del(spec, "selector");
+        json_del(spec, "serviceName");
+        json_del(spec, "volumeClaimTemplates");
+        json_del(spec, "podManagementPolicy");
+    } else if (strcmp(kind, "Deployment") == 0) {
+        json_del(spec, "selector");
+    }
+}
+
+int crc_ensure(crc_pass *p, enum op_kind kind, const kube_res *res, cJSON *desired)
+{
+    if (desired == NULL)
+        return OBJSYNC_IN_SYNC;
+    const char *name = json_get_str_or(desired, "metadata.name", "");
+    const sobj *cur = store_get(op_store(p->op, kind), p->o->ns, name);
+    if (cur)
+        crc_strip_immutable(desired);
+    struct write_ctx *w = write_ctx(p, res, name, cur ? "patch" : "create");
+    int rc = objsync_ensure(p->op, kind, res, desired, written, w);
+    if (rc == OBJSYNC_WRITING) {
+        crc_note_write(p);
+    } else {
+        if (rc == OBJSYNC_PENDING)
+            p->pending = 1;
+        write_ctx_free(w);
+        if (rc < 0)
+            crc_step_failed(p, res->kind, rc, xasprintf("cannot converge %s %s", res->kind, name));
+    }
+    cJSON_Delete(desired);
+    return rc;
+}
+
+void crc_apply(crc_pass *p, const char *step, int rc, char *why, enum op_kind kind, const kube_res *res,
+               cJSON *desired)
+{
+    if (rc < 0) {
+        cJSON_Delete(desired);
+        crc_step_failed(p, step, rc, why);
+        return;
+    }
+    free(why);
+    crc_ensure(p, kind, res, desired);
+}
+
+int crc_delete(crc_pass *p, enum op_kind kind, const kube_res *res, const char *name)
+{
+    struct write_ctx *w = write_ctx(p, res, name, "delete");
+    int rc = objsync_delete(p->op, kind, res, p->o->ns, name, written, w);
+    if (rc == OBJSYNC_WRITING)
+        crc_note_write(p);
+    else
+        write_ctx_free(w);
+    if (rc == OBJSYNC_PENDING)
+        p->pending = 1;
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* status */
+
+void crc_now_rfc3339(char out[32])
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+cJSON *crc_conditions_set(const cJSON *conditions, const char *type, const char *status, const char *reason,
+                          const char *message, int64_t generation, const char *now)
+{
+    cJSON *out = cJSON_CreateArray();
+    const cJSON *prev = NULL;
+    for (const cJSON *c = cJSON_IsArray(conditions) ? conditions->child : NULL; c; c = c->next) {
+        if (strcmp(json_get_str_or(c, "type", ""), type) == 0) {
+            prev = c;
+            continue;
+        }
+        cJSON_AddItemToArray(out, cJSON_Duplicate(c, 1));
+    }
+    if (status == NULL)
+        return out;
+    cJSON *c = cJSON_CreateObject();
+    json_set_str(c, "type", type);
+    json_set_str(c, "status", status);
+    json_set_int(c, "observedGeneration", generation);
+    const char *ltt = now;
+    if (prev && strcmp(json_get_str_or(prev, "status", ""), status) == 0 &&
+        json_get_str(prev, "lastTransitionTime"))
+        ltt = json_get_str(prev, "lastTransitionTime");
+    json_set_str(c, "lastTransitionTime", ltt);
+    json_set_str(c, "reason", reason ? reason : "");
+    json_set_str(c, "message", message ? message : "");
+    cJSON_AddItemToArray(out, c);
+    return out;
+}
+
+cJSON *crc_status_patch(const cJSON *status, const cJSON *want)
+{
+    cJSON *cur = cJSON_CreateObject();
+    for (const cJSON *f = want ? want->child : NULL; f; f = f->next) {
+        const cJSON *v = json_child(status, f->string);
+        if (v)
+            json_set(cur, f->string, cJSON_Duplicate(v, 1));
+    }
+    const cJSON *conds = json_child(status, "conditions");
+    if (conds && json_child(cur, "conditions") == NULL)
+        json_set(cur, "conditions", cJSON_Duplicate(conds, 1));
+    cJSON *diff = json_merge_diff(cur, want ? want : cur);
+    cJSON_Delete(cur);
+    return diff;
+}
+
+struct status_ctx {
+    crc_module *m;
+    crc_gate *t;
+    char *key;
+};
+
+static void status_written(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    struct status_ctx *c = data;
+    crc_module *m = c->m;
+    crc_gate_end(&m->status_gates, c->t, err,
+                 err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
+    if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && m->q) {
+        log_warn("%s %s: status update failed: %s (%s)", m->kind, c->key, op_strerror(err),
+                 st ? st->message : "");
+        crc_write_failed(m, c->key);
+    }
+    free(c->key);
+    free(c);
+}
+
+void crc_status(crc_pass *p, cJSON *fields)
+{
+    crc_module *m = p->m;
+    cJSON *want = fields ? fields : cJSON_CreateObject();
+    const cJSON *status = json_child(p->cr, "status");
+    char now[32];
+    crc_now_rfc3339(now);
+    cJSON *conds =
+        crc_conditions_set(json_child(status, "conditions"), CRC_COND_VALID, p->invalid ? "False" : NULL,
+                           "ValidationFailed", p->invalid, p->o->generation, now);
+    if (cJSON_GetArraySize(conds) > 0)
+        json_set(want, "conditions", conds);
+    else
+        cJSON_Delete(conds);
+    cJSON *diff = crc_status_patch(status, want);
+    cJSON_Delete(want);
+    if (diff == NULL)
+        return;
+
+    if (crc_gate_busy(&m->status_gates, p->o->key, p->o->rv)) {
+        cJSON_Delete(diff);
+        p->pending = 1;
+        return; /* the cache has not shown our last status write yet */
+    }
+    struct status_ctx *c = xcalloc(1, sizeof(*c));
+    c->m = m;
+    c->key = xstrdup(p->o->key);
+    c->t = crc_gate_begin(&m->status_gates, p->o->key, p->o->rv);
+    cJSON *patch = cJSON_CreateObject();
+    json_set(patch, "status", diff);
+    kube_patch(p->op->client, m->res, p->o->ns, p->o->name, "status", KUBE_PATCH_MERGE, patch, NULL, 0,
+               status_written, c);
+    cJSON_Delete(patch);
+    crc_note_write(p);
+}

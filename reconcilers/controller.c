@@ -1,0 +1,577 @@
+#include "reconcilers/controller.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "reconcilers/cluster_rc.h"
+#include "reconcilers/cluster_watch.h"
+#include "reconcilers/controller_build.h"
+#include "reconcilers/objsync.h"
+#include "watchers/kinds.h"
+
+#define SM_CRD_NAME "servicemonitors.monitoring.coreos.com"
+/* How long the answer "is the ServiceMonitor CRD installed" is trusted. */
+#define CRD_TTL_MS (5 * 60 * 1000)
+/* ServiceMonitors are not watched: one we converged is checked again after
+ * this long (someone may have deleted or edited it). */
+#define SM_TTL_MS (10 * 60 * 1000)
+
+static void reconcile(crc_pass *p);
+static void forget(const char *key);
+
+static crc_module M = {
+    .name = CONTROLLER_CONTROLLER,
+    .kind = CTLB_KIND,
+    .store = OPK_CONTROLLERS,
+    .res = &KUBE_SLINKY_CONTROLLERS,
+    .sync = reconcile,
+    .forget = forget,
+};
+
+enum crd_state { CRD_UNKNOWN = 0, CRD_PRESENT, CRD_ABSENT };
+
+/* What we last did about one Controller's ServiceMonitor. */
+struct sm_state {
+    char *key;
+    int busy;            /* a GET/create/patch/delete chain is running */
+    int want;            /* 1: present with `hash`, 0: absent */
+    char hash[65];       /* SHA-256 of the desired object's JSON */
+    uint64_t checked_ms; /* when that was last confirmed */
+};
+
+static struct {
+    controller_ping_fn ping;
+    void *ping_data;
+    enum crd_state crd;
+    int crd_checking;
+    uint64_t crd_checked_ms;
+    map_t sm;         /* key -> struct sm_state */
+    crc_gates labels; /* pod key -> active-label patch */
+    unsigned epoch;   /* bumped at stop: completions of an older epoch only clean up */
+} S;
+
+void controller_enqueue(const char *key)
+{
+    crc_enqueue_key(&M, key);
+}
+
+void controller_set_ping_hook(controller_ping_fn fn, void *data)
+{
+    S.ping = fn;
+    S.ping_data = data;
+}
+
+static uint64_t now_ms(void)
+{
+    return uv_hrtime() / 1000000u;
+}
+
+/* ------------------------------------------------------------------ */
+/* watches */
+
+typedef int (*uses_fn)(const cJSON *controller, const char *name);
+
+/* Queue the Controllers of ns that `uses` the object called name. */
+static void enqueue_users(const char *ns, const char *name, uses_fn uses)
+{
+    size_t it = 0;
+    const sobj *c;
+    while ((c = store_next(op_store(M.op, OPK_CONTROLLERS), &it)))
+        if (strcmp(c->ns, ns) == 0 && uses(c->json, name))
+            crc_enqueue(&M, c->ns, c->name);
+}
+
+static void on_controller(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    const sobj *o = new_obj ? new_obj : old_obj;
+    crc_enqueue_key(&M, o->key);
+}
+
+static void on_accounting(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    const sobj *o = new_obj ? new_obj : old_obj;
+    enqueue_users(o->ns, o->name, cw_controller_uses_accounting);
+}
+
+static void on_nodeset(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    const char *ctl[2];
+    int n = cw_nodeset_affects(old_obj ? old_obj->json : NULL, new_obj ? new_obj->json : NULL, ctl);
+    const sobj *o = new_obj ? new_obj : old_obj;
+    for (int i = 0; i < n; i++)
+        crc_enqueue(&M, o->ns, ctl[i]);
+}
+
+static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    crc_on_owned(s, old_obj, new_obj, &M);
+    const sobj *o = new_obj ? new_obj : old_obj;
+    enqueue_users(o->ns, o->name, cw_controller_uses_secret);
+}
+
+static void on_configmap(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    crc_on_owned(s, old_obj, new_obj, &M);
+    const sobj *o = new_obj ? new_obj : old_obj;
+    enqueue_users(o->ns, o->name, cw_controller_uses_configmap);
+}
+
+static void on_pvc(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    const sobj *o = new_obj ? new_obj : old_obj;
+    enqueue_users(o->ns, o->name, cw_controller_uses_pvc);
+}
+
+/* slurmctld pods: a new or vanished pod may need the active label moved;
+ * so does someone else changing the label. Readiness flaps do not matter. */
+static void on_pod(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    const sobj *o = new_obj ? new_obj : old_obj;
+    const char *app = sobj_label(o, CLC_LABEL_NAME);
+    if (app == NULL || strcmp(app, CTLB_APP) != 0)
+        return;
+    if (old_obj && new_obj) {
+        const char *a = sobj_label(old_obj, CLC_LABEL_CONTROLLER_ACTIVE);
+        const char *b = sobj_label(new_obj, CLC_LABEL_CONTROLLER_ACTIVE);
+        if (strcmp(a ? a : "", b ? b : "") == 0 && (old_obj->deleting != 0) == (new_obj->deleting != 0))
+            return;
+    }
+    crc_enqueue(&M, o->ns, sobj_label(o, CLC_LABEL_INSTANCE));
+}
+
+static void setup(operator *op)
+{
+    crc_setup(&M, op);
+    map_init(&S.sm);
+    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
+    store_on_change(op_store(op, OPK_STATEFULSETS), crc_on_owned, &M);
+    store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, &M);
+    store_on_change(op_store(op, OPK_CONFIGMAPS), on_configmap, NULL);
+    store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
+    store_on_change(op_store(op, OPK_ACCOUNTINGS), on_accounting, NULL);
+    store_on_change(op_store(op, OPK_NODESETS), on_nodeset, NULL);
+    store_on_change(op_store(op, OPK_PVCS), on_pvc, NULL);
+    store_on_change(op_store(op, OPK_PODS), on_pod, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* ServiceMonitor */
+
+static void sm_state_free(struct sm_state *st)
+{
+    free(st->key);
+    free(st);
+}
+
+static void forget(const char *key)
+{
+    struct sm_state *st = map_del(&S.sm, key);
+    if (st)
+        sm_state_free(st);
+}
+
+static void enqueue_all(void)
+{
+    size_t it = 0;
+    const sobj *c;
+    while ((c = store_next(op_store(M.op, OPK_CONTROLLERS), &it)))
+        crc_enqueue_key(&M, c->key);
+}
+
+struct crd_ctx {
+    unsigned epoch;
+};
+
+static void crd_got(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    struct crd_ctx *c = data;
+    int current = c->epoch == S.epoch;
+    free(c);
+    if (!current || err == OP_ECANCELED)
+        return;
+    S.crd_checking = 0;
+    enum crd_state was = S.crd;
+    if (err == 0) {
+        S.crd = CRD_PRESENT;
+    } else {
+        if (err != OP_ENOTFOUND)
+            log_warn("controller: cannot read CRD %s (%s); ServiceMonitors are skipped", SM_CRD_NAME,
+                     op_strerror(err));
+        S.crd = CRD_ABSENT;
+    }
+    S.crd_checked_ms = now_ms();
+    if (S.crd != was)
+        enqueue_all();
+}
+
+/* The CRD state, starting a check when it is unknown or stale. */
+static enum crd_state crd_state(void)
+{
+    uint64_t now = now_ms();
+    if (!S.crd_checking && (S.crd == CRD_UNKNOWN || now - S.crd_checked_ms > CRD_TTL_MS)) {
+        struct crd_ctx *c = xcalloc(1, sizeof(*c));
+        c->epoch = S.epoch;
+        S.crd_checking = 1;
+        kube_get(M.op->client, &KUBE_CRDS, NULL, SM_CRD_NAME, NULL, crd_got, c);
+    }
+    return S.crd;
+}
+
+struct sm_ctx {
+    unsigned epoch;
+    char *key; /* Controller key */
+    char *ns, *name;
+    char *uid;      /* the Controller's uid (ours to delete) */
+    cJSON *desired; /* NULL: want it gone */
+    const char *verb;
+};
+
+static void sm_ctx_free(struct sm_ctx *c)
+{
+    free(c->key);
+    free(c->ns);
+    free(c->name);
+    free(c->uid);
+    cJSON_Delete(c->desired);
+    free(c);
+}
+
+static void sm_done(struct sm_ctx *c, int err)
+{
+    if (c->epoch != S.epoch || err == OP_ECANCELED) {
+        sm_ctx_free(c);
+        return;
+    }
+    struct sm_state *st = map_get(&S.sm, c->key);
+    if (st)
+        st->busy = 0;
+    if (err) {
+        /* Forget what we knew so the next pass starts over. */
+        forget(c->key);
+        const sobj *cr = store_get_key(op_store(M.op, OPK_CONTROLLERS), c->key);
+        const char *reason = strcmp(c->verb, "create") == 0   ? "CreateFailed"
+                             : strcmp(c->verb, "delete") == 0 ? "DeleteFailed"
+                             : strcmp(c->verb, "patch") == 0  ? "PatchFailed"
+                                                              : "SyncFailed";
+        if (cr)
+            op_warn(M.op, cr, CTLB_KIND, reason, "Failed to %s ServiceMonitor %s: %s", c->verb, c->name,
+                    op_strerror(err));
+        if (M.q)
+            crc_write_failed(&M, c->key);
+    } else {
+        if (st)
+            st->checked_ms = now_ms();
+        if (strcmp(c->verb, "create") == 0) {
+            const sobj *cr = store_get_key(op_store(M.op, OPK_CONTROLLERS), c->key);
+            if (cr)
+                op_event(M.op, cr, CTLB_KIND, "CreateSucceeded", "Create", "Created ServiceMonitor %s",
+                         c->name);
+        }
+    }
+    sm_ctx_free(c);
+}
+
+static void sm_written(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    struct sm_ctx *c = data;
+    if (err == OP_ENOTFOUND && strcmp(c->verb, "delete") == 0)
+        err = 0;
+    sm_done(c, err);
+}
+
+static int owned_by(const cJSON *obj, const char *uid)
+{
+    const cJSON *refs = json_get(obj, "metadata.ownerReferences");
+    for (const cJSON *r = cJSON_IsArray(refs) ? refs->child : NULL; r; r = r->next)
+        if (strcmp(json_get_str_or(r, "uid", ""), uid) == 0)
+            return 1;
+    return 0;
+}
+
+static void sm_got(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    struct sm_ctx *c = data;
+    if (c->epoch != S.epoch || err == OP_ECANCELED || (err && err != OP_ENOTFOUND)) {
+        sm_done(c, err);
+        return;
+    }
+    kube_client *kc = M.op->client;
+    if (c->desired) {
+        if (err == OP_ENOTFOUND) {
+            c->verb = "create";
+            kube_create(kc, &KUBE_SERVICEMONITORS, c->ns, c->desired, sm_written, c);
+            return;
+        }
+        cJSON *patch = objsync_diff(c->desired, obj);
+        if (patch) {
+            c->verb = "patch";
+            kube_patch(kc, &KUBE_SERVICEMONITORS, c->ns, c->name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0,
+                       sm_written, c);
+            cJSON_Delete(patch);
+            return;
+        }
+    } else if (err == 0 && owned_by(obj, c->uid)) {
+        c->verb = "delete";
+        kube_delete_opts o = {
+            .uid = json_get_str(obj, "metadata.uid"), .grace_seconds = -1, .propagation = "Background"};
+        kube_delete(kc, &KUBE_SERVICEMONITORS, c->ns, c->name, &o, sm_written, c);
+        return;
+    }
+    sm_done(c, 0);
+}
+
+static void sync_service_monitor(crc_pass *p)
+{
+    cJSON *sm = NULL;
+    char *why = NULL;
+    int rc = ctlb_service_monitor(p->cr, &sm, &why);
+    if (rc < 0) {
+        crc_step_failed(p, "ServiceMonitor", rc, why);
+        return;
+    }
+    free(why);
+    int want = sm != NULL;
+    enum crd_state crd = crd_state();
+    if (crd != CRD_PRESENT) {
+        /* Unknown: the answer queues every Controller. Absent: nothing to
+         * create, and nothing of ours can exist. */
+        if (want && crd == CRD_ABSENT)
+            log_debug("controller %s: ServiceMonitor skipped, CRD %s not installed", p->o->key, SM_CRD_NAME);
+        forget(p->o->key);
+        cJSON_Delete(sm);
+        return;
+    }
+    char hash[65] = "";
+    if (want) {
+        char *text = json_dump(sm);
+        clc_hash_str(text, hash);
+        free(text);
+    }
+    struct sm_state *st = map_get(&S.sm, p->o->key);
+    uint64_t now = now_ms();
+    if (st && (st->busy || (st->want == want && strcmp(st->hash, hash) == 0 &&
+                            (!want || now - st->checked_ms < SM_TTL_MS)))) {
+        if (want)
+            crc_requeue_after(p, SM_TTL_MS);
+        cJSON_Delete(sm);
+        return;
+    }
+    if (st == NULL) {
+        st = xcalloc(1, sizeof(*st));
+        st->key = xstrdup(p->o->key);
+        map_put(&S.sm, st->key, st);
+    }
+    st->busy = 1;
+    st->want = want;
+    snprintf(st->hash, sizeof(st->hash), "%s", hash);
+    struct sm_ctx *c = xcalloc(1, sizeof(*c));
+    c->epoch = S.epoch;
+    c->key = xstrdup(p->o->key);
+    c->ns = xstrdup(p->o->ns);
+    c->name = ctlb_name(p->o->name);
+    c->uid = xstrdup(p->o->uid);
+    c->desired = sm;
+    c->verb = "read";
+    kube_get(M.op->client, &KUBE_SERVICEMONITORS, c->ns, c->name, NULL, sm_got, c);
+    if (want)
+        crc_requeue_after(p, SM_TTL_MS);
+}
+
+/* ------------------------------------------------------------------ */
+/* the active slurmctld */
+
+/* The default Slurm ping: no Slurm client here, the answer is unknown. The
+ * slurmio client plugs the real one in with controller_set_ping_hook(). */
+static int controller_ping_unknown(operator *op, const char *ns, const char *name, int replicas, void *data)
+{
+    return -1;
+}
+
+struct label_ctx {
+    crc_gate *t;
+    char *owner;
+};
+
+static void label_patched(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    struct label_ctx *c = data;
+    crc_gate_end(&S.labels, c->t, err, err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
+    if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && M.q) {
+        log_warn("controller %s: labelling a slurmctld pod failed: %s", c->owner, op_strerror(err));
+        crc_write_failed(&M, c->owner);
+    }
+    free(c->owner);
+    free(c);
+}
+
+static void sync_active(crc_pass *p)
+{
+    if (clc_is_external(p->cr))
+        return;
+    int replicas = clc_controller_replicas(p->cr);
+    controller_ping_fn ping = S.ping ? S.ping : controller_ping_unknown;
+    int active = ping(p->op, p->o->ns, p->o->name, replicas, S.ping_data);
+    if (active < 0 || active >= replicas)
+        active = 0;
+    store *pods = op_store(p->op, OPK_PODS);
+    char *sts = ctlb_name(p->o->name);
+    /* Pods of the StatefulSet are named <sts>-<ordinal>; look at every
+     * ordinal up to the replica count and past it while pods remain (a
+     * scale-down in progress). */
+    for (int i = 0; i < replicas + 1024; i++) {
+        char name[512];
+        snprintf(name, sizeof(name), "%s-%d", sts, i);
+        const sobj *pod = store_get(pods, p->o->ns, name);
+        if (pod == NULL) {
+            if (i >= replicas)
+                break;
+            continue;
+        }
+        const char *inst = sobj_label(pod, CLC_LABEL_INSTANCE);
+        if (inst == NULL || strcmp(inst, p->o->name) != 0)
+            continue;
+        const char *cur = sobj_label(pod, CLC_LABEL_CONTROLLER_ACTIVE);
+        int want = i == active && !pod->deleting;
+        int has = cur != NULL && strcmp(cur, "true") == 0;
+        if (want == has && (want || cur == NULL))
+            continue;
+        if (crc_gate_busy(&S.labels, pod->key, pod->rv))
+            continue;
+        cJSON *patch = cJSON_CreateObject();
+        cJSON *labels = json_obj_path_ensure(patch, "metadata.labels");
+        if (want)
+            json_set_str(labels, CLC_LABEL_CONTROLLER_ACTIVE, "true");
+        else
+            json_set(labels, CLC_LABEL_CONTROLLER_ACTIVE, cJSON_CreateNull());
+        struct label_ctx *c = xcalloc(1, sizeof(*c));
+        c->t = crc_gate_begin(&S.labels, pod->key, pod->rv);
+        c->owner = xstrdup(p->o->key);
+        log_info("controller %s: %s is %s", p->o->key, pod->name, want ? "active" : "no longer active");
+        kube_patch(p->op->client, &KUBE_PODS, pod->ns, pod->name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0,
+                   label_patched, c);
+        cJSON_Delete(patch);
+        crc_note_write(p);
+    }
+    free(sts);
+}
+
+/* ------------------------------------------------------------------ */
+/* one pass */
+
+/* The NodeSets of the namespace that reference this Controller. */
+static const cJSON **collect_nodesets(crc_pass *p, size_t *n)
+{
+    store *s = op_store(p->op, OPK_NODESETS);
+    const cJSON **v = xcalloc(store_count(s) + 1, sizeof(*v));
+    size_t it = 0, k = 0;
+    const sobj *o;
+    while ((o = store_next(s, &it))) {
+        const char *ref = cw_controller_ref(o->json);
+        if (strcmp(o->ns, p->o->ns) == 0 && ref && strcmp(ref, p->o->name) == 0)
+            v[k++] = o->json;
+    }
+    *n = k;
+    return v;
+}
+
+static void sync_statefulset(crc_pass *p, int rc, char *why, cJSON *sts)
+{
+    if (rc < 0 || sts == NULL) {
+        crc_apply(p, "StatefulSet", rc, why, OPK_STATEFULSETS, &KUBE_STATEFULSETS, sts);
+        return;
+    }
+    free(why);
+    /* serviceName cannot change: a StatefulSet governed by another Service
+     * is replaced (Slinky deletes it first). */
+    const char *name = json_get_str_or(sts, "metadata.name", "");
+    const sobj *cur = store_get(op_store(p->op, OPK_STATEFULSETS), p->o->ns, name);
+    const char *have = cur ? json_get_str(cur->json, "spec.serviceName") : NULL;
+    const char *want = json_get_str(sts, "spec.serviceName");
+    if (cur && have && want && strcmp(have, want) != 0) {
+        log_info("controller %s: StatefulSet %s has serviceName %s, want %s: replacing it", p->o->key, name,
+                 have, want);
+        crc_delete(p, OPK_STATEFULSETS, &KUBE_STATEFULSETS, name);
+        cJSON_Delete(sts);
+        return;
+    }
+    crc_ensure(p, OPK_STATEFULSETS, &KUBE_STATEFULSETS, sts);
+}
+
+static void reconcile(crc_pass *p)
+{
+    vclu_result r;
+    memset(&r, 0, sizeof(r));
+    int rc = vclu_controller(p->cr, crc_accepted(p), &p->env, &r);
+    if (crc_validated(p, rc, &r)) {
+        crc_status(p, NULL);
+        return;
+    }
+
+    cJSON *obj = NULL;
+    char *why = NULL;
+    rc = ctlb_internal_service(p->cr, &obj, &why);
+    crc_apply(p, "Internal Service", rc, why, OPK_SERVICES, &KUBE_SERVICES, obj);
+
+    obj = NULL;
+    why = NULL;
+    rc = ctlb_service(p->cr, &obj, &why);
+    crc_apply(p, "Service", rc, why, OPK_SERVICES, &KUBE_SERVICES, obj);
+
+    size_t n = 0;
+    const cJSON **nodesets = collect_nodesets(p, &n);
+    cJSON *config = NULL;
+    why = NULL;
+    rc = ctlb_config(p->cr, nodesets, n, &p->env, &config, &why);
+    free(nodesets);
+    if (rc < 0) {
+        crc_step_failed(p, "Config", rc, why);
+        config = NULL;
+    } else {
+        free(why);
+    }
+
+    /* The StatefulSet hashes the ConfigMap built now, not the cached one, so
+     * a config change rolls the pods in this very pass. */
+    cJSON *sts = NULL;
+    char *sts_why = NULL;
+    int sts_rc = ctlb_statefulset(p->cr, config, &p->env, &sts, &sts_why);
+    crc_ensure(p, OPK_CONFIGMAPS, &KUBE_CONFIGMAPS, config);
+    sync_statefulset(p, sts_rc, sts_why, sts);
+
+    if (!clc_is_external(p->cr))
+        sync_service_monitor(p);
+    sync_active(p);
+    crc_status(p, NULL);
+}
+
+static int start(operator *op)
+{
+    return crc_start(&M);
+}
+
+static void stop(operator *op)
+{
+    crc_stop(&M);
+    S.epoch++;
+    S.crd = CRD_UNKNOWN;
+    S.crd_checking = 0;
+    const char *k;
+    void *v;
+    size_t it = 0;
+    while (map_next(&S.sm, &it, &k, &v))
+        sm_state_free(v);
+    map_free(&S.sm);
+    crc_gates_clear(&S.labels);
+}
+
+const op_reconciler RC_CONTROLLER = {
+    .name = CONTROLLER_CONTROLLER,
+    .setup = setup,
+    .start = start,
+    .stop = stop,
+};

@@ -1,0 +1,49 @@
+/* controller: the Controller reconciler (slinky-compat §2.1, §4).
+ *
+ * For each Controller CR, in order: the headless Service
+ * `<ctl>-controller-internal`, the Service `<ctl>-controller`, the ConfigMap
+ * `<ctl>-config` (slurm.conf listing the NodeSets that reference the
+ * Controller, cgroup.conf unless a config file supplies one), the
+ * StatefulSet `<ctl>-controller` (its config hash annotation computed from
+ * the ConfigMap built in the same pass, so one pass rolls the pods), and the
+ * ServiceMonitor `<ctl>-controller` when metrics and the ServiceMonitor are
+ * enabled and the servicemonitors.monitoring.coreos.com CRD exists (it is
+ * deleted when they are switched off). An external Controller gets only the
+ * ConfigMap. Then the slurmctld pods are labelled: the active one gets
+ * `controller.slinky.slurm.net/active=true`, the others lose it (the
+ * Service selects on it).
+ *
+ * Watches (what queues a Controller again): the CR; its StatefulSet,
+ * Services, ConfigMaps and Secrets; an Accounting its accountingRef names;
+ * a NodeSet that references it being added, removed, or changing its
+ * controllerRef, partition or hostname; a Secret its key refs name; a
+ * ConfigMap its configFileRefs, script refs or jwksKeyRef name; its
+ * existingClaim PVC; its slurmctld pods appearing, going or changing the
+ * active label. No periodic requeue: events drive it.
+ */
+#ifndef OP_CONTROLLER_H
+#define OP_CONTROLLER_H
+
+#include "reconcilers/operator.h"
+
+#define CONTROLLER_CONTROLLER "controller-controller"
+
+extern const op_reconciler RC_CONTROLLER;
+
+/** Queue a Controller ("ns/name") for reconciliation (no-op when not leading). */
+void controller_enqueue(const char *key);
+
+/** Which slurmctld of a Controller answers (the HA case, §2.1 "HA status":
+ *  Slinky pings every slurmctld through slurmrestd and marks the first one
+ *  that responds). Returns the ordinal (0..replicas-1) of the responding
+ *  slurmctld, or -1 when it is not known (no Slurm client, or no answer
+ *  yet); then pod 0 is taken as active. Must not block: an implementation
+ *  pings asynchronously, caches the answer and calls controller_enqueue()
+ *  when it changes. */
+typedef int (*controller_ping_fn)(operator *op, const char *ns, const char *name, int replicas, void *data);
+
+/** Plug the Slurm ping in (NULL restores the default, which knows
+ *  nothing and answers -1). */
+void controller_set_ping_hook(controller_ping_fn fn, void *data);
+
+#endif

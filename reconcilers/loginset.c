@@ -1,0 +1,290 @@
+#include "reconcilers/loginset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "reconcilers/cluster_rc.h"
+#include "reconcilers/cluster_watch.h"
+#include "reconcilers/loginset_build.h"
+#include "reconcilers/sshkeys.h"
+
+static void reconcile(crc_pass *p);
+static void forget(const char *key);
+
+static crc_module M = {
+    .name = LOGINSET_CONTROLLER,
+    .kind = LSB_KIND,
+    .store = OPK_LOGINSETS,
+    .res = &KUBE_SLINKY_LOGINSETS,
+    .sync = reconcile,
+    .forget = forget,
+};
+
+/* One host key generation for one LoginSet. */
+struct keygen {
+    uv_work_t req; /* embedded; the job lives until after_work */
+    char *key;     /* LoginSet key */
+    char uid[40];  /* the LoginSet incarnation the keys are for */
+    int running;
+    int detached; /* forgotten while running: after_work frees it */
+    int rc;       /* result of sshk_generate_host_keys */
+    sshk_host_keys keys;
+};
+
+static struct {
+    map_t jobs; /* LoginSet key -> struct keygen */
+    int running;
+} S;
+
+void loginset_enqueue(const char *key)
+{
+    crc_enqueue_key(&M, key);
+}
+
+int loginset_keygen_running(void)
+{
+    return S.running;
+}
+
+/* ------------------------------------------------------------------ */
+/* watches */
+
+static void on_loginset(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    const sobj *o = new_obj ? new_obj : old_obj;
+    crc_enqueue_key(&M, o->key);
+}
+
+static void on_controller(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    const sobj *o = new_obj ? new_obj : old_obj;
+    size_t it = 0;
+    const sobj *l;
+    while ((l = store_next(op_store(M.op, OPK_LOGINSETS), &it))) {
+        const char *ref = cw_controller_ref(l->json);
+        if (strcmp(l->ns, o->ns) == 0 && ref && strcmp(ref, o->name) == 0)
+            crc_enqueue(&M, l->ns, l->name);
+    }
+}
+
+static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    const sobj *o = new_obj ? new_obj : old_obj;
+    crc_on_owned(s, old_obj, new_obj, &M);
+    size_t it = 0;
+    const sobj *l;
+    store *ctls = op_store(M.op, OPK_CONTROLLERS);
+    while ((l = store_next(op_store(M.op, OPK_LOGINSETS), &it))) {
+        if (strcmp(l->ns, o->ns) != 0)
+            continue;
+        const sobj *ctl = store_get(ctls, l->ns, cw_controller_ref(l->json));
+        if (cw_loginset_uses_secret(l->json, ctl ? ctl->json : NULL, o->name))
+            crc_enqueue(&M, l->ns, l->name);
+    }
+}
+
+static void setup(operator *op)
+{
+    crc_setup(&M, op);
+    map_init(&S.jobs);
+    store_on_change(op_store(op, OPK_LOGINSETS), on_loginset, NULL);
+    store_on_change(op_store(op, OPK_DEPLOYMENTS), crc_on_owned, &M);
+    store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, &M);
+    store_on_change(op_store(op, OPK_CONFIGMAPS), crc_on_owned, &M);
+    store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
+    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* host key generation on the threadpool */
+
+static void keygen_free(struct keygen *j)
+{
+    sshk_host_keys_free(&j->keys);
+    free(j->key);
+    free(j);
+}
+
+/* Drop the job of key: now, or when its work is done. */
+static void forget(const char *key)
+{
+    struct keygen *j = map_del(&S.jobs, key);
+    if (j == NULL)
+        return;
+    if (j->running)
+        j->detached = 1;
+    else
+        keygen_free(j);
+}
+
+static void keygen_work(uv_work_t *req)
+{
+    struct keygen *j = container_of(req, struct keygen, req);
+    j->rc = sshk_generate_host_keys(&j->keys);
+}
+
+static void keygen_done(uv_work_t *req, int status)
+{
+    struct keygen *j = container_of(req, struct keygen, req);
+    j->running = 0;
+    S.running--;
+    if (j->detached) {
+        keygen_free(j);
+        return;
+    }
+    if (status == UV_ECANCELED)
+        j->rc = OP_ECANCELED;
+    log_info("loginset %s: SSH host keys %s", j->key, j->rc ? op_strerror(j->rc) : "generated");
+    crc_enqueue_key(&M, j->key);
+}
+
+/* The host key Secret: the cached one, or one built from generated keys,
+ * or NULL while keys are being generated (then the caller waits). *built
+ * receives a new object to create (the caller ensures it). */
+static const cJSON *host_keys(crc_pass *p, cJSON **built)
+{
+    *built = NULL;
+    char *name = lsb_host_keys_name(p->o->name);
+    const sobj *cur = store_get(op_store(p->op, OPK_SECRETS), p->o->ns, name);
+    free(name);
+    struct keygen *j = map_get(&S.jobs, p->o->key);
+    if (j && strcmp(j->uid, p->o->uid) != 0) {
+        forget(p->o->key); /* keys of an earlier incarnation */
+        j = NULL;
+    }
+    if (cur) {
+        if (j && !j->running)
+            forget(p->o->key); /* the Secret is in the cache: the keys did their job */
+        return cur->json;
+    }
+    if (j == NULL) {
+        j = xcalloc(1, sizeof(*j));
+        j->key = xstrdup(p->o->key);
+        snprintf(j->uid, sizeof(j->uid), "%s", p->o->uid);
+        j->running = 1;
+        S.running++;
+        map_put(&S.jobs, j->key, j);
+        int rc = uv_queue_work(p->op->loop, &j->req, keygen_work, keygen_done);
+        if (rc) {
+            S.running--;
+            j->running = 0;
+            map_del(&S.jobs, j->key);
+            keygen_free(j);
+            crc_step_failed(p, "SSH host keys", rc,
+                            xasprintf("cannot start key generation: %s", op_strerror(rc)));
+            return NULL;
+        }
+        log_info("loginset %s: generating SSH host keys", p->o->key);
+        return NULL;
+    }
+    if (j->running)
+        return NULL;
+    if (j->rc) {
+        crc_step_failed(p, "SSH host keys", j->rc,
+                        xasprintf("key generation failed: %s", op_strerror(j->rc)));
+        forget(p->o->key);
+        return NULL;
+    }
+    lsb_host_keys hk;
+    memset(&hk, 0, sizeof(hk));
+    hk.rsa.private_key = j->keys.rsa.private_pem;
+    hk.rsa.public_key = j->keys.rsa.public_ssh;
+    hk.ecdsa.private_key = j->keys.ecdsa.private_pem;
+    hk.ecdsa.public_key = j->keys.ecdsa.public_ssh;
+    char *why = NULL;
+    int rc = lsb_host_keys_secret(p->cr, &hk, built, &why);
+    if (rc < 0) {
+        crc_step_failed(p, "SSH host keys", rc, why);
+        return NULL;
+    }
+    free(why);
+    return *built;
+}
+
+/* ------------------------------------------------------------------ */
+/* one pass */
+
+static void reconcile(crc_pass *p)
+{
+    vclu_result r;
+    memset(&r, 0, sizeof(r));
+    int rc = vclu_loginset(p->cr, crc_accepted(p), &r);
+    if (crc_validated(p, rc, &r)) {
+        crc_status(p, NULL);
+        return;
+    }
+
+    cJSON *keys_new = NULL;
+    const cJSON *keys = host_keys(p, &keys_new);
+    /* The Deployment hashes the key Secret: keep a copy of a new one. */
+    cJSON *keys_copy = keys_new ? cJSON_Duplicate(keys_new, 1) : NULL;
+    if (keys_new)
+        crc_ensure(p, OPK_SECRETS, &KUBE_SECRETS, keys_new);
+    if (keys_copy)
+        keys = keys_copy;
+
+    cJSON *cfg = NULL;
+    char *why = NULL;
+    rc = lsb_ssh_config(p->cr, &cfg, &why);
+    cJSON *cfg_copy = rc == 0 && cfg ? cJSON_Duplicate(cfg, 1) : NULL;
+    crc_apply(p, "SSH Config", rc, why, OPK_CONFIGMAPS, &KUBE_CONFIGMAPS, cfg);
+
+    cJSON *obj = NULL;
+    why = NULL;
+    rc = lsb_service(p->cr, &obj, &why);
+    crc_apply(p, "Service", rc, why, OPK_SERVICES, &KUBE_SERVICES, obj);
+
+    if (keys) {
+        obj = NULL;
+        why = NULL;
+        rc = lsb_deployment(p->cr, keys, cfg_copy, &p->env, &obj, &why);
+        crc_apply(p, "Deployment", rc, why, OPK_DEPLOYMENTS, &KUBE_DEPLOYMENTS, obj);
+    }
+    cJSON_Delete(keys_copy);
+    cJSON_Delete(cfg_copy);
+
+    /* Status: replicas of the Deployment and the pods' selector. */
+    cJSON *st = cJSON_CreateObject();
+    const sobj *d = store_get(op_store(p->op, OPK_DEPLOYMENTS), p->o->ns, p->o->name);
+    long long replicas = 0;
+    if (d && d->owner_kind && strcmp(d->owner_kind, LSB_KIND) == 0)
+        replicas = json_get_int(d->json, "status.replicas", 0);
+    json_set_int(st, "replicas", replicas);
+    char *sel = xasprintf("%s=%s,%s=%s", CLC_LABEL_INSTANCE, p->o->name, CLC_LABEL_NAME, LSB_APP);
+    json_set_str(st, "selector", sel);
+    free(sel);
+    crc_status(p, st);
+}
+
+static int start(operator *op)
+{
+    return crc_start(&M);
+}
+
+static void stop(operator *op)
+{
+    crc_stop(&M);
+    const char *k;
+    void *v;
+    size_t it = 0;
+    while (map_next(&S.jobs, &it, &k, &v)) {
+        struct keygen *j = v;
+        if (j->running)
+            j->detached = 1;
+        else
+            keygen_free(j);
+    }
+    map_free(&S.jobs);
+}
+
+const op_reconciler RC_LOGINSET = {
+    .name = LOGINSET_CONTROLLER,
+    .setup = setup,
+    .start = start,
+    .stop = stop,
+};

@@ -1,0 +1,119 @@
+#include "reconcilers/restapi.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "reconcilers/cluster_rc.h"
+#include "reconcilers/cluster_watch.h"
+#include "reconcilers/restapi_build.h"
+
+static void reconcile(crc_pass *p);
+
+static crc_module M = {
+    .name = RESTAPI_CONTROLLER,
+    .kind = RAB_KIND,
+    .store = OPK_RESTAPIS,
+    .res = &KUBE_SLINKY_RESTAPIS,
+    .sync = reconcile,
+};
+
+void restapi_enqueue(const char *key)
+{
+    crc_enqueue_key(&M, key);
+}
+
+/* ------------------------------------------------------------------ */
+/* watches */
+
+static void on_restapi(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    const sobj *o = new_obj ? new_obj : old_obj;
+    crc_enqueue_key(&M, o->key);
+}
+
+/* The RestApis of ns whose controllerRef is ctl. */
+static void enqueue_of_controller(const char *ns, const char *ctl)
+{
+    size_t it = 0;
+    const sobj *r;
+    while ((r = store_next(op_store(M.op, OPK_RESTAPIS), &it))) {
+        const char *ref = cw_controller_ref(r->json);
+        if (strcmp(r->ns, ns) == 0 && ref && strcmp(ref, ctl) == 0)
+            crc_enqueue(&M, r->ns, r->name);
+    }
+}
+
+static void on_controller(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    const sobj *o = new_obj ? new_obj : old_obj;
+    enqueue_of_controller(o->ns, o->name);
+}
+
+static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    const sobj *o = new_obj ? new_obj : old_obj;
+    crc_on_owned(s, old_obj, new_obj, &M);
+    size_t it = 0;
+    const sobj *r;
+    store *ctls = op_store(M.op, OPK_CONTROLLERS);
+    while ((r = store_next(op_store(M.op, OPK_RESTAPIS), &it))) {
+        if (strcmp(r->ns, o->ns) != 0)
+            continue;
+        const sobj *ctl = store_get(ctls, r->ns, cw_controller_ref(r->json));
+        if (ctl && cw_restapi_uses_secret(r->json, ctl->json, o->name))
+            crc_enqueue(&M, r->ns, r->name);
+    }
+}
+
+static void setup(operator *op)
+{
+    crc_setup(&M, op);
+    store_on_change(op_store(op, OPK_RESTAPIS), on_restapi, NULL);
+    store_on_change(op_store(op, OPK_DEPLOYMENTS), crc_on_owned, &M);
+    store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, &M);
+    store_on_change(op_store(op, OPK_CONFIGMAPS), crc_on_owned, &M);
+    store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
+    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* one pass */
+
+static void reconcile(crc_pass *p)
+{
+    vclu_result r;
+    memset(&r, 0, sizeof(r));
+    int rc = vclu_restapi(p->cr, crc_accepted(p), &r);
+    if (crc_validated(p, rc, &r)) {
+        crc_status(p, NULL);
+        return;
+    }
+    cJSON *obj = NULL;
+    char *why = NULL;
+    rc = rab_service(p->cr, &obj, &why);
+    crc_apply(p, "Service", rc, why, OPK_SERVICES, &KUBE_SERVICES, obj);
+
+    obj = NULL;
+    why = NULL;
+    rc = rab_deployment(p->cr, &p->env, &obj, &why);
+    crc_apply(p, "Deployment", rc, why, OPK_DEPLOYMENTS, &KUBE_DEPLOYMENTS, obj);
+    crc_status(p, NULL);
+}
+
+static int start(operator *op)
+{
+    return crc_start(&M);
+}
+
+static void stop(operator *op)
+{
+    crc_stop(&M);
+}
+
+const op_reconciler RC_RESTAPI = {
+    .name = RESTAPI_CONTROLLER,
+    .setup = setup,
+    .start = start,
+    .stop = stop,
+};

@@ -1,0 +1,25 @@
+/* restapi: the RestApi reconciler (slinky-compat §2.2).
+ *
+ * For each RestApi CR: the Service `<name>-restapi` (port "slurmrestd",
+ * 6820) and the Deployment `<name>-restapi` running slurmrestd against the
+ * Controller its controllerRef names (slurm.conf from `<ctl>-config`, the
+ * Controller's slurm key).
+ *
+ * Watches: the CR; its Deployment and Service; its Controller (the
+ * Deployment's args and volumes follow the Controller's accountingRef and
+ * slurmKeyRef); a Secret holding its Controller's slurm or JWT key. No
+ * periodic requeue.
+ */
+#ifndef OP_RESTAPI_H
+#define OP_RESTAPI_H
+
+#include "reconcilers/operator.h"
+
+#define RESTAPI_CONTROLLER "restapi-controller"
+
+extern const op_reconciler RC_RESTAPI;
+
+/** Queue a RestApi ("ns/name") for reconciliation (no-op when not leading). */
+void restapi_enqueue(const char *key);
+
+#endif

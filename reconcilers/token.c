@@ -1,0 +1,222 @@
+#include "reconcilers/token.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/crypto.h"
+#include "core/err.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "reconcilers/cluster_rc.h"
+#include "reconcilers/cluster_watch.h"
+#include "reconcilers/token_build.h"
+#include "slurmio/jwt.h"
+
+static void reconcile(crc_pass *p);
+
+static crc_module M = {
+    .name = TOKEN_CONTROLLER,
+    .kind = TOKB_KIND,
+    .store = OPK_TOKENS,
+    .res = &KUBE_SLINKY_TOKENS,
+    .sync = reconcile,
+};
+
+void token_enqueue(const char *key)
+{
+    crc_enqueue_key(&M, key);
+}
+
+/* ------------------------------------------------------------------ */
+/* watches */
+
+static void on_token(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    const sobj *o = new_obj ? new_obj : old_obj;
+    crc_enqueue_key(&M, o->key);
+}
+
+static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    const sobj *o = new_obj ? new_obj : old_obj;
+    crc_on_owned(s, old_obj, new_obj, &M);
+    size_t it = 0;
+    const sobj *t;
+    while ((t = store_next(op_store(M.op, OPK_TOKENS), &it)))
+        if (strcmp(t->ns, o->ns) == 0 && cw_token_uses_secret(t->json, o->name))
+            crc_enqueue(&M, t->ns, t->name);
+}
+
+static void setup(operator *op)
+{
+    crc_setup(&M, op);
+    store_on_change(op_store(op, OPK_TOKENS), on_token, NULL);
+    store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* one pass */
+
+/* The base64-decoded value of secret.data[key] (malloc'd, NUL-terminated
+ * after len bytes), or NULL. */
+static uint8_t *secret_value(const cJSON *secret, const char *key, size_t *len)
+{
+    const char *v = clc_str(json_child(secret, "data"), key);
+    *len = 0;
+    if (v == NULL)
+        return NULL;
+    size_t n = 0;
+    uint8_t *raw = base64_decode(v, strlen(v), &n);
+    if (raw == NULL)
+        return NULL;
+    uint8_t *out = xmalloc(n + 1);
+    memcpy(out, raw, n);
+    out[n] = '\0';
+    free(raw);
+    *len = n;
+    return out;
+}
+
+static void wipe_free(uint8_t *p, size_t n)
+{
+    if (p) {
+        volatile uint8_t *v = p;
+        for (size_t i = 0; i < n; i++)
+            v[i] = 0;
+        free(p);
+    }
+}
+
+static uint32_t clamp_requeue(int64_t ms)
+{
+    if (ms < 1000)
+        return 1000; /* never 0: see token.h */
+    if (ms > (int64_t)TOKEN_MAX_REQUEUE_MS)
+        return TOKEN_MAX_REQUEUE_MS;
+    return (uint32_t)ms;
+}
+
+static void rfc3339(int64_t t, char out[32])
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void reconcile(crc_pass *p)
+{
+    vclu_result r;
+    memset(&r, 0, sizeof(r));
+    int rc = vclu_token(p->cr, crc_accepted(p), &r);
+    if (crc_validated(p, rc, &r)) {
+        crc_status(p, NULL);
+        return;
+    }
+    tokb_settings s;
+    tokb_settings_get(p->cr, &s, NULL);
+    store *secrets = op_store(p->op, OPK_SECRETS);
+    const char *key_name = json_get_str_or(s.jwt_ref, "name", "");
+    const char *key_key = json_get_str_or(s.jwt_ref, "key", "");
+    const sobj *key_sec = store_get(secrets, p->o->ns, key_name);
+    size_t klen = 0;
+    uint8_t *key = key_sec ? secret_value(key_sec->json, key_key, &klen) : NULL;
+    if (key == NULL || klen == 0) {
+        /* The Secret's creation queues us again. */
+        op_warn(p->op, p->o, TOKB_KIND, "SyncFailed", "JWT signing key Secret %s (key %s) not found or empty",
+                key_name, key_key);
+        wipe_free(key, klen);
+        crc_status(p, NULL);
+        return;
+    }
+
+    const sobj *cur = store_get(secrets, p->o->ns, s.secret_name);
+    size_t tlen = 0;
+    uint8_t *stored = cur ? secret_value(cur->json, s.secret_key, &tlen) : NULL;
+    jwt_claims cl;
+    memset(&cl, 0, sizeof(cl));
+    int valid = stored && jwt_decode((const char *)stored, key, klen, &cl) == 0;
+    int64_t now_ms = (int64_t)time(NULL) * 1000;
+    int immutable = cur && json_get_bool(cur->json, "immutable", 0);
+    int mint = 0;
+    const char *why = NULL;
+
+    if (cur == NULL) {
+        mint = 1;
+        why = "created";
+    } else if (immutable) {
+        /* refresh: false — the token lives as it was made. */
+    } else if (!valid) {
+        mint = 1;
+        why = stored ? "the stored token does not verify with the current key" : "the Secret holds no token";
+    } else if (s.refresh) {
+        tokb_plan plan = tokb_refresh_plan(cl.exp, now_ms, s.lifetime_ms);
+        if (plan.refresh_now) {
+            mint = 1;
+            why = "due for refresh";
+        } else {
+            crc_requeue_after(p, clamp_requeue(plan.requeue_ms));
+        }
+    }
+
+    char *jwt = NULL;
+    if (mint) {
+        int64_t life = s.lifetime_ms / 1000;
+        jwt = jwt_mint(key, klen, s.username, now_ms / 1000, life > 0 ? life : 1);
+        if (jwt == NULL)
+            crc_step_failed(p, "Secret", OP_EINVAL,
+                            xasprintf("cannot mint a JWT for user \"%s\"", s.username));
+        else
+            log_info("token %s: minting a JWT for %s (%s)", p->o->key, s.username, why);
+        if (s.refresh) {
+            tokb_plan plan = tokb_refresh_plan(now_ms / 1000 + (life > 0 ? life : 1), now_ms, s.lifetime_ms);
+            crc_requeue_after(p, clamp_requeue(plan.requeue_ms));
+        }
+    }
+    if (!immutable && (jwt || valid)) {
+        /* With the stored token this only converges metadata (labels,
+         * owner); data changes only when a new token was minted. */
+        cJSON *desired = NULL;
+        char *err = NULL;
+        rc = tokb_secret(p->cr, jwt ? jwt : (const char *)stored, key_sec->json, &desired, &err);
+        crc_apply(p, "Secret", rc, err, OPK_SECRETS, &KUBE_SECRETS, desired);
+    }
+    if (jwt) {
+        memset(jwt, 0, strlen(jwt));
+        free(jwt);
+    }
+
+    /* issuedAt describes the token in the Secret now; a new one shows up
+     * with the Secret's watch event. */
+    cJSON *st = NULL;
+    if (valid) {
+        char t[32];
+        rfc3339(cl.iat, t);
+        st = cJSON_CreateObject();
+        json_set_str(st, "issuedAt", t);
+    }
+    jwt_claims_free(&cl);
+    wipe_free(stored, tlen);
+    wipe_free(key, klen);
+    crc_status(p, st);
+}
+
+static int start(operator *op)
+{
+    return crc_start(&M);
+}
+
+static void stop(operator *op)
+{
+    crc_stop(&M);
+}
+
+const op_reconciler RC_TOKEN = {
+    .name = TOKEN_CONTROLLER,
+    .setup = setup,
+    .start = start,
+    .stop = stop,
+};

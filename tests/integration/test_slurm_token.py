@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""A Token's JWT, minted by slurmop, is accepted by a real slurmrestd (issue 6).
+
+A Slurm 22.05 lab (tests/slurm/slurmlab.sh: slurmctld with auth/jwt as
+AuthAltType, slurmrestd) runs on loopback; kubesim serves the API. The
+lab's jwt.key goes into a Secret, a Token for user root names it, and
+slurmop (the Token reconciler) mints the JWT into the Token's Secret. The
+test then calls slurmrestd with that token (GET /slurm/v0.0.38/nodes:
+HTTP 200, no errors, the lab's nodes), checks that a tampered copy is
+refused, rotates the key Secret to a key slurmctld does not know and sees
+the re-minted token refused (so acceptance really depends on the key).
+
+Exit 77 (ctest: skipped) when the Slurm binaries are not installed.
+"""
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+from kubesim import Kubesim
+
+SRC = os.environ.get("OP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("OP_BUILD_DIR", os.path.join(SRC, "build"))
+LAB_SH = os.path.join(SRC, "tests", "slurm", "slurmlab.sh")
+SLURMOP = os.path.join(BUILD, "slurmop")
+YAML2JSON = os.path.join(BUILD, "tools", "yaml2json")
+NODES = ["tok-0", "tok-1"]
+NS = "slurm"
+
+
+def skip(why):
+    print("SKIP: " + why)
+    sys.exit(77)
+
+
+def fail(why):
+    print("FAIL: " + why)
+    sys.exit(1)
+
+
+def check(cond, why):
+    if not cond:
+        fail(why)
+
+
+def rest_get(url, user, token):
+    req = urllib.request.Request(url, headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def accepted(url, token):
+    status, body = rest_get(url + "/slurm/v0.0.38/nodes", "root", token)
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return False, status, body[:300]
+    return status == 200 and doc.get("errors") == [], status, doc
+
+
+def wait_for(what, fn, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.1)
+    fail("timed out waiting for " + what)
+
+
+def main():
+    missing = [b for b in ("slurmctld", "slurmd", "slurmrestd", "munged", "scontrol") if not shutil.which(b)]
+    if missing:
+        skip("Slurm binaries missing: %s (tests/deps.sh installs them)" % " ".join(missing))
+    if os.geteuid() != 0:
+        skip("the Slurm lab needs root")
+    check(os.access(SLURMOP, os.X_OK), "no %s" % SLURMOP)
+
+    tmp = tempfile.mkdtemp(prefix="test_slurm_token.")
+    os.chmod(tmp, 0o755)  # munged needs every directory above its socket searchable by all
+    lab = os.path.join(tmp, "lab")
+    env = dict(os.environ, SLURMLAB_DIR=lab, SLURMLAB_NODE_NAMES=" ".join(NODES))
+    started = False
+    op = None
+    log_path = os.path.join(tmp, "slurmop.log")
+    try:
+        p = subprocess.run(["bash", LAB_SH, "start"], env=env, capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0, "lab start failed: %s %s" % (p.stdout, p.stderr))
+        started = True
+        labenv = {}
+        for line in p.stdout.splitlines():
+            if line.startswith("export "):
+                k, v = line[len("export "):].split("=", 1)
+                labenv[k] = v.strip('"')
+        url = labenv["SLURMRESTD_URL"]
+        with open(labenv["SLURMLAB_JWT_KEY"], "rb") as f:
+            key = f.read()
+
+        with Kubesim() as ks:
+            c = ks.client()
+            crds = sorted(os.path.join(SRC, "crds", f) for f in os.listdir(os.path.join(SRC, "crds"))
+                          if f.endswith(".yaml"))
+            docs = json.loads(subprocess.run([YAML2JSON] + crds, check=True, capture_output=True).stdout)
+            for f in crds:
+                for d in docs[f]:
+                    r = c.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", d)
+                    check(r.status == 201, "CRD: %s" % r.text)
+            r = c.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+            check(r.status == 201, r.text)
+            r = c.post("/api/v1/namespaces/%s/secrets" % NS, {
+                "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "lab-jwt", "namespace": NS},
+                "data": {"jwt.key": base64.b64encode(key).decode()}})
+            check(r.status == 201, r.text)
+            r = c.post("/apis/slinky.slurm.net/v1beta1/namespaces/%s/tokens" % NS, {
+                "apiVersion": "slinky.slurm.net/v1beta1", "kind": "Token",
+                "metadata": {"name": "admin", "namespace": NS},
+                "spec": {"username": "root", "lifetime": "10m", "jwtKeyRef": {"name": "lab-jwt", "key": "jwt.key"}}})
+            check(r.status == 201, r.text)
+
+            log = open(log_path, "wb")
+            op = subprocess.Popen([SLURMOP, "--kubeconfig", ks.kubeconfig, "--metrics-addr", "127.0.0.1:0",
+                                   "--health-addr", "127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
+            path = "/api/v1/namespaces/%s/secrets/admin-jwt-root" % NS
+
+            def token():
+                r = c.get(path)
+                return base64.b64decode(r.json()["data"]["SLURM_JWT"]).decode() if r.status == 200 else None
+            tok = wait_for("the Token's Secret", token)
+            ok, status, doc = accepted(url, tok)
+            check(ok, "slurmrestd refused the Token's JWT: HTTP %d %s" % (status, doc))
+            check(sorted(n["name"] for n in doc["nodes"]) == NODES, "nodes %s" % doc["nodes"])
+            print("ok: slurmrestd accepts the JWT minted by the Token reconciler")
+
+            # A forged signature is refused (the check above is not vacuous).
+            h, pl, sig = tok.split(".")
+            forged = h + "." + pl + "." + ("A" if sig[0] != "A" else "B") + sig[1:]
+            ok, status, _ = accepted(url, forged)
+            check(not ok, "slurmrestd accepted a forged signature")
+
+            # Rotate to a key slurmctld does not have: the re-minted token is refused.
+            r = c.patch("/api/v1/namespaces/%s/secrets/lab-jwt" % NS,
+                        {"data": {"jwt.key": base64.b64encode(b"another-key-" * 4).decode()}})
+            check(r.status == 200, r.text)
+            tok2 = wait_for("a re-minted token", lambda: (lambda t: t if t and t != tok else None)(token()))
+            ok, status, _ = accepted(url, tok2)
+            check(not ok, "slurmrestd accepted a token signed with a key it does not know")
+            print("ok: a token signed with another key is refused")
+
+            op.send_signal(signal.SIGTERM)
+            check(op.wait(30) == 0, "slurmop exit status %s" % op.returncode)
+            op = None
+            log.close()
+    finally:
+        if op is not None and op.poll() is None:
+            op.kill()
+            op.wait()
+        if started:
+            subprocess.run(["bash", LAB_SH, "stop"], env=env, capture_output=True, timeout=120)
+    with open(log_path, "rb") as f:
+        text = f.read().decode("utf-8", "replace")
+    check("AddressSanitizer" not in text and "runtime error:" not in text, "sanitizer report:\n" + text[-5000:])
+    shutil.rmtree(tmp, ignore_errors=True)
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
