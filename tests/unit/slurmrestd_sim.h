@@ -40,6 +40,7 @@ typedef struct sim {
     int openapi_status;  /* 0 = 200, else answer this status */
     char *nodes;         /* the node table document (a fixture or set by the test) */
     char *jobs;          /* the jobs document */
+    char *ping;          /* the ping document (NULL: the version's fixture) */
     int unchanged;       /* answer 304 to GET nodes/jobs with update_time */
     int nodes_status;    /* 0 = normal; else answer the bad-token error with this status */
     int errors_in_200;   /* answer GET nodes with HTTP 200 and an "errors" list */
@@ -197,7 +198,10 @@ static void sim_handler(hs_req *req, void *data)
             sim_json(req, 200, SIM.jobs ? SIM.jobs : "{\"jobs\":[],\"errors\":[]}");
     } else if (!strcmp(method, "GET") && (!strcmp(rest, "ping") || !strcmp(rest, "ping/"))) {
         snprintf(fx, sizeof(fx), "v%d_ping_200.json", SIM.version);
-        sim_fixture_reply(req, 200, fx);
+        if (SIM.ping)
+            sim_json(req, 200, SIM.ping);
+        else
+            sim_fixture_reply(req, 200, fx);
     } else if (!strcmp(method, "POST") && (!strcmp(rest, "nodes/") || !strncmp(rest, "node/", 5))) {
         SIM.posts++;
         const char *names = rest[4] == '/' ? rest + 5 : NULL;
@@ -225,6 +229,7 @@ OP_UNUSED static void sim_start(uv_loop_t *loop, int version, const char *nodes_
         free(SIM.recs[i].body);
     free(SIM.nodes);
     free(SIM.jobs);
+    free(SIM.ping);
     memset(&SIM, 0, sizeof(SIM));
     SIM.version = version;
     SIM.nodes = nodes_fixture ? sim_fixture(nodes_fixture) : xstrdup("{\"nodes\":[],\"errors\":[]}");
@@ -284,7 +289,8 @@ OP_UNUSED static void sim_stop(test_loop *tl)
     }
     free(SIM.nodes);
     free(SIM.jobs);
-    SIM.nodes = SIM.jobs = NULL;
+    free(SIM.ping);
+    SIM.nodes = SIM.jobs = SIM.ping = NULL;
     SIM.srv = NULL;
 }
 

@@ -385,6 +385,36 @@ static void test_jobs_and_ping(void **state)
     sim_stop(&TL);
 }
 
+/* HA: the first controller that responds is active; a change fires. */
+static void test_ping_failover(void **state)
+{
+    sim_start(&TL.loop, 44, "v44_nodes_states_200.json");
+    SIM.ping = xstrdup(
+        "{\"pings\":[{\"hostname\":\"slurm-controller-0\",\"pinged\":\"DOWN\",\"responding\":false,"
+        "\"primary\":true,\"mode\":\"primary\"},{\"hostname\":\"slurm-controller-1\",\"pinged\":\"UP\","
+        "\"responding\":true,\"primary\":false,\"mode\":\"backup1\"}],\"errors\":[],\"warnings\":[]}");
+    cluster cl = open_cluster(44, 50, 1000);
+    nc_want_ping(cl.cache);
+    for (int i = 0; i < 200 && nc_active_controller(cl.cache) == OP_EUNKNOWN; i++)
+        run_for(&TL, 10);
+    assert_int_equal(nc_active_controller(cl.cache), 1);
+    assert_int_equal(EV.pings, 1);
+    /* The primary comes back. */
+    free(SIM.ping);
+    SIM.ping = NULL; /* the fixture: controller 0 responds */
+    for (int i = 0; i < 200 && nc_active_controller(cl.cache) != 0; i++)
+        run_for(&TL, 10);
+    assert_int_equal(nc_active_controller(cl.cache), 0);
+    assert_int_equal(EV.pings, 2);
+    /* Nobody responds. */
+    SIM.ping = xstrdup("{\"pings\":[{\"hostname\":\"a\",\"responding\":false}],\"errors\":[]}");
+    for (int i = 0; i < 200 && nc_active_controller(cl.cache) != OP_EUNAVAILABLE; i++)
+        run_for(&TL, 10);
+    assert_int_equal(nc_active_controller(cl.cache), OP_EUNAVAILABLE);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -394,6 +424,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_settles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_track, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jobs_and_ping, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ping_failover, setup, teardown),
     };
     if (getenv("TEST_FILTER"))
         cmocka_set_test_filter(getenv("TEST_FILTER"));
