@@ -78,6 +78,12 @@ void nodeset_enqueue(const char *key)
         wq_add(C->q, key);
 }
 
+void nodeset_enqueue_after(const char *key, uint64_t ms)
+{
+    if (C->q)
+        wq_add_after(C->q, key, ms);
+}
+
 /* ------------------------------------------------------------------ */
 /* indexes and event handlers */
 
@@ -1062,7 +1068,7 @@ static void sync_status(struct pass *p)
     int32_t min_ready = (int32_t)json_get_int(p->ns, "spec.minReadySeconds", 0);
     nsb_count(p->pods, p->n_pods, p->update_hash, p->current_hash, p->name, p->mode, desired, min_ready, p->now,
               &counts);
-    nodeset_slurm_counts(p->op, p->o, p->ctl, p->pods, p->n_pods, &sc);
+    nodeset_slurm_status(p->op, p->o, p->ctl, p->ns, p->pods, p->n_pods, &sc);
     cJSON *o2n = NULL;
     if (p->mode == NSB_STATEFULSET && json_get_bool(p->ns, "spec.pinToNode", 0)) {
         /* Remember where each ordinal runs, so its replacement comes back to
@@ -1099,6 +1105,17 @@ static void sync_status(struct pass *p)
     /* Pods Ready but not yet available (minReadySeconds) need a later look. */
     if (min_ready > 0 && counts.available < counts.ready)
         want_requeue(p, (uint32_t)min_ready * 1000u + 1000u);
+}
+
+/* What nodeset_slurm_sync may do in a pass. */
+static void slurm_delete_pod(void *ctx, const sobj *pod, const char *why)
+{
+    delete_pod(ctx, pod, why);
+}
+
+static void slurm_condemn(void *ctx, const sobj *pod, const char *why)
+{
+    condemn(ctx, pod, why);
 }
 
 static wq_result ns_sync(const char *key, uint64_t first_add_ns)
@@ -1153,9 +1170,12 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     if (exp_satisfied(C->exp, key, o->uid, uv_now(op->loop))) {
         sync_shared_objects(&p);
         int scaled = p.mode == NSB_DAEMONSET ? scale_daemonset(&p) : scale_statefulset(&p);
-        nodeset_slurm_sync(op, o, p.ctl, p.ns, p.pods, p.n_pods);
         if (!scaled)
             rolling_update(&p);
+        /* After every condemnation of the pass, so that the Slurm side
+         * knows which cordoned pods are kept (and may be uncordoned). */
+        nss_actions act = {.ctx = &p, .delete_pod = slurm_delete_pod, .condemn = slurm_condemn};
+        nodeset_slurm_sync(op, o, p.ctl, p.ns, p.pods, p.n_pods, p.update_hash, &act);
     } else {
         int a, d;
         exp_pending(C->exp, key, &a, &d);

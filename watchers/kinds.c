@@ -15,6 +15,27 @@ const char *const pod_slurm_cond_types[PSC_COUNT] = {
     "SlurmNodeStateMaintenance", "SlurmNodeStateNotResponding", "SlurmNodeStateUndrain",
 };
 
+uint32_t pod_slurm_cond_hash1(const char *type, const char *message)
+{
+    /* FNV-1a over "type\0message". */
+    uint32_t h = 2166136261u;
+    for (const char *p = type; *p; p++)
+        h = (h ^ (uint8_t)*p) * 16777619u;
+    h = (h ^ 0u) * 16777619u;
+    for (const char *p = message ? message : ""; *p; p++)
+        h = (h ^ (uint8_t)*p) * 16777619u;
+    return h;
+}
+
+uint32_t pod_slurm_cond_hash(uint32_t bits, const char *message)
+{
+    uint32_t h = 0;
+    for (int i = 0; i < PSC_COUNT; i++)
+        if (bits & (1u << i))
+            h ^= pod_slurm_cond_hash1(pod_slurm_cond_types[i], message);
+    return h;
+}
+
 static const char *const pod_annotations[] = {ANN_POD_CORDON, ANN_POD_DELETION_COST, ANN_POD_DEADLINE, ANN_TOPOLOGY,
                                               NULL};
 
@@ -55,9 +76,12 @@ static void *pod_project(const cJSON *obj)
         } else if (!strcmp(type, "PodScheduled") && is_true) {
             p->scheduled = 1;
         } else if (is_true && !strncmp(type, "SlurmNodeState", 14)) {
-            for (int i = 0; i < PSC_COUNT; i++)
-                if (!strcmp(type, pod_slurm_cond_types[i]))
+            for (int i = 0; i < PSC_COUNT; i++) {
+                if (!strcmp(type, pod_slurm_cond_types[i])) {
                     p->slurm_conds |= 1u << i;
+                    p->slurm_msg_hash ^= pod_slurm_cond_hash1(type, json_get_str(c, "message"));
+                }
+            }
         }
     }
     const cJSON *cs = json_get(obj, "status.containerStatuses");
