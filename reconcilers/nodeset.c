@@ -8,6 +8,7 @@
 #include "core/err.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/intern.h"
 #include "core/map.h"
 #include "core/mem.h"
 #include "reconcilers/batch.h"
@@ -36,6 +37,61 @@ struct nsctl {
 /* One operator per process: the module's state lives here. */
 static struct nsctl ctl_state;
 #define C (&ctl_state)
+
+/* Interned keys for the per-pod lookups of every pass (pointer compares). */
+static struct {
+    const char *revision, *cordon, *cost, *deadline;
+} IK;
+
+/* While a NodeSet's creates or deletes are in flight, a pass can only
+ * update status, yet every pod event of a scale-out queues one: 8,192 pods
+ * bring ~30,000 events. Such passes run at most every WAIT_PASS_MS per
+ * NodeSet; the pass that sees the last expected event runs at once. */
+#define WAIT_PASS_MS 250
+static map_t wait_passes; /* key -> struct wait_pass */
+
+struct wait_pass {
+    char *key;
+    uint64_t last_ms;
+};
+
+static void wait_pass_drop(const char *key)
+{
+    struct wait_pass *w = map_del(&wait_passes, key);
+    if (w) {
+        free(w->key);
+        free(w);
+    }
+    if (wait_passes.count == 0)
+        map_free(&wait_passes);
+}
+
+/* Returns how long to wait before the next waiting pass (0: run now). */
+static uint64_t wait_pass_delay(const char *key, uint64_t now)
+{
+    struct wait_pass *w = map_get(&wait_passes, key);
+    if (w && now - w->last_ms < WAIT_PASS_MS)
+        return WAIT_PASS_MS - (now - w->last_ms);
+    if (w == NULL) {
+        w = xcalloc(1, sizeof(*w));
+        w->key = xstrdup(key);
+        map_put(&wait_passes, w->key, w);
+    }
+    w->last_ms = now;
+    return 0;
+}
+
+static void wait_passes_free(void)
+{
+    size_t it = 0;
+    void *v;
+    while (map_next(&wait_passes, &it, NULL, &v)) {
+        struct wait_pass *w = v;
+        free(w->key);
+        free(w);
+    }
+    map_free(&wait_passes);
+}
 
 /* Keys whose asynchronous writes failed since their last pass. A pass
  * returns WQ_RESULT_ERROR for them, so the queue's per-key backoff keeps
@@ -223,6 +279,10 @@ static void setup(operator *op)
     C->ix_pod_node = store_add_index(pods, pod_node_index, NULL);
     C->ix_ns_ctl = store_add_index(op_store(op, OPK_NODESETS), nodeset_ctl_index, NULL);
     C->ix_rev_owner = store_add_owner_index(op_store(op, OPK_REVISIONS));
+    IK.revision = istr_get(NSB_LABEL_REVISION);
+    IK.cordon = istr_get(NSB_ANN_POD_CORDON);
+    IK.cost = istr_get(NSB_ANN_DELETION_COST);
+    IK.deadline = istr_get(NSB_ANN_DEADLINE);
     store_on_change(pods, on_pod, NULL);
     store_on_change(op_store(op, OPK_NODESETS), on_nodeset, NULL);
     store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
@@ -281,11 +341,12 @@ static enum nsb_phase phase_of(const pod_proj *pp)
 static void fill_pod(const sobj *o, const char *nss, nsb_pod *p)
 {
     const pod_proj *pp = pod_of(o);
-    const char *cordon = sobj_annotation(o, NSB_ANN_POD_CORDON);
-    const char *cost = sobj_annotation(o, NSB_ANN_DELETION_COST);
+    const char *cordon = sobj_annotation_i(o, IK.cordon);
+    const char *cost = sobj_annotation_i(o, IK.cost);
+    const char *deadline = sobj_annotation_i(o, IK.deadline);
     memset(p, 0, sizeof(*p));
     p->name = o->name;
-    p->revision = sobj_label(o, NSB_LABEL_REVISION);
+    p->revision = sobj_label_i(o, IK.revision);
     p->ordinal = nsb_parse_ordinal(o->name, nss);
     p->phase = phase_of(pp);
     p->scheduled = pp->scheduled;
@@ -294,7 +355,7 @@ static void fill_pod(const sobj *o, const char *nss, nsb_pod *p)
     p->terminating = o->deleting != 0;
     p->deletion_cost = cost ? (int32_t)strtol(cost, NULL, 10) : 0;
     p->ready_since = pp->ready ? pp->ready_since : 0;
-    p->deadline = nsb_parse_time(sobj_annotation(o, NSB_ANN_DEADLINE));
+    p->deadline = deadline ? nsb_parse_time(deadline) : 0;
     p->created = o->created;
     p->ud = (void *)(uintptr_t)o;
 }
@@ -1164,6 +1225,15 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     }
     p.ctl = ctl->json;
 
+    if (!exp_satisfied(C->exp, key, o->uid, uv_now(op->loop))) {
+        uint64_t wait = wait_pass_delay(key, uv_now(op->loop));
+        if (wait) {
+            cJSON_Delete(p.ns);
+            return WQ_RESULT_AFTER(wait);
+        }
+    } else {
+        wait_pass_drop(key);
+    }
     collect_pods(&p);
     sync_revisions(&p);
     nodeset_slurm_observe(op, o, p.ctl, p.pods, p.n_pods);
@@ -1224,6 +1294,12 @@ static void stop(operator *op)
     C->q = NULL;
     forget_failures();
     ds_backoffs_free();
+    wait_passes_free();
+    istr_put(IK.revision);
+    istr_put(IK.cordon);
+    istr_put(IK.cost);
+    istr_put(IK.deadline);
+    memset(&IK, 0, sizeof(IK));
     /* Writes still in flight complete into the lowering functions, which
      * need the table; those callbacks check C->exp. */
     exp_free(C->exp);
