@@ -1,5 +1,6 @@
 #include "watchers/kinds.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,6 +111,23 @@ const store_kind KIND_PODS = {
 static const char *const node_annotations[] = {ANN_TOPOLOGY, ANN_FEATURES, ANN_NODE_CORDON_REASON,
                                                ANN_HOSTNAME_OVERRIDE, NULL};
 
+static char *keep_conditions; /* ",Type1,Type2," or NULL */
+
+void kinds_keep_node_conditions(const char *csv)
+{
+    free(keep_conditions);
+    keep_conditions = (csv && *csv) ? xasprintf(",%s,", csv) : NULL;
+}
+
+static int keep_condition(const char *type)
+{
+    char probe[256];
+    if (keep_conditions == NULL || *type == '\0')
+        return 0;
+    snprintf(probe, sizeof(probe), ",%s,", type);
+    return strstr(keep_conditions, probe) != NULL;
+}
+
 /* Nodes: keep what the DaemonSet predicates, cordon sync and topology need. */
 static cJSON *node_trim(const cJSON *obj)
 {
@@ -136,9 +154,12 @@ static cJSON *node_trim(const cJSON *obj)
     if (json_get_bool(obj, "spec.unschedulable", 0))
         json_set_bool(spec, "unschedulable", 1);
     const cJSON *conds = json_get(obj, "status.conditions");
-    if (cJSON_IsArray(conds)) {
+    if (cJSON_IsArray(conds) && keep_conditions) {
         cJSON *out = cJSON_CreateArray();
         for (const cJSON *c = conds->child; c; c = c->next) {
+            if (strcmp(json_get_str_or(c, "status", ""), "True") != 0 ||
+                !keep_condition(json_get_str_or(c, "type", "")))
+                continue;
             cJSON *k = cJSON_CreateObject();
             json_set_str(k, "type", json_get_str_or(c, "type", ""));
             json_set_str(k, "status", json_get_str_or(c, "status", ""));
