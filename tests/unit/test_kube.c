@@ -116,6 +116,17 @@ static void handler(hs_req *req, void *data)
         const char *ev = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"n1\"}}}\n";
         hs_stream_write(req, ev, strlen(ev));
         hs_stream_end(req);
+    } else if (!strcmp(path, "/api/v1/namespaces/big/pods")) {
+        /* A list large enough to be parsed off the loop. */
+        buf_t b;
+        buf_init(&b, 8u << 20);
+        assert_int_equal(buf_puts(&b, "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"7\"},\"items\":["), 0);
+        for (int i = 0; i < 4000; i++)
+            assert_int_equal(buf_printf(&b, "%s{\"metadata\":{\"name\":\"p%d\",\"labels\":{\"a\":\"b\"}}}",
+                                        i ? "," : "", i), 0);
+        assert_int_equal(buf_puts(&b, "]}"), 0);
+        hs_respond(req, 200, "application/json", NULL, b.data, b.len);
+        buf_free(&b);
     } else if (!strcmp(path, "/api/v1/namespaces/ns/pods/slow")) {
         /* Never answered: for cancel and close tests (the request is
          * finished by the connection closing). */
@@ -341,6 +352,29 @@ static void test_limiter(void **state)
     close_all(c);
 }
 
+static int big_items;
+static void on_big(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    struct result *r = data;
+    r->done = 1;
+    r->err = err;
+    big_items = json_len(json_child(obj, "items"));
+}
+
+static void test_large_answer_parsed_off_loop(void **state)
+{
+    kube_client *c = client_new(0, 0);
+    struct result r = {0};
+    kube_list(c, &KUBE_PODS, "big", "limit=5000", on_big, &r);
+    tl_run_until(&TL, &r.done);
+    assert_int_equal(r.err, 0);
+    assert_int_equal(big_items, 4000);
+    kube_stats st;
+    kube_client_stats(c, &st);
+    assert_int_equal(st.offloaded, 1);
+    close_all(c);
+}
+
 static void test_paths(void **state)
 {
     buf_t b;
@@ -372,6 +406,7 @@ int main(void)
         cmocka_unit_test_setup(test_watch_split_and_gone, setup),
         cmocka_unit_test_setup(test_cancel_and_close, setup),
         cmocka_unit_test_setup(test_limiter, setup),
+        cmocka_unit_test_setup(test_large_answer_parsed_off_loop, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
