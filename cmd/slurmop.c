@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "reconcilers/operator.h"
+#include "slurmio/slurmlib.h"
 
 static const char usage[] =
     "Usage: slurmop [flags]\n"
@@ -253,6 +254,7 @@ int main(int argc, char **argv)
     }
     if (uv_loop_close(&a.loop) != 0)
         log_error("loop still has open handles at exit");
+    sl_library_fini(); /* libslurm's process-wide state, when the backend was used */
     for (int i = 0; i < o.n_slurmrestd; i++) {
         free(o.slurmrestd[i].key);
         free(o.slurmrestd[i].url);

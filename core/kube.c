@@ -37,6 +37,7 @@ RES(KUBE_SLINKY_ACCOUNTINGS, "slinky.slurm.net", "v1beta1", "accountings", "Acco
 RES(KUBE_SLINKY_TOKENS, "slinky.slurm.net", "v1beta1", "tokens", "Token", 1);
 
 #define MAX_ERROR_BODY (64 * 1024)
+#define KUBE_OFFLOAD_BYTES (256 * 1024)
 #define READ_RETRIES 3
 
 enum req_state { RS_DELAYED, RS_IN_FLIGHT, RS_FINISHING };
@@ -72,6 +73,11 @@ struct kube_request {
     int watch_err; /* set by an ERROR event */
     size_t max_event;
     unsigned idle_ms; /* watch: no byte for this long means a dead stream */
+    /* large answers are parsed on the threadpool */
+    uv_work_t work;
+    char *raw;
+    size_t raw_len;
+    cJSON *parsed;
     ndjson lines;
     buf_t errbody;
 };
@@ -431,6 +437,10 @@ static int dispatch_line(const char *s, size_t n, void *data)
     return 0;
 }
 
+static void deliver_parsed(kube_request *r, cJSON *obj, int had_body);
+static void parse_work(uv_work_t *w);
+static void parse_done(uv_work_t *w, int status);
+
 static void on_headers(hc_req *hr, const hc_response *resp, void *data)
 {
     kube_request *r = data;
@@ -506,26 +516,23 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
     }
     observe(r, resp->status);
     if (resp->status >= 200 && resp->status < 300) {
-        cJSON *obj = resp->body_len ? json_parse(resp->body, resp->body_len, NULL) : NULL;
-        if (resp->body_len && obj == NULL) {
-            st.http = resp->status;
-            snprintf(st.message, sizeof(st.message), "malformed JSON in %d answer to %s %s", resp->status,
-                     r->method, r->path);
-            finish(r, OP_EPARSE, &st);
-            return;
+        r->http_status = resp->status;
+        if (resp->body_len >= KUBE_OFFLOAD_BYTES && !r->c->closing) {
+            /* A page of a big LIST (~2.5 MB for 500 pods) takes tens of
+             * milliseconds to parse: do it off the loop. */
+            r->raw = xmalloc(resp->body_len + 1);
+            memcpy(r->raw, resp->body, resp->body_len);
+            r->raw[resp->body_len] = '\0';
+            r->raw_len = resp->body_len;
+            if (uv_queue_work(r->c->loop, &r->work, parse_work, parse_done) == 0) {
+                r->c->stats.offloaded++;
+                return;
+            }
+            free(r->raw);
+            r->raw = NULL;
         }
-        /* Success is delivered right here: we are already in an hc callback,
-         * i.e. asynchronous with respect to the caller. */
-        st.http = resp->status;
-        kube_client *c = r->c;
-        if (r->cb && !r->canceled)
-            r->cb(0, obj, &st, r->data);
-        else if (r->cb)
-            r->cb(OP_ECANCELED, NULL, &st, r->data);
-        cJSON_Delete(obj);
-        req_free(r);
-        c->outstanding--;
-        maybe_closed(c);
+        cJSON *obj = resp->body_len ? json_parse(resp->body, resp->body_len, NULL) : NULL;
+        deliver_parsed(r, obj, resp->body_len != 0);
         return;
     }
     kube_status_decode(&st, resp->status, resp->body, resp->body_len);
@@ -535,6 +542,45 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
     if (maybe_retry(r, err, &st, hc_header_get(resp, "Retry-After")))
         return;
     finish(r, err, &st);
+}
+
+/* The answer of a successful request, parsed (obj NULL with had_body means
+ * malformed JSON). Runs from an hc or threadpool completion, i.e.
+ * asynchronously with respect to the caller. */
+static void deliver_parsed(kube_request *r, cJSON *obj, int had_body)
+{
+    kube_status st;
+    memset(&st, 0, sizeof(st));
+    st.http = r->http_status;
+    if (had_body && obj == NULL) {
+        snprintf(st.message, sizeof(st.message), "malformed JSON in %d answer to %s %s", r->http_status, r->method,
+                 r->path);
+        finish(r, OP_EPARSE, &st);
+        return;
+    }
+    kube_client *c = r->c;
+    if (r->cb && !r->canceled)
+        r->cb(0, obj, &st, r->data);
+    else if (r->cb)
+        r->cb(OP_ECANCELED, NULL, &st, r->data);
+    cJSON_Delete(obj);
+    req_free(r);
+    c->outstanding--;
+    maybe_closed(c);
+}
+
+static void parse_work(uv_work_t *w)
+{
+    kube_request *r = container_of(w, kube_request, work);
+    r->parsed = json_parse(r->raw, r->raw_len, NULL);
+}
+
+static void parse_done(uv_work_t *w, int status)
+{
+    kube_request *r = container_of(w, kube_request, work);
+    free(r->raw);
+    r->raw = NULL;
+    deliver_parsed(r, r->parsed, 1);
 }
 
 static void start_request(kube_request *r)

@@ -151,6 +151,7 @@ void kube_status_decode(kube_status *st, int http, const char *body, size_t len)
 
 typedef struct kube_stats {
     unsigned long long requests, retries, watches, throttled_ms;
+    unsigned long long offloaded; /* answers parsed on the threadpool */
     int in_flight, waiting;
 } kube_stats;
 void kube_client_stats(const kube_client *c, kube_stats *out);

@@ -138,6 +138,23 @@ size_t store_index_count(const store *s, int idx, const char *value);
 /** Label and kept-annotation lookups on an object (NULL when absent). */
 const char *sobj_label(const sobj *o, const char *key);
 const char *sobj_annotation(const sobj *o, const char *key);
+/** The same for a key obtained from istr_get (core/intern.h): keys in the
+ *  store are interned, so this compares pointers only — the hot loops over
+ *  thousands of pods use it. */
+static inline const char *sobj_label_i(const sobj *o, const char *ikey)
+{
+    for (int i = 0; i < o->n_labels; i++)
+        if (o->labels[2 * i] == ikey)
+            return o->labels[2 * i + 1];
+    return NULL;
+}
+static inline const char *sobj_annotation_i(const sobj *o, const char *ikey)
+{
+    for (int i = 0; i < o->n_annotations; i++)
+        if (o->annotations[2 * i] == ikey)
+            return o->annotations[2 * i + 1];
+    return NULL;
+}
 
 /** Approximate heap bytes held by the store (objects, strings, indexes). */
 size_t store_bytes(const store *s);

@@ -10,19 +10,18 @@ struct wbatch {
     void **items;
     size_t n;
     size_t next;      /* first item not started */
+    size_t batch_end; /* the current slow-start batch is items[..batch_end) */
     size_t in_flight; /* started, not done */
     size_t batch;     /* size of the next batch */
     size_t failed;
     size_t skipped;
     int stop;
-    int starting;     /* inside start_batch: defer completion handling */
+    int starting;     /* inside start_more: completions there must not recurse */
     wbatch_start_fn start;
     wbatch_item_fn item_done;
     wbatch_end_fn end;
     void *data;
 };
-
-static void finish_if_done(wbatch *b);
 
 static void skip_rest(wbatch *b)
 {
@@ -33,37 +32,47 @@ static void skip_rest(wbatch *b)
     }
 }
 
-static void start_batch(wbatch *b)
+/* Start items of the current batch while the window has room. */
+static void start_more(wbatch *b)
 {
-    size_t k = b->batch;
     b->starting = 1;
-    while (k-- > 0 && b->next < b->n && !b->stop) {
+    while (b->next < b->batch_end && b->in_flight < WBATCH_WINDOW && !b->stop) {
         size_t i = b->next++;
         b->in_flight++;
         b->start(b, i, b->items[i], b->data);
     }
     b->starting = 0;
-    b->batch *= 2;
-    finish_if_done(b);
 }
 
-static void finish_if_done(wbatch *b)
+/* Returns 1 when the batch object was freed. */
+static int advance(wbatch *b)
 {
-    if (b->in_flight > 0 || b->starting)
-        return;
-    if (b->stop)
-        skip_rest(b);
-    if (b->next < b->n) {
-        start_batch(b);
-        return;
+    for (;;) {
+        if (b->starting)
+            return 0;
+        if (!b->stop && b->next < b->batch_end && b->in_flight < WBATCH_WINDOW) {
+            start_more(b);
+            continue;
+        }
+        if (b->in_flight > 0)
+            return 0; /* the window is full or the batch is draining */
+        /* The current batch is over. */
+        if (b->stop)
+            skip_rest(b);
+        if (b->next < b->n) {
+            b->batch_end = b->next + b->batch < b->n ? b->next + b->batch : b->n;
+            b->batch *= 2;
+            continue;
+        }
+        wbatch_end_fn end = b->end;
+        void *data = b->data;
+        size_t sent = b->n - b->skipped, failed = b->failed, skipped = b->skipped;
+        free(b->items);
+        free(b);
+        if (end)
+            end(sent, failed, skipped, data);
+        return 1;
     }
-    wbatch_end_fn end = b->end;
-    void *data = b->data;
-    size_t sent = b->n - b->skipped, failed = b->failed, skipped = b->skipped;
-    free(b->items);
-    free(b);
-    if (end)
-        end(sent, failed, skipped, data);
 }
 
 wbatch *wbatch_run(void *const *items, size_t n, wbatch_start_fn start, wbatch_item_fn item_done, wbatch_end_fn end,
@@ -79,8 +88,7 @@ wbatch *wbatch_run(void *const *items, size_t n, wbatch_start_fn start, wbatch_i
     b->item_done = item_done;
     b->end = end;
     b->data = data;
-    start_batch(b);
-    return b;
+    return advance(b) ? NULL : b;
 }
 
 void wbatch_item_done(wbatch *b, size_t index, int err)
@@ -91,11 +99,11 @@ void wbatch_item_done(wbatch *b, size_t index, int err)
     }
     b->in_flight--;
     b->item_done(b->items[index], err, b->data);
-    finish_if_done(b);
+    advance(b);
 }
 
 void wbatch_abort(wbatch *b)
 {
     b->stop = 1;
-    finish_if_done(b);
+    advance(b);
 }

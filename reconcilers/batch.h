@@ -20,13 +20,20 @@
 
 typedef struct wbatch wbatch;
 
+/* At most this many writes of one batch are in flight at once; the rest of
+ * the batch starts as they complete. More would only wait in the HTTP
+ * client's queue (the connection pool is smaller) while holding memory. */
+#define WBATCH_WINDOW 256
+
 typedef void (*wbatch_start_fn)(wbatch *b, size_t index, void *item, void *data);
 typedef void (*wbatch_item_fn)(void *item, int err, void *data);
 typedef void (*wbatch_end_fn)(size_t sent, size_t failed, size_t skipped, void *data);
 
-/** Take ownership of items[0..n) (n > 0; the array is copied; each item is
- *  passed to item_done, which should free it) and start the first batch.
- *  start must not complete an item synchronously. */
+/** Take ownership of items[0..n) (the array is copied; each item is passed to
+ *  item_done, which should free it) and start the first batch. start may
+ *  report an item's failure synchronously (wbatch_item_done from inside
+ *  start). Returns NULL when everything already ended (n == 0, or every
+ *  item failed or was skipped synchronously). */
 wbatch *wbatch_run(void *const *items, size_t n, wbatch_start_fn start, wbatch_item_fn item_done, wbatch_end_fn end,
                    void *data);
 /** Report the outcome of item index (from start's write callback). */

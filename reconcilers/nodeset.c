@@ -8,6 +8,7 @@
 #include "core/err.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/intern.h"
 #include "core/map.h"
 #include "core/mem.h"
 #include "reconcilers/batch.h"
@@ -36,6 +37,61 @@ struct nsctl {
 /* One operator per process: the module's state lives here. */
 static struct nsctl ctl_state;
 #define C (&ctl_state)
+
+/* Interned keys for the per-pod lookups of every pass (pointer compares). */
+static struct {
+    const char *revision, *cordon, *cost, *deadline;
+} IK;
+
+/* While a NodeSet's creates or deletes are in flight, a pass can only
+ * update status, yet every pod event of a scale-out queues one: 8,192 pods
+ * bring ~30,000 events. Such passes run at most every WAIT_PASS_MS per
+ * NodeSet; the pass that sees the last expected event runs at once. */
+#define WAIT_PASS_MS 250
+static map_t wait_passes; /* key -> struct wait_pass */
+
+struct wait_pass {
+    char *key;
+    uint64_t last_ms;
+};
+
+static void wait_pass_drop(const char *key)
+{
+    struct wait_pass *w = map_del(&wait_passes, key);
+    if (w) {
+        free(w->key);
+        free(w);
+    }
+    if (wait_passes.count == 0)
+        map_free(&wait_passes);
+}
+
+/* Returns how long to wait before the next waiting pass (0: run now). */
+static uint64_t wait_pass_delay(const char *key, uint64_t now)
+{
+    struct wait_pass *w = map_get(&wait_passes, key);
+    if (w && now - w->last_ms < WAIT_PASS_MS)
+        return WAIT_PASS_MS - (now - w->last_ms);
+    if (w == NULL) {
+        w = xcalloc(1, sizeof(*w));
+        w->key = xstrdup(key);
+        map_put(&wait_passes, w->key, w);
+    }
+    w->last_ms = now;
+    return 0;
+}
+
+static void wait_passes_free(void)
+{
+    size_t it = 0;
+    void *v;
+    while (map_next(&wait_passes, &it, NULL, &v)) {
+        struct wait_pass *w = v;
+        free(w->key);
+        free(w);
+    }
+    map_free(&wait_passes);
+}
 
 /* Keys whose asynchronous writes failed since their last pass. A pass
  * returns WQ_RESULT_ERROR for them, so the queue's per-key backoff keeps
@@ -76,6 +132,12 @@ void nodeset_enqueue(const char *key)
 {
     if (C->q)
         wq_add(C->q, key);
+}
+
+void nodeset_enqueue_after(const char *key, uint64_t ms)
+{
+    if (C->q)
+        wq_add_after(C->q, key, ms);
 }
 
 /* ------------------------------------------------------------------ */
@@ -217,6 +279,10 @@ static void setup(operator *op)
     C->ix_pod_node = store_add_index(pods, pod_node_index, NULL);
     C->ix_ns_ctl = store_add_index(op_store(op, OPK_NODESETS), nodeset_ctl_index, NULL);
     C->ix_rev_owner = store_add_owner_index(op_store(op, OPK_REVISIONS));
+    IK.revision = istr_get(NSB_LABEL_REVISION);
+    IK.cordon = istr_get(NSB_ANN_POD_CORDON);
+    IK.cost = istr_get(NSB_ANN_DELETION_COST);
+    IK.deadline = istr_get(NSB_ANN_DEADLINE);
     store_on_change(pods, on_pod, NULL);
     store_on_change(op_store(op, OPK_NODESETS), on_nodeset, NULL);
     store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
@@ -275,11 +341,12 @@ static enum nsb_phase phase_of(const pod_proj *pp)
 static void fill_pod(const sobj *o, const char *nss, nsb_pod *p)
 {
     const pod_proj *pp = pod_of(o);
-    const char *cordon = sobj_annotation(o, NSB_ANN_POD_CORDON);
-    const char *cost = sobj_annotation(o, NSB_ANN_DELETION_COST);
+    const char *cordon = sobj_annotation_i(o, IK.cordon);
+    const char *cost = sobj_annotation_i(o, IK.cost);
+    const char *deadline = sobj_annotation_i(o, IK.deadline);
     memset(p, 0, sizeof(*p));
     p->name = o->name;
-    p->revision = sobj_label(o, NSB_LABEL_REVISION);
+    p->revision = sobj_label_i(o, IK.revision);
     p->ordinal = nsb_parse_ordinal(o->name, nss);
     p->phase = phase_of(pp);
     p->scheduled = pp->scheduled;
@@ -288,59 +355,125 @@ static void fill_pod(const sobj *o, const char *nss, nsb_pod *p)
     p->terminating = o->deleting != 0;
     p->deletion_cost = cost ? (int32_t)strtol(cost, NULL, 10) : 0;
     p->ready_since = pp->ready ? pp->ready_since : 0;
-    p->deadline = nsb_parse_time(sobj_annotation(o, NSB_ANN_DEADLINE));
+    p->deadline = deadline ? nsb_parse_time(deadline) : 0;
     p->created = o->created;
     p->ud = (void *)(uintptr_t)o;
 }
 
 /* ---- writes ---- */
 
-struct create_item {
-    cJSON *pod;
+/* One scale-up. Pods are stamped from the job's template when their turn
+ * in the batch comes, so 8,192 creates hold 8,192 small items and at most
+ * a window of pod bodies, not 8,192 pod trees at once. */
+struct create_job {
+    int refs; /* one per item */
     char *owner_key;
     char *owner_uid;
+    cJSON *ns;   /* the NodeSet with defaults (copy) */
+    cJSON *ctl;  /* the Controller (copy) */
+    cJSON *tmpl; /* nsb_build_template of the pass */
+    char revision[NSB_HASH_MAX];
+    char *cluster_domain;
 };
+
+struct create_item {
+    struct create_job *job;
+    int ordinal;         /* StatefulSet mode, else -1 */
+    char *node;          /* DaemonSet mode: the target Node */
+    char *node_override; /* its hostname-override annotation */
+    char *pin_node;      /* pinToNode */
+};
+
+struct create_ctx {
+    wbatch *b;
+    size_t index;
+    char *owner_key;
+};
+
+static void job_unref(struct create_job *j)
+{
+    if (--j->refs > 0)
+        return;
+    free(j->owner_key);
+    free(j->owner_uid);
+    cJSON_Delete(j->ns);
+    cJSON_Delete(j->ctl);
+    cJSON_Delete(j->tmpl);
+    free(j->cluster_domain);
+    free(j);
+}
 
 static void create_done(int err, const cJSON *obj, const kube_status *st, void *data);
 
 static void create_start(wbatch *b, size_t index, void *item, void *data)
 {
     struct create_item *ci = item;
-    struct { wbatch *b; size_t index; } *ctx = xmalloc(sizeof(*ctx));
+    struct create_job *j = ci->job;
+    char err[256];
+    nsb_pod_args a;
+    memset(&a, 0, sizeof(a));
+    a.nodeset = j->ns;
+    a.controller = j->ctl;
+    a.revision = j->revision;
+    a.cluster_domain = j->cluster_domain;
+    a.ordinal = ci->ordinal;
+    a.node_name = ci->node;
+    a.node_hostname_override = ci->node_override;
+    a.pin_node = ci->pin_node;
+    cJSON *pod = nsb_stamp_pod(&a, j->tmpl, err, sizeof(err));
+    if (pod == NULL) {
+        log_warn("nodeset %s: cannot build a pod: %s", j->owner_key, err);
+        wbatch_item_done(b, index, OP_EINVAL);
+        return;
+    }
+    struct create_ctx *ctx = xmalloc(sizeof(*ctx));
     ctx->b = b;
     ctx->index = index;
-    kube_create(C->op->client, &KUBE_PODS, json_get_str(ci->pod, "metadata.namespace"), ci->pod, create_done, ctx);
+    ctx->owner_key = xstrdup(j->owner_key);
+    kube_create(C->op->client, &KUBE_PODS, json_get_str(pod, "metadata.namespace"), pod, create_done, ctx);
+    cJSON_Delete(pod);
 }
 
 static void create_done(int err, const cJSON *obj, const kube_status *st, void *data)
 {
-    struct { wbatch *b; size_t index; } *ctx = data;
+    struct create_ctx *ctx = data;
     wbatch *b = ctx->b;
     size_t index = ctx->index;
-    free(ctx);
     if (err && err != OP_ECANCELED)
-        log_warn("nodeset: creating a pod failed: %s (%s)", op_strerror(err), st ? st->message : "");
+        log_warn("nodeset %s: creating a pod failed: %s (%s)", ctx->owner_key, op_strerror(err),
+                 st ? st->message : "");
+    if (err == 0 && C->op) {
+        const sobj *o = store_get_key(op_store(C->op, OPK_NODESETS), ctx->owner_key);
+        if (o)
+            op_event(C->op, o, NSB_KIND, "SuccessfulCreate", "Create", "Created pod %s",
+                     json_get_str_or(obj, "metadata.name", "?"));
+    }
+    free(ctx->owner_key);
+    free(ctx);
     wbatch_item_done(b, index, err);
 }
 
 static void create_item_done(void *item, int err, void *data)
 {
     struct create_item *ci = item;
+    struct create_job *j = ci->job;
     if (err) {
         /* The create will never be observed: lower the expectation now. */
         if (C->exp)
-            exp_creation_observed(C->exp, ci->owner_key);
-        if (err != OP_ECANCELED && err != OP_EEXISTS) {
-            const sobj *o = store_get_key(op_store(C->op, OPK_NODESETS), ci->owner_key);
+            exp_creation_observed(C->exp, j->owner_key);
+        if (err != OP_ECANCELED && err != OP_EEXISTS && C->op) {
+            const sobj *o = store_get_key(op_store(C->op, OPK_NODESETS), j->owner_key);
             if (o)
-                op_warn(C->op, o, NSB_KIND, "FailedCreate", "Failed to create pod %s: %s",
-                        json_get_str_or(ci->pod, "metadata.name", "(generated)"), op_strerror(err));
+                op_warn(C->op, o, NSB_KIND, "FailedCreate", "Failed to create a pod (%s%s%d): %s",
+                        ci->node ? "node " : "ordinal ", ci->node ? ci->node : "", ci->node ? 0 : ci->ordinal,
+                        op_strerror(err));
         }
     }
-    cJSON_Delete(ci->pod);
-    free(ci->owner_key);
-    free(ci->owner_uid);
+    free(ci->node);
+    free(ci->node_override);
+    free(ci->pin_node);
     free(ci);
+    job_unref(j);
 }
 
 static void create_end(size_t sent, size_t failed, size_t skipped, void *data)
@@ -351,21 +484,43 @@ static void create_end(size_t sent, size_t failed, size_t skipped, void *data)
     free(key);
 }
 
-static void submit_creates(struct pass *p, cJSON **pods, size_t n)
+static struct create_job *job_new(struct pass *p, cJSON *tmpl)
 {
-    if (n == 0)
+    struct create_job *j = xcalloc(1, sizeof(*j));
+    j->owner_key = xstrdup(p->key);
+    j->owner_uid = xstrdup(p->o->uid);
+    j->ns = cJSON_Duplicate(p->ns, 1);
+    j->ctl = cJSON_Duplicate(p->ctl, 1);
+    j->tmpl = tmpl;
+    snprintf(j->revision, sizeof(j->revision), "%s", p->update_hash);
+    j->cluster_domain = xstrdup(p->op->cluster_domain);
+    return j;
+}
+
+static struct create_item *item_new(struct create_job *j, int ordinal, const char *node, const char *override,
+                                    const char *pin)
+{
+    struct create_item *ci = xcalloc(1, sizeof(*ci));
+    ci->job = j;
+    j->refs++;
+    ci->ordinal = ordinal;
+    ci->node = node ? xstrdup(node) : NULL;
+    ci->node_override = override ? xstrdup(override) : NULL;
+    ci->pin_node = pin ? xstrdup(pin) : NULL;
+    return ci;
+}
+
+/* Submit a job's items (the job is freed with its last item). */
+static void submit_creates(struct pass *p, struct create_job *j, struct create_item **items, size_t n)
+{
+    if (n == 0) {
+        j->refs++;
+        job_unref(j);
         return;
-    struct create_item **items = xmalloc(n * sizeof(*items));
-    for (size_t i = 0; i < n; i++) {
-        items[i] = xcalloc(1, sizeof(**items));
-        items[i]->pod = pods[i];
-        items[i]->owner_key = xstrdup(p->key);
-        items[i]->owner_uid = xstrdup(p->o->uid);
     }
     exp_expect_creations(C->exp, p->key, p->o->uid, (int)n, uv_now(p->op->loop));
     note_write(p);
     wbatch_run((void *const *)items, n, create_start, create_item_done, create_end, xstrdup(p->key));
-    free(items);
 }
 
 struct delete_ctx {
@@ -388,6 +543,11 @@ static void delete_done(int err, const cJSON *obj, const kube_status *st, void *
         }
     } else if (err == OP_ENOTFOUND && C->exp) {
         exp_deletion_observed(C->exp, d->owner_key, d->pod_key);
+    } else if (err == 0 && C->op) {
+        const sobj *o = store_get_key(op_store(C->op, OPK_NODESETS), d->owner_key);
+        const char *slash = strchr(d->pod_key, '/');
+        if (o)
+            op_event(C->op, o, NSB_KIND, "SuccessfulDelete", "Delete", "Deleted pod %s", slash ? slash + 1 : d->pod_key);
     }
     free(d->owner_key);
     free(d->pod_key);
@@ -407,11 +567,64 @@ static void delete_pod(struct pass *p, const sobj *pod, const char *why)
     kube_delete(p->op->client, &KUBE_PODS, pod->ns, pod->name, &o, delete_done, d);
 }
 
+static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON *desired);
+
+/* volumeClaimTemplates: make sure a pod's claims exist before the pod (and
+ * carry the owner references the retention policy asks for), and move a
+ * claim's owner to its pod once the pod is condemned for scale-in when
+ * whenScaled is Delete (the garbage collector then removes the claim with
+ * the pod). */
+static void sync_claims(struct pass *p, int ordinal, const char *hostname, const sobj *pod, int condemned)
+{
+    const cJSON *claims = json_get(p->ns, "spec.volumeClaimTemplates");
+    if (json_len(claims) == 0)
+        return;
+    char *suffix = nsb_pvc_suffix(p->ns, ordinal, hostname);
+    if (suffix == NULL)
+        return;
+    for (const cJSON *t = claims->child; t; t = t->next) {
+        const char *claim = json_get_str(t, "metadata.name");
+        if (claim == NULL)
+            continue;
+        char *name = nsb_pvc_name(claim, p->name, suffix);
+        const sobj *live = store_get(op_store(p->op, OPK_PVCS), p->nsname, name);
+        cJSON *want;
+        if (live == NULL || live->json == NULL) {
+            want = nsb_build_pvc(p->ns, t, suffix);
+            if (want && pod)
+                nsb_pvc_update_owner_refs(want, p->ns, pod->name, pod->uid, condemned);
+        } else {
+            cJSON *copy = cJSON_Duplicate(live->json, 1);
+            if (!nsb_pvc_update_owner_refs(copy, p->ns, pod ? pod->name : NULL, pod ? pod->uid : NULL,
+                                           condemned)) {
+                cJSON_Delete(copy);
+                free(name);
+                continue;
+            }
+            /* Only the references are ours to change on a live claim. */
+            want = cJSON_CreateObject();
+            json_set_str(want, "apiVersion", "v1");
+            json_set_str(want, "kind", "PersistentVolumeClaim");
+            cJSON *meta = json_obj_ensure(want, "metadata");
+            json_set_str(meta, "name", name);
+            json_set_str(meta, "namespace", p->nsname);
+            const cJSON *refs = json_get(copy, "metadata.ownerReferences");
+            json_set(meta, "ownerReferences", refs ? cJSON_Duplicate(refs, 1) : cJSON_CreateArray());
+            cJSON_Delete(copy);
+        }
+        ensure(p, OPK_PVCS, &KUBE_PVCS, want);
+        free(name);
+    }
+    free(suffix);
+}
+
 /* Condemn a pod: drain first, delete once Slurm says it is drained. */
 static void condemn(struct pass *p, const sobj *pod, const char *why)
 {
     if (pod->deleting)
         return;
+    if (strcmp(why, "scale-in") == 0)
+        sync_claims(p, nsb_parse_ordinal(pod->name, p->name), sobj_label(pod, NSB_LABEL_POD_HOSTNAME), pod, 1);
     int v = nodeset_slurm_condemn(p->op, p->o, p->ctl, pod, why);
     if (v == NSS_DELETE) {
         delete_pod(p, pod, why);
@@ -619,9 +832,19 @@ static int scale_statefulset(struct pass *p)
         if (!p->pods[i].terminating)
             active[n_active++] = &p->pods[i];
     }
+    /* A terminating pod of this mode is coming back: once it is gone, its
+     * ordinal is the lowest free one and is created again (as a
+     * StatefulSet does), so the Slurm node keeps its name. Creating another
+     * ordinal now would rename a node. */
+    int terminating = 0;
+    for (size_t i = 0; i < p->n_pods; i++)
+        if (p->pods[i].terminating && is_mode_pod(p, pod_sobj(&p->pods[i])))
+            terminating++;
     int diff = (int)n_active - replicas;
-    if (diff < 0) {
-        int want = -diff;
+    if (diff < 0 && diff + terminating >= 0) {
+        want_requeue(p, 5000); /* the DELETED events queue us; this is a safety net */
+    } else if (diff < 0) {
+        int want = -diff - terminating;
         char err[256];
         nsb_pod_args a;
         fill_args(p, &a);
@@ -631,7 +854,8 @@ static int scale_statefulset(struct pass *p)
             goto out;
         }
         qsort(used, n_used, sizeof(int), cmp_int);
-        cJSON **pods = xcalloc((size_t)want, sizeof(cJSON *));
+        struct create_job *job = job_new(p, tmpl);
+        struct create_item **items = xcalloc((size_t)want, sizeof(*items));
         int made = 0;
         size_t u = 0;
         for (int ord = 0; made < want; ord++) {
@@ -639,28 +863,24 @@ static int scale_statefulset(struct pass *p)
                 u++;
             if (u < n_used && used[u] == ord)
                 continue;
-            a.ordinal = ord;
-            a.pin_node = NULL;
+            const char *pin = NULL;
             if (json_get_bool(p->ns, "spec.pinToNode", 0)) {
                 char k[16];
                 snprintf(k, sizeof(k), "%d", ord);
-                a.pin_node = json_get_str(json_get(p->ns, "status.ordinalToNode"), k);
+                pin = json_get_str(json_get(p->ns, "status.ordinalToNode"), k);
             }
-            cJSON *pod = nsb_stamp_pod(&a, tmpl, err, sizeof(err));
-            if (pod == NULL) {
-                op_warn(p->op, p->o, NSB_KIND, "FailedCreate", "Cannot build pod %d: %s", ord, err);
-                break;
+            if (json_len(json_get(p->ns, "spec.volumeClaimTemplates")) > 0) {
+                char *host = nsb_statefulset_hostname(p->ns, ord);
+                sync_claims(p, ord, host, NULL, 0);
+                free(host);
             }
-            pods[made++] = pod;
+            items[made++] = item_new(job, ord, NULL, NULL, pin);
         }
-        cJSON_Delete(tmpl);
-        if (made > 0) {
-            op_event(p->op, p->o, NSB_KIND, "ScalingUp", "Scale", "Scaling up: creating %d pod(s) for %d replicas",
-                     made, replicas);
-            submit_creates(p, pods, (size_t)made);
-            scaled = 1;
-        }
-        free(pods);
+        op_event(p->op, p->o, NSB_KIND, "ScalingUp", "Scale", "Scaling up: creating %d pod(s) for %d replicas",
+                 made, replicas);
+        submit_creates(p, job, items, (size_t)made);
+        free(items);
+        scaled = 1;
     } else if (diff > 0) {
         nsb_sort_victims(active, n_active);
         op_event(p->op, p->o, NSB_KIND, "ScalingDown", "Scale", "Scaling down: condemning %d pod(s) for %d replicas",
@@ -669,6 +889,9 @@ static int scale_statefulset(struct pass *p)
             condemn(p, pod_sobj(active[i]), "scale-in");
         scaled = 1;
     } else {
+        for (size_t i = 0; i < n_active; i++)
+            sync_claims(p, active[i]->ordinal, sobj_label(pod_sobj(active[i]), NSB_LABEL_POD_HOSTNAME),
+                        pod_sobj(active[i]), active[i]->cordoned);
         /* Right size: replace pods that ended. */
         for (size_t i = 0; i < n_active; i++) {
             if (active[i]->phase == NSB_PHASE_FAILED || active[i]->phase == NSB_PHASE_SUCCEEDED) {
@@ -681,6 +904,50 @@ out:
     free(active);
     free(used);
     return scaled;
+}
+
+/* DaemonSet mode replaces failed pods with a per-node backoff (1 s doubling
+ * to 15 min), as Kubernetes' DaemonSet controller does, so a pod that
+ * fails at once on one bad node does not spin. Keyed "<nodeset uid>/<node>". */
+struct ds_backoff {
+    char *key;
+    unsigned delay_ms;
+    uint64_t next_ms;
+};
+static map_t ds_backoffs;
+
+static int ds_may_replace(struct pass *p, const char *node)
+{
+    char key[512];
+    uint64_t now = uv_now(p->op->loop);
+    snprintf(key, sizeof(key), "%s/%s", p->o->uid, node);
+    struct ds_backoff *b = map_get(&ds_backoffs, key);
+    if (b == NULL) {
+        b = xcalloc(1, sizeof(*b));
+        b->key = xstrdup(key);
+        map_put(&ds_backoffs, b->key, b);
+    }
+    if (now < b->next_ms) {
+        want_requeue(p, (uint32_t)(b->next_ms - now));
+        return 0;
+    }
+    b->delay_ms = b->delay_ms ? b->delay_ms * 2 : 1000;
+    if (b->delay_ms > 15 * 60 * 1000)
+        b->delay_ms = 15 * 60 * 1000;
+    b->next_ms = now + b->delay_ms;
+    return 1;
+}
+
+static void ds_backoffs_free(void)
+{
+    size_t it = 0;
+    void *v;
+    while (map_next(&ds_backoffs, &it, NULL, &v)) {
+        struct ds_backoff *b = v;
+        free(b->key);
+        free(b);
+    }
+    map_free(&ds_backoffs);
 }
 
 /* DaemonSet mode: one pod on every Node where it should run. */
@@ -710,8 +977,18 @@ static int scale_daemonset(struct pass *p)
             continue;
         }
         if (p->pods[i].phase == NSB_PHASE_FAILED || p->pods[i].phase == NSB_PHASE_SUCCEEDED) {
-            delete_pod(p, o, "it has terminated and will be replaced");
-            changed = 1;
+            const char *node = pp->node_name ? pp->node_name : "";
+            if (p->pods[i].phase == NSB_PHASE_SUCCEEDED || ds_may_replace(p, node)) {
+                op_warn(p->op, p->o, NSB_KIND,
+                        p->pods[i].phase == NSB_PHASE_FAILED ? "FailedDaemonPod" : "SucceededDaemonPod",
+                        "Found pod %s on node %s with phase %s, will delete it", o->name, node,
+                        p->pods[i].phase == NSB_PHASE_FAILED ? "Failed" : "Succeeded");
+                delete_pod(p, o, "it has terminated and will be replaced");
+                changed = 1;
+            }
+            /* Either way, the node is taken until the pod is gone. */
+            if (pp->node_name && !map_get(&by_node, pp->node_name))
+                map_put(&by_node, pp->node_name, (void *)(uintptr_t)o);
             continue;
         }
         /* The target node is in the required node affinity; unscheduled
@@ -746,36 +1023,36 @@ static int scale_daemonset(struct pass *p)
             map_put(&by_node, host, (void *)(uintptr_t)o);
     }
     size_t it = 0, cap = 16, made = 0;
-    cJSON **pods = xcalloc(cap, sizeof(cJSON *));
+    struct create_item **items = xcalloc(cap, sizeof(*items));
+    struct create_job *job = tmpl ? job_new(p, tmpl) : NULL;
+    tmpl = NULL; /* the job owns it now */
     const sobj *n;
-    while (tmpl && (n = store_next(nodes, &it))) {
+    while (job && (n = store_next(nodes, &it))) {
         fit_result fr;
         nsb_daemon_fit(sim, n->json, &fr);
         if (!fr.should_run || map_get(&by_node, n->name))
             continue;
-        char *host = nsb_daemonset_hostname(n->name, sobj_annotation(n, NSB_ANN_HOSTNAME_OVERRIDE));
+        const char *override = sobj_annotation(n, NSB_ANN_HOSTNAME_OVERRIDE);
+        char *host = nsb_daemonset_hostname(n->name, override);
         if (map_get(&by_node, host)) {
             free(host);
             continue;
         }
+        sync_claims(p, -1, host, NULL, 0);
         free(host);
-        a.node_name = n->name;
-        a.node_hostname_override = sobj_annotation(n, NSB_ANN_HOSTNAME_OVERRIDE);
-        cJSON *pod = nsb_stamp_pod(&a, tmpl, err, sizeof(err));
-        if (pod == NULL)
-            continue;
         if (made == cap) {
             cap *= 2;
-            pods = xrealloc(pods, cap * sizeof(cJSON *));
+            items = xrealloc(items, cap * sizeof(*items));
         }
-        pods[made++] = pod;
+        items[made++] = item_new(job, -1, n->name, override, NULL);
     }
     if (made) {
         op_event(p->op, p->o, NSB_KIND, "ScalingUp", "Scale", "Creating %zu pod(s) on eligible nodes", made);
-        submit_creates(p, pods, made);
         changed = 1;
     }
-    free(pods);
+    if (job)
+        submit_creates(p, job, items, made);
+    free(items);
     map_free(&by_node);
     cJSON_Delete(tmpl);
     cJSON_Delete(sim);
@@ -852,9 +1129,27 @@ static void sync_status(struct pass *p)
     int32_t min_ready = (int32_t)json_get_int(p->ns, "spec.minReadySeconds", 0);
     nsb_count(p->pods, p->n_pods, p->update_hash, p->current_hash, p->name, p->mode, desired, min_ready, p->now,
               &counts);
-    nodeset_slurm_counts(p->op, p->o, p->ctl, p->pods, p->n_pods, &sc);
-    cJSON *status = nsb_build_status(p->ns, &counts, &sc, p->update_hash, p->collision,
-                                     json_get(p->o->json, "status.ordinalToNode"));
+    nodeset_slurm_status(p->op, p->o, p->ctl, p->ns, p->pods, p->n_pods, &sc);
+    cJSON *o2n = NULL;
+    if (p->mode == NSB_STATEFULSET && json_get_bool(p->ns, "spec.pinToNode", 0)) {
+        /* Remember where each ordinal runs, so its replacement comes back to
+         * the same node; forget nodes that are gone. */
+        o2n = cJSON_CreateObject();
+        const cJSON *cur = json_get(p->o->json, "status.ordinalToNode");
+        for (const cJSON *e = cur ? cur->child : NULL; e; e = e->next)
+            if (cJSON_IsString(e) && store_get(op_store(p->op, OPK_NODES), NULL, e->valuestring))
+                json_set_str(o2n, e->string, e->valuestring);
+        for (size_t i = 0; i < p->n_pods; i++) {
+            const pod_proj *pp = pod_of(pod_sobj(&p->pods[i]));
+            if (p->pods[i].ordinal < 0 || pp->node_name == NULL || p->pods[i].phase != NSB_PHASE_RUNNING)
+                continue;
+            char k[16];
+            snprintf(k, sizeof(k), "%d", p->pods[i].ordinal);
+            json_set_str(o2n, k, pp->node_name);
+        }
+    }
+    cJSON *status = nsb_build_status(p->ns, &counts, &sc, p->update_hash, p->collision, o2n);
+    cJSON_Delete(o2n);
     const cJSON *cur = json_child(p->o->json, "status");
     if (!json_subset(status, cur) || !json_subset(cur, status)) {
         cJSON *diff = json_merge_diff(cur, status);
@@ -871,6 +1166,17 @@ static void sync_status(struct pass *p)
     /* Pods Ready but not yet available (minReadySeconds) need a later look. */
     if (min_ready > 0 && counts.available < counts.ready)
         want_requeue(p, (uint32_t)min_ready * 1000u + 1000u);
+}
+
+/* What nodeset_slurm_sync may do in a pass. */
+static void slurm_delete_pod(void *ctx, const sobj *pod, const char *why)
+{
+    delete_pod(ctx, pod, why);
+}
+
+static void slurm_condemn(void *ctx, const sobj *pod, const char *why)
+{
+    condemn(ctx, pod, why);
 }
 
 static wq_result ns_sync(const char *key, uint64_t first_add_ns)
@@ -919,15 +1225,27 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     }
     p.ctl = ctl->json;
 
+    if (!exp_satisfied(C->exp, key, o->uid, uv_now(op->loop))) {
+        uint64_t wait = wait_pass_delay(key, uv_now(op->loop));
+        if (wait) {
+            cJSON_Delete(p.ns);
+            return WQ_RESULT_AFTER(wait);
+        }
+    } else {
+        wait_pass_drop(key);
+    }
     collect_pods(&p);
     sync_revisions(&p);
     nodeset_slurm_observe(op, o, p.ctl, p.pods, p.n_pods);
     if (exp_satisfied(C->exp, key, o->uid, uv_now(op->loop))) {
         sync_shared_objects(&p);
         int scaled = p.mode == NSB_DAEMONSET ? scale_daemonset(&p) : scale_statefulset(&p);
-        nodeset_slurm_sync(op, o, p.ctl, p.ns, p.pods, p.n_pods);
         if (!scaled)
             rolling_update(&p);
+        /* After every condemnation of the pass, so that the Slurm side
+         * knows which cordoned pods are kept (and may be uncordoned). */
+        nss_actions act = {.ctx = &p, .delete_pod = slurm_delete_pod, .condemn = slurm_condemn};
+        nodeset_slurm_sync(op, o, p.ctl, p.ns, p.pods, p.n_pods, p.update_hash, &act);
     } else {
         int a, d;
         exp_pending(C->exp, key, &a, &d);
@@ -975,6 +1293,13 @@ static void stop(operator *op)
         wq_shutdown(C->q, NULL, NULL);
     C->q = NULL;
     forget_failures();
+    ds_backoffs_free();
+    wait_passes_free();
+    istr_put(IK.revision);
+    istr_put(IK.cordon);
+    istr_put(IK.cost);
+    istr_put(IK.deadline);
+    memset(&IK, 0, sizeof(IK));
     /* Writes still in flight complete into the lowering functions, which
      * need the table; those callbacks check C->exp. */
     exp_free(C->exp);

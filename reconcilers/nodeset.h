@@ -17,6 +17,8 @@
 #ifndef OP_NODESET_H
 #define OP_NODESET_H
 
+#include <stdint.h>
+
 #include "reconcilers/operator.h"
 
 #define NODESET_CONTROLLER "nodeset-controller"
@@ -25,5 +27,7 @@ extern const op_reconciler RC_NODESET;
 
 /** Queue a NodeSet ("ns/name") for reconciliation (no-op when not leading). */
 void nodeset_enqueue(const char *key);
+/** Queue a NodeSet after ms milliseconds (an earlier queueing wins). */
+void nodeset_enqueue_after(const char *key, uint64_t ms);
 
 #endif

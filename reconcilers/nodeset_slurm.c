@@ -1,52 +1,1551 @@
 #include "reconcilers/nodeset_slurm.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "core/buf.h"
+#include "core/err.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/map.h"
+#include "core/mem.h"
+#include "reconcilers/cluster_common.h"
+#include "reconcilers/nodeset.h"
+#include "reconcilers/slurmclient.h"
+#include "slurmio/hostlist.h"
+#include "slurmio/nodecache.h"
+#include "watchers/kinds.h"
 
-/* Until slurmio is wired in, every Controller is treated as one without a
- * RestApi: there is no Slurm to ask, so pods are deleted without a drain
- * (Slinky's behaviour in that case) and Slurm counts stay at zero. */
+/* A Kubernetes write not yet visible in the cache is not repeated for this
+ * long (the watch event normally arrives within milliseconds). */
+#define POD_WRITE_TTL_MS 30000u
+/* A Ready pod gets this long to register its Slurm node before a missing
+ * node counts as registration drift. */
+#define DRIFT_GRACE_S 60
+/* How long a condemned pod's node is read on its own while it drains. */
+#define TRACK_MS (10u * 60u * 1000u)
+/* Failed Slurm writes back off per node: 1 s, 2 s, ... 60 s. */
+#define BACKOFF_MAX_MS 60000u
+/* A pass that condemns more pods than this drains them with one reason (the
+ * NodeSet's), so they go to Slurm as one hostlist request; fewer get
+ * Slinky's reason naming each pod. */
+#define BATCH_REASON_MIN 16
+/* The deadline written for a job without a time limit. */
+#define DEADLINE_INFINITE ((int64_t)253402300799) /* 9999-12-31T23:59:59Z */
+
+/* ------------------------------------------------------------------ */
+/* state */
+
+typedef struct nss_set {
+    char *key;     /* ns/name of the NodeSet */
+    char *ctl_key; /* ns/name of its Controller */
+    char **names;  /* Slurm node names of its pods (owner index entries) */
+    size_t n_names;
+    map_t condemned; /* pod uids condemned in the current pass (keys owned, values unused) */
+    nsb_slurm_counts counts;
+    int counts_known;
+    /* drains decided by this pass's condemnations, sent at its end */
+    char **drain_nodes;
+    char **drain_pods; /* "ns/pod" */
+    size_t n_drains;
+    /* reservation writes: one at a time, and none until a read after the
+     * last one has shown its effect */
+    int resv_writing;
+    int resv_marked;
+    uint64_t resv_mark;
+} nss_set;
+
+typedef struct owner_ent {
+    char *key; /* ctl_key "\x1f" node */
+    char *set; /* NodeSet key */
+} owner_ent;
+
+typedef struct pw_ent {
+    char *key; /* pod uid "\x1f" what */
+    uint64_t want;
+    uint64_t at_ms;
+    int inflight;
+} pw_ent;
+
+typedef struct bo_ent {
+    char *key; /* ctl_key "\x1f" node */
+    unsigned fails;
+    uint64_t next_ms;
+} bo_ent;
+
+static struct {
+    operator *op;
+    map_t sets;    /* NodeSet key -> nss_set */
+    map_t owners;  /* ctl "\x1f" node -> owner_ent */
+    map_t writes;  /* pod write tracker */
+    map_t backoff; /* Slurm write backoff */
+    uint64_t inserts;
+    int stopped; /* late completions touch nothing */
+} M;
+
+static void clear_drains(nss_set *s);
+
+static char *join_key(const char *a, const char *b)
+{
+    return xasprintf("%s\x1f%s", a, b);
+}
+
+static void set_free(nss_set *s)
+{
+    for (size_t i = 0; i < s->n_names; i++) {
+        char *k = join_key(s->ctl_key, s->names[i]);
+        owner_ent *e = map_get(&M.owners, k);
+        if (e && strcmp(e->set, s->key) == 0) {
+            map_del(&M.owners, k);
+            free(e->key);
+            free(e->set);
+            free(e);
+        }
+        free(k);
+        free(s->names[i]);
+    }
+    free(s->names);
+    size_t it = 0;
+    const char *k;
+    void *v;
+    while (map_next(&s->condemned, &it, &k, &v))
+        free((char *)k);
+    map_free(&s->condemned);
+    clear_drains(s);
+    free(s->key);
+    free(s->ctl_key);
+    free(s);
+}
+
+static nss_set *set_get(const sobj *nodeset, const cJSON *ns_json)
+{
+    nss_set *s = map_get(&M.sets, nodeset->key);
+    const char *ctl = json_get_str_or(ns_json, "spec.controllerRef.name", "");
+    char *ctl_key = xasprintf("%s/%s", nodeset->ns, ctl);
+    if (s && strcmp(s->ctl_key, ctl_key) != 0) {
+        map_del(&M.sets, s->key);
+        set_free(s);
+        s = NULL;
+    }
+    if (!s) {
+        s = xcalloc(1, sizeof(*s));
+        s->key = xstrdup(nodeset->key);
+        s->ctl_key = ctl_key;
+        map_init(&s->condemned);
+        map_put(&M.sets, s->key, s);
+    } else {
+        free(ctl_key);
+    }
+    return s;
+}
+
+static void clear_drains(nss_set *s)
+{
+    for (size_t i = 0; i < s->n_drains; i++) {
+        free(s->drain_nodes[i]);
+        free(s->drain_pods[i]);
+    }
+    free(s->drain_nodes);
+    free(s->drain_pods);
+    s->drain_nodes = s->drain_pods = NULL;
+    s->n_drains = 0;
+}
+
+static void clear_condemned(nss_set *s)
+{
+    size_t it = 0;
+    const char *k;
+    void *v;
+    while (map_next(&s->condemned, &it, &k, &v))
+        free((char *)k);
+    map_free(&s->condemned);
+    map_init(&s->condemned);
+}
+
+/* ------------------------------------------------------------------ */
+/* events from the Slurm side */
+
+static void on_slurm_node(const char *ctl_key, const char *node, void *data)
+{
+    if (node) {
+        char *k = join_key(ctl_key, node);
+        owner_ent *e = map_get(&M.owners, k);
+        free(k);
+        if (e)
+            nodeset_enqueue(e->set);
+        return;
+    }
+    /* Everything of that Controller. */
+    size_t it = 0;
+    const char *k;
+    void *v;
+    while (map_next(&M.sets, &it, &k, &v)) {
+        nss_set *s = v;
+        if (strcmp(s->ctl_key, ctl_key) == 0)
+            nodeset_enqueue(s->key);
+    }
+}
+
+static void on_slurm_resv(const char *ctl_key, const char *resv, void *data)
+{
+    size_t pl = strlen(NSS_RESV_PREFIX);
+    if (!resv || strncmp(resv, NSS_RESV_PREFIX, pl) != 0)
+        return;
+    const char *slash = strchr(ctl_key, '/');
+    if (!slash)
+        return;
+    char *key = xasprintf("%.*s/%s", (int)(slash - ctl_key), ctl_key, resv + pl);
+    nodeset_enqueue(key);
+    free(key);
+}
+
+/* ------------------------------------------------------------------ */
+/* helpers */
+
+static int our_reason(const char *r)
+{
+    return r && strncmp(r, NSS_REASON_PREFIX, strlen(NSS_REASON_PREFIX)) == 0;
+}
+
+/* The Slurm node name of a pod: its hostname label (set by the builder),
+ * else spec.hostname, else the pod name. */
+static const char *slurm_name(const sobj *pod)
+{
+    const char *h = sobj_label(pod, NSB_LABEL_POD_HOSTNAME);
+    if (h && *h)
+        return h;
+    const pod_proj *pp = pod_of(pod);
+    if (pp && pp->hostname && *pp->hostname)
+        return pp->hostname;
+    return pod->name;
+}
+
+static const sobj *pod_sobj(const nsb_pod *p)
+{
+    return p->ud;
+}
+
+static uint64_t now_ms(void)
+{
+    return uv_now(M.op->loop);
+}
+
+/* ---- Kubernetes writes ---- */
+
+/* Whether to send a write of value `want` for (uid, what): not when the same
+ * one is in flight or was sent less than POD_WRITE_TTL_MS ago. */
+static pw_ent *pw_begin(const char *uid, const char *what, uint64_t want)
+{
+    char *k = join_key(uid, what);
+    pw_ent *e = map_get(&M.writes, k);
+    uint64_t now = now_ms();
+    if (e && e->want == want && (e->inflight || now - e->at_ms < POD_WRITE_TTL_MS)) {
+        free(k);
+        return NULL;
+    }
+    if (!e) {
+        e = xcalloc(1, sizeof(*e));
+        e->key = k;
+        map_put(&M.writes, e->key, e);
+    } else {
+        free(k);
+    }
+    e->want = want;
+    e->at_ms = now;
+    e->inflight = 1;
+    /* Sweep what has long been written. */
+    if (++M.inserts % 1024 == 0) {
+        size_t it = 0, n = 0;
+        const char *kk;
+        void *v;
+        pw_ent **old = xcalloc(M.writes.count + 1, sizeof(*old));
+        while (map_next(&M.writes, &it, &kk, &v)) {
+            pw_ent *x = v;
+            if (!x->inflight && now - x->at_ms >= POD_WRITE_TTL_MS)
+                old[n++] = x;
+        }
+        for (size_t i = 0; i < n; i++) {
+            map_del(&M.writes, old[i]->key);
+            free(old[i]->key);
+            free(old[i]);
+        }
+        free(old);
+    }
+    return e;
+}
+
+typedef struct pw_ctx {
+    char *wkey;
+    char *set;
+    char *what;
+} pw_ctx;
+
+static void pod_written(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    pw_ctx *c = data;
+    pw_ent *e = M.stopped ? NULL : map_get(&M.writes, c->wkey);
+    if (e)
+        e->inflight = 0;
+    if (err && err != OP_ECANCELED && !M.stopped) {
+        if (e) {
+            map_del(&M.writes, e->key);
+            free(e->key);
+            free(e);
+        }
+        if (err != OP_ENOTFOUND) {
+            log_warn("nodeset %s: writing the %s of a pod failed: %s (%s)", c->set, c->what, op_strerror(err),
+                     st ? st->message : "");
+            nodeset_enqueue_after(c->set, 1000);
+        }
+    }
+    free(c->wkey);
+    free(c->set);
+    free(c->what);
+    free(c);
+}
+
+static void patch_pod(const char *set, const sobj *pod, const char *sub, enum kube_patch_type type,
+                      cJSON *patch, const pw_ent *e, const char *what)
+{
+    pw_ctx *c = xcalloc(1, sizeof(*c));
+    c->wkey = xstrdup(e->key);
+    c->set = xstrdup(set);
+    c->what = xstrdup(what);
+    kube_patch(M.op->client, &KUBE_PODS, pod->ns, pod->name, sub, type, patch, NULL, 0, pod_written, c);
+    cJSON_Delete(patch);
+}
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = s ? s : "\x01"; *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    return s ? h : 0;
+}
+
+/* Set (value non-NULL) or remove (NULL) a pod annotation or label. */
+static void set_pod_meta(const char *set, const sobj *pod, int label, const char *key, const char *value)
+{
+    const char *cur = label ? sobj_label(pod, key) : sobj_annotation(pod, key);
+    if ((cur == NULL && value == NULL) || (cur && value && strcmp(cur, value) == 0))
+        return;
+    char what[256];
+    snprintf(what, sizeof(what), "%s %s", label ? "label" : "annotation", key);
+    pw_ent *e = pw_begin(pod->uid, what, hash_str(value));
+    if (!e)
+        return;
+    cJSON *patch = cJSON_CreateObject();
+    cJSON *m = json_obj_ensure(json_obj_ensure(patch, "metadata"), label ? "labels" : "annotations");
+    if (value)
+        json_set_str(m, key, value);
+    else
+        json_set(m, key, cJSON_CreateNull());
+    patch_pod(set, pod, NULL, KUBE_PATCH_MERGE, patch, e, what);
+}
+
+/* ---- Slurm writes ---- */
+
+typedef struct sw_ctx {
+    char *set;
+    char *bkey;
+} sw_ctx;
+
+static void slurm_written(const char *node, int status, void *data)
+{
+    sw_ctx *c = data;
+    if (status == 0) {
+        bo_ent *b = map_get(&M.backoff, c->bkey);
+        if (b) {
+            map_del(&M.backoff, b->key);
+            free(b->key);
+            free(b);
+        }
+    } else if (status != OP_ECANCELED && !M.stopped) {
+        bo_ent *b = map_get(&M.backoff, c->bkey);
+        if (!b) {
+            b = xcalloc(1, sizeof(*b));
+            b->key = xstrdup(c->bkey);
+            map_put(&M.backoff, b->key, b);
+        }
+        unsigned delay = 1000u << (b->fails < 6 ? b->fails : 6);
+        if (delay > BACKOFF_MAX_MS)
+            delay = BACKOFF_MAX_MS;
+        b->fails++;
+        b->next_ms = now_ms() + delay;
+        if (status != OP_ENOTFOUND)
+            log_warn("nodeset %s: Slurm write to node %s failed (%s); retrying in %u ms", c->set, node,
+                     op_strerror(status), delay);
+        nodeset_enqueue_after(c->set, delay);
+    }
+    free(c->set);
+    free(c->bkey);
+    free(c);
+}
+
+/* Queue a node update; 0 when queued or already in flight, a negative code
+ * otherwise (backing off after failures included). */
+static int slurm_update(nc_cache *cache, const nss_set *s, const char *node, const sm_node_update *u)
+{
+    char *bkey = join_key(s->ctl_key, node);
+    bo_ent *b = map_get(&M.backoff, bkey);
+    if (b && now_ms() < b->next_ms) {
+        free(bkey);
+        return OP_EBUSY;
+    }
+    sw_ctx *c = xcalloc(1, sizeof(*c));
+    c->set = xstrdup(s->key);
+    c->bkey = bkey;
+    int rc = nc_update(cache, node, u, slurm_written, c);
+    if (rc != 0) {
+        free(c->set);
+        free(c->bkey);
+        free(c);
+    }
+    return rc < 0 ? rc : 0;
+}
+
+static int slurm_delete(nc_cache *cache, const nss_set *s, const char *node)
+{
+    sw_ctx *c = xcalloc(1, sizeof(*c));
+    c->set = xstrdup(s->key);
+    c->bkey = join_key(s->ctl_key, node);
+    int rc = nc_delete_node(cache, node, slurm_written, c);
+    if (rc != 0) {
+        free(c->set);
+        free(c->bkey);
+        free(c);
+    }
+    return rc < 0 ? rc : 0;
+}
+
+static int drain(nc_cache *cache, const nss_set *s, const char *node, const char *reason)
+{
+    sm_node_update u = {.set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_DRAIN, .reason = reason};
+    return slurm_update(cache, s, node, &u);
+}
+
+static int undrain(nc_cache *cache, const nss_set *s, const char *node, const char *reason)
+{
+    sm_node_update u = {.set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_UNDRAIN, .reason = reason};
+    return slurm_update(cache, s, node, &u);
+}
+
+/* ------------------------------------------------------------------ */
+/* pure helpers */
+
+uint32_t nss_condition_bits(const sm_node *n)
+{
+    uint32_t b = 0;
+    switch (n->base) {
+    case SM_NODE_ALLOCATED:
+        b |= PSC_ALLOCATED;
+        break;
+    case SM_NODE_DOWN:
+        b |= PSC_DOWN;
+        break;
+    case SM_NODE_ERROR:
+        b |= PSC_ERROR;
+        break;
+    case SM_NODE_FUTURE:
+        b |= PSC_FUTURE;
+        break;
+    case SM_NODE_IDLE:
+        b |= PSC_IDLE;
+        break;
+    case SM_NODE_MIXED:
+        b |= PSC_MIXED;
+        break;
+    default:
+        b |= PSC_UNKNOWN;
+        break;
+    }
+    if (!n->flags_known)
+        return b;
+    static const struct {
+        uint64_t flag;
+        uint32_t bit;
+    } fl[] = {
+        {SM_NF(COMPLETING), PSC_COMPLETING},
+        {SM_NF(DRAIN), PSC_DRAIN},
+        {SM_NF(FAIL), PSC_FAIL},
+        {SM_NF(INVALID), PSC_INVALID},
+        {SM_NF(INVALID_REG), PSC_INVALID_REG},
+        {SM_NF(MAINTENANCE), PSC_MAINTENANCE},
+        {SM_NF(NOT_RESPONDING), PSC_NOT_RESPONDING},
+        {SM_NF(UNDRAIN), PSC_UNDRAIN},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(fl); i++)
+        if (n->flags & fl[i].flag)
+            b |= fl[i].bit;
+    return b;
+}
+
+char *nss_sanitize_reason(const char *s)
+{
+    buf_t b;
+    buf_init(&b, 4096);
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t runes = 0;
+    int rc = 0;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    while (*p && runes < 256) {
+        unsigned char ch = *p;
+        if (ch == '\t' || ch == '\n' || ch == '\r') {
+            rc |= buf_putc(&b, ' ');
+            p++;
+            runes++;
+            continue;
+        }
+        if (ch < 0x20 || ch == 0x7f) {
+            p++;
+            continue;
+        }
+        size_t len = ch < 0x80 ? 1 : (ch >> 5) == 6 ? 2 : (ch >> 4) == 14 ? 3 : (ch >> 3) == 30 ? 4 : 1;
+        size_t k = 1;
+        while (k < len && p[k] && (p[k] & 0xC0) == 0x80)
+            k++;
+        rc |= buf_append(&b, p, k);
+        p += k;
+        runes++;
+    }
+    (void)rc;
+    char *out = b.data ? buf_detach(&b, NULL) : xstrdup("");
+    size_t n = strlen(out);
+    while (n && out[n - 1] == ' ')
+        out[--n] = '\0';
+    return out;
+}
+
+char *nss_pod_info(const char *ns, const char *pod, const char *node, const char *nodeset, const char *uid)
+{
+    cJSON *o = cJSON_CreateObject();
+    json_set_str(o, "namespace", ns ? ns : "");
+    json_set_str(o, "podName", pod ? pod : "");
+    json_set_str(o, "node", node ? node : "");
+    json_set_str(o, "nodeSetName", nodeset ? nodeset : "");
+    json_set_str(o, "nodeSetUID", uid ? uid : "");
+    char *s = json_dump(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Split a comma list into trimmed, non-empty, malloc'd items. */
+static size_t split_csv(const char *s, char ***out)
+{
+    size_t n = 0, cap = 8;
+    char **v = xcalloc(cap, sizeof(char *));
+    const char *p = s ? s : "";
+    while (*p) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        const char *a = p, *z = p + len;
+        while (a < z && (*a == ' ' || *a == '\t'))
+            a++;
+        while (z > a && (z[-1] == ' ' || z[-1] == '\t'))
+            z--;
+        if (z > a) {
+            if (n == cap) {
+                cap *= 2;
+                v = xrealloc(v, cap * sizeof(char *));
+            }
+            v[n++] = xstrndup(a, (size_t)(z - a));
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    *out = v;
+    return n;
+}
+
+static void free_list(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* Sort and de-duplicate in place; returns the new count. */
+static size_t uniq(char **v, size_t n)
+{
+    qsort(v, n, sizeof(char *), cmp_str);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k && strcmp(v[k - 1], v[i]) == 0) {
+            free(v[i]);
+            continue;
+        }
+        v[k++] = v[i];
+    }
+    return k;
+}
+
+static char *join_csv(char **v, size_t n)
+{
+    buf_t b;
+    buf_init(&b, BUF_UNLIMITED);
+    int rc = 0;
+    for (size_t i = 0; i < n; i++)
+        rc |= buf_printf(&b, "%s%s", i ? "," : "", v[i]);
+    (void)rc;
+    return b.data ? buf_detach(&b, NULL) : xstrdup("");
+}
+
+char *nss_merge_features(const char *current, const char *spec)
+{
+    char **cur, **want;
+    size_t nc = split_csv(current, &cur), nw = split_csv(spec, &want);
+    /* The result: the non-k8s/ part of current plus k8s/<spec value>. */
+    char **res = xcalloc(nc + nw + 1, sizeof(char *));
+    size_t nr = 0;
+    for (size_t i = 0; i < nc; i++)
+        if (strncmp(cur[i], "k8s/", 4) != 0)
+            res[nr++] = xstrdup(cur[i]);
+    for (size_t i = 0; i < nw; i++)
+        res[nr++] = xasprintf("k8s/%s", want[i]);
+    nr = uniq(res, nr);
+    nc = uniq(cur, nc);
+    int same = nr == nc;
+    for (size_t i = 0; same && i < nr; i++)
+        same = strcmp(res[i], cur[i]) == 0;
+    char *out = same ? NULL : join_csv(res, nr);
+    free_list(cur, nc);
+    free_list(want, nw);
+    free_list(res, nr);
+    return out;
+}
+
+/* ------------------------------------------------------------------ */
+/* hooks */
 
 void nodeset_slurm_setup(operator *op)
 {
+    M.op = op;
+    map_init(&M.sets);
+    map_init(&M.owners);
+    map_init(&M.writes);
+    map_init(&M.backoff);
+    slurmclient_on_node(on_slurm_node, NULL);
+    slurmclient_on_resv(on_slurm_resv, NULL);
 }
 
 int nodeset_slurm_start(operator *op)
 {
+    M.stopped = 0;
     return 0;
+}
+
+static void free_all(void)
+{
+    size_t it = 0;
+    const char *k;
+    void *v;
+    nss_set **sets = xcalloc(M.sets.count + 1, sizeof(*sets));
+    size_t n = 0;
+    while (map_next(&M.sets, &it, &k, &v))
+        sets[n++] = v;
+    map_free(&M.sets);
+    map_init(&M.sets);
+    for (size_t i = 0; i < n; i++)
+        set_free(sets[i]);
+    free(sets);
+    it = 0;
+    while (map_next(&M.owners, &it, &k, &v)) {
+        owner_ent *e = v;
+        free(e->key);
+        free(e->set);
+        free(e);
+    }
+    map_free(&M.owners);
+    it = 0;
+    while (map_next(&M.writes, &it, &k, &v)) {
+        pw_ent *e = v;
+        free(e->key);
+        free(e);
+    }
+    map_free(&M.writes);
+    it = 0;
+    while (map_next(&M.backoff, &it, &k, &v)) {
+        bo_ent *e = v;
+        free(e->key);
+        free(e);
+    }
+    map_free(&M.backoff);
+    map_init(&M.owners);
+    map_init(&M.writes);
+    map_init(&M.backoff);
 }
 
 void nodeset_slurm_stop(operator *op)
 {
+    /* Writes still in flight complete later; their contexts do not point
+     * into this state (they carry copies of the keys), and once stopped
+     * they change nothing. */
+    M.stopped = 1;
+    free_all();
 }
 
 void nodeset_slurm_forget(operator *op, const char *key)
 {
-}
-
-int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
-{
-    return 0;
+    nss_set *s = map_get(&M.sets, key);
+    if (s) {
+        map_del(&M.sets, key);
+        set_free(s);
+    }
 }
 
 void nodeset_slurm_observe(operator *op, const sobj *nodeset, const cJSON *ctl, const nsb_pod *pods, size_t n)
 {
+    nss_set *s = set_get(nodeset, nodeset->json);
+    clear_condemned(s);
+    clear_drains(s);
+    /* Rebuild the owner index of this NodeSet's Slurm node names. */
+    char **names = xcalloc(n + 1, sizeof(char *));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        names[k++] = xstrdup(slurm_name(pod_sobj(&pods[i])));
+    map_t now;
+    map_init(&now);
+    for (size_t i = 0; i < k; i++)
+        map_put(&now, names[i], names[i]);
+    for (size_t i = 0; i < s->n_names; i++) {
+        if (!map_get(&now, s->names[i])) {
+            char *ok = join_key(s->ctl_key, s->names[i]);
+            owner_ent *e = map_get(&M.owners, ok);
+            if (e && strcmp(e->set, s->key) == 0) {
+                map_del(&M.owners, ok);
+                free(e->key);
+                free(e->set);
+                free(e);
+            }
+            free(ok);
+        }
+        free(s->names[i]);
+    }
+    free(s->names);
+    map_free(&now);
+    s->names = names;
+    s->n_names = k;
+    for (size_t i = 0; i < k; i++) {
+        char *ok = join_key(s->ctl_key, names[i]);
+        owner_ent *e = map_get(&M.owners, ok);
+        if (e) {
+            free(ok);
+            if (strcmp(e->set, s->key) != 0) {
+                free(e->set);
+                e->set = xstrdup(s->key);
+            }
+            continue;
+        }
+        e = xcalloc(1, sizeof(*e));
+        e->key = ok;
+        e->set = xstrdup(s->key);
+        map_put(&M.owners, e->key, e);
+    }
+    nc_cache *cache;
+    if (slurmclient_get(op, s->ctl_key, &cache) == SC_READY)
+        nc_want_jobs(cache);
 }
 
-int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod, const char *why)
+int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod,
+                          const char *why)
 {
-    return NSS_DELETE;
+    nss_set *s = set_get(nodeset, nodeset->json);
+    if (!map_get(&s->condemned, pod->uid)) {
+        char *k = xstrdup(pod->uid);
+        map_put(&s->condemned, k, k);
+    }
+    nc_cache *cache = NULL;
+    int avail = slurmclient_get(op, s->ctl_key, &cache);
+    if (avail == SC_NO_RESTAPI) {
+        op_warn(
+            op, nodeset, NSB_KIND, "DeletedWithoutDrain",
+            "Deleting pod %s (%s) without draining its Slurm node: Controller %s has no RestApi, so Slurm "
+            "cannot be asked",
+            pod->name, why, s->ctl_key);
+        return NSS_DELETE;
+    }
+    /* Waiting pods are cordoned (they sort first among victims and keep
+     * their Slurm node drained); a pod about to be deleted needs no patch. */
+    if (avail != SC_READY) {
+        set_pod_meta(s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
+        return NSS_WAIT;
+    }
+    const char *name = slurm_name(pod);
+    const sm_node *n = NULL;
+    enum nc_found found = nc_lookup(cache, name, &n);
+    if (found == NC_UNKNOWN || (found == NC_PRESENT && !sm_node_drained(n)) || nc_settling(cache, name))
+        set_pod_meta(s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
+    switch (found) {
+    case NC_UNKNOWN:
+        return NSS_WAIT;
+    case NC_ABSENT:
+        log_info("nodeset %s: Slurm has no node %s; pod %s can go", s->key, name, pod->name);
+        return NSS_DELETE;
+    case NC_PRESENT:
+        break;
+    }
+    if (nc_settling(cache, name))
+        return NSS_WAIT; /* a write is not read back yet: decide on fresh data */
+    if (sm_node_drained(n)) {
+        log_info("nodeset %s: Slurm node %s is drained; deleting pod %s (%s)", s->key, name, pod->name, why);
+        return NSS_DELETE;
+    }
+    if (!sm_node_drain(n)) {
+        /* A drain already set (ours or a person's) is left as it is: its
+         * reason stays, and a person's is never turned into ours. The drain
+         * is sent at the end of the pass (flush_drains), with the others. */
+        s->drain_nodes = xrealloc(s->drain_nodes, (s->n_drains + 1) * sizeof(char *));
+        s->drain_pods = xrealloc(s->drain_pods, (s->n_drains + 1) * sizeof(char *));
+        s->drain_nodes[s->n_drains] = xstrdup(name);
+        s->drain_pods[s->n_drains] = xasprintf("%s/%s", pod->ns, pod->name);
+        s->n_drains++;
+    }
+    nc_track(cache, name, TRACK_MS);
+    return NSS_WAIT;
 }
 
-void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns, const nsb_pod *pods,
-                        size_t n)
+/* Send the drains of this pass's condemnations: each with Slinky's reason
+ * naming its pod, or, for a large scale-in, all with one reason so that the
+ * batcher sends them as one hostlist request. */
+static void flush_drains(nss_set *s, nc_cache *cache, const sobj *nodeset)
 {
+    if (s->n_drains == 0)
+        return;
+    char reason[600];
+    int shared = s->n_drains > BATCH_REASON_MIN;
+    if (shared) {
+        snprintf(reason, sizeof(reason),
+                 NSS_REASON_PREFIX "Pods of NodeSet (%s/%s) are pending termination for scale-in",
+                 nodeset->ns, nodeset->name);
+        log_info("nodeset %s: draining %zu Slurm nodes for scale-in", s->key, s->n_drains);
+    }
+    for (size_t i = 0; cache && i < s->n_drains; i++) {
+        if (!shared)
+            snprintf(reason, sizeof(reason), NSS_REASON_PREFIX "Pod (%s) is pending termination for scale-in",
+                     s->drain_pods[i]);
+        int rc = drain(cache, s, s->drain_nodes[i], reason);
+        if (rc < 0 && rc != OP_EBUSY)
+            log_warn("nodeset %s: cannot drain Slurm node %s: %s", s->key, s->drain_nodes[i],
+                     op_strerror(rc));
+    }
+    clear_drains(s);
 }
 
-void nodeset_slurm_counts(operator *op, const sobj *nodeset, const cJSON *ctl, const nsb_pod *pods, size_t n,
-                          nsb_slurm_counts *out)
+/* ---- sync ---- */
+
+/* Why a Node is cordoned, for the drain reason (without our prefix). */
+static char *cordon_reason(const sobj *node, const sobj *pod)
 {
+    const char *ann = sobj_annotation(node, ANN_NODE_CORDON_REASON);
+    if (ann && *ann) {
+        char *r = nss_sanitize_reason(ann);
+        if (*r)
+            return r;
+        free(r);
+    }
+    const char *prop = M.op->opts.propagated_node_conditions;
+    if (prop && *prop && node->json) {
+        char **types;
+        size_t nt = split_csv(prop, &types);
+        buf_t b;
+        buf_init(&b, 8192);
+        int rc = 0;
+        const cJSON *c;
+        cJSON_ArrayForEach(c, json_get(node->json, "status.conditions"))
+        {
+            if (strcmp(json_get_str_or(c, "status", ""), "True") != 0)
+                continue;
+            const char *type = json_get_str_or(c, "type", "");
+            for (size_t i = 0; i < nt; i++) {
+                if (strcmp(types[i], type) == 0) {
+                    rc |= buf_printf(&b, "%s(%s: %s)", b.len ? " " : "", json_get_str_or(c, "reason", type),
+                                     json_get_str_or(c, "message", ""));
+                    break;
+                }
+            }
+        }
+        (void)rc;
+        free_list(types, nt);
+        if (b.len) {
+            char *r = nss_sanitize_reason(buf_cstr(&b));
+            buf_free(&b);
+            return r;
+        }
+        buf_free(&b);
+    }
+    return xasprintf("Node (%s) was cordoned, Pod (%s/%s) must be cordoned", node->name, pod->ns, pod->name);
+}
+
+typedef struct sync_ctx {
+    operator *op;
+    const sobj *nodeset;
+    const cJSON *ns;
+    nss_set *s;
+    nc_cache *cache;
+    const nss_actions *act;
+    const char *update_hash;
+    int uncordon_ok; /* no scale-in under way */
+    int rolling;     /* RollingUpdate strategy */
+} sync_ctx;
+
+static void sync_cordon(sync_ctx *x, const nsb_pod *p, const sobj *pod, const char *name, const sm_node *n)
+{
+    const pod_proj *pp = pod_of(pod);
+    if (!pp->node_name)
+        return;
+    const sobj *node = store_get(op_store(x->op, OPK_NODES), NULL, pp->node_name);
+    if (!node)
+        return; /* as Slinky: no Node, no cordon sync */
+    if (nc_settling(x->cache, name))
+        return;
+    /* 1. Someone else's drain (or a node that stopped responding) is theirs. */
+    if ((n->reason && n->reason[0] && !our_reason(n->reason)) ||
+        (n->base == SM_NODE_DOWN && n->reason && strstr(n->reason, "Not responding")))
+        return;
+    int unschedulable = node->json && json_get_bool(node->json, "spec.unschedulable", 0);
+    int condemned = map_get(&x->s->condemned, pod->uid) != NULL;
+    char reason[1024];
+    if (unschedulable) {
+        /* 2. The Node is cordoned: so is the pod, and its Slurm node drains. */
+        set_pod_meta(x->s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
+        if (!sm_node_drain(n)) {
+            char *why = cordon_reason(node, pod);
+            snprintf(reason, sizeof(reason), NSS_REASON_PREFIX "%s", why);
+            free(why);
+            if (drain(x->cache, x->s, name, reason) == 0)
+                op_event(x->op, x->nodeset, NSB_KIND, "NodeCordon", "Drain",
+                         "Node %s is cordoned: draining Slurm node %s of pod %s", node->name, name,
+                         pod->name);
+        }
+        return;
+    }
+    if (p->cordoned) {
+        /* 3. A cordoned pod: keep it drained, unless it is a pod to keep
+         *    (no scale-in under way, not condemned now, not an old pod of a
+         *    rolling update), which Slinky uncordons. */
+        int keep = x->uncordon_ok && !condemned && !p->terminating &&
+                   (!x->rolling ||
+                    (p->revision && nsb_revision_same(p->revision, x->update_hash, x->nodeset->name)));
+        if (!keep) {
+            if (!sm_node_drain(n)) {
+                snprintf(reason, sizeof(reason), NSS_REASON_PREFIX "Pod (%s/%s) was cordoned", pod->ns,
+                         pod->name);
+                drain(x->cache, x->s, name, reason);
+            }
+            return;
+        }
+        set_pod_meta(x->s->key, pod, 0, NSB_ANN_POD_CORDON, NULL);
+    } else if (condemned) {
+        return; /* its cordon annotation is on its way */
+    }
+    /* 4. Not cordoned: undo our own drain, never anybody else's. */
+    if (sm_node_drain(n) && our_reason(n->reason)) {
+        snprintf(reason, sizeof(reason), NSS_REASON_PREFIX "Pod (%s/%s) was uncordoned", pod->ns, pod->name);
+        undrain(x->cache, x->s, name, reason);
+    }
+}
+
+static void sync_deadline(sync_ctx *x, const sobj *pod, const char *name)
+{
+    if (!nc_jobs_ready(x->cache))
+        return;
+    int64_t dl = nc_deadline(x->cache, name);
+    char t[32];
+    const char *want = NULL;
+    if (dl > 0) {
+        nsb_format_time(dl == SM_INFINITE ? DEADLINE_INFINITE : dl, t);
+        want = t;
+    }
+    set_pod_meta(x->s->key, pod, 0, NSB_ANN_DEADLINE, want);
+}
+
+static void sync_topology(sync_ctx *x, const sobj *pod, const char *name, const sm_node *n, const sobj *node)
+{
+    const char *spec = node ? sobj_annotation(node, ANN_TOPOLOGY) : NULL;
+    if (node)
+        set_pod_meta(x->s->key, pod, 0, NSB_ANN_TOPOLOGY, spec && *spec ? spec : NULL);
+    if (!n || !spec || !*spec || strcmp(n->topology ? n->topology : "", spec) == 0)
+        return;
+    if (!sm_version_has(nc_version(x->cache), SM_OP_UPDATE_TOPOLOGY))
+        return; /* Slurm before 25.05 (data_parser v0.0.43) cannot set it */
+    if (nc_settling(x->cache, name))
+        return;
+    sm_node_update u = {.set = SM_UPD_TOPOLOGY, .topology = spec};
+    slurm_update(x->cache, x->s, name, &u);
+}
+
+static void sync_features(sync_ctx *x, const char *name, const sm_node *n, const sobj *node)
+{
+    if (!node || nc_settling(x->cache, name))
+        return;
+    const char *spec = sobj_annotation(node, ANN_FEATURES);
+    char *avail = nss_merge_features(n->features, spec);
+    char *active = nss_merge_features(n->active_features, spec);
+    if (avail || active) {
+        sm_node_update u = {.set = 0};
+        if (avail) {
+            u.set |= SM_UPD_FEATURES;
+            u.features = avail;
+        }
+        if (active) {
+            u.set |= SM_UPD_FEATURES_ACT;
+            u.features_act = active;
+        }
+        slurm_update(x->cache, x->s, name, &u);
+    }
+    free(avail);
+    free(active);
+}
+
+/* DaemonSet mode, pruneSlurmNodeRecords: NodeNotFound. */
+typedef struct prune_ctx {
+    sync_ctx *x;
+    const char *uid;
+    char **victims;
+    size_t n;
+} prune_ctx;
+
+static void prune_scan(const sm_node *n, void *data)
+{
+    prune_ctx *pc = data;
+    sync_ctx *x = pc->x;
+    if (n->base != SM_NODE_DOWN || !(n->flags & SM_NF(NOT_RESPONDING)) || !n->comment || !n->comment[0])
+        return;
+    cJSON *info = json_parse(n->comment, strlen(n->comment), NULL);
+    if (!info)
+        return;
+    const char *ns = json_get_str_or(info, "namespace", "");
+    const char *podname = json_get_str_or(info, "podName", "");
+    const char *knode = json_get_str_or(info, "node", "");
+    int mine = strcmp(ns, x->nodeset->ns) == 0 &&
+               strcmp(json_get_str_or(info, "nodeSetName", ""), x->nodeset->name) == 0 &&
+               strcmp(json_get_str_or(info, "nodeSetUID", ""), pc->uid) == 0;
+    int gone = 0;
+    if (mine && !store_get(op_store(x->op, OPK_PODS), ns, podname)) {
+        const sobj *node = *knode ? store_get(op_store(x->op, OPK_NODES), NULL, knode) : NULL;
+        if (!node) {
+            gone = 1;
+        } else {
+            char *host = nsb_daemonset_hostname(node->name, sobj_annotation(node, ANN_HOSTNAME_OVERRIDE));
+            gone = strcmp(host, n->name) != 0;
+            free(host);
+        }
+    }
+    cJSON_Delete(info);
+    if (gone) {
+        pc->victims = xrealloc(pc->victims, (pc->n + 1) * sizeof(char *));
+        pc->victims[pc->n++] = xstrdup(n->name);
+    }
+}
+
+static void sync_prune(sync_ctx *x)
+{
+    prune_ctx pc = {.x = x, .uid = x->nodeset->uid};
+    nc_foreach(x->cache, prune_scan, &pc);
+    for (size_t i = 0; i < pc.n; i++) {
+        if (slurm_delete(x->cache, x->s, pc.victims[i]) == 0)
+            op_event(x->op, x->nodeset, NSB_KIND, "DefunctSlurmNodePruned", "Prune",
+                     "Deleted the record of Slurm node %s: its pod and Kubernetes node are gone",
+                     pc.victims[i]);
+        free(pc.victims[i]);
+    }
+    free(pc.victims);
+}
+
+/* ---- ScheduledUpdate ---- */
+
+typedef struct resv_ctx {
+    char *set;
+} resv_ctx;
+
+static void resv_done(int status, void *data)
+{
+    resv_ctx *c = data;
+    nss_set *s = M.stopped ? NULL : map_get(&M.sets, c->set);
+    if (s) {
+        s->resv_writing = 0;
+        nc_cache *cache;
+        if (slurmclient_get(M.op, s->ctl_key, &cache) == SC_READY) {
+            s->resv_mark = nc_resv_mark(cache);
+            s->resv_marked = 1;
+        }
+    }
+    if (status < 0 && status != OP_ECANCELED)
+        nodeset_enqueue_after(c->set, 5000);
+    else if (status == 0)
+        nodeset_enqueue(c->set);
+    free(c->set);
+    free(c);
+}
+
+/* Whether the reservations read reflect this NodeSet's last write. */
+static int resv_settled(nss_set *s, nc_cache *cache)
+{
+    return !s->resv_writing && (!s->resv_marked || nc_resv_read_since(cache, s->resv_mark));
+}
+
+static int resv_write(nc_cache *cache, nss_set *s, enum nc_resv_op op, const sm_resv_desc *d)
+{
+    resv_ctx *c = xcalloc(1, sizeof(*c));
+    c->set = xstrdup(s->key);
+    int rc = nc_resv_write(cache, op, d, resv_done, c);
+    if (rc < 0) {
+        free(c->set);
+        free(c);
+        return rc;
+    }
+    s->resv_writing = 1;
+    return rc;
+}
+
+typedef struct np_ctx {
+    char *set;
+    char *wkey; /* pod-write tracker entry, removed on failure so the next pass retries */
+} np_ctx;
+
+static void nodeset_written(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    np_ctx *c = data;
+    pw_ent *e = M.stopped ? NULL : map_get(&M.writes, c->wkey);
+    if (e)
+        e->inflight = 0;
+    if (err && err != OP_ECANCELED && !M.stopped) {
+        if (e) {
+            map_del(&M.writes, e->key);
+            free(e->key);
+            free(e);
+        }
+        if (err != OP_ENOTFOUND) {
+            log_info("nodeset %s: metadata/status write failed: %s (%s); retrying", c->set, op_strerror(err),
+                     st ? st->message : "");
+            nodeset_enqueue_after(c->set, 1000);
+        }
+    }
+    free(c->set);
+    free(c->wkey);
+    free(c);
+}
+
+static void patch_nodeset(operator *op, const sobj *nodeset, const char *sub, cJSON *patch, const pw_ent *e)
+{
+    np_ctx *c = xcalloc(1, sizeof(*c));
+    c->set = xstrdup(nodeset->key);
+    c->wkey = xstrdup(e->key);
+    kube_patch(op->client, &KUBE_SLINKY_NODESETS, nodeset->ns, nodeset->name, sub, KUBE_PATCH_MERGE, patch,
+               NULL, 0, nodeset_written, c);
+    cJSON_Delete(patch);
+}
+
+static int has_finalizer(const cJSON *obj)
+{
+    const cJSON *f;
+    cJSON_ArrayForEach(f, json_get(obj, "metadata.finalizers"))
+    {
+        if (cJSON_IsString(f) && strcmp(f->valuestring, NSS_RESV_FINALIZER) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Add or remove our finalizer (a merge patch of the whole list, guarded by
+ * the resourceVersion so a concurrent change is not lost). */
+static void set_finalizer(operator *op, const sobj *nodeset, int want)
+{
+    if (has_finalizer(nodeset->json) == want)
+        return;
+    pw_ent *e = pw_begin(nodeset->uid, "finalizer", (uint64_t)want + 1);
+    if (!e)
+        return;
+    cJSON *list = cJSON_CreateArray();
+    const cJSON *f;
+    cJSON_ArrayForEach(f, json_get(nodeset->json, "metadata.finalizers"))
+    {
+        if (cJSON_IsString(f) && strcmp(f->valuestring, NSS_RESV_FINALIZER) != 0)
+            cJSON_AddItemToArray(list, cJSON_CreateString(f->valuestring));
+    }
+    if (want)
+        cJSON_AddItemToArray(list, cJSON_CreateString(NSS_RESV_FINALIZER));
+    cJSON *patch = cJSON_CreateObject();
+    cJSON *meta = json_obj_ensure(patch, "metadata");
+    json_set(meta, "finalizers", list);
+    json_set_str(meta, "resourceVersion", nodeset->rv);
+    patch_nodeset(op, nodeset, NULL, patch, e);
+}
+
+/* Set the NodeSet condition ReservationCreated (status "True"/"False"). */
+static void set_resv_condition(operator *op, const sobj *nodeset, const char *status, const char *reason,
+                               int64_t start)
+{
+    const cJSON *conds = json_get(nodeset->json, "status.conditions");
+    const cJSON *c;
+    char t[32];
+    nsb_format_time(start, t);
+    cJSON_ArrayForEach(c, conds)
+    {
+        if (strcmp(json_get_str_or(c, "type", ""), "ReservationCreated") == 0 &&
+            strcmp(json_get_str_or(c, "status", ""), status) == 0 &&
+            strcmp(json_get_str_or(c, "lastTransitionTime", ""), t) == 0)
+            return;
+    }
+    pw_ent *e = pw_begin(nodeset->uid, "ReservationCreated", hash_str(status) ^ (uint64_t)start);
+    if (!e)
+        return;
+    cJSON *list = cJSON_CreateArray();
+    cJSON_ArrayForEach(c, conds)
+    {
+        if (strcmp(json_get_str_or(c, "type", ""), "ReservationCreated") != 0)
+            cJSON_AddItemToArray(list, cJSON_Duplicate(c, 1));
+    }
+    cJSON *mine = cJSON_CreateObject();
+    json_set_str(mine, "type", "ReservationCreated");
+    json_set_str(mine, "status", status);
+    json_set_str(mine, "reason", reason);
+    json_set_str(mine, "message", "");
+    json_set_str(mine, "lastTransitionTime", t);
+    json_set_int(mine, "observedGeneration", nodeset->generation);
+    cJSON_AddItemToArray(list, mine);
+    cJSON *patch = cJSON_CreateObject();
+    json_set(json_obj_ensure(patch, "status"), "conditions", list);
+    patch_nodeset(op, nodeset, "status", patch, e);
+}
+
+static int resv_created_for(const sobj *nodeset, int64_t start)
+{
+    char t[32];
+    nsb_format_time(start, t);
+    const cJSON *c;
+    cJSON_ArrayForEach(c, json_get(nodeset->json, "status.conditions"))
+    {
+        if (strcmp(json_get_str_or(c, "type", ""), "ReservationCreated") == 0 &&
+            strcmp(json_get_str_or(c, "status", ""), "True") == 0 &&
+            strcmp(json_get_str_or(c, "lastTransitionTime", ""), t) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const nsb_slurm_counts *counts)
+{
+    const char *type = json_get_str_or(x->ns, "spec.updateStrategy.type", "RollingUpdate");
+    char resv_name[300];
+    snprintf(resv_name, sizeof(resv_name), NSS_RESV_PREFIX "%s", x->nodeset->name);
+    int scheduled = strcmp(type, "ScheduledUpdate") == 0;
+    nc_want_reservations(x->cache);
+    const sm_resv *r = NULL;
+    enum nc_found found = nc_reservation(x->cache, resv_name, &r);
+    if (found == NC_UNKNOWN || !resv_settled(x->s, x->cache))
+        return;
+    int replicas = nsb_mode_of(x->ns) == NSB_DAEMONSET ? (int)n : nsb_replicas(x->ns);
+    sm_resv_desc del = {.name = resv_name};
+    if (!scheduled || replicas == 0) {
+        if (found == NC_PRESENT && resv_write(x->cache, x->s, NC_RESV_DELETE, &del) == 0)
+            log_info("nodeset %s: deleting reservation %s (%s)", x->s->key, resv_name,
+                     scheduled ? "no replicas" : "the update strategy changed");
+        if (found == NC_ABSENT && !scheduled)
+            set_finalizer(x->op, x->nodeset, 0);
+        return;
+    }
+    int64_t start = nsb_parse_time(json_get_str(x->ns, "spec.updateStrategy.scheduledUpdate.startTime"));
+    int64_t dur_ns = 0;
+    if (clc_parse_duration(json_get_str_or(x->ns, "spec.updateStrategy.scheduledUpdate.duration", "30m"),
+                           &dur_ns) != 0 ||
+        start <= 0)
+        return; /* the webhook refuses such a NodeSet */
+    uint64_t flags = SM_RF(MAINT) | SM_RF(IGNORE_JOBS);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, json_get(x->ns, "spec.updateStrategy.scheduledUpdate.flags"))
+    {
+        if (!cJSON_IsString(f))
+            continue;
+        int bit = sm_resv_flag_bit(f->valuestring);
+        if (bit >= 0 && bit != SM_RFB_OTHER)
+            flags |= UINT64_C(1) << bit;
+    }
+    /* The node list: this NodeSet's registered Slurm nodes. */
+    const char **names = xcalloc(n + 1, sizeof(char *));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = slurm_name(pod_sobj(&pods[i]));
+        if (nc_lookup(x->cache, name, NULL) == NC_PRESENT)
+            names[k++] = name;
+    }
+    char *nodes = hostlist_compress(names, k);
+    free(names);
+    int64_t now = (int64_t)time(NULL);
+    sm_resv_desc d = {.name = resv_name,
+                      .start_time = start,
+                      .duration = dur_ns / 60000000000LL,
+                      .flags = flags,
+                      .users = "slurm",
+                      .node_list = nodes};
+    if (found == NC_ABSENT) {
+        int force = (flags & SM_RF(FORCE_START)) != 0;
+        if (k > 0 && counts->idle + counts->allocated > 0 && (start > now || force) &&
+            !resv_created_for(x->nodeset, start)) {
+            /* The finalizer first, so the reservation can never outlive the
+             * NodeSet; its update event brings us back here. */
+            if (!has_finalizer(x->nodeset->json)) {
+                set_finalizer(x->op, x->nodeset, 1);
+                free(nodes);
+                return;
+            }
+            if (resv_write(x->cache, x->s, NC_RESV_CREATE, &d) == 0) {
+                op_event(x->op, x->nodeset, NSB_KIND, "Scheduled Update", "Reserve",
+                         "Creating Slurm reservation %s for %s (%lld min) on %s", resv_name,
+                         json_get_str_or(x->ns, "spec.updateStrategy.scheduledUpdate.startTime", ""),
+                         (long long)d.duration, nodes ? nodes : "");
+                set_resv_condition(x->op, x->nodeset, "True", "Created", start);
+            }
+        }
+    } else if (found == NC_PRESENT && nodes && *nodes) {
+        int active = now >= r->start_time;
+        int nodes_differ = strcmp(r->node_list ? r->node_list : "", nodes) != 0;
+        uint64_t rflags = r->flags & ~(SM_RF(SPEC_NODES) | SM_RF(OTHER));
+        int other_differ = r->start_time != start || sm_resv_duration(r) != d.duration ||
+                           (rflags & ~SM_RF(FORCE_START)) != (flags & ~SM_RF(FORCE_START));
+        if (active && nodes_differ) {
+            sm_resv_desc only = {.name = resv_name, .node_list = nodes};
+            resv_write(x->cache, x->s, NC_RESV_UPDATE, &only);
+        } else if (!active && (nodes_differ || other_differ)) {
+            resv_write(x->cache, x->s, NC_RESV_UPDATE, &d);
+        }
+    }
+    free(nodes);
+    /* Old pods whose node is in maintenance under our reservation go. */
+    if (found == NC_PRESENT && x->act && x->act->condemn) {
+        for (size_t i = 0; i < n; i++) {
+            const nsb_pod *p = &pods[i];
+            if (p->terminating || map_get(&x->s->condemned, pod_sobj(p)->uid) ||
+                (p->revision && nsb_revision_same(p->revision, x->update_hash, x->nodeset->name)))
+                continue;
+            const sm_node *sn = NULL;
+            if (nc_lookup(x->cache, slurm_name(pod_sobj(p)), &sn) != NC_PRESENT)
+                continue;
+            if ((sn->flags & SM_NF(MAINTENANCE)) && sn->reservation &&
+                strcmp(sn->reservation, resv_name) == 0)
+                x->act->condemn(x->act->ctx, pod_sobj(p),
+                                "scheduled update (maintenance reservation active)");
+        }
+    }
+}
+
+int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
+{
+    if (!nodeset->deleting || !nodeset->json || !has_finalizer(nodeset->json))
+        return 0;
+    nss_set *s = set_get(nodeset, ns);
+    const char *ctl = json_get_str_or(ns, "spec.controllerRef.name", "");
+    if (!store_get(op_store(op, OPK_CONTROLLERS), nodeset->ns, ctl)) {
+        set_finalizer(op, nodeset, 0);
+        return 1;
+    }
+    nc_cache *cache;
+    int avail = slurmclient_get(op, s->ctl_key, &cache);
+    if (avail == SC_NO_RESTAPI) {
+        set_finalizer(op, nodeset, 0);
+        return 1;
+    }
+    if (avail != SC_READY)
+        return 1;
+    char resv_name[300];
+    snprintf(resv_name, sizeof(resv_name), NSS_RESV_PREFIX "%s", nodeset->name);
+    nc_want_reservations(cache);
+    switch (nc_reservation(cache, resv_name, NULL)) {
+    case NC_ABSENT:
+        if (resv_settled(s, cache))
+            set_finalizer(op, nodeset, 0);
+        break;
+    case NC_PRESENT: {
+        sm_resv_desc d = {.name = resv_name};
+        if (!resv_settled(s, cache))
+            break; /* a write is on its way; its completion queues us */
+        if (resv_write(cache, s, NC_RESV_DELETE, &d) == OP_ENOTSUP) {
+            log_warn("nodeset %s: cannot delete reservation %s with this Slurm; dropping the finalizer",
+                     s->key, resv_name);
+            set_finalizer(op, nodeset, 0);
+        }
+        break;
+    }
+    case NC_UNKNOWN:
+        nodeset_enqueue_after(s->key, 5000);
+        break;
+    }
+    return 1;
+}
+
+void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
+                        const nsb_pod *pods, size_t n, const char *update_hash, const nss_actions *act)
+{
+    nss_set *s = set_get(nodeset, ns);
+    nc_cache *cache;
+    if (slurmclient_get(op, s->ctl_key, &cache) != SC_READY || !nc_ready(cache))
+        return; /* fail closed: nothing is decided on unknown data */
+    sync_ctx x = {
+        .op = op,
+        .nodeset = nodeset,
+        .ns = ns,
+        .s = s,
+        .cache = cache,
+        .act = act,
+        .update_hash = update_hash,
+        .rolling =
+            strcmp(json_get_str_or(ns, "spec.updateStrategy.type", "RollingUpdate"), "RollingUpdate") == 0,
+    };
+    /* Pods are uncordoned only when no scale-in is under way. */
+    size_t active = 0;
+    for (size_t i = 0; i < n; i++)
+        active += !pods[i].terminating;
+    x.uncordon_ok = nsb_mode_of(ns) == NSB_DAEMONSET || (int)active <= nsb_replicas(ns);
+    int32_t min_ready = (int32_t)json_get_int(ns, "spec.minReadySeconds", 0);
+    int64_t now = (int64_t)time(NULL);
+    int64_t confirmed = nc_confirmed_at(cache);
+    nsb_slurm_counts counts = {0, 0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        const nsb_pod *p = &pods[i];
+        const sobj *pod = pod_sobj(p);
+        if (p->terminating)
+            continue;
+        const char *name = slurm_name(pod);
+        const pod_proj *pp = pod_of(pod);
+        const sobj *node = pp->node_name ? store_get(op_store(op, OPK_NODES), NULL, pp->node_name) : NULL;
+        const sm_node *sn = NULL;
+        enum nc_found found = nc_lookup(cache, name, &sn);
+        sync_deadline(&x, pod, name);
+        sync_topology(&x, pod, name, found == NC_PRESENT ? sn : NULL, node);
+        if (found == NC_PRESENT) {
+            counts.idle += sn->base == SM_NODE_IDLE;
+            counts.allocated += sn->base == SM_NODE_ALLOCATED || sn->base == SM_NODE_MIXED;
+            sync_cordon(&x, p, pod, name, sn);
+            sync_features(&x, name, sn, node);
+        } else if (found == NC_ABSENT && nsb_pod_available(p, min_ready, now) && p->ready_since > 0 &&
+                   confirmed > p->ready_since + DRIFT_GRACE_S && !map_get(&s->condemned, pod->uid) && act &&
+                   act->delete_pod) {
+            /* Registration drift: Ready for a while, yet Slurm has no such
+             * node (confirmed by a table read after the grace period). */
+            op_warn(op, nodeset, NSB_KIND, "SlurmNodeNotRegistered",
+                    "Pod %s is Ready but Slurm has no node %s; deleting it so that it registers again",
+                    pod->name, name);
+            act->delete_pod(act->ctx, pod, "its Slurm node is not registered");
+        }
+    }
+    if (nsb_mode_of(ns) == NSB_DAEMONSET &&
+        strcmp(json_get_str_or(ns, "spec.pruneSlurmNodeRecords", "Never"), "NodeNotFound") == 0)
+        sync_prune(&x);
+    sync_reservation(&x, pods, n, &counts);
+}
+
+/* ---- status ---- */
+
+static void sync_conditions(nss_set *s, const sobj *pod, const sm_node *sn)
+{
+    const pod_proj *pp = pod_of(pod);
+    uint32_t want = sn ? nss_condition_bits(sn) : 0;
+    const char *msg = sn && sn->reason ? sn->reason : "";
+    uint32_t want_hash = pod_slurm_cond_hash(want, msg);
+    if (want == pp->slurm_conds && want_hash == pp->slurm_msg_hash)
+        return;
+    pw_ent *e = pw_begin(pod->uid, "conditions", ((uint64_t)want << 32) | want_hash);
+    if (!e)
+        return;
+    char t[32];
+    nsb_format_time((int64_t)time(NULL), t);
+    cJSON *list = cJSON_CreateArray();
+    for (int i = 0; i < PSC_COUNT; i++) {
+        uint32_t bit = 1u << i;
+        if (want & bit) {
+            cJSON *c = cJSON_CreateObject();
+            json_set_str(c, "type", pod_slurm_cond_types[i]);
+            json_set_str(c, "status", "True");
+            json_set_str(c, "message", msg);
+            if (!(pp->slurm_conds & bit))
+                json_set_str(c, "lastTransitionTime", t);
+            cJSON_AddItemToArray(list, c);
+        } else if (pp->slurm_conds & bit) {
+            cJSON *c = cJSON_CreateObject();
+            json_set_str(c, "type", pod_slurm_cond_types[i]);
+            json_set_str(c, "$patch", "delete");
+            cJSON_AddItemToArray(list, c);
+        }
+    }
+    cJSON *patch = cJSON_CreateObject();
+    json_set(json_obj_ensure(patch, "status"), "conditions", list);
+    patch_pod(s->key, pod, "status", KUBE_PATCH_STRATEGIC, patch, e, "Slurm conditions");
+}
+
+static void sync_pod_info(nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod, const char *name,
+                          const sm_node *sn)
+{
+    if (nc_settling(cache, name))
+        return;
+    const pod_proj *pp = pod_of(pod);
+    char *info = nss_pod_info(pod->ns, pod->name, pp->node_name, nodeset->name, nodeset->uid);
+    const char *cur = sn->comment ? sn->comment : "";
+    if (strcmp(cur, info) != 0) {
+        /* Compare what it says, not how it is written. */
+        cJSON *a = json_parse(cur, strlen(cur), NULL), *b = json_parse(info, strlen(info), NULL);
+        int same = a && b && json_equal(a, b);
+        const char *prev_node = a ? json_get_str_or(a, "node", "") : "";
+        if (!same) {
+            sm_node_update u = {.set = SM_UPD_COMMENT, .comment = info};
+            slurm_update(cache, s, name, &u);
+            /* The pod moved or was recreated: clear the DOWN its old pod's
+             * preStop left, when that DOWN is ours (or has no reason). */
+            if (prev_node[0] && strcmp(prev_node, pp->node_name ? pp->node_name : "") != 0 &&
+                sn->base == SM_NODE_DOWN && (!sn->reason || !sn->reason[0] || our_reason(sn->reason))) {
+                sm_node_update r = {.set = SM_UPD_STATE, .state = SM_REQ_RESUME};
+                slurm_update(cache, s, name, &r);
+            }
+        }
+        cJSON_Delete(a);
+        cJSON_Delete(b);
+    }
+    free(info);
+}
+
+void nodeset_slurm_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
+                          const nsb_pod *pods, size_t n, nsb_slurm_counts *out)
+{
+    nss_set *s = set_get(nodeset, ns);
     memset(out, 0, sizeof(*out));
+    nc_cache *cache;
+    int avail = slurmclient_get(op, s->ctl_key, &cache);
+    flush_drains(s, avail == SC_READY && nc_ready(cache) ? cache : NULL, nodeset);
+    if (avail == SC_NO_RESTAPI)
+        return; /* nothing to count: zeros, as Slinky without a client */
+    if (avail != SC_READY || !nc_ready(cache)) {
+        if (s->counts_known)
+            *out = s->counts; /* unknown: keep what was last known, do not report zeros */
+        return;
+    }
+    int wdp = json_get_bool(ns, "spec.workloadDisruptionProtection", 1);
+    for (size_t i = 0; i < n; i++) {
+        const sobj *pod = pod_sobj(&pods[i]);
+        const char *name = slurm_name(pod);
+        const sm_node *sn = NULL;
+        enum nc_found found = nc_lookup(cache, name, &sn);
+        if (found == NC_PRESENT) {
+            out->idle += sn->base == SM_NODE_IDLE;
+            out->allocated += sn->base == SM_NODE_ALLOCATED || sn->base == SM_NODE_MIXED;
+            out->down += sn->base == SM_NODE_DOWN;
+            out->drain += (sn->flags & SM_NF(DRAIN)) != 0;
+        }
+        if (pods[i].terminating)
+            continue;
+        sync_conditions(s, pod, found == NC_PRESENT ? sn : NULL);
+        int busy = found == NC_PRESENT && sm_node_busy(sn);
+        set_pod_meta(s->key, pod, 1, NSB_LABEL_POD_PROTECT, busy && wdp ? "true" : NULL);
+        if (found == NC_PRESENT && nsb_pod_running_ready(&pods[i]) && pod_of(pod)->node_name)
+            sync_pod_info(s, cache, nodeset, pod, name, sn);
+    }
+    s->counts = *out;
+    s->counts_known = 1;
 }

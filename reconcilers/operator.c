@@ -421,6 +421,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
     if ((rc = listen_on(op, opts->health_addr, &p->health_srv, err, errlen)) != 0)
         return rc;
 
+    kinds_keep_node_conditions(opts->propagated_node_conditions);
     /* Reconcilers add their indexes and handlers while the stores are empty. */
     for (size_t i = 0; i < op_reconciler_count; i++)
         op_reconcilers[i]->setup(op);
@@ -500,6 +501,7 @@ static void on_client_closed(void *data)
         store_free(op->stores[k]);
     mx_registry_free(op->metrics);
     kcfg_free(op->cfg);
+    kinds_keep_node_conditions(NULL);
     free(op->identity);
     free(op->cluster_domain);
     free(p);

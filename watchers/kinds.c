@@ -1,5 +1,6 @@
 #include "watchers/kinds.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,27 @@ const char *const pod_slurm_cond_types[PSC_COUNT] = {
     "SlurmNodeStateFail",      "SlurmNodeStateInvalid",     "SlurmNodeStateInvalidReg",
     "SlurmNodeStateMaintenance", "SlurmNodeStateNotResponding", "SlurmNodeStateUndrain",
 };
+
+uint32_t pod_slurm_cond_hash1(const char *type, const char *message)
+{
+    /* FNV-1a over "type\0message". */
+    uint32_t h = 2166136261u;
+    for (const char *p = type; *p; p++)
+        h = (h ^ (uint8_t)*p) * 16777619u;
+    h = (h ^ 0u) * 16777619u;
+    for (const char *p = message ? message : ""; *p; p++)
+        h = (h ^ (uint8_t)*p) * 16777619u;
+    return h;
+}
+
+uint32_t pod_slurm_cond_hash(uint32_t bits, const char *message)
+{
+    uint32_t h = 0;
+    for (int i = 0; i < PSC_COUNT; i++)
+        if (bits & (1u << i))
+            h ^= pod_slurm_cond_hash1(pod_slurm_cond_types[i], message);
+    return h;
+}
 
 static const char *const pod_annotations[] = {ANN_POD_CORDON, ANN_POD_DELETION_COST, ANN_POD_DEADLINE, ANN_TOPOLOGY,
                                               NULL};
@@ -55,9 +77,12 @@ static void *pod_project(const cJSON *obj)
         } else if (!strcmp(type, "PodScheduled") && is_true) {
             p->scheduled = 1;
         } else if (is_true && !strncmp(type, "SlurmNodeState", 14)) {
-            for (int i = 0; i < PSC_COUNT; i++)
-                if (!strcmp(type, pod_slurm_cond_types[i]))
+            for (int i = 0; i < PSC_COUNT; i++) {
+                if (!strcmp(type, pod_slurm_cond_types[i])) {
                     p->slurm_conds |= 1u << i;
+                    p->slurm_msg_hash ^= pod_slurm_cond_hash1(type, json_get_str(c, "message"));
+                }
+            }
         }
     }
     const cJSON *cs = json_get(obj, "status.containerStatuses");
@@ -86,6 +111,23 @@ const store_kind KIND_PODS = {
 static const char *const node_annotations[] = {ANN_TOPOLOGY, ANN_FEATURES, ANN_NODE_CORDON_REASON,
                                                ANN_HOSTNAME_OVERRIDE, NULL};
 
+static char *keep_conditions; /* ",Type1,Type2," or NULL */
+
+void kinds_keep_node_conditions(const char *csv)
+{
+    free(keep_conditions);
+    keep_conditions = (csv && *csv) ? xasprintf(",%s,", csv) : NULL;
+}
+
+static int keep_condition(const char *type)
+{
+    char probe[256];
+    if (keep_conditions == NULL || *type == '\0')
+        return 0;
+    snprintf(probe, sizeof(probe), ",%s,", type);
+    return strstr(keep_conditions, probe) != NULL;
+}
+
 /* Nodes: keep what the DaemonSet predicates, cordon sync and topology need. */
 static cJSON *node_trim(const cJSON *obj)
 {
@@ -112,9 +154,12 @@ static cJSON *node_trim(const cJSON *obj)
     if (json_get_bool(obj, "spec.unschedulable", 0))
         json_set_bool(spec, "unschedulable", 1);
     const cJSON *conds = json_get(obj, "status.conditions");
-    if (cJSON_IsArray(conds)) {
+    if (cJSON_IsArray(conds) && keep_conditions) {
         cJSON *out = cJSON_CreateArray();
         for (const cJSON *c = conds->child; c; c = c->next) {
+            if (strcmp(json_get_str_or(c, "status", ""), "True") != 0 ||
+                !keep_condition(json_get_str_or(c, "type", "")))
+                continue;
             cJSON *k = cJSON_CreateObject();
             json_set_str(k, "type", json_get_str_or(c, "type", ""));
             json_set_str(k, "status", json_get_str_or(c, "status", ""));

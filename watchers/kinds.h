@@ -50,10 +50,25 @@ typedef struct pod_proj {
     const char *node_name;  /* interned, NULL when unscheduled */
     const char *hostname;   /* spec.hostname, interned */
     uint32_t slurm_conds;   /* PSC_ bits present with status True */
+    uint32_t slurm_msg_hash; /* pod_slurm_cond_hash of those conditions' types and messages */
     uint32_t restarts;      /* sum of container restart counts */
 } pod_proj;
 
 extern const store_kind KIND_PODS, KIND_NODES, KIND_FULL_NAMESPACED, KIND_FULL_CLUSTER;
+
+/** A hash of the True SlurmNodeState* conditions with their messages:
+ *  the XOR over conditions of a hash of "type\0message". For the set a pod
+ *  would get (every bit of bits with the same message) pass that message;
+ *  the projection computes it from the pod's actual conditions, so equal
+ *  values mean "nothing to write" (NodeSet pod conditions, §3.9). */
+uint32_t pod_slurm_cond_hash(uint32_t bits, const char *message);
+uint32_t pod_slurm_cond_hash1(const char *type, const char *message);
+
+/** Which Node condition types the trimmed Nodes keep (comma-separated, only
+ *  while True): the --propagated-node-conditions, whose reasons become drain
+ *  reasons on cordon. Nothing else reads Node conditions, and at 8,192 Nodes
+ *  they are most of a Node's bytes. Call before the caches fill. */
+void kinds_keep_node_conditions(const char *csv);
 
 /** The pod projection of an sobj from a pods store (never NULL there). */
 static inline const pod_proj *pod_of(const sobj *o)

@@ -1,5 +1,6 @@
 #include "watchers/reflector.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +185,12 @@ static void on_list_page(int err, const cJSON *obj, const kube_status *st, void 
         log_info("reflector %s: relisted %zu objects at resourceVersion %s in %.3f s", rf->name,
                  store_count(rf->o.store), rf->last_rv ? rf->last_rv : "?", rf->stats.last_list_seconds);
     }
+#ifdef __GLIBC__
+    /* A big list parsed page by page leaves freed pages in malloc's arenas;
+     * hand them back so the resident size reflects the cache, not the peak. */
+    if (store_count(rf->o.store) >= 1000)
+        malloc_trim(0);
+#endif
     start_watch(rf);
 }
 

@@ -201,5 +201,66 @@ def test_delete_and_recreate_converges_at_once():
             wait_for(lambda: len(ready_pods(c, "cpu")) == 4, 30)
 
 
+def test_claims_retention_and_pin_to_node():
+    with Kubesim(nodes=8, max_grace="200ms") as ks:
+        c = ks.client()
+        apply_crds(c)
+        claim = {"metadata": {"name": "data"},
+                 "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+        make_cluster(c, nodesets={"cpu": dict(replicas=2, pinToNode=True, volumeClaimTemplates=[claim],
+                                              persistentVolumeClaimRetentionPolicy={"whenDeleted": "Retain",
+                                                                                    "whenScaled": "Delete"},
+                                              **IMAGES)})
+
+        def pvcs():
+            items = c.get("/api/v1/namespaces/default/persistentvolumeclaims").json()["items"]
+            return {i["metadata"]["name"]: i for i in items}
+        with Slurmop(ks.kubeconfig) as op:
+            op.wait_ready()
+            wait_for(lambda: len(ready_pods(c, "cpu")) == 2, 30)
+            assert sorted(pvcs()) == ["data-cpu-0", "data-cpu-1"], pvcs()
+            pod0 = [p for p in pods_of(c, "cpu") if p["metadata"]["name"] == "cpu-0"][0]
+            vols = {v["name"]: v for v in pod0["spec"]["volumes"]}
+            assert vols["data"]["persistentVolumeClaim"]["claimName"] == "data-cpu-0", vols
+            assert not pvcs()["data-cpu-0"]["metadata"].get("ownerReferences"), pvcs()["data-cpu-0"]
+            # pinToNode: the ordinal's node is remembered, and a replacement returns there.
+            wait_for(lambda: sorted(nodeset(c, "cpu")["status"].get("ordinalToNode", {})) == ["0", "1"], 10,
+                     what="status.ordinalToNode")
+            node0 = pod0["spec"]["nodeName"]
+            assert nodeset(c, "cpu")["status"]["ordinalToNode"]["0"] == node0
+            r = c.delete("/api/v1/namespaces/default/pods/cpu-0")
+            assert r.status == 200, r.text
+            wait_for(lambda: any(p["metadata"]["name"] == "cpu-0" and p["metadata"]["uid"] != pod0["metadata"]["uid"]
+                                 and is_ready(p) for p in pods_of(c, "cpu")), 30, what="cpu-0 recreated")
+            again = [p for p in pods_of(c, "cpu") if p["metadata"]["name"] == "cpu-0"][0]
+            assert again["spec"]["nodeName"] == node0, (again["spec"]["nodeName"], node0)
+            # whenScaled=Delete: the scaled-away pod's claim goes with it, the other stays.
+            set_replicas(c, "cpu", 1)
+            wait_for(lambda: sorted(pvcs()) == ["data-cpu-0"], 30, what="data-cpu-1 deleted with its pod")
+            assert len(pods_of(c, "cpu")) == 1
+
+
+def test_daemonset_failed_pod_backoff():
+    with Kubesim(nodes=1, max_grace="100ms") as ks:
+        c = ks.client()
+        apply_crds(c)
+        make_cluster(c, nodesets={"ds": dict(scalingMode="DaemonSet", **IMAGES)})
+        with Slurmop(ks.kubeconfig) as op:
+            op.wait_ready()
+            wait_for(lambda: len(ready_pods(c, "ds")) == 1, 30)
+            uids = set()
+            t0 = time.monotonic()
+            # Fail the node's pod again and again for ~4 s: the replacements
+            # must slow down (1 s, 2 s, ...), not follow at once every time.
+            while time.monotonic() - t0 < 4:
+                for p in pods_of(c, "ds", include_terminating=False):
+                    uids.add(p["metadata"]["uid"])
+                    if p.get("status", {}).get("phase") == "Running":
+                        ks.admin("POST", "/kubesim/pods/fail", {"namespace": "default", "name": p["metadata"]["name"]})
+                time.sleep(0.05)
+            assert 2 <= len(uids) <= 5, "%d pods created in 4 s of failures" % len(uids)
+            wait_for(lambda: len(ready_pods(c, "ds")) == 1, 60, what="a pod again after the failures stop")
+
+
 if __name__ == "__main__":
     run_tests(globals())

@@ -221,6 +221,9 @@ def make_cluster(client, ns="default", ctl="slurm", nodesets=None, key_secret="s
                     {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "Controller", "metadata": {"name": ctl},
                      "spec": {"slurmKeyRef": {"name": key_secret, "key": "slurm.key"},
                               "jwtKeyRef": {"name": jwt_secret, "key": "jwt.key"},
+                              "slurmctld": {"image": "ghcr.io/slinkyproject/slurmctld:test"},
+                              "logfile": {"image": "alpine:test"},
+                              "reconfigure": {"image": "ghcr.io/slinkyproject/slurmctld:test"},
                               "persistence": {"enabled": False}}})
     assert r.status in (201, 409), r.text
     out = []

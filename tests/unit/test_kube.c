@@ -116,6 +116,31 @@ static void handler(hs_req *req, void *data)
         const char *ev = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"n1\"}}}\n";
         hs_stream_write(req, ev, strlen(ev));
         hs_stream_end(req);
+    } else if (!strcmp(path, "/api/v1/namespaces/big/pods")) {
+        /* A list large enough to be parsed off the loop. */
+        buf_t b;
+        buf_init(&b, 8u << 20);
+        assert_int_equal(buf_puts(&b, "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"7\"},\"items\":["), 0);
+        for (int i = 0; i < 8000; i++)
+            assert_int_equal(buf_printf(&b, "%s{\"metadata\":{\"name\":\"p%d\",\"labels\":{\"a\":\"b\"}}}",
+                                        i ? "," : "", i), 0);
+        assert_int_equal(buf_puts(&b, "]}"), 0);
+        hs_respond(req, 200, "application/json", NULL, b.data, b.len);
+        buf_free(&b);
+    } else if (!strcmp(path, "/api/v1/configmaps") && hs_req_param(req, "watch")) {
+        /* One good event, then something that is not JSON. */
+        hs_stream_begin(req, 200, "application/json", NULL);
+        const char *ev = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"c1\"}}}\n{not json}\n";
+        hs_stream_write(req, ev, strlen(ev));
+        hs_stream_end(req);
+    } else if (!strcmp(path, "/api/v1/secrets") && hs_req_param(req, "watch")) {
+        /* An event larger than the client's cap (no newline in sight). */
+        hs_stream_begin(req, 200, "application/json", NULL);
+        char big[4096];
+        memset(big, 'x', sizeof(big));
+        hs_stream_write(req, "{\"type\":\"ADDED\",\"object\":{\"data\":\"", 31);
+        hs_stream_write(req, big, sizeof(big));
+        hs_stream_end(req);
     } else if (!strcmp(path, "/api/v1/namespaces/ns/pods/slow")) {
         /* Never answered: for cancel and close tests (the request is
          * finished by the connection closing). */
@@ -296,6 +321,25 @@ static void test_watch_split_and_gone(void **state)
     close_all(c);
 }
 
+static void test_watch_bad_input(void **state)
+{
+    kube_client *c = client_new(0, 0);
+    struct watch_result w1 = {0}, w2 = {0};
+    kube_watch_opts wo = {.resource_version = "1", .timeout_seconds = 60};
+    kube_watch_start(c, &KUBE_CONFIGMAPS, NULL, &wo, on_event, on_watch_done, &w1);
+    wo.max_event_bytes = 1024;
+    kube_watch_start(c, &KUBE_SECRETS, NULL, &wo, on_event, on_watch_done, &w2);
+    tl_run_until(&TL, &w1.done);
+    tl_run_until(&TL, &w2.done);
+    /* The good event arrives; the undecodable one fails the watch (relist). */
+    assert_string_equal(w1.log, "A:c1:- ");
+    assert_int_equal(w1.err, OP_EPROTO);
+    /* An event over the cap fails the watch instead of growing a buffer. */
+    assert_int_equal(w2.err, OP_ETOOBIG);
+    assert_string_equal(w2.log, "");
+    close_all(c);
+}
+
 static void test_cancel_and_close(void **state)
 {
     kube_client *c = client_new(0, 0);
@@ -341,6 +385,29 @@ static void test_limiter(void **state)
     close_all(c);
 }
 
+static int big_items;
+static void on_big(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    struct result *r = data;
+    r->done = 1;
+    r->err = err;
+    big_items = json_len(json_child(obj, "items"));
+}
+
+static void test_large_answer_parsed_off_loop(void **state)
+{
+    kube_client *c = client_new(0, 0);
+    struct result r = {0};
+    kube_list(c, &KUBE_PODS, "big", "limit=5000", on_big, &r);
+    tl_run_until(&TL, &r.done);
+    assert_int_equal(r.err, 0);
+    assert_int_equal(big_items, 8000);
+    kube_stats st;
+    kube_client_stats(c, &st);
+    assert_int_equal(st.offloaded, 1);
+    close_all(c);
+}
+
 static void test_paths(void **state)
 {
     buf_t b;
@@ -370,8 +437,10 @@ int main(void)
         cmocka_unit_test_setup(test_errors, setup),
         cmocka_unit_test_setup(test_retry_after_and_401, setup),
         cmocka_unit_test_setup(test_watch_split_and_gone, setup),
+        cmocka_unit_test_setup(test_watch_bad_input, setup),
         cmocka_unit_test_setup(test_cancel_and_close, setup),
         cmocka_unit_test_setup(test_limiter, setup),
+        cmocka_unit_test_setup(test_large_answer_parsed_off_loop, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

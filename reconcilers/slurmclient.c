@@ -1,0 +1,481 @@
+#include "reconcilers/slurmclient.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/crypto.h"
+#include "core/err.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/map.h"
+#include "core/mem.h"
+#include "reconcilers/cluster_common.h"
+#include "reconcilers/controller.h"
+#include "slurmio/backend.h"
+#include "slurmio/rest.h"
+#include "slurmio/slurmlib.h"
+
+#define SLURMRESTD_PORT 6820
+#define SLURM_USER "slurm"
+#define TOKEN_LIFETIME_S 900
+
+/* One Slurm cluster: the client and cache of one Controller. */
+typedef struct cluster {
+    char *key; /* "ns/ctl" */
+    char *url;
+    char *restapi_uid;
+    uint8_t key_hash[SHA256_LEN];
+    sr_client *rest;
+    nc_cache *cache;
+    int logged_plan;
+    int closing; /* 2 closes outstanding, then freed */
+} cluster;
+
+static struct {
+    operator *op;
+    wq_t *q;
+    map_t clusters; /* key -> cluster (live ones only) */
+    sl_backend *lib;
+    int closing_clusters;
+    void (*on_ping)(const char *, void *);
+    void *ping_data;
+    void (*on_node)(const char *, const char *, void *);
+    void *node_data;
+    void (*on_resv)(const char *, const char *, void *);
+    void *resv_data;
+} S;
+
+void slurmclient_on_ping(void (*fn)(const char *ctl_key, void *data), void *data)
+{
+    S.on_ping = fn;
+    S.ping_data = data;
+}
+
+void slurmclient_on_node(void (*fn)(const char *ctl_key, const char *node, void *data), void *data)
+{
+    S.on_node = fn;
+    S.node_data = data;
+}
+
+void slurmclient_on_resv(void (*fn)(const char *ctl_key, const char *resv, void *data), void *data)
+{
+    S.on_resv = fn;
+    S.resv_data = data;
+}
+
+static void enqueue(const char *key)
+{
+    if (S.q)
+        wq_add(S.q, key);
+}
+
+/* ---- store handlers ---- */
+
+static void on_controller(store *s, const sobj *old, const sobj *new, void *data)
+{
+    enqueue((new ? new : old)->key);
+}
+
+static void enqueue_ref(const sobj *o)
+{
+    const char *ctl = o && o->json ? json_get_str(o->json, "spec.controllerRef.name") : NULL;
+    if (ctl && *ctl) {
+        char key[512];
+        snprintf(key, sizeof(key), "%s/%s", o->ns, ctl);
+        enqueue(key);
+    }
+}
+
+static void on_restapi(store *s, const sobj *old, const sobj *new, void *data)
+{
+    enqueue_ref(old);
+    enqueue_ref(new);
+}
+
+static void on_secret(store *s, const sobj *old, const sobj *new, void *data)
+{
+    const sobj *o = new ? new : old;
+    size_t it = 0;
+    const sobj *ctl;
+    while ((ctl = store_next(op_store(S.op, OPK_CONTROLLERS), &it))) {
+        if (strcmp(ctl->ns, o->ns) != 0 || !ctl->json)
+            continue;
+        const char *name = json_get_str(clc_jwt_ref(json_child(ctl->json, "spec")), "name");
+        if (name && strcmp(name, o->name) == 0)
+            enqueue(ctl->key);
+    }
+}
+
+/* ---- lookups ---- */
+
+/* The RestApi serving a Controller: the oldest of those referencing it. */
+static const sobj *restapi_of(const char *ns, const char *ctl)
+{
+    const sobj *best = NULL;
+    size_t it = 0;
+    const sobj *o;
+    while ((o = store_next(op_store(S.op, OPK_RESTAPIS), &it))) {
+        if (strcmp(o->ns, ns) != 0 || !o->json || o->deleting)
+            continue;
+        const char *ref = json_get_str(o->json, "spec.controllerRef.name");
+        if (!ref || strcmp(ref, ctl) != 0)
+            continue;
+        if (!best || o->created < best->created ||
+            (o->created == best->created && strcmp(o->name, best->name) < 0))
+            best = o;
+    }
+    return best;
+}
+
+static int split_key(const char *key, char *ns, size_t nsl, const char **name)
+{
+    const char *slash = strchr(key, '/');
+    if (!slash || (size_t)(slash - key) >= nsl)
+        return OP_EINVAL;
+    memcpy(ns, key, (size_t)(slash - key));
+    ns[slash - key] = '\0';
+    *name = slash + 1;
+    return 0;
+}
+
+int slurmclient_get(operator *op, const char *ctl_key, nc_cache **out)
+{
+    *out = NULL;
+    char ns[256];
+    const char *name;
+    if (!op_caches_synced(op) || split_key(ctl_key, ns, sizeof(ns), &name) != 0)
+        return SC_NOT_READY;
+    if (!restapi_of(ns, name))
+        return SC_NO_RESTAPI;
+    cluster *c = map_get(&S.clusters, ctl_key);
+    if (!c)
+        return SC_NOT_READY;
+    *out = c->cache;
+    return SC_READY;
+}
+
+int slurmclient_active_controller(operator *op, const char *ctl_key)
+{
+    nc_cache *cache;
+    int st = slurmclient_get(op, ctl_key, &cache);
+    if (st == SC_NO_RESTAPI)
+        return OP_ENOTFOUND;
+    if (st != SC_READY)
+        return OP_EUNKNOWN;
+    nc_want_ping(cache);
+    return nc_active_controller(cache);
+}
+
+/* ---- clusters ---- */
+
+static void cluster_freed(void *data)
+{
+    cluster *c = data;
+    if (--c->closing > 0)
+        return;
+    log_debug("slurm %s: client closed", c->key);
+    free(c->key);
+    free(c->url);
+    free(c->restapi_uid);
+    free(c);
+    S.closing_clusters--;
+    if (S.closing_clusters == 0 && S.lib && S.q == NULL) {
+        /* Stopping, and every cluster is gone: the backend can go too. */
+        sl_backend_close(S.lib, NULL, NULL);
+        S.lib = NULL;
+    }
+}
+
+static void notify_all(const char *key)
+{
+    if (S.on_node)
+        S.on_node(key, NULL, S.node_data);
+}
+
+static void cluster_close(cluster *c, const char *why)
+{
+    log_info("slurm %s: closing the Slurm client (%s)", c->key, why);
+    map_del(&S.clusters, c->key);
+    c->closing = 2;
+    S.closing_clusters++;
+    /* The cache first (it stops sending), then the client, which cancels
+     * what the cache still has in flight. */
+    nc_close(c->cache, cluster_freed, c);
+    sr_client_close(c->rest, cluster_freed, c);
+}
+
+static void cache_node_event(const char *node, void *data)
+{
+    cluster *c = data;
+    if (node == NULL && !c->logged_plan && nc_ready(c->cache)) {
+        buf_t b;
+        buf_init(&b, 1024);
+        if (sb_describe(nc_version(c->cache), nc_have_lib(c->cache), &b) == 0)
+            log_info("slurm %s: %s via %s; backends: %s", c->key, sm_version_str(nc_version(c->cache)),
+                     c->url, buf_cstr(&b));
+        buf_free(&b);
+        c->logged_plan = 1;
+    }
+    if (S.on_node)
+        S.on_node(c->key, node, S.node_data);
+}
+
+static void cache_ping_event(void *data)
+{
+    cluster *c = data;
+    controller_enqueue(c->key); /* the Controller reconciler moves the active label */
+    if (S.on_ping)
+        S.on_ping(c->key, S.ping_data);
+}
+
+/* controller_ping_fn for the Controller reconciler: the ordinal of the
+ * responding slurmctld, -1 when unknown (it then takes pod 0). */
+static int controller_ping(operator *op, const char *ns, const char *name, int replicas, void *data)
+{
+    char key[512];
+    snprintf(key, sizeof(key), "%s/%s", ns, name);
+    int active = slurmclient_active_controller(op, key);
+    return active >= 0 && active < replicas ? active : -1;
+}
+
+static void cache_resv_event(const char *resv, void *data)
+{
+    cluster *c = data;
+    if (S.on_resv)
+        S.on_resv(c->key, resv, S.resv_data);
+}
+
+static cluster *cluster_new(const char *key, const char *url, const char *restapi_uid, const uint8_t *jwt,
+                            size_t jwt_len)
+{
+    cluster *c = xcalloc(1, sizeof(*c));
+    c->key = xstrdup(key);
+    c->url = xstrdup(url);
+    c->restapi_uid = xstrdup(restapi_uid);
+    sha256(jwt, jwt_len, c->key_hash);
+    sr_opts ro = {
+        .url = url,
+        .key = jwt,
+        .key_len = jwt_len,
+        .user = SLURM_USER,
+        .token_lifetime_s = TOKEN_LIFETIME_S,
+    };
+    int rc = sr_client_new(S.op->loop, &ro, &c->rest);
+    if (rc < 0) {
+        log_warn("slurm %s: cannot create a slurmrestd client for %s: %s", key, url, op_strerror(rc));
+        goto fail;
+    }
+    nc_opts no = {
+        .name = key,
+        .rest = c->rest,
+        .lib = S.lib,
+        .metrics = S.op->metrics,
+        .on_node = cache_node_event,
+        .on_ping = cache_ping_event,
+        .on_resv = cache_resv_event,
+        .data = c,
+    };
+    rc = nc_new(S.op->loop, &no, &c->cache);
+    if (rc < 0) {
+        log_warn("slurm %s: cannot create the node cache: %s", key, op_strerror(rc));
+        goto fail;
+    }
+    log_info("slurm %s: Slurm client for %s (libslurm backend: %s)", key, url, S.lib ? "yes" : "no");
+    return c;
+fail:
+    if (c->rest) {
+        /* Nothing was sent: the client closes on its own. */
+        sr_client_close(c->rest, NULL, NULL);
+    }
+    free(c->key);
+    free(c->url);
+    free(c->restapi_uid);
+    free(c);
+    return NULL;
+}
+
+/* The JWT key of a Controller from its Secret; malloc'd, NULL when missing. */
+static uint8_t *jwt_key_of(const sobj *ctl, size_t *len, char *why, size_t whylen)
+{
+    const cJSON *ref = clc_jwt_ref(json_child(ctl->json, "spec"));
+    const char *name = json_get_str(ref, "name");
+    const char *k = json_get_str(ref, "key");
+    if (!name || !*name || !k || !*k) {
+        snprintf(why, whylen, "the Controller has no jwtKeyRef");
+        return NULL;
+    }
+    const sobj *sec = store_get(op_store(S.op, OPK_SECRETS), ctl->ns, name);
+    /* Secret keys may contain dots ("jwt.key"): look them up as keys, not paths. */
+    const cJSON *v = sec && sec->json ? json_child(json_child(sec->json, "data"), k) : NULL;
+    const char *b64 = cJSON_IsString(v) ? v->valuestring : NULL;
+    if (b64 == NULL && sec && sec->json) {
+        /* stringData is written by clients, not returned by the API; accept
+         * it for stores fed from manifests (tests). */
+        const cJSON *sv = json_child(json_child(sec->json, "stringData"), k);
+        const char *plain = cJSON_IsString(sv) ? sv->valuestring : NULL;
+        if (plain && *plain) {
+            *len = strlen(plain);
+            uint8_t *out = xmalloc(*len + 1);
+            memcpy(out, plain, *len + 1);
+            return out;
+        }
+    }
+    if (b64 == NULL) {
+        snprintf(why, whylen, "Secret %s/%s has no key %s", ctl->ns, name, k);
+        return NULL;
+    }
+    uint8_t *key = base64_decode(b64, strlen(b64), len);
+    if (!key || *len == 0) {
+        free(key);
+        snprintf(why, whylen, "Secret %s/%s key %s is empty or not base64", ctl->ns, name, k);
+        return NULL;
+    }
+    return key;
+}
+
+static char *url_of(const sobj *restapi)
+{
+    char key[512];
+    snprintf(key, sizeof(key), "%s/%s", restapi->ns, restapi->name);
+    for (int i = 0; i < S.op->opts.n_slurmrestd; i++)
+        if (strcmp(S.op->opts.slurmrestd[i].key, key) == 0)
+            return xstrdup(S.op->opts.slurmrestd[i].url);
+    return xasprintf("http://%s-restapi.%s:%d", restapi->name, restapi->ns, SLURMRESTD_PORT);
+}
+
+static wq_result sync_one(const char *key)
+{
+    cluster *c = map_get(&S.clusters, key);
+    const sobj *ctl = store_get_key(op_store(S.op, OPK_CONTROLLERS), key);
+    if (!ctl || !ctl->json || ctl->deleting) {
+        if (c) {
+            cluster_close(c, "the Controller is gone");
+            notify_all(key);
+        }
+        return WQ_RESULT_OK;
+    }
+    const sobj *ra = restapi_of(ctl->ns, ctl->name);
+    if (!ra) {
+        if (c) {
+            cluster_close(c, "no RestApi references the Controller");
+            notify_all(key);
+        }
+        return WQ_RESULT_OK;
+    }
+    char why[512];
+    size_t klen = 0;
+    uint8_t *jwt = jwt_key_of(ctl, &klen, why, sizeof(why));
+    if (!jwt) {
+        if (c) {
+            cluster_close(c, why);
+            notify_all(key);
+        }
+        op_warn(S.op, ctl, "Controller", "SlurmClientFailed", "Cannot talk to Slurm: %s", why);
+        return WQ_RESULT_OK; /* the Secret's arrival queues us */
+    }
+    char *url = url_of(ra);
+    uint8_t h[SHA256_LEN];
+    sha256(jwt, klen, h);
+    if (c && (strcmp(c->url, url) != 0 || strcmp(c->restapi_uid, ra->uid) != 0)) {
+        cluster_close(c, "its RestApi or URL changed");
+        c = NULL;
+    }
+    if (c) {
+        if (memcmp(h, c->key_hash, sizeof(h)) != 0) {
+            log_info("slurm %s: the JWT key changed; new tokens are signed with it", key);
+            sr_set_key(c->rest, jwt, klen);
+            memcpy(c->key_hash, h, sizeof(h));
+            notify_all(key);
+        }
+    } else {
+        c = cluster_new(key, url, ra->uid, jwt, klen);
+        if (c) {
+            map_put(&S.clusters, c->key, c);
+            notify_all(key);
+            controller_enqueue(key); /* its HA ping can now be asked */
+        }
+    }
+    memset(jwt, 0, klen);
+    free(jwt);
+    free(url);
+    return c ? WQ_RESULT_OK : WQ_RESULT_REQUEUE;
+}
+
+static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
+{
+    uint64_t t0 = uv_hrtime();
+    wq_result r = sync_one(key);
+    op_observe_reconcile(S.op, SLURMCLIENT_CONTROLLER, r, (double)(uv_hrtime() - t0) / 1e9);
+    return r;
+}
+
+/* ---- module ---- */
+
+static void setup(operator *op)
+{
+    S.op = op;
+    map_init(&S.clusters);
+    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
+    store_on_change(op_store(op, OPK_RESTAPIS), on_restapi, NULL);
+    store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
+    controller_set_ping_hook(controller_ping, NULL);
+}
+
+static int start(operator *op)
+{
+    int err = 0;
+    if (op->opts.slurm_conf && *op->opts.slurm_conf && !S.lib) {
+        if (!sl_available()) {
+            log_warn("--slurm-conf %s given, but this build has no libslurm backend", op->opts.slurm_conf);
+        } else {
+            sl_options so = {.conf = op->opts.slurm_conf};
+            int rc = sl_backend_new(op->loop, &so, &S.lib);
+            if (rc < 0)
+                log_error("libslurm backend with %s: %s", op->opts.slurm_conf, op_strerror(rc));
+            else
+                log_info("libslurm backend: %s (node and reservation writes that the REST API cannot do)",
+                         op->opts.slurm_conf);
+        }
+    }
+    wq_opts o = {.name = SLURMCLIENT_CONTROLLER, .handler = handle, .metrics = op->metrics};
+    S.q = wq_new(op->loop, &o, &err);
+    if (S.q == NULL)
+        return err;
+    size_t it = 0;
+    const sobj *c;
+    while ((c = store_next(op_store(op, OPK_CONTROLLERS), &it)))
+        wq_add(S.q, c->key);
+    return 0;
+}
+
+static void stop(operator *op)
+{
+    if (S.q)
+        wq_shutdown(S.q, NULL, NULL);
+    S.q = NULL;
+    /* Collect first: closing removes from the map. */
+    size_t n = S.clusters.count, i = 0, it = 0;
+    cluster **all = xcalloc(n + 1, sizeof(*all));
+    const char *k;
+    void *v;
+    while (map_next(&S.clusters, &it, &k, &v))
+        all[i++] = v;
+    for (i = 0; i < n; i++)
+        cluster_close(all[i], "stopping");
+    free(all);
+    map_free(&S.clusters);
+    map_init(&S.clusters);
+    if (S.closing_clusters == 0 && S.lib) {
+        sl_backend_close(S.lib, NULL, NULL);
+        S.lib = NULL;
+    }
+}
+
+const op_reconciler RC_SLURMCLIENT = {
+    .name = SLURMCLIENT_CONTROLLER,
+    .setup = setup,
+    .start = start,
+    .stop = stop,
+};

@@ -1,0 +1,1286 @@
+#include "slurmio/nodecache.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/err.h"
+#include "core/list.h"
+#include "core/log.h"
+#include "core/map.h"
+#include "core/mem.h"
+#include "slurmio/backend.h"
+#include "slurmio/hostlist.h"
+
+#define FAIL_BACKOFF_MIN_MS 1000u
+#define FAIL_BACKOFF_MAX_MS 5000u
+/* A write nobody managed to read back settles anyway after this long, so a
+ * node can never be stuck "settling" (reads failing mean unknown anyway). */
+#define SETTLE_MAX_MS 60000u
+
+typedef struct nc_node {
+    char *name; /* map key */
+    sm_node n;
+    int present;       /* in Slurm's current table */
+    uint64_t read_seq; /* c->seq when the request that produced n was sent */
+    /* writes */
+    char *wkey;         /* content of the last write */
+    int writing;        /* writes in flight */
+    uint64_t wdone_seq; /* c->seq right after the last write completed (0: none since read) */
+    uint64_t wdone_ms;
+    /* individual reads */
+    uint64_t track_until; /* uv_now() ms */
+    int reading;
+    int want_read;     /* in c->reread */
+    int settle_notify; /* tell the owner once the write has been read back */
+    list_node reread_link;
+} nc_node;
+
+typedef struct deadline_ent {
+    char *name;
+    int64_t deadline;
+} deadline_ent;
+
+/* Context of a request in flight (so a late completion after close finds
+ * the cache still allocated: it is freed only when none are left). */
+typedef struct nc_rq {
+    nc_cache *c;
+    char *name;
+    uint64_t seq;      /* c->seq when sent */
+    uint64_t sent_ms;  /* uv_now() */
+    uint64_t sent_ns;  /* uv_hrtime() */
+    int64_t sent_wall; /* epoch seconds */
+    int64_t update_time;
+    int negotiating; /* the version was not known when sent: the time includes negotiation */
+    nc_write_cb cb;
+    void *data;
+} nc_rq;
+
+/* Slurm 22.05 (v0.0.38) answers a node poll with update_time by loading the
+ * partitions with the same update_time; when the nodes changed but the
+ * partitions did not, that second load "fails" with "no change" and the
+ * whole answer becomes HTTP 500 "Unspecified error" (-1), the same shape as
+ * a refused token. So a Slurm error on a poll that carried update_time is
+ * retried at once without it, and only a failure of that full read makes
+ * the cluster unknown. (Seen on the lab: every poll after a node write.) */
+
+struct nc_cache {
+    uv_loop_t *loop;
+    char *name;
+    sr_client *rest;
+    sl_backend *lib;
+    nb_batcher *batch;
+    nc_opts o;
+    map_t nodes; /* name -> nc_node */
+    uint64_t seq;
+    /* the node table */
+    uv_timer_t poll_timer;
+    int polling;
+    int poll_again;
+    int force_full;
+    int ok;
+    uint64_t last_ok_ms;
+    int64_t confirmed_at;
+    int64_t update_time;
+    uint64_t last_full_ms; /* uv_now() of the last full fetch's request */
+    unsigned interval_ms;
+    unsigned backoff_ms;
+    /* individual reads */
+    uv_timer_t track_timer;
+    list_node reread;
+    size_t n_reread;
+    /* jobs */
+    uv_timer_t jobs_timer;
+    int want_jobs, jobs_polling, jobs_ok;
+    uint64_t jobs_ok_ms;
+    int64_t jobs_update_time;
+    map_t deadlines; /* name -> deadline_ent */
+    /* pings */
+    uv_timer_t ping_timer;
+    int want_ping, ping_polling, ping_ok;
+    uint64_t ping_ok_ms;
+    int active;
+    /* reservations */
+    uv_timer_t resv_timer;
+    int want_resv, resv_polling, resv_ok, resv_again;
+    uint64_t resv_ok_ms;
+    uint64_t resv_started; /* reads sent */
+    uint64_t resv_read;    /* the number (resv_started) of the last read that completed */
+    sm_resv *resvs;
+    size_t n_resvs;
+    /* lifetime */
+    int closing;
+    int requests; /* nc_rq in flight */
+    int batch_open;
+    int handles;
+    void (*close_cb)(void *);
+    void *close_data;
+    nc_stats stats;
+    /* metrics */
+    mx_family *mx_polls, *mx_bytes, *mx_last, *mx_up, *mx_nodes, *mx_interval, *mx_writes;
+};
+
+/* ---- helpers ---- */
+
+static int64_t wall(void)
+{
+    return (int64_t)time(NULL);
+}
+
+static const char *str0(const char *s)
+{
+    return s ? s : "";
+}
+
+static int node_differs(const sm_node *a, const sm_node *b)
+{
+    return a->base != b->base || a->flags != b->flags || a->flags_known != b->flags_known ||
+           strcmp(str0(a->reason), str0(b->reason)) != 0 || strcmp(str0(a->comment), str0(b->comment)) != 0 ||
+           strcmp(str0(a->features), str0(b->features)) != 0 ||
+           strcmp(str0(a->active_features), str0(b->active_features)) != 0 ||
+           strcmp(str0(a->topology), str0(b->topology)) != 0 ||
+           strcmp(str0(a->reservation), str0(b->reservation)) != 0;
+}
+
+static nc_node *node_get(const nc_cache *c, const char *name)
+{
+    return map_get(&c->nodes, name);
+}
+
+static nc_node *node_ensure(nc_cache *c, const char *name)
+{
+    nc_node *e = map_get(&c->nodes, name);
+    if (e)
+        return e;
+    e = xcalloc(1, sizeof(*e));
+    e->name = xstrdup(name);
+    list_init(&e->reread_link);
+    map_put(&c->nodes, e->name, e);
+    return e;
+}
+
+static int settling(const nc_cache *c, const nc_node *e)
+{
+    if (e->writing)
+        return 1;
+    if (e->wkey == NULL || e->wdone_seq == 0)
+        return 0;
+    if (e->wdone_seq <= e->read_seq)
+        return 0;
+    return uv_now(c->loop) - e->wdone_ms < SETTLE_MAX_MS;
+}
+
+static int node_idle_entry(const nc_cache *c, const nc_node *e)
+{
+    return !e->present && !e->writing && !e->reading && !e->want_read && e->track_until <= uv_now(c->loop) &&
+           !settling(c, e);
+}
+
+static void node_free(nc_node *e)
+{
+    if (list_is_linked(&e->reread_link))
+        list_remove(&e->reread_link);
+    sm_node_clear(&e->n);
+    free(e->wkey);
+    free(e->name);
+    free(e);
+}
+
+static void fire(nc_cache *c, const char *name)
+{
+    if (c->closing)
+        return;
+    c->stats.events++;
+    if (c->o.on_node)
+        c->o.on_node(name, c->o.data);
+}
+
+static void set_ok(nc_cache *c, int ok)
+{
+    if (c->ok == ok)
+        return;
+    c->ok = ok;
+    if (c->mx_up)
+        mx_gauge_set(mx_gauge_get(c->mx_up, MX_LV(c->name)), ok);
+    if (ok)
+        log_info("slurm %s: node table readable again", c->name);
+    else
+        log_warn("slurm %s: node table unknown (Slurm unreachable or answering errors); drains wait",
+                 c->name);
+    fire(c, NULL);
+}
+
+static nc_rq *rq_new(nc_cache *c, const char *name)
+{
+    nc_rq *r = xcalloc(1, sizeof(*r));
+    r->c = c;
+    r->name = name ? xstrdup(name) : NULL;
+    r->seq = c->seq;
+    r->sent_ms = uv_now(c->loop);
+    r->sent_ns = uv_hrtime();
+    r->sent_wall = wall();
+    c->requests++;
+    return r;
+}
+
+static void maybe_finish(nc_cache *c);
+
+/* Release a request context; 1 when the cache is closing (the caller must
+ * not touch the cache's state any more). */
+static int rq_done(nc_rq *r)
+{
+    nc_cache *c = r->c;
+    free(r->name);
+    free(r);
+    c->requests--;
+    if (c->closing) {
+        maybe_finish(c);
+        return 1;
+    }
+    return 0;
+}
+
+static void count_bytes(nc_cache *c, const sm_response *resp)
+{
+    (void)resp;
+    sr_stats st;
+    sr_get_stats(c->rest, &st);
+    c->stats.bytes = st.bytes_in;
+    if (c->mx_bytes)
+        mx_gauge_set(mx_gauge_get(c->mx_bytes, MX_LV(c->name)), (double)st.bytes_in);
+}
+
+static void count_poll(nc_cache *c, const char *result)
+{
+    if (c->mx_polls)
+        mx_counter_inc(mx_counter_get(c->mx_polls, MX_LV(c->name, result)));
+}
+
+/* ---- the node table ---- */
+
+static void do_poll(uv_timer_t *t);
+
+static void schedule_poll(nc_cache *c, unsigned ms)
+{
+    if (c->closing)
+        return;
+    uv_timer_start(&c->poll_timer, do_poll, ms, 0);
+}
+
+/* Replace the table with the nodes of a full answer. */
+static void apply_table(nc_cache *c, sm_response *resp, uint64_t seq, int was_ok)
+{
+    map_t seen;
+    map_init(&seen);
+    int quiet = !was_ok; /* becoming readable fires "everything" instead */
+    for (size_t i = 0; i < resp->n_nodes; i++) {
+        sm_node *n = &resp->nodes[i];
+        if (!n->name || !n->name[0])
+            continue;
+        nc_node *e = node_ensure(c, n->name);
+        int changed = !e->present || node_differs(&e->n, n);
+        sm_node_clear(&e->n);
+        e->n = *n;
+        memset(n, 0, sizeof(*n));
+        e->present = 1;
+        e->read_seq = seq;
+        map_put(&seen, e->name, e);
+        if (e->settle_notify && !settling(c, e)) {
+            e->settle_notify = 0;
+            changed = 1; /* read back: let the owner decide again even if nothing shows */
+        }
+        if (changed && !quiet)
+            fire(c, e->name);
+    }
+    /* Nodes that vanished. Collect first: the map cannot change while
+     * being walked. */
+    size_t it = 0, n_gone = 0;
+    const char *k;
+    void *v;
+    nc_node **gone = xcalloc(c->nodes.count + 1, sizeof(*gone));
+    while (map_next(&c->nodes, &it, &k, &v)) {
+        nc_node *e = v;
+        if (map_get(&seen, k))
+            continue;
+        if (e->present) {
+            e->present = 0;
+            e->read_seq = seq;
+            sm_node_clear(&e->n);
+            if (!quiet)
+                fire(c, e->name);
+        }
+        gone[n_gone++] = e;
+    }
+    for (size_t i = 0; i < n_gone; i++) {
+        if (node_idle_entry(c, gone[i])) {
+            map_del(&c->nodes, gone[i]->name);
+            node_free(gone[i]);
+        }
+    }
+    free(gone);
+    map_free(&seen);
+    c->stats.nodes = (size_t)resp->n_nodes;
+    if (c->mx_nodes)
+        mx_gauge_set(mx_gauge_get(c->mx_nodes, MX_LV(c->name)), (double)resp->n_nodes);
+}
+
+static void on_nodes(int status, sm_response *resp, void *data)
+{
+    nc_rq *r = data;
+    nc_cache *c = r->c;
+    c->polling = 0;
+    if (c->closing) {
+        rq_done(r);
+        return;
+    }
+    count_bytes(c, resp);
+    int was_ok = c->ok;
+    unsigned next;
+    if (status < 0 && r->update_time > 0 && resp->err.http_status >= 500) {
+        log_debug("slurm %s: node poll with update_time failed (%s); reading the whole table", c->name,
+                  resp->err.message ? resp->err.message : op_strerror(status));
+        c->stats.retried++;
+        c->update_time = 0;
+        c->force_full = 1;
+        rq_done(r);
+        if (!c->closing)
+            do_poll(&c->poll_timer);
+        return;
+    }
+    if (status < 0) {
+        c->stats.errors++;
+        count_poll(c, "error");
+        log_debug("slurm %s: node poll failed: %s", c->name, resp->err.message ? resp->err.message : "");
+        c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : FAIL_BACKOFF_MIN_MS;
+        if (c->backoff_ms > FAIL_BACKOFF_MAX_MS)
+            c->backoff_ms = FAIL_BACKOFF_MAX_MS;
+        next = c->backoff_ms;
+        c->update_time = 0; /* the next answer must be a whole table */
+        set_ok(c, 0);
+    } else {
+        c->backoff_ms = 0;
+        if (resp->not_modified) {
+            c->stats.not_modified++;
+            count_poll(c, "not_modified");
+        } else {
+            uint64_t took_ms = (uv_hrtime() - r->sent_ns) / 1000000u;
+            c->stats.full++;
+            c->stats.last_full_ms = took_ms;
+            count_poll(c, "full");
+            apply_table(c, resp, r->seq, was_ok);
+            c->last_full_ms = r->sent_ms;
+            /* Slurm answers 304 when nothing changed since update_time. Use
+             * the server's own time when it says it (v0.0.40+), else ours
+             * minus a margin against clock skew: asking a little early only
+             * costs one more full answer after a change. */
+            if (resp->last_update > 0)
+                c->update_time = resp->last_update;
+            else
+                c->update_time = r->sent_wall - (int64_t)c->o.skew_margin_s;
+            /* Adapt the interval to what a full answer costs (not counting
+             * a version negotiation the first request waited for). */
+            uint64_t want = r->negotiating ? c->o.poll_min_ms : took_ms * 2;
+            if (want < c->o.poll_min_ms)
+                want = c->o.poll_min_ms;
+            if (want > c->o.poll_max_ms)
+                want = c->o.poll_max_ms;
+            log_debug("slurm %s: full node table (%zu nodes, update_time %" PRId64 ") took %" PRIu64
+                      " ms; polling every %" PRIu64 " ms",
+                      c->name, resp->n_nodes, r->update_time, took_ms, want);
+            c->interval_ms = (unsigned)want;
+        }
+        c->last_ok_ms = r->sent_ms;
+        c->confirmed_at = r->sent_wall;
+        c->stats.last_success = r->sent_wall;
+        if (c->mx_last)
+            mx_gauge_set(mx_gauge_get(c->mx_last, MX_LV(c->name)), (double)wall());
+        next = c->interval_ms;
+        set_ok(c, 1);
+    }
+    if (c->mx_interval)
+        mx_gauge_set(mx_gauge_get(c->mx_interval, MX_LV(c->name)), next / 1000.0);
+    c->stats.interval_ms = next;
+    if (rq_done(r))
+        return;
+    if (c->poll_again) {
+        c->poll_again = 0;
+        next = 0;
+    }
+    schedule_poll(c, next);
+}
+
+static void do_poll(uv_timer_t *t)
+{
+    nc_cache *c = t->data;
+    if (c->closing)
+        return;
+    if (c->polling) {
+        c->poll_again = 1;
+        return;
+    }
+    uint64_t now = uv_now(c->loop);
+    int full = !c->ok || c->update_time == 0 || c->force_full || now - c->last_full_ms >= c->o.full_resync_ms;
+    nc_rq *r = rq_new(c, NULL);
+    r->update_time = full ? 0 : c->update_time;
+    r->negotiating = sr_version(c->rest) == 0;
+    c->force_full = 0;
+    c->polling = 1;
+    c->stats.polls++;
+    if (sr_get_nodes(c->rest, r->update_time, on_nodes, r) < 0) {
+        c->polling = 0;
+        rq_done(r);
+    }
+}
+
+void nc_poll_soon(nc_cache *c)
+{
+    if (c->closing)
+        return;
+    if (c->polling)
+        c->poll_again = 1;
+    else
+        schedule_poll(c, 0);
+}
+
+/* ---- individual reads ---- */
+
+static void track_tick(uv_timer_t *t);
+
+static void arm_track(nc_cache *c, unsigned ms)
+{
+    if (c->closing)
+        return;
+    uint64_t due = uv_now(c->loop) + ms;
+    if (uv_is_active((uv_handle_t *)&c->track_timer) &&
+        uv_now(c->loop) + uv_timer_get_due_in(&c->track_timer) <= due)
+        return;
+    uv_timer_start(&c->track_timer, track_tick, ms, 0);
+}
+
+static void on_node_read(int status, sm_response *resp, void *data)
+{
+    nc_rq *r = data;
+    nc_cache *c = r->c;
+    if (c->closing) {
+        rq_done(r);
+        return;
+    }
+    count_bytes(c, resp);
+    nc_node *e = node_get(c, r->name);
+    if (e)
+        e->reading = 0;
+    if (e && (status == 0 || status == OP_ENOTFOUND)) {
+        int changed;
+        if (status == 0 && resp->n_nodes > 0) {
+            changed = !e->present || node_differs(&e->n, &resp->nodes[0]);
+            sm_node_clear(&e->n);
+            e->n = resp->nodes[0];
+            memset(&resp->nodes[0], 0, sizeof(resp->nodes[0]));
+            e->present = 1;
+        } else {
+            changed = e->present;
+            e->present = 0;
+            sm_node_clear(&e->n);
+        }
+        if (r->seq > e->read_seq)
+            e->read_seq = r->seq;
+        if (e->settle_notify && !settling(c, e)) {
+            e->settle_notify = 0;
+            changed = 1; /* read back: let the owner decide again even if nothing shows */
+        }
+        if (changed && c->ok)
+            fire(c, e->name);
+    }
+    rq_done(r);
+}
+
+static void read_node(nc_cache *c, nc_node *e)
+{
+    if (e->reading)
+        return;
+    nc_rq *r = rq_new(c, e->name);
+    e->reading = 1;
+    c->stats.single_reads++;
+    if (sr_get_node(c->rest, e->name, on_node_read, r) < 0) {
+        e->reading = 0;
+        rq_done(r);
+    }
+}
+
+static void track_tick(uv_timer_t *t)
+{
+    nc_cache *c = t->data;
+    if (c->closing)
+        return;
+    uint64_t now = uv_now(c->loop);
+    /* Who needs a read: nodes just written, and tracked nodes (when the
+     * table's own interval is longer than ours). */
+    size_t it = 0, n = 0, tracked = 0, rereads = 0;
+    const char *k;
+    void *v;
+    nc_node **due = xcalloc(c->nodes.count + 1, sizeof(*due));
+    while (map_next(&c->nodes, &it, &k, &v)) {
+        nc_node *e = v;
+        int want = e->want_read;
+        rereads += (size_t)e->want_read;
+        if (e->track_until > now) {
+            tracked++;
+            if (c->interval_ms > c->o.track_ms)
+                want = 1;
+        }
+        if (want && !e->reading)
+            due[n++] = e;
+    }
+    list_node *l;
+    while ((l = list_first(&c->reread))) {
+        nc_node *e = list_entry(l, nc_node, reread_link);
+        list_remove(l);
+        e->want_read = 0;
+    }
+    c->n_reread = 0;
+    if (n <= c->o.max_tracked) {
+        for (size_t i = 0; i < n; i++)
+            read_node(c, due[i]);
+    } else if (rereads) {
+        /* Many nodes were just written: one whole table is cheaper than
+         * that many single reads. Nodes merely tracked in such numbers are
+         * left to the table's own poll. */
+        c->force_full = 1;
+        nc_poll_soon(c);
+    }
+    free(due);
+    if (tracked)
+        arm_track(c, c->o.track_ms);
+}
+
+void nc_track(nc_cache *c, const char *name, unsigned ms)
+{
+    if (c->closing || !name || !*name)
+        return;
+    nc_node *e = node_ensure(c, name);
+    uint64_t until = uv_now(c->loop) + ms;
+    if (until > e->track_until)
+        e->track_until = until;
+    arm_track(c, c->o.track_ms);
+}
+
+static void want_read(nc_cache *c, nc_node *e)
+{
+    if (!e->want_read) {
+        e->want_read = 1;
+        list_insert_tail(&c->reread, &e->reread_link);
+        c->n_reread++;
+    }
+    arm_track(c, 0);
+}
+
+/* ---- writes ---- */
+
+typedef struct nc_write {
+    nc_cache *c;
+    char *name;
+    nc_write_cb cb;
+    void *data;
+} nc_write;
+
+static void on_written(const char *node, int status, void *data)
+{
+    nc_write *w = data;
+    nc_cache *c = w->c;
+    if (!c->closing) {
+        nc_node *e = node_get(c, w->name);
+        if (e) {
+            e->writing--;
+            if (status == 0) {
+                e->wdone_seq = ++c->seq;
+                e->wdone_ms = uv_now(c->loop);
+                e->settle_notify = 1;
+                want_read(c, e);
+            } else if (status != OP_ECANCELED) {
+                /* Not settling: the next pass decides again. Read the node
+                 * anyway: a refused write may still have changed it (22.05
+                 * clears DRAIN of a never-registered node and then answers
+                 * 2028), and a missing node should show as absent. */
+                free(e->wkey);
+                e->wkey = NULL;
+                e->wdone_seq = 0;
+                want_read(c, e);
+            }
+        }
+        if (c->mx_writes)
+            mx_counter_inc(mx_counter_get(c->mx_writes, MX_LV(c->name, status == 0 ? "ok" : "error")));
+    }
+    if (w->cb)
+        w->cb(node, status, w->data);
+    free(w->name);
+    free(w);
+    c->requests--;
+    if (c->closing)
+        maybe_finish(c);
+}
+
+static int start_write(nc_cache *c, const char *name, const char *key, const sm_node_update *u,
+                       nc_write_cb cb, void *data)
+{
+    if (c->closing)
+        return OP_ECANCELED;
+    if (!name || !hostlist_name_valid(name))
+        return OP_EINVAL;
+    nc_node *e = node_ensure(c, name);
+    if (e->wkey && strcmp(e->wkey, key) == 0 && settling(c, e))
+        return 1;
+    nc_write *w = xcalloc(1, sizeof(*w));
+    w->c = c;
+    w->name = xstrdup(name);
+    w->cb = cb;
+    w->data = data;
+    int rc = u ? nb_update(c->batch, name, u, on_written, w) : nb_delete(c->batch, name, on_written, w);
+    if (rc < 0) {
+        free(w->name);
+        free(w);
+        if (node_idle_entry(c, e)) {
+            map_del(&c->nodes, e->name);
+            node_free(e);
+        }
+        return rc;
+    }
+    c->requests++;
+    free(e->wkey);
+    e->wkey = xstrdup(key);
+    e->writing++;
+    e->wdone_seq = 0;
+    return 0;
+}
+
+int nc_update(nc_cache *c, const char *name, const sm_node_update *u, nc_write_cb cb, void *data)
+{
+    if (!u || !u->set)
+        return OP_EINVAL;
+    char *key = nb_update_key(u);
+    int rc = start_write(c, name, key, u, cb, data);
+    free(key);
+    return rc;
+}
+
+int nc_delete_node(nc_cache *c, const char *name, nc_write_cb cb, void *data)
+{
+    return start_write(c, name, "DELETE", NULL, cb, data);
+}
+
+/* ---- jobs ---- */
+
+static void do_jobs(uv_timer_t *t);
+
+static void deadline_free(void *v)
+{
+    deadline_ent *d = v;
+    free(d->name);
+    free(d);
+}
+
+static void clear_deadlines(map_t *m)
+{
+    size_t it = 0;
+    const char *k;
+    void *v;
+    while (map_next(m, &it, &k, &v))
+        deadline_free(v);
+    map_free(m);
+    map_init(m);
+}
+
+static void apply_jobs(nc_cache *c, const sm_response *resp)
+{
+    map_t nm;
+    map_init(&nm);
+    for (size_t i = 0; i < resp->n_jobs; i++) {
+        const sm_job *j = &resp->jobs[i];
+        if (j->state != SM_JOB_RUNNING || !j->nodes || !j->nodes[0])
+            continue;
+        hostlist_names hn;
+        if (hostlist_expand(j->nodes, 0, &hn) < 0) {
+            hostlist_names_free(&hn);
+            continue;
+        }
+        int64_t dl = sm_job_deadline(j);
+        for (size_t k = 0; k < hn.n; k++) {
+            deadline_ent *d = map_get(&nm, hn.names[k]);
+            if (!d) {
+                d = xcalloc(1, sizeof(*d));
+                d->name = xstrdup(hn.names[k]);
+                map_put(&nm, d->name, d);
+            }
+            if (dl > d->deadline)
+                d->deadline = dl;
+        }
+        hostlist_names_free(&hn);
+    }
+    /* Fire for every node whose deadline changed, appeared or went. */
+    size_t it = 0;
+    const char *k;
+    void *v;
+    while (map_next(&nm, &it, &k, &v)) {
+        deadline_ent *o = map_get(&c->deadlines, k);
+        if (!o || o->deadline != ((deadline_ent *)v)->deadline)
+            fire(c, k);
+    }
+    it = 0;
+    while (map_next(&c->deadlines, &it, &k, &v))
+        if (!map_get(&nm, k))
+            fire(c, k);
+    clear_deadlines(&c->deadlines);
+    c->deadlines = nm;
+}
+
+static void on_jobs(int status, sm_response *resp, void *data)
+{
+    nc_rq *r = data;
+    nc_cache *c = r->c;
+    c->jobs_polling = 0;
+    if (c->closing) {
+        rq_done(r);
+        return;
+    }
+    count_bytes(c, resp);
+    if (status < 0 && r->update_time > 0 && resp->err.http_status >= 500) {
+        /* As for nodes: read the whole list at once before giving up. */
+        c->jobs_update_time = 0;
+        c->jobs_ok = 0;
+        rq_done(r);
+        if (!c->closing)
+            uv_timer_start(&c->jobs_timer, do_jobs, 0, 0);
+        return;
+    }
+    if (status < 0) {
+        if (c->jobs_ok)
+            log_debug("slurm %s: job poll failed: %s", c->name, resp->err.message ? resp->err.message : "");
+        c->jobs_ok = 0;
+        c->jobs_update_time = 0;
+    } else {
+        if (!resp->not_modified) {
+            apply_jobs(c, resp);
+            c->jobs_update_time =
+                resp->last_update > 0 ? resp->last_update : r->sent_wall - c->o.skew_margin_s;
+        }
+        c->jobs_ok = 1;
+        c->jobs_ok_ms = r->sent_ms;
+    }
+    if (rq_done(r))
+        return;
+    uv_timer_start(&c->jobs_timer, do_jobs, status < 0 ? FAIL_BACKOFF_MAX_MS / 2 : c->o.jobs_ms, 0);
+}
+
+static void do_jobs(uv_timer_t *t)
+{
+    nc_cache *c = t->data;
+    if (c->closing || c->jobs_polling)
+        return;
+    nc_rq *r = rq_new(c, NULL);
+    r->update_time = c->jobs_ok ? c->jobs_update_time : 0;
+    c->jobs_polling = 1;
+    if (sr_get_jobs(c->rest, r->update_time, on_jobs, r) < 0) {
+        c->jobs_polling = 0;
+        rq_done(r);
+    }
+}
+
+void nc_want_jobs(nc_cache *c)
+{
+    if (c->want_jobs || c->closing)
+        return;
+    c->want_jobs = 1;
+    uv_timer_start(&c->jobs_timer, do_jobs, 0, 0);
+}
+
+int nc_jobs_ready(const nc_cache *c)
+{
+    return c->jobs_ok && uv_now(c->loop) - c->jobs_ok_ms < c->o.stale_ms;
+}
+
+int64_t nc_deadline(const nc_cache *c, const char *name)
+{
+    const deadline_ent *d = map_get(&c->deadlines, name);
+    return d ? d->deadline : 0;
+}
+
+/* ---- pings ---- */
+
+static void do_ping(uv_timer_t *t);
+
+static void on_ping(int status, sm_response *resp, void *data)
+{
+    nc_rq *r = data;
+    nc_cache *c = r->c;
+    c->ping_polling = 0;
+    if (c->closing) {
+        rq_done(r);
+        return;
+    }
+    count_bytes(c, resp);
+    int before = c->ping_ok ? c->active : OP_EUNKNOWN;
+    if (status < 0) {
+        c->ping_ok = 0;
+    } else {
+        c->ping_ok = 1;
+        c->ping_ok_ms = r->sent_ms;
+        c->active = OP_EUNAVAILABLE;
+        for (size_t i = 0; i < resp->n_pings; i++) {
+            if (resp->pings[i].responding) {
+                c->active = (int)i;
+                break;
+            }
+        }
+    }
+    int after = c->ping_ok ? c->active : OP_EUNKNOWN;
+    if (before != after && c->o.on_ping)
+        c->o.on_ping(c->o.data);
+    if (rq_done(r))
+        return;
+    uv_timer_start(&c->ping_timer, do_ping, c->o.ping_ms, 0);
+}
+
+static void do_ping(uv_timer_t *t)
+{
+    nc_cache *c = t->data;
+    if (c->closing || c->ping_polling)
+        return;
+    nc_rq *r = rq_new(c, NULL);
+    c->ping_polling = 1;
+    if (sr_ping(c->rest, on_ping, r) < 0) {
+        c->ping_polling = 0;
+        rq_done(r);
+    }
+}
+
+void nc_want_ping(nc_cache *c)
+{
+    if (c->want_ping || c->closing)
+        return;
+    c->want_ping = 1;
+    uv_timer_start(&c->ping_timer, do_ping, 0, 0);
+}
+
+int nc_active_controller(const nc_cache *c)
+{
+    if (!c->ping_ok || uv_now(c->loop) - c->ping_ok_ms >= c->o.stale_ms)
+        return OP_EUNKNOWN;
+    return c->active;
+}
+
+/* ---- reservations ---- */
+
+static void do_resv(uv_timer_t *t);
+
+static void resvs_free(sm_resv *r, size_t n)
+{
+    sm_response tmp;
+    memset(&tmp, 0, sizeof(tmp));
+    tmp.resvs = r;
+    tmp.n_resvs = n;
+    sm_response_free(&tmp);
+}
+
+static const sm_resv *resv_find(const sm_resv *v, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i].name && strcmp(v[i].name, name) == 0)
+            return &v[i];
+    return NULL;
+}
+
+static int resv_differs(const sm_resv *a, const sm_resv *b)
+{
+    return a->start_time != b->start_time || a->end_time != b->end_time || a->flags != b->flags ||
+           strcmp(str0(a->node_list), str0(b->node_list)) != 0 || strcmp(str0(a->users), str0(b->users)) != 0;
+}
+
+static void on_resvs(int status, sm_response *resp, void *data)
+{
+    nc_rq *r = data;
+    nc_cache *c = r->c;
+    c->resv_polling = 0;
+    if (c->closing) {
+        rq_done(r);
+        return;
+    }
+    count_bytes(c, resp);
+    if (status < 0) {
+        c->resv_ok = 0;
+    } else {
+        c->resv_read = r->seq;
+        sm_resv *old = c->resvs;
+        size_t n_old = c->n_resvs;
+        c->resvs = resp->resvs;
+        c->n_resvs = resp->n_resvs;
+        resp->resvs = NULL;
+        resp->n_resvs = 0;
+        int was_ok = c->resv_ok;
+        c->resv_ok = 1;
+        c->resv_ok_ms = r->sent_ms;
+        if (c->o.on_resv) {
+            for (size_t i = 0; i < c->n_resvs; i++) {
+                const sm_resv *o = resv_find(old, n_old, c->resvs[i].name);
+                if (!was_ok || !o || resv_differs(o, &c->resvs[i]))
+                    c->o.on_resv(c->resvs[i].name, c->o.data);
+            }
+            for (size_t i = 0; i < n_old; i++)
+                if (!resv_find(c->resvs, c->n_resvs, old[i].name))
+                    c->o.on_resv(old[i].name, c->o.data);
+        }
+        resvs_free(old, n_old);
+    }
+    if (rq_done(r))
+        return;
+    uv_timer_start(&c->resv_timer, do_resv, c->resv_again ? 0 : c->o.resv_ms, 0);
+    c->resv_again = 0;
+}
+
+static void do_resv(uv_timer_t *t)
+{
+    nc_cache *c = t->data;
+    if (c->closing || c->resv_polling)
+        return;
+    nc_rq *r = rq_new(c, NULL);
+    r->seq = ++c->resv_started; /* for reservations, seq numbers the reads */
+    c->resv_polling = 1;
+    if (sr_get_reservations(c->rest, on_resvs, r) < 0) {
+        c->resv_polling = 0;
+        rq_done(r);
+    }
+}
+
+void nc_want_reservations(nc_cache *c)
+{
+    if (c->want_resv || c->closing)
+        return;
+    c->want_resv = 1;
+    uv_timer_start(&c->resv_timer, do_resv, 0, 0);
+}
+
+void nc_resv_poll_soon(nc_cache *c)
+{
+    if (!c->want_resv || c->closing)
+        return;
+    if (c->resv_polling)
+        c->resv_again = 1; /* that read may predate a write: read once more */
+    else
+        uv_timer_start(&c->resv_timer, do_resv, 0, 0);
+}
+
+uint64_t nc_resv_mark(const nc_cache *c)
+{
+    return c->resv_started;
+}
+
+int nc_resv_read_since(const nc_cache *c, uint64_t mark)
+{
+    return c->resv_read > mark;
+}
+
+typedef struct nc_rw {
+    nc_cache *c;
+    void (*cb)(int, void *);
+    void *data;
+} nc_rw;
+
+static void resv_written(nc_rw *w, int status, const char *message)
+{
+    nc_cache *c = w->c;
+    if (status < 0 && status != OP_ECANCELED)
+        log_warn("slurm %s: reservation write failed: %s", c->name, message ? message : op_strerror(status));
+    if (w->cb)
+        w->cb(status, w->data);
+    free(w);
+    c->requests--;
+    if (c->closing)
+        maybe_finish(c);
+    else
+        nc_resv_poll_soon(c);
+}
+
+static void on_resv_rest(int status, sm_response *resp, void *data)
+{
+    resv_written(data, status, resp->err.message);
+}
+
+static void on_resv_lib(void *data, const sl_result *res)
+{
+    resv_written(data, res->status, res->message);
+}
+
+int nc_resv_write(nc_cache *c, enum nc_resv_op op, const sm_resv_desc *d, void (*cb)(int status, void *data),
+                  void *data)
+{
+    if (c->closing)
+        return OP_ECANCELED;
+    if (!d || !d->name || !*d->name)
+        return OP_EINVAL;
+    enum sm_op sop = op == NC_RESV_DELETE ? SM_OP_DELETE_RESERVATION : SM_OP_POST_RESERVATION;
+    enum sb_path path = sb_choose(sr_version(c->rest), c->lib != NULL, sop);
+    if (path == SB_NONE)
+        return OP_ENOTSUP;
+    nc_rw *w = xcalloc(1, sizeof(*w));
+    w->c = c;
+    w->cb = cb;
+    w->data = data;
+    int rc;
+    if (path == SB_LIBSLURM) {
+        if (op == NC_RESV_DELETE)
+            rc = sl_delete_reservation(c->lib, d->name, on_resv_lib, w);
+        else if (op == NC_RESV_CREATE)
+            rc = sl_create_reservation(c->lib, d, on_resv_lib, w);
+        else
+            rc = sl_update_reservation(c->lib, d, on_resv_lib, w);
+    } else {
+        rc = op == NC_RESV_DELETE ? sr_delete_reservation(c->rest, d->name, on_resv_rest, w)
+                                  : sr_post_reservation(c->rest, d, on_resv_rest, w);
+    }
+    if (rc < 0) {
+        free(w);
+        return rc;
+    }
+    c->requests++;
+    return 0;
+}
+
+enum nc_found nc_reservation(const nc_cache *c, const char *name, const sm_resv **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c->resv_ok || uv_now(c->loop) - c->resv_ok_ms >= c->o.stale_ms)
+        return NC_UNKNOWN;
+    const sm_resv *r = resv_find(c->resvs, c->n_resvs, name);
+    if (!r)
+        return NC_ABSENT;
+    if (out)
+        *out = r;
+    return NC_PRESENT;
+}
+
+/* ---- lookups ---- */
+
+int nc_ready(const nc_cache *c)
+{
+    return !c->closing && c->ok && uv_now(c->loop) - c->last_ok_ms < c->o.stale_ms;
+}
+
+int nc_version(const nc_cache *c)
+{
+    return sr_version(c->rest);
+}
+
+int nc_have_lib(const nc_cache *c)
+{
+    return c->lib != NULL;
+}
+
+enum nc_found nc_lookup(const nc_cache *c, const char *name, const sm_node **out)
+{
+    if (out)
+        *out = NULL;
+    if (!nc_ready(c))
+        return NC_UNKNOWN;
+    const nc_node *e = node_get(c, name);
+    if (!e || !e->present)
+        return NC_ABSENT;
+    if (out)
+        *out = &e->n;
+    return NC_PRESENT;
+}
+
+int nc_settling(const nc_cache *c, const char *name)
+{
+    const nc_node *e = node_get(c, name);
+    return e ? settling(c, e) : 0;
+}
+
+int64_t nc_confirmed_at(const nc_cache *c)
+{
+    return c->confirmed_at;
+}
+
+void nc_foreach(const nc_cache *c, void (*fn)(const sm_node *n, void *data), void *data)
+{
+    if (!nc_ready(c))
+        return;
+    size_t it = 0;
+    const char *k;
+    void *v;
+    while (map_next(&c->nodes, &it, &k, &v)) {
+        const nc_node *e = v;
+        if (e->present)
+            fn(&e->n, data);
+    }
+}
+
+nb_batcher *nc_batcher(nc_cache *c)
+{
+    return c->batch;
+}
+
+void nc_get_stats(const nc_cache *c, nc_stats *out)
+{
+    *out = c->stats;
+}
+
+/* ---- lifetime ---- */
+
+static void setup_metrics(nc_cache *c, mx_registry *r)
+{
+    if (!r)
+        return;
+    c->mx_polls = mx_family_new(r, MX_COUNTER, "slurmop_slurm_node_polls_total",
+                                "Polls of a Slurm cluster's node table by result (full, not_modified, error)",
+                                "cluster,result", NULL, 0, NULL);
+    c->mx_bytes =
+        mx_family_new(r, MX_GAUGE, "slurmop_slurm_received_bytes",
+                      "Response bytes received from a cluster's slurmrestd", "cluster", NULL, 0, NULL);
+    c->mx_last =
+        mx_family_new(r, MX_GAUGE, "slurmop_slurm_last_success_timestamp_seconds",
+                      "When a cluster's node table was last read successfully", "cluster", NULL, 0, NULL);
+    c->mx_up = mx_family_new(r, MX_GAUGE, "slurmop_slurm_up",
+                             "1 while a cluster's node table is readable, 0 while it is unknown", "cluster",
+                             NULL, 0, NULL);
+    c->mx_nodes = mx_family_new(r, MX_GAUGE, "slurmop_slurm_nodes", "Nodes in a cluster's node table",
+                                "cluster", NULL, 0, NULL);
+    c->mx_interval =
+        mx_family_new(r, MX_GAUGE, "slurmop_slurm_poll_interval_seconds",
+                      "Current poll interval of a cluster's node table", "cluster", NULL, 0, NULL);
+    c->mx_writes =
+        mx_family_new(r, MX_COUNTER, "slurmop_slurm_node_writes_total",
+                      "Node writes (drain, undrain, comment ...) by result", "cluster,result", NULL, 0, NULL);
+    if (c->mx_up)
+        mx_gauge_set(mx_gauge_get(c->mx_up, MX_LV(c->name)), 0);
+}
+
+static void remove_metrics(nc_cache *c)
+{
+    static const char *const results[] = {"full", "not_modified", "error"};
+    if (c->mx_polls)
+        for (size_t i = 0; i < ARRAY_SIZE(results); i++)
+            mx_child_remove(c->mx_polls, MX_LV(c->name, results[i]));
+    if (c->mx_writes) {
+        mx_child_remove(c->mx_writes, MX_LV(c->name, "ok"));
+        mx_child_remove(c->mx_writes, MX_LV(c->name, "error"));
+    }
+    mx_family *single[] = {c->mx_bytes, c->mx_last, c->mx_up, c->mx_nodes, c->mx_interval};
+    for (size_t i = 0; i < ARRAY_SIZE(single); i++)
+        if (single[i])
+            mx_child_remove(single[i], MX_LV(c->name));
+}
+
+int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
+{
+    *out = NULL;
+    if (!opts->rest)
+        return OP_EINVAL;
+    nc_cache *c = xcalloc(1, sizeof(*c));
+    c->loop = loop;
+    c->o = *opts;
+    c->name = xstrdup(opts->name ? opts->name : "cluster");
+    c->o.name = c->name;
+    c->rest = opts->rest;
+    c->lib = opts->lib;
+#define DEF(f, v)                                                                                            \
+    if (!c->o.f)                                                                                             \
+    c->o.f = (v)
+    DEF(poll_min_ms, 1000);
+    DEF(poll_max_ms, 30000);
+    DEF(full_resync_ms, 600000);
+    DEF(track_ms, 1000);
+    DEF(max_tracked, 32);
+    DEF(stale_ms, 60000);
+    DEF(skew_margin_s, 2);
+    DEF(jobs_ms, 3000);
+    DEF(ping_ms, 5000);
+    DEF(resv_ms, 10000);
+#undef DEF
+    if (c->o.poll_max_ms < c->o.poll_min_ms)
+        c->o.poll_max_ms = c->o.poll_min_ms;
+    c->interval_ms = c->o.poll_min_ms;
+    c->active = OP_EUNKNOWN;
+    map_init(&c->nodes);
+    map_init(&c->deadlines);
+    list_init(&c->reread);
+    nb_opts bo = {.rest = c->rest, .lib = c->lib, .name = c->name};
+    int rc = nb_new(loop, &bo, &c->batch);
+    if (rc < 0) {
+        free(c->name);
+        free(c);
+        return rc;
+    }
+    c->batch_open = 1;
+    uv_timer_t *timers[] = {&c->poll_timer, &c->track_timer, &c->jobs_timer, &c->ping_timer, &c->resv_timer};
+    for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
+        uv_timer_init(loop, timers[i]);
+        timers[i]->data = c;
+    }
+    setup_metrics(c, opts->metrics);
+    log_info("slurm %s: node cache started (poll every %u-%u ms, stale after %u ms)", c->name,
+             c->o.poll_min_ms, c->o.poll_max_ms, c->o.stale_ms);
+    schedule_poll(c, 0);
+    *out = c;
+    return 0;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    nc_cache *c = h->data;
+    if (--c->handles > 0)
+        return;
+    void (*cb)(void *) = c->close_cb;
+    void *data = c->close_data;
+    size_t it = 0;
+    const char *k;
+    void *v;
+    while (map_next(&c->nodes, &it, &k, &v)) {
+        nc_node *e = v;
+        if (list_is_linked(&e->reread_link))
+            list_remove(&e->reread_link);
+        sm_node_clear(&e->n);
+        free(e->wkey);
+        free(e->name);
+        free(e);
+    }
+    map_free(&c->nodes);
+    clear_deadlines(&c->deadlines);
+    map_free(&c->deadlines);
+    resvs_free(c->resvs, c->n_resvs);
+    free(c->name);
+    free(c);
+    if (cb)
+        cb(data);
+}
+
+static void on_batch_closed(void *data)
+{
+    nc_cache *c = data;
+    c->batch_open = 0;
+    maybe_finish(c);
+}
+
+static void maybe_finish(nc_cache *c)
+{
+    if (!c->closing || c->requests > 0 || c->batch_open || c->handles)
+        return;
+    uv_timer_t *timers[] = {&c->poll_timer, &c->track_timer, &c->jobs_timer, &c->ping_timer, &c->resv_timer};
+    c->handles = (int)ARRAY_SIZE(timers);
+    for (size_t i = 0; i < ARRAY_SIZE(timers); i++)
+        uv_close((uv_handle_t *)timers[i], on_timer_closed);
+}
+
+void nc_close(nc_cache *c, void (*cb)(void *data), void *data)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    c->close_cb = cb;
+    c->close_data = data;
+    uv_timer_t *timers[] = {&c->poll_timer, &c->track_timer, &c->jobs_timer, &c->ping_timer, &c->resv_timer};
+    for (size_t i = 0; i < ARRAY_SIZE(timers); i++)
+        uv_timer_stop(timers[i]);
+    remove_metrics(c);
+    nb_close(c->batch, on_batch_closed, c);
+}

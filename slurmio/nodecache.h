@@ -1,0 +1,202 @@
+/* nodecache: what one Slurm cluster says about its nodes, kept current
+ * without hammering it, and turned into events.
+ *
+ * Polling. The node table is read with GET nodes?update_time=<t>: when
+ * nothing changed since t slurmrestd answers 304 with no body (free at any
+ * fleet size); when anything changed it sends the whole table (Slurm's
+ * update_time is all-or-nothing: ~10 MB and ~1.5 s of slurmrestd time at
+ * 8,192 nodes). t is the table's "last_update" where the version reports it
+ * (v0.0.40+), else our clock at the time the last full table was asked for,
+ * minus a margin against clock skew. The interval adapts to the cost of a
+ * full fetch: poll_min_ms while full fetches are cheap, about twice the last
+ * full fetch's duration when they are not (capped at poll_max_ms). Failures
+ * back off (1 s, 2 s, ... up to 10 s). A full fetch without update_time runs
+ * every full_resync_ms as a safety net against a missed change.
+ *
+ * Nodes in transition. A node that was just written, or that the caller is
+ * waiting on (a drain issued on a busy node: nc_track), is read on its own
+ * (GET node/{name}, a few ms) every track_ms while the table's interval is
+ * longer, for at most max_tracked nodes; more than that and the table poll
+ * (at its minimum interval) does the job better.
+ *
+ * Events. Every change of a node as the operator sees it (base state, flags,
+ * reason, comment, features, topology, reservation, the deadline of the jobs
+ * on it), every node that appears or vanishes, fires on_node(name). A change
+ * of the cluster's health (readable <-> unknown) fires on_node(NULL): "look
+ * at everything". So the owner of a node is told at once, instead of
+ * discovering the change on a 30-second requeue.
+ *
+ * Failing closed. When a poll fails (transport error, token refused, an
+ * answer with "errors"), or the data is older than stale_ms, the cluster is
+ * unknown: nc_lookup() answers NC_UNKNOWN for every node (never "absent",
+ * never a stale "drained"), until a poll succeeds again. Nothing here ever
+ * blocks or waits: lookups answer from memory at once.
+ *
+ * Writes. nc_update() / nc_delete_node() go through the cluster's batcher
+ * (nodebatch.h: one hostlist request per distinct update per loop
+ * iteration). A node with a write in flight, or whose last write completed
+ * after its cached data was read, is "settling" (nc_settling): its cached
+ * state may not show the write yet, so a reconciler must not decide from it
+ * again; asking for the same write while it settles is a no-op. A completed
+ * write makes the node (or, for many nodes, the table) be read again at once.
+ *
+ * Jobs (for deadlines), controller pings (HA) and reservations are polled
+ * only once somebody asked for them (nc_want_*), on their own timers.
+ *
+ * Lifetime: nc_close() is the one close path; callbacks never fire after it
+ * returns. Pointers returned by lookups are valid until the loop runs again.
+ */
+#ifndef OP_SLURM_NODECACHE_H
+#define OP_SLURM_NODECACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/metrics.h"
+#include "slurmio/model.h"
+#include "slurmio/nodebatch.h"
+#include "slurmio/rest.h"
+#include "slurmio/slurmlib.h"
+
+typedef struct nc_cache nc_cache;
+
+/** What the cache knows about one node. */
+enum nc_found {
+    NC_UNKNOWN = 0, /* Slurm could not be asked, answered with errors, or the data is stale */
+    NC_ABSENT,      /* Slurm's current node table does not have it */
+    NC_PRESENT,
+};
+
+typedef struct nc_opts {
+    const char *name;        /* the cluster, for logs and the metrics label "cluster" (copied) */
+    sr_client *rest;         /* required, borrowed: close the cache before it */
+    sl_backend *lib;         /* optional, borrowed (for writes 22.05's REST cannot do) */
+    mx_registry *metrics;    /* optional */
+    unsigned poll_min_ms;    /* default 1000 */
+    unsigned poll_max_ms;    /* default 30000 */
+    unsigned full_resync_ms; /* default 600000 */
+    unsigned track_ms;       /* default 1000 */
+    unsigned max_tracked;    /* default 32 */
+    unsigned stale_ms;       /* default 60000 */
+    unsigned skew_margin_s;  /* subtracted from our clock for update_time (v0.0.38), default 2 */
+    unsigned jobs_ms;        /* default 3000 */
+    unsigned ping_ms;        /* default 5000 */
+    unsigned resv_ms;        /* default 10000 */
+    /* Events (see above); all optional. */
+    void (*on_node)(const char *name, void *data);
+    void (*on_ping)(void *data);
+    void (*on_resv)(const char *name, void *data); /* a reservation appeared, changed or vanished */
+    void *data;
+} nc_opts;
+
+/** Create a cache and start polling at once. 0 or OP_EINVAL. */
+int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out);
+
+/** Stop polling; writes not yet sent complete with OP_ECANCELED, writes in
+ *  flight when their request completes; then cb (may be NULL) runs and the
+ *  cache is freed. No event fires after this call. Idempotent. */
+void nc_close(nc_cache *c, void (*cb)(void *data), void *data);
+
+/** 1 while the node table is current (last poll succeeded, not stale). */
+int nc_ready(const nc_cache *c);
+/** The negotiated REST version (0 while unknown). */
+int nc_version(const nc_cache *c);
+/** Whether this cluster's writes can use the libslurm backend. */
+int nc_have_lib(const nc_cache *c);
+
+/** Look a node up; *out (may be NULL) gets it when NC_PRESENT. */
+enum nc_found nc_lookup(const nc_cache *c, const char *name, const sm_node **out);
+
+/** 1 when the node has a write in flight or completed since it was read. */
+int nc_settling(const nc_cache *c, const char *name);
+
+/** Wall-clock time (epoch seconds) at which the current node table was last
+ *  confirmed by a successful poll (the request's start), 0 when never. */
+int64_t nc_confirmed_at(const nc_cache *c);
+
+/** Call fn for every node of the current table (nothing when not ready). */
+void nc_foreach(const nc_cache *c, void (*fn)(const sm_node *n, void *data), void *data);
+
+/** Read name on its own every track_ms for the next ms milliseconds. */
+void nc_track(nc_cache *c, const char *name, unsigned ms);
+/** Poll the table as soon as possible. */
+void nc_poll_soon(nc_cache *c);
+
+/** A write completed: status as nb_done_cb. */
+typedef void (*nc_write_cb)(const char *node, int status, void *data);
+
+/**
+ * Update a node through the batcher. Returns 0 when queued (cb runs later,
+ * once); 1 when the same update (same content) is already in flight or
+ * settling for this node (nothing is sent, cb never runs); or a negative
+ * code (OP_EINVAL, OP_ECANCELED; cb never runs).
+ */
+int nc_update(nc_cache *c, const char *name, const sm_node_update *u, nc_write_cb cb, void *data);
+/** Delete a node record; same convention. */
+int nc_delete_node(nc_cache *c, const char *name, nc_write_cb cb, void *data);
+
+/* ---- jobs ---- */
+
+/** Start polling jobs (sticky). */
+void nc_want_jobs(nc_cache *c);
+/** 1 when the job list is current. */
+int nc_jobs_ready(const nc_cache *c);
+/** The latest deadline (sm_job_deadline) of the running jobs on a node:
+ *  0 when none runs there, SM_INFINITE when one has no limit. */
+int64_t nc_deadline(const nc_cache *c, const char *name);
+
+/* ---- controller pings ---- */
+
+/** Start pinging (sticky). */
+void nc_want_ping(nc_cache *c);
+/** The index of the first responding controller (slurm.conf order), or
+ *  OP_EUNKNOWN while no current ping result is known, OP_EUNAVAILABLE when
+ *  none responds. */
+int nc_active_controller(const nc_cache *c);
+
+/* ---- reservations ---- */
+
+/** Start polling reservations (sticky). */
+void nc_want_reservations(nc_cache *c);
+/** As nc_lookup, for a reservation. */
+enum nc_found nc_reservation(const nc_cache *c, const char *name, const sm_resv **out);
+/** Read the reservations again as soon as possible (after a write). */
+void nc_resv_poll_soon(nc_cache *c);
+/** A mark of the reservation reads sent so far; nc_resv_read_since(c, mark)
+ *  is 1 once a read sent after the mark has completed, i.e. the reservations
+ *  reflect everything that completed before the mark was taken. */
+uint64_t nc_resv_mark(const nc_cache *c);
+int nc_resv_read_since(const nc_cache *c, uint64_t mark);
+
+enum nc_resv_op { NC_RESV_CREATE, NC_RESV_UPDATE, NC_RESV_DELETE };
+/**
+ * Write a reservation: REST POST/DELETE reservation (v0.0.43+) or the
+ * libslurm backend (backend.h); the reservations are read again when it
+ * completes. For NC_RESV_DELETE only d->name is used. cb(status, data) runs
+ * later, once. 0, OP_ENOTSUP (no path for this version and build; cb never
+ * runs), OP_EINVAL, OP_ECANCELED.
+ */
+int nc_resv_write(nc_cache *c, enum nc_resv_op op, const sm_resv_desc *d, void (*cb)(int status, void *data),
+                  void *data);
+
+/** The batcher (for writes other than node updates: none today). */
+nb_batcher *nc_batcher(nc_cache *c);
+
+typedef struct nc_stats {
+    uint64_t polls;        /* node table requests */
+    uint64_t not_modified; /* ... answered 304 */
+    uint64_t full;         /* ... answered with the whole table */
+    uint64_t errors;       /* ... failed */
+    uint64_t retried;      /* ... failed with update_time and retried at once without it */
+    uint64_t single_reads; /* GET node/{name} */
+    uint64_t events;       /* on_node calls (NULL included) */
+    uint64_t bytes;        /* response bytes of every request of this cache */
+    uint64_t last_full_ms; /* duration of the last full fetch (request to decoded) */
+    unsigned interval_ms;  /* current poll interval */
+    int64_t last_success;  /* wall clock seconds of the last successful poll */
+    size_t nodes;
+} nc_stats;
+void nc_get_stats(const nc_cache *c, nc_stats *out);
+
+#endif

@@ -1,0 +1,409 @@
+#!/usr/bin/env python3
+"""The Slurm-aware NodeSet end to end: slurmop against kubesim and a real
+Slurm 22.05 (tests/slurm/slurmlab.sh) on loopback.
+
+The lab's static nodes slinky-0..3 (one slurmd each) stand in for the
+NodeSet's pods, matched by name (kubesim never runs slurmd). slurmop reaches
+slurmrestd through --slurmrestd (REST v0.0.38: reads) and drains through the
+libslurm backend (--slurm-conf; 22.05 has no node writes over REST).
+
+Checked, in order:
+  1. every pod carries SlurmNodeStateIdle, Slurm node comments carry the pod
+     info, the NodeSet status counts four idle nodes;
+  2. a drain set by a person (scontrol) shows on the pod within 2 s;
+  3. cordoning a Node drains its pod's Slurm node with our reason and
+     uncordoning undrains it; a person's drain is never undone or rewritten,
+     even when its Node is cordoned and uncordoned;
+  4. scale 4 -> 2 while a job runs on the highest-ordinal node: the idle
+     victim is deleted at once, the busy one only after its job has ended,
+     and the job completes (it is not killed);
+  5. slurmrestd killed, then a scale-in: no pod is deleted while Slurm
+     cannot be read; once slurmrestd is back, the NodeSet converges;
+  6. slurmop stops cleanly.
+Exit 77 (skipped) without the Slurm binaries or root.
+"""
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+
+from kubesim import Kubesim  # noqa: E402
+from slurmop import NS_API, Slurmop, apply_crds, make_cluster, pods_of, set_replicas, wait_for  # noqa: E402
+
+SRC = os.environ.get("OP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+LAB_SH = os.path.join(SRC, "tests", "slurm", "slurmlab.sh")
+NODES = ["slinky-0", "slinky-1", "slinky-2", "slinky-3"]
+IMAGES = {"slurmd": {"image": "ghcr.io/slinkyproject/slurmd:test"}, "logfile": {"image": "alpine:test"}}
+PREFIX = "slurm-operator: "
+
+
+def skip(why):
+    print("SKIP: " + why)
+    sys.exit(77)
+
+
+def log(msg):
+    print("%8.2f %s" % (time.monotonic() - T0, msg), flush=True)
+
+
+T0 = time.monotonic()
+
+
+class Lab:
+    """The Slurm lab: start/stop, REST reads with the lab's root token, CLI."""
+
+    def __init__(self, tmp):
+        self.dir = os.path.join(tmp, "lab")
+        self.env = dict(os.environ, SLURMLAB_DIR=self.dir, SLURMLAB_NODE_NAMES=" ".join(NODES))
+        self.started = False
+        self.vars = {}
+
+    def start(self):
+        p = subprocess.run(["bash", LAB_SH, "start"], env=self.env, capture_output=True, text=True, timeout=180)
+        if p.returncode != 0:
+            raise AssertionError("slurmlab start failed:\n%s\n%s" % (p.stdout, p.stderr))
+        self.started = True
+        for line in p.stdout.splitlines():
+            if line.startswith("export "):
+                k, v = line[len("export "):].split("=", 1)
+                self.vars[k] = v.strip('"')
+        self.url = self.vars["SLURMRESTD_URL"]
+        self.conf = self.vars["SLURM_CONF"]
+        with open(self.vars["SLURMLAB_JWT_KEY"], "rb") as f:
+            self.jwt_key = f.read()
+        self.token = self.vars["SLURMRESTD_TOKEN"]
+        self.cli_env = dict(os.environ, SLURM_CONF=self.conf)
+
+    def stop(self):
+        if os.environ.get("SLURMLAB_LOGS"):  # keep the daemons' logs for a look
+            shutil.copytree(os.path.join(self.dir, "log"), os.environ["SLURMLAB_LOGS"], dirs_exist_ok=True)
+        if self.started:
+            subprocess.run(["bash", LAB_SH, "stop"], env=self.env, capture_output=True, timeout=120)
+            self.started = False
+
+    def node(self, name):
+        """The v0.0.38 node object, or None when slurmrestd cannot be read."""
+        req = urllib.request.Request(self.url + "/slurm/v0.0.38/node/" + name,
+                                     headers={"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": self.token})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return json.loads(r.read())["nodes"][0]
+        except (urllib.error.URLError, OSError, KeyError, IndexError):
+            return None
+
+    def scontrol(self, *args):
+        p = subprocess.run(["scontrol"] + list(args), env=self.cli_env, capture_output=True, text=True, timeout=30)
+        if p.returncode != 0:
+            raise AssertionError("scontrol %s: %s %s" % (" ".join(args), p.stdout, p.stderr))
+        return p.stdout
+
+    def sbatch(self, node, seconds):
+        p = subprocess.run(["sbatch", "--parsable", "-w", node, "-N1", "-n1", "-D", "/tmp", "-o", "/dev/null",
+                            "--wrap", "sleep %d" % seconds], env=self.cli_env, capture_output=True, text=True,
+                           timeout=30)
+        if p.returncode != 0:
+            raise AssertionError("sbatch: %s %s" % (p.stdout, p.stderr))
+        return p.stdout.strip().split(";")[0]
+
+    def job_state(self, job):
+        out = self.scontrol("show", "job", job, "-o")
+        fields = dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+        return fields.get("JobState"), fields.get("ExitCode")
+
+    def rest_pid(self):
+        with open(os.path.join(self.dir, "run", "slurmrestd.pid")) as f:
+            return int(f.read().strip())
+
+    def kill_rest(self):
+        """SIGKILL slurmrestd; remember how to start it again."""
+        pid = self.rest_pid()
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            self.rest_cmd = [a.decode() for a in f.read().split(b"\0") if a]
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            self.rest_env = dict(kv.decode().split("=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: self.node("slinky-0") is None, 10, what="slurmrestd gone")
+
+    def restart_rest(self):
+        cmd = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] + self.rest_cmd
+        out = open(os.path.join(self.dir, "log", "slurmrestd.out"), "ab")
+        p = subprocess.Popen(cmd, env=self.rest_env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                             start_new_session=True)
+        out.close()
+        with open(os.path.join(self.dir, "run", "slurmrestd.pid"), "w") as f:
+            f.write("%d\n" % p.pid)  # so that `slurmlab.sh stop` stops it
+        wait_for(lambda: self.node("slinky-0") is not None, 20, what="slurmrestd back")
+
+
+def pod(c, name):
+    r = c.get("/api/v1/namespaces/default/pods/" + name)
+    return r.json() if r.status == 200 else None
+
+
+def conds(p):
+    return {cd["type"]: cd for cd in (p or {}).get("status", {}).get("conditions", [])
+            if cd["type"].startswith("SlurmNodeState") and cd.get("status") == "True"}
+
+
+def live_names(c):
+    return sorted(p["metadata"]["name"] for p in pods_of(c, "slinky", include_terminating=False))
+
+
+def all_names(c):
+    return sorted(p["metadata"]["name"] for p in pods_of(c, "slinky"))
+
+
+def flags(n):
+    return set(n.get("state_flags") or []) if n else set()
+
+
+def ns_status(c):
+    return c.get(NS_API + "/namespaces/default/nodesets/slinky").json().get("status", {})
+
+
+def annotate(c, name, key, value):
+    r = c.patch("/api/v1/namespaces/default/pods/" + name, {"metadata": {"annotations": {key: value}}})
+    assert r.status == 200, r.text
+
+
+def cordon(c, node, on):
+    r = c.patch("/api/v1/nodes/" + node, {"spec": {"unschedulable": True if on else None}})
+    assert r.status == 200, r.text
+
+
+def scenario(ks, lab):
+    c = ks.client()
+    apply_crds(c)
+    # The Controller's JWT key is the lab's: slurmop mints its own tokens with it.
+    r = c.post("/api/v1/namespaces/default/secrets",
+               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
+                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
+    assert r.status == 201, r.text
+    make_cluster(c, nodesets={"slinky": dict(replicas=4, **IMAGES)})
+    r = c.post(NS_API + "/namespaces/default/restapis",
+               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
+                "spec": {"controllerRef": {"name": "slurm"}}})
+    assert r.status == 201, r.text
+
+    with Slurmop(ks.kubeconfig, slurmrestd="default/slurm=" + lab.url, slurm_conf=lab.conf,
+                 env={"SLURM_CONF": lab.conf}) as op:
+        try:
+            steps(c, op, lab)
+        finally:
+            if os.environ.get("SLURMOP_LOG"):  # keep the operator's log for a look
+                with open(os.environ["SLURMOP_LOG"], "w") as f:
+                    f.write(op.stderr())
+    log("ok 6: slurmop stopped cleanly")
+
+
+def steps(c, op, lab):
+    if True:
+        op.wait_ready()
+
+        # 1. Conditions, pod info, counts.
+        wait_for(lambda: live_names(c) == NODES, 30, what="4 pods")
+        wait_for(lambda: all("SlurmNodeStateIdle" in conds(pod(c, n)) for n in NODES), 30,
+                 what="SlurmNodeStateIdle on every pod")
+        wait_for(lambda: ns_status(c).get("slurmIdle") == 4, 20, what="status.slurmIdle == 4")
+        uid = c.get(NS_API + "/namespaces/default/nodesets/slinky").json()["metadata"]["uid"]
+        for n in NODES:
+            info = wait_for(lambda: (lab.node(n) or {}).get("comment"), 20, what="pod info in %s's comment" % n)
+            want = {"namespace": "default", "podName": n, "node": pod(c, n)["spec"]["nodeName"],
+                    "nodeSetName": "slinky", "nodeSetUID": uid}
+            assert json.loads(info) == want, (info, want)
+        log("ok 1: conditions, pod info and counts for 4 pods")
+
+        # 1b. Features from the Node annotation, in the k8s/ namespace only.
+        node3 = pod(c, "slinky-3")["spec"]["nodeName"]
+        r = c.patch("/api/v1/nodes/" + node3,
+                    {"metadata": {"annotations": {"features.slinky.slurm.net/spec": "a100,nvlink"}}})
+        assert r.status == 200, r.text
+        wait_for(lambda: (lab.node("slinky-3") or {}).get("features") == "k8s/a100,k8s/nvlink", 10,
+                 what="k8s/ features on slinky-3")
+        assert lab.node("slinky-3")["active_features"] == "k8s/a100,k8s/nvlink", lab.node("slinky-3")
+        log("ok 1b: Node features reached Slurm as k8s/ features")
+
+        # 2. A person's drain shows on the pod within 2 s.
+        t = time.monotonic()
+        lab.scontrol("update", "nodename=slinky-0", "state=drain", "reason=person: bad dimm")
+        cd = wait_for(lambda: conds(pod(c, "slinky-0")).get("SlurmNodeStateDrain"), 5,
+                      what="SlurmNodeStateDrain on slinky-0", interval=0.02)
+        took = time.monotonic() - t
+        assert cd["message"] == "person: bad dimm", cd
+        assert took < 2.0, "pod condition followed the drain after %.2f s" % took
+        assert "SlurmNodeStateIdle" in conds(pod(c, "slinky-0"))
+        log("ok 2: a person's drain reached the pod in %.2f s" % took)
+
+        # 3. Cordon sync.
+        node1 = pod(c, "slinky-1")["spec"]["nodeName"]
+        cordon(c, node1, True)
+        n1 = wait_for(lambda: "DRAIN" in flags(lab.node("slinky-1")) and lab.node("slinky-1"), 10,
+                      what="slinky-1 drained after its Node was cordoned")
+        assert n1["reason"].startswith(PREFIX) and node1 in n1["reason"], n1["reason"]
+        wait_for(lambda: pod(c, "slinky-1")["metadata"].get("annotations", {}).get(
+            "nodeset.slinky.slurm.net/pod-cordon") == "true", 10, what="pod-cordon on slinky-1")
+        cordon(c, node1, False)
+        wait_for(lambda: lab.node("slinky-1") and "DRAIN" not in flags(lab.node("slinky-1")), 10,
+                 what="slinky-1 undrained after uncordon")
+        wait_for(lambda: "nodeset.slinky.slurm.net/pod-cordon" not in pod(c, "slinky-1")["metadata"].get(
+            "annotations", {}), 10, what="pod-cordon removed from slinky-1")
+        # A person's drain: cordon/uncordon of its Node changes nothing.
+        node0 = pod(c, "slinky-0")["spec"]["nodeName"]
+        cordon(c, node0, True)
+        time.sleep(3)
+        cordon(c, node0, False)
+        time.sleep(3)
+        n0 = lab.node("slinky-0")
+        assert "DRAIN" in flags(n0) and n0["reason"] == "person: bad dimm", n0
+        log("ok 3: cordon drains, uncordon undrains; a person's drain is left alone")
+
+        # 4. Scale 4 -> 2 with a job on slinky-3. slinky-0 and slinky-1 are
+        #    kept by their deletion cost, so slinky-2 (idle) and slinky-3
+        #    (busy) are the victims.
+        for n in ("slinky-0", "slinky-1"):
+            annotate(c, n, "nodeset.slinky.slurm.net/pod-deletion-cost", "100")
+        job = lab.sbatch("slinky-3", 12)
+        wait_for(lambda: lab.job_state(job)[0] == "RUNNING", 30, what="job %s running" % job)
+        wait_for(lambda: {"SlurmNodeStateMixed", "SlurmNodeStateAllocated"} & set(conds(pod(c, "slinky-3"))), 10,
+                 what="slinky-3 busy on its pod")
+        wait_for(lambda: pod(c, "slinky-3")["metadata"].get("labels", {}).get(
+            "nodeset.slinky.slurm.net/pod-protect") == "true", 10, what="pod-protect on slinky-3")
+        wait_for(lambda: pod(c, "slinky-3")["metadata"].get("annotations", {}).get(
+            "nodeset.slinky.slurm.net/pod-deadline"), 10, what="pod-deadline on slinky-3")
+        t = time.monotonic()
+        set_replicas(c, "slinky", 2)
+        wait_for(lambda: "slinky-2" not in live_names(c), 10, what="slinky-2 deleted")
+        log("ok 4a: idle victim slinky-2 deleted %.2f s after the scale-in" % (time.monotonic() - t))
+        n2 = lab.node("slinky-2")
+        assert "DRAIN" in flags(n2) and n2["reason"].startswith(PREFIX), n2
+        n3 = wait_for(lambda: "DRAIN" in flags(lab.node("slinky-3")) and lab.node("slinky-3"), 10,
+                      what="slinky-3 draining")
+        assert n3["reason"] == PREFIX + "Pod (default/slinky-3) is pending termination for scale-in", n3["reason"]
+        # While the job runs (and completes), its pod stays.
+        while lab.job_state(job)[0] in ("RUNNING", "COMPLETING"):
+            p3 = pod(c, "slinky-3")
+            assert p3 and not p3["metadata"].get("deletionTimestamp"), "busy pod deleted while its job runs"
+            assert "SlurmNodeStateDrain" in conds(p3), conds(p3)
+            time.sleep(0.1)
+        ended = time.monotonic()
+        state, code = lab.job_state(job)
+        assert state == "COMPLETED" and code == "0:0", (state, code)
+        wait_for(lambda: "slinky-3" not in live_names(c), 15, what="slinky-3 deleted after its job")
+        log("ok 4b: busy victim deleted %.2f s after its job completed (job %s %s)" %
+            (time.monotonic() - ended, job, state))
+        wait_for(lambda: all_names(c) == ["slinky-0", "slinky-1"], 20, what="2 pods left")
+
+        # 5. slurmrestd killed mid-scale-in.
+        lab.kill_rest()
+        wait_for(lambda: op.metric("slurmop_slurm_up", cluster="default/slurm") == 0, 15,
+                 what="slurmop sees Slurm as unknown")
+        set_replicas(c, "slinky", 1)
+        wait_for(lambda: pod(c, "slinky-1")["metadata"].get("annotations", {}).get(
+            "nodeset.slinky.slurm.net/pod-cordon") == "true", 10, what="victim slinky-1 cordoned")
+        t_end = time.monotonic() + 5
+        while time.monotonic() < t_end:
+            assert live_names(c) == ["slinky-0", "slinky-1"], "a pod was deleted while Slurm was unreadable"
+            time.sleep(0.2)
+        log("ok 5a: no pod deleted for 5 s while slurmrestd was down")
+        lab.restart_rest()
+        t = time.monotonic()
+        wait_for(lambda: live_names(c) == ["slinky-0"], 30, what="convergence to slinky-0")
+        log("ok 5b: converged %.2f s after slurmrestd came back" % (time.monotonic() - t))
+        n1 = lab.node("slinky-1")
+        assert "DRAIN" in flags(n1), n1
+        n0 = lab.node("slinky-0")
+        assert "DRAIN" in flags(n0) and n0["reason"] == "person: bad dimm", n0
+
+        m = op.metrics()
+        nm = sum(v for (k, ls), v in m.items() if k == "slurmop_slurm_node_polls_total" and
+                 ("result", "not_modified") in ls)
+        assert nm > 0, "no 304 polls"
+        assert "backends:" in op.stderr() and "update-nodes=libslurm" in op.stderr(), "backend plan not logged"
+
+
+def scenario_scheduled_update(ks, lab):
+    """ScheduledUpdate: the SlurmOperatorMaint-<nodeset> reservation is
+    created (through libslurm on 22.05) over the NodeSet's registered nodes,
+    guarded by a finalizer and remembered in the ReservationCreated
+    condition, follows a scale-out, and is deleted with the NodeSet."""
+    c = ks.client()
+    apply_crds(c)
+    r = c.post("/api/v1/namespaces/default/secrets",
+               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
+                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
+    assert r.status == 201, r.text
+    start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    make_cluster(c, nodesets={"slinky": dict(replicas=2, updateStrategy={
+        "type": "ScheduledUpdate", "scheduledUpdate": {"startTime": start, "duration": "45m"}}, **IMAGES)})
+    r = c.post(NS_API + "/namespaces/default/restapis",
+               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
+                "spec": {"controllerRef": {"name": "slurm"}}})
+    assert r.status == 201, r.text
+    nsp = NS_API + "/namespaces/default/nodesets/slinky"
+
+    def resv():
+        p = subprocess.run(["scontrol", "show", "reservation", "SlurmOperatorMaint-slinky", "-o"], env=lab.cli_env,
+                           capture_output=True, text=True, timeout=30)
+        if p.returncode != 0 or "ReservationName=" not in p.stdout:
+            return None
+        return dict(kv.split("=", 1) for kv in p.stdout.split() if "=" in kv)
+
+    with Slurmop(ks.kubeconfig, slurmrestd="default/slurm=" + lab.url, slurm_conf=lab.conf,
+                 env={"SLURM_CONF": lab.conf}) as op:
+        op.wait_ready()
+        rv = wait_for(lambda: (resv() or {}).get("Nodes") == "slinky-[0-1]" and resv(), 30,
+                      what="reservation over slinky-[0-1]")
+        flags = set(rv["Flags"].split(","))
+        assert {"MAINT", "IGNORE_JOBS"} <= flags and rv["Users"] == "slurm", rv
+        assert rv["StartTime"].startswith(start[:16].replace("Z", "")), (rv["StartTime"], start)
+        assert rv["Duration"] == "00:45:00", rv["Duration"]
+        obj = wait_for(lambda: "nodeset.slinky.slurm.net/reservation" in c.get(nsp).json()["metadata"].get(
+            "finalizers", []) and c.get(nsp).json(), 10, what="reservation finalizer")
+        cond = wait_for(lambda: [x for x in c.get(nsp).json().get("status", {}).get("conditions", [])
+                                 if x["type"] == "ReservationCreated"], 10, what="ReservationCreated")
+        assert cond[0]["status"] == "True" and cond[0]["lastTransitionTime"] == start, cond
+        log("ok 7: reservation %s created for %s, finalizer %s" % (rv["ReservationName"], start,
+                                                                  obj["metadata"]["finalizers"]))
+        set_replicas(c, "slinky", 3)
+        wait_for(lambda: (resv() or {}).get("Nodes") == "slinky-[0-2]", 30, what="reservation follows the scale-out")
+        log("ok 8: reservation node list follows the NodeSet")
+        r = c.delete(nsp)
+        assert r.status in (200, 202), r.text
+        wait_for(lambda: resv() is None, 30, what="reservation deleted with the NodeSet")
+        wait_for(lambda: c.get(nsp).status == 404, 30, what="NodeSet gone once its finalizer is removed")
+        log("ok 9: reservation deleted, finalizer removed, NodeSet gone")
+
+
+def main():
+    missing = [b for b in ("slurmctld", "slurmd", "slurmrestd", "munged", "scontrol", "sbatch") if not shutil.which(b)]
+    if missing:
+        skip("Slurm binaries missing: %s" % " ".join(missing))
+    if os.geteuid() != 0:
+        skip("the Slurm lab needs root")
+    tmp = tempfile.mkdtemp(prefix="test_slurm_nodeset.")
+    os.chmod(tmp, 0o755)  # munged needs every directory above its socket searchable
+    lab = Lab(tmp)
+    try:
+        lab.start()
+        log("lab started: %s" % lab.url)
+        with Kubesim(nodes=4) as ks:
+            scenario(ks, lab)
+        with Kubesim(nodes=4) as ks:
+            scenario_scheduled_update(ks, lab)
+    finally:
+        lab.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+/* Unit tests for the pure parts of reconcilers/nodeset_slurm: the Slurm
+ * state -> SlurmNodeState* condition mapping (§3.9) on the recorded node
+ * tables of every version, the condition hash that lets a pass skip writes
+ * (must equal what the pod projection computes from the written
+ * conditions), cordon reason sanitising, the pod info JSON of the node
+ * comment (§3.10), and the "k8s/" feature merge. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "core/mem.h"
+#include "reconcilers/nodeset_slurm.h"
+#include "slurmio/model.h"
+#include "watchers/kinds.h"
+
+static char *fixture(const char *name)
+{
+    const char *src = getenv("OP_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/tests/data/slurmrestd/%s", src ? src : ".", name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = xmalloc((size_t)n + 1);
+    assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+static const sm_node *find(const sm_response *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_nodes; i++)
+        if (strcmp(r->nodes[i].name, name) == 0)
+            return &r->nodes[i];
+    fail_msg("no node %s", name);
+    return NULL;
+}
+
+static void test_condition_bits_v44(void **state)
+{
+    char *body = fixture("v44_nodes_states_200.json");
+    sm_response r;
+    assert_int_equal(sm_parse(SM_V44, SM_KIND_NODES, 200, body, strlen(body), &r), 0);
+    assert_int_equal(nss_condition_bits(find(&r, "slinky-0")), PSC_IDLE);
+    assert_int_equal(nss_condition_bits(find(&r, "slinky-1")), PSC_IDLE | PSC_DRAIN);
+    assert_int_equal(nss_condition_bits(find(&r, "slinky-2")), PSC_MIXED | PSC_DRAIN);
+    assert_int_equal(nss_condition_bits(find(&r, "slinky-3")), PSC_ALLOCATED);
+    assert_int_equal(nss_condition_bits(find(&r, "slinky-4")), PSC_DOWN | PSC_NOT_RESPONDING);
+    assert_int_equal(nss_condition_bits(find(&r, "slinky-5")), PSC_IDLE | PSC_NOT_RESPONDING);
+    /* Exactly one base state each. */
+    for (size_t i = 0; i < r.n_nodes; i++) {
+        uint32_t base = nss_condition_bits(&r.nodes[i]) & (PSC_ALLOCATED | PSC_DOWN | PSC_ERROR | PSC_FUTURE |
+                                                           PSC_IDLE | PSC_MIXED | PSC_UNKNOWN);
+        assert_true(base && !(base & (base - 1)));
+    }
+    sm_response_free(&r);
+    free(body);
+}
+
+static void test_condition_bits_v38(void **state)
+{
+    char *body = fixture("v38_nodes_mixed_states_200.json");
+    sm_response r;
+    assert_int_equal(sm_parse(SM_V38, SM_KIND_NODES, 200, body, strlen(body), &r), 0);
+    assert_int_equal(nss_condition_bits(find(&r, "n1")), PSC_DOWN);
+    assert_int_equal(nss_condition_bits(find(&r, "n2")), PSC_IDLE | PSC_DRAIN);
+    assert_int_equal(nss_condition_bits(find(&r, "n3")), PSC_IDLE | PSC_NOT_RESPONDING);
+    assert_int_equal(nss_condition_bits(find(&r, "dyn1")), PSC_IDLE); /* DYNAMIC_NORM is no condition */
+    sm_response_free(&r);
+    free(body);
+    /* v0.0.36 reports no flags: only the base state, never a drain. */
+    sm_node n = {.base = SM_NODE_IDLE, .flags = SM_NF(DRAIN), .flags_known = 0};
+    assert_int_equal(nss_condition_bits(&n), PSC_IDLE);
+    sm_node m = {.base = SM_NODE_MIXED,
+                 .flags = SM_NF(COMPLETING) | SM_NF(DRAIN) | SM_NF(UNDRAIN) | SM_NF(MAINTENANCE) |
+                          SM_NF(FAIL) | SM_NF(INVALID) | SM_NF(INVALID_REG) | SM_NF(DYNAMIC_NORM),
+                 .flags_known = 1};
+    assert_int_equal(nss_condition_bits(&m), PSC_MIXED | PSC_COMPLETING | PSC_DRAIN | PSC_UNDRAIN |
+                                                 PSC_MAINTENANCE | PSC_FAIL | PSC_INVALID | PSC_INVALID_REG);
+}
+
+/* The hash of the conditions a pass wants equals the projection's hash of a
+ * pod carrying them, and differs when a message or a bit differs. */
+static void test_condition_hash_matches_projection(void **state)
+{
+    uint32_t bits = PSC_MIXED | PSC_DRAIN;
+    const char *msg = "slurm-operator: Pod (ns/p) is pending termination for scale-in";
+    static const char doc[] = "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\"},\"status\":{\"phase\":"
+                              "\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}";
+    cJSON *pod = json_parse(doc, sizeof(doc) - 1, NULL);
+    cJSON *conds = (cJSON *)json_get(pod, "status.conditions");
+    for (int i = 0; i < PSC_COUNT; i++) {
+        if (!(bits & (1u << i)))
+            continue;
+        cJSON *c = cJSON_CreateObject();
+        json_set_str(c, "type", pod_slurm_cond_types[i]);
+        json_set_str(c, "status", "True");
+        json_set_str(c, "message", msg);
+        cJSON_AddItemToArray(conds, c);
+    }
+    /* A False one is not counted. */
+    cJSON *f = cJSON_CreateObject();
+    json_set_str(f, "type", "SlurmNodeStateIdle");
+    json_set_str(f, "status", "False");
+    cJSON_AddItemToArray(conds, f);
+    pod_proj *pp = KIND_PODS.project(pod);
+    assert_int_equal(pp->slurm_conds, bits);
+    assert_int_equal(pp->slurm_msg_hash, pod_slurm_cond_hash(bits, msg));
+    assert_int_not_equal(pp->slurm_msg_hash, pod_slurm_cond_hash(bits, "another reason"));
+    assert_int_not_equal(pp->slurm_msg_hash, pod_slurm_cond_hash(PSC_MIXED, msg));
+    assert_int_equal(pod_slurm_cond_hash(0, msg), 0);
+    KIND_PODS.proj_free(pp);
+    cJSON_Delete(pod);
+}
+
+static void test_sanitize_reason(void **state)
+{
+    char *s = nss_sanitize_reason("  \tGPU 3\tfailed\nrun\x01\x7f diagnostics  \n");
+    assert_string_equal(s, "GPU 3 failed run diagnostics");
+    free(s);
+    s = nss_sanitize_reason(NULL);
+    assert_string_equal(s, "");
+    free(s);
+    /* At most 256 characters, counted as runes, never a split sequence. */
+    char in[1200] = "";
+    for (int i = 0; i < 300; i++)
+        strcat(in, "\xc3\xa9"); /* é */
+    s = nss_sanitize_reason(in);
+    assert_int_equal(strlen(s), 512);
+    assert_int_equal((unsigned char)s[510], 0xc3);
+    free(s);
+}
+
+static void test_pod_info(void **state)
+{
+    char *s = nss_pod_info("slurm", "cpu-3", "node-7", "cpu", "0b7c-uid");
+    assert_string_equal(s,
+                        "{\"namespace\":\"slurm\",\"podName\":\"cpu-3\",\"node\":\"node-7\",\"nodeSetName\":"
+                        "\"cpu\",\"nodeSetUID\":\"0b7c-uid\"}");
+    free(s);
+    s = nss_pod_info("a", "b", NULL, "c", "d");
+    assert_non_null(strstr(s, "\"node\":\"\""));
+    free(s);
+}
+
+static void test_merge_features(void **state)
+{
+    char *s;
+    /* k8s/ features replaced, others kept, sorted. */
+    s = nss_merge_features("gpu,k8s/old,cpu", "a100, nvlink");
+    assert_string_equal(s, "cpu,gpu,k8s/a100,k8s/nvlink");
+    free(s);
+    /* Nothing to change: NULL (order does not matter). */
+    assert_null(nss_merge_features("k8s/nvlink,cpu,k8s/a100", "nvlink,a100"));
+    assert_null(nss_merge_features("", NULL));
+    assert_null(nss_merge_features("cpu", ""));
+    /* The annotation went: its features go, the rest stays. */
+    s = nss_merge_features("cpu,k8s/a100", NULL);
+    assert_string_equal(s, "cpu");
+    free(s);
+    s = nss_merge_features(NULL, "x,x");
+    assert_string_equal(s, "k8s/x");
+    free(s);
+}
+
+int main(void)
+{
+    mem_init();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_condition_bits_v44),
+        cmocka_unit_test(test_condition_bits_v38),
+        cmocka_unit_test(test_condition_hash_matches_projection),
+        cmocka_unit_test(test_sanitize_reason),
+        cmocka_unit_test(test_pod_info),
+        cmocka_unit_test(test_merge_features),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,432 @@
+/* Unit tests for slurmio/nodecache against a scripted slurmrestd: polling
+ * with update_time (304 when idle), events for exactly the nodes that
+ * changed, failing closed (unknown, never absent or drained) when Slurm
+ * errs or is unreachable, recovery, writes that settle only once read back
+ * (and are not repeated meanwhile), single-node reads of tracked nodes,
+ * deadlines from running jobs, and the active controller from pings. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_test_util.h"
+#include "slurmrestd_sim.h"
+
+#include "core/err.h"
+#include "slurmio/nodecache.h"
+#include "slurmio/rest.h"
+
+static test_loop TL;
+static const char KEY[] = "0123456789abcdef0123456789abcdef";
+
+typedef struct events {
+    int all;   /* on_node(NULL) */
+    int count; /* per-node events */
+    char names[64][32];
+    int pings;
+    int want; /* set "hit" once count >= want */
+    int hit;
+    const char *wait_for; /* set "seen" when this node fires */
+    int seen;
+    int wait_all; /* set "all_hit" on the next NULL event */
+    int all_hit;
+} events;
+
+static events EV;
+
+static void on_node(const char *name, void *data)
+{
+    (void)data;
+    if (name == NULL) {
+        EV.all++;
+        if (EV.wait_all)
+            EV.all_hit = 1;
+        return;
+    }
+    if (EV.count < 64)
+        snprintf(EV.names[EV.count], sizeof(EV.names[0]), "%s", name);
+    EV.count++;
+    if (EV.want && EV.count >= EV.want)
+        EV.hit = 1;
+    if (EV.wait_for && strcmp(EV.wait_for, name) == 0)
+        EV.seen = 1;
+}
+
+static void on_ping(void *data)
+{
+    (void)data;
+    EV.pings++;
+}
+
+static int fired(const char *name)
+{
+    for (int i = 0; i < EV.count && i < 64; i++)
+        if (strcmp(EV.names[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+typedef struct cluster {
+    sr_client *rest;
+    nc_cache *cache;
+} cluster;
+
+static cluster open_cluster(int version, unsigned poll_min_ms, unsigned track_ms)
+{
+    cluster cl;
+    char url[64];
+    sim_url(url, sizeof(url));
+    sr_opts o = {.url = url, .key = KEY, .key_len = sizeof(KEY) - 1, .timeout_ms = 2000, .version = version};
+    assert_int_equal(sr_client_new(&TL.loop, &o, &cl.rest), 0);
+    nc_opts no = {.name = "test/slurm",
+                  .rest = cl.rest,
+                  .poll_min_ms = poll_min_ms,
+                  .poll_max_ms = poll_min_ms,
+                  .track_ms = track_ms,
+                  .jobs_ms = 50,
+                  .ping_ms = 50,
+                  .on_node = on_node,
+                  .on_ping = on_ping};
+    assert_int_equal(nc_new(&TL.loop, &no, &cl.cache), 0);
+    memset(&EV, 0, sizeof(EV));
+    return cl;
+}
+
+static void closed(void *data)
+{
+    *(int *)data = 1;
+}
+
+/* The cache first, then its REST client at once (it cancels what the
+ * cache still has in flight). */
+static void close_cluster(cluster *cl)
+{
+    int a = 0, b = 0;
+    nc_close(cl->cache, closed, &a);
+    sr_client_close(cl->rest, closed, &b);
+    run_until(&TL, &a);
+    run_until(&TL, &b);
+}
+
+static void wait_ready(cluster *cl)
+{
+    for (int i = 0; i < 400 && !nc_ready(cl->cache); i++)
+        run_for(&TL, 5);
+    assert_true(nc_ready(cl->cache));
+}
+
+static int setup(void **state)
+{
+    tl_start(&TL, 30000);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    tl_finish(&TL);
+    return 0;
+}
+
+/* ---- polling ---- */
+
+static void test_poll_304_and_changes(void **state)
+{
+    sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
+    SIM.unchanged = 1;
+    cluster cl = open_cluster(38, 30, 1000);
+    assert_int_equal(nc_lookup(cl.cache, "n1", NULL), NC_UNKNOWN); /* nothing read yet */
+    wait_ready(&cl);
+    const sm_node *n;
+    assert_int_equal(nc_lookup(cl.cache, "n1", &n), NC_PRESENT);
+    assert_int_equal(n->base, SM_NODE_IDLE);
+    assert_int_equal(nc_lookup(cl.cache, "nosuch", NULL), NC_ABSENT);
+    assert_int_equal(EV.all, 1); /* became readable: "look at everything" */
+    run_for(&TL, 200);
+    nc_stats st;
+    nc_get_stats(cl.cache, &st);
+    assert_int_equal(st.full, 1);
+    assert_true(st.not_modified >= 3);
+    /* Only the first poll went without update_time. */
+    assert_string_equal(SIM.recs[0].query, "");
+    assert_non_null(strstr(SIM.recs[1].query, "update_time="));
+    assert_int_equal(EV.count, 0); /* nothing changed, no event */
+
+    /* Slurm changes three nodes: one full answer, one event each. */
+    free(SIM.nodes);
+    SIM.nodes = sim_fixture("v38_nodes_mixed_states_200.json");
+    SIM.unchanged = 0;
+    EV.want = 3;
+    run_until(&TL, &EV.hit);
+    SIM.unchanged = 1;
+    run_for(&TL, 100);
+    assert_int_equal(EV.count, 3);
+    assert_true(fired("n1") && fired("n2") && fired("n3"));
+    assert_false(fired("dyn1"));
+    assert_int_equal(nc_lookup(cl.cache, "n2", &n), NC_PRESENT);
+    assert_true(sm_node_drained(n));
+    assert_int_equal(nc_lookup(cl.cache, "n1", &n), NC_PRESENT);
+    assert_int_equal(n->base, SM_NODE_DOWN);
+
+    /* A node leaves the table: an event, then ABSENT. */
+    free(SIM.nodes);
+    SIM.nodes = xstrdup("{\"nodes\":[],\"errors\":[]}");
+    SIM.unchanged = 0;
+    EV.wait_for = "n1";
+    run_until(&TL, &EV.seen);
+    assert_int_equal(nc_lookup(cl.cache, "n1", NULL), NC_ABSENT);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
+/* Slurm 22.05 answers a changed node table asked with update_time with a
+ * 500 (its partition load says "no change"): read the whole table at once
+ * instead of going unknown. */
+static void test_2205_update_time_quirk(void **state)
+{
+    sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
+    SIM.quirk_2205 = 1;
+    cluster cl = open_cluster(38, 30, 1000);
+    wait_ready(&cl);
+    free(SIM.nodes);
+    SIM.nodes = sim_fixture("v38_nodes_mixed_states_200.json");
+    EV.wait_for = "n2";
+    run_until(&TL, &EV.seen);
+    run_for(&TL, 200);
+    const sm_node *n;
+    assert_int_equal(nc_lookup(cl.cache, "n2", &n), NC_PRESENT);
+    assert_true(sm_node_drained(n));
+    nc_stats st;
+    nc_get_stats(cl.cache, &st);
+    assert_true(st.retried >= 2);
+    assert_int_equal(st.errors, 0);
+    assert_int_equal(EV.all, 1); /* never went unknown */
+    assert_true(nc_ready(cl.cache));
+    /* A real failure of the full read still makes it unknown. */
+    SIM.nodes_status = 500;
+    EV.wait_all = 1;
+    run_until(&TL, &EV.all_hit);
+    assert_false(nc_ready(cl.cache));
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
+/* Errors and an unreachable Slurm make every node unknown (fail closed). */
+static void test_fail_closed(void **state)
+{
+    sim_start(&TL.loop, 42, "v42_nodes_states_200.json");
+    cluster cl = open_cluster(42, 30, 1000);
+    wait_ready(&cl);
+    const sm_node *n;
+    assert_int_equal(nc_lookup(cl.cache, "slinky-1", &n), NC_PRESENT);
+    assert_true(sm_node_drained(n));
+
+    /* HTTP 200 with an "errors" list. */
+    SIM.errors_in_200 = 1;
+    EV.wait_all = 1;
+    run_until(&TL, &EV.all_hit);
+    assert_false(nc_ready(cl.cache));
+    assert_int_equal(nc_lookup(cl.cache, "slinky-1", &n), NC_UNKNOWN);
+    assert_null(n);
+    assert_int_equal(nc_lookup(cl.cache, "nosuch", NULL), NC_UNKNOWN); /* never "absent" */
+
+    /* Back: readable again, "everything" fires. */
+    SIM.errors_in_200 = 0;
+    EV.all_hit = 0;
+    run_until(&TL, &EV.all_hit);
+    assert_true(nc_ready(cl.cache));
+    assert_int_equal(nc_lookup(cl.cache, "slinky-1", NULL), NC_PRESENT);
+
+    /* A 500 (bad token) too. */
+    SIM.nodes_status = 500;
+    EV.all_hit = 0;
+    run_until(&TL, &EV.all_hit);
+    assert_int_equal(nc_lookup(cl.cache, "slinky-0", NULL), NC_UNKNOWN);
+    nc_stats st;
+    nc_get_stats(cl.cache, &st);
+    assert_true(st.errors >= 2);
+    SIM.nodes_status = 0;
+
+    /* slurmrestd gone altogether. */
+    EV.all_hit = 0;
+    run_until(&TL, &EV.all_hit);
+    assert_true(nc_ready(cl.cache));
+    int done = 0;
+    hs_close(SIM.srv, sim_closed, &done);
+    run_until(&TL, &done);
+    SIM.srv = NULL;
+    EV.all_hit = 0;
+    run_until(&TL, &EV.all_hit);
+    assert_false(nc_ready(cl.cache));
+    assert_int_equal(nc_lookup(cl.cache, "slinky-1", NULL), NC_UNKNOWN);
+    close_cluster(&cl);
+    free(SIM.nodes);
+    SIM.nodes = NULL;
+}
+
+/* ---- writes ---- */
+
+typedef struct wr {
+    int done;
+    int status;
+} wr;
+
+static void on_write(const char *node, int status, void *data)
+{
+    wr *w = data;
+    w->done = 1;
+    w->status = status;
+}
+
+static void test_write_settles(void **state)
+{
+    sim_start(&TL.loop, 42, "v42_nodes_states_200.json");
+    SIM.unchanged = 1;
+    /* A slow table poll, so the read-back is the single GET. */
+    cluster cl = open_cluster(42, 5000, 1000);
+    wait_ready(&cl);
+    sm_node_update u = {
+        .set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_DRAIN, .reason = "slurm-operator: x"};
+    wr w = {0};
+    assert_false(nc_settling(cl.cache, "slinky-0"));
+    assert_int_equal(nc_update(cl.cache, "slinky-0", &u, on_write, &w), 0);
+    assert_true(nc_settling(cl.cache, "slinky-0"));
+    /* The same write again while it is in flight: nothing is sent. */
+    wr w2 = {0};
+    assert_int_equal(nc_update(cl.cache, "slinky-0", &u, on_write, &w2), 1);
+    /* A different write is sent. */
+    sm_node_update c = {.set = SM_UPD_COMMENT, .comment = "{}"};
+    wr w3 = {0};
+    assert_int_equal(nc_update(cl.cache, "slinky-0", &c, on_write, &w3), 0);
+    run_until(&TL, &w.done);
+    assert_int_equal(w.status, 0);
+    run_until(&TL, &w3.done);
+    /* Read back on its own, then settled (and the owner is told). */
+    EV.wait_for = "slinky-0";
+    run_until(&TL, &EV.seen);
+    assert_false(nc_settling(cl.cache, "slinky-0"));
+    assert_int_equal(sim_count("GET", "/node/slinky-0"), 1);
+    assert_int_equal(sim_count("POST", "/slurm/v0.0.42/nodes/"), 2);
+    assert_false(w2.done);
+    /* Settled: the same write may be sent again. */
+    wr w4 = {0};
+    assert_int_equal(nc_update(cl.cache, "slinky-0", &u, on_write, &w4), 0);
+    run_until(&TL, &w4.done);
+
+    /* A write Slurm refuses does not leave the node settling. */
+    SIM.missing = "ghost";
+    wr w5 = {0};
+    assert_int_equal(nc_update(cl.cache, "ghost", &u, on_write, &w5), 0);
+    run_until(&TL, &w5.done);
+    assert_int_equal(w5.status, OP_ENOTFOUND);
+    assert_false(nc_settling(cl.cache, "ghost"));
+    assert_int_equal(nc_update(cl.cache, "bad name", &u, on_write, &w5), OP_EINVAL);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
+/* Tracked nodes are read on their own while the table poll is slow. */
+static void test_track(void **state)
+{
+    sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
+    SIM.unchanged = 1;
+    cluster cl = open_cluster(38, 5000, 50);
+    wait_ready(&cl);
+    nc_track(cl.cache, "n3", 2000);
+    run_for(&TL, 400);
+    int reads = sim_count("GET", "/node/n3");
+    assert_true(reads >= 4);
+    assert_true(reads <= 10);
+    assert_int_equal(sim_count("GET", "/nodes"), 1); /* the table was not polled again meanwhile */
+    /* A change seen by a single read fires an event. */
+    free(SIM.nodes);
+    SIM.nodes = sim_fixture("v38_nodes_mixed_states_200.json");
+    EV.wait_for = "n3";
+    run_until(&TL, &EV.seen);
+    const sm_node *n;
+    assert_int_equal(nc_lookup(cl.cache, "n3", &n), NC_PRESENT);
+    assert_true(n->flags & SM_NF(NOT_RESPONDING));
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
+/* ---- jobs and pings ---- */
+
+static void test_jobs_and_ping(void **state)
+{
+    sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
+    SIM.jobs = sim_fixture("v38_jobs_running_200.json");
+    cluster cl = open_cluster(38, 50, 1000);
+    wait_ready(&cl);
+    assert_false(nc_jobs_ready(cl.cache));
+    assert_int_equal(nc_active_controller(cl.cache), OP_EUNKNOWN);
+    EV.wait_for = "n3";
+    nc_want_jobs(cl.cache);
+    nc_want_ping(cl.cache);
+    run_until(&TL, &EV.seen);
+    assert_true(nc_jobs_ready(cl.cache));
+    assert_true(nc_deadline(cl.cache, "n3") > 0);
+    assert_true(nc_deadline(cl.cache, "n1") > 0);
+    assert_int_equal(nc_deadline(cl.cache, "n2"), 0);
+    for (int i = 0; i < 100 && nc_active_controller(cl.cache) == OP_EUNKNOWN; i++)
+        run_for(&TL, 10);
+    assert_int_equal(nc_active_controller(cl.cache), 0);
+    assert_int_equal(EV.pings, 1);
+    /* The jobs end: their nodes fire, deadlines go. */
+    free(SIM.jobs);
+    SIM.jobs = xstrdup("{\"jobs\":[],\"errors\":[]}");
+    EV.seen = 0;
+    run_until(&TL, &EV.seen);
+    assert_int_equal(nc_deadline(cl.cache, "n3"), 0);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
+/* HA: the first controller that responds is active; a change fires. */
+static void test_ping_failover(void **state)
+{
+    sim_start(&TL.loop, 44, "v44_nodes_states_200.json");
+    SIM.ping = xstrdup(
+        "{\"pings\":[{\"hostname\":\"slurm-controller-0\",\"pinged\":\"DOWN\",\"responding\":false,"
+        "\"primary\":true,\"mode\":\"primary\"},{\"hostname\":\"slurm-controller-1\",\"pinged\":\"UP\","
+        "\"responding\":true,\"primary\":false,\"mode\":\"backup1\"}],\"errors\":[],\"warnings\":[]}");
+    cluster cl = open_cluster(44, 50, 1000);
+    nc_want_ping(cl.cache);
+    for (int i = 0; i < 200 && nc_active_controller(cl.cache) == OP_EUNKNOWN; i++)
+        run_for(&TL, 10);
+    assert_int_equal(nc_active_controller(cl.cache), 1);
+    assert_int_equal(EV.pings, 1);
+    /* The primary comes back. */
+    free(SIM.ping);
+    SIM.ping = NULL; /* the fixture: controller 0 responds */
+    for (int i = 0; i < 200 && nc_active_controller(cl.cache) != 0; i++)
+        run_for(&TL, 10);
+    assert_int_equal(nc_active_controller(cl.cache), 0);
+    assert_int_equal(EV.pings, 2);
+    /* Nobody responds. */
+    SIM.ping = xstrdup("{\"pings\":[{\"hostname\":\"a\",\"responding\":false}],\"errors\":[]}");
+    for (int i = 0; i < 200 && nc_active_controller(cl.cache) != OP_EUNAVAILABLE; i++)
+        run_for(&TL, 10);
+    assert_int_equal(nc_active_controller(cl.cache), OP_EUNAVAILABLE);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_poll_304_and_changes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_2205_update_time_quirk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fail_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_settles, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_track, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_jobs_and_ping, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ping_failover, setup, teardown),
+    };
+    if (getenv("TEST_FILTER"))
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
