@@ -120,8 +120,10 @@ int bx_proc_exited(const bx_proc *p);
 int bx_proc_stop(bx_ctx *x, bx_proc *p, int sig, double timeout_s);
 /** Resident set size (KiB) of pid, -1 when unknown. */
 long bx_rss_kib(int pid);
-/** User + system CPU seconds of pid, -1 when unknown. */
+/** User + system CPU seconds of pid (every thread), -1 when unknown. */
 double bx_cpu_seconds(int pid);
+/** The same for the process's main thread only (the libuv loop of slurmop). */
+double bx_loop_cpu_seconds(int pid);
 /** Run argv to completion (stdin /dev/null; stderr appended to log_path or
  *  dropped when NULL), capturing stdout (at most 16 MiB) into *out (may be
  *  NULL; free it). Returns the exit status, or a negative code on a spawn

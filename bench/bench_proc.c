@@ -268,10 +268,25 @@ long bx_rss_kib(int pid)
     return kib;
 }
 
+static double stat_cpu(const char *path);
+
 double bx_cpu_seconds(int pid)
 {
-    char path[64], text[1024];
+    char path[64];
     snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    return stat_cpu(path);
+}
+
+double bx_loop_cpu_seconds(int pid)
+{
+    char path[80];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, pid);
+    return stat_cpu(path);
+}
+
+static double stat_cpu(const char *path)
+{
+    char text[1024];
     FILE *f = fopen(path, "r");
     if (f == NULL)
         return -1;

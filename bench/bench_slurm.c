@@ -108,6 +108,19 @@ int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *e
 
 void bx_lab_stop(bx_ctx *x, bx_lab *lab)
 {
+    static int seq;
+    if (lab->dir) {
+        /* keep slurmctld's log beside the others */
+        char *src = xasprintf("%s/log/slurmctld.log", lab->dir), *text = NULL;
+        size_t len = 0;
+        if (file_read_all(src, 512u << 20, &text, &len) == 0) {
+            char *dst = xasprintf("%s/slurmctld-%d.log", x->log_dir, ++seq);
+            (void)bx_write_file(dst, text, len);
+            free(dst);
+        }
+        free(text);
+        free(src);
+    }
     if (lab->started && lab->dir) {
         char *script = xasprintf("%s/tests/slurm/slurmlab.sh", x->src_dir);
         char *e_dir = xasprintf("SLURMLAB_DIR=%s", lab->dir);

@@ -19,6 +19,7 @@
  * of the scale-out.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,8 +105,15 @@ static long long heap_in_use(bx_ctx *x, bx_slurmop *op)
         return -1;
     char pid[16];
     snprintf(pid, sizeof(pid), "%d", bx_proc_pid(op->proc));
-    const char *argv[] = {"gdb", "-nx", "-batch", "-p", pid, "-ex", "call (void)malloc_stats()", NULL};
-    if (bx_run(x, argv, NULL, NULL, 60, NULL) != 0)
+    /* --readnever: the debug info of a -g3 binary takes long to load, and
+     * only libc's dynamic symbols are needed */
+    const char *argv[] = {"gdb", "-nx", "-batch", "--readnever", "-p", pid, "-ex", "call (void)malloc_stats()", NULL};
+    int rc = bx_run(x, argv, NULL, NULL, 120, NULL);
+    /* A gdb that was killed while attached leaves the operator stopped. */
+    int opid = bx_proc_pid(op->proc);
+    if (opid > 0)
+        kill(opid, SIGCONT);
+    if (rc != 0)
         return -1;
     bx_sleep(x, 0.2);
     char *log = NULL;
@@ -177,6 +185,7 @@ int scen_memory(bx_ctx *x)
     long rss[4] = {-1, -1, -1, -1}, rss_fresh = -1;
     long long heap[4] = {-1, -1, -1, -1}, heap_fresh = -1;
     double idle_cpu = NAN, idle_s = NAN, polls = NAN, poll_bytes = NAN, full_bytes = NAN, pod_json = NAN;
+    double polls_304 = NAN, polls_full = NAN, polls_err = NAN, idle_writes = NAN, idle_loop = NAN;
     int nodes_start = x->kubeconfig ? 0 : 0;
     bx_step(x, "memory: baseline");
     int rc = bx_fleet_open(x, &f, "memory", nodes_start, 0, want_slurm ? &fs : NULL);
@@ -237,19 +246,26 @@ int scen_memory(bx_ctx *x)
             (void)bx_wait_quiet(x, &f.op, 2.0, 60);
             bx_metrics m0, m1;
             (void)bx_scrape(x, &f.op, &m0);
-            double c0 = bx_cpu_seconds(pid);
+            double c0 = bx_cpu_seconds(pid), l0 = bx_loop_cpu_seconds(pid);
             uint64_t t0 = uv_hrtime();
             bx_sleep(x, x->idle_s);
-            double c1 = bx_cpu_seconds(pid);
+            double c1 = bx_cpu_seconds(pid), l1 = bx_loop_cpu_seconds(pid);
             idle_s = bx_secs(t0, uv_hrtime());
             (void)bx_scrape(x, &f.op, &m1);
             idle_cpu = (c1 - c0) / idle_s;
+            idle_loop = (l1 - l0) / idle_s;
             if (want_slurm) {
                 polls = bx_metric(&m1, "slurmop_slurm_node_polls_total", NULL) -
                         bx_metric(&m0, "slurmop_slurm_node_polls_total", NULL);
                 double bytes = bx_metric(&m1, "slurmop_slurm_received_bytes", NULL) -
                                bx_metric(&m0, "slurmop_slurm_received_bytes", NULL);
                 poll_bytes = polls > 0 ? bytes / polls : NAN;
+#define DELTA(name, filter) (bx_metric(&m1, name, filter) - bx_metric(&m0, name, filter))
+                polls_304 = DELTA("slurmop_slurm_node_polls_total", "result=\"not_modified\"");
+                polls_full = DELTA("slurmop_slurm_node_polls_total", "result=\"full\"");
+                polls_err = DELTA("slurmop_slurm_node_polls_total", "result=\"error\"");
+                idle_writes = DELTA("slurmop_slurm_node_writes_total", NULL);
+#undef DELTA
                 /* the limit: one full node table, as the operator's version reads it */
                 const char *argv[] = {"curl", "-s", "-o", "/dev/null", "-w", "%{size_download}", "-H", NULL, "-H",
                                       NULL, NULL, NULL};
@@ -336,18 +352,18 @@ int scen_memory(bx_ctx *x)
     long total = rss[3] >= 0 ? rss[3] : rss[2];
     long long htotal = heap[3] >= 0 ? heap[3] : heap[2];
     {
-        char b[32], d[32];
+        char b[32], d[48];
         snprintf(b, sizeof(b), "%.1f MiB", rss_fresh / 1024.0);
         snprintf(d, sizeof(d), heap_fresh >= 0 ? "%.1f MiB" : "n/a", (double)heap_fresh / 1048576.0);
         bx_table_row(t, "fresh operator over the same cluster", rss_fresh >= 0 ? b : "—", "", rss_fresh >= 0 ? d : "",
                      "", "≤ 64 MiB in total");
         snprintf(b, sizeof(b), "%.3f %% of a core", idle_cpu * 100);
-        snprintf(d, sizeof(d), "over %.0f s", idle_s);
+        snprintf(d, sizeof(d), "over %.0f s (loop %.3f %%)", idle_s, idle_loop * 100);
         bx_table_row(t, "idle CPU", isfinite(idle_cpu) ? b : "—", isfinite(idle_s) ? d : "", "", "",
                      "< 0.5 % of a core");
-        char c[32], e[48];
+        char c[64], e[48];
         snprintf(b, sizeof(b), "%.0f B", poll_bytes);
-        snprintf(c, sizeof(c), "%.0f polls", polls);
+        snprintf(c, sizeof(c), "%.0f polls: %.0f×304, %.0f full", polls, polls_304, polls_full);
         snprintf(e, sizeof(e), "full table %.1f MB", full_bytes / 1e6);
         bx_table_row(t, "bytes per Slurm poll, nothing changed", isfinite(poll_bytes) ? b : "not measured",
                      isfinite(polls) ? c : "", isfinite(full_bytes) ? e : (slurm_skip ? slurm_skip : ""), "",
@@ -365,6 +381,11 @@ int scen_memory(bx_ctx *x)
     cJSON_AddItemToObject(o, "idleCpuShare", bx_num(idle_cpu));
     cJSON_AddItemToObject(o, "idleSeconds", bx_num(idle_s));
     cJSON_AddItemToObject(o, "idleSlurmPolls", bx_num(polls));
+    cJSON_AddItemToObject(o, "idleSlurmPollsNotModified", bx_num(polls_304));
+    cJSON_AddItemToObject(o, "idleSlurmPollsFull", bx_num(polls_full));
+    cJSON_AddItemToObject(o, "idleSlurmPollsError", bx_num(polls_err));
+    cJSON_AddItemToObject(o, "idleSlurmNodeWrites", bx_num(idle_writes));
+    cJSON_AddItemToObject(o, "idleLoopCpuShare", bx_num(idle_loop));
     cJSON_AddItemToObject(o, "bytesPerIdlePoll", bx_num(poll_bytes));
     cJSON_AddItemToObject(o, "fullNodeTableBytes", bx_num(full_bytes));
     cJSON_AddItemToObject(o, "podJsonBytes", bx_num(pod_json));

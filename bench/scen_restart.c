@@ -9,8 +9,10 @@
  *    relist is done; polled every 20 ms from kubesim, which costs the
  *    operator nothing), confirmed by every resource's
  *    slurmop_watch_relists_total having moved;
- *  - loop time: the operator's CPU time (utime + stime, 10 ms ticks) over
- *    the same window; the process has one loop thread doing this work;
+ *  - loop time: the CPU time (utime + stime, 10 ms ticks) of the operator's
+ *    main thread, which runs the libuv loop, over the same window; the
+ *    process's CPU (threadpool included: big LIST pages are parsed there)
+ *    beside it;
  *  - LIST and WATCH calls, and writes by verb, from kubesim's request
  *    counters (reset just before the restart; nothing else talks to it);
  *  - reconciles of the NodeSet controller (controller_runtime_reconcile_total)
@@ -74,7 +76,7 @@ int scen_restart(bx_ctx *x)
     bx_fleet f;
     bx_step(x, "restart: starting a fleet of %d pods", n);
     int rc = bx_fleet_open(x, &f, "restart", x->k8s_nodes > n ? x->k8s_nodes : n, n, NULL);
-    double list_s = NAN, resync_s = NAN, cpu_s = NAN, settle_s = NAN;
+    double list_s = NAN, resync_s = NAN, cpu_s = NAN, loop_s = NAN, settle_s = NAN;
     double lists = NAN, watches = NAN, writes = NAN, reconciles = NAN, adds = NAN, pod_lists = NAN;
     double list_bytes = NAN;
     cJSON *writes_by = NULL;
@@ -114,7 +116,7 @@ int scen_restart(bx_ctx *x)
         cJSON_Delete(st0);
         (void)bx_admin(x, &f.ks, "POST", "/kubesim/counters/reset", "{}", NULL);
         int pid = bx_proc_pid(f.op.proc);
-        double cpu0 = bx_cpu_seconds(pid);
+        double cpu0 = bx_cpu_seconds(pid), loop0 = bx_loop_cpu_seconds(pid);
         uint64_t t0 = uv_hrtime();
         rc = bx_admin(x, &f.ks, "POST", "/kubesim/restart", "{}", NULL);
         uint64_t deadline = t0 + 60000000000ull;
@@ -130,11 +132,12 @@ int scen_restart(bx_ctx *x)
             cJSON_Delete(st);
             if (w >= watches0) {
                 uint64_t t_w = uv_hrtime();
-                double cpu_w = bx_cpu_seconds(pid);
+                double cpu_w = bx_cpu_seconds(pid), loop_w = bx_loop_cpu_seconds(pid);
                 if (bx_scrape(x, &f.op, &m) == 0 &&
                     all_relisted(&m0, &m, &missing, missing_which, sizeof(missing_which))) {
                     resync_s = bx_secs(t0, t_w);
                     cpu_s = cpu_w - cpu0;
+                    loop_s = loop_w - loop0;
                     done = 1;
                 }
                 bx_metrics_free(&m);
@@ -183,10 +186,10 @@ int scen_restart(bx_ctx *x)
     }
     bx_fleet_close(x, &f);
 
-    bx_table *t = bx_table_new("API server restart under a steady fleet (watches dropped, history compacted: 410)", 9,
-                               "pods", "resync", "operator CPU (loop time)", "bare LIST of the pods",
+    bx_table *t = bx_table_new("API server restart under a steady fleet (watches dropped, history compacted: 410)", 10,
+                               "pods", "resync", "loop thread CPU", "process CPU", "bare LIST of the pods",
                                "LIST calls (pods)", "WATCH calls", "NodeSet reconciles", "queue adds", "writes");
-    char a[16], b[32], c[32], d[48], e[32], g[16], h[16], k[16], l[24];
+    char a[16], b[32], c[32], c2[32], d[48], e[32], g[16], h[16], k[16], l[24];
     snprintf(a, sizeof(a), "%d", n);
     snprintf(e, sizeof(e), "%.0f (%.0f)", lists, pod_lists);
     snprintf(g, sizeof(g), "%.0f", watches);
@@ -195,9 +198,11 @@ int scen_restart(bx_ctx *x)
     snprintf(l, sizeof(l), "%.0f", writes);
     char ls[24];
     snprintf(d, sizeof(d), "%s (%.1f MB)", bx_fmt_s(ls, sizeof(ls), list_s), list_bytes / 1e6);
-    bx_table_row(t, a, bx_fmt_s(b, sizeof(b), resync_s), bx_fmt_s(c, sizeof(c), cpu_s), d, e, g, h, k, l);
+    bx_table_row(t, a, bx_fmt_s(b, sizeof(b), resync_s), bx_fmt_s(c2, sizeof(c2), loop_s), bx_fmt_s(c, sizeof(c), cpu_s),
+                 d, e, g, h, k, l);
     bx_table_note(t, "resync: restart until every one of the %d caches had relisted and watched again (kubesim polled "
-                     "every 20 ms); operator CPU over the same window (10 ms ticks); counts until the queue was quiet for 1 s (%.1f s).",
+                     "every 20 ms); CPU of the operator's loop thread and of the whole process (threadpool included) over "
+                     "the same window (10 ms ticks); counts until the queue was quiet for 1 s (%.1f s).",
                   resources, settle_s);
     bx_table_note(t, "The bare LIST is the harness's own GET of all %d pods in one call, parsed; the operator pages "
                      "its lists at 500 items.",
@@ -207,6 +212,7 @@ int scen_restart(bx_ctx *x)
     cJSON_AddNumberToObject(o, "n", n);
     cJSON_AddItemToObject(o, "resyncSeconds", bx_num(resync_s));
     cJSON_AddItemToObject(o, "operatorCpuSeconds", bx_num(cpu_s));
+    cJSON_AddItemToObject(o, "loopThreadCpuSeconds", bx_num(loop_s));
     cJSON_AddItemToObject(o, "bareListSeconds", bx_num(list_s));
     cJSON_AddItemToObject(o, "bareListBytes", bx_num(list_bytes));
     cJSON_AddItemToObject(o, "listCalls", bx_num(lists));
@@ -219,13 +225,14 @@ int scen_restart(bx_ctx *x)
     cJSON_AddNumberToObject(o, "caches", resources);
     cJSON_AddNumberToObject(o, "cachesNotRelisted", missing);
     cJSON_AddItemToObject(x->results, "restart", o);
-    if (isfinite(cpu_s)) {
-        char m[64], lim[64], note[128];
-        snprintf(m, sizeof(m), "%s CPU, %s wall", bx_fmt_s(c, sizeof(c), cpu_s), bx_fmt_s(b, sizeof(b), resync_s));
+    if (isfinite(loop_s)) {
+        char m[96], lim[64], note[128];
+        snprintf(m, sizeof(m), "%s loop (%s process), %s wall", bx_fmt_s(c2, sizeof(c2), loop_s),
+                 bx_fmt_s(c, sizeof(c), cpu_s), bx_fmt_s(b, sizeof(b), resync_s));
         snprintf(lim, sizeof(lim), "250 ms (bare LIST %s)", bx_fmt_s(ls, sizeof(ls), list_s));
         snprintf(note, sizeof(note), "N = %d", n);
-        bx_target(x, "relist after an API server restart: ≤ 250 ms of loop time", m, lim, cpu_s / 0.25,
-                  cpu_s <= 0.25 ? "met" : "missed", note);
+        bx_target(x, "relist after an API server restart: ≤ 250 ms of loop time", m, lim, loop_s / 0.25,
+                  loop_s <= 0.25 ? "met" : "missed", note);
         snprintf(m, sizeof(m), "%.0f reconciles, %.0f writes", reconciles, writes);
         bx_target(x, "no reconcile storm after a restart: one pass per affected NodeSet, no writes", m,
                   "1 reconcile, 0 writes", reconciles / 1.0, reconciles <= 1 && writes == 0 ? "met" : "missed",

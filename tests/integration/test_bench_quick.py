@@ -1,0 +1,156 @@
+"""The benchmark harness end to end: `slurmop-bench --quick` runs every
+scenario (the Slurm ones too when root and the Slurm packages are there;
+otherwise they are skipped and say why) and writes its report. Checked: it
+completes (exit 0), writes report.md, summary.json, one JSON per scenario
+and the SVG plots, and its figures are sane: counts positive, times positive
+and finite, ratios finite. No timing is asserted: this machine is shared and
+the build may have sanitizers."""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+
+from kubesim import run_tests  # noqa: E402
+
+BUILD = os.environ.get("OP_BUILD_DIR") or os.path.join(os.path.dirname(__file__), "..", "..", "build")
+OUT = None
+RESULT = {}
+
+
+def positive(v, what):
+    assert isinstance(v, (int, float)) and math.isfinite(v) and v > 0, "%s: %r" % (what, v)
+
+
+def finite(v, what):
+    assert isinstance(v, (int, float)) and math.isfinite(v) and v >= 0, "%s: %r" % (what, v)
+
+
+def run_bench():
+    global OUT
+    if RESULT:
+        return RESULT
+    OUT = tempfile.mkdtemp(prefix="bench-quick.")
+    # The Slurm lab needs every directory above its socket searchable.
+    os.chmod(OUT, 0o755)
+    t0 = time.monotonic()
+    # Short windows: the test checks that everything works, not the numbers.
+    p = subprocess.run([os.path.join(BUILD, "slurmop-bench"), "--quick", "--out", OUT, "--idle-seconds", "3",
+                        "--churn-seconds", "2"], capture_output=True, text=True, timeout=280)
+    print("slurmop-bench --quick: exit %d in %.0f s" % (p.returncode, time.monotonic() - t0))
+    if p.returncode != 0:
+        print(p.stdout[-6000:])
+        print(p.stderr[-6000:])
+    RESULT["rc"] = p.returncode
+    RESULT["stdout"] = p.stdout
+    with open(os.path.join(OUT, "summary.json")) as f:
+        RESULT["summary"] = json.load(f)
+    return RESULT
+
+
+def test_completes_and_writes_the_report():
+    r = run_bench()
+    assert r["rc"] == 0, "slurmop-bench failed"
+    for name in ("report.md", "summary.json", "scale-out.json", "churn.json", "restart.json", "memory.json",
+                 "scale-in.json", "scale-out-1024.svg", "churn-latency.svg", "churn-queue-depth.svg"):
+        path = os.path.join(OUT, name)
+        assert os.path.getsize(path) > 0, name
+    for svg in ("scale-out-1024.svg", "churn-latency.svg", "churn-queue-depth.svg"):
+        with open(os.path.join(OUT, svg)) as f:
+            text = f.read()
+        assert text.startswith("<svg") and text.rstrip().endswith("</svg>"), svg
+    with open(os.path.join(OUT, "report.md")) as f:
+        md = f.read()
+    assert "Where slurmop stands against DESIGN.md's targets" in md and "Scale-out 0 → N" in md, md[:500]
+    assert "Where slurmop stands" in r["stdout"]
+    meta = r["summary"]["meta"]
+    assert meta["quick"] is True and meta["sizes"] == [1024], meta
+    assert len(r["summary"]["targets"]) >= 8, r["summary"]["targets"]
+
+
+def test_scale_out_figures():
+    s = run_bench()["summary"]["results"]["scale-out"]
+    assert len(s) == 1 and s[0]["n"] == 1024, s
+    for side in ("limit", "operator"):
+        d = s[0][side]
+        assert d["ok"] is True, d
+        positive(d["allCreatesSeenSeconds"], side + " creates")
+        positive(d["allReadySeconds"], side + " ready")
+        assert d["podCreatesCounted"] == 1024, d
+    positive(s[0]["operator"]["readyReplicasSeconds"], "readyReplicas")
+    assert s[0]["operator"]["podPosts"] == 1024, s[0]["operator"]
+    positive(s[0]["createRatio"], "create ratio")
+    positive(s[0]["readyRatio"], "ready ratio")
+
+
+def test_churn_figures():
+    c = run_bench()["summary"]["results"]["churn"]
+    assert [r["eventsPerSecond"] for r in c["rates"]] == [10, 100, 1000], c
+    for r in c["rates"]:
+        positive(r["sent"], "events sent")
+        positive(r["actions"], "actions")
+        positive(r["p50"], "p50")
+        positive(r["p99"], "p99")
+        mx = r["maxAtMost"] if r["maxAtMost"] is not None else math.inf  # null: the +Inf bucket
+        assert r["p50"] <= r["p90"] <= r["p99"] <= mx, r
+        finite(r["shareWithin5ms"], "share within 5 ms")
+        assert sum(1 for b in r["buckets"]) > 5, r["buckets"]
+        assert len(r["queueDepth"]) > 0, r
+
+
+def test_restart_figures():
+    r = run_bench()["summary"]["results"]["restart"]
+    positive(r["resyncSeconds"], "resync")
+    finite(r["loopThreadCpuSeconds"], "loop CPU")
+    positive(r["bareListSeconds"], "bare LIST")
+    positive(r["listCalls"], "LIST calls")
+    positive(r["podListCalls"], "pod LIST calls")
+    assert r["caches"] >= 10 and r["cachesNotRelisted"] == 0, r
+    finite(r["nodesetReconciles"], "reconciles")
+    finite(r["writes"], "writes")
+
+
+def test_memory_figures():
+    m = run_bench()["summary"]["results"]["memory"]
+    steps = m["steps"]
+    assert len(steps) >= 3, steps
+    for s in steps:
+        positive(s["rssKiB"], s["step"])
+    positive(m["freshRssKiB"], "fresh RSS")
+    finite(m["idleCpuShare"], "idle CPU")
+    if "slurmSkipped" not in m:
+        positive(m["idleSlurmPolls"], "idle Slurm polls")
+        finite(m["bytesPerIdlePoll"], "bytes per idle poll")
+        positive(m["fullNodeTableBytes"], "full node table")
+
+
+def test_scale_in_figures_or_skip_reason():
+    s = run_bench()["summary"]["results"]["scale-in"]
+    if "skipped" in s:
+        print("scale-in skipped: " + s["skipped"])
+        assert s["skipped"], s
+        return
+    assert s["n"] == 1024 and s["busy"] >= 1, s
+    positive(s["limitOneRpcSeconds"], "limit")
+    positive(s["drainsLogged"], "drains logged")
+    positive(s["allPodsGoneSeconds"], "pods gone")
+    assert s["deletedWhileBusy"] == 0, s  # drain before delete: a pod never goes while its job runs
+    assert s["busyDeletedAfterJob"] == s["busy"], s
+
+
+def cleanup():
+    if OUT:
+        shutil.rmtree(OUT, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    try:
+        run_tests(globals())
+    finally:
+        cleanup()
