@@ -61,6 +61,8 @@ struct bx_ctx {
     const char *slurmrestd;     /* external Slurm: NS/NAME=URL (with --kubeconfig) */
     const char *slurm_conf;     /* external Slurm: slurm.conf for libslurm */
     int no_slurm;               /* skip everything that needs the Slurm lab */
+    const char *op_args[16];    /* --slurmop-arg: extra flags for every slurmop */
+    int n_op_args;
     /* paths */
     char *bin_dir;              /* where slurmop and kubesim are */
     char *src_dir;              /* the source tree (crds/, tests/slurm/) */
@@ -361,6 +363,7 @@ typedef struct bx_fleet {
     bx_slurmop op;
     bx_obs *obs;
     int n;
+    double scale_s; /* the scale-out to n: PATCH to converged */
 } bx_fleet;
 
 /** A cluster (fresh kubesim with k8s_nodes Nodes, or the user's), the

@@ -190,8 +190,10 @@ int bx_slurmop_start(bx_ctx *x, const char *log, const char *kubeconfig, const c
     argv[a++] = "info";
     argv[a++] = "--qps";
     argv[a++] = qps;
-    for (int i = 0; extra && extra[i] && a < 62; i++)
+    for (int i = 0; extra && extra[i] && a < 44; i++)
         argv[a++] = extra[i];
+    for (int i = 0; i < x->n_op_args && a < 62; i++)
+        argv[a++] = x->op_args[i];
     argv[a] = NULL;
     op->log = xasprintf("%s/%s", x->log_dir, log);
     unlink(op->log);

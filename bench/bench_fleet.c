@@ -114,11 +114,13 @@ int bx_fleet_open(bx_ctx *x, bx_fleet *f, const char *tag, int k8s_nodes, int po
     f->obs = bx_obs_start(x, &f->api, x->ns);
     if (pods > 0) {
         bx_step(x, "%s: scaling the NodeSet to %d pods", tag, pods);
+        uint64_t t0 = uv_hrtime();
         rc = bx_scale(x, &f->api, pods);
         if (rc == 0)
             rc = bx_fleet_converge(x, f, pods, 600);
-        if (rc == 0 && bx_wait_quiet(x, &f->op, 1.0, 120) != 0)
-            bx_say(x, "bench: the operator's queue did not settle after the scale-out");
+        f->scale_s = rc == 0 ? bx_secs(t0, uv_hrtime()) : -1;
+        if (rc == 0 && bx_wait_quiet(x, &f->op, 1.0, slurm ? 30 : 120) != 0)
+            bx_say(x, "bench: the operator's queue did not settle within %d s after the scale-out", slurm ? 30 : 120);
     }
     return rc;
 }

@@ -61,6 +61,8 @@ static const char usage[] =
     "  --slurmrestd NS/NAME=URL, --slurm-conf PATH\n"
     "                        with --kubeconfig: an existing Slurm for scale-in and memory (else skipped)\n"
     "  --no-slurm            skip everything that needs the Slurm lab\n"
+    "  --slurmop-arg ARG     one more flag for every slurmop the harness starts (repeatable), e.g.\n"
+    "                        --slurmop-arg=--log-level=debug\n"
     "  --bin-dir DIR         where slurmop and kubesim are (default: beside slurmop-bench); when they\n"
     "                        are missing and DIR is a CMake build directory, they are built there\n"
     "  --help                this text\n"
@@ -92,6 +94,7 @@ enum {
     OPT_NO_SLURM,
     OPT_BIN_DIR,
     OPT_REPEAT,
+    OPT_SLURMOP_ARG,
     OPT_HELP,
 };
 
@@ -112,6 +115,7 @@ static const struct option long_opts[] = {
     {"no-slurm", no_argument, NULL, OPT_NO_SLURM},
     {"bin-dir", required_argument, NULL, OPT_BIN_DIR},
     {"repeat", required_argument, NULL, OPT_REPEAT},
+    {"slurmop-arg", required_argument, NULL, OPT_SLURMOP_ARG},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -395,6 +399,11 @@ int main(int argc, char **argv)
         case OPT_NO_SLURM: x.no_slurm = 1; break;
         case OPT_BIN_DIR: bin_dir = optarg; break;
         case OPT_REPEAT: x.repeat = atoi(optarg); break;
+        case OPT_SLURMOP_ARG:
+            if (x.n_op_args == 16)
+                return die_usage("too many --slurmop-arg", NULL);
+            x.op_args[x.n_op_args++] = optarg;
+            break;
         case 'h':
         case OPT_HELP: fputs(usage, stdout); return 0;
         default: return die_usage("unknown flag", NULL);

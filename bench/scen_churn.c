@@ -491,7 +491,7 @@ int scen_churn(bx_ctx *x)
     }
     bx_table_note(t, "%d pods on %d Nodes; half the events fail a pod, half cordon or uncordon a Node. actions: "
                      "reconciles that wrote (the histogram's count);",
-                  n, x->k8s_nodes > n ? x->k8s_nodes : n);
+                  n, (int)c.n_nodes);
     bx_table_note(t, "percentiles interpolated inside the histogram's buckets (0.5, 1, 2.5, 5, 10, 25 ms ...); "
                      "max ≤: upper bound of the highest non-empty bucket; ≤ 5 ms: exact share.");
     bx_table_emit(x, t);

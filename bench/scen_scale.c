@@ -434,8 +434,10 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
     }
     bx_table_note(t, "creates: from the scale PATCH (limit: its first request) to the N-th pod ADDED event at the "
                      "harness's watch; all Ready: to the N-th Ready transition; same observer in both runs.");
-    bx_table_note(t, "Each run gets a fresh kubesim with the same flags; the limit POSTs the operator's own pod "
-                     "bodies over 8 TLS connections × 8 pipelined requests. slurmop runs with --qps %g%s.",
+    bx_table_note(t, "%s; the limit POSTs the operator's own pod bodies over 8 connections × 8 pipelined "
+                     "requests, with the operator's transport and credentials. slurmop runs with --qps %g%s.",
+                  x->kubeconfig ? "Both runs use the --kubeconfig cluster, emptied of the NodeSet's pods in between"
+                                : "Each run gets a fresh kubesim (same flags, TLS with a client certificate)",
                   x->qps, x->qps <= 0 ? " (client-side limiter off)" : "");
     bx_table_note(t, "Best of %d alternating runs of each (every run is in scale-out.json); operator CPU: its "
                      "user+system time during the best run.",

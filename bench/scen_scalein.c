@@ -224,6 +224,7 @@ int scen_scale_in(bx_ctx *x)
     rc = bx_fleet_open(x, &f, "scale-in", x->k8s_nodes > n ? x->k8s_nodes : n, n, &fs);
     double limit_s = NAN, drains_s = NAN, gone_s = NAN, writes = NAN, drained = NAN;
     double logged = NAN, first_drain_s = NAN, last_drain_s = NAN;
+    cJSON *before = cJSON_CreateObject(); /* what the operator did to get there */
     int violations = 0, busy_deleted_after = 0;
     double busy_lag_max = 0, idle_gone_s = NAN;
     char hostlist[64];
@@ -232,7 +233,23 @@ int scen_scale_in(bx_ctx *x)
         struct sn_wait sw = {x, &f.op, n};
         if (bx_wait(x, slurm_seen, &sw, 120) != 0)
             bx_say(x, "bench: scale-in: the operator does not see the lab's %d nodes", n);
-        (void)bx_wait_quiet(x, &f.op, 1.0, 60);
+        int quiet = bx_wait_quiet(x, &f.op, 1.0, 30) == 0;
+        bx_metrics m;
+        if (bx_scrape(x, &f.op, &m) == 0) {
+            cJSON_AddItemToObject(before, "scaleOutSeconds", bx_num(f.scale_s));
+            cJSON_AddBoolToObject(before, "queueQuietBeforeScaleIn", quiet);
+            cJSON_AddNumberToObject(before, "nodesetReconciles",
+                                    bx_metric(&m, "controller_runtime_reconcile_total", "controller=\"nodeset-controller\""));
+            cJSON_AddNumberToObject(before, "slurmNodeWrites", bx_metric(&m, "slurmop_slurm_node_writes_total", NULL));
+            cJSON_AddNumberToObject(before, "slurmPollsFull",
+                                    bx_metric(&m, "slurmop_slurm_node_polls_total", "result=\"full\""));
+            cJSON_AddNumberToObject(before, "slurmPollsNotModified",
+                                    bx_metric(&m, "slurmop_slurm_node_polls_total", "result=\"not_modified\""));
+            cJSON_AddNumberToObject(before, "podPatches",
+                                    bx_metric(&m, "slurmop_api_requests_total", "verb=\"PATCH\",resource=\"pods\""));
+            cJSON_AddNumberToObject(before, "operatorCpuSeconds", bx_cpu_seconds(bx_proc_pid(f.op.proc)));
+        }
+        bx_metrics_free(&m);
         /* the limit: one request drains every node */
         bx_step(x, "scale-in: the limit (one scontrol request drains %d nodes)", n);
         const char *drain[] = {"scontrol", "update", hostlist, "state=drain", "reason=bench: limit", NULL};
@@ -358,6 +375,16 @@ int scen_scale_in(bx_ctx *x)
                   logged, writes, bx_fmt_s(tmp, sizeof(tmp), drains_s));
     bx_table_note(t, "Limit: `scontrol update nodename=gpu-[0-%d] state=drain` (one RPC) in the same lab, just before.",
                   n - 1);
+    if (json_get(before, "scaleOutSeconds"))
+        bx_table_note(t, "Getting there (0 → %d with Slurm): %.0f s, %.0f NodeSet reconciles, %.0f Slurm node writes, "
+                         "%.0f full node-table polls (%.0f × 304), %.0f pod PATCHes, %.0f s operator CPU%s.",
+                      n, json_get(before, "scaleOutSeconds")->valuedouble,
+                      (double)json_get_int(before, "nodesetReconciles", 0), (double)json_get_int(before, "slurmNodeWrites", 0),
+                      (double)json_get_int(before, "slurmPollsFull", 0),
+                      (double)json_get_int(before, "slurmPollsNotModified", 0),
+                      (double)json_get_int(before, "podPatches", 0),
+                      json_get(before, "operatorCpuSeconds")->valuedouble,
+                      json_get_bool(before, "queueQuietBeforeScaleIn", 0) ? "" : "; its queue was still busy when the scale-in began");
     bx_table_emit(x, t);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "n", n);
@@ -366,6 +393,7 @@ int scen_scale_in(bx_ctx *x)
     cJSON_AddNumberToObject(o, "busy", nb);
     cJSON_AddNumberToObject(o, "jobSeconds", job_s);
     cJSON_AddItemToObject(o, "limitOneRpcSeconds", bx_num(limit_s));
+    cJSON_AddItemToObject(o, "before", before);
     cJSON_AddItemToObject(o, "drainsLogged", bx_num(logged));
     cJSON_AddItemToObject(o, "firstDrainSeconds", bx_num(first_drain_s));
     cJSON_AddItemToObject(o, "lastDrainSeconds", bx_num(last_drain_s));
