@@ -83,7 +83,16 @@ struct bx_ctx {
     cJSON *targets;             /* [{target, measured, limit, ratio, verdict, note}] */
     buf_t report;               /* Markdown of every table, in order */
     int failures;               /* scenarios that could not complete */
+    /* interruption (SIGINT/SIGTERM): waits end early, except in cleanup */
+    volatile int interrupted;
+    int cleanup; /* > 0 while stopping what was started: waits run to the end */
 };
+
+/** True once the user asked to stop (and we are not cleaning up). */
+static inline int bx_stop_requested(const bx_ctx *x)
+{
+    return x->interrupted && x->cleanup == 0;
+}
 
 /** Seconds between two uv_hrtime() values. */
 static inline double bx_secs(uint64_t from, uint64_t to)
@@ -101,7 +110,9 @@ void bx_step(bx_ctx *x, const char *fmt, ...) OP_PRINTF(2, 3);
 void bx_set_status(bx_ctx *x, bx_status_fn fn, void *arg);
 
 /** Run the loop until pred(arg) is non-zero (checked after every loop
- *  iteration and at least every 5 ms) or timeout_s passes. 0 or OP_ETIMEOUT. */
+ *  iteration and at least every 5 ms) or timeout_s passes. 0, OP_ETIMEOUT,
+ *  or OP_ECANCELED at once when the run is being interrupted (outside
+ *  cleanup). */
 int bx_wait(bx_ctx *x, int (*pred)(void *arg), void *arg, double timeout_s);
 /** Run the loop for s seconds. */
 void bx_sleep(bx_ctx *x, double s);

@@ -66,7 +66,7 @@ int bx_kubesim_start(bx_ctx *x, const char *log, int nodes, const char *const *e
     free(bin);
     int rc = ks->proc ? OP_ETIMEOUT : OP_EINVAL;
     uint64_t deadline = uv_hrtime() + 30000000000ull;
-    while (ks->proc && uv_hrtime() < deadline && !bx_proc_exited(ks->proc)) {
+    while (ks->proc && uv_hrtime() < deadline && !bx_proc_exited(ks->proc) && !bx_stop_requested(x)) {
         char *s = read_small(port_file);
         cJSON *pf = s ? cJSON_Parse(s) : NULL;
         free(s);
@@ -204,7 +204,7 @@ int bx_slurmop_start(bx_ctx *x, const char *log, const char *kubeconfig, const c
     if (op->proc == NULL)
         return OP_EINVAL;
     uint64_t deadline = uv_hrtime() + 30000000000ull;
-    while (uv_hrtime() < deadline && !bx_proc_exited(op->proc) &&
+    while (uv_hrtime() < deadline && !bx_proc_exited(op->proc) && !bx_stop_requested(x) &&
            !find_listeners(op->log, &op->metrics_url, &op->health_url))
         bx_sleep(x, 0.02);
     if (op->metrics_url == NULL) {
@@ -215,7 +215,7 @@ int bx_slurmop_start(bx_ctx *x, const char *log, const char *kubeconfig, const c
     op->metrics = bx_pool_new(x, op->metrics_url);
     hc_pool *health = bx_pool_new(x, op->health_url);
     int rc = OP_ETIMEOUT;
-    while (uv_hrtime() < deadline && !bx_proc_exited(op->proc)) {
+    while (uv_hrtime() < deadline && !bx_proc_exited(op->proc) && !bx_stop_requested(x)) {
         bx_resp r;
         if (bx_http(x, health, "GET", "/readyz", NULL, NULL, 5, &r) == 0 && r.status == 200) {
             bx_resp_free(&r);
@@ -269,7 +269,7 @@ int bx_wait_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s)
     const char *q = "name=\"" NODESET_CONTROLLER "\"";
     uint64_t deadline = uv_hrtime() + (uint64_t)(timeout_s * 1e9), since = 0;
     double last_adds = -1;
-    while (uv_hrtime() < deadline) {
+    while (uv_hrtime() < deadline && !bx_stop_requested(x)) {
         bx_metrics m;
         if (bx_scrape(x, op, &m) == 0) {
             double depth = bx_metric(&m, "workqueue_depth", q);

@@ -127,6 +127,7 @@ int bx_fleet_open(bx_ctx *x, bx_fleet *f, const char *tag, int k8s_nodes, int po
 
 void bx_fleet_close(bx_ctx *x, bx_fleet *f)
 {
+    x->cleanup++;
     bx_obs_stop(x, f->obs);
     f->obs = NULL;
     if (f->op.proc) {
@@ -144,4 +145,5 @@ void bx_fleet_close(bx_ctx *x, bx_fleet *f)
     if (f->have_ks)
         bx_kubesim_stop(x, &f->ks);
     memset(f, 0, sizeof(*f));
+    x->cleanup--;
 }

@@ -51,11 +51,16 @@ int bx_http(bx_ctx *x, hc_pool *pool, const char *method, const char *path, cons
     o.request_timeout_ms = (unsigned)(timeout_s * 1000);
     o.on_done = http_done;
     o.data = &w;
-    hc_request(pool, &o);
-    /* the request's own timeout ends it; the wait only guards against a bug */
+    hc_req *req = hc_request(pool, &o);
+    /* the request's own timeout ends it; an interruption cancels it, and
+     * its callback (which writes into w) must have run before we return */
     if (bx_wait(x, flag_pred, &w.done, timeout_s + 5) != 0) {
-        resp->err = OP_ETIMEOUT;
-        return OP_ETIMEOUT; /* w stays referenced by the request: leak it rather than crash */
+        x->cleanup++;
+        hc_cancel(req);
+        (void)bx_wait(x, flag_pred, &w.done, 30);
+        x->cleanup--;
+        if (!w.done)
+            abort(); /* cannot happen: cancel completes the request */
     }
     return resp->err;
 }
@@ -89,8 +94,10 @@ void bx_pool_close(bx_ctx *x, hc_pool *pool)
     int done = 0;
     if (pool == NULL)
         return;
+    x->cleanup++;
     hc_pool_close(pool, pool_closed, &done);
     (void)bx_wait(x, flag_pred, &done, 10);
+    x->cleanup--;
 }
 
 /* ------------------------------------------------------------------ */
@@ -150,8 +157,10 @@ void bx_api_close(bx_ctx *x, bx_api *api)
 {
     int done = 0;
     if (api->kc) {
+        x->cleanup++;
         kube_client_close(api->kc, pool_closed, &done);
         (void)bx_wait(x, flag_pred, &done, 10);
+        x->cleanup--;
     }
     kcfg_free(api->cfg);
     memset(api, 0, sizeof(*api));

@@ -217,9 +217,11 @@ int bx_load_run(bx_ctx *x, const kcfg *cfg, const char *path, char *const *bodie
             rc = OP_ECLOSED;
         }
     }
+    x->cleanup++;
     for (int i = 0; i < conns; i++)
         conn_close(L.cs[i].c);
     (void)bx_wait(x, all_closed, &L, 10);
+    x->cleanup--;
     for (size_t i = 0; i < n; i++)
         free(L.reqs[i]);
     free(L.reqs);

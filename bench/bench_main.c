@@ -120,6 +120,22 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
+static bx_ctx *the_ctx;
+
+/* First signal: finish cleanly (waits end, children and the Slurm lab are
+ * stopped, the report of what ran is written); second: exit now. */
+static void on_signal(uv_signal_t *h, int signum)
+{
+    (void)h;
+    if (the_ctx->interrupted) {
+        fprintf(stderr, "\nslurmop-bench: second signal: exiting now (child processes may be left running)\n");
+        _exit(130);
+    }
+    the_ctx->interrupted = 1;
+    bx_say(the_ctx, "slurmop-bench: signal %d: stopping what runs and writing the report (again to exit now)",
+           signum);
+}
+
 static int die_usage(const char *msg, const char *arg)
 {
     fprintf(stderr, "slurmop-bench: %s%s\nRun 'slurmop-bench --help' for usage.\n", msg, arg ? arg : "");
@@ -298,8 +314,9 @@ static void write_report(bx_ctx *x, int argc, char **argv, double total_s)
     int rc = buf_puts(&md, "# slurmop benchmark report\n\n`");
     for (int i = 0; i < argc; i++)
         rc |= buf_printf(&md, "%s%s", i ? " " : "", argv[i]);
+    rc |= buf_puts(&md, x->interrupted ? "`\n\n**Interrupted: partial results.**" : "`");
     rc |= buf_printf(&md,
-                     "`\n\n%s; %s, %ld cores; Linux %s; build %s%s (%s); %s kubesim; total %.0f s.\n\n",
+                     "\n\n%s; %s, %ld cores; Linux %s; build %s%s (%s); %s kubesim; total %.0f s.\n\n",
                      when, cpu, sysconf(_SC_NPROCESSORS_ONLN), u.release, x->build_type,
                      x->sanitized ? " with sanitizers: NOT comparable" : "", x->bin_dir,
                      x->kubeconfig ? "no (--kubeconfig)" : "in-repo", total_s);
@@ -462,6 +479,16 @@ int main(int argc, char **argv)
     x.targets = cJSON_CreateArray();
     buf_init(&x.report, BUF_UNLIMITED);
     x.run_t0 = uv_hrtime();
+    the_ctx = &x;
+    uv_signal_t sigint, sigterm;
+    uv_signal_init(&loop, &sigint);
+    uv_signal_init(&loop, &sigterm);
+    uv_signal_start(&sigint, on_signal, SIGINT);
+    uv_signal_start(&sigterm, on_signal, SIGTERM);
+    /* the signal handles must not keep the loop alive: waits run it until
+     * their own condition, and the loop is closed at the end */
+    uv_unref((uv_handle_t *)&sigint);
+    uv_unref((uv_handle_t *)&sigterm);
 
     bx_say(&x, "slurmop-bench: binaries from %s (%s build%s), sources %s, results into %s", x.bin_dir,
            x.build_type, x.sanitized ? ", SANITIZERS ON: timings are not comparable" : "", x.src_dir, x.out_dir);
@@ -471,22 +498,24 @@ int main(int argc, char **argv)
     int rc = 0;
     if (want[0] || want[1])
         rc |= scen_scale_out(&x, want[0], 1) != 0;
-    if (want[2])
+    if (want[2] && !x.interrupted)
         rc |= scen_scale_in(&x) != 0;
-    if (want[3])
+    if (want[3] && !x.interrupted)
         rc |= scen_churn(&x) != 0;
-    if (want[4])
+    if (want[4] && !x.interrupted)
         rc |= scen_restart(&x) != 0;
-    if (want[5])
+    if (want[5] && !x.interrupted)
         rc |= scen_memory(&x) != 0;
 
     double total = bx_secs(x.run_t0, uv_hrtime());
     write_report(&x, argc, argv, total);
-    bx_say(&x, "slurmop-bench: %s in %.0f s; report: %s/report.md", rc ? "some scenarios failed" : "done", total,
-           x.out_dir);
+    bx_say(&x, "slurmop-bench: %s in %.0f s; report: %s/report.md",
+           x.interrupted ? "interrupted" : rc ? "some scenarios failed" : "done", total, x.out_dir);
     cJSON_Delete(x.results);
     cJSON_Delete(x.targets);
     buf_free(&x.report);
+    uv_close((uv_handle_t *)&sigint, NULL);
+    uv_close((uv_handle_t *)&sigterm, NULL);
     uv_run(&loop, UV_RUN_NOWAIT);
     if (uv_loop_close(&loop) != 0)
         bx_say(&x, "bench: loop not empty at exit");
@@ -494,5 +523,5 @@ int main(int argc, char **argv)
     free(x.src_dir);
     free(x.log_dir);
     free(x.build_type);
-    return rc ? 1 : 0;
+    return x.interrupted ? 130 : rc ? 1 : 0;
 }

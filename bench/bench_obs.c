@@ -340,6 +340,7 @@ void bx_obs_stop(bx_ctx *x, bx_obs *o)
     if (o == NULL)
         return;
     o->stopping = 1;
+    x->cleanup++;
     owatch *ws[2] = {&o->pw, &o->nw};
     for (int i = 0; i < 2; i++) {
         if (ws[i]->w)
@@ -351,6 +352,7 @@ void bx_obs_stop(bx_ctx *x, bx_obs *o)
     }
     (void)bx_wait(x, idle_pred, o, 10);
     (void)bx_wait(x, closed_pred, o, 10);
+    x->cleanup--;
     size_t it = 0;
     void *val;
     while (map_next(&o->pods, &it, NULL, &val))

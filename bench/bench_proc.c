@@ -104,6 +104,7 @@ int bx_wait(bx_ctx *x, int (*pred)(void *arg), void *arg, double timeout_s)
     int ok = 0;
     uv_timer_init(x->loop, &tick);
     uv_timer_start(&tick, tick_cb, 5, 5);
+    int canceled = 0;
     for (;;) {
         if (pred && pred(arg)) {
             ok = 1;
@@ -111,12 +112,16 @@ int bx_wait(bx_ctx *x, int (*pred)(void *arg), void *arg, double timeout_s)
         }
         if (uv_hrtime() >= deadline)
             break;
+        if (bx_stop_requested(x)) {
+            canceled = 1;
+            break;
+        }
         progress(x);
         uv_run(x->loop, UV_RUN_ONCE);
     }
     uv_close((uv_handle_t *)&tick, NULL);
     uv_run(x->loop, UV_RUN_NOWAIT); /* the close callback */
-    return ok ? 0 : OP_ETIMEOUT;
+    return ok ? 0 : canceled ? OP_ECANCELED : OP_ETIMEOUT;
 }
 
 void bx_sleep(bx_ctx *x, double s)
@@ -232,6 +237,7 @@ int bx_proc_stop(bx_ctx *x, bx_proc *p, int sig, double timeout_s)
 {
     if (p == NULL)
         return 0;
+    x->cleanup++;
     if (!p->exited) {
         uv_process_kill(&p->h, sig);
         if (bx_wait(x, exited_pred, p, timeout_s) != 0) {
@@ -243,6 +249,7 @@ int bx_proc_stop(bx_ctx *x, bx_proc *p, int sig, double timeout_s)
     int rc = p->term_signal ? 128 + p->term_signal : (int)p->status;
     uv_close((uv_handle_t *)&p->h, on_proc_closed);
     (void)bx_wait(x, closed_pred, p, 5);
+    x->cleanup--;
     free(p->name);
     free(p);
     return rc;
@@ -406,8 +413,11 @@ int bx_run(bx_ctx *x, const char *const *argv, const char *const *env, const cha
     }
     uv_read_start((uv_stream_t *)&r.out, run_alloc, run_read);
     int status;
-    if (bx_wait(x, run_exited, &r, timeout_s) != 0) {
-        bx_say(x, "bench: %s did not finish within %.0f s: killing it", argv[0], timeout_s);
+    int w = bx_wait(x, run_exited, &r, timeout_s);
+    x->cleanup++; /* from here the handles must be closed whatever happens */
+    if (w != 0) {
+        if (w != OP_ECANCELED)
+            bx_say(x, "bench: %s did not finish within %.0f s: killing it", argv[0], timeout_s);
         uv_process_kill(&r.h, SIGKILL);
         (void)bx_wait(x, run_exited, &r, 10);
         status = OP_ETIMEOUT;
@@ -420,6 +430,7 @@ int bx_run(bx_ctx *x, const char *const *argv, const char *const *env, const cha
     uv_close((uv_handle_t *)&r.h, run_closed);
     uv_close((uv_handle_t *)&r.out, run_closed);
     (void)bx_wait(x, run_closed_all, &r, 5);
+    x->cleanup--;
     if (out)
         *out = r.buf.data ? buf_detach(&r.buf, NULL) : xstrdup("");
     buf_free(&r.buf);

@@ -109,6 +109,7 @@ int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *e
 void bx_lab_stop(bx_ctx *x, bx_lab *lab)
 {
     static int seq;
+    x->cleanup++;
     if (lab->dir) {
         /* keep slurmctld's log beside the others */
         char *src = xasprintf("%s/log/slurmctld.log", lab->dir), *text = NULL;
@@ -152,6 +153,7 @@ void bx_lab_stop(bx_ctx *x, bx_lab *lab)
     free(lab->jwt_key_path);
     free(lab->version);
     memset(lab, 0, sizeof(*lab));
+    x->cleanup--;
 }
 
 int bx_lab_cmd(bx_ctx *x, bx_lab *lab, const char *const *argv, char **out)

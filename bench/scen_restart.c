@@ -121,7 +121,7 @@ int scen_restart(bx_ctx *x)
         rc = bx_admin(x, &f.ks, "POST", "/kubesim/restart", "{}", NULL);
         uint64_t deadline = t0 + 60000000000ull;
         int done = 0;
-        while (rc == 0 && uv_hrtime() < deadline) {
+        while (rc == 0 && uv_hrtime() < deadline && !bx_stop_requested(x)) {
             /* Poll kubesim (free for the operator) until the operator's
              * watches are all back; only then scrape /metrics, whose
              * rendering would otherwise add to the CPU time measured. */

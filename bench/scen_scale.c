@@ -133,7 +133,7 @@ static int clean_pods(bx_ctx *x, bx_api *api)
             (void)bx_delete(x, api, &KUBE_PODS, x->ns, name);
     }
     cJSON_Delete(list);
-    for (int i = 0; i < 600; i++) {
+    for (int i = 0; i < 600 && !bx_stop_requested(x); i++) {
         if (bx_list(x, api, &KUBE_PODS, x->ns, "labelSelector=app.kubernetes.io%2Finstance%3Dgpu", &list) != 0)
             return OP_EIO;
         int n = json_len(json_get(list, "items"));

@@ -282,7 +282,7 @@ int scen_scale_in(bx_ctx *x)
             free(out);
         }
         uint64_t dl = uv_hrtime() + 60000000000ull;
-        while (!all_running(x, &lab, nb) && uv_hrtime() < dl)
+        while (!all_running(x, &lab, nb) && uv_hrtime() < dl && !bx_stop_requested(x))
             bx_sleep(x, 0.2);
         /* let the operator see them busy */
         bx_sleep(x, 1.5);
@@ -293,7 +293,7 @@ int scen_scale_in(bx_ctx *x)
         uint64_t t0 = uv_hrtime(), last_jobs = 0;
         rc = bx_scale(x, &f.api, 0);
         uint64_t deadline = t0 + (uint64_t)((job_s + 120) * 1e9);
-        while (rc == 0 && uv_hrtime() < deadline) {
+        while (rc == 0 && uv_hrtime() < deadline && !bx_stop_requested(x)) {
             uint64_t now = uv_hrtime();
             if (!isfinite(drains_s) && node_writes(x, &f.op) - w0 >= n)
                 drains_s = bx_secs(t0, uv_hrtime());
@@ -425,7 +425,10 @@ int scen_scale_in(bx_ctx *x)
     snprintf(note, sizeof(note), "N = %d, %d busy; %d deleted while busy", n, nb, violations);
     bx_target(x, "scale-in of N: drains issued within 1 s of the spec change (batched)", m, lim,
               isfinite(all_s) ? all_s / 1.0 : last_drain_s / 1.0,
-              isfinite(all_s) && all_s <= 1.0 && violations == 0 ? "met" : "missed", note);
+              !isfinite(first_drain_s) ? "not measured"
+              : isfinite(all_s) && all_s <= 1.0 && violations == 0 ? "met"
+                                                                     : "missed",
+              note);
     free(jobs);
     free(version);
     return rc ? rc : violations ? OP_EIO : 0;
