@@ -187,7 +187,7 @@ static void on_pod(store *s, const sobj *old, const sobj *new, void *data)
         if (old && !new)
             exp_deletion_observed(C->exp, key, old->key);
     }
-    if (old && new && old->owner_uid[0] && strcmp(old->owner_uid, new->owner_uid) != 0)
+    if (old && new && old->owner_uid && old->owner_uid != new->owner_uid)
         enqueue_owner(old);
     enqueue_owner(o);
 }
@@ -1225,7 +1225,12 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     }
     p.ctl = ctl->json;
 
-    if (!exp_satisfied(C->exp, key, o->uid, uv_now(op->loop))) {
+    int adds = 0, dels = 0;
+    if (!exp_satisfied(C->exp, key, o->uid, uv_now(op->loop)))
+        exp_pending(C->exp, key, &adds, &dels);
+    if (adds > 0) {
+        /* Only creations in flight bring event storms (several events per
+         * new pod); deletions are few and their passes carry Slurm state. */
         uint64_t wait = wait_pass_delay(key, uv_now(op->loop));
         if (wait) {
             cJSON_Delete(p.ns);
