@@ -626,12 +626,10 @@ static void condemn(struct pass *p, const sobj *pod, const char *why)
     if (strcmp(why, "scale-in") == 0)
         sync_claims(p, nsb_parse_ordinal(pod->name, p->name), sobj_label(pod, NSB_LABEL_POD_HOSTNAME), pod, 1);
     int v = nodeset_slurm_condemn(p->op, p->o, p->ctl, pod, why);
-    if (v == NSS_DELETE) {
+    if (v == NSS_DELETE)
         delete_pod(p, pod, why);
-    } else {
-        note_write(p);
+    else
         want_requeue(p, 30000); /* a safety net: the node cache enqueues us when the drain completes */
-    }
 }
 
 static void on_object_written(int err, const char *key, void *data)
