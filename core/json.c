@@ -1,6 +1,7 @@
 #include "core/json.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,123 @@ void json_dedupe_keys(cJSON *o)
         c = prev;
     }
     map_free(&seen);
+}
+
+/* ---- arenas ---- */
+
+/* Chunks are sized from the text being parsed (a cJSON tree takes several
+ * times its text), between ARENA_MIN and ARENA_KEEP; a reset keeps one chunk
+ * of at most ARENA_KEEP so a watch's events reuse it without malloc. */
+#define ARENA_MIN (4 * 1024)
+#define ARENA_KEEP (256 * 1024)
+
+struct arena_chunk {
+    struct arena_chunk *next;
+    size_t size; /* usable bytes after the header */
+    size_t used;
+    max_align_t data[];
+};
+
+struct json_arena {
+    struct arena_chunk *chunks; /* newest first */
+    size_t hint;                /* preferred size of the next chunk */
+};
+
+/* The arena cJSON allocates from on this thread, while a parse runs. */
+static _Thread_local json_arena *cur_arena;
+
+json_arena *json_arena_new(void)
+{
+    mem_init(); /* arenas need our hooks; create arenas on the loop thread */
+    return xcalloc(1, sizeof(json_arena));
+}
+
+static void *arena_alloc(json_arena *a, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    struct arena_chunk *c = a->chunks;
+    if (c == NULL || c->size - c->used < n) {
+        size_t size = a->hint < ARENA_MIN ? ARENA_MIN : a->hint;
+        if (size < n)
+            size = n;
+        struct arena_chunk *nc = xmalloc(sizeof(*nc) + size);
+        nc->size = size;
+        nc->used = 0;
+        nc->next = c;
+        a->chunks = nc;
+        c = nc;
+        /* Later chunks of the same parse grow geometrically. */
+        a->hint = size * 2 > ((size_t)16 << 20) ? ((size_t)16 << 20) : size * 2;
+    }
+    void *p = (char *)c->data + c->used;
+    c->used += n;
+    return p;
+}
+
+void json_arena_reset(json_arena *a)
+{
+    if (a == NULL || a->chunks == NULL)
+        return;
+    struct arena_chunk *keep = NULL, *c = a->chunks;
+    while (c) {
+        struct arena_chunk *next = c->next;
+        if (c->size <= ARENA_KEEP && (keep == NULL || c->size > keep->size)) {
+            free(keep);
+            keep = c;
+        } else {
+            free(c);
+        }
+        c = next;
+    }
+    if (keep) {
+        keep->used = 0;
+        keep->next = NULL;
+    }
+    a->chunks = keep;
+}
+
+void json_arena_free(json_arena *a)
+{
+    if (a == NULL)
+        return;
+    json_arena_reset(a);
+    free(a->chunks);
+    free(a);
+}
+
+size_t json_arena_bytes(const json_arena *a)
+{
+    size_t n = 0;
+    for (const struct arena_chunk *c = a ? a->chunks : NULL; c; c = c->next)
+        n += c->size;
+    return n;
+}
+
+/* cJSON's hooks (installed by mem_init): the thread's arena while one is
+ * set, the aborting allocator otherwise. Frees inside an arena parse (of a
+ * half-built tree on a syntax error) are no-ops: the arena takes it all. */
+void *json__hook_malloc(size_t n);
+void json__hook_free(void *p);
+
+void *json__hook_malloc(size_t n)
+{
+    return cur_arena ? arena_alloc(cur_arena, n) : xmalloc(n);
+}
+
+void json__hook_free(void *p)
+{
+    if (cur_arena == NULL)
+        free(p);
+}
+
+cJSON *json_arena_parse(json_arena *a, const char *s, size_t len, const char **errpos)
+{
+    a->hint = len * 6;
+    json_arena *prev = cur_arena;
+    cur_arena = a;
+    cJSON *o = json_parse(s, len, errpos);
+    cur_arena = prev;
+    return o;
 }
 
 cJSON *json_parse(const char *s, size_t len, const char **errpos)

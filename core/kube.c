@@ -78,6 +78,7 @@ struct kube_request {
     char *raw;
     size_t raw_len;
     cJSON *parsed;
+    json_arena *arena; /* answers and events are parsed into it */
     ndjson lines;
     buf_t errbody;
 };
@@ -213,6 +214,7 @@ static void start_request(kube_request *r);
 static void req_free(kube_request *r)
 {
     ndjson_free(&r->lines);
+    json_arena_free(r->arena);
     buf_free(&r->errbody);
     free(r->method);
     free(r->verb);
@@ -392,7 +394,9 @@ static int dispatch_line(const char *s, size_t n, void *data)
     kube_request *r = data;
     if (r->watch_err)
         return 1;
-    cJSON *ev = json_parse(s, n, NULL);
+    /* Events are read and dropped: parse into the watch's arena. */
+    json_arena_reset(r->arena);
+    cJSON *ev = json_arena_parse(r->arena, s, n, NULL);
     const char *type = json_get_str(ev, "type");
     const cJSON *obj = json_child(ev, "object");
     if (ev == NULL || type == NULL || !cJSON_IsObject(obj)) {
@@ -400,7 +404,6 @@ static int dispatch_line(const char *s, size_t n, void *data)
         log_warn("kube: undecodable watch event on %s (%zu bytes)", r->path, n);
         r->watch_err = OP_EPROTO;
         snprintf(r->st.message, sizeof(r->st.message), "undecodable watch event");
-        cJSON_Delete(ev);
         hc_cancel(r->hreq);
         return 1;
     }
@@ -424,7 +427,6 @@ static int dispatch_line(const char *s, size_t n, void *data)
                            : kube_err_from_http(code, reason);
         if (r->watch_err == 0)
             r->watch_err = OP_ESERVER;
-        cJSON_Delete(ev);
         hc_cancel(r->hreq);
         return 1;
     }
@@ -433,7 +435,7 @@ static int dispatch_line(const char *s, size_t n, void *data)
         if (r->on_event && !r->canceled)
             r->on_event(t, obj, r->data);
     }
-    cJSON_Delete(ev);
+    json_arena_reset(r->arena);
     return 0;
 }
 
@@ -531,7 +533,7 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
             free(r->raw);
             r->raw = NULL;
         }
-        cJSON *obj = resp->body_len ? json_parse(resp->body, resp->body_len, NULL) : NULL;
+        cJSON *obj = resp->body_len ? json_arena_parse(r->arena, resp->body, resp->body_len, NULL) : NULL;
         deliver_parsed(r, obj, resp->body_len != 0);
         return;
     }
@@ -563,7 +565,7 @@ static void deliver_parsed(kube_request *r, cJSON *obj, int had_body)
         r->cb(0, obj, &st, r->data);
     else if (r->cb)
         r->cb(OP_ECANCELED, NULL, &st, r->data);
-    cJSON_Delete(obj);
+    (void)obj; /* lives in r->arena, released with the request */
     req_free(r);
     c->outstanding--;
     maybe_closed(c);
@@ -572,7 +574,7 @@ static void deliver_parsed(kube_request *r, cJSON *obj, int had_body)
 static void parse_work(uv_work_t *w)
 {
     kube_request *r = container_of(w, kube_request, work);
-    r->parsed = json_parse(r->raw, r->raw_len, NULL);
+    r->parsed = json_arena_parse(r->arena, r->raw, r->raw_len, NULL);
 }
 
 static void parse_done(uv_work_t *w, int status)
@@ -650,6 +652,7 @@ static kube_request *req_new(kube_client *c, const char *method, const char *ver
     r->data = data;
     ndjson_init(&r->lines, 16u << 20);
     buf_init(&r->errbody, MAX_ERROR_BODY + 1);
+    r->arena = json_arena_new();
     c->outstanding++;
     return r;
 }

@@ -70,13 +70,17 @@ char *xasprintf(const char *fmt, ...)
     return p;
 }
 
-static void *cjson_malloc(size_t n)
-{
-    return xmalloc(n);
-}
+/* core/json.c: arena-aware allocation for cJSON (see json_arena). */
+void *json__hook_malloc(size_t n);
+void json__hook_free(void *p);
+
+static int hooks_installed;
 
 void mem_init(void)
 {
-    cJSON_Hooks hooks = {cjson_malloc, free};
+    if (hooks_installed)
+        return;
+    cJSON_Hooks hooks = {json__hook_malloc, json__hook_free};
     cJSON_InitHooks(&hooks);
+    hooks_installed = 1;
 }

@@ -35,7 +35,8 @@ char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) OP_PRINTF(1, 2);
 char *xvasprintf(const char *fmt, va_list ap);
 
-/** Install the aborting allocators as cJSON's hooks (call once at start). */
+/** Install the aborting, arena-aware allocators as cJSON's hooks. Call at
+ *  start, before any thread uses cJSON (json_arena_new also makes sure). */
 void mem_init(void);
 
 #endif

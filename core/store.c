@@ -62,9 +62,10 @@ const store_kind *store_kind_of(const store *s)
     return s->kind;
 }
 
-static size_t obj_bytes(const sobj *o)
+static size_t obj_bytes(const store *s, const sobj *o)
 {
-    size_t n = sizeof(*o) + strlen(o->key) + 1 + (o->rv ? strlen(o->rv) + 1 : 0);
+    size_t n = sizeof(*o) + (size_t)s->n_idx * sizeof(struct sobj_link) + strlen(o->key) + 1 +
+               (o->rv ? strlen(o->rv) + 1 : 0);
     n += (size_t)(o->n_labels + o->n_annotations) * 2 * sizeof(char *);
     return n;
 }
@@ -75,13 +76,14 @@ static void obj_free(const store *s, sobj *o)
         istr_put(o->labels[i]);
     for (int i = 0; i < o->n_annotations * 2; i++)
         istr_put(o->annotations[i]);
-    for (int i = 0; i < STORE_MAX_INDEXES; i++)
+    for (int i = 0; i < s->n_idx; i++)
         istr_put(o->links[i].value);
     free(o->labels);
     free(o->annotations);
     istr_put(o->ns);
     istr_put(o->owner_kind);
     istr_put(o->owner_name);
+    istr_put(o->owner_uid);
     free((char *)(uintptr_t)o->key);
     free(o->rv);
     cJSON_Delete(o->json);
@@ -157,7 +159,7 @@ static sobj *obj_build(const store *s, const cJSON *obj)
     const char *ns = s->kind->namespaced ? json_get_str_or(meta, "namespace", "") : "";
     if (name == NULL || *name == '\0')
         return NULL;
-    sobj *o = xcalloc(1, sizeof(*o));
+    sobj *o = xcalloc(1, sizeof(*o) + (size_t)s->n_idx * sizeof(struct sobj_link));
     o->ns = istr_get(ns);
     o->key = *ns ? xasprintf("%s/%s", ns, name) : xstrdup(name);
     o->name = *ns ? o->key + strlen(ns) + 1 : o->key;
@@ -174,7 +176,8 @@ static sobj *obj_build(const store *s, const cJSON *obj)
         if (json_get_bool(r, "controller", 0)) {
             o->owner_kind = istr_get(json_get_str(r, "kind"));
             o->owner_name = istr_get(json_get_str(r, "name"));
-            snprintf(o->owner_uid, sizeof(o->owner_uid), "%s", json_get_str_or(r, "uid", ""));
+            const char *uid = json_get_str(r, "uid");
+            o->owner_uid = (uid && *uid) ? istr_get(uid) : NULL;
             break;
         }
     }
@@ -184,7 +187,7 @@ static sobj *obj_build(const store *s, const cJSON *obj)
         o->json = s->kind->trim(obj);
     if (s->kind->project)
         o->proj = s->kind->project(obj);
-    for (int i = 0; i < STORE_MAX_INDEXES; i++)
+    for (int i = 0; i < s->n_idx; i++)
         list_init(&o->links[i].node);
     return o;
 }
@@ -240,7 +243,7 @@ static void unlink_obj(store *s, sobj *o)
     if (o->uid[0] && map_get(&s->by_uid, o->uid) == o)
         map_del(&s->by_uid, o->uid);
     index_unlink(s, o);
-    s->bytes -= obj_bytes(o);
+    s->bytes -= obj_bytes(s, o);
 }
 
 static void link_obj(store *s, sobj *o)
@@ -249,7 +252,7 @@ static void link_obj(store *s, sobj *o)
     if (o->uid[0])
         map_put(&s->by_uid, o->uid, o);
     index_link(s, o);
-    s->bytes += obj_bytes(o);
+    s->bytes += obj_bytes(s, o);
 }
 
 /* The generation of a relist in progress that covers namespace ns, or 0. */
@@ -413,7 +416,7 @@ int store_add_label_index(store *s, const char *label_key)
 
 static const char *owner_index_fn(const sobj *o, void *data)
 {
-    return o->owner_uid[0] ? o->owner_uid : NULL;
+    return o->owner_uid;
 }
 
 int store_add_owner_index(store *s)

@@ -58,12 +58,12 @@ struct sobj {
     const char **annotations; /* interned pairs of the annotation keys the store keeps */
     const char *owner_kind;   /* controller ownerReference, interned; NULL when none */
     const char *owner_name;   /* interned */
-    char owner_uid[40];
+    const char *owner_uid;    /* interned (shared by every pod of an owner); NULL when none */
     cJSON *json;              /* full or trimmed JSON when the store keeps it, else NULL */
     void *proj;               /* kind-specific projection, NULL when the kind has none */
     /* private */
     uint64_t seen_gen;
-    struct sobj_link links[STORE_MAX_INDEXES];
+    struct sobj_link links[]; /* one per index of the store */
 };
 
 typedef struct store_kind {

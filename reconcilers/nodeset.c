@@ -187,7 +187,7 @@ static void on_pod(store *s, const sobj *old, const sobj *new, void *data)
         if (old && !new)
             exp_deletion_observed(C->exp, key, old->key);
     }
-    if (old && new && old->owner_uid[0] && strcmp(old->owner_uid, new->owner_uid) != 0)
+    if (old && new && old->owner_uid && old->owner_uid != new->owner_uid)
         enqueue_owner(old);
     enqueue_owner(o);
 }
@@ -626,12 +626,10 @@ static void condemn(struct pass *p, const sobj *pod, const char *why)
     if (strcmp(why, "scale-in") == 0)
         sync_claims(p, nsb_parse_ordinal(pod->name, p->name), sobj_label(pod, NSB_LABEL_POD_HOSTNAME), pod, 1);
     int v = nodeset_slurm_condemn(p->op, p->o, p->ctl, pod, why);
-    if (v == NSS_DELETE) {
+    if (v == NSS_DELETE)
         delete_pod(p, pod, why);
-    } else {
-        note_write(p);
+    else
         want_requeue(p, 30000); /* a safety net: the node cache enqueues us when the drain completes */
-    }
 }
 
 static void on_object_written(int err, const char *key, void *data)
@@ -1225,7 +1223,12 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     }
     p.ctl = ctl->json;
 
-    if (!exp_satisfied(C->exp, key, o->uid, uv_now(op->loop))) {
+    int adds = 0, dels = 0;
+    if (!exp_satisfied(C->exp, key, o->uid, uv_now(op->loop)))
+        exp_pending(C->exp, key, &adds, &dels);
+    if (adds > 0) {
+        /* Only creations in flight bring event storms (several events per
+         * new pod); deletions are few and their passes carry Slurm state. */
         uint64_t wait = wait_pass_delay(key, uv_now(op->loop));
         if (wait) {
             cJSON_Delete(p.ns);

@@ -288,7 +288,9 @@ def steps(c, op, lab):
         n3 = wait_for(lambda: "DRAIN" in flags(lab.node("slinky-3")) and lab.node("slinky-3"), 10,
                       what="slinky-3 draining")
         assert n3["reason"] == PREFIX + "Pod (default/slinky-3) is pending termination for scale-in", n3["reason"]
-        # While the job runs (and completes), its pod stays.
+        # The drain shows on the pod (within 2 s), and while the job runs (and
+        # completes), its pod stays.
+        wait_for(lambda: "SlurmNodeStateDrain" in conds(pod(c, "slinky-3")), 2, what="Drain condition on slinky-3")
         while lab.job_state(job)[0] in ("RUNNING", "COMPLETING"):
             p3 = pod(c, "slinky-3")
             assert p3 and not p3["metadata"].get("deletionTimestamp"), "busy pod deleted while its job runs"

@@ -130,12 +130,45 @@ static void test_json_paths_and_patch(void **state)
     cJSON_Delete(to);
 }
 
+static void test_json_arena(void **state)
+{
+    json_arena *a = json_arena_new();
+    const char *doc = "{\"metadata\":{\"name\":\"p\",\"labels\":{\"a\":\"b\"}},\"items\":[1,2,3]}";
+    for (int round = 0; round < 3; round++) {
+        cJSON *o = json_arena_parse(a, doc, strlen(doc), NULL);
+        assert_non_null(o);
+        assert_string_equal(json_get_str(o, "metadata.labels.a"), "b");
+        /* What is kept is duplicated out of the arena with the normal allocator. */
+        cJSON *keep = cJSON_Duplicate(json_get(o, "metadata"), 1);
+        assert_null(json_arena_parse(a, "{bad", 4, NULL)); /* a failed parse frees nothing by hand */
+        json_arena_reset(a);
+        assert_string_equal(json_get_str(keep, "name"), "p");
+        cJSON_Delete(keep);
+    }
+    assert_true(json_arena_bytes(a) > 0 && json_arena_bytes(a) <= 256 * 1024);
+    /* A big document gets bigger chunks, released by the reset. */
+    buf_t b;
+    buf_init(&b, 8u << 20);
+    assert_int_equal(buf_putc(&b, '['), 0);
+    for (int i = 0; i < 50000; i++)
+        assert_int_equal(buf_printf(&b, "%s{\"k\":%d}", i ? "," : "", i), 0);
+    assert_int_equal(buf_putc(&b, ']'), 0);
+    cJSON *big = json_arena_parse(a, b.data, b.len, NULL);
+    assert_int_equal(json_len(big), 50000);
+    assert_true(json_arena_bytes(a) > 256 * 1024);
+    json_arena_reset(a);
+    assert_true(json_arena_bytes(a) <= 256 * 1024);
+    buf_free(&b);
+    json_arena_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_err_table), cmocka_unit_test(test_buf_limit),
         cmocka_unit_test(test_list),      cmocka_unit_test(test_map),
         cmocka_unit_test(test_json_paths_and_patch),
+        cmocka_unit_test(test_json_arena),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
