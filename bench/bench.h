@@ -49,27 +49,27 @@ struct bx_ctx {
     int quick;
     int sizes[BX_MAX_SIZES];
     int n_sizes;
-    int k8s_nodes;              /* Nodes kubesim starts with (default: the largest size) */
+    int k8s_nodes; /* Nodes kubesim starts with (default: the largest size) */
     const char *out_dir;
-    const char *kubeconfig;     /* external cluster; NULL = start kubesim */
-    const char *ns;             /* namespace of the benchmark's objects */
-    const char *image;          /* container image of the NodeSet pods */
-    double qps;                 /* slurmop --qps (0 = limiter off) */
-    int repeat;                 /* scale-out runs per size (best kept) */
-    double churn_s;             /* seconds per churn rate */
-    double idle_s;              /* idle CPU window */
-    const char *slurmrestd;     /* external Slurm: NS/NAME=URL (with --kubeconfig) */
-    const char *slurm_conf;     /* external Slurm: slurm.conf for libslurm */
-    int no_slurm;               /* skip everything that needs the Slurm lab */
-    const char *op_args[16];    /* --slurmop-arg: extra flags for every slurmop */
+    const char *kubeconfig;  /* external cluster; NULL = start kubesim */
+    const char *ns;          /* namespace of the benchmark's objects */
+    const char *image;       /* container image of the NodeSet pods */
+    double qps;              /* slurmop --qps (0 = limiter off) */
+    int repeat;              /* scale-out runs per size (best kept) */
+    double churn_s;          /* seconds per churn rate */
+    double idle_s;           /* idle CPU window */
+    const char *slurmrestd;  /* external Slurm: NS/NAME=URL (with --kubeconfig) */
+    const char *slurm_conf;  /* external Slurm: slurm.conf for libslurm */
+    int no_slurm;            /* skip everything that needs the Slurm lab */
+    const char *op_args[16]; /* --slurmop-arg: extra flags for every slurmop */
     int n_op_args;
     /* paths */
-    char *bin_dir;              /* where slurmop and kubesim are */
-    char *src_dir;              /* the source tree (crds/, tests/slurm/) */
-    char *log_dir;              /* <out>/logs */
-    char *build_type;           /* CMAKE_BUILD_TYPE of bin_dir, or "unknown" */
-    int sanitized;              /* bin_dir was built with ASan/UBSan */
-    int slurm_aware;            /* the operator talks to Slurm (slurmio node cache linked in) */
+    char *bin_dir;    /* where slurmop and kubesim are */
+    char *src_dir;    /* the source tree (crds/, tests/slurm/) */
+    char *log_dir;    /* <out>/logs */
+    char *build_type; /* CMAKE_BUILD_TYPE of bin_dir, or "unknown" */
+    int sanitized;    /* bin_dir was built with ASan/UBSan */
+    int slurm_aware;  /* the operator talks to Slurm (slurmio node cache linked in) */
     /* progress */
     int tty;
     bx_status_fn status_fn;
@@ -79,10 +79,10 @@ struct bx_ctx {
     uint64_t last_progress;
     uint64_t run_t0;
     /* results */
-    cJSON *results;             /* {scenario: {...}} */
-    cJSON *targets;             /* [{target, measured, limit, ratio, verdict, note}] */
-    buf_t report;               /* Markdown of every table, in order */
-    int failures;               /* scenarios that could not complete */
+    cJSON *results; /* {scenario: {...}} */
+    cJSON *targets; /* [{target, measured, limit, ratio, verdict, note}] */
+    buf_t report;   /* Markdown of every table, in order */
+    int failures;   /* scenarios that could not complete */
     /* interruption (SIGINT/SIGTERM): waits end early, except in cleanup */
     volatile int interrupted;
     int cleanup; /* > 0 while stopping what was started: waits run to the end */
@@ -123,7 +123,8 @@ void bx_sleep(bx_ctx *x, double s);
 /** Spawn argv (argv[0] is the path), stdout and stderr appended to log_path,
  *  env entries ("K=V") added to the inherited environment. NULL on failure
  *  (reported with bx_say). */
-bx_proc *bx_proc_start(bx_ctx *x, const char *name, const char *const *argv, const char *const *env, const char *log_path);
+bx_proc *bx_proc_start(bx_ctx *x, const char *name, const char *const *argv, const char *const *env,
+                       const char *log_path);
 /** Pid, or 0 once exited. */
 int bx_proc_pid(const bx_proc *p);
 /** 1 once the process has exited. */
@@ -141,7 +142,8 @@ double bx_loop_cpu_seconds(int pid);
  *  dropped when NULL), capturing stdout (at most 16 MiB) into *out (may be
  *  NULL; free it). Returns the exit status, or a negative code on a spawn
  *  failure or timeout (the process is killed). */
-int bx_run(bx_ctx *x, const char *const *argv, const char *const *env, const char *log_path, double timeout_s, char **out);
+int bx_run(bx_ctx *x, const char *const *argv, const char *const *env, const char *log_path, double timeout_s,
+           char **out);
 
 /* ------------------------------------------------------------------ */
 /* HTTP, API and metrics (bench_http.c) */
@@ -257,7 +259,8 @@ typedef struct bx_slurmop {
 
 /** Start slurmop against kubeconfig with extra flags (NULL-terminated);
  *  wait until /readyz answers 200 and the caches are synced. */
-int bx_slurmop_start(bx_ctx *x, const char *log, const char *kubeconfig, const char *const *extra, bx_slurmop *op);
+int bx_slurmop_start(bx_ctx *x, const char *log, const char *kubeconfig, const char *const *extra,
+                     bx_slurmop *op);
 /** SIGTERM; returns the exit status (0 expected). */
 int bx_slurmop_stop(bx_ctx *x, bx_slurmop *op);
 /** Scrape /metrics. 0 or a code. */
@@ -291,10 +294,10 @@ bx_obs *bx_obs_start(bx_ctx *x, bx_api *api, const char *ns);
 void bx_obs_stop(bx_ctx *x, bx_obs *o);
 
 typedef struct bx_obs_counts {
-    int exist;      /* pods present now */
-    int ready;      /* ... of them Ready */
+    int exist; /* pods present now */
+    int ready; /* ... of them Ready */
     int terminating;
-    long created;   /* ADDED events since start (pods present at start excluded) */
+    long created; /* ADDED events since start (pods present at start excluded) */
     long became_ready;
     long deleted;
     int ns_replicas, ns_ready; /* NodeSet status.replicas / readyReplicas (-1 unknown) */
@@ -325,21 +328,21 @@ typedef struct bx_load_result {
 /** POST bodies[0..n) to path over conns keep-alive connections to the
  *  server of cfg (TLS or plain, the kubeconfig's credentials), depth
  *  requests pipelined on each. Waits for every answer. 0 or a code. */
-int bx_load_run(bx_ctx *x, const kcfg *cfg, const char *path, char *const *bodies, size_t n, int conns, int depth,
-                bx_load_result *res);
+int bx_load_run(bx_ctx *x, const kcfg *cfg, const char *path, char *const *bodies, size_t n, int conns,
+                int depth, bx_load_result *res);
 
 /* ------------------------------------------------------------------ */
 /* the Slurm lab (bench_slurm.c) */
 
 typedef struct bx_lab {
-    char *dir;          /* the lab directory */
-    char *env_text;     /* `slurmlab.sh env` output */
+    char *dir;      /* the lab directory */
+    char *env_text; /* `slurmlab.sh env` output */
     char *slurm_conf;
     char *rest_url;
     char *rest_user;
     char *rest_token;
     char *jwt_key_path;
-    char *version;      /* slurmctld -V */
+    char *version; /* slurmctld -V */
     int started;
 } bx_lab;
 
@@ -363,7 +366,7 @@ typedef struct bx_fleet_slurm {
     const char *slurm_conf; /* --slurm-conf */
     const char *jwt_key;    /* stored in Secret slurm-auth-jwt */
     size_t jwt_len;
-    int restapi;            /* create RestApi "slurm" at once */
+    int restapi; /* create RestApi "slurm" at once */
 } bx_fleet_slurm;
 
 typedef struct bx_fleet {
@@ -382,7 +385,8 @@ typedef struct bx_fleet {
  *  given), the observer running, then NodeSet "gpu" scaled to `pods` and
  *  converged (every pod Ready, status current, queue quiet). tag names the
  *  logs. On failure the fleet must still be closed. */
-int bx_fleet_open(bx_ctx *x, bx_fleet *f, const char *tag, int k8s_nodes, int pods, const bx_fleet_slurm *slurm);
+int bx_fleet_open(bx_ctx *x, bx_fleet *f, const char *tag, int k8s_nodes, int pods,
+                  const bx_fleet_slurm *slurm);
 /** Wait until NodeSet gpu has n pods, all Ready, none terminating, and its
  *  status says so. */
 int bx_fleet_converge(bx_ctx *x, bx_fleet *f, int n, double timeout_s);

@@ -171,7 +171,8 @@ static int find_listeners(const char *log_path, char **metrics, char **health)
     return 1;
 }
 
-int bx_slurmop_start(bx_ctx *x, const char *log, const char *kubeconfig, const char *const *extra, bx_slurmop *op)
+int bx_slurmop_start(bx_ctx *x, const char *log, const char *kubeconfig, const char *const *extra,
+                     bx_slurmop *op)
 {
     memset(op, 0, sizeof(*op));
     char *bin = xasprintf("%s/slurmop", x->bin_dir);
@@ -370,7 +371,8 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
 {
     int rc;
     if (strcmp(x->ns, "default") != 0) {
-        char *s = xasprintf("{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"%s\"}}", x->ns);
+        char *s =
+            xasprintf("{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"%s\"}}", x->ns);
         rc = create_json(x, api, &KUBE_NAMESPACES, NULL, s);
         free(s);
         if (rc)
@@ -413,11 +415,12 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
         probes = ",\"startupProbe\":{\"exec\":{\"command\":[\"/pause\",\"-v\"]}},"
                  "\"livenessProbe\":{\"exec\":{\"command\":[\"/pause\",\"-v\"]}},"
                  "\"readinessProbe\":{\"exec\":{\"command\":[\"/pause\",\"-v\"]}}";
-    s = xasprintf("{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"metadata\":{\"name\":\"gpu\"},"
-                  "\"spec\":{\"controllerRef\":{\"name\":\"slurm\"},\"replicas\":%d,"
-                  "\"template\":{\"spec\":{\"hostname\":\"gpu-\"}},"
-                  "\"slurmd\":{\"image\":\"%s\"%s},\"logfile\":{\"image\":\"%s\"}}}",
-                  replicas, x->image, probes, sidecar);
+    s = xasprintf(
+        "{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"metadata\":{\"name\":\"gpu\"},"
+        "\"spec\":{\"controllerRef\":{\"name\":\"slurm\"},\"replicas\":%d,"
+        "\"template\":{\"spec\":{\"hostname\":\"gpu-\"}},"
+        "\"slurmd\":{\"image\":\"%s\"%s},\"logfile\":{\"image\":\"%s\"}}}",
+        replicas, x->image, probes, sidecar);
     rc = create_json(x, api, &KUBE_SLINKY_NODESETS, x->ns, s);
     free(s);
     return rc;

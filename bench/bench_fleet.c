@@ -26,7 +26,8 @@ static int converged(void *arg)
     struct prog *p = arg;
     bx_obs_counts c;
     bx_obs_counts_get(p->obs, &c);
-    return c.exist == p->n && c.ready == p->n && c.terminating == 0 && c.ns_ready == p->n && c.ns_replicas == p->n;
+    return c.exist == p->n && c.ready == p->n && c.terminating == 0 && c.ns_ready == p->n &&
+           c.ns_replicas == p->n;
 }
 
 int bx_fleet_converge(bx_ctx *x, bx_fleet *f, int n, double timeout_s)
@@ -38,12 +39,14 @@ int bx_fleet_converge(bx_ctx *x, bx_fleet *f, int n, double timeout_s)
     if (rc) {
         bx_obs_counts c;
         bx_obs_counts_get(f->obs, &c);
-        bx_say(x, "bench: NodeSet gpu did not converge to %d Ready pods in %.0f s (%d pods, %d Ready, "
-                  "readyReplicas %d)",
+        bx_say(x,
+               "bench: NodeSet gpu did not converge to %d Ready pods in %.0f s (%d pods, %d Ready, "
+               "readyReplicas %d)",
                n, timeout_s, c.exist, c.ready, c.ns_ready);
         /* show a few of the pods that are not Ready, for the log */
         cJSON *list = NULL;
-        if (bx_list(x, &f->api, &KUBE_PODS, x->ns, "labelSelector=app.kubernetes.io%2Finstance%3Dgpu", &list) == 0) {
+        if (bx_list(x, &f->api, &KUBE_PODS, x->ns, "labelSelector=app.kubernetes.io%2Finstance%3Dgpu",
+                    &list) == 0) {
             int shown = 0;
             const cJSON *it;
             cJSON_ArrayForEach(it, json_get(list, "items"))
@@ -72,7 +75,8 @@ int bx_fleet_converge(bx_ctx *x, bx_fleet *f, int n, double timeout_s)
     return rc;
 }
 
-int bx_fleet_open(bx_ctx *x, bx_fleet *f, const char *tag, int k8s_nodes, int pods, const bx_fleet_slurm *slurm)
+int bx_fleet_open(bx_ctx *x, bx_fleet *f, const char *tag, int k8s_nodes, int pods,
+                  const bx_fleet_slurm *slurm)
 {
     char log[96];
     memset(f, 0, sizeof(*f));
@@ -120,7 +124,8 @@ int bx_fleet_open(bx_ctx *x, bx_fleet *f, const char *tag, int k8s_nodes, int po
             rc = bx_fleet_converge(x, f, pods, 600);
         f->scale_s = rc == 0 ? bx_secs(t0, uv_hrtime()) : -1;
         if (rc == 0 && bx_wait_quiet(x, &f->op, 1.0, slurm ? 30 : 120) != 0)
-            bx_say(x, "bench: the operator's queue did not settle within %d s after the scale-out", slurm ? 30 : 120);
+            bx_say(x, "bench: the operator's queue did not settle within %d s after the scale-out",
+                   slurm ? 30 : 120);
     }
     return rc;
 }

@@ -144,8 +144,8 @@ static int all_closed(void *arg)
     return L->closed == L->nconns;
 }
 
-int bx_load_run(bx_ctx *x, const kcfg *cfg, const char *path, char *const *bodies, size_t n, int conns, int depth,
-                bx_load_result *res)
+int bx_load_run(bx_ctx *x, const kcfg *cfg, const char *path, char *const *bodies, size_t n, int conns,
+                int depth, bx_load_result *res)
 {
     struct load L;
     memset(&L, 0, sizeof(L));

@@ -128,7 +128,8 @@ static void on_signal(uv_signal_t *h, int signum)
 {
     (void)h;
     if (the_ctx->interrupted) {
-        fprintf(stderr, "\nslurmop-bench: second signal: exiting now (child processes may be left running)\n");
+        fprintf(stderr,
+                "\nslurmop-bench: second signal: exiting now (child processes may be left running)\n");
         _exit(130);
     }
     the_ctx->interrupted = 1;
@@ -296,8 +297,8 @@ static void write_report(bx_ctx *x, int argc, char **argv, double total_s)
             snprintf(r, sizeof(r), "%.2f×", ratio->valuedouble);
         else
             snprintf(r, sizeof(r), "—");
-        bx_table_row(t, json_get_str(it, "target"), json_get_str(it, "measured"), json_get_str(it, "limit"), r,
-                     json_get_str(it, "verdict"), json_get_str(it, "note"));
+        bx_table_row(t, json_get_str(it, "target"), json_get_str(it, "measured"), json_get_str(it, "limit"),
+                     r, json_get_str(it, "verdict"), json_get_str(it, "note"));
     }
     buf_t tables = x->report; /* keep the scenario tables; the summary goes first */
     buf_init(&x->report, BUF_UNLIMITED);
@@ -315,8 +316,7 @@ static void write_report(bx_ctx *x, int argc, char **argv, double total_s)
     for (int i = 0; i < argc; i++)
         rc |= buf_printf(&md, "%s%s", i ? " " : "", argv[i]);
     rc |= buf_puts(&md, x->interrupted ? "`\n\n**Interrupted: partial results.**" : "`");
-    rc |= buf_printf(&md,
-                     "\n\n%s; %s, %ld cores; Linux %s; build %s%s (%s); %s kubesim; total %.0f s.\n\n",
+    rc |= buf_printf(&md, "\n\n%s; %s, %ld cores; Linux %s; build %s%s (%s); %s kubesim; total %.0f s.\n\n",
                      when, cpu, sysconf(_SC_NPROCESSORS_ONLN), u.release, x->build_type,
                      x->sanitized ? " with sanitizers: NOT comparable" : "", x->bin_dir,
                      x->kubeconfig ? "no (--kubeconfig)" : "in-repo", total_s);
@@ -384,8 +384,12 @@ int main(int argc, char **argv)
 
     while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
         switch (c) {
-        case OPT_QUICK: x.quick = 1; break;
-        case OPT_OUT: x.out_dir = optarg; break;
+        case OPT_QUICK:
+            x.quick = 1;
+            break;
+        case OPT_OUT:
+            x.out_dir = optarg;
+            break;
         case OPT_SCENARIO: {
             char *copy = xstrdup(optarg), *save = NULL;
             for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -403,27 +407,56 @@ int main(int argc, char **argv)
             free(copy);
             break;
         }
-        case OPT_KUBECONFIG: x.kubeconfig = optarg; break;
-        case OPT_SIZES: sizes = optarg; break;
-        case OPT_NAMESPACE: x.ns = optarg; break;
-        case OPT_IMAGE: x.image = optarg; break;
-        case OPT_NODES: x.k8s_nodes = atoi(optarg); break;
-        case OPT_QPS: x.qps = strtod(optarg, NULL); break;
-        case OPT_CHURN: x.churn_s = strtod(optarg, NULL); break;
-        case OPT_IDLE: x.idle_s = strtod(optarg, NULL); break;
-        case OPT_SLURMRESTD: x.slurmrestd = optarg; break;
-        case OPT_SLURM_CONF: x.slurm_conf = optarg; break;
-        case OPT_NO_SLURM: x.no_slurm = 1; break;
-        case OPT_BIN_DIR: bin_dir = optarg; break;
-        case OPT_REPEAT: x.repeat = atoi(optarg); break;
+        case OPT_KUBECONFIG:
+            x.kubeconfig = optarg;
+            break;
+        case OPT_SIZES:
+            sizes = optarg;
+            break;
+        case OPT_NAMESPACE:
+            x.ns = optarg;
+            break;
+        case OPT_IMAGE:
+            x.image = optarg;
+            break;
+        case OPT_NODES:
+            x.k8s_nodes = atoi(optarg);
+            break;
+        case OPT_QPS:
+            x.qps = strtod(optarg, NULL);
+            break;
+        case OPT_CHURN:
+            x.churn_s = strtod(optarg, NULL);
+            break;
+        case OPT_IDLE:
+            x.idle_s = strtod(optarg, NULL);
+            break;
+        case OPT_SLURMRESTD:
+            x.slurmrestd = optarg;
+            break;
+        case OPT_SLURM_CONF:
+            x.slurm_conf = optarg;
+            break;
+        case OPT_NO_SLURM:
+            x.no_slurm = 1;
+            break;
+        case OPT_BIN_DIR:
+            bin_dir = optarg;
+            break;
+        case OPT_REPEAT:
+            x.repeat = atoi(optarg);
+            break;
         case OPT_SLURMOP_ARG:
             if (x.n_op_args == 16)
                 return die_usage("too many --slurmop-arg", NULL);
             x.op_args[x.n_op_args++] = optarg;
             break;
         case 'h':
-        case OPT_HELP: fputs(usage, stdout); return 0;
-        default: return die_usage("unknown flag", NULL);
+        case OPT_HELP:
+            fputs(usage, stdout);
+            return 0;
+        default:
+            return die_usage("unknown flag", NULL);
         }
     }
     if (optind < argc)
@@ -491,7 +524,8 @@ int main(int argc, char **argv)
     uv_unref((uv_handle_t *)&sigterm);
 
     bx_say(&x, "slurmop-bench: binaries from %s (%s build%s), sources %s, results into %s", x.bin_dir,
-           x.build_type, x.sanitized ? ", SANITIZERS ON: timings are not comparable" : "", x.src_dir, x.out_dir);
+           x.build_type, x.sanitized ? ", SANITIZERS ON: timings are not comparable" : "", x.src_dir,
+           x.out_dir);
     if (strcmp(x.build_type, "Release") != 0 || x.sanitized)
         bx_say(&x, "slurmop-bench: note: use a Release build without sanitizers for numbers (see --help)");
 
@@ -510,7 +544,10 @@ int main(int argc, char **argv)
     double total = bx_secs(x.run_t0, uv_hrtime());
     write_report(&x, argc, argv, total);
     bx_say(&x, "slurmop-bench: %s in %.0f s; report: %s/report.md",
-           x.interrupted ? "interrupted" : rc ? "some scenarios failed" : "done", total, x.out_dir);
+           x.interrupted ? "interrupted"
+           : rc          ? "some scenarios failed"
+                         : "done",
+           total, x.out_dir);
     cJSON_Delete(x.results);
     cJSON_Delete(x.targets);
     buf_free(&x.report);

@@ -34,7 +34,7 @@ typedef struct owatch {
     kube_watch *w;
     kube_request *list;
     char rv[32];
-    int relist;     /* the next start lists first */
+    int relist; /* the next start lists first */
     int watching;
     uv_timer_t retry;
 } owatch;
@@ -48,7 +48,7 @@ struct bx_obs {
     map_t term_at;    /* name -> tstamp (deletionTimestamp first seen, or the deletion) */
     owatch pw, nw;
     unsigned gen;
-    int initial;      /* the first list is the baseline: nothing counted */
+    int initial; /* the first list is the baseline: nothing counted */
     int stopping;
     int closed;
     bx_obs_counts c;
@@ -242,8 +242,7 @@ static void on_list(int err, const cJSON *list, const kube_status *st, void *dat
     if (w == &o->pw)
         o->gen++;
     const cJSON *it;
-    cJSON_ArrayForEach(it, json_get(list, "items"))
-    w->on_item(o, KUBE_EV_ADDED, it, 1);
+    cJSON_ArrayForEach(it, json_get(list, "items")) w->on_item(o, KUBE_EV_ADDED, it, 1);
     if (w == &o->pw) {
         /* pods that the relist no longer shows were deleted meanwhile */
         size_t i = 0, n = 0;

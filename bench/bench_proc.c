@@ -172,7 +172,8 @@ static void on_proc_closed(uv_handle_t *h)
     p->closed = 1;
 }
 
-bx_proc *bx_proc_start(bx_ctx *x, const char *name, const char *const *argv, const char *const *env, const char *log_path)
+bx_proc *bx_proc_start(bx_ctx *x, const char *name, const char *const *argv, const char *const *env,
+                       const char *log_path)
 {
     int fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -241,7 +242,8 @@ int bx_proc_stop(bx_ctx *x, bx_proc *p, int sig, double timeout_s)
     if (!p->exited) {
         uv_process_kill(&p->h, sig);
         if (bx_wait(x, exited_pred, p, timeout_s) != 0) {
-            bx_say(x, "bench: %s did not stop within %.0f s after signal %d: killing it", p->name, timeout_s, sig);
+            bx_say(x, "bench: %s did not stop within %.0f s after signal %d: killing it", p->name, timeout_s,
+                   sig);
             uv_process_kill(&p->h, SIGKILL);
             (void)bx_wait(x, exited_pred, p, 10);
         }
@@ -374,7 +376,8 @@ static int run_exited(void *arg)
     return ((struct run *)arg)->exited;
 }
 
-int bx_run(bx_ctx *x, const char *const *argv, const char *const *env, const char *log_path, double timeout_s, char **out)
+int bx_run(bx_ctx *x, const char *const *argv, const char *const *env, const char *log_path, double timeout_s,
+           char **out)
 {
     struct run r;
     memset(&r, 0, sizeof(r));

@@ -243,11 +243,12 @@ static void svg_head(buf_t *b, const char *title, const char *xlabel, const char
                         "<text x=\"%d\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">",
                         SVG_W, SVG_H, SVG_W / 2);
     esc(b, title);
-    rc |= buf_printf(b, "</text>\n<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", ML + (SVG_W - ML - MR) / 2,
-                     SVG_H - 15);
+    rc |= buf_printf(b, "</text>\n<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">",
+                     ML + (SVG_W - ML - MR) / 2, SVG_H - 15);
     esc(b, xlabel ? xlabel : "");
-    rc |= buf_printf(b, "</text>\n<text x=\"18\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 18 %d)\">",
-                     MT + (SVG_H - MT - MB) / 2, MT + (SVG_H - MT - MB) / 2);
+    rc |= buf_printf(
+        b, "</text>\n<text x=\"18\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 18 %d)\">",
+        MT + (SVG_H - MT - MB) / 2, MT + (SVG_H - MT - MB) / 2);
     esc(b, ylabel);
     rc |= buf_puts(b, "</text>\n");
     (void)rc;
@@ -320,12 +321,14 @@ int bx_svg_lines(const char *path, const char *title, const char *xlabel, const 
     int rc = 0;
     for (double v = 0; v <= xmax * 1.0001; v += xs) {
         double px = ML + (v / xmax) * (SVG_W - ML - MR);
-        rc |= buf_printf(&b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", px, SVG_H - MB + 16, v);
+        rc |= buf_printf(&b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", px,
+                         SVG_H - MB + 16, v);
     }
     for (size_t i = 0; i < ns; i++) {
         if (s[i].n == 0)
             continue;
-        rc |= buf_printf(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" points=\"", colors[i % 6]);
+        rc |= buf_printf(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" points=\"",
+                         colors[i % 6]);
         /* thin very long series: at most ~2000 points per line */
         size_t stride = s[i].n > 2000 ? s[i].n / 2000 : 1;
         double prev_py = SVG_H - MB;

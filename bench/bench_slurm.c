@@ -44,7 +44,8 @@ static char *env_value(const char *text, const char *name)
 
 int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *extra_conf)
 {
-    static const char *const bins[] = {"slurmctld", "slurmd", "slurmrestd", "munged", "scontrol", "sbatch", "sinfo"};
+    static const char *const bins[] = {"slurmctld", "slurmd", "slurmrestd", "munged",
+                                       "scontrol",  "sbatch", "sinfo"};
     memset(lab, 0, sizeof(*lab));
     for (size_t i = 0; i < sizeof(bins) / sizeof(bins[0]); i++)
         if (!have(bins[i])) {

@@ -63,8 +63,8 @@ static void ev_done_http(hc_req *req, int status, const hc_response *r, void *da
     } else {
         c->failed++;
         if (!c->first_error[0])
-            snprintf(c->first_error, sizeof(c->first_error), "%s: HTTP %d %.100s", status ? op_strerror(status) : "answer",
-                     r->status, r->body ? r->body : "");
+            snprintf(c->first_error, sizeof(c->first_error), "%s: HTTP %d %.100s",
+                     status ? op_strerror(status) : "answer", r->status, r->body ? r->body : "");
     }
 }
 
@@ -79,7 +79,8 @@ static void ev_done_kube(int err, const cJSON *obj, const kube_status *st, void 
     } else {
         c->failed++;
         if (!c->first_error[0])
-            snprintf(c->first_error, sizeof(c->first_error), "%s (%.100s)", op_strerror(err), st ? st->message : "");
+            snprintf(c->first_error, sizeof(c->first_error), "%s (%.100s)", op_strerror(err),
+                     st ? st->message : "");
     }
 }
 
@@ -111,8 +112,10 @@ static void node_event(churn *c)
         admin_post(c, c->node_pool, "/kubesim/nodes/cordon", b);
         free(b);
     } else {
-        cJSON *p = cJSON_Parse(on ? "{\"spec\":{\"unschedulable\":true}}" : "{\"spec\":{\"unschedulable\":null}}");
-        kube_patch(c->f->api.kc, &KUBE_NODES, NULL, node, NULL, KUBE_PATCH_MERGE, p, NULL, 0, ev_done_kube, c);
+        cJSON *p =
+            cJSON_Parse(on ? "{\"spec\":{\"unschedulable\":true}}" : "{\"spec\":{\"unschedulable\":null}}");
+        kube_patch(c->f->api.kc, &KUBE_NODES, NULL, node, NULL, KUBE_PATCH_MERGE, p, NULL, 0, ev_done_kube,
+                   c);
         cJSON_Delete(p);
     }
     c->node_phase = !c->node_phase;
@@ -283,7 +286,8 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
     rr->sent = c->sent;
     rr->failed = c->failed;
     if (c->failed)
-        bx_say(x, "bench: churn at %g events/s: %ld events failed; the first: %s", rate, c->failed, c->first_error);
+        bx_say(x, "bench: churn at %g events/s: %ld events failed; the first: %s", rate, c->failed,
+               c->first_error);
     c->first_error[0] = '\0';
     /* A cordoned Node left over is uncordoned, then the fleet settles. */
     if (c->node_phase == 1) {
@@ -383,9 +387,10 @@ int scen_churn(bx_ctx *x)
     }
     bx_fleet_close(x, &f);
 
-    bx_table *t = bx_table_new("Churn: event → action latency of the NodeSet controller (operator's histogram)", 11,
-                               "events/s", "sent (failed)", "actions", "p50", "p90", "p99", "max ≤", "≤ 5 ms",
-                               "reconcile p50 / p99", "reconciles", "queue depth max / mean");
+    bx_table *t =
+        bx_table_new("Churn: event → action latency of the NodeSet controller (operator's histogram)", 11,
+                     "events/s", "sent (failed)", "actions", "p50", "p90", "p99", "max ≤", "≤ 5 ms",
+                     "reconcile p50 / p99", "reconciles", "queue depth max / mean");
     cJSON *out = cJSON_CreateObject();
     cJSON_AddNumberToObject(out, "n", n);
     cJSON *arr = cJSON_AddArrayToObject(out, "rates");
@@ -402,7 +407,8 @@ int scen_churn(bx_ctx *x)
                f5 = bx_hist_frac_le(&r->lat, 0.005);
         double r50 = bx_hist_quantile(&r->rec, 0.5), r99 = bx_hist_quantile(&r->rec, 0.99);
         double actions = r->lat.n ? r->lat.cum[r->lat.n - 1] : 0;
-        char a[24], b[40], cc[24], d[24], e[24], g[24], h[24], k[48], l[24], m[40], rate[16], rr1[24], rr2[24];
+        char a[24], b[40], cc[24], d[24], e[24], g[24], h[24], k[48], l[24], m[40], rate[16], rr1[24],
+            rr2[24];
         snprintf(rate, sizeof(rate), "%g", r->rate);
         snprintf(b, sizeof(b), "%ld (%ld)", r->sent, r->failed);
         snprintf(a, sizeof(a), "%.0f", actions);
@@ -432,8 +438,9 @@ int scen_churn(bx_ctx *x)
         cJSON *bk = cJSON_AddArrayToObject(j, "buckets");
         for (int k2 = 0; k2 < r->lat.n; k2++) {
             cJSON *o = cJSON_CreateObject();
-            cJSON_AddItemToObject(o, "le", isinf(r->lat.le[k2]) ? cJSON_CreateString("+Inf")
-                                                                : cJSON_CreateNumber(r->lat.le[k2]));
+            cJSON_AddItemToObject(o, "le",
+                                  isinf(r->lat.le[k2]) ? cJSON_CreateString("+Inf")
+                                                       : cJSON_CreateNumber(r->lat.le[k2]));
             cJSON_AddNumberToObject(o, "count", r->lat.cum[k2]);
             cJSON_AddItemToArray(bk, o);
         }
@@ -479,21 +486,24 @@ int scen_churn(bx_ctx *x)
     if (done) {
         char *p = bx_out_path(x, "churn-latency.svg");
         char title[96];
-        snprintf(title, sizeof(title), "Event → action latency, NodeSet of %d pods (share of actions per bucket)", n);
+        snprintf(title, sizeof(title),
+                 "Event → action latency, NodeSet of %d pods (share of actions per bucket)", n);
         if (bx_svg_bars(p, title, "% of actions", cats, (size_t)ncat, lat_s, (size_t)done) != 0)
             bx_say(x, "bench: cannot write %s", p);
         free(p);
         p = bx_out_path(x, "churn-queue-depth.svg");
-        if (bx_svg_lines(p, "NodeSet queue depth during churn (sampled every 100 ms)", "seconds", "keys queued",
-                         dep_s, (size_t)done) != 0)
+        if (bx_svg_lines(p, "NodeSet queue depth during churn (sampled every 100 ms)", "seconds",
+                         "keys queued", dep_s, (size_t)done) != 0)
             bx_say(x, "bench: cannot write %s", p);
         free(p);
     }
-    bx_table_note(t, "%d pods on %d Nodes; half the events fail a pod, half cordon or uncordon a Node. actions: "
-                     "reconciles that wrote (the histogram's count);",
+    bx_table_note(t,
+                  "%d pods on %d Nodes; half the events fail a pod, half cordon or uncordon a Node. actions: "
+                  "reconciles that wrote (the histogram's count);",
                   n, (int)c.n_nodes);
-    bx_table_note(t, "percentiles interpolated inside the histogram's buckets (0.5, 1, 2.5, 5, 10, 25 ms ...); "
-                     "max ≤: upper bound of the highest non-empty bucket; ≤ 5 ms: exact share.");
+    bx_table_note(t,
+                  "percentiles interpolated inside the histogram's buckets (0.5, 1, 2.5, 5, 10, 25 ms ...); "
+                  "max ≤: upper bound of the highest non-empty bucket; ≤ 5 ms: exact share.");
     bx_table_emit(x, t);
     cJSON_AddItemToObject(x->results, "churn", out);
     for (int i = 0; i < 3; i++) {

@@ -109,7 +109,8 @@ static long long heap_in_use(bx_ctx *x, bx_slurmop *op)
     snprintf(pid, sizeof(pid), "%d", bx_proc_pid(op->proc));
     /* --readnever: the debug info of a -g3 binary takes long to load, and
      * only libc's dynamic symbols are needed */
-    const char *argv[] = {"gdb", "-nx", "-batch", "--readnever", "-p", pid, "-ex", "call (void)malloc_stats()", NULL};
+    const char *argv[] = {
+        "gdb", "-nx", "-batch", "--readnever", "-p", pid, "-ex", "call (void)malloc_stats()", NULL};
     int rc = bx_run(x, argv, NULL, NULL, 120, NULL);
     /* A gdb that was killed while attached leaves the operator stopped. */
     int opid = bx_proc_pid(op->proc);
@@ -178,7 +179,8 @@ int scen_memory(bx_ctx *x)
             fs.jwt_len = jwt_len;
             fs.restapi = 0; /* created in step 3 */
         } else {
-            slurm_skip = e == OP_ENOTSUP ? "the Slurm lab needs root and Slurm's packages" : "the Slurm lab did not start";
+            slurm_skip = e == OP_ENOTSUP ? "the Slurm lab needs root and Slurm's packages"
+                                         : "the Slurm lab did not start";
             want_slurm = 0;
             bx_lab_stop(x, &lab);
         }
@@ -244,7 +246,8 @@ int scen_memory(bx_ctx *x)
             bx_step(x, "memory: idle for %.0f s", x->idle_s);
             int quiet = bx_wait_quiet(x, &f.op, 2.0, 30) == 0;
             if (!quiet)
-                bx_say(x, "bench: memory: the operator's queue is still busy; measuring the idle window anyway");
+                bx_say(x,
+                       "bench: memory: the operator's queue is still busy; measuring the idle window anyway");
             bx_metrics m0, m1;
             (void)bx_scrape(x, &f.op, &m0);
             double c0 = bx_cpu_seconds(pid), l0 = bx_loop_cpu_seconds(pid);
@@ -268,8 +271,8 @@ int scen_memory(bx_ctx *x)
                 idle_writes = DELTA("slurmop_slurm_node_writes_total", NULL);
 #undef DELTA
                 /* the limit: one full node table, as the operator's version reads it */
-                const char *argv[] = {"curl", "-s", "-o", "/dev/null", "-w", "%{size_download}", "-H", NULL, "-H",
-                                      NULL, NULL, NULL};
+                const char *argv[] = {"curl", "-s", "-o", "/dev/null", "-w", "%{size_download}",
+                                      "-H",   NULL, "-H", NULL,        NULL, NULL};
                 char *h1 = xasprintf("X-SLURM-USER-NAME: %s", lab.rest_user);
                 char *h2 = xasprintf("X-SLURM-USER-TOKEN: %s", lab.rest_token);
                 char *url = xasprintf("%s/slurm/v0.0.38/nodes", lab.rest_url);
@@ -358,8 +361,8 @@ int scen_memory(bx_ctx *x)
         char b[32], d[48];
         snprintf(b, sizeof(b), "%.1f MiB", rss_fresh / 1024.0);
         snprintf(d, sizeof(d), heap_fresh >= 0 ? "%.1f MiB" : "n/a", (double)heap_fresh / 1048576.0);
-        bx_table_row(t, "fresh operator over the same cluster", rss_fresh >= 0 ? b : "—", "", rss_fresh >= 0 ? d : "",
-                     "", "≤ 64 MiB in total");
+        bx_table_row(t, "fresh operator over the same cluster", rss_fresh >= 0 ? b : "—", "",
+                     rss_fresh >= 0 ? d : "", "", "≤ 64 MiB in total");
         snprintf(b, sizeof(b), "%.3f %% of a core", idle_cpu * 100);
         snprintf(d, sizeof(d), "over %.0f s (loop %.3f %%)", idle_s, idle_loop * 100);
         bx_table_row(t, "idle CPU", isfinite(idle_cpu) ? b : "—", isfinite(idle_s) ? d : "", "", "",
@@ -372,8 +375,9 @@ int scen_memory(bx_ctx *x)
                      isfinite(polls) ? c : "", isfinite(full_bytes) ? e : (slurm_skip ? slurm_skip : ""), "",
                      "≤ 1 KB");
     }
-    bx_table_note(t, "RSS: VmRSS once the queue was quiet for 1 s; live heap: glibc malloc_stats() \"in use\" "
-                     "(called through gdb); per object: the step's growth / %d. A JSON pod as served is %.0f B.",
+    bx_table_note(t,
+                  "RSS: VmRSS once the queue was quiet for 1 s; live heap: glibc malloc_stats() \"in use\" "
+                  "(called through gdb); per object: the step's growth / %d. A JSON pod as served is %.0f B.",
                   n, pod_json);
     if (want_slurm && version)
         bx_table_note(t, "Slurm: %s, REST v0.0.38 (slurmrestd of Debian's 22.05).", version);
@@ -417,21 +421,24 @@ int scen_memory(bx_ctx *x)
                      rss_fresh / 1024.0, (double)htotal / 1048576.0);
         else
             snprintf(a, sizeof(a), "RSS %.1f MiB, fresh start %.1f MiB", total / 1024.0, rss_fresh / 1024.0);
-        bx_target(x, "RSS with N pods, N Nodes and N Slurm nodes cached ≤ 64 MiB", a, "64 MiB", worst / 65536.0,
-                  rss[3] < 0 ? (worst <= 65536 ? "met so far (no Slurm nodes)" : "missed (even without Slurm nodes)")
-                             : worst <= 65536 ? "met" : "missed",
+        bx_target(x, "RSS with N pods, N Nodes and N Slurm nodes cached ≤ 64 MiB", a, "64 MiB",
+                  worst / 65536.0,
+                  rss[3] < 0
+                      ? (worst <= 65536 ? "met so far (no Slurm nodes)" : "missed (even without Slurm nodes)")
+                  : worst <= 65536 ? "met"
+                                   : "missed",
                   note);
     }
     if (isfinite(idle_cpu)) {
         snprintf(a, sizeof(a), "%.3f %% of a core", idle_cpu * 100);
-        bx_target(x, "idle < 0.5 % of a core", a, "0.5 %", idle_cpu / 0.005, idle_cpu < 0.005 ? "met" : "missed",
-                  note);
+        bx_target(x, "idle < 0.5 % of a core", a, "0.5 %", idle_cpu / 0.005,
+                  idle_cpu < 0.005 ? "met" : "missed", note);
     }
     if (isfinite(poll_bytes)) {
         snprintf(a, sizeof(a), "%.0f B per poll (%.0f polls)", poll_bytes, polls);
         snprintf(b, sizeof(b), "1 KB (full table %.1f MB)", full_bytes / 1e6);
-        bx_target(x, "an idle Slurm poll moves ≤ 1 KB", a, b, poll_bytes / 1000, poll_bytes <= 1000 ? "met" : "missed",
-                  note);
+        bx_target(x, "an idle Slurm poll moves ≤ 1 KB", a, b, poll_bytes / 1000,
+                  poll_bytes <= 1000 ? "met" : "missed", note);
     } else {
         bx_target(x, "an idle Slurm poll moves ≤ 1 KB", "not measured", "1 KB", NAN, "not measured",
                   slurm_skip ? slurm_skip : "");

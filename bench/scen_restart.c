@@ -147,8 +147,8 @@ int scen_restart(bx_ctx *x)
             bx_sleep(x, 0.02);
         }
         if (rc == 0 && !done)
-            bx_say(x, "bench: restart: not resynced within 60 s (%d of %d caches did not relist: %s)", missing,
-                   resources, missing_which);
+            bx_say(x, "bench: restart: not resynced within 60 s (%d of %d caches did not relist: %s)",
+                   missing, resources, missing_which);
         (void)bx_wait_quiet(x, &f.op, 1.0, 60);
         settle_s = bx_secs(t0, uv_hrtime());
         (void)bx_scrape(x, &f.op, &m);
@@ -169,7 +169,8 @@ int scen_restart(bx_ctx *x)
             const cJSON *r;
             cJSON_ArrayForEach(r, json_get(cnt, "byResource"))
             {
-                static const char *const verbs[] = {"create", "update", "patch", "delete", "deletecollection"};
+                static const char *const verbs[] = {"create", "update", "patch", "delete",
+                                                    "deletecollection"};
                 for (size_t k = 0; k < sizeof(verbs) / sizeof(verbs[0]); k++) {
                     long long v = json_get_int(r, verbs[k], 0);
                     if (v) {
@@ -186,9 +187,10 @@ int scen_restart(bx_ctx *x)
     }
     bx_fleet_close(x, &f);
 
-    bx_table *t = bx_table_new("API server restart under a steady fleet (watches dropped, history compacted: 410)", 10,
-                               "pods", "resync", "loop thread CPU", "process CPU", "bare LIST of the pods",
-                               "LIST calls (pods)", "WATCH calls", "NodeSet reconciles", "queue adds", "writes");
+    bx_table *t =
+        bx_table_new("API server restart under a steady fleet (watches dropped, history compacted: 410)", 10,
+                     "pods", "resync", "loop thread CPU", "process CPU", "bare LIST of the pods",
+                     "LIST calls (pods)", "WATCH calls", "NodeSet reconciles", "queue adds", "writes");
     char a[16], b[32], c[32], c2[32], d[48], e[32], g[16], h[16], k[16], l[24];
     snprintf(a, sizeof(a), "%d", n);
     snprintf(e, sizeof(e), "%.0f (%.0f)", lists, pod_lists);
@@ -198,15 +200,19 @@ int scen_restart(bx_ctx *x)
     snprintf(l, sizeof(l), "%.0f", writes);
     char ls[24];
     snprintf(d, sizeof(d), "%s (%.1f MB)", bx_fmt_s(ls, sizeof(ls), list_s), list_bytes / 1e6);
-    bx_table_row(t, a, bx_fmt_s(b, sizeof(b), resync_s), bx_fmt_s(c2, sizeof(c2), loop_s), bx_fmt_s(c, sizeof(c), cpu_s),
-                 d, e, g, h, k, l);
-    bx_table_note(t, "resync: restart until every one of the %d caches had relisted and watched again (kubesim polled "
-                     "every 20 ms); CPU of the operator's loop thread and of the whole process (threadpool included) over "
-                     "the same window (10 ms ticks); counts until the queue was quiet for 1 s (%.1f s).",
-                  resources, settle_s);
-    bx_table_note(t, "The bare LIST is the harness's own GET of all %d pods in one call, parsed; the operator pages "
-                     "its lists at 500 items.",
-                  n);
+    bx_table_row(t, a, bx_fmt_s(b, sizeof(b), resync_s), bx_fmt_s(c2, sizeof(c2), loop_s),
+                 bx_fmt_s(c, sizeof(c), cpu_s), d, e, g, h, k, l);
+    bx_table_note(
+        t,
+        "resync: restart until every one of the %d caches had relisted and watched again (kubesim polled "
+        "every 20 ms); CPU of the operator's loop thread and of the whole process (threadpool included) over "
+        "the same window (10 ms ticks); counts until the queue was quiet for 1 s (%.1f s).",
+        resources, settle_s);
+    bx_table_note(
+        t,
+        "The bare LIST is the harness's own GET of all %d pods in one call, parsed; the operator pages "
+        "its lists at 500 items.",
+        n);
     bx_table_emit(x, t);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "n", n);
@@ -235,8 +241,8 @@ int scen_restart(bx_ctx *x)
                   loop_s <= 0.25 ? "met" : "missed", note);
         snprintf(m, sizeof(m), "%.0f reconciles, %.0f writes", reconciles, writes);
         bx_target(x, "no reconcile storm after a restart: one pass per affected NodeSet, no writes", m,
-                  "1 reconcile, 0 writes", reconciles / 1.0, reconciles <= 1 && writes == 0 ? "met" : "missed",
-                  note);
+                  "1 reconcile, 0 writes", reconciles / 1.0,
+                  reconciles <= 1 && writes == 0 ? "met" : "missed", note);
     }
     return rc;
 }

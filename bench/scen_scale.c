@@ -41,12 +41,12 @@ typedef struct run {
     double cpu_s;    /* operator CPU during the run */
     long rss_kib;
     double posts, adds, reconciles;
-    double creates_seen; /* kubesim's count of pod creates */
-    double post_p50, post_p99; /* operator: POST latency (its histogram) */
-    double ks_cpu_s, self_cpu_s;   /* kubesim's and the harness's CPU during the run */
-    double reconcile_s;            /* operator: time inside NodeSet reconciles (histogram sum) */
-    double status_patches;         /* operator: PATCH nodesets/status */
-    double *cx, *cy, *rx, *ry; /* curves */
+    double creates_seen;         /* kubesim's count of pod creates */
+    double post_p50, post_p99;   /* operator: POST latency (its histogram) */
+    double ks_cpu_s, self_cpu_s; /* kubesim's and the harness's CPU during the run */
+    double reconcile_s;          /* operator: time inside NodeSet reconciles (histogram sum) */
+    double status_patches;       /* operator: PATCH nodesets/status */
+    double *cx, *cy, *rx, *ry;   /* curves */
     size_t cn, rn;
 } run;
 
@@ -134,7 +134,8 @@ static int clean_pods(bx_ctx *x, bx_api *api)
     }
     cJSON_Delete(list);
     for (int i = 0; i < 600 && !bx_stop_requested(x); i++) {
-        if (bx_list(x, api, &KUBE_PODS, x->ns, "labelSelector=app.kubernetes.io%2Finstance%3Dgpu", &list) != 0)
+        if (bx_list(x, api, &KUBE_PODS, x->ns, "labelSelector=app.kubernetes.io%2Finstance%3Dgpu", &list) !=
+            0)
             return OP_EIO;
         int n = json_len(json_get(list, "items"));
         cJSON_Delete(list);
@@ -267,8 +268,9 @@ static int run_operator(bx_ctx *x, int n, run *r)
         } else if (rc == 0) {
             bx_obs_counts c;
             bx_obs_counts_get(obs, &c);
-            bx_say(x, "bench: scale-out %d: not complete after 900 s (%ld created, %ld ready, readyReplicas %d)", n,
-                   c.created, c.became_ready, c.ns_ready);
+            bx_say(x,
+                   "bench: scale-out %d: not complete after 900 s (%ld created, %ld ready, readyReplicas %d)",
+                   n, c.created, c.became_ready, c.ns_ready);
         }
         r->cpu_s = bx_cpu_seconds(pid) - cpu0;
         r->rss_kib = bx_rss_kib(pid);
@@ -277,12 +279,16 @@ static int run_operator(bx_ctx *x, int n, run *r)
         r->posts = bx_metric(&m1, "slurmop_api_requests_total", "verb=\"POST\",resource=\"pods\"") -
                    bx_metric(&m0, "slurmop_api_requests_total", "verb=\"POST\",resource=\"pods\"");
         r->adds = bx_metric(&m1, "workqueue_adds_total", q) - bx_metric(&m0, "workqueue_adds_total", q);
-        r->reconciles = bx_metric(&m1, "controller_runtime_reconcile_total", "controller=\"" NODESET_CONTROLLER "\"") -
-                        bx_metric(&m0, "controller_runtime_reconcile_total", "controller=\"" NODESET_CONTROLLER "\"");
-        r->reconcile_s = bx_metric(&m1, "controller_runtime_reconcile_time_seconds_sum", "controller=\"" NODESET_CONTROLLER "\"") -
-                         bx_metric(&m0, "controller_runtime_reconcile_time_seconds_sum", "controller=\"" NODESET_CONTROLLER "\"");
-        r->status_patches = bx_metric(&m1, "slurmop_api_requests_total", "verb=\"PATCH\",resource=\"nodesets\"") -
-                            bx_metric(&m0, "slurmop_api_requests_total", "verb=\"PATCH\",resource=\"nodesets\"");
+        r->reconciles =
+            bx_metric(&m1, "controller_runtime_reconcile_total", "controller=\"" NODESET_CONTROLLER "\"") -
+            bx_metric(&m0, "controller_runtime_reconcile_total", "controller=\"" NODESET_CONTROLLER "\"");
+        r->reconcile_s = bx_metric(&m1, "controller_runtime_reconcile_time_seconds_sum",
+                                   "controller=\"" NODESET_CONTROLLER "\"") -
+                         bx_metric(&m0, "controller_runtime_reconcile_time_seconds_sum",
+                                   "controller=\"" NODESET_CONTROLLER "\"");
+        r->status_patches =
+            bx_metric(&m1, "slurmop_api_requests_total", "verb=\"PATCH\",resource=\"nodesets\"") -
+            bx_metric(&m0, "slurmop_api_requests_total", "verb=\"PATCH\",resource=\"nodesets\"");
         bx_hist h0, h1;
         r->post_p50 = r->post_p99 = NAN;
         if (bx_hist_read(&m1, "slurmop_api_request_duration_seconds", "verb=\"POST\"", &h1) == 0 &&
@@ -323,10 +329,10 @@ static const char *ratio_s(char *b, size_t len, double v)
 int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
 {
     cJSON *out = cJSON_CreateArray();
-    bx_table *t = bx_table_new("Scale-out 0 → N: operator vs the bare pipelined client (the limit)", 10, "N",
-                               "limit: creates", "operator: creates", "ratio", "limit: all Ready",
-                               "operator: all Ready", "ratio", "readyReplicas = N", "operator CPU",
-                               "creates/s (op)");
+    bx_table *t =
+        bx_table_new("Scale-out 0 → N: operator vs the bare pipelined client (the limit)", 10, "N",
+                     "limit: creates", "operator: creates", "ratio", "limit: all Ready",
+                     "operator: all Ready", "ratio", "readyReplicas = N", "operator CPU", "creates/s (op)");
     int failed = 0;
     double last_ratio = NAN, last_o = NAN, last_l = NAN;
     int last_n = 0;
@@ -373,9 +379,9 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
         snprintf(nn, sizeof(nn), "%d", n);
         bx_table_row(t, nn, L.ok ? bx_fmt_s(a, sizeof(a), L.create_s) : "—",
                      O.ok ? bx_fmt_s(b, sizeof(b), O.create_s) : "—", ratio_s(c, sizeof(c), rc),
-                     L.ok ? bx_fmt_s(d, sizeof(d), L.ready_s) : "—", O.ok ? bx_fmt_s(e, sizeof(e), O.ready_s) : "—",
-                     ratio_s(f, sizeof(f), rr), O.ok ? bx_fmt_s(g, sizeof(g), O.status_s) : "—", O.ok ? h : "—",
-                     O.ok ? k : "—");
+                     L.ok ? bx_fmt_s(d, sizeof(d), L.ready_s) : "—",
+                     O.ok ? bx_fmt_s(e, sizeof(e), O.ready_s) : "—", ratio_s(f, sizeof(f), rr),
+                     O.ok ? bx_fmt_s(g, sizeof(g), O.status_s) : "—", O.ok ? h : "—", O.ok ? k : "—");
         cJSON *j = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "n", n);
         cJSON *jl = cJSON_AddObjectToObject(j, "limit");
@@ -417,7 +423,8 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
             {"limit: Ready", L.rx, L.ry, L.rn, 1},
         };
         char title[128], name[64];
-        snprintf(title, sizeof(title), "Scale-out 0 → %d pods (time 0: scale PATCH / first limit request)", n);
+        snprintf(title, sizeof(title), "Scale-out 0 → %d pods (time 0: scale PATCH / first limit request)",
+                 n);
         snprintf(name, sizeof(name), "scale-out-%d.svg", n);
         char *path = bx_out_path(x, name);
         if (bx_svg_lines(path, title, "seconds", "pods", s, 4) != 0)
@@ -432,15 +439,19 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
         run_free(&L);
         run_free(&O);
     }
-    bx_table_note(t, "creates: from the scale PATCH (limit: its first request) to the N-th pod ADDED event at the "
-                     "harness's watch; all Ready: to the N-th Ready transition; same observer in both runs.");
-    bx_table_note(t, "%s; the limit POSTs the operator's own pod bodies over 8 connections × 8 pipelined "
-                     "requests, with the operator's transport and credentials. slurmop runs with --qps %g%s.",
-                  x->kubeconfig ? "Both runs use the --kubeconfig cluster, emptied of the NodeSet's pods in between"
-                                : "Each run gets a fresh kubesim (same flags, TLS with a client certificate)",
+    bx_table_note(
+        t, "creates: from the scale PATCH (limit: its first request) to the N-th pod ADDED event at the "
+           "harness's watch; all Ready: to the N-th Ready transition; same observer in both runs.");
+    bx_table_note(t,
+                  "%s; the limit POSTs the operator's own pod bodies over 8 connections × 8 pipelined "
+                  "requests, with the operator's transport and credentials. slurmop runs with --qps %g%s.",
+                  x->kubeconfig
+                      ? "Both runs use the --kubeconfig cluster, emptied of the NodeSet's pods in between"
+                      : "Each run gets a fresh kubesim (same flags, TLS with a client certificate)",
                   x->qps, x->qps <= 0 ? " (client-side limiter off)" : "");
-    bx_table_note(t, "Best of %d alternating runs of each (every run is in scale-out.json); operator CPU: its "
-                     "user+system time during the best run.",
+    bx_table_note(t,
+                  "Best of %d alternating runs of each (every run is in scale-out.json); operator CPU: its "
+                  "user+system time during the best run.",
                   x->repeat);
     bx_table_emit(x, t);
     cJSON_AddItemToObject(x->results, "scale-out", out);

@@ -119,8 +119,8 @@ static void logged_drains(const char *log_path, double t0, double *count, double
         int hh, mm;
         double ss;
         long k;
-        if (d && strstr(d, " Slurm nodes for scale-in") && sscanf(line + 5, " %d:%d:%lf", &hh, &mm, &ss) == 3 &&
-            sscanf(d + 11, "%ld", &k) == 1) {
+        if (d && strstr(d, " Slurm nodes for scale-in") &&
+            sscanf(line + 5, " %d:%d:%lf", &hh, &mm, &ss) == 3 && sscanf(d + 11, "%ld", &k) == 1) {
             double t = hh * 3600.0 + mm * 60.0 + ss - t0;
             if (t < -43200)
                 t += 86400; /* past midnight */
@@ -139,7 +139,8 @@ static void logged_drains(const char *log_path, double t0, double *count, double
 static double node_writes(bx_ctx *x, bx_slurmop *op)
 {
     bx_metrics m;
-    double v = bx_scrape(x, op, &m) == 0 ? bx_metric(&m, "slurmop_slurm_node_writes_total", "result=\"ok\"") : -1;
+    double v =
+        bx_scrape(x, op, &m) == 0 ? bx_metric(&m, "slurmop_slurm_node_writes_total", "result=\"ok\"") : -1;
     bx_metrics_free(&m);
     return v;
 }
@@ -189,18 +190,20 @@ int scen_scale_in(bx_ctx *x)
         for (int i = 0; i < nb; i++)
             rc |= buf_printf(&names, "%sgpu-%d", i ? " " : "", i);
         /* slurmlab.sh sizes MaxNodeCount for its own nodes; a later value wins */
-        char *conf = n > nb ? xasprintf("MaxNodeCount=%d\n"
-                                        "NodeName=gpu-[%d-%d] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 "
-                                        "RealMemory=1000 State=UNKNOWN\n"
-                                        "PartitionName=gpu Nodes=gpu-[%d-%d] MaxTime=INFINITE State=UP\n"
-                                        "SlurmdTimeout=0",
-                                        n + 16, nb, n - 1, nb, n - 1)
-                            : xstrdup("");
+        char *conf = n > nb
+                         ? xasprintf("MaxNodeCount=%d\n"
+                                     "NodeName=gpu-[%d-%d] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 "
+                                     "RealMemory=1000 State=UNKNOWN\n"
+                                     "PartitionName=gpu Nodes=gpu-[%d-%d] MaxTime=INFINITE State=UP\n"
+                                     "SlurmdTimeout=0",
+                                     n + 16, nb, n - 1, nb, n - 1)
+                         : xstrdup("");
         int e = bx_lab_start(x, &lab, names.data, conf);
         free(conf);
         buf_free(&names);
         if (e)
-            skip = e == OP_ENOTSUP ? "the Slurm lab needs root and Slurm's packages" : "the Slurm lab did not start";
+            skip = e == OP_ENOTSUP ? "the Slurm lab needs root and Slurm's packages"
+                                   : "the Slurm lab did not start";
         if (e && e != OP_ENOTSUP)
             rc = e;
     }
@@ -209,8 +212,8 @@ int scen_scale_in(bx_ctx *x)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "skipped", skip);
         cJSON_AddItemToObject(x->results, "scale-in", o);
-        bx_target(x, "scale-in of N: drains issued within 1 s of the spec change (batched)", "not measured", "1 s",
-                  NAN, "not measured", skip);
+        bx_target(x, "scale-in of N: drains issued within 1 s of the spec change (batched)", "not measured",
+                  "1 s", NAN, "not measured", skip);
         free(jobs);
         bx_lab_stop(x, &lab);
         return rc;
@@ -238,15 +241,19 @@ int scen_scale_in(bx_ctx *x)
         if (bx_scrape(x, &f.op, &m) == 0) {
             cJSON_AddItemToObject(before, "scaleOutSeconds", bx_num(f.scale_s));
             cJSON_AddBoolToObject(before, "queueQuietBeforeScaleIn", quiet);
-            cJSON_AddNumberToObject(before, "nodesetReconciles",
-                                    bx_metric(&m, "controller_runtime_reconcile_total", "controller=\"nodeset-controller\""));
-            cJSON_AddNumberToObject(before, "slurmNodeWrites", bx_metric(&m, "slurmop_slurm_node_writes_total", NULL));
+            cJSON_AddNumberToObject(
+                before, "nodesetReconciles",
+                bx_metric(&m, "controller_runtime_reconcile_total", "controller=\"nodeset-controller\""));
+            cJSON_AddNumberToObject(before, "slurmNodeWrites",
+                                    bx_metric(&m, "slurmop_slurm_node_writes_total", NULL));
             cJSON_AddNumberToObject(before, "slurmPollsFull",
                                     bx_metric(&m, "slurmop_slurm_node_polls_total", "result=\"full\""));
-            cJSON_AddNumberToObject(before, "slurmPollsNotModified",
-                                    bx_metric(&m, "slurmop_slurm_node_polls_total", "result=\"not_modified\""));
-            cJSON_AddNumberToObject(before, "podPatches",
-                                    bx_metric(&m, "slurmop_api_requests_total", "verb=\"PATCH\",resource=\"pods\""));
+            cJSON_AddNumberToObject(
+                before, "slurmPollsNotModified",
+                bx_metric(&m, "slurmop_slurm_node_polls_total", "result=\"not_modified\""));
+            cJSON_AddNumberToObject(
+                before, "podPatches",
+                bx_metric(&m, "slurmop_api_requests_total", "verb=\"PATCH\",resource=\"pods\""));
             cJSON_AddNumberToObject(before, "operatorCpuSeconds", bx_cpu_seconds(bx_proc_pid(f.op.proc)));
         }
         bx_metrics_free(&m);
@@ -272,8 +279,9 @@ int scen_scale_in(bx_ctx *x)
             snprintf(jobs[i].node, sizeof(jobs[i].node), "gpu-%d", i);
             char wrap[64];
             snprintf(wrap, sizeof(wrap), "sleep %.0f", job_s);
-            const char *sb[] = {"sbatch", "--parsable", "-p", "debug", "-w", jobs[i].node, "-N1", "-n1", "-D",
-                                "/tmp", "-o", "/dev/null", "--wrap", wrap, NULL};
+            const char *sb[] = {"sbatch",     "--parsable", "-p",     "debug", "-w",
+                                jobs[i].node, "-N1",        "-n1",    "-D",    "/tmp",
+                                "-o",         "/dev/null",  "--wrap", wrap,    NULL};
             char *out = NULL;
             if (bx_lab_cmd(x, &lab, sb, &out) == 0)
                 snprintf(jobs[i].id, sizeof(jobs[i].id), "%.*s", (int)strcspn(out, ";\n"), out);
@@ -352,7 +360,8 @@ int scen_scale_in(bx_ctx *x)
     double all_s = logged >= n ? last_drain_s : NAN;
     snprintf(a, sizeof(a), "%d (%d)", n, nb);
     snprintf(d, sizeof(d), isfinite(all_s) && isfinite(limit_s) ? "%.2f×" : "n/a", all_s / limit_s);
-    snprintf(h, sizeof(h), "%d of %d (≤ %s after)", busy_deleted_after, nb, bx_fmt_s(lag, sizeof(lag), busy_lag_max));
+    snprintf(h, sizeof(h), "%d of %d (≤ %s after)", busy_deleted_after, nb,
+             bx_fmt_s(lag, sizeof(lag), busy_lag_max));
     snprintf(k, sizeof(k), "%d", violations);
     snprintf(l, sizeof(l), "%.0f", drained);
     char tmp[24];
@@ -365,26 +374,36 @@ int scen_scale_in(bx_ctx *x)
         snprintf(c, sizeof(c), "n/a");
     bx_table_row(t, a, bx_fmt_s(b, sizeof(b), limit_s), c1, c, d, bx_fmt_s(e, sizeof(e), idle_gone_s),
                  bx_fmt_s(g, sizeof(g), gone_s), h, k, l);
-    bx_table_note(t, "%s, REST v0.0.38 reads, libslurm writes. The busy nodes run a slurmd and a %.0f-second job "
-                     "each; the others have no slurmd.",
-                  version, job_s);
-    bx_table_note(t, "Time 0: the scale PATCH. Drains issued: the operator's log lines \"draining K Slurm nodes for "
-                     "scale-in\" (one hostlist request each; %.0f nodes in all). Node writes answered "
-                     "(slurmop_slurm_node_writes_total{result=\"ok\"}, drains and other node updates): %.0f, "
-                     "N reached at %s.",
-                  logged, writes, bx_fmt_s(tmp, sizeof(tmp), drains_s));
-    bx_table_note(t, "Limit: `scontrol update nodename=gpu-[0-%d] state=drain` (one RPC) in the same lab, just before.",
-                  n - 1);
+    bx_table_note(
+        t,
+        "%s, REST v0.0.38 reads, libslurm writes. The busy nodes run a slurmd and a %.0f-second job "
+        "each; the others have no slurmd.",
+        version, job_s);
+    bx_table_note(
+        t,
+        "Time 0: the scale PATCH. Drains issued: the operator's log lines \"draining K Slurm nodes for "
+        "scale-in\" (one hostlist request each; %.0f nodes in all). Node writes answered "
+        "(slurmop_slurm_node_writes_total{result=\"ok\"}, drains and other node updates): %.0f, "
+        "N reached at %s.",
+        logged, writes, bx_fmt_s(tmp, sizeof(tmp), drains_s));
+    bx_table_note(
+        t, "Limit: `scontrol update nodename=gpu-[0-%d] state=drain` (one RPC) in the same lab, just before.",
+        n - 1);
     if (json_get(before, "scaleOutSeconds"))
-        bx_table_note(t, "Getting there (0 → %d with Slurm): %.0f s, %.0f NodeSet reconciles, %.0f Slurm node writes, "
-                         "%.0f full node-table polls (%.0f × 304), %.0f pod PATCHes, %.0f s operator CPU%s.",
-                      n, json_get(before, "scaleOutSeconds")->valuedouble,
-                      (double)json_get_int(before, "nodesetReconciles", 0), (double)json_get_int(before, "slurmNodeWrites", 0),
-                      (double)json_get_int(before, "slurmPollsFull", 0),
-                      (double)json_get_int(before, "slurmPollsNotModified", 0),
-                      (double)json_get_int(before, "podPatches", 0),
-                      json_get(before, "operatorCpuSeconds")->valuedouble,
-                      json_get_bool(before, "queueQuietBeforeScaleIn", 0) ? "" : "; its queue was still busy when the scale-in began");
+        bx_table_note(
+            t,
+            "Getting there (0 → %d with Slurm): %.0f s, %.0f NodeSet reconciles, %.0f Slurm node writes, "
+            "%.0f full node-table polls (%.0f × 304), %.0f pod PATCHes, %.0f s operator CPU%s.",
+            n, json_get(before, "scaleOutSeconds")->valuedouble,
+            (double)json_get_int(before, "nodesetReconciles", 0),
+            (double)json_get_int(before, "slurmNodeWrites", 0),
+            (double)json_get_int(before, "slurmPollsFull", 0),
+            (double)json_get_int(before, "slurmPollsNotModified", 0),
+            (double)json_get_int(before, "podPatches", 0),
+            json_get(before, "operatorCpuSeconds")->valuedouble,
+            json_get_bool(before, "queueQuietBeforeScaleIn", 0)
+                ? ""
+                : "; its queue was still busy when the scale-in began");
     bx_table_emit(x, t);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "n", n);
@@ -425,9 +444,9 @@ int scen_scale_in(bx_ctx *x)
     snprintf(note, sizeof(note), "N = %d, %d busy; %d deleted while busy", n, nb, violations);
     bx_target(x, "scale-in of N: drains issued within 1 s of the spec change (batched)", m, lim,
               isfinite(all_s) ? all_s / 1.0 : last_drain_s / 1.0,
-              !isfinite(first_drain_s) ? "not measured"
+              !isfinite(first_drain_s)                             ? "not measured"
               : isfinite(all_s) && all_s <= 1.0 && violations == 0 ? "met"
-                                                                     : "missed",
+                                                                   : "missed",
               note);
     free(jobs);
     free(version);

@@ -57,7 +57,8 @@ static void test_histogram(void **state)
     bx_metrics m;
     bx_hist h;
     bx_metrics_parse(text, &m);
-    assert_int_equal(bx_hist_read(&m, "slurmop_event_to_action_seconds", "controller=\"nodeset-controller\"", &h), 0);
+    assert_int_equal(
+        bx_hist_read(&m, "slurmop_event_to_action_seconds", "controller=\"nodeset-controller\"", &h), 0);
     assert_int_equal(h.n, 4);
     assert_true(isinf(h.le[3]));
     assert_true(h.count == 100 && fabs(h.sum - 0.4) < 1e-12);
