@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 static void oom(size_t n)
 {
@@ -83,4 +86,13 @@ void mem_init(void)
     cJSON_Hooks hooks = {json__hook_malloc, json__hook_free};
     cJSON_InitHooks(&hooks);
     hooks_installed = 1;
+#if defined(__GLIBC__)
+    /* glibc gives each thread that mallocs its own arena (up to 8 per core)
+     * and keeps their freed pages: a few threadpool parses of big lists left
+     * over 100 MiB resident that the loop could never reuse. Two arenas keep
+     * the threadpool off the loop's lock most of the time. MALLOC_ARENA_MAX
+     * in the environment still wins. */
+    if (getenv("MALLOC_ARENA_MAX") == NULL)
+        mallopt(M_ARENA_MAX, 2);
+#endif
 }

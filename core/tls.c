@@ -2,6 +2,10 @@
 #include "core/tls.h"
 
 #include <arpa/inet.h>
+#include <mbedtls/config.h>
+#if defined(MBEDTLS_AESNI_C)
+#include <mbedtls/aesni.h>
+#endif
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
@@ -101,6 +105,32 @@ static tls_config *config_alloc(int is_server)
     return c;
 }
 
+/* mbedtls's default order puts ChaCha20-Poly1305 before AES-GCM. With AES-NI,
+ * AES-GCM is several times cheaper per byte (ChaCha20 was over a third of
+ * the operator's CPU during a scale-out), and Go servers (kube-apiserver)
+ * follow the client's first choice of the two, so we say which we want.
+ * Without AES-NI ChaCha20 stays first. Only forward-secret AEAD suites. */
+static const int *preferred_suites(void)
+{
+    static const int aes_first[] = {
+        MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,       MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,       MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+        0,
+    };
+    static const int chacha_first[] = {
+        MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+        MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,       MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,       MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        0,
+    };
+#if defined(MBEDTLS_AESNI_C)
+    if (mbedtls_aesni_has_support(MBEDTLS_AESNI_AES))
+        return aes_first;
+#endif
+    return chacha_first;
+}
+
 static int config_common(tls_config *c, int endpoint)
 {
     static const char pers[] = "slurmop-tls";
@@ -119,6 +149,7 @@ static int config_common(tls_config *c, int endpoint)
     mbedtls_ssl_conf_rng(&c->conf, mbedtls_ctr_drbg_random, &c->drbg);
     /* TLS 1.2 is the newest version 2.28 speaks by default; refuse older. */
     mbedtls_ssl_conf_min_version(&c->conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_ciphersuites(&c->conf, preferred_suites());
     return 0;
 }
 

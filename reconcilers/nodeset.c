@@ -22,6 +22,8 @@
  * often (Slinky requeues every 30 s because it polls Slurm; we are told of
  * Slurm changes by the node cache, so this only covers lost events). */
 #define RESYNC_MS (10 * 60 * 1000)
+/* Caches still filling at start: look again soon. */
+#define NS_UNSYNCED_RETRY_MS 100
 
 struct nsctl {
     operator *op;
@@ -1184,6 +1186,10 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     struct pass p;
     char err[256];
 
+    /* A pass over half-filled caches would create pods that already exist
+     * (AlreadyExists on every restart) or delete ones it cannot see yet. */
+    if (!op_caches_synced(op))
+        return WQ_RESULT_AFTER(NS_UNSYNCED_RETRY_MS);
     if (o == NULL || o->json == NULL) {
         exp_drop(C->exp, key);
         nodeset_slurm_forget(op, key);
