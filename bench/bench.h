@@ -268,6 +268,10 @@ int bx_scrape(bx_ctx *x, bx_slurmop *op, bx_metrics *m);
 /** Wait until the NodeSet queue is empty and no key is being processed,
  *  and no add happened for quiet_s. 0 or OP_ETIMEOUT. */
 int bx_wait_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s);
+/** Wait until slurmop's Slurm node writes (slurmop_slurm_node_writes_total)
+ *  stopped for quiet_s: after a scale-out it writes each node's pod info, one
+ *  request per node. 0 or OP_ETIMEOUT. */
+int bx_wait_slurm_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s);
 
 /** The benchmark's cluster: CRDs, key Secrets, Controller "slurm", and
  *  NodeSet "gpu" with `replicas`. jwt_key (may be NULL) is the JWT key to

@@ -265,6 +265,29 @@ int bx_scrape(bx_ctx *x, bx_slurmop *op, bx_metrics *m)
     return rc;
 }
 
+int bx_wait_slurm_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s)
+{
+    uint64_t deadline = uv_hrtime() + (uint64_t)(timeout_s * 1e9), since = uv_hrtime();
+    double last = -1;
+    while (uv_hrtime() < deadline && !bx_stop_requested(x)) {
+        bx_metrics m;
+        if (bx_scrape(x, op, &m) == 0) {
+            double writes = bx_metric(&m, "slurmop_slurm_node_writes_total", NULL);
+            uint64_t now = uv_hrtime();
+            if (writes != last)
+                since = now;
+            last = writes;
+            if (bx_secs(since, now) >= quiet_s) {
+                bx_metrics_free(&m);
+                return 0;
+            }
+        }
+        bx_metrics_free(&m);
+        bx_sleep(x, 0.25);
+    }
+    return OP_ETIMEOUT;
+}
+
 int bx_wait_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s)
 {
     const char *q = "name=\"" NODESET_CONTROLLER "\"";

@@ -9,7 +9,9 @@
  *      the lab's slurmrestd and caches its N nodes (named like the pods).
  * RSS (VmRSS) is read after each step once the queue is quiet; the
  * difference per step over N is the cost per object. Then, with
- * everything cached and nothing changing, the operator's CPU time over
+ * everything cached, once the queue is quiet and the operator's Slurm node
+ * writes (pod info, one request per node after a scale-out) have stopped
+ * for 3 s (at most 300 s), the operator's CPU time over
  * --idle-seconds and the Slurm polls in that window (count and bytes from
  * slurmop_slurm_node_polls_total / slurmop_slurm_received_bytes) give the
  * idle cost and the bytes per poll when nothing changed; the bytes of one
@@ -188,6 +190,8 @@ int scen_memory(bx_ctx *x)
     bx_fleet f;
     long rss[4] = {-1, -1, -1, -1}, rss_fresh = -1;
     long long heap[4] = {-1, -1, -1, -1}, heap_fresh = -1;
+    int writes_quiet = -1;
+    double writes_wait = NAN;
     double idle_cpu = NAN, idle_s = NAN, polls = NAN, poll_bytes = NAN, full_bytes = NAN, pod_json = NAN;
     double polls_304 = NAN, polls_full = NAN, polls_err = NAN, idle_writes = NAN, idle_loop = NAN;
     bx_step(x, "memory: baseline");
@@ -248,6 +252,15 @@ int scen_memory(bx_ctx *x)
             if (!quiet)
                 bx_say(x,
                        "bench: memory: the operator's queue is still busy; measuring the idle window anyway");
+            if (want_slurm) {
+                /* Idle means its pod-info writes (one per node) are done too. */
+                uint64_t w0 = uv_hrtime();
+                writes_quiet = bx_wait_slurm_quiet(x, &f.op, 3.0, 300) == 0;
+                writes_wait = bx_secs(w0, uv_hrtime());
+                if (!writes_quiet)
+                    bx_say(x, "bench: memory: Slurm node writes still going after %.0f s; measuring anyway",
+                           writes_wait);
+            }
             bx_metrics m0, m1;
             (void)bx_scrape(x, &f.op, &m0);
             double c0 = bx_cpu_seconds(pid), l0 = bx_loop_cpu_seconds(pid);
@@ -381,6 +394,11 @@ int scen_memory(bx_ctx *x)
                   n, pod_json);
     if (want_slurm && version)
         bx_table_note(t, "Slurm: %s, REST v0.0.38 (slurmrestd of Debian's 22.05).", version);
+    if (writes_quiet >= 0)
+        bx_table_note(t,
+                      "The idle window began once the operator's Slurm node writes had stopped for 3 s "
+                      "(%.0f s after its queue went quiet%s); %.0f writes during the window.",
+                      writes_wait, writes_quiet ? "" : ", waited at most 300 s", idle_writes);
     free(version);
     bx_table_emit(x, t);
     cJSON_AddItemToObject(o, "freshRssKiB", bx_num((double)rss_fresh));
@@ -392,6 +410,7 @@ int scen_memory(bx_ctx *x)
     cJSON_AddItemToObject(o, "idleSlurmPollsFull", bx_num(polls_full));
     cJSON_AddItemToObject(o, "idleSlurmPollsError", bx_num(polls_err));
     cJSON_AddItemToObject(o, "idleSlurmNodeWrites", bx_num(idle_writes));
+    cJSON_AddItemToObject(o, "slurmWritesSettleSeconds", bx_num(writes_wait));
     cJSON_AddItemToObject(o, "idleLoopCpuShare", bx_num(idle_loop));
     cJSON_AddItemToObject(o, "bytesPerIdlePoll", bx_num(poll_bytes));
     cJSON_AddItemToObject(o, "fullNodeTableBytes", bx_num(full_bytes));

@@ -1232,9 +1232,10 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     int adds = 0, dels = 0;
     if (!exp_satisfied(C->exp, key, o->uid, uv_now(op->loop)))
         exp_pending(C->exp, key, &adds, &dels);
-    if (adds > 0) {
-        /* Only creations in flight bring event storms (several events per
-         * new pod); deletions are few and their passes carry Slurm state. */
+    if (adds > 0 || dels > 0) {
+        /* Writes in flight bring event storms (several events per pod: an
+         * 8,192-pod scale-in kept the loop busy with passes that could only
+         * refresh status, and the deletions themselves went out slower). */
         uint64_t wait = wait_pass_delay(key, uv_now(op->loop));
         if (wait) {
             cJSON_Delete(p.ns);

@@ -388,8 +388,9 @@ static void slurm_written(const char *node, int status, void *data)
     free(c);
 }
 
-/* Queue a node update; 0 when queued or already in flight, a negative code
- * otherwise (backing off after failures included). */
+/* Queue a node update; 0 when queued, 1 when the same one is already in
+ * flight or settling (nothing sent), a negative code otherwise (backing off
+ * after failures included). */
 static int slurm_update(nc_cache *cache, const nss_set *s, const char *node, const sm_node_update *u)
 {
     char *bkey = join_key(s->ctl_key, node);
@@ -407,7 +408,7 @@ static int slurm_update(nc_cache *cache, const nss_set *s, const char *node, con
         free(c->bkey);
         free(c);
     }
-    return rc < 0 ? rc : 0;
+    return rc;
 }
 
 static int slurm_delete(nc_cache *cache, const nss_set *s, const char *node)
@@ -1522,10 +1523,11 @@ static void sync_pod_info(nss_set *s, nc_cache *cache, const sobj *nodeset, cons
         const char *prev_node = a ? json_get_str_or(a, "node", "") : "";
         if (!same) {
             sm_node_update u = {.set = SM_UPD_COMMENT, .comment = info};
-            slurm_update(cache, s, name, &u);
+            int sent = slurm_update(cache, s, name, &u) == 0;
             /* The pod moved or was recreated: clear the DOWN its old pod's
-             * preStop left, when that DOWN is ours (or has no reason). */
-            if (prev_node[0] && strcmp(prev_node, pp->node_name ? pp->node_name : "") != 0 &&
+             * preStop left, when that DOWN is ours (or has no reason); once,
+             * with the comment that records the move. */
+            if (sent && prev_node[0] && strcmp(prev_node, pp->node_name ? pp->node_name : "") != 0 &&
                 sn->base == SM_NODE_DOWN && (!sn->reason || !sn->reason[0] || our_reason(sn->reason))) {
                 sm_node_update r = {.set = SM_UPD_STATE, .state = SM_REQ_RESUME};
                 slurm_update(cache, s, name, &r);

@@ -27,7 +27,9 @@ typedef struct nc_node {
     uint64_t read_seq; /* c->seq when the request that produced n was sent */
     /* writes */
     char *wkey;         /* content of the last write */
-    int writing;        /* writes in flight */
+    int writing;        /* writes in flight (comment-only ones included) */
+    int writing_comment; /* comment-only writes in flight: they change no state, so they never settle */
+    char *ckey;          /* content of the last comment-only write */
     uint64_t wdone_seq; /* c->seq right after the last write completed (0: none since read) */
     uint64_t wdone_ms;
     /* individual reads */
@@ -36,6 +38,11 @@ typedef struct nc_node {
     int want_read;     /* in c->reread */
     int settle_notify; /* tell the owner once the write has been read back */
     list_node reread_link;
+    /* A comment-only write Slurm accepted, applied to n without reading it
+     * back; answers to requests sent before it (seq < local_seq) may still
+     * carry the old comment and must not undo it. */
+    char *local_comment;
+    uint64_t local_seq;
 } nc_node;
 
 typedef struct deadline_ent {
@@ -163,7 +170,7 @@ static nc_node *node_ensure(nc_cache *c, const char *name)
 
 static int settling(const nc_cache *c, const nc_node *e)
 {
-    if (e->writing)
+    if (e->writing > e->writing_comment)
         return 1;
     if (e->wkey == NULL || e->wdone_seq == 0)
         return 0;
@@ -183,9 +190,27 @@ static void node_free(nc_node *e)
     if (list_is_linked(&e->reread_link))
         list_remove(&e->reread_link);
     sm_node_clear(&e->n);
+    free(e->local_comment);
+    free(e->ckey);
     free(e->wkey);
     free(e->name);
     free(e);
+}
+
+/* Before a read answer replaces e->n: an answer to a request sent before
+ * our last comment-only write completed keeps that comment; a newer answer
+ * is Slurm's word and ends the override. */
+static void keep_local_comment(nc_node *e, sm_node *n, uint64_t seq)
+{
+    if (e->local_comment == NULL)
+        return;
+    if (seq < e->local_seq) {
+        free(n->comment);
+        n->comment = xstrdup(e->local_comment);
+        return;
+    }
+    free(e->local_comment);
+    e->local_comment = NULL;
 }
 
 static void fire(nc_cache *c, const char *name)
@@ -280,6 +305,7 @@ static void apply_table(nc_cache *c, sm_response *resp, uint64_t seq, int was_ok
         if (!n->name || !n->name[0])
             continue;
         nc_node *e = node_ensure(c, n->name);
+        keep_local_comment(e, n, seq);
         int changed = !e->present || node_differs(&e->n, n);
         sm_node_clear(&e->n);
         e->n = *n;
@@ -474,6 +500,7 @@ static void on_node_read(int status, sm_response *resp, void *data)
     if (e && (status == 0 || status == OP_ENOTFOUND)) {
         int changed;
         if (status == 0 && resp->n_nodes > 0) {
+            keep_local_comment(e, &resp->nodes[0], r->seq);
             changed = !e->present || node_differs(&e->n, &resp->nodes[0]);
             sm_node_clear(&e->n);
             e->n = resp->nodes[0];
@@ -581,9 +608,31 @@ static void want_read(nc_cache *c, nc_node *e)
 typedef struct nc_write {
     nc_cache *c;
     char *name;
+    char *comment; /* set when the write changes nothing but the comment */
     nc_write_cb cb;
     void *data;
 } nc_write;
+
+/* A comment-only write that Slurm accepted is applied to the cached node
+ * instead of being read back. Pod info is one such write per node with a
+ * different comment each, so it cannot share a hostlist request; reading
+ * each back (one GET per node, or the whole table when many are due) and
+ * then waking the NodeSet to look again cost a full pass per node, which at
+ * 8,192 nodes kept the operator busy for minutes after a scale-out. A
+ * comment changes no state, so nothing else waits for the read. */
+static int apply_comment(nc_cache *c, nc_node *e, const char *comment)
+{
+    if (!e->present)
+        return 0;
+    free(e->n.comment);
+    e->n.comment = xstrdup(comment);
+    free(e->local_comment);
+    e->local_comment = xstrdup(comment);
+    e->local_seq = ++c->seq;
+    if (e->read_seq < e->local_seq)
+        e->read_seq = e->local_seq;
+    return 1;
+}
 
 static void on_written(const char *node, int status, void *data)
 {
@@ -593,7 +642,20 @@ static void on_written(const char *node, int status, void *data)
         nc_node *e = node_get(c, w->name);
         if (e) {
             e->writing--;
-            if (status == 0) {
+            if (w->comment)
+                e->writing_comment--;
+            if (w->comment && (status == 0 || status == OP_ECANCELED)) {
+                if (status == 0 && apply_comment(c, e, w->comment))
+                    c->stats.local_applies++;
+                else if (status == 0)
+                    want_read(c, e); /* not in the table yet: read it */
+            } else if (w->comment) {
+                /* Refused: forget it (the next pass may ask again) and read
+                 * the node, which may be gone. State writes are untouched. */
+                free(e->ckey);
+                e->ckey = NULL;
+                want_read(c, e);
+            } else if (status == 0) {
                 e->wdone_seq = ++c->seq;
                 e->wdone_ms = uv_now(c->loop);
                 e->settle_notify = 1;
@@ -614,6 +676,7 @@ static void on_written(const char *node, int status, void *data)
     }
     if (w->cb)
         w->cb(node, status, w->data);
+    free(w->comment);
     free(w->name);
     free(w);
     c->requests--;
@@ -629,15 +692,21 @@ static int start_write(nc_cache *c, const char *name, const char *key, const sm_
     if (!name || !hostlist_name_valid(name))
         return OP_EINVAL;
     nc_node *e = node_ensure(c, name);
-    if (e->wkey && strcmp(e->wkey, key) == 0 && settling(c, e))
+    int comment_only = u && u->set == SM_UPD_COMMENT;
+    if (comment_only && e->writing_comment && e->ckey && strcmp(e->ckey, key) == 0)
+        return 1;
+    if (!comment_only && e->wkey && strcmp(e->wkey, key) == 0 && settling(c, e))
         return 1;
     nc_write *w = xcalloc(1, sizeof(*w));
     w->c = c;
     w->name = xstrdup(name);
     w->cb = cb;
     w->data = data;
+    if (comment_only)
+        w->comment = xstrdup(u->comment ? u->comment : "");
     int rc = u ? nb_update(c->batch, name, u, on_written, w) : nb_delete(c->batch, name, on_written, w);
     if (rc < 0) {
+        free(w->comment);
         free(w->name);
         free(w);
         if (node_idle_entry(c, e)) {
@@ -647,9 +716,15 @@ static int start_write(nc_cache *c, const char *name, const char *key, const sm_
         return rc;
     }
     c->requests++;
+    e->writing++;
+    if (comment_only) {
+        e->writing_comment++;
+        free(e->ckey);
+        e->ckey = xstrdup(key);
+        return 0;
+    }
     free(e->wkey);
     e->wkey = xstrdup(key);
-    e->writing++;
     e->wdone_seq = 0;
     return 0;
 }
@@ -1235,15 +1310,8 @@ static void on_timer_closed(uv_handle_t *h)
     size_t it = 0;
     const char *k;
     void *v;
-    while (map_next(&c->nodes, &it, &k, &v)) {
-        nc_node *e = v;
-        if (list_is_linked(&e->reread_link))
-            list_remove(&e->reread_link);
-        sm_node_clear(&e->n);
-        free(e->wkey);
-        free(e->name);
-        free(e);
-    }
+    while (map_next(&c->nodes, &it, &k, &v))
+        node_free(v);
     map_free(&c->nodes);
     clear_deadlines(&c->deadlines);
     map_free(&c->deadlines);

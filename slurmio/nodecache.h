@@ -38,7 +38,10 @@
  * after its cached data was read, is "settling" (nc_settling): its cached
  * state may not show the write yet, so a reconciler must not decide from it
  * again; asking for the same write while it settles is a no-op. A completed
- * write makes the node (or, for many nodes, the table) be read again at once.
+ * write makes the node (or, for many nodes, the table) be read again at once,
+ * except a write that sets only the comment: once Slurm accepted it, the
+ * cached node takes the new comment (and keeps it against answers to reads
+ * sent before), nothing settles and no event fires.
  *
  * Jobs (for deadlines), controller pings (HA) and reservations are polled
  * only once somebody asked for them (nc_want_*), on their own timers.
@@ -190,6 +193,7 @@ typedef struct nc_stats {
     uint64_t errors;       /* ... failed */
     uint64_t retried;      /* ... failed with update_time and retried at once without it */
     uint64_t single_reads; /* GET node/{name} */
+    uint64_t local_applies; /* comment-only writes applied to the cache without a read back */
     uint64_t events;       /* on_node calls (NULL included) */
     uint64_t bytes;        /* response bytes of every request of this cache */
     uint64_t last_full_ms; /* duration of the last full fetch (request to decoded) */

@@ -328,6 +328,70 @@ static void test_write_settles(void **state)
     sim_stop(&TL);
 }
 
+/* A write of nothing but the comment changes no state: the node does not
+ * settle while it is in flight (a drain need not wait for it), the same
+ * comment is not sent twice, and once Slurm accepts it the cache holds it
+ * without a read back or an event; the next table is Slurm's word again. */
+static void test_comment_applied(void **state)
+{
+    sim_start(&TL.loop, 42, "v42_nodes_states_200.json");
+    SIM.unchanged = 1;
+    cluster cl = open_cluster(42, 5000, 1000);
+    wait_ready(&cl);
+    const sm_node *n = NULL;
+    assert_int_equal(nc_lookup(cl.cache, "slinky-0", &n), NC_PRESENT);
+    char *before = strdup(n->comment ? n->comment : "");
+    assert_string_not_equal(before, "{\"podName\":\"p-0\"}");
+    int events_before = EV.count;
+    sm_node_update c = {.set = SM_UPD_COMMENT, .comment = "{\"podName\":\"p-0\"}"};
+    wr w = {0};
+    assert_int_equal(nc_update(cl.cache, "slinky-0", &c, on_write, &w), 0);
+    assert_false(nc_settling(cl.cache, "slinky-0"));
+    wr again = {0};
+    assert_int_equal(nc_update(cl.cache, "slinky-0", &c, on_write, &again), 1);
+    run_until(&TL, &w.done);
+    assert_int_equal(w.status, 0);
+    assert_false(nc_settling(cl.cache, "slinky-0"));
+    assert_int_equal(nc_lookup(cl.cache, "slinky-0", &n), NC_PRESENT);
+    assert_string_equal(n->comment, "{\"podName\":\"p-0\"}");
+    run_for(&TL, 100);
+    assert_int_equal(sim_count("GET", "/node/slinky-0"), 0);
+    assert_int_equal(EV.count, events_before);
+    nc_stats st;
+    nc_get_stats(cl.cache, &st);
+    assert_int_equal(st.local_applies, 1);
+
+    /* Beside a drain in flight: the drain settles and is read back, the
+     * comment is applied. */
+    sm_node_update d = {
+        .set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_DRAIN, .reason = "slurm-operator: x"};
+    sm_node_update c2 = {.set = SM_UPD_COMMENT, .comment = "{}"};
+    wr w2 = {0}, w3 = {0};
+    assert_int_equal(nc_update(cl.cache, "slinky-1", &d, on_write, &w2), 0);
+    assert_int_equal(nc_update(cl.cache, "slinky-1", &c2, on_write, &w3), 0);
+    assert_true(nc_settling(cl.cache, "slinky-1"));
+    run_until(&TL, &w2.done);
+    run_until(&TL, &w3.done);
+    EV.wait_for = "slinky-1";
+    run_until(&TL, &EV.seen);
+    assert_false(nc_settling(cl.cache, "slinky-1"));
+    assert_int_equal(sim_count("GET", "/node/slinky-1"), 1);
+    assert_false(again.done);
+
+    /* The next whole table (the simulator never stored the comment) is
+     * Slurm's word: the old comment is back, and the owner is told. */
+    SIM.unchanged = 0;
+    EV.seen = 0;
+    EV.wait_for = "slinky-0";
+    nc_poll_soon(cl.cache);
+    run_until(&TL, &EV.seen);
+    assert_int_equal(nc_lookup(cl.cache, "slinky-0", &n), NC_PRESENT);
+    assert_string_equal(n->comment ? n->comment : "", before);
+    free(before);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
 /* Tracked nodes are read on their own while the table poll is slow. */
 static void test_track(void **state)
 {
@@ -422,6 +486,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_2205_update_time_quirk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fail_closed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_settles, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_comment_applied, setup, teardown),
         cmocka_unit_test_setup_teardown(test_track, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jobs_and_ping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ping_failover, setup, teardown),
