@@ -628,9 +628,9 @@ static int apply_comment(nc_cache *c, nc_node *e, const char *comment)
     e->n.comment = xstrdup(comment);
     free(e->local_comment);
     e->local_comment = xstrdup(comment);
+    /* Not a read: read_seq stays, so a state write of the node that is
+     * still unread keeps settling. */
     e->local_seq = ++c->seq;
-    if (e->read_seq < e->local_seq)
-        e->read_seq = e->local_seq;
     return 1;
 }
 
