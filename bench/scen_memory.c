@@ -11,8 +11,8 @@
  * difference per step over N is the cost per object. Then, with
  * everything cached, once the queue is quiet and the operator's Slurm node
  * writes (pod info, one request per node after a scale-out) have stopped
- * for 3 s (at most 300 s), the operator's CPU time over
- * --idle-seconds and the Slurm polls in that window (count and bytes from
+ * for 3 s (at most 300 s; step 3's RSS is read then too), the operator's
+ * CPU time over --idle-seconds and the Slurm polls in that window (count and bytes from
  * slurmop_slurm_node_polls_total / slurmop_slurm_received_bytes) give the
  * idle cost and the bytes per poll when nothing changed; the bytes of one
  * full node table (what a poll moves when anything changed) are the limit
@@ -235,6 +235,14 @@ int scen_memory(bx_ctx *x)
             rc = bx_make_restapi(x, &f.api);
             struct slurm_wait sw = {x, &f.op, n, 0};
             if (rc == 0 && bx_wait(x, slurm_reached, &sw, 120) == 0) {
+                /* What is measured is the cache, not the queue of pod-info
+                 * writes (one per node) that follows a scale-out. */
+                uint64_t w0 = uv_hrtime();
+                writes_quiet = bx_wait_slurm_quiet(x, &f.op, 3.0, 300) == 0;
+                writes_wait = bx_secs(w0, uv_hrtime());
+                if (!writes_quiet)
+                    bx_say(x, "bench: memory: Slurm node writes still going after %.0f s; measuring anyway",
+                           writes_wait);
                 rss[3] = settle_rss(x, &f.op);
                 heap[3] = heap_in_use(x, &f.op);
             } else {
@@ -252,15 +260,8 @@ int scen_memory(bx_ctx *x)
             if (!quiet)
                 bx_say(x,
                        "bench: memory: the operator's queue is still busy; measuring the idle window anyway");
-            if (want_slurm) {
-                /* Idle means its pod-info writes (one per node) are done too. */
-                uint64_t w0 = uv_hrtime();
-                writes_quiet = bx_wait_slurm_quiet(x, &f.op, 3.0, 300) == 0;
-                writes_wait = bx_secs(w0, uv_hrtime());
-                if (!writes_quiet)
-                    bx_say(x, "bench: memory: Slurm node writes still going after %.0f s; measuring anyway",
-                           writes_wait);
-            }
+            if (want_slurm) /* idle means no Slurm writes either */
+                (void)bx_wait_slurm_quiet(x, &f.op, 3.0, 60);
             bx_metrics m0, m1;
             (void)bx_scrape(x, &f.op, &m0);
             double c0 = bx_cpu_seconds(pid), l0 = bx_loop_cpu_seconds(pid);
@@ -396,9 +397,10 @@ int scen_memory(bx_ctx *x)
         bx_table_note(t, "Slurm: %s, REST v0.0.38 (slurmrestd of Debian's 22.05).", version);
     if (writes_quiet >= 0)
         bx_table_note(t,
-                      "The idle window began once the operator's Slurm node writes had stopped for 3 s "
-                      "(%.0f s after its queue went quiet%s); %.0f writes during the window.",
-                      writes_wait, writes_quiet ? "" : ", waited at most 300 s", idle_writes);
+                      "With Slurm, RSS and heap were read (and the idle window began) once the operator's "
+                      "Slurm node writes (pod info after the scale-out) had stopped for 3 s: %.0f s after "
+                      "its nodes were cached%s; %.0f writes during the idle window.",
+                      writes_wait, writes_quiet ? "" : " (waited at most 300 s)", idle_writes);
     free(version);
     bx_table_emit(x, t);
     cJSON_AddItemToObject(o, "freshRssKiB", bx_num((double)rss_fresh));

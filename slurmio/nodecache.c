@@ -29,7 +29,7 @@ typedef struct nc_node {
     char *wkey;         /* content of the last write */
     int writing;        /* writes in flight (comment-only ones included) */
     int writing_comment; /* comment-only writes in flight: they change no state, so they never settle */
-    char *ckey;          /* content of the last comment-only write */
+    char *ckey;          /* content of the last comment-only write, while one is in flight */
     uint64_t wdone_seq; /* c->seq right after the last write completed (0: none since read) */
     uint64_t wdone_ms;
     /* individual reads */
@@ -38,10 +38,9 @@ typedef struct nc_node {
     int want_read;     /* in c->reread */
     int settle_notify; /* tell the owner once the write has been read back */
     list_node reread_link;
-    /* A comment-only write Slurm accepted, applied to n without reading it
-     * back; answers to requests sent before it (seq < local_seq) may still
-     * carry the old comment and must not undo it. */
-    char *local_comment;
+    /* n.comment was set by a comment-only write Slurm accepted, without a
+     * read back; answers to requests sent before it (seq < local_seq) may
+     * still carry the old comment and must not undo it. 0: none. */
     uint64_t local_seq;
 } nc_node;
 
@@ -190,7 +189,6 @@ static void node_free(nc_node *e)
     if (list_is_linked(&e->reread_link))
         list_remove(&e->reread_link);
     sm_node_clear(&e->n);
-    free(e->local_comment);
     free(e->ckey);
     free(e->wkey);
     free(e->name);
@@ -202,15 +200,15 @@ static void node_free(nc_node *e)
  * is Slurm's word and ends the override. */
 static void keep_local_comment(nc_node *e, sm_node *n, uint64_t seq)
 {
-    if (e->local_comment == NULL)
+    if (e->local_seq == 0)
         return;
-    if (seq < e->local_seq) {
-        free(n->comment);
-        n->comment = xstrdup(e->local_comment);
+    if (seq < e->local_seq && e->present) {
+        char *t = n->comment; /* e->n is replaced by n next: swap them */
+        n->comment = e->n.comment;
+        e->n.comment = t;
         return;
     }
-    free(e->local_comment);
-    e->local_comment = NULL;
+    e->local_seq = 0;
 }
 
 static void fire(nc_cache *c, const char *name)
@@ -626,8 +624,6 @@ static int apply_comment(nc_cache *c, nc_node *e, const char *comment)
         return 0;
     free(e->n.comment);
     e->n.comment = xstrdup(comment);
-    free(e->local_comment);
-    e->local_comment = xstrdup(comment);
     /* Not a read: read_seq stays, so a state write of the node that is
      * still unread keeps settling. */
     e->local_seq = ++c->seq;
@@ -642,18 +638,18 @@ static void on_written(const char *node, int status, void *data)
         nc_node *e = node_get(c, w->name);
         if (e) {
             e->writing--;
-            if (w->comment)
-                e->writing_comment--;
+            if (w->comment && --e->writing_comment == 0) {
+                free(e->ckey); /* only needed to spot a repeat in flight */
+                e->ckey = NULL;
+            }
             if (w->comment && (status == 0 || status == OP_ECANCELED)) {
                 if (status == 0 && apply_comment(c, e, w->comment))
                     c->stats.local_applies++;
                 else if (status == 0)
                     want_read(c, e); /* not in the table yet: read it */
             } else if (w->comment) {
-                /* Refused: forget it (the next pass may ask again) and read
-                 * the node, which may be gone. State writes are untouched. */
-                free(e->ckey);
-                e->ckey = NULL;
+                /* Refused: the next pass may ask again; read the node, which
+                 * may be gone. State writes are untouched. */
                 want_read(c, e);
             } else if (status == 0) {
                 e->wdone_seq = ++c->seq;
