@@ -1,5 +1,6 @@
 #include "core/store.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,17 +79,13 @@ static void obj_free(const store *s, sobj *o)
         istr_put(o->annotations[i]);
     for (int i = 0; i < s->n_idx; i++)
         istr_put(o->links[i].value);
-    free(o->labels);
-    free(o->annotations);
     istr_put(o->ns);
     istr_put(o->owner_kind);
     istr_put(o->owner_name);
     istr_put(o->owner_uid);
-    free((char *)(uintptr_t)o->key);
-    free(o->rv);
-    cJSON_Delete(o->json);
-    if (o->proj && s->kind->proj_free)
-        s->kind->proj_free(o->proj);
+    cJSON_Delete(o->json); /* key, rv and the pairs live in o's own block */
+    if (o->proj && s->kind->proj_release)
+        s->kind->proj_release(o->proj);
     free(o);
 }
 
@@ -116,42 +113,42 @@ int64_t store_parse_time(const char *t)
     return v;
 }
 
-static const char **intern_pairs(const cJSON *map, const char *const *only, uint16_t *count)
+static int pair_wanted(const cJSON *kv, const char *const *only)
+{
+    if (!cJSON_IsString(kv))
+        return 0;
+    if (only == NULL)
+        return 1;
+    for (const char *const *k = only; *k; k++)
+        if (strcmp(*k, kv->string) == 0)
+            return 1;
+    return 0;
+}
+
+static uint16_t count_pairs(const cJSON *map, const char *const *only)
 {
     int n = 0;
-    for (const cJSON *kv = map ? map->child : NULL; kv; kv = kv->next) {
-        if (!cJSON_IsString(kv))
-            continue;
-        if (only) {
-            int keep = 0;
-            for (const char *const *k = only; *k; k++)
-                keep |= strcmp(*k, kv->string) == 0;
-            if (!keep)
-                continue;
-        }
-        n++;
-    }
-    *count = (uint16_t)n;
-    if (n == 0)
-        return NULL;
-    const char **pairs = xmalloc((size_t)n * 2 * sizeof(char *));
+    for (const cJSON *kv = map ? map->child : NULL; kv; kv = kv->next)
+        n += pair_wanted(kv, only);
+    return (uint16_t)(n > UINT16_MAX ? UINT16_MAX : n);
+}
+
+/* Fill pairs (room for n pairs) with interned keys and values. */
+static void intern_pairs(const cJSON *map, const char *const *only, const char **pairs, uint16_t n)
+{
     int i = 0;
-    for (const cJSON *kv = map->child; kv; kv = kv->next) {
-        if (!cJSON_IsString(kv))
+    for (const cJSON *kv = map ? map->child : NULL; kv && i < 2 * n; kv = kv->next) {
+        if (!pair_wanted(kv, only))
             continue;
-        if (only) {
-            int keep = 0;
-            for (const char *const *k = only; *k; k++)
-                keep |= strcmp(*k, kv->string) == 0;
-            if (!keep)
-                continue;
-        }
         pairs[i++] = istr_get(kv->string);
         pairs[i++] = istr_get(kv->valuestring);
     }
-    return pairs;
 }
 
+/* An object is one allocation: the sobj, its index links, its projection,
+ * its label and annotation pairs, its key and its resourceVersion (an update builds a new
+ * object, so none of them ever grows). At 8,192 pods and Nodes, four
+ * mallocs fewer per object is ~80 bytes each. */
 static sobj *obj_build(const store *s, const cJSON *obj)
 {
     const cJSON *meta = json_child(obj, "metadata");
@@ -159,18 +156,45 @@ static sobj *obj_build(const store *s, const cJSON *obj)
     const char *ns = s->kind->namespaced ? json_get_str_or(meta, "namespace", "") : "";
     if (name == NULL || *name == '\0')
         return NULL;
-    sobj *o = xcalloc(1, sizeof(*o) + (size_t)s->n_idx * sizeof(struct sobj_link));
+    const char *rv = json_get_str_or(meta, "resourceVersion", "");
+    const cJSON *labels = json_child(meta, "labels");
+    const cJSON *anns = s->kind->annotations ? json_child(meta, "annotations") : NULL;
+    uint16_t nl = count_pairs(labels, NULL);
+    uint16_t na = anns ? count_pairs(anns, s->kind->annotations) : 0;
+    size_t ns_len = strlen(ns), name_len = strlen(name), rv_len = strlen(rv);
+    size_t head = sizeof(sobj) + (size_t)s->n_idx * sizeof(struct sobj_link);
+    size_t pairs = (size_t)(nl + na) * 2 * sizeof(char *);
+    size_t key_len = (ns_len ? ns_len + 1 : 0) + name_len;
+    size_t proj = s->kind->project ? (s->kind->proj_size + 7) / 8 * 8 : 0;
+    sobj *o = xcalloc(1, head + proj + pairs + key_len + 1 + rv_len + 1);
+    if (proj)
+        o->proj = (char *)o + head;
+    head += proj;
+    char *p = (char *)o + head;
+    o->labels = nl ? (const char **)(void *)p : NULL;
+    o->annotations = na ? (const char **)(void *)(p + (size_t)nl * 2 * sizeof(char *)) : NULL;
+    o->n_labels = nl;
+    o->n_annotations = na;
+    intern_pairs(labels, NULL, o->labels, nl);
+    if (na)
+        intern_pairs(anns, s->kind->annotations, o->annotations, na);
+    char *key = p + pairs;
+    if (ns_len) {
+        memcpy(key, ns, ns_len);
+        key[ns_len] = '/';
+        memcpy(key + ns_len + 1, name, name_len + 1);
+    } else {
+        memcpy(key, name, name_len + 1);
+    }
+    o->key = key;
+    o->name = key + (ns_len ? ns_len + 1 : 0);
+    o->rv = key + key_len + 1;
+    memcpy(o->rv, rv, rv_len + 1);
     o->ns = istr_get(ns);
-    o->key = *ns ? xasprintf("%s/%s", ns, name) : xstrdup(name);
-    o->name = *ns ? o->key + strlen(ns) + 1 : o->key;
     snprintf(o->uid, sizeof(o->uid), "%s", json_get_str_or(meta, "uid", ""));
-    o->rv = xstrdup(json_get_str_or(meta, "resourceVersion", ""));
     o->generation = json_get_int(meta, "generation", 0);
     o->created = store_parse_time(json_get_str(meta, "creationTimestamp"));
     o->deleting = store_parse_time(json_get_str(meta, "deletionTimestamp"));
-    o->labels = intern_pairs(json_child(meta, "labels"), NULL, &o->n_labels);
-    if (s->kind->annotations)
-        o->annotations = intern_pairs(json_child(meta, "annotations"), s->kind->annotations, &o->n_annotations);
     const cJSON *refs = json_child(meta, "ownerReferences");
     for (const cJSON *r = refs ? refs->child : NULL; r; r = r->next) {
         if (json_get_bool(r, "controller", 0)) {
@@ -185,8 +209,8 @@ static sobj *obj_build(const store *s, const cJSON *obj)
         o->json = cJSON_Duplicate(obj, 1);
     else if (s->kind->keep_json == STORE_JSON_TRIM && s->kind->trim)
         o->json = s->kind->trim(obj);
-    if (s->kind->project)
-        o->proj = s->kind->project(obj);
+    if (o->proj)
+        s->kind->project(obj, o->proj);
     for (int i = 0; i < s->n_idx; i++)
         list_init(&o->links[i].node);
     return o;

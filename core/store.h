@@ -75,9 +75,12 @@ typedef struct store_kind {
     cJSON *(*trim)(const cJSON *obj);
     /* Annotation keys to keep as interned pairs (NULL-terminated), or NULL. */
     const char *const *annotations;
-    /* Kind-specific projection, or NULL. */
-    void *(*project)(const cJSON *obj);
-    void (*proj_free)(void *proj);
+    /* Kind-specific projection, or NULL: proj_size bytes inside the
+     * object's own allocation, zeroed, filled by project(); proj_release
+     * drops what it references (interned strings), never frees proj. */
+    size_t proj_size;
+    void (*project)(const cJSON *obj, void *proj);
+    void (*proj_release)(void *proj);
 } store_kind;
 
 enum { STORE_JSON_NONE = 0, STORE_JSON_FULL, STORE_JSON_TRIM };

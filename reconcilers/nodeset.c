@@ -1246,7 +1246,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     }
     collect_pods(&p);
     sync_revisions(&p);
-    nodeset_slurm_observe(op, o, p.ctl, p.pods, p.n_pods);
+    nodeset_slurm_observe(op, o);
     if (exp_satisfied(C->exp, key, o->uid, uv_now(op->loop))) {
         sync_shared_objects(&p);
         int scaled = p.mode == NSB_DAEMONSET ? scale_daemonset(&p) : scale_statefulset(&p);

@@ -42,9 +42,6 @@
 typedef struct nss_set {
     char *key;     /* ns/name of the NodeSet */
     char *ctl_key; /* ns/name of its Controller */
-    char **names;  /* Slurm node names of its pods (owner index entries) */
-    size_t n_names;
-    uint64_t names_fp; /* fingerprint of the pod set the names were built from */
     map_t condemned; /* pod uids condemned in the current pass (keys owned, values unused) */
     nsb_slurm_counts counts;
     int counts_known;
@@ -58,11 +55,6 @@ typedef struct nss_set {
     int resv_marked;
     uint64_t resv_mark;
 } nss_set;
-
-typedef struct owner_ent {
-    char *key; /* ctl_key "\x1f" node */
-    char *set; /* NodeSet key */
-} owner_ent;
 
 typedef struct pw_ent {
     char *key; /* pod uid "\x1f" what */
@@ -80,7 +72,7 @@ typedef struct bo_ent {
 static struct {
     operator *op;
     map_t sets;    /* NodeSet key -> nss_set */
-    map_t owners;  /* ctl "\x1f" node -> owner_ent */
+    int ix_slurm_name; /* pods store index: Slurm node name -> pods */
     map_t writes;  /* pod write tracker */
     map_t backoff; /* Slurm write backoff */
     uint64_t inserts;
@@ -96,19 +88,6 @@ static char *join_key(const char *a, const char *b)
 
 static void set_free(nss_set *s)
 {
-    for (size_t i = 0; i < s->n_names; i++) {
-        char *k = join_key(s->ctl_key, s->names[i]);
-        owner_ent *e = map_get(&M.owners, k);
-        if (e && strcmp(e->set, s->key) == 0) {
-            map_del(&M.owners, k);
-            free(e->key);
-            free(e->set);
-            free(e);
-        }
-        free(k);
-        free(s->names[i]);
-    }
-    free(s->names);
     size_t it = 0;
     const char *k;
     void *v;
@@ -172,11 +151,20 @@ static void clear_condemned(nss_set *s)
 static void on_slurm_node(const char *ctl_key, const char *node, void *data)
 {
     if (node) {
-        char *k = join_key(ctl_key, node);
-        owner_ent *e = map_get(&M.owners, k);
-        free(k);
-        if (e)
-            nodeset_enqueue(e->set);
+        /* The pods named so in Slurm, through the pods store's index; the
+         * NodeSet that owns one and uses this Controller is told. */
+        store *pods = op_store(M.op, OPK_PODS);
+        store_cursor cur;
+        for (const sobj *pod = store_index_first(pods, M.ix_slurm_name, node, &cur); pod;
+             pod = store_index_next(&cur)) {
+            if (!pod->owner_name || !pod->owner_kind || strcmp(pod->owner_kind, NSB_KIND) != 0)
+                continue;
+            char key[512];
+            snprintf(key, sizeof(key), "%s/%s", pod->ns, pod->owner_name);
+            const nss_set *s = map_get(&M.sets, key);
+            if (s == NULL || strcmp(s->ctl_key, ctl_key) == 0)
+                nodeset_enqueue(key);
+        }
         return;
     }
     /* Everything of that Controller. */
@@ -224,6 +212,12 @@ static const char *slurm_name(const sobj *pod)
     if (pp && pp->hostname && *pp->hostname)
         return pp->hostname;
     return pod->name;
+}
+
+static const char *slurm_name_index(const sobj *pod, void *data)
+{
+    (void)data;
+    return slurm_name(pod);
 }
 
 static const sobj *pod_sobj(const nsb_pod *p)
@@ -637,9 +631,13 @@ void nodeset_slurm_setup(operator *op)
     if (ik_hostname == NULL)
         ik_hostname = istr_get(NSB_LABEL_POD_HOSTNAME);
     map_init(&M.sets);
-    map_init(&M.owners);
     map_init(&M.writes);
     map_init(&M.backoff);
+    M.ix_slurm_name = store_add_index(op_store(op, OPK_PODS), slurm_name_index, NULL);
+    if (M.ix_slurm_name < 0)
+        log_error("nodeset: cannot index pods by Slurm node name (%s); Slurm node changes will wait for the "
+                  "periodic resync",
+                  op_strerror(M.ix_slurm_name));
     slurmclient_on_node(on_slurm_node, NULL);
     slurmclient_on_resv(on_slurm_resv, NULL);
 }
@@ -665,13 +663,6 @@ static void free_all(void)
         set_free(sets[i]);
     free(sets);
     it = 0;
-    while (map_next(&M.owners, &it, &k, &v)) {
-        owner_ent *e = v;
-        free(e->key);
-        free(e->set);
-        free(e);
-    }
-    map_free(&M.owners);
     it = 0;
     while (map_next(&M.writes, &it, &k, &v)) {
         pw_ent *e = v;
@@ -686,7 +677,6 @@ static void free_all(void)
         free(e);
     }
     map_free(&M.backoff);
-    map_init(&M.owners);
     map_init(&M.writes);
     map_init(&M.backoff);
 }
@@ -709,77 +699,15 @@ void nodeset_slurm_forget(operator *op, const char *key)
     }
 }
 
-static void rebuild_names(nss_set *s, const nsb_pod *pods, size_t n);
 
-void nodeset_slurm_observe(operator *op, const sobj *nodeset, const cJSON *ctl, const nsb_pod *pods, size_t n)
+void nodeset_slurm_observe(operator *op, const sobj *nodeset)
 {
     nss_set *s = set_get(nodeset, nodeset->json);
     clear_condemned(s);
     clear_drains(s);
-    /* Rebuild the owner index of this NodeSet's Slurm node names, unless
-     * the pod set is the one it was built from (most passes: status and
-     * readiness changes), which spares a malloc per pod per pass. */
-    uint64_t fp = (uint64_t)n * 0x9e3779b97f4a7c15ULL + map_hash(s->ctl_key, strlen(s->ctl_key));
-    for (size_t i = 0; i < n; i++) {
-        const sobj *po = pod_sobj(&pods[i]);
-        const char *sn = slurm_name(po);
-        fp += (uint64_t)map_hash(po->uid, strlen(po->uid)) * 31 + map_hash(sn, strlen(sn));
-    }
-    if (fp != s->names_fp || n != s->n_names || s->names == NULL) {
-        s->names_fp = fp;
-        rebuild_names(s, pods, n);
-    }
     nc_cache *cache;
     if (slurmclient_get(op, s->ctl_key, &cache) == SC_READY)
         nc_want_jobs(cache);
-}
-
-/* The owner index of a NodeSet's Slurm node names: M.owners maps
- * "<ctl>\x1f<node>" to the NodeSet, for routing node cache events. */
-static void rebuild_names(nss_set *s, const nsb_pod *pods, size_t n)
-{
-    char **names = xcalloc(n + 1, sizeof(char *));
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        names[k++] = xstrdup(slurm_name(pod_sobj(&pods[i])));
-    map_t now;
-    map_init(&now);
-    for (size_t i = 0; i < k; i++)
-        map_put(&now, names[i], names[i]);
-    for (size_t i = 0; i < s->n_names; i++) {
-        if (!map_get(&now, s->names[i])) {
-            char *ok = join_key(s->ctl_key, s->names[i]);
-            owner_ent *e = map_get(&M.owners, ok);
-            if (e && strcmp(e->set, s->key) == 0) {
-                map_del(&M.owners, ok);
-                free(e->key);
-                free(e->set);
-                free(e);
-            }
-            free(ok);
-        }
-        free(s->names[i]);
-    }
-    free(s->names);
-    map_free(&now);
-    s->names = names;
-    s->n_names = k;
-    for (size_t i = 0; i < k; i++) {
-        char *ok = join_key(s->ctl_key, names[i]);
-        owner_ent *e = map_get(&M.owners, ok);
-        if (e) {
-            free(ok);
-            if (strcmp(e->set, s->key) != 0) {
-                free(e->set);
-                e->set = xstrdup(s->key);
-            }
-            continue;
-        }
-        e = xcalloc(1, sizeof(*e));
-        e->key = ok;
-        e->set = xstrdup(s->key);
-        map_put(&M.owners, e->key, e);
-    }
 }
 
 int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod,

@@ -55,9 +55,11 @@ void nodeset_slurm_forget(operator *op, const char *key);
  *  reservation, then drop the finalizer); returns non-zero when the pass
  *  must stop here. */
 int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns);
-/** Start of a pass: learn which pods map to which Slurm nodes. */
-void nodeset_slurm_observe(operator *op, const sobj *nodeset, const cJSON *ctl, const nsb_pod *pods,
-                           size_t n);
+/** Start of a pass: forget the last pass's condemnations and drains, and
+ *  ask the Controller's node cache for job deadlines. (Slurm node events
+ *  reach the owning NodeSet through an index of the pods store by Slurm
+ *  node name, kept by the store itself: nothing is rebuilt per pass.) */
+void nodeset_slurm_observe(operator *op, const sobj *nodeset);
 /** A pod must go: cordon and drain it; NSS_DELETE when it may be deleted now. */
 int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod,
                           const char *why);

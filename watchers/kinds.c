@@ -40,9 +40,9 @@ uint32_t pod_slurm_cond_hash(uint32_t bits, const char *message)
 static const char *const pod_annotations[] = {ANN_POD_CORDON, ANN_POD_DELETION_COST, ANN_POD_DEADLINE, ANN_TOPOLOGY,
                                               NULL};
 
-static void *pod_project(const cJSON *obj)
+static void pod_project(const cJSON *obj, void *proj)
 {
-    pod_proj *p = xcalloc(1, sizeof(*p));
+    pod_proj *p = proj;
     const char *phase = json_get_str_or(obj, "status.phase", "");
     if (!*phase)
         p->phase = POD_NONE;
@@ -88,15 +88,13 @@ static void *pod_project(const cJSON *obj)
     const cJSON *cs = json_get(obj, "status.containerStatuses");
     for (const cJSON *c = cs ? cs->child : NULL; c; c = c->next)
         p->restarts += (uint32_t)json_get_int(c, "restartCount", 0);
-    return p;
 }
 
-static void pod_free(void *v)
+static void pod_release(void *v)
 {
     pod_proj *p = v;
     istr_put(p->node_name);
     istr_put(p->hostname);
-    free(p);
 }
 
 const store_kind KIND_PODS = {
@@ -104,8 +102,9 @@ const store_kind KIND_PODS = {
     .namespaced = 1,
     .keep_json = STORE_JSON_NONE,
     .annotations = pod_annotations,
+    .proj_size = sizeof(pod_proj),
     .project = pod_project,
-    .proj_free = pod_free,
+    .proj_release = pod_release,
 };
 
 static const char *const node_annotations[] = {ANN_TOPOLOGY, ANN_FEATURES, ANN_NODE_CORDON_REASON,

@@ -112,13 +112,14 @@ static void test_condition_hash_matches_projection(void **state)
     json_set_str(f, "type", "SlurmNodeStateIdle");
     json_set_str(f, "status", "False");
     cJSON_AddItemToArray(conds, f);
-    pod_proj *pp = KIND_PODS.project(pod);
+    pod_proj proj = {0}, *pp = &proj;
+    KIND_PODS.project(pod, pp);
     assert_int_equal(pp->slurm_conds, bits);
     assert_int_equal(pp->slurm_msg_hash, pod_slurm_cond_hash(bits, msg));
     assert_int_not_equal(pp->slurm_msg_hash, pod_slurm_cond_hash(bits, "another reason"));
     assert_int_not_equal(pp->slurm_msg_hash, pod_slurm_cond_hash(PSC_MIXED, msg));
     assert_int_equal(pod_slurm_cond_hash(0, msg), 0);
-    KIND_PODS.proj_free(pp);
+    KIND_PODS.proj_release(pp);
     cJSON_Delete(pod);
 }
 
