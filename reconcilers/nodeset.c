@@ -42,7 +42,7 @@ static struct nsctl ctl_state;
 
 /* Interned keys for the per-pod lookups of every pass (pointer compares). */
 static struct {
-    const char *revision, *cordon, *cost, *deadline;
+    const char *revision, *cordon, *cost, *deadline, *hostname, *instance;
 } IK;
 
 /* While a NodeSet's creates or deletes are in flight, a pass can only
@@ -285,6 +285,8 @@ static void setup(operator *op)
     IK.cordon = istr_get(NSB_ANN_POD_CORDON);
     IK.cost = istr_get(NSB_ANN_DELETION_COST);
     IK.deadline = istr_get(NSB_ANN_DEADLINE);
+    IK.hostname = istr_get(NSB_LABEL_POD_HOSTNAME);
+    IK.instance = istr_get(NSB_LABEL_INSTANCE);
     store_on_change(pods, on_pod, NULL);
     store_on_change(op_store(op, OPK_NODESETS), on_nodeset, NULL);
     store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
@@ -741,10 +743,17 @@ static void collect_pods(struct pass *p)
     size_t n = store_index_count(pods, C->ix_pod_owner, p->o->uid);
     p->pods = xcalloc(n + 1, sizeof(nsb_pod));
     store_cursor c;
-    for (const sobj *o = store_index_first(pods, C->ix_pod_owner, p->o->uid, &c); o; o = store_index_next(&c))
+    size_t labelled = 0; /* ours that carry our instance label */
+    for (const sobj *o = store_index_first(pods, C->ix_pod_owner, p->o->uid, &c); o; o = store_index_next(&c)) {
         fill_pod(o, p->name, &p->pods[p->n_pods++]);
+        const char *inst = sobj_label_i(o, IK.instance);
+        labelled += inst && strcmp(inst, p->name) == 0;
+    }
     /* Orphans with our selector labels (and, in StatefulSet mode, a name of
-     * ours) are adopted; the adoption shows up as an update event. */
+     * ours) are adopted; the adoption shows up as an update event. Only
+     * looked for when the label's index holds more pods than ours. */
+    if (store_index_count(pods, C->ix_pod_instance, p->name) <= labelled)
+        return;
     for (const sobj *o = store_index_first(pods, C->ix_pod_instance, p->name, &c); o; o = store_index_next(&c)) {
         if (o->owner_kind || strcmp(o->ns, p->nsname) != 0 || o->deleting)
             continue;
@@ -889,9 +898,12 @@ static int scale_statefulset(struct pass *p)
             condemn(p, pod_sobj(active[i]), "scale-in");
         scaled = 1;
     } else {
-        for (size_t i = 0; i < n_active; i++)
-            sync_claims(p, active[i]->ordinal, sobj_label(pod_sobj(active[i]), NSB_LABEL_POD_HOSTNAME),
-                        pod_sobj(active[i]), active[i]->cordoned);
+        /* (Looked up once: a pass over 8,192 pods without claims spent a
+         * sixth of its time finding hostnames for sync_claims to ignore.) */
+        if (json_len(json_get(p->ns, "spec.volumeClaimTemplates")) > 0)
+            for (size_t i = 0; i < n_active; i++)
+                sync_claims(p, active[i]->ordinal, sobj_label_i(pod_sobj(active[i]), IK.hostname),
+                            pod_sobj(active[i]), active[i]->cordoned);
         /* Right size: replace pods that ended. */
         for (size_t i = 0; i < n_active; i++) {
             if (active[i]->phase == NSB_PHASE_FAILED || active[i]->phase == NSB_PHASE_SUCCEEDED) {
@@ -1018,7 +1030,7 @@ static int scale_daemonset(struct pass *p)
         const sobj *o = pod_sobj(&p->pods[i]);
         if (p->pods[i].terminating || pod_of(o)->node_name)
             continue;
-        const char *host = sobj_label(o, NSB_LABEL_POD_HOSTNAME);
+        const char *host = sobj_label_i(o, IK.hostname);
         if (host && *host && !map_get(&by_node, host))
             map_put(&by_node, host, (void *)(uintptr_t)o);
     }
@@ -1309,6 +1321,8 @@ static void stop(operator *op)
     istr_put(IK.cordon);
     istr_put(IK.cost);
     istr_put(IK.deadline);
+    istr_put(IK.hostname);
+    istr_put(IK.instance);
     memset(&IK, 0, sizeof(IK));
     /* Writes still in flight complete into the lowering functions, which
      * need the table; those callbacks check C->exp. */
