@@ -3,8 +3,8 @@ every created object checked against the spec in StatefulSet and DaemonSet
 mode, the scale subresource, a rolling update of 20 pods with
 maxUnavailable 25% sampled so that no more than 5 are ever unavailable,
 DaemonSet mode following Nodes being labelled, tainted, added and deleted,
-failed pods replaced, and a NodeSet deleted and recreated under the same
-name converging at once."""
+failed pods replaced, orphan pods adopted (and strangers left alone), and
+a NodeSet deleted and recreated under the same name converging at once."""
 
 import os
 import sys
@@ -200,6 +200,55 @@ def test_delete_and_recreate_converges_at_once():
             set_replicas(c, "cpu", 4)
             wait_for(lambda: len(ready_pods(c, "cpu")) == 4, 30)
 
+
+
+def orphan(c, name, instance="cpu"):
+    body = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default",
+                         "labels": {"app.kubernetes.io/name": "slurmd", "app.kubernetes.io/instance": instance}},
+            "spec": {"containers": [{"name": "slurmd", "image": "ghcr.io/slinkyproject/slurmd:test"}]}}
+    r = c.post("/api/v1/namespaces/default/pods", body)
+    assert r.status == 201, r.text
+
+
+def test_orphan_adoption():
+    """A pod with the NodeSet's selector labels and one of its ordinal names
+    but no owner is adopted (no twin is created); one with the labels and a
+    foreign name is left alone; so is an orphan that turns up later, once the
+    fleet is steady (the pass looks for orphans only when the label's index
+    holds more pods than the NodeSet owns)."""
+    with Kubesim(nodes=8) as ks:
+        c = ks.client()
+        apply_crds(c)
+        make_cluster(c, nodesets={"cpu": dict(replicas=2, **IMAGES)})
+        orphan(c, "cpu-1")
+        orphan(c, "stranger")
+        uid = nodeset(c, "cpu")["metadata"]["uid"]
+
+        def owner(p):
+            refs = p["metadata"].get("ownerReferences") or []
+            return [r["uid"] for r in refs if r.get("controller")]
+
+        with Slurmop(ks.kubeconfig) as op:
+            op.wait_ready()
+            wait_for(lambda: sorted(p["metadata"]["name"] for p in pods_of(c, "cpu") if owner(p) == [uid])
+                     == ["cpu-0", "cpu-1"], 30, what="cpu-0 created and cpu-1 adopted")
+            names = sorted(p["metadata"]["name"] for p in pods_of(c, "cpu"))
+            assert names == ["cpu-0", "cpu-1", "stranger"], names
+            stranger = c.get("/api/v1/namespaces/default/pods/stranger").json()
+            assert owner(stranger) == [], stranger["metadata"]
+            # With the stranger gone only owned pods carry the label, so
+            # passes skip the scan; a later orphan with a name the NodeSet
+            # will want is still adopted when scaling to 3, not twinned.
+            assert c.delete("/api/v1/namespaces/default/pods/stranger").status == 200
+            wait_for(lambda: len(pods_of(c, "cpu")) == 2, 30, what="the stranger gone")
+            orphan(c, "cpu-2")
+            set_replicas(c, "cpu", 3)
+            wait_for(lambda: sorted(p["metadata"]["name"] for p in pods_of(c, "cpu") if owner(p) == [uid])
+                     == ["cpu-0", "cpu-1", "cpu-2"], 30, what="cpu-2 adopted")
+            time.sleep(1)
+            names = sorted(p["metadata"]["name"] for p in pods_of(c, "cpu"))
+            assert names == ["cpu-0", "cpu-1", "cpu-2"], names
 
 def test_claims_retention_and_pin_to_node():
     with Kubesim(nodes=8, max_grace="200ms") as ks:
