@@ -42,7 +42,7 @@ static struct nsctl ctl_state;
 
 /* Interned keys for the per-pod lookups of every pass (pointer compares). */
 static struct {
-    const char *revision, *cordon, *cost, *deadline, *hostname, *instance;
+    const char *revision, *cordon, *cost, *deadline, *hostname, *instance, *mode;
 } IK;
 
 /* While a NodeSet's creates or deletes are in flight, a pass can only
@@ -287,6 +287,7 @@ static void setup(operator *op)
     IK.deadline = istr_get(NSB_ANN_DEADLINE);
     IK.hostname = istr_get(NSB_LABEL_POD_HOSTNAME);
     IK.instance = istr_get(NSB_LABEL_INSTANCE);
+    IK.mode = istr_get(NSB_LABEL_SCALING_MODE);
     store_on_change(pods, on_pod, NULL);
     store_on_change(op_store(op, OPK_NODESETS), on_nodeset, NULL);
     store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
@@ -815,7 +816,7 @@ static void fill_args(struct pass *p, nsb_pod_args *a)
 
 static int is_mode_pod(struct pass *p, const sobj *o)
 {
-    const char *m = sobj_label(o, NSB_LABEL_SCALING_MODE);
+    const char *m = sobj_label_i(o, IK.mode);
     const char *want = p->mode == NSB_DAEMONSET ? "DaemonSet" : "StatefulSet";
     return m == NULL || strcmp(m, want) == 0;
 }
@@ -1323,6 +1324,7 @@ static void stop(operator *op)
     istr_put(IK.deadline);
     istr_put(IK.hostname);
     istr_put(IK.instance);
+    istr_put(IK.mode);
     memset(&IK, 0, sizeof(IK));
     /* Writes still in flight complete into the lowering functions, which
      * need the table; those callbacks check C->exp. */
