@@ -12,6 +12,7 @@
 #include <mbedtls/oid.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/ssl_ticket.h>
 #include <mbedtls/x509_crt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,16 @@ struct tls_config {
     mbedtls_x509_crt ca;  /* trust anchors: server CAs (client) or client CAs (server) */
     mbedtls_x509_crt own; /* own certificate chain */
     mbedtls_pk_context key;
+    /* Resumption. A client keeps the last session it completed (for the
+     * name it was made with) and offers it on its next connection, which
+     * then skips the key exchange and the certificate chain: an API server
+     * restart makes every watch and list connect again at once, and those
+     * handshakes were a sixth of the operator's CPU while it relisted. The
+     * session was verified when it was made; it lives as long as the
+     * server's ticket. A server issues tickets under a key of its own. */
+    mbedtls_ssl_session saved;
+    char *saved_name;
+    mbedtls_ssl_ticket_context ticket;
 };
 
 struct tls_session {
@@ -47,6 +58,8 @@ struct tls_session {
     int dead;
     char *peer_cn;
     int peer_cn_done;
+    char *name; /* client: the name verified (the key of the saved session) */
+    int cert_checked;
 };
 
 /* ALPN lists must outlive every config that points at them. */
@@ -102,6 +115,8 @@ static tls_config *config_alloc(int is_server)
     mbedtls_x509_crt_init(&c->ca);
     mbedtls_x509_crt_init(&c->own);
     mbedtls_pk_init(&c->key);
+    mbedtls_ssl_session_init(&c->saved);
+    mbedtls_ssl_ticket_init(&c->ticket);
     return c;
 }
 
@@ -227,6 +242,13 @@ tls_config *tls_server_config_new(const tls_server_opts *o, int *err)
         mbedtls_ssl_conf_authmode(&c->conf, MBEDTLS_SSL_VERIFY_NONE);
     }
     mbedtls_ssl_conf_alpn_protocols(&c->conf, alpn_http11);
+    /* Tickets for 1 hour under a key only this process knows; without the
+     * ticket module clients just make full handshakes. */
+    if (mbedtls_ssl_ticket_setup(&c->ticket, mbedtls_ctr_drbg_random, &c->drbg, MBEDTLS_CIPHER_AES_256_GCM, 3600) ==
+        0) {
+        mbedtls_ssl_conf_session_tickets_cb(&c->conf, mbedtls_ssl_ticket_write, mbedtls_ssl_ticket_parse,
+                                            &c->ticket);
+    }
     return c;
 fail:
     tls_config_unref(c);
@@ -250,6 +272,9 @@ void tls_config_unref(tls_config *c)
     mbedtls_x509_crt_free(&c->ca);
     mbedtls_x509_crt_free(&c->own);
     mbedtls_pk_free(&c->key);
+    mbedtls_ssl_session_free(&c->saved);
+    mbedtls_ssl_ticket_free(&c->ticket);
+    free(c->saved_name);
     free(c->server_name);
     free(c);
 }
@@ -287,9 +312,10 @@ static int bio_recv(void *ctx, unsigned char *p, size_t len)
  * so for an IP literal it always reports a name mismatch. Accept the leaf
  * only when one of its iPAddress SANs is exactly our address, and then
  * clear only that flag: chain, validity and usage problems stay fatal. */
-static int verify_ip_san(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
+static int verify_peer(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
 {
     tls_session *s = ctx;
+    s->cert_checked = 1; /* a full handshake (a resumed one has no certificate) */
     if (depth != 0 || s->ip_len == 0 || !(*flags & MBEDTLS_X509_BADCERT_CN_MISMATCH))
         return 0;
     for (const mbedtls_x509_sequence *san = &crt->subject_alt_names; san; san = san->next) {
@@ -363,8 +389,12 @@ tls_session *tls_sess_new(tls_config *cfg, const char *host, int *err)
             *err = OP_EINVAL;
             return NULL;
         }
-        if (s->ip_len)
-            mbedtls_ssl_set_verify(&s->ssl, verify_ip_san, s);
+        mbedtls_ssl_set_verify(&s->ssl, verify_peer, s);
+        /* A failed resumption falls back to a full handshake by itself. */
+        if (cfg->saved_name && strcmp(cfg->saved_name, name) == 0 &&
+            mbedtls_ssl_set_session(&s->ssl, &cfg->saved) != 0)
+            log_debug("TLS: cannot offer the saved session to %s", name);
+        s->name = xstrdup(name);
     }
     return s;
 }
@@ -376,6 +406,7 @@ void tls_sess_free(tls_session *s)
     mbedtls_ssl_free(&s->ssl);
     buf_free(&s->out);
     free(s->peer_cn);
+    free(s->name);
     tls_config_unref(s->cfg);
     free(s);
 }
@@ -408,6 +439,24 @@ static int map_error(tls_session *s, const char *what, int rc)
     }
 }
 
+/* Client: keep the session just completed for the next connection. */
+static void save_session(tls_session *s)
+{
+    tls_config *c = s->cfg;
+    if (c->is_server || s->name == NULL)
+        return;
+    mbedtls_ssl_session fresh;
+    mbedtls_ssl_session_init(&fresh);
+    if (mbedtls_ssl_get_session(&s->ssl, &fresh) != 0) {
+        mbedtls_ssl_session_free(&fresh);
+        return;
+    }
+    mbedtls_ssl_session_free(&c->saved);
+    c->saved = fresh; /* moved: fresh is not freed */
+    free(c->saved_name);
+    c->saved_name = xstrdup(s->name);
+}
+
 int tls_sess_handshake(tls_session *s)
 {
     if (s->dead)
@@ -417,6 +466,7 @@ int tls_sess_handshake(tls_session *s)
     int rc = mbedtls_ssl_handshake(&s->ssl);
     if (rc == 0) {
         s->hs_done = 1;
+        save_session(s);
         return 0;
     }
     if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE)
@@ -432,6 +482,11 @@ int tls_sess_handshake(tls_session *s)
 int tls_sess_handshake_done(const tls_session *s)
 {
     return s->hs_done;
+}
+
+int tls_sess_resumed(const tls_session *s)
+{
+    return !s->cfg->is_server && !s->cfg->insecure && s->hs_done && !s->cert_checked;
 }
 
 int tls_sess_read(tls_session *s, char *out, size_t cap)

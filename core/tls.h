@@ -1,7 +1,8 @@
 /* tls: mbedtls 2.28 configurations and a byte-filter TLS session.
  *
- * A tls_config is the shared, immutable part (trust anchors, own
- * certificate, RNG, protocol settings); it is reference counted so that a
+ * A tls_config is the shared part (trust anchors, own certificate, RNG,
+ * protocol settings, fixed once built; a client's last session and a
+ * server's ticket key, for resumption); it is reference counted so that a
  * pool and its connections, or a server and its accepted connections, can
  * share one. A tls_session is one connection's TLS state. It does no I/O:
  * the transport feeds it ciphertext (tls_sess_set_input) and takes the
@@ -82,6 +83,13 @@ size_t tls_sess_input_left(const tls_session *s, const char **p);
 /** Advance the handshake: 0 when complete, TLS_AGAIN, or an error. */
 int tls_sess_handshake(tls_session *s);
 int tls_sess_handshake_done(const tls_session *s);
+/** Client: 1 when the completed handshake resumed the config's last session
+ *  (a ticket from the same server name), so no key exchange and no
+ *  certificate chain were needed. A client config keeps the last session it
+ *  completed and offers it on its next connection; a server config issues
+ *  tickets (1 hour, a key of its own). Always 0 on the server side and with
+ *  insecure_skip_verify (nothing is verified there to tell by). */
+int tls_sess_resumed(const tls_session *s);
 /** Decrypt into out: bytes (> 0), 0 when the input is used up, UV_EOF
  *  after close_notify (or a transport EOF mbedtls saw), or an error. Call
  *  until it is not > 0. */

@@ -165,6 +165,83 @@ static void shuttle(tls_session *from, tls_session *to, size_t step, buf_t *plai
     free(c);
 }
 
+/* Handshake a fresh pair of sessions in memory; returns the client. */
+static tls_session *pair_up(tls_config *cc, tls_config *sc, const char *host, tls_session **sv_out)
+{
+    int err = 0;
+    tls_session *cl = tls_sess_new(cc, host, &err);
+    tls_session *sv = tls_sess_new(sc, NULL, &err);
+    assert_non_null(cl);
+    assert_non_null(sv);
+    buf_t a, b;
+    buf_init(&a, 1 << 20);
+    buf_init(&b, 1 << 20);
+    assert_int_equal(tls_sess_handshake(cl), TLS_AGAIN);
+    for (int round = 0; round < 10 && !(tls_sess_handshake_done(cl) && tls_sess_handshake_done(sv)); round++) {
+        shuttle(cl, sv, 512, &a);
+        shuttle(sv, cl, 512, &b);
+    }
+    assert_true(tls_sess_handshake_done(cl));
+    assert_true(tls_sess_handshake_done(sv));
+    buf_free(&a);
+    buf_free(&b);
+    *sv_out = sv;
+    return cl;
+}
+
+/* The second connection of a client config resumes the first one's session
+ * (a ticket): no certificate is checked again, the server still knows the
+ * client's certificate, and data flows. Another name gets a full handshake. */
+static void test_session_resumption(void **state)
+{
+    (void)state;
+    int err = 0;
+    tls_client_opts co = {.ca_pem = ca.cert_pem,
+                          .ca_len = strlen(ca.cert_pem),
+                          .cert_pem = alice.cert_pem,
+                          .cert_len = strlen(alice.cert_pem),
+                          .key_pem = alice.key_pem,
+                          .key_len = strlen(alice.key_pem)};
+    tls_server_opts so = {.cert_pem = srv_leaf.cert_pem,
+                          .cert_len = strlen(srv_leaf.cert_pem),
+                          .key_pem = srv_leaf.key_pem,
+                          .key_len = strlen(srv_leaf.key_pem),
+                          .client_ca_pem = ca.cert_pem,
+                          .client_ca_len = strlen(ca.cert_pem),
+                          .require_client_cert = 1};
+    tls_config *cc = tls_client_config_new(&co, &err);
+    tls_config *sc = tls_server_config_new(&so, &err);
+    assert_non_null(cc);
+    assert_non_null(sc);
+    tls_session *sv, *cl = pair_up(cc, sc, "127.0.0.1", &sv);
+    assert_false(tls_sess_resumed(cl));
+    assert_string_equal(tls_sess_peer_cn(sv), "alice");
+    tls_sess_free(cl);
+    tls_sess_free(sv);
+
+    cl = pair_up(cc, sc, "127.0.0.1", &sv);
+    assert_true(tls_sess_resumed(cl));
+    assert_false(tls_sess_resumed(sv));
+    assert_string_equal(tls_sess_peer_cn(sv), "alice");
+    buf_t got;
+    buf_init(&got, 1 << 16);
+    assert_int_equal(tls_sess_write(cl, "ping", 4), 4);
+    shuttle(cl, sv, 64, &got);
+    assert_int_equal(got.len, 4);
+    assert_memory_equal(got.data, "ping", 4);
+    buf_free(&got);
+    tls_sess_free(cl);
+    tls_sess_free(sv);
+
+    /* Another server name: the saved session is not offered. */
+    cl = pair_up(cc, sc, "localhost", &sv);
+    assert_false(tls_sess_resumed(cl));
+    tls_sess_free(cl);
+    tls_sess_free(sv);
+    tls_config_unref(cc);
+    tls_config_unref(sc);
+}
+
 static void test_tls_filter_in_memory(void **state)
 {
     (void)state;
@@ -598,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_https_client_certificates),
         cmocka_unit_test(test_https_keepalive_bodies_streaming),
         cmocka_unit_test(test_handshake_timeouts),
+        cmocka_unit_test(test_session_resumption),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
