@@ -663,7 +663,6 @@ static void free_all(void)
         set_free(sets[i]);
     free(sets);
     it = 0;
-    it = 0;
     while (map_next(&M.writes, &it, &k, &v)) {
         pw_ent *e = v;
         free(e->key);
