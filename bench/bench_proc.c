@@ -158,6 +158,25 @@ static char **merged_env(const char *const *extra)
     return env;
 }
 
+/* uv_spawn argv[0] with this process's environment plus env, and three
+ * stdio slots. */
+static int spawn(bx_ctx *x, uv_process_t *h, const char *const *argv, const char *const *env,
+                 uv_stdio_container_t stdio[3], uv_exit_cb exit_cb)
+{
+    char **e = merged_env(env);
+    uv_process_options_t o;
+    memset(&o, 0, sizeof(o));
+    o.file = argv[0];
+    o.args = (char **)argv;
+    o.env = e;
+    o.exit_cb = exit_cb;
+    o.stdio = stdio;
+    o.stdio_count = 3;
+    int rc = uv_spawn(x->loop, h, &o);
+    free(e);
+    return rc;
+}
+
 static void on_exit_cb(uv_process_t *h, int64_t status, int sig)
 {
     bx_proc *p = h->data;
@@ -189,17 +208,7 @@ bx_proc *bx_proc_start(bx_ctx *x, const char *name, const char *const *argv, con
     stdio[1].data.fd = fd;
     stdio[2].flags = UV_INHERIT_FD;
     stdio[2].data.fd = fd;
-    char **e = merged_env(env);
-    uv_process_options_t o;
-    memset(&o, 0, sizeof(o));
-    o.file = argv[0];
-    o.args = (char **)argv;
-    o.env = e;
-    o.exit_cb = on_exit_cb;
-    o.stdio = stdio;
-    o.stdio_count = 3;
-    int rc = uv_spawn(x->loop, &p->h, &o);
-    free(e);
+    int rc = spawn(x, &p->h, argv, env, stdio, on_exit_cb);
     close(fd);
     if (rc) {
         bx_say(x, "bench: cannot start %s (%s): %s", name, argv[0], uv_strerror(rc));
@@ -392,17 +401,7 @@ int bx_run(bx_ctx *x, const char *const *argv, const char *const *env, const cha
     stdio[1].data.stream = (uv_stream_t *)&r.out;
     stdio[2].flags = fd >= 0 ? UV_INHERIT_FD : UV_IGNORE;
     stdio[2].data.fd = fd;
-    char **e = merged_env(env);
-    uv_process_options_t o;
-    memset(&o, 0, sizeof(o));
-    o.file = argv[0];
-    o.args = (char **)argv;
-    o.env = e;
-    o.exit_cb = run_exit;
-    o.stdio = stdio;
-    o.stdio_count = 3;
-    int rc = uv_spawn(x->loop, &r.h, &o);
-    free(e);
+    int rc = spawn(x, &r.h, argv, env, stdio, run_exit);
     if (fd >= 0)
         close(fd);
     if (rc) {
