@@ -233,6 +233,20 @@ static void test_session_resumption(void **state)
     tls_sess_free(cl);
     tls_sess_free(sv);
 
+    /* A restarted server (a new ticket key) cannot read the ticket: a full
+     * handshake, not a failure; the next connection resumes the new one. */
+    tls_config *sc2 = tls_server_config_new(&so, &err);
+    assert_non_null(sc2);
+    cl = pair_up(cc, sc2, "127.0.0.1", &sv);
+    assert_false(tls_sess_resumed(cl));
+    assert_string_equal(tls_sess_peer_cn(sv), "alice");
+    tls_sess_free(cl);
+    tls_sess_free(sv);
+    cl = pair_up(cc, sc2, "127.0.0.1", &sv);
+    assert_true(tls_sess_resumed(cl));
+    tls_sess_free(cl);
+    tls_sess_free(sv);
+
     /* Another server name: the saved session is not offered. */
     cl = pair_up(cc, sc, "localhost", &sv);
     assert_false(tls_sess_resumed(cl));
@@ -240,6 +254,7 @@ static void test_session_resumption(void **state)
     tls_sess_free(sv);
     tls_config_unref(cc);
     tls_config_unref(sc);
+    tls_config_unref(sc2);
 }
 
 static void test_tls_filter_in_memory(void **state)
