@@ -2,6 +2,7 @@
  * and the benchmark's Slurm cluster objects. */
 #include <dirent.h>
 #include <glob.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,53 +266,56 @@ int bx_scrape(bx_ctx *x, bx_slurmop *op, bx_metrics *m)
     return rc;
 }
 
-int bx_wait_slurm_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s)
+/* Scrape until sample() has reported "idle" with the same value for
+ * quiet_s: the one wait loop behind bx_wait_quiet and bx_wait_slurm_quiet. */
+static int wait_stable(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s, double poll_s,
+                       int (*sample)(const bx_metrics *m, double *value))
 {
     uint64_t deadline = uv_hrtime() + (uint64_t)(timeout_s * 1e9), since = uv_hrtime();
-    double last = -1;
+    double last = NAN;
+    int seen = 0;
     while (uv_hrtime() < deadline && !bx_stop_requested(x)) {
         bx_metrics m;
         if (bx_scrape(x, op, &m) == 0) {
-            double writes = bx_metric(&m, "slurmop_slurm_node_writes_total", NULL);
+            double v = 0;
+            int idle = sample(&m, &v);
             uint64_t now = uv_hrtime();
-            if (writes != last)
+            if (!idle || !seen || v != last)
                 since = now;
-            last = writes;
+            last = v;
+            seen = 1;
             if (bx_secs(since, now) >= quiet_s) {
                 bx_metrics_free(&m);
                 return 0;
             }
         }
         bx_metrics_free(&m);
-        bx_sleep(x, 0.25);
+        bx_sleep(x, poll_s);
     }
     return OP_ETIMEOUT;
 }
 
-int bx_wait_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s)
+static int slurm_writes(const bx_metrics *m, double *value)
+{
+    *value = bx_metric(m, "slurmop_slurm_node_writes_total", NULL);
+    return 1;
+}
+
+static int nodeset_queue(const bx_metrics *m, double *value)
 {
     const char *q = "name=\"" NODESET_CONTROLLER "\"";
-    uint64_t deadline = uv_hrtime() + (uint64_t)(timeout_s * 1e9), since = 0;
-    double last_adds = -1;
-    while (uv_hrtime() < deadline && !bx_stop_requested(x)) {
-        bx_metrics m;
-        if (bx_scrape(x, op, &m) == 0) {
-            double depth = bx_metric(&m, "workqueue_depth", q);
-            double busy = bx_metric(&m, "workqueue_unfinished_work_seconds", q);
-            double adds = bx_metric(&m, "workqueue_adds_total", q);
-            uint64_t now = uv_hrtime();
-            if (depth > 0 || busy > 0 || adds != last_adds)
-                since = now;
-            last_adds = adds;
-            if (bx_secs(since, now) >= quiet_s) {
-                bx_metrics_free(&m);
-                return 0;
-            }
-        }
-        bx_metrics_free(&m);
-        bx_sleep(x, 0.1);
-    }
-    return OP_ETIMEOUT;
+    *value = bx_metric(m, "workqueue_adds_total", q);
+    return bx_metric(m, "workqueue_depth", q) <= 0 && bx_metric(m, "workqueue_unfinished_work_seconds", q) <= 0;
+}
+
+int bx_wait_slurm_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s)
+{
+    return wait_stable(x, op, quiet_s, timeout_s, 0.25, slurm_writes);
+}
+
+int bx_wait_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s)
+{
+    return wait_stable(x, op, quiet_s, timeout_s, 0.1, nodeset_queue);
 }
 
 /* ------------------------------------------------------------------ */

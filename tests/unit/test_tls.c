@@ -189,6 +189,25 @@ static tls_session *pair_up(tls_config *cc, tls_config *sc, const char *host, tl
     return cl;
 }
 
+/* One connection: resumed or not as expected; the server knows the client
+ * certificate either way, and data flows. */
+static void connect_once(tls_config *cc, tls_config *sc, const char *host, int resumed)
+{
+    tls_session *sv, *cl = pair_up(cc, sc, host, &sv);
+    assert_int_equal(tls_sess_resumed(cl), resumed);
+    assert_false(tls_sess_resumed(sv));
+    assert_string_equal(tls_sess_peer_cn(sv), "alice");
+    buf_t got;
+    buf_init(&got, 1 << 16);
+    assert_int_equal(tls_sess_write(cl, "ping", 4), 4);
+    shuttle(cl, sv, 64, &got);
+    assert_int_equal(got.len, 4);
+    assert_memory_equal(got.data, "ping", 4);
+    buf_free(&got);
+    tls_sess_free(cl);
+    tls_sess_free(sv);
+}
+
 /* The second connection of a client config resumes the first one's session
  * (a ticket): no certificate is checked again, the server still knows the
  * client's certificate, and data flows. Another name gets a full handshake. */
@@ -213,45 +232,16 @@ static void test_session_resumption(void **state)
     tls_config *sc = tls_server_config_new(&so, &err);
     assert_non_null(cc);
     assert_non_null(sc);
-    tls_session *sv, *cl = pair_up(cc, sc, "127.0.0.1", &sv);
-    assert_false(tls_sess_resumed(cl));
-    assert_string_equal(tls_sess_peer_cn(sv), "alice");
-    tls_sess_free(cl);
-    tls_sess_free(sv);
-
-    cl = pair_up(cc, sc, "127.0.0.1", &sv);
-    assert_true(tls_sess_resumed(cl));
-    assert_false(tls_sess_resumed(sv));
-    assert_string_equal(tls_sess_peer_cn(sv), "alice");
-    buf_t got;
-    buf_init(&got, 1 << 16);
-    assert_int_equal(tls_sess_write(cl, "ping", 4), 4);
-    shuttle(cl, sv, 64, &got);
-    assert_int_equal(got.len, 4);
-    assert_memory_equal(got.data, "ping", 4);
-    buf_free(&got);
-    tls_sess_free(cl);
-    tls_sess_free(sv);
-
+    connect_once(cc, sc, "127.0.0.1", 0);
+    connect_once(cc, sc, "127.0.0.1", 1);
     /* A restarted server (a new ticket key) cannot read the ticket: a full
      * handshake, not a failure; the next connection resumes the new one. */
     tls_config *sc2 = tls_server_config_new(&so, &err);
     assert_non_null(sc2);
-    cl = pair_up(cc, sc2, "127.0.0.1", &sv);
-    assert_false(tls_sess_resumed(cl));
-    assert_string_equal(tls_sess_peer_cn(sv), "alice");
-    tls_sess_free(cl);
-    tls_sess_free(sv);
-    cl = pair_up(cc, sc2, "127.0.0.1", &sv);
-    assert_true(tls_sess_resumed(cl));
-    tls_sess_free(cl);
-    tls_sess_free(sv);
-
+    connect_once(cc, sc2, "127.0.0.1", 0);
+    connect_once(cc, sc2, "127.0.0.1", 1);
     /* Another server name: the saved session is not offered. */
-    cl = pair_up(cc, sc, "localhost", &sv);
-    assert_false(tls_sess_resumed(cl));
-    tls_sess_free(cl);
-    tls_sess_free(sv);
+    connect_once(cc, sc, "localhost", 0);
     tls_config_unref(cc);
     tls_config_unref(sc);
     tls_config_unref(sc2);
