@@ -19,12 +19,28 @@
 /* A write nobody managed to read back settles anyway after this long, so a
  * node can never be stuck "settling" (reads failing mean unknown anyway). */
 #define SETTLE_MAX_MS 60000u
+/* The same update asked for again after Slurm accepted it and a read showed
+ * it had no effect: retried after 1 s, 2 s, ... up to this. */
+#define REPEAT_BACKOFF_MAX_MS 60000u
+/* Slurm's error for a node name it does not know (ESLURM_INVALID_NODE_NAME):
+ * the only answer that proves a node does not exist. */
+#define SLURM_INVALID_NODE_NAME 2018
 
 typedef struct nc_node {
     char *name; /* map key */
     sm_node n;
     int present;       /* in Slurm's current table */
     uint64_t read_seq; /* c->seq when the request that produced n was sent */
+    uint64_t read_ms;  /* uv_now() when that request was sent */
+    /* uv_now() at which a read of this node by name was sent that Slurm
+     * answered "no such node"; 0 when none, or when a later read listed it. */
+    uint64_t gone_ms;
+    int prove; /* somebody waits for a read by name (nc_confirm_gone): never replaced by a table read */
+    /* The same update asked for again after Slurm accepted it and a read
+     * showed no effect: backoff, and a wake-up once it has passed. */
+    unsigned repeats;
+    uint64_t retry_at;
+    int retry_notify;
     /* writes */
     char *wkey;         /* content of the last write */
     int writing;        /* writes in flight (comment-only ones included) */
@@ -87,6 +103,14 @@ struct nc_cache {
     int poll_again;
     int force_full;
     int ok;
+    size_t n_present;
+    /* A full answer that would drop more than shrink_pct of the table (or
+     * goes back in time) is held, the cache reads as unknown, and the table
+     * is read again; only a second answer sent suspect_confirm_ms later that
+     * agrees is applied. */
+    int suspect;
+    uint64_t suspect_ms;
+    int64_t table_last_update; /* "last_update" of the applied table (v0.0.40+) */
     uint64_t last_ok_ms;
     int64_t confirmed_at;
     int64_t update_time;
@@ -180,8 +204,9 @@ static int settling(const nc_cache *c, const nc_node *e)
 
 static int node_idle_entry(const nc_cache *c, const nc_node *e)
 {
-    return !e->present && !e->writing && !e->reading && !e->want_read && e->track_until <= uv_now(c->loop) &&
-           !settling(c, e);
+    uint64_t now = uv_now(c->loop);
+    return !e->present && !e->writing && !e->reading && !e->want_read && !e->prove && e->track_until <= now &&
+           (e->gone_ms == 0 || now - e->gone_ms > SETTLE_MAX_MS) && !e->retry_notify && !settling(c, e);
 }
 
 static void node_free(nc_node *e)
@@ -293,7 +318,7 @@ static void schedule_poll(nc_cache *c, unsigned ms)
 }
 
 /* Replace the table with the nodes of a full answer. */
-static void apply_table(nc_cache *c, sm_response *resp, uint64_t seq, int was_ok)
+static void apply_table(nc_cache *c, sm_response *resp, uint64_t seq, uint64_t sent_ms, int was_ok)
 {
     map_t seen;
     map_init(&seen);
@@ -310,6 +335,8 @@ static void apply_table(nc_cache *c, sm_response *resp, uint64_t seq, int was_ok
         memset(n, 0, sizeof(*n));
         e->present = 1;
         e->read_seq = seq;
+        e->read_ms = sent_ms;
+        e->gone_ms = 0;
         map_put(&seen, e->name, e);
         if (e->settle_notify && !settling(c, e)) {
             e->settle_notify = 0;
@@ -331,6 +358,7 @@ static void apply_table(nc_cache *c, sm_response *resp, uint64_t seq, int was_ok
         if (e->present) {
             e->present = 0;
             e->read_seq = seq;
+            e->read_ms = sent_ms;
             sm_node_clear(&e->n);
             if (!quiet)
                 fire(c, e->name);
@@ -344,10 +372,65 @@ static void apply_table(nc_cache *c, sm_response *resp, uint64_t seq, int was_ok
         }
     }
     free(gone);
+    c->n_present = seen.count;
     map_free(&seen);
     c->stats.nodes = (size_t)resp->n_nodes;
     if (c->mx_nodes)
         mx_gauge_set(mx_gauge_get(c->mx_nodes, MX_LV(c->name)), (double)resp->n_nodes);
+}
+
+static void set_suspect(nc_cache *c, int on)
+{
+    if (c->suspect == on)
+        return;
+    c->suspect = on;
+    fire(c, NULL); /* every owner looks again (and finds unknown, or the new table) */
+}
+
+/* Whether a full answer may replace the table: 0 yes; 1 hold it (the
+ * table would shrink by more than shrink_pct: read again and apply only
+ * when a second answer agrees); OP_EPROTO when it is older than the table
+ * we have (a replayed answer). Absence never proves anything on its own,
+ * but a table that suddenly lacks nodes is more likely a lie or a partial
+ * answer than a fleet that vanished, and nodes missing from it would lose
+ * their pod-protect labels and conditions. */
+static int check_table(nc_cache *c, const sm_response *resp, const nc_rq *r)
+{
+    if (resp->last_update > 0 && c->table_last_update > 0 && resp->last_update < c->table_last_update) {
+        log_warn("slurm %s: a node table answer is older than the one we have (last_update %" PRId64
+                 " < %" PRId64 "); ignored",
+                 c->name, resp->last_update, c->table_last_update);
+        return OP_EPROTO;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < resp->n_nodes; i++) {
+        const char *name = resp->nodes[i].name;
+        const nc_node *e = name && *name ? node_get(c, name) : NULL;
+        kept += e && e->present;
+    }
+    size_t vanished = c->n_present > kept ? c->n_present - kept : 0;
+    size_t allowed = c->n_present * c->o.shrink_pct / 100u;
+    if (vanished <= allowed) {
+        if (c->suspect)
+            log_info("slurm %s: node table back to %zu nodes; the shrunken answer was not confirmed", c->name,
+                     resp->n_nodes);
+        set_suspect(c, 0);
+        return 0;
+    }
+    if (c->suspect && r->sent_ms >= c->suspect_ms + c->o.suspect_confirm_ms) {
+        log_warn("slurm %s: node table shrank from %zu to %zu nodes, confirmed by a second read; applied",
+                 c->name, c->n_present, kept);
+        c->suspect = 0; /* the owners are told by the table's own events */
+        return 0;
+    }
+    if (!c->suspect) {
+        log_warn("slurm %s: node table answer lacks %zu of %zu known nodes; holding every decision and "
+                 "reading it again",
+                 c->name, vanished, c->n_present);
+        c->suspect_ms = r->sent_ms;
+        set_suspect(c, 1);
+    }
+    return 1;
 }
 
 static void on_nodes(int status, sm_response *resp, void *data)
@@ -362,6 +445,23 @@ static void on_nodes(int status, sm_response *resp, void *data)
     count_bytes(c, resp);
     int was_ok = c->ok;
     unsigned next;
+    int verdict = status == 0 && !resp->not_modified ? check_table(c, resp, r) : 0;
+    if (verdict == 1) {
+        /* Held: nothing applied, nothing confirmed; a full read follows. */
+        c->stats.held++;
+        count_poll(c, "held");
+        c->update_time = 0;
+        c->force_full = 1;
+        if (rq_done(r))
+            return;
+        schedule_poll(c, c->o.suspect_confirm_ms);
+        return;
+    }
+    if (verdict < 0) {
+        status = verdict;
+        if (!resp->err.message)
+            resp->err.message = xstrdup("answer older than the table already read");
+    }
     if (status < 0 && r->update_time > 0 && resp->err.http_status >= 500) {
         log_debug("slurm %s: node poll with update_time failed (%s); reading the whole table", c->name,
                   resp->err.message ? resp->err.message : op_strerror(status));
@@ -393,7 +493,9 @@ static void on_nodes(int status, sm_response *resp, void *data)
             c->stats.full++;
             c->stats.last_full_ms = took_ms;
             count_poll(c, "full");
-            apply_table(c, resp, r->seq, was_ok);
+            apply_table(c, resp, r->seq, r->sent_ms, was_ok);
+            if (resp->last_update > 0)
+                c->table_last_update = resp->last_update;
             c->last_full_ms = r->sent_ms;
             /* Slurm answers 304 when nothing changed since update_time. Use
              * the server's own time when it says it (v0.0.40+), else ours
@@ -495,25 +597,48 @@ static void on_node_read(int status, sm_response *resp, void *data)
     nc_node *e = node_get(c, r->name);
     if (e)
         e->reading = 0;
-    if (e && (status == 0 || status == OP_ENOTFOUND)) {
+    /* Only the node asked for counts: an answer without it (an empty list,
+     * another node) proves nothing and changes nothing. */
+    sm_node *got = NULL;
+    for (size_t i = 0; status == 0 && i < resp->n_nodes; i++)
+        if (resp->nodes[i].name && strcmp(resp->nodes[i].name, r->name) == 0)
+            got = &resp->nodes[i];
+    /* And only Slurm's own "no such node" says it does not exist. */
+    int unknown_to_slurm = status == OP_ENOTFOUND && resp->err.slurm_errno == SLURM_INVALID_NODE_NAME;
+    if (got == NULL && !unknown_to_slurm && (status == 0 || status == OP_ENOTFOUND)) {
+        c->stats.bad_reads++;
+        log_warn("slurm %s: the answer to a read of node %s does not list it (%zu other nodes); ignored", c->name,
+                 r->name, resp->n_nodes);
+    }
+    if (e && (got || unknown_to_slurm)) {
         int changed;
-        if (status == 0 && resp->n_nodes > 0) {
-            keep_local_comment(e, &resp->nodes[0], r->seq);
-            changed = !e->present || node_differs(&e->n, &resp->nodes[0]);
+        if (got) {
+            keep_local_comment(e, got, r->seq);
+            changed = !e->present || node_differs(&e->n, got);
             sm_node_clear(&e->n);
-            e->n = resp->nodes[0];
-            memset(&resp->nodes[0], 0, sizeof(resp->nodes[0]));
+            e->n = *got;
+            memset(got, 0, sizeof(*got));
+            c->n_present += !e->present;
             e->present = 1;
+            e->gone_ms = 0;
         } else {
             changed = e->present;
+            c->n_present -= e->present && c->n_present > 0;
             e->present = 0;
             sm_node_clear(&e->n);
+            e->gone_ms = r->sent_ms ? r->sent_ms : 1;
         }
-        if (r->seq > e->read_seq)
+        if (r->seq >= e->read_seq) {
             e->read_seq = r->seq;
+            e->read_ms = r->sent_ms;
+        }
         if (e->settle_notify && !settling(c, e)) {
             e->settle_notify = 0;
             changed = 1; /* read back: let the owner decide again even if nothing shows */
+        }
+        if (e->prove) {
+            e->prove = 0;
+            changed = 1; /* the owner waits for this answer */
         }
         if (changed && c->ok)
             fire(c, e->name);
@@ -546,8 +671,26 @@ static void track_tick(uv_timer_t *t)
     const char *k;
     void *v;
     nc_node **due = xcalloc(c->nodes.count + 1, sizeof(*due));
+    nc_node **proofs = xcalloc(c->nodes.count + 1, sizeof(*proofs));
+    size_t n_proofs = 0, waking = 0;
     while (map_next(&c->nodes, &it, &k, &v)) {
         nc_node *e = v;
+        if (e->retry_notify) {
+            if (e->retry_at <= now) {
+                e->retry_notify = 0;
+                fire(c, e->name); /* its repeated write may go out again */
+            } else {
+                waking++;
+            }
+        }
+        waking += (size_t)e->prove;
+        if (e->prove && !e->reading) {
+            /* Only a read by name can say a node does not exist: never
+             * folded into a table read. */
+            if (n_proofs < c->o.max_tracked)
+                proofs[n_proofs++] = e;
+            continue;
+        }
         int want = e->want_read;
         rereads += (size_t)e->want_read;
         if (e->track_until > now) {
@@ -565,6 +708,9 @@ static void track_tick(uv_timer_t *t)
         e->want_read = 0;
     }
     c->n_reread = 0;
+    for (size_t i = 0; i < n_proofs; i++)
+        read_node(c, proofs[i]);
+    free(proofs);
     if (n <= c->o.max_tracked) {
         for (size_t i = 0; i < n; i++)
             read_node(c, due[i]);
@@ -576,7 +722,7 @@ static void track_tick(uv_timer_t *t)
         nc_poll_soon(c);
     }
     free(due);
-    if (tracked)
+    if (tracked || waking)
         arm_track(c, c->o.track_ms);
 }
 
@@ -691,8 +837,35 @@ static int start_write(nc_cache *c, const char *name, const char *key, const sm_
     int comment_only = u && u->set == SM_UPD_COMMENT;
     if (comment_only && e->writing_comment && e->ckey && strcmp(e->ckey, key) == 0)
         return 1;
-    if (!comment_only && e->wkey && strcmp(e->wkey, key) == 0 && settling(c, e))
-        return 1;
+    if (!comment_only && e->wkey && strcmp(e->wkey, key) == 0) {
+        if (settling(c, e))
+            return 1;
+        if (e->wdone_seq) {
+            /* Slurm accepted this very update and a read since shows it had
+             * no effect (the caller would not ask again otherwise): retry,
+             * but back off instead of every pass, and wake the owner when
+             * the next try is due. */
+            uint64_t now = uv_now(c->loop);
+            if (now >= e->retry_at + 2 * REPEAT_BACKOFF_MAX_MS)
+                e->repeats = 0; /* long ago: a new story */
+            else if (now < e->retry_at) {
+                e->retry_notify = 1;
+                arm_track(c, (unsigned)(e->retry_at - now));
+                return 1;
+            }
+            unsigned delay = 1000u << (e->repeats < 6 ? e->repeats : 6);
+            if (delay > REPEAT_BACKOFF_MAX_MS)
+                delay = REPEAT_BACKOFF_MAX_MS;
+            if (++e->repeats == 3)
+                log_warn("slurm %s: node %s: Slurm accepts the same update but reads do not show it; retrying "
+                         "with backoff (up to %u s)",
+                         c->name, name, REPEAT_BACKOFF_MAX_MS / 1000u);
+            e->retry_at = now + delay;
+        }
+    } else if (!comment_only) {
+        e->repeats = 0;
+        e->retry_at = 0;
+    }
     nc_write *w = xcalloc(1, sizeof(*w));
     w->c = c;
     w->name = xstrdup(name);
@@ -1134,7 +1307,7 @@ enum nc_found nc_reservation(const nc_cache *c, const char *name, const sm_resv 
 
 int nc_ready(const nc_cache *c)
 {
-    return !c->closing && c->ok && uv_now(c->loop) - c->last_ok_ms < c->o.stale_ms;
+    return !c->closing && c->ok && !c->suspect && uv_now(c->loop) - c->last_ok_ms < c->o.stale_ms;
 }
 
 int nc_version(const nc_cache *c)
@@ -1159,6 +1332,47 @@ enum nc_found nc_lookup(const nc_cache *c, const char *name, const sm_node **out
     if (out)
         *out = &e->n;
     return NC_PRESENT;
+}
+
+int nc_fresh(const nc_cache *c, const char *name, unsigned max_age_ms)
+{
+    if (!nc_ready(c))
+        return 0;
+    const nc_node *e = node_get(c, name);
+    /* A table poll (304 or full) confirms every node it holds as of its
+     * request; a read by name confirms that node. */
+    uint64_t at = c->last_ok_ms;
+    if (e && e->read_ms > at)
+        at = e->read_ms;
+    return uv_now(c->loop) - at <= max_age_ms;
+}
+
+void nc_read_soon(nc_cache *c, const char *name)
+{
+    if (c->closing || !name || !*name || !hostlist_name_valid(name))
+        return;
+    want_read(c, node_ensure(c, name));
+}
+
+int nc_confirm_gone(nc_cache *c, const char *name, unsigned max_age_ms)
+{
+    if (!nc_ready(c) || !name || !*name)
+        return 0;
+    if (!hostlist_name_valid(name))
+        return 0;
+    nc_node *e = node_ensure(c, name);
+    if (!e->present && e->gone_ms && uv_now(c->loop) - e->gone_ms <= max_age_ms && !settling(c, e))
+        return 1;
+    if (!e->prove) {
+        e->prove = 1;
+        arm_track(c, 0);
+    }
+    return 0;
+}
+
+int nc_suspect(const nc_cache *c)
+{
+    return c->suspect;
 }
 
 int nc_settling(const nc_cache *c, const char *name)
@@ -1267,6 +1481,8 @@ int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
     DEF(jobs_ms, 3000);
     DEF(ping_ms, 5000);
     DEF(resv_ms, 10000);
+    DEF(shrink_pct, 10);
+    DEF(suspect_confirm_ms, 1000);
 #undef DEF
     if (c->o.poll_max_ms < c->o.poll_min_ms)
         c->o.poll_max_ms = c->o.poll_min_ms;

@@ -32,6 +32,21 @@
  * never a stale "drained"), until a poll succeeds again. Nothing here ever
  * blocks or waits: lookups answer from memory at once.
  *
+ * Absence is not proof. A node missing from a table (empty, partial,
+ * replayed) may still run jobs, so NC_ABSENT licenses nothing. Two guards:
+ * a full answer that lacks more than shrink_pct of the nodes we know is
+ * held (the cluster reads unknown, on_node(NULL) fires) and the table is
+ * read again; it is applied only when an answer sent suspect_confirm_ms
+ * later agrees. An answer older than the table we have (v0.0.40+ report
+ * "last_update") is an error. The one proof that a node does not exist is
+ * Slurm's own error "Invalid node name" (2018) to a read of that node by
+ * name: nc_confirm_gone(). A read by name whose answer does not list the
+ * node (an empty list, another node) changes nothing.
+ *
+ * Repeated writes. An update Slurm accepted, read back, and asked for again
+ * (so it did not show) is retried after 1 s, 2 s, ... 60 s, not on every
+ * pass; the node's owner is woken (on_node) when the next try is due.
+ *
  * Writes. nc_update() / nc_delete_node() go through the cluster's batcher
  * (nodebatch.h: one hostlist request per distinct update per loop
  * iteration). A node with a write in flight, or whose last write completed
@@ -67,7 +82,7 @@ typedef struct nc_cache nc_cache;
 /** What the cache knows about one node. */
 enum nc_found {
     NC_UNKNOWN = 0, /* Slurm could not be asked, answered with errors, or the data is stale */
-    NC_ABSENT,      /* Slurm's current node table does not have it */
+    NC_ABSENT,      /* Slurm's current node table does not have it: proves nothing (nc_confirm_gone) */
     NC_PRESENT,
 };
 
@@ -86,6 +101,8 @@ typedef struct nc_opts {
     unsigned jobs_ms;        /* default 3000 */
     unsigned ping_ms;        /* default 5000 */
     unsigned resv_ms;        /* default 10000 */
+    unsigned shrink_pct;     /* a full answer lacking more than this % of the known nodes is held, default 10 */
+    unsigned suspect_confirm_ms; /* ... until a second answer sent this much later agrees, default 1000 */
     /* Events (see above); all optional. */
     void (*on_node)(const char *name, void *data);
     void (*on_ping)(void *data);
@@ -113,6 +130,21 @@ enum nc_found nc_lookup(const nc_cache *c, const char *name, const sm_node **out
 
 /** 1 when the node has a write in flight or completed since it was read. */
 int nc_settling(const nc_cache *c, const char *name);
+
+/** 1 when what the cache says of the node (present or not) comes from a
+ *  read sent at most max_age_ms ago: a table poll (a 304 confirms the whole
+ *  table) or a read of the node by name. 0 when not ready. */
+int nc_fresh(const nc_cache *c, const char *name, unsigned max_age_ms);
+/** Read the node soon (by name, or with the table when many are due). */
+void nc_read_soon(nc_cache *c, const char *name);
+/** 1 when Slurm answered a read of this node by name, sent at most
+ *  max_age_ms ago, with "Invalid node name" (and nothing read since listed
+ *  the node, and no write of it is settling): the only proof that the node
+ *  does not exist. Otherwise 0, and such a read is asked for (always by
+ *  name; on_node(name) fires when it completes). 0 when not ready. */
+int nc_confirm_gone(nc_cache *c, const char *name, unsigned max_age_ms);
+/** 1 while a shrunken table answer is held for confirmation. */
+int nc_suspect(const nc_cache *c);
 
 /** Wall-clock time (epoch seconds) at which the current node table was last
  *  confirmed by a successful poll (the request's start), 0 when never. */
@@ -194,6 +226,8 @@ typedef struct nc_stats {
     uint64_t retried;      /* ... failed with update_time and retried at once without it */
     uint64_t single_reads; /* GET node/{name} */
     uint64_t local_applies; /* comment-only writes applied to the cache without a read back */
+    uint64_t held;         /* full answers held as suspect (shrunken table) */
+    uint64_t bad_reads;    /* reads by name whose answer did not list the node */
     uint64_t events;       /* on_node calls (NULL included) */
     uint64_t bytes;        /* response bytes of every request of this cache */
     uint64_t last_full_ms; /* duration of the last full fetch (request to decoded) */

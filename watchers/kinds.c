@@ -61,6 +61,7 @@ static void pod_project(const cJSON *obj, void *proj)
         p->node_name = istr_get(node);
         p->scheduled = 1;
     }
+    p->host_network = (uint8_t)json_get_bool(obj, "spec.hostNetwork", 0);
     const char *host = json_get_str(obj, "spec.hostname");
     if (host && *host)
         p->hostname = istr_get(host);

@@ -46,6 +46,7 @@ typedef struct pod_proj {
     uint8_t ready;          /* Ready condition True */
     uint8_t scheduled;      /* bound to a node */
     uint8_t containers_ready;
+    uint8_t host_network;   /* spec.hostNetwork: slurmd registers under the Node's name */
     int64_t ready_since;    /* lastTransitionTime of Ready=True, unix seconds */
     const char *node_name;  /* interned, NULL when unscheduled */
     const char *hostname;   /* spec.hostname, interned */

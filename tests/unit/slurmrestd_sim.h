@@ -47,6 +47,7 @@ typedef struct sim {
     int hang;            /* accept requests and never answer them */
     int quirk_2205;      /* 22.05's partition quirk: a changed table asked with update_time is a 500 */
     const char *missing; /* node writes naming this node fail with 2018 */
+    int node_empty;      /* answer reads of one node with HTTP 200 and an empty list (a lying proxy) */
     sim_rec recs[SIM_MAX_RECS];
     int n;
     int posts; /* node writes seen */
@@ -183,8 +184,10 @@ static void sim_handler(hs_req *req, void *data)
             sim_fixture_reply(req, SIM.nodes_status, "v38_err_bad_token_nodes_500.json");
             return;
         }
-        char *one = sim_one_node(rest + 5);
-        if (one) {
+        char *one = SIM.node_empty ? NULL : sim_one_node(rest + 5);
+        if (SIM.node_empty) {
+            sim_json(req, 200, "{\"nodes\":[],\"errors\":[]}");
+        } else if (one) {
             sim_json(req, 200, one);
             free(one);
         } else {

@@ -419,6 +419,116 @@ static void test_track(void **state)
 
 /* ---- jobs and pings ---- */
 
+/* Absence is not proof: a table that suddenly lacks nodes is held (unknown)
+ * until a second read agrees; only Slurm's "Invalid node name" to a read by
+ * name proves a node gone, never an empty answer; a write Slurm accepts but
+ * that does not show is retried with backoff. */
+static void test_absence_not_proof(void **state)
+{
+    sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
+    cluster cl = open_cluster(38, 30, 50);
+    wait_ready(&cl);
+    assert_int_equal(nc_lookup(cl.cache, "n1", NULL), NC_PRESENT);
+
+    /* An empty table: held, the cluster reads unknown, n1 never "vanishes". */
+    char *full = SIM.nodes;
+    SIM.nodes = xstrdup("{\"nodes\":[],\"errors\":[]}");
+    for (int i = 0; i < 200 && !nc_suspect(cl.cache); i++)
+        run_for(&TL, 5);
+    assert_true(nc_suspect(cl.cache));
+    assert_int_equal(nc_lookup(cl.cache, "n1", NULL), NC_UNKNOWN);
+    assert_false(nc_ready(cl.cache));
+    free(SIM.nodes);
+    SIM.nodes = full;
+    EV.count = 0;
+    run_for(&TL, 1300);
+    assert_false(nc_suspect(cl.cache));
+    assert_int_equal(nc_lookup(cl.cache, "n1", NULL), NC_PRESENT);
+    assert_false(fired("n1"));
+    nc_stats st;
+    nc_get_stats(cl.cache, &st);
+    assert_true(st.held >= 1);
+
+    /* A present node is never proved gone; an unknown one is, by name. */
+    assert_int_equal(nc_confirm_gone(cl.cache, "n1", 5000), 0);
+    assert_int_equal(nc_confirm_gone(cl.cache, "ghost", 5000), 0);
+    EV.wait_for = "ghost";
+    run_until(&TL, &EV.seen);
+    assert_int_equal(nc_confirm_gone(cl.cache, "ghost", 5000), 1);
+    run_for(&TL, 20);
+    assert_int_equal(nc_confirm_gone(cl.cache, "ghost", 5), 0); /* not fresh enough: read again */
+
+    /* A read by name answered with an empty list proves nothing. */
+    SIM.node_empty = 1;
+    int reads = sim_count("GET", "/node/ghost2");
+    assert_int_equal(nc_confirm_gone(cl.cache, "ghost2", 5000), 0);
+    for (int i = 0; i < 400 && sim_count("GET", "/node/ghost2") < reads + 2; i++)
+        run_for(&TL, 5);
+    assert_true(sim_count("GET", "/node/ghost2") >= reads + 2); /* asked again, by name */
+    assert_int_equal(nc_confirm_gone(cl.cache, "ghost2", 5000), 0);
+    /* ... and does not make a listed node absent either. */
+    nc_read_soon(cl.cache, "n1");
+    run_for(&TL, 200);
+    assert_int_equal(nc_lookup(cl.cache, "n1", NULL), NC_PRESENT);
+    nc_get_stats(cl.cache, &st);
+    assert_true(st.bad_reads >= 2);
+    SIM.node_empty = 0;
+
+    /* The table asked for shrinks for real: applied once a second read
+     * agrees. */
+    SIM.nodes = sim_fixture("v38_nodes_idle_200.json");
+    free(full);
+    cJSON *doc = json_parse(SIM.nodes, strlen(SIM.nodes), NULL);
+    cJSON *list = cJSON_DetachItemFromObject(doc, "nodes");
+    cJSON *keep = cJSON_CreateArray();
+    cJSON_AddItemToArray(keep, cJSON_DetachItemFromArray(list, 0)); /* n1 only */
+    cJSON_Delete(list);
+    json_set(doc, "nodes", keep);
+    free(SIM.nodes);
+    SIM.nodes = json_dump(doc);
+    cJSON_Delete(doc);
+    EV.count = 0;
+    EV.wait_for = "n2";
+    EV.seen = 0;
+    run_until(&TL, &EV.seen);
+    assert_int_equal(nc_lookup(cl.cache, "n2", NULL), NC_ABSENT);
+    assert_int_equal(nc_lookup(cl.cache, "n1", NULL), NC_PRESENT);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
+/* An update Slurm accepts but later reads do not show is retried with
+ * backoff (1 s, 2 s, ...), and the owner is woken when a try is due. */
+static void test_repeat_backoff(void **state)
+{
+    sim_start(&TL.loop, 42, "v42_nodes_states_200.json");
+    SIM.unchanged = 1;
+    cluster cl = open_cluster(42, 5000, 50);
+    wait_ready(&cl);
+    sm_node_update u = {.set = SM_UPD_FEATURES, .features = "never-shows"};
+    for (int round = 0; round < 2; round++) {
+        wr w = {0};
+        assert_int_equal(nc_update(cl.cache, "slinky-0", &u, on_write, &w), 0);
+        run_until(&TL, &w.done);
+        assert_int_equal(w.status, 0);
+        for (int i = 0; i < 400 && nc_settling(cl.cache, "slinky-0"); i++)
+            run_for(&TL, 5);
+        assert_false(nc_settling(cl.cache, "slinky-0"));
+    }
+    /* The third ask within the backoff: nothing sent, the owner is woken. */
+    int posts = SIM.posts;
+    wr w = {0};
+    assert_int_equal(nc_update(cl.cache, "slinky-0", &u, on_write, &w), 1);
+    EV.wait_for = "slinky-0";
+    EV.seen = 0;
+    run_until(&TL, &EV.seen);
+    assert_int_equal(SIM.posts, posts);
+    assert_int_equal(nc_update(cl.cache, "slinky-0", &u, on_write, &w), 0);
+    run_until(&TL, &w.done);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
 static void test_jobs_and_ping(void **state)
 {
     sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
@@ -488,6 +598,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_settles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_comment_applied, setup, teardown),
         cmocka_unit_test_setup_teardown(test_track, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_absence_not_proof, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_repeat_backoff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jobs_and_ping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ping_failover, setup, teardown),
     };
