@@ -12,6 +12,7 @@
 #include "core/map.h"
 #include "core/mem.h"
 #include "reconcilers/batch.h"
+#include "reconcilers/cluster_rc.h"
 #include "reconcilers/expect.h"
 #include "reconcilers/nodeset_build.h"
 #include "reconcilers/nodeset_slurm.h"
@@ -1119,6 +1120,26 @@ static void status_written(int err, const cJSON *obj, const kube_status *st, voi
     free(key);
 }
 
+/* The NodeSet's own conditions in a status object: Valid (False with the
+ * validation messages; removed once valid) and DrainBlocked (True while
+ * condemned pods are kept because Slurm cannot be asked). */
+static void set_conditions(struct pass *p, cJSON *status, const char *invalid)
+{
+    char now[32];
+    crc_now_rfc3339(now);
+    const char *msg = NULL;
+    const char *blocked = invalid ? NULL : nodeset_slurm_blocked(p->op, p->o, &msg);
+    cJSON *conds = crc_conditions_set(json_child(status, "conditions"), CRC_COND_VALID, invalid ? "False" : NULL,
+                                      "ValidationFailed", invalid, p->o->generation, now);
+    if (!invalid) {
+        cJSON *c2 = crc_conditions_set(conds, NSB_COND_DRAIN_BLOCKED, blocked ? "True" : NULL, blocked,
+                                       msg ? msg : "", p->o->generation, now);
+        cJSON_Delete(conds);
+        conds = c2;
+    }
+    json_set(status, "conditions", conds);
+}
+
 static void sync_status(struct pass *p)
 {
     nsb_counts counts;
@@ -1163,6 +1184,7 @@ static void sync_status(struct pass *p)
     }
     cJSON *status = nsb_build_status(p->ns, &counts, &sc, p->update_hash, p->collision, o2n);
     cJSON_Delete(o2n);
+    set_conditions(p, status, NULL);
     const cJSON *cur = json_child(p->o->json, "status");
     if (!json_subset(status, cur) || !json_subset(cur, status)) {
         cJSON *diff = json_merge_diff(cur, status);
@@ -1179,6 +1201,68 @@ static void sync_status(struct pass *p)
     /* Pods Ready but not yet available (minReadySeconds) need a later look. */
     if (min_ready > 0 && counts.available < counts.ready)
         want_requeue(p, (uint32_t)min_ready * 1000u + 1000u);
+}
+
+/* The status write of a NodeSet whose spec is invalid: the Valid
+ * condition only. */
+static void write_invalid(struct pass *p, const nsb_msgs *msgs)
+{
+    char text[1024];
+    size_t off = 0;
+    text[0] = '\0';
+    for (size_t i = 0; i < msgs->n && off < sizeof(text) - 1; i++) {
+        int w = snprintf(text + off, sizeof(text) - off, "%s%s", i ? "; " : "", msgs->v[i]);
+        if (w < 0)
+            break;
+        off += (size_t)w;
+    }
+    const cJSON *cur = json_child(p->o->json, "status");
+    cJSON *status = cJSON_CreateObject();
+    const cJSON *conds = json_child(cur, "conditions");
+    json_set(status, "conditions", conds ? cJSON_Duplicate(conds, 1) : cJSON_CreateArray());
+    set_conditions(p, status, text);
+    const cJSON *want = json_child(status, "conditions");
+    if (!json_equal(want, conds)) {
+        cJSON *patch = cJSON_CreateObject();
+        json_set(json_obj_ensure(patch, "status"), "conditions", cJSON_Duplicate(want, 1));
+        kube_patch(p->op->client, &KUBE_SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch,
+                   NULL, 0, status_written, xstrdup(p->key));
+        cJSON_Delete(patch);
+    }
+    cJSON_Delete(status);
+}
+
+/* A NodeSet being deleted with our finalizer: its pods are condemned as in
+ * a scale-in (drained, deleted once Slurm says so) and the finalizer goes
+ * when none is left. Not when the deletion orphans the pods (the user
+ * keeps them). Returns the number of pods left. */
+static size_t drain_on_delete(struct pass *p)
+{
+    if (!nss_has_finalizer(p->o->json, NSS_DRAIN_FINALIZER))
+        return 0;
+    if (nss_has_finalizer(p->o->json, "orphan")) {
+        nss_set_finalizer(p->op, p->o, NSS_DRAIN_FINALIZER, 0);
+        return 0;
+    }
+    collect_pods(p);
+    if (p->n_pods == 0) {
+        nss_set_finalizer(p->op, p->o, NSS_DRAIN_FINALIZER, 0);
+        return 0;
+    }
+    nodeset_slurm_observe(p->op, p->o);
+    if (exp_satisfied(C->exp, p->key, p->o->uid, uv_now(p->op->loop))) {
+        size_t n = 0;
+        const nsb_pod **v = xcalloc(p->n_pods + 1, sizeof(*v));
+        for (size_t i = 0; i < p->n_pods; i++)
+            if (!p->pods[i].terminating)
+                v[n++] = &p->pods[i];
+        nsb_sort_victims(v, n);
+        for (size_t i = 0; i < n; i++)
+            condemn(p, pod_sobj(v[i]), "NodeSet deleted");
+        free(v);
+    }
+    sync_status(p); /* sends this pass's drains, keeps the counts current */
+    return p->n_pods;
 }
 
 /* What nodeset_slurm_sync may do in a pass. */
@@ -1221,20 +1305,31 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
 
     nsb_msgs msgs = {0};
     if (nsb_validate(p.ns, NULL, &msgs) > 0) {
+        /* Nothing of an invalid spec is acted on (a replicas beyond the
+         * maximum would allocate and loop for it): Events and a condition
+         * say why, and a spec change queues it again. */
         for (size_t i = 0; i < msgs.n; i++)
             op_warn(op, o, NSB_KIND, "ValidationFailed", "%s", msgs.v[i]);
+        write_invalid(&p, &msgs);
         nsb_msgs_free(&msgs);
         cJSON_Delete(p.ns);
-        return WQ_RESULT_OK; /* a spec change queues it again */
+        return WQ_RESULT_OK;
     }
     nsb_msgs_free(&msgs);
 
-    if (nodeset_slurm_finalize(op, o, p.ns) != 0 || o->deleting) {
-        cJSON_Delete(p.ns);
-        return WQ_RESULT_OK; /* owned objects go with the garbage collector */
-    }
     const char *ctlname = json_get_str_or(p.ns, "spec.controllerRef.name", "");
     const sobj *ctl = store_get(op_store(op, OPK_CONTROLLERS), o->ns, ctlname);
+    if (o->deleting) {
+        p.ctl = ctl ? ctl->json : NULL;
+        size_t left = drain_on_delete(&p);
+        nodeset_slurm_finalize(op, o, p.ns);
+        free(p.pods);
+        cJSON_Delete(p.ns);
+        return left ? WQ_RESULT_AFTER(30000) : WQ_RESULT_OK;
+    }
+    /* Before any pod exists: a deleted NodeSet drains its pods first. */
+    if (!nss_delete_without_drain(o))
+        nss_set_finalizer(op, o, NSS_DRAIN_FINALIZER, 1);
     if (ctl == NULL || ctl->json == NULL) {
         op_warn(op, o, NSB_KIND, "ControllerRefFailed", "Controller %s/%s not found", o->ns, ctlname);
         cJSON_Delete(p.ns);

@@ -159,7 +159,7 @@ enum nsb_mode nsb_mode_of(const cJSON *nodeset)
 int nsb_replicas(const cJSON *nodeset)
 {
     long long r = json_get_int(nodeset, "spec.replicas", 1);
-    return r < 0 ? 0 : r > INT32_MAX ? INT32_MAX : (int)r;
+    return r < 0 ? 0 : r > NSB_REPLICAS_MAX ? NSB_REPLICAS_MAX : (int)r;
 }
 
 static int padding_of(const cJSON *nodeset)
@@ -2070,8 +2070,11 @@ size_t nsb_validate(const cJSON *nodeset, const cJSON *old, nsb_msgs *out)
     long long pad = json_get_int(spec, "ordinalPadding", 0);
     if (pad < 0 || pad > 64)
         msg(out, "spec.ordinalPadding must be between 0 and 64, got %lld", pad);
-    if (json_get_int(spec, "replicas", 0) < 0)
+    long long replicas = json_get_int(spec, "replicas", 0);
+    if (replicas < 0)
         msg(out, "spec.replicas must not be negative");
+    else if (replicas > NSB_REPLICAS_MAX)
+        msg(out, "spec.replicas must be at most %d, got %lld", NSB_REPLICAS_MAX, replicas);
 
     if (old) {
         const cJSON *ospec = spec_of(old);

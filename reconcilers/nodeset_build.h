@@ -34,6 +34,15 @@
 #define NSB_API_VERSION "slinky.slurm.net/v1beta1"
 #define NSB_KIND "NodeSet"
 
+/* The largest spec.replicas accepted (the CRD's maximum too): 8x the
+ * 8,192-node fleets slurmop is built for. A pass allocates and loops in
+ * proportion to replicas, so an unbounded value (a valid int32) would stall
+ * the loop for every cluster the operator manages; larger values are a
+ * validation error. */
+#define NSB_REPLICAS_MAX 65536
+/* The NodeSet condition True while condemned pods are kept because Slurm
+ * cannot be asked (reason: why; message: what to do). */
+#define NSB_COND_DRAIN_BLOCKED "DrainBlocked"
 #define NSB_LABEL_APP "app.kubernetes.io/name"
 #define NSB_LABEL_INSTANCE "app.kubernetes.io/instance"
 #define NSB_LABEL_COMPONENT "app.kubernetes.io/component"

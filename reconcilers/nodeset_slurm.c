@@ -23,8 +23,17 @@
  * long (the watch event normally arrives within milliseconds). */
 #define POD_WRITE_TTL_MS 30000u
 /* A Ready pod gets this long to register its Slurm node before a missing
- * node counts as registration drift. */
+ * node counts as registration drift; the node must have been missing from
+ * every table read for this long too. */
 #define DRIFT_GRACE_S 60
+#define DRIFT_GRACE_MS (DRIFT_GRACE_S * 1000u)
+/* Registration drift replaces at most this many pods per NodeSet per
+ * DRIFT_WINDOW_MS: a lying or broken Slurm can never empty a NodeSet. */
+#define DRIFT_MAX_PER_WINDOW 2
+#define DRIFT_WINDOW_MS 60000u
+/* How old the read may be that licenses a delete: a drained node, or
+ * Slurm's "no such node" to a read by name. */
+#define PROOF_FRESH_MS 10000u
 /* How long a condemned pod's node is read on its own while it drains. */
 #define TRACK_MS (10u * 60u * 1000u)
 /* Failed Slurm writes back off per node: 1 s, 2 s, ... 60 s. */
@@ -54,7 +63,21 @@ typedef struct nss_set {
     int resv_writing;
     int resv_marked;
     uint64_t resv_mark;
+    /* registration drift: pod uid -> uv_now() ms since which it has been
+     * Ready while Slurm's tables lacked its node (values malloc'd) */
+    map_t drift_since;
+    uint64_t drift_window_ms; /* start of the current drift window */
+    int drift_used;           /* replacements in it */
+    /* why this pass kept condemned pods that it could not drain (a static
+     * string; NULL when none) and the message of the condition */
+    const char *blocked;
+    char blocked_msg[256];
 } nss_set;
+
+typedef struct drift_ent {
+    char *uid; /* map key */
+    uint64_t since;
+} drift_ent;
 
 typedef struct pw_ent {
     char *key; /* pod uid "\x1f" what */
@@ -94,6 +117,13 @@ static void set_free(nss_set *s)
     while (map_next(&s->condemned, &it, &k, &v))
         free((char *)k);
     map_free(&s->condemned);
+    it = 0;
+    while (map_next(&s->drift_since, &it, &k, &v)) {
+        drift_ent *d = v;
+        free(d->uid);
+        free(d);
+    }
+    map_free(&s->drift_since);
     clear_drains(s);
     free(s->key);
     free(s->ctl_key);
@@ -115,6 +145,7 @@ static nss_set *set_get(const sobj *nodeset, const cJSON *ns_json)
         s->key = xstrdup(nodeset->key);
         s->ctl_key = ctl_key;
         map_init(&s->condemned);
+        map_init(&s->drift_since);
         map_put(&M.sets, s->key, s);
     } else {
         free(ctl_key);
@@ -199,25 +230,26 @@ static int our_reason(const char *r)
     return r && strncmp(r, NSS_REASON_PREFIX, strlen(NSS_REASON_PREFIX)) == 0;
 }
 
-/* The Slurm node name of a pod: its hostname label (set by the builder),
- * else spec.hostname, else the pod name. */
-static const char *ik_hostname; /* interned NSB_LABEL_POD_HOSTNAME */
+static const char *ik_mode; /* interned NSB_LABEL_SCALING_MODE */
+
+const char *nss_pod_slurm_name(const sobj *pod)
+{
+    const pod_proj *pp = pod_of(pod);
+    const char *mode = ik_mode ? sobj_label_i(pod, ik_mode) : sobj_label(pod, NSB_LABEL_SCALING_MODE);
+    enum nsb_mode m = mode && strcmp(mode, "DaemonSet") == 0 ? NSB_DAEMONSET : NSB_STATEFULSET;
+    return nsb_slurm_node_name(m, pp->host_network, pp->node_name, pp->hostname, pod->name);
+}
 
 static const char *slurm_name(const sobj *pod)
 {
-    const char *h = ik_hostname ? sobj_label_i(pod, ik_hostname) : sobj_label(pod, NSB_LABEL_POD_HOSTNAME);
-    if (h && *h)
-        return h;
-    const pod_proj *pp = pod_of(pod);
-    if (pp && pp->hostname && *pp->hostname)
-        return pp->hostname;
-    return pod->name;
+    return nss_pod_slurm_name(pod);
 }
 
 static const char *slurm_name_index(const sobj *pod, void *data)
 {
     (void)data;
-    return slurm_name(pod);
+    const char *n = nss_pod_slurm_name(pod);
+    return *n ? n : NULL;
 }
 
 static const sobj *pod_sobj(const nsb_pod *p)
@@ -628,8 +660,8 @@ char *nss_merge_features(const char *current, const char *spec)
 void nodeset_slurm_setup(operator *op)
 {
     M.op = op;
-    if (ik_hostname == NULL)
-        ik_hostname = istr_get(NSB_LABEL_POD_HOSTNAME);
+    if (ik_mode == NULL)
+        ik_mode = istr_get(NSB_LABEL_SCALING_MODE);
     map_init(&M.sets);
     map_init(&M.writes);
     map_init(&M.backoff);
@@ -704,9 +736,30 @@ void nodeset_slurm_observe(operator *op, const sobj *nodeset)
     nss_set *s = set_get(nodeset, nodeset->json);
     clear_condemned(s);
     clear_drains(s);
+    s->blocked = NULL;
     nc_cache *cache;
     if (slurmclient_get(op, s->ctl_key, &cache) == SC_READY)
         nc_want_jobs(cache);
+}
+
+int nss_delete_without_drain(const sobj *nodeset)
+{
+    const char *v = sobj_annotation(nodeset, NSS_ANN_NO_DRAIN);
+    return v && strcmp(v, "true") == 0;
+}
+
+/* Keep a condemned pod: cordon it, and say once per pass why. */
+static int keep(operator *op, nss_set *s, const sobj *nodeset, const sobj *pod, const char *reason,
+                const char *fmt, const char *arg)
+{
+    set_pod_meta(s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
+    if (s->blocked == NULL) {
+        s->blocked = reason;
+        snprintf(s->blocked_msg, sizeof(s->blocked_msg), fmt, arg);
+        op_warn(op, nodeset, NSB_KIND, reason, "Keeping pod %s (and any other condemned pod): %s", pod->name,
+                s->blocked_msg);
+    }
+    return NSS_WAIT;
 }
 
 int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod,
@@ -717,39 +770,62 @@ int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, c
         char *k = xstrdup(pod->uid);
         map_put(&s->condemned, k, k);
     }
-    nc_cache *cache = NULL;
-    int avail = slurmclient_get(op, s->ctl_key, &cache);
-    if (avail == SC_NO_RESTAPI) {
-        op_warn(
-            op, nodeset, NSB_KIND, "DeletedWithoutDrain",
-            "Deleting pod %s (%s) without draining its Slurm node: Controller %s has no RestApi, so Slurm "
-            "cannot be asked",
-            pod->name, why, s->ctl_key);
+    if (nss_delete_without_drain(nodeset)) {
+        op_warn(op, nodeset, NSB_KIND, "DeletedWithoutDrain",
+                "Deleting pod %s (%s) without draining its Slurm node: the NodeSet has " NSS_ANN_NO_DRAIN
+                "=true",
+                pod->name, why);
         return NSS_DELETE;
     }
-    /* Waiting pods are cordoned (they sort first among victims and keep
-     * their Slurm node drained); a pod about to be deleted needs no patch. */
-    if (avail != SC_READY) {
-        set_pod_meta(s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
-        return NSS_WAIT;
-    }
+    /* A pod that never ran slurmd has no Slurm node to drain: a hostNetwork
+     * pod registers under its Node's name, so before it is bound to a
+     * Node it cannot have registered at all. */
     const char *name = slurm_name(pod);
+    if (!*name) {
+        log_info("nodeset %s: pod %s was never bound to a Node; no Slurm node to drain", s->key, pod->name);
+        return NSS_DELETE;
+    }
+    nc_cache *cache = NULL;
+    int avail = slurmclient_get(op, s->ctl_key, &cache);
+    if (avail == SC_NO_RESTAPI)
+        return keep(op, s, nodeset, pod, "DrainBlockedNoRestApi",
+                    "Controller %s has no RestApi, so Slurm cannot be asked whether its nodes run jobs; "
+                    "condemned pods stay (cordoned) until it has one, or until the NodeSet is annotated "
+                    NSS_ANN_NO_DRAIN "=true",
+                    s->ctl_key);
+    if (avail != SC_READY || !nc_ready(cache))
+        return keep(op, s, nodeset, pod, "DrainBlockedSlurmUnknown",
+                    "Slurm of Controller %s cannot be read right now (unreachable, answering errors, or its "
+                    "node table is held as suspect); condemned pods stay until it can",
+                    s->ctl_key);
     const sm_node *n = NULL;
     enum nc_found found = nc_lookup(cache, name, &n);
-    if (found == NC_UNKNOWN || (found == NC_PRESENT && !sm_node_drained(n)) || nc_settling(cache, name))
+    if (found != NC_PRESENT || !sm_node_drained(n) || nc_settling(cache, name))
         set_pod_meta(s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
     switch (found) {
     case NC_UNKNOWN:
         return NSS_WAIT;
     case NC_ABSENT:
-        log_info("nodeset %s: Slurm has no node %s; pod %s can go", s->key, name, pod->name);
-        return NSS_DELETE;
+        /* Not in the table: no proof of anything. Only Slurm's "no such
+         * node" to a fresh read of this very name is. */
+        if (nc_confirm_gone(cache, name, PROOF_FRESH_MS)) {
+            log_info("nodeset %s: Slurm says it has no node %s (read by name); pod %s can go", s->key, name,
+                     pod->name);
+            return NSS_DELETE;
+        }
+        log_debug("nodeset %s: Slurm node %s of pod %s is not in the table; asking Slurm for it by name", s->key,
+                  name, pod->name);
+        return NSS_WAIT;
     case NC_PRESENT:
         break;
     }
     if (nc_settling(cache, name))
         return NSS_WAIT; /* a write is not read back yet: decide on fresh data */
     if (sm_node_drained(n)) {
+        if (!nc_fresh(cache, name, PROOF_FRESH_MS)) {
+            nc_read_soon(cache, name); /* its event brings us back */
+            return NSS_WAIT;
+        }
         log_info("nodeset %s: Slurm node %s is drained; deleting pod %s (%s)", s->key, name, pod->name, why);
         return NSS_DELETE;
     }
@@ -765,6 +841,15 @@ int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, c
     }
     nc_track(cache, name, TRACK_MS);
     return NSS_WAIT;
+}
+
+const char *nodeset_slurm_blocked(operator *op, const sobj *nodeset, const char **message)
+{
+    (void)op;
+    const nss_set *s = map_get(&M.sets, nodeset->key);
+    if (message)
+        *message = s && s->blocked ? s->blocked_msg : NULL;
+    return s ? s->blocked : NULL;
 }
 
 /* Send the drains of this pass's condemnations: each with Slinky's reason
@@ -1099,40 +1184,52 @@ static void patch_nodeset(operator *op, const sobj *nodeset, const char *sub, cJ
     cJSON_Delete(patch);
 }
 
-static int has_finalizer(const cJSON *obj)
+int nss_has_finalizer(const cJSON *obj, const char *name)
 {
     const cJSON *f;
     cJSON_ArrayForEach(f, json_get(obj, "metadata.finalizers"))
     {
-        if (cJSON_IsString(f) && strcmp(f->valuestring, NSS_RESV_FINALIZER) == 0)
+        if (cJSON_IsString(f) && strcmp(f->valuestring, name) == 0)
             return 1;
     }
     return 0;
 }
 
-/* Add or remove our finalizer (a merge patch of the whole list, guarded by
- * the resourceVersion so a concurrent change is not lost). */
-static void set_finalizer(operator *op, const sobj *nodeset, int want)
+static int has_finalizer(const cJSON *obj)
 {
-    if (has_finalizer(nodeset->json) == want)
+    return nss_has_finalizer(obj, NSS_RESV_FINALIZER);
+}
+
+/* Add or remove a finalizer (a merge patch of the whole list, guarded by
+ * the resourceVersion so a concurrent change is not lost: a 409 retries). */
+void nss_set_finalizer(operator *op, const sobj *nodeset, const char *name, int want)
+{
+    if (nss_has_finalizer(nodeset->json, name) == want)
         return;
-    pw_ent *e = pw_begin(nodeset->uid, "finalizer", (uint64_t)want + 1);
+    char what[128];
+    snprintf(what, sizeof(what), "finalizer %s", name);
+    pw_ent *e = pw_begin(nodeset->uid, what, (uint64_t)want + 1);
     if (!e)
         return;
     cJSON *list = cJSON_CreateArray();
     const cJSON *f;
     cJSON_ArrayForEach(f, json_get(nodeset->json, "metadata.finalizers"))
     {
-        if (cJSON_IsString(f) && strcmp(f->valuestring, NSS_RESV_FINALIZER) != 0)
+        if (cJSON_IsString(f) && strcmp(f->valuestring, name) != 0)
             cJSON_AddItemToArray(list, cJSON_CreateString(f->valuestring));
     }
     if (want)
-        cJSON_AddItemToArray(list, cJSON_CreateString(NSS_RESV_FINALIZER));
+        cJSON_AddItemToArray(list, cJSON_CreateString(name));
     cJSON *patch = cJSON_CreateObject();
     cJSON *meta = json_obj_ensure(patch, "metadata");
     json_set(meta, "finalizers", list);
     json_set_str(meta, "resourceVersion", nodeset->rv);
     patch_nodeset(op, nodeset, NULL, patch, e);
+}
+
+static void set_finalizer(operator *op, const sobj *nodeset, int want)
+{
+    nss_set_finalizer(op, nodeset, NSS_RESV_FINALIZER, want);
 }
 
 /* Set the NodeSet condition ReservationCreated (status "True"/"False"). */
@@ -1336,6 +1433,60 @@ int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
     return 1;
 }
 
+/* ---- registration drift ---- */
+
+static void drift_clear(nss_set *s, const char *uid)
+{
+    drift_ent *d = map_get(&s->drift_since, uid);
+    if (d == NULL)
+        return;
+    map_del(&s->drift_since, uid);
+    free(d->uid);
+    free(d);
+}
+
+/* A Ready pod whose Slurm node no table lists (slurmd lost its
+ * registration, or never made it): replace it, so that it registers again.
+ * Only when every table for DRIFT_GRACE_MS lacked the node, Slurm answered a
+ * fresh read of that name with "no such node" (so no job can run there),
+ * and at most DRIFT_MAX_PER_WINDOW per NodeSet per window. */
+static void sync_drift(sync_ctx *x, const sobj *pod)
+{
+    nss_set *s = x->s;
+    uint64_t now = now_ms();
+    drift_ent *d = map_get(&s->drift_since, pod->uid);
+    if (d == NULL) {
+        d = xcalloc(1, sizeof(*d));
+        d->uid = xstrdup(pod->uid);
+        d->since = now;
+        map_put(&s->drift_since, d->uid, d);
+        nodeset_enqueue_after(s->key, DRIFT_GRACE_MS + 1000u);
+        return;
+    }
+    if (now - d->since < DRIFT_GRACE_MS)
+        return;
+    const char *name = slurm_name(pod);
+    if (!nc_confirm_gone(x->cache, name, PROOF_FRESH_MS))
+        return; /* asked by name; the answer queues us */
+    if (now - s->drift_window_ms >= DRIFT_WINDOW_MS) {
+        s->drift_window_ms = now;
+        s->drift_used = 0;
+    }
+    if (s->drift_used >= DRIFT_MAX_PER_WINDOW) {
+        nodeset_enqueue_after(s->key, (uint32_t)(DRIFT_WINDOW_MS - (now - s->drift_window_ms)) + 100u);
+        return;
+    }
+    if (!x->act || !x->act->delete_pod)
+        return;
+    s->drift_used++;
+    op_warn(x->op, x->nodeset, NSB_KIND, "SlurmNodeNotRegistered",
+            "Pod %s has been Ready for over %d s but Slurm has no node %s (confirmed by name); deleting it so that "
+            "it registers again (at most %d per NodeSet per %u s)",
+            pod->name, DRIFT_GRACE_S, name, DRIFT_MAX_PER_WINDOW, DRIFT_WINDOW_MS / 1000u);
+    x->act->delete_pod(x->act->ctx, pod, "its Slurm node is not registered");
+    drift_clear(s, pod->uid);
+}
+
 void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                         const nsb_pod *pods, size_t n, const char *update_hash, const nss_actions *act)
 {
@@ -1361,36 +1512,72 @@ void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, con
     x.uncordon_ok = nsb_mode_of(ns) == NSB_DAEMONSET || (int)active <= nsb_replicas(ns);
     int32_t min_ready = (int32_t)json_get_int(ns, "spec.minReadySeconds", 0);
     int64_t now = (int64_t)time(NULL);
-    int64_t confirmed = nc_confirmed_at(cache);
     nsb_slurm_counts counts = {0, 0, 0, 0};
+    size_t expected = 0, listed = 0;
+    const sobj **drifting = xcalloc(n + 1, sizeof(*drifting));
+    size_t n_drifting = 0;
     for (size_t i = 0; i < n; i++) {
         const nsb_pod *p = &pods[i];
         const sobj *pod = pod_sobj(p);
         if (p->terminating)
             continue;
         const char *name = slurm_name(pod);
+        if (!*name)
+            continue; /* not bound to a Node yet (hostNetwork): nothing in Slurm */
         const pod_proj *pp = pod_of(pod);
         const sobj *node = pp->node_name ? store_get(op_store(op, OPK_NODES), NULL, pp->node_name) : NULL;
         const sm_node *sn = NULL;
         enum nc_found found = nc_lookup(cache, name, &sn);
+        int settled = nsb_pod_available(p, min_ready, now) && p->ready_since > 0 &&
+                      now > p->ready_since + DRIFT_GRACE_S;
+        expected += settled;
         sync_deadline(&x, pod, name);
         sync_topology(&x, pod, name, found == NC_PRESENT ? sn : NULL, node);
         if (found == NC_PRESENT) {
+            listed += settled;
             counts.idle += sn->base == SM_NODE_IDLE;
             counts.allocated += sn->base == SM_NODE_ALLOCATED || sn->base == SM_NODE_MIXED;
             sync_cordon(&x, p, pod, name, sn);
             sync_features(&x, name, sn, node);
-        } else if (found == NC_ABSENT && nsb_pod_available(p, min_ready, now) && p->ready_since > 0 &&
-                   confirmed > p->ready_since + DRIFT_GRACE_S && !map_get(&s->condemned, pod->uid) && act &&
-                   act->delete_pod) {
-            /* Registration drift: Ready for a while, yet Slurm has no such
-             * node (confirmed by a table read after the grace period). */
-            op_warn(op, nodeset, NSB_KIND, "SlurmNodeNotRegistered",
-                    "Pod %s is Ready but Slurm has no node %s; deleting it so that it registers again",
-                    pod->name, name);
-            act->delete_pod(act->ctx, pod, "its Slurm node is not registered");
+            drift_clear(s, pod->uid);
+        } else if (found == NC_ABSENT && settled && !map_get(&s->condemned, pod->uid)) {
+            drifting[n_drifting++] = pod;
+        } else {
+            drift_clear(s, pod->uid);
         }
     }
+    /* A table that lists none of the nodes this NodeSet's settled pods
+     * registered is more likely wrong than a NodeSet that all lost its
+     * nodes at once: hold. */
+    if (expected >= 2 && listed == 0) {
+        if (n_drifting)
+            log_warn("nodeset %s: Slurm's node table lists none of its %zu registered nodes; not treating any as "
+                     "unregistered",
+                     s->key, expected);
+        for (size_t i = 0; i < n_drifting; i++)
+            drift_clear(s, drifting[i]->uid);
+        n_drifting = 0;
+    }
+    if (s->drift_since.count > n_drifting) {
+        /* Entries of pods that are Ready and listed again, or gone. */
+        size_t it = 0, k = 0;
+        const char *key;
+        void *v;
+        drift_ent **old = xcalloc(s->drift_since.count + 1, sizeof(*old));
+        while (map_next(&s->drift_since, &it, &key, &v)) {
+            size_t j = 0;
+            while (j < n_drifting && strcmp(drifting[j]->uid, key) != 0)
+                j++;
+            if (j == n_drifting)
+                old[k++] = v;
+        }
+        for (size_t j = 0; j < k; j++)
+            drift_clear(s, old[j]->uid);
+        free(old);
+    }
+    for (size_t i = 0; i < n_drifting; i++)
+        sync_drift(&x, drifting[i]);
+    free(drifting);
     if (nsb_mode_of(ns) == NSB_DAEMONSET &&
         strcmp(json_get_str_or(ns, "spec.pruneSlurmNodeRecords", "Never"), "NodeNotFound") == 0)
         sync_prune(&x);
@@ -1482,11 +1669,30 @@ void nodeset_slurm_status(operator *op, const sobj *nodeset, const cJSON *ctl, c
         return;
     }
     int wdp = json_get_bool(ns, "spec.workloadDisruptionProtection", 1);
+    /* A table that lists none of this NodeSet's registered nodes is held:
+     * nothing is concluded from it (labels, conditions, counts). */
+    int32_t min_ready = (int32_t)json_get_int(ns, "spec.minReadySeconds", 0);
+    int64_t now = (int64_t)time(NULL);
+    size_t expected = 0, listed = 0;
+    for (size_t i = 0; i < n; i++) {
+        const nsb_pod *p = &pods[i];
+        if (p->terminating || !(nsb_pod_available(p, min_ready, now) && p->ready_since > 0 &&
+                                now > p->ready_since + DRIFT_GRACE_S))
+            continue;
+        const char *name = slurm_name(pod_sobj(p));
+        expected++;
+        listed += *name && nc_lookup(cache, name, NULL) == NC_PRESENT;
+    }
+    if (expected >= 2 && listed == 0) {
+        if (s->counts_known)
+            *out = s->counts;
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         const sobj *pod = pod_sobj(&pods[i]);
         const char *name = slurm_name(pod);
         const sm_node *sn = NULL;
-        enum nc_found found = nc_lookup(cache, name, &sn);
+        enum nc_found found = *name ? nc_lookup(cache, name, &sn) : NC_ABSENT;
         if (found == NC_PRESENT) {
             out->idle += sn->base == SM_NODE_IDLE;
             out->allocated += sn->base == SM_NODE_ALLOCATED || sn->base == SM_NODE_MIXED;
@@ -1497,7 +1703,12 @@ void nodeset_slurm_status(operator *op, const sobj *nodeset, const cJSON *ctl, c
             continue;
         sync_conditions(s, pod, found == NC_PRESENT ? sn : NULL);
         int busy = found == NC_PRESENT && sm_node_busy(sn);
-        set_pod_meta(s->key, pod, 1, NSB_LABEL_POD_PROTECT, busy && wdp ? "true" : NULL);
+        /* The protection goes only when Slurm shows the node idle, or says
+         * by name that it does not exist: not because a table lacks it. */
+        int protected = sobj_label(pod, NSB_LABEL_POD_PROTECT) != NULL;
+        if (busy || found == NC_PRESENT || !wdp || !protected || !*name ||
+            nc_confirm_gone(cache, name, PROOF_FRESH_MS))
+            set_pod_meta(s->key, pod, 1, NSB_LABEL_POD_PROTECT, busy && wdp ? "true" : NULL);
         if (found == NC_PRESENT && nsb_pod_running_ready(&pods[i]) && pod_of(pod)->node_name)
             sync_pod_info(s, cache, nodeset, pod, name, sn);
     }

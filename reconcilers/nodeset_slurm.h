@@ -1,5 +1,4 @@
-/* nodeset_slurm: the Slurm side of the NodeSet engine (slinky-compat
- * §3.6-3.10): drain before delete, Slurm node state on pods, cordon sync,
+/* nodeset_slurm: the Slurm side of the NodeSet engine: drain before delete, Slurm node state on pods, cordon sync,
  * pod info, deadlines, topology and features, registration drift, pruning
  * of defunct node records, and the ScheduledUpdate reservation. The NodeSet
  * reconciler calls these hooks at fixed points of its pass; each reads the
@@ -9,14 +8,28 @@
  * hostname is the Slurm node name), so a drain that completes is acted on
  * at once.
  *
- * Safety rules (DESIGN.md): a condemned pod is deleted only when Slurm says
- * its node is drained (DRAIN, not UNDRAIN, not ALLOCATED/MIXED/COMPLETING)
- * or positively reports that the node does not exist; an unknown state, an
- * unreachable Slurm, an error answer or a write not yet read back means
- * wait. Drains whose reason lacks the "slurm-operator: " prefix belong to
- * people: they are never undone, never overwritten. A Controller without
- * any RestApi has no way to ask Slurm: then, as Slinky does, pods are
- * deleted without a drain and a Warning event says so.
+ * THE RULE (no exceptions elsewhere): a pod whose Slurm node may run jobs
+ * is deleted only when
+ *   (a) a read sent after our drain was accepted (nothing settling) and at
+ *       most PROOF_FRESH_MS old shows the node drained with no jobs (DRAIN,
+ *       not UNDRAIN, base IDLE/DOWN, not COMPLETING; an unknown state is
+ *       busy), or
+ *   (b) Slurm answered a read of that very name, at most PROOF_FRESH_MS
+ *       old, with "Invalid node name" (nc_confirm_gone), and the pod cannot
+ *       have registered under another name: nss_pod_slurm_name() is the
+ *       one mapping of pods to names, for every mode (hostNetwork: the
+ *       Node's name; a hostNetwork pod never bound to a Node has none).
+ * Absence from a table is never proof. A table that lists none of the
+ * registered nodes of a NodeSet is held: no drift, no label or condition
+ * change. Unknown, unreachable, erring or suspect Slurm means wait, with
+ * the pod cordoned and a Warning Event saying why; so does a Controller
+ * without a RestApi (Slinky deletes without a drain there; we do not).
+ * The one opt-out is the NodeSet annotation NSS_ANN_NO_DRAIN="true".
+ * Registration drift (a Ready pod whose node Slurm has not listed for
+ * DRIFT_GRACE_S) replaces a pod only under (b), at most
+ * DRIFT_MAX_PER_WINDOW per NodeSet per window. Drains whose reason lacks
+ * the "slurm-operator: " prefix belong to people: never undone, never
+ * overwritten.
  *
  * Pass order: observe -> condemn* (scale-in, rolling update) -> sync (when
  * expectations are satisfied) -> status (always).
@@ -32,8 +45,15 @@ enum nss_verdict { NSS_DELETE = 0, NSS_WAIT = 1 };
 
 /* Drain reasons the operator writes all start with this; others are people's. */
 #define NSS_REASON_PREFIX "slurm-operator: "
+/* The NodeSet annotation that allows deleting its pods without a drain
+ * (when Slurm cannot be asked); "true" enables it. */
+#define NSS_ANN_NO_DRAIN "nodeset.slinky.slurm.net/delete-without-drain"
 /* The finalizer that guarantees the ScheduledUpdate reservation is removed. */
 #define NSS_RESV_FINALIZER "nodeset.slinky.slurm.net/reservation"
+/* The finalizer that makes a deleted NodeSet drain and delete its pods
+ * (as a scale-in does) before it goes, so the garbage collector never
+ * deletes a pod whose node runs jobs. */
+#define NSS_DRAIN_FINALIZER "nodeset.slinky.slurm.net/drain"
 /* The ScheduledUpdate reservation of NodeSet <name>: NSS_RESV_PREFIX<name>. */
 #define NSS_RESV_PREFIX "SlurmOperatorMaint-"
 
@@ -73,6 +93,25 @@ void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, con
  *  last known counts while Slurm cannot be read). */
 void nodeset_slurm_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                           const nsb_pod *pods, size_t n, nsb_slurm_counts *out);
+
+/** Why the last pass kept condemned pods it could not drain (a reason
+ *  such as "DrainBlockedNoRestApi"; NULL when none) and, in *message, the
+ *  condition message. */
+const char *nodeset_slurm_blocked(operator *op, const sobj *nodeset, const char **message);
+/** Whether obj's metadata.finalizers holds name. */
+int nss_has_finalizer(const cJSON *obj, const char *name);
+/** Add (want 1) or remove a finalizer of a NodeSet, with a merge patch
+ *  guarded by its resourceVersion; nothing when already so or in flight. */
+void nss_set_finalizer(operator *op, const sobj *nodeset, const char *name, int want);
+/** Whether the NodeSet opted out of drain before delete (NSS_ANN_NO_DRAIN). */
+int nss_delete_without_drain(const sobj *nodeset);
+/** The Slurm node name of a pod, for every mode: with hostNetwork the name
+ *  of the Node it is bound to (slurmd takes the host's name; "" while not
+ *  bound: no Slurm node can exist), else spec.hostname (StatefulSet
+ *  ordinal hostnames, DaemonSet hostnames with the Node's override), else
+ *  the pod name. The only mapping: nothing else may derive it. Points into
+ *  the pod's cached data. */
+const char *nss_pod_slurm_name(const sobj *pod);
 
 /* ---- pure helpers (exposed for tests) ---- */
 
