@@ -25,6 +25,9 @@
  * the pod cordoned and a Warning Event saying why; so does a Controller
  * without a RestApi (Slinky deletes without a drain there; we do not).
  * The one opt-out is the NodeSet annotation NSS_ANN_NO_DRAIN="true".
+ * (The NodeSet reconciler also replaces pods whose phase is Failed or
+ * Succeeded at once: all their containers ended, so no slurmd runs.)
+ * docs/internals/DRAIN-SAFETY.md says why the rule has this shape.
  * Registration drift (a Ready pod whose node Slurm has not listed for
  * DRIFT_GRACE_S) replaces a pod only under (b), at most
  * DRIFT_MAX_PER_WINDOW per NodeSet per window. Drains whose reason lacks
