@@ -385,6 +385,76 @@ def scenario_scheduled_update(ks, lab):
         log("ok 9: reservation deleted, finalizer removed, NodeSet gone")
 
 
+def scenario_host_network(ks, lab):
+    """hostNetwork: slurmd takes the host's name, so each pod's Slurm node is
+    named after the Kubernetes Node it runs on (the lab's nodes slinky-0..3
+    are Nodes here; the pods are hn-0..3). The operator must map every pod
+    to its Node's name: state on the pods, pod info, and a scale 4 -> 0 with
+    a job on two of the Nodes that deletes the idle pods and keeps the busy
+    ones until the job has completed."""
+    c = ks.client()
+    apply_crds(c)
+    # Nodes named like the lab's Slurm nodes (copies of kubesim's own), the
+    # others cordoned so that every pod lands on one of them.
+    tmpl = c.get("/api/v1/nodes").json()["items"][0]
+    for n in c.get("/api/v1/nodes").json()["items"]:
+        cordon(c, n["metadata"]["name"], True)
+    for name in NODES:
+        node = json.loads(json.dumps(tmpl))
+        node["metadata"] = {"name": name, "labels": dict(tmpl["metadata"].get("labels", {}),
+                                                         **{"kubernetes.io/hostname": name})}
+        node["spec"] = {}
+        r = c.post("/api/v1/nodes", node)
+        assert r.status == 201, r.text
+    r = c.post("/api/v1/namespaces/default/secrets",
+               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
+                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
+    assert r.status == 201, r.text
+    make_cluster(c, nodesets={"hn": dict(replicas=4, template={"spec": {"hostname": "hn-", "hostNetwork": True}},
+                                         **IMAGES)})
+    r = c.post(NS_API + "/namespaces/default/restapis",
+               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
+                "spec": {"controllerRef": {"name": "slurm"}}})
+    assert r.status == 201, r.text
+
+    def hn_pods():
+        return {p["metadata"]["name"]: p for p in pods_of(c, "hn", include_terminating=False)}
+
+    with Slurmop(ks.kubeconfig, slurmrestd="default/slurm=" + lab.url, slurm_conf=lab.conf,
+                 env={"SLURM_CONF": lab.conf}) as op:
+        op.wait_ready()
+        wait_for(lambda: len(hn_pods()) == 4 and all(p["spec"].get("nodeName") in NODES
+                                                     for p in hn_pods().values()), 30, what="4 pods on slinky Nodes")
+        where = {name: p["spec"]["nodeName"] for name, p in hn_pods().items()}
+        wait_for(lambda: all("SlurmNodeStateIdle" in conds(pod(c, n)) for n in where), 30,
+                 what="SlurmNodeStateIdle on every hostNetwork pod")
+        for name, node in where.items():
+            wait_for(lambda: json.loads((lab.node(node) or {}).get("comment") or "{}").get("podName") == name, 20,
+                     what="pod info of %s on %s" % (name, node))
+        log("ok 10: hostNetwork pods carry the state of their Node's Slurm node, pod info reached Slurm")
+        busy = sorted(where.values())[2:]
+        p = subprocess.run(["sbatch", "--parsable", "-w", ",".join(busy), "-N2", "-n2", "-D", "/tmp", "-o",
+                            "/dev/null", "--wrap", "srun sleep 10"], env=lab.cli_env, capture_output=True,
+                           text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        job = p.stdout.strip().split(";")[0]
+        wait_for(lambda: lab.job_state(job)[0] == "RUNNING", 30, what="job %s running on %s" % (job, busy))
+        busy_pods = sorted(n for n, node in where.items() if node in busy)
+        wait_for(lambda: all("SlurmNodeStateAllocated" in conds(pod(c, n)) or "SlurmNodeStateMixed" in
+                             conds(pod(c, n)) for n in busy_pods), 10, what="busy state on %s" % busy_pods)
+        set_replicas(c, "hn", 0)
+        wait_for(lambda: sorted(hn_pods()) == busy_pods, 15, what="idle hostNetwork pods deleted")
+        while lab.job_state(job)[0] in ("RUNNING", "COMPLETING"):
+            assert sorted(hn_pods()) == busy_pods, "a busy hostNetwork pod was deleted while its job ran"
+            time.sleep(0.1)
+        state, code = lab.job_state(job)
+        assert state == "COMPLETED" and code == "0:0", (state, code)
+        wait_for(lambda: not hn_pods(), 20, what="busy pods deleted after the job")
+        log("ok 11: scale 4 -> 0 kept the busy hostNetwork pods %s until job %s completed" % (busy_pods, job))
+        for n in NODES:  # leave the lab as it was found
+            lab.scontrol("update", "nodename=" + n, "state=resume")
+
+
 def main():
     missing = [b for b in ("slurmctld", "slurmd", "slurmrestd", "munged", "scontrol", "sbatch") if not shutil.which(b)]
     if missing:
@@ -401,6 +471,8 @@ def main():
             scenario(ks, lab)
         with Kubesim(nodes=4) as ks:
             scenario_scheduled_update(ks, lab)
+        with Kubesim(nodes=1) as ks:
+            scenario_host_network(ks, lab)
     finally:
         lab.stop()
         shutil.rmtree(tmp, ignore_errors=True)
