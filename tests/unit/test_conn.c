@@ -13,7 +13,7 @@
 #define CONN_READ_BUF_SIZE 1000
 #include "core/conn.c"
 #include "core/err.h"
-#include "core/pki.h"
+#include "kubesim/pki.h"
 #include "core/tls.h"
 #include "tests/unit/http_test_util.h"
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench/kubesim/ks.h"
+#include "kubesim/ks.h"
 #include "core/buf.h"
 #include "core/json.h"
 #include "core/mem.h"

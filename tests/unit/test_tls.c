@@ -16,7 +16,7 @@
 #include "core/err.h"
 #include "core/httpc.h"
 #include "core/httpd.h"
-#include "core/pki.h"
+#include "kubesim/pki.h"
 #include "core/tls.h"
 #include "tests/unit/http_test_util.h"
 

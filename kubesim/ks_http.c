@@ -1,5 +1,5 @@
 /* ks_http: the engine behind core/httpd. See ks_http.h. */
-#include "bench/kubesim/ks_http.h"
+#include "kubesim/ks_http.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 #include "core/httpd.h"
 #include "core/log.h"
 #include "core/mem.h"
-#include "core/pki.h"
+#include "kubesim/pki.h"
 #include "core/yaml.h"
 
 struct ks_server {

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/kubesim/ks_int.h"
+#include "kubesim/ks_int.h"
 #include "core/err.h"
 #include "core/json.h"
 #include "core/mem.h"

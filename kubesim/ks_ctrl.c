@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/kubesim/ks_int.h"
+#include "kubesim/ks_int.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"

@@ -14,7 +14,7 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
-#include "bench/kubesim/ks.h"
+#include "kubesim/ks.h"
 #include "core/buf.h"
 #include "core/labels.h"
 #include "core/list.h"

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/kubesim/ks_int.h"
+#include "kubesim/ks_int.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"

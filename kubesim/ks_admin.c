@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/kubesim/ks_int.h"
+#include "kubesim/ks_int.h"
 #include "core/err.h"
 #include "core/json.h"
 #include "core/labels.h"

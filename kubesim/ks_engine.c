@@ -7,7 +7,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "bench/kubesim/ks_int.h"
+#include "kubesim/ks_int.h"
 #include "core/crypto.h"
 #include "core/err.h"
 #include "core/json.h"

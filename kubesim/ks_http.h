@@ -1,5 +1,5 @@
 /* ks_http: kubesim's engine served over HTTP and HTTPS (core/httpd), with
- * certificates from core/pki and kubeconfig output.
+ * certificates from kubesim/pki and kubeconfig output.
  *
  * The glue turns each hs_req into a ks_req, answers from the ks_resp
  * (delayed by a timer when the engine asks for latency), streams watches
@@ -11,7 +11,7 @@
 
 #include <uv.h>
 
-#include "bench/kubesim/ks.h"
+#include "kubesim/ks.h"
 
 typedef struct ks_server ks_server;
 

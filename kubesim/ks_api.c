@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "bench/kubesim/ks_int.h"
+#include "kubesim/ks_int.h"
 #include "core/crypto.h"
 #include "core/err.h"
 #include "core/json.h"

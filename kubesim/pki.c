@@ -4,7 +4,7 @@
  * extendedKeyUsage, so both extensions are DER-encoded here and attached
  * with mbedtls_x509write_crt_set_extension().
  */
-#include "core/pki.h"
+#include "kubesim/pki.h"
 
 #include <arpa/inet.h>
 #include <mbedtls/asn1.h>

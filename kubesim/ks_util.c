@@ -8,7 +8,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "bench/kubesim/ks_int.h"
+#include "kubesim/ks_int.h"
 #include "core/err.h"
 #include "core/json.h"
 #include "core/mem.h"

@@ -1,5 +1,5 @@
 /* kubesim: a Kubernetes API server and kubelet simulator for slurmop's
- * tests and benchmarks. See bench/kubesim/README.md. */
+ * tests and benchmarks. See kubesim/README.md. */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -8,8 +8,8 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "bench/kubesim/ks.h"
-#include "bench/kubesim/ks_http.h"
+#include "kubesim/ks.h"
+#include "kubesim/ks_http.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/mem.h"
