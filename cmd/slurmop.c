@@ -39,6 +39,9 @@ static const char usage[] =
     "                               needed outside a cluster (tests, benchmarks, a laptop against kind)\n"
     "  --slurm-conf PATH            slurm.conf for the libslurm backend, used for the node and reservation\n"
     "                               updates that the server's REST version cannot do (else $SLURM_CONF)\n"
+    "  --drift-grace SECONDS        a pod Ready this long whose Slurm node no read lists, and that Slurm says\n"
+    "                               by name it does not know, is replaced so slurmd registers again (at most\n"
+    "                               2 per NodeSet per minute; default 60, minimum 5)\n"
     "\n"
     "Process:\n"
     "  --metrics-addr ADDR          serve /metrics (Prometheus) here (default :8080; 0 disables)\n"
@@ -62,6 +65,7 @@ enum {
     OPT_LEADER_LEASE,
     OPT_CLUSTER_DOMAIN,
     OPT_PROPAGATED,
+    OPT_DRIFT_GRACE,
     OPT_SLURMRESTD,
     OPT_SLURM_CONF,
     OPT_METRICS_ADDR,
@@ -84,6 +88,7 @@ static const struct option long_opts[] = {
     {"leader-elect-lease", required_argument, NULL, OPT_LEADER_LEASE},
     {"cluster-domain", required_argument, NULL, OPT_CLUSTER_DOMAIN},
     {"propagated-node-conditions", required_argument, NULL, OPT_PROPAGATED},
+    {"drift-grace", required_argument, NULL, OPT_DRIFT_GRACE},
     {"slurmrestd", required_argument, NULL, OPT_SLURMRESTD},
     {"slurm-conf", required_argument, NULL, OPT_SLURM_CONF},
     {"metrics-addr", required_argument, NULL, OPT_METRICS_ADDR},
@@ -191,6 +196,14 @@ int main(int argc, char **argv)
         case OPT_LEADER_LEASE: o.lease_name = optarg; break;
         case OPT_CLUSTER_DOMAIN: o.cluster_domain = optarg; break;
         case OPT_PROPAGATED: o.propagated_node_conditions = optarg; break;
+        case OPT_DRIFT_GRACE: {
+            char *end;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*end || v < 5 || v > 86400)
+                return die_usage("--drift-grace wants seconds between 5 and 86400, got \"%s\"", optarg);
+            o.drift_grace_s = (unsigned)v;
+            break;
+        }
         case OPT_SLURMRESTD: {
             const char *eq = strchr(optarg, '=');
             const char *slash = strchr(optarg, '/');

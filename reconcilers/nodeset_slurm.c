@@ -25,8 +25,9 @@
 /* A Ready pod gets this long to register its Slurm node before a missing
  * node counts as registration drift; the node must have been missing from
  * every table read for this long too. */
-#define DRIFT_GRACE_S 60
-#define DRIFT_GRACE_MS (DRIFT_GRACE_S * 1000u)
+#define DRIFT_GRACE_DEFAULT_S 60
+#define DRIFT_GRACE_S ((int64_t)(M.op && M.op->opts.drift_grace_s ? M.op->opts.drift_grace_s : DRIFT_GRACE_DEFAULT_S))
+#define DRIFT_GRACE_MS ((uint64_t)DRIFT_GRACE_S * 1000u)
 /* Registration drift replaces at most this many pods per NodeSet per
  * DRIFT_WINDOW_MS: a lying or broken Slurm can never empty a NodeSet. */
 #define DRIFT_MAX_PER_WINDOW 2
@@ -1460,11 +1461,19 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
         d->uid = xstrdup(pod->uid);
         d->since = now;
         map_put(&s->drift_since, d->uid, d);
-        nodeset_enqueue_after(s->key, DRIFT_GRACE_MS + 1000u);
+    }
+    /* Ready for the grace period, and missing from every read for as long
+     * (a pass comes back when both have passed: nothing else would). */
+    int64_t ready_for_ms = ((int64_t)time(NULL) - pod_of(pod)->ready_since) * 1000;
+    uint64_t wait = 0;
+    if (ready_for_ms < (int64_t)DRIFT_GRACE_MS)
+        wait = DRIFT_GRACE_MS - (uint64_t)ready_for_ms;
+    if (now - d->since < DRIFT_GRACE_MS && DRIFT_GRACE_MS - (now - d->since) > wait)
+        wait = DRIFT_GRACE_MS - (now - d->since);
+    if (wait) {
+        nodeset_enqueue_after(s->key, (uint32_t)(wait + 500u));
         return;
     }
-    if (now - d->since < DRIFT_GRACE_MS)
-        return;
     const char *name = slurm_name(pod);
     if (!nc_confirm_gone(x->cache, name, PROOF_FRESH_MS))
         return; /* asked by name; the answer queues us */
@@ -1480,9 +1489,9 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
         return;
     s->drift_used++;
     op_warn(x->op, x->nodeset, NSB_KIND, "SlurmNodeNotRegistered",
-            "Pod %s has been Ready for over %d s but Slurm has no node %s (confirmed by name); deleting it so that "
+            "Pod %s has been Ready for over %lld s but Slurm has no node %s (confirmed by name); deleting it so that "
             "it registers again (at most %d per NodeSet per %u s)",
-            pod->name, DRIFT_GRACE_S, name, DRIFT_MAX_PER_WINDOW, DRIFT_WINDOW_MS / 1000u);
+            pod->name, (long long)DRIFT_GRACE_S, name, DRIFT_MAX_PER_WINDOW, DRIFT_WINDOW_MS / 1000u);
     x->act->delete_pod(x->act->ctx, pod, "its Slurm node is not registered");
     drift_clear(s, pod->uid);
 }
@@ -1540,7 +1549,8 @@ void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, con
             sync_cordon(&x, p, pod, name, sn);
             sync_features(&x, name, sn, node);
             drift_clear(s, pod->uid);
-        } else if (found == NC_ABSENT && settled && !map_get(&s->condemned, pod->uid)) {
+        } else if (found == NC_ABSENT && nsb_pod_available(p, min_ready, now) && p->ready_since > 0 &&
+                   !map_get(&s->condemned, pod->uid)) {
             drifting[n_drifting++] = pod;
         } else {
             drift_clear(s, pod->uid);

@@ -74,6 +74,7 @@ typedef struct operator_opts {
     op_slurmrestd_map slurmrestd[OP_MAX_SLURMRESTD]; /* --slurmrestd ns/name=url */
     int n_slurmrestd;
     const char *slurm_conf;   /* --slurm-conf (libslurm backend) */
+    unsigned drift_grace_s;   /* --drift-grace: a Ready pod unknown to Slurm this long is replaced (default 60) */
     unsigned shutdown_grace_ms; /* how long writes in flight may take at stop (default 10 s) */
     /* Called once the operator has stopped (after op_stop, or by itself when
      * it lost the leader lease), with the process exit code to use. */

@@ -455,6 +455,47 @@ def scenario_host_network(ks, lab):
             lab.scontrol("update", "nodename=" + n, "state=resume")
 
 
+def scenario_drift(ks, lab):
+    """Registration drift, bounded: a NodeSet of 5 on a lab of 4 Slurm nodes.
+    slinky-4 is Ready but Slurm has no such node, and says so by name: it is
+    replaced (so that its slurmd registers again) after --drift-grace, with a
+    Warning Event, at most 2 times per NodeSet per minute; the 4 registered
+    pods are never touched."""
+    c = ks.client()
+    apply_crds(c)
+    r = c.post("/api/v1/namespaces/default/secrets",
+               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
+                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
+    assert r.status == 201, r.text
+    make_cluster(c, nodesets={"slinky": dict(replicas=5, **IMAGES)})
+    r = c.post(NS_API + "/namespaces/default/restapis",
+               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
+                "spec": {"controllerRef": {"name": "slurm"}}})
+    assert r.status == 201, r.text
+    with Slurmop(ks.kubeconfig, slurmrestd="default/slurm=" + lab.url, slurm_conf=lab.conf, drift_grace=5,
+                 env={"SLURM_CONF": lab.conf}) as op:
+        op.wait_ready()
+        wait_for(lambda: len(live_names(c)) == 5, 30, what="5 pods")
+        uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(c, "slinky")}
+        seen = {uids["slinky-4"]}
+        t_end = time.monotonic() + 40
+        while time.monotonic() < t_end:
+            now = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(c, "slinky")}
+            for n in NODES:
+                assert now.get(n) == uids[n], "registered pod %s was replaced by the drift path" % n
+            if "slinky-4" in now:
+                seen.add(now["slinky-4"])
+            time.sleep(0.2)
+        replaced = len(seen) - 1
+        assert 1 <= replaced <= 2, "slinky-4 replaced %d times in 40 s (want 1 or 2: the per-minute cap)" % replaced
+        ev = c.get("/api/v1/namespaces/default/events").json().get("items", []) + \
+            c.get("/apis/events.k8s.io/v1/namespaces/default/events").json().get("items", [])
+        drift = [e for e in ev if e.get("reason") == "SlurmNodeNotRegistered"]
+        assert drift and "slinky-4" in (drift[0].get("note") or drift[0].get("message") or ""), \
+            [e.get("reason") for e in ev]
+        log("ok 12: the unregistered pod was replaced %d time(s) in 40 s, the registered ones never" % replaced)
+
+
 def main():
     missing = [b for b in ("slurmctld", "slurmd", "slurmrestd", "munged", "scontrol", "sbatch") if not shutil.which(b)]
     if missing:
@@ -473,6 +514,8 @@ def main():
             scenario_scheduled_update(ks, lab)
         with Kubesim(nodes=1) as ks:
             scenario_host_network(ks, lab)
+        with Kubesim(nodes=5) as ks:
+            scenario_drift(ks, lab)
     finally:
         lab.stop()
         shutil.rmtree(tmp, ignore_errors=True)
