@@ -7,7 +7,7 @@ NodeSet's pods, matched by name (kubesim never runs slurmd). slurmop reaches
 slurmrestd through --slurmrestd (REST v0.0.38: reads) and drains through the
 libslurm backend (--slurm-conf; 22.05 has no node writes over REST).
 
-Checked, in order:
+Checked, in order (scenarios 10-14: hostNetwork, bounded drift, RestApi deleted mid scale-in, NodeSet deleted with a busy node):
   1. every pod carries SlurmNodeStateIdle, Slurm node comments carry the pod
      info, the NodeSet status counts four idle nodes;
   2. a drain set by a person (scontrol) shows on the pod within 2 s;
@@ -385,6 +385,13 @@ def scenario_scheduled_update(ks, lab):
         log("ok 9: reservation deleted, finalizer removed, NodeSet gone")
 
 
+def resume_all(lab):
+    """Leave the lab as the next scenario wants it: no node drained."""
+    for n in NODES:
+        if "DRAIN" in flags(lab.node(n)):
+            lab.scontrol("update", "nodename=" + n, "state=resume")
+
+
 def scenario_host_network(ks, lab):
     """hostNetwork: slurmd takes the host's name, so each pod's Slurm node is
     named after the Kubernetes Node it runs on (the lab's nodes slinky-0..3
@@ -451,8 +458,7 @@ def scenario_host_network(ks, lab):
         assert state == "COMPLETED" and code == "0:0", (state, code)
         wait_for(lambda: not hn_pods(), 20, what="busy pods deleted after the job")
         log("ok 11: scale 4 -> 0 kept the busy hostNetwork pods %s until job %s completed" % (busy_pods, job))
-        for n in NODES:  # leave the lab as it was found
-            lab.scontrol("update", "nodename=" + n, "state=resume")
+        resume_all(lab)
 
 
 def scenario_drift(ks, lab):
@@ -496,6 +502,68 @@ def scenario_drift(ks, lab):
         log("ok 12: the unregistered pod was replaced %d time(s) in 40 s, the registered ones never" % replaced)
 
 
+def scenario_delete(ks, lab):
+    """The paths that used to delete without a drain, with a job running on
+    slinky-2: the RestApi deleted in the middle of a scale-in (the condemned
+    pod is kept, cordoned, with the DrainBlocked condition, until a RestApi
+    is back), then the NodeSet itself deleted (its finalizer drains: the idle
+    pods go, the busy one only once its job completed, then the NodeSet)."""
+    c = ks.client()
+    apply_crds(c)
+    r = c.post("/api/v1/namespaces/default/secrets",
+               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
+                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
+    assert r.status == 201, r.text
+    make_cluster(c, nodesets={"slinky": dict(replicas=3, **IMAGES)})
+    restapi = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
+               "spec": {"controllerRef": {"name": "slurm"}}}
+    r = c.post(NS_API + "/namespaces/default/restapis", restapi)
+    assert r.status == 201, r.text
+    nsp = NS_API + "/namespaces/default/nodesets/slinky"
+
+    def blocked():
+        return [x for x in ns_status(c).get("conditions", []) if x["type"] == "DrainBlocked"]
+
+    with Slurmop(ks.kubeconfig, slurmrestd="default/slurm=" + lab.url, slurm_conf=lab.conf,
+                 env={"SLURM_CONF": lab.conf}) as op:
+        op.wait_ready()
+        wait_for(lambda: live_names(c) == NODES[:3], 30, what="3 pods")
+        wait_for(lambda: "nodeset.slinky.slurm.net/drain" in c.get(nsp).json()["metadata"].get("finalizers", []),
+                 10, what="the drain finalizer")
+        wait_for(lambda: all("SlurmNodeStateIdle" in conds(pod(c, n)) for n in NODES[:3]), 30, what="idle pods")
+        job = lab.sbatch("slinky-2", 15)
+        wait_for(lambda: lab.job_state(job)[0] == "RUNNING", 30, what="job %s running" % job)
+        r = c.delete(NS_API + "/namespaces/default/restapis/slurm")
+        assert r.status in (200, 202), r.text
+        time.sleep(1)
+        set_replicas(c, "slinky", 2)
+        cd = wait_for(blocked, 10, what="DrainBlocked condition")
+        assert cd[0]["status"] == "True" and cd[0]["reason"] == "DrainBlockedNoRestApi", cd
+        wait_for(lambda: pod(c, "slinky-2")["metadata"].get("annotations", {}).get(
+            "nodeset.slinky.slurm.net/pod-cordon") == "true", 10, what="slinky-2 cordoned")
+        t_end = time.monotonic() + 3
+        while time.monotonic() < t_end:
+            assert live_names(c) == NODES[:3], "a pod was deleted without a RestApi"
+            time.sleep(0.1)
+        log("ok 13: RestApi deleted mid scale-in: the condemned busy pod is kept, DrainBlocked=True")
+        r = c.post(NS_API + "/namespaces/default/restapis", restapi)
+        assert r.status == 201, r.text
+        wait_for(lambda: not blocked(), 20, what="DrainBlocked gone once the RestApi is back")
+        wait_for(lambda: "DRAIN" in flags(lab.node("slinky-2")), 20, what="slinky-2 draining")
+        r = c.delete(nsp)
+        assert r.status in (200, 202), r.text
+        wait_for(lambda: live_names(c) == ["slinky-2"], 20, what="idle pods of the deleted NodeSet gone")
+        while lab.job_state(job)[0] in ("RUNNING", "COMPLETING"):
+            assert "slinky-2" in live_names(c), "busy pod deleted with its NodeSet while its job ran"
+            assert c.get(nsp).status == 200, "NodeSet gone before its pods"
+            time.sleep(0.1)
+        state, code = lab.job_state(job)
+        assert state == "COMPLETED" and code == "0:0", (state, code)
+        wait_for(lambda: c.get(nsp).status == 404, 30, what="NodeSet gone after its last pod")
+        log("ok 14: a deleted NodeSet drained first; its busy pod went after job %s %s" % (job, state))
+    resume_all(lab)
+
+
 def main():
     missing = [b for b in ("slurmctld", "slurmd", "slurmrestd", "munged", "scontrol", "sbatch") if not shutil.which(b)]
     if missing:
@@ -516,6 +584,8 @@ def main():
             scenario_host_network(ks, lab)
         with Kubesim(nodes=5) as ks:
             scenario_drift(ks, lab)
+        with Kubesim(nodes=4) as ks:
+            scenario_delete(ks, lab)
     finally:
         lab.stop()
         shutil.rmtree(tmp, ignore_errors=True)
