@@ -3,7 +3,9 @@
  * tables of every version, the condition hash that lets a pass skip writes
  * (must equal what the pod projection computes from the written
  * conditions), cordon reason sanitising, the pod info JSON of the node
- * comment (§3.10), and the "k8s/" feature merge. */
+ * comment (§3.10), the "k8s/" feature merge, and nss_pod_slurm_name (the
+ * one pod -> Slurm node name mapping) in every mode, on pods built by
+ * nsb_build_pod and cached by the pods store as the reconciler sees them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +17,8 @@
 
 #include "core/json.h"
 #include "core/mem.h"
+#include "core/store.h"
+#include "reconcilers/nodeset_build.h"
 #include "reconcilers/nodeset_slurm.h"
 #include "slurmio/model.h"
 #include "watchers/kinds.h"
@@ -173,6 +177,153 @@ static void test_merge_features(void **state)
     free(s);
 }
 
+/* ---- nss_pod_slurm_name, per mode ---- */
+
+static const char NS_CONTROLLER[] =
+    "{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"Controller\","
+    "\"metadata\":{\"name\":\"slurm\",\"namespace\":\"slurm\",\"uid\":\"uid-ctl\"},"
+    "\"spec\":{\"slurmKeyRef\":{\"name\":\"slurm-auth-slurm\",\"key\":\"slurm.key\"},"
+    "\"jwtKeyRef\":{\"name\":\"slurm-auth-jwt\",\"key\":\"jwt.key\"}}}";
+
+/* A NodeSet "cpu" of the given mode, with spec.template.spec.hostname
+ * (NULL: none) and spec.hostNetwork. */
+static cJSON *ns_of(const char *mode, const char *hostname, int host_network)
+{
+    cJSON *raw = cJSON_CreateObject();
+    json_set_str(raw, "apiVersion", "slinky.slurm.net/v1beta1");
+    json_set_str(raw, "kind", "NodeSet");
+    cJSON *meta = json_obj_ensure(raw, "metadata");
+    json_set_str(meta, "name", "cpu");
+    json_set_str(meta, "namespace", "slurm");
+    json_set_str(meta, "uid", "uid-nss");
+    cJSON *spec = json_obj_ensure(raw, "spec");
+    json_set_str(json_obj_ensure(spec, "controllerRef"), "name", "slurm");
+    json_set_str(spec, "scalingMode", mode);
+    json_set_str(json_obj_ensure(spec, "slurmd"), "image", "ghcr.io/slinkyproject/slurmd:test");
+    json_set_str(json_obj_ensure(spec, "logfile"), "image", "alpine:test");
+    cJSON *tspec = json_obj_ensure(json_obj_ensure(spec, "template"), "spec");
+    if (hostname)
+        json_set_str(tspec, "hostname", hostname);
+    if (host_network)
+        cJSON_AddBoolToObject(tspec, "hostNetwork", 1);
+    cJSON *d = nsb_with_defaults(raw);
+    cJSON_Delete(raw);
+    return d;
+}
+
+/* The pod the reconciler would create (StatefulSet: ordinal; DaemonSet:
+ * for Node target with its hostname override), as the API server stores
+ * it: named (DaemonSet pods get a name from generateName), and bound to
+ * bound_node (NULL: not scheduled yet). */
+static cJSON *pod_for(const cJSON *nodeset, int ordinal, const char *target, const char *override,
+                      const char *bound_node)
+{
+    cJSON *ctl = json_parse(NS_CONTROLLER, sizeof(NS_CONTROLLER) - 1, NULL);
+    assert_non_null(ctl);
+    nsb_pod_args a = {.nodeset = nodeset, .controller = ctl, .revision = "abc123", .ordinal = ordinal,
+                      .node_name = target, .node_hostname_override = override};
+    char err[256] = "";
+    cJSON *pod = nsb_build_pod(&a, err, sizeof(err));
+    if (pod == NULL)
+        fail_msg("nsb_build_pod: %s", err);
+    cJSON_Delete(ctl);
+    cJSON *meta = json_obj_ensure(pod, "metadata");
+    if (json_get_str(pod, "metadata.name") == NULL)
+        json_set_str(meta, "name", "cpu-x7k2p");
+    json_set_str(meta, "resourceVersion", "1");
+    if (bound_node)
+        json_set_str(json_obj_ensure(pod, "spec"), "nodeName", bound_node);
+    return pod;
+}
+
+/* The Slurm node name of a pod once cached by a pods store. */
+static char *slurm_name_of(const cJSON *pod)
+{
+    store *s = store_new(&KIND_PODS);
+    assert_int_equal(store_upsert(s, pod), 1);
+    const sobj *o = store_get(s, json_get_str(pod, "metadata.namespace"), json_get_str(pod, "metadata.name"));
+    assert_non_null(o);
+    char *name = xstrdup(nss_pod_slurm_name(o));
+    store_free(s);
+    return name;
+}
+
+static void expect_name(const cJSON *pod, const char *want)
+{
+    char *got = slurm_name_of(pod);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+static void test_slurm_name_statefulset(void **state)
+{
+    /* A hostname prefix other than the NodeSet's name: the ordinal hostname,
+     * bound or not, never the pod name nor the Node's name. */
+    cJSON *ns = ns_of("StatefulSet", "node-", 0);
+    cJSON *pod = pod_for(ns, 3, NULL, NULL, NULL);
+    assert_string_equal(json_get_str(pod, "metadata.name"), "cpu-3");
+    assert_string_equal(json_get_str(pod, "spec.hostname"), "node-3");
+    expect_name(pod, "node-3");
+    cJSON_Delete(pod);
+    pod = pod_for(ns, 3, NULL, NULL, "kn-1.example.com");
+    expect_name(pod, "node-3");
+    cJSON_Delete(pod);
+    cJSON_Delete(ns);
+
+    /* No hostname in the template: the ordinal name is the hostname. */
+    ns = ns_of("StatefulSet", NULL, 0);
+    pod = pod_for(ns, 5, NULL, NULL, "kn-1");
+    assert_string_equal(json_get_str(pod, "metadata.name"), "cpu-5");
+    expect_name(pod, "cpu-5");
+    /* A pod whose spec has no hostname (an adopted orphan): its name. */
+    cJSON_DeleteItemFromObject(json_obj_ensure(pod, "spec"), "hostname");
+    expect_name(pod, "cpu-5");
+    cJSON_Delete(pod);
+    cJSON_Delete(ns);
+}
+
+static void test_slurm_name_host_network(void **state)
+{
+    /* slurmd on the host's network takes the host's name: the Node's name
+     * (whole, not cut at the first dot), never spec.hostname. */
+    cJSON *ns = ns_of("StatefulSet", "node-", 1);
+    cJSON *pod = pod_for(ns, 2, NULL, NULL, "kn-4.example.com");
+    assert_true(json_get_bool(pod, "spec.hostNetwork", 0));
+    expect_name(pod, "kn-4.example.com");
+    cJSON_Delete(pod);
+    /* Not bound yet: no Slurm node can exist, so no name (not the
+     * hostname, which would let another node's record pass for it). */
+    pod = pod_for(ns, 2, NULL, NULL, NULL);
+    expect_name(pod, "");
+    cJSON_Delete(pod);
+    cJSON_Delete(ns);
+}
+
+static void test_slurm_name_daemonset(void **state)
+{
+    /* DaemonSet: the hostname the pod was built with, from its Node's
+     * hostname-override annotation when the Node has one ... */
+    cJSON *ns = ns_of("DaemonSet", NULL, 0);
+    cJSON *pod = pod_for(ns, 0, "kn-7.example.com", "gpu-a", "kn-7.example.com");
+    const cJSON *mode = cJSON_GetObjectItemCaseSensitive(json_get(pod, "metadata.labels"), NSB_LABEL_SCALING_MODE);
+    assert_string_equal(cJSON_GetStringValue(mode), "DaemonSet");
+    assert_string_equal(json_get_str(pod, "spec.hostname"), "gpu-a");
+    expect_name(pod, "gpu-a");
+    cJSON_Delete(pod);
+    /* ... else the Node's short name; the pod's generated name never. */
+    pod = pod_for(ns, 0, "kn-7.example.com", NULL, "kn-7.example.com");
+    expect_name(pod, "kn-7");
+    cJSON_Delete(pod);
+    cJSON_Delete(ns);
+    /* hostNetwork in DaemonSet mode: still the built hostname (the
+     * override names the host). */
+    ns = ns_of("DaemonSet", NULL, 1);
+    pod = pod_for(ns, 0, "kn-8.example.com", "gpu-b", "kn-8.example.com");
+    expect_name(pod, "gpu-b");
+    cJSON_Delete(pod);
+    cJSON_Delete(ns);
+}
+
 int main(void)
 {
     mem_init();
@@ -183,6 +334,9 @@ int main(void)
         cmocka_unit_test(test_sanitize_reason),
         cmocka_unit_test(test_pod_info),
         cmocka_unit_test(test_merge_features),
+        cmocka_unit_test(test_slurm_name_statefulset),
+        cmocka_unit_test(test_slurm_name_host_network),
+        cmocka_unit_test(test_slurm_name_daemonset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
