@@ -275,8 +275,13 @@ int bx_wait_slurm_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeou
 
 /** The benchmark's cluster: CRDs, key Secrets, Controller "slurm", and
  *  NodeSet "gpu" with `replicas`. jwt_key (may be NULL) is the JWT key to
- *  store (a Slurm lab's); restapi creates a RestApi "slurm" too. */
-int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, size_t jwt_len, int restapi);
+ *  store (a Slurm lab's); restapi creates a RestApi "slurm" too. no_drain
+ *  (runs without Slurm only) annotates the NodeSet
+ *  nodeset.slinky.slurm.net/delete-without-drain=true: with no Slurm to
+ *  confirm a drain the operator would otherwise keep every pod a scale-in
+ *  condemns, and hold the deleted NodeSet with its drain finalizer. */
+int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, size_t jwt_len, int restapi,
+                    int no_drain);
 /** Create RestApi "slurm" (of Controller "slurm"). */
 int bx_make_restapi(bx_ctx *x, bx_api *api);
 /** PATCH the NodeSet's scale subresource. */

@@ -394,7 +394,8 @@ static char *secret_json(const char *name, const char *key, const char *data, si
     return s;
 }
 
-int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, size_t jwt_len, int restapi)
+int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, size_t jwt_len, int restapi,
+                    int no_drain)
 {
     int rc;
     if (strcmp(x->ns, "default") != 0) {
@@ -443,11 +444,12 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
                  "\"livenessProbe\":{\"exec\":{\"command\":[\"/pause\",\"-v\"]}},"
                  "\"readinessProbe\":{\"exec\":{\"command\":[\"/pause\",\"-v\"]}}";
     s = xasprintf(
-        "{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"metadata\":{\"name\":\"gpu\"},"
+        "{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"metadata\":{\"name\":\"gpu\"%s},"
         "\"spec\":{\"controllerRef\":{\"name\":\"slurm\"},\"replicas\":%d,"
         "\"template\":{\"spec\":{\"hostname\":\"gpu-\"}},"
         "\"slurmd\":{\"image\":\"%s\"%s},\"logfile\":{\"image\":\"%s\"}}}",
-        replicas, x->image, probes, sidecar);
+        no_drain ? ",\"annotations\":{\"nodeset.slinky.slurm.net/delete-without-drain\":\"true\"}" : "", replicas,
+        x->image, probes, sidecar);
     rc = create_json(x, api, &KUBE_SLINKY_NODESETS, x->ns, s);
     free(s);
     return rc;

@@ -92,8 +92,9 @@ int bx_fleet_open(bx_ctx *x, bx_fleet *f, const char *tag, int k8s_nodes, int po
     }
     if (bx_api_open(x, f->kubeconfig, &f->api) != 0)
         return OP_EIO;
+    /* Without Slurm nothing can confirm a drain: the NodeSet opts out. */
     int rc = bx_make_cluster(x, &f->api, 0, slurm ? slurm->jwt_key : NULL, slurm ? slurm->jwt_len : 0,
-                             slurm && slurm->restapi);
+                             slurm && slurm->restapi, slurm == NULL);
     if (rc)
         return rc;
     const char *extra[8];

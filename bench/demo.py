@@ -44,9 +44,12 @@ def main():
         c = ks.client()
         apply_crds(c)
         say("installed the six slinky.slurm.net/v1beta1 CRDs")
+        # No Slurm runs in the demo, so nothing can confirm a drain: without
+        # the opt-out the scale-in below would keep its pods (cordoned).
         make_cluster(c, nodesets={"gpu": {"replicas": 2, "slurmd": {"image": "ghcr.io/slinkyproject/slurmd:25.11"},
-                                          "logfile": {"image": "alpine:latest"}}})
-        say("created Secrets slurm-auth-slurm/slurm-auth-jwt, Controller 'slurm' and NodeSet 'gpu' (replicas 2)")
+                                          "logfile": {"image": "alpine:latest"}}}, no_drain=True)
+        say("created Secrets slurm-auth-slurm/slurm-auth-jwt, Controller 'slurm' and NodeSet 'gpu' (replicas 2, "
+            "annotated delete-without-drain: no Slurm runs here)")
         with Slurmop(ks.kubeconfig, log_level="info") as op:
             say("slurmop is running (metrics %s/metrics, health %s/readyz)" % (op.metrics_url, op.health_url))
             op.wait_ready()

@@ -185,7 +185,7 @@ static int run_limit(bx_ctx *x, int n, run *r)
     bx_step(x, "scale-out %d: limit (bare pipelined client)", n);
     int rc = env_open(x, &e, log, x->k8s_nodes > n ? x->k8s_nodes : n);
     if (rc == 0)
-        rc = bx_make_cluster(x, &e.api, 0, NULL, 0, 0);
+        rc = bx_make_cluster(x, &e.api, 0, NULL, 0, 0, 1); /* no Slurm: no drain */
     if (rc == 0 && x->kubeconfig)
         rc = clean_pods(x, &e.api);
     char **bodies = rc == 0 ? bx_build_pods(x, &e.api, n) : NULL;
@@ -239,7 +239,7 @@ static int run_operator(bx_ctx *x, int n, run *r)
     bx_step(x, "scale-out %d: operator", n);
     int rc = env_open(x, &e, log, x->k8s_nodes > n ? x->k8s_nodes : n);
     if (rc == 0)
-        rc = bx_make_cluster(x, &e.api, 0, NULL, 0, 0);
+        rc = bx_make_cluster(x, &e.api, 0, NULL, 0, 0, 1); /* no Slurm: no drain */
     if (rc == 0 && x->kubeconfig)
         rc = clean_pods(x, &e.api);
     snprintf(log, sizeof(log), "slurmop-scaleout-%d.log", n);

@@ -4,7 +4,10 @@ mode, the scale subresource, a rolling update of 20 pods with
 maxUnavailable 25% sampled so that no more than 5 are ever unavailable,
 DaemonSet mode following Nodes being labelled, tainted, added and deleted,
 failed pods replaced, orphan pods adopted (and strangers left alone), and
-a NodeSet deleted and recreated under the same name converging at once."""
+a NodeSet deleted and recreated under the same name converging at once.
+No Slurm runs here (no RestApi): the tests that scale in, roll or delete
+opt out of the drain before delete (make_cluster(no_drain=True)); what the
+operator does without that opt-out is test_nodeset_safety.py's."""
 
 import os
 import sys
@@ -100,7 +103,7 @@ def test_rolling_update_budget():
         c = ks.client()
         apply_crds(c)
         make_cluster(c, nodesets={"cpu": dict(replicas=20, updateStrategy={
-            "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}}, **IMAGES)})
+            "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}}, **IMAGES)}, no_drain=True)
         with Slurmop(ks.kubeconfig) as op:
             op.wait_ready()
             wait_for(lambda: len(ready_pods(c, "cpu")) == 20, 60, what="20 ready pods")
@@ -150,7 +153,8 @@ def test_daemonset_mode_follows_nodes():
         label_node(c, nodes[0], {"pool": "a"})
         label_node(c, nodes[1], {"pool": "a"})
         make_cluster(c, nodesets={"ds": dict(scalingMode="DaemonSet",
-                                             template={"spec": {"nodeSelector": {"pool": "a"}}}, **IMAGES)})
+                                             template={"spec": {"nodeSelector": {"pool": "a"}}}, **IMAGES)},
+                     no_drain=True)
         with Slurmop(ks.kubeconfig) as op:
             op.wait_ready()
 
@@ -184,7 +188,7 @@ def test_delete_and_recreate_converges_at_once():
     with Kubesim(nodes=8, max_grace="200ms") as ks:
         c = ks.client()
         apply_crds(c)
-        make_cluster(c, nodesets={"cpu": dict(replicas=3, **IMAGES)})
+        make_cluster(c, nodesets={"cpu": dict(replicas=3, **IMAGES)}, no_drain=True)
         with Slurmop(ks.kubeconfig) as op:
             op.wait_ready()
             wait_for(lambda: len(ready_pods(c, "cpu")) == 3, 30)
@@ -192,7 +196,7 @@ def test_delete_and_recreate_converges_at_once():
             assert r.status == 200, r.text
             wait_for(lambda: len(pods_of(c, "cpu")) == 0, 30, what="pods garbage-collected")
             t0 = time.monotonic()
-            make_cluster(c, nodesets={"cpu": dict(replicas=2, **IMAGES)})
+            make_cluster(c, nodesets={"cpu": dict(replicas=2, **IMAGES)}, no_drain=True)
             wait_for(lambda: len(ready_pods(c, "cpu")) == 2, 30, what="the recreated NodeSet's pods")
             took = time.monotonic() - t0
             # Stale expectations would hold it for five minutes (Slinky #74).
@@ -259,7 +263,7 @@ def test_claims_retention_and_pin_to_node():
         make_cluster(c, nodesets={"cpu": dict(replicas=2, pinToNode=True, volumeClaimTemplates=[claim],
                                               persistentVolumeClaimRetentionPolicy={"whenDeleted": "Retain",
                                                                                     "whenScaled": "Delete"},
-                                              **IMAGES)})
+                                              **IMAGES)}, no_drain=True)
 
         def pvcs():
             items = c.get("/api/v1/namespaces/default/persistentvolumeclaims").json()["items"]

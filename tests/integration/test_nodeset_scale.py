@@ -63,7 +63,8 @@ def check_identity(c, ns_obj, pods):
 def scenario(ks, op_flags=None):
     c = ks.client()
     apply_crds(c)
-    [nsobj] = make_cluster(c, nodesets={"cpu": dict(replicas=3, **IMAGES)})
+    # No Slurm here: the scale-ins delete without a drain (opt-out).
+    [nsobj] = make_cluster(c, nodesets={"cpu": dict(replicas=3, **IMAGES)}, no_drain=True)
     with Slurmop(ks.kubeconfig, **(op_flags or {})) as op:
         op.wait_ready()
         converge(c, "cpu", 3)

@@ -25,11 +25,17 @@ import time
 import urllib.request
 
 __all__ = ["Slurmop", "apply_crds", "wait_for", "yaml_to_json", "slurmop_binary", "tool_binary", "parse_metrics",
-           "make_cluster", "NS_API", "pods_of", "set_replicas"]
+           "make_cluster", "NS_API", "NO_DRAIN", "pods_of", "set_replicas"]
 
 SRC = os.environ.get("OP_SOURCE_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("OP_BUILD_DIR") or os.path.join(SRC, "build")
 NS_API = "/apis/slinky.slurm.net/v1beta1"
+# The NodeSet annotation that lets the operator delete its pods without a
+# Slurm drain. Without a RestApi (every kubesim-only test) the operator
+# otherwise keeps condemned pods (scale-in, rolling update, NodeSet
+# deletion): a test that wants them gone and runs no Slurm sets it, through
+# make_cluster(no_drain=True).
+NO_DRAIN = "nodeset.slinky.slurm.net/delete-without-drain"
 
 
 def slurmop_binary():
@@ -207,10 +213,11 @@ class Slurmop:
 
 
 def make_cluster(client, ns="default", ctl="slurm", nodesets=None, key_secret="slurm-auth-slurm",
-                 jwt_secret="slurm-auth-jwt"):
+                 jwt_secret="slurm-auth-jwt", no_drain=False):
     """Create the key Secrets and a Controller; then NodeSets from a dict
     name -> extra spec (merged into a default spec). Returns the created
-    NodeSets' JSON."""
+    NodeSets' JSON. no_drain=True annotates every NodeSet with NO_DRAIN
+    (only for runs without Slurm: pods are then deleted without a drain)."""
     import base64
     for name, key, data in ((key_secret, "slurm.key", b"k" * 64), (jwt_secret, "jwt.key", b"j" * 64)):
         r = client.post("/api/v1/namespaces/%s/secrets" % ns,
@@ -231,8 +238,11 @@ def make_cluster(client, ns="default", ctl="slurm", nodesets=None, key_secret="s
         spec = {"controllerRef": {"name": ctl}, "replicas": 1,
                 "template": {"spec": {"hostname": name + "-"}}}
         spec.update(extra)
+        meta = {"name": name}
+        if no_drain:
+            meta["annotations"] = {NO_DRAIN: "true"}
         r = client.post(NS_API + "/namespaces/%s/nodesets" % ns,
-                        {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet", "metadata": {"name": name},
+                        {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet", "metadata": meta,
                          "spec": spec})
         assert r.status == 201, r.text
         out.append(r.json())
