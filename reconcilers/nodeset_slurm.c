@@ -745,7 +745,11 @@ void nodeset_slurm_observe(operator *op, const sobj *nodeset)
 
 int nss_delete_without_drain(const sobj *nodeset)
 {
+    /* The NodeSets store keeps the full JSON and no annotation pairs:
+     * sobj_annotation() never sees this one there. */
     const char *v = sobj_annotation(nodeset, NSS_ANN_NO_DRAIN);
+    if (v == NULL && nodeset->json)
+        v = cJSON_GetStringValue(json_child(json_get(nodeset->json, "metadata.annotations"), NSS_ANN_NO_DRAIN));
     return v && strcmp(v, "true") == 0;
 }
 

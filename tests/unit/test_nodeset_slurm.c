@@ -5,7 +5,8 @@
  * conditions), cordon reason sanitising, the pod info JSON of the node
  * comment (§3.10), the "k8s/" feature merge, and nss_pod_slurm_name (the
  * one pod -> Slurm node name mapping) in every mode, on pods built by
- * nsb_build_pod and cached by the pods store as the reconciler sees them. */
+ * nsb_build_pod and cached by the pods store as the reconciler sees them,
+ * and the delete-without-drain opt-out read from a cached NodeSet. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -324,6 +325,40 @@ static void test_slurm_name_daemonset(void **state)
     cJSON_Delete(ns);
 }
 
+/* The opt-out annotation, read from a NodeSet as the NodeSets store keeps
+ * it (full JSON, no annotation pairs). */
+static void test_delete_without_drain(void **state)
+{
+    static const char *const docs[] = {
+        "{\"metadata\":{\"name\":\"a\",\"namespace\":\"ns\",\"resourceVersion\":\"1\",\"annotations\":"
+        "{\"nodeset.slinky.slurm.net/delete-without-drain\":\"true\"}}}",
+        "{\"metadata\":{\"name\":\"b\",\"namespace\":\"ns\",\"resourceVersion\":\"1\",\"annotations\":"
+        "{\"nodeset.slinky.slurm.net/delete-without-drain\":\"false\"}}}",
+        "{\"metadata\":{\"name\":\"c\",\"namespace\":\"ns\",\"resourceVersion\":\"1\",\"annotations\":"
+        "{\"other\":\"true\"}}}",
+        "{\"metadata\":{\"name\":\"d\",\"namespace\":\"ns\",\"resourceVersion\":\"1\"}}",
+    };
+    static const int want[] = {1, 0, 0, 0};
+    store *s = store_new(&KIND_FULL_NAMESPACED);
+    for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+        cJSON *o = json_parse(docs[i], strlen(docs[i]), NULL);
+        assert_non_null(o);
+        assert_int_equal(store_upsert(s, o), 1);
+        const sobj *n = store_get(s, "ns", json_get_str(o, "metadata.name"));
+        assert_non_null(n);
+        assert_int_equal(nss_delete_without_drain(n), want[i]);
+        cJSON_Delete(o);
+    }
+    /* Added later (kubectl annotate): seen on the new version. */
+    cJSON *o = json_parse(docs[3], strlen(docs[3]), NULL);
+    json_set_str(json_obj_ensure(json_obj_ensure(o, "metadata"), "annotations"), NSS_ANN_NO_DRAIN, "true");
+    json_set_str(json_obj_ensure(o, "metadata"), "resourceVersion", "2");
+    assert_int_equal(store_upsert(s, o), 1);
+    assert_int_equal(nss_delete_without_drain(store_get(s, "ns", "d")), 1);
+    cJSON_Delete(o);
+    store_free(s);
+}
+
 int main(void)
 {
     mem_init();
@@ -337,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_slurm_name_statefulset),
         cmocka_unit_test(test_slurm_name_host_network),
         cmocka_unit_test(test_slurm_name_daemonset),
+        cmocka_unit_test(test_delete_without_drain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
