@@ -1224,7 +1224,18 @@ static void write_invalid(struct pass *p, const nsb_msgs *msgs)
     const cJSON *want = json_child(status, "conditions");
     if (!json_equal(want, conds)) {
         cJSON *patch = cJSON_CreateObject();
-        json_set(json_obj_ensure(patch, "status"), "conditions", cJSON_Duplicate(want, 1));
+        cJSON *pst = json_obj_ensure(patch, "status");
+        json_set(pst, "conditions", cJSON_Duplicate(want, 1));
+        /* The CRD requires these two in any status: a NodeSet never synced
+         * (invalid from its creation) has none yet, and a patch without
+         * them is rejected. No revision exists yet: no hash. */
+        if (!json_child(cur, "nodeSetHash"))
+            json_set_str(pst, "nodeSetHash", "");
+        if (!json_child(cur, "selector")) {
+            char *sel = nsb_selector_string(p->name);
+            json_set_str(pst, "selector", sel);
+            free(sel);
+        }
         kube_patch(p->op->client, &KUBE_SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch,
                    NULL, 0, status_written, xstrdup(p->key));
         cJSON_Delete(patch);
