@@ -1,0 +1,477 @@
+#!/usr/bin/env bash
+# cluster.sh — a real Kubernetes control plane on loopback, with KWOK nodes,
+# for slurmop's tests and benchmarks.
+#
+# One cluster = one directory ($K8S_DIR) holding everything: certificates and
+# keys, kubeconfigs, etcd's data, logs and PID files. It runs etcd,
+# kube-apiserver (TLS, client certificates, Node,RBAC authorization, the
+# default admission plugins, a ServiceAccount token issuer),
+# kube-controller-manager (all default controllers, the service-account token
+# controller signing with the cluster's key), kube-scheduler and kwok (which
+# plays the kubelet of fake Nodes: it keeps them Ready and moves the pods bound
+# to them to Running/Ready). Everything listens on 127.0.0.1, on free ports.
+# The binaries come from tests/k8s/build.sh (built from pinned Go modules and
+# cached outside the clone; the first build takes a while, see README.md).
+#
+# Commands:
+#   start [--nodes N]  start a fresh cluster (etcd data from scratch) with N
+#                      KWOK nodes shaped like GPU nodes (default 0); prints
+#                      `export K8S_DIR=… KUBECONFIG=… K8S_BIN=…` lines on
+#                      stdout; exit 77 when Go is missing
+#   nodes N            add KWOK GPU nodes up to N in all to a running cluster
+#   stop [--clean]     stop every component (idempotent) and check that none
+#                      is left; --clean also removes $K8S_DIR
+#   status             one line per component; exit 0 when all run and answer
+#                      their health check, 3 otherwise
+#   env                print the export lines of a started cluster
+#
+# Settings (environment):
+#   K8S_DIR             cluster directory (default /tmp/slurmop-k8s)
+#   K8S_NODE_PREFIX     KWOK node name prefix (default kwok-gpu-; names are
+#                       PREFIX0000, PREFIX0001, …)
+#   SLURMOP_K8S_CACHE   where build.sh keeps the binaries (see build.sh)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+D=${K8S_DIR:-/tmp/slurmop-k8s}
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+SERVICE_CIDR=10.96.0.0/16
+SERVICE_IP=10.96.0.1
+POD_CIDR=10.244.0.1/16
+
+say() { printf 'k8s-cluster: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# ---- helpers ---------------------------------------------------------------
+
+# Allocate $1 distinct free TCP ports on 127.0.0.1 (held open together, so
+# they differ from each other; another program could still take one later).
+free_ports() {
+    python3 -c '
+import socket, sys
+held = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); held.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in held))' "$1"
+}
+
+# A zombie counts as gone: it has exited and only waits to be collected.
+alive() {
+    [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null || return 1
+    local st
+    st=$(cut -d')' -f2 "/proc/$1/stat" 2>/dev/null | cut -d' ' -f2) || return 1
+    [ -n "$st" ] && [ "$st" != Z ]
+}
+
+now_ms() { date +%s%3N; }
+
+# poll TIMEOUT_MS WATCH_PID CMD...: run CMD every 100 ms until it succeeds;
+# fail when the time is up or when WATCH_PID (if non-empty) has exited.
+poll() {
+    local limit=$(( $(now_ms) + $1 )) watch=$2; shift 2
+    until "$@" >/dev/null 2>&1; do
+        if [ -n "$watch" ] && ! alive "$watch"; then return 2; fi
+        [ "$(now_ms)" -lt "$limit" ] || return 1
+        sleep 0.1
+    done
+}
+
+# launch NAME CMD...: start CMD as a daemon in its own session, stdout and
+# stderr to log/NAME.log, PID in run/NAME.pid. K8S_CLUSTER_TAG marks the
+# process, so that stop can find anything left behind.
+launch() {
+    local name=$1; shift
+    (
+        cd "$D"
+        read -r _ _ _ _ pgrp _ < "/proc/$BASHPID/stat"
+        if [ "$pgrp" = "$BASHPID" ]; then exec env K8S_CLUSTER_TAG="$D" "$@"; fi
+        exec setsid env K8S_CLUSTER_TAG="$D" "$@"
+    ) </dev/null >>"$D/log/$name.log" 2>&1 &
+    echo $! > "$D/run/$name.pid"
+}
+
+pid_of() { cat "$D/run/$1.pid" 2>/dev/null || true; }
+port_of() { cat "$D/run/$1.port" 2>/dev/null || true; }
+
+# PIDs of processes carrying this cluster's tag.
+tagged_pids() {
+    python3 -c '
+import os, sys
+want = b"K8S_CLUSTER_TAG=" + sys.argv[1].encode()
+for pid in os.listdir("/proc"):
+    if not pid.isdigit() or int(pid) in (os.getpid(), int(sys.argv[2])):
+        continue
+    try:
+        env = open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
+    except OSError:
+        continue
+    if want in env:
+        print(pid)' "$D" "$$"
+}
+
+# terminate WAIT_MS PID...: SIGTERM all at once, wait up to WAIT_MS, then
+# SIGKILL the rest and wait (bounded) until they are gone.
+terminate() {
+    local wait_ms=$1; shift
+    [ $# -gt 0 ] || return 0
+    kill -TERM "$@" 2>/dev/null || true
+    local limit=$(( $(now_ms) + wait_ms )) p left
+    while :; do
+        left=()
+        for p in "$@"; do alive "$p" && left+=("$p"); done
+        [ ${#left[@]} -eq 0 ] && return 0
+        [ "$(now_ms)" -lt "$limit" ] || break
+        sleep 0.05
+    done
+    say "SIGKILL ${left[*]} (still running after SIGTERM)"
+    kill -KILL "${left[@]}" 2>/dev/null || true
+    limit=$(( $(now_ms) + 5000 ))
+    for p in "${left[@]}"; do
+        while alive "$p" && [ "$(now_ms)" -lt "$limit" ]; do sleep 0.05; done
+    done
+}
+
+# health NAME: the component's own health endpoint answers ok.
+health() {
+    local port; port=$(port_of "$1")
+    [ -n "$port" ] || return 1
+    case $1 in
+        etcd) curl -fsS -m 2 "http://127.0.0.1:$port/health" | grep -q '"health":"true"' ;;
+        kube-apiserver)
+            curl -fsS -m 2 --cacert "$D/pki/ca.crt" --cert "$D/pki/admin.crt" --key "$D/pki/admin.key" \
+                "https://127.0.0.1:$port/readyz" | grep -qx ok ;;
+        kube-controller-manager|kube-scheduler)
+            curl -fsSk -m 2 "https://127.0.0.1:$port/healthz" | grep -qx ok ;;
+        kwok) curl -fsS -m 2 "http://127.0.0.1:$port/healthz" | grep -qx ok ;;
+    esac
+}
+
+# ---- certificates and kubeconfigs -----------------------------------------
+
+# cert NAME CN O [SAN]: an EC key and a certificate signed by the cluster CA,
+# for client and server use.
+cert() {
+    local name=$1 cn=$2 o=$3 san=${4:-} subj
+    subj="/CN=$cn"
+    [ -z "$o" ] || subj="/O=$o/CN=$cn"
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -keyout "$D/pki/$name.key" -subj "$subj" -out "$D/pki/$name.csr" 2>/dev/null
+    {
+        echo "basicConstraints=critical,CA:FALSE"
+        echo "keyUsage=critical,digitalSignature,keyEncipherment"
+        echo "extendedKeyUsage=serverAuth,clientAuth"
+        [ -z "$san" ] || echo "subjectAltName=$san"
+    } > "$D/pki/$name.ext"
+    openssl x509 -req -in "$D/pki/$name.csr" -CA "$D/pki/ca.crt" -CAkey "$D/pki/ca.key" \
+        -set_serial "0x$(openssl rand -hex 16)" -days 3650 -extfile "$D/pki/$name.ext" \
+        -out "$D/pki/$name.crt" 2>/dev/null
+    rm -f "$D/pki/$name.csr" "$D/pki/$name.ext"
+}
+
+make_pki() {
+    mkdir -p "$D/pki"
+    openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -keyout "$D/pki/ca.key" -out "$D/pki/ca.crt" -days 3650 -subj "/CN=slurmop-k8s-ca" \
+        -addext "basicConstraints=critical,CA:TRUE" \
+        -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+    cert apiserver kube-apiserver "" \
+        "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:$SERVICE_IP"
+    cert admin kubernetes-admin system:masters
+    cert controller-manager system:kube-controller-manager ""
+    cert scheduler system:kube-scheduler ""
+    # kwok plays the kubelet of every fake node (node status, leases, pod
+    # status), which Node authorization would split per node: it gets admin.
+    cert kwok kwok-controller system:masters
+    # The ServiceAccount token signing key (RSA, as kubeadm makes it).
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$D/pki/sa.key" 2>/dev/null
+    openssl pkey -in "$D/pki/sa.key" -pubout -out "$D/pki/sa.pub" 2>/dev/null
+    chmod 600 "$D"/pki/*.key
+}
+
+# kubeconfig NAME CERT: a kubeconfig for the client certificate CERT, with
+# everything embedded (it stays valid if copied elsewhere).
+kubeconfig() {
+    cat > "$D/$1.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: slurmop-k8s
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority-data: $(base64 -w0 < "$D/pki/ca.crt")
+users:
+- name: $2
+  user:
+    client-certificate-data: $(base64 -w0 < "$D/pki/$2.crt")
+    client-key-data: $(base64 -w0 < "$D/pki/$2.key")
+contexts:
+- name: slurmop-k8s
+  context:
+    cluster: slurmop-k8s
+    user: $2
+current-context: slurmop-k8s
+EOF
+    chmod 600 "$D/$1.kubeconfig"
+}
+
+# ---- KWOK nodes -------------------------------------------------------------
+
+# nodes_yaml FROM TO: Node manifests FROM..TO-1, shaped like the nodes of a GPU
+# node pool (8 GPUs, 128 CPUs, 1 TiB), as one multi-document stream.
+nodes_yaml() {
+    local prefix=${K8S_NODE_PREFIX:-kwok-gpu-} i name zone
+    for ((i = $1; i < $2; i++)); do
+        name=$(printf '%s%04d' "$prefix" "$i")
+        zone=test-zone-$(( i % 2 == 0 ? 0 : 1 ))
+        cat <<EOF
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: $name
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+  labels:
+    kubernetes.io/arch: amd64
+    kubernetes.io/os: linux
+    kubernetes.io/hostname: $name
+    node.kubernetes.io/instance-type: gpu-8x-h100
+    topology.kubernetes.io/region: test-region
+    topology.kubernetes.io/zone: $zone
+    type: kwok
+    node-pool: gpu
+    nvidia.com/gpu.present: "true"
+    nvidia.com/gpu.count: "8"
+    nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3
+    nvidia.com/gpu.memory: "81559"
+spec: {}
+status:
+  capacity: {cpu: "128", memory: 1Ti, nvidia.com/gpu: "8", pods: "110", ephemeral-storage: 3500Gi}
+  allocatable: {cpu: "128", memory: 1Ti, nvidia.com/gpu: "8", pods: "110", ephemeral-storage: 3500Gi}
+EOF
+    done
+}
+
+kubectl_admin() { "$BIN/kubectl" --kubeconfig "$D/admin.kubeconfig" "$@"; }
+
+node_count() {
+    kubectl_admin get nodes -l type=kwok -o name | wc -l
+}
+
+ready_node_count() {
+    kubectl_admin get nodes -l type=kwok --no-headers 2>/dev/null | awk '$2 == "Ready"' | wc -l
+}
+
+nodes_ready() { [ "$(ready_node_count)" -ge "$1" ]; }
+
+# add_nodes N: create KWOK nodes until there are N (one kubectl create of a
+# generated multi-document file), then wait until all are Ready.
+add_nodes() {
+    local want=$1 have t0; t0=$(now_ms)
+    [[ $want =~ ^[0-9]+$ ]] || die "bad node count '$want'"
+    have=$(node_count)
+    if [ "$want" -gt "$have" ]; then
+        nodes_yaml "$have" "$want" > "$D/nodes.yaml"
+        kubectl_admin create -f "$D/nodes.yaml" >/dev/null || die "creating nodes failed"
+    fi
+    poll $(( 30000 + want * 50 )) "$(pid_of kwok)" nodes_ready "$want" ||
+        die "the KWOK nodes did not become Ready (log/kwok.log)"
+    say "$want KWOK node(s) Ready in $(( $(now_ms) - t0 )) ms"
+}
+
+# ---- start -------------------------------------------------------------------
+
+write_kwok_config() {
+    local stages; stages=$(cd "$BIN/.." && pwd)/kwok-stages.yaml
+    [ -f "$stages" ] || die "no $stages (build.sh makes it)"
+    cat "$stages" > "$D/kwok.yaml"
+}
+
+print_env() {
+    cat "$D/env"
+}
+
+do_start() {
+    local nodes=0
+    while [ $# -gt 0 ]; do
+        case $1 in
+            --nodes) [ $# -ge 2 ] || die "--nodes needs a count"; nodes=$2; shift 2 ;;
+            --nodes=*) nodes=${1#--nodes=}; shift ;;
+            *) die "unknown start argument: $1" ;;
+        esac
+    done
+    [[ $nodes =~ ^[0-9]+$ ]] || die "bad node count '$nodes'"
+    local b
+    for b in openssl curl python3 setsid; do
+        command -v "$b" >/dev/null 2>&1 || { say "missing $b"; exit 77; }
+    done
+
+    local rc=0
+    BIN=$(bash "$HERE/build.sh") || rc=$?
+    if [ $rc -ne 0 ]; then
+        say "build.sh failed (exit $rc)"
+        [ $rc -eq 77 ] && exit 77
+        exit 1
+    fi
+
+    local t0; t0=$(now_ms)
+    mkdir -p "$D"
+    D=$(cd "$D" && pwd)
+    local n
+    for n in "${COMPONENTS[@]}"; do
+        alive "$(pid_of "$n")" && die "$n of $D is running (pid $(pid_of "$n")); stop it first"
+    done
+    rm -rf "$D/etcd" "$D/run" "$D/log" "$D/pki" "$D"/*.kubeconfig "$D/env" "$D/kcm" "$D/scheduler" "$D/apiserver"
+    mkdir -p "$D/run" "$D/log" "$D/kcm" "$D/scheduler" "$D/apiserver"
+    echo "$BIN" > "$D/run/bin"
+
+    local ports; ports=($(free_ports 6))
+    local ETCD_PORT=${ports[0]} PEER_PORT=${ports[1]} KCM_PORT=${ports[3]} SCHED_PORT=${ports[4]} KWOK_PORT=${ports[5]}
+    API_PORT=${ports[2]}
+
+    # From here a failure stops whatever was started.
+    trap 'rc=$?; if [ $rc -ne 0 ]; then say "start failed; stopping (logs in $D/log)"; do_stop >/dev/null 2>&1 || true; fi' EXIT
+
+    make_pki
+    kubeconfig admin admin
+    kubeconfig controller-manager controller-manager
+    kubeconfig scheduler scheduler
+    kubeconfig kwok kwok
+    write_kwok_config
+
+    echo "$ETCD_PORT" > "$D/run/etcd.port"
+    launch etcd "$BIN/etcd" --name default --data-dir "$D/etcd" \
+        --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+        --listen-peer-urls "http://127.0.0.1:$PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$PEER_PORT" \
+        --initial-cluster "default=http://127.0.0.1:$PEER_PORT" --initial-cluster-state new \
+        --unsafe-no-fsync --log-level warn
+    poll 20000 "$(pid_of etcd)" health etcd || die "etcd did not start (log/etcd.log)"
+
+    echo "$API_PORT" > "$D/run/kube-apiserver.port"
+    launch kube-apiserver "$BIN/kube-apiserver" \
+        --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+        --cert-dir "$D/apiserver" \
+        --tls-cert-file "$D/pki/apiserver.crt" --tls-private-key-file "$D/pki/apiserver.key" \
+        --client-ca-file "$D/pki/ca.crt" \
+        --authorization-mode Node,RBAC \
+        --service-account-issuer https://kubernetes.default.svc.cluster.local \
+        --service-account-key-file "$D/pki/sa.pub" \
+        --service-account-signing-key-file "$D/pki/sa.key" \
+        --service-cluster-ip-range "$SERVICE_CIDR" \
+        --endpoint-reconciler-type none \
+        --allow-privileged=true
+    poll 60000 "$(pid_of kube-apiserver)" health kube-apiserver || die "kube-apiserver did not become ready (log/kube-apiserver.log)"
+    say "kube-apiserver ready on 127.0.0.1:$API_PORT after $(( $(now_ms) - t0 )) ms"
+
+    echo "$KCM_PORT" > "$D/run/kube-controller-manager.port"
+    launch kube-controller-manager "$BIN/kube-controller-manager" \
+        --kubeconfig "$D/controller-manager.kubeconfig" \
+        --bind-address 127.0.0.1 --secure-port "$KCM_PORT" --cert-dir "$D/kcm" \
+        --leader-elect=false \
+        --controllers '*' \
+        --use-service-account-credentials=true \
+        --service-account-private-key-file "$D/pki/sa.key" \
+        --root-ca-file "$D/pki/ca.crt" \
+        --cluster-signing-cert-file "$D/pki/ca.crt" --cluster-signing-key-file "$D/pki/ca.key" \
+        --cluster-name slurmop-k8s \
+        --service-cluster-ip-range "$SERVICE_CIDR"
+
+    echo "$SCHED_PORT" > "$D/run/kube-scheduler.port"
+    launch kube-scheduler "$BIN/kube-scheduler" \
+        --kubeconfig "$D/scheduler.kubeconfig" \
+        --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --cert-dir "$D/scheduler" \
+        --leader-elect=false
+
+    echo "$KWOK_PORT" > "$D/run/kwok.port"
+    launch kwok "$BIN/kwok" \
+        --kubeconfig "$D/kwok.kubeconfig" --config "$D/kwok.yaml" \
+        --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+        --node-ip 127.0.0.1 --node-port "$KWOK_PORT" --cidr "$POD_CIDR" \
+        --server-address "127.0.0.1:$KWOK_PORT" \
+        --node-lease-duration-seconds 40
+
+    for n in kube-controller-manager kube-scheduler kwok; do
+        poll 60000 "$(pid_of "$n")" health "$n" || die "$n did not become healthy (log/$n.log)"
+    done
+    # The ServiceAccount admission plugin refuses pods until the namespace's
+    # default ServiceAccount exists; the controller manager makes it.
+    poll 30000 "$(pid_of kube-controller-manager)" kubectl_admin -n default get serviceaccount default ||
+        die "no default ServiceAccount (log/kube-controller-manager.log)"
+
+    [ "$nodes" -eq 0 ] || add_nodes "$nodes"
+
+    cat > "$D/env" <<EOF
+export K8S_DIR=$D
+export KUBECONFIG=$D/admin.kubeconfig
+export K8S_BIN=$BIN
+EOF
+    trap - EXIT
+    print_env
+    say "started $D in $(( $(now_ms) - t0 )) ms: API server https://127.0.0.1:$API_PORT, $nodes KWOK node(s)"
+}
+
+# ---- stop / status -------------------------------------------------------------
+
+do_stop() {
+    [ -d "$D" ] || { [ "${1:-}" = --clean ] || say "no cluster at $D"; return 0; }
+    # Clients first, then the API server, then etcd: each stops cleanly
+    # while what it talks to is still there.
+    local pids=() p n
+    for n in kwok kube-scheduler kube-controller-manager; do
+        p=$(pid_of "$n"); alive "$p" && pids+=("$p")
+    done
+    terminate 10000 "${pids[@]+"${pids[@]}"}"
+    for n in kube-apiserver etcd; do
+        p=$(pid_of "$n"); alive "$p" && terminate 15000 "$p"
+    done
+    local rest; rest=($(tagged_pids))
+    if [ ${#rest[@]} -gt 0 ]; then
+        say "stopping stragglers ${rest[*]}"
+        terminate 2000 "${rest[@]}"
+        rest=($(tagged_pids))
+        [ ${#rest[@]} -eq 0 ] || die "still running: ${rest[*]}"
+    fi
+    rm -f "$D"/run/*.pid
+    if [ "${1:-}" = --clean ]; then rm -rf "$D"; fi
+    return 0
+}
+
+do_status() {
+    [ -d "$D/run" ] || { say "no cluster at $D"; return 3; }
+    local n p rc=0 state
+    for n in "${COMPONENTS[@]}"; do
+        p=$(pid_of "$n")
+        if ! alive "$p"; then
+            state="stopped"; rc=3
+        elif health "$n"; then
+            state="running pid $p, healthy"
+        else
+            state="running pid $p, NOT healthy"; rc=3
+        fi
+        printf '%-24s %-40s 127.0.0.1:%s\n' "$n" "$state" "$(port_of "$n")"
+    done
+    if [ $rc -eq 0 ]; then
+        BIN=$(cat "$D/run/bin")
+        printf '%-24s %s Ready of %s\n' "kwok nodes" "$(ready_node_count)" "$(node_count)"
+    fi
+    return $rc
+}
+
+cmd=${1:-}
+[ $# -eq 0 ] || shift
+case $cmd in
+    start) do_start "$@" ;;
+    stop) do_stop "$@" ;;
+    status) do_status ;;
+    env) [ -f "$D/env" ] || die "no started cluster at $D"; print_env ;;
+    nodes)
+        [ $# -eq 1 ] || die "usage: cluster.sh nodes N"
+        [ -f "$D/env" ] && [ -f "$D/run/bin" ] || die "no started cluster at $D"
+        alive "$(pid_of kube-apiserver)" || die "the cluster at $D is not running"
+        BIN=$(cat "$D/run/bin")
+        add_nodes "$1" ;;
+    -h|--help|help) sed -n '2,/^set -e/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
+    *) sed -n '2,/^set -e/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
