@@ -7,6 +7,7 @@
 # hash of those pins, of this script and of the Go version:
 #
 #   $SLURMOP_K8S_CACHE/k8s-<key>/bin     the binaries
+#   $SLURMOP_K8S_CACHE/k8s-<key>/kwok-stages.yaml   kwok's default stages
 #   $SLURMOP_K8S_CACHE/go/mod            GOMODCACHE (shared by every key)
 #   $SLURMOP_K8S_CACHE/go/build          GOCACHE    (shared by every key)
 #
@@ -74,6 +75,7 @@ BIN=$OUT/bin
 complete() {
     local b
     for b in "${BINARIES[@]}"; do [ -x "$BIN/$b" ] || return 1; done
+    [ -f "$OUT/kwok-stages.yaml" ]
 }
 
 if complete; then echo "$BIN"; exit 0; fi
@@ -115,11 +117,19 @@ gobuild() { # gobuild COMPONENT LDFLAGS OUTPUT PACKAGE...
 }
 
 start=$SECONDS
-say "cold build into $BIN (Go $GOVERSION, cache $ROOT)"
+say "building into $BIN (Go $GOVERSION, cache $ROOT)"
 
 gobuild etcd "" "$TMP/etcd" go.etcd.io/etcd/server/v3
 
 gobuild kwok "" "$TMP/" sigs.k8s.io/kwok/cmd/kwok
+# kwok's default stages (what kwokctl configures): nodes turn Ready and keep
+# a lease; pods bound to them turn Running/Ready, complete, and go on delete.
+KWOK_DIR=$(cd "$TOOLS/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    echo "---"
+    cat "$KWOK_DIR/kustomize/stage/$f"
+done > "$TMP/kwok-stages.yaml"
 
 HELM_VER=$(modver helm helm.sh/helm/v3)
 gobuild helm "-X helm.sh/helm/v3/internal/version.version=$HELM_VER" "$TMP/" helm.sh/helm/v3/cmd/helm
@@ -141,6 +151,7 @@ gobuild kubernetes "$ld" "$TMP/" \
 for b in "${BINARIES[@]}"; do
     [ -x "$TMP/$b" ] || { say "missing $b after the build"; exit 1; }
 done
+mv "$TMP/kwok-stages.yaml" "$OUT/kwok-stages.yaml"
 rm -rf "$BIN"
 mv "$TMP" "$BIN"
 trap - EXIT

@@ -341,10 +341,10 @@ do_start() {
     write_kwok_config
 
     echo "$ETCD_PORT" > "$D/run/etcd.port"
-    launch etcd "$BIN/etcd" --name default --data-dir "$D/etcd" \
+    launch etcd "$BIN/etcd" --name slurmop-k8s --data-dir "$D/etcd" \
         --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
         --listen-peer-urls "http://127.0.0.1:$PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$PEER_PORT" \
-        --initial-cluster "default=http://127.0.0.1:$PEER_PORT" --initial-cluster-state new \
+        --initial-cluster "slurmop-k8s=http://127.0.0.1:$PEER_PORT" --initial-cluster-state new \
         --unsafe-no-fsync --log-level warn
     poll 20000 "$(pid_of etcd)" health etcd || die "etcd did not start (log/etcd.log)"
 
