@@ -6,7 +6,7 @@ kube-controller-manager, kube-scheduler, kwok) on loopback:
 - `kubectl apply -f crds/` (server-side validation on) accepts all six
   CustomResourceDefinitions, which become Established, with no warning;
 - a Pod asking for a GPU is bound by kube-scheduler to a KWOK node and turns
-  Running and Ready;
+  Running and Ready; a StatefulSet gets 2 Ready pods, which go with it;
 - `kubectl create token default` returns a ServiceAccount token that the API
   server authenticates as system:serviceaccount:default:default;
 - `cluster.sh stop` leaves no process behind.
@@ -197,6 +197,33 @@ def main():
                   e.get("source", {}).get("component") == "default-scheduler" for e in ev),
               "no Scheduled event from default-scheduler: %r" % ev)
         print("pod smoke bound to %s by default-scheduler, Running, podIP %s" % (node, o["status"].get("podIP")))
+
+        # The controller manager: a StatefulSet makes its pods (kwok runs
+        # them), and deleting it with cascading removes them again (garbage
+        # collector; kwok plays the kubelet that confirms the deletion).
+        sts = {
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {
+                "replicas": 2, "serviceName": "web",
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "main", "image": "registry.invalid/web:1"}]},
+                },
+            },
+        }
+        k("create", "-f", "-", stdin=json.dumps(sts))
+
+        def sts_ready():
+            o = json.loads(k("get", "statefulset", "web", "-o", "json").stdout)
+            return o["status"].get("readyReplicas") == 2
+
+        wait_for("StatefulSet web to have 2 ready replicas", sts_ready, 60)
+        k("delete", "statefulset", "web", "--cascade=foreground", "--wait=true", "--timeout=60s")
+        wait_for("the pods of web to go",
+                 lambda: not k("get", "pods", "-l", "app=web", "-o", "name").stdout.strip(), 60)
+        print("StatefulSet web: 2 pods Ready, deleted with its pods")
 
         # ServiceAccount tokens.
         tok = k("create", "token", "default", "--duration=10m").stdout.strip()

@@ -68,7 +68,7 @@ key() {
 KEY=$(key)
 if [ "$mode" = key ]; then echo "$KEY"; exit 0; fi
 
-ROOT=${SLURMOP_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/slurmop}
+ROOT=${SLURMOP_K8S_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/slurmop}
 OUT=$ROOT/k8s-$KEY
 BIN=$OUT/bin
 
