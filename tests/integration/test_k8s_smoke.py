@@ -5,6 +5,8 @@ kube-controller-manager, kube-scheduler, kwok) on loopback:
 - it starts with 8 KWOK GPU nodes, and `kubectl get nodes` shows 8 Ready;
 - `kubectl apply -f crds/` (server-side validation on) accepts all six
   CustomResourceDefinitions, which become Established, with no warning;
+- helm installs and uninstalls deploy/helm/slurm (its custom resources pass
+  the CRDs' schemas);
 - a Pod asking for a GPU is bound by kube-scheduler to a KWOK node and turns
   Running and Ready; a StatefulSet gets 2 Ready pods, which go with it;
 - `kubectl create token default` returns a ServiceAccount token that the API
@@ -166,6 +168,18 @@ def main():
         # Each served version is discoverable.
         res = k("api-resources", "--api-group=slinky.slurm.net", "-o", "name").stdout.split()
         check(len(res) == 6, "api-resources of slinky.slurm.net: %r" % res)
+
+        # helm against the cluster: the slurm chart (which asks for
+        # kubeVersion >= 1.29) installs its Secrets and custom resources, all
+        # accepted by the CRDs' schemas, and uninstalls.
+        helm = os.path.join(exports["K8S_BIN"], "helm")
+        chart = os.path.join(SRC, "deploy", "helm", "slurm")
+        hi = run([helm, "install", "smoke", chart, "--namespace", "helm-smoke", "--create-namespace"], env=env, ok=False)
+        check(hi.returncode == 0, "helm install of deploy/helm/slurm failed:\n%s" % hi.stderr)
+        got = k("get", "-n", "helm-smoke", "controllers,restapis", "-o", "name").stdout.split()
+        check(len(got) == 2, "after helm install: %r" % got)
+        run([helm, "uninstall", "smoke", "--namespace", "helm-smoke", "--wait"], env=env)
+        print("helm install/uninstall of deploy/helm/slurm: ok (%s)" % ", ".join(got))
 
         # A Pod bound by the scheduler to a KWOK node, then Running and Ready.
         pod = {
