@@ -44,7 +44,7 @@ case "${1:-}" in
     "") ;;
     --check) mode=check ;;
     --key) mode=key ;;
-    -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+    -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) say "unknown argument: $1"; exit 2 ;;
 esac
 
