@@ -28,6 +28,14 @@ static const char usage[] =
     "  --leader-elect               run leader election; only the leader reconciles\n"
     "  --leader-elect-namespace NS  namespace of the Lease (default: the client's namespace, else default)\n"
     "  --leader-elect-lease NAME    name of the Lease (default slurmop)\n"
+    "  --leader-elect-lease-duration SECONDS\n"
+    "                               how long a silent Lease keeps others waiting (default 15)\n"
+    "  --leader-elect-renew-deadline SECONDS\n"
+    "                               the leader steps down (and exits 1) when no renewal succeeded within this\n"
+    "                               long of sending the last successful one (default 10)\n"
+    "  --leader-elect-retry-period SECONDS\n"
+    "                               time between attempts to acquire or renew (default 2); the three must keep\n"
+    "                               lease duration > renew deadline > 1.2 x retry period (fractions allowed)\n"
     "  --cluster-domain DOMAIN      cluster DNS domain (default: from /etc/resolv.conf, else cluster.local)\n"
     "  --propagated-node-conditions LIST\n"
     "                               Node condition types whose reason/message become the Slurm drain reason\n"
@@ -52,7 +60,9 @@ static const char usage[] =
     "  --help                       show this help\n"
     "  --version                    print the version\n"
     "\n"
-    "SIGTERM or SIGINT stops the watches, lets writes in flight finish, releases the lease and exits 0.\n";
+    "SIGTERM or SIGINT stops the watches, lets writes in flight finish, releases the lease and exits 0.\n"
+    "A leader that loses its lease cancels every write not yet sent (and refuses new ones), lets writes\n"
+    "already sent finish within the shutdown grace, and exits 1.\n";
 
 enum {
     OPT_KUBECONFIG = 256,
@@ -63,6 +73,9 @@ enum {
     OPT_LEADER_ELECT,
     OPT_LEADER_NS,
     OPT_LEADER_LEASE,
+    OPT_LEADER_DURATION,
+    OPT_LEADER_DEADLINE,
+    OPT_LEADER_RETRY,
     OPT_CLUSTER_DOMAIN,
     OPT_PROPAGATED,
     OPT_DRIFT_GRACE,
@@ -86,6 +99,9 @@ static const struct option long_opts[] = {
     {"leader-elect", no_argument, NULL, OPT_LEADER_ELECT},
     {"leader-elect-namespace", required_argument, NULL, OPT_LEADER_NS},
     {"leader-elect-lease", required_argument, NULL, OPT_LEADER_LEASE},
+    {"leader-elect-lease-duration", required_argument, NULL, OPT_LEADER_DURATION},
+    {"leader-elect-renew-deadline", required_argument, NULL, OPT_LEADER_DEADLINE},
+    {"leader-elect-retry-period", required_argument, NULL, OPT_LEADER_RETRY},
     {"cluster-domain", required_argument, NULL, OPT_CLUSTER_DOMAIN},
     {"propagated-node-conditions", required_argument, NULL, OPT_PROPAGATED},
     {"drift-grace", required_argument, NULL, OPT_DRIFT_GRACE},
@@ -156,6 +172,16 @@ static int parse_int(const char *s, int *out)
     return 1;
 }
 
+/* Seconds (fractions allowed) into milliseconds; 0 when not a positive number of at most a day. */
+static unsigned parse_seconds_ms(const char *s)
+{
+    double v;
+    if (!parse_double(s, &v) || !(v > 0) || v > 86400)
+        return 0;
+    unsigned ms = (unsigned)(v * 1000.0 + 0.5);
+    return ms ? ms : 1;
+}
+
 int main(int argc, char **argv)
 {
     struct app a;
@@ -194,6 +220,18 @@ int main(int argc, char **argv)
         case OPT_LEADER_ELECT: o.leader_elect = 1; break;
         case OPT_LEADER_NS: o.leader_elect_namespace = optarg; break;
         case OPT_LEADER_LEASE: o.lease_name = optarg; break;
+        case OPT_LEADER_DURATION:
+            if ((o.lease_duration_ms = parse_seconds_ms(optarg)) == 0)
+                return die_usage("--leader-elect-lease-duration: want positive seconds, got %s", optarg);
+            break;
+        case OPT_LEADER_DEADLINE:
+            if ((o.renew_deadline_ms = parse_seconds_ms(optarg)) == 0)
+                return die_usage("--leader-elect-renew-deadline: want positive seconds, got %s", optarg);
+            break;
+        case OPT_LEADER_RETRY:
+            if ((o.retry_period_ms = parse_seconds_ms(optarg)) == 0)
+                return die_usage("--leader-elect-retry-period: want positive seconds, got %s", optarg);
+            break;
         case OPT_CLUSTER_DOMAIN: o.cluster_domain = optarg; break;
         case OPT_PROPAGATED: o.propagated_node_conditions = optarg; break;
         case OPT_DRIFT_GRACE: {

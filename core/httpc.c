@@ -62,6 +62,7 @@ struct hc_req {
     int state;
     wire *w;
     int streaming;
+    int urgent;
     int idempotent;
     int is_head;
     int close_after; /* the caller sent Connection: close */
@@ -859,7 +860,7 @@ static void pump(hc_pool *pool)
         hc_conn *hc = NULL;
         if (!r->need_fresh && !list_empty(&pool->idle))
             hc = list_entry(list_first(&pool->idle), hc_conn, link);
-        if (!hc && pool->n_counted >= pool->opts.max_conns) {
+        if (!hc && pool->n_counted >= pool->opts.max_conns && !r->urgent) {
             if (!r->need_fresh || list_empty(&pool->idle))
                 break;
             /* A retry needs a new connection: give up the oldest idle one. */
@@ -1055,6 +1056,7 @@ hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts)
     r->data = opts->data;
     r->streaming = opts->on_data != NULL;
     r->idle_ms = opts->idle_timeout_ms;
+    r->urgent = opts->urgent;
     if (!opts->on_done) {
         /* Nobody to tell: a programming error. */
         log_error("httpc: hc_request without on_done");
@@ -1072,8 +1074,13 @@ hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts)
     if (r->streaming) {
         hconn_new(pool, r, 1);
     } else {
+        /* An urgent request goes first; it may exceed max_conns (see pump),
+         * so a pool full of slow writes cannot hold it back. */
         r->state = RQ_QUEUED;
-        list_insert_tail(&pool->queue, &r->link);
+        if (r->urgent)
+            list_insert_head(&pool->queue, &r->link);
+        else
+            list_insert_tail(&pool->queue, &r->link);
         pool->n_queued++;
         pump(pool);
     }
@@ -1088,6 +1095,11 @@ void hc_cancel(hc_req *req)
     hc_pool *pool = req->pool;
     req_complete_async(req, OP_ECANCELED);
     pump(pool);
+}
+
+int hc_req_on_wire(const hc_req *req)
+{
+    return req->state == RQ_ACTIVE;
 }
 
 const char *hc_header_get(const hc_response *resp, const char *name)

@@ -100,6 +100,8 @@ typedef struct hc_req_opts {
     size_t body_len;
     unsigned request_timeout_ms;
     unsigned idle_timeout_ms;
+    int urgent;               /* queue ahead of ordinary requests and, when every connection is busy, open
+                                 one more beyond max_conns (leader election must not wait behind writes) */
     hc_headers_cb on_headers; /* optional */
     hc_data_cb on_data;       /* non-NULL selects streaming mode */
     hc_done_cb on_done;       /* required */
@@ -123,6 +125,12 @@ hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts);
  *  completed, in which case nothing happens). Safe to call from callbacks
  *  of the same request. */
 void hc_cancel(hc_req *req);
+
+/** 1 once the request's bytes were handed to a connection (they may be on
+ *  the wire, so the server may act on them even if the request is canceled
+ *  now); 0 while it waits in the pool's queue or for its connection to
+ *  open, and after it completed. */
+int hc_req_on_wire(const hc_req *req);
 
 /** Look up a response header (case-insensitive), or NULL. */
 const char *hc_header_get(const hc_response *resp, const char *name);

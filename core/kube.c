@@ -43,7 +43,8 @@ RES(KUBE_SLINKY_TOKENS, "slinky.slurm.net", "v1beta1", "tokens", "Token", 1);
 enum req_state { RS_DELAYED, RS_IN_FLIGHT, RS_FINISHING };
 
 struct kube_request {
-    list_node link; /* in c->delayed (RS_DELAYED) or c->finishing (RS_FINISHING) */
+    list_node link; /* in c->delayed (RS_DELAYED), c->inflight (RS_IN_FLIGHT with an hc
+                       request) or c->finishing (RS_FINISHING) */
     kube_client *c;
     enum req_state state;
     char *method;
@@ -58,6 +59,9 @@ struct kube_request {
     int attempts;
     int retried_401;
     int canceled;
+    int is_write;         /* anything but GET: subject to the write fence */
+    kube_req_opts ro;     /* per-request options */
+    uint64_t deadline_ms; /* uv_now() by which the whole call (retries included) ends; 0 = none */
     hc_req *hreq;
     kube_cb cb;
     void *data;
@@ -91,7 +95,9 @@ struct kube_client {
     uv_timer_t timer;
     list_node delayed;   /* requests waiting for the limiter or a retry */
     list_node finishing; /* requests whose callback must run on the next tick */
+    list_node inflight;  /* requests handed to the HTTP pool */
     int outstanding;     /* requests not yet finished */
+    int fenced;          /* kube_client_fence was called: writes are refused */
     double tokens;
     uint64_t tokens_at_ns;
     int closing;
@@ -358,6 +364,10 @@ static int maybe_retry(kube_request *r, int err, const kube_status *st, const ch
     kube_client *c = r->c;
     if (r->canceled || c->closing)
         return 0;
+    if (r->is_write && c->fenced)
+        return 0; /* a retry would be a new write after the fence */
+    if (r->deadline_ms && uv_now(c->loop) >= r->deadline_ms)
+        return 0;
     if (st->http == 401 && !r->retried_401 && c->opts.token_invalidate) {
         r->retried_401 = 1;
         c->opts.token_invalidate(c->opts.token_data);
@@ -374,6 +384,8 @@ static int maybe_retry(kube_request *r, int err, const kube_status *st, const ch
             ra = 1;
         if (ra > 60)
             ra = 60;
+        if (r->deadline_ms && uv_now(c->loop) + (uint64_t)ra * 1000 >= r->deadline_ms)
+            return 0; /* the answer would come too late for the caller's deadline */
         c->stats.retries++;
         log_debug("kube: %s %s answered %d, retrying in %ds (attempt %d)", r->method, r->path, st->http, ra,
                   r->attempts);
@@ -475,6 +487,8 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
     kube_request *r = data;
     kube_status st;
     r->hreq = NULL;
+    if (list_is_linked(&r->link))
+        list_remove(&r->link); /* from c->inflight */
     memset(&st, 0, sizeof(st));
 
     if (r->is_watch) {
@@ -585,6 +599,17 @@ static void parse_done(uv_work_t *w, int status)
     deliver_parsed(r, r->parsed, 1);
 }
 
+/* Complete a write refused by the fence (asynchronously, as always). */
+static void fence_status_finish(kube_request *r)
+{
+    kube_status st;
+    memset(&st, 0, sizeof(st));
+    snprintf(st.message, sizeof(st.message), "%s %s: refused, the client's write fence is closed", r->method,
+             r->path);
+    r->canceled = 1;
+    finish(r, OP_ECANCELED, &st);
+}
+
 static void start_request(kube_request *r)
 {
     kube_client *c = r->c;
@@ -595,6 +620,12 @@ static void start_request(kube_request *r)
 
     if (r->canceled || c->closing) {
         finish(r, OP_ECANCELED, NULL);
+        return;
+    }
+    if (r->is_write && c->fenced) {
+        /* A retry (401, Retry-After) that waited across the fence. */
+        c->stats.fenced++;
+        fence_status_finish(r);
         return;
     }
     r->attempts++;
@@ -627,9 +658,17 @@ static void start_request(kube_request *r)
         o.idle_timeout_ms = r->idle_ms;
     } else {
         o.request_timeout_ms = c->opts.request_timeout_ms;
+        if (r->deadline_ms) {
+            uint64_t now = uv_now(c->loop);
+            uint64_t left = r->deadline_ms > now ? r->deadline_ms - now : 1;
+            if (left < o.request_timeout_ms)
+                o.request_timeout_ms = (unsigned)left;
+        }
     }
+    o.urgent = r->ro.urgent;
     c->stats.requests++;
     r->hreq = hc_request(c->pool, &o);
+    list_insert_tail(&c->inflight, &r->link);
 }
 
 static kube_request *req_new(kube_client *c, const char *method, const char *verb, const kube_res *res,
@@ -650,6 +689,7 @@ static kube_request *req_new(kube_client *c, const char *method, const char *ver
     }
     r->cb = cb;
     r->data = data;
+    r->is_write = strcmp(method, "GET") != 0;
     ndjson_init(&r->lines, 16u << 20);
     buf_init(&r->errbody, MAX_ERROR_BODY + 1);
     r->arena = json_arena_new();
@@ -657,20 +697,29 @@ static kube_request *req_new(kube_client *c, const char *method, const char *ver
     return r;
 }
 
-static kube_request *submit(kube_request *r)
+static kube_request *submit(kube_request *r, const kube_req_opts *ro)
 {
     kube_client *c = r->c;
+    if (ro)
+        r->ro = *ro;
+    if (r->ro.timeout_ms)
+        r->deadline_ms = uv_now(c->loop) + r->ro.timeout_ms;
     if (c->closing) {
         finish(r, OP_ECANCELED, NULL);
         return r;
     }
-    schedule(r, limiter_reserve(c));
+    if (r->is_write && c->fenced) {
+        c->stats.fenced++;
+        fence_status_finish(r);
+        return r;
+    }
+    schedule(r, r->ro.unthrottled ? 0 : limiter_reserve(c));
     return r;
 }
 
-static kube_request *do_simple(kube_client *c, const char *method, const char *verb, const kube_res *res,
-                               const char *ns, const char *name, const char *sub, const char *query,
-                               const char *ctype, const cJSON *body, kube_cb cb, void *data)
+static kube_request *do_simple(kube_client *c, const kube_req_opts *ro, const char *method, const char *verb,
+                               const kube_res *res, const char *ns, const char *name, const char *sub,
+                               const char *query, const char *ctype, const cJSON *body, kube_cb cb, void *data)
 {
     buf_t path;
     buf_init(&path, 8192);
@@ -685,31 +734,49 @@ static kube_request *do_simple(kube_client *c, const char *method, const char *v
         finish(r, rc, &st);
         return r;
     }
-    return submit(r);
+    return submit(r, ro);
 }
 
 kube_request *kube_get(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
                        kube_cb cb, void *data)
 {
-    return do_simple(c, "GET", "GET", res, ns, name, sub, NULL, NULL, NULL, cb, data);
+    return do_simple(c, NULL, "GET", "GET", res, ns, name, sub, NULL, NULL, NULL, cb, data);
+}
+
+kube_request *kube_get_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,
+                            const char *name, kube_cb cb, void *data)
+{
+    return do_simple(c, ro, "GET", "GET", res, ns, name, NULL, NULL, NULL, NULL, cb, data);
 }
 
 kube_request *kube_list(kube_client *c, const kube_res *res, const char *ns, const char *query, kube_cb cb,
                         void *data)
 {
-    return do_simple(c, "GET", "LIST", res, ns, NULL, NULL, query, NULL, NULL, cb, data);
+    return do_simple(c, NULL, "GET", "LIST", res, ns, NULL, NULL, query, NULL, NULL, cb, data);
 }
 
 kube_request *kube_create(kube_client *c, const kube_res *res, const char *ns, const cJSON *obj, kube_cb cb,
                           void *data)
 {
-    return do_simple(c, "POST", "POST", res, ns, NULL, NULL, NULL, "application/json", obj, cb, data);
+    return do_simple(c, NULL, "POST", "POST", res, ns, NULL, NULL, NULL, "application/json", obj, cb, data);
+}
+
+kube_request *kube_create_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,
+                               const cJSON *obj, kube_cb cb, void *data)
+{
+    return do_simple(c, ro, "POST", "POST", res, ns, NULL, NULL, NULL, "application/json", obj, cb, data);
 }
 
 kube_request *kube_update(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
                           const cJSON *obj, kube_cb cb, void *data)
 {
-    return do_simple(c, "PUT", "PUT", res, ns, name, sub, NULL, "application/json", obj, cb, data);
+    return do_simple(c, NULL, "PUT", "PUT", res, ns, name, sub, NULL, "application/json", obj, cb, data);
+}
+
+kube_request *kube_update_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,
+                               const char *name, const cJSON *obj, kube_cb cb, void *data)
+{
+    return do_simple(c, ro, "PUT", "PUT", res, ns, name, NULL, NULL, "application/json", obj, cb, data);
 }
 
 kube_request *kube_patch(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
@@ -727,7 +794,7 @@ kube_request *kube_patch(kube_client *c, const kube_res *res, const char *ns, co
     }
     if (rc == 0 && force && type == KUBE_PATCH_APPLY)
         rc = buf_puts(&q, q.len ? "&force=true" : "force=true");
-    kube_request *r = do_simple(c, "PATCH", "PATCH", res, ns, name, sub, buf_cstr(&q), ctypes[type], patch, cb,
+    kube_request *r = do_simple(c, NULL, "PATCH", "PATCH", res, ns, name, sub, buf_cstr(&q), ctypes[type], patch, cb,
                                 data);
     buf_free(&q);
     return r;
@@ -753,7 +820,7 @@ kube_request *kube_delete(kube_client *c, const kube_res *res, const char *ns, c
                 json_set_str(pre, "resourceVersion", opts->resource_version);
         }
     }
-    kube_request *r = do_simple(c, "DELETE", "DELETE", res, ns, name, NULL, NULL,
+    kube_request *r = do_simple(c, NULL, "DELETE", "DELETE", res, ns, name, NULL, NULL,
                                 body ? "application/json" : NULL, body, cb, data);
     cJSON_Delete(body);
     return r;
@@ -812,7 +879,7 @@ kube_watch *kube_watch_start(kube_client *c, const kube_res *res, const char *ns
         finish(r, rc, NULL);
         return r;
     }
-    return submit(r);
+    return submit(r, NULL);
 }
 
 void kube_watch_stop(kube_watch *w)
@@ -843,6 +910,7 @@ kube_client *kube_client_new(uv_loop_t *loop, const kube_client_opts *opts, int 
     c->tokens_at_ns = uv_hrtime();
     list_init(&c->delayed);
     list_init(&c->finishing);
+    list_init(&c->inflight);
     hc_pool_opts po = {
         .max_conns = c->opts.max_conns,
         .tls = opts->tls,
@@ -892,6 +960,44 @@ void kube_client_close(kube_client *c, void (*on_closed)(void *data), void *data
     hc_pool_close(c->pool, on_pool_closed, c);
     uv_timer_stop(&c->timer);
     uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+}
+
+/* The fence: writes still waiting in the client (for the limiter or a
+ * retry) or in the pool (for a connection) are canceled; those already
+ * handed to a connection may be on the wire, and canceling them would not
+ * unsend them, so they finish and report what the server said. */
+int kube_client_fence(kube_client *c)
+{
+    list_node *pos, *tmp;
+    int n = 0;
+    if (c->fenced)
+        return 0;
+    c->fenced = 1;
+    list_foreach_safe(pos, tmp, &c->delayed)
+    {
+        kube_request *r = list_entry(pos, kube_request, link);
+        if (!r->is_write)
+            continue;
+        fence_status_finish(r);
+        n++;
+    }
+    list_foreach_safe(pos, tmp, &c->inflight)
+    {
+        kube_request *r = list_entry(pos, kube_request, link);
+        if (!r->is_write || r->canceled || r->hreq == NULL || hc_req_on_wire(r->hreq))
+            continue;
+        /* on_done runs later with OP_ECANCELED and completes it. */
+        r->canceled = 1;
+        hc_cancel(r->hreq);
+        n++;
+    }
+    c->stats.fenced += (unsigned long long)n;
+    return n;
+}
+
+int kube_client_fenced(const kube_client *c)
+{
+    return c->fenced;
 }
 
 void kube_client_stats(const kube_client *c, kube_stats *out)

@@ -11,6 +11,11 @@
  * Every call completes exactly once and asynchronously through its callback.
  * Objects handed to callbacks are borrowed: valid only during the call.
  *
+ * Write fence: kube_client_fence() stops every write (anything but GET) that
+ * has not reached a connection yet and refuses later ones; a leader that
+ * lost its lease closes it so that nothing it had queued reaches the server
+ * after a successor took over. Reads and watches are not affected.
+ *
  * Errors (callback err): 0 on 2xx; otherwise OP_ENOTFOUND (404),
  * OP_EEXISTS (409 AlreadyExists), OP_ECONFLICT (409 other), OP_EGONE (410),
  * OP_EINVALID (422), OP_EINVAL (400), OP_EUNAUTHORIZED (401),
@@ -82,6 +87,18 @@ typedef struct kube_client_opts {
 } kube_client_opts;
 
 kube_client *kube_client_new(uv_loop_t *loop, const kube_client_opts *opts, int *err);
+/** Close the write fence (for good). Every write still waiting in the
+ *  client (for the limiter or a retry) or in the connection pool (for a
+ *  connection) completes with OP_ECANCELED on a later tick; a write already
+ *  handed to a connection may be on the wire and finishes normally (its
+ *  retries, if any, are refused). Every write submitted afterwards
+ *  completes with OP_ECANCELED too (st.message says the fence refused it).
+ *  GETs, LISTs and watches go on. Returns the number of queued writes it
+ *  canceled (0 on a second call); kube_stats.fenced counts all of them. */
+int kube_client_fence(kube_client *c);
+/** 1 once kube_client_fence was called. */
+int kube_client_fenced(const kube_client *c);
+
 /** Cancel every request and watch (their callbacks run with OP_ECANCELED),
  *  close connections, free the client; on_closed runs last. */
 void kube_client_close(kube_client *c, void (*on_closed)(void *data), void *data);
@@ -106,6 +123,22 @@ typedef struct kube_delete_opts {
 
 kube_request *kube_get(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
                        kube_cb cb, void *data);
+
+/** Per-request options for the *_with calls (a zeroed struct, or NULL,
+ *  gives what the plain calls do). Leader election uses them so that a
+ *  Lease renewal neither waits behind the operator's own writes nor hangs
+ *  for the client's 60 s default. */
+typedef struct kube_req_opts {
+    unsigned timeout_ms; /* the whole call, retries included; 0 = the client's request_timeout_ms per attempt.
+                            Retries that cannot finish in time are not made: the call fails with the last
+                            error (OP_ETIMEOUT when an attempt ran out of time) */
+    int unthrottled;     /* skip the client-side QPS limiter (takes no token either) */
+    int urgent;          /* go ahead of queued requests for a connection, opening one beyond max_conns
+                            when every connection is busy (hc_req_opts.urgent) */
+} kube_req_opts;
+
+kube_request *kube_get_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,
+                            const char *name, kube_cb cb, void *data);
 /** One page of a list; query carries labelSelector/fieldSelector/limit/continue/resourceVersion. */
 kube_request *kube_list(kube_client *c, const kube_res *res, const char *ns, const char *query, kube_cb cb,
                         void *data);
@@ -114,6 +147,10 @@ kube_request *kube_create(kube_client *c, const kube_res *res, const char *ns, c
 /** PUT (optimistic concurrency: obj carries metadata.resourceVersion). */
 kube_request *kube_update(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
                           const cJSON *obj, kube_cb cb, void *data);
+kube_request *kube_create_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,
+                               const cJSON *obj, kube_cb cb, void *data);
+kube_request *kube_update_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,
+                               const char *name, const cJSON *obj, kube_cb cb, void *data);
 /** field_manager is required for KUBE_PATCH_APPLY; force only applies to it. */
 kube_request *kube_patch(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
                          enum kube_patch_type type, const cJSON *patch, const char *field_manager, int force,
@@ -152,6 +189,7 @@ void kube_status_decode(kube_status *st, int http, const char *body, size_t len)
 typedef struct kube_stats {
     unsigned long long requests, retries, watches, throttled_ms;
     unsigned long long offloaded; /* answers parsed on the threadpool */
+    unsigned long long fenced;    /* writes canceled or refused by the write fence */
     int in_flight, waiting;
 } kube_stats;
 void kube_client_stats(const kube_client *c, kube_stats *out);

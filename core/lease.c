@@ -1,5 +1,6 @@
 #include "core/lease.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,17 +13,27 @@
 #include "core/log.h"
 #include "core/mem.h"
 
+/* How long one Lease request may take (retries included): short enough
+ * that a stuck renewal leaves room for another try within the renew
+ * deadline, and never the kube client's 60 s default. */
+#define LEASE_REQUEST_CAP_MS 5000u
+
 struct lease_elector {
     uv_loop_t *loop;
     lease_opts o;
     char *ns, *name, *identity;
-    uv_timer_t timer;
+    kube_req_opts ro;         /* for every Lease request: unthrottled, urgent, short timeout */
+    uv_timer_t timer;         /* next acquire or renew attempt */
+    uv_timer_t deadline;      /* the renew deadline while leading */
     kube_request *req;
     int leader;
+    int lost;                 /* stepped down: no further attempts */
     int stopping;
     int releasing;
-    int timer_closed;
-    uint64_t last_renew_ms;   /* when we last renewed successfully (leader) */
+    int handles_closed;       /* of timer and deadline */
+    uint64_t attempt_ms;      /* when the attempt in progress sent its first request */
+    uint64_t last_ok_sent_ms; /* when the last successful attempt was sent (leader) */
+    char lost_reason[256];
     char *observed_record;    /* holder|renewTime|transitions as last seen */
     uint64_t observed_ms;     /* local time the record last changed */
     cJSON *cached;            /* last Lease object read or written */
@@ -31,10 +42,32 @@ struct lease_elector {
 };
 
 static void try_acquire_or_renew(lease_elector *le);
+static void lose(lease_elector *le, const char *fmt, ...) OP_PRINTF(2, 3);
 
 static void on_timer(uv_timer_t *t)
 {
     try_acquire_or_renew(t->data);
+}
+
+/* The renew deadline is counted from when the last successful renewal was
+ * sent, not from when its answer came: the API server may have applied it
+ * at any moment in between, so that is the latest point the successor's
+ * lease-duration clock can have started from. Firing while a renewal is
+ * still in flight is the point: a request stuck for longer than the
+ * deadline must not keep us leading. */
+static void on_deadline(uv_timer_t *t)
+{
+    lease_elector *le = t->data;
+    if (!le->leader || le->stopping)
+        return;
+    uint64_t now = uv_now(le->loop);
+    uint64_t due = le->last_ok_sent_ms + le->o.renew_deadline_ms;
+    if (now < due) {
+        uv_timer_start(&le->deadline, on_deadline, due - now, 0);
+        return;
+    }
+    lose(le, "renew deadline passed: no renewal succeeded within %u ms of sending the last successful one%s",
+         le->o.renew_deadline_ms, le->req ? " (one still in flight, canceled)" : "");
 }
 
 static void micro_now(char *out, size_t len)
@@ -49,7 +82,7 @@ static void micro_now(char *out, size_t len)
 
 static void maybe_done(lease_elector *le)
 {
-    if (!le->stopping || le->req || !le->timer_closed)
+    if (!le->stopping || le->req || le->handles_closed < 2)
         return;
     void (*cb)(void *) = le->on_stopped;
     void *data = le->stopped_data;
@@ -65,7 +98,7 @@ static void maybe_done(lease_elector *le)
 
 static void schedule(lease_elector *le, unsigned ms)
 {
-    if (le->stopping)
+    if (le->stopping || le->lost)
         return;
     if (!le->leader) {
         /* Acquire attempts are jittered (factor 1.2) so candidates spread out. */
@@ -76,9 +109,14 @@ static void schedule(lease_elector *le, unsigned ms)
     uv_timer_start(&le->timer, on_timer, ms, 0);
 }
 
+/* A write of ours succeeded: (still) leading, until the attempt's send
+ * time plus the renew deadline. */
 static void become_leader(lease_elector *le)
 {
-    le->last_renew_ms = uv_now(le->loop);
+    le->last_ok_sent_ms = le->attempt_ms;
+    uint64_t now = uv_now(le->loop);
+    uint64_t due = le->last_ok_sent_ms + le->o.renew_deadline_ms;
+    uv_timer_start(&le->deadline, on_deadline, due > now ? due - now : 0, 0);
     if (le->leader)
         return;
     le->leader = 1;
@@ -87,12 +125,24 @@ static void become_leader(lease_elector *le)
         le->o.on_started_leading(le->o.data);
 }
 
-static void lose(lease_elector *le, const char *why)
+/* Step down for good: no timer, no request of ours is left, and the owner
+ * hears of it before this returns, so it can fence its writes before any
+ * other callback of this loop iteration runs. */
+static void lose(lease_elector *le, const char *fmt, ...)
 {
     if (!le->leader)
         return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(le->lost_reason, sizeof(le->lost_reason), fmt, ap);
+    va_end(ap);
     le->leader = 0;
-    log_warn("leader election: %s lost lease %s/%s: %s", le->identity, le->ns, le->name, why);
+    le->lost = 1;
+    uv_timer_stop(&le->timer);
+    uv_timer_stop(&le->deadline);
+    if (le->req)
+        kube_cancel(le->req); /* its callback sees le->lost and does nothing */
+    log_warn("leader election: %s lost lease %s/%s: %s", le->identity, le->ns, le->name, le->lost_reason);
     if (le->o.on_stopped_leading)
         le->o.on_stopped_leading(le->o.data);
 }
@@ -122,13 +172,14 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
         maybe_done(le);
         return;
     }
+    if (le->lost)
+        return;
     if (err) {
         log_debug("leader election: write failed: %s (%s)", op_strerror(err), st ? st->message : "");
-        /* The cached copy is stale (409) or unusable: read it again next time. */
+        /* The cached copy is stale (409) or unusable: read it again next
+         * time. A leader keeps trying until the deadline timer says no. */
         cJSON_Delete(le->cached);
         le->cached = NULL;
-        if (le->leader && uv_now(le->loop) - le->last_renew_ms > le->o.renew_deadline_ms)
-            lose(le, "could not renew within the renew deadline");
         schedule(le, le->o.retry_ms);
         return;
     }
@@ -161,6 +212,8 @@ static void on_read(int err, const cJSON *obj, const kube_status *st, void *data
         maybe_done(le);
         return;
     }
+    if (le->lost)
+        return;
     if (err == OP_ENOTFOUND) {
         cJSON *lease = cJSON_CreateObject();
         json_set_str(lease, "apiVersion", "coordination.k8s.io/v1");
@@ -169,14 +222,12 @@ static void on_read(int err, const cJSON *obj, const kube_status *st, void *data
         json_set_str(meta, "name", le->name);
         json_set_str(meta, "namespace", le->ns);
         json_set(lease, "spec", build_spec(le, NULL));
-        le->req = kube_create(le->o.client, &KUBE_LEASES, le->ns, lease, on_written, le);
+        le->req = kube_create_with(le->o.client, &le->ro, &KUBE_LEASES, le->ns, lease, on_written, le);
         cJSON_Delete(lease);
         return;
     }
     if (err) {
         log_debug("leader election: read failed: %s (%s)", op_strerror(err), st ? st->message : "");
-        if (le->leader && uv_now(le->loop) - le->last_renew_ms > le->o.renew_deadline_ms)
-            lose(le, "could not read the lease within the renew deadline");
         schedule(le, le->o.retry_ms);
         return;
     }
@@ -185,32 +236,38 @@ static void on_read(int err, const cJSON *obj, const kube_status *st, void *data
     long long dur_s = json_get_int(obj, "spec.leaseDurationSeconds", (le->o.lease_ms + 999) / 1000);
     int held_by_other = *holder && strcmp(holder, le->identity) != 0;
     int valid = le->observed_ms + (uint64_t)dur_s * 1000 > uv_now(le->loop);
+    if (le->leader && strcmp(holder, le->identity) != 0) {
+        /* Whoever wrote the record after us took the lease (our renewals
+         * had stopped getting through): never write it back. */
+        lose(le, "lease taken by \"%s\"", holder);
+        return;
+    }
     if (held_by_other && valid) {
-        lose(le, "another holder renewed it");
         schedule(le, le->o.retry_ms);
         return;
     }
     cJSON *lease = cJSON_Duplicate(obj, 1);
     json_set(lease, "spec", build_spec(le, obj));
-    le->req = kube_update(le->o.client, &KUBE_LEASES, le->ns, le->name, NULL, lease, on_written, le);
+    le->req = kube_update_with(le->o.client, &le->ro, &KUBE_LEASES, le->ns, le->name, lease, on_written, le);
     cJSON_Delete(lease);
 }
 
 static void try_acquire_or_renew(lease_elector *le)
 {
-    if (le->stopping || le->req)
+    if (le->stopping || le->lost || le->req)
         return;
-    if (le->leader && uv_now(le->loop) - le->last_renew_ms > le->o.renew_deadline_ms)
-        lose(le, "renew deadline passed");
+    /* The attempt is dated from its first request (a GET then a PUT counts
+     * from the GET): the earlier, the safer for the renew deadline. */
+    le->attempt_ms = uv_now(le->loop);
     if (le->leader && le->cached) {
         /* Fast path: renew from the cached copy; a 409 sends us back to GET. */
         cJSON *lease = cJSON_Duplicate(le->cached, 1);
         json_set(lease, "spec", build_spec(le, le->cached));
-        le->req = kube_update(le->o.client, &KUBE_LEASES, le->ns, le->name, NULL, lease, on_written, le);
+        le->req = kube_update_with(le->o.client, &le->ro, &KUBE_LEASES, le->ns, le->name, lease, on_written, le);
         cJSON_Delete(lease);
         return;
     }
-    le->req = kube_get(le->o.client, &KUBE_LEASES, le->ns, le->name, NULL, on_read, le);
+    le->req = kube_get_with(le->o.client, &le->ro, &KUBE_LEASES, le->ns, le->name, on_read, le);
 }
 
 lease_elector *lease_start(uv_loop_t *loop, const lease_opts *opts, int *err)
@@ -232,8 +289,13 @@ lease_elector *lease_start(uv_loop_t *loop, const lease_opts *opts, int *err)
     le->ns = xstrdup(o.ns);
     le->name = xstrdup(o.name);
     le->identity = xstrdup(o.identity);
+    le->ro.unthrottled = 1;
+    le->ro.urgent = 1;
+    le->ro.timeout_ms = o.renew_deadline_ms / 2 < LEASE_REQUEST_CAP_MS ? o.renew_deadline_ms / 2 : LEASE_REQUEST_CAP_MS;
     uv_timer_init(loop, &le->timer);
     le->timer.data = le;
+    uv_timer_init(loop, &le->deadline);
+    le->deadline.data = le;
     uv_timer_start(&le->timer, on_timer, 0, 0);
     return le;
 }
@@ -243,10 +305,15 @@ int lease_is_leader(const lease_elector *le)
     return le->leader;
 }
 
-static void on_timer_closed(uv_handle_t *h)
+const char *lease_lost_reason(const lease_elector *le)
 {
-    lease_elector *le = container_of((uv_timer_t *)(void *)h, lease_elector, timer);
-    le->timer_closed = 1;
+    return le->lost ? le->lost_reason : NULL;
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    lease_elector *le = h->data;
+    le->handles_closed++;
     maybe_done(le);
 }
 
@@ -258,7 +325,8 @@ void lease_stop(lease_elector *le, void (*on_stopped)(void *data), void *data)
     le->on_stopped = on_stopped;
     le->stopped_data = data;
     uv_timer_stop(&le->timer);
-    uv_close((uv_handle_t *)&le->timer, on_timer_closed);
+    uv_close((uv_handle_t *)&le->timer, on_handle_closed);
+    uv_close((uv_handle_t *)&le->deadline, on_handle_closed);
     if (le->req) {
         kube_cancel(le->req);
         return;
@@ -275,7 +343,7 @@ void lease_stop(lease_elector *le, void (*on_stopped)(void *data), void *data)
         json_set_str(spec, "acquireTime", now);
         le->leader = 0;
         le->releasing = 1;
-        le->req = kube_update(le->o.client, &KUBE_LEASES, le->ns, le->name, NULL, lease, on_written, le);
+        le->req = kube_update_with(le->o.client, &le->ro, &KUBE_LEASES, le->ns, le->name, lease, on_written, le);
         cJSON_Delete(lease);
     }
 }

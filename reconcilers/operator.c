@@ -58,6 +58,8 @@ struct priv {
     mx_family *mx_watch_gone;
     mx_family *mx_watch_failures;
     mx_family *mx_leader;
+    mx_family *mx_fenced;
+    unsigned long long fenced_total; /* read just before the client closes */
 };
 
 #define P(op) ((struct priv *)(op)->priv)
@@ -111,6 +113,9 @@ static void on_scrape(void *data)
         mx_gauge_set(mx_gauge_get(p->mx_watch_failures, MX_LV(res)), (double)fail);
     }
     mx_gauge_set(mx_gauge_get(p->mx_leader, MX_LV("slurmop")), op->leading ? 1 : 0);
+    kube_stats ks;
+    kube_client_stats(op->client, &ks);
+    mx_gauge_set(mx_gauge_get(p->mx_fenced, MX_LV("slurmop")), (double)ks.fenced);
 }
 
 static int setup_metrics(operator *op)
@@ -142,9 +147,12 @@ static int setup_metrics(operator *op)
     p->mx_leader = mx_family_new(r, MX_GAUGE, "leader_election_master_status",
                                  "1 when this process holds the leader lease (or runs without election)", "name", NULL,
                                  0, NULL);
+    p->mx_fenced = mx_family_new(r, MX_GAUGE, "slurmop_fenced_writes_total",
+                                 "API writes canceled or refused because the leader lease was lost", "name", NULL, 0,
+                                 NULL);
     if (!op->mx_reconcile_seconds || !op->mx_event_to_action ||
         !op->mx_api_requests || !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_watch_lists ||
-        !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader)
+        !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader || !p->mx_fenced)
         return OP_EINVAL;
     mx_registry_on_scrape(r, on_scrape, op);
     return mx_process_collector(r);
@@ -300,9 +308,17 @@ static void on_stopped_leading(void *data)
 {
     operator *op = data;
     struct priv *p = P(op);
-    /* Like controller-runtime: a process that lost its lease exits, so that
-     * two leaders never write at the same time. */
-    log_error("lost the leader lease; shutting down");
+    /* A successor may already be writing: close the client's write fence
+     * before anything else runs, so nothing we had queued (behind the QPS
+     * limiter, for a retry or for a connection) reaches the API server;
+     * writes already on the wire finish. Then, like controller-runtime,
+     * exit non-zero (the shutdown grace only waits for those). */
+    int canceled = kube_client_fence(op->client);
+    kube_stats st;
+    kube_client_stats(op->client, &st);
+    log_error("lost the leader lease (%s); write fence closed: %d queued writes canceled, %d requests still in "
+              "flight; shutting down with exit code 1",
+              lease_lost_reason(p->lease), canceled, st.in_flight);
     stop_reconcilers(op);
     p->exit_code = 1;
     op_stop(op);
@@ -454,13 +470,17 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
             .ns = ns,
             .name = opts->lease_name ? opts->lease_name : "slurmop",
             .identity = op->identity,
+            .lease_ms = opts->lease_duration_ms,
+            .renew_deadline_ms = opts->renew_deadline_ms,
+            .retry_ms = opts->retry_period_ms,
             .on_started_leading = on_started_leading,
             .on_stopped_leading = on_stopped_leading,
             .data = op,
         };
         p->lease = lease_start(loop, &lo, &rc);
         if (p->lease == NULL) {
-            snprintf(err, errlen, "leader election setup failed: %s", op_strerror(rc));
+            snprintf(err, errlen, "leader election setup failed: %s (want lease duration > renew deadline > 1.2 x retry period)",
+                     op_strerror(rc));
             return rc;
         }
         log_info("leader election: campaigning for lease %s/%s as %s", ns, lo.name, op->identity);
@@ -492,6 +512,8 @@ static void on_client_closed(void *data)
 {
     operator *op = data;
     struct priv *p = P(op);
+    if (p->fenced_total)
+        log_warn("%llu writes were fenced (canceled or refused after the leader lease was lost)", p->fenced_total);
     void (*cb)(void *, int) = op->opts.on_stopped;
     void *cb_data = op->opts.stopped_data;
     int code = p->exit_code;
@@ -514,8 +536,12 @@ static void on_client_closed(void *data)
 static void on_grace_closed(uv_handle_t *h)
 {
     operator *op = h->data;
-    if (op->client)
+    if (op->client) {
+        kube_stats st;
+        kube_client_stats(op->client, &st);
+        P(op)->fenced_total = st.fenced;
         kube_client_close(op->client, on_client_closed, op);
+    }
     else
         on_client_closed(op);
 }

@@ -11,7 +11,8 @@
  * election is on) starts every reconciler. op_stop() is the one close path:
  * it stops the reconcilers and the watches, lets writes in flight finish
  * (bounded by a grace period), releases the lease, closes every handle and
- * calls back; the loop then runs dry.
+ * calls back; the loop then runs dry. Losing the lease takes the same path after
+ * closing the client's write fence (kube_client_fence).
  */
 #ifndef OP_OPERATOR_H
 #define OP_OPERATOR_H
@@ -69,6 +70,9 @@ typedef struct operator_opts {
     int leader_elect;         /* --leader-elect */
     const char *leader_elect_namespace; /* default: the kubeconfig/service-account namespace or "default" */
     const char *lease_name;   /* --leader-elect-lease, default "slurmop" */
+    unsigned lease_duration_ms; /* --leader-elect-lease-duration, 0 = 15 s */
+    unsigned renew_deadline_ms; /* --leader-elect-renew-deadline, 0 = 10 s */
+    unsigned retry_period_ms;   /* --leader-elect-retry-period, 0 = 2 s */
     const char *cluster_domain; /* --cluster-domain, default from /etc/resolv.conf or "cluster.local" */
     const char *propagated_node_conditions; /* comma list */
     op_slurmrestd_map slurmrestd[OP_MAX_SLURMRESTD]; /* --slurmrestd ns/name=url */
@@ -124,7 +128,9 @@ struct operator {
  *  set either way, and a failed start must still be op_stop()ped. */
 int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *err, size_t errlen);
 /** Graceful stop; opts.on_stopped runs once every handle is closed, with
- *  exit code 0 (or 1 when the operator stopped itself on a lost lease). */
+ *  exit code 0 (or 1 when the operator stopped itself on a lost lease: then
+ *  the client's write fence was closed first, so only writes already on the
+ *  wire finish during the grace period). */
 void op_stop(operator *op);
 
 /** True once every cache completed its first list. */
