@@ -393,6 +393,8 @@ static int maybe_retry(kube_request *r, int err, const kube_status *st, const ch
         return 1;
     }
     if (st->http == 0 && is_idempotent_read(r) && r->attempts <= READ_RETRIES) {
+        if (r->deadline_ms && uv_now(c->loop) + (100u << r->attempts) >= r->deadline_ms)
+            return 0;
         c->stats.retries++;
         schedule(r, 100u << r->attempts);
         return 1;

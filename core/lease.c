@@ -42,6 +42,7 @@ struct lease_elector {
 };
 
 static void try_acquire_or_renew(lease_elector *le);
+static void on_written(int err, const cJSON *obj, const kube_status *st, void *data);
 static void lose(lease_elector *le, const char *fmt, ...) OP_PRINTF(2, 3);
 
 static void on_timer(uv_timer_t *t)
@@ -162,14 +163,49 @@ static void observe_record(lease_elector *le, const cJSON *lease)
     le->cached = cJSON_Duplicate(lease, 1);
 }
 
+/* Stopping with nothing in flight: a leader releases the Lease (an empty
+ * holder and a 1 s duration let a successor take over at once). */
+static void release_or_done(lease_elector *le)
+{
+    if (!le->leader || !le->cached ||
+        strcmp(json_get_str_or(le->cached, "spec.holderIdentity", ""), le->identity) != 0) {
+        /* Not ours (any more): never write over another holder's record. */
+        maybe_done(le);
+        return;
+    }
+    char now[64];
+    micro_now(now, sizeof(now));
+    cJSON *lease = cJSON_Duplicate(le->cached, 1);
+    cJSON *spec = json_obj_ensure(lease, "spec");
+    json_set_str(spec, "holderIdentity", "");
+    json_set_int(spec, "leaseDurationSeconds", 1);
+    json_set_str(spec, "renewTime", now);
+    json_set_str(spec, "acquireTime", now);
+    le->leader = 0;
+    le->releasing = 1;
+    le->req = kube_update_with(le->o.client, &le->ro, &KUBE_LEASES, le->ns, le->name, lease, on_written, le);
+    cJSON_Delete(lease);
+}
+
 static void on_written(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     lease_elector *le = data;
     le->req = NULL;
     if (le->stopping) {
-        if (le->releasing && !err)
-            log_info("leader election: released lease %s/%s", le->ns, le->name);
-        maybe_done(le);
+        if (le->releasing) {
+            if (!err)
+                log_info("leader election: released lease %s/%s", le->ns, le->name);
+            maybe_done(le);
+            return;
+        }
+        /* The renewal that was in flight at lease_stop: release over it. */
+        if (err) {
+            cJSON_Delete(le->cached);
+            le->cached = NULL;
+        } else {
+            observe_record(le, obj);
+        }
+        release_or_done(le);
         return;
     }
     if (le->lost)
@@ -209,7 +245,9 @@ static void on_read(int err, const cJSON *obj, const kube_status *st, void *data
     lease_elector *le = data;
     le->req = NULL;
     if (le->stopping) {
-        maybe_done(le);
+        if (!err && obj)
+            observe_record(le, obj);
+        release_or_done(le);
         return;
     }
     if (le->lost)
@@ -328,22 +366,12 @@ void lease_stop(lease_elector *le, void (*on_stopped)(void *data), void *data)
     uv_close((uv_handle_t *)&le->timer, on_handle_closed);
     uv_close((uv_handle_t *)&le->deadline, on_handle_closed);
     if (le->req) {
-        kube_cancel(le->req);
+        /* A leader's renewal in flight is let finish (its timeout is short)
+         * so that the release is written over the record it leaves;
+         * anything else is canceled. */
+        if (!le->leader)
+            kube_cancel(le->req);
         return;
     }
-    if (le->leader && le->cached) {
-        /* Release: an empty holder and a 1 s duration let a successor take over at once. */
-        char now[64];
-        micro_now(now, sizeof(now));
-        cJSON *lease = cJSON_Duplicate(le->cached, 1);
-        cJSON *spec = json_obj_ensure(lease, "spec");
-        json_set_str(spec, "holderIdentity", "");
-        json_set_int(spec, "leaseDurationSeconds", 1);
-        json_set_str(spec, "renewTime", now);
-        json_set_str(spec, "acquireTime", now);
-        le->leader = 0;
-        le->releasing = 1;
-        le->req = kube_update_with(le->o.client, &le->ro, &KUBE_LEASES, le->ns, le->name, lease, on_written, le);
-        cJSON_Delete(lease);
-    }
+    release_or_done(le);
 }

@@ -1,0 +1,277 @@
+/* Unit tests for core/kube's write fence and per-request options against a
+ * scripted httpd on loopback: writes waiting for the limiter or for a
+ * connection are canceled by the fence, a write on the wire finishes, new
+ * writes are refused (asynchronously), reads go on; unthrottled and urgent
+ * requests pass a drained limiter and a busy pool; a per-call timeout. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_test_util.h"
+
+#include "core/err.h"
+#include "core/httpd.h"
+#include "core/json.h"
+#include "core/kube.h"
+
+#define MAX_HELD 8
+
+struct server {
+    hs_server *srv;
+    int port;
+    int hold_writes; /* keep write requests unanswered until released */
+    hs_req *held[MAX_HELD];
+    int n_held;
+    int posts, patches, deletes, gets;
+};
+
+static struct server S;
+static test_loop TL;
+
+static void held_closed(hs_req *req, void *data)
+{
+    for (int i = 0; i < S.n_held; i++)
+        if (S.held[i] == req)
+            S.held[i] = NULL;
+}
+
+static void hold(hs_req *req)
+{
+    assert_true(S.n_held < MAX_HELD);
+    S.held[S.n_held++] = req;
+    hs_req_on_close(req, held_closed, NULL);
+}
+
+static void release_held(void)
+{
+    for (int i = 0; i < S.n_held; i++) {
+        if (S.held[i] == NULL)
+            continue;
+        hs_req_on_close(S.held[i], NULL, NULL);
+        hs_respond(S.held[i], 200, "application/json", NULL, "{\"kind\":\"ConfigMap\"}", 20);
+        S.held[i] = NULL;
+    }
+    S.n_held = 0;
+}
+
+static void handler(hs_req *req, void *data)
+{
+    const char *m = hs_req_method(req);
+    const char *path = hs_req_path(req);
+    int write = strcmp(m, "GET") != 0;
+    if (!strcmp(m, "POST"))
+        S.posts++;
+    else if (!strcmp(m, "PATCH"))
+        S.patches++;
+    else if (!strcmp(m, "DELETE"))
+        S.deletes++;
+    else
+        S.gets++;
+    if ((write && S.hold_writes) || strstr(path, "/hang")) {
+        hold(req);
+        return;
+    }
+    hs_respond(req, write && !strcmp(m, "POST") ? 201 : 200, "application/json", NULL,
+               "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"x\"}}", 44);
+}
+
+static kube_client *client_new(double qps, int burst, int max_conns)
+{
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", S.port);
+    kube_client_opts o = {.server = url, .qps = qps, .burst = burst, .max_conns = max_conns};
+    int err = 0;
+    kube_client *c = kube_client_new(&TL.loop, &o, &err);
+    assert_non_null(c);
+    return c;
+}
+
+static int setup(void **state)
+{
+    int err = 0;
+    memset(&S, 0, sizeof(S));
+    tl_start(&TL, 20000);
+    hs_opts ho = {.handler = handler};
+    S.srv = hs_listen(&TL.loop, "127.0.0.1", 0, &ho, &err);
+    assert_non_null(S.srv);
+    S.port = hs_port(S.srv);
+    return 0;
+}
+
+static int closed;
+static void on_closed(void *data)
+{
+    closed++;
+}
+
+static void close_all(kube_client *c)
+{
+    closed = 0;
+    kube_client_close(c, on_closed, NULL);
+    tl_run_until(&TL, &closed);
+    release_held();
+    closed = 0;
+    hs_close(S.srv, on_closed, NULL);
+    tl_run_until(&TL, &closed);
+    tl_finish(&TL);
+}
+
+struct result {
+    int done;
+    int err;
+    char message[512];
+    uint64_t at_ms;
+};
+
+static void on_result(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    struct result *r = data;
+    r->done++;
+    r->err = err;
+    snprintf(r->message, sizeof(r->message), "%s", st ? st->message : "");
+    r->at_ms = uv_now(&TL.loop);
+}
+
+static cJSON *cm(const char *name)
+{
+    cJSON *o = cJSON_CreateObject();
+    json_set_str(json_obj_ensure(o, "metadata"), "name", name);
+    return o;
+}
+
+static void test_fence_cancels_queued_writes(void **state)
+{
+    /* 5 QPS, burst 1: the first write goes out at once (and hangs on the
+     * server), the others wait in the limiter for 200, 400, ... ms. */
+    kube_client *c = client_new(5, 1, 4);
+    S.hold_writes = 1;
+    struct result w[5], g, late;
+    memset(w, 0, sizeof(w));
+    memset(&g, 0, sizeof(g));
+    memset(&late, 0, sizeof(late));
+    cJSON *o = cm("w");
+    kube_create(c, &KUBE_CONFIGMAPS, "ns", o, on_result, &w[0]);
+    kube_create(c, &KUBE_CONFIGMAPS, "ns", o, on_result, &w[1]);
+    kube_update(c, &KUBE_CONFIGMAPS, "ns", "w", NULL, o, on_result, &w[2]);
+    kube_patch(c, &KUBE_CONFIGMAPS, "ns", "w", NULL, KUBE_PATCH_MERGE, o, NULL, 0, on_result, &w[3]);
+    kube_delete(c, &KUBE_CONFIGMAPS, "ns", "w", NULL, on_result, &w[4]);
+    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g);
+    tl_run_for(&TL, 50);
+    assert_int_equal(S.posts, 1);
+    assert_int_equal(S.n_held, 1);
+    assert_int_equal(kube_client_fenced(c), 0);
+
+    assert_int_equal(kube_client_fence(c), 4);
+    assert_int_equal(kube_client_fenced(c), 1);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(w[i].done, 0); /* never from inside the call */
+    kube_create(c, &KUBE_CONFIGMAPS, "ns", o, on_result, &late);
+    assert_int_equal(late.done, 0);
+    cJSON_Delete(o);
+    for (int i = 1; i < 5; i++) {
+        tl_run_until(&TL, &w[i].done);
+        assert_int_equal(w[i].err, OP_ECANCELED);
+        assert_non_null(strstr(w[i].message, "fence"));
+    }
+    tl_run_until(&TL, &late.done);
+    assert_int_equal(late.err, OP_ECANCELED);
+    assert_non_null(strstr(late.message, "fence"));
+    assert_int_equal(kube_client_fence(c), 0); /* once */
+
+    /* The write that was on the wire finishes with the server's answer;
+     * the read goes on through the limiter. */
+    assert_int_equal(w[0].done, 0);
+    release_held();
+    tl_run_until(&TL, &w[0].done);
+    assert_int_equal(w[0].err, 0);
+    tl_run_until(&TL, &g.done);
+    assert_int_equal(g.err, 0);
+    tl_run_for(&TL, 300);
+    assert_int_equal(S.posts, 1);
+    assert_int_equal(S.patches + S.deletes, 0);
+    assert_int_equal(S.gets, 1);
+    kube_stats st;
+    kube_client_stats(c, &st);
+    assert_int_equal((int)st.fenced, 5);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(w[i].done, 1);
+    close_all(c);
+}
+
+static void test_fence_cancels_writes_waiting_for_a_connection(void **state)
+{
+    /* No limiter, one connection: the second write and a read wait in the
+     * HTTP pool behind the first write, which hangs on the server. */
+    kube_client *c = client_new(-1, 0, 1);
+    S.hold_writes = 1;
+    struct result w0 = {0}, w1 = {0}, g = {0};
+    cJSON *o = cm("w");
+    kube_create(c, &KUBE_CONFIGMAPS, "ns", o, on_result, &w0);
+    kube_create(c, &KUBE_CONFIGMAPS, "ns", o, on_result, &w1);
+    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g);
+    cJSON_Delete(o);
+    tl_run_for(&TL, 50);
+    assert_int_equal(S.posts, 1);
+    assert_int_equal(kube_client_fence(c), 1);
+    tl_run_until(&TL, &w1.done);
+    assert_int_equal(w1.err, OP_ECANCELED);
+    assert_int_equal(w0.done, 0);
+    assert_int_equal(g.done, 0);
+    release_held();
+    tl_run_until(&TL, &w0.done);
+    assert_int_equal(w0.err, 0);
+    tl_run_until(&TL, &g.done);
+    assert_int_equal(g.err, 0);
+    assert_int_equal(S.posts, 1);
+    close_all(c);
+}
+
+static void test_unthrottled_urgent_and_timeout(void **state)
+{
+    /* 1 QPS with a burst of 1 and a single connection, both taken by a
+     * write that hangs; ordinary reads wait seconds for the limiter. */
+    kube_client *c = client_new(1, 1, 1);
+    S.hold_writes = 1;
+    struct result w0 = {0}, g[3], fast = {0}, slow = {0};
+    memset(g, 0, sizeof(g));
+    cJSON *o = cm("w");
+    kube_create(c, &KUBE_CONFIGMAPS, "ns", o, on_result, &w0);
+    cJSON_Delete(o);
+    for (int i = 0; i < 3; i++)
+        kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g[i]);
+    tl_run_for(&TL, 50);
+    assert_int_equal(S.posts, 1);
+
+    kube_req_opts ro = {.unthrottled = 1, .urgent = 1};
+    uint64_t t0 = uv_now(&TL.loop);
+    kube_get_with(c, &ro, &KUBE_CONFIGMAPS, "ns", "x", on_result, &fast);
+    tl_run_until(&TL, &fast.done);
+    assert_int_equal(fast.err, 0);
+    assert_true(fast.at_ms - t0 < 300);
+    assert_int_equal(g[0].done, 0);
+
+    /* The whole call is bounded by its own timeout, not the client's 60 s. */
+    ro.timeout_ms = 200;
+    t0 = uv_now(&TL.loop);
+    kube_get_with(c, &ro, &KUBE_CONFIGMAPS, "ns", "hang", on_result, &slow);
+    tl_run_until(&TL, &slow.done);
+    assert_int_equal(slow.err, OP_ETIMEOUT);
+    assert_true(slow.at_ms - t0 >= 190);
+    assert_true(slow.at_ms - t0 < 1000);
+    close_all(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_fence_cancels_queued_writes, setup),
+        cmocka_unit_test_setup(test_fence_cancels_writes_waiting_for_a_connection, setup),
+        cmocka_unit_test_setup(test_unthrottled_urgent_and_timeout, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
