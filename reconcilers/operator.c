@@ -59,6 +59,7 @@ struct priv {
     mx_family *mx_watch_failures;
     mx_family *mx_leader;
     mx_family *mx_fenced;
+    mx_family *mx_waiting;
     unsigned long long fenced_total; /* read just before the client closes */
 };
 
@@ -116,6 +117,7 @@ static void on_scrape(void *data)
     kube_stats ks;
     kube_client_stats(op->client, &ks);
     mx_gauge_set(mx_gauge_get(p->mx_fenced, MX_LV("slurmop")), (double)ks.fenced);
+    mx_gauge_set(mx_gauge_get(p->mx_waiting, MX_LV("slurmop")), (double)ks.waiting);
 }
 
 static int setup_metrics(operator *op)
@@ -150,9 +152,12 @@ static int setup_metrics(operator *op)
     p->mx_fenced = mx_family_new(r, MX_GAUGE, "slurmop_fenced_writes_total",
                                  "API writes canceled or refused because the leader lease was lost", "name", NULL, 0,
                                  NULL);
+    p->mx_waiting = mx_family_new(r, MX_GAUGE, "slurmop_api_requests_waiting",
+                                  "API requests waiting in the client for the QPS limiter or a retry", "name", NULL, 0,
+                                  NULL);
     if (!op->mx_reconcile_seconds || !op->mx_event_to_action ||
         !op->mx_api_requests || !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_watch_lists ||
-        !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader || !p->mx_fenced)
+        !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader || !p->mx_fenced || !p->mx_waiting)
         return OP_EINVAL;
     mx_registry_on_scrape(r, on_scrape, op);
     return mx_process_collector(r);
@@ -314,11 +319,9 @@ static void on_stopped_leading(void *data)
      * writes already on the wire finish. Then, like controller-runtime,
      * exit non-zero (the shutdown grace only waits for those). */
     int canceled = kube_client_fence(op->client);
-    kube_stats st;
-    kube_client_stats(op->client, &st);
-    log_error("lost the leader lease (%s); write fence closed: %d queued writes canceled, %d requests still in "
-              "flight; shutting down with exit code 1",
-              lease_lost_reason(p->lease), canceled, st.in_flight);
+    log_error("lost the leader lease (%s); write fence closed: %d queued writes canceled, later ones refused; "
+              "shutting down with exit code 1",
+              lease_lost_reason(p->lease), canceled);
     stop_reconcilers(op);
     p->exit_code = 1;
     op_stop(op);

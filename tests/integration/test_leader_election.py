@@ -1,10 +1,21 @@
 """Leader election on a Lease against kubesim: of two slurmop processes with
 --leader-elect only the holder of the Lease reconciles; when it stops
 (SIGTERM releases the Lease) the other takes over at once and keeps the
-NodeSet converged. Both expose leader_election_master_status."""
+NodeSet converged. Both expose leader_election_master_status.
+
+Fencing: with --qps 2 a leader's writes pile up in its client-side limiter,
+yet its Lease renewals (which skip the limiter) keep it leading. When the
+API server stalls (kubesim SIGSTOPped) for longer than the lease duration,
+the leader steps down at its renew deadline, cancels every queued write and
+exits 1; the successor acquires after the stall, and kubesim's own record
+(the resourceVersions of watch events, one global sequence) shows no write
+of the old leader after the successor's acquiring write."""
 
 import os
+import re
+import signal
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -56,6 +67,119 @@ def test_one_leader_and_failover():
                 b.stop()
         finally:
             a.stop()
+
+
+class Recorder:
+    """Every event of a watch, collected by a thread."""
+
+    def __init__(self, client, path, **params):
+        self.events = []
+        self.w = client.watch(path, **params)
+        self.w.__enter__()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        try:
+            while True:
+                ev = self.w.next_event(timeout=3600)
+                if ev is None:
+                    return
+                self.events.append(ev)
+        except Exception:  # noqa: BLE001 - the stream is closed at the end of the test
+            return
+
+    def close(self):
+        self.w.close()
+
+
+def rv(obj):
+    return int(obj["metadata"]["resourceVersion"])
+
+
+TIMING = dict(leader_elect_lease_duration=4, leader_elect_renew_deadline=3, leader_elect_retry_period=1)
+
+
+def test_old_leader_fenced_after_stall():
+    with Kubesim(nodes=8) as ks:
+        c = ks.client()
+        apply_crds(c)
+        names = ["cpu%d" % i for i in range(4)]
+        make_cluster(c, nodesets={n: dict(replicas=1, **IMAGES) for n in names})
+        r = c.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+        assert r.status in (201, 409), r.text
+        # The old leader: slow client-side limiter, as in the field report.
+        a = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace="default", qps=2, burst=2,
+                    **TIMING).start()
+        # The successor watches (and so writes) only namespace "other": any
+        # write in "default" after it acquired can only be the old leader's.
+        b = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace="default", namespace="other", qps=2,
+                    burst=2, **TIMING).start()
+        try:
+            wait_for(lambda: leader(a), 20, what="the first process leads")
+            b.wait_ready()
+            b_id = re.search(r"campaigning for lease \S+ as (\S+)", b.stderr()).group(1)
+            a_id = lease(c)["spec"]["holderIdentity"]
+            assert a_id and a_id != b_id
+            wait_for(lambda: all(len(pods_of(c, n)) == 1 for n in names), 60, what="1 pod per NodeSet")
+
+            # Pile writes up behind the limiter (2 QPS): 4 x 40 pods, their
+            # events and status updates are minutes of work for the leader.
+            start_rv = rv(c.get("/api/v1/namespaces/default/pods").json())
+            pods = Recorder(c, "/api/v1/namespaces/default/pods", resourceVersion=str(start_rv))
+            events = Recorder(c, "/api/v1/namespaces/default/events", resourceVersion=str(start_rv))
+            leases = Recorder(c, "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+                              resourceVersion=str(start_rv))
+            for n in names:
+                set_replicas(c, n, 40)
+            wait_for(lambda: a.metric("slurmop_api_requests_waiting") >= 8, 20, what="writes queued in the limiter")
+            # Longer than the lease duration: renewals must not wait in the queue.
+            time.sleep(6)
+            assert leader(a), "the leader lost its lease while its writes were queued\n" + a.stderr()[-3000:]
+            assert not leader(b)
+            assert lease(c)["spec"]["holderIdentity"] == a_id
+            assert a.metric("slurmop_api_requests_waiting") >= 8, "the pile-up drained already"
+
+            # Stall the API server for longer than the lease duration.
+            os.kill(ks.pid, signal.SIGSTOP)
+            try:
+                wait_for(lambda: "lost the leader lease" in a.stderr(), 10, what="the old leader steps down")
+                time.sleep(2)
+            finally:
+                os.kill(ks.pid, signal.SIGCONT)
+            wait_for(lambda: leader(b), 30, what="the successor acquires")
+            rc = a.stop(check=False) if a.proc and a.proc.wait(30) is not None else None
+            assert rc == 1, "the old leader should exit 1 (got %s)" % rc
+            err_a = a.stderr()
+            assert "renew deadline passed" in err_a, err_a[-3000:]
+            m = re.search(r"write fence closed: (\d+) queued writes canceled", err_a)
+            assert m and int(m.group(1)) > 0, err_a[-3000:]
+            assert "Sanitizer" not in err_a and "runtime error" not in err_a, err_a[-3000:]
+
+            # kubesim's record: the successor's acquiring write, then nothing
+            # of the old leader's in namespace default.
+            wait_for(lambda: any(e["object"]["spec"].get("holderIdentity") == b_id for e in leases.events), 10,
+                     what="the acquisition in the Lease watch")
+            acquired = min(rv(e["object"]) for e in leases.events
+                           if e["object"]["spec"].get("holderIdentity") == b_id)
+            time.sleep(1)
+            late_pods = [(e["type"], e["object"]["metadata"]["name"], rv(e["object"])) for e in pods.events
+                         if e["type"] == "ADDED" and rv(e["object"]) > acquired]
+            late_events = [(e["type"], e["object"].get("reason"), rv(e["object"])) for e in events.events
+                           if e["type"] in ("ADDED", "MODIFIED") and rv(e["object"]) > acquired]
+            before = [e for e in pods.events + events.events
+                      if e["type"] in ("ADDED", "MODIFIED") and rv(e["object"]) < acquired]
+            assert before, "no write of the old leader was recorded at all"
+            print("old leader: %d pod/event writes before rv %d (the acquisition), %s queued writes fenced" %
+                  (len(before), acquired, m.group(1)))
+            assert not late_pods, "pods created by the old leader after rv %d: %r" % (acquired, late_pods)
+            assert not late_events, "events written by the old leader after rv %d: %r" % (acquired, late_events)
+            for rec in (pods, events, leases):
+                rec.close()
+        finally:
+            b.stop()
+            if a.proc:
+                a.stop(check=False)
 
 
 if __name__ == "__main__":
