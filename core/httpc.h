@@ -129,7 +129,9 @@ void hc_cancel(hc_req *req);
 /** 1 once the request's bytes were handed to a connection (they may be on
  *  the wire, so the server may act on them even if the request is canceled
  *  now); 0 while it waits in the pool's queue or for its connection to
- *  open, and after it completed. */
+ *  open (again while queued for the one resend on a fresh connection, made
+ *  only when the server closed a kept-alive connection before answering),
+ *  and after it completed. */
 int hc_req_on_wire(const hc_req *req);
 
 /** Look up a response header (case-insensitive), or NULL. */

@@ -975,6 +975,8 @@ int kube_client_fence(kube_client *c)
     if (c->fenced)
         return 0;
     c->fenced = 1;
+    if (c->closing)
+        return 0; /* everything is being canceled already */
     list_foreach_safe(pos, tmp, &c->delayed)
     {
         kube_request *r = list_entry(pos, kube_request, link);
