@@ -13,9 +13,10 @@
 #include "core/log.h"
 #include "core/mem.h"
 
-/* How long one Lease request may take (retries included): short enough
- * that a stuck renewal leaves room for another try within the renew
- * deadline, and never the kube client's 60 s default. */
+/* How long one Lease request may take (retries included): never the kube
+ * client's 60 s default, and never past the renew deadline, where the
+ * deadline timer cancels it anyway; with the default 10 s deadline a stuck
+ * renewal still leaves room for another try. */
 #define LEASE_REQUEST_CAP_MS 5000u
 
 struct lease_elector {
@@ -329,7 +330,7 @@ lease_elector *lease_start(uv_loop_t *loop, const lease_opts *opts, int *err)
     le->identity = xstrdup(o.identity);
     le->ro.unthrottled = 1;
     le->ro.urgent = 1;
-    le->ro.timeout_ms = o.renew_deadline_ms / 2 < LEASE_REQUEST_CAP_MS ? o.renew_deadline_ms / 2 : LEASE_REQUEST_CAP_MS;
+    le->ro.timeout_ms = o.renew_deadline_ms < LEASE_REQUEST_CAP_MS ? o.renew_deadline_ms : LEASE_REQUEST_CAP_MS;
     uv_timer_init(loop, &le->timer);
     le->timer.data = le;
     uv_timer_init(loop, &le->deadline);

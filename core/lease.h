@@ -12,7 +12,7 @@
  * Fencing (so two leaders never act at once):
  *  - Lease requests skip the kube client's QPS limiter and go ahead of
  *    queued requests for a connection (kube_req_opts unthrottled, urgent),
- *    with a timeout of min(renew deadline / 2, 5 s) for the whole call, so a
+ *    with a timeout of min(renew deadline, 5 s) for the whole call, so a
  *    renewal never waits behind the operator's own writes.
  *  - A local timer enforces the renew deadline, counted from when the last
  *    successful renewal was *sent* (an attempt that reads, then writes,

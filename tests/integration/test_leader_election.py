@@ -114,10 +114,11 @@ def test_old_leader_fenced_after_stall():
         # The successor watches (and so writes) only namespace "other": any
         # write in "default" after it acquired can only be the old leader's.
         b = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace="default", namespace="other", qps=2,
-                    burst=2, **TIMING).start()
+                    burst=2, **TIMING)
         try:
             wait_for(lambda: leader(a), 20, what="the first process leads")
-            b.wait_ready()
+            b.start()
+            b.wait_ready(60)
             b_id = re.search(r"campaigning for lease \S+ as (\S+)", b.stderr()).group(1)
             a_id = lease(c)["spec"]["holderIdentity"]
             assert a_id and a_id != b_id

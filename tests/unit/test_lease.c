@@ -302,9 +302,8 @@ static void test_deadline_from_send_time(void **state)
 {
     /* Every answer takes 180 ms. Counted from the answer, the deadline
      * would fall 180 ms later than counted from the send. Lease requests
-     * time out after 300 ms (half the deadline) and are retried 50 ms
-     * later, so after the last success at A the attempts hang over
-     * A+230..A+530 and A+580..A+880: one is in flight at A+600. */
+     * time out after the renew deadline (600 ms), so the attempt sent
+     * after the last success at A (at A+230) still hangs at A+600. */
     lease_elector *le = start(2000, 600, 50);
     tl_run_until(&TL, &E.started);
     S.delay_ms = 180;
