@@ -43,13 +43,14 @@ Rounds (rules apply to GET .../nodes and GET .../node/NAME unless said):
   cut        connection closed mid-body                              blind
 then two rounds without proxy rules where slurmctld is restarted during the
 scale-in, once with its state kept (the job must complete) and once with its
-state lost (the job and the drains are forgotten: pods may go only once
-their nodes are drained again).
+state lost (the job and the drains are forgotten: a busy pod may go only
+once its node is drained again, registered and idle (not UNKNOWN), and no
+process of the job runs there any more).
 
 The rounds go on after a failed one; the test fails (exit 1) listing every
 failed round. Exit 77 (skipped) without the Slurm binaries or root.
 Environment: SAFETY_ROUNDS=name,name (a subset, in the order above; "pass"
-always runs first when stale is chosen), SAFETY_STEADY_S (default 8),
+always runs first when stale is chosen), SAFETY_STEADY_S (default 10),
 SLURMOP_LOG=path (keep slurmop's log), SLURMLAB_LOGS=dir (keep the lab's logs).
 """
 import base64
@@ -77,7 +78,7 @@ BUSY = ["slinky-2", "slinky-3"]
 IMAGES = {"slurmd": {"image": "ghcr.io/slinkyproject/slurmd:test"}, "logfile": {"image": "alpine:test"}}
 PREFIX = "slurm-operator: "
 CORDON = "nodeset.slinky.slurm.net/pod-cordon"
-STEADY_S = float(os.environ.get("SAFETY_STEADY_S", "8"))
+STEADY_S = float(os.environ.get("SAFETY_STEADY_S", "10"))
 POST_S = 3.0
 JOB_S = int(STEADY_S + 8)
 MIB = 1 << 20
@@ -198,6 +199,25 @@ class Lab:
         return {"state": state, "reason": reason}
 
 
+def job_processes(job, node):
+    """PIDs of processes of Slurm job JOB started on NODE (their environment
+    has SLURM_JOB_ID and SLURMD_NODENAME): the job still runs there even when
+    slurmctld has forgotten it."""
+    want = {b"SLURM_JOB_ID=" + job.encode(), b"SLURMD_NODENAME=" + node.encode()}
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = set(f.read().split(b"\0"))
+        except OSError:
+            continue
+        if want <= env:
+            out.append(int(pid))
+    return out
+
+
 def flags(n):
     return set(n.get("state_flags") or []) if n else set()
 
@@ -249,7 +269,7 @@ class Watcher:
         self.deleted = {}
         self.cordoned = set()
 
-    def sample(self, names, phase, extra=""):
+    def sample(self, names, phase, extra="", quiet=False):
         for n in names:
             if n in self.deleted:
                 continue
@@ -257,7 +277,8 @@ class Watcher:
             if p is None or uid(p) != self.uids[n] or p["metadata"].get("deletionTimestamp"):
                 what = "gone" if p is None else ("re-created" if uid(p) != self.uids[n] else "terminating")
                 self.deleted[n] = "%s %s during %s%s" % (n, what, phase, extra)
-                log("  VIOLATION: " + self.deleted[n])
+                if not quiet:
+                    log("  VIOLATION: " + self.deleted[n])
             elif (p["metadata"].get("annotations") or {}).get(CORDON) == "true":
                 self.cordoned.add(n)
 
@@ -418,6 +439,8 @@ class Suite:
             set_replicas(c, "slinky", 2)
             wait_for(lambda: all("DRAIN" in flags(lab.node(n)) for n in BUSY), 10, what="slinky-2/3 draining")
             w.sample(NODES, "scale-in before the restart")
+            if lose and not job_processes(job, BUSY[0]):
+                problems.append("inconclusive: no process of job %s found on %s" % (job, BUSY[0]))
             lab.restart_ctld(*(["--lose-state"] if lose else []), "--down", "2")
             log("  slurmctld restarted; job %s: %s" % (job, lab.job_state(job)))
             if not lose:
@@ -438,20 +461,30 @@ class Suite:
                     for n in BUSY:
                         if n in gone_ok or n in w.deleted:
                             continue
-                        w.sample([n], "scale-in after the state loss")
+                        w.sample([n], "scale-in after the state loss", quiet=True)
                         if n not in w.deleted:
                             continue
                         nd = lab.node(n)
-                        if nd and "DRAIN" in flags(nd) and (nd.get("reason") or "").startswith(PREFIX):
-                            del w.deleted[n]  # deleted after it was drained again: allowed
+                        procs = job_processes(job, n)
+                        if procs:
+                            w.deleted[n] += " while processes of job %s still ran on it (pids %s; node %s)" % (
+                                job, procs, nd and (nd.get("state"), sorted(flags(nd)), nd.get("reason")))
+                        elif nd and nd.get("state") != "idle":
+                            w.deleted[n] += " while Slurm did not know what ran on its node (state %s %s)" % (
+                                nd.get("state"), sorted(flags(nd)))
+                        elif "DRAIN" in flags(nd) and (nd.get("reason") or "").startswith(PREFIX):
+                            del w.deleted[n]  # drained again, registered, idle: allowed
                             gone_ok.add(n)
-                            log("  %s deleted after its node was drained again" % n)
+                            log("  %s deleted after its node was drained again, idle, no job process left" % n)
+                            continue
                         else:
                             w.deleted[n] += " while its node was not drained again after the state loss (%s)" % (
                                 nd and (nd.get("state"), sorted(flags(nd)), nd.get("reason")),)
+                        log("  VIOLATION: " + w.deleted[n])
                     w.sample(KEEP, "scale-in after the state loss")
                     time.sleep(0.1)
-                log("  job after the state loss: %s" % (lab.job_state(job),))
+                log("  job after the state loss: %s; its processes: %s" % (
+                    lab.job_state(job), {n: job_processes(job, n) for n in BUSY}))
             problems.extend("busy pod deleted: " + v for n, v in w.deleted.items() if n in BUSY)
             problems.extend("kept pod deleted: " + v for n, v in w.deleted.items() if n in KEEP)
             self.converge(problems)
