@@ -155,6 +155,10 @@ def run(fake, fp):
     check(c.nodes(V + "/node/n2") == (200, []), "empty: single-node read emptied")
     check(c.req("GET", V + "/jobs")[0] == 200 and fp.count(rid) == 2, "empty: jobs not matched; 2 counted")
     fp.clear_rules()
+    ut = V + "/nodes?update_time=%d" % (time.time() + 5)
+    check(c.nodes(ut) == (200, ["n1", "n2", "n3", "n4"]) and "update_time" not in fake.requests[-1][1],
+          "heal: after the rule, one full real table instead of a 304")
+    check(c.req("GET", ut)[0] == 304, "heal: then 304s again")
 
     # update_time kept with force_full=False.
     fp.add_rule("empty", kind="nodes", force_full=False)

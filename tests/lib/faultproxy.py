@@ -63,6 +63,11 @@ removes update_time from the query it sends on (so slurmrestd answers a full
 200 table) and alters that, so the fault bites on every poll and not only on
 the first one after a change. Set force_full=False on the rule to keep
 update_time (a 304 is then passed through as it is).
+Healing: once a path has been answered with an altered or replayed body, the
+next request to it that passes through is sent without update_time too (once,
+until a real 200 comes back), so that after the rule is removed a 304 ("no
+change since the altered answer") cannot confirm the lie; a real transient
+fault would be followed by a real change. FaultProxy(heal=False) turns this off.
 
 Recording: every real 200 answer to a GET is kept, per path without the
 query, in a ring of the last `history` answers (default 64); replayed or
@@ -263,7 +268,7 @@ class FaultProxy:
     """The proxy (and optionally its control endpoint), served by threads."""
 
     def __init__(self, upstream, listen=("127.0.0.1", 0), control=("127.0.0.1", 0), history=64, timeout=60,
-                 log=None):
+                 log=None, heal=True):
         u = urllib.parse.urlsplit(upstream)
         if u.scheme != "http":
             raise ValueError("upstream must be http://HOST:PORT")
@@ -279,6 +284,8 @@ class FaultProxy:
         self.total = 0
         self.stale_miss = 0
         self.history = {}  # path -> deque of Answer
+        self.heal = heal
+        self.owed = set()  # paths owed a full real answer (see "Healing")
         self.servers = []
         self.threads = []
         self.url = None
@@ -398,6 +405,19 @@ class FaultProxy:
                     r.count += 1
                     return r
         return None
+
+    def _owe(self, path):
+        if self.heal:
+            with self.lock:
+                self.owed.add(path_key(path))
+
+    def _owed(self, path):
+        with self.lock:
+            return path_key(path) in self.owed
+
+    def _paid(self, path):
+        with self.lock:
+            self.owed.discard(path_key(path))
 
     def _record(self, path, ans):
         with self.lock:
@@ -544,6 +564,9 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
         send_path = path
         if rule and action in BODY_ACTIONS and rule.force_full:
             send_path = strip_update_time(path)
+        healing = action == "pass" and self.command == "GET" and self.fp._owed(path)
+        if healing:
+            send_path = strip_update_time(path)
 
         if action == "close":
             raise _Close()
@@ -558,11 +581,14 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
         if action == "stale":
             old = self.fp._stale_pick(rule, path)
             if old is not None:
+                self.fp._owe(path)
                 self._send(old)
                 return
             action = "pass"
         ans = self._forward(send_path)
         if action == "pass":
+            if healing and ans.status == 200:
+                self.fp._paid(path)
             self._send(ans)
             return
         if action == "slow":
@@ -593,13 +619,16 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
                         keep = int(len(items) * float(p.get("fraction", 0.5)))
                     items = items[:max(0, keep)]
                 doc[k] = items
+            self.fp._owe(path)
             self._send(ans, json.dumps(doc).encode())
             return
         if action == "errors200":
             doc["errors"] = [{"error": p.get("error", "Unable to contact slurm controller (connect failure)"),
                               "errno": p.get("errno", 1007)}]
+            self.fp._owe(path)
             self._send(ans, json.dumps(doc).encode())
             return
+        self.fp._owe(path)
         if action == "oversize":
             self._oversize(ans, doc, int(p.get("size", 300 * MIB)), p.get("chunked", True))
             return
