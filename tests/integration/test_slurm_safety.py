@@ -369,7 +369,7 @@ class Suite:
         try:
             self.baseline()
             if name == "stale":
-                paths = [p for p in fp.history if p.endswith("/nodes")]
+                paths = [p for p in fp.recorded_paths() if p.endswith("/nodes")]
                 if not any(pick_drained_idle(BUSY)(fp.recorded(p)) for p in paths):
                     problems.append("inconclusive: no recorded node table shows slinky-2/3 drained and idle")
                     return

@@ -82,6 +82,8 @@ Python API (in-process):
         fp.count(rid)            # requests the rule applied to
         fp.clear_rules()         # pass through again
         fp.kind_counts()         # requests seen per kind
+        fp.recorded(path)        # the real answers kept for a path (Answer: status, headers, body, when)
+        fp.recorded_paths()
 
 Script:
 
@@ -388,6 +390,10 @@ class FaultProxy:
             self.kinds.clear()
             self.total = 0
             self.stale_miss = 0
+
+    def recorded_paths(self):
+        with self.lock:
+            return sorted(self.history)
 
     def recorded(self, path):
         with self.lock:
