@@ -22,6 +22,12 @@
 #   token [USER] [SECS]  print a JWT for USER (default root) valid SECS seconds
 #                      (default 86400; a negative value gives an expired token),
 #                      minted offline from the lab's key
+#   restart-ctld [--lose-state] [--down SECS]
+#                      stop slurmctld (SIGTERM; it saves its state), stay down
+#                      SECS seconds (default 0), start it again; with its state
+#                      kept (StateSaveLocation: jobs, node drains) or, with
+#                      --lose-state, with the state directory emptied and
+#                      slurmctld -c (jobs and drains forgotten)
 #
 # Settings (environment):
 #   SLURMLAB_DIR          lab directory; start creates a fresh temporary one when
@@ -420,6 +426,33 @@ do_stop() {
     return 0
 }
 
+do_restart_ctld() {
+    need_lab
+    CONF=$LAB/etc/slurm.conf
+    local lose=0 down=0
+    while [ $# -gt 0 ]; do
+        case $1 in
+            --lose-state) lose=1 ;;
+            --down) down=${2:?--down needs SECS}; shift ;;
+            *) die "restart-ctld: unknown argument $1" ;;
+        esac
+        shift
+    done
+    local p; p=$(pid_of slurmctld)
+    if alive "$p"; then terminate 15000 "$p"; fi
+    local extra=()
+    if [ "$lose" = 1 ]; then
+        rm -rf "${LAB:?}/state"
+        mkdir -p "$LAB/state"
+        extra=(-c)
+    fi
+    [ "$down" = 0 ] || sleep "$down"
+    export SLURM_CONF=$CONF
+    launch slurmctld slurmctld -D -i "${extra[@]}" -f "$CONF"
+    poll 20000 "$(pid_of slurmctld)" scontrol ping || die "slurmctld did not restart (log/slurmctld.log)"
+    say "slurmctld restarted ($([ "$lose" = 1 ] && echo "state lost" || echo "state kept"))"
+}
+
 do_status() {
     need_lab
     local n p all=0 any=0
@@ -441,5 +474,6 @@ case $cmd in
     status) do_status ;;
     env) need_lab; cat "$LAB/env" ;;
     token) need_lab; mint "$LAB/etc/jwt.key" "${1:-root}" "${2:-86400}" ;;
-    *) sed -n '2,37p' "$0" >&2; exit 2 ;;
+    restart-ctld) do_restart_ctld "$@" ;;
+    *) sed -n '2,45p' "$0" >&2; exit 2 ;;
 esac
