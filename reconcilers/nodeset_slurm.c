@@ -35,6 +35,9 @@
 /* How old the read may be that licenses a delete: a drained node, or
  * Slurm's "no such node" to a read by name. */
 #define PROOF_FRESH_MS 10000u
+/* A drain of ours that Slurm accepted but no read has proved (its reason
+ * time did not move past what was seen before) is sent again after this. */
+#define REDRAIN_MS 10000u
 /* How long a condemned pod's node is read on its own while it drains. */
 #define TRACK_MS (10u * 60u * 1000u)
 /* Failed Slurm writes back off per node: 1 s, 2 s, ... 60 s. */
@@ -753,6 +756,15 @@ int nss_delete_without_drain(const sobj *nodeset)
     return v && strcmp(v, "true") == 0;
 }
 
+static void queue_drain(nss_set *s, const sobj *pod, const char *name)
+{
+    s->drain_nodes = xrealloc(s->drain_nodes, (s->n_drains + 1) * sizeof(char *));
+    s->drain_pods = xrealloc(s->drain_pods, (s->n_drains + 1) * sizeof(char *));
+    s->drain_nodes[s->n_drains] = xstrdup(name);
+    s->drain_pods[s->n_drains] = xasprintf("%s/%s", pod->ns, pod->name);
+    s->n_drains++;
+}
+
 /* Keep a condemned pod: cordon it, and say once per pass why. */
 static int keep(operator *op, nss_set *s, const sobj *nodeset, const sobj *pod, const char *reason,
                 const char *fmt, const char *arg)
@@ -826,6 +838,21 @@ int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, c
     }
     if (nc_settling(cache, name))
         return NSS_WAIT; /* a write is not read back yet: decide on fresh data */
+    if (sm_node_drain(n) && our_reason(n->reason) && !nc_drain_proved(cache, name)) {
+        /* Our reason, but no drain of ours that this process saw accepted
+         * and then read back with a newer reason time: the answer may be an
+         * older one replayed, or an earlier life's drain since undone. Drain
+         * again (ours to rewrite; flush_drains picks a reason different
+         * from the current one so that Slurm's reason time moves) and let
+         * the reason time prove it. Again after a while if no read proves
+         * it (a replay may go on; the reason time has a 1 s resolution). */
+        uint64_t ago = 0;
+        int st = nc_drain_state(cache, name, &ago);
+        if (st == 0 || (st == 2 && ago >= REDRAIN_MS))
+            queue_drain(s, pod, name);
+        nc_track(cache, name, TRACK_MS);
+        return NSS_WAIT;
+    }
     if (sm_node_drained(n)) {
         if (!nc_fresh(cache, name, PROOF_FRESH_MS)) {
             nc_read_soon(cache, name); /* its event brings us back */
@@ -835,14 +862,10 @@ int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, c
         return NSS_DELETE;
     }
     if (!sm_node_drain(n)) {
-        /* A drain already set (ours or a person's) is left as it is: its
-         * reason stays, and a person's is never turned into ours. The drain
-         * is sent at the end of the pass (flush_drains), with the others. */
-        s->drain_nodes = xrealloc(s->drain_nodes, (s->n_drains + 1) * sizeof(char *));
-        s->drain_pods = xrealloc(s->drain_pods, (s->n_drains + 1) * sizeof(char *));
-        s->drain_nodes[s->n_drains] = xstrdup(name);
-        s->drain_pods[s->n_drains] = xasprintf("%s/%s", pod->ns, pod->name);
-        s->n_drains++;
+        /* A person's drain is left as it is: its reason stays and is never
+         * turned into ours. The drain is sent at the end of the pass
+         * (flush_drains), with the others. */
+        queue_drain(s, pod, name);
     }
     nc_track(cache, name, TRACK_MS);
     return NSS_WAIT;
@@ -876,7 +899,17 @@ static void flush_drains(nss_set *s, nc_cache *cache, const sobj *nodeset)
         if (!shared)
             snprintf(reason, sizeof(reason), NSS_REASON_PREFIX "Pod (%s) is pending termination for scale-in",
                      s->drain_pods[i]);
-        int rc = drain(cache, s, s->drain_nodes[i], reason);
+        /* Slurm keeps the reason time of a drain that repeats the current
+         * reason, and that time is what proves the drain: say it anew. */
+        const sm_node *cur = NULL;
+        const char *r = reason;
+        char again[640];
+        if (nc_lookup(cache, s->drain_nodes[i], &cur) == NC_PRESENT && cur->reason &&
+            strcmp(cur->reason, reason) == 0) {
+            snprintf(again, sizeof(again), "%s (drain repeated)", reason);
+            r = again;
+        }
+        int rc = drain(cache, s, s->drain_nodes[i], r);
         if (rc < 0 && rc != OP_EBUSY)
             log_warn("nodeset %s: cannot drain Slurm node %s: %s", s->key, s->drain_nodes[i],
                      op_strerror(rc));

@@ -13,7 +13,9 @@
  *   (a) a read sent after our drain was accepted (nothing settling) and at
  *       most PROOF_FRESH_MS old shows the node drained with no jobs (DRAIN,
  *       not UNDRAIN, base IDLE/DOWN, not COMPLETING; an unknown state is
- *       busy), or
+ *       busy), and, for a drain with our reason, shows a reason time newer
+ *       than any seen before our drain was sent (nc_drain_proved: an older
+ *       answer replayed cannot), or
  *   (b) Slurm answered a read of that very name, at most PROOF_FRESH_MS
  *       old, with "Invalid node name" (nc_confirm_gone), and the pod cannot
  *       have registered under another name: nss_pod_slurm_name() is the

@@ -36,6 +36,14 @@ typedef struct nc_node {
      * answered "no such node"; 0 when none, or when a later read listed it. */
     uint64_t gone_ms;
     int prove; /* somebody waits for a read by name (nc_confirm_gone): never replaced by a table read */
+    /* Our drains. A read that shows a drain proves it only when the drain's
+     * reason time is newer than any this node showed before we sent ours:
+     * an older answer replayed (by a proxy, a cache, a restarted server)
+     * can show DRAIN, but never a reason time it had not seen. */
+    int64_t max_reason_at; /* newest reason_changed_at any read of this node showed */
+    int64_t drain_floor;   /* max_reason_at when our last drain was sent */
+    int drain_state;       /* 0 none, 1 in flight, 2 accepted by Slurm */
+    uint64_t drain_ok_ms;  /* uv_now() when it was accepted */
     /* The same update asked for again after Slurm accepted it and a read
      * showed no effect: backoff, and a wake-up once it has passed. */
     unsigned repeats;
@@ -332,6 +340,8 @@ static void apply_table(nc_cache *c, sm_response *resp, uint64_t seq, uint64_t s
         int changed = !e->present || node_differs(&e->n, n);
         sm_node_clear(&e->n);
         e->n = *n;
+        if (e->n.reason_changed_at > e->max_reason_at)
+            e->max_reason_at = e->n.reason_changed_at;
         memset(n, 0, sizeof(*n));
         e->present = 1;
         e->read_seq = seq;
@@ -617,6 +627,8 @@ static void on_node_read(int status, sm_response *resp, void *data)
             changed = !e->present || node_differs(&e->n, got);
             sm_node_clear(&e->n);
             e->n = *got;
+            if (e->n.reason_changed_at > e->max_reason_at)
+                e->max_reason_at = e->n.reason_changed_at;
             memset(got, 0, sizeof(*got));
             c->n_present += !e->present;
             e->present = 1;
@@ -753,6 +765,7 @@ typedef struct nc_write {
     nc_cache *c;
     char *name;
     char *comment; /* set when the write changes nothing but the comment */
+    int drain;     /* a drain (its acceptance starts nc_drain_proved's wait) */
     nc_write_cb cb;
     void *data;
 } nc_write;
@@ -801,8 +814,15 @@ static void on_written(const char *node, int status, void *data)
                 e->wdone_seq = ++c->seq;
                 e->wdone_ms = uv_now(c->loop);
                 e->settle_notify = 1;
+                if (w->drain && e->drain_state == 1) {
+                    e->drain_state = 2;
+                    e->drain_ok_ms = uv_now(c->loop);
+                }
                 want_read(c, e);
-            } else if (status != OP_ECANCELED) {
+            } else if (w->drain && e->drain_state == 1) {
+                e->drain_state = 0; /* refused or canceled: nothing to prove */
+            }
+            if (!w->comment && status != 0 && status != OP_ECANCELED) {
                 /* Not settling: the next pass decides again. Read the node
                  * anyway: a refused write may still have changed it (22.05
                  * clears DRAIN of a never-registered node and then answers
@@ -895,6 +915,12 @@ static int start_write(nc_cache *c, const char *name, const char *key, const sm_
     free(e->wkey);
     e->wkey = xstrdup(key);
     e->wdone_seq = 0;
+    if (u && (u->set & SM_UPD_STATE)) {
+        w->drain = u->state == SM_REQ_DRAIN;
+        e->drain_state = w->drain ? 1 : 0;
+        if (w->drain)
+            e->drain_floor = e->max_reason_at;
+    }
     return 0;
 }
 
@@ -1368,6 +1394,23 @@ int nc_confirm_gone(nc_cache *c, const char *name, unsigned max_age_ms)
         arm_track(c, 0);
     }
     return 0;
+}
+
+int nc_drain_proved(const nc_cache *c, const char *name)
+{
+    if (!nc_ready(c))
+        return 0;
+    const nc_node *e = node_get(c, name);
+    return e && e->present && e->drain_state == 2 && !settling(c, e) && sm_node_drain(&e->n) &&
+           e->n.reason_changed_at > e->drain_floor;
+}
+
+int nc_drain_state(const nc_cache *c, const char *name, uint64_t *accepted_ago_ms)
+{
+    const nc_node *e = node_get(c, name);
+    if (accepted_ago_ms)
+        *accepted_ago_ms = e && e->drain_state == 2 ? uv_now(c->loop) - e->drain_ok_ms : 0;
+    return e ? e->drain_state : 0;
 }
 
 int nc_suspect(const nc_cache *c)

@@ -143,6 +143,17 @@ void nc_read_soon(nc_cache *c, const char *name);
  *  does not exist. Otherwise 0, and such a read is asked for (always by
  *  name; on_node(name) fires when it completes). 0 when not ready. */
 int nc_confirm_gone(nc_cache *c, const char *name, unsigned max_age_ms);
+/** 1 when our last drain of the node was accepted by Slurm and a read
+ *  since (nothing settling) shows the node with DRAIN and a reason time
+ *  newer than any read of it showed before that drain was sent: proof that
+ *  the read reflects our drain, not an older answer replayed. */
+int nc_drain_proved(const nc_cache *c, const char *name);
+/** Our last drain of the node: 0 none (or another state write of ours came
+ *  after it), 1 in flight, 2 accepted by Slurm (*accepted_ago_ms, may be
+ *  NULL, gets how long ago). Slurm keeps the reason time when a drain
+ *  repeats the current reason: a drain meant to be proved must carry a
+ *  reason different from the one the node shows. */
+int nc_drain_state(const nc_cache *c, const char *name, uint64_t *accepted_ago_ms);
 /** 1 while a shrunken table answer is held for confirmation. */
 int nc_suspect(const nc_cache *c);
 

@@ -529,6 +529,62 @@ static void test_repeat_backoff(void **state)
     sim_stop(&TL);
 }
 
+/* Set one node's reason_changed_at in the simulated table. */
+static void sim_set_reason_time(const char *name, int64_t t)
+{
+    cJSON *doc = json_parse(SIM.nodes, strlen(SIM.nodes), NULL);
+    cJSON *n;
+    cJSON_ArrayForEach(n, json_child(doc, "nodes"))
+    {
+        if (strcmp(json_get_str_or(n, "name", ""), name) == 0)
+            json_set_int(n, "reason_changed_at", t);
+    }
+    free(SIM.nodes);
+    SIM.nodes = json_dump(doc);
+    cJSON_Delete(doc);
+}
+
+/* A drain is proved only by a read whose reason time is newer than any
+ * seen before the drain was sent: an answer replayed from before (here: the
+ * same table again) proves nothing. */
+static void test_drain_proof(void **state)
+{
+    sim_start(&TL.loop, 42, "v42_nodes_states_200.json");
+    cluster cl = open_cluster(42, 30, 50);
+    wait_ready(&cl);
+    const sm_node *n;
+    assert_int_equal(nc_lookup(cl.cache, "slinky-1", &n), NC_PRESENT);
+    assert_true(sm_node_drained(n));
+    assert_false(nc_drain_proved(cl.cache, "slinky-1")); /* drained, but not by a drain of ours */
+    assert_int_equal(nc_drain_state(cl.cache, "slinky-1", NULL), 0);
+    sm_node_update u = {.set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_DRAIN, .reason = "slurm-operator: y"};
+    wr w = {0};
+    assert_int_equal(nc_update(cl.cache, "slinky-1", &u, on_write, &w), 0);
+    assert_int_equal(nc_drain_state(cl.cache, "slinky-1", NULL), 1);
+    run_until(&TL, &w.done);
+    assert_int_equal(w.status, 0);
+    for (int i = 0; i < 400 && nc_settling(cl.cache, "slinky-1"); i++)
+        run_for(&TL, 5);
+    run_for(&TL, 100);
+    uint64_t ago = 99999;
+    assert_int_equal(nc_drain_state(cl.cache, "slinky-1", &ago), 2);
+    assert_true(ago < 5000);
+    assert_false(nc_drain_proved(cl.cache, "slinky-1")); /* the reads still show the old reason time */
+    sim_set_reason_time("slinky-1", n->reason_changed_at + 5);
+    for (int i = 0; i < 400 && !nc_drain_proved(cl.cache, "slinky-1"); i++)
+        run_for(&TL, 5);
+    assert_true(nc_drain_proved(cl.cache, "slinky-1"));
+    /* An undrain of ours ends the story. */
+    sm_node_update r = {.set = SM_UPD_STATE, .state = SM_REQ_UNDRAIN};
+    wr w2 = {0};
+    assert_int_equal(nc_update(cl.cache, "slinky-1", &r, on_write, &w2), 0);
+    assert_int_equal(nc_drain_state(cl.cache, "slinky-1", NULL), 0);
+    assert_false(nc_drain_proved(cl.cache, "slinky-1"));
+    run_until(&TL, &w2.done);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
 static void test_jobs_and_ping(void **state)
 {
     sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
@@ -600,6 +656,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_track, setup, teardown),
         cmocka_unit_test_setup_teardown(test_absence_not_proof, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repeat_backoff, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drain_proof, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jobs_and_ping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ping_failover, setup, teardown),
     };
