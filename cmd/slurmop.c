@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "reconcilers/operator.h"
+#include "reconcilers/token.h"
 #include "slurmio/slurmlib.h"
 
 static const char usage[] =
@@ -52,6 +53,12 @@ static const char usage[] =
     "                               by name it does not know, is replaced so slurmd registers again (at most\n"
     "                               2 per NodeSet per minute; default 60, minimum 5)\n"
     "\n"
+    "Security:\n"
+    "  --token-users LIST           Slurm users a Token may mint a JWT for (comma-separated); \"*\" stands\n"
+    "                               for every user but root and the SlurmUser (slurm), which are allowed\n"
+    "                               only when listed by name (default \"*\")\n"
+    "  --token-max-lifetime DUR     longest spec.lifetime a Token may ask for, a Go duration (default 24h)\n"
+    "\n"
     "Process:\n"
     "  --metrics-addr ADDR          serve /metrics (Prometheus) here (default :8080; 0 disables)\n"
     "  --health-addr ADDR           serve /healthz and /readyz here (default :8081; 0 disables)\n"
@@ -87,6 +94,8 @@ enum {
     OPT_LOG_FORMAT,
     OPT_LOG_LEVEL,
     OPT_GRACE,
+    OPT_TOKEN_USERS,
+    OPT_TOKEN_MAX_LIFETIME,
     OPT_HELP,
     OPT_VERSION,
 };
@@ -113,6 +122,8 @@ static const struct option long_opts[] = {
     {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"shutdown-grace", required_argument, NULL, OPT_GRACE},
+    {"token-users", required_argument, NULL, OPT_TOKEN_USERS},
+    {"token-max-lifetime", required_argument, NULL, OPT_TOKEN_MAX_LIFETIME},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -188,6 +199,7 @@ int main(int argc, char **argv)
     struct app a;
     operator_opts o;
     int level = LOGL_INFO, format = LOGF_TEXT, c, n;
+    const char *token_users = NULL, *token_max_lifetime = NULL;
     char err[1024];
 
     memset(&a, 0, sizeof(a));
@@ -271,6 +283,8 @@ int main(int argc, char **argv)
                 return die_usage("--shutdown-grace: want seconds, got %s", optarg);
             o.shutdown_grace_ms = (unsigned)n * 1000u;
             break;
+        case OPT_TOKEN_USERS: token_users = optarg; break;
+        case OPT_TOKEN_MAX_LIFETIME: token_max_lifetime = optarg; break;
         case OPT_VERSION: printf("slurmop %s\n", OP_VERSION); return 0;
         case 'h':
         case OPT_HELP: fputs(usage, stdout); return 0;
@@ -281,6 +295,8 @@ int main(int argc, char **argv)
         return die_usage("unexpected argument: %s", argv[optind]);
     if (o.slurm_conf == NULL)
         o.slurm_conf = getenv("SLURM_CONF");
+    if (token_policy_set(token_users, token_max_lifetime, err, sizeof(err)) != 0)
+        return die_usage("%s", err);
 
     log_setup(level, format);
     signal(SIGPIPE, SIG_IGN);
@@ -306,6 +322,7 @@ int main(int argc, char **argv)
     }
     if (uv_loop_close(&a.loop) != 0)
         log_error("loop still has open handles at exit");
+    token_policy_free();
     sl_library_fini(); /* libslurm's process-wide state, when the backend was used */
     for (int i = 0; i < o.n_slurmrestd; i++) {
         free(o.slurmrestd[i].key);

@@ -233,6 +233,7 @@ static wq_result run(crc_module *m, const char *key, uint64_t first_add_ns)
     pass_init(&p, m, o, first_add_ns);
     m->sync(&p);
     free(p.invalid);
+    free(p.conflict);
     if (b && !p.wrote && !p.failed && !p.pending)
         backoff_drop(m, key); /* converged */
     if (p.failed)
@@ -452,6 +453,8 @@ int crc_ensure(crc_pass *p, enum op_kind kind, const kube_res *res, cJSON *desir
     } else {
         if (rc == OBJSYNC_PENDING)
             p->pending = 1;
+        if (rc == OBJSYNC_NOT_OWNED)
+            crc_not_owned(p, res, name);
         write_ctx_free(w);
         if (rc < 0)
             crc_step_failed(p, res->kind, rc, xasprintf("cannot converge %s %s", res->kind, name));
@@ -472,8 +475,29 @@ void crc_apply(crc_pass *p, const char *step, int rc, char *why, enum op_kind ki
     crc_ensure(p, kind, res, desired);
 }
 
+void crc_not_owned(crc_pass *p, const kube_res *res, const char *name)
+{
+    char *what = xasprintf("%s %s/%s exists and is not owned by %s %s: left alone", res->kind, p->o->ns, name,
+                           p->m->kind, p->o->name);
+    op_warn(p->op, p->o, p->m->kind, CRC_REASON_NOT_OWNED, "%s", what);
+    if (p->conflict == NULL) {
+        p->conflict = what;
+    } else {
+        char *both = xasprintf("%s; %s", p->conflict, what);
+        free(p->conflict);
+        free(what);
+        p->conflict = both;
+    }
+    crc_requeue_after(p, CRC_CONFLICT_RETRY_MS);
+}
+
 int crc_delete(crc_pass *p, enum op_kind kind, const kube_res *res, const char *name)
 {
+    const sobj *cur = store_get(op_store(p->op, kind), p->o->ns, name);
+    if (cur && cur->json && !objsync_owned_by(cur->json, p->o->uid)) {
+        crc_not_owned(p, res, name);
+        return OBJSYNC_NOT_OWNED;
+    }
     struct write_ctx *w = write_ctx(p, res, name, "delete");
     int rc = objsync_delete(p->op, kind, res, p->o->ns, name, written, w);
     if (rc == OBJSYNC_WRITING)
@@ -572,6 +596,10 @@ void crc_status(crc_pass *p, cJSON *fields)
     cJSON *conds =
         crc_conditions_set(json_child(status, "conditions"), CRC_COND_VALID, p->invalid ? "False" : NULL,
                            "ValidationFailed", p->invalid, p->o->generation, now);
+    cJSON *c2 = crc_conditions_set(conds, CRC_COND_CONFLICT, p->conflict ? "True" : NULL, CRC_REASON_NOT_OWNED,
+                                   p->conflict, p->o->generation, now);
+    cJSON_Delete(conds);
+    conds = c2;
     if (cJSON_GetArraySize(conds) > 0)
         json_set(want, "conditions", conds);
     else

@@ -49,6 +49,15 @@
 
 /* Status condition maintained for validation results. */
 #define CRC_COND_VALID "Valid"
+/* Status condition set while an object the CR would own has a name taken by
+ * somebody else's object (True, reason CRC_REASON_NOT_OWNED, message: the
+ * objects); removed once no such object is left. The same reason is the
+ * Warning event's. Such an object is never written (objsync.h). */
+#define CRC_COND_CONFLICT "OwnershipConflict"
+#define CRC_REASON_NOT_OWNED "NotOwned"
+/* A CR in conflict is looked at again after this long: the foreign object's
+ * removal queues nothing (it has no owner of ours). */
+#define CRC_CONFLICT_RETRY_MS 30000
 
 typedef struct crc_pass crc_pass;
 typedef struct crc_module crc_module;
@@ -104,6 +113,7 @@ struct crc_pass {
     int pending;         /* an object still waits for an earlier write */
     uint32_t requeue_ms; /* smallest requested delay, 0 = none */
     char *invalid;       /* validation errors ("; "-joined), NULL when valid */
+    char *conflict;      /* objects not ours with our names ("; "-joined), NULL when none */
     clc_env env;         /* looks up the CR's namespace in the caches */
 };
 
@@ -157,7 +167,14 @@ int crc_ensure(crc_pass *p, enum op_kind kind, const kube_res *res, cJSON *desir
 void crc_apply(crc_pass *p, const char *step, int rc, char *why, enum op_kind kind, const kube_res *res,
                cJSON *desired);
 
-/** Delete an owned object if it is cached (objsync_delete, with events). */
+/** The object kind/name (in the CR's namespace) exists and is not ours: a
+ *  Warning event (CRC_REASON_NOT_OWNED), the CRC_COND_CONFLICT condition at
+ *  crc_status, a requeue after CRC_CONFLICT_RETRY_MS. Nothing is written. */
+void crc_not_owned(crc_pass *p, const kube_res *res, const char *name);
+
+/** Delete an owned object if it is cached (objsync_delete, with events);
+ *  an object the CR does not own (objsync_owned_by) is left alone and
+ *  reported with crc_not_owned (OBJSYNC_NOT_OWNED). */
 int crc_delete(crc_pass *p, enum op_kind kind, const kube_res *res, const char *name);
 
 /** Note that the pass submitted a write (measures event-to-action once). */
@@ -167,7 +184,7 @@ void crc_requeue_after(crc_pass *p, uint32_t ms);
 
 /** Converge the CR's status: fields (taken, may be NULL) holds the status
  *  members this reconciler owns; the validation condition is added or
- *  removed from the current status.conditions. A merge patch of what
+ *  removed from the current status.conditions, and so is CRC_COND_CONFLICT. A merge patch of what
  *  differs goes to the status subresource, or nothing when nothing does. */
 void crc_status(crc_pass *p, cJSON *fields);
 

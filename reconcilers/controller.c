@@ -307,6 +307,16 @@ static void sm_got(int err, const cJSON *obj, const kube_status *st, void *data)
             kube_create(kc, &KUBE_SERVICEMONITORS, c->ns, c->desired, sm_written, c);
             return;
         }
+        if (!objsync_owned(c->desired, obj)) {
+            /* Somebody else's ServiceMonitor has the name: left alone. */
+            const sobj *cr = store_get_key(op_store(M.op, OPK_CONTROLLERS), c->key);
+            if (cr)
+                op_warn(M.op, cr, CTLB_KIND, CRC_REASON_NOT_OWNED,
+                        "ServiceMonitor %s/%s exists and is not owned by Controller %s: left alone", c->ns, c->name,
+                        cr->name);
+            sm_done(c, 0);
+            return;
+        }
         cJSON *patch = objsync_diff(c->desired, obj);
         if (patch) {
             c->verb = "patch";

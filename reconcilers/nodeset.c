@@ -319,6 +319,7 @@ struct pass {
     uint64_t first_add_ns;
     int wrote;
     uint32_t requeue_ms; /* smallest requested delay, 0 = none */
+    char *conflict;      /* objects not ours with our names, NULL when none (cluster_rc.h) */
 };
 
 static void note_write(struct pass *p)
@@ -661,6 +662,22 @@ static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON
         note_write(p);
     else
         free(key);
+    if (rc == OBJSYNC_NOT_OWNED) {
+        /* Somebody else's object has the name: never written; the Event
+         * and the condition say so, and a later pass looks again (its
+         * removal does not queue us). */
+        char *what = xasprintf("%s %s/%s exists and is not owned by NodeSet %s: left alone", res->kind,
+                               p->nsname, json_get_str_or(desired, "metadata.name", ""), p->name);
+        op_warn(p->op, p->o, NSB_KIND, CRC_REASON_NOT_OWNED, "%s", what);
+        if (p->conflict) {
+            char *both = xasprintf("%s; %s", p->conflict, what);
+            free(what);
+            what = both;
+            free(p->conflict);
+        }
+        p->conflict = what;
+        want_requeue(p, CRC_CONFLICT_RETRY_MS);
+    }
     cJSON_Delete(desired);
 }
 
@@ -1136,6 +1153,10 @@ static void set_conditions(struct pass *p, cJSON *status, const char *invalid)
                                        msg ? msg : "", p->o->generation, now);
         cJSON_Delete(conds);
         conds = c2;
+        c2 = crc_conditions_set(conds, CRC_COND_CONFLICT, p->conflict ? "True" : NULL, CRC_REASON_NOT_OWNED,
+                                p->conflict, p->o->generation, now);
+        cJSON_Delete(conds);
+        conds = c2;
     }
     json_set(status, "conditions", conds);
 }
@@ -1382,6 +1403,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     }
     sync_status(&p);
     (void)err;
+    free(p.conflict);
     free(p.pods);
     cJSON_Delete(p.ns);
     if (p.requeue_ms)

@@ -232,6 +232,79 @@ cJSON *objsync_diff(const cJSON *desired, const cJSON *live)
     return patch;
 }
 
+static int has_ref_uid(const cJSON *live, const char *uid)
+{
+    const cJSON *refs = json_get(live, "metadata.ownerReferences");
+    if (uid == NULL || *uid == '\0')
+        return 0;
+    for (const cJSON *r = cJSON_IsArray(refs) ? refs->child : NULL; r; r = r->next)
+        if (strcmp(json_get_str_or(r, "uid", ""), uid) == 0)
+            return 1;
+    return 0;
+}
+
+static int has_managed_label(const cJSON *live)
+{
+    const cJSON *labels = json_get(live, "metadata.labels");
+    const char *v = json_get_str(labels, OBJSYNC_MANAGED_BY_LABEL);
+    return v && strcmp(v, OBJSYNC_MANAGED_BY) == 0;
+}
+
+int objsync_owned_by(const cJSON *live, const char *owner_uid)
+{
+    return has_managed_label(live) || has_ref_uid(live, owner_uid);
+}
+
+int objsync_owned(const cJSON *desired, const cJSON *live)
+{
+    if (has_managed_label(live))
+        return 1;
+    const cJSON *refs = json_get(desired, "metadata.ownerReferences");
+    for (const cJSON *r = cJSON_IsArray(refs) ? refs->child : NULL; r; r = r->next)
+        if (has_ref_uid(live, json_get_str(r, "uid")))
+            return 1;
+    return 0;
+}
+
+/* desired with the managed-by label (a new object, owned by the caller). */
+static cJSON *with_label(const cJSON *desired)
+{
+    cJSON *obj = cJSON_Duplicate(desired, 1);
+    cJSON *labels = json_obj_ensure(json_obj_ensure(obj, "metadata"), "labels");
+    json_set_str(labels, OBJSYNC_MANAGED_BY_LABEL, OBJSYNC_MANAGED_BY);
+    return obj;
+}
+
+/* Appends to out (size bytes, always NUL-terminated); a long list is cut. */
+static void addf(char *out, size_t size, const char *fmt, const char *a, const char *b)
+{
+    size_t n = strlen(out);
+    if (n + 1 < size)
+        snprintf(out + n, size - n, fmt, a, b);
+}
+
+/* The fields of a patch and, for data maps, their keys ("data [slurm.conf
+ * set, cgroup.conf removed]"): what a debug line may say about a write.
+ * Values never reach a log, so a Secret's keys, tokens and passwords cannot
+ * leak through it at any level. */
+static void describe_patch(const cJSON *patch, char *out, size_t size)
+{
+    out[0] = '\0';
+    for (const cJSON *f = patch ? patch->child : NULL; f; f = f->next) {
+        addf(out, size, "%s%s", f == patch->child ? "" : ", ", f->string);
+        if (!cJSON_IsObject(f))
+            continue;
+        int data = strcmp(f->string, "data") == 0 || strcmp(f->string, "stringData") == 0 ||
+                   strcmp(f->string, "binaryData") == 0;
+        addf(out, size, "%s%s", " [", "");
+        for (const cJSON *k = f->child; k; k = k->next)
+            addf(out, size, "%s%s", k == f->child ? "" : ", ", k->string);
+        if (data)
+            addf(out, size, "%s%s", " (values not logged)", "");
+        addf(out, size, "%s%s", "]", "");
+    }
+}
+
 int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const cJSON *desired, objsync_cb cb,
                    void *data)
 {
@@ -242,26 +315,39 @@ int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const c
     const sobj *cur = store_get(op_store(op, kind), ns, name);
     if (is_pending(res, ns, name, cur))
         return OBJSYNC_PENDING;
+    cJSON *want = with_label(desired);
     if (cur == NULL) {
         struct write *w = begin(res, ns, name, cur, cb, data);
         log_debug("objsync: creating %s %s/%s", res->kind, ns, name);
-        kube_create(op->client, res, ns, desired, on_written, w);
+        kube_create(op->client, res, ns, want, on_written, w);
+        cJSON_Delete(want);
         return OBJSYNC_WRITING;
     }
     const cJSON *live = cur->json;
-    if (live == NULL)
+    if (live == NULL) {
+        cJSON_Delete(want);
         return OP_EINVAL; /* the store of this kind must keep JSON */
-    if (json_get_bool(live, "immutable", 0))
+    }
+    if (!objsync_owned(desired, live)) {
+        cJSON_Delete(want);
+        return OBJSYNC_NOT_OWNED;
+    }
+    if (json_get_bool(live, "immutable", 0)) {
+        cJSON_Delete(want);
         return OBJSYNC_IN_SYNC;
+    }
 
-    cJSON *patch = objsync_diff(desired, live);
+    cJSON *patch = objsync_diff(want, live);
+    cJSON_Delete(want);
     if (patch == NULL)
         return OBJSYNC_IN_SYNC;
     struct write *w = begin(res, ns, name, cur, cb, data);
     if (log_enabled(LOGL_DEBUG)) {
-        char *s = json_dump(patch);
-        log_debug("objsync: patching %s %s/%s: %.300s", res->kind, ns, name, s);
-        free(s);
+        /* Field names only: a Secret's or ConfigMap's values (keys, tokens,
+         * passwords) must never reach a log at any level. */
+        char what[512];
+        describe_patch(patch, what, sizeof(what));
+        log_debug("objsync: patching %s %s/%s: %s", res->kind, ns, name, what);
     }
     kube_patch(op->client, res, ns, name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0, on_written, w);
     cJSON_Delete(patch);

@@ -14,6 +14,15 @@
  * removed). An object already in sync costs no request.
  * Immutable ConfigMaps and Secrets are never patched (Slinky's rule).
  *
+ * Ownership: an existing object is written only when it is ours
+ * (objsync_owned): it carries an ownerReference to an owner the desired
+ * object names, or the managed-by label objsync puts on every object it
+ * creates. A name taken by anybody else's object is never patched, so a
+ * custom resource cannot be used to overwrite, relabel or re-own an object
+ * its author could not write himself (a Token naming another Secret, a
+ * Controller named after somebody's StatefulSet): objsync_ensure answers
+ * OBJSYNC_NOT_OWNED and the caller reports the conflict on the CR.
+ *
  * One write per object is in flight at a time: while it is, and after it
  * succeeded until the cache shows its result, further calls for the same
  * object return OBJSYNC_PENDING without writing, so passes in between
@@ -33,13 +42,31 @@ enum objsync_result {
     OBJSYNC_IN_SYNC = 0, /* nothing to do */
     OBJSYNC_WRITING = 1, /* a create or patch was submitted now */
     OBJSYNC_PENDING = 2, /* an earlier write for this object is still in flight */
+    OBJSYNC_NOT_OWNED = 3, /* the name is taken by an object we do not own: nothing written */
 };
+
+/* The label put on every object objsync creates (and added to the objects
+ * it converges): how an object made by this operator is told from one that
+ * merely has the same name, and the selector of the Secret and ConfigMap
+ * caches. */
+#define OBJSYNC_MANAGED_BY_LABEL "app.kubernetes.io/managed-by"
+#define OBJSYNC_MANAGED_BY "slurmop"
+
+/** 1 when live may be written for desired: live carries an ownerReference
+ *  whose uid is one of desired's ownerReferences, or the managed-by label
+ *  (OBJSYNC_MANAGED_BY_LABEL = OBJSYNC_MANAGED_BY). */
+int objsync_owned(const cJSON *desired, const cJSON *live);
+
+/** 1 when live carries an ownerReference with this uid or the managed-by
+ *  label (for deletes, which have no desired object). */
+int objsync_owned_by(const cJSON *live, const char *owner_uid);
 
 typedef void (*objsync_cb)(int err, const char *key, void *data);
 
 /** Converge desired (borrowed) into the API. kind's store holds the live
- *  objects. Returns an objsync_result, or a negative code when desired is
- *  malformed (no name). */
+ *  objects. Returns an objsync_result (OBJSYNC_NOT_OWNED: an object we do
+ *  not own has the name; nothing was sent), or a negative code when desired
+ *  is malformed (no name). What is sent carries the managed-by label. */
 int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const cJSON *desired, objsync_cb cb,
                    void *data);
 

@@ -12,6 +12,7 @@
 #include "core/mem.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
+#include "reconcilers/objsync.h"
 #include "reconcilers/token_build.h"
 #include "slurmio/jwt.h"
 
@@ -24,6 +25,31 @@ static crc_module M = {
     .res = &KUBE_SLINKY_TOKENS,
     .sync = reconcile,
 };
+
+/* The policy of every Token; the default until token_policy_set. */
+static tokb_policy policy = {.any = 1, .max_lifetime_s = TOKB_DEFAULT_MAX_LIFETIME_S};
+
+int token_policy_set(const char *users, const char *max_lifetime, char *err, size_t errlen)
+{
+    tokb_policy p;
+    char *why = NULL;
+    int rc = tokb_policy_parse(users, max_lifetime, &p, &why);
+    if (rc) {
+        snprintf(err, errlen, "%s", why ? why : "bad token policy");
+        free(why);
+        return rc;
+    }
+    tokb_policy_free(&policy);
+    policy = p;
+    return 0;
+}
+
+void token_policy_free(void)
+{
+    tokb_policy_free(&policy);
+    policy.any = 1;
+    policy.max_lifetime_s = TOKB_DEFAULT_MAX_LIFETIME_S;
+}
 
 void token_enqueue(const char *key)
 {
@@ -118,6 +144,15 @@ static void reconcile(crc_pass *p)
     }
     tokb_settings s;
     tokb_settings_get(p->cr, &s, NULL);
+    char *denied = NULL;
+    if (tokb_policy_check(&policy, &s, &denied) != 0) {
+        /* Nothing is minted: a Token is how anybody allowed to create one
+         * gets a JWT that slurmrestd trusts without question. */
+        op_warn(p->op, p->o, TOKB_KIND, "PolicyDenied", "%s", denied);
+        p->invalid = denied;
+        crc_status(p, NULL);
+        return;
+    }
     store *secrets = op_store(p->op, OPK_SECRETS);
     const char *key_name = json_get_str_or(s.jwt_ref, "name", "");
     const char *key_key = json_get_str_or(s.jwt_ref, "key", "");
@@ -134,6 +169,13 @@ static void reconcile(crc_pass *p)
     }
 
     const sobj *cur = store_get(secrets, p->o->ns, s.secret_name);
+    if (cur && cur->json && !objsync_owned_by(cur->json, key_sec->uid) && !objsync_owned_by(cur->json, p->o->uid)) {
+        /* Somebody else's Secret: neither read as our token nor written. */
+        crc_not_owned(p, &KUBE_SECRETS, s.secret_name);
+        wipe_free(key, klen);
+        crc_status(p, NULL);
+        return;
+    }
     size_t tlen = 0;
     uint8_t *stored = cur ? secret_value(cur->json, s.secret_key, &tlen) : NULL;
     jwt_claims cl;

@@ -18,6 +18,13 @@
  * Status: issuedAt = the iat claim of the stored token (when it verifies).
  *
  * Watches: the CR; its output Secret; its signing-key Secret.
+ *
+ * Policy (token_policy_set, tokb_policy): a Token naming a Slurm user the
+ * operator does not allow, or asking for a longer lifetime than allowed,
+ * gets a PolicyDenied Warning event and the condition Valid=False, and no
+ * token is minted. A Secret named by spec.secretRef that exists and is not
+ * ours (objsync_owned) is never written: the NotOwned event and the
+ * OwnershipConflict condition say so (cluster_rc.h).
  */
 #ifndef OP_TOKEN_H
 #define OP_TOKEN_H
@@ -31,6 +38,13 @@
 #define TOKEN_MAX_REQUEUE_MS (24u * 3600u * 1000u)
 
 extern const op_reconciler RC_TOKEN;
+
+/** Set the policy from the --token-users and --token-max-lifetime flags
+ *  (tokb_policy_parse; NULL: the default). Call before the operator starts.
+ *  0, or OP_EINVAL with a message in err. */
+int token_policy_set(const char *users, const char *max_lifetime, char *err, size_t errlen);
+/** Free the policy (at exit). */
+void token_policy_free(void);
 
 /** Queue a Token ("ns/name") for reconciliation (no-op when not leading). */
 void token_enqueue(const char *key);

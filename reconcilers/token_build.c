@@ -7,6 +7,7 @@
 #include "core/crypto.h"
 #include "core/err.h"
 #include "core/json.h"
+#include "core/mem.h"
 
 int tokb_settings_get(const cJSON *token, tokb_settings *s, char **why)
 {
@@ -134,6 +135,66 @@ int tokb_secret(const cJSON *token, const char *jwt, const cJSON *key_secret, cJ
     json_set_str(json_obj_ensure(sec, "data"), s.secret_key, enc);
     free(enc);
     *out = sec;
+    return 0;
+}
+
+int tokb_policy_parse(const char *users, const char *max_lifetime, tokb_policy *p, char **why)
+{
+    memset(p, 0, sizeof(*p));
+    p->max_lifetime_s = TOKB_DEFAULT_MAX_LIFETIME_S;
+    if (max_lifetime && *max_lifetime) {
+        int64_t ns = 0;
+        if (clc_parse_duration(max_lifetime, &ns) != 0 || ns < INT64_C(1000000000))
+            return clc_fail(why, OP_EINVAL, "token max lifetime \"%s\" is not a duration of at least 1s",
+                            max_lifetime);
+        p->max_lifetime_s = ns / 1000000000;
+    }
+    if (users == NULL || *users == '\0') {
+        p->any = 1;
+        return 0;
+    }
+    char *copy = xstrdup(users), *save = NULL;
+    for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        if (strcmp(t, TOKB_POLICY_ANY) == 0) {
+            p->any = 1;
+            continue;
+        }
+        p->users = xrealloc(p->users, (p->n_users + 1) * sizeof(*p->users));
+        p->users[p->n_users++] = xstrdup(t);
+    }
+    free(copy);
+    if (!p->any && p->n_users == 0)
+        return clc_fail(why, OP_EINVAL, "token users \"%s\" names nobody", users);
+    return 0;
+}
+
+void tokb_policy_free(tokb_policy *p)
+{
+    for (size_t i = 0; i < p->n_users; i++)
+        free(p->users[i]);
+    free(p->users);
+    memset(p, 0, sizeof(*p));
+}
+
+int tokb_policy_check(const tokb_policy *p, const tokb_settings *s, char **why)
+{
+    int listed = 0;
+    for (size_t i = 0; i < p->n_users; i++)
+        if (strcmp(p->users[i], s->username) == 0)
+            listed = 1;
+    int privileged = strcmp(s->username, "root") == 0 || strcmp(s->username, CLC_SLURM_USER) == 0;
+    if (!listed && (privileged || !p->any))
+        return clc_fail(why, OP_EFORBIDDEN,
+                        privileged ? "the operator's token policy does not allow tokens for Slurm user \"%s\" "
+                                     "(root and the SlurmUser must be listed in --token-users)"
+                                   : "the operator's token policy does not allow tokens for Slurm user \"%s\" "
+                                     "(not in --token-users)",
+                        s->username);
+    if (s->lifetime_ms > p->max_lifetime_s * 1000)
+        return clc_fail(why, OP_EFORBIDDEN,
+                        "spec.lifetime is longer than the operator's maximum token lifetime of %llds "
+                        "(--token-max-lifetime)",
+                        (long long)p->max_lifetime_s);
     return 0;
 }
 

@@ -56,6 +56,34 @@ cJSON *tokb_defaults(const cJSON *token);
  *  patches data (never when immutable). */
 int tokb_secret(const cJSON *token, const char *jwt, const cJSON *key_secret, cJSON **out, char **why);
 
+/* The operator's Token policy (--token-users, --token-max-lifetime): which
+ * Slurm users a Token may name and how long its JWT may live. Anybody who
+ * may create a Token gets a JWT for the user it names, and slurmrestd
+ * trusts that JWT completely, so by default no Token may name root or the
+ * SlurmUser (the two identities that administer Slurm) and none may live
+ * longer than a day. */
+#define TOKB_POLICY_ANY "*"
+#define TOKB_DEFAULT_MAX_LIFETIME_S (24 * 3600)
+
+typedef struct tokb_policy {
+    char **users;           /* the names listed (without "*"), malloc'd */
+    size_t n_users;
+    int any;                /* "*" listed: any user that is not privileged */
+    int64_t max_lifetime_s; /* longest spec.lifetime accepted */
+} tokb_policy;
+
+/** Parse the policy: users is a comma-separated list of Slurm user names,
+ *  "*" standing for every user but root and the SlurmUser (NULL or "": "*");
+ *  max_lifetime a Go duration (NULL or "": 24h), at least 1s. 0, or
+ *  OP_EINVAL with a message in *why (p is then empty). */
+int tokb_policy_parse(const char *users, const char *max_lifetime, tokb_policy *p, char **why);
+void tokb_policy_free(tokb_policy *p);
+
+/** 0 when the Token (settings s) is within the policy, else OP_EFORBIDDEN with
+ *  the reason in *why: root and the SlurmUser only when listed by name,
+ *  other users when listed or with "*", spec.lifetime at most the maximum. */
+int tokb_policy_check(const tokb_policy *p, const tokb_settings *s, char **why);
+
 /** What the Token reconciler should do now. */
 typedef struct tokb_plan {
     int refresh_now;      /* mint a new JWT and patch the Secret now */

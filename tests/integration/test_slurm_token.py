@@ -128,8 +128,10 @@ def main():
             check(r.status == 201, r.text)
 
             log = open(log_path, "wb")
+            # root is outside the default token policy: listed by name.
             op = subprocess.Popen([SLURMOP, "--kubeconfig", ks.kubeconfig, "--metrics-addr", "127.0.0.1:0",
-                                   "--health-addr", "127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
+                                   "--health-addr", "127.0.0.1:0", "--token-users", "root"],
+                                  stdout=log, stderr=subprocess.STDOUT)
             path = "/api/v1/namespaces/%s/secrets/admin-jwt-root" % NS
 
             def token():

@@ -254,12 +254,67 @@ static void test_issue240_requeue_never_zero(void **state)
     assert_int_equal(p.requeue_ms, 1000);
 }
 
+/* The Token policy: root and the SlurmUser only when listed by name, other
+ * users with "*" (the default) or when listed, the lifetime bounded. */
+static int allowed(const tokb_policy *p, const char *user, int64_t lifetime_s)
+{
+    tokb_settings s;
+    memset(&s, 0, sizeof(s));
+    s.username = user;
+    s.lifetime_ms = lifetime_s * 1000;
+    char *why = NULL;
+    int rc = tokb_policy_check(p, &s, &why);
+    assert_true(rc == 0 ? why == NULL : why != NULL);
+    free(why);
+    return rc == 0;
+}
+
+static void test_policy(void **state)
+{
+    tokb_policy p;
+    char *why = NULL;
+    assert_int_equal(tokb_policy_parse(NULL, NULL, &p, &why), 0);
+    assert_true(allowed(&p, "alice", 3600));
+    assert_false(allowed(&p, "root", 60));
+    assert_false(allowed(&p, "slurm", 60));
+    assert_true(allowed(&p, "alice", 24 * 3600));
+    assert_false(allowed(&p, "alice", 24 * 3600 + 1));
+    assert_false(allowed(&p, "alice", TOKB_MAX_LIFETIME_S));
+    tokb_policy_free(&p);
+
+    assert_int_equal(tokb_policy_parse("root, bob", "1h", &p, &why), 0);
+    assert_true(allowed(&p, "root", 3600));
+    assert_true(allowed(&p, "bob", 60));
+    assert_false(allowed(&p, "alice", 60)); /* no "*" */
+    assert_false(allowed(&p, "slurm", 60));
+    assert_false(allowed(&p, "root", 3601));
+    tokb_policy_free(&p);
+
+    assert_int_equal(tokb_policy_parse("*,slurm", "", &p, &why), 0);
+    assert_true(allowed(&p, "slurm", 60));
+    assert_true(allowed(&p, "alice", 60));
+    assert_false(allowed(&p, "root", 60));
+    tokb_policy_free(&p);
+
+    assert_int_equal(tokb_policy_parse(NULL, "soon", &p, &why), OP_EINVAL);
+    assert_non_null(why);
+    free(why);
+    why = NULL;
+    assert_int_equal(tokb_policy_parse(NULL, "500ms", &p, &why), OP_EINVAL);
+    free(why);
+    why = NULL;
+    assert_int_equal(tokb_policy_parse(" , ", NULL, &p, &why), OP_EINVAL);
+    free(why);
+    tokb_policy_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_settings_defaults), cmocka_unit_test(test_lifetime_clamp_and_errors),
         cmocka_unit_test(test_go_durations),      cmocka_unit_test(test_secret),
         cmocka_unit_test(test_refresh_schedule),  cmocka_unit_test(test_issue240_requeue_never_zero),
+        cmocka_unit_test(test_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

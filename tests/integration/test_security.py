@@ -1,0 +1,318 @@
+"""Security of the operator against kubesim: no object taken over, no
+unchecked Slurm identity, nothing secret in logs or Events.
+
+- test_no_takeover: for every kind of object the reconcilers write
+  (Controller: ConfigMap, Service, StatefulSet, the StatefulSet replaced on
+  a serviceName change; Accounting: Secret; RestApi: Deployment; LoginSet:
+  ConfigMap, Service; Token: Secret; NodeSet: the shared Service and
+  PodDisruptionBudget, a ControllerRevision, a PersistentVolumeClaim) an
+  object of somebody else already holds the name. The operator must leave
+  it exactly as it was (same resourceVersion, no owner added, data kept),
+  put a NotOwned Warning event and the OwnershipConflict condition on the
+  CR, and still create the objects that do not collide. Once the foreign
+  object is gone, the operator's own object appears and the condition goes.
+- test_token_policy: Tokens for root, for the SlurmUser and with a lifetime
+  over the maximum get PolicyDenied and Valid=False and no Secret; an
+  ordinary user gets one; --token-users root lets root through.
+- test_no_secret_in_logs: a whole cluster (Tokens, LoginSet host keys,
+  JWT key, slurm.key, a database password) at --log-level trace: no secret
+  value, raw or base64, in the operator's log or in any Event.
+
+Run directly (python3 test_security.py [name-substring]) or through ctest.
+"""
+
+import base64
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+
+from kubesim import Kubesim, run_tests  # noqa: E402
+from slurmop import NS_API, Slurmop, apply_crds, slurmop_binary, wait_for  # noqa: E402
+
+CORE = "/api/v1/namespaces/default"
+APPS = "/apis/apps/v1/namespaces/default"
+POLICY = "/apis/policy/v1/namespaces/default"
+GROUP = NS_API + "/namespaces/default"
+SLURM_KEY = b"slurm-key-material-" + b"S" * 48
+JWT_KEY = b"jwt-key-material-" + b"J" * 48
+DB_PASSWORD = b"db-password-Zq8xV2"
+SSSD_CONF = b"[sssd]\nservices = nss, pam\nldap_default_authtok = sssd-bind-pw-Kf3\n"
+FOREIGN = {"owner": "somebody-else"}
+
+
+def b64(b):
+    return base64.b64encode(b).decode()
+
+
+def cr(kind, name, spec, plural):
+    return plural, {"apiVersion": "slinky.slurm.net/v1beta1", "kind": kind, "metadata": {"name": name},
+                    "spec": spec}
+
+
+KEYS = {"slurmKeyRef": {"name": "auth-slurm", "key": "slurm.key"},
+        "jwtKeyRef": {"name": "auth-jwt", "key": "jwt.key"}}
+IMG = {"image": "ghcr.io/slinkyproject/slurmctld:test"}
+
+
+def base_objects(c):
+    for name, key, val in (("auth-slurm", "slurm.key", SLURM_KEY), ("auth-jwt", "jwt.key", JWT_KEY),
+                           ("db", "password", DB_PASSWORD), ("login-sssd", "sssd.conf", SSSD_CONF)):
+        r = c.post(CORE + "/secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+                                       "data": {key: b64(val)}})
+        assert r.status == 201, r.text
+
+
+def create_cr(c, plural, obj):
+    r = c.post(GROUP + "/" + plural, obj)
+    assert r.status == 201, r.text
+    return r.json()
+
+
+def conditions(c, plural, name):
+    r = c.get(GROUP + "/%s/%s" % (plural, name))
+    assert r.status == 200, r.text
+    return {x["type"]: x for x in (r.json().get("status") or {}).get("conditions") or []}
+
+
+def events_of(c, name):
+    r = c.get("/apis/events.k8s.io/v1/namespaces/default/events")
+    assert r.status == 200, r.text
+    return [e for e in r.json().get("items") or [] if (e.get("regarding") or {}).get("name") == name]
+
+
+def all_events(c):
+    out = []
+    for path in ("/apis/events.k8s.io/v1/namespaces/default/events", CORE + "/events"):
+        r = c.get(path)
+        if r.status == 200:
+            out += r.json().get("items") or []
+    return out
+
+
+def foreign(kind, api, name, body):
+    obj = {"apiVersion": api, "kind": kind, "metadata": {"name": name, "labels": dict(FOREIGN)}}
+    obj.update(body)
+    return obj
+
+
+SVC = {"spec": {"ports": [{"port": 9, "targetPort": 9}], "selector": {"x": "y"}}}
+POD_TEMPLATE = {"metadata": {"labels": {"x": "y"}},
+                "spec": {"containers": [{"name": "x", "image": "busybox"}]}}
+# (collection path, object) of every foreign object, keyed by a short name.
+FOREIGN_OBJECTS = {
+    "ctl-configmap": (CORE + "/configmaps", foreign("ConfigMap", "v1", "c1-config", {"data": {"mine": "yes"}})),
+    "ctl-service": (CORE + "/services", foreign("Service", "v1", "c1-controller", SVC)),
+    # Another serviceName: the operator would delete and recreate its own.
+    "ctl-statefulset": (APPS + "/statefulsets", foreign("StatefulSet", "apps/v1", "c1-controller", {
+        "spec": {"serviceName": "elsewhere", "replicas": 0, "selector": {"matchLabels": {"x": "y"}},
+                 "template": POD_TEMPLATE}})),
+    "acct-secret": (CORE + "/secrets", foreign("Secret", "v1", "acct-accounting", {"data": {"mine": b64(b"yes")}})),
+    "ra-deployment": (APPS + "/deployments", foreign("Deployment", "apps/v1", "ra-restapi", {
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"x": "y"}}, "template": POD_TEMPLATE}})),
+    "login-configmap": (CORE + "/configmaps", foreign("ConfigMap", "v1", "login-ssh-config",
+                                                      {"data": {"mine": "yes"}})),
+    "login-service": (CORE + "/services", foreign("Service", "v1", "login", SVC)),
+    "token-secret": (CORE + "/secrets", foreign("Secret", "v1", "victim", {"data": {"mine": b64(b"yes")}})),
+    "ns-service": (CORE + "/services", foreign("Service", "v1", "slurm-workers-c1", SVC)),
+    "ns-pdb": (POLICY + "/poddisruptionbudgets", foreign("PodDisruptionBudget", "policy/v1", "slurm-workers-pdb-c1",
+                                                         {"spec": {"minAvailable": 0,
+                                                                   "selector": {"matchLabels": {"x": "y"}}}})),
+    "ns-pvc": (CORE + "/persistentvolumeclaims", foreign("PersistentVolumeClaim", "v1", "data-cpu-0", {
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})),
+}
+
+
+def cluster_crs(token_secret="victim"):
+    return [
+        cr("Accounting", "acct", dict(KEYS, storageConfig={
+            "host": "mariadb", "username": "slurm", "passwordKeyRef": {"name": "db", "key": "password"}},
+            slurmdbd={"image": "ghcr.io/slinkyproject/slurmdbd:test"}), "accountings"),
+        cr("Controller", "c1", dict(KEYS, slurmctld=IMG, logfile={"image": "alpine:test"},
+                                    persistence={"enabled": False}), "controllers"),
+        cr("RestApi", "ra", {"controllerRef": {"name": "c1"}, "replicas": 1,
+                             "slurmrestd": {"image": "ghcr.io/slinkyproject/slurmrestd:test"}}, "restapis"),
+        cr("LoginSet", "login", {"controllerRef": {"name": "c1"}, "replicas": 1,
+                                 "sssdConfRef": {"name": "login-sssd", "key": "sssd.conf"},
+                                 "login": {"image": "ghcr.io/slinkyproject/login:test"},
+                                 "initconf": {"image": "alpine:test"}}, "loginsets"),
+        cr("Token", "tok", {"username": "alice", "lifetime": "15m",
+                            "secretRef": {"name": token_secret, "key": "SLURM_JWT"},
+                            "jwtKeyRef": {"name": "auth-jwt", "key": "jwt.key"}}, "tokens"),
+        cr("NodeSet", "cpu", {"controllerRef": {"name": "c1"}, "replicas": 1,
+                              "template": {"spec": {"hostname": "cpu-"}},
+                              "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete"},
+                              "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                                  "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}],
+                              "slurmd": {"image": "ghcr.io/slinkyproject/slurmd:test"},
+                              "logfile": {"image": "alpine:test"}}, "nodesets"),
+    ]
+
+
+# Which CR reports which foreign object.
+REPORTED_BY = {
+    "ctl-configmap": ("controllers", "c1"), "ctl-service": ("controllers", "c1"),
+    "ctl-statefulset": ("controllers", "c1"), "acct-secret": ("accountings", "acct"),
+    "ra-deployment": ("restapis", "ra"), "login-configmap": ("loginsets", "login"),
+    "login-service": ("loginsets", "login"), "token-secret": ("tokens", "tok"),
+    "ns-service": ("nodesets", "cpu"), "ns-pdb": ("nodesets", "cpu"), "ns-pvc": ("nodesets", "cpu"),
+}
+
+
+def untouched(before, after):
+    """Same object: nothing the operator writes changed."""
+    return (after is not None and after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+            and not after["metadata"].get("ownerReferences")
+            and after["metadata"].get("labels") == before["metadata"].get("labels"))
+
+
+def test_no_takeover():
+    with Kubesim(nodes=2) as ks:
+        c = ks.client()
+        apply_crds(c)
+        base_objects(c)
+        before = {}
+        for short, (path, obj) in FOREIGN_OBJECTS.items():
+            r = c.post(path, obj)
+            assert r.status == 201, (short, r.text)
+            before[short] = r.json()
+        with Slurmop(ks.kubeconfig, cluster_domain="cluster.local") as op:
+            op.wait_ready()
+            for plural, obj in cluster_crs():
+                create_cr(c, plural, obj)
+            # What does not collide is made: the operator is running.
+            wait_for(lambda: c.get(CORE + "/services/c1-controller-internal").status == 200, 60,
+                     what="the Controller's internal Service")
+            wait_for(lambda: c.get(CORE + "/services/acct-accounting").status == 200, 60,
+                     what="the Accounting Service")
+            wait_for(lambda: c.get(APPS + "/deployments/login").status == 200, 90, what="the LoginSet Deployment")
+            wait_for(lambda: len(c.get(CORE + "/pods", labelSelector="app.kubernetes.io/instance=cpu")
+                                 .json().get("items") or []) >= 1, 60, what="the NodeSet's pod")
+            # Every CR that hit a foreign object says so.
+            for short, (plural, name) in REPORTED_BY.items():
+                want = before[short]["metadata"]["name"]
+                cond = wait_for(lambda: conditions(c, plural, name).get("OwnershipConflict"), 60,
+                                what="OwnershipConflict on %s/%s" % (plural, name))
+                wait_for(lambda: want in conditions(c, plural, name)["OwnershipConflict"]["message"], 60,
+                         what="%s named in %s/%s's condition (%r)" % (want, plural, name, cond))
+                assert cond["status"] == "True" and cond["reason"] == "NotOwned", cond
+                wait_for(lambda: any(e.get("reason") == "NotOwned" and want in e.get("note", "")
+                                     for e in events_of(c, name)), 30,
+                         what="NotOwned event for %s on %s" % (want, name))
+            time.sleep(1.0)  # passes triggered by the events above have run
+            for short, (path, obj) in FOREIGN_OBJECTS.items():
+                after = c.get(path + "/" + obj["metadata"]["name"])
+                assert after.status == 200, (short, after.status)
+                assert untouched(before[short], after.json()), (short, before[short], after.json())
+            # The Token's victim kept its data; no JWT was put anywhere.
+            v = c.get(CORE + "/secrets/victim").json()
+            assert v["data"] == {"mine": b64(b"yes")}, v
+            # Removing the foreign objects hands the names back: the
+            # operator makes its own and the condition goes.
+            for short in ("token-secret", "ctl-configmap"):
+                path, obj = FOREIGN_OBJECTS[short]
+                r = c.delete(path + "/" + obj["metadata"]["name"])
+                assert r.status in (200, 202), r.text
+            wait_for(lambda: (c.get(CORE + "/secrets/victim").json() or {}).get("data", {}).get("SLURM_JWT"), 60,
+                     what="the Token's own Secret once the name is free")
+            wait_for(lambda: "OwnershipConflict" not in conditions(c, "tokens", "tok"), 60,
+                     what="the Token's conflict condition removed")
+            wait_for(lambda: c.get(CORE + "/configmaps/c1-config").status == 200 and "slurm.conf" in (
+                c.get(CORE + "/configmaps/c1-config").json().get("data") or {}), 60, what="c1-config made")
+            own = c.get(CORE + "/configmaps/c1-config").json()
+            assert own["metadata"]["labels"].get("app.kubernetes.io/managed-by") == "slurmop", own["metadata"]
+
+
+def token_cr(name, user, lifetime="15m"):
+    return {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "Token", "metadata": {"name": name},
+            "spec": {"username": user, "lifetime": lifetime, "jwtKeyRef": {"name": "auth-jwt", "key": "jwt.key"}}}
+
+
+def test_token_policy():
+    with Kubesim(nodes=1) as ks:
+        c = ks.client()
+        apply_crds(c)
+        base_objects(c)
+        with Slurmop(ks.kubeconfig, token_max_lifetime="2h") as op:
+            op.wait_ready()
+            for name, user, life in (("t-root", "root", "15m"), ("t-slurm", "slurm", "15m"),
+                                     ("t-long", "alice", "3h"), ("t-huge", "alice", "596523h"),
+                                     ("t-ok", "alice", "2h")):
+                create_cr(c, "tokens", token_cr(name, user, life))
+            wait_for(lambda: c.get(CORE + "/secrets/t-ok-jwt-alice").status == 200, 30, what="t-ok's Secret")
+            for name in ("t-root", "t-slurm", "t-long", "t-huge"):
+                cond = wait_for(lambda: conditions(c, "tokens", name).get("Valid"), 30, what="Valid on " + name)
+                assert cond["status"] == "False" and "token policy" in cond["message"] or \
+                    "maximum token lifetime" in cond["message"], cond
+                assert any(e.get("reason") == "PolicyDenied" for e in events_of(c, name)), events_of(c, name)
+            time.sleep(1.0)
+            secrets = [s["metadata"]["name"] for s in c.get(CORE + "/secrets").json()["items"]]
+            assert not [s for s in secrets if s.startswith(("t-root", "t-slurm", "t-long", "t-huge"))], secrets
+        # root when listed by name (the restart re-evaluates every Token).
+        with Slurmop(ks.kubeconfig, token_users="root,alice") as op:
+            op.wait_ready()
+            wait_for(lambda: c.get(CORE + "/secrets/t-root-jwt-root").status == 200, 30, what="t-root's Secret")
+            wait_for(lambda: "Valid" not in conditions(c, "tokens", "t-root"), 30, what="t-root valid")
+            assert c.get(CORE + "/secrets/t-slurm-jwt-slurm").status == 404
+    # Bad flags are refused at start.
+    import subprocess
+    p = subprocess.run([slurmop_binary(), "--token-max-lifetime", "soon"], capture_output=True)
+    assert p.returncode == 2 and b"token max lifetime" in p.stderr, p.stderr
+
+
+def test_no_secret_in_logs():
+    with Kubesim(nodes=2) as ks:
+        c = ks.client()
+        apply_crds(c)
+        base_objects(c)
+        with Slurmop(ks.kubeconfig, log_level="trace", cluster_domain="cluster.local",
+                     token_users="*,root") as op:
+            op.wait_ready()
+            for plural, obj in cluster_crs(token_secret="tok-secret"):
+                create_cr(c, plural, obj)
+            create_cr(c, "tokens", token_cr("t2", "root"))
+            wait_for(lambda: c.get(CORE + "/secrets/tok-secret").status == 200, 60, what="the Token Secret")
+            wait_for(lambda: c.get(CORE + "/secrets/t2-jwt-root").status == 200, 60, what="the root Token Secret")
+            wait_for(lambda: c.get(CORE + "/secrets/login-ssh-host-keys").status == 200, 120, what="host keys")
+            wait_for(lambda: c.get(CORE + "/secrets/acct-accounting").status == 200, 60, what="slurmdbd.conf")
+            # Rotate the JWT key: every Token is minted again, logged again.
+            r = c.patch(CORE + "/secrets/auth-jwt", {"data": {"jwt.key": b64(JWT_KEY[::-1])}})
+            assert r.status == 200, r.text
+            time.sleep(3)
+            secrets = [s for s in c.get(CORE + "/secrets").json()["items"]]
+            values = set()
+            for s in secrets:
+                for k, v in (s.get("data") or {}).items():
+                    raw = base64.b64decode(v)
+                    values.add(v)
+                    if k.endswith(".pub"):
+                        continue  # public keys are not secret
+                    values.add(raw.decode("utf-8", "replace"))
+                    # PEM keys: each body line on its own too.
+                    for line in raw.decode("utf-8", "replace").splitlines():
+                        if len(line) >= 24 and not line.startswith("-----"):
+                            values.add(line)
+            values.add(b64(JWT_KEY[::-1]))
+            values.add(DB_PASSWORD.decode())
+            values = {v for v in values if len(v) >= 8}
+            assert len(values) >= 10, values
+            time.sleep(1)
+            log = op.stderr()
+            assert "objsync: patching" in log or "objsync: creating" in log, "trace log too quiet"
+            events = repr(all_events(c))
+            leaked = [v[:16] for v in values if v in log or v in events]
+            assert not leaked, "secret values in the log or Events: %r" % leaked
+            # Token JWTs: their signature parts are what matters.
+            for s in secrets:
+                jwt = (s.get("data") or {}).get("SLURM_JWT")
+                if jwt:
+                    sig = base64.b64decode(jwt).decode().rsplit(".", 1)[1]
+                    assert sig not in log and sig not in events
+
+
+if __name__ == "__main__":
+    if not os.path.exists(slurmop_binary()):
+        print("slurmop not built")
+        sys.exit(77)
+    run_tests(globals())
