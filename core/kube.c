@@ -617,7 +617,7 @@ static void start_request(kube_request *r)
     kube_client *c = r->c;
     hc_header hdrs[5];
     size_t nh = 0;
-    char auth[8192];
+    char *auth = NULL;
     const char *tok = c->opts.token ? c->opts.token(c->opts.token_data) : NULL;
 
     if (r->canceled || c->closing) {
@@ -630,13 +630,23 @@ static void start_request(kube_request *r)
         fence_status_finish(r);
         return;
     }
+    if (tok && strlen(tok) > KUBE_MAX_BEARER_TOKEN) {
+        /* Refused, never cut: a truncated token only fails as 401 later,
+         * with nothing saying why. */
+        kube_status st = {.http = 0};
+        snprintf(st.message, sizeof(st.message), "bearer token of %zu bytes is longer than the %d bytes accepted",
+                 strlen(tok), KUBE_MAX_BEARER_TOKEN);
+        log_error("kube: %s", st.message);
+        finish(r, OP_ETOOBIG, &st);
+        return;
+    }
     r->attempts++;
     r->state = RS_IN_FLIGHT;
     r->started_ns = uv_hrtime();
     hdrs[nh++] = (hc_header){"Accept", "application/json"};
     hdrs[nh++] = (hc_header){"User-Agent", c->user_agent};
     if (tok && *tok) {
-        snprintf(auth, sizeof(auth), "Bearer %s", tok);
+        auth = xasprintf("Bearer %s", tok);
         hdrs[nh++] = (hc_header){"Authorization", auth};
     }
     if (r->content_type)
@@ -671,6 +681,10 @@ static void start_request(kube_request *r)
     c->stats.requests++;
     r->hreq = hc_request(c->pool, &o);
     list_insert_tail(&c->inflight, &r->link);
+    if (auth) {
+        memset(auth, 0, strlen(auth));
+        free(auth);
+    }
 }
 
 static kube_request *req_new(kube_client *c, const char *method, const char *verb, const kube_res *res,

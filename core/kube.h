@@ -66,6 +66,11 @@ typedef struct kube_status {
 
 typedef void (*kube_cb)(int err, const cJSON *obj, const kube_status *st, void *data);
 
+/* Longest bearer token sent (OIDC tokens with many groups run to several
+ * KiB; the API server's header limit is 1 MiB). A longer one fails every
+ * request with OP_ETOOBIG and an error log, instead of being cut. */
+#define KUBE_MAX_BEARER_TOKEN 65536
+
 /** Observation hook for metrics: one call per finished HTTP exchange
  *  (retries included). verb is GET/LIST/WATCH/POST/PUT/PATCH/DELETE. */
 typedef void (*kube_observe_fn)(void *data, const char *verb, const char *resource, int code, double seconds);

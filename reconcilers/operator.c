@@ -120,6 +120,38 @@ static void on_scrape(void *data)
     mx_gauge_set(mx_gauge_get(p->mx_waiting, MX_LV("slurmop")), (double)ks.waiting);
 }
 
+/* The API server connection carries every Secret the operator reads and
+ * the bearer token: without TLS, or with a certificate that is not checked,
+ * anybody on the path reads or changes them. Allowed (kubeconfigs do it),
+ * but never quietly: an error-level line at start and a gauge that alerts
+ * can watch. */
+static void warn_insecure_transport(operator *op)
+{
+    int plain = strncmp(op->cfg->server, "http://", 7) == 0;
+    int skip = op->cfg->insecure;
+    if (plain)
+        log_error("INSECURE: the API server %s is reached over plain HTTP: Secrets and credentials cross the "
+                  "network unencrypted",
+                  op->cfg->server);
+    if (skip)
+        log_error("INSECURE: insecure-skip-tls-verify is set for %s: the API server's certificate is not "
+                  "checked, so anybody on the path can impersonate it",
+                  op->cfg->server);
+    mx_family *f = mx_family_new(op->metrics, MX_GAUGE, "slurmop_api_insecure_transport",
+                                 "1 when the API server connection is not protected this way (reason: plain-http, "
+                                 "skip-tls-verify)",
+                                 "reason", NULL, 0, NULL);
+    if (f == NULL)
+        return;
+    const char *v1[] = {"plain-http"}, *v2[] = {"skip-tls-verify"};
+    mx_gauge *g = mx_gauge_get(f, v1);
+    if (g)
+        mx_gauge_set(g, plain);
+    g = mx_gauge_get(f, v2);
+    if (g)
+        mx_gauge_set(g, skip);
+}
+
 static int setup_metrics(operator *op)
 {
     static const double lat[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
@@ -407,6 +439,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
         snprintf(err, errlen, "metrics setup failed: %s", op_strerror(rc));
         return rc;
     }
+    warn_insecure_transport(op);
     hc_tls_opts tls = {
         .ca_pem = op->cfg->ca_pem,
         .ca_len = op->cfg->ca_len,

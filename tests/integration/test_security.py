@@ -311,6 +311,67 @@ def test_no_secret_in_logs():
                     assert sig not in log and sig not in events
 
 
+def kubeconfig_variant(ks, path, server=None, insecure=False, token=None):
+    """kubesim's kubeconfig with another server, the CA replaced by
+    insecure-skip-tls-verify, or a bearer token instead of the client
+    certificate."""
+    out = []
+    for line in open(ks.kubeconfig).read().splitlines():
+        s = line.strip()
+        if server and s.startswith("server:"):
+            line = line[:line.index("server:")] + "server: " + server
+        elif (insecure or server) and s.startswith("certificate-authority-data:"):
+            if insecure:
+                line = line[:line.index("certificate-authority-data:")] + "insecure-skip-tls-verify: true"
+            else:
+                continue
+        elif token and s.startswith(("client-certificate-data:", "client-key-data:", "token:")):
+            continue
+        out.append(line)
+        if token and s == "user:":
+            out.append(line[:line.index("user:")] + "  token: " + token)
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    return path
+
+
+def test_insecure_transport_is_loud():
+    import subprocess
+    import tempfile
+    mid = "y" * 12000
+    with Kubesim(nodes=1, token=mid) as ks, tempfile.TemporaryDirectory() as tmp:
+        apply_crds(ks.client())
+        for name, kw, reason in (("plain", {"server": ks.http_url}, "plain-http"),
+                                 ("skip", {"insecure": True}, "skip-tls-verify")):
+            kc = kubeconfig_variant(ks, os.path.join(tmp, name), **kw)
+            with Slurmop(kc, log_level="info") as op:
+                op.wait_ready()
+                assert "INSECURE" in op.stderr(), op.stderr()[-2000:]
+                assert op.metric("slurmop_api_insecure_transport", reason=reason) == 1
+                other = "skip-tls-verify" if reason == "plain-http" else "plain-http"
+                assert op.metric("slurmop_api_insecure_transport", reason=other) == 0
+        with Slurmop(ks.kubeconfig, log_level="info") as op:
+            op.wait_ready()
+            assert "INSECURE" not in op.stderr()
+            assert op.metric("slurmop_api_insecure_transport") == 0
+        # A bearer token over the limit is refused with a clear error, never
+        # cut (a cut token fails later as 401 with nothing saying why).
+        kc = kubeconfig_variant(ks, os.path.join(tmp, "big"), server=ks.http_url, token="x" * 70000)
+        op = Slurmop(kc, log_level="info")
+        op.start()
+        try:
+            wait_for(lambda: "bearer token of 70000 bytes is longer than" in op.stderr(), 20,
+                     what="the bearer-token error")
+            assert not op.ready()
+        finally:
+            op.stop(check=False)
+            op.tmp.cleanup()
+        # 8 KiB and more are sent whole (they used to be cut at 8 KiB).
+        kc = kubeconfig_variant(ks, os.path.join(tmp, "mid"), server=ks.http_url, token=mid)
+        with Slurmop(kc, log_level="info") as op:
+            op.wait_ready()
+
+
 if __name__ == "__main__":
     if not os.path.exists(slurmop_binary()):
         print("slurmop not built")
