@@ -761,9 +761,23 @@ class TestChartsRendered(unittest.TestCase):
                 return getattr(case, name)
         r = Rendered()
         r.objs = objs
-        r.check_cluster_role()
-        r.check_bindings()
-        r.check_leader_election()
+        # With namespaces, every namespaced permission is a Role there and
+        # the ClusterRole keeps only what has no namespace.
+        cr = one(objs, "ClusterRole")
+        cluster = {(g, res) for rule in cr["rules"] for g in rule["apiGroups"] for res in rule["resources"]}
+        self.assertEqual(cluster, {("", "nodes"), ("apiextensions.k8s.io", "customresourcedefinitions")})
+        for ns in ("slurm", "team-a"):
+            roles = [o for o in objs if o["kind"] == "Role" and o["metadata"].get("namespace") == ns]
+            self.assertEqual(len(roles), 1, ns)
+            granted = {}
+            for rule in roles[0]["rules"]:
+                for g in rule["apiGroups"]:
+                    for res in rule["resources"]:
+                        granted.setdefault((g, res), set()).update(rule["verbs"])
+            self.assertEqual(granted, {k: v for k, v in EXPECTED_CLUSTER.items() if k not in cluster}, ns)
+            rbs = [o for o in objs if o["kind"] == "RoleBinding" and o["metadata"].get("namespace") == ns]
+            self.assertEqual(len(rbs), 1, ns)
+            self.assertEqual(rbs[0]["roleRef"]["kind"], "Role")
         r.check_args_in_source()
         r.check_ports_and_probes()
         r.check_security_and_resources()
@@ -772,7 +786,8 @@ class TestChartsRendered(unittest.TestCase):
         self.assertEqual(flag_value(args, "propagated-node-conditions"), "KernelDeadlock,GPUUnhealthy")
         self.assertEqual(flag_value(args, "leader-elect-namespace"), "leases")
         self.assertEqual(flag_value(args, "leader-elect-lease"), "ops-slurmop")
-        self.assertEqual(one(objs, "Role")["metadata"]["namespace"], "leases")
+        self.assertEqual(len([o for o in objs if o["kind"] == "Role" and o["metadata"].get("namespace") == "leases"]),
+                         1)
 
     def test_slurmop_chart_refuses_replicas_without_leader_election(self):
         r = helm("template", "x", chart_dirs()["slurmop"], "--set", "replicas=2", "--set",
