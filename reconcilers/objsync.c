@@ -246,8 +246,9 @@ static int has_ref_uid(const cJSON *live, const char *uid)
 static int has_managed_label(const cJSON *live)
 {
     const cJSON *labels = json_get(live, "metadata.labels");
-    const char *v = json_get_str(labels, OBJSYNC_MANAGED_BY_LABEL);
-    return v && strcmp(v, OBJSYNC_MANAGED_BY) == 0;
+    /* json_child, not a path lookup: the label key has dots. */
+    const cJSON *v = json_child(labels, OBJSYNC_MANAGED_BY_LABEL);
+    return cJSON_IsString(v) && strcmp(v->valuestring, OBJSYNC_MANAGED_BY) == 0;
 }
 
 int objsync_owned_by(const cJSON *live, const char *owner_uid)
