@@ -24,6 +24,10 @@
 #   status             one line per component; exit 0 when all run and answer
 #                      their health check, 3 otherwise
 #   env                print the export lines of a started cluster
+#   restart-apiserver  stop kube-apiserver and start it again (same port, same
+#                      etcd): every connection and watch of a client ends
+#   compact            compact etcd's history up to the current revision;
+#                      prints the revision
 #
 # Settings (environment):
 #   K8S_DIR             cluster directory (default /tmp/slurmop-k8s)
@@ -300,6 +304,76 @@ write_kwok_config() {
     cat "$stages" > "$D/kwok.yaml"
 }
 
+# The audit policy: one Metadata event per request of a ServiceAccount outside
+# kube-system (the operator under test), none for anything else. Tests count
+# the operator's own requests in log/audit.log (JSON lines), as kubesim's
+# /kubesim/counters does.
+write_audit_policy() {
+    cat > "$D/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    userGroups: ["system:serviceaccounts:kube-system"]
+  - level: Metadata
+    userGroups: ["system:serviceaccounts"]
+  - level: None
+EOF
+}
+
+# launch_apiserver: start kube-apiserver on the ports in run/ (start and
+# restart-apiserver).
+launch_apiserver() {
+    local etcd_port api_port
+    etcd_port=$(port_of etcd); api_port=$(port_of kube-apiserver)
+    launch kube-apiserver "$BIN/kube-apiserver" \
+        --etcd-servers "http://127.0.0.1:$etcd_port" \
+        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+        --cert-dir "$D/apiserver" \
+        --tls-cert-file "$D/pki/apiserver.crt" --tls-private-key-file "$D/pki/apiserver.key" \
+        --client-ca-file "$D/pki/ca.crt" \
+        --authorization-mode Node,RBAC \
+        --service-account-issuer https://kubernetes.default.svc.cluster.local \
+        --service-account-key-file "$D/pki/sa.pub" \
+        --service-account-signing-key-file "$D/pki/sa.key" \
+        --service-cluster-ip-range "$SERVICE_CIDR" \
+        --endpoint-reconciler-type none \
+        --allow-privileged=true \
+        --audit-policy-file "$D/audit-policy.yaml" --audit-log-path "$D/log/audit.log" \
+        --audit-log-format json --audit-log-mode blocking --audit-log-maxsize 0
+}
+
+# restart-apiserver: stop kube-apiserver (SIGTERM, SIGKILL after 3 s; every
+# connection and watch ends) and start it again on the same port with the same etcd; wait until
+# it is ready.
+do_restart_apiserver() {
+    [ -f "$D/env" ] && [ -f "$D/run/bin" ] || die "no started cluster at $D"
+    BIN=$(cat "$D/run/bin")
+    local p t0; t0=$(now_ms)
+    p=$(pid_of kube-apiserver)
+    # SIGTERM, then SIGKILL after 3 s: a graceful stop waits for long requests.
+    alive "$p" && terminate 3000 "$p"
+    launch_apiserver
+    poll 60000 "$(pid_of kube-apiserver)" health kube-apiserver || die "kube-apiserver did not become ready (log/kube-apiserver.log)"
+    say "kube-apiserver restarted in $(( $(now_ms) - t0 )) ms"
+}
+
+# compact: compact etcd's history up to its current revision (the API server
+# then answers a watch or list from an older resourceVersion with 410 Gone
+# once its watch cache no longer holds it); prints the revision.
+do_compact() {
+    [ -f "$D/run/bin" ] || die "no started cluster at $D"
+    local port rev
+    port=$(port_of etcd)
+    rev=$(curl -fsS -m 5 -X POST -d '{"key": "AA=="}' "http://127.0.0.1:$port/v3/kv/range" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])') || die "etcd range failed"
+    curl -fsS -m 10 -X POST -d "{\"revision\": \"$rev\", \"physical\": true}" \
+        "http://127.0.0.1:$port/v3/kv/compaction" >/dev/null || die "etcd compaction failed"
+    say "etcd compacted at revision $rev"
+    echo "$rev"
+}
+
 print_env() {
     cat "$D/env"
 }
@@ -334,7 +408,7 @@ do_start() {
     for n in "${COMPONENTS[@]}"; do
         alive "$(pid_of "$n")" && die "$n of $D is running (pid $(pid_of "$n")); stop it first"
     done
-    rm -rf "$D/etcd" "$D/run" "$D/log" "$D/pki" "$D"/*.kubeconfig "$D/env" "$D/kcm" "$D/scheduler" "$D/apiserver" "$D"/nodes*.yaml
+    rm -rf "$D/etcd" "$D/run" "$D/log" "$D/pki" "$D"/*.kubeconfig "$D/env" "$D/audit-policy.yaml" "$D/kcm" "$D/scheduler" "$D/apiserver" "$D"/nodes*.yaml
     mkdir -p "$D/run" "$D/log" "$D/kcm" "$D/scheduler" "$D/apiserver"
     echo "$BIN" > "$D/run/bin"
 
@@ -361,19 +435,8 @@ do_start() {
     poll 20000 "$(pid_of etcd)" health etcd || die "etcd did not start (log/etcd.log)"
 
     echo "$API_PORT" > "$D/run/kube-apiserver.port"
-    launch kube-apiserver "$BIN/kube-apiserver" \
-        --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
-        --cert-dir "$D/apiserver" \
-        --tls-cert-file "$D/pki/apiserver.crt" --tls-private-key-file "$D/pki/apiserver.key" \
-        --client-ca-file "$D/pki/ca.crt" \
-        --authorization-mode Node,RBAC \
-        --service-account-issuer https://kubernetes.default.svc.cluster.local \
-        --service-account-key-file "$D/pki/sa.pub" \
-        --service-account-signing-key-file "$D/pki/sa.key" \
-        --service-cluster-ip-range "$SERVICE_CIDR" \
-        --endpoint-reconciler-type none \
-        --allow-privileged=true
+    write_audit_policy
+    launch_apiserver
     poll 60000 "$(pid_of kube-apiserver)" health kube-apiserver || die "kube-apiserver did not become ready (log/kube-apiserver.log)"
     say "kube-apiserver ready on 127.0.0.1:$API_PORT after $(( $(now_ms) - t0 )) ms"
 
@@ -478,6 +541,8 @@ case $cmd in
     stop) do_stop "$@" ;;
     status) do_status ;;
     env) [ -f "$D/env" ] || die "no started cluster at $D"; print_env ;;
+    restart-apiserver) do_restart_apiserver ;;
+    compact) do_compact ;;
     nodes)
         [ $# -eq 1 ] || die "usage: cluster.sh nodes N"
         [ -f "$D/env" ] && [ -f "$D/run/bin" ] || die "no started cluster at $D"

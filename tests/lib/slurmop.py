@@ -112,6 +112,8 @@ class Slurmop:
         self.stderr_path = os.path.join(self.tmp.name, "stderr.log")
         self.metrics_url = None
         self.health_url = None
+        self._cluster = None
+        self._audit_start = 0
 
     def command(self):
         cmd = [slurmop_binary(), "--kubeconfig", self.kubeconfig, "--metrics-addr", "127.0.0.1:0",
@@ -129,7 +131,52 @@ class Slurmop:
                 cmd += [opt, str(v)]
         return cmd + self.args
 
+    def _k8s(self):
+        """The k8s backend's cluster when this process runs on it (else None);
+        slurmop must then run with the ServiceAccount token kubeconfig."""
+        try:
+            import backend
+        except ImportError:
+            return None
+        if not backend.is_k8s() or backend._cluster is None:
+            return None
+        cl = backend._cluster
+        assert os.path.abspath(self.kubeconfig) != os.path.abspath(cl.admin_kubeconfig), \
+            "slurmop must not run with the admin certificate on the k8s backend"
+        return cl
+
+    def _audit_size(self):
+        try:
+            return os.path.getsize(self._cluster.audit_log)
+        except OSError:
+            return 0
+
+    def forbidden(self):
+        """On the k8s backend: the API server's audit events of 403 answers
+        to ServiceAccount requests since this process started, and the lines
+        of slurmop's log that say forbidden / 403."""
+        if self._cluster is None:
+            return [], []
+        events = []
+        try:
+            with open(self._cluster.audit_log, "rb") as f:
+                f.seek(self._audit_start)
+                for line in f.read().splitlines():
+                    try:
+                        ev = json.loads(line)
+                    except ValueError:
+                        continue
+                    if (ev.get("responseStatus") or {}).get("code") == 403:
+                        events.append(ev)
+        except OSError:
+            pass
+        lines = [l for l in self.stderr().splitlines() if re.search(r"\bforbidden\b|\b403\b", l, re.I)]
+        return events, lines
+
     def start(self, timeout=20):
+        self._cluster = self._k8s()
+        if self._cluster is not None:
+            self._audit_start = self._audit_size()
         env = dict(os.environ)
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
         if self.env:
@@ -198,7 +245,20 @@ class Slurmop:
             err = self.stderr()
             if rc != 0 or "Sanitizer" in err or "runtime error" in err:
                 raise AssertionError("slurmop exited with %s:\n%s" % (rc, err[-8000:]))
+            self.check_no_forbidden()
         return rc
+
+    def check_no_forbidden(self):
+        """k8s backend: fail when the API server refused the operator's
+        ServiceAccount anything (RBAC of deploy/ too narrow)."""
+        events, lines = self.forbidden()
+        if events or lines:
+            what = sorted({"%s %s%s" % (e.get("verb"), (e.get("objectRef") or {}).get("resource", "?"),
+                                        "/" + e["objectRef"]["subresource"]
+                                        if (e.get("objectRef") or {}).get("subresource") else "")
+                           for e in events})
+            raise AssertionError("the API server answered slurmop with 403 (RBAC of deploy/manifests): %s\n%s"
+                                 % (", ".join(what), "\n".join(lines[:20])))
 
     def __enter__(self):
         return self.start()
