@@ -7,7 +7,15 @@ failed pods replaced, orphan pods adopted (and strangers left alone), and
 a NodeSet deleted and recreated under the same name converging at once.
 No Slurm runs here (no RestApi): the tests that scale in, roll or delete
 opt out of the drain before delete (make_cluster(no_drain=True)); what the
-operator does without that opt-out is test_nodeset_safety.py's."""
+operator does without that opt-out is test_nodeset_safety.py's.
+
+Also on a real control plane (integration.k8s.nodeset_engine,
+tests/lib/backend.py): kube-scheduler binds the pods to KWOK nodes and kwok
+makes them Ready; a failed pod is a status write of phase Failed (what a
+kubelet writes); taints, node deletion and new nodes are API writes; the
+volume claims bind to PersistentVolumes the test creates (the cluster has
+no provisioner)."""
+# backends: kubesim k8s
 
 import os
 import sys
@@ -16,7 +24,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
-from kubesim import Kubesim, run_tests  # noqa: E402
+from backend import api_server, is_k8s  # noqa: E402
+from kubesim import run_tests  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, make_cluster, pods_of, set_replicas, wait_for  # noqa: E402
 
 IMAGES = {"slurmd": {"image": "ghcr.io/slinkyproject/slurmd:test"}, "logfile": {"image": "alpine:test"}}
@@ -35,7 +44,7 @@ def nodeset(c, name):
 
 
 def test_objects_statefulset_mode():
-    with Kubesim(nodes=8) as ks:
+    with api_server(nodes=8) as ks:
         c = ks.client()
         apply_crds(c)
         a, b = make_cluster(c, nodesets={
@@ -92,14 +101,14 @@ def test_objects_statefulset_mode():
             assert st["observedGeneration"] == ns["metadata"]["generation"]
             assert (st["replicas"], st["readyReplicas"], st["updatedReplicas"], st["desired"]) == (2, 2, 2, 2), st
             # A failed pod is replaced.
-            ks.admin("POST", "/kubesim/pods/fail", {"namespace": "default", "name": "cpu-01"})
+            ks.fail_pod("default", "cpu-01")
             wait_for(lambda: any(p["metadata"]["name"] == "cpu-01" and
                                  p["metadata"]["uid"] != pods[1]["metadata"]["uid"] and is_ready(p)
                                  for p in pods_of(c, "cpu")), 30, what="cpu-01 replaced")
 
 
 def test_rolling_update_budget():
-    with Kubesim(nodes=24, max_grace="300ms") as ks:
+    with api_server(nodes=24, max_grace="300ms") as ks:
         c = ks.client()
         apply_crds(c)
         make_cluster(c, nodesets={"cpu": dict(replicas=20, updateStrategy={
@@ -146,7 +155,7 @@ def label_node(c, name, labels):
 
 
 def test_daemonset_mode_follows_nodes():
-    with Kubesim(nodes=4) as ks:
+    with api_server(nodes=4) as ks:
         c = ks.client()
         apply_crds(c)
         nodes = sorted(node_names(c))
@@ -169,14 +178,12 @@ def test_daemonset_mode_follows_nodes():
             label_node(c, nodes[2], {"pool": "a"})
             wait_for(lambda: on_nodes() == nodes[:3], 30, what="a pod on the newly labelled node")
             # An untolerated NoExecute taint evicts; NoSchedule alone would not.
-            ks.admin("POST", "/kubesim/nodes/taint",
-                     {"names": [nodes[1]], "taint": {"key": "maint", "value": "x", "effect": "NoExecute"}})
+            ks.taint_node(nodes[1], {"key": "maint", "value": "x", "effect": "NoExecute"})
             wait_for(lambda: on_nodes() == [nodes[0], nodes[2]], 30, what="pod gone from the tainted node")
             # A node is deleted; a new one is added and labelled.
-            ks.admin("POST", "/kubesim/nodes/delete", {"names": [nodes[0]]})
+            ks.delete_node(nodes[0])
             wait_for(lambda: on_nodes() == [nodes[2]], 30, what="pod gone with its node")
-            ks.admin("POST", "/kubesim/nodes/add", {"count": 1})
-            new = sorted(set(node_names(c)) - set(nodes))[0]
+            new = ks.add_node()
             label_node(c, new, {"pool": "a"})
             wait_for(lambda: on_nodes() == sorted([nodes[2], new]), 30, what="pod on the added node")
             st = nodeset(c, "ds")["status"]
@@ -185,7 +192,7 @@ def test_daemonset_mode_follows_nodes():
 
 
 def test_delete_and_recreate_converges_at_once():
-    with Kubesim(nodes=8, max_grace="200ms") as ks:
+    with api_server(nodes=8, max_grace="200ms") as ks:
         c = ks.client()
         apply_crds(c)
         make_cluster(c, nodesets={"cpu": dict(replicas=3, **IMAGES)}, no_drain=True)
@@ -221,7 +228,7 @@ def test_orphan_adoption():
     foreign name is left alone; so is an orphan that turns up later, once the
     fleet is steady (the pass looks for orphans only when the label's index
     holds more pods than the NodeSet owns)."""
-    with Kubesim(nodes=8) as ks:
+    with api_server(nodes=8) as ks:
         c = ks.client()
         apply_crds(c)
         make_cluster(c, nodesets={"cpu": dict(replicas=2, **IMAGES)})
@@ -255,7 +262,7 @@ def test_orphan_adoption():
             assert names == ["cpu-0", "cpu-1", "cpu-2"], names
 
 def test_claims_retention_and_pin_to_node():
-    with Kubesim(nodes=8, max_grace="200ms") as ks:
+    with api_server(nodes=8, max_grace="200ms") as ks:
         c = ks.client()
         apply_crds(c)
         claim = {"metadata": {"name": "data"},
@@ -264,6 +271,16 @@ def test_claims_retention_and_pin_to_node():
                                               persistentVolumeClaimRetentionPolicy={"whenDeleted": "Retain",
                                                                                     "whenScaled": "Delete"},
                                               **IMAGES)}, no_drain=True)
+
+        if is_k8s():
+            # No provisioner on the real cluster: static volumes for the claims to bind.
+            for i in range(3):
+                r = c.post("/api/v1/persistentvolumes", {
+                    "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "engine-pv-%d" % i},
+                    "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                             "persistentVolumeReclaimPolicy": "Delete",
+                             "hostPath": {"path": "/tmp/engine-pv-%d" % i}}})
+                assert r.status in (201, 409), r.text
 
         def pvcs():
             items = c.get("/api/v1/namespaces/default/persistentvolumeclaims").json()["items"]
@@ -294,7 +311,7 @@ def test_claims_retention_and_pin_to_node():
 
 
 def test_daemonset_failed_pod_backoff():
-    with Kubesim(nodes=1, max_grace="100ms") as ks:
+    with api_server(nodes=1, max_grace="100ms") as ks:
         c = ks.client()
         apply_crds(c)
         make_cluster(c, nodesets={"ds": dict(scalingMode="DaemonSet", **IMAGES)})
@@ -309,7 +326,7 @@ def test_daemonset_failed_pod_backoff():
                 for p in pods_of(c, "ds", include_terminating=False):
                     uids.add(p["metadata"]["uid"])
                     if p.get("status", {}).get("phase") == "Running":
-                        ks.admin("POST", "/kubesim/pods/fail", {"namespace": "default", "name": p["metadata"]["name"]})
+                        ks.fail_pod("default", p["metadata"]["name"])
                 time.sleep(0.05)
             assert 2 <= len(uids) <= 5, "%d pods created in 4 s of failures" % len(uids)
             wait_for(lambda: len(ready_pods(c, "ds")) == 1, 60, what="a pod again after the failures stop")

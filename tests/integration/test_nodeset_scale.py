@@ -3,7 +3,16 @@ replicas become pods (names, labels, ownerReferences), scale 3 -> 7 -> 0
 through the scale subresource, every watch dropped mid-stream, a 410 forced
 on the watches, and never a duplicate create (kubesim counts them). Runs
 over HTTPS with a CA-verified client certificate and over plain HTTP with a
-bearer token. slurmop must exit 0 on SIGTERM with no sanitizer report."""
+bearer token. slurmop must exit 0 on SIGTERM with no sanitizer report.
+
+Also on a real control plane (integration.k8s.nodeset_scale): slurmop runs
+with its ServiceAccount token; kwok makes the scheduled pods Ready; the
+operator's requests are counted from the API server's audit log; "every
+watch dropped" is a restart of kube-apiserver, the 410 an etcd compaction
+followed by a restart (the new watch cache no longer holds the old
+resourceVersions). The plain-HTTP/static-token variant is kubesim only.
+"""
+# backends: kubesim k8s
 
 import os
 import sys
@@ -11,7 +20,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
-from kubesim import Kubesim, run_tests  # noqa: E402
+from backend import api_server, is_k8s  # noqa: E402
+from kubesim import run_tests  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, make_cluster, pods_of, set_replicas, wait_for  # noqa: E402
 
 IMAGES = {"slurmd": {"image": "ghcr.io/slinkyproject/slurmd:test"}, "logfile": {"image": "alpine:test"}}
@@ -25,6 +35,24 @@ def deletes(ks, resource="pods"):
     return ks.counters()["byResource"].get(resource, {}).get("delete", 0)
 
 
+def drop_watches(ks):
+    """Every watch of the operator ends mid-stream."""
+    if is_k8s():
+        ks.restart_apiserver()
+    else:
+        ks.admin("POST", "/kubesim/drop-watches", {})
+
+
+def expire_watches(ks):
+    """Every watch ends, and the next ones from the old resourceVersions get 410."""
+    if is_k8s():
+        ks.compact()
+        ks.restart_apiserver()
+    else:
+        ks.admin("POST", "/kubesim/faults", {"expireWatches": 32})
+        ks.admin("POST", "/kubesim/drop-watches", {})
+
+
 def ready_pods(c, name):
     return [p for p in pods_of(c, name, include_terminating=False)
             if any(cd["type"] == "Ready" and cd["status"] == "True" for cd in p.get("status", {}).get("conditions", []))]
@@ -34,9 +62,18 @@ def status(c, name):
     return c.get(NS_API + "/namespaces/default/nodesets/" + name).json().get("status", {})
 
 
+def pod_summary(c, name):
+    return [(p["metadata"]["name"], p["spec"].get("nodeName"), p.get("status", {}).get("phase"),
+             bool(p["metadata"].get("deletionTimestamp")), len(ready_pods(c, name)))
+            for p in pods_of(c, name)]
+
+
 def converge(c, name, n, timeout=30):
-    wait_for(lambda: len(pods_of(c, name)) == n and len(ready_pods(c, name)) == n, timeout,
-             what="%d ready pods of %s" % (n, name))
+    try:
+        wait_for(lambda: len(pods_of(c, name)) == n and len(ready_pods(c, name)) == n, timeout,
+                 what="%d ready pods of %s" % (n, name))
+    except AssertionError as e:
+        raise AssertionError("%s; pods: %r" % (e, pod_summary(c, name)))
     wait_for(lambda: status(c, name).get("readyReplicas", 0) == n and status(c, name).get("replicas", 0) == n,
              timeout, what="status.readyReplicas == %d" % n)
 
@@ -77,7 +114,8 @@ def scenario(ks, op_flags=None):
         assert creates(ks) == 7, ks.counters()["creates"]
 
         # Every watch dropped mid-stream (no terminating chunk), then a change.
-        ks.admin("POST", "/kubesim/drop-watches", {})
+        drop_watches(ks)
+        c = ks.client()  # a restarted kube-apiserver dropped the test's connection too
         set_replicas(c, "cpu", 5)
         wait_for(lambda: len(pods_of(c, "cpu")) == 5, 30, what="5 pods after the dropped watches")
         names = sorted(p["metadata"]["name"] for p in pods_of(c, "cpu"))
@@ -86,12 +124,13 @@ def scenario(ks, op_flags=None):
 
         # A 410 on the next watches: the reflectors relist and converge.
         lists_before = ks.counters()["lists"]
-        ks.admin("POST", "/kubesim/faults", {"expireWatches": 32})
-        ks.admin("POST", "/kubesim/drop-watches", {})
+        expire_watches(ks)
+        c = ks.client()
         set_replicas(c, "cpu", 8)
         converge(c, "cpu", 8)
         assert ks.counters()["lists"] > lists_before
-        ks.admin("POST", "/kubesim/faults", {"expireWatches": 0})
+        if not is_k8s():
+            ks.admin("POST", "/kubesim/faults", {"expireWatches": 0})
 
         set_replicas(c, "cpu", 0)
         wait_for(lambda: len(pods_of(c, "cpu")) == 0, 30, what="no pods")
@@ -105,25 +144,31 @@ def scenario(ks, op_flags=None):
 
 
 def test_https_client_certificate():
-    with Kubesim(nodes=16, require_client_cert=True) as ks:
+    with api_server(nodes=16, require_client_cert=True) as ks:
         scenario(ks)
 
 
 def test_plain_http_bearer_token():
-    with Kubesim(nodes=16, tls=False, token="s3cret", auth_required=True) as ks:
+    # k8s: Skip (the real API server always speaks TLS, its tokens are its own).
+    with api_server(nodes=16, tls=False, token="s3cret", auth_required=True) as ks:
         scenario(ks)
 
 
 def writes(ks):
-    by = ks.counters()["byVerb"]
-    return {v: by.get(v, 0) for v in ("create", "update", "patch", "delete")}
+    """Write requests by (verb, resource)."""
+    out = {}
+    for e in ks.counters()["requests"]:
+        if e["verb"] in ("create", "update", "patch", "delete"):
+            out[(e["verb"], e["resource"])] = out.get((e["verb"], e["resource"]), 0) + e["count"]
+    return out
 
 
 def test_apiserver_restart_relists_without_writes():
     """kubesim restarts (every connection and watch dropped, history compacted so
     old resourceVersions get 410): the operator relists, converges, and writes
-    nothing, because nothing changed."""
-    with Kubesim(nodes=16) as ks:
+    nothing, because nothing changed. k8s: etcd compacted, kube-apiserver
+    restarted."""
+    with api_server(nodes=16) as ks:
         c = ks.client()
         apply_crds(c)
         make_cluster(c, nodesets={"cpu": dict(replicas=6, **IMAGES)})
@@ -133,7 +178,7 @@ def test_apiserver_restart_relists_without_writes():
             time.sleep(1.0)  # let status writes settle
             before = writes(ks)
             lists = ks.counters()["lists"]
-            ks.admin("POST", "/kubesim/restart", {})
+            expire_watches(ks) if is_k8s() else ks.restart_apiserver()
             wait_for(lambda: ks.counters()["lists"] >= lists + 10, 30, what="the caches relisted")
             time.sleep(1.5)
             assert writes(ks) == before, (before, writes(ks))

@@ -44,6 +44,7 @@ about 10 s; stopped when the process exits, or by a watchdog when the
 process is killed). Each api_server() entry resets it: the test namespace
 default is emptied (finalizers removed, everything deleted at once), Leases
 removed, the KWOK nodes set to exactly `nodes` (kwok-gpu-0000...).
+SLURMOP_K8S_KEEP=1 leaves the cluster running after the process (debugging).
 The k8s backend exits 77 (ctest: skipped) when the control plane's binaries
 are not built (tests/k8s/build.sh) or Go is missing.
 """
@@ -124,6 +125,22 @@ class KubesimServer(Kubesim):
         finally:
             c.close()
 
+    # Faults with an equivalent on both backends.
+    def fail_pod(self, ns, name):
+        self.admin("POST", "/kubesim/pods/fail", {"namespace": ns, "name": name})
+
+    def taint_node(self, name, taint):
+        self.admin("POST", "/kubesim/nodes/taint", {"names": [name], "taint": taint})
+
+    def delete_node(self, name):
+        self.admin("POST", "/kubesim/nodes/delete", {"names": [name]})
+
+    def add_node(self):
+        """One more node; returns its name."""
+        before = set(self.node_names())
+        self.admin("POST", "/kubesim/nodes/add", {"count": 1})
+        return sorted(set(self.node_names()) - before)[0]
+
 
 # ---- a real control plane -----------------------------------------------------
 
@@ -163,6 +180,11 @@ class K8sCluster:
         if chk.returncode != 0:
             _skip_process("the Kubernetes binaries are not built: run `bash tests/k8s/build.sh`")
         t0 = time.monotonic()
+        if os.environ.get("SLURMOP_K8S_KEEP") == "1":
+            # debugging: leave the cluster running after the test
+            print("k8s backend: SLURMOP_K8S_KEEP=1: the cluster stays; stop it with K8S_DIR=%s "
+                  "bash tests/k8s/cluster.sh stop --clean" % self.dir, flush=True)
+            return self._start()
         # A watchdog stops the cluster when this process dies without its
         # atexit handler (ctest's timeout kills with SIGKILL).
         self.watchdog = subprocess.Popen(
@@ -172,6 +194,10 @@ class K8sCluster:
             start_new_session=True)
         atexit.register(self.stop)
         self.started = True
+        return self._start()
+
+    def _start(self):
+        t0 = time.monotonic()
         p = subprocess.run(["bash", CLUSTER_SH, "start"], env=self.env, capture_output=True, text=True, timeout=600)
         if p.returncode == 77:
             _skip_process("cluster.sh start: " + (p.stderr.strip().splitlines() or ["exit 77"])[-1])
@@ -381,6 +407,65 @@ class K8sApiServer:
         out = self.kubectl("get", "nodes", "-l", "type=kwok", "-o", "name").stdout.split()
         return sorted(n.split("/", 1)[1] for n in out)
 
+    # -- faults with an equivalent on both backends
+    def fail_pod(self, ns, name):
+        """What a kubelet writes when the pod's containers exit with an error."""
+        c = self.cluster.client()
+        try:
+            r = c.patch("/api/v1/namespaces/%s/pods/%s/status" % (ns, name),
+                        {"status": {"phase": "Failed", "reason": "Error", "conditions": [
+                            {"type": "Ready", "status": "False", "reason": "PodFailed"},
+                            {"type": "ContainersReady", "status": "False", "reason": "PodFailed"}]}},
+                        patch_type="strategic")
+            assert r.status == 200, r.text
+        finally:
+            c.close()
+
+    def taint_node(self, name, taint):
+        c = self.cluster.client()
+        try:
+            n = c.get("/api/v1/nodes/" + name).json()
+            taints = (n["spec"].get("taints") or []) + [taint]
+            r = c.patch("/api/v1/nodes/" + name, {"spec": {"taints": taints}})
+            assert r.status == 200, r.text
+        finally:
+            c.close()
+
+    def delete_node(self, name):
+        c = self.cluster.client()
+        try:
+            r = c.delete("/api/v1/nodes/" + name)
+            assert r.status == 200, r.text
+        finally:
+            c.close()
+
+    def add_node(self, name=None):
+        """One more KWOK node (the shape of the others, a new name);
+        returns its name once kwok has made it Ready."""
+        if name is None:
+            self._added = getattr(self, "_added", 0) + 1
+            name = "kwok-gpu-x%03d" % self._added
+        c = self.cluster.client()
+        try:
+            tmpl = [n for n in c.get("/api/v1/nodes", labelSelector="type=kwok").json()["items"]
+                    if n["metadata"]["name"] != name][0]
+            labels = dict(tmpl["metadata"]["labels"], **{"kubernetes.io/hostname": name})
+            labels.pop("pool", None)
+            body = {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name, "labels": labels,
+                                 "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+                    "spec": {}, "status": {"capacity": tmpl["status"]["capacity"],
+                                           "allocatable": tmpl["status"]["allocatable"]}}
+            r = c.post("/api/v1/nodes", body)
+            assert r.status == 201, r.text
+            from slurmop import wait_for
+            wait_for(lambda: any(x["type"] == "Ready" and x["status"] == "True" for x in
+                                 c.get("/api/v1/nodes/" + name).json().get("status", {}).get("conditions", [])),
+                     30, what="node %s Ready" % name)
+        finally:
+            c.close()
+        return name
+
     # -- the audit log as kubesim's counters
     def reset_counters(self):
         try:
@@ -499,12 +584,23 @@ class K8sApiServer:
 
     def _set_nodes(self, c):
         names = self.node_names()
-        extra = [n for n in names if int(n.rsplit("-", 1)[1]) >= self.nodes]
+        keep = {"kwok-gpu-%04d" % i for i in range(self.nodes)}
+        extra = [n for n in names if n not in keep]
+        # labels and taints a test added go too (nodes of cluster.sh have none)
+        for n in names:
+            if n in keep:
+                node = c.get("/api/v1/nodes/" + n).json()
+                if node["spec"].get("taints") or "pool" in node["metadata"].get("labels", {}):
+                    c.patch("/api/v1/nodes/" + n, {"metadata": {"labels": {"pool": None}}, "spec": {"taints": None}})
         for n in extra:
             r = c.delete("/api/v1/nodes/" + n)
             assert r.status in (200, 404), r.text
         if extra:
             from slurmop import wait_for
             wait_for(lambda: len(self.node_names()) == self.nodes, 30, what="surplus nodes gone")
-        if len(names) - len(extra) < self.nodes:
-            self.cluster.cluster_sh("nodes", str(self.nodes), timeout=300)
+        missing = sorted(keep - set(names))
+        if missing and missing[0] == "kwok-gpu-%04d" % (len(names) - len(extra)):
+            self.cluster.cluster_sh("nodes", str(self.nodes), timeout=300)  # the next indexes
+        else:
+            for n in missing:  # a test deleted one in the middle
+                self.add_node(name=n)

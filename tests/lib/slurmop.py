@@ -170,7 +170,7 @@ class Slurmop:
                         events.append(ev)
         except OSError:
             pass
-        lines = [l for l in self.stderr().splitlines() if re.search(r"\bforbidden\b|\b403\b", l, re.I)]
+        lines = [l for l in self.stderr().splitlines() if re.search(r"\bforbidden\b|answered 403\b|\b403 Forbidden\b", l, re.I)]
         return events, lines
 
     def start(self, timeout=20):
