@@ -22,7 +22,16 @@ kubesim does not run the StatefulSet and Deployment controllers, so "pods
 re-rolled" is checked where the roll starts: the pod templates' hash
 annotations. The slurmctld pod of the active-label check is created by the
 test.
+
+Also on a real control plane (integration.k8s.cluster_reconcilers,
+tests/lib/backend.py): slurmop runs with the ServiceAccount token of
+deploy/ and must get no 403; write requests are the operator's, counted from
+the API server's audit log; the StatefulSet controller makes the slurmctld
+pod c1-controller-0 itself (the test does not); a Controller without
+slurmKeyRef is refused by the CRD's CEL rule before slurmop sees it, so the
+operator-side validation segment is kubesim only.
 """
+# backends: kubesim k8s
 
 import base64
 import hashlib
@@ -36,7 +45,7 @@ import sys
 import tempfile
 import time
 
-from kubesim import Kubesim
+from backend import api_server, is_k8s
 
 BUILD = os.environ.get("OP_BUILD_DIR") or os.path.join(os.path.dirname(__file__), "..", "..", "build")
 SRC = os.environ.get("OP_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
@@ -277,10 +286,14 @@ def main():
         print("slurmop not built", file=sys.stderr)
         return 77
     work = tempfile.mkdtemp(prefix="cluster-rc-")
-    with Kubesim(nodes=4) as ks:
+    with api_server(nodes=4) as ks:
         api = Api(ks)
         for crd in load_crds() + [SM_CRD]:
             api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        for crd in load_crds() + [SM_CRD]:  # a real API server serves a new CRD after a moment
+            wait_for("CRD %s served" % crd["metadata"]["name"], lambda: api.c.get(
+                "/apis/%s/%s/%s" % (crd["spec"]["group"], crd["spec"]["versions"][0]["name"],
+                                    crd["spec"]["names"]["plural"])).status == 200, timeout=30)
         api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         for s in (secret("slurm-auth-slurm", "slurm.key", SLURM_KEY), secret("slurm-auth-jwt", "jwt.key", JWT_KEY),
                   secret("slurm-db", "password", DB_PASSWORD), secret("login-sssd", "sssd.conf", SSSD_CONF)):
@@ -298,6 +311,12 @@ def main():
             code = op.stop()
             text = op.text()
             check(code == 0, "slurmop exit code %s" % code)
+            if is_k8s():
+                refused = sorted({"%s %s/%s" % (e.get("verb"), (e.get("objectRef") or {}).get("resource"),
+                                                (e.get("objectRef") or {}).get("subresource") or "")
+                                  for e in ks.audit_events(since_reset=False)
+                                  if (e.get("responseStatus") or {}).get("code") == 403})
+                check(not refused, "the API server answered slurmop 403 (RBAC of deploy/): %r" % refused)
             check("ERROR: AddressSanitizer" not in text and "runtime error:" not in text
                   and "LeakSanitizer" not in text, "sanitizer report in slurmop's output")
             if failures:
@@ -471,11 +490,15 @@ def run(ks, api, op):
     check(t["status"]["issuedAt"] == iat, "Token status.issuedAt")
 
     # ---- active controller label ---------------------------------------------------
-    pod = api.create(CORE + "/pods", {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "c1-controller-0", "namespace": NS,
-                     "labels": {"app.kubernetes.io/name": "slurmctld", "app.kubernetes.io/instance": "c1"}},
-        "spec": {"containers": [{"name": "slurmctld", "image": "slurmctld"}]}})
+    if is_k8s():  # the StatefulSet controller makes it
+        pod = wait_for("c1-controller-0 made by the StatefulSet controller",
+                       lambda: api.get(CORE + "/pods/c1-controller-0"), timeout=60)
+    else:
+        pod = api.create(CORE + "/pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "c1-controller-0", "namespace": NS,
+                         "labels": {"app.kubernetes.io/name": "slurmctld", "app.kubernetes.io/instance": "c1"}},
+            "spec": {"containers": [{"name": "slurmctld", "image": "slurmctld"}]}})
     wait_for("active label on c1-controller-0", lambda: (api.get(CORE + "/pods/c1-controller-0")["metadata"]["labels"]
                                                          .get("controller.slinky.slurm.net/active") == "true"))
     # Someone takes it off: it comes back.
@@ -486,14 +509,14 @@ def run(ks, api, op):
 
     # ---- steady state: no writes -----------------------------------------------------
     time.sleep(2)
-    ks.admin("POST", "/kubesim/counters/reset")
+    ks.reset_counters()
     time.sleep(3)
     w = writes(ks.counters())
     check(not w, "a converged cluster causes no writes, got %r" % w)
 
     # ---- extraConf change ---------------------------------------------------------------
     before = get_all(api)
-    ks.admin("POST", "/kubesim/counters/reset")
+    ks.reset_counters()
     api.patch(GROUP + "/controllers/c1", {"spec": {"extraConf": EXTRA_CONF + "\nMaxArraySize=2000"}})
     wait_for("new slurm.conf", lambda: "MaxArraySize=2000" in api.get(CORE + "/configmaps/c1-config")["data"]["slurm.conf"])
     time.sleep(3)
@@ -572,31 +595,39 @@ def run(ks, api, op):
           "an external Controller gets no Services or StatefulSet")
 
     # ---- validation: an invalid Controller gets a condition and nothing else ---------------
-    ks.admin("POST", "/kubesim/counters/reset")
-    bad = api.create(GROUP + "/controllers", cr("Controller", "bad", {
-        "jwtKeyRef": {"name": "slurm-auth-jwt", "key": "jwt.key"}, "persistence": {"enabled": False},
-        "slurmctld": {"image": "ghcr.io/slinkyproject/slurmctld:25.11"}, "logfile": {"image": SIDECAR}}))
-    cond = wait_for("Valid=False condition", lambda: next(
-        (c for c in (api.get(GROUP + "/controllers/bad").get("status") or {}).get("conditions", [])
-         if c["type"] == "Valid" and c["status"] == "False"), None))
-    check("slurmKeyRef" in cond["message"] and cond["reason"] == "ValidationFailed", "validation condition %r" % cond)
-    time.sleep(1)
-    check(api.get(CORE + "/configmaps/bad-config") is None and api.get(CORE + "/services/bad-controller") is None,
-          "an invalid Controller gets no objects")
-    w = writes(ks.counters())
-    check(set(w) <= {("create", "controllers.slinky.slurm.net"), ("patch", "controllers.slinky.slurm.net/status")},
-          "invalid Controller: only its status is written, got %r" % w)
-    evs = api.get(CORE + "/events") or {}
-    evs2 = api.get("/apis/events.k8s.io/v1/namespaces/%s/events" % NS) or {}
-    reasons = [e.get("reason") for e in (evs.get("items") or []) + (evs2.get("items") or [])
-               if (e.get("regarding") or e.get("involvedObject") or {}).get("name") == "bad"]
-    check("ValidationFailed" in reasons, "ValidationFailed event, got %r" % reasons)
-    # Fixed: the condition goes away and the objects come.
-    api.patch(GROUP + "/controllers/bad", {"spec": {"slurmKeyRef": {"name": "slurm-auth-slurm", "key": "slurm.key"}}})
-    wait_for("bad-config", lambda: api.get(CORE + "/configmaps/bad-config"))
-    wait_for("condition removed", lambda: not any(
-        c["type"] == "Valid" for c in (api.get(GROUP + "/controllers/bad").get("status") or {}).get("conditions", [])))
-    del bad
+    bad_spec = {"jwtKeyRef": {"name": "slurm-auth-jwt", "key": "jwt.key"}, "persistence": {"enabled": False},
+                "slurmctld": {"image": "ghcr.io/slinkyproject/slurmctld:25.11"}, "logfile": {"image": SIDECAR}}
+    if is_k8s():
+        # The CRD's CEL rule refuses it first: slurmop never sees it.
+        r = api.c.post(GROUP + "/controllers", cr("Controller", "bad", bad_spec))
+        check(r.status == 422 and "slurmKeyRef must be set when external is false" in r.text,
+              "the API server refuses a Controller without slurmKeyRef: %d %s" % (r.status, r.text[:300]))
+    else:
+        ks.reset_counters()
+        bad = api.create(GROUP + "/controllers", cr("Controller", "bad", {
+            "jwtKeyRef": {"name": "slurm-auth-jwt", "key": "jwt.key"}, "persistence": {"enabled": False},
+            "slurmctld": {"image": "ghcr.io/slinkyproject/slurmctld:25.11"}, "logfile": {"image": SIDECAR}}))
+        cond = wait_for("Valid=False condition", lambda: next(
+            (c for c in (api.get(GROUP + "/controllers/bad").get("status") or {}).get("conditions", [])
+             if c["type"] == "Valid" and c["status"] == "False"), None))
+        check("slurmKeyRef" in cond["message"] and cond["reason"] == "ValidationFailed", "validation condition %r" % cond)
+        time.sleep(1)
+        check(api.get(CORE + "/configmaps/bad-config") is None and api.get(CORE + "/services/bad-controller") is None,
+              "an invalid Controller gets no objects")
+        w = writes(ks.counters())
+        check(set(w) <= {("create", "controllers.slinky.slurm.net"), ("patch", "controllers.slinky.slurm.net/status")},
+              "invalid Controller: only its status is written, got %r" % w)
+        evs = api.get(CORE + "/events") or {}
+        evs2 = api.get("/apis/events.k8s.io/v1/namespaces/%s/events" % NS) or {}
+        reasons = [e.get("reason") for e in (evs.get("items") or []) + (evs2.get("items") or [])
+                   if (e.get("regarding") or e.get("involvedObject") or {}).get("name") == "bad"]
+        check("ValidationFailed" in reasons, "ValidationFailed event, got %r" % reasons)
+        # Fixed: the condition goes away and the objects come.
+        api.patch(GROUP + "/controllers/bad", {"spec": {"slurmKeyRef": {"name": "slurm-auth-slurm", "key": "slurm.key"}}})
+        wait_for("bad-config", lambda: api.get(CORE + "/configmaps/bad-config"))
+        wait_for("condition removed", lambda: not any(
+            c["type"] == "Valid" for c in (api.get(GROUP + "/controllers/bad").get("status") or {}).get("conditions", [])))
+        del bad
 
     # ---- ServiceMonitor -----------------------------------------------------------------------
     sm_path = "/apis/monitoring.coreos.com/v1/namespaces/%s/servicemonitors/c1-controller" % NS

@@ -9,7 +9,14 @@ API server stalls (kubesim SIGSTOPped) for longer than the lease duration,
 the leader steps down at its renew deadline, cancels every queued write and
 exits 1; the successor acquires after the stall, and kubesim's own record
 (the resourceVersions of watch events, one global sequence) shows no write
-of the old leader after the successor's acquiring write."""
+of the old leader after the successor's acquiring write.
+
+Also on a real control plane (integration.k8s.leader_election): both run
+with the ServiceAccount token of deploy/, whose Role grants the Lease
+slurmop in slurmop-system only (so the Lease lives there). The fencing test
+is kubesim only (it SIGSTOPs the API server process and reads kubesim's
+global resourceVersion sequence)."""
+# backends: kubesim k8s
 
 import os
 import re
@@ -20,6 +27,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
+from backend import api_server, kubesim_only  # noqa: E402
 from kubesim import Kubesim, run_tests  # noqa: E402
 from slurmop import Slurmop, apply_crds, make_cluster, pods_of, set_replicas, wait_for  # noqa: E402
 
@@ -30,26 +38,26 @@ def leader(op):
     return op.metric("leader_election_master_status") == 1.0
 
 
-def lease(c):
-    r = c.get("/apis/coordination.k8s.io/v1/namespaces/default/leases/slurmop")
+def lease(c, ns):
+    r = c.get("/apis/coordination.k8s.io/v1/namespaces/%s/leases/slurmop" % ns)
     return r.json() if r.status == 200 else None
 
 
 def test_one_leader_and_failover():
-    with Kubesim(nodes=8) as ks:
+    with api_server(nodes=8) as ks:
         c = ks.client()
         apply_crds(c)
         make_cluster(c, nodesets={"cpu": dict(replicas=2, **IMAGES)})
-        a = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace="default").start()
+        a = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace=ks.lease_namespace).start()
         try:
             wait_for(lambda: leader(a), 20, what="the first process leads")
-            b = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace="default").start()
+            b = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace=ks.lease_namespace).start()
             try:
                 b.wait_ready()  # caches sync on followers too
                 wait_for(lambda: len(pods_of(c, "cpu")) == 2, 30, what="2 pods")
                 time.sleep(2.5)  # more than a retry period: the follower stays a follower
                 assert not leader(b)
-                holder = lease(c)["spec"]["holderIdentity"]
+                holder = lease(c, ks.lease_namespace)["spec"]["holderIdentity"]
                 assert holder and "_" in holder, holder
                 creates = ks.counters()["creates"]["pods"]
                 assert creates == 2, "only the leader writes (%d pod creates)" % creates
@@ -59,8 +67,8 @@ def test_one_leader_and_failover():
                 wait_for(lambda: leader(b), 15, what="the second process takes over")
                 took = time.monotonic() - t0
                 assert took < 10, "failover took %.1f s (the released Lease should be taken at once)" % took
-                assert lease(c)["spec"]["holderIdentity"] != holder
-                assert lease(c)["spec"].get("leaseTransitions", 0) >= 1
+                assert lease(c, ks.lease_namespace)["spec"]["holderIdentity"] != holder
+                assert lease(c, ks.lease_namespace)["spec"].get("leaseTransitions", 0) >= 1
                 set_replicas(c, "cpu", 4)
                 wait_for(lambda: len(pods_of(c, "cpu")) == 4, 30, what="the new leader scales")
             finally:
@@ -101,6 +109,7 @@ TIMING = dict(leader_elect_lease_duration=4, leader_elect_renew_deadline=3, lead
 
 
 def test_old_leader_fenced_after_stall():
+    kubesim_only("it stops the API server process with SIGSTOP and reads kubesim's global resourceVersion order")
     with Kubesim(nodes=8) as ks:
         c = ks.client()
         apply_crds(c)

@@ -16,7 +16,13 @@ checked where no Slurm runs (kubesim only, a Controller with no RestApi):
   operator's own check: condition Valid=False reason ValidationFailed with
   the message, a Warning Event, no pod, /healthz answering at once, and
   another NodeSet of the same run scaling normally; fixing the spec clears
-  the condition."""
+  the condition.
+
+Also on a real control plane (integration.k8s.nodeset_safety,
+tests/lib/backend.py): pod deletes are the operator's, counted from the
+API server's audit log; the CRD without the maximum replaces the served
+one for the last test and is removed afterwards."""
+# backends: kubesim k8s
 
 import glob
 import os
@@ -25,7 +31,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
-from kubesim import Kubesim, run_tests  # noqa: E402
+from backend import api_server, is_k8s  # noqa: E402
+from kubesim import run_tests  # noqa: E402
 from slurmop import (NO_DRAIN, NS_API, Slurmop, apply_crds, make_cluster, pods_of, set_replicas,  # noqa: E402
                      wait_for, yaml_to_json, SRC)
 
@@ -83,7 +90,7 @@ def opt_out(c, name):
 
 
 def test_scale_in_without_restapi_keeps_pods():
-    with Kubesim(nodes=8, max_grace="200ms") as ks:
+    with api_server(nodes=8, max_grace="200ms") as ks:
         c = ks.client()
         apply_crds(c)
         make_cluster(c, nodesets={"cpu": dict(replicas=3, **IMAGES)})
@@ -123,7 +130,7 @@ def test_scale_in_without_restapi_keeps_pods():
 
 
 def test_nodeset_deletion_without_restapi():
-    with Kubesim(nodes=8, max_grace="200ms") as ks:
+    with api_server(nodes=8, max_grace="200ms") as ks:
         c = ks.client()
         apply_crds(c)
         make_cluster(c, nodesets={"cpu": dict(replicas=2, **IMAGES)})
@@ -197,7 +204,7 @@ def post_nodeset(c, name, replicas, **extra):
 
 
 def test_replicas_maximum_enforced_by_crd():
-    with Kubesim(nodes=2) as ks:
+    with api_server(nodes=2) as ks:
         c = ks.client()
         apply_crds(c)
         make_cluster(c)
@@ -209,54 +216,71 @@ def test_replicas_maximum_enforced_by_crd():
 
 
 def test_replicas_beyond_maximum_operator_check():
-    with Kubesim(nodes=8, max_grace="200ms") as ks:
+    with api_server(nodes=8, max_grace="200ms") as ks:
         c = ks.client()
-        for d in [nodeset_crd_without_maximum()]:
-            r = c.post(CRD_API, d)
-            assert r.status == 201, r.text
-        apply_crds(c)  # the other five (409 for NodeSets: ours stays)
-        crd = c.get(CRD_API + "/nodesets.slinky.slurm.net").json()
-        assert "maximum" not in crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
-            "properties"]["replicas"]
-        make_cluster(c, nodesets={"cpu": dict(replicas=1, **IMAGES)}, no_drain=True)
-        r = post_nodeset(c, "huge", 2147483647)
+        if is_k8s():
+            # the cluster is shared by the file's tests: replace the served CRD
+            c.delete(CRD_API + "/nodesets.slinky.slurm.net")
+            wait_for(lambda: c.get(CRD_API + "/nodesets.slinky.slurm.net").status == 404, 60,
+                     what="the NodeSet CRD gone")
+        try:
+            crd_without_maximum_scenario(ks, c)
+        finally:
+            if is_k8s():
+                ks.reset()  # the NodeSets and their finalizers
+                c = ks.client()
+                c.delete(CRD_API + "/nodesets.slinky.slurm.net")
+                wait_for(lambda: c.get(CRD_API + "/nodesets.slinky.slurm.net").status == 404, 60,
+                         what="the modified NodeSet CRD gone")
+
+
+def crd_without_maximum_scenario(ks, c):
+    for d in [nodeset_crd_without_maximum()]:
+        r = c.post(CRD_API, d)
         assert r.status == 201, r.text
-        with Slurmop(ks.kubeconfig) as op:
-            op.wait_ready()
-            cd = wait_for(lambda: condition(c, "huge", "Valid"), 30, what="Valid condition on huge")
-            assert cd["status"] == "False" and cd["reason"] == "ValidationFailed", cd
-            assert "spec.replicas must be at most 65536, got 2147483647" in cd.get("message", ""), cd
-            evs = wait_for(lambda: events(c, "huge", "ValidationFailed"), 30, what="ValidationFailed Event")
-            assert all(e["type"] == "Warning" for e in evs), evs
-            assert "65536" in evs[0].get("note", ""), evs
+    apply_crds(c)  # the other five (409 for NodeSets: ours stays)
+    crd = c.get(CRD_API + "/nodesets.slinky.slurm.net").json()
+    assert "maximum" not in crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+        "properties"]["replicas"]
+    make_cluster(c, nodesets={"cpu": dict(replicas=1, **IMAGES)}, no_drain=True)
+    r = post_nodeset(c, "huge", 2147483647)
+    assert r.status == 201, r.text
+    with Slurmop(ks.kubeconfig) as op:
+        op.wait_ready()
+        cd = wait_for(lambda: condition(c, "huge", "Valid"), 30, what="Valid condition on huge")
+        assert cd["status"] == "False" and cd["reason"] == "ValidationFailed", cd
+        assert "spec.replicas must be at most 65536, got 2147483647" in cd.get("message", ""), cd
+        evs = wait_for(lambda: events(c, "huge", "ValidationFailed"), 30, what="ValidationFailed Event")
+        assert all(e["type"] == "Warning" for e in evs), evs
+        assert "65536" in evs[0].get("note", ""), evs
 
-            # The loop stays responsive.
-            worst = 0.0
-            for _ in range(10):
-                t0 = time.monotonic()
-                status, _body = op.get(op.health_url + "/healthz", timeout=5)
-                worst = max(worst, time.monotonic() - t0)
-                assert status == 200, status
-            assert worst < 1.0, "/healthz took %.2f s" % worst
+        # The loop stays responsive.
+        worst = 0.0
+        for _ in range(10):
+            t0 = time.monotonic()
+            status, _body = op.get(op.health_url + "/healthz", timeout=5)
+            worst = max(worst, time.monotonic() - t0)
+            assert status == 200, status
+        assert worst < 1.0, "/healthz took %.2f s" % worst
 
-            # Another NodeSet of the same run scales normally, both ways.
-            wait_for(lambda: len(ready_pods(c, "cpu")) == 1, 30, what="1 ready cpu pod")
-            set_replicas(c, "cpu", 4)
-            wait_for(lambda: len(ready_pods(c, "cpu")) == 4, 30, what="4 ready cpu pods")
-            set_replicas(c, "cpu", 2)
-            wait_for(lambda: names(pods_of(c, "cpu")) == ["cpu-0", "cpu-1"], 30, what="cpu scaled to 2")
-            assert condition(c, "cpu", "Valid") is None, condition(c, "cpu", "Valid")
+        # Another NodeSet of the same run scales normally, both ways.
+        wait_for(lambda: len(ready_pods(c, "cpu")) == 1, 30, what="1 ready cpu pod")
+        set_replicas(c, "cpu", 4)
+        wait_for(lambda: len(ready_pods(c, "cpu")) == 4, 30, what="4 ready cpu pods")
+        set_replicas(c, "cpu", 2)
+        wait_for(lambda: names(pods_of(c, "cpu")) == ["cpu-0", "cpu-1"], 30, what="cpu scaled to 2")
+        assert condition(c, "cpu", "Valid") is None, condition(c, "cpu", "Valid")
 
-            # Nothing was created for the invalid NodeSet.
-            assert pods_of(c, "huge") == []
-            assert condition(c, "huge", "Valid")["status"] == "False"
-            assert op.ready()
+        # Nothing was created for the invalid NodeSet.
+        assert pods_of(c, "huge") == []
+        assert condition(c, "huge", "Valid")["status"] == "False"
+        assert op.ready()
 
-            # A valid spec again: the condition goes and the pods come.
-            r = c.patch(NS_API + "/namespaces/default/nodesets/huge", {"spec": {"replicas": 2}})
-            assert r.status == 200, r.text
-            wait_for(lambda: len(ready_pods(c, "huge")) == 2, 30, what="2 ready huge pods")
-            wait_for(lambda: condition(c, "huge", "Valid") is None, 30, what="Valid condition removed")
+        # A valid spec again: the condition goes and the pods come.
+        r = c.patch(NS_API + "/namespaces/default/nodesets/huge", {"spec": {"replicas": 2}})
+        assert r.status == 200, r.text
+        wait_for(lambda: len(ready_pods(c, "huge")) == 2, 30, what="2 ready huge pods")
+        wait_for(lambda: condition(c, "huge", "Valid") is None, 30, what="Valid condition removed")
 
 
 if __name__ == "__main__":

@@ -68,7 +68,9 @@ def pod_summary(c, name):
             for p in pods_of(c, name)]
 
 
-def converge(c, name, n, timeout=30):
+def converge(c, name, n, timeout=None):
+    # k8s: after a restart of kube-apiserver the scheduler's watches back off
+    timeout = timeout or (90 if is_k8s() else 30)
     try:
         wait_for(lambda: len(pods_of(c, name)) == n and len(ready_pods(c, name)) == n, timeout,
                  what="%d ready pods of %s" % (n, name))

@@ -597,9 +597,10 @@ class K8sApiServer:
             assert r.status in (200, 404), r.text
         if extra:
             from slurmop import wait_for
-            wait_for(lambda: len(self.node_names()) == self.nodes, 30, what="surplus nodes gone")
+            wait_for(lambda: not set(extra) & set(self.node_names()), 30, what="surplus nodes gone")
+            names = [n for n in names if n not in extra]
         missing = sorted(keep - set(names))
-        if missing and missing[0] == "kwok-gpu-%04d" % (len(names) - len(extra)):
+        if missing and missing[0] == "kwok-gpu-%04d" % len(names):
             self.cluster.cluster_sh("nodes", str(self.nodes), timeout=300)  # the next indexes
         else:
             for n in missing:  # a test deleted one in the middle
