@@ -2,12 +2,23 @@
 # The whole test suite, from a fresh Debian 12 machine: install packages,
 # build with -Werror, AddressSanitizer and UndefinedBehaviorSanitizer, and
 # run every test through ctest. Extra arguments go to ctest (e.g. -L unit).
+#
+# The real Kubernetes control plane (tests/k8s/) is built first: a no-op when
+# its binaries are cached, exit 77 when Go is missing, in which case the k8s
+# tests (label k8s: integration.k8s.*, integration.k8s_*) skip themselves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/deps.sh
 BUILD=${OP_TEST_BUILD_DIR:-build-test}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Debug -DOP_WERROR=ON -DOP_ASAN=ON -DOP_UBSAN=ON >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
+rc=0
+bash tests/k8s/build.sh >/dev/null || rc=$?
+case $rc in
+    0) ;;
+    77) echo "tests/run.sh: Go is missing: the k8s tests will be skipped" >&2 ;;
+    *) echo "tests/run.sh: tests/k8s/build.sh failed (exit $rc)" >&2; exit "$rc" ;;
+esac
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 cd "$BUILD"
