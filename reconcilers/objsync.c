@@ -174,6 +174,10 @@ static cJSON *subset_diff(const cJSON *want, const cJSON *have)
 {
     if (json_subset(want, have))
         return NULL;
+    /* The API server stores an empty map as no map at all: asking for one
+     * again would send a patch that changes nothing, on every pass. */
+    if (cJSON_IsObject(want) && want->child == NULL && (have == NULL || cJSON_IsNull(have)))
+        return NULL;
     if (!cJSON_IsObject(want) || !cJSON_IsObject(have))
         return cJSON_Duplicate(want, 1);
     cJSON *out = cJSON_CreateObject();
@@ -181,6 +185,10 @@ static cJSON *subset_diff(const cJSON *want, const cJSON *have)
         cJSON *d = subset_diff(w, json_child(have, w->string));
         if (d)
             cJSON_AddItemToObject(out, w->string, d);
+    }
+    if (out->child == NULL) {
+        cJSON_Delete(out);
+        return NULL;
     }
     return out;
 }

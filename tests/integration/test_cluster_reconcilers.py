@@ -525,18 +525,10 @@ def run(ks, api, op):
     want = {("patch", "controllers.slinky.slurm.net"): 1, ("patch", "configmaps"): 1, ("patch", "statefulsets.apps"): 1}
     if is_k8s():
         # The audit log counts the operator's writes only, not the test's
-        # patch. Known defect seen only on the real API server: it drops an
-        # empty metadata.annotations map, and objsync_diff
-        # (reconcilers/objsync.c) then patches {"metadata":{"annotations":{}}}
-        # on every pass over an owned object whose desired annotations are {}
-        # (no-op patches; the resourceVersions do not move). Until fixed, the
-        # writes wanted must be there, extra no-op patches are reported.
+        # patch. (The real API server drops an empty annotations map; the
+        # diff treats that as no difference, so no no-op patch is sent.)
         want.pop(("patch", "controllers.slinky.slurm.net"))
-        check(all(w.get(k, 0) >= n for k, n in want.items()), "extraConf change: writes %r, want %r" % (w, want))
-        if w != want:
-            print("KNOWN DEFECT (objsync_diff, empty annotations): extraConf change wrote %r, want %r" % (w, want))
-    else:
-        check(w == want, "extraConf change: writes %r, want %r" % (w, want))
+    check(w == want, "extraConf change: writes %r, want %r" % (w, want))
     changed = sorted(k for k in before if before[k]["metadata"]["resourceVersion"] != after[k]["metadata"]["resourceVersion"])
     check(changed == ["cm-ctl", "sts-ctl"], "extraConf change touched %r" % changed)
     a0 = before["sts-ctl"]["spec"]["template"]["metadata"]["annotations"]
