@@ -187,8 +187,13 @@ static void on_pod(store *s, const sobj *old, const sobj *new, void *data)
         snprintf(key, sizeof(key), "%s/%s", o->ns, o->owner_name);
         if (!old && new)
             exp_creation_observed(C->exp, key);
-        if (old && !new)
-            exp_deletion_observed(C->exp, key, old->key);
+        /* A pod with a deletion timestamp counts as deleted, as in
+         * Kubernetes' own controllers: a pod on a Node that is gone stays
+         * Terminating until the pod garbage collector removes it (no
+         * kubelet confirms), and the NodeSet must not wait for that. The
+         * passes still see it (terminating) and do not replace it early. */
+        if ((old && !new) || (new && new->deleting && !(old && old->deleting)))
+            exp_deletion_observed(C->exp, key, o->key);
     }
     if (old && new && old->owner_uid && old->owner_uid != new->owner_uid)
         enqueue_owner(old);

@@ -557,6 +557,8 @@ class K8sApiServer:
                     params = {}
                     if plural == "configmaps":
                         params["fieldSelector"] = "metadata.name!=kube-root-ca.crt"
+                    if plural == "services":
+                        params["fieldSelector"] = "metadata.name!=kubernetes"  # the API server's own
                     d = c.request("DELETE", base, body={"apiVersion": "v1", "kind": "DeleteOptions",
                                                         "gracePeriodSeconds": 0,
                                                         "propagationPolicy": "Background"}, params=params)
@@ -568,7 +570,8 @@ class K8sApiServer:
                     continue
                 base = "%s/namespaces/default/%s" % (prefix, plural)
                 while True:
-                    r = c.get(base)
+                    r = c.get(base, fieldSelector="metadata.name!=kubernetes") if plural == "services" \
+                        else c.get(base)
                     if r.status == 404 or not r.json().get("items"):
                         break
                     if time.monotonic() > deadline:
