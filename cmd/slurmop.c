@@ -58,6 +58,9 @@ static const char usage[] =
     "                               for every user but root and the SlurmUser (slurm), which are allowed\n"
     "                               only when listed by name (default \"*\")\n"
     "  --token-max-lifetime DUR     longest spec.lifetime a Token may ask for, a Go duration (default 24h)\n"
+    "  --ref-poll-interval SECONDS  the Secrets and ConfigMaps custom resources reference (keys, passwords,\n"
+    "                               config files) are read by name, never watched: each is read again this\n"
+    "                               often to notice a rotation (default 30; fractions allowed)\n"
     "\n"
     "Process:\n"
     "  --metrics-addr ADDR          serve /metrics (Prometheus) here (default :8080; 0 disables)\n"
@@ -96,6 +99,7 @@ enum {
     OPT_GRACE,
     OPT_TOKEN_USERS,
     OPT_TOKEN_MAX_LIFETIME,
+    OPT_REF_POLL,
     OPT_HELP,
     OPT_VERSION,
 };
@@ -124,6 +128,7 @@ static const struct option long_opts[] = {
     {"shutdown-grace", required_argument, NULL, OPT_GRACE},
     {"token-users", required_argument, NULL, OPT_TOKEN_USERS},
     {"token-max-lifetime", required_argument, NULL, OPT_TOKEN_MAX_LIFETIME},
+    {"ref-poll-interval", required_argument, NULL, OPT_REF_POLL},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -285,6 +290,10 @@ int main(int argc, char **argv)
             break;
         case OPT_TOKEN_USERS: token_users = optarg; break;
         case OPT_TOKEN_MAX_LIFETIME: token_max_lifetime = optarg; break;
+        case OPT_REF_POLL:
+            if ((o.ref_poll_ms = parse_seconds_ms(optarg)) == 0 || o.ref_poll_ms < 100)
+                return die_usage("--ref-poll-interval: want seconds between 0.1 and 86400, got %s", optarg);
+            break;
         case OPT_VERSION: printf("slurmop %s\n", OP_VERSION); return 0;
         case 'h':
         case OPT_HELP: fputs(usage, stdout); return 0;

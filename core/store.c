@@ -261,6 +261,11 @@ static void fire(store *s, const sobj *old_obj, const sobj *new_obj)
         s->handlers[i].fn(s, old_obj, new_obj, s->handlers[i].data);
 }
 
+void store_notify(store *s, const sobj *old_obj, const sobj *new_obj)
+{
+    fire(s, old_obj, new_obj);
+}
+
 static void unlink_obj(store *s, sobj *o)
 {
     map_del(&s->by_key, o->key);

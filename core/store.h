@@ -104,6 +104,11 @@ int store_add_owner_index(store *s);
 /** Register a change handler (called in registration order). */
 void store_on_change(store *s, store_handler fn, void *data);
 
+/** Call s's handlers with (old_obj, new_obj) as if s had changed: for a
+ *  second store whose changes the handlers registered on s must also see,
+ *  and to have them look at an unchanged object again (old_obj == new_obj). */
+void store_notify(store *s, const sobj *old_obj, const sobj *new_obj);
+
 /** Insert or replace from a full object. Nothing happens (and 0 is
  *  returned) when the stored object has the same resourceVersion. Returns 1
  *  when a handler fired, 0 when unchanged, OP_EINVAL when obj lacks a name. */

@@ -234,9 +234,9 @@ static wq_result run(crc_module *m, const char *key, uint64_t first_add_ns)
     m->sync(&p);
     free(p.invalid);
     free(p.conflict);
-    if (b && !p.wrote && !p.failed && !p.pending)
+    if (b && !p.wrote && !p.failed && !p.pending && !p.ref_wait)
         backoff_drop(m, key); /* converged */
-    if (p.failed)
+    if (p.failed && !p.ref_wait)
         return WQ_RESULT_REQUEUE;
     if (p.requeue_ms)
         return WQ_RESULT_AFTER(p.requeue_ms);
@@ -301,11 +301,13 @@ const cJSON *crc_env_get(void *ud, const char *kind, const char *name)
 {
     crc_pass *p = ud;
     enum op_kind k;
-    if (strcmp(kind, "Secret") == 0)
-        k = OPK_SECRETS;
-    else if (strcmp(kind, "ConfigMap") == 0)
-        k = OPK_CONFIGMAPS;
-    else if (strcmp(kind, "PersistentVolumeClaim") == 0)
+    if (strcmp(kind, "Secret") == 0 || strcmp(kind, "ConfigMap") == 0) {
+        int pending = 0;
+        const sobj *o = op_ref_get(p->op, kind[0] == 'S' ? OPK_SECRETS : OPK_CONFIGMAPS, p->o->ns, name, &pending);
+        if (pending)
+            crc_ref_wait(p);
+        return o ? o->json : NULL;
+    } else if (strcmp(kind, "PersistentVolumeClaim") == 0)
         k = OPK_PVCS;
     else if (strcmp(kind, "Controller") == 0)
         k = OPK_CONTROLLERS;
@@ -315,6 +317,14 @@ const cJSON *crc_env_get(void *ud, const char *kind, const char *name)
         return NULL;
     const sobj *o = store_get(op_store(p->op, k), p->o->ns, name);
     return o ? o->json : NULL;
+}
+
+void crc_ref_wait(crc_pass *p)
+{
+    if (!p->ref_wait)
+        log_debug("%s %s: waiting for the first read of a referenced object", p->m->kind, p->o->key);
+    p->ref_wait = 1;
+    crc_requeue_after(p, CRC_REF_WAIT_MS);
 }
 
 const cJSON *crc_accepted(const crc_pass *p)
@@ -343,6 +353,11 @@ void crc_requeue_after(crc_pass *p, uint32_t ms)
 
 int crc_validated(crc_pass *p, int rc, vclu_result *r)
 {
+    if (p->ref_wait && (rc != 0 || r->n_errors > 0)) {
+        /* Maybe only the object still being read: judge on the next pass. */
+        vclu_result_free(r);
+        return 1;
+    }
     for (size_t i = 0; i < r->n_warnings; i++)
         op_warn(p->op, p->o, p->m->kind, "ValidationWarning", "%s", r->warnings[i]);
     if (rc != 0 || r->n_errors > 0) {
@@ -367,6 +382,10 @@ int crc_validated(crc_pass *p, int rc, vclu_result *r)
 
 void crc_step_failed(crc_pass *p, const char *step, int rc, char *why)
 {
+    if (p->ref_wait) {
+        free(why);
+        return;
+    }
     op_warn(p->op, p->o, p->m->kind, "SyncFailed", "%s: %s", step, why ? why : op_strerror(rc));
     free(why);
     p->failed = 1;
@@ -385,6 +404,12 @@ static void written(int err, const char *key, void *data)
     crc_module *m = w->m;
     if (err == OP_ECANCELED || m->q == NULL)
         goto out;
+    if (err == OP_EEXISTS) {
+        /* The name is taken by an object outside our cache that is not
+         * ours (objsync.h): the next pass reports the conflict. */
+        wq_add(m->q, w->owner);
+        goto out;
+    }
     const sobj *cr = store_get_key(op_store(m->op, m->store), w->owner);
     if (err == 0) {
         /* The watch event of the object queues the owner; queueing it now
@@ -442,6 +467,12 @@ int crc_ensure(crc_pass *p, enum op_kind kind, const kube_res *res, cJSON *desir
 {
     if (desired == NULL)
         return OBJSYNC_IN_SYNC;
+    if (p->ref_wait) {
+        /* Built without an object still being read: not written. */
+        cJSON_Delete(desired);
+        p->pending = 1;
+        return OBJSYNC_PENDING;
+    }
     const char *name = json_get_str_or(desired, "metadata.name", "");
     const sobj *cur = store_get(op_store(p->op, kind), p->o->ns, name);
     if (cur)
@@ -477,6 +508,8 @@ void crc_apply(crc_pass *p, const char *step, int rc, char *why, enum op_kind ki
 
 void crc_not_owned(crc_pass *p, const kube_res *res, const char *name)
 {
+    if (p->ref_wait)
+        return;
     char *what = xasprintf("%s %s/%s exists and is not owned by %s %s: left alone", res->kind, p->o->ns, name,
                            p->m->kind, p->o->name);
     op_warn(p->op, p->o, p->m->kind, CRC_REASON_NOT_OWNED, "%s", what);
@@ -493,6 +526,8 @@ void crc_not_owned(crc_pass *p, const kube_res *res, const char *name)
 
 int crc_delete(crc_pass *p, enum op_kind kind, const kube_res *res, const char *name)
 {
+    if (p->ref_wait)
+        return OBJSYNC_PENDING;
     const sobj *cur = store_get(op_store(p->op, kind), p->o->ns, name);
     if (cur && cur->json && !objsync_owned_by(cur->json, p->o->uid)) {
         crc_not_owned(p, res, name);
@@ -588,6 +623,10 @@ static void status_written(int err, const cJSON *obj, const kube_status *st, voi
 
 void crc_status(crc_pass *p, cJSON *fields)
 {
+    if (p->ref_wait) {
+        cJSON_Delete(fields);
+        return;
+    }
     crc_module *m = p->m;
     cJSON *want = fields ? fields : cJSON_CreateObject();
     const cJSON *status = json_child(p->cr, "status");

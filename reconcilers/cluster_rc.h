@@ -115,6 +115,7 @@ struct crc_pass {
     char *invalid;       /* validation errors ("; "-joined), NULL when valid */
     char *conflict;      /* objects not ours with our names ("; "-joined), NULL when none */
     clc_env env;         /* looks up the CR's namespace in the caches */
+    int ref_wait;        /* a referenced object's first read is on its way (crc_ref_wait) */
 };
 
 /** Set up a module: remember op (call from the reconciler's setup()). */
@@ -141,10 +142,21 @@ void crc_write_failed(crc_module *m, const char *key);
 
 /** The clc_env lookup backed by the caches ("Secret", "ConfigMap",
  *  "PersistentVolumeClaim", "Controller", "Accounting" in the CR's
- *  namespace); ud is the crc_pass. crc_pass.env is set up with it. */
+ *  namespace); ud is the crc_pass. crc_pass.env is set up with it. Secrets
+ *  and ConfigMaps go through op_ref_get: a user object not read yet makes
+ *  the pass wait (crc_ref_wait). */
 const cJSON *crc_env_get(void *ud, const char *kind, const char *name);
 
 /* ---- inside a pass ------------------------------------------------------ */
+
+/* A pass that looked up a referenced Secret or ConfigMap whose first read
+ * (op_ref_get) is still on its way would see it missing: from then on it
+ * writes nothing, reports nothing (no events, no validation result, no
+ * status) and runs again after CRC_REF_WAIT_MS (the read's answer, when it
+ * finds the object, queues it earlier). The lookups that follow still run,
+ * so every reference of the pass is read at once. */
+#define CRC_REF_WAIT_MS 200
+void crc_ref_wait(crc_pass *p);
 
 /** The last accepted version of the CR (same uid), or NULL. */
 const cJSON *crc_accepted(const crc_pass *p);

@@ -29,12 +29,31 @@ struct settle {
     uint64_t at_ms;
 };
 
+/* Names of label-filtered kinds (Secrets, ConfigMaps: the caches hold only
+ * objects with our managed-by label) whose create was answered AlreadyExists
+ * and whose live object turned out not to be ours: "plural/ns/name" -> the
+ * time it was seen. objsync_ensure answers
+ * OBJSYNC_NOT_OWNED for them without a request until FOREIGN_MS have passed,
+ * then tries again (the name may be free by then). */
+#define FOREIGN_MS 30000
+static map_t foreign;
+
+struct foreign {
+    char *key;
+    uint64_t at_ms;
+};
+
 struct write {
     char *key;
     char *rv_before;
     uint64_t sent_ms;
     objsync_cb cb;
     void *data;
+    /* creates of label-filtered kinds: what to check on AlreadyExists */
+    operator *op;
+    const kube_res *res;
+    char *ns, *name;
+    cJSON *want;
 };
 
 static uint64_t now_ms(void)
@@ -73,10 +92,38 @@ int objsync_in_flight(void)
     return (int)in_flight.count;
 }
 
+static void foreign_drop(const char *key)
+{
+    struct foreign *f = map_del(&foreign, key);
+    if (f) {
+        free(f->key);
+        free(f);
+    }
+    if (foreign.count == 0)
+        map_free(&foreign);
+}
+
+static int foreign_fresh(const char *key)
+{
+    struct foreign *f = map_get(&foreign, key);
+    if (f == NULL)
+        return 0;
+    if (now_ms() - f->at_ms < FOREIGN_MS)
+        return 1;
+    foreign_drop(key);
+    return 0;
+}
+
 void objsync_reset(void)
 {
     size_t it = 0;
     void *v;
+    while (map_next(&foreign, &it, NULL, &v)) {
+        free(((struct foreign *)v)->key);
+        free(v);
+    }
+    map_free(&foreign);
+    it = 0;
     while (map_next(&settling, &it, NULL, &v)) {
         struct settle *st = v;
         free(st->key);
@@ -113,9 +160,68 @@ int json_subset(const cJSON *want, const cJSON *have)
     return json_equal(want, have);
 }
 
+static void write_free(struct write *w)
+{
+    free(w->key);
+    free(w->rv_before);
+    free(w->ns);
+    free(w->name);
+    cJSON_Delete(w->want);
+    free(w);
+}
+
+static void on_written(int err, const cJSON *obj, const kube_status *st, void *data);
+
+/* The create of a label-filtered kind was answered AlreadyExists: the object
+ * is not in our cache, so it lacks our label. Ours by an ownerReference (made
+ * before the label existed): converge it, label included, so it enters the
+ * cache. Anybody else's: remember it as foreign and tell the caller with
+ * OP_EEXISTS (its next pass gets OBJSYNC_NOT_OWNED). */
+static void on_existing(int err, const cJSON *live, const kube_status *st, void *data)
+{
+    struct write *w = data;
+    cJSON *want = w->want;
+    w->want = NULL;
+    if (err == 0 && live && objsync_owned(want, live)) {
+        cJSON *patch = objsync_diff(want, live);
+        cJSON_Delete(want);
+        if (patch) {
+            log_debug("objsync: %s exists without our label but is ours: patching it", w->key);
+            kube_patch(w->op->client, w->res, w->ns, w->name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0, on_written,
+                       w);
+            cJSON_Delete(patch);
+            return;
+        }
+        on_written(0, live, st, w);
+        return;
+    }
+    cJSON_Delete(want);
+    if (err == 0 && live) {
+        foreign_drop(w->key);
+        struct foreign *f = xcalloc(1, sizeof(*f));
+        f->key = xstrdup(w->key);
+        f->at_ms = now_ms();
+        map_put(&foreign, f->key, f);
+        log_debug("objsync: %s exists and is not ours: left alone", w->key);
+        err = OP_EEXISTS;
+    } else if (err == OP_ENOTFOUND) {
+        err = OP_EEXISTS; /* gone again in between: the caller's next pass creates it */
+    }
+    map_del(&in_flight, w->key);
+    if (in_flight.count == 0)
+        map_free(&in_flight);
+    if (w->cb)
+        w->cb(err, w->key, w->data);
+    write_free(w);
+}
+
 static void on_written(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     struct write *w = data;
+    if (err == OP_EEXISTS && w->want) {
+        kube_get(w->op->client, w->res, w->ns, w->name, NULL, on_existing, w);
+        return;
+    }
     map_del(&in_flight, w->key);
     if (in_flight.count == 0)
         map_free(&in_flight);
@@ -138,9 +244,7 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
         log_warn("objsync: writing %s failed: %s (%s)", w->key, op_strerror(err), st ? st->message : "");
     if (w->cb)
         w->cb(err, w->key, w->data);
-    free(w->key);
-    free(w->rv_before);
-    free(w);
+    write_free(w);
 }
 
 static struct write *begin(const kube_res *res, const char *ns, const char *name, const sobj *cur, objsync_cb cb,
@@ -326,7 +430,20 @@ int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const c
         return OBJSYNC_PENDING;
     cJSON *want = with_label(desired);
     if (cur == NULL) {
+        char fkey[1024];
+        snprintf(fkey, sizeof(fkey), "%s/%s/%s", res->plural, ns, name);
+        if (foreign_fresh(fkey)) {
+            cJSON_Delete(want);
+            return OBJSYNC_NOT_OWNED;
+        }
         struct write *w = begin(res, ns, name, cur, cb, data);
+        if (kind == OPK_SECRETS || kind == OPK_CONFIGMAPS) {
+            w->op = op;
+            w->res = res;
+            w->ns = xstrdup(ns);
+            w->name = xstrdup(name);
+            w->want = cJSON_Duplicate(want, 1);
+        }
         log_debug("objsync: creating %s %s/%s", res->kind, ns, name);
         kube_create(op->client, res, ns, want, on_written, w);
         cJSON_Delete(want);

@@ -14,10 +14,15 @@
 #include "core/yaml.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"
+#include "watchers/byname.h"
 #include "watchers/kinds.h"
 
-/* What is cached, and how. Pods are filtered to the daemons we manage; the
- * rest is read in full (they are few, or referenced by name from CRs). */
+/* What is cached, and how. Pods are filtered to the daemons we manage;
+ * Secrets and ConfigMaps to the ones this operator created (its managed-by
+ * label): the user objects a CR references are read by name (watchers/byname.h),
+ * so the other Secrets of a namespace are never listed, watched or held.
+ * The rest is read in full (they are few). */
+#define MANAGED_SELECTOR OBJSYNC_MANAGED_BY_LABEL "=" OBJSYNC_MANAGED_BY
 static const struct {
     const kube_res *res;
     const store_kind *kind;
@@ -32,8 +37,8 @@ static const struct {
     [OPK_PODS] = {&KUBE_PODS, &KIND_PODS, "app.kubernetes.io/name in (slurmd,slurmctld,slurmrestd,slurmdbd,login)"},
     [OPK_NODES] = {&KUBE_NODES, &KIND_NODES, NULL},
     [OPK_SERVICES] = {&KUBE_SERVICES, &KIND_FULL_NAMESPACED, NULL},
-    [OPK_CONFIGMAPS] = {&KUBE_CONFIGMAPS, &KIND_FULL_NAMESPACED, NULL},
-    [OPK_SECRETS] = {&KUBE_SECRETS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_CONFIGMAPS] = {&KUBE_CONFIGMAPS, &KIND_FULL_NAMESPACED, MANAGED_SELECTOR},
+    [OPK_SECRETS] = {&KUBE_SECRETS, &KIND_FULL_NAMESPACED, MANAGED_SELECTOR},
     [OPK_STATEFULSETS] = {&KUBE_STATEFULSETS, &KIND_FULL_NAMESPACED, NULL},
     [OPK_DEPLOYMENTS] = {&KUBE_DEPLOYMENTS, &KIND_FULL_NAMESPACED, NULL},
     [OPK_PDBS] = {&KUBE_PDBS, &KIND_FULL_NAMESPACED, NULL},
@@ -41,8 +46,17 @@ static const struct {
     [OPK_PVCS] = {&KUBE_PVCS, &KIND_FULL_NAMESPACED, NULL},
 };
 
+/* The kinds whose referenced objects are read by name: index in priv.bn. */
+static int ref_index(enum op_kind k)
+{
+    return k == OPK_SECRETS ? 0 : k == OPK_CONFIGMAPS ? 1 : -1;
+}
+static const enum op_kind ref_kinds[2] = {OPK_SECRETS, OPK_CONFIGMAPS};
+
 struct priv {
     reflector *rf[OPK__COUNT][OP_MAX_NAMESPACES];
+    store *ref_store[2]; /* referenced Secrets, ConfigMaps (fed by bn) */
+    byname *bn[2];
     int n_rf[OPK__COUNT];
     int n_synced;
     int n_reflectors;
@@ -60,6 +74,8 @@ struct priv {
     mx_family *mx_leader;
     mx_family *mx_fenced;
     mx_family *mx_waiting;
+    mx_family *mx_ref_objects;
+    mx_family *mx_ref_gets;
     unsigned long long fenced_total; /* read just before the client closes */
 };
 
@@ -112,6 +128,15 @@ static void on_scrape(void *data)
         mx_gauge_set(mx_gauge_get(p->mx_watch_lists, MX_LV(res)), (double)lists);
         mx_gauge_set(mx_gauge_get(p->mx_watch_gone, MX_LV(res)), (double)gone);
         mx_gauge_set(mx_gauge_get(p->mx_watch_failures, MX_LV(res)), (double)fail);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (p->bn[i] == NULL)
+            continue;
+        bn_stats bs;
+        bn_get_stats(p->bn[i], &bs);
+        const char *res = kinds[ref_kinds[i]].res->plural;
+        mx_gauge_set(mx_gauge_get(p->mx_ref_objects, MX_LV(res)), (double)bs.entries);
+        mx_gauge_set(mx_gauge_get(p->mx_ref_gets, MX_LV(res)), (double)bs.gets);
     }
     mx_gauge_set(mx_gauge_get(p->mx_leader, MX_LV("slurmop")), op->leading ? 1 : 0);
     kube_stats ks;
@@ -187,12 +212,41 @@ static int setup_metrics(operator *op)
     p->mx_waiting = mx_family_new(r, MX_GAUGE, "slurmop_api_requests_waiting",
                                   "API requests waiting in the client for the QPS limiter or a retry", "name", NULL, 0,
                                   NULL);
-    if (!op->mx_reconcile_seconds || !op->mx_event_to_action ||
+    p->mx_ref_objects = mx_family_new(r, MX_GAUGE, "slurmop_referenced_objects",
+                                      "Objects referenced by custom resources and read by name (not watched)",
+                                      "resource", NULL, 0, NULL);
+    p->mx_ref_gets = mx_family_new(r, MX_GAUGE, "slurmop_referenced_gets_total",
+                                   "GETs of referenced objects (first reads and rotation polls)", "resource", NULL,
+                                   0, NULL);
+    if (!op->mx_reconcile_seconds || !op->mx_event_to_action || !p->mx_ref_objects || !p->mx_ref_gets ||
         !op->mx_api_requests || !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_watch_lists ||
         !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader || !p->mx_fenced || !p->mx_waiting)
         return OP_EINVAL;
     mx_registry_on_scrape(r, on_scrape, op);
     return mx_process_collector(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* referenced objects */
+
+const sobj *op_ref_get(operator *op, enum op_kind k, const char *ns, const char *name, int *pending)
+{
+    if (pending)
+        *pending = 0;
+    if (name == NULL || *name == '\0')
+        return NULL;
+    const sobj *o = store_get(op->stores[k], ns, name);
+    int i = ref_index(k);
+    if (o || i < 0 || P(op)->bn[i] == NULL)
+        return o;
+    return bn_get(P(op)->bn[i], ns, name, pending);
+}
+
+/* A referenced object changed: to the reconcilers it is a change of the
+ * kind's store, like a watch event used to be. */
+static void forward_ref_change(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    store_notify(data, old_obj, new_obj);
 }
 
 /* ------------------------------------------------------------------ */
@@ -426,6 +480,10 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
     op->metrics = mx_registry_new();
     for (int k = 0; k < OPK__COUNT; k++)
         op->stores[k] = store_new(kinds[k].kind);
+    for (int i = 0; i < 2; i++) {
+        p->ref_store[i] = store_new(&KIND_FULL_NAMESPACED);
+        store_on_change(p->ref_store[i], forward_ref_change, op->stores[ref_kinds[i]]);
+    }
     *out = op;
 
     kcfg_opts ko = {.kubeconfig = opts->kubeconfig, .context = opts->context};
@@ -497,6 +555,16 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
         }
     }
 
+    for (int i = 0; i < 2; i++) {
+        bn_opts bo = {
+            .client = op->client,
+            .res = kinds[ref_kinds[i]].res,
+            .store = p->ref_store[i],
+            .poll_ms = opts->ref_poll_ms,
+        };
+        p->bn[i] = bn_start(loop, &bo);
+    }
+
     if (opts->leader_elect) {
         const char *ns = opts->leader_elect_namespace ? opts->leader_elect_namespace
                          : op->cfg->namespace          ? op->cfg->namespace
@@ -557,6 +625,8 @@ static void on_client_closed(void *data)
     objsync_reset();
     for (int k = 0; k < OPK__COUNT; k++)
         store_free(op->stores[k]);
+    for (int i = 0; i < 2; i++)
+        store_free(p->ref_store[i]);
     mx_registry_free(op->metrics);
     kcfg_free(op->cfg);
     kinds_keep_node_conditions(NULL);
@@ -649,6 +719,12 @@ void op_stop(operator *op)
         for (int i = 0; i < p->n_rf[k]; i++) {
             p->pending++;
             rf_stop(p->rf[k][i], on_reflector_stopped, op);
+        }
+    for (int i = 0; i < 2; i++)
+        if (p->bn[i]) {
+            p->pending++;
+            bn_stop(p->bn[i], on_reflector_stopped, op);
+            p->bn[i] = NULL;
         }
     if (op->client == NULL) {
         close_servers_and_lease(op);

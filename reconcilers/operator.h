@@ -80,6 +80,7 @@ typedef struct operator_opts {
     const char *slurm_conf;   /* --slurm-conf (libslurm backend) */
     unsigned drift_grace_s;   /* --drift-grace: a Ready pod unknown to Slurm this long is replaced (default 60) */
     unsigned shutdown_grace_ms; /* how long writes in flight may take at stop (default 10 s) */
+    unsigned ref_poll_ms;     /* --ref-poll-interval: referenced Secrets/ConfigMaps read again this often (0: 30 s) */
     /* Called once the operator has stopped (after op_stop, or by itself when
      * it lost the leader lease), with the process exit code to use. */
     void (*on_stopped)(void *data, int exit_code);
@@ -141,6 +142,16 @@ static inline store *op_store(const operator *op, enum op_kind k)
 {
     return op->stores[k];
 }
+
+/** A Secret (OPK_SECRETS) or ConfigMap (OPK_CONFIGMAPS) that a custom
+ *  resource references by name, in namespace ns: the cached object when the
+ *  operator owns it, else the user's object read by name (watchers/byname.h:
+ *  a GET at the first lookup, then one per poll interval; changes run the
+ *  kind's store handlers like watch events). NULL when absent; *pending
+ *  (when not NULL) is then 1 while the first read is still on its way, so
+ *  the caller must not conclude "missing" yet (it is queued again by the
+ *  answer, or retries shortly). Other kinds: the store lookup. */
+const sobj *op_ref_get(operator *op, enum op_kind k, const char *ns, const char *name, int *pending);
 
 /** Record one reconcile's outcome in the shared metrics. */
 void op_observe_reconcile(operator *op, const char *controller, wq_result res, double seconds);

@@ -296,8 +296,9 @@ fail:
     return NULL;
 }
 
-/* The JWT key of a Controller from its Secret; malloc'd, NULL when missing. */
-static uint8_t *jwt_key_of(const sobj *ctl, size_t *len, char *why, size_t whylen)
+/* The JWT key of a Controller from its Secret; malloc'd, NULL when missing
+ * (*pending: the Secret's first read is still on its way). */
+static uint8_t *jwt_key_of(const sobj *ctl, size_t *len, int *pending, char *why, size_t whylen)
 {
     const cJSON *ref = clc_jwt_ref(json_child(ctl->json, "spec"));
     const char *name = json_get_str(ref, "name");
@@ -306,7 +307,9 @@ static uint8_t *jwt_key_of(const sobj *ctl, size_t *len, char *why, size_t whyle
         snprintf(why, whylen, "the Controller has no jwtKeyRef");
         return NULL;
     }
-    const sobj *sec = store_get(op_store(S.op, OPK_SECRETS), ctl->ns, name);
+    const sobj *sec = op_ref_get(S.op, OPK_SECRETS, ctl->ns, name, pending);
+    if (*pending)
+        return NULL;
     /* Secret keys may contain dots ("jwt.key"): look them up as keys, not paths. */
     const cJSON *v = sec && sec->json ? json_child(json_child(sec->json, "data"), k) : NULL;
     const char *b64 = cJSON_IsString(v) ? v->valuestring : NULL;
@@ -366,14 +369,17 @@ static wq_result sync_one(const char *key)
     }
     char why[512];
     size_t klen = 0;
-    uint8_t *jwt = jwt_key_of(ctl, &klen, why, sizeof(why));
+    int pending = 0;
+    uint8_t *jwt = jwt_key_of(ctl, &klen, &pending, why, sizeof(why));
+    if (!jwt && pending)
+        return WQ_RESULT_AFTER(200);
     if (!jwt) {
         if (c) {
             cluster_close(c, why);
             notify_all(key);
         }
         op_warn(S.op, ctl, "Controller", "SlurmClientFailed", "Cannot talk to Slurm: %s", why);
-        return WQ_RESULT_OK; /* the Secret's arrival queues us */
+        return WQ_RESULT_OK; /* the Secret's arrival (seen by the next poll) queues us */
     }
     char *url = url_of(ra);
     uint8_t h[SHA256_LEN];

@@ -156,11 +156,16 @@ static void reconcile(crc_pass *p)
     store *secrets = op_store(p->op, OPK_SECRETS);
     const char *key_name = json_get_str_or(s.jwt_ref, "name", "");
     const char *key_key = json_get_str_or(s.jwt_ref, "key", "");
-    const sobj *key_sec = store_get(secrets, p->o->ns, key_name);
+    int key_pending = 0;
+    const sobj *key_sec = op_ref_get(p->op, OPK_SECRETS, p->o->ns, key_name, &key_pending);
+    if (key_pending) {
+        crc_ref_wait(p); /* the key Secret's first read is on its way */
+        return;
+    }
     size_t klen = 0;
     uint8_t *key = key_sec ? secret_value(key_sec->json, key_key, &klen) : NULL;
     if (key == NULL || klen == 0) {
-        /* The Secret's creation queues us again. */
+        /* The Secret's creation (seen by the next poll) queues us again. */
         op_warn(p->op, p->o, TOKB_KIND, "SyncFailed", "JWT signing key Secret %s (key %s) not found or empty",
                 key_name, key_key);
         wipe_free(key, klen);

@@ -262,7 +262,8 @@ class Operator:
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         self.proc = subprocess.Popen([SLURMOP, "--kubeconfig", ks.kubeconfig, "--metrics-addr", "127.0.0.1:0",
                                       "--health-addr", "127.0.0.1:0", "--cluster-domain", "cluster.local",
-                                      "--log-level", "debug", "--token-users", "*,slurm"],
+                                      "--log-level", "debug", "--token-users", "*,slurm",
+                                      "--ref-poll-interval", "0.5"],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def text(self):

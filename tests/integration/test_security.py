@@ -266,7 +266,7 @@ def test_no_secret_in_logs():
         c = ks.client()
         apply_crds(c)
         base_objects(c)
-        with Slurmop(ks.kubeconfig, log_level="trace", cluster_domain="cluster.local",
+        with Slurmop(ks.kubeconfig, log_level="trace", cluster_domain="cluster.local", ref_poll_interval=0.5,
                      token_users="*,root") as op:
             op.wait_ready()
             for plural, obj in cluster_crs(token_secret="tok-secret"):

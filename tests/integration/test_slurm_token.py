@@ -130,7 +130,8 @@ def main():
             log = open(log_path, "wb")
             # root is outside the default token policy: listed by name.
             op = subprocess.Popen([SLURMOP, "--kubeconfig", ks.kubeconfig, "--metrics-addr", "127.0.0.1:0",
-                                   "--health-addr", "127.0.0.1:0", "--token-users", "root"],
+                                   "--health-addr", "127.0.0.1:0", "--token-users", "root",
+                                   "--ref-poll-interval", "0.5"],
                                   stdout=log, stderr=subprocess.STDOUT)
             path = "/api/v1/namespaces/%s/secrets/admin-jwt-root" % NS
 

@@ -1,0 +1,229 @@
+#include "watchers/byname.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "core/map.h"
+#include "core/mem.h"
+
+#define DEFAULT_POLL_MS 30000u
+#define DEFAULT_IDLE_MS 600000u
+
+struct entry {
+    byname *b;
+    char *key; /* "ns/name" */
+    char *ns;
+    char *name;
+    uint64_t used_ms; /* last lookup */
+    uint64_t due_ms;  /* next GET */
+    kube_request *req;
+    int resolved; /* the first GET was answered */
+    int touched;  /* idle: handlers ran once more, dropped at the next poll */
+    int failing;  /* the last GET failed (not 404): logged once */
+};
+
+struct byname {
+    uv_loop_t *loop;
+    bn_opts o;
+    uv_timer_t timer;
+    map_t entries; /* key -> struct entry */
+    int in_flight;
+    int stopping;
+    int timer_closed;
+    bn_stats stats;
+    void (*on_stopped)(void *);
+    void *stopped_data;
+};
+
+static void entry_free(struct entry *e)
+{
+    free(e->key);
+    free(e->ns);
+    free(e->name);
+    free(e);
+}
+
+static void maybe_free(byname *b)
+{
+    if (!b->stopping || !b->timer_closed || b->in_flight > 0)
+        return;
+    size_t it = 0;
+    void *v;
+    while (map_next(&b->entries, &it, NULL, &v))
+        entry_free(v);
+    map_free(&b->entries);
+    void (*cb)(void *) = b->on_stopped;
+    void *data = b->stopped_data;
+    free(b);
+    if (cb)
+        cb(data);
+}
+
+static void on_got(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    struct entry *e = data;
+    byname *b = e->b;
+    e->req = NULL;
+    b->in_flight--;
+    if (b->stopping || err == OP_ECANCELED) {
+        maybe_free(b);
+        return;
+    }
+    b->stats.gets++;
+    e->resolved = 1;
+    if (err == 0 && obj) {
+        if (e->failing)
+            log_info("%s %s readable again", b->o.res->kind, e->key);
+        e->failing = 0;
+        store_upsert(b->o.store, obj);
+    } else if (err == OP_ENOTFOUND) {
+        b->stats.not_found++;
+        e->failing = 0;
+        store_delete(b->o.store, e->ns, e->name);
+    } else {
+        /* Keep what we had: a transient failure must not look like a
+         * deleted key to the reconcilers. */
+        b->stats.failures++;
+        if (!e->failing)
+            log_warn("cannot read %s %s: %s (%s); keeping the last copy, retrying every poll", b->o.res->kind,
+                     e->key, op_strerror(err), st && st->message[0] ? st->message : "no detail");
+        e->failing = 1;
+    }
+}
+
+static void fetch(byname *b, struct entry *e, uint64_t now)
+{
+    e->due_ms = now + b->o.poll_ms;
+    if (e->req)
+        return;
+    b->in_flight++;
+    e->req = kube_get(b->o.client, b->o.res, e->ns, e->name, NULL, on_got, e);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    byname *b = t->data;
+    uint64_t now = uv_now(b->loop);
+    size_t it = 0, n_drop = 0;
+    void *v;
+    struct entry **drop = NULL;
+    while (map_next(&b->entries, &it, NULL, &v)) {
+        struct entry *e = v;
+        if (e->req)
+            continue;
+        if (now - e->used_ms >= b->o.idle_ms) {
+            if (e->touched) {
+                drop = xrealloc(drop, (n_drop + 1) * sizeof(*drop));
+                drop[n_drop++] = e;
+                continue;
+            }
+            /* Whoever still uses the object looks it up again now. */
+            e->touched = 1;
+            const sobj *o = store_get(b->o.store, e->ns, e->name);
+            if (o)
+                store_notify(b->o.store, o, o);
+            continue;
+        }
+        if (now >= e->due_ms)
+            fetch(b, e, now);
+    }
+    for (size_t i = 0; i < n_drop; i++) {
+        struct entry *e = drop[i];
+        map_del(&b->entries, e->key);
+        b->stats.dropped++;
+        log_debug("%s %s: no longer referenced, forgotten", b->o.res->kind, e->key);
+        store_delete(b->o.store, e->ns, e->name);
+        entry_free(e);
+    }
+    free(drop);
+}
+
+static uint32_t tick_ms(uint32_t poll_ms)
+{
+    uint32_t t = poll_ms / 8;
+    return t < 100 ? 100 : t > 5000 ? 5000 : t;
+}
+
+byname *bn_start(uv_loop_t *loop, const bn_opts *opts)
+{
+    byname *b = xcalloc(1, sizeof(*b));
+    b->loop = loop;
+    b->o = *opts;
+    if (b->o.poll_ms == 0)
+        b->o.poll_ms = DEFAULT_POLL_MS;
+    if (b->o.idle_ms == 0)
+        b->o.idle_ms = DEFAULT_IDLE_MS;
+    map_init(&b->entries);
+    uv_timer_init(loop, &b->timer);
+    b->timer.data = b;
+    uint32_t t = tick_ms(b->o.poll_ms);
+    uv_timer_start(&b->timer, on_tick, t, t);
+    return b;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    byname *b = h->data;
+    b->timer_closed = 1;
+    maybe_free(b);
+}
+
+void bn_stop(byname *b, void (*on_stopped)(void *data), void *data)
+{
+    if (b->stopping)
+        return;
+    b->stopping = 1;
+    b->on_stopped = on_stopped;
+    b->stopped_data = data;
+    size_t it = 0;
+    void *v;
+    while (map_next(&b->entries, &it, NULL, &v)) {
+        struct entry *e = v;
+        if (e->req)
+            kube_cancel(e->req);
+    }
+    uv_timer_stop(&b->timer);
+    uv_close((uv_handle_t *)&b->timer, on_timer_closed);
+}
+
+const sobj *bn_get(byname *b, const char *ns, const char *name, int *pending)
+{
+    char key[512];
+    if (pending)
+        *pending = 0;
+    if (name == NULL || *name == '\0' || ns == NULL || b->stopping)
+        return NULL;
+    snprintf(key, sizeof(key), "%s/%s", ns, name);
+    uint64_t now = uv_now(b->loop);
+    struct entry *e = map_get(&b->entries, key);
+    if (e == NULL) {
+        if (b->entries.count >= BN_MAX_ENTRIES)
+            return NULL;
+        e = xcalloc(1, sizeof(*e));
+        e->b = b;
+        e->key = xstrdup(key);
+        e->ns = xstrdup(ns);
+        e->name = xstrdup(name);
+        map_put(&b->entries, e->key, e);
+        /* Spread the polls of names asked for together over the interval. */
+        fetch(b, e, now);
+        e->due_ms = now + b->o.poll_ms / 2 + (map_hash(key, strlen(key)) % (b->o.poll_ms / 2 + 1));
+    }
+    e->used_ms = now;
+    e->touched = 0;
+    if (!e->resolved) {
+        if (pending)
+            *pending = 1;
+        return NULL;
+    }
+    return store_get(b->o.store, ns, name);
+}
+
+void bn_get_stats(const byname *b, bn_stats *out)
+{
+    *out = b->stats;
+    out->entries = b->entries.count;
+}

@@ -1,0 +1,75 @@
+/* byname: a store kept by GETs of the objects asked for by name, instead of
+ * a watch of the whole resource type.
+ *
+ * The operator caches only the Secrets and ConfigMaps it created (reflectors
+ * with the managed-by label selector). The user objects a custom resource
+ * references (the slurm key and JWT key Secrets, a database password, an
+ * sssd.conf, config file ConfigMaps) are read one by one: the first lookup
+ * of a name starts a GET and reports "pending"; its answer lands in the store
+ * (found: upsert, which fires the store's handlers; 404: delete). Nothing
+ * else of the namespace is read, so the process neither holds nor receives
+ * the other Secrets there (Helm release Secrets, service account tokens,
+ * anything of other applications).
+ *
+ * Rotation: every name asked for is fetched again every poll interval
+ * (default 30 s, spread over the interval), and a new resourceVersion is an
+ * upsert like a watch event would have been: a key rotation is noticed
+ * within one interval. A periodic GET per name was chosen over one watch per
+ * name (a fieldSelector metadata.name=NAME): a watch holds a connection per
+ * referenced object and needs list/watch permission, a GET needs neither,
+ * costs one small request per name and interval, and cannot stall silently.
+ *
+ * Names nobody asks for any more are forgotten: a name not looked up for
+ * the idle time (default 10 min) is "touched" (the store's handlers run with
+ * the unchanged object, so the reconcilers that use it look it up again);
+ * when no lookup follows within one more interval it is dropped from the
+ * store. Lookups of names that were never asked for cost one GET each, and
+ * entries are bounded (BN_MAX_ENTRIES; beyond, lookups just answer NULL).
+ *
+ * Errors other than 404 (403 when RBAC lacks get, a transport failure) keep
+ * the last object and are logged at warn level when they start and when they
+ * stop; a name whose first GET failed is reported absent.
+ *
+ * Everything runs on the loop thread.
+ */
+#ifndef OP_BYNAME_H
+#define OP_BYNAME_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/kube.h"
+#include "core/store.h"
+
+#define BN_MAX_ENTRIES 4096
+
+typedef struct byname byname;
+
+typedef struct bn_opts {
+    kube_client *client;
+    const kube_res *res; /* a namespaced resource (Secrets, ConfigMaps) */
+    store *store;        /* receives what the GETs find; nothing else may feed it */
+    uint32_t poll_ms;    /* each wanted name is fetched again this often (0: 30 s) */
+    uint32_t idle_ms;    /* a name not looked up this long is touched, then dropped (0: 10 min) */
+} bn_opts;
+
+typedef struct bn_stats {
+    unsigned long long gets;      /* GET requests answered */
+    unsigned long long not_found; /* ... with 404 */
+    unsigned long long failures;  /* ... with any other error */
+    unsigned long long dropped;   /* names forgotten after the idle time */
+    size_t entries;               /* names currently wanted */
+} bn_stats;
+
+byname *bn_start(uv_loop_t *loop, const bn_opts *opts);
+/** Stop and free; on_stopped runs once nothing is in flight anymore. */
+void bn_stop(byname *b, void (*on_stopped)(void *data), void *data);
+
+/** The object ns/name from the store, noting that it is wanted (and fetched
+ *  from now on). NULL when absent; then *pending (when not NULL) is 1 while
+ *  the first GET of the name has not been answered yet, else 0. */
+const sobj *bn_get(byname *b, const char *ns, const char *name, int *pending);
+
+void bn_get_stats(const byname *b, bn_stats *out);
+
+#endif
