@@ -13,6 +13,10 @@ What is checked:
     binary is built) that `slurmop --help` documents and accepts; probes hit
     /healthz and /readyz on the --health-addr port; the security context is
     the restricted one; resources are set;
+  * deploy/manifests-namespaced (a kustomize overlay of deploy/manifests):
+    the Role in each watched namespace grants every namespaced permission of
+    the table, the ClusterRole only Nodes (read) and the CRD lookup; with
+    kubectl, it builds and matches the chart's namespaces option;
   * deploy/manifests/crds and deploy/helm/slurmop-crds/templates are
     byte-identical to crds/ (deploy/sync-crds.sh was run);
   * the chart templates are balanced, include only defined templates and
@@ -59,7 +63,10 @@ def _expected_cluster_permissions():
         for r in resources:
             p.setdefault((group, r), set()).update(verbs)
 
-    grant("", ["pods", "services", "configmaps", "secrets", "persistentvolumeclaims"], OWNED)
+    grant("", ["pods", "services", "persistentvolumeclaims"], OWNED)
+    # Never replaced with update: created, merge-patched, deleted; listed and
+    # watched with the managed-by selector; referenced ones read by name.
+    grant("", ["configmaps", "secrets"], ["get", "list", "watch", "create", "patch", "delete"])
     grant("", ["pods/status"], ["get", "update", "patch"])
     grant("", ["secrets/finalizers"], ["update"])
     grant("", ["nodes"], ["get", "list", "watch"])
@@ -455,6 +462,85 @@ class TestPlainManifests(unittest.TestCase, OperatorChecks):
         for k, v in sm["spec"]["selector"]["matchLabels"].items():
             self.assertEqual(svc["metadata"]["labels"].get(k), v)
         self.assertEqual([e["port"] for e in sm["spec"]["endpoints"]], ["metrics"])
+
+
+NAMESPACED = os.path.join(DEPLOY, "manifests-namespaced")
+CLUSTER_ONLY = {("", "nodes"), ("apiextensions.k8s.io", "customresourcedefinitions")}
+
+
+def granted_by(rules):
+    out = {}
+    for rule in rules:
+        for g in rule["apiGroups"]:
+            for res in rule["resources"]:
+                out.setdefault((g, res), set()).update(rule["verbs"])
+    return out
+
+
+def kubectl_binary():
+    k = os.environ.get("KUBECTL") or shutil.which("kubectl")
+    if not k and helm_binary():
+        k = os.path.join(os.path.dirname(helm_binary()), "kubectl")
+    return k if k and os.access(k, os.X_OK) else None
+
+
+class TestNamespacedManifests(unittest.TestCase):
+    """deploy/manifests-namespaced: the plain manifests with every namespaced
+    permission as a Role in the watched namespace."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.docs = load_yaml_files(files_under(NAMESPACED))
+        cls.objs = [o for o in objects(cls.docs) if isinstance(o, dict) and o.get("kind") in
+                    ("Role", "RoleBinding", "ClusterRole")]
+
+    def watched(self):
+        patch = self.docs[os.path.join(NAMESPACED, "deployment-patch.yaml")][0]
+        return [op["value"].split("=", 1)[1] for op in patch if op["value"].startswith("--namespace=")]
+
+    def test_role_holds_every_namespaced_permission(self):
+        nss = self.watched()
+        self.assertTrue(nss, "the Deployment patch adds --namespace")
+        want = {k: v for k, v in EXPECTED_CLUSTER.items() if k not in CLUSTER_ONLY}
+        for ns in nss:
+            role = one([o for o in self.objs if o["metadata"].get("namespace") == ns], "Role")
+            self.assertEqual(granted_by(role["rules"]), want, ns)
+            rb = one([o for o in self.objs if o["metadata"].get("namespace") == ns], "RoleBinding")
+            self.assertEqual(rb["roleRef"], {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                             "name": role["metadata"]["name"]})
+            self.assertEqual(rb["subjects"], [{"kind": "ServiceAccount", "name": "slurmop", "namespace": OP_NS}])
+
+    def test_cluster_role_keeps_only_what_has_no_namespace(self):
+        cr = one(self.objs, "ClusterRole")
+        self.assertEqual(granted_by(cr["rules"]), {k: EXPECTED_CLUSTER[k] for k in CLUSTER_ONLY})
+
+    def test_secrets_never_updated(self):
+        role = one(self.objs, "Role")
+        g = granted_by(role["rules"])
+        for r in ("secrets", "configmaps"):
+            self.assertNotIn("update", g[("", r)], r)
+
+    @unittest.skipUnless(kubectl_binary(), "no kubectl on PATH (or $KUBECTL): kustomize build skipped")
+    def test_kustomize_builds(self):
+        r = subprocess.run([kubectl_binary(), "kustomize", NAMESPACED], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        objs = [o for o in load_yaml_text(r.stdout) if o]
+        cr = one(objs, "ClusterRole")
+        self.assertEqual(granted_by(cr["rules"]), {k: EXPECTED_CLUSTER[k] for k in CLUSTER_ONLY})
+        d = one(objs, "Deployment")
+        args = d["spec"]["template"]["spec"]["containers"][0]["args"]
+        self.assertEqual([v for n, v in split_args(args) if n == "namespace"], self.watched())
+        self.assertEqual(len(find(objs, "CustomResourceDefinition")), 6)
+        roles = [o for o in objs if o["kind"] == "Role" and o["metadata"]["namespace"] != OP_NS]
+        self.assertEqual(sorted(o["metadata"]["namespace"] for o in roles), sorted(self.watched()))
+        if helm_binary():
+            # The chart with the same namespaces grants the same.
+            chart = render("slurmop", "slurmop", OP_NS, *sum((["--set", "namespaces={%s}" % ",".join(self.watched())]),
+                                                             []))
+            for ns in self.watched():
+                a = one([o for o in chart if o["metadata"].get("namespace") == ns], "Role")
+                b = one([o for o in objs if o["metadata"].get("namespace") == ns], "Role")
+                self.assertEqual(granted_by(a["rules"]), granted_by(b["rules"]), ns)
 
 
 class TestKindConfig(unittest.TestCase):
