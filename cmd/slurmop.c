@@ -46,7 +46,10 @@ static const char usage[] =
     "Slurm:\n"
     "  --slurmrestd NS/NAME=URL     reach the slurmrestd of RestApi NS/NAME at URL instead of its Service DNS\n"
     "                               name (repeatable), e.g. --slurmrestd slurm/slurm=http://127.0.0.1:6820;\n"
-    "                               needed outside a cluster (tests, benchmarks, a laptop against kind)\n"
+    "                               needed outside a cluster (tests, benchmarks, a laptop against kind);\n"
+    "                               an https:// URL is verified with --slurmrestd-ca\n"
+    "  --slurmrestd-ca FILE         CA bundle (PEM) that https slurmrestd certificates must chain to (and\n"
+    "                               whose names must match the URL host); without it https URLs are refused\n"
     "  --slurm-conf PATH            slurm.conf for the libslurm backend, used for the node and reservation\n"
     "                               updates that the server's REST version cannot do (else $SLURM_CONF)\n"
     "  --drift-grace SECONDS        a pod Ready this long whose Slurm node no read lists, and that Slurm says\n"
@@ -92,6 +95,7 @@ enum {
     OPT_DRIFT_GRACE,
     OPT_SLURMRESTD,
     OPT_SLURM_CONF,
+    OPT_SLURMRESTD_CA,
     OPT_METRICS_ADDR,
     OPT_HEALTH_ADDR,
     OPT_LOG_FORMAT,
@@ -121,6 +125,7 @@ static const struct option long_opts[] = {
     {"drift-grace", required_argument, NULL, OPT_DRIFT_GRACE},
     {"slurmrestd", required_argument, NULL, OPT_SLURMRESTD},
     {"slurm-conf", required_argument, NULL, OPT_SLURM_CONF},
+    {"slurmrestd-ca", required_argument, NULL, OPT_SLURMRESTD_CA},
     {"metrics-addr", required_argument, NULL, OPT_METRICS_ADDR},
     {"health-addr", required_argument, NULL, OPT_HEALTH_ADDR},
     {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
@@ -273,6 +278,7 @@ int main(int argc, char **argv)
             break;
         }
         case OPT_SLURM_CONF: o.slurm_conf = optarg; break;
+        case OPT_SLURMRESTD_CA: o.slurmrestd_ca = optarg; break;
         case OPT_METRICS_ADDR: o.metrics_addr = optarg; break;
         case OPT_HEALTH_ADDR: o.health_addr = optarg; break;
         case OPT_LOG_FORMAT:

@@ -76,6 +76,7 @@ typedef struct operator_opts {
     const char *cluster_domain; /* --cluster-domain, default from /etc/resolv.conf or "cluster.local" */
     const char *propagated_node_conditions; /* comma list */
     op_slurmrestd_map slurmrestd[OP_MAX_SLURMRESTD]; /* --slurmrestd ns/name=url */
+    const char *slurmrestd_ca; /* --slurmrestd-ca: CA bundle (PEM file) that https slurmrestd URLs are verified with */
     int n_slurmrestd;
     const char *slurm_conf;   /* --slurm-conf (libslurm backend) */
     unsigned drift_grace_s;   /* --drift-grace: a Ready pod unknown to Slurm this long is replaced (default 60) */

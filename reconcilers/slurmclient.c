@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/map.h"
 #include "core/mem.h"
+#include "core/yaml.h"
 #include "reconcilers/cluster_common.h"
 #include "reconcilers/controller.h"
 #include "slurmio/backend.h"
@@ -45,6 +46,8 @@ static struct {
     void *node_data;
     void (*on_resv)(const char *, const char *, void *);
     void *resv_data;
+    char *ca_pem; /* --slurmrestd-ca, read at start */
+    size_t ca_len;
 } S;
 
 void slurmclient_on_ping(void (*fn)(const char *ctl_key, void *data), void *data)
@@ -255,8 +258,21 @@ static cluster *cluster_new(const char *key, const char *url, const char *restap
     c->url = xstrdup(url);
     c->restapi_uid = xstrdup(restapi_uid);
     sha256(jwt, jwt_len, c->key_hash);
+    /* An https URL is verified against --slurmrestd-ca, never against
+     * nothing: without the flag the client is not created. */
+    hc_tls_opts tls = {.ca_pem = S.ca_pem, .ca_len = S.ca_len};
+    int https = strncmp(url, "https://", 8) == 0;
+    if (https && S.ca_pem == NULL) {
+        log_error("slurm %s: %s is https but no --slurmrestd-ca was given to verify it with", key, url);
+        free(c->key);
+        free(c->url);
+        free(c->restapi_uid);
+        free(c);
+        return NULL;
+    }
     sr_opts ro = {
         .url = url,
+        .tls = https ? &tls : NULL,
         .key = jwt,
         .key_len = jwt_len,
         .user = SLURM_USER,
@@ -445,6 +461,12 @@ static int start(operator *op)
                          op->opts.slurm_conf);
         }
     }
+    if (op->opts.slurmrestd_ca && *op->opts.slurmrestd_ca && S.ca_pem == NULL) {
+        int rc = file_read_all(op->opts.slurmrestd_ca, 4u << 20, &S.ca_pem, &S.ca_len);
+        if (rc < 0)
+            log_error("--slurmrestd-ca %s: %s; https slurmrestd URLs cannot be verified", op->opts.slurmrestd_ca,
+                      op_strerror(rc));
+    }
     wq_opts o = {.name = SLURMCLIENT_CONTROLLER, .handler = handle, .metrics = op->metrics};
     S.q = wq_new(op->loop, &o, &err);
     if (S.q == NULL)
@@ -473,6 +495,9 @@ static void stop(operator *op)
     free(all);
     map_free(&S.clusters);
     map_init(&S.clusters);
+    free(S.ca_pem);
+    S.ca_pem = NULL;
+    S.ca_len = 0;
     if (S.closing_clusters == 0 && S.lib) {
         sl_backend_close(S.lib, NULL, NULL);
         S.lib = NULL;

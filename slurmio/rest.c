@@ -530,6 +530,7 @@ int sr_client_new(uv_loop_t *loop, const sr_opts *opts, sr_client **out)
         .max_conns = opts->max_conns > 0 ? opts->max_conns : DEF_MAX_CONNS,
         .max_body_bytes = opts->max_body ? opts->max_body : DEF_MAX_BODY,
         .connect_timeout_ms = opts->connect_timeout_ms ? opts->connect_timeout_ms : DEF_CONNECT_MS,
+        .tls = opts->tls,
     };
     int err = 0;
     c->pool = hc_pool_new(loop, c->url, &po, &err);

@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "core/httpc.h"
 #include "slurmio/model.h"
 
 typedef struct sr_client sr_client;
@@ -46,7 +47,8 @@ typedef struct sr_client sr_client;
 #define SR_OFFLOAD_BYTES (256u * 1024u)
 
 typedef struct sr_opts {
-    const char *url; /* "http://host:port" (https needs tls) */
+    const char *url; /* "http://host:port" or "https://host:port" (then tls is required) */
+    const hc_tls_opts *tls; /* CA (and optional client certificate) for https; copied */
     const void *key; /* JWT signing key (raw bytes of Slurm's jwt_key); copied; required */
     size_t key_len;
     const char *user;            /* Slurm user of the token and of X-SLURM-USER-NAME (default "slurm") */
