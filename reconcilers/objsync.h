@@ -22,6 +22,11 @@
  * its author could not write himself (a Token naming another Secret, a
  * Controller named after somebody's StatefulSet): objsync_ensure answers
  * OBJSYNC_NOT_OWNED and the caller reports the conflict on the CR.
+ * Secrets and ConfigMaps are cached only with the managed-by label, so a
+ * foreign one is not seen before the create: AlreadyExists makes objsync GET
+ * it; ours by an ownerReference (older than the label) is patched, label
+ * included; anybody else's is remembered for 30 s (OBJSYNC_NOT_OWNED without
+ * a request) and the callback gets OP_EEXISTS so the caller looks again.
  *
  * One write per object is in flight at a time: while it is, and after it
  * succeeded until the cache shows its result, further calls for the same
