@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# slurmlab.sh — a real Slurm 22.05 on loopback for slurmop's tests and benchmarks.
+# slurmlab.sh — a real Slurm (22.05, 24.11 or 26.05) on loopback for slurmop's
+# tests and benchmarks.
 #
 # One lab = one directory holding everything (config, keys, state, spool,
 # logs, PID files): munged, slurmctld, one slurmd per static node (several on
@@ -7,6 +8,17 @@
 # scale), an optional dynamic node, and slurmrestd with JWT auth on a loopback
 # port. Ports are the caller's or free ones, so two labs can run side by side.
 # It installs nothing (tests/deps.sh does); it runs as root.
+#
+# Versions (SLURMLAB_VERSION): 22.05 (the default) runs the host's Debian 12
+# packages. 24.11 and 26.05 run Debian trixie's and forky's packages from a
+# root file system that debootstrap builds once into a cache outside the clone
+# (see "root file systems" below); every daemon and client of such a lab runs
+# chrooted into it, in a private mount namespace of its own that holds the
+# mounts it needs (the lab directory at its own path, /proc, /dev, /sys,
+# /etc/hosts): the kernel drops those mounts when the last process in the
+# namespace exits, so nothing is ever mounted on the host and a stopped (or
+# killed) lab leaves no mount behind. The loopback network is shared, so the
+# ports on 127.0.0.1 work as with the host's packages.
 #
 # Commands:
 #   start [N]          start a lab with N static nodes (default 3); prints the
@@ -18,7 +30,8 @@
 #   env                print the environment of a started lab:
 #                      SLURMLAB_DIR SLURM_CONF SLURMRESTD_URL SLURMRESTD_USER
 #                      SLURMRESTD_TOKEN SLURMLAB_JWT_KEY SLURMLAB_NODE_NAMES
-#                      SLURMLAB_EXTRA_HOSTLIST
+#                      SLURMLAB_EXTRA_HOSTLIST SLURMLAB_VERSION SLURMLAB_BIN
+#                      SLURMLAB_API SLURMLAB_DATA_PARSERS (see below)
 #   token [USER] [SECS]  print a JWT for USER (default root) valid SECS seconds
 #                      (default 86400; a negative value gives an expired token),
 #                      minted offline from the lab's key
@@ -43,10 +56,63 @@
 #   SLURMLAB_CPUS, SLURMLAB_MEM   per-node CPUs and RealMemory (default 2, 1000)
 #   SLURMLAB_REST_USER    user slurmrestd runs as (default nobody)
 #   SLURMLAB_EXTRA_CONF   lines appended to slurm.conf (e.g. "SlurmdTimeout=10")
+#   SLURMLAB_VERSION      22.05 (default, the host's packages), 24.11 (Debian
+#                         trixie) or 26.05 (Debian forky)
+#   SLURMLAB_ROOTFS_CACHE where root file systems are kept (default
+#                         ${XDG_CACHE_HOME:-$HOME/.cache}/slurmop/slurmlab-rootfs)
+#   SLURMLAB_MIRROR       Debian mirror for debootstrap (default: the host's apt mirror)
+#   SLURMLAB_ROOTFS_REFRESH=1  build a new root file system even when one is cached
+#                         (a newer Slurm in the suite gets a folder of its own)
+#
+# Exported by start/env besides the paths and ports:
+#   SLURMLAB_BIN          a folder of scontrol sbatch squeue sinfo srun scancel
+#                         sacct munge unmunge for this lab's version (wrappers that
+#                         run them in the root file system; links to the host's
+#                         binaries for 22.05); put it first in PATH
+#   SLURMLAB_API          the data parser a client of this version should use
+#                         (v0.0.38, v0.0.42, v0.0.44)
+#   SLURMLAB_DATA_PARSERS every data parser slurmrestd serves, newest last
+#
+# Root file systems: <cache>/<suite>-<slurm version>, made by
+#   debootstrap --variant=minbase --include=<the packages below> <suite>
+# into <cache>/.tmp.<suite>.XXXXXX (in a mount namespace of its own, so an
+# interrupted debootstrap leaves no mount), then marked complete and renamed
+# into place; a folder without the marker, or made for another package list,
+# is never used, and leftovers of interrupted builds are removed by the next
+# build (which holds <cache>/.lock). Builds take about a minute and need the
+# mirror; a start that cannot build one exits 77.
 set -euo pipefail
 
 SLURM_BINS=(munged mungekey munge unmunge slurmctld slurmd slurmrestd scontrol sinfo squeue scancel setpriv python3 curl)
-OPENAPI_PLUGINS=openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36 # the dbv0.0.3x plugins abort without slurmdbd
+HOST_BINS=(python3 curl unshare chroot mount ss flock) # what a chrooted lab needs of the host
+CLIENTS=(scontrol sbatch squeue sinfo srun scancel sacct munge unmunge) # the wrappers of SLURMLAB_BIN
+# Packages of a root file system (comma-separated, for debootstrap --include);
+# changing the list makes every cached root file system stale.
+ROOTFS_PKGS=slurmctld,slurmd,slurmrestd,slurm-client,munge,slurm-wlm-basic-plugins,slurm-wlm-jwt-plugin
+ROOTFS_MARK=.slurmlab-rootfs # written last into a complete root file system
+
+VERSION=${SLURMLAB_VERSION:-22.05}
+# Per version: the Debian suite, the debootstrap script it needs (bookworm's
+# debootstrap has none for forky: sid's works for any testing/unstable
+# suite), the data parser clients should use, and the slurmrestd plugins.
+case $VERSION in
+    22.05)
+        SUITE="" API=v0.0.38
+        # the dbv0.0.3x plugins abort without slurmdbd
+        OPENAPI_PLUGINS=openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36 ;;
+    24.11)
+        SUITE=trixie DEBOOTSTRAP_SCRIPT="" API=v0.0.42
+        # 23.11 folded the per-version plugins into openapi/slurmctld (the
+        # data parsers v0.0.40-42 are loaded by default); openapi/slurmdbd
+        # would need a slurmdbd.
+        OPENAPI_PLUGINS=openapi/slurmctld ;;
+    26.05)
+        SUITE=forky DEBOOTSTRAP_SCRIPT=/usr/share/debootstrap/scripts/sid API=v0.0.44
+        OPENAPI_PLUGINS=openapi/slurmctld ;;
+    *) printf 'slurmlab: error: SLURMLAB_VERSION=%s: want 22.05, 24.11 or 26.05\n' "$VERSION" >&2; exit 2 ;;
+esac
+ROOTFS="" # set by rootfs_ensure (start) or read from the lab (other commands)
+RUN=()    # prefix that runs a Slurm or munge binary of this lab's version
 
 say() { printf 'slurmlab: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -196,6 +262,197 @@ need_lab() {
     [ -d "$LAB" ] || die "no lab at $LAB"
 }
 
+# ---- root file systems (24.11, 26.05) ---------------------------------------
+
+rootfs_cache() {
+    echo "${SLURMLAB_ROOTFS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/slurmop/slurmlab-rootfs}"
+}
+
+# The Debian mirror apt uses (deb822 or one-line sources), unless given.
+debian_mirror() {
+    if [ -n "${SLURMLAB_MIRROR:-}" ]; then echo "$SLURMLAB_MIRROR"; return; fi
+    local m
+    m=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/ && $2 !~ /security/ {print $2; exit}' || true)
+    [ -n "$m" ] || m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+        | awk '$1 == "deb" && $0 !~ /security/ {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' || true)
+    echo "${m:-http://deb.debian.org/debian}"
+}
+
+# A complete root file system of SUITE made for today's package list, the
+# newest Slurm first; nothing when there is none.
+rootfs_find() {
+    local cache=$1 suite=$2 d
+    for d in $(ls -d "$cache/$suite"-* 2>/dev/null | sort -rV); do
+        [ -f "$d/$ROOTFS_MARK" ] && [ "$(sed -n 's/^packages: //p' "$d/$ROOTFS_MARK")" = "$ROOTFS_PKGS" ] \
+            && { echo "$d"; return 0; }
+    done
+    return 0
+}
+
+# rootfs_build CACHE SUITE: debootstrap into a temporary folder, then rename
+# it to SUITE-<slurm version> and print that. Runs with the cache lock held.
+rootfs_build() {
+    local cache=$1 suite=$2 tmp ver log t0 mirror
+    t0=$(now_ms)
+    mirror=$(debian_mirror)
+    command -v debootstrap >/dev/null || { say "missing: debootstrap (run tests/deps.sh)"; return 77; }
+    # Leftovers of interrupted builds (ours ran in a mount namespace of
+    # their own, so nothing is mounted below them).
+    rm -rf "$cache"/.tmp."$suite".* "$cache"/.old."$suite".*
+    tmp=$(mktemp -d "$cache/.tmp.$suite.XXXXXX")
+    # mktemp's 0700 would lock every other user out of the whole tree (munge's
+    # postinst runs mungekey as the munge user, the lab runs slurmrestd as nobody).
+    chmod 755 "$tmp"
+    log=$cache/.debootstrap-$suite.log
+    say "building the $suite root file system (Slurm $VERSION) from $mirror; log: $log"
+    if ! nice unshare -m --propagation private debootstrap --variant=minbase --include="$ROOTFS_PKGS" \
+            "$suite" "$tmp" "$mirror" ${DEBOOTSTRAP_SCRIPT:+"$DEBOOTSTRAP_SCRIPT"} </dev/null >"$log" 2>&1; then
+        tail -n 5 "$log" >&2
+        cat "$tmp/debootstrap/debootstrap.log" >> "$log" 2>/dev/null || true
+        rm -rf "$tmp"
+        say "cannot build the $suite root file system (no network or mirror?)"
+        return 77
+    fi
+    ver=$(chroot "$tmp" dpkg-query -W -f '${Version}' slurmctld 2>/dev/null) || ver=""
+    [ -n "$ver" ] || { rm -rf "$tmp"; say "no slurmctld in the $suite root file system"; return 1; }
+    rm -rf "$tmp"/var/cache/apt/archives/*.deb
+    # Mount points and files the namespaces bind over. minbase brings no
+    # /etc/hosts: the host's is bound over this one, so that "localhost" and
+    # the host's name resolve as outside.
+    mkdir -p "$tmp/proc" "$tmp/dev" "$tmp/sys"
+    [ -e "$tmp/etc/hosts" ] || : > "$tmp/etc/hosts"
+    {
+        echo "suite: $suite"
+        echo "packages: $ROOTFS_PKGS"
+        echo "built: $(date -u +%FT%TZ) from $mirror"
+        # shellcheck disable=SC2046
+        chroot "$tmp" dpkg-query -W -f '${Package} ${Version}\n' $(echo "$ROOTFS_PKGS" | tr , ' ')
+    } > "$tmp/$ROOTFS_MARK.part"
+    mv "$tmp/$ROOTFS_MARK.part" "$tmp/$ROOTFS_MARK"
+    local dest=$cache/$suite-$ver
+    if [ -e "$dest" ]; then
+        # The same Slurm again (a refresh, or another package list): replace
+        # it. A lab still running from the old one keeps its open files.
+        mv -T "$dest" "$cache/.old.$suite.$$"
+        rm -rf "$cache/.old.$suite.$$" 2>/dev/null || true
+    fi
+    mv -T "$tmp" "$dest"
+    say "built $dest in $(( ($(now_ms) - t0) / 1000 )) s"
+    echo "$dest"
+}
+
+# Sets ROOTFS for this VERSION, building it when needed; returns 77 when it
+# cannot be built.
+rootfs_ensure() {
+    local cache refresh=${SLURMLAB_ROOTFS_REFRESH:-0}
+    cache=$(rootfs_cache)
+    mkdir -p "$cache"
+    if [ "$refresh" != 1 ]; then
+        ROOTFS=$(rootfs_find "$cache" "$SUITE")
+        [ -z "$ROOTFS" ] || return 0
+    fi
+    # One build at a time per cache; whoever waited uses the winner's.
+    local rc=0
+    exec 8>"$cache/.lock"
+    flock 8
+    if [ "$refresh" != 1 ]; then ROOTFS=$(rootfs_find "$cache" "$SUITE"); fi
+    if [ -z "$ROOTFS" ]; then
+        ROOTFS=$(rootfs_build "$cache" "$SUITE") || rc=$?
+    fi
+    exec 8>&-
+    return $rc
+}
+
+# The runner of a chrooted lab: $LAB/bin/.run CMD... runs CMD of the root
+# file system with the caller's environment, in the caller's directory when
+# the root file system has it. It re-executes itself in a new private mount
+# namespace (unshare without --fork execs, so a daemon keeps the PID that
+# launch recorded), mounts there what the lab needs and execs chroot. The
+# mounts live as long as the namespace, that is as long as CMD and what it
+# forks (slurmstepd, the job): nothing is mounted on the host, and there is
+# nothing to unmount.
+write_runner() {
+    mkdir -p "$LAB/bin"
+    cat > "$LAB/bin/.run" <<EOF
+#!/bin/bash
+# Runs a program of Slurm $VERSION ($ROOTFS) against the lab $LAB.
+set -e
+R='$ROOTFS' LAB='$LAB'
+if [ "\${SLURMLAB_NS:-}" != "\$\$" ]; then
+    export SLURMLAB_NS=\$\$
+    exec unshare -m --propagation private "\$0" "\$@"
+fi
+unset SLURMLAB_NS
+mount --bind "\$LAB" "\$R\$LAB"
+mount -t proc proc "\$R/proc"
+mount --rbind /dev "\$R/dev"
+mount --bind /sys "\$R/sys"
+mount --bind /etc/hosts "\$R/etc/hosts"
+exec chroot "\$R" /bin/sh -c 'cd "\$0" 2>/dev/null || cd /; exec "\$@"' "\$PWD" "\$@"
+EOF
+    chmod 755 "$LAB/bin/.run"
+}
+
+# SLURMLAB_BIN: wrappers of the clients (chrooted, or the host's for 22.05)
+# that default to this lab's slurm.conf.
+write_bin() {
+    mkdir -p "$LAB/bin"
+    local c
+    for c in "${CLIENTS[@]}"; do
+        local cmd="$LAB/bin/.run $c"
+        if [ -z "$ROOTFS" ]; then cmd=$(command -v "$c") || continue; fi
+        printf '#!/bin/sh\n# %s of Slurm %s; this lab unless SLURM_CONF says otherwise\nSLURM_CONF=${SLURM_CONF:-%s} exec %s "$@"\n' \
+            "$c" "$VERSION" "$LAB/etc/slurm.conf" "$cmd" > "$LAB/bin/$c"
+        chmod 755 "$LAB/bin/$c"
+    done
+}
+
+# Read back what start recorded (every command but start).
+load_lab_version() {
+    if [ -f "$LAB/etc/version" ]; then
+        VERSION=$(sed -n 's/^version=//p' "$LAB/etc/version")
+        ROOTFS=$(sed -n 's/^rootfs=//p' "$LAB/etc/version")
+    fi
+    RUN=()
+    if [ -n "$ROOTFS" ]; then RUN=("$LAB/bin/.run"); fi
+}
+
+# The data parsers slurmrestd serves, oldest first.
+data_parsers() {
+    if [ -z "$ROOTFS" ]; then echo "v0.0.36 v0.0.37 v0.0.38"; return; fi
+    ls "$ROOTFS"/usr/lib/*/slurm-wlm/ | sed -n 's/^data_parser_\(v0_0_[0-9]*\)\.so$/\1/p' | tr _ . | sort -V | tr '\n' ' ' | sed 's/ $//'
+}
+
+# Slurm and munge programs of this lab's version (the host's for 22.05).
+slurm() { "${RUN[@]+"${RUN[@]}"}" "$@"; }
+
+# Mounts of this (the host's) namespace at or below DIR: there should never
+# be any, since every mount of a chrooted lab lives in a namespace of its own.
+host_mounts_below() {
+    [ -n "$1" ] || return 0
+    awk -v r="$1/" '{ if (index($5 "/", r) == 1) print $5 }' /proc/self/mountinfo
+}
+
+# Processes whose root directory is ROOTFS and that run for LAB (their
+# command line or environment names it).
+rooted_pids() {
+    [ -n "$ROOTFS" ] || return 0
+    python3 -c '
+import os, sys
+root, lab = sys.argv[1], sys.argv[2].encode()
+for pid in os.listdir("/proc"):
+    if not pid.isdigit():
+        continue
+    try:
+        if os.readlink("/proc/%s/root" % pid) != root:
+            continue
+        data = open("/proc/%s/environ" % pid, "rb").read() + open("/proc/%s/cmdline" % pid, "rb").read()
+    except OSError:
+        continue
+    if lab in data:
+        print(pid)' "$ROOTFS" "$LAB"
+}
+
 # ---- start -----------------------------------------------------------------
 
 write_conf() {
@@ -260,20 +517,40 @@ PartitionName=debug Nodes=$debug_nodes Default=YES MaxTime=INFINITE State=UP
 $extra_part
 EOF
     chmod 644 "$CONF"
+    if [ -n "$SUITE" ]; then
+        # From 23.x on slurmd initializes a cgroup plugin even with
+        # proctrack/linuxproc and task/none, and fails without a cgroup file
+        # system (none is mounted in the chroot; cgroup/v2 would also want
+        # systemd over dbus). The lab does not need cgroups: turn them off.
+        # 22.05 neither needs this nor knows "disabled".
+        printf '# cgroup.conf of a slurmlab.sh lab\nCgroupPlugin=disabled\n' > "$LAB/etc/cgroup.conf"
+        chmod 644 "$LAB/etc/cgroup.conf"
+    fi
 }
 
 nodes_idle() { # all static (and the dynamic) nodes report idle
     local want=$1 got
-    got=$(SLURM_CONF=$CONF sinfo -h -N -p debug -t idle -o '%N' | sort -u | wc -l)
+    got=$(SLURM_CONF=$CONF slurm sinfo -h -N -p debug -t idle -o '%N' | sort -u | wc -l)
     [ "$got" -ge "$want" ]
 }
 
+munge_ok() { slurm munge -n -S "$LAB/munge/socket" | slurm unmunge -S "$LAB/munge/socket"; }
+
 do_start() {
     local missing=() b
-    for b in "${SLURM_BINS[@]}"; do command -v "$b" >/dev/null 2>&1 || missing+=("$b"); done
-    [ -e /usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so ] || missing+=(slurm-wlm-jwt-plugin)
+    if [ -z "$SUITE" ]; then
+        for b in "${SLURM_BINS[@]}"; do command -v "$b" >/dev/null 2>&1 || missing+=("$b"); done
+        [ -e /usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so ] || missing+=(slurm-wlm-jwt-plugin)
+    else
+        for b in "${HOST_BINS[@]}"; do command -v "$b" >/dev/null 2>&1 || missing+=("$b"); done
+    fi
     if [ ${#missing[@]} -gt 0 ]; then say "missing: ${missing[*]} (run tests/deps.sh)"; exit 77; fi
     [ "$(id -u)" = 0 ] || die "start needs root"
+    if [ -n "$SUITE" ]; then
+        local rc=0
+        rootfs_ensure || rc=$?
+        [ $rc -eq 0 ] || exit $rc
+    fi
 
     local t0; t0=$(now_ms)
     if [ -z "$LAB" ]; then LAB=$(mktemp -d /tmp/slurmlab.XXXXXX); fi
@@ -289,8 +566,30 @@ do_start() {
         [ "$(( 0$(stat -c %a "$d") & 1 ))" = 1 ] || die "$d is not searchable by others (chmod o+x); munged needs that"
         d=$(dirname "$d")
     done
-    rm -rf "$LAB/run" "$LAB/state" "$LAB/spool" "$LAB/log"
-    mkdir -p "$LAB"/{etc,munge,run,state,spool,log,jobs}
+    if [ -n "$ROOTFS" ]; then
+        # The lab is bound at its own path inside the root file system, so
+        # every path of slurm.conf is the same inside and out; munged checks
+        # the directories above its socket in there too.
+        local top=""
+        if [ ! -d "$ROOTFS$LAB" ]; then
+            top=$LAB
+            while [ ! -d "$ROOTFS$(dirname "$top")" ]; do top=$(dirname "$top"); done
+        fi
+        (umask 022; mkdir -p "$ROOTFS$LAB")
+        d=$ROOTFS$LAB
+        while [ "$d" != "$ROOTFS" ]; do
+            [ "$(( 0$(stat -c %a "$d") & 1 ))" = 1 ] || die "$d is not searchable by others (chmod o+x); munged needs that"
+            d=$(dirname "$d")
+        done
+    fi
+    rm -rf "$LAB/run" "$LAB/state" "$LAB/spool" "$LAB/log" "$LAB/bin"
+    mkdir -p "$LAB"/{etc,munge,run,state,spool,log,jobs,bin}
+    # created: the topmost folder start made in the root file system (stop
+    # removes it again)
+    printf 'version=%s\nrootfs=%s\ncreated=%s\n' "$VERSION" "$ROOTFS" "${top:-}" > "$LAB/etc/version"
+    load_lab_version
+    [ -z "$ROOTFS" ] || write_runner
+    write_bin
     chmod 755 "$LAB" "$LAB/etc" "$LAB/munge" "$LAB/run" "$LAB/log"
     chmod 1777 "$LAB/jobs"
     CONF=$LAB/etc/slurm.conf
@@ -329,7 +628,7 @@ do_start() {
     # From here a failure stops whatever was started.
     trap 'rc=$?; if [ $rc -ne 0 ]; then say "start failed; stopping"; do_stop >/dev/null 2>&1 || true; fi' EXIT
 
-    mungekey -c -f -b 1024 -k "$LAB/munge/munge.key"
+    slurm mungekey -c -f -b 1024 -k "$LAB/munge/munge.key"
     chmod 600 "$LAB/munge/munge.key"
     head -c 32 /dev/urandom > "$JWT_KEY"
     chmod 600 "$JWT_KEY"
@@ -338,40 +637,40 @@ do_start() {
     echo "$NODE_NAMES" > "$LAB/etc/nodes"
 
     # munged: the socket directory must be searchable by everyone.
-    launch munged munged -F --key-file="$LAB/munge/munge.key" --socket="$LAB/munge/socket" \
+    launch munged "${RUN[@]+"${RUN[@]}"}" munged -F --key-file="$LAB/munge/munge.key" --socket="$LAB/munge/socket" \
         --pid-file="$LAB/munge/pid" --seed-file="$LAB/munge/seed" --log-file="$LAB/log/munged.log"
-    poll 10000 "$(pid_of munged)" bash -c "munge -n -S '$LAB/munge/socket' | unmunge -S '$LAB/munge/socket'" \
+    poll 10000 "$(pid_of munged)" munge_ok \
         || die "munged did not start (log/munged.out)"
 
     export SLURM_CONF=$CONF
-    launch slurmctld slurmctld -D -i -f "$CONF"
-    poll 20000 "$(pid_of slurmctld)" scontrol ping || die "slurmctld did not start (log/slurmctld.log)"
+    launch slurmctld "${RUN[@]+"${RUN[@]}"}" slurmctld -D -i -f "$CONF"
+    poll 20000 "$(pid_of slurmctld)" slurm scontrol ping || die "slurmctld did not start (log/slurmctld.log)"
 
     local n
     for n in $NODE_NAMES; do
         mkdir -p "$LAB/spool/$n"
-        launch "slurmd.$n" slurmd -D -N "$n" -f "$CONF"
+        launch "slurmd.$n" "${RUN[@]+"${RUN[@]}"}" slurmd -D -N "$n" -f "$CONF"
     done
     local want=$nn
     if [ "$DYNAMIC" = 1 ]; then
         mkdir -p "$LAB/spool/dyn1"
         # A dynamic node registers itself and is reached on SlurmdPort, so
         # there can be one per host.
-        launch slurmd.dyn1 slurmd -D -Z -N dyn1 --conf "CPUs=$CPUS RealMemory=$MEM Feature=dyn" -f "$CONF"
+        launch slurmd.dyn1 "${RUN[@]+"${RUN[@]}"}" slurmd -D -Z -N dyn1 --conf "CPUs=$CPUS RealMemory=$MEM Feature=dyn" -f "$CONF"
         want=$((want + 1))
     fi
     if ! poll 30000 "" nodes_idle "$want"; then
-        sinfo -N >&2 || true
+        slurm sinfo -N >&2 || true
         die "nodes did not become idle (log/slurmd.*.log)"
     fi
 
     # slurmrestd refuses to run as root; SLURM_JWT=daemon makes auth/jwt its
     # primary authentication, without which every user token is rejected.
-    launch slurmrestd setpriv --reuid="$rest_user" --regid="$(id -gn "$rest_user")" --clear-groups \
+    launch slurmrestd "${RUN[@]+"${RUN[@]}"}" setpriv --reuid="$rest_user" --regid="$(id -gn "$rest_user")" --clear-groups \
         env SLURM_CONF="$CONF" SLURM_JWT=daemon slurmrestd -a rest_auth/jwt -s "$OPENAPI_PLUGINS" "127.0.0.1:$REST_PORT"
     local token; token=$(mint "$JWT_KEY" root 86400)
     poll 20000 "$(pid_of slurmrestd)" curl -fsS -o /dev/null -H "X-SLURM-USER-NAME: root" \
-        -H "X-SLURM-USER-TOKEN: $token" "http://127.0.0.1:$REST_PORT/slurm/v0.0.38/ping" \
+        -H "X-SLURM-USER-TOKEN: $token" "http://127.0.0.1:$REST_PORT/slurm/$API/ping" \
         || die "slurmrestd did not answer (log/slurmrestd.out)"
 
     cat > "$LAB/env" <<EOF
@@ -384,10 +683,14 @@ export SLURMLAB_JWT_KEY=$JWT_KEY
 export SLURMLAB_NODE_NAMES="$NODE_NAMES"
 export SLURMLAB_EXTRA_HOSTLIST="$EXTRA_HOSTLIST"
 export SLURMLAB_CTLD_PORT=$CTLD_PORT
+export SLURMLAB_VERSION=$VERSION
+export SLURMLAB_BIN=$LAB/bin
+export SLURMLAB_API=$API
+export SLURMLAB_DATA_PARSERS="$(data_parsers)"
 EOF
     trap - EXIT
     cat "$LAB/env"
-    say "started $LAB in $(( $(now_ms) - t0 )) ms: $want node(s)$([ "$EXTRA" -gt 0 ] && echo " + $EXTRA_HOSTLIST"), slurmrestd on 127.0.0.1:$REST_PORT"
+    say "started Slurm $VERSION${ROOTFS:+ (chroot $ROOTFS)} in $LAB in $(( $(now_ms) - t0 )) ms: $want node(s)$([ "$EXTRA" -gt 0 ] && echo " + $EXTRA_HOSTLIST"), slurmrestd on 127.0.0.1:$REST_PORT"
 }
 
 # ---- stop / status ---------------------------------------------------------
@@ -395,13 +698,14 @@ EOF
 do_stop() {
     need_lab
     CONF=$LAB/etc/slurm.conf
+    load_lab_version
     local ctld; ctld=$(pid_of slurmctld)
     if alive "$ctld"; then
         # Cancel jobs first so that no slurmstepd outlives its slurmd.
-        local jobs; jobs=$(SLURM_CONF=$CONF squeue -h -o %i 2>/dev/null || true)
+        local jobs; jobs=$(SLURM_CONF=$CONF slurm squeue -h -o %i 2>/dev/null || true)
         if [ -n "$jobs" ]; then
-            SLURM_CONF=$CONF scancel $jobs 2>/dev/null || true
-            poll 15000 "" bash -c "[ -z \"\$(SLURM_CONF='$CONF' squeue -h -o %i)\" ]" || say "jobs still listed"
+            SLURM_CONF=$CONF slurm scancel $jobs 2>/dev/null || true
+            poll 15000 "" no_jobs || say "jobs still listed"
         fi
     fi
     # All at once: none of the daemons needs another one to shut down, and
@@ -415,13 +719,28 @@ do_stop() {
     [ $(( $(now_ms) - t0 )) -lt 5000 ] || say "daemons took $(( $(now_ms) - t0 )) ms to stop"
     # Anything else that carries the tag (a slurmstepd whose slurmd died
     # first) and the job processes below it, which do not carry the tag.
-    local rest; rest=($(tagged_pids))
+    local rest; rest=($(tagged_pids) $(rooted_pids))
     if [ ${#rest[@]} -gt 0 ]; then
         rest=($(descendants "${rest[@]}"))
         say "stopping stragglers ${rest[*]}"
         terminate 2000 "${rest[@]}"
     fi
     rm -f "$LAB"/run/*.pid "$LAB"/run/*.selfpid
+    if [ -n "$ROOTFS" ]; then
+        # Every mount was made in a namespace that died with its last
+        # process; check that none is visible here, then drop the mount
+        # point (and the empty folders above it) from the root file system.
+        local left; left=$(host_mounts_below "$ROOTFS")
+        [ -z "$left" ] || say "still mounted: $left"
+        left=$(rooted_pids)
+        [ -z "$left" ] || say "still running in $ROOTFS: $left"
+        local top d
+        top=$(sed -n 's/^created=//p' "$LAB/etc/version")
+        if [ -n "$top" ]; then
+            d=$LAB
+            while rmdir "$ROOTFS$d" 2>/dev/null && [ "$d" != "$top" ]; do d=$(dirname "$d"); done
+        fi
+    fi
     if [ "${1:-}" = --clean ]; then rm -rf "$LAB"; fi
     return 0
 }
@@ -429,6 +748,7 @@ do_stop() {
 do_restart_ctld() {
     need_lab
     CONF=$LAB/etc/slurm.conf
+    load_lab_version
     local lose=0 down=0
     while [ $# -gt 0 ]; do
         case $1 in
@@ -448,10 +768,12 @@ do_restart_ctld() {
     fi
     [ "$down" = 0 ] || sleep "$down"
     export SLURM_CONF=$CONF
-    launch slurmctld slurmctld -D -i "${extra[@]}" -f "$CONF"
-    poll 20000 "$(pid_of slurmctld)" scontrol ping || die "slurmctld did not restart (log/slurmctld.log)"
+    launch slurmctld "${RUN[@]+"${RUN[@]}"}" slurmctld -D -i "${extra[@]+"${extra[@]}"}" -f "$CONF"
+    poll 20000 "$(pid_of slurmctld)" slurm scontrol ping || die "slurmctld did not restart (log/slurmctld.log)"
     say "slurmctld restarted ($([ "$lose" = 1 ] && echo "state lost" || echo "state kept"))"
 }
+
+no_jobs() { [ -z "$(SLURM_CONF=$CONF slurm squeue -h -o %i)" ]; }
 
 do_status() {
     need_lab
@@ -475,5 +797,5 @@ case $cmd in
     env) need_lab; cat "$LAB/env" ;;
     token) need_lab; mint "$LAB/etc/jwt.key" "${1:-root}" "${2:-86400}" ;;
     restart-ctld) do_restart_ctld "$@" ;;
-    *) sed -n '2,45p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,/^set -euo/p' "$0" | sed '$d' >&2; exit 2 ;;
 esac
