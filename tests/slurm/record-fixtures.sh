@@ -1,13 +1,26 @@
 #!/usr/bin/env bash
-# record-fixtures.sh — record slurmrestd responses (data_parser v0.0.36,
-# v0.0.37, v0.0.38 of Slurm 22.05) from a real lab into tests/data/slurmrestd/.
+# record-fixtures.sh — record slurmrestd responses from a real lab
+# (tests/slurm/slurmlab.sh) into tests/data/slurmrestd/.
 #
-# Each response is saved as <ver>_<case>_<status>.json (the body as sent; a
-# 304 gives an empty file, the plain-text errors keep their text). The cases
-# walk one lab through the node states the operator must read: idle, drained,
-# draining (a job running), down, not responding, dynamic, an unknown node,
-# bad and expired tokens, running jobs, ping, a reservation, and the request
-# shapes slurmrestd refuses (401, 404, 405, 415, 400).
+# SLURMLAB_VERSION picks the Slurm (default 22.05) and so the data parsers
+# recorded: 22.05 → v0.0.36, v0.0.37, v0.0.38; 24.11 → v0.0.40, v0.0.41,
+# v0.0.42; 26.05 → v0.0.43, v0.0.44 (its v0.0.42 is 24.11's; its v0.0.45 is
+# newer than slurmop). SLURMLAB_RECORD_PARSERS="42 44" overrides the list.
+#
+# Each response is saved as v<parser>_<case>_<status>.json (the body as sent;
+# a 304 gives an empty file, the plain-text errors keep their text). The
+# cases walk one lab through the node states the operator must read: idle,
+# drained, draining (a job running), down, not responding, dynamic, an unknown
+# node, bad and expired tokens, running jobs, ping, a reservation, the
+# update_time query (304), node updates by POST (v0.0.40 on), a node deleted
+# by DELETE, the request shapes slurmrestd refuses (401, 404, 405, 415, 400)
+# and, last, an answer while slurmctld is down (the errors array).
+#
+# Cases only the newer parsers have (node POST/DELETE, slurmctld down) are
+# recorded for v0.0.40 on. The case names never collide with the fixtures
+# that make-v4x-fixtures.py writes from the OpenAPI documents, except where
+# the real answer stands for the synthesized one (see tests/data/slurmrestd/
+# README.md).
 #
 # Usage (root): bash tests/slurm/record-fixtures.sh [OUTDIR]
 # Takes about a minute: a killed slurmd needs SlurmdTimeout (10 s) and more
@@ -16,7 +29,20 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/../data/slurmrestd}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 lab_sh=$here/slurmlab.sh
+
+version=${SLURMLAB_VERSION:-22.05}
+case $version in
+    22.05) ALL="36 37 38" ;;
+    24.11) ALL="40 41 42" ;;
+    26.05) ALL="43 44" ;;
+    *) echo "record-fixtures: SLURMLAB_VERSION=$version: want 22.05, 24.11 or 26.05" >&2; exit 2 ;;
+esac
+ALL=${SLURMLAB_RECORD_PARSERS:-$ALL}
+NEW=${ALL##* } # the newest parser: the cases recorded once
+NEW4X=""       # the parsers of v0.0.40 on (node POST and DELETE)
+for v in $ALL; do [ "$v" -ge 40 ] && NEW4X+="$v "; done
 
 clean=
 if [ -z "${SLURMLAB_DIR:-}" ]; then
@@ -24,14 +50,17 @@ if [ -z "${SLURMLAB_DIR:-}" ]; then
     chmod 755 "$SLURMLAB_DIR"
     clean=--clean
 fi
-export SLURMLAB_DIR
+export SLURMLAB_DIR SLURMLAB_VERSION=$version
 export SLURMLAB_DYNAMIC=1
 export SLURMLAB_EXTRA_CONF="SlurmdTimeout=10"
 trap 'bash "$lab_sh" stop $clean >/dev/null 2>&1 || true' EXIT
 eval "$(bash "$lab_sh" start 3)"
+# The clients of the lab's version (chrooted wrappers for 24.11 and 26.05).
+export PATH=$SLURMLAB_BIN:$PATH
 cd "$SLURMLAB_DIR"
 
-# get VERSIONS CASE PATH [curl args...]: GET PATH for every version, save it.
+# rec VERSIONS CASE PATH [curl args...]: request PATH (@V@ = v0.0.<ver>) for
+# every version, save it.
 rec() {
     local versions=$1 name=$2 path=$3; shift 3
     local v code
@@ -44,6 +73,11 @@ rec() {
         echo "v$v $name $p -> $code" >&2
     done
 }
+# post VERSIONS CASE PATH JSON: POST JSON to PATH for every version.
+post() {
+    local versions=$1 name=$2 path=$3 body=$4
+    rec "$versions" "$name" "$path" -H "Content-Type: application/json" -d "$body"
+}
 # raw NAME CURL-ARGS...: one request with exactly the given headers.
 raw() {
     local name=$1; shift
@@ -53,7 +87,6 @@ raw() {
     mv "$out/tmp.body" "$out/${name}_${code}.json"
     echo "$name -> $code" >&2
 }
-ALL="36 37 38"
 wait_node() { # wait_node NODE REGEX: until scontrol's State= matches
     for _ in $(seq 1 600); do
         scontrol show node "$1" | grep -Eq "State=$2" && return 0
@@ -62,35 +95,71 @@ wait_node() { # wait_node NODE REGEX: until scontrol's State= matches
     echo "timeout waiting for $1 to match $2" >&2
     return 1
 }
+N=v0.0.$NEW
 
 rec "$ALL" ping /slurm/@V@/ping
 rec "$ALL" nodes_idle /slurm/@V@/nodes
 rec "$ALL" node_n1_idle /slurm/@V@/node/n1
 rec "$ALL" node_dyn1_dynamic /slurm/@V@/node/dyn1
 rec "$ALL" err_unknown_node /slurm/@V@/node/nosuch
-rec "38" nodes_update_time /slurm/@V@/nodes?update_time=$(( $(date +%s) + 3600 ))
+rec "$NEW" nodes_update_time /slurm/@V@/nodes?update_time=$(( $(date +%s) + 3600 ))
 rec "$ALL" jobs_empty /slurm/@V@/jobs
 
 # Tokens slurmctld refuses: garbage and expired (slurmrestd passes both on).
 tok=$SLURMRESTD_TOKEN
-SLURMRESTD_TOKEN=garbage.token.here rec "38" err_bad_token_nodes /slurm/@V@/nodes
-SLURMRESTD_TOKEN=garbage.token.here rec "38" err_bad_token_ping /slurm/@V@/ping
-SLURMRESTD_TOKEN=garbage.token.here rec "38" err_bad_token_jobs /slurm/@V@/jobs
-SLURMRESTD_TOKEN=$(bash "$lab_sh" token root -600) rec "38" err_expired_token_nodes /slurm/@V@/nodes
+SLURMRESTD_TOKEN=garbage.token.here rec "$NEW" err_bad_token_nodes /slurm/@V@/nodes
+SLURMRESTD_TOKEN=garbage.token.here rec "$NEW" err_bad_token_ping /slurm/@V@/ping
+SLURMRESTD_TOKEN=garbage.token.here rec "$NEW" err_bad_token_jobs /slurm/@V@/jobs
+SLURMRESTD_TOKEN=$(bash "$lab_sh" token root -600) rec "$NEW" err_expired_token_nodes /slurm/@V@/nodes
 SLURMRESTD_TOKEN=$tok
 
-# Shapes slurmrestd answers itself, in plain text.
-raw v38_err_no_auth "$SLURMRESTD_URL/slurm/v0.0.38/nodes"
-raw v38_err_unknown_path -H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $tok" "$SLURMRESTD_URL/slurm/v0.0.38/nosuch"
-raw v38_err_v40_path -H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $tok" "$SLURMRESTD_URL/slurm/v0.0.40/nodes"
-raw v38_err_node_post -H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $tok" \
-    -H "Content-Type: application/json" -d '{"state":["DRAIN"]}' "$SLURMRESTD_URL/slurm/v0.0.38/node/n1"
-raw v38_err_accept_html -H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $tok" -H "Accept: text/html" \
-    "$SLURMRESTD_URL/slurm/v0.0.38/nodes"
-raw v38_err_malformed_post -H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $tok" \
-    -H "Content-Type: application/json" -d '{"job":' "$SLURMRESTD_URL/slurm/v0.0.38/job/submit"
-raw v38_err_unknown_job -H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $tok" "$SLURMRESTD_URL/slurm/v0.0.38/job/999999"
-raw openapi_v3 -H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $tok" "$SLURMRESTD_URL/openapi/v3"
+# Shapes slurmrestd answers itself, in plain text. err_<other>_path: a data
+# parser this Slurm does not serve (22.05: v0.0.40, which it predates;
+# 24.11: v0.0.38, which it dropped; 26.05: v0.0.41, which it dropped).
+case $version in 22.05) other=40 ;; 24.11) other=38 ;; *) other=41 ;; esac
+auth=(-H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $tok")
+raw v${NEW}_err_no_auth "$SLURMRESTD_URL/slurm/$N/nodes"
+raw v${NEW}_err_unknown_path "${auth[@]}" "$SLURMRESTD_URL/slurm/$N/nosuch"
+raw v${NEW}_err_v${other}_path "${auth[@]}" "$SLURMRESTD_URL/slurm/v0.0.$other/nodes"
+if [ -z "$NEW4X" ]; then # 22.05 has no node POST
+    raw v${NEW}_err_node_post "${auth[@]}" -H "Content-Type: application/json" -d '{"state":["DRAIN"]}' \
+        "$SLURMRESTD_URL/slurm/$N/node/n1"
+fi
+raw v${NEW}_err_accept_html "${auth[@]}" -H "Accept: text/html" "$SLURMRESTD_URL/slurm/$N/nodes"
+raw v${NEW}_err_malformed_post "${auth[@]}" -H "Content-Type: application/json" -d '{"job":' \
+    "$SLURMRESTD_URL/slurm/$N/job/submit"
+raw v${NEW}_err_unknown_job "${auth[@]}" "$SLURMRESTD_URL/slurm/$N/job/999999"
+if [ "$version" = 22.05 ]; then
+    raw openapi_v3 "${auth[@]}" "$SLURMRESTD_URL/openapi/v3"
+else
+    # The document is large (about 1 MB): keep its paths, like
+    # make-v4x-fixtures.py does, per Slurm version.
+    curl -s "${auth[@]}" "$SLURMRESTD_URL/openapi/v3" > "$SLURMLAB_DIR/openapi.json"
+    python3 - "$SLURMLAB_DIR/openapi.json" "$out/openapi_slurm-${version}_paths.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+paths = {p: {m: {} for m in ops} for p, ops in doc["paths"].items()}
+with open(sys.argv[2], "w") as f:
+    json.dump({"openapi": doc.get("openapi"), "info": {"version": doc["info"]["version"]}, "paths": paths}, f, indent=1)
+    f.write("\n")
+PY
+    echo "openapi paths -> $out/openapi_slurm-${version}_paths.json" >&2
+fi
+
+# Node updates by POST (v0.0.40 on): drain with a reason, an update with a
+# field the parser does not know (warnings?), a state slurmctld refuses, an
+# unknown node, resume.
+if [ -n "$NEW4X" ]; then
+    for v in $NEW4X; do
+        post "$v" update_node_drain /slurm/@V@/node/n1 '{"state":["DRAIN"],"reason":"slurm-operator: drain by POST"}'
+        post "$v" update_node_resume /slurm/@V@/node/n1 '{"state":["RESUME"]}'
+    done
+    post "$NEW" update_node_unknown_field /slurm/@V@/node/n1 '{"comment":"x","no_such_field":1}'
+    post "$NEW" err_update_node_state /slurm/@V@/node/n1 '{"state":["ALLOCATED"]}'
+    post "$NEW" err_update_node_bad_state_word /slurm/@V@/node/n1 '{"state":["NO_SUCH_STATE"]}'
+    post "$NEW" err_update_unknown_node /slurm/@V@/node/nosuch '{"state":["DRAIN"],"reason":"x"}'
+    scontrol update nodename=n1 comment= 2>/dev/null || true
+fi
 
 # Drained (no job) and draining (a job running) nodes; jobs with and without
 # a time limit.
@@ -107,7 +176,8 @@ rec "$ALL" jobs_running /slurm/@V@/jobs
 # A maintenance reservation like the one the ScheduledUpdate strategy keeps.
 scontrol create reservation reservationname=SlurmOperatorMaint-nss starttime=now+60minutes duration=30 \
     users=root flags=maint,ignore_jobs nodes=n2,n3 >/dev/null
-rec "37 38" reservations /slurm/@V@/reservations
+if [ "$version" = 22.05 ]; then rec "37 38" reservations /slurm/@V@/reservations
+else rec "$ALL" reservations_maint /slurm/@V@/reservations; fi
 
 # Down with a reason; the comment and features the operator writes.
 scancel --full $(squeue -h -o %i) 2>/dev/null || true
@@ -127,4 +197,18 @@ wait_node n3 'IDLE\*|IDLE\+NOT_RESPONDING|[A-Z]+\*'
 rec "$ALL" node_n3_not_responding /slurm/@V@/node/n3
 wait_node n3 'DOWN'
 rec "$ALL" node_n3_not_responding_down /slurm/@V@/node/n3
+
+if [ -n "$NEW4X" ]; then
+    # Delete a node record (dynamic: static nodes cannot be deleted), then
+    # ask for it and delete it again.
+    rec "$NEW" delete_node_dyn1 /slurm/@V@/node/dyn1 -X DELETE
+    rec "$NEW" err_deleted_node /slurm/@V@/node/dyn1
+    rec "$NEW" err_delete_unknown_node /slurm/@V@/node/nosuch -X DELETE
+    rec "$NEW" err_delete_static_node /slurm/@V@/node/n2 -X DELETE
+    # slurmctld down: slurmrestd answers with its errors array.
+    kill -KILL "$(cat "$SLURMLAB_DIR/run/slurmctld.pid")"
+    sleep 0.5
+    rec "$NEW" err_ctld_down_nodes /slurm/@V@/nodes
+    rec "$NEW" err_ctld_down_ping /slurm/@V@/ping
+fi
 echo "recorded into $out" >&2

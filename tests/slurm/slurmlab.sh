@@ -388,6 +388,9 @@ mount -t proc proc "\$R/proc"
 mount --rbind /dev "\$R/dev"
 mount --bind /sys "\$R/sys"
 mount --bind /etc/hosts "\$R/etc/hosts"
+# The root file system's own PATH: the host's folders mean nothing in there,
+# and SLURMLAB_BIN (the lab is bound at its own path) would loop back here.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 exec chroot "\$R" /bin/sh -c 'cd "\$0" 2>/dev/null || cd /; exec "\$@"' "\$PWD" "\$@"
 EOF
     chmod 755 "$LAB/bin/.run"
