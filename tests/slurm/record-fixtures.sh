@@ -87,8 +87,8 @@ raw() {
     mv "$out/tmp.body" "$out/${name}_${code}.json"
     echo "$name -> $code" >&2
 }
-wait_node() { # wait_node NODE REGEX: until scontrol's State= matches
-    for _ in $(seq 1 600); do
+wait_node() { # wait_node NODE REGEX [TENTHS]: until scontrol's State= matches
+    for _ in $(seq 1 "${3:-600}"); do
         scontrol show node "$1" | grep -Eq "State=$2" && return 0
         sleep 0.1
     done
@@ -97,7 +97,8 @@ wait_node() { # wait_node NODE REGEX: until scontrol's State= matches
 }
 N=v0.0.$NEW
 
-rec "$ALL" ping /slurm/@V@/ping
+# v0.0.4x: "ping_primary", beside the synthesized "ping" (two controllers).
+if [ "$version" = 22.05 ]; then rec "$ALL" ping /slurm/@V@/ping; else rec "$ALL" ping_primary /slurm/@V@/ping; fi
 rec "$ALL" nodes_idle /slurm/@V@/nodes
 rec "$ALL" node_n1_idle /slurm/@V@/node/n1
 rec "$ALL" node_dyn1_dynamic /slurm/@V@/node/dyn1
@@ -155,7 +156,7 @@ if [ -n "$NEW4X" ]; then
         post "$v" update_node_resume /slurm/@V@/node/n1 '{"state":["RESUME"]}'
     done
     post "$NEW" update_node_unknown_field /slurm/@V@/node/n1 '{"comment":"x","no_such_field":1}'
-    post "$NEW" err_update_node_state /slurm/@V@/node/n1 '{"state":["ALLOCATED"]}'
+    post "$NEW" err_update_node_alloc /slurm/@V@/node/n1 '{"state":["ALLOCATED"]}'
     post "$NEW" err_update_node_bad_state_word /slurm/@V@/node/n1 '{"state":["NO_SUCH_STATE"]}'
     post "$NEW" err_update_unknown_node /slurm/@V@/node/nosuch '{"state":["DRAIN"],"reason":"x"}'
     scontrol update nodename=n1 comment= 2>/dev/null || true
@@ -182,13 +183,22 @@ else rec "$ALL" reservations_maint /slurm/@V@/reservations; fi
 # Down with a reason; the comment and features the operator writes.
 scancel --full $(squeue -h -o %i) 2>/dev/null || true
 for _ in $(seq 1 100); do [ -z "$(squeue -h -o %i)" ] && break; sleep 0.1; done
+# 26.05 with ReturnToService=2 returns a node set DOWN right after its job
+# ended to service within a second (slurmctld.log: "node_did_resp: node n1
+# returned to service"); let the nodes settle first.
+wait_node n1 'IDLE ' 100 || true
+sleep 2
 scontrol update nodename=n1 state=down reason="slurm-operator: preStop"
 scontrol update nodename=n3 state=resume
+# 24.11 and 26.05 show a resumed node as IDLE+NOT_RESPONDING (24.11 keeping
+# the drain reason) until its slurmd answers slurmctld's next ping.
+wait_node n3 'IDLE ' 200 || echo "n3 is still $(scontrol show node n3 | grep -o 'State=[^ ]*') after resume" >&2
 scontrol update nodename=n3 comment='{"namespace":"slurm","podName":"slinky-2","node":"kind-worker","nodeSetName":"slinky","nodeSetUID":"0f0e"}' \
     availablefeatures=k8s/zone-a,gpu activefeatures=k8s/zone-a
 rec "$ALL" node_n1_down /slurm/@V@/node/n1
 rec "$ALL" node_n3_comment_features /slurm/@V@/node/n3
 rec "$ALL" nodes_mixed_states /slurm/@V@/nodes
+scontrol show node n1 | grep -q 'State=DOWN' || echo "warning: n1 returned to service before it was recorded" >&2
 
 # Not responding: kill n3's slurmd, wait for slurmctld to notice (the node
 # stays IDLE+NOT_RESPONDING for a while, then goes DOWN).
