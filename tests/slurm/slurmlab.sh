@@ -310,8 +310,13 @@ rootfs_build() {
         tail -n 5 "$log" >&2
         cat "$tmp/debootstrap/debootstrap.log" >> "$log" 2>/dev/null || true
         rm -rf "$tmp"
-        say "cannot build the $suite root file system (no network or mirror?)"
-        return 77
+        # No mirror to reach is a reason to skip; anything else is a failure.
+        if grep -qiE "Failed getting release file|Couldn't download|Temporary failure|Could not resolve|unable to resolve|Connection refused|Network is unreachable|No route to host|Connection timed out" "$log"; then
+            say "cannot build the $suite root file system: $mirror cannot be reached"
+            return 77
+        fi
+        say "debootstrap of $suite failed (log: $log)"
+        return 1
     fi
     ver=$(chroot "$tmp" dpkg-query -W -f '${Version}' slurmctld 2>/dev/null) || ver=""
     [ -n "$ver" ] || { rm -rf "$tmp"; say "no slurmctld in the $suite root file system"; return 1; }
