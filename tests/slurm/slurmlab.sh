@@ -23,9 +23,12 @@
 # Commands:
 #   start [N]          start a lab with N static nodes (default 3); prints the
 #                      sourceable environment (see `env`); exit 77 when the Slurm
-#                      binaries are missing
+#                      binaries are missing or (24.11, 26.05) the root file
+#                      system cannot be built for want of a reachable mirror
 #   stop [--clean]     stop everything the lab started (idempotent; nothing is
-#                      left running); --clean also removes the lab directory
+#                      left running); --clean also removes the lab directory;
+#                      24.11, 26.05: exit 1 when a process still runs in the
+#                      root file system for this lab or a mount is left below it
 #   status             one line per daemon; exit 0 when all run, 3 otherwise
 #   env                print the environment of a started lab:
 #                      SLURMLAB_DIR SLURM_CONF SLURMRESTD_URL SLURMRESTD_USER
@@ -738,10 +741,13 @@ do_stop() {
         # Every mount was made in a namespace that died with its last
         # process; check that none is visible here, then drop the mount
         # point (and the empty folders above it) from the root file system.
-        local left; left=$(host_mounts_below "$ROOTFS")
-        [ -z "$left" ] || say "still mounted: $left"
-        left=$(rooted_pids)
-        [ -z "$left" ] || say "still running in $ROOTFS: $left"
+        local mounts procs
+        mounts=$(host_mounts_below "$ROOTFS")
+        procs=$(rooted_pids)
+        if [ -n "$mounts$procs" ]; then
+            say "still mounted: ${mounts:-nothing}; still running in $ROOTFS: ${procs:-nothing}"
+            return 1
+        fi
         local top d
         top=$(sed -n 's/^created=//p' "$LAB/etc/version")
         if [ -n "$top" ]; then
