@@ -15,6 +15,7 @@
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/expect.h"
 #include "reconcilers/nodeset_build.h"
+#include "reconcilers/nodeset_incr.h"
 #include "reconcilers/nodeset_slurm.h"
 #include "reconcilers/objsync.h"
 #include "watchers/kinds.h"
@@ -103,8 +104,11 @@ static void wait_passes_free(void)
  * a bad pod template every few milliseconds. */
 static map_t failed_keys;
 
+static void incr_mark_full(const char *key);
+
 static void mark_failed(const char *key)
 {
+    incr_mark_full(key);
     if (map_get(&failed_keys, key) == NULL) {
         char *k = xstrdup(key);
         map_put(&failed_keys, k, k);
@@ -131,14 +135,141 @@ static void forget_failures(void)
     map_free(&failed_keys);
 }
 
-void nodeset_enqueue(const char *key)
+/* ------------------------------------------------------------------ */
+/* incremental passes
+ *
+ * A pass over all pods costs milliseconds at 8,192 pods, and every pod or
+ * Node event queues one. Each NodeSet keeps the state a full pass derives
+ * from its pods (nodeset_incr.h: counters, ordinals, ended pods, keyed by
+ * pod uid), and the events that queue it say which pods changed. A pass
+ * that only has such pods to look at updates the state for them, plans
+ * what it implies (nsi_plan: replace ended pods, create missing ordinals,
+ * nothing) and writes the status from the counters: O(changed pods).
+ *
+ * The full pass is the reference and runs instead whenever the state
+ * cannot be trusted or the decision needs every pod:
+ *   - no state yet (first pass), or the last full pass did not build one
+ *     (invalid spec, no Controller, a NodeSet being deleted);
+ *   - anything but a pod event queued the NodeSet since its last pass
+ *     (`full`): a spec, label, annotation, finalizer or status hash change
+ *     of the NodeSet, its Controller or key Secret, a ControllerRevision,
+ *     a Slurm node or client event (nodeset_enqueue*), the result of one
+ *     of our own object writes, a failed write (mark_failed);
+ *   - the resync or safety-net requeue of the last full pass is due
+ *     (full_due_ms): timers cannot say why they fired;
+ *   - writes of the NodeSet are in flight (expectations not satisfied);
+ *   - a spec the state does not model: DaemonSet mode, volumeClaimTemplates,
+ *     pinToNode, minReadySeconds (availability depends on the clock);
+ *   - the Slurm side is not quiet (nodeset_slurm_quiet: a Controller with a
+ *     RestApi, or condemned pods, drains or a blocked condition pending):
+ *     its rules (cordon sync, drift, held tables, counts) are defined over
+ *     every pod, so every event of such a NodeSet runs a full pass;
+ *   - the last full pass found a conflict (an object not ours under our
+ *     names: its condition is kept by full passes only);
+ *   - the plan needs every pod (nsi_plan returns NSI_FULL: scale-in victims,
+ *     a rolling update, pods of another scaling mode), a pod to act on is
+ *     not where the state says, or more than INCR_MAX_DIRTY pods changed.
+ * No delete decision is taken from the state but the replacement of pods
+ * that ended (Failed or Succeeded), which a full pass deletes without a
+ * drain too (DRAIN-SAFETY.md, rule 4); every condemnation happens in a
+ * full pass, through nodeset_slurm_condemn. Debug builds compare the state
+ * with one rebuilt from all pods after every incremental pass. */
+#define INCR_MAX_DIRTY 1024
+
+struct incr {
+    char *key;
+    nsi_state st;
+    int valid;   /* built by a full pass for a spec it models */
+    int full;    /* something else than a pod queued the NodeSet */
+    int rolling; /* updateStrategy RollingUpdate */
+    map_t dirty; /* pod uid (malloc'd key) -> pod store key (malloc'd) */
+    char update_hash[NSB_HASH_MAX];
+    char current_hash[NSB_HASH_MAX];
+    int32_t collision;
+    uint64_t full_due_ms; /* uv_now() when the last full pass's requeue fires */
+};
+static map_t incrs; /* NodeSet key -> struct incr */
+
+static void incr_clear_dirty(struct incr *r)
 {
+    size_t it = 0;
+    const char *k;
+    void *v;
+    while (map_next(&r->dirty, &it, &k, &v)) {
+        free((char *)k);
+        free(v);
+    }
+    map_free(&r->dirty);
+}
+
+static void incr_drop(const char *key)
+{
+    struct incr *r = map_del(&incrs, key);
+    if (r == NULL)
+        return;
+    incr_clear_dirty(r);
+    nsi_free(&r->st);
+    free(r->key);
+    free(r);
+    if (incrs.count == 0)
+        map_free(&incrs);
+}
+
+static void incrs_free(void)
+{
+    size_t it = 0;
+    void *v;
+    char **keys = xcalloc(incrs.count + 1, sizeof(*keys));
+    size_t n = 0;
+    while (map_next(&incrs, &it, NULL, &v))
+        keys[n++] = xstrdup(((struct incr *)v)->key);
+    for (size_t i = 0; i < n; i++) {
+        incr_drop(keys[i]);
+        free(keys[i]);
+    }
+    free(keys);
+    map_free(&incrs);
+}
+
+/* The next pass of key must be a full one. */
+static void incr_mark_full(const char *key)
+{
+    struct incr *r = map_get(&incrs, key);
+    if (r && !r->full) {
+        r->full = 1;
+        incr_clear_dirty(r);
+    }
+}
+
+/* A pod event queued key: remember which pod. */
+static void incr_mark_pod(const char *key, const sobj *pod)
+{
+    struct incr *r = map_get(&incrs, key);
+    if (r == NULL || r->full || map_get(&r->dirty, pod->uid))
+        return;
+    if (r->dirty.count >= INCR_MAX_DIRTY) {
+        incr_mark_full(key);
+        return;
+    }
+    map_put(&r->dirty, xstrdup(pod->uid), xstrdup(pod->key));
+}
+
+static void enqueue_full(const char *key)
+{
+    incr_mark_full(key);
     if (C->q)
         wq_add(C->q, key);
 }
 
+void nodeset_enqueue(const char *key)
+{
+    enqueue_full(key);
+}
+
 void nodeset_enqueue_after(const char *key, uint64_t ms)
 {
+    /* Whenever the next pass runs, it is a full one. */
+    incr_mark_full(key);
     if (C->q)
         wq_add_after(C->q, key, ms);
 }
@@ -167,9 +298,12 @@ static void enqueue_owner(const sobj *pod)
     char key[512];
     if (pod->owner_kind && strcmp(pod->owner_kind, NSB_KIND) == 0 && pod->owner_name) {
         snprintf(key, sizeof(key), "%s/%s", pod->ns, pod->owner_name);
-        nodeset_enqueue(key);
+        incr_mark_pod(key, pod);
+        if (C->q)
+            wq_add(C->q, key);
     } else if (pod->owner_kind == NULL) {
-        /* An orphan that carries our labels may be adopted by its NodeSet. */
+        /* An orphan that carries our labels may be adopted by its NodeSet
+         * (a full pass looks for orphans). */
         const char *inst = sobj_label(pod, NSB_LABEL_INSTANCE);
         const char *app = sobj_label(pod, NSB_LABEL_APP);
         if (inst && app && strcmp(app, "slurmd") == 0) {
@@ -200,12 +334,37 @@ static void on_pod(store *s, const sobj *old, const sobj *new, void *data)
     enqueue_owner(o);
 }
 
+/* Whether a NodeSet change may change what a full pass decides: anything
+ * but the status it writes itself (the counters and conditions). */
+static int nodeset_changed(const sobj *old, const sobj *new)
+{
+    static const char *const parts[] = {"spec",
+                                        "metadata.labels",
+                                        "metadata.annotations",
+                                        "metadata.finalizers",
+                                        "metadata.deletionTimestamp",
+                                        "metadata.ownerReferences",
+                                        "status.nodeSetHash",
+                                        "status.collisionCount",
+                                        "status.ordinalToNode"};
+    if (!old || !new || !old->json || !new->json || strcmp(old->uid, new->uid) != 0 ||
+        old->generation != new->generation || old->deleting != new->deleting)
+        return 1;
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+        if (!json_equal(json_get(old->json, parts[i]), json_get(new->json, parts[i])))
+            return 1;
+    return 0;
+}
+
 static void on_nodeset(store *s, const sobj *old, const sobj *new, void *data)
 {
     const sobj *o = new ? new : old;
     if (C->exp && (new == NULL || (old && strcmp(old->uid, new->uid) != 0)))
         exp_drop(C->exp, o->key);
-    nodeset_enqueue(o->key);
+    if (nodeset_changed(old, new))
+        incr_mark_full(o->key);
+    if (C->q)
+        wq_add(C->q, o->key);
 }
 
 static void enqueue_nodesets_of_controller(const char *ns, const char *ctl)
@@ -651,7 +810,7 @@ static void on_object_written(int err, const char *key, void *data)
         if (err && err != OP_ECANCELED)
             mark_failed(owner);
         else
-            wq_add(C->q, owner);
+            enqueue_full(owner);
     }
     free(owner);
 }
@@ -756,7 +915,7 @@ static void adopted(int err, const cJSON *obj, const kube_status *st, void *data
     if (err && err != OP_ECANCELED)
         log_warn("nodeset %s: adopting a pod failed: %s (%s)", key, op_strerror(err), st ? st->message : "");
     if (C->q && err != OP_ECANCELED)
-        wq_add(C->q, key);
+        enqueue_full(key);
     free(key);
 }
 
@@ -844,6 +1003,37 @@ static int is_mode_pod(struct pass *p, const sobj *o)
     return m == NULL || strcmp(m, want) == 0;
 }
 
+/* StatefulSet mode: create pods at these ordinals (ascending); their
+ * claims are already there. Returns 0 when the template cannot be built. */
+static int create_ordinals(struct pass *p, const int *ords, int n, int replicas)
+{
+    char err[256];
+    nsb_pod_args a;
+    fill_args(p, &a);
+    cJSON *tmpl = nsb_build_template(&a, err, sizeof(err));
+    if (tmpl == NULL) {
+        op_warn(p->op, p->o, NSB_KIND, "ControllerRefFailed", "Cannot build the worker pod: %s", err);
+        return 0;
+    }
+    struct create_job *job = job_new(p, tmpl);
+    struct create_item **items = xcalloc((size_t)n + 1, sizeof(*items));
+    int pin = json_get_bool(p->ns, "spec.pinToNode", 0);
+    for (int i = 0; i < n; i++) {
+        const char *node = NULL;
+        if (pin) {
+            char k[16];
+            snprintf(k, sizeof(k), "%d", ords[i]);
+            node = json_get_str(json_get(p->ns, "status.ordinalToNode"), k);
+        }
+        items[i] = item_new(job, ords[i], NULL, NULL, node);
+    }
+    op_event(p->op, p->o, NSB_KIND, "ScalingUp", "Scale", "Scaling up: creating %d pod(s) for %d replicas", n,
+             replicas);
+    submit_creates(p, job, items, (size_t)n);
+    free(items);
+    return 1;
+}
+
 /* StatefulSet mode: keep `replicas` pods at the lowest free ordinals. */
 static int scale_statefulset(struct pass *p)
 {
@@ -878,17 +1068,9 @@ static int scale_statefulset(struct pass *p)
         want_requeue(p, 5000); /* the DELETED events queue us; this is a safety net */
     } else if (diff < 0) {
         int want = -diff - terminating;
-        char err[256];
-        nsb_pod_args a;
-        fill_args(p, &a);
-        cJSON *tmpl = nsb_build_template(&a, err, sizeof(err));
-        if (tmpl == NULL) {
-            op_warn(p->op, p->o, NSB_KIND, "ControllerRefFailed", "Cannot build the worker pod: %s", err);
-            goto out;
-        }
+        int claims = json_len(json_get(p->ns, "spec.volumeClaimTemplates")) > 0;
         qsort(used, n_used, sizeof(int), cmp_int);
-        struct create_job *job = job_new(p, tmpl);
-        struct create_item **items = xcalloc((size_t)want, sizeof(*items));
+        int *ords = xcalloc((size_t)want, sizeof(int));
         int made = 0;
         size_t u = 0;
         for (int ord = 0; made < want; ord++) {
@@ -896,24 +1078,24 @@ static int scale_statefulset(struct pass *p)
                 u++;
             if (u < n_used && used[u] == ord)
                 continue;
-            const char *pin = NULL;
-            if (json_get_bool(p->ns, "spec.pinToNode", 0)) {
-                char k[16];
-                snprintf(k, sizeof(k), "%d", ord);
-                pin = json_get_str(json_get(p->ns, "status.ordinalToNode"), k);
-            }
-            if (json_len(json_get(p->ns, "spec.volumeClaimTemplates")) > 0) {
-                char *host = nsb_statefulset_hostname(p->ns, ord);
-                sync_claims(p, ord, host, NULL, 0);
-                free(host);
-            }
-            items[made++] = item_new(job, ord, NULL, NULL, pin);
+            ords[made++] = ord;
         }
-        op_event(p->op, p->o, NSB_KIND, "ScalingUp", "Scale", "Scaling up: creating %d pod(s) for %d replicas",
-                 made, replicas);
-        submit_creates(p, job, items, (size_t)made);
-        free(items);
-        scaled = 1;
+        /* Claims before their pods (the template is built first, as
+         * before: a template that cannot be built writes no claim). */
+        char err[256];
+        nsb_pod_args a;
+        fill_args(p, &a);
+        cJSON *probe = claims ? nsb_build_template(&a, err, sizeof(err)) : NULL;
+        for (int i = 0; probe && i < made; i++) {
+            char *host = nsb_statefulset_hostname(p->ns, ords[i]);
+            sync_claims(p, ords[i], host, NULL, 0);
+            free(host);
+        }
+        cJSON_Delete(probe);
+        scaled = create_ordinals(p, ords, made, replicas);
+        free(ords);
+        if (!scaled)
+            goto out;
     } else if (diff > 0) {
         nsb_sort_victims(active, n_active);
         op_event(p->op, p->o, NSB_KIND, "ScalingDown", "Scale", "Scaling down: condemning %d pod(s) for %d replicas",
@@ -1104,7 +1286,12 @@ static void rolling_update(struct pass *p)
     const nsb_pod **v = xcalloc(p->n_pods + 1, sizeof(*v));
     nsb_split split;
     nsb_split_update(p->pods, p->n_pods, p->update_hash, p->name, v, &split);
-    if (split.old_unhealthy + split.old_healthy == 0) {
+    /* Terminating pods count as old but are never condemned again: with no
+     * other old pod there is nothing to roll (and no Event to send). */
+    size_t live_old = 0;
+    for (size_t i = 0; i < split.old_unhealthy + split.old_healthy; i++)
+        live_old += !v[i]->terminating;
+    if (live_old == 0) {
         free(v);
         return;
     }
@@ -1166,6 +1353,8 @@ static void set_conditions(struct pass *p, cJSON *status, const char *invalid)
     json_set(status, "conditions", conds);
 }
 
+static void write_status(struct pass *p, const nsb_counts *counts, const nsb_slurm_counts *sc, const cJSON *o2n);
+
 static void sync_status(struct pass *p)
 {
     nsb_counts counts;
@@ -1208,8 +1397,17 @@ static void sync_status(struct pass *p)
             json_set_str(o2n, k, pp->node_name);
         }
     }
-    cJSON *status = nsb_build_status(p->ns, &counts, &sc, p->update_hash, p->collision, o2n);
+    write_status(p, &counts, &sc, o2n);
     cJSON_Delete(o2n);
+    /* Pods Ready but not yet available (minReadySeconds) need a later look. */
+    if (min_ready > 0 && counts.available < counts.ready)
+        want_requeue(p, (uint32_t)min_ready * 1000u + 1000u);
+}
+
+/* Patch the status when it differs from the NodeSet's. */
+static void write_status(struct pass *p, const nsb_counts *counts, const nsb_slurm_counts *sc, const cJSON *o2n)
+{
+    cJSON *status = nsb_build_status(p->ns, counts, sc, p->update_hash, p->collision, o2n);
     set_conditions(p, status, NULL);
     const cJSON *cur = json_child(p->o->json, "status");
     if (!json_subset(status, cur) || !json_subset(cur, status)) {
@@ -1224,9 +1422,6 @@ static void sync_status(struct pass *p)
         }
     }
     cJSON_Delete(status);
-    /* Pods Ready but not yet available (minReadySeconds) need a later look. */
-    if (min_ready > 0 && counts.available < counts.ready)
-        want_requeue(p, (uint32_t)min_ready * 1000u + 1000u);
 }
 
 /* The status write of a NodeSet whose spec is invalid: the Valid
@@ -1313,6 +1508,163 @@ static void slurm_condemn(void *ctx, const sobj *pod, const char *why)
     condemn(ctx, pod, why);
 }
 
+/* ---- incremental passes (see "incremental passes" above) ---- */
+
+static int mode_ok(enum nsb_mode mode, const sobj *o)
+{
+    const char *m = sobj_label_i(o, IK.mode);
+    return m == NULL || strcmp(m, mode == NSB_DAEMONSET ? "DaemonSet" : "StatefulSet") == 0;
+}
+
+/* Whether the state models this spec. */
+static int incr_models(const struct pass *p)
+{
+    return p->mode == NSB_STATEFULSET && json_len(json_get(p->ns, "spec.volumeClaimTemplates")) == 0 &&
+           !json_get_bool(p->ns, "spec.pinToNode", 0) && json_get_int(p->ns, "spec.minReadySeconds", 0) == 0;
+}
+
+/* The state of a NodeSet's pods from scratch, as a full pass collects them
+ * (the owner index; no adoption). */
+static void incr_derive(const struct pass *p, const char *update_hash, const char *current_hash, nsi_state *out)
+{
+    store *pods = op_store(p->op, OPK_PODS);
+    store_cursor c;
+    nsb_pod nb;
+    nsi_clear(out);
+    for (const sobj *o = store_index_first(pods, C->ix_pod_owner, p->o->uid, &c); o; o = store_index_next(&c)) {
+        fill_pod(o, p->name, &nb);
+        nsi_pod f = nsi_pod_of(&nb, mode_ok(p->mode, o), update_hash, current_hash, p->name);
+        nsi_set(out, o->uid, o->key, &f);
+    }
+}
+
+/* End of a full pass that collected the pods: the state is rebuilt from
+ * them (the full pass is the reference), and its next resync noted. */
+static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
+{
+    struct incr *r = map_get(&incrs, p->key);
+    if (r == NULL) {
+        r = xcalloc(1, sizeof(*r));
+        r->key = xstrdup(p->key);
+        nsi_init(&r->st);
+        map_init(&r->dirty);
+        map_put(&incrs, r->key, r);
+    }
+    incr_clear_dirty(r);
+    r->full = 0;
+    /* A pass that found somebody else's object under our names keeps its
+     * Conflict condition only in full passes (sync_shared_objects). */
+    r->valid = incr_models(p) && p->conflict == NULL;
+    if (!r->valid) {
+        nsi_clear(&r->st);
+        return;
+    }
+    nsi_clear(&r->st);
+    for (size_t i = 0; i < p->n_pods; i++) {
+        const sobj *o = pod_sobj(&p->pods[i]);
+        nsi_pod f = nsi_pod_of(&p->pods[i], mode_ok(p->mode, o), p->update_hash, p->current_hash, p->name);
+        nsi_set(&r->st, o->uid, o->key, &f);
+    }
+    snprintf(r->update_hash, sizeof(r->update_hash), "%s", p->update_hash);
+    snprintf(r->current_hash, sizeof(r->current_hash), "%s", p->current_hash);
+    r->collision = p->collision;
+    r->rolling = strcmp(json_get_str_or(p->ns, "spec.updateStrategy.type", "RollingUpdate"), "RollingUpdate") == 0;
+    r->full_due_ms = uv_now(p->op->loop) + requeue_ms;
+}
+
+/* An incremental pass: p is set up as for a full pass (NodeSet valid and not
+ * being deleted, Controller found, expectations satisfied). Returns 0 when a
+ * full pass must run instead. */
+static int incr_pass(struct pass *p, wq_result *res)
+{
+    struct incr *r = map_get(&incrs, p->key);
+    uint64_t now = uv_now(p->op->loop);
+    if (r == NULL || !r->valid || r->full || now >= r->full_due_ms || !nodeset_slurm_quiet(p->op, p->o) ||
+        !exp_satisfied(C->exp, p->key, p->o->uid, now))
+        return 0;
+    store *pods = op_store(p->op, OPK_PODS);
+    size_t it = 0;
+    const char *uid;
+    void *v;
+    nsb_pod nb;
+    while (map_next(&r->dirty, &it, &uid, &v)) {
+        const sobj *pod = store_get_key(pods, v);
+        if (pod && strcmp(pod->uid, uid) == 0 && pod->owner_uid && strcmp(pod->owner_uid, p->o->uid) == 0) {
+            fill_pod(pod, p->name, &nb);
+            nsi_pod f = nsi_pod_of(&nb, mode_ok(p->mode, pod), r->update_hash, r->current_hash, p->name);
+            nsi_set(&r->st, uid, pod->key, &f);
+        } else {
+            nsi_set(&r->st, uid, NULL, NULL);
+        }
+    }
+    incr_clear_dirty(r);
+    int replicas = nsb_replicas(p->ns);
+    nsi_plan_t plan = nsi_plan(&r->st, replicas, r->rolling);
+    snprintf(p->update_hash, sizeof(p->update_hash), "%s", r->update_hash);
+    snprintf(p->current_hash, sizeof(p->current_hash), "%s", r->current_hash);
+    p->collision = r->collision;
+    if (plan.action == NSI_FULL)
+        return 0;
+    if (plan.action == NSI_REPLACE) {
+        /* Every ended pod must be where the state says before any goes. */
+        size_t n = 0, cap = r->st.ended.count;
+        const sobj **gone = xcalloc(cap + 1, sizeof(*gone));
+        const char *ref;
+        it = 0;
+        while ((uid = nsi_ended_next(&r->st, &it, &ref)) && n < cap) {
+            const sobj *pod = store_get_key(pods, ref);
+            if (pod == NULL || strcmp(pod->uid, uid) != 0 || pod->deleting) {
+                free(gone);
+                r->valid = 0;
+                return 0;
+            }
+            gone[n++] = pod;
+        }
+        for (size_t i = 0; i < n; i++)
+            delete_pod(p, gone[i], "it has terminated and will be replaced");
+        free(gone);
+    } else if (plan.action == NSI_CREATE) {
+        int *ords = xcalloc((size_t)plan.want + 1, sizeof(int));
+        size_t n = nsi_free_ordinals(&r->st, plan.want, ords);
+        if (n < (size_t)plan.want) {
+            free(ords);
+            return 0;
+        }
+        create_ordinals(p, ords, plan.want, replicas);
+        free(ords);
+    } else if (plan.action == NSI_WAIT) {
+        want_requeue(p, 5000); /* as scale_statefulset: a safety net */
+    }
+    nsb_counts counts;
+    nsb_slurm_counts sc = {0, 0, 0, 0};
+    nsi_counts(&r->st, replicas, &counts);
+    nodeset_slurm_status(p->op, p->o, p->ctl, p->ns, NULL, 0, &sc); /* quiet: zeros, touches no pod */
+    write_status(p, &counts, &sc, NULL);
+#ifndef NDEBUG
+    {
+        /* The reference: the state rebuilt from every pod must be equal. */
+        nsi_state ref_st;
+        char why[256];
+        nsi_init(&ref_st);
+        incr_derive(p, r->update_hash, r->current_hash, &ref_st);
+        if (!nsi_equal(&r->st, &ref_st, why, sizeof(why))) {
+            log_error("nodeset %s: incremental state differs from a full pass: %s", p->key, why);
+            r->valid = 0;
+        }
+        nsi_free(&ref_st);
+    }
+#else
+    (void)incr_derive;
+#endif
+    uint64_t ms = r->full_due_ms - now;
+    if (p->requeue_ms && p->requeue_ms < ms) {
+        ms = p->requeue_ms;
+        r->full_due_ms = now + ms;
+    }
+    *res = WQ_RESULT_AFTER(ms ? ms : 1);
+    return 1;
+}
+
 static wq_result ns_sync(const char *key, uint64_t first_add_ns)
 {
     operator *op = C->op;
@@ -1327,6 +1679,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     if (o == NULL || o->json == NULL) {
         exp_drop(C->exp, key);
         nodeset_slurm_forget(op, key);
+        incr_drop(key);
         return WQ_RESULT_OK;
     }
     memset(&p, 0, sizeof(p));
@@ -1349,6 +1702,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
             op_warn(op, o, NSB_KIND, "ValidationFailed", "%s", msgs.v[i]);
         write_invalid(&p, &msgs);
         nsb_msgs_free(&msgs);
+        incr_drop(key);
         cJSON_Delete(p.ns);
         return WQ_RESULT_OK;
     }
@@ -1357,6 +1711,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     const char *ctlname = json_get_str_or(p.ns, "spec.controllerRef.name", "");
     const sobj *ctl = store_get(op_store(op, OPK_CONTROLLERS), o->ns, ctlname);
     if (o->deleting) {
+        incr_drop(key);
         p.ctl = ctl ? ctl->json : NULL;
         size_t left = drain_on_delete(&p);
         nodeset_slurm_finalize(op, o, p.ns);
@@ -1369,6 +1724,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
         nss_set_finalizer(op, o, NSS_DRAIN_FINALIZER, 1);
     if (ctl == NULL || ctl->json == NULL) {
         op_warn(op, o, NSB_KIND, "ControllerRefFailed", "Controller %s/%s not found", o->ns, ctlname);
+        incr_drop(key);
         cJSON_Delete(p.ns);
         return WQ_RESULT_OK; /* the Controller's creation queues us */
     }
@@ -1388,6 +1744,13 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
         }
     } else {
         wait_pass_drop(key);
+        wq_result res;
+        if (incr_pass(&p, &res)) {
+            cJSON_Delete(p.ns);
+            return res;
+        }
+        /* A full pass from here: anything the incremental one started
+         * (nothing but a status write before a plan is taken) is redone. */
     }
     collect_pods(&p);
     sync_revisions(&p);
@@ -1408,6 +1771,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     }
     sync_status(&p);
     (void)err;
+    incr_rebuild(&p, p.requeue_ms ? p.requeue_ms : RESYNC_MS);
     free(p.conflict);
     free(p.pods);
     cJSON_Delete(p.ns);
@@ -1420,6 +1784,8 @@ static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
 {
     uint64_t t0 = uv_hrtime();
     int failed_before = take_failed(key);
+    if (failed_before)
+        incr_mark_full(key);
     wq_result r = ns_sync(key, first_add_ns);
     if (failed_before)
         r = WQ_RESULT_ERROR; /* keep backing off while writes fail */
@@ -1451,6 +1817,7 @@ static void stop(operator *op)
     forget_failures();
     ds_backoffs_free();
     wait_passes_free();
+    incrs_free();
     istr_put(IK.revision);
     istr_put(IK.cordon);
     istr_put(IK.cost);

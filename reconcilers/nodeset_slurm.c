@@ -871,6 +871,16 @@ int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, c
     return NSS_WAIT;
 }
 
+/* A hook for the NodeSet reconciler's incremental passes (nodeset.c); reads only. */
+int nodeset_slurm_quiet(operator *op, const sobj *nodeset)
+{
+    const nss_set *s = map_get(&M.sets, nodeset->key);
+    nc_cache *cache;
+    if (s == NULL || s->condemned.count || s->n_drains || s->blocked)
+        return 0;
+    return slurmclient_get(op, s->ctl_key, &cache) == SC_NO_RESTAPI;
+}
+
 const char *nodeset_slurm_blocked(operator *op, const sobj *nodeset, const char **message)
 {
     (void)op;

@@ -99,6 +99,13 @@ void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, con
 void nodeset_slurm_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                           const nsb_pod *pods, size_t n, nsb_slurm_counts *out);
 
+/** For the NodeSet reconciler's incremental passes: non-zero when the Slurm
+ *  side of this NodeSet has nothing to do for any pod (its Controller has no
+ *  RestApi, so nodeset_slurm_sync and nodeset_slurm_status touch no pod) and
+ *  nothing of the last pass is pending (no condemned pod, drain or blocked
+ *  condition). */
+int nodeset_slurm_quiet(operator *op, const sobj *nodeset);
+
 /** Why the last pass kept condemned pods it could not drain (a reason
  *  such as "DrainBlockedNoRestApi"; NULL when none) and, in *message, the
  *  condition message. */
