@@ -36,6 +36,7 @@ struct nsctl {
     int ix_pod_node;     /* pods by spec.nodeName */
     int ix_ns_ctl;       /* nodesets by "<ns>/<controllerRef.name>" */
     int ix_rev_owner;    /* controllerrevisions by owner uid */
+    mx_family *mx_passes; /* slurmop_nodeset_passes_total{kind} */
 };
 
 /* One operator per process: the module's state lives here. */
@@ -1573,15 +1574,16 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
 }
 
 /* An incremental pass: p is set up as for a full pass (NodeSet valid and not
- * being deleted, Controller found, expectations satisfied). Returns 0 when a
- * full pass must run instead. */
+ * being deleted, Controller found). While writes are in flight it only
+ * updates the state and the status, as a full pass does then. Returns 0
+ * when a full pass must run instead (having taken no action). */
 static int incr_pass(struct pass *p, wq_result *res)
 {
     struct incr *r = map_get(&incrs, p->key);
     uint64_t now = uv_now(p->op->loop);
-    if (r == NULL || !r->valid || r->full || now >= r->full_due_ms || !nodeset_slurm_quiet(p->op, p->o) ||
-        !exp_satisfied(C->exp, p->key, p->o->uid, now))
+    if (r == NULL || !r->valid || r->full || now >= r->full_due_ms || !nodeset_slurm_quiet(p->op, p->o))
         return 0;
+    int act = exp_satisfied(C->exp, p->key, p->o->uid, now);
     store *pods = op_store(p->op, OPK_PODS);
     size_t it = 0;
     const char *uid;
@@ -1599,7 +1601,7 @@ static int incr_pass(struct pass *p, wq_result *res)
     }
     incr_clear_dirty(r);
     int replicas = nsb_replicas(p->ns);
-    nsi_plan_t plan = nsi_plan(&r->st, replicas, r->rolling);
+    nsi_plan_t plan = act ? nsi_plan(&r->st, replicas, r->rolling) : (nsi_plan_t){NSI_NONE, 0};
     snprintf(p->update_hash, sizeof(p->update_hash), "%s", r->update_hash);
     snprintf(p->current_hash, sizeof(p->current_hash), "%s", r->current_hash);
     p->collision = r->collision;
@@ -1744,14 +1746,16 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
         }
     } else {
         wait_pass_drop(key);
-        wq_result res;
-        if (incr_pass(&p, &res)) {
-            cJSON_Delete(p.ns);
-            return res;
-        }
-        /* A full pass from here: anything the incremental one started
-         * (nothing but a status write before a plan is taken) is redone. */
     }
+    wq_result res;
+    if (incr_pass(&p, &res)) {
+        if (C->mx_passes)
+            mx_counter_inc(mx_counter_get(C->mx_passes, MX_LV("incremental")));
+        cJSON_Delete(p.ns);
+        return res;
+    }
+    if (C->mx_passes)
+        mx_counter_inc(mx_counter_get(C->mx_passes, MX_LV("full")));
     collect_pods(&p);
     sync_revisions(&p);
     nodeset_slurm_observe(op, o);
@@ -1798,6 +1802,11 @@ static int start(operator *op)
     int err = 0;
     wq_opts o = {.name = NODESET_CONTROLLER, .handler = handle, .metrics = op->metrics};
     C->exp = exp_new();
+    if (op->metrics)
+        C->mx_passes = mx_family_new(op->metrics, MX_COUNTER, "slurmop_nodeset_passes_total",
+                                     "NodeSet passes that reached the pods, by kind: full (every pod) or "
+                                     "incremental (the pods that changed)",
+                                     "kind", NULL, 0, NULL);
     C->q = wq_new(op->loop, &o, &err);
     if (C->q == NULL)
         return err;
