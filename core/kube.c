@@ -70,6 +70,7 @@ struct kube_request {
     kube_status st;
     /* watch */
     int is_watch;
+    int no_answer; /* kube_req_opts.no_answer */
     kube_watch_event_cb on_event;
     kube_watch_done_cb on_wdone;
     int http_status;
@@ -535,6 +536,12 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
     observe(r, resp->status);
     if (resp->status >= 200 && resp->status < 300) {
         r->http_status = resp->status;
+        if (r->no_answer) {
+            /* A pod's answer is ~5 KB of JSON: parsing it cost a create
+             * more than building and sending the pod did. */
+            deliver_parsed(r, NULL, 0);
+            return;
+        }
         if (resp->body_len >= KUBE_OFFLOAD_BYTES && !r->c->closing) {
             /* A page of a big LIST (~2.5 MB for 500 pods) takes tens of
              * milliseconds to parse: do it off the loop. */
@@ -750,6 +757,7 @@ static kube_request *do_simple(kube_client *c, const kube_req_opts *ro, const ch
         finish(r, rc, &st);
         return r;
     }
+    r->no_answer = ro && ro->no_answer;
     return submit(r, ro);
 }
 

@@ -140,6 +140,8 @@ typedef struct kube_req_opts {
     int unthrottled;     /* skip the client-side QPS limiter (takes no token either) */
     int urgent;          /* go ahead of queued requests for a connection, opening one beyond max_conns
                             when every connection is busy (hc_req_opts.urgent) */
+    int no_answer;       /* the caller does not read the object a success returns: it is not parsed
+                            and the callback gets NULL (errors are decoded as always) */
 } kube_req_opts;
 
 kube_request *kube_get_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,

@@ -560,6 +560,7 @@ struct create_ctx {
     wbatch *b;
     size_t index;
     char *owner_key;
+    char *name; /* the pod's, when the create names it */
 };
 
 static void job_unref(struct create_job *j)
@@ -602,7 +603,12 @@ static void create_start(wbatch *b, size_t index, void *item, void *data)
     ctx->b = b;
     ctx->index = index;
     ctx->owner_key = xstrdup(j->owner_key);
-    kube_create(C->op->client, &KUBE_PODS, json_get_str(pod, "metadata.namespace"), pod, create_done, ctx);
+    /* A named pod (StatefulSet mode) needs nothing from the answer; a
+     * generated name (DaemonSet mode) is read from it for the Event. */
+    const char *name = json_get_str(pod, "metadata.name");
+    ctx->name = name ? xstrdup(name) : NULL;
+    kube_req_opts ro = {.no_answer = name != NULL};
+    kube_create_with(C->op->client, &ro, &KUBE_PODS, json_get_str(pod, "metadata.namespace"), pod, create_done, ctx);
     cJSON_Delete(pod);
 }
 
@@ -618,8 +624,9 @@ static void create_done(int err, const cJSON *obj, const kube_status *st, void *
         const sobj *o = store_get_key(op_store(C->op, OPK_NODESETS), ctx->owner_key);
         if (o)
             op_event(C->op, o, NSB_KIND, "SuccessfulCreate", "Create", "Created pod %s",
-                     json_get_str_or(obj, "metadata.name", "?"));
+                     ctx->name ? ctx->name : json_get_str_or(obj, "metadata.name", "?"));
     }
+    free(ctx->name);
     free(ctx->owner_key);
     free(ctx);
     wbatch_item_done(b, index, err);
