@@ -1278,6 +1278,15 @@ static void do_get(ks_ctx *c)
         resp_not_found(c->resp, c->res, c->name);
         return;
     }
+    if (c->table != TABLE_NONE) {
+        buf_reset(&c->resp->body);
+        c->resp->status = 200;
+        c->resp->content_type = "application/json";
+        table_begin(&c->resp->body, c->res, c->view, c->table, o->cur->rv, NULL, -1, 0);
+        table_row(&c->resp->body, c->res, c->view, c->table, o->cur, 1, c->include);
+        put(&c->resp->body, "]}\n");
+        return;
+    }
     respond_ver(c, 200, o->cur);
 }
 
@@ -1393,6 +1402,10 @@ static void list_header(ks_ctx *c, uint64_t rv, const char *cont, long long rema
     buf_reset(b);
     c->resp->status = 200;
     c->resp->content_type = "application/json";
+    if (c->table != TABLE_NONE) {
+        table_begin(b, c->res, c->view, c->table, rv, cont, remaining, 0);
+        return;
+    }
     if (buf_printf(b, "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{\"resourceVersion\":\"%llu\"",
                    c->res->list_kind, c->res->views[c->view].api_version, (unsigned long long)rv) != 0)
         abort();
@@ -1549,6 +1562,11 @@ static void do_list(ks_ctx *c)
         for (size_t i = 0; i < cnt; i++) {
             if (!obj_matches(items[i], NULL, ls, fs))
                 continue;
+            if (c->table != TABLE_NONE) {
+                table_row(&c->resp->body, r, c->view, c->table, items[i], first, c->include);
+                first = 0;
+                continue;
+            }
             if (!first)
                 put(&c->resp->body, ",");
             first = 0;
@@ -1585,6 +1603,10 @@ static void do_list(ks_ctx *c)
         last = v;
         if (!obj_matches(v, NULL, ls, fs))
             continue;
+        if (c->table != TABLE_NONE) {
+            table_row(&items, r, c->view, c->table, v, got++ == 0, c->include);
+            continue;
+        }
         if (got++ && buf_putc(&items, ',') != 0)
             abort();
         if (emit_obj(&items, r, c->view, v, with_header) != 0)
@@ -2390,9 +2412,32 @@ static void resource_request(ks_ctx *c, const char *group, const char *version, 
         not_found_plain(c->resp);
         return;
     }
-    if (!accept_json(c->req->accept)) {
+    int table = table_accept(c->req->accept);
+    if (table == TABLE_REFUSED) {
         not_acceptable(c->resp);
         return;
+    }
+    /* Tables answer reads of the resource itself; other verbs and
+     * subresources answer JSON, which every Table Accept kubectl sends allows. */
+    if (table != TABLE_NONE && (sub || strcmp(c->req->method ? c->req->method : "GET", "GET") != 0))
+        table = TABLE_NONE;
+    c->table = table;
+    if (table != TABLE_NONE) {
+        char *inc = qparam(c, "includeObject");
+        int bad = 0;
+        if (inc == NULL || *inc == '\0' || strcmp(inc, "Metadata") == 0)
+            c->include = TABLE_INCLUDE_METADATA;
+        else if (strcmp(inc, "Object") == 0)
+            c->include = TABLE_INCLUDE_OBJECT;
+        else if (strcmp(inc, "None") == 0)
+            c->include = TABLE_INCLUDE_NONE;
+        else
+            bad = 1;
+        if (bad)
+            resp_bad_request(c->resp, "unrecognized includeObject value: \"%s\"", inc);
+        free(inc);
+        if (bad)
+            return;
     }
     c->res = rt->res;
     c->view = rt->view;
@@ -2445,15 +2490,30 @@ void api_handle(ks *k, const ks_req *req, ks_resp *resp)
         version_doc(resp);
         return;
     }
-    if (strcmp(segs[0], "openapi") == 0 && n == 2) {
+    if (strcmp(segs[0], "openapi") == 0 && n >= 2 && strcmp(segs[1], "v2") == 0 && n == 2) {
+        /* Only the JSON form: a client that can take nothing else (kubectl
+         * asks for protobuf first, then JSON) gets 406 and uses v3. */
+        if (!accept_json(req->accept)) {
+            resp_plain(resp, 406, "only application/json is served");
+            return;
+        }
         resp->status = 200;
         resp->content_type = "application/json";
-        if (strcmp(segs[1], "v2") == 0)
-            put(&resp->body,
-                "{\"swagger\":\"2.0\",\"info\":{\"title\":\"Kubernetes\",\"version\":\"v1.31.0\"},"
-                "\"paths\":{},\"definitions\":{}}\n");
-        else
-            put(&resp->body, "{\"paths\":{}}\n");
+        put(&resp->body, "{\"swagger\":\"2.0\",\"info\":{\"title\":\"Kubernetes\",\"version\":\"v1.31.0\"},"
+                         "\"paths\":{},\"definitions\":{}}\n");
+        return;
+    }
+    if (strcmp(segs[0], "openapi") == 0 && n >= 2 && strcmp(segs[1], "v3") == 0) {
+        if (n == 2) {
+            openapi_v3_index(k, resp);
+        } else {
+            char gv[512];
+            size_t off = 0;
+            gv[0] = '\0';
+            for (int i = 2; i < n && off < sizeof(gv); i++)
+                off += (size_t)snprintf(gv + off, sizeof(gv) - off, "%s%s", i > 2 ? "/" : "", segs[i]);
+            openapi_v3_doc(k, resp, gv);
+        }
         return;
     }
     if (strcmp(segs[0], "api") == 0) {

@@ -82,6 +82,7 @@ typedef struct ks_view {
     char *label_selector_path; /* may be NULL */
     cJSON *schema;             /* openAPIV3Schema (CRs), owned */
     int preserve_unknown;      /* schema root preserves unknown fields */
+    cJSON *columns;            /* additionalPrinterColumns (CRs), owned, NULL when none */
 } ks_view;
 
 typedef struct ks_event {
@@ -408,6 +409,8 @@ typedef struct ks_ctx {
     const char *name; /* object name or NULL */
     const char *sub;  /* subresource or NULL */
     char *verb;       /* for counters: get list watch create update patch delete deletecollection */
+    int table;        /* TABLE_NONE or the Table version the Accept header asks for */
+    int include;      /* TABLE_INCLUDE_*: includeObject of a Table */
 } ks_ctx;
 
 void api_handle(ks *k, const ks_req *req, ks_resp *resp);
@@ -422,6 +425,29 @@ ks_ver *obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *g
  *  server fields and type defaults are filled in. Takes obj; NULL when it
  *  already exists or is invalid. */
 ks_obj *obj_create_internal(ks *k, ks_res *r, cJSON *obj);
+
+/* ---- Tables (ks_table.c) --------------------------------------------- */
+
+enum { TABLE_NONE = 0, TABLE_V1 = 1, TABLE_V1BETA1 = 2, TABLE_REFUSED = -1 };
+enum { TABLE_INCLUDE_METADATA = 0, TABLE_INCLUDE_OBJECT = 1, TABLE_INCLUDE_NONE = 2 };
+
+/** What an Accept header asks a resource request for: TABLE_NONE (plain
+ *  JSON), TABLE_V1/TABLE_V1BETA1 (a meta.k8s.io Table), or TABLE_REFUSED
+ *  (nothing kubesim serves: 406). The first acceptable entry wins. */
+int table_accept(const char *accept);
+/** Start a Table: metadata (rv 0: none), column definitions (null with
+ *  no_headers) and the opening of "rows"; close it with "]}". */
+void table_begin(buf_t *b, const ks_res *r, int view, int table, uint64_t rv, const char *cont,
+                 long long remaining, int no_headers);
+/** One row for the object v (first: no leading comma). */
+void table_row(buf_t *b, const ks_res *r, int view, int table, const ks_ver *v, int first, int include);
+
+/* ---- OpenAPI (ks_openapi.c) -------------------------------------------- */
+
+/** GET /openapi/v3: the group-versions served, each with its document URL. */
+void openapi_v3_index(ks *k, ks_resp *resp);
+/** GET /openapi/v3/<gv> (gv "api/v1" or "apis/<group>/<version>"); 404 when not served. */
+void openapi_v3_doc(ks *k, ks_resp *resp, const char *gv);
 
 /* ---- patches (ks_patch.c) ---------------------------------------------- */
 

@@ -378,6 +378,7 @@ void res_free(ks_res *r)
         free(v->status_replicas_path);
         free(v->label_selector_path);
         cJSON_Delete(v->schema);
+        cJSON_Delete(v->columns);
     }
     free(r->views);
     free(r->group);

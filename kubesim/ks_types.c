@@ -921,6 +921,7 @@ void crd_apply(ks *k, const cJSON *crd)
             free(v->status_replicas_path);
             free(v->label_selector_path);
             cJSON_Delete(v->schema);
+            cJSON_Delete(v->columns);
         }
         free(r->views);
         free(r->singular);
@@ -969,6 +970,8 @@ void crd_apply(ks *k, const cJSON *crd)
         const cJSON *schema = json_get(v, "schema.openAPIV3Schema");
         vw->schema = schema ? cJSON_Duplicate(schema, 1) : NULL;
         vw->preserve_unknown = json_get_bool(schema, "x-kubernetes-preserve-unknown-fields", 0);
+        const cJSON *cols = json_get(v, "additionalPrinterColumns");
+        vw->columns = json_len(cols) > 0 ? cJSON_Duplicate(cols, 1) : NULL;
         if (json_get_bool(v, "storage", 0))
             r->storage_view = i;
     }

@@ -1,0 +1,735 @@
+/* ks_table: meta.k8s.io/v1 Tables, the answer to `kubectl get`.
+ *
+ * kubectl asks for `application/json;as=Table;v=v1;g=meta.k8s.io` and prints
+ * the columns the server chooses. Custom resources get Name followed by the
+ * CRD version's additionalPrinterColumns (or Age when it has none), each a
+ * JSONPath evaluated on the object, as apiextensions-apiserver does. Pods,
+ * Nodes, Namespaces, ConfigMaps, Secrets, Leases and CRDs get the columns of
+ * kube-apiserver's printers; other built-ins get Name and Age.
+ *
+ * Rows are built only when a Table is asked for, from the stored bytes of the
+ * objects being listed, so plain JSON requests pay nothing.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "kubesim/ks_int.h"
+#include "core/json.h"
+#include "core/mem.h"
+
+/* ---- column definitions ------------------------------------------------- */
+
+typedef struct col_def {
+    const char *name, *type, *format, *desc;
+    int priority;
+} col_def;
+
+#define DESC_NAME                                                                                           \
+    "Name must be unique within a namespace. Is required when creating resources, although some resources " \
+    "may allow a client to request the generation of an appropriate name automatically. Name is primarily " \
+    "intended for creation idempotence and configuration definition. Cannot be updated. More info: "        \
+    "https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
+#define DESC_CREATED                                                                                        \
+    "CreationTimestamp is a timestamp representing the server time when this object was created. It is "    \
+    "not guaranteed to be set in happens-before order across separate operations. Clients may not set this " \
+    "value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null "  \
+    "for lists. More info: "                                                                                \
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"
+#define DESC_NODE_ADDRS                                                                                     \
+    "List of addresses reachable to the node. Queried from cloud provider, if available. More info: "       \
+    "https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field is declared as "     \
+    "mergeable, but the merge key is not sufficiently unique, which can cause data corruption when it is "  \
+    "merged. Callers should instead use a full-replacement patch. See https://pr.k8s.io/79391 for an "       \
+    "example. Consumers should assume that addresses can change during the lifetime of a Node. However, "   \
+    "there are some exceptions where this may not be possible, such as Pods that inherit a Node's address " \
+    "in its own status or consumers of the downward API (status.hostIP)."
+
+#define COL_NAME {"Name", "string", "name", DESC_NAME, 0}
+#define COL_AGE {"Age", "string", "", DESC_CREATED, 0}
+
+static const col_def pod_cols[] = {
+    COL_NAME,
+    {"Ready", "string", "", "The aggregate readiness state of this pod for accepting traffic.", 0},
+    {"Status", "string", "", "The aggregate status of the containers in this pod.", 0},
+    {"Restarts", "string", "",
+     "The number of times the containers in this pod have been restarted and when the last container in this "
+     "pod has restarted.",
+     0},
+    COL_AGE,
+    {"IP", "string", "",
+     "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.",
+     1},
+    {"Node", "string", "",
+     "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for "
+     "scheduling by the scheduler defined in schedulerName. Once this field is set, the kubelet for this node "
+     "becomes responsible for the lifecycle of this pod. This field should not be used to express a desire "
+     "for the pod to be scheduled on a specific node. "
+     "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename",
+     1},
+    {"Nominated Node", "string", "",
+     "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be "
+     "scheduled right away as preemption victims receive their graceful termination periods. This field does "
+     "not guarantee that the pod will be scheduled on this node. Scheduler may decide to place the pod "
+     "elsewhere if other nodes become available sooner. Scheduler may also decide to give the resources on "
+     "this node to a higher priority pod that is created after preemption. As a result, this field may be "
+     "different than PodSpec.nodeName when the pod is scheduled.",
+     1},
+    {"Readiness Gates", "string", "",
+     "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its "
+     "containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" "
+     "More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates",
+     1},
+};
+
+static const col_def node_cols[] = {
+    COL_NAME,
+    {"Status", "string", "", "The status of the node", 0},
+    {"Roles", "string", "", "The roles of the node", 0},
+    COL_AGE,
+    {"Version", "string", "", "Kubelet Version reported by the node.", 0},
+    {"Internal-IP", "string", "", DESC_NODE_ADDRS, 1},
+    {"External-IP", "string", "", DESC_NODE_ADDRS, 1},
+    {"OS-Image", "string", "", "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+     1},
+    {"Kernel-Version", "string", "", "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+     1},
+    {"Container-Runtime", "string", "",
+     "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).", 1},
+};
+
+static const col_def ns_cols[] = {
+    COL_NAME,
+    {"Status", "string", "", "The status of the namespace", 0},
+    COL_AGE,
+};
+
+static const col_def cm_cols[] = {
+    COL_NAME,
+    {"Data", "string", "",
+     "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or "
+     "'.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must "
+     "not overlap with the keys in the BinaryData field, this is enforced during validation process.",
+     0},
+    COL_AGE,
+};
+
+static const col_def secret_cols[] = {
+    COL_NAME,
+    {"Type", "string", "", "Used to facilitate programmatic handling of secret data. More info: "
+                           "https://kubernetes.io/docs/concepts/configuration/secret/#secret-types",
+     0},
+    {"Data", "string", "",
+     "Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' or '.'. The "
+     "serialized form of the secret data is a base64 encoded string, representing the arbitrary (possibly "
+     "non-string) data value here. Described in https://tools.ietf.org/html/rfc4648#section-4",
+     0},
+    COL_AGE,
+};
+
+static const col_def lease_cols[] = {
+    COL_NAME,
+    {"Holder", "string", "", "holderIdentity contains the identity of the holder of a current lease. If "
+                             "Coordinated Leader Election is used, the holder identity must be equal to the "
+                             "elected LeaseCandidate.metadata.name field.",
+     0},
+    COL_AGE,
+};
+
+static const col_def created_cols[] = {
+    COL_NAME,
+    {"Created At", "date", "", DESC_CREATED, 0},
+};
+
+static const col_def default_cols[] = {COL_NAME, COL_AGE};
+
+enum tkind { T_DEFAULT, T_POD, T_NODE, T_NS, T_CM, T_SECRET, T_LEASE, T_CREATED, T_CUSTOM };
+
+static enum tkind kind_of(const ks_res *r)
+{
+    if (r->flags & KSR_CUSTOM)
+        return T_CUSTOM;
+    if (r->group[0] == '\0') {
+        if (strcmp(r->plural, "pods") == 0)
+            return T_POD;
+        if (strcmp(r->plural, "nodes") == 0)
+            return T_NODE;
+        if (strcmp(r->plural, "namespaces") == 0)
+            return T_NS;
+        if (strcmp(r->plural, "configmaps") == 0)
+            return T_CM;
+        if (strcmp(r->plural, "secrets") == 0)
+            return T_SECRET;
+    }
+    if (strcmp(r->group, "coordination.k8s.io") == 0 && strcmp(r->plural, "leases") == 0)
+        return T_LEASE;
+    if (strcmp(r->group, "apiextensions.k8s.io") == 0)
+        return T_CREATED;
+    return T_DEFAULT;
+}
+
+static const col_def *cols_of(enum tkind t, size_t *n)
+{
+#define RET(a)                       \
+    do {                             \
+        *n = sizeof(a) / sizeof(a[0]); \
+        return a;                    \
+    } while (0)
+    switch (t) {
+    case T_POD:
+        RET(pod_cols);
+    case T_NODE:
+        RET(node_cols);
+    case T_NS:
+        RET(ns_cols);
+    case T_CM:
+        RET(cm_cols);
+    case T_SECRET:
+        RET(secret_cols);
+    case T_LEASE:
+        RET(lease_cols);
+    case T_CREATED:
+        RET(created_cols);
+    default:
+        RET(default_cols);
+    }
+#undef RET
+}
+
+/* ---- output helpers ------------------------------------------------------ */
+
+static void put(buf_t *b, const char *s)
+{
+    if (buf_puts(b, s) != 0)
+        abort();
+}
+
+static void putq(buf_t *b, const char *s)
+{
+    if (json_quote_buf(b, s ? s : "") != 0)
+        abort();
+}
+
+static void put_col(buf_t *b, int first, const char *name, const char *type, const char *format,
+                    const char *desc, long long priority)
+{
+    put(b, first ? "{\"name\":" : ",{\"name\":");
+    putq(b, name);
+    put(b, ",\"type\":");
+    putq(b, type);
+    put(b, ",\"format\":");
+    putq(b, format);
+    put(b, ",\"description\":");
+    putq(b, desc);
+    if (buf_printf(b, ",\"priority\":%lld}", priority) != 0)
+        abort();
+}
+
+/* ---- Accept negotiation --------------------------------------------------- */
+
+/* The value of parameter key in a media-type parameter list "a=b;c=d". */
+static int param_is(const char *params, const char *key, const char *want)
+{
+    size_t kl = strlen(key);
+    const char *p = params;
+    while (p && *p) {
+        while (*p == ' ' || *p == ';')
+            p++;
+        const char *e = strchr(p, ';');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len > kl && strncasecmp(p, key, kl) == 0 && p[kl] == '=') {
+            size_t vl = len - kl - 1;
+            while (vl && p[kl + 1 + vl - 1] == ' ')
+                vl--;
+            return vl == strlen(want) && strncmp(p + kl + 1, want, vl) == 0;
+        }
+        p = e;
+    }
+    return 0;
+}
+
+int table_accept(const char *accept)
+{
+    if (accept == NULL || *accept == '\0')
+        return TABLE_NONE;
+    const char *p = accept;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char item[512];
+        snprintf(item, sizeof(item), "%.*s", (int)(len < sizeof(item) - 1 ? len : sizeof(item) - 1), p);
+        char *s = item;
+        while (*s == ' ')
+            s++;
+        char *semi = strchr(s, ';');
+        char *params = semi ? semi + 1 : NULL;
+        if (semi)
+            *semi = '\0';
+        char *end = s + strlen(s);
+        while (end > s && end[-1] == ' ')
+            *--end = '\0';
+        int json = strcasecmp(s, "application/json") == 0;
+        int shaped = params && strstr(params, "as=") != NULL;
+        if (strcmp(s, "*/*") == 0 || strcasecmp(s, "application/*") == 0 || (json && !shaped))
+            return TABLE_NONE;
+        if (json && param_is(params, "as", "Table") && param_is(params, "g", "meta.k8s.io")) {
+            if (param_is(params, "v", "v1"))
+                return TABLE_V1;
+            if (param_is(params, "v", "v1beta1"))
+                return TABLE_V1BETA1;
+        }
+        p = e ? e + 1 : p + len;
+    }
+    return TABLE_REFUSED;
+}
+
+/* ---- cells ---------------------------------------------------------------- */
+
+/* translateTimestampSince: duration.HumanDuration of the time since ts. */
+static void human_age(char *out, size_t n, const char *ts)
+{
+    long long t = ks_parse_time(ts);
+    if (t < 0) {
+        snprintf(out, n, "<unknown>");
+        return;
+    }
+    long long d = (long long)time(NULL) - t;
+    if (d < -1) {
+        snprintf(out, n, "<invalid>");
+        return;
+    }
+    if (d < 0)
+        d = 0;
+    long long m = d / 60, h = d / 3600, days = h / 24;
+    if (d < 120)
+        snprintf(out, n, "%llds", d);
+    else if (m < 10)
+        d % 60 ? snprintf(out, n, "%lldm%llds", m, d % 60) : snprintf(out, n, "%lldm", m);
+    else if (m < 180)
+        snprintf(out, n, "%lldm", m);
+    else if (h < 8)
+        m % 60 ? snprintf(out, n, "%lldh%lldm", h, m % 60) : snprintf(out, n, "%lldh", h);
+    else if (h < 48)
+        snprintf(out, n, "%lldh", h);
+    else if (h < 24 * 8)
+        h % 24 ? snprintf(out, n, "%lldd%lldh", days, h % 24) : snprintf(out, n, "%lldd", days);
+    else if (h < 24 * 365 * 2)
+        snprintf(out, n, "%lldd", days);
+    else if (h < 24 * 365 * 8)
+        days % 365 ? snprintf(out, n, "%lldy%lldd", days / 365, days % 365) : snprintf(out, n, "%lldy", days / 365);
+    else
+        snprintf(out, n, "%lldy", days / 365);
+}
+
+static void cell_str(buf_t *b, const char *s)
+{
+    put(b, ",");
+    putq(b, s);
+}
+
+static void cell_age(buf_t *b, const cJSON *obj)
+{
+    char age[32];
+    human_age(age, sizeof(age), json_get_str(obj, "metadata.creationTimestamp"));
+    cell_str(b, age);
+}
+
+static const cJSON *find_by(const cJSON *arr, const char *key, const char *val)
+{
+    for (const cJSON *e = cJSON_IsArray(arr) ? arr->child : NULL; e; e = e->next)
+        if (strcmp(json_get_str_or(e, key, ""), val) == 0)
+            return e;
+    return NULL;
+}
+
+static void pod_cells(buf_t *b, const cJSON *pod)
+{
+    const cJSON *spec = json_child(pod, "spec"), *st = json_child(pod, "status");
+    const char *phase = json_get_str_or(st, "phase", "");
+    char reason[256];
+    snprintf(reason, sizeof(reason), "%s", json_get_str_or(st, "reason", phase));
+    const cJSON *conds = json_child(st, "conditions");
+    for (const cJSON *c = cJSON_IsArray(conds) ? conds->child : NULL; c; c = c->next)
+        if (strcmp(json_get_str_or(c, "type", ""), "PodScheduled") == 0 &&
+            strcmp(json_get_str_or(c, "reason", ""), "SchedulingGated") == 0)
+            snprintf(reason, sizeof(reason), "SchedulingGated");
+    long long restarts = 0, ready = 0;
+    int running = 0;
+    const cJSON *cs = json_child(st, "containerStatuses");
+    int ncs = json_len(cs);
+    for (int i = ncs - 1; i >= 0; i--) {
+        const cJSON *c = cJSON_GetArrayItem(cs, i);
+        restarts += json_get_int(c, "restartCount", 0);
+        const char *wr = json_get_str(c, "state.waiting.reason");
+        const cJSON *term = json_get(c, "state.terminated");
+        if (wr && *wr) {
+            snprintf(reason, sizeof(reason), "%s", wr);
+        } else if (term && json_get_str(term, "reason") && *json_get_str(term, "reason")) {
+            snprintf(reason, sizeof(reason), "%s", json_get_str(term, "reason"));
+        } else if (term) {
+            long long sig = json_get_int(term, "signal", 0);
+            if (sig)
+                snprintf(reason, sizeof(reason), "Signal:%lld", sig);
+            else
+                snprintf(reason, sizeof(reason), "ExitCode:%lld", json_get_int(term, "exitCode", 0));
+        } else if (json_get_bool(c, "ready", 0) && json_get(c, "state.running")) {
+            running = 1;
+            ready++;
+        }
+    }
+    if (strcmp(reason, "Completed") == 0 && running) {
+        const cJSON *rc = find_by(conds, "type", "Ready");
+        snprintf(reason, sizeof(reason), "%s",
+                 rc && strcmp(json_get_str_or(rc, "status", ""), "True") == 0 ? "Running" : "NotReady");
+    }
+    if (json_get(pod, "metadata.deletionTimestamp")) {
+        if (strcmp(json_get_str_or(st, "reason", ""), "NodeLost") == 0)
+            snprintf(reason, sizeof(reason), "Unknown");
+        else if (strcmp(phase, "Succeeded") != 0 && strcmp(phase, "Failed") != 0)
+            snprintf(reason, sizeof(reason), "Terminating");
+    }
+    char tmp[64];
+    snprintf(tmp, sizeof(tmp), "%lld/%d", ready, json_len(json_child(spec, "containers")));
+    cell_str(b, tmp);
+    cell_str(b, reason);
+    snprintf(tmp, sizeof(tmp), "%lld", restarts);
+    cell_str(b, tmp);
+    cell_age(b, pod);
+    const cJSON *ips = json_child(st, "podIPs");
+    const char *ip = ips && ips->child ? json_get_str(ips->child, "ip") : NULL;
+    cell_str(b, ip && *ip ? ip : "<none>");
+    const char *node = json_get_str(spec, "nodeName");
+    cell_str(b, node && *node ? node : "<none>");
+    const char *nom = json_get_str(st, "nominatedNodeName");
+    cell_str(b, nom && *nom ? nom : "<none>");
+    const cJSON *gates = json_child(spec, "readinessGates");
+    if (json_len(gates) > 0) {
+        int yes = 0;
+        for (const cJSON *g = gates->child; g; g = g->next) {
+            const cJSON *c = find_by(conds, "type", json_get_str_or(g, "conditionType", ""));
+            if (c && strcmp(json_get_str_or(c, "status", ""), "True") == 0)
+                yes++;
+        }
+        snprintf(tmp, sizeof(tmp), "%d/%d", yes, json_len(gates));
+        cell_str(b, tmp);
+    } else {
+        cell_str(b, "<none>");
+    }
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void node_cells(buf_t *b, const cJSON *node)
+{
+    const cJSON *st = json_child(node, "status");
+    const cJSON *ready = find_by(json_child(st, "conditions"), "type", "Ready");
+    char status[96];
+    snprintf(status, sizeof(status), "%s",
+             ready == NULL ? "Unknown"
+             : strcmp(json_get_str_or(ready, "status", ""), "True") == 0 ? "Ready"
+                                                                         : "NotReady");
+    if (json_get_bool(node, "spec.unschedulable", 0))
+        strncat(status, ",SchedulingDisabled", sizeof(status) - strlen(status) - 1);
+    cell_str(b, status);
+    /* Roles: node-role.kubernetes.io/<role> keys and the kubernetes.io/role value, sorted, unique. */
+    const char *roles[64];
+    int nr = 0;
+    const cJSON *labels = json_get(node, "metadata.labels");
+    for (const cJSON *l = labels ? labels->child : NULL; l && nr < 64; l = l->next) {
+        const char *role = NULL;
+        if (strncmp(l->string, "node-role.kubernetes.io/", 24) == 0)
+            role = l->string + 24;
+        else if (strcmp(l->string, "kubernetes.io/role") == 0 && cJSON_IsString(l))
+            role = l->valuestring;
+        if (role && *role)
+            roles[nr++] = role;
+    }
+    qsort(roles, (size_t)nr, sizeof(roles[0]), cmp_str);
+    buf_t rb;
+    buf_init(&rb, BUF_UNLIMITED);
+    for (int i = 0; i < nr; i++) {
+        if (i && strcmp(roles[i], roles[i - 1]) == 0)
+            continue;
+        if (buf_printf(&rb, "%s%s", rb.len ? "," : "", roles[i]) != 0)
+            abort();
+    }
+    cell_str(b, rb.len ? buf_cstr(&rb) : "<none>");
+    buf_free(&rb);
+    cell_age(b, node);
+    cell_str(b, json_get_str_or(st, "nodeInfo.kubeletVersion", ""));
+    const cJSON *addrs = json_child(st, "addresses");
+    const cJSON *in = find_by(addrs, "type", "InternalIP"), *ex = find_by(addrs, "type", "ExternalIP");
+    cell_str(b, in ? json_get_str_or(in, "address", "") : "<none>");
+    cell_str(b, ex ? json_get_str_or(ex, "address", "") : "<none>");
+    static const char *const info[] = {"osImage", "kernelVersion", "containerRuntimeVersion"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *s = json_get_str(json_child(st, "nodeInfo"), info[i]);
+        cell_str(b, s && *s ? s : "<unknown>");
+    }
+}
+
+/* ---- JSONPath (the subset printer columns use) ---------------------------- */
+
+/* Evaluate a JSONPath like `.status.replicas`, `.spec.items[0].name`,
+ * `.a['b.c']`, `.a[*].b` or `.conds[?(@.type=="Ready")].status` on obj; the
+ * first result, or NULL. */
+static const cJSON *jsonpath(const cJSON *obj, const char *path)
+{
+    const char *p = path;
+    if (*p == '{') /* "{.a.b}" */
+        p++;
+    const cJSON *cur = obj;
+    while (cur && *p && *p != '}') {
+        if (*p == '.') {
+            p++;
+            if (*p == '.' || *p == '[' || *p == '\0' || *p == '}')
+                continue;
+            size_t n = strcspn(p, ".[}");
+            char key[256];
+            snprintf(key, sizeof(key), "%.*s", (int)(n < sizeof(key) - 1 ? n : sizeof(key) - 1), p);
+            cur = cJSON_IsObject(cur) ? cJSON_GetObjectItemCaseSensitive(cur, key) : NULL;
+            p += n;
+        } else if (*p == '[') {
+            p++;
+            const char *close;
+            if (*p == '\'' || *p == '"') {
+                char q = *p++;
+                close = strchr(p, q);
+                if (close == NULL)
+                    return NULL;
+                char key[256];
+                size_t n = (size_t)(close - p);
+                snprintf(key, sizeof(key), "%.*s", (int)(n < sizeof(key) - 1 ? n : sizeof(key) - 1), p);
+                cur = cJSON_IsObject(cur) ? cJSON_GetObjectItemCaseSensitive(cur, key) : NULL;
+                p = close + 1;
+            } else if (*p == '?') {
+                /* [?(@.field=="value")] */
+                const char *at = strstr(p, "@.");
+                const char *eq = strstr(p, "==");
+                close = strstr(p, ")]");
+                if (at == NULL || eq == NULL || close == NULL || eq > close)
+                    return NULL;
+                char field[128], val[256];
+                snprintf(field, sizeof(field), "%.*s", (int)(eq - at - 2), at + 2);
+                const char *v = eq + 2;
+                while (*v == ' ')
+                    v++;
+                size_t vl = (size_t)(close - v);
+                while (vl && v[vl - 1] == ' ')
+                    vl--;
+                if (vl >= 2 && (*v == '"' || *v == '\'')) {
+                    v++;
+                    vl -= 2;
+                }
+                snprintf(val, sizeof(val), "%.*s", (int)(vl < sizeof(val) - 1 ? vl : sizeof(val) - 1), v);
+                char *fe = field + strlen(field);
+                while (fe > field && fe[-1] == ' ')
+                    *--fe = '\0';
+                const cJSON *hit = NULL;
+                for (const cJSON *e = cJSON_IsArray(cur) ? cur->child : NULL; e && !hit; e = e->next) {
+                    const cJSON *f = json_get(e, field);
+                    char num[64];
+                    const char *fs = cJSON_IsString(f) ? f->valuestring : NULL;
+                    if (cJSON_IsNumber(f)) {
+                        snprintf(num, sizeof(num), "%lld", (long long)f->valuedouble);
+                        fs = num;
+                    } else if (cJSON_IsBool(f)) {
+                        fs = cJSON_IsTrue(f) ? "true" : "false";
+                    }
+                    if (fs && strcmp(fs, val) == 0)
+                        hit = e;
+                }
+                cur = hit;
+                p = close + 2;
+                continue;
+            } else {
+                close = strchr(p, ']');
+                if (close == NULL)
+                    return NULL;
+                if (*p == '*') {
+                    cur = cJSON_IsArray(cur) ? cur->child : NULL;
+                } else {
+                    long idx = strtol(p, NULL, 10);
+                    int len = cJSON_IsArray(cur) ? cJSON_GetArraySize(cur) : 0;
+                    if (idx < 0)
+                        idx += len;
+                    cur = idx >= 0 && idx < len ? cJSON_GetArrayItem(cur, (int)idx) : NULL;
+                }
+                p = close;
+            }
+            if (*p == ']')
+                p++;
+        } else {
+            return NULL;
+        }
+    }
+    return cur;
+}
+
+/* The cell of a custom column (apiextensions-apiserver's tableconvertor). */
+static void custom_cell(buf_t *b, const cJSON *obj, const cJSON *col)
+{
+    const char *type = json_get_str_or(col, "type", "string");
+    const cJSON *v = jsonpath(obj, json_get_str_or(col, "jsonPath", ""));
+    put(b, ",");
+    if (v == NULL || cJSON_IsNull(v)) {
+        put(b, "null");
+        return;
+    }
+    if (strcmp(type, "string") == 0) {
+        if (cJSON_IsString(v)) {
+            putq(b, v->valuestring);
+        } else if (cJSON_IsObject(v) || cJSON_IsArray(v) || cJSON_IsBool(v)) {
+            char *s = json_dump(v);
+            putq(b, s);
+            free(s);
+        } else {
+            char num[64];
+            if (v->valuedouble == (double)(long long)v->valuedouble)
+                snprintf(num, sizeof(num), "%lld", (long long)v->valuedouble);
+            else
+                snprintf(num, sizeof(num), "%g", v->valuedouble);
+            putq(b, num);
+        }
+        return;
+    }
+    if (strcmp(type, "integer") == 0 && cJSON_IsNumber(v)) {
+        if (buf_printf(b, "%lld", (long long)v->valuedouble) != 0)
+            abort();
+    } else if (strcmp(type, "number") == 0 && cJSON_IsNumber(v)) {
+        if (buf_printf(b, "%.17g", v->valuedouble) != 0)
+            abort();
+    } else if (strcmp(type, "boolean") == 0 && cJSON_IsBool(v)) {
+        put(b, cJSON_IsTrue(v) ? "true" : "false");
+    } else if (strcmp(type, "date") == 0 && cJSON_IsString(v)) {
+        char age[32];
+        if (ks_parse_time(v->valuestring) < 0)
+            snprintf(age, sizeof(age), "<invalid>");
+        else
+            human_age(age, sizeof(age), v->valuestring);
+        putq(b, age);
+    } else {
+        put(b, "null");
+    }
+}
+
+/* ---- the Table ------------------------------------------------------------ */
+
+void table_begin(buf_t *b, const ks_res *r, int view, int table, uint64_t rv, const char *cont,
+                 long long remaining, int no_headers)
+{
+    if (buf_printf(b, "{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/%s\",\"metadata\":{",
+                   table == TABLE_V1BETA1 ? "v1beta1" : "v1") != 0)
+        abort();
+    if (rv && buf_printf(b, "\"resourceVersion\":\"%llu\"", (unsigned long long)rv) != 0)
+        abort();
+    if (cont) {
+        put(b, rv ? ",\"continue\":" : "\"continue\":");
+        putq(b, cont);
+    }
+    if (remaining >= 0 && buf_printf(b, ",\"remainingItemCount\":%lld", remaining) != 0)
+        abort();
+    put(b, "},\"columnDefinitions\":");
+    if (no_headers) {
+        put(b, "null,\"rows\":[");
+        return;
+    }
+    put(b, "[");
+    enum tkind t = kind_of(r);
+    const cJSON *cols = t == T_CUSTOM ? r->views[view].columns : NULL;
+    if (t == T_CUSTOM) {
+        put_col(b, 1, "Name", "string", "name", DESC_NAME, 0);
+        for (const cJSON *c = cols ? cols->child : NULL; c; c = c->next) {
+            const char *jp = json_get_str_or(c, "jsonPath", "");
+            const char *d = json_get_str(c, "description");
+            char *dflt = xasprintf("Custom resource definition column (in JSONPath format): %s", jp);
+            put_col(b, 0, json_get_str_or(c, "name", ""), json_get_str_or(c, "type", ""),
+                    json_get_str_or(c, "format", ""), d && *d ? d : dflt, json_get_int(c, "priority", 0));
+            free(dflt);
+        }
+        if (cols == NULL)
+            put_col(b, 0, "Age", "date", "", DESC_CREATED, 0);
+    } else {
+        size_t n;
+        const col_def *d = cols_of(t, &n);
+        for (size_t i = 0; i < n; i++)
+            put_col(b, i == 0, d[i].name, d[i].type, d[i].format, d[i].desc, d[i].priority);
+    }
+    put(b, "],\"rows\":[");
+}
+
+void table_row(buf_t *b, const ks_res *r, int view, int table, const ks_ver *v, int first, int include)
+{
+    cJSON *obj = ver_parse(v);
+    put(b, first ? "{\"cells\":[" : ",{\"cells\":[");
+    putq(b, json_get_str_or(obj, "metadata.name", ""));
+    enum tkind t = kind_of(r);
+    switch (t) {
+    case T_CUSTOM: {
+        const cJSON *cols = r->views[view].columns;
+        if (cols == NULL) {
+            char age[32];
+            human_age(age, sizeof(age), json_get_str(obj, "metadata.creationTimestamp"));
+            cell_str(b, age);
+        }
+        for (const cJSON *c = cols ? cols->child : NULL; c; c = c->next)
+            custom_cell(b, obj, c);
+        break;
+    }
+    case T_POD:
+        pod_cells(b, obj);
+        break;
+    case T_NODE:
+        node_cells(b, obj);
+        break;
+    case T_NS:
+        cell_str(b, json_get_str_or(obj, "status.phase", ""));
+        cell_age(b, obj);
+        break;
+    case T_CM:
+    case T_SECRET:
+        if (t == T_SECRET)
+            cell_str(b, json_get_str_or(obj, "type", ""));
+        if (buf_printf(b, ",%d", json_len(json_child(obj, "data")) + json_len(json_child(obj, "binaryData"))) != 0)
+            abort();
+        cell_age(b, obj);
+        break;
+    case T_LEASE: {
+        const char *h = json_get_str(obj, "spec.holderIdentity");
+        cell_str(b, h ? h : "");
+        cell_age(b, obj);
+        break;
+    }
+    case T_CREATED:
+        cell_str(b, json_get_str_or(obj, "metadata.creationTimestamp", ""));
+        break;
+    default:
+        cell_age(b, obj);
+        break;
+    }
+    put(b, "]");
+    if (include == TABLE_INCLUDE_METADATA) {
+        if (buf_printf(b, ",\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/%s\","
+                          "\"metadata\":",
+                       table == TABLE_V1BETA1 ? "v1beta1" : "v1") != 0)
+            abort();
+        const cJSON *meta = json_child(obj, "metadata");
+        if (meta == NULL || json_dump_buf(meta, b) != 0)
+            put(b, "{}");
+        put(b, "}");
+    } else if (include == TABLE_INCLUDE_OBJECT) {
+        put(b, ",\"object\":");
+        if (emit_obj(b, r, view, v, 1) != 0)
+            abort();
+    } else {
+        put(b, ",\"object\":null");
+    }
+    put(b, "}");
+    cJSON_Delete(obj);
+}
