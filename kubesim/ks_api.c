@@ -76,8 +76,13 @@ static void internal_error(ks_resp *r, const char *msg)
 
 static void method_not_allowed(ks_resp *r)
 {
-    resp_status(r, 405, "MethodNotAllowed", "the server does not allow this method on the requested resource",
-                NULL, NULL, NULL, NULL);
+    /* The real body carries an empty details object. */
+    buf_reset(&r->body);
+    r->status = 405;
+    r->content_type = "application/json";
+    put(&r->body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":"
+                  "\"the server does not allow this method on the requested resource\",\"reason\":"
+                  "\"MethodNotAllowed\",\"details\":{},\"code\":405}\n");
 }
 
 static void not_found_plain(ks_resp *r)
@@ -1002,13 +1007,8 @@ static void do_patch(ks_ctx *c, enum upd_kind kind, int scale)
             put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
                    "\"message\":");
             putq(b, conflict);
-            put(b, ",\"reason\":\"Conflict\",\"details\":{\"name\":");
-            putq(b, c->name);
-            put(b, ",\"group\":");
-            putq(b, r->group);
-            put(b, ",\"kind\":");
-            putq(b, r->plural);
-            put(b, ",\"causes\":");
+            /* NewApplyConflict: details carry only the causes */
+            put(b, ",\"reason\":\"Conflict\",\"details\":{\"causes\":");
             if (json_dump_buf(causes, b) != 0)
                 abort();
             put(b, "},\"code\":409}\n");
@@ -2212,8 +2212,8 @@ static void discovery_resources(ks *k, ks_resp *resp, const char *group, const c
     resp->content_type = "application/json";
     if (buf_printf(
             b,
-            "{\"kind\":\"APIResourceList\",\"apiVersion\":\"v1\",\"groupVersion\":\"%s%s%s\",\"resources\":[",
-            group, *group ? "/" : "", version) != 0)
+            "{\"kind\":\"APIResourceList\",%s\"groupVersion\":\"%s%s%s\",\"resources\":[",
+            *group ? "\"apiVersion\":\"v1\"," : "", group, *group ? "/" : "", version) != 0)
         abort();
     int first = 1;
     list_node *ln;
@@ -2434,7 +2434,10 @@ static void resource_request(ks_ctx *c, const char *group, const char *version, 
         else
             bad = 1;
         if (bad)
-            resp_bad_request(c->resp, "unrecognized includeObject value: \"%s\"", inc);
+            resp_bad_request(c->resp,
+                             "Unable to convert to Table as requested: includeObject: Invalid value: \"%s\": must "
+                             "be 'Metadata', 'Object', 'None', or empty",
+                             inc);
         free(inc);
         if (bad)
             return;

@@ -537,7 +537,10 @@ static void add_conflict(conflicts *cf, const char *mgr, const char *path)
     cJSON *c = cJSON_CreateObject();
     json_set_str(c, "reason", "FieldManagerConflict");
     char *m = xasprintf("conflict with \"%s\": %s", mgr, path);
-    json_set_str(c, "message", m);
+    /* the cause names the manager only; the path is its field */
+    char *cm = xasprintf("conflict with \"%s\"", mgr);
+    json_set_str(c, "message", cm);
+    free(cm);
     json_set_str(c, "field", path);
     cJSON_AddItemToArray(cf->causes, c);
     if (buf_printf(&cf->text, "%s%s", cf->n ? "\n" : "", m) != 0)

@@ -1172,8 +1172,8 @@ static void validate(const cJSON *schema, const cJSON *obj, int top, buf_t *path
         int ok = strcmp(type, got) == 0 || (strcmp(type, "number") == 0 && strcmp(got, "integer") == 0);
         if (!ok) {
             char *vs = value_str(obj);
-            errs_add(e, "FieldValueInvalid", field,
-                     "Invalid value: \"%s\": %s in body must be of type %s: %s", got, field, type, vs);
+            errs_add(e, "FieldValueTypeInvalid", field,
+                     "Invalid value: \"%s\": %s in body must be of type %s: \"%s\"", got, field, type, got);
             free(vs);
             return;
         }

@@ -522,7 +522,14 @@ int fsel_parse(const ks_res *r, const char *s, fsel **out, char *err, size_t err
         char *field = unescape(p, op);
         char *value = unescape(p + op + oplen, len - op - oplen);
         if (!field_supported(r, field)) {
-            snprintf(err, errlen, "field label not supported: %s", field);
+            /* Kinds without field selectors of their own answer with the
+             * default conversion's message; the others (and CRs) the old one. */
+            if (r->bi && r->fields == NULL && strcmp(r->plural, "services") != 0)
+                snprintf(err, errlen,
+                         "\"%s\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
+                         field);
+            else
+                snprintf(err, errlen, "field label not supported: %s", field);
             free(field);
             free(value);
             fsel_free(f);
