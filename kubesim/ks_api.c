@@ -860,7 +860,17 @@ static cJSON *patch_doc(ks_ctx *c, const cJSON *cur, enum ptype pt)
             return NULL;
         }
         if (rc != 0) {
-            resp_status(c->resp, 422, "Invalid", msg, NULL, NULL, NULL, NULL);
+            /* kube-apiserver 1.35 answers every failed operation (test,
+             * missing path) with the generic 422 and no cause; the detail
+             * goes to kubesim's log only. */
+            log_debug("kubesim: JSON patch failed: %s", msg);
+            buf_t *b = &c->resp->body;
+            buf_reset(b);
+            c->resp->status = 422;
+            c->resp->content_type = "application/json";
+            put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+                   "\"message\":\"the server rejected our request due to an error in our request\",\"reason\":"
+                   "\"Invalid\",\"details\":{},\"code\":422}\n");
             cJSON_Delete(doc);
             return NULL;
         }
@@ -1651,6 +1661,8 @@ static void do_watch(ks_ctx *c, int name_watch)
     char *ts = qparam(c, "timeoutSeconds");
     ks_watch_opts wo;
     memset(&wo, 0, sizeof(wo));
+    wo.table = c->table;
+    wo.include = c->include;
     ks_errs e = {0};
     if (sie && (rvm == NULL || strcmp(rvm, "NotOlderThan") != 0))
         ERR_FORBIDDEN(&e, "resourceVersionMatch",
@@ -2081,6 +2093,12 @@ static void do_eviction(ks_ctx *c)
 /* ---- discovery --------------------------------------------------------- */
 
 /* Kubernetes version priority: v2 > v1 > v1beta2 > v1beta1 > v1alpha1 > others. */
+/* Namespaces have no deletecollection (the namespace REST storage). */
+static int no_delete_collection(const ks_res *r)
+{
+    return r->group[0] == '\0' && strcmp(r->plural, "namespaces") == 0;
+}
+
 static long version_priority(const char *v)
 {
     if (v[0] != 'v' || !isdigit((unsigned char)v[1]))
@@ -2234,8 +2252,9 @@ static void discovery_resources(ks *k, ks_resp *resp, const char *group, const c
         if (buf_printf(
                 b,
                 "%s{\"name\":\"%s\",\"singularName\":\"%s\",\"namespaced\":%s,\"kind\":\"%s\",\"verbs\":["
-                "\"create\",\"delete\",\"deletecollection\",\"get\",\"list\",\"patch\",\"update\",\"watch\"]",
-                first ? "" : ",", r->plural, r->singular, r->namespaced ? "true" : "false", r->kind) != 0)
+                "\"create\",\"delete\",%s\"get\",\"list\",\"patch\",\"update\",\"watch\"]",
+                first ? "" : ",", r->plural, r->singular, r->namespaced ? "true" : "false", r->kind,
+                no_delete_collection(r) ? "" : "\"deletecollection\",") != 0)
             abort();
         put_csv_array(b, "shortNames", r->short_names);
         put_csv_array(b, "categories", r->categories);
@@ -2338,7 +2357,7 @@ static void dispatch(ks_ctx *c, const char *sub, int forced_watch)
                 do_list(c);
         } else if (strcmp(m, "POST") == 0 && !forced_watch) {
             do_create(c);
-        } else if (strcmp(m, "DELETE") == 0 && !forced_watch) {
+        } else if (strcmp(m, "DELETE") == 0 && !forced_watch && !no_delete_collection(c->res)) {
             do_delete_collection(c);
         } else {
             method_not_allowed(c->resp);

@@ -378,6 +378,8 @@ typedef struct ks_watch_opts {
     int send_initial_events; /* watch-list: end bookmark after them */
     int bookmarks;
     long long timeout_ms;
+    int table;   /* TABLE_NONE, or each event's object is a Table (kubectl get -w) */
+    int include; /* TABLE_INCLUDE_* of those Tables */
     int expired; /* answer with the 410 ERROR event (too old or fault) */
     uint64_t expired_req, expired_have;
 } ks_watch_opts;
@@ -441,6 +443,9 @@ void table_begin(buf_t *b, const ks_res *r, int view, int table, uint64_t rv, co
                  long long remaining, int no_headers);
 /** One row for the object v (first: no leading comma). */
 void table_row(buf_t *b, const ks_res *r, int view, int table, const ks_ver *v, int first, int include);
+/** The same for a parsed object; v (may be NULL) gives the bytes of includeObject=Object. */
+void table_row_obj(buf_t *b, const ks_res *r, int view, int table, const cJSON *obj, const ks_ver *v, int first,
+                   int include);
 
 /* ---- OpenAPI (ks_openapi.c) -------------------------------------------- */
 

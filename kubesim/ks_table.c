@@ -667,6 +667,13 @@ void table_begin(buf_t *b, const ks_res *r, int view, int table, uint64_t rv, co
 void table_row(buf_t *b, const ks_res *r, int view, int table, const ks_ver *v, int first, int include)
 {
     cJSON *obj = ver_parse(v);
+    table_row_obj(b, r, view, table, obj, v, first, include);
+    cJSON_Delete(obj);
+}
+
+void table_row_obj(buf_t *b, const ks_res *r, int view, int table, const cJSON *obj, const ks_ver *v, int first,
+                   int include)
+{
     put(b, first ? "{\"cells\":[" : ",{\"cells\":[");
     putq(b, json_get_str_or(obj, "metadata.name", ""));
     enum tkind t = kind_of(r);
@@ -725,11 +732,10 @@ void table_row(buf_t *b, const ks_res *r, int view, int table, const ks_ver *v, 
         put(b, "}");
     } else if (include == TABLE_INCLUDE_OBJECT) {
         put(b, ",\"object\":");
-        if (emit_obj(b, r, view, v, 1) != 0)
+        if (v ? emit_obj(b, r, view, v, 1) != 0 : json_dump_buf(obj, b) != 0)
             abort();
     } else {
         put(b, ",\"object\":null");
     }
     put(b, "}");
-    cJSON_Delete(obj);
 }

@@ -44,6 +44,9 @@ struct ks_watch {
     enum wstate state;
     int end_abort; /* when ending before attach */
     int closing;
+    int table;        /* TABLE_NONE, or events carry Tables (built per watch) */
+    int include;      /* TABLE_INCLUDE_* */
+    int headers_sent; /* the first Table carried the column definitions */
 };
 
 static const char *type_str[] = {"ADDED", "MODIFIED", "DELETED"};
@@ -67,6 +70,24 @@ static void event_line(buf_t *b, const ks_res *r, int view, int type, const ks_v
     if (buf_printf(b, "{\"type\":\"%s\",\"object\":", type_str[type]) != 0 ||
         emit_obj(b, r, view, v, 1) != 0 || buf_puts(b, "}\n") != 0)
         abort();
+}
+
+/* The event line of one watch: shared bytes for JSON watches, a Table of
+ * one row for Table watches (column definitions in the first one only, as
+ * kube-apiserver sends them). */
+static void watch_line(ks_watch *w, buf_t *b, int type, const ks_ver *v)
+{
+    if (w->table == TABLE_NONE) {
+        event_line(b, w->res, w->view, type, v);
+        return;
+    }
+    if (buf_printf(b, "{\"type\":\"%s\",\"object\":", type_str[type]) != 0)
+        abort();
+    table_begin(b, w->res, w->view, w->table, v->rv, NULL, -1, w->headers_sent);
+    table_row(b, w->res, w->view, w->table, v, 1, w->include);
+    if (buf_puts(b, "]}}\n") != 0)
+        abort();
+    w->headers_sent = 1;
 }
 
 static void mark_dirty(ks_watch *w)
@@ -140,11 +161,11 @@ void watch_dispatch(ks *k, ks_res *r, const ks_event *ev)
             w->covered = ev->rv;
         if (t < 0)
             continue;
-        if (w->view != r->storage_view) {
+        if (w->view != r->storage_view || w->table != TABLE_NONE) {
             buf_t tmp;
             buf_init(&tmp, BUF_UNLIMITED);
             ks_ver *v = restamp ? ver_restamp(ev->prev, ev->rv) : NULL;
-            event_line(&tmp, r, w->view, t, v ? v : ev->obj);
+            watch_line(w, &tmp, t, v ? v : ev->obj);
             ver_unref(v);
             append(w, tmp.data, tmp.len);
             buf_free(&tmp);
@@ -172,6 +193,27 @@ static void bookmark(ks_watch *w, int initial_end)
     buf_t b;
     buf_init(&b, BUF_UNLIMITED);
     const ks_view *v = &w->res->views[w->view];
+    if (w->table != TABLE_NONE) {
+        /* A Table whose one row is the bookmark object. */
+        cJSON *o = cJSON_CreateObject();
+        cJSON *meta = json_obj_ensure(o, "metadata");
+        char rv[32];
+        snprintf(rv, sizeof(rv), "%llu", (unsigned long long)w->covered);
+        json_set_str(meta, "resourceVersion", rv);
+        if (initial_end)
+            json_set_str(json_obj_ensure(meta, "annotations"), "k8s.io/initial-events-end", "true");
+        if (buf_puts(&b, "{\"type\":\"BOOKMARK\",\"object\":") != 0)
+            abort();
+        table_begin(&b, w->res, w->view, w->table, w->covered, NULL, -1, w->headers_sent);
+        table_row_obj(&b, w->res, w->view, w->table, o, NULL, 1, w->include);
+        if (buf_puts(&b, "]}}\n") != 0)
+            abort();
+        w->headers_sent = 1;
+        cJSON_Delete(o);
+        append(w, b.data, b.len);
+        buf_free(&b);
+        return;
+    }
     if (buf_printf(&b,
                    "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{"
                    "\"resourceVersion\":\"%llu\"%s}}}\n",
@@ -314,6 +356,8 @@ ks_watch *watch_new(ks *k, ks_res *r, int view, ks_watch_opts *o)
     o->ls = NULL;
     o->fs = NULL;
     w->bookmarks = o->bookmarks;
+    w->table = o->table;
+    w->include = o->include;
     uv_timer_init(k->loop, &w->timer);
     k->pending_closes++;
     k->n_watches++;
@@ -348,7 +392,7 @@ ks_watch *watch_new(ks *k, ks_res *r, int view, ks_watch_opts *o)
             if (!obj_matches(ob->cur, w->ns, w->ls, w->fs))
                 continue;
             buf_reset(&line);
-            event_line(&line, r, view, KS_ADDED, ob->cur);
+            watch_line(w, &line, KS_ADDED, ob->cur);
             append(w, line.data, line.len);
         }
         buf_free(&line);
@@ -372,7 +416,7 @@ ks_watch *watch_new(ks *k, ks_res *r, int view, ks_watch_opts *o)
                 continue;
             ks_ver *v = restamp ? ver_restamp(ev->prev, ev->rv) : NULL;
             buf_reset(&line);
-            event_line(&line, r, view, t, v ? v : ev->obj);
+            watch_line(w, &line, t, v ? v : ev->obj);
             ver_unref(v);
             append(w, line.data, line.len);
         }

@@ -22,6 +22,7 @@ Exit 77 (skipped) when the real control plane's binaries are not built
 already running cluster (tests/k8s/cluster.sh start) instead of starting one.
 """
 import base64
+import copy
 import json
 import os
 import re
@@ -50,7 +51,6 @@ KNOWN = {
     "status.json-error": "messages quoting Go's encoding/json errors are not reproduced",
     "status.422-crd": "CEL rules and the scale subresource's accessor errors are not checked; cause order",
     "patch.ssa-update-owners": "Update managers are tracked only on objects that already have managedFields",
-    "patch.json-test-message": "kubesim says which JSON patch test failed",
     "finalizers.duplicate-cause": "the real server reports the new-finalizer cause twice",
     "object.empty-map": "empty maps are kept (Go drops them with omitempty)",
 }
@@ -251,6 +251,13 @@ def check_tables(ks, rk, d, ns):
         d.eq("table.accept", acc, a.status, b.status)
 
 
+def table_watch(c, path, **params):
+    """A watch whose Accept asks for Tables, as `kubectl get -w` sends it."""
+    tc = copy.copy(c)
+    tc.headers = lambda extra=None: dict(c.headers(extra), Accept=TABLE)
+    return tc.watch(path, **params)
+
+
 def check_paging(ks, rk, d, ns):
     for c in (ks, rk):
         for i in range(5):
@@ -362,7 +369,7 @@ def check_patches(ks, rk, d, ns):
              "apply no manager", "strategic on CR"]
     for i, n in enumerate(names):
         key = ("patch.ssa-update-owners" if n.startswith("apply m") else
-               "patch.json-test-message" if n == "json test failure" else "patch")
+               "patch")
         d.eq(key, n, res[0][i], res[1][i])
     # managedFields after the applies: managers and operations
     mf = [sorted((m["manager"], m["operation"]) for m in c.get(CM % ns + "/p").json()["metadata"].get(
@@ -433,6 +440,19 @@ def check_watch(ks, rk, d, ns, ks_proc):
     # kubesim keeps an empty data map that Go's omitempty drops: reported on its own
     d.eq("watch.changes", "MODIFIED and selector DELETED", [e[:2] + (e[2] or None,) for e in ev[0]], ev[1])
     d.eq("object.empty-map", "empty data map in the DELETED event", ev[0], ev[1])
+    # kubectl get -w: every event's object is a Table, column definitions in the first one only
+    ev = []
+    for c in (ks, rk):
+        rv = c.get(CM % ns, labelSelector="page=yes").json()["metadata"]["resourceVersion"]
+        with table_watch(c, CM % ns, resourceVersion=rv, labelSelector="page=yes") as tw:
+            c.patch(CM % ns + "/page-2", {"data": {"t": "1"}})
+            c.patch(CM % ns + "/page-3", {"data": {"t": "2"}})
+            got = tw.events(2, timeout=10)
+        ev.append([(e["type"], e["object"]["kind"], e["object"]["apiVersion"],
+                    None if e["object"]["columnDefinitions"] is None else [x["name"] for x in e["object"]["columnDefinitions"]],
+                    [[MASK if i == 2 else v for i, v in enumerate(r["cells"])] for r in e["object"]["rows"]],
+                    [r["object"]["kind"] for r in e["object"]["rows"]]) for e in got])
+    d.eq("watch.table", "Table events", ev[0], ev[1])
     # a too-old resourceVersion: 410 Gone as an ERROR event (kubesim's history compacted by its restart fault)
     ks_proc.admin("POST", "/kubesim/restart", {})
     time.sleep(0.5)

@@ -92,6 +92,19 @@ def main():
         p = k("get", "nss", "-A")
         check(header(p.stdout)[0] == "NAMESPACE" and "default" in p.stdout, p.stdout)
 
+        # get -w: the watch events are Tables too (the printer columns stay).
+        w = subprocess.Popen([kubectl, "get", "nodesets", "-w"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        k("patch", "nodeset", "gpu", "--subresource=status", "--type=merge", "-p",
+          json.dumps({"status": {"readyReplicas": 2}}))
+        time.sleep(1.0)
+        w.terminate()
+        out, _ = w.communicate(timeout=10)
+        lines = out.splitlines()
+        check(len(lines) >= 3 and lines[0].split() == ["NAME", "DESIRED", "REPLICAS", "UPDATED", "READY", "AGE"]
+              and lines[-1].split()[:5] == ["gpu", "2", "2", "1", "2"], out)
+
         # scale, describe, explain.
         p = k("scale", "nodeset", "gpu", "--replicas=3")
         check("scaled" in p.stdout, p.stdout)
