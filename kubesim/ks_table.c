@@ -4,7 +4,8 @@
  * the columns the server chooses. Custom resources get Name followed by the
  * CRD version's additionalPrinterColumns (or Age when it has none), each a
  * JSONPath evaluated on the object, as apiextensions-apiserver does. Pods,
- * Nodes, Namespaces, ConfigMaps, Secrets, Leases and CRDs get the columns of
+ * Nodes, Namespaces, ConfigMaps, Secrets, Leases, Services, Deployments,
+ * StatefulSets and CRDs get the columns of
  * kube-apiserver's printers; other built-ins get Name and Age.
  *
  * Rows are built only when a Table is asked for, from the stored bytes of the
@@ -139,6 +140,97 @@ static const col_def lease_cols[] = {
     COL_AGE,
 };
 
+static const col_def svc_cols[] = {
+    COL_NAME,
+    {"Type", "string", "",
+     "type determines how the Service is exposed. Defaults to ClusterIP. Valid options are Exter"
+     "nalName, ClusterIP, NodePort, and LoadBalancer. \"ClusterIP\" allocates a cluster-internal I"
+     "P address for load-balancing to endpoints. Endpoints are determined by the selector or if "
+     "that is not specified, by manual construction of an Endpoints object or EndpointSlice obje"
+     "cts. If clusterIP is \"None\", no virtual IP is allocated and the endpoints are published as"
+     " a set of endpoints rather than a virtual IP. \"NodePort\" builds on ClusterIP and allocates"
+     " a port on every node which routes to the same endpoints as the clusterIP. \"LoadBalancer\" "
+     "builds on NodePort and creates an external load-balancer (if supported in the current clou"
+     "d) which routes to the same endpoints as the clusterIP. \"ExternalName\" aliases this servic"
+     "e to the specified externalName. Several other fields do not apply to ExternalName service"
+     "s. More info: https://kubernetes.io/docs/concepts/services-networking/service/#publishing-"
+     "services-service-types"
+     , 0},
+    {"Cluster-IP", "string", "",
+     "clusterIP is the IP address of the service and is usually assigned randomly. If an address"
+     " is specified manually, is in-range (as per system configuration), and is not in use, it w"
+     "ill be allocated to the service; otherwise creation of the service will fail. This field m"
+     "ay not be changed through updates unless the type field is also being changed to ExternalN"
+     "ame (which requires this field to be blank) or the type field is being changed from Extern"
+     "alName (in which case this field may optionally be specified, as describe above).  Valid v"
+     "alues are \"None\", empty string (\"\"), or a valid IP address. Setting this to \"None\" makes a"
+     " \"headless service\" (no virtual IP), which is useful when direct endpoint connections are "
+     "preferred and proxying is not required.  Only applies to types ClusterIP, NodePort, and Lo"
+     "adBalancer. If this field is specified when creating a Service of type ExternalName, creat"
+     "ion will fail. This field will be wiped when updating a Service to type ExternalName. More"
+     " info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-se"
+     "rvice-proxies"
+     , 0},
+    {"External-IP", "string", "",
+     "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traf"
+     "fic for this service.  These IPs are not managed by Kubernetes.  The user is responsible f"
+     "or ensuring that traffic arrives at a node with this IP.  A common example is external loa"
+     "d-balancers that are not part of the Kubernetes system."
+     , 0},
+    {"Port(s)", "string", "",
+     "The list of ports that are exposed by this service. More info: https://kubernetes.io/docs/"
+     "concepts/services-networking/service/#virtual-ips-and-service-proxies"
+     , 0},
+    COL_AGE,
+    {"Selector", "string", "",
+     "Route service traffic to pods with label keys and values matching this selector. If empty "
+     "or not present, the service is assumed to have an external process managing its endpoints,"
+     " which Kubernetes will not modify. Only applies to types ClusterIP, NodePort, and LoadBala"
+     "ncer. Ignored if type is ExternalName. More info: https://kubernetes.io/docs/concepts/serv"
+     "ices-networking/service/"
+     , 1},
+};
+
+static const col_def deploy_cols[] = {
+    COL_NAME,
+    {"Ready", "string", "",
+     "Number of the pod with ready state"
+     , 0},
+    {"Up-to-date", "string", "",
+     "Total number of non-terminating pods targeted by this deployment that have the desired tem"
+     "plate spec."
+     , 0},
+    {"Available", "string", "",
+     "Total number of available non-terminating pods (ready for at least minReadySeconds) target"
+     "ed by this deployment."
+     , 0},
+    COL_AGE,
+    {"Containers", "string", "",
+     "Names of each container in the template."
+     , 1},
+    {"Images", "string", "",
+     "Images referenced by each container in the template."
+     , 1},
+    {"Selector", "string", "",
+     "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the "
+     "ones affected by this deployment."
+     , 1},
+};
+
+static const col_def sts_cols[] = {
+    COL_NAME,
+    {"Ready", "string", "",
+     "Number of the pod with ready state"
+     , 0},
+    COL_AGE,
+    {"Containers", "string", "",
+     "Names of each container in the template."
+     , 1},
+    {"Images", "string", "",
+     "Images referenced by each container in the template."
+     , 1},
+};
+
 static const col_def created_cols[] = {
     COL_NAME,
     {"Created At", "date", "", DESC_CREATED, 0},
@@ -146,7 +238,7 @@ static const col_def created_cols[] = {
 
 static const col_def default_cols[] = {COL_NAME, COL_AGE};
 
-enum tkind { T_DEFAULT, T_POD, T_NODE, T_NS, T_CM, T_SECRET, T_LEASE, T_CREATED, T_CUSTOM };
+enum tkind { T_DEFAULT, T_POD, T_NODE, T_NS, T_CM, T_SECRET, T_LEASE, T_CREATED, T_SVC, T_DEPLOY, T_STS, T_CUSTOM };
 
 static enum tkind kind_of(const ks_res *r)
 {
@@ -163,7 +255,13 @@ static enum tkind kind_of(const ks_res *r)
             return T_CM;
         if (strcmp(r->plural, "secrets") == 0)
             return T_SECRET;
+        if (strcmp(r->plural, "services") == 0)
+            return T_SVC;
     }
+    if (strcmp(r->group, "apps") == 0 && strcmp(r->plural, "deployments") == 0)
+        return T_DEPLOY;
+    if (strcmp(r->group, "apps") == 0 && strcmp(r->plural, "statefulsets") == 0)
+        return T_STS;
     if (strcmp(r->group, "coordination.k8s.io") == 0 && strcmp(r->plural, "leases") == 0)
         return T_LEASE;
     if (strcmp(r->group, "apiextensions.k8s.io") == 0)
@@ -193,6 +291,12 @@ static const col_def *cols_of(enum tkind t, size_t *n)
         RET(lease_cols);
     case T_CREATED:
         RET(created_cols);
+    case T_SVC:
+        RET(svc_cols);
+    case T_DEPLOY:
+        RET(deploy_cols);
+    case T_STS:
+        RET(sts_cols);
     default:
         RET(default_cols);
     }
@@ -474,6 +578,117 @@ static void node_cells(buf_t *b, const cJSON *node)
     }
 }
 
+/* "a,b" of a field of every element (container names, images). */
+static void cell_join(buf_t *b, const cJSON *arr, const char *key)
+{
+    buf_t t;
+    buf_init(&t, BUF_UNLIMITED);
+    for (const cJSON *e = cJSON_IsArray(arr) ? arr->child : NULL; e; e = e->next)
+        if (buf_printf(&t, "%s%s", e == arr->child ? "" : ",", json_get_str_or(e, key, "")) != 0)
+            abort();
+    cell_str(b, buf_cstr(&t));
+    buf_free(&t);
+}
+
+/* metav1.FormatLabelSelector (matchLabels sorted as Go's maps are; kubesim
+ * stores maps with sorted keys) or labels.FormatLabels of a plain map. */
+static void cell_selector(buf_t *b, const cJSON *sel, int plain_map)
+{
+    buf_t t;
+    buf_init(&t, BUF_UNLIMITED);
+    const cJSON *ml = plain_map ? sel : json_child(sel, "matchLabels");
+    for (const cJSON *l = cJSON_IsObject(ml) ? ml->child : NULL; l; l = l->next)
+        if (buf_printf(&t, "%s%s=%s", t.len ? "," : "", l->string, cJSON_IsString(l) ? l->valuestring : "") != 0)
+            abort();
+    const cJSON *me = plain_map ? NULL : json_child(sel, "matchExpressions");
+    for (const cJSON *e = cJSON_IsArray(me) ? me->child : NULL; e; e = e->next) {
+        const char *op = json_get_str_or(e, "operator", "");
+        const char *key = json_get_str_or(e, "key", "");
+        const char *sep = t.len ? "," : "";
+        if (strcmp(op, "Exists") == 0 || strcmp(op, "DoesNotExist") == 0) {
+            if (buf_printf(&t, "%s%s%s", sep, *op == 'D' ? "!" : "", key) != 0)
+                abort();
+            continue;
+        }
+        if (buf_printf(&t, "%s%s %s (", sep, key, strcmp(op, "In") == 0 ? "in" : "notin") != 0)
+            abort();
+        const cJSON *vals = json_child(e, "values");
+        for (const cJSON *v = cJSON_IsArray(vals) ? vals->child : NULL; v; v = v->next)
+            if (buf_printf(&t, "%s%s", v == vals->child ? "" : ",", cJSON_IsString(v) ? v->valuestring : "") != 0)
+                abort();
+        if (buf_puts(&t, ")") != 0)
+            abort();
+    }
+    cell_str(b, t.len ? buf_cstr(&t) : "<none>");
+    buf_free(&t);
+}
+
+static void svc_cells(buf_t *b, const cJSON *svc)
+{
+    const cJSON *spec = json_child(svc, "spec");
+    const char *type = json_get_str_or(spec, "type", "");
+    cell_str(b, type);
+    const char *cip = json_get_str(spec, "clusterIP");
+    cell_str(b, cip && *cip ? cip : "<none>");
+    /* getServiceExternalIP */
+    buf_t t;
+    buf_init(&t, BUF_UNLIMITED);
+    const cJSON *ext = json_child(spec, "externalIPs");
+    if (strcmp(type, "ExternalName") == 0) {
+        if (buf_puts(&t, json_get_str_or(spec, "externalName", "")) != 0)
+            abort();
+    } else {
+        if (strcmp(type, "LoadBalancer") == 0) {
+            const cJSON *ing = json_get(svc, "status.loadBalancer.ingress");
+            for (const cJSON *i = cJSON_IsArray(ing) ? ing->child : NULL; i; i = i->next) {
+                const char *ip = json_get_str(i, "ip");
+                const char *host = json_get_str(i, "hostname");
+                if (buf_printf(&t, "%s%s", t.len ? "," : "", ip && *ip ? ip : host ? host : "") != 0)
+                    abort();
+            }
+        }
+        for (const cJSON *e = cJSON_IsArray(ext) ? ext->child : NULL; e; e = e->next)
+            if (buf_printf(&t, "%s%s", t.len ? "," : "", cJSON_IsString(e) ? e->valuestring : "") != 0)
+                abort();
+        if (t.len == 0 && buf_puts(&t, strcmp(type, "LoadBalancer") == 0 ? "<pending>" : "<none>") != 0)
+            abort();
+    }
+    cell_str(b, buf_cstr(&t));
+    buf_reset(&t);
+    const cJSON *ports = json_child(spec, "ports");
+    for (const cJSON *p = cJSON_IsArray(ports) ? ports->child : NULL; p; p = p->next) {
+        long long np = json_get_int(p, "nodePort", 0);
+        if (np && buf_printf(&t, "%s%lld:%lld/%s", t.len ? "," : "", json_get_int(p, "port", 0), np,
+                             json_get_str_or(p, "protocol", "TCP")) != 0)
+            abort();
+        if (!np && buf_printf(&t, "%s%lld/%s", t.len ? "," : "", json_get_int(p, "port", 0),
+                              json_get_str_or(p, "protocol", "TCP")) != 0)
+            abort();
+    }
+    cell_str(b, t.len ? buf_cstr(&t) : "<none>");
+    buf_free(&t);
+    cell_age(b, svc);
+    cell_selector(b, json_child(spec, "selector"), 1);
+}
+
+/* Deployments and StatefulSets. */
+static void workload_cells(buf_t *b, const cJSON *o, int deploy)
+{
+    char ready[64];
+    snprintf(ready, sizeof(ready), "%lld/%lld", json_get_int(o, "status.readyReplicas", 0),
+             json_get_int(o, "spec.replicas", 0));
+    cell_str(b, ready);
+    if (deploy && buf_printf(b, ",%lld,%lld", json_get_int(o, "status.updatedReplicas", 0),
+                             json_get_int(o, "status.availableReplicas", 0)) != 0)
+        abort();
+    cell_age(b, o);
+    const cJSON *cs = json_get(o, "spec.template.spec.containers");
+    cell_join(b, cs, "name");
+    cell_join(b, cs, "image");
+    if (deploy)
+        cell_selector(b, json_get(o, "spec.selector"), 0);
+}
+
 /* ---- JSONPath (the subset printer columns use) ---------------------------- */
 
 /* Evaluate a JSONPath like `.status.replicas`, `.spec.items[0].name`,
@@ -715,6 +930,13 @@ void table_row_obj(buf_t *b, const ks_res *r, int view, int table, const cJSON *
     }
     case T_CREATED:
         cell_str(b, json_get_str_or(obj, "metadata.creationTimestamp", ""));
+        break;
+    case T_SVC:
+        svc_cells(b, obj);
+        break;
+    case T_DEPLOY:
+    case T_STS:
+        workload_cells(b, obj, t == T_DEPLOY);
         break;
     default:
         cell_age(b, obj);

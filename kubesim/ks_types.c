@@ -285,6 +285,21 @@ static void service_create(ks *k, ks_res *r, cJSON *obj, ks_errs *e)
         return;
     }
     cJSON *spec = json_obj_ensure(obj, "spec");
+    /* More than one port: each needs a name (ValidateService). */
+    const cJSON *sports = json_child(spec, "ports");
+    if (json_len(sports) > 1) {
+        int i = 0;
+        for (const cJSON *p = sports->child; p; p = p->next, i++) {
+            const char *pn = json_get_str(p, "name");
+            if (pn == NULL || *pn == '\0') {
+                char f[64];
+                snprintf(f, sizeof(f), "spec.ports[%d].name", i);
+                ERR_REQUIRED(e, f);
+            }
+        }
+        if (e->n)
+            return;
+    }
     set_default_str(spec, "type", "ClusterIP");
     set_default_str(spec, "sessionAffinity", "None");
     const char *cip = json_get_str(spec, "clusterIP");

@@ -44,7 +44,7 @@ KNOWN = {
     "discovery.categories": "kubesim lists no categories for built-ins",
     "discovery.storageVersionHash": "different hash inputs",
     "openapi.strategic": "PATCH bodies of built-ins do not list strategic merge patch",
-    "table.columns.default": "built-ins other than pods, nodes, namespaces, configmaps, secrets, leases and CRDs "
+    "table.columns.default": "built-ins without a printer in kubesim (events, PVCs, PDBs, controllerrevisions) "
                              "get Name and Age",
     "watch.too-old": "kubesim keeps --history events per resource, the real watch cache a time window",
     "list.too-old": "kubesim keeps --history events per resource, etcd compacts by time",
@@ -53,6 +53,7 @@ KNOWN = {
     "patch.ssa-update-owners": "Update managers are tracked only on objects that already have managedFields",
     "finalizers.duplicate-cause": "the real server reports the new-finalizer cause twice",
     "object.empty-map": "empty maps are kept (Go drops them with omitempty)",
+    "workload-controllers": "no Deployment/StatefulSet/ReplicaSet controllers",
 }
 
 CM = "/api/v1/namespaces/%s/configmaps"
@@ -214,19 +215,39 @@ def table(c, path, **params):
 
 
 def check_tables(ks, rk, d, ns):
+    tmpl = {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": "busybox"},
+                                                                          {"name": "d", "image": "nginx:1"}]}}
+    bad = [c.post("/api/v1/namespaces/%s/services" % ns, {"metadata": {"name": "svc"}, "spec": {
+        "selector": {"app": "x"}, "ports": [{"port": 80}, {"port": 53, "protocol": "UDP", "name": "dns"}]}})
+        for c in (ks, rk)]
+    d.eq("status.422", "service ports without names", [(r.status, r.json()) for r in bad][0],
+         [(r.status, r.json()) for r in bad][1])
+    for c in (ks, rk):
+        c.post("/api/v1/namespaces/%s/services" % ns, {"metadata": {"name": "svc"}, "spec": {
+            "selector": {"app": "x"}, "ports": [{"port": 80, "name": "http"},
+                                               {"port": 53, "protocol": "UDP", "name": "dns"}]}})
+        c.post("/apis/apps/v1/namespaces/%s/deployments" % ns, {"metadata": {"name": "dep"}, "spec": {
+            "replicas": 0, "selector": {"matchLabels": {"app": "x"}, "matchExpressions": [
+                {"key": "tier", "operator": "NotIn", "values": ["a", "b"]}]}, "template": tmpl}})
+        c.post("/apis/apps/v1/namespaces/%s/statefulsets" % ns, {"metadata": {"name": "sts"}, "spec": {
+            "replicas": 0, "selector": {"matchLabels": {"app": "x"}}, "template": tmpl}})
     for what, path, age_cols in (("nodesets", NS_PATH % ns, ("AGE",)), ("pods", "/api/v1/namespaces/%s/pods" % ns, ("Age",)),
                                  ("nodes", "/api/v1/nodes", ("Age",)), ("namespaces", "/api/v1/namespaces", ("Age",)),
                                  ("configmaps", CM % ns, ("Age",)),
                                  ("crds", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", ("Created At",)),
-                                 ("services", "/api/v1/namespaces/%s/services" % ns, ("Age",))):
+                                 ("services", "/api/v1/namespaces/%s/services" % ns, ("Age", "Cluster-IP")),
+                                 ("deployments", "/apis/apps/v1/namespaces/%s/deployments" % ns, ("Age",)),
+                                 ("statefulsets", "/apis/apps/v1/namespaces/%s/statefulsets" % ns, ("Age",)),
+                                 ("serviceaccounts", "/api/v1/namespaces/%s/serviceaccounts" % ns, ("Age",)),
+                                 ("events", "/api/v1/namespaces/%s/events" % ns, ())):
         a, b = table(ks, path), table(rk, path)
         if not d.eq("table.status", what, a.status, b.status):
             continue
         ta, tb = a.json(), b.json()
         d.eq("table.kind", what, (ta["kind"], ta["apiVersion"]), (tb["kind"], tb["apiVersion"]))
-        key = "table.columns.default" if what == "services" else "table.columns"
+        key = "table.columns.default" if what == "events" else "table.columns"
         d.eq(key, what + " columns", ta["columnDefinitions"], tb["columnDefinitions"])
-        if what in ("nodesets", "configmaps"):
+        if what in ("nodesets", "configmaps", "services", "deployments", "statefulsets", "serviceaccounts"):
             names = [c["name"] for c in tb["columnDefinitions"]]
             ra = sorted(ta["rows"], key=lambda r: r["cells"][0])
             rb = sorted(tb["rows"], key=lambda r: r["cells"][0])
@@ -234,7 +255,14 @@ def check_tables(ks, rk, d, ns):
             ca = [[MASK if i in mask else v for i, v in enumerate(r["cells"])] for r in ra]
             cb = [[MASK if i in mask else v for i, v in enumerate(r["cells"])] for r in rb]
             d.eq("table.rows", what + " cells", ca, cb)
-            d.eq("table.rows", what + " row objects", [norm(r["object"]) for r in ra], [norm(r["object"]) for r in rb])
+            oa, ob = [norm(r["object"]) for r in ra], [norm(r["object"]) for r in rb]
+            if what == "deployments":
+                # the revision annotation comes from the Deployment controller
+                d.eq("workload-controllers", "deployment revision annotation",
+                     [o["metadata"].get("annotations") for o in oa], [o["metadata"].get("annotations") for o in ob])
+                for o in oa + ob:
+                    o["metadata"].pop("annotations", None)
+            d.eq("table.rows", what + " row objects", oa, ob)
     # one object, includeObject=Object and None
     a = table(ks, NS_PATH % ns + "/gpu", includeObject="None").json()
     b = table(rk, NS_PATH % ns + "/gpu", includeObject="None").json()
