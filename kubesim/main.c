@@ -343,18 +343,30 @@ int main(int argc, char **argv)
             break;
         case 'h':
             usage(stdout);
+            free(labels);
+            free(taints);
+            free(tokens);
             return 0;
         default:
             usage(stderr);
+            free(labels);
+            free(taints);
+            free(tokens);
             return 2;
         }
         if (bad) {
             fprintf(stderr, "kubesim: bad value for --%s: %s\n", opts[c - O_NODES].name, optarg);
+            free(labels);
+            free(taints);
+            free(tokens);
             return 2;
         }
     }
     if (optind < argc) {
         usage(stderr);
+        free(labels);
+        free(taints);
+        free(tokens);
         return 2;
     }
     log_setup(loglevel, 0);

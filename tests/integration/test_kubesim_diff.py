@@ -26,6 +26,7 @@ import copy
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -507,8 +508,12 @@ def main():
             rc.start()
         except RuntimeError as e:
             rc.stop()
-            print("SKIP: " + str(e).splitlines()[-1] if "77" in str(e) else "FAIL: " + str(e))
-            sys.exit(77 if "77" in str(e) else 1)
+            # cluster.sh exits 77 when the machine cannot run it
+            if "exited 77" in str(e):
+                print("SKIP: " + str(e).splitlines()[-1])
+                sys.exit(77)
+            print("FAIL: " + str(e))
+            sys.exit(1)
         kc_path = rc.env["KUBECONFIG"]
     tmp = tempfile.TemporaryDirectory(prefix="kubesim-diff-")
     try:
@@ -524,7 +529,6 @@ def main():
             ns = "diff-%d" % (int(time.time()) % 100000)
             with open(os.path.join(SRC, "crds", "slinky.slurm.net_nodesets.yaml")) as f:
                 crd_yaml = f.read()
-            import subprocess
             for path, env_kc in ((ksp.kubeconfig, ksp.kubeconfig), (kc_path, kc_path)):
                 p = subprocess.run([os.path.join(bin_dir, "kubectl"), "apply", "-f", os.path.join(SRC, "crds")],
                                    env=dict(os.environ, KUBECONFIG=env_kc, HOME=tmp.name), capture_output=True,
