@@ -152,6 +152,13 @@ static cJSON *parse_body(ks_ctx *c, int allow_yaml)
         yaml = 0;
     } else if (allow_yaml && strcmp(mt, "application/yaml") == 0) {
         yaml = 1;
+    } else if (allow_yaml && strcmp(mt, "application/vnd.kubernetes.protobuf") == 0) {
+        /* kubectl's typed clients (kubectl create configmap|secret|namespace|serviceaccount) */
+        char err[320];
+        cJSON *o = proto_decode(q->body ? q->body : "", q->body_len, err, sizeof(err));
+        if (o == NULL)
+            resp_statusf(c->resp, 415, "UnsupportedMediaType", "%s", err);
+        return o;
     } else {
         resp_statusf(c->resp, 415, "UnsupportedMediaType",
                      "the body of the request was in an unknown format - accepted media types include: "

@@ -454,6 +454,13 @@ void openapi_v3_index(ks *k, ks_resp *resp);
 /** GET /openapi/v3/<gv> (gv "api/v1" or "apis/<group>/<version>"); 404 when not served. */
 void openapi_v3_doc(ks *k, ks_resp *resp, const char *gv);
 
+/* ---- protobuf bodies (ks_proto.c) ------------------------------------- */
+
+/** Decode a Kubernetes protobuf body ("k8s\0" + runtime.Unknown) of the few
+ *  kinds kubesim knows into the JSON object a JSON client would send; NULL
+ *  with err set otherwise. */
+cJSON *proto_decode(const void *body, size_t len, char *err, size_t errlen);
+
 /* ---- patches (ks_patch.c) ---------------------------------------------- */
 
 /** RFC 6902. 0, or OP_EPARSE (undecodable: msg filled, 400) or OP_EINVALID (failed op: 422). */

@@ -10,7 +10,7 @@ the CRD group; Tables (kubectl get) with the CRD printer columns and the
 pod/node/namespace/configmap printers; LIST paging with limit and continue;
 watch from resourceVersion=0, with allowWatchBookmarks, and from a too-old
 resourceVersion (410 Gone); Status bodies of 404/409/410/422; the four patch
-types; status and scale subresources; finalizers; garbage collection of
+types; protobuf bodies of the kinds kubectl create sends that way; status and scale subresources; finalizers; garbage collection of
 dependents after a background delete; label and field selectors.
 
 Every difference found is printed. Differences listed in KNOWN below are the
@@ -371,6 +371,39 @@ def check_status_bodies(ks, rk, d, ns):
         d.eq(key, name, (a.status, ja), (b.status, jb))
 
 
+def pb_field(num, payload):
+    """One length-delimited protobuf field."""
+    def varint(n):
+        out = b""
+        while True:
+            b = n & 0x7f
+            n >>= 7
+            out += bytes([b | (0x80 if n else 0)])
+            if not n:
+                return out
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+
+
+def check_protobuf(ks, rk, d, ns):
+    """A ConfigMap and a Secret as kubectl's typed client sends them (application/vnd.kubernetes.protobuf)."""
+    def entry(k, v):
+        return pb_field(1, k.encode()) + pb_field(2, v)
+    meta = pb_field(1, b"pb") + pb_field(11, entry("l", b"1")) + pb_field(3, b"")
+    cm = pb_field(1, meta) + pb_field(2, entry("a", b"x")) + pb_field(2, entry("empty", b"")) + \
+        pb_field(3, entry("bin", b"\x00\x01"))
+    sec = pb_field(1, meta) + pb_field(2, entry("pw", b"secret")) + pb_field(3, b"Opaque")
+    out = []
+    for c in (ks, rk):
+        r = []
+        for kind, raw, path in (("ConfigMap", cm, CM % ns), ("Secret", sec, "/api/v1/namespaces/%s/secrets" % ns)):
+            body = b"k8s\x00" + pb_field(1, pb_field(1, b"v1") + pb_field(2, kind.encode())) + pb_field(2, raw)
+            x = c.request("POST", path, body=body, content_type="application/vnd.kubernetes.protobuf",
+                          headers={"Accept": "application/json"})
+            r.append((x.status, norm(x.json())))
+        out.append(r)
+    d.eq("protobuf", "ConfigMap and Secret bodies", out[0], out[1])
+
+
 def check_patches(ks, rk, d, ns):
     base = {"metadata": {"name": "p", "labels": {"a": "1"}}, "data": {"x": "1", "y": "2"}}
     res = []
@@ -553,6 +586,7 @@ def main():
                       ("tables", lambda: check_tables(ks, rk, d, ns)),
                       ("status bodies", lambda: check_status_bodies(ks, rk, d, ns)),
                       ("patches", lambda: check_patches(ks, rk, d, ns)),
+                      ("protobuf", lambda: check_protobuf(ks, rk, d, ns)),
                       ("subresources", lambda: check_subresources(ks, rk, d, ns)),
                       ("finalizers and gc", lambda: check_finalizers_gc(ks, rk, d, ns)),
                       ("watch", lambda: check_watch(ks, rk, d, ns, ksp))]

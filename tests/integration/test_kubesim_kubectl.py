@@ -9,7 +9,8 @@
   printer columns (and -o wide the priority 1 ones) with values from status;
 - `kubectl scale nodeset` works through the scale subresource;
 - `kubectl describe nodeset` and `kubectl explain nodeset.spec` work;
-- `kubectl get pods|nodes|namespaces|configmaps` show the real server's columns.
+- `kubectl get pods|nodes|namespaces|configmaps` show the real server's columns;
+- `kubectl create namespace|configmap|secret|serviceaccount` (protobuf bodies) work.
 
 Needs kubectl from tests/k8s (built by tests/k8s/build.sh, or $K8S_BIN);
 exit 77 (skipped) when it is absent.
@@ -147,6 +148,20 @@ def main():
         check("configured" in p.stdout, p.stdout)
         p = k("get", "configmap", "c1", "-o", "jsonpath={.data}")
         check(json.loads(p.stdout) == {"b": "2"}, p.stdout)
+        # kubectl create of built-ins sends protobuf bodies.
+        k("create", "namespace", "team")
+        k("create", "configmap", "c2", "-n", "team", "--from-literal=a=b", "--from-literal=c=")
+        k("create", "secret", "generic", "s1", "-n", "team", "--from-literal=pw=x", "--type=Opaque")
+        k("create", "serviceaccount", "robot", "-n", "team")
+        p = k("get", "configmap", "c2", "-n", "team", "-o", "json")
+        check(json.loads(p.stdout)["data"] == {"a": "b", "c": ""}, p.stdout)
+        p = k("get", "secret", "s1", "-n", "team", "-o", "json")
+        s1 = json.loads(p.stdout)
+        check(s1["data"] == {"pw": "eA=="} and s1["type"] == "Opaque", p.stdout)
+        p = k("get", "serviceaccount", "robot", "-n", "team", "-o", "jsonpath={.metadata.name}")
+        check(p.stdout == "robot", p.stdout)
+        p = k("get", "namespace", "team", "-o", "jsonpath={.status.phase}")
+        check(p.stdout == "Active", p.stdout)
         k("delete", "nodeset", "gpu")
         p = k("get", "nodesets")
         check("No resources found" in p.stderr, p.stderr)
