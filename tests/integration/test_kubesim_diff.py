@@ -40,10 +40,6 @@ from kubesim import Client, Kubesim, load_kubeconfig
 KNOWN = {
     "discovery.missing-resource": "kubesim serves a subset of the built-in resources and subresources",
     "discovery.missing-group": "kubesim serves a subset of the built-in API groups",
-    "discovery.verbs": "kubesim lists every verb for every resource",
-    "discovery.shortNames": "kubesim lists no short names for built-ins",
-    "discovery.categories": "kubesim lists no categories for built-ins",
-    "discovery.storageVersionHash": "different hash inputs",
     "openapi.strategic": "PATCH bodies of built-ins do not list strategic merge patch",
     "table.columns.default": "built-ins without a printer in kubesim (events, PVCs, PDBs, controllerrevisions) "
                              "get Name and Age",
