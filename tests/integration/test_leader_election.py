@@ -129,7 +129,7 @@ def test_old_leader_fenced_after_stall():
             b.start()
             b.wait_ready(60)
             b_id = re.search(r"campaigning for lease \S+ as (\S+)", b.stderr()).group(1)
-            a_id = lease(c)["spec"]["holderIdentity"]
+            a_id = lease(c, "default")["spec"]["holderIdentity"]
             assert a_id and a_id != b_id
             wait_for(lambda: all(len(pods_of(c, n)) == 1 for n in names), 60, what="1 pod per NodeSet")
 
@@ -147,7 +147,7 @@ def test_old_leader_fenced_after_stall():
             time.sleep(6)
             assert leader(a), "the leader lost its lease while its writes were queued\n" + a.stderr()[-3000:]
             assert not leader(b)
-            assert lease(c)["spec"]["holderIdentity"] == a_id
+            assert lease(c, "default")["spec"]["holderIdentity"] == a_id
             assert a.metric("slurmop_api_requests_waiting") >= 8, "the pile-up drained already"
 
             # Stall the API server for longer than the lease duration.
