@@ -349,6 +349,14 @@ static void req_deliver(hc_req *r, int status)
     uv_close((uv_handle_t *)&r->timer, req_closed);
 }
 
+char *hc_take_body(hc_req *r, size_t *len)
+{
+    *len = 0;
+    if (r->state != RQ_DONE || r->streaming || r->body.data == NULL || r->body.len == 0)
+        return NULL;
+    return buf_detach(&r->body, len);
+}
+
 static void req_timer_cb(uv_timer_t *t)
 {
     hc_req *r = t->data;

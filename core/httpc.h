@@ -134,6 +134,12 @@ void hc_cancel(hc_req *req);
  *  and after it completed. */
 int hc_req_on_wire(const hc_req *req);
 
+/** During on_done of a buffered request that succeeded: take the body
+ *  (NUL-terminated; its length in *len), so that a large answer is handed on
+ *  without a copy. The caller frees it; resp->body points to the same bytes.
+ *  NULL (and *len 0) when there is no body or at any other time. */
+char *hc_take_body(hc_req *req, size_t *len);
+
 /** Look up a response header (case-insensitive), or NULL. */
 const char *hc_header_get(const hc_response *resp, const char *name);
 

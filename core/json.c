@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,11 +55,14 @@ void json_dedupe_keys(cJSON *o)
 
 /* ---- arenas ---- */
 
-/* Chunks are sized from the text being parsed (a cJSON tree takes several
- * times its text), between ARENA_MIN and ARENA_KEEP; a reset keeps one chunk
- * of at most ARENA_KEEP so a watch's events reuse it without malloc. */
+/* Chunks grow geometrically from the size of the text being parsed (a cJSON
+ * tree takes a few times its text) up to ARENA_CHUNK_MAX, so a tree costs
+ * what it needs plus at most one partly used chunk, not a guess made up
+ * front; a reset keeps one chunk of at most ARENA_KEEP so a watch's events
+ * reuse it without malloc. */
 #define ARENA_MIN (4 * 1024)
 #define ARENA_KEEP (256 * 1024)
+#define ARENA_CHUNK_MAX ((size_t)8 << 20)
 
 struct arena_chunk {
     struct arena_chunk *next;
@@ -70,6 +74,10 @@ struct arena_chunk {
 struct json_arena {
     struct arena_chunk *chunks; /* newest first */
     size_t hint;                /* preferred size of the next chunk */
+    size_t bytes;               /* usable bytes of all chunks */
+    size_t peak;                /* the most bytes ever held */
+    size_t limit;               /* 0 = none */
+    int exhausted;              /* an allocation was refused for the limit */
 };
 
 /* The arena cJSON allocates from on this thread, while a parse runs. */
@@ -81,22 +89,47 @@ json_arena *json_arena_new(void)
     return xcalloc(1, sizeof(json_arena));
 }
 
+void json_arena_set_limit(json_arena *a, size_t max_bytes)
+{
+    a->limit = max_bytes;
+}
+
+int json_arena_exhausted(const json_arena *a)
+{
+    return a && a->exhausted;
+}
+
 static void *arena_alloc(json_arena *a, size_t n)
 {
+    if (n > SIZE_MAX - 15)
+        return NULL;
     n = (n + 15) & ~(size_t)15;
     struct arena_chunk *c = a->chunks;
     if (c == NULL || c->size - c->used < n) {
-        size_t size = a->hint < ARENA_MIN ? ARENA_MIN : a->hint;
+        size_t size = a->hint < ARENA_MIN ? ARENA_MIN : a->hint > ARENA_CHUNK_MAX ? ARENA_CHUNK_MAX : a->hint;
         if (size < n)
             size = n;
+        if (a->limit) {
+            /* The bound is hard: refuse (cJSON then fails the parse) rather
+             * than let a hostile or runaway document take the process. */
+            if (a->bytes > a->limit || a->limit - a->bytes < n) {
+                a->exhausted = 1;
+                return NULL;
+            }
+            if (a->limit - a->bytes < size)
+                size = a->limit - a->bytes;
+        }
         struct arena_chunk *nc = xmalloc(sizeof(*nc) + size);
         nc->size = size;
         nc->used = 0;
         nc->next = c;
         a->chunks = nc;
+        a->bytes += size;
+        if (a->bytes > a->peak)
+            a->peak = a->bytes;
         c = nc;
         /* Later chunks of the same parse grow geometrically. */
-        a->hint = size * 2 > ((size_t)16 << 20) ? ((size_t)16 << 20) : size * 2;
+        a->hint = size * 2 > ARENA_CHUNK_MAX ? ARENA_CHUNK_MAX : size * 2;
     }
     void *p = (char *)c->data + c->used;
     c->used += n;
@@ -105,7 +138,10 @@ static void *arena_alloc(json_arena *a, size_t n)
 
 void json_arena_reset(json_arena *a)
 {
-    if (a == NULL || a->chunks == NULL)
+    if (a == NULL)
+        return;
+    a->exhausted = 0;
+    if (a->chunks == NULL)
         return;
     struct arena_chunk *keep = NULL, *c = a->chunks;
     while (c) {
@@ -123,6 +159,7 @@ void json_arena_reset(json_arena *a)
         keep->next = NULL;
     }
     a->chunks = keep;
+    a->bytes = keep ? keep->size : 0;
 }
 
 void json_arena_free(json_arena *a)
@@ -136,10 +173,12 @@ void json_arena_free(json_arena *a)
 
 size_t json_arena_bytes(const json_arena *a)
 {
-    size_t n = 0;
-    for (const struct arena_chunk *c = a ? a->chunks : NULL; c; c = c->next)
-        n += c->size;
-    return n;
+    return a ? a->bytes : 0;
+}
+
+size_t json_arena_peak(const json_arena *a)
+{
+    return a ? a->peak : 0;
 }
 
 /* cJSON's hooks (installed by mem_init): the thread's arena while one is
@@ -161,7 +200,7 @@ void json__hook_free(void *p)
 
 cJSON *json_arena_parse(json_arena *a, const char *s, size_t len, const char **errpos)
 {
-    a->hint = len * 6;
+    a->hint = len;
     json_arena *prev = cur_arena;
     cur_arena = a;
     cJSON *o = json_parse(s, len, errpos);

@@ -49,6 +49,15 @@ void json_arena_free(json_arena *a);
 cJSON *json_arena_parse(json_arena *a, const char *s, size_t len, const char **errpos);
 /** Bytes the arena holds (for tests). */
 size_t json_arena_bytes(const json_arena *a);
+/** The most bytes the arena ever held (for measurements). */
+size_t json_arena_peak(const json_arena *a);
+/** Bound the bytes the arena may hold (0, the default: no bound). The
+ *  bound is hard: an allocation past it is refused, so json_arena_parse
+ *  fails (NULL) instead of growing, and json_arena_exhausted() tells that
+ *  failure from a syntax error until the next reset. For documents from a
+ *  peer, whose tree can take many times their text ("[0,0,...]" takes ~30x). */
+void json_arena_set_limit(json_arena *a, size_t max_bytes);
+int json_arena_exhausted(const json_arena *a);
 
 /** Child of an object by exact key (case-sensitive), or NULL. */
 const cJSON *json_child(const cJSON *o, const char *key);

@@ -13,6 +13,7 @@ enum sb_path sb_choose(int v, int have_libslurm, enum sm_op op)
     case SM_OP_PING:
     case SM_OP_GET_RESERVATIONS:
     case SM_OP_GET_RESERVATION:
+    case SM_OP_DIAG:
         return sm_version_has(v, op) ? SB_REST : SB_NONE;
     case SM_OP_UPDATE_NODE:
     case SM_OP_DELETE_NODE:

@@ -73,6 +73,7 @@ int sm_version_has(int v, enum sm_op op)
     case SM_OP_GET_NODE:
     case SM_OP_GET_JOBS:
     case SM_OP_PING:
+    case SM_OP_DIAG:
         return 1;
     case SM_OP_GET_RESERVATIONS:
     case SM_OP_GET_RESERVATION:
@@ -117,6 +118,8 @@ const char *sm_op_name(enum sm_op op)
         return "post-reservation";
     case SM_OP_DELETE_RESERVATION:
         return "delete-reservation";
+    case SM_OP_DIAG:
+        return "diag";
     }
     return "?";
 }
@@ -155,6 +158,9 @@ int sm_path(int v, enum sm_op op, const char *arg, buf_t *out)
         break;
     case SM_OP_PING:
         fixed = "ping";
+        break;
+    case SM_OP_DIAG:
+        fixed = "diag";
         break;
     case SM_OP_GET_RESERVATIONS:
         fixed = "reservations";
@@ -633,6 +639,48 @@ void sm_response_free(sm_response *r)
     memset(r, 0, sizeof(*r));
 }
 
+/* Days from 1970-01-01 to y-m-d (proleptic Gregorian; H. Hinnant's
+ * days_from_civil), so no TZ or locale is involved. */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+int64_t sm_http_date(const char *s)
+{
+    static const char *const wdays[] = {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"};
+    static const char *const months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                         "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    /* "Sun, 06 Nov 1994 08:49:37 GMT": exactly 29 characters. */
+    if (!s || strlen(s) != 29 || s[3] != ',' || s[4] != ' ' || s[7] != ' ' || s[11] != ' ' || s[16] != ' ' ||
+        s[19] != ':' || s[22] != ':' || s[25] != ' ' || strcmp(s + 26, "GMT") != 0)
+        return 0;
+    int wday_ok = 0, mon = -1;
+    for (size_t i = 0; i < ARRAY_SIZE(wdays); i++)
+        wday_ok |= strncmp(s, wdays[i], 3) == 0;
+    for (size_t i = 0; i < ARRAY_SIZE(months); i++)
+        if (strncmp(s + 8, months[i], 3) == 0)
+            mon = (int)i + 1;
+    static const int digits[] = {5, 6, 12, 13, 14, 15, 17, 18, 20, 21, 23, 24};
+    for (size_t i = 0; i < ARRAY_SIZE(digits); i++)
+        if (!isdigit((unsigned char)s[digits[i]]))
+            return 0;
+    if (!wday_ok || mon < 0)
+        return 0;
+#define D2(i) ((s[i] - '0') * 10 + (s[(i) + 1] - '0'))
+    int day = D2(5), year = D2(12) * 100 + D2(14), hh = D2(17), mm = D2(20), ss = D2(23);
+#undef D2
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (year < 1970 || day < 1 || day > mdays[mon - 1] || hh > 23 || mm > 59 || ss > 60)
+        return 0;
+    return days_from_civil(year, mon, day) * 86400 + hh * 3600 + mm * 60 + ss;
+}
+
 int sm_errno_code(int e)
 {
     switch (e) {
@@ -780,6 +828,18 @@ static int parse_list(int version, enum sm_kind kind, const cJSON *doc, sm_respo
         break;
     case SM_KIND_STATUS:
         return 0;
+    case SM_KIND_DIAG: {
+        /* Only the clock is read: req_time is slurmctld's time() when it
+         * answered (a number before v0.0.40, a no-val struct after). */
+        const cJSON *st = json_child(doc, "statistics");
+        int64_t t = 0;
+        if (!cJSON_IsObject(st) || get_num(st, "req_time", &t) != NUM_VALUE || t <= 0)
+            return fail(out, OP_EPARSE, 0,
+                        xasprintf("%s diag response without \"statistics\".\"req_time\"", sm_version_str(version)));
+        out->server_time = t;
+        out->server_time_src = SM_TIME_REQ_TIME;
+        return 0;
+    }
     }
     const cJSON *list = json_child(doc, key);
     if (!cJSON_IsArray(list))
@@ -834,6 +894,7 @@ static int parse_list(int version, enum sm_kind kind, const cJSON *doc, sm_respo
         out->n_resvs = k;
         break;
     case SM_KIND_STATUS:
+    case SM_KIND_DIAG:
         break;
     }
     if (rc < 0)
@@ -852,6 +913,11 @@ static void drop_data(sm_response *out)
     sm_response_free(out);
     out->err = keep;
     out->version = version;
+}
+
+int sm_parse(int version, enum sm_kind kind, int status, const char *body, size_t len, sm_response *out)
+{
+    return sm_parse_bounded(version, kind, status, body, len, 0, out);
 }
 
 int sm_parse_json(int version, enum sm_kind kind, int status, const cJSON *doc, sm_response *out)
@@ -879,23 +945,44 @@ int sm_parse_json(int version, enum sm_kind kind, int status, const cJSON *doc, 
     if (json_len(errors) > 0)
         return fail_from_list(out, status, errors);
     out->last_update = get_time(doc, "last_update", 0);
+    if (out->last_update > 0) {
+        /* slurmctld stamps a list with time() when it packs it. */
+        out->server_time = out->last_update;
+        out->server_time_src = SM_TIME_LAST_UPDATE;
+    }
     int rc = parse_list(version, kind, doc, out);
     if (rc < 0)
         drop_data(out);
     return rc;
 }
 
-int sm_parse(int version, enum sm_kind kind, int status, const char *body, size_t len, sm_response *out)
+int sm_parse_bounded(int version, enum sm_kind kind, int status, const char *body, size_t len, size_t max_tree,
+                     sm_response *out)
 {
     /* The model copies what it keeps, so the tree is parsed into an arena
      * and dropped at once: a whole node table at 8,192 nodes is 11 MB of
      * JSON, and one malloc and free per node and string of it was most of
-     * the cost of a poll. */
-    json_arena *arena = len ? json_arena_new() : NULL;
+     * the cost of a poll. The arena grows in chunks up to max_tree: a tree
+     * that does not fit is an error, never a table cut short. */
+    json_arena *arena = len && status != 304 ? json_arena_new() : NULL;
+    if (arena)
+        json_arena_set_limit(arena, max_tree);
     cJSON *doc = arena ? json_arena_parse(arena, body, len, NULL) : NULL;
+    size_t tree = json_arena_peak(arena);
+    if (json_arena_exhausted(arena)) {
+        memset(out, 0, sizeof(*out));
+        out->version = version;
+        out->err.http_status = status;
+        out->tree_bytes = tree;
+        json_arena_free(arena);
+        return fail(out, OP_ETOOBIG, 0,
+                    xasprintf("HTTP %d: a %zu-byte answer needs more than %zu bytes to decode", status, len,
+                              max_tree));
+    }
     if (doc && !cJSON_IsObject(doc))
         doc = NULL;
     int rc = sm_parse_json(version, kind, status, doc, out);
+    out->tree_bytes = tree;
     /* Plain-text errors (400, 401, 404, 405, 415) say what went wrong in
      * their body: keep it in the message. */
     if (rc < 0 && !doc && len && status != 304 && (status < 200 || status > 299)) {

@@ -42,12 +42,24 @@
  * Slurm error 2018 "Invalid node name specified" becomes OP_ENOTFOUND, so a
  * caller can tell "this node does not exist" from "Slurm could not answer".
  *
- * Derived facts (Slinky's semantics, spec 3.9) — the reconcilers use these:
- *   busy     = base ALLOCATED or MIXED, or flag COMPLETING (jobs are or were
- *              running; never delete the pod);
+ * Derived facts (Slinky's semantics, spec 3.9, made fail-closed) — the
+ * reconcilers use these:
+ *   idle-proof = base IDLE, DOWN or FUTURE, and not flag COMPLETING: a base
+ *              state under which slurmctld runs no job on the node. IDLE has
+ *              none by definition; when a node goes DOWN slurmctld ends
+ *              (kills or requeues) every job on it at once and sends the
+ *              kill without waiting for the node (deallocate_nodes does not
+ *              mark a DOWN node COMPLETING), so no job Slurm still counts on
+ *              is left; COMPLETING is checked all the same, for a job whose
+ *              epilog still runs; FUTURE nodes were never scheduled. ALLOCATED and MIXED have jobs; ERROR (nodes with
+ *              errored resources, which may run jobs on the rest), UNKNOWN
+ *              (slurmctld has not heard from the node since it started, or
+ *              a state word this module does not know) prove nothing;
+ *   busy     = not idle-proof (jobs are, were or may be running; never
+ *              delete the pod). Unknown counts as busy;
  *   drain    = flag DRAIN and not flag UNDRAIN (someone asked for a drain);
- *   drained  = drain and not busy (safe to delete the pod);
- *   draining = drain and busy (wait);
+ *   drained  = drain and idle-proof (safe to delete the pod);
+ *   draining = drain and not drained (wait);
  *   NodeSet status counts: idle = base IDLE; allocated = ALLOCATED + MIXED;
  *   down = base DOWN; drain = flag DRAIN.
  * Pod conditions: one SlurmNodeState<Base> for the base state (Allocated,
@@ -108,6 +120,7 @@ enum sm_op {
     SM_OP_UPDATE_TOPOLOGY,    /* "topology_str" in node updates: v0.0.43+ */
     SM_OP_POST_RESERVATION,   /* POST reservation (create or update): v0.0.43+ */
     SM_OP_DELETE_RESERVATION, /* DELETE reservation/{name}: v0.0.43+ */
+    SM_OP_DIAG,               /* GET diag: slurmctld's statistics (for its clock) */
 };
 /** Whether slurmrestd offers op in version (per the OpenAPI documents). */
 int sm_version_has(int version, enum sm_op op);
@@ -210,23 +223,38 @@ typedef struct sm_node {
  *  fields are NULL afterwards. */
 void sm_node_clear(sm_node *n);
 
+/** The base state and flags prove that no job runs on the node (see
+ *  "idle-proof" above): base IDLE, DOWN or FUTURE without COMPLETING. When
+ *  the flags are unknown (v0.0.36) COMPLETING cannot be seen: 0. */
+static inline int sm_node_jobless(const sm_node *n)
+{
+    return n->flags_known && (n->base == SM_NODE_IDLE || n->base == SM_NODE_DOWN || n->base == SM_NODE_FUTURE) &&
+           !(n->flags & SM_NF(COMPLETING));
+}
+/** Jobs are, were or may be running: anything not proven jobless,
+ *  including an UNKNOWN or ERROR base state. v0.0.36 (flags unknown) keeps
+ *  the old reading of its base word, so that its idle nodes are not all
+ *  "busy"; nothing there can be drained anyway. */
 static inline int sm_node_busy(const sm_node *n)
 {
-    return n->base == SM_NODE_ALLOCATED || n->base == SM_NODE_MIXED || (n->flags & SM_NF(COMPLETING));
+    if (!n->flags_known)
+        return n->base != SM_NODE_IDLE && n->base != SM_NODE_DOWN && n->base != SM_NODE_FUTURE;
+    return !sm_node_jobless(n);
 }
 static inline int sm_node_drain(const sm_node *n)
 {
     return n->flags_known && (n->flags & SM_NF(DRAIN)) && !(n->flags & SM_NF(UNDRAIN));
 }
-/** Safe to delete the pod: drain requested and no job left. Fails closed:
- *  0 when the flags are unknown. */
+/** Safe to delete the pod: drain requested and a base state that proves no
+ *  job is left. Fails closed: 0 when the flags are unknown, for an UNKNOWN
+ *  or ERROR base state, and while COMPLETING. */
 static inline int sm_node_drained(const sm_node *n)
 {
-    return sm_node_drain(n) && !sm_node_busy(n);
+    return sm_node_drain(n) && sm_node_jobless(n);
 }
 static inline int sm_node_draining(const sm_node *n)
 {
-    return sm_node_drain(n) && sm_node_busy(n);
+    return sm_node_drain(n) && !sm_node_jobless(n);
 }
 
 /** "IDLE", "MIXED", ... */
@@ -346,6 +374,7 @@ enum sm_kind {
     SM_KIND_RESERVATIONS, /* GET reservations */
     SM_KIND_RESERVATION,  /* GET reservation/{n}: exactly one; empty is OP_ENOTFOUND */
     SM_KIND_STATUS,       /* writes (POST/DELETE): only errors matter */
+    SM_KIND_DIAG,         /* GET diag: a "statistics" object; only its req_time is read */
 };
 
 typedef struct sm_error {
@@ -355,11 +384,29 @@ typedef struct sm_error {
     char *message;   /* malloc'd, for logs and events; NULL when code == 0 */
 } sm_error;
 
+/** Where sm_response.server_time came from, most trustworthy first. */
+enum sm_time_src {
+    SM_TIME_NONE = 0,
+    SM_TIME_LAST_UPDATE, /* the body's "last_update" (v0.0.40+ lists): slurmctld's clock */
+    SM_TIME_REQ_TIME,    /* diag's "statistics.req_time" (every version): slurmctld's clock */
+    SM_TIME_HTTP_DATE,   /* the HTTP Date header: slurmrestd's clock (set by rest.c) */
+};
+
 typedef struct sm_response {
     int version;
     int not_modified;    /* HTTP 304: nothing changed since update_time; there is
                           * NO data: keep what you had. */
     int64_t last_update; /* v0.0.40+ list "last_update"; 0 when absent */
+    /* The Slurm server's clock when it made this answer (epoch seconds), 0
+     * when the answer carries none; server_time_src says whose clock. A
+     * poll's update_time must be on slurmctld's clock: slurmctld answers
+     * "no change" when update_time - 1 >= its last change, so our clock
+     * running ahead of its hides changes. v0.0.38 (22.05) answers carry no
+     * time at all (no "last_update", no Date header: checked against
+     * slurmrestd 22.05.8); GET diag (SM_KIND_DIAG) does. */
+    int64_t server_time;
+    int server_time_src; /* enum sm_time_src */
+    size_t tree_bytes;   /* memory the JSON tree took while decoding (0 without a body) */
     size_t n_warnings;
     sm_node *nodes;
     size_t n_nodes;
@@ -403,10 +450,24 @@ typedef struct sm_response {
  */
 int sm_parse(int version, enum sm_kind kind, int http_status, const char *body, size_t len, sm_response *out);
 
+/**
+ * sm_parse with a hard bound on the memory of the JSON tree (0 = none). The
+ * tree is built in an arena that grows in chunks as needed; a document whose
+ * tree would pass max_tree fails with OP_ETOOBIG (and no data), never with
+ * a partial answer. A node table's tree takes ~2.5 times its text (measured
+ * in docs/internals/SLURMIO.md); a hostile document can need ~30 times.
+ */
+int sm_parse_bounded(int version, enum sm_kind kind, int http_status, const char *body, size_t len,
+                     size_t max_tree, sm_response *out);
+
 /** Same, from an already parsed document (NULL = no/invalid JSON body). */
 int sm_parse_json(int version, enum sm_kind kind, int http_status, const cJSON *doc, sm_response *out);
 
 void sm_response_free(sm_response *r);
+
+/** An HTTP Date header (IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT") as
+ *  epoch seconds; 0 when it is not one (the obsolete forms included). */
+int64_t sm_http_date(const char *s);
 
 /** Map a Slurm error number (slurm_errno.h) to a project code, as above. */
 int sm_errno_code(int slurm_errno);

@@ -23,9 +23,7 @@
 #define DEF_LIFETIME_S 900
 #define DEF_TIMEOUT_MS 15000
 #define DEF_CONNECT_MS 5000
-#define DEF_MAX_BODY ((size_t)256 << 20)
 #define DEF_MAX_CONNS 4
-#define OPENAPI_MAX ((size_t)64 << 20)
 /* Answers at least this big are followed by malloc_trim() once delivered. */
 #define TRIM_AFTER_BYTES ((size_t)1 << 20)
 
@@ -58,7 +56,9 @@ typedef struct sr_req {
     char *raw;
     size_t raw_len;
     int http;
-    int version; /* the version the request was sent with */
+    int version;         /* the version the request was sent with */
+    int64_t date;        /* the answer's HTTP Date, 0 when none */
+    list_node decode_link; /* in c->decode_q while waiting for the threadpool */
 } sr_req;
 
 struct sr_client {
@@ -70,6 +70,8 @@ struct sr_client {
     char *user;
     unsigned lifetime_s;
     unsigned timeout_ms;
+    size_t max_body; /* the cap on an answer's body */
+    size_t max_tree; /* the bound on its decoded JSON tree */
     int forced_version;
     int version;
     int negotiating;
@@ -83,7 +85,8 @@ struct sr_client {
     list_node waiting; /* waiting for the version */
     list_node done;    /* completed, to deliver from the timer */
     uv_timer_t defer;
-    int works;     /* threadpool jobs in flight */
+    int works;          /* threadpool jobs in flight (at most one: see start_decode) */
+    list_node decode_q; /* bodies waiting for the threadpool */
     int in_http;   /* HTTP requests in flight */
     int in_flight; /* submitted, not yet delivered */
     /* closing */
@@ -134,6 +137,7 @@ static void on_timer_closed(uv_handle_t *h)
 static void maybe_finish(sr_client *c)
 {
     if (!c->closing || !c->pool_closed || c->works || c->in_http || !list_empty(&c->done) ||
+        !list_empty(&c->decode_q) ||
         !list_empty(&c->waiting) || c->timer_closing)
         return;
     c->timer_closing = 1;
@@ -219,7 +223,67 @@ static unsigned remaining_ms(sr_client *c, const sr_req *r)
 static void decode_work(uv_work_t *w)
 {
     sr_req *r = container_of(w, sr_req, work);
-    sm_parse(r->version, r->kind, r->http, r->raw, r->raw_len, &r->resp);
+    sm_parse_bounded(r->version, r->kind, r->http, r->raw, r->raw_len, r->c->max_tree, &r->resp);
+}
+
+/* The answer's own time wins (slurmctld's clock); the Date header
+ * (slurmrestd's) is the fallback. */
+static void note_date(sr_req *r)
+{
+    if (r->resp.server_time_src == SM_TIME_NONE && r->date > 0 && r->resp.err.code == 0) {
+        r->resp.server_time = r->date;
+        r->resp.server_time_src = SM_TIME_HTTP_DATE;
+    }
+}
+
+/* What a caller reads when an answer does not fit: the limit, and how to
+ * raise it. */
+static void explain_too_big(sr_client *c, sr_req *r, size_t len)
+{
+    free(r->resp.err.message);
+    if (len)
+        r->resp.err.message =
+            xasprintf("slurmrestd answer of %zu bytes needs more than %zu bytes to decode (%u x the %zu-byte "
+                      "body cap); raise the cap with --slurmrestd-max-body (sr_opts.max_body)",
+                      len, c->max_tree, SR_TREE_FACTOR, c->max_body);
+    else
+        r->resp.err.message = xasprintf("slurmrestd answer larger than the %zu-byte body cap; raise it with "
+                                        "--slurmrestd-max-body (sr_opts.max_body)",
+                                        c->max_body);
+    r->resp.err.code = OP_ETOOBIG;
+    log_warn("slurmrestd %s: %s", c->url, r->resp.err.message);
+}
+
+static void decode_done(uv_work_t *w, int status);
+
+/* Decode the next queued body on the threadpool. One at a time per client:
+ * the memory of a decode (the body, its tree, the model) is bounded by the
+ * cap, and two at once would double the bound. */
+static void start_decode(sr_client *c)
+{
+    list_node *n;
+    while (c->works == 0 && (n = list_first(&c->decode_q))) {
+        sr_req *r = list_entry(n, sr_req, decode_link);
+        list_remove(n);
+        if (c->closing) {
+            free(r->raw);
+            r->raw = NULL;
+            complete(c, r, OP_ECANCELED);
+            continue;
+        }
+        if (uv_queue_work(c->loop, &r->work, decode_work, decode_done) == 0) {
+            c->works++;
+            c->stats.offloaded++;
+            return;
+        }
+        decode_work(&r->work);
+        free(r->raw);
+        r->raw = NULL;
+        if (r->resp.err.code == OP_ETOOBIG)
+            explain_too_big(c, r, r->raw_len);
+        note_date(r);
+        complete(c, r, r->resp.err.code);
+    }
 }
 
 static void note_404(sr_client *c, sr_req *r)
@@ -245,10 +309,15 @@ static void decode_done(uv_work_t *w, int status)
     if (c->closing) {
         sm_response_free(&r->resp);
         complete(c, r, OP_ECANCELED);
+        start_decode(c);
         return;
     }
+    if (r->resp.err.code == OP_ETOOBIG)
+        explain_too_big(c, r, r->raw_len);
     note_404(c, r);
+    note_date(r);
     complete(c, r, r->resp.err.code);
+    start_decode(c);
 }
 
 static void on_http_done(hc_req *hr, int status, const hc_response *resp, void *data)
@@ -257,6 +326,13 @@ static void on_http_done(hc_req *hr, int status, const hc_response *resp, void *
     sr_client *c = r->c;
     c->in_http--;
     if (status < 0) {
+        if (status == OP_ETOOBIG && !c->closing) {
+            /* Over the cap: an error, never a partial table. The body may
+             * have grown to the cap before it was refused (no
+             * Content-Length): give that memory back after delivery. */
+            explain_too_big(c, r, 0);
+            r->raw_len = c->max_body;
+        }
         complete(c, r, c->closing ? OP_ECANCELED : status);
         if (c->closing)
             maybe_finish(c);
@@ -266,21 +342,23 @@ static void on_http_done(hc_req *hr, int status, const hc_response *resp, void *
     if (resp->status == 304)
         c->stats.not_modified++;
     r->http = resp->status;
+    const char *date = hc_header_get(resp, "Date");
+    r->date = date ? sm_http_date(date) : 0;
     if (resp->body_len >= SR_OFFLOAD_BYTES && !c->closing) {
-        r->raw = xmalloc(resp->body_len + 1);
-        memcpy(r->raw, resp->body, resp->body_len);
-        r->raw[resp->body_len] = '\0';
-        r->raw_len = resp->body_len;
-        if (uv_queue_work(c->loop, &r->work, decode_work, decode_done) == 0) {
-            c->works++;
-            c->stats.offloaded++;
+        /* Taken, not copied: a copy would be one more body's worth of
+         * memory at the peak. */
+        r->raw = hc_take_body(hr, &r->raw_len);
+        if (r->raw) {
+            list_insert_tail(&c->decode_q, &r->decode_link);
+            start_decode(c);
             return;
         }
-        free(r->raw);
-        r->raw = NULL;
     }
-    int rc = sm_parse(r->version, r->kind, resp->status, resp->body, resp->body_len, &r->resp);
+    int rc = sm_parse_bounded(r->version, r->kind, resp->status, resp->body, resp->body_len, c->max_tree, &r->resp);
+    if (rc == OP_ETOOBIG)
+        explain_too_big(c, r, resp->body_len);
     note_404(c, r);
+    note_date(r);
     complete(c, r, rc);
 }
 
@@ -334,7 +412,7 @@ static void send_req(sr_client *c, sr_req *r)
     buf_init(&body, (size_t)16 << 20);
     const char *arg =
         (op == SM_OP_GET_NODES || op == SM_OP_GET_JOBS || op == SM_OP_PING || op == SM_OP_GET_RESERVATIONS ||
-         op == SM_OP_UPDATE_NODES || op == SM_OP_POST_RESERVATION)
+         op == SM_OP_UPDATE_NODES || op == SM_OP_POST_RESERVATION || op == SM_OP_DIAG)
             ? NULL
             : r->arg;
     int rc = sm_path(c->version, op, arg, &path);
@@ -520,15 +598,18 @@ int sr_client_new(uv_loop_t *loop, const sr_opts *opts, sr_client **out)
     c->user = xstrdup(opts->user && opts->user[0] ? opts->user : DEF_USER);
     c->lifetime_s = opts->token_lifetime_s ? opts->token_lifetime_s : DEF_LIFETIME_S;
     c->timeout_ms = opts->timeout_ms ? opts->timeout_ms : DEF_TIMEOUT_MS;
+    c->max_body = opts->max_body ? opts->max_body : SR_DEFAULT_MAX_BODY;
+    c->max_tree = sr_max_tree(c->max_body);
     c->forced_version = opts->version;
     c->version = opts->version;
     c->now = opts->now;
     c->now_data = opts->now_data;
     list_init(&c->waiting);
     list_init(&c->done);
+    list_init(&c->decode_q);
     hc_pool_opts po = {
         .max_conns = opts->max_conns > 0 ? opts->max_conns : DEF_MAX_CONNS,
-        .max_body_bytes = opts->max_body ? opts->max_body : DEF_MAX_BODY,
+        .max_body_bytes = c->max_body,
         .connect_timeout_ms = opts->connect_timeout_ms ? opts->connect_timeout_ms : DEF_CONNECT_MS,
         .tls = opts->tls,
     };
@@ -626,6 +707,16 @@ int sr_get_jobs(sr_client *c, int64_t update_time, sr_cb cb, void *data)
 int sr_ping(sr_client *c, sr_cb cb, void *data)
 {
     return simple(c, SM_OP_PING, SM_KIND_PING, NULL, 0, cb, data);
+}
+
+int sr_get_diag(sr_client *c, sr_cb cb, void *data)
+{
+    return simple(c, SM_OP_DIAG, SM_KIND_DIAG, NULL, 0, cb, data);
+}
+
+size_t sr_max_tree(size_t max_body)
+{
+    return max_body > SIZE_MAX / SR_TREE_FACTOR ? SIZE_MAX : max_body * SR_TREE_FACTOR;
 }
 
 int sr_get_reservations(sr_client *c, sr_cb cb, void *data)

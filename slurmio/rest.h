@@ -30,6 +30,16 @@
  * UV_ECONNREFUSED, ...), or OP_ECANCELED when the client is closed first.
  * Large bodies (a node table of thousands of nodes is megabytes) are decoded
  * on libuv's threadpool so the loop is not held for tens of milliseconds.
+ *
+ * Memory. An answer's body is capped (max_body, default SR_DEFAULT_MAX_BODY,
+ * sized for 16,384 nodes on the largest data parser with room to spare), and
+ * its JSON tree is built in an arena bounded by SR_TREE_FACTOR times the
+ * cap. Past either bound the request fails with OP_ETOOBIG and a message
+ * naming the cap and how to raise it: never a partial table. Large bodies
+ * are handed to the threadpool without a copy and decoded one at a time per
+ * client, so one client's decode never holds more than one body, its tree
+ * (both bounded by the cap) and the model; memory is given back to the
+ * system (malloc_trim) after a large answer. Figures: docs/internals/SLURMIO.md.
  */
 #ifndef OP_SLURM_REST_H
 #define OP_SLURM_REST_H
@@ -46,6 +56,16 @@ typedef struct sr_client sr_client;
 /** Bodies at least this large are decoded on the threadpool. */
 #define SR_OFFLOAD_BYTES (256u * 1024u)
 
+/** Default cap on an answer's body: 48 MiB. A node table is ~1.4 KB per node
+ *  on v0.0.38 and ~2.5 KB on v0.0.40-44, so 16,384 nodes take ~23 MB and
+ *  ~41 MB; the cap leaves ~15 % above the larger figure. */
+#define SR_DEFAULT_MAX_BODY ((size_t)48 << 20)
+/** The JSON tree of an answer may take at most this many times the body
+ *  cap (a node table's tree takes ~2.5 times its text; see sm_parse_bounded). */
+#define SR_TREE_FACTOR 4u
+/** The tree bound for a body cap: SR_TREE_FACTOR * max_body (saturated). */
+size_t sr_max_tree(size_t max_body);
+
 typedef struct sr_opts {
     const char *url; /* "http://host:port" or "https://host:port" (then tls is required) */
     const hc_tls_opts *tls; /* CA (and optional client certificate) for https; copied */
@@ -55,7 +75,7 @@ typedef struct sr_opts {
     unsigned token_lifetime_s;   /* default 900 (15 min); re-minted after 80 % */
     unsigned timeout_ms;         /* deadline of each request, from submission (default 15000) */
     unsigned connect_timeout_ms; /* default 5000 */
-    size_t max_body;             /* response body cap (default 256 MiB) */
+    size_t max_body;             /* answer body cap (default SR_DEFAULT_MAX_BODY); over it: OP_ETOOBIG */
     int max_conns;               /* keep-alive connections (default 4) */
     int version;                 /* a SM_V* to use without negotiating; 0 = negotiate */
     /* The wall clock used for tokens (seconds since the epoch); NULL = time(). For tests. */
@@ -65,7 +85,9 @@ typedef struct sr_opts {
 
 /**
  * A request's completion. resp is never NULL: on failure it is zeroed except
- * for resp->err (code, message, HTTP status). The callback may move data out
+ * for resp->err (code, message, HTTP status). resp->server_time is the
+ * body's own time when it has one (model.h), else the HTTP Date header when
+ * slurmrestd sends one (SM_TIME_HTTP_DATE; 22.05 does not). The callback may move data out
  * of resp (take resp->nodes and set it to NULL and n_nodes to 0, for example);
  * whatever is left is freed when it returns.
  */
@@ -104,6 +126,17 @@ int sr_get_node(sr_client *c, const char *name, sr_cb cb, void *data);
 int sr_get_jobs(sr_client *c, int64_t update_time, sr_cb cb, void *data);
 /** GET ping. */
 int sr_ping(sr_client *c, sr_cb cb, void *data);
+/**
+ * GET diag, for slurmctld's clock: resp->server_time is its time() when it
+ * answered (statistics.req_time; server_time_src SM_TIME_REQ_TIME), in every
+ * version. 22.05's (v0.0.38) node and job answers carry no time, so this is
+ * how a poller gets an update_time on slurmctld's clock there: read diag,
+ * and once it has completed, ask for the whole table; that table's next
+ * update_time is the diag's server_time (slurmctld answers 304 only when
+ * update_time - 1 >= its last change, and every change after the table was
+ * made is stamped at or after that time).
+ */
+int sr_get_diag(sr_client *c, sr_cb cb, void *data);
 /** GET reservations. */
 int sr_get_reservations(sr_client *c, sr_cb cb, void *data);
 /** GET reservation/{name}: exactly one, or OP_ENOTFOUND. */

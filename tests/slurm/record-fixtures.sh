@@ -105,6 +105,9 @@ rec "$ALL" node_dyn1_dynamic /slurm/@V@/node/dyn1
 rec "$ALL" err_unknown_node /slurm/@V@/node/nosuch
 rec "$NEW" nodes_update_time /slurm/@V@/nodes?update_time=$(( $(date +%s) + 3600 ))
 rec "$ALL" jobs_empty /slurm/@V@/jobs
+# The server's clock: 22.05 answers carry no time (no Date header, no
+# last_update); diag's statistics.req_time is slurmctld's time().
+rec "38" diag /slurm/@V@/diag
 
 # Tokens slurmctld refuses: garbage and expired (slurmrestd passes both on).
 tok=$SLURMRESTD_TOKEN
