@@ -55,10 +55,12 @@ void json_dedupe_keys(cJSON *o)
 
 /* ---- arenas ---- */
 
-/* Chunks grow geometrically from the size of the text being parsed (a cJSON
- * tree takes a few times its text) up to ARENA_CHUNK_MAX, so a tree costs
- * what it needs plus at most one partly used chunk, not a guess made up
- * front; a reset keeps one chunk of at most ARENA_KEEP so a watch's events
+/* A cJSON tree takes ~4-5 times its text (64-byte items, every key its own
+ * string). The first chunk of a parse is sized for that, later ones for the
+ * text alone, all within ARENA_CHUNK_MAX: a tree costs what it needs plus at
+ * most one partly used chunk, and a big document is never given a multiple
+ * of its size up front (that used to be 6x, reserved before the first
+ * byte). A reset keeps one chunk of at most ARENA_KEEP so a watch's events
  * reuse it without malloc. */
 #define ARENA_MIN (4 * 1024)
 #define ARENA_KEEP (256 * 1024)
@@ -74,6 +76,7 @@ struct arena_chunk {
 struct json_arena {
     struct arena_chunk *chunks; /* newest first */
     size_t hint;                /* preferred size of the next chunk */
+    size_t step;                /* of the chunks after it */
     size_t bytes;               /* usable bytes of all chunks */
     size_t peak;                /* the most bytes ever held */
     size_t limit;               /* 0 = none */
@@ -128,8 +131,7 @@ static void *arena_alloc(json_arena *a, size_t n)
         if (a->bytes > a->peak)
             a->peak = a->bytes;
         c = nc;
-        /* Later chunks of the same parse grow geometrically. */
-        a->hint = size * 2 > ARENA_CHUNK_MAX ? ARENA_CHUNK_MAX : size * 2;
+        a->hint = a->step;
     }
     void *p = (char *)c->data + c->used;
     c->used += n;
@@ -200,7 +202,8 @@ void json__hook_free(void *p)
 
 cJSON *json_arena_parse(json_arena *a, const char *s, size_t len, const char **errpos)
 {
-    a->hint = len;
+    a->hint = len > ARENA_CHUNK_MAX / 4 ? ARENA_CHUNK_MAX : len * 4;
+    a->step = len;
     json_arena *prev = cur_arena;
     cur_arena = a;
     cJSON *o = json_parse(s, len, errpos);

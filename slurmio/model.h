@@ -454,7 +454,7 @@ int sm_parse(int version, enum sm_kind kind, int http_status, const char *body, 
  * sm_parse with a hard bound on the memory of the JSON tree (0 = none). The
  * tree is built in an arena that grows in chunks as needed; a document whose
  * tree would pass max_tree fails with OP_ETOOBIG (and no data), never with
- * a partial answer. A node table's tree takes ~2.5 times its text (measured
+ * a partial answer. A node table's tree takes ~4.5 times its text (measured
  * in docs/internals/SLURMIO.md); a hostile document can need ~30 times.
  */
 int sm_parse_bounded(int version, enum sm_kind kind, int http_status, const char *body, size_t len,

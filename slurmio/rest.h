@@ -56,13 +56,17 @@ typedef struct sr_client sr_client;
 /** Bodies at least this large are decoded on the threadpool. */
 #define SR_OFFLOAD_BYTES (256u * 1024u)
 
-/** Default cap on an answer's body: 48 MiB. A node table is ~1.4 KB per node
- *  on v0.0.38 and ~2.5 KB on v0.0.40-44, so 16,384 nodes take ~23 MB and
- *  ~41 MB; the cap leaves ~15 % above the larger figure. */
+/** Default cap on an answer's body: 48 MiB. A node table takes ~1.2-1.4 KB
+ *  per node on v0.0.38 (22.05; 11.5 MB at 8,192 nodes) and ~2.2-2.7 KB on
+ *  v0.0.40-44, so 16,384 nodes take ~20-23 MB and ~36-44 MB: the cap holds
+ *  16,384 nodes of any version. */
 #define SR_DEFAULT_MAX_BODY ((size_t)48 << 20)
 /** The JSON tree of an answer may take at most this many times the body
- *  cap (a node table's tree takes ~2.5 times its text; see sm_parse_bounded). */
-#define SR_TREE_FACTOR 4u
+ *  cap. A node table's tree takes 4.2-4.5 times its (indented) text and
+ *  ~5.5 times compact text; 6 covers that, and a hostile answer (which can
+ *  need ~30 times) stops there. One decode then holds at most the body and
+ *  the tree: 7 x the cap (336 MiB at the default). */
+#define SR_TREE_FACTOR 6u
 /** The tree bound for a body cap: SR_TREE_FACTOR * max_body (saturated). */
 size_t sr_max_tree(size_t max_body);
 
