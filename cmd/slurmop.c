@@ -1,6 +1,7 @@
 /* slurmop: the operator's main: flags, logging, signals, the loop. */
 #include <getopt.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,9 @@ static const char usage[] =
     "  --drift-grace SECONDS        a pod Ready this long whose Slurm node no read lists, and that Slurm says\n"
     "                               by name it does not know, is replaced so slurmd registers again (at most\n"
     "                               2 per NodeSet per minute; default 60, minimum 5)\n"
+    "  --slurmrestd-max-body SIZE   largest slurmrestd answer accepted, in bytes or with Ki/Mi/Gi (default 48Mi:\n"
+    "                               16,384 nodes of any version); a larger answer is an error, never a partial\n"
+    "                               table. Decoding one takes up to 7 times this much memory at its peak\n"
     "\n"
     "Security:\n"
     "  --token-users LIST           Slurm users a Token may mint a JWT for (comma-separated); \"*\" stands\n"
@@ -96,6 +100,7 @@ enum {
     OPT_SLURMRESTD,
     OPT_SLURM_CONF,
     OPT_SLURMRESTD_CA,
+    OPT_SLURMRESTD_MAX_BODY,
     OPT_METRICS_ADDR,
     OPT_HEALTH_ADDR,
     OPT_LOG_FORMAT,
@@ -126,6 +131,7 @@ static const struct option long_opts[] = {
     {"slurmrestd", required_argument, NULL, OPT_SLURMRESTD},
     {"slurm-conf", required_argument, NULL, OPT_SLURM_CONF},
     {"slurmrestd-ca", required_argument, NULL, OPT_SLURMRESTD_CA},
+    {"slurmrestd-max-body", required_argument, NULL, OPT_SLURMRESTD_MAX_BODY},
     {"metrics-addr", required_argument, NULL, OPT_METRICS_ADDR},
     {"health-addr", required_argument, NULL, OPT_HEALTH_ADDR},
     {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
@@ -204,6 +210,29 @@ static unsigned parse_seconds_ms(const char *s)
     return ms ? ms : 1;
 }
 
+/* Bytes, or a number with a Ki, Mi or Gi suffix (as Kubernetes writes
+ * memory). At least 64 KiB: less could not hold a ping's answer. */
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = 0;
+    if (end == s || *s == '-')
+        return 0;
+    if (strcmp(end, "Ki") == 0)
+        shift = 10;
+    else if (strcmp(end, "Mi") == 0)
+        shift = 20;
+    else if (strcmp(end, "Gi") == 0)
+        shift = 30;
+    else if (*end)
+        return 0;
+    if (v > (SIZE_MAX >> shift) || (v << shift) < 65536)
+        return 0;
+    *out = (size_t)(v << shift);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     struct app a;
@@ -279,6 +308,10 @@ int main(int argc, char **argv)
         }
         case OPT_SLURM_CONF: o.slurm_conf = optarg; break;
         case OPT_SLURMRESTD_CA: o.slurmrestd_ca = optarg; break;
+        case OPT_SLURMRESTD_MAX_BODY:
+            if (!parse_size(optarg, &o.slurmrestd_max_body))
+                return die_usage("--slurmrestd-max-body: want bytes (at least 64Ki), e.g. 96Mi; got %s", optarg);
+            break;
         case OPT_METRICS_ADDR: o.metrics_addr = optarg; break;
         case OPT_HEALTH_ADDR: o.health_addr = optarg; break;
         case OPT_LOG_FORMAT:

@@ -80,6 +80,7 @@ typedef struct operator_opts {
     int n_slurmrestd;
     const char *slurm_conf;   /* --slurm-conf (libslurm backend) */
     unsigned drift_grace_s;   /* --drift-grace: a Ready pod unknown to Slurm this long is replaced (default 60) */
+    size_t slurmrestd_max_body; /* --slurmrestd-max-body; 0 = SR_DEFAULT_MAX_BODY */
     unsigned shutdown_grace_ms; /* how long writes in flight may take at stop (default 10 s) */
     unsigned ref_poll_ms;     /* --ref-poll-interval: referenced Secrets/ConfigMaps read again this often (0: 30 s) */
     /* Called once the operator has stopped (after op_stop, or by itself when

@@ -277,6 +277,7 @@ static cluster *cluster_new(const char *key, const char *url, const char *restap
         .key_len = jwt_len,
         .user = SLURM_USER,
         .token_lifetime_s = TOKEN_LIFETIME_S,
+        .max_body = S.op->opts.slurmrestd_max_body,
     };
     int rc = sr_client_new(S.op->loop, &ro, &c->rest);
     if (rc < 0) {

@@ -44,8 +44,12 @@
  *
  * Derived facts (Slinky's semantics, spec 3.9, made fail-closed) — the
  * reconcilers use these:
- *   idle-proof = base IDLE, DOWN or FUTURE, and not flag COMPLETING: a base
- *              state under which slurmctld runs no job on the node. IDLE has
+ *   idle-proof = base IDLE, DOWN or FUTURE, and neither flag COMPLETING nor
+ *              a state word this module does not know (OTHER: it might
+ *              mean jobs; each data_parser version fixes its flag list,
+ *              so OTHER only comes from a server this model was not
+ *              written for): a base state under which slurmctld runs no
+ *              job on the node. IDLE has
  *              none by definition; when a node goes DOWN slurmctld ends
  *              (kills or requeues) every job on it at once and sends the
  *              kill without waiting for the node (deallocate_nodes does not
@@ -224,12 +228,13 @@ typedef struct sm_node {
 void sm_node_clear(sm_node *n);
 
 /** The base state and flags prove that no job runs on the node (see
- *  "idle-proof" above): base IDLE, DOWN or FUTURE without COMPLETING. When
- *  the flags are unknown (v0.0.36) COMPLETING cannot be seen: 0. */
+ *  "idle-proof" above): base IDLE, DOWN or FUTURE without COMPLETING or an
+ *  unknown word. When the flags are unknown (v0.0.36) COMPLETING cannot be
+ *  seen: 0. */
 static inline int sm_node_jobless(const sm_node *n)
 {
     return n->flags_known && (n->base == SM_NODE_IDLE || n->base == SM_NODE_DOWN || n->base == SM_NODE_FUTURE) &&
-           !(n->flags & SM_NF(COMPLETING));
+           !(n->flags & (SM_NF(COMPLETING) | SM_NF(OTHER)));
 }
 /** Jobs are, were or may be running: anything not proven jobless,
  *  including an UNKNOWN or ERROR base state. v0.0.36 (flags unknown) keeps

@@ -3,7 +3,7 @@
  * It serves the recorded fixtures of tests/data/slurmrestd/: /openapi/v3 for
  * the version under test, the node table the test sets (with 304 when the
  * test says nothing changed and the request carries update_time), single
- * nodes taken from that table (or Slurm's 2018 error), jobs, pings, and node
+ * nodes taken from that table (or Slurm's 2018 error), jobs, pings, diag, and node
  * writes (refused with 2018 when they name a node the test declared missing).
  * Every request is recorded (method, path, query, auth headers, body) so the
  * tests can assert what went over the wire.
@@ -48,6 +48,7 @@ typedef struct sim {
     int quirk_2205;      /* 22.05's partition quirk: a changed table asked with update_time is a 500 */
     const char *missing; /* node writes naming this node fail with 2018 */
     int node_empty;      /* answer reads of one node with HTTP 200 and an empty list (a lying proxy) */
+    const char *date;    /* a Date header for every JSON answer (22.05 sends none) */
     sim_rec recs[SIM_MAX_RECS];
     int n;
     int posts; /* node writes seen */
@@ -82,7 +83,18 @@ OP_UNUSED static void sim_set(char **slot, char *doc)
 
 static void sim_json(hs_req *req, int status, const char *body)
 {
-    hs_respond(req, status, "application/json", NULL, body, strlen(body));
+    char extra[128] = "";
+    if (SIM.date)
+        snprintf(extra, sizeof(extra), "Date: %s\r\n", SIM.date);
+    hs_respond(req, status, "application/json", extra[0] ? extra : NULL, body, strlen(body));
+}
+
+static void sim_304(hs_req *req)
+{
+    char extra[128] = "";
+    if (SIM.date)
+        snprintf(extra, sizeof(extra), "Date: %s\r\n", SIM.date);
+    hs_respond(req, 304, NULL, extra[0] ? extra : NULL, NULL, 0);
 }
 
 static void sim_fixture_reply(hs_req *req, int status, const char *name)
@@ -173,7 +185,7 @@ static void sim_handler(hs_req *req, void *data)
             snprintf(fx, sizeof(fx), "v%d_nodes_with_errors_200.json", SIM.version < 40 ? 42 : SIM.version);
             sim_fixture_reply(req, 200, fx);
         } else if (SIM.unchanged && hs_req_param(req, "update_time")) {
-            hs_respond(req, 304, NULL, NULL, NULL, 0);
+            sim_304(req);
         } else if (SIM.quirk_2205 && hs_req_param(req, "update_time")) {
             sim_fixture_reply(req, 500, "v38_err_bad_token_nodes_500.json");
         } else {
@@ -196,7 +208,7 @@ static void sim_handler(hs_req *req, void *data)
         }
     } else if (!strcmp(method, "GET") && (!strcmp(rest, "jobs") || !strcmp(rest, "jobs/"))) {
         if (SIM.unchanged && hs_req_param(req, "update_time"))
-            hs_respond(req, 304, NULL, NULL, NULL, 0);
+            sim_304(req);
         else
             sim_json(req, 200, SIM.jobs ? SIM.jobs : "{\"jobs\":[],\"errors\":[]}");
     } else if (!strcmp(method, "GET") && (!strcmp(rest, "ping") || !strcmp(rest, "ping/"))) {
@@ -205,6 +217,9 @@ static void sim_handler(hs_req *req, void *data)
             sim_json(req, 200, SIM.ping);
         else
             sim_fixture_reply(req, 200, fx);
+    } else if (!strcmp(method, "GET") && (!strcmp(rest, "diag") || !strcmp(rest, "diag/"))) {
+        snprintf(fx, sizeof(fx), "v%d_diag_200.json", SIM.version);
+        sim_fixture_reply(req, 200, fx);
     } else if (!strcmp(method, "POST") && (!strcmp(rest, "nodes/") || !strncmp(rest, "node/", 5))) {
         SIM.posts++;
         const char *names = rest[4] == '/' ? rest + 5 : NULL;

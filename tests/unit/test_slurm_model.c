@@ -815,6 +815,182 @@ static void test_resv_desc_json(void **state)
     buf_free(&b);
 }
 
+/* ---- drained: every base state x the flags that matter ---- */
+
+/* "drained" (safe to delete the pod) needs DRAIN (not UNDRAIN) on a base
+ * state that proves no job: IDLE, DOWN (slurmctld ended the node's jobs when
+ * it went down) or FUTURE, without COMPLETING or an unknown word. Anything
+ * else is draining (wait), and busy unless proven jobless. */
+static void test_drained_matrix(void **state)
+{
+    static const int bases[] = {SM_NODE_UNKNOWN, SM_NODE_DOWN,  SM_NODE_IDLE,  SM_NODE_ALLOCATED,
+                                SM_NODE_ERROR,   SM_NODE_MIXED, SM_NODE_FUTURE};
+    static const uint64_t flagsets[] = {
+        0,
+        SM_NF(DRAIN),
+        SM_NF(DRAIN) | SM_NF(COMPLETING),
+        SM_NF(DRAIN) | SM_NF(UNDRAIN),
+        SM_NF(COMPLETING),
+        SM_NF(DRAIN) | SM_NF(NOT_RESPONDING),
+        SM_NF(DRAIN) | SM_NF(POWERED_DOWN),
+        SM_NF(DRAIN) | SM_NF(REBOOT_ISSUED),
+        SM_NF(DRAIN) | SM_NF(MAINTENANCE) | SM_NF(RESERVED),
+        SM_NF(DRAIN) | SM_NF(FAIL),
+        SM_NF(DRAIN) | SM_NF(OTHER),
+        SM_NF(DRAIN) | SM_NF(DYNAMIC_NORM),
+    };
+    for (size_t b = 0; b < ARRAY_SIZE(bases); b++) {
+        for (size_t f = 0; f < ARRAY_SIZE(flagsets); f++) {
+            for (int known = 0; known <= 1; known++) {
+                sm_node n = {.base = bases[b], .flags = flagsets[f], .flags_known = known};
+                uint64_t fl = flagsets[f];
+                int proof_base = bases[b] == SM_NODE_IDLE || bases[b] == SM_NODE_DOWN || bases[b] == SM_NODE_FUTURE;
+                int jobless = known && proof_base && !(fl & (SM_NF(COMPLETING) | SM_NF(OTHER)));
+                int drain = known && (fl & SM_NF(DRAIN)) && !(fl & SM_NF(UNDRAIN));
+                int busy = known ? !jobless : !proof_base;
+                char *st = state_str(&n);
+                if (!!sm_node_jobless(&n) != jobless || !!sm_node_busy(&n) != busy ||
+                    !!sm_node_drain(&n) != drain || !!sm_node_drained(&n) != (drain && jobless) ||
+                    !!sm_node_draining(&n) != (drain && !jobless))
+                    fail_msg("%s (flags %s): jobless %d busy %d drain %d drained %d draining %d", st,
+                             known ? "known" : "unknown", sm_node_jobless(&n), sm_node_busy(&n),
+                             sm_node_drain(&n), sm_node_drained(&n), sm_node_draining(&n));
+                free(st);
+                /* Never both, and a drain is always one of the two. */
+                assert_false(sm_node_drained(&n) && sm_node_draining(&n));
+                assert_int_equal(!!sm_node_drain(&n), sm_node_drained(&n) || sm_node_draining(&n));
+                /* Nothing busy is ever drained. */
+                assert_false(sm_node_busy(&n) && sm_node_drained(&n));
+            }
+        }
+    }
+}
+
+/* The same, from the words slurmrestd writes: an unknown or missing base
+ * state with DRAIN is not drained, in both generations of shapes. */
+static void test_drained_from_answers(void **state)
+{
+    struct {
+        int v;
+        const char *json;
+        int drained, busy;
+    } cases[] = {
+        {38, "{\"name\":\"a\",\"state\":\"unknown\",\"state_flags\":[\"DRAIN\"]}", 0, 1},
+        {38, "{\"name\":\"a\",\"state\":\"idle\",\"state_flags\":[\"DRAIN\"]}", 1, 0},
+        {38, "{\"name\":\"a\",\"state\":\"down\",\"state_flags\":[\"DRAIN\"]}", 1, 0},
+        {38, "{\"name\":\"a\",\"state\":\"down\",\"state_flags\":[\"DRAIN\",\"COMPLETING\"]}", 0, 1},
+        {38, "{\"name\":\"a\",\"state\":\"future\",\"state_flags\":[\"DRAIN\"]}", 1, 0},
+        {38, "{\"name\":\"a\",\"state\":\"error\",\"state_flags\":[\"DRAIN\"]}", 0, 1},
+        {38, "{\"name\":\"a\",\"state\":\"mixed\",\"state_flags\":[\"DRAIN\"]}", 0, 1},
+        {38, "{\"name\":\"a\",\"state\":\"drained\",\"state_flags\":[]}", 0, 1}, /* no base word */
+        {38, "{\"name\":\"a\",\"state\":\"shiny\",\"state_flags\":[\"DRAIN\"]}", 0, 1},
+        {38, "{\"name\":\"a\",\"state\":\"idle\",\"state_flags\":[\"DRAIN\",\"UNDRAIN\"]}", 0, 0},
+        {44, "{\"name\":\"a\",\"state\":[\"DRAIN\"]}", 0, 1}, /* flags only: base unknown */
+        {44, "{\"name\":\"a\",\"state\":[\"UNKNOWN\",\"DRAIN\"]}", 0, 1},
+        {44, "{\"name\":\"a\",\"state\":[\"SHINY\",\"DRAIN\"]}", 0, 1},
+        {44, "{\"name\":\"a\",\"state\":[\"IDLE\",\"DRAIN\",\"SHINY\"]}", 0, 1},
+        {44, "{\"name\":\"a\",\"state\":[\"DOWN\",\"DRAIN\",\"NOT_RESPONDING\"]}", 1, 0},
+        {44, "{\"name\":\"a\",\"state\":[\"IDLE\",\"DRAIN\",\"COMPLETING\"]}", 0, 1},
+        {44, "{\"name\":\"a\",\"state\":[\"IDLE\",\"DRAIN\",\"POWERED_DOWN\"]}", 1, 0},
+        {44, "{\"name\":\"a\",\"state\":[]}", 0, 1},
+        {36, "{\"name\":\"a\",\"state\":\"idle\"}", 0, 0}, /* v0.0.36: never drained */
+        {36, "{\"name\":\"a\",\"state\":\"unknown\"}", 0, 1},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        char *doc = xasprintf("{\"nodes\":[%s]}", cases[i].json);
+        sm_response r;
+        if (sm_parse(cases[i].v, SM_KIND_NODES, 200, doc, strlen(doc), &r) != 0)
+            fail_msg("case %zu: %s", i, r.err.message);
+        const sm_node *n = &r.nodes[0];
+        if (!!sm_node_drained(n) != cases[i].drained || !!sm_node_busy(n) != cases[i].busy)
+            fail_msg("case %zu (%s): drained %d busy %d", i, cases[i].json, sm_node_drained(n), sm_node_busy(n));
+        sm_response_free(&r);
+        free(doc);
+    }
+}
+
+/* ---- the server's clock ---- */
+
+static void test_server_time(void **state)
+{
+    /* v0.0.38 lists carry no time. */
+    sm_response r;
+    char *name = fx(38, "nodes_idle_200.json");
+    assert_int_equal(parse_fixture(38, SM_KIND_NODES, name, &r), 0);
+    free(name);
+    assert_int_equal(r.server_time, 0);
+    assert_int_equal(r.server_time_src, SM_TIME_NONE);
+    assert_true(r.tree_bytes > 0);
+    sm_response_free(&r);
+    /* v0.0.40+ lists: last_update. */
+    for (int v = 40; v <= 44; v++) {
+        name = fx(v, "nodes_states_200.json");
+        assert_int_equal(parse_fixture(v, SM_KIND_NODES, name, &r), 0);
+        free(name);
+        assert_int_equal(r.server_time, NOW);
+        assert_int_equal(r.server_time_src, SM_TIME_LAST_UPDATE);
+        sm_response_free(&r);
+    }
+    /* diag: req_time, a number (v0.0.38, recorded) or a no-val struct. */
+    assert_int_equal(parse_fixture(38, SM_KIND_DIAG, "v38_diag_200.json", &r), 0);
+    assert_int_equal(r.server_time_src, SM_TIME_REQ_TIME);
+    assert_true(r.server_time > 1795000000);
+    sm_response_free(&r);
+    assert_int_equal(parse_fixture(44, SM_KIND_DIAG, "v44_diag_200.json", &r), 0);
+    assert_int_equal(r.server_time, NOW + 7);
+    assert_int_equal(r.server_time_src, SM_TIME_REQ_TIME);
+    sm_response_free(&r);
+    const char *bad[] = {"{\"statistics\":{}}", "{\"errors\":[]}", "{\"statistics\":{\"req_time\":0}}",
+                         "{\"statistics\":{\"req_time\":{\"set\":false,\"infinite\":false,\"number\":5}}}"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        assert_int_equal(sm_parse(44, SM_KIND_DIAG, 200, bad[i], strlen(bad[i]), &r), OP_EPARSE);
+        assert_int_equal(r.server_time, 0);
+        sm_response_free(&r);
+    }
+    /* diag's errors are errors. */
+    name = fx(38, "err_bad_token_ping_500.json");
+    assert_int_equal(parse_fixture(38, SM_KIND_DIAG, name, &r), OP_ESLURM);
+    free(name);
+    sm_response_free(&r);
+    /* The path, in every version. */
+    buf_t b;
+    buf_init(&b, 256);
+    assert_int_equal(sm_path(38, SM_OP_DIAG, NULL, &b), 0);
+    assert_string_equal(buf_cstr(&b), "/slurm/v0.0.38/diag");
+    buf_reset(&b);
+    assert_int_equal(sm_path(44, SM_OP_DIAG, NULL, &b), 0);
+    assert_string_equal(buf_cstr(&b), "/slurm/v0.0.44/diag/");
+    buf_free(&b);
+}
+
+static void test_http_date(void **state)
+{
+    assert_int_equal(sm_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), 0); /* the epoch reads as "none" */
+    assert_int_equal(sm_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), 784111777);
+    assert_int_equal(sm_http_date("Wed, 25 Nov 2026 03:12:16 GMT"), 1795576336);
+    assert_int_equal(sm_http_date("Thu, 29 Feb 2024 23:59:59 GMT"), 1709251199);
+    assert_int_equal(sm_http_date("Fri, 31 Dec 2038 23:59:59 GMT"), 2177452799);
+    const char *bad[] = {
+        NULL,
+        "",
+        "Sunday, 06-Nov-94 08:49:37 GMT", /* RFC 850 */
+        "Sun Nov  6 08:49:37 1994",       /* asctime */
+        "Sun, 06 Nov 1994 08:49:37 UTC",
+        "Sun, 06 Nov 1994 08:49:37 GMT ",
+        "Sun, 6 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Foo 1994 08:49:37 GMT",
+        "Xyz, 06 Nov 1994 08:49:37 GMT",
+        "Sun, 32 Nov 1994 08:49:37 GMT",
+        "Sun, 31 Apr 1994 24:49:37 GMT",
+        "Sun, 06 Nov 1994 08:61:37 GMT",
+        "Sun, 06 Nov 19a4 08:49:37 GMT",
+        "Sun, 06 Nov 1969 08:49:37 GMT",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+        if (sm_http_date(bad[i]) != 0)
+            fail_msg("accepted %s", bad[i] ? bad[i] : "NULL");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -825,6 +1001,8 @@ int main(void)
         cmocka_unit_test(test_v4x_nodes),        cmocka_unit_test(test_v4x_jobs_ping_resv_status),
         cmocka_unit_test(test_malformed),        cmocka_unit_test(test_state_words),
         cmocka_unit_test(test_node_update_json), cmocka_unit_test(test_resv_desc_json),
+        cmocka_unit_test(test_drained_matrix),   cmocka_unit_test(test_drained_from_answers),
+        cmocka_unit_test(test_server_time),      cmocka_unit_test(test_http_date),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
  * requests in flight, batching of 200 drains into one request, and a refused
  * hostlist retried node by node. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,7 +37,7 @@ static int64_t clock_fn(void *data)
     return fake_now;
 }
 
-static sr_client *client(int version, unsigned timeout_ms)
+static sr_client *client_capped(int version, unsigned timeout_ms, size_t max_body)
 {
     char url[64];
     sim_url(url, sizeof(url));
@@ -44,11 +45,17 @@ static sr_client *client(int version, unsigned timeout_ms)
                  .key = KEY,
                  .key_len = sizeof(KEY) - 1,
                  .timeout_ms = timeout_ms,
+                 .max_body = max_body,
                  .version = version,
                  .now = clock_fn};
     sr_client *c = NULL;
     assert_int_equal(sr_client_new(&TL.loop, &o, &c), 0);
     return c;
+}
+
+static sr_client *client(int version, unsigned timeout_ms)
+{
+    return client_capped(version, timeout_ms, 0);
 }
 
 static void closed(void *data)
@@ -72,7 +79,9 @@ typedef struct got {
     int code;
     int slurm_errno;
     char first[64];
-    char message[256];
+    char message[512];
+    int64_t server_time;
+    int server_time_src;
 } got;
 
 static void on_resp(int status, sm_response *r, void *data)
@@ -88,6 +97,8 @@ static void on_resp(int status, sm_response *r, void *data)
     g->slurm_errno = r->err.slurm_errno;
     snprintf(g->first, sizeof(g->first), "%s", r->n_nodes ? r->nodes[0].name : "");
     snprintf(g->message, sizeof(g->message), "%s", r->err.message ? r->err.message : "");
+    g->server_time = r->server_time;
+    g->server_time_src = r->server_time_src;
 }
 
 static int setup(void **state)
@@ -403,6 +414,193 @@ static void test_offload(void **state)
     sim_stop(&TL);
 }
 
+/* A v0.0.38 table of n copies of n1, named g00001 ... */
+static char *big_table(int n)
+{
+    char *one = sim_fixture("v38_node_n1_idle_200.json");
+    cJSON *doc = json_parse(one, strlen(one), NULL);
+    free(one);
+    const cJSON *proto = json_child(doc, "nodes")->child;
+    cJSON *out = cJSON_CreateObject(), *list = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) {
+        cJSON *x = cJSON_Duplicate(proto, 1);
+        char name[32];
+        snprintf(name, sizeof(name), "g%05d", i + 1);
+        json_set_str(x, "name", name);
+        cJSON_AddItemToArray(list, x);
+    }
+    json_set(out, "nodes", list);
+    json_set(out, "errors", cJSON_CreateArray());
+    char *s = json_dump(out);
+    cJSON_Delete(out);
+    cJSON_Delete(doc);
+    return s;
+}
+
+/* An answer over the body cap is an error naming the cap and the flag that
+ * raises it, with no nodes at all; the client goes on working. */
+static void test_body_over_cap(void **state)
+{
+    sim_start(&TL.loop, 38, NULL);
+    sim_set(&SIM.nodes, big_table(2000)); /* ~1 MB */
+    size_t cap = (size_t)256 << 10;
+    assert_true(strlen(SIM.nodes) > cap);
+    sr_client *c = client_capped(38, 10000, cap);
+    got g = {0};
+    sr_get_nodes(c, 0, on_resp, &g);
+    run_until(&TL, &g.done);
+    assert_int_equal(g.status, OP_ETOOBIG);
+    assert_int_equal(g.code, OP_ETOOBIG);
+    assert_int_equal(g.n_nodes, 0);
+    assert_non_null(strstr(g.message, "262144-byte body cap"));
+    assert_non_null(strstr(g.message, "--slurmrestd-max-body"));
+    /* Under the cap again: a whole table. */
+    sim_set(&SIM.nodes, big_table(100));
+    got g2 = {0};
+    sr_get_nodes(c, 0, on_resp, &g2);
+    run_until(&TL, &g2.done);
+    assert_int_equal(g2.status, 0);
+    assert_int_equal(g2.n_nodes, 100);
+    sr_stats st;
+    sr_get_stats(c, &st);
+    assert_int_equal(st.errors, 1);
+    close_client(c);
+    sim_stop(&TL);
+}
+
+/* {"nodes":[0,0,...]} of about len bytes: a tree of ~30 times its text. */
+static char *hostile(size_t len)
+{
+    char *s = xmalloc(len + 32);
+    size_t k = (size_t)snprintf(s, 32, "{\"nodes\":[");
+    while (k < len)
+        s[k++] = '0', s[k++] = ',';
+    memcpy(s + k, "0]}", 4);
+    return s;
+}
+
+/* Under the body cap but over the tree bound (SR_TREE_FACTOR x the cap):
+ * refused whole, on the loop (small) and on the threadpool (large). */
+static void test_tree_over_bound(void **state)
+{
+    sim_start(&TL.loop, 38, NULL);
+    struct {
+        size_t cap, len;
+        uint64_t offloaded;
+    } cases[] = {{(size_t)64 << 10, (size_t)60 << 10, 0}, {(size_t)1 << 20, (size_t)900 << 10, 1}};
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        sim_set(&SIM.nodes, hostile(cases[i].len));
+        sr_client *c = client_capped(38, 10000, cases[i].cap);
+        got g = {0};
+        sr_get_nodes(c, 0, on_resp, &g);
+        run_until(&TL, &g.done);
+        assert_int_equal(g.status, OP_ETOOBIG);
+        assert_int_equal(g.n_nodes, 0);
+        assert_non_null(strstr(g.message, "needs more than"));
+        assert_non_null(strstr(g.message, "--slurmrestd-max-body"));
+        sr_stats st;
+        sr_get_stats(c, &st);
+        assert_int_equal(st.offloaded, cases[i].offloaded);
+        close_client(c);
+    }
+    sim_stop(&TL);
+}
+
+/* Big answers are decoded one at a time per client, each in full. */
+static void test_offload_serial(void **state)
+{
+    sim_start(&TL.loop, 38, NULL);
+    sim_set(&SIM.nodes, big_table(2000));
+    sr_client *c = client(38, 10000);
+    got g[4] = {{0}};
+    for (int i = 0; i < 4; i++)
+        sr_get_nodes(c, 0, on_resp, &g[i]);
+    for (int i = 0; i < 4; i++) {
+        run_until(&TL, &g[i].done);
+        assert_int_equal(g[i].status, 0);
+        assert_int_equal(g[i].n_nodes, 2000);
+    }
+    sr_stats st;
+    sr_get_stats(c, &st);
+    assert_int_equal(st.offloaded, 4);
+    /* Closed with decodes queued: every one completes (canceled or not). */
+    got h[3] = {{0}};
+    for (int i = 0; i < 3; i++)
+        sr_get_nodes(c, 0, on_resp, &h[i]);
+    while (SIM.n < 4 + 3 + 0)
+        run_for(&TL, 5);
+    close_client(c);
+    for (int i = 0; i < 3; i++)
+        assert_true(h[i].done);
+    sim_stop(&TL);
+}
+
+/* The server's clock: 22.05's node answers carry none (no Date header, no
+ * last_update); diag's req_time does in every version; v0.0.40+ lists carry
+ * last_update; a Date header is used only when the body has nothing. */
+static void test_server_time(void **state)
+{
+    sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
+    sr_client *c = client(38, 5000);
+    got g = {0};
+    sr_get_nodes(c, 0, on_resp, &g);
+    run_until(&TL, &g.done);
+    assert_int_equal(g.status, 0);
+    assert_int_equal(g.server_time, 0);
+    assert_int_equal(g.server_time_src, SM_TIME_NONE);
+
+    got d = {0};
+    assert_int_equal(sr_get_diag(c, on_resp, &d), 0);
+    run_until(&TL, &d.done);
+    assert_int_equal(d.status, 0);
+    assert_int_equal(d.server_time_src, SM_TIME_REQ_TIME);
+    assert_true(d.server_time > 1700000000);
+    assert_string_equal(SIM.recs[SIM.n - 1].path, "/slurm/v0.0.38/diag");
+
+    SIM.date = "Wed, 25 Nov 2026 03:12:16 GMT";
+    got h = {0};
+    sr_get_nodes(c, 0, on_resp, &h);
+    run_until(&TL, &h.done);
+    assert_int_equal(h.status, 0);
+    assert_int_equal(h.server_time_src, SM_TIME_HTTP_DATE);
+    assert_int_equal(h.server_time, 1795576336);
+    /* diag's own time wins over the header. */
+    got d2 = {0};
+    sr_get_diag(c, on_resp, &d2);
+    run_until(&TL, &d2.done);
+    assert_int_equal(d2.server_time_src, SM_TIME_REQ_TIME);
+    assert_int_equal(d2.server_time, d.server_time);
+    /* A 304 carries the header's time, and no data. */
+    SIM.unchanged = 1;
+    got u = {0};
+    sr_get_nodes(c, 1795576000, on_resp, &u);
+    run_until(&TL, &u.done);
+    assert_int_equal(u.status, 0);
+    assert_true(u.not_modified);
+    assert_int_equal(u.server_time, 1795576336);
+    close_client(c);
+    sim_stop(&TL);
+
+    sim_start(&TL.loop, 44, "v44_nodes_states_200.json");
+    SIM.date = "Wed, 25 Nov 2026 03:12:16 GMT";
+    c = client(44, 5000);
+    got n = {0};
+    sr_get_nodes(c, 0, on_resp, &n);
+    run_until(&TL, &n.done);
+    assert_int_equal(n.status, 0);
+    assert_int_equal(n.server_time_src, SM_TIME_LAST_UPDATE);
+    assert_int_equal(n.server_time, 1795300000);
+    got d4 = {0};
+    sr_get_diag(c, on_resp, &d4);
+    run_until(&TL, &d4.done);
+    assert_int_equal(d4.status, 0);
+    assert_int_equal(d4.server_time_src, SM_TIME_REQ_TIME);
+    assert_int_equal(d4.server_time, 1795300007);
+    assert_string_equal(SIM.recs[SIM.n - 1].path, "/slurm/v0.0.44/diag/");
+    close_client(c);
+    sim_stop(&TL);
+}
+
 /* ---- batching ---- */
 
 typedef struct nodes_done {
@@ -589,6 +787,9 @@ static void test_batch_throttle(void **state)
 
 int main(void)
 {
+    /* The client hangs up on an answer over its cap while the scripted
+     * server is still writing it; the operator ignores SIGPIPE too. */
+    signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_negotiate_v38, setup, teardown),
         cmocka_unit_test_setup_teardown(test_negotiate_v42, setup, teardown),
@@ -601,6 +802,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_close_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_token_remint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_offload, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_body_over_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tree_over_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_offload_serial, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_time, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_one_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_split_on_missing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_no_backend, setup, teardown),
