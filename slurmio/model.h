@@ -394,7 +394,8 @@ enum sm_time_src {
     SM_TIME_NONE = 0,
     SM_TIME_LAST_UPDATE, /* the body's "last_update" (v0.0.40+ lists): slurmctld's clock */
     SM_TIME_REQ_TIME,    /* diag's "statistics.req_time" (every version): slurmctld's clock */
-    SM_TIME_HTTP_DATE,   /* the HTTP Date header: slurmrestd's clock (set by rest.c) */
+    SM_TIME_ESTIMATE,    /* a lower bound from an earlier reading of slurmctld's clock (rest.c) */
+    SM_TIME_HTTP_DATE,   /* the HTTP Date header: slurmrestd's clock (rest.c) */
 };
 
 typedef struct sm_response {
@@ -408,7 +409,8 @@ typedef struct sm_response {
      * "no change" when update_time - 1 >= its last change, so our clock
      * running ahead of its hides changes. v0.0.38 (22.05) answers carry no
      * time at all (no "last_update", no Date header: checked against
-     * slurmrestd 22.05.8); GET diag (SM_KIND_DIAG) does. */
+     * slurmrestd 22.05.8); GET diag (SM_KIND_DIAG) does, and rest.c derives
+     * an estimate from it (SM_TIME_ESTIMATE). */
     int64_t server_time;
     int server_time_src; /* enum sm_time_src */
     size_t tree_bytes;   /* memory the JSON tree took while decoding (0 without a body) */

@@ -58,6 +58,7 @@ typedef struct sr_req {
     int http;
     int version;         /* the version the request was sent with */
     int64_t date;        /* the answer's HTTP Date, 0 when none */
+    uint64_t sent_hr;    /* uv_hrtime() when it was handed to httpc */
     list_node decode_link; /* in c->decode_q while waiting for the threadpool */
 } sr_req;
 
@@ -72,6 +73,12 @@ struct sr_client {
     unsigned timeout_ms;
     size_t max_body; /* the cap on an answer's body */
     size_t max_tree; /* the bound on its decoded JSON tree */
+    /* slurmctld's clock: the latest reading (an answer's last_update or
+     * diag's req_time) and uv_hrtime() when it arrived; see note_time. */
+    int64_t clock_time;
+    uint64_t clock_hr;
+    int clock_syncing; /* a GET diag for the clock is in flight */
+    int read_clock;    /* sr_opts.read_clock */
     int forced_version;
     int version;
     int negotiating;
@@ -226,14 +233,50 @@ static void decode_work(uv_work_t *w)
     sm_parse_bounded(r->version, r->kind, r->http, r->raw, r->raw_len, r->c->max_tree, &r->resp);
 }
 
-/* The answer's own time wins (slurmctld's clock); the Date header
- * (slurmrestd's) is the fallback. */
-static void note_date(sr_req *r)
+/* The server's clock in an answer (see sr_cb). An answer's own time is
+ * slurmctld's clock and becomes the client's reading of it. An answer
+ * without one (22.05's lists) gets a lower bound of slurmctld's clock when
+ * the request was sent: the reading plus the time elapsed here since it
+ * arrived, measured on the monotonic clock (our wall clock plays no part),
+ * minus a second for the truncation to seconds and for drift. slurmctld
+ * read its clock before the reading arrived here, so it cannot have been
+ * later than that bound when it made this answer. The Date header
+ * (slurmrestd's clock, often another host) comes last. */
+static void note_time(sr_client *c, sr_req *r)
 {
-    if (r->resp.server_time_src == SM_TIME_NONE && r->date > 0 && r->resp.err.code == 0) {
-        r->resp.server_time = r->date;
-        r->resp.server_time_src = SM_TIME_HTTP_DATE;
+    sm_response *resp = &r->resp;
+    if (resp->err.code != 0)
+        return;
+    uint64_t now = uv_hrtime();
+    if (resp->server_time_src == SM_TIME_LAST_UPDATE || resp->server_time_src == SM_TIME_REQ_TIME) {
+        c->clock_time = resp->server_time;
+        c->clock_hr = now;
+        return;
     }
+    if (resp->server_time_src != SM_TIME_NONE)
+        return;
+    if (c->clock_time > 0 && r->sent_hr && now - c->clock_hr <= (uint64_t)SR_CLOCK_MAX_AGE_S * 1000000000u) {
+        int64_t d = r->sent_hr >= c->clock_hr ? (int64_t)((r->sent_hr - c->clock_hr) / 1000000000u)
+                                               : -(int64_t)((c->clock_hr - r->sent_hr + 999999999u) / 1000000000u);
+        resp->server_time = c->clock_time + d - 1;
+        resp->server_time_src = SM_TIME_ESTIMATE;
+    } else if (r->date > 0) {
+        resp->server_time = r->date;
+        resp->server_time_src = SM_TIME_HTTP_DATE;
+    }
+}
+
+static void note_404(sr_client *c, sr_req *r);
+static void explain_too_big(sr_client *c, sr_req *r, size_t len);
+
+/* A response is decoded: explain, learn from it, deliver it. */
+static void decoded(sr_client *c, sr_req *r)
+{
+    if (r->resp.err.code == OP_ETOOBIG)
+        explain_too_big(c, r, r->raw_len);
+    note_404(c, r);
+    note_time(c, r);
+    complete(c, r, r->resp.err.code);
 }
 
 /* What a caller reads when an answer does not fit: the limit, and how to
@@ -279,10 +322,7 @@ static void start_decode(sr_client *c)
         decode_work(&r->work);
         free(r->raw);
         r->raw = NULL;
-        if (r->resp.err.code == OP_ETOOBIG)
-            explain_too_big(c, r, r->raw_len);
-        note_date(r);
-        complete(c, r, r->resp.err.code);
+        decoded(c, r);
     }
 }
 
@@ -294,6 +334,7 @@ static void note_404(sr_client *c, sr_req *r)
         log_warn("slurmrestd %s: %s answered 404; negotiating the API version again", c->url,
                  sm_version_str(r->version));
         c->version = 0;
+        c->clock_time = 0; /* and its clock is another's */
     }
     if (r->http == 401)
         c->token_stale = 1;
@@ -312,11 +353,7 @@ static void decode_done(uv_work_t *w, int status)
         start_decode(c);
         return;
     }
-    if (r->resp.err.code == OP_ETOOBIG)
-        explain_too_big(c, r, r->raw_len);
-    note_404(c, r);
-    note_date(r);
-    complete(c, r, r->resp.err.code);
+    decoded(c, r);
     start_decode(c);
 }
 
@@ -354,12 +391,9 @@ static void on_http_done(hc_req *hr, int status, const hc_response *resp, void *
             return;
         }
     }
-    int rc = sm_parse_bounded(r->version, r->kind, resp->status, resp->body, resp->body_len, c->max_tree, &r->resp);
-    if (rc == OP_ETOOBIG)
-        explain_too_big(c, r, resp->body_len);
-    note_404(c, r);
-    note_date(r);
-    complete(c, r, rc);
+    sm_parse_bounded(r->version, r->kind, resp->status, resp->body, resp->body_len, c->max_tree, &r->resp);
+    r->raw_len = resp->body_len;
+    decoded(c, r);
 }
 
 static void fill_write_body(sr_client *c, sr_req *r, buf_t *body, int *rc)
@@ -386,6 +420,34 @@ static const char *method_of(enum sm_op op)
         return "DELETE";
     default:
         return "GET";
+    }
+}
+
+static void on_clock(int status, sm_response *resp, void *data)
+{
+    sr_client *c = data;
+    c->clock_syncing = 0;
+    if (status < 0 && status != OP_ECANCELED)
+        log_debug("slurmrestd %s: GET diag for slurmctld's clock failed: %s", c->url,
+                  resp->err.message ? resp->err.message : op_strerror(status));
+}
+
+static int simple(sr_client *c, enum sm_op op, enum sm_kind kind, const char *arg, int64_t update_time,
+                  sr_cb cb, void *data);
+
+/* 22.05's lists carry no time: keep a reading of slurmctld's clock no older
+ * than SR_CLOCK_MAX_AGE_S, read from diag in the background, so that their
+ * answers get an estimate (note_time). The first poll goes without. */
+static void maybe_sync_clock(sr_client *c, enum sm_op op)
+{
+    if (!c->read_clock || (op != SM_OP_GET_NODES && op != SM_OP_GET_JOBS) || c->version >= SM_V40 ||
+        c->clock_syncing || c->closing)
+        return;
+    if (c->clock_time > 0 && uv_hrtime() - c->clock_hr < (uint64_t)SR_CLOCK_MAX_AGE_S * 1000000000u)
+        return;
+    if (simple(c, SM_OP_DIAG, SM_KIND_DIAG, NULL, 0, on_clock, c) == 0) {
+        c->clock_syncing = 1;
+        c->stats.clock_reads++;
     }
 }
 
@@ -454,7 +516,9 @@ static void send_req(sr_client *c, sr_req *r)
     c->in_http++;
     c->stats.requests++;
     log_trace("slurmrestd %s: %s %s", c->url, o.method, o.path);
+    r->sent_hr = uv_hrtime();
     hc_request(c->pool, &o);
+    maybe_sync_clock(c, op);
     buf_free(&path);
     buf_free(&body);
 }
@@ -600,6 +664,7 @@ int sr_client_new(uv_loop_t *loop, const sr_opts *opts, sr_client **out)
     c->timeout_ms = opts->timeout_ms ? opts->timeout_ms : DEF_TIMEOUT_MS;
     c->max_body = opts->max_body ? opts->max_body : SR_DEFAULT_MAX_BODY;
     c->max_tree = sr_max_tree(c->max_body);
+    c->read_clock = opts->read_clock;
     c->forced_version = opts->version;
     c->version = opts->version;
     c->now = opts->now;

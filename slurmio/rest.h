@@ -67,6 +67,9 @@ typedef struct sr_client sr_client;
  *  need ~30 times) stops there. One decode then holds at most the body and
  *  the tree: 7 x the cap (336 MiB at the default). */
 #define SR_TREE_FACTOR 6u
+/** A reading of slurmctld's clock older than this is not used (drift). */
+#define SR_CLOCK_MAX_AGE_S 300u
+
 /** The tree bound for a body cap: SR_TREE_FACTOR * max_body (saturated). */
 size_t sr_max_tree(size_t max_body);
 
@@ -82,6 +85,11 @@ typedef struct sr_opts {
     size_t max_body;             /* answer body cap (default SR_DEFAULT_MAX_BODY); over it: OP_ETOOBIG */
     int max_conns;               /* keep-alive connections (default 4) */
     int version;                 /* a SM_V* to use without negotiating; 0 = negotiate */
+    /* 22.05 (versions before v0.0.40): keep a reading of slurmctld's clock
+     * with a GET diag in the background (one when a GET nodes/jobs is sent
+     * and the reading is missing or older than SR_CLOCK_MAX_AGE_S), so that
+     * list answers carry server_time (see sr_cb). Off: no request is added. */
+    int read_clock;
     /* The wall clock used for tokens (seconds since the epoch); NULL = time(). For tests. */
     int64_t (*now)(void *data);
     void *now_data;
@@ -89,9 +97,22 @@ typedef struct sr_opts {
 
 /**
  * A request's completion. resp is never NULL: on failure it is zeroed except
- * for resp->err (code, message, HTTP status). resp->server_time is the
- * body's own time when it has one (model.h), else the HTTP Date header when
- * slurmrestd sends one (SM_TIME_HTTP_DATE; 22.05 does not). The callback may move data out
+ * for resp->err (code, message, HTTP status).
+ *
+ * resp->server_time is slurmctld's clock, for the next update_time:
+ *  - the answer's own time when it has one (v0.0.40+ lists: last_update;
+ *    diag: req_time), which also becomes the client's reading of that clock;
+ *  - else (22.05's lists, 304s) SM_TIME_ESTIMATE: a lower bound of
+ *    slurmctld's clock when the request was sent, from the latest reading
+ *    (at most SR_CLOCK_MAX_AGE_S old) plus the monotonic time elapsed since
+ *    it arrived, minus 1 s. A poll that passes it as update_time never
+ *    misses a change made after its answer (slurmctld answers 304 only when
+ *    update_time - 1 >= its last change), whatever our wall clock says. On
+ *    22.05 a reading comes only from diag: sr_get_diag, or sr_opts.read_clock
+ *    (then the first GET nodes/jobs, and the first after the reading aged
+ *    out, may go without: server_time 0);
+ *  - else the HTTP Date header (SM_TIME_HTTP_DATE, slurmrestd's clock; 22.05
+ *    sends none), else 0. The callback may move data out
  * of resp (take resp->nodes and set it to NULL and n_nodes to 0, for example);
  * whatever is left is freed when it returns.
  */
@@ -133,12 +154,7 @@ int sr_ping(sr_client *c, sr_cb cb, void *data);
 /**
  * GET diag, for slurmctld's clock: resp->server_time is its time() when it
  * answered (statistics.req_time; server_time_src SM_TIME_REQ_TIME), in every
- * version. 22.05's (v0.0.38) node and job answers carry no time, so this is
- * how a poller gets an update_time on slurmctld's clock there: read diag,
- * and once it has completed, ask for the whole table; that table's next
- * update_time is the diag's server_time (slurmctld answers 304 only when
- * update_time - 1 >= its last change, and every change after the table was
- * made is stamped at or after that time).
+ * version; its reading serves the estimates of later answers (see sr_cb).
  */
 int sr_get_diag(sr_client *c, sr_cb cb, void *data);
 /** GET reservations. */
@@ -170,6 +186,7 @@ typedef struct sr_stats {
     uint64_t tokens_minted;
     uint64_t negotiations; /* GET /openapi/v3 sent */
     uint64_t offloaded;    /* bodies decoded on the threadpool */
+    uint64_t clock_reads;  /* GET diag sent for slurmctld's clock (22.05) */
     int in_flight;         /* submitted and not completed */
 } sr_stats;
 void sr_get_stats(const sr_client *c, sr_stats *out);

@@ -536,48 +536,96 @@ static void test_offload_serial(void **state)
 }
 
 /* The server's clock: 22.05's node answers carry none (no Date header, no
- * last_update); diag's req_time does in every version; v0.0.40+ lists carry
- * last_update; a Date header is used only when the body has nothing. */
+ * last_update); diag's req_time does in every version, and later answers
+ * get a lower bound from that reading; v0.0.40+ lists carry last_update; a
+ * Date header is used only when nothing else is known. */
 static void test_server_time(void **state)
 {
     sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
+    SIM.date = "Wed, 25 Nov 2026 03:12:16 GMT";
     sr_client *c = client(38, 5000);
     got g = {0};
     sr_get_nodes(c, 0, on_resp, &g);
     run_until(&TL, &g.done);
     assert_int_equal(g.status, 0);
-    assert_int_equal(g.server_time, 0);
-    assert_int_equal(g.server_time_src, SM_TIME_NONE);
+    assert_int_equal(g.server_time_src, SM_TIME_HTTP_DATE);
+    assert_int_equal(g.server_time, 1795576336);
+    SIM.date = NULL;
+    got g0 = {0};
+    sr_get_nodes(c, 0, on_resp, &g0);
+    run_until(&TL, &g0.done);
+    assert_int_equal(g0.server_time, 0);
+    assert_int_equal(g0.server_time_src, SM_TIME_NONE);
+    assert_int_equal(SIM.n, 2); /* nothing read behind our back */
 
     got d = {0};
     assert_int_equal(sr_get_diag(c, on_resp, &d), 0);
     run_until(&TL, &d.done);
     assert_int_equal(d.status, 0);
     assert_int_equal(d.server_time_src, SM_TIME_REQ_TIME);
-    assert_true(d.server_time > 1700000000);
+    assert_true(d.server_time > 1795000000);
     assert_string_equal(SIM.recs[SIM.n - 1].path, "/slurm/v0.0.38/diag");
 
+    /* From now on: the reading plus the time since (under a second), minus 1. */
     SIM.date = "Wed, 25 Nov 2026 03:12:16 GMT";
     got h = {0};
     sr_get_nodes(c, 0, on_resp, &h);
     run_until(&TL, &h.done);
     assert_int_equal(h.status, 0);
-    assert_int_equal(h.server_time_src, SM_TIME_HTTP_DATE);
-    assert_int_equal(h.server_time, 1795576336);
-    /* diag's own time wins over the header. */
+    assert_int_equal(h.server_time_src, SM_TIME_ESTIMATE);
+    assert_int_equal(h.server_time, d.server_time - 1);
+    /* A 304 gets it too, and no data. */
+    SIM.unchanged = 1;
+    got u = {0};
+    sr_get_nodes(c, h.server_time, on_resp, &u);
+    run_until(&TL, &u.done);
+    assert_int_equal(u.status, 0);
+    assert_true(u.not_modified);
+    assert_int_equal(u.server_time_src, SM_TIME_ESTIMATE);
+    assert_int_equal(u.server_time, d.server_time - 1);
+    /* diag's own time wins over the estimate. */
     got d2 = {0};
     sr_get_diag(c, on_resp, &d2);
     run_until(&TL, &d2.done);
     assert_int_equal(d2.server_time_src, SM_TIME_REQ_TIME);
     assert_int_equal(d2.server_time, d.server_time);
-    /* A 304 carries the header's time, and no data. */
-    SIM.unchanged = 1;
-    got u = {0};
-    sr_get_nodes(c, 1795576000, on_resp, &u);
-    run_until(&TL, &u.done);
-    assert_int_equal(u.status, 0);
-    assert_true(u.not_modified);
-    assert_int_equal(u.server_time, 1795576336);
+    /* Errors carry no time. */
+    SIM.nodes_status = 500;
+    got e = {0};
+    sr_get_nodes(c, 0, on_resp, &e);
+    run_until(&TL, &e.done);
+    assert_true(e.status < 0);
+    assert_int_equal(e.server_time, 0);
+    close_client(c);
+    sim_stop(&TL);
+
+    /* read_clock: the client reads diag by itself, once per reading. */
+    sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
+    char url[64];
+    sim_url(url, sizeof(url));
+    sr_opts o = {.url = url, .key = KEY, .key_len = sizeof(KEY) - 1, .version = 38, .read_clock = 1, .now = clock_fn};
+    assert_int_equal(sr_client_new(&TL.loop, &o, &c), 0);
+    got r1 = {0};
+    sr_get_nodes(c, 0, on_resp, &r1);
+    run_until(&TL, &r1.done);
+    /* The first may go without (the diag is sent after it), or get an
+     * estimate when the diag's answer came first. */
+    assert_true(r1.server_time_src == SM_TIME_NONE || r1.server_time_src == SM_TIME_ESTIMATE);
+    while (sim_count("GET", "/diag") < 1)
+        run_for(&TL, 5);
+    run_for(&TL, 20);
+    for (int i = 0; i < 3; i++) {
+        got r2 = {0};
+        sr_get_jobs(c, 0, on_resp, &r2);
+        run_until(&TL, &r2.done);
+        assert_int_equal(r2.status, 0);
+        assert_int_equal(r2.server_time_src, SM_TIME_ESTIMATE);
+        assert_true(r2.server_time > 1795000000);
+    }
+    sr_stats st;
+    sr_get_stats(c, &st);
+    assert_int_equal(st.clock_reads, 1);
+    assert_int_equal(sim_count("GET", "/diag"), 1);
     close_client(c);
     sim_stop(&TL);
 
