@@ -56,17 +56,19 @@ typedef struct sr_client sr_client;
 /** Bodies at least this large are decoded on the threadpool. */
 #define SR_OFFLOAD_BYTES (256u * 1024u)
 
-/** Default cap on an answer's body: 48 MiB. A node table takes ~1.2-1.4 KB
- *  per node on v0.0.38 (22.05; 11.5 MB at 8,192 nodes) and ~2.2-2.7 KB on
- *  v0.0.40-44, so 16,384 nodes take ~20-23 MB and ~36-44 MB: the cap holds
- *  16,384 nodes of any version. */
-#define SR_DEFAULT_MAX_BODY ((size_t)48 << 20)
+/** Default cap on an answer's body: 64 MiB. A node table takes ~1.2-1.4 KB
+ *  per node on v0.0.38 (22.05; 11.5 MB at 8,192 nodes) and ~1.9-2.9 KB on
+ *  v0.0.40-44 (compact to two-space indented), so 16,384 nodes take
+ *  ~15-23 MB and ~31-47 MB: the cap holds 16,384 nodes of any version with
+ *  a third to spare. */
+#define SR_DEFAULT_MAX_BODY ((size_t)64 << 20)
 /** The JSON tree of an answer may take at most this many times the body
- *  cap. A node table's tree takes 4.2-4.5 times its (indented) text and
- *  ~5.5 times compact text; 6 covers that, and a hostile answer (which can
- *  need ~30 times) stops there. One decode then holds at most the body and
- *  the tree: 7 x the cap (336 MiB at the default). */
-#define SR_TREE_FACTOR 6u
+ *  cap (256 MiB at the default). A node table's tree takes 4.2-4.5 times
+ *  its indented text and ~5.5 times compact text, so 16,384 nodes of any
+ *  version (at most ~210 MB of tree) fit; a hostile answer, which can need
+ *  ~30 times its size, stops there. One decode then holds at most the body
+ *  and the tree: 5 x the cap (320 MiB at the default). */
+#define SR_TREE_FACTOR 4u
 /** A reading of slurmctld's clock older than this is not used (drift). */
 #define SR_CLOCK_MAX_AGE_S 300u
 
