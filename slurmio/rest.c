@@ -437,7 +437,7 @@ static int simple(sr_client *c, enum sm_op op, enum sm_kind kind, const char *ar
 
 /* 22.05's lists carry no time: keep a reading of slurmctld's clock no older
  * than SR_CLOCK_MAX_AGE_S, read from diag in the background, so that their
- * answers get an estimate (note_time). The first poll goes without. */
+ * answers get an estimate (note_time). The first poll may go without. */
 static void maybe_sync_clock(sr_client *c, enum sm_op op)
 {
     if (!c->read_clock || (op != SM_OP_GET_NODES && op != SM_OP_GET_JOBS) || c->version >= SM_V40 ||
