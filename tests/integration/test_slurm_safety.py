@@ -39,7 +39,7 @@ Rounds (rules apply to GET .../nodes and GET .../node/NAME unless said):
   http500    HTTP 500, Slurm error body                              blind
   errors200  HTTP 200 with a non-empty "errors"                      blind
   slow       real answers, 5 s late
-  oversize   a 300 MiB body (slurmop's cap is 256 MiB), chunked      blind
+  oversize   a 300 MiB body (slurmop's cap is 64 MiB), chunked       blind
   cut        connection closed mid-body                              blind
 then two rounds without proxy rules where slurmctld is restarted during the
 scale-in, once with its state kept (the job must complete) and once with its

@@ -47,7 +47,7 @@ Actions (params in brackets):
                 its content is as old as the delay when it arrives
   oversize      HTTP 200 whose body is the real answer padded (an extra
                 leading "padding" string member) to a size [size=bytes,
-                default 300 MiB, over slurmop's 256 MiB cap], streamed
+                default 300 MiB, over slurmop's 64 MiB cap], streamed
                 chunked without Content-Length [chunked=True] or with the
                 exact Content-Length [chunked=False]
   cut           the real answer's headers with its full Content-Length, then
