@@ -189,11 +189,14 @@ int scen_scale_in(bx_ctx *x)
         buf_init(&names, BUF_UNLIMITED);
         for (int i = 0; i < nb; i++)
             rc |= buf_printf(&names, "%sgpu-%d", i ? " " : "", i);
-        /* slurmlab.sh sizes MaxNodeCount for its own nodes; a later value wins */
+        /* slurmlab.sh sizes MaxNodeCount for its own nodes; a later value wins.
+         * The nodes without a slurmd are DOWN, as slurmctld would have them
+         * once SlurmdTimeout passed: an UNKNOWN node (never heard from) is
+         * never "drained" (slurmio/model.h), so their pods would stay. */
         char *conf = n > nb
                          ? xasprintf("MaxNodeCount=%d\n"
                                      "NodeName=gpu-[%d-%d] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 "
-                                     "RealMemory=1000 State=UNKNOWN\n"
+                                     "RealMemory=1000 State=DOWN\n"
                                      "PartitionName=gpu Nodes=gpu-[%d-%d] MaxTime=INFINITE State=UP\n"
                                      "SlurmdTimeout=0",
                                      n + 16, nb, n - 1, nb, n - 1)
