@@ -419,6 +419,23 @@ static void label_patched(int err, const cJSON *obj, const kube_status *st, void
     free(c);
 }
 
+/* The ordinal of the live slurmctld pod that has the active label, or -1. */
+static int labelled_ordinal(store *pods, const char *ns, const char *ctl, const char *sts, int replicas)
+{
+    for (int i = 0; i < replicas; i++) {
+        char name[512];
+        snprintf(name, sizeof(name), "%s-%d", sts, i);
+        const sobj *pod = store_get(pods, ns, name);
+        if (pod == NULL || pod->deleting)
+            continue;
+        const char *inst = sobj_label(pod, CLC_LABEL_INSTANCE);
+        const char *cur = sobj_label(pod, CLC_LABEL_CONTROLLER_ACTIVE);
+        if (inst && strcmp(inst, ctl) == 0 && cur && strcmp(cur, "true") == 0)
+            return i;
+    }
+    return -1;
+}
+
 static void sync_active(crc_pass *p)
 {
     if (clc_is_external(p->cr))
@@ -426,10 +443,12 @@ static void sync_active(crc_pass *p)
     int replicas = clc_controller_replicas(p->cr);
     controller_ping_fn ping = S.ping ? S.ping : controller_ping_unknown;
     int active = ping(p->op, p->o->ns, p->o->name, replicas, S.ping_data);
-    if (active < 0 || active >= replicas)
-        active = 0;
     store *pods = op_store(p->op, OPK_PODS);
     char *sts = ctlb_name(p->o->name);
+    if (active == CONTROLLER_PING_UNKNOWN)
+        active = labelled_ordinal(pods, p->o->ns, p->o->name, sts, replicas);
+    if (active < 0 || active >= replicas)
+        active = 0;
     /* Pods of the StatefulSet are named <sts>-<ordinal>; look at every
      * ordinal up to the replica count and past it while pods remain (a
      * scale-down in progress). */

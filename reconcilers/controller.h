@@ -36,10 +36,14 @@ void controller_enqueue(const char *key);
 /** Which slurmctld of a Controller answers (the HA case, §2.1 "HA status":
  *  Slinky pings every slurmctld through slurmrestd and marks the first one
  *  that responds). Returns the ordinal (0..replicas-1) of the responding
- *  slurmctld, or -1 when it is not known (no Slurm client, or no answer
- *  yet); then pod 0 is taken as active. Must not block: an implementation
- *  pings asynchronously, caches the answer and calls controller_enqueue()
- *  when it changes. */
+ *  slurmctld; -1 when there is no Slurm to ask (no RestApi: pod 0 is taken
+ *  as active, as Slinky does); CONTROLLER_PING_UNKNOWN when Slurm cannot
+ *  say (no answer yet, slurmrestd unreachable, no slurmctld responds): the
+ *  label then stays where it is, and goes to pod 0 only when no pod has it
+ *  (the Service needs an endpoint for Slurm to come up at all). Must not
+ *  block: an implementation pings asynchronously, caches the answer and
+ *  calls controller_enqueue() when it changes. */
+#define CONTROLLER_PING_UNKNOWN (-2)
 typedef int (*controller_ping_fn)(operator *op, const char *ns, const char *name, int replicas, void *data);
 
 /** Plug the Slurm ping in (NULL restores the default, which knows

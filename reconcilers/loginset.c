@@ -196,6 +196,8 @@ static const cJSON *host_keys(crc_pass *p, cJSON **built)
     hk.rsa.public_key = j->keys.rsa.public_ssh;
     hk.ecdsa.private_key = j->keys.ecdsa.private_pem;
     hk.ecdsa.public_key = j->keys.ecdsa.public_ssh;
+    hk.ed25519.private_key = j->keys.ed25519.private_pem;
+    hk.ed25519.public_key = j->keys.ed25519.public_ssh;
     char *why = NULL;
     int rc = lsb_host_keys_secret(p->cr, &hk, built, &why);
     if (rc < 0) {

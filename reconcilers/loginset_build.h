@@ -42,8 +42,9 @@ typedef struct lsb_host_key {
 } lsb_host_key;
 
 /** The host keys to store. rsa and ecdsa are required; ed25519 is optional
- *  because sshkeys.h cannot generate it (mbedtls 2.28): give it only when
- *  it comes from elsewhere. */
+ *  (the reconciler always gives the three sshkeys.h generates; a Secret
+ *  written before slurmop made Ed25519 keys has two pairs and is used as is,
+ *  see volumes() and login_container()). */
 typedef struct lsb_host_keys {
     lsb_host_key rsa, ecdsa, ed25519;
 } lsb_host_keys;

@@ -16,6 +16,7 @@
 #include "reconcilers/expect.h"
 #include "reconcilers/nodeset_build.h"
 #include "reconcilers/nodeset_incr.h"
+#include "reconcilers/nodeset_immut.h"
 #include "reconcilers/nodeset_slurm.h"
 #include "reconcilers/objsync.h"
 #include "watchers/kinds.h"
@@ -1689,6 +1690,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
         exp_drop(C->exp, key);
         nodeset_slurm_forget(op, key);
         incr_drop(key);
+        nsim_forget(key);
         return WQ_RESULT_OK;
     }
     memset(&p, 0, sizeof(p));
@@ -1703,7 +1705,11 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     p.mode = nsb_mode_of(p.ns);
 
     nsb_msgs msgs = {0};
-    if (nsb_validate(p.ns, NULL, &msgs) > 0) {
+    /* A change of an immutable field that got past the API server (see
+     * nodeset_immut.h); never in the way of a deletion. */
+    if (nsb_validate(p.ns, NULL, &msgs) == 0 && !o->deleting)
+        nsim_check(o->key, o->uid, p.ns, &msgs);
+    if (msgs.n > 0) {
         /* Nothing of an invalid spec is acted on (a replicas beyond the
          * maximum would allocate and loop for it): Events and a condition
          * say why, and a spec change queues it again. */
@@ -1716,6 +1722,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
         return WQ_RESULT_OK;
     }
     nsb_msgs_free(&msgs);
+    nsim_remember(o->key, o->uid, p.ns);
 
     const char *ctlname = json_get_str_or(p.ns, "spec.controllerRef.name", "");
     const sobj *ctl = store_get(op_store(op, OPK_CONTROLLERS), o->ns, ctlname);
@@ -1834,6 +1841,7 @@ static void stop(operator *op)
     ds_backoffs_free();
     wait_passes_free();
     incrs_free();
+    nsim_free_all();
     istr_put(IK.revision);
     istr_put(IK.cordon);
     istr_put(IK.cost);

@@ -234,13 +234,18 @@ static void cache_ping_event(void *data)
 }
 
 /* controller_ping_fn for the Controller reconciler: the ordinal of the
- * responding slurmctld, -1 when unknown (it then takes pod 0). */
+ * responding slurmctld; -1 without a RestApi (it then takes pod 0, as
+ * Slinky); CONTROLLER_PING_UNKNOWN while Slurm cannot say (the label stays
+ * where it is: moving it to pod 0 during a failover could point the Service
+ * at the slurmctld that just died). */
 static int controller_ping(operator *op, const char *ns, const char *name, int replicas, void *data)
 {
     char key[512];
     snprintf(key, sizeof(key), "%s/%s", ns, name);
     int active = slurmclient_active_controller(op, key);
-    return active >= 0 && active < replicas ? active : -1;
+    if (active >= 0 && active < replicas)
+        return active;
+    return active == OP_ENOTFOUND ? -1 : CONTROLLER_PING_UNKNOWN;
 }
 
 static void cache_resv_event(const char *resv, void *data)

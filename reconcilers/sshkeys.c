@@ -6,6 +6,7 @@
 #include <mbedtls/pk.h>
 #include <mbedtls/platform_util.h>
 #include <mbedtls/rsa.h>
+#include <sodium.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,130 @@ static int public_of(mbedtls_pk_context *pk, char **out)
     }
 }
 
+/* ---- Ed25519 (libsodium) in OpenSSH's own key format -------------------- */
+
+/* A fixed-size writer for the key file's binary form: the private half
+ * never goes through a growing buffer, so no copy of it is left behind in
+ * memory freed by a realloc. */
+typedef struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+} wbuf;
+
+static void wb_put(wbuf *w, const void *p, size_t n)
+{
+    if (w->len + n > w->cap)
+        abort(); /* sizes are fixed below: a programming error */
+    memcpy(w->p + w->len, p, n);
+    w->len += n;
+}
+
+static void wb_u32(wbuf *w, uint32_t v)
+{
+    uint8_t x[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+    wb_put(w, x, 4);
+}
+
+static void wb_string(wbuf *w, const void *p, size_t n)
+{
+    wb_u32(w, (uint32_t)n);
+    wb_put(w, p, n);
+}
+
+#define ED_TYPE "ssh-ed25519"
+#define ED_TYPE_LEN (sizeof(ED_TYPE) - 1)
+/* The public key blob: string "ssh-ed25519", string pk. */
+#define ED_PUB_BLOB (4 + ED_TYPE_LEN + 4 + crypto_sign_PUBLICKEYBYTES)
+/* The private section before padding: two check ints, the key type, pk,
+ * sk (seed and pk, 64 bytes) and an empty comment; padded to 8 bytes, the
+ * block size of the cipher "none". */
+#define ED_PRIV_RAW (8 + 4 + ED_TYPE_LEN + 4 + crypto_sign_PUBLICKEYBYTES + 4 + crypto_sign_SECRETKEYBYTES + 4)
+#define ED_PRIV_PADDED ((ED_PRIV_RAW + 7) / 8 * 8)
+#define ED_MAGIC "openssh-key-v1"
+#define ED_FILE_BIN (sizeof(ED_MAGIC) + 2 * (4 + 4) + 4 + 4 + 4 + ED_PUB_BLOB + 4 + ED_PRIV_PADDED)
+#define ED_B64_LINE 70
+#define ED_BEGIN "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+#define ED_END "-----END OPENSSH PRIVATE KEY-----\n"
+
+static void ed_public_blob(wbuf *w, const uint8_t *pk)
+{
+    wb_string(w, ED_TYPE, ED_TYPE_LEN);
+    wb_string(w, pk, crypto_sign_PUBLICKEYBYTES);
+}
+
+/* The private key file as OpenSSH writes it unencrypted (PROTOCOL.key):
+ * the magic "openssh-key-v1\0", cipher and KDF "none", empty KDF options,
+ * one key, its public blob, then the private section. The section starts
+ * with the same random check int twice (a decryption check) and ends with
+ * the padding bytes 1, 2, 3, ... Base64 wrapped at 70 columns. */
+static char *ed_private_file(const uint8_t *pk, const uint8_t *sk)
+{
+    uint8_t bin[ED_FILE_BIN];
+    uint8_t priv[ED_PRIV_PADDED];
+    wbuf w = {bin, 0, sizeof(bin)};
+    wbuf v = {priv, 0, sizeof(priv)};
+    uint32_t check;
+    randombytes_buf(&check, sizeof(check));
+    wb_u32(&v, check);
+    wb_u32(&v, check);
+    wb_string(&v, ED_TYPE, ED_TYPE_LEN);
+    wb_string(&v, pk, crypto_sign_PUBLICKEYBYTES);
+    wb_string(&v, sk, crypto_sign_SECRETKEYBYTES);
+    wb_string(&v, "", 0);
+    for (uint8_t pad = 1; v.len < v.cap; pad++)
+        wb_put(&v, &pad, 1);
+
+    wb_put(&w, ED_MAGIC, sizeof(ED_MAGIC)); /* with its NUL */
+    wb_string(&w, "none", 4);
+    wb_string(&w, "none", 4);
+    wb_string(&w, "", 0);
+    wb_u32(&w, 1);
+    wb_u32(&w, (uint32_t)ED_PUB_BLOB);
+    ed_public_blob(&w, pk);
+    wb_string(&w, priv, v.len);
+    if (w.len != w.cap)
+        abort();
+
+    char b64[sodium_base64_ENCODED_LEN(ED_FILE_BIN, sodium_base64_VARIANT_ORIGINAL)];
+    sodium_bin2base64(b64, sizeof(b64), bin, w.len, sodium_base64_VARIANT_ORIGINAL);
+    size_t n = strlen(b64);
+    size_t cap = sizeof(ED_BEGIN) + n + n / ED_B64_LINE + 1 + sizeof(ED_END);
+    char *out = xmalloc(cap);
+    size_t o = 0;
+    memcpy(out, ED_BEGIN, sizeof(ED_BEGIN) - 1);
+    o += sizeof(ED_BEGIN) - 1;
+    for (size_t i = 0; i < n; i += ED_B64_LINE) {
+        size_t k = n - i < ED_B64_LINE ? n - i : ED_B64_LINE;
+        memcpy(out + o, b64 + i, k);
+        o += k;
+        out[o++] = '\n';
+    }
+    memcpy(out + o, ED_END, sizeof(ED_END)); /* with its NUL */
+    sodium_memzero(priv, sizeof(priv));
+    sodium_memzero(bin, sizeof(bin));
+    sodium_memzero(b64, sizeof(b64));
+    return out;
+}
+
+static int generate_ed25519(sshk_keypair *out)
+{
+    /* Thread-safe and idempotent (0 first, 1 after); -1 only when the
+     * library cannot start (no entropy source). */
+    if (sodium_init() < 0)
+        return OP_ETLS;
+    uint8_t pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+    if (crypto_sign_keypair(pk, sk) != 0)
+        return OP_ETLS;
+    out->private_pem = ed_private_file(pk, sk);
+    sodium_memzero(sk, sizeof(sk));
+    uint8_t blob[ED_PUB_BLOB];
+    wbuf w = {blob, 0, sizeof(blob)};
+    ed_public_blob(&w, pk);
+    buf_t b = {.data = (char *)blob, .len = w.len};
+    out->public_ssh = public_line(ED_TYPE, &b);
+    return 0;
+}
+
 /* A PEM of a 8192-bit RSA key is about 6.3 KB. */
 #define PEM_MAX 16384
 
@@ -130,6 +255,8 @@ int sshk_generate(sshk_type type, unsigned rsa_bits, sshk_keypair *out)
     memset(out, 0, sizeof(*out));
     if (type == SSHK_RSA && (rsa_bits < SSHK_RSA_MIN_BITS || rsa_bits > SSHK_RSA_MAX_BITS || rsa_bits % 2))
         return OP_EINVAL;
+    if (type == SSHK_ED25519)
+        return generate_ed25519(out);
     if (type != SSHK_RSA && type != SSHK_ECDSA_P256)
         return OP_EINVAL;
 
@@ -194,6 +321,8 @@ int sshk_generate_host_keys(sshk_host_keys *out)
     int rc = sshk_generate(SSHK_RSA, SSHK_RSA_HOST_BITS, &out->rsa);
     if (rc == 0)
         rc = sshk_generate(SSHK_ECDSA_P256, 0, &out->ecdsa);
+    if (rc == 0)
+        rc = sshk_generate(SSHK_ED25519, 0, &out->ed25519);
     if (rc)
         sshk_host_keys_free(out);
     return rc;
@@ -205,6 +334,76 @@ void sshk_host_keys_free(sshk_host_keys *hk)
         return;
     sshk_keypair_free(&hk->rsa);
     sshk_keypair_free(&hk->ecdsa);
+    sshk_keypair_free(&hk->ed25519);
+}
+
+/* Read one RFC 4251 string at *off of bin. */
+static const uint8_t *rd_string(const uint8_t *bin, size_t len, size_t *off, size_t *n)
+{
+    if (len - *off < 4)
+        return NULL;
+    const uint8_t *p = bin + *off;
+    *n = (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
+    if (len - *off - 4 < *n)
+        return NULL;
+    *off += 4 + *n;
+    return p + 4;
+}
+
+/* The public key line of an unencrypted OpenSSH Ed25519 key file: the
+ * public blob of its header, checked against the private section's. */
+static int ed_public_from_file(const char *text, char **out)
+{
+    const char *b = text + sizeof(ED_BEGIN) - 1;
+    const char *e = strstr(b, ED_END);
+    if (e == NULL)
+        return OP_EPARSE;
+    size_t len = 0;
+    uint8_t *bin = xmalloc((size_t)(e - b) + 1);
+    int rc = OP_EPARSE;
+    if (sodium_base642bin(bin, (size_t)(e - b), b, (size_t)(e - b), "\n", &len, NULL,
+                          sodium_base64_VARIANT_ORIGINAL) != 0)
+        goto done;
+    size_t off = sizeof(ED_MAGIC), n, m, k;
+    if (len < off || memcmp(bin, ED_MAGIC, sizeof(ED_MAGIC)) != 0)
+        goto done;
+    const uint8_t *cipher = rd_string(bin, len, &off, &n);
+    const uint8_t *kdf = cipher ? rd_string(bin, len, &off, &m) : NULL;
+    if (kdf == NULL || rd_string(bin, len, &off, &k) == NULL || len - off < 4)
+        goto done;
+    if (n != 4 || memcmp(cipher, "none", 4) != 0 || m != 4 || memcmp(kdf, "none", 4) != 0)
+        goto done; /* encrypted: not one of ours */
+    const uint8_t *nk = bin + off;
+    off += 4;
+    if (nk[0] || nk[1] || nk[2] || nk[3] != 1)
+        goto done;
+    const uint8_t *blob = rd_string(bin, len, &off, &n);
+    const uint8_t *priv = blob ? rd_string(bin, len, &off, &m) : NULL;
+    if (priv == NULL)
+        goto done;
+    size_t bo = 0, po = 8, tn, pn;
+    const uint8_t *t = rd_string(blob, n, &bo, &tn);
+    const uint8_t *pk = t ? rd_string(blob, n, &bo, &pn) : NULL;
+    if (pk == NULL || bo != n)
+        goto done;
+    if (tn != ED_TYPE_LEN || memcmp(t, ED_TYPE, ED_TYPE_LEN) != 0) {
+        rc = OP_ENOTSUP;
+        goto done;
+    }
+    /* The private section: equal check ints, the same type and public key. */
+    size_t t2n, pk2n;
+    const uint8_t *t2 = m >= 8 && memcmp(priv, priv + 4, 4) == 0 ? rd_string(priv, m, &po, &t2n) : NULL;
+    const uint8_t *pk2 = t2 ? rd_string(priv, m, &po, &pk2n) : NULL;
+    if (pk2 == NULL || pn != crypto_sign_PUBLICKEYBYTES || t2n != tn || memcmp(t2, t, tn) != 0 ||
+        pk2n != pn || memcmp(pk2, pk, pn) != 0)
+        goto done;
+    buf_t bb = {.data = (char *)(uintptr_t)blob, .len = n};
+    *out = public_line(ED_TYPE, &bb);
+    rc = 0;
+done:
+    sodium_memzero(bin, (size_t)(e - b) + 1);
+    free(bin);
+    return rc;
 }
 
 int sshk_public_from_private(const char *pem, char **out)
@@ -212,6 +411,8 @@ int sshk_public_from_private(const char *pem, char **out)
     *out = NULL;
     if (pem == NULL)
         return OP_EPARSE;
+    if (strncmp(pem, ED_BEGIN, sizeof(ED_BEGIN) - 1) == 0)
+        return ed_public_from_file(pem, out);
     mbedtls_pk_context pk;
     mbedtls_pk_init(&pk);
     /* mbedtls wants the terminating NUL counted for PEM input. */

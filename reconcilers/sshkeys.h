@@ -1,24 +1,30 @@
-/* sshkeys: SSH host key generation for LoginSets (slinky-compat §2.4, §4.4).
+/* sshkeys: SSH host key generation for LoginSets.
  *
  * Slinky generates three host key pairs for `<loginset>-ssh-host-keys`:
- * RSA 4096, ECDSA P-256 and Ed25519. We build on mbedtls 2.28, which has no
- * Ed25519 (it arrived in the PSA API of later major versions), so this
- * module generates only RSA and ECDSA P-256; the LoginSet builder then
- * leaves the Ed25519 entries out of the Secret and out of the pod's mounts,
- * and sshd runs with the two keys it has. We do not fake an Ed25519 key.
+ * RSA 4096, ECDSA P-256 and Ed25519, and so do we. RSA and ECDSA come from
+ * mbedtls; Ed25519 from libsodium, because mbedtls 2.28 (Debian 12) has no
+ * Ed25519.
  *
  * Formats, chosen so that OpenSSH's sshd and ssh-keygen read them:
- *  - private keys as PEM: "-----BEGIN RSA PRIVATE KEY-----" (PKCS#1) and
- *    "-----BEGIN EC PRIVATE KEY-----" (SEC1), as mbedtls writes them;
+ *  - RSA and ECDSA private keys as PEM: "-----BEGIN RSA PRIVATE KEY-----"
+ *    (PKCS#1) and "-----BEGIN EC PRIVATE KEY-----" (SEC1), as mbedtls
+ *    writes them;
+ *  - the Ed25519 private key in OpenSSH's own format (there is no PEM form
+ *    OpenSSH reads for it): "-----BEGIN OPENSSH PRIVATE KEY-----",
+ *    openssh-key-v1, unencrypted (cipher and KDF "none"), one key, an empty
+ *    comment, base64 wrapped at 70 columns, as `ssh-keygen -t ed25519 -N ''`
+ *    writes it;
  *  - public keys in the authorized_keys form, without a comment and with a
- *    final newline: "ssh-rsa AAAA...\n", "ecdsa-sha2-nistp256 AAAA...\n"
- *    (RFC 4253 §6.6 and RFC 5656 §3.1 wire blobs, base64).
+ *    final newline: "ssh-rsa AAAA...\n", "ecdsa-sha2-nistp256 AAAA...\n",
+ *    "ssh-ed25519 AAAA...\n" (RFC 4253 §6.6, RFC 5656 §3.1 and RFC 8709 §4
+ *    wire blobs, base64).
  *
  * Threading: RSA 4096 generation takes seconds, so the reconciler runs
  * sshk_generate_host_keys() with uv_queue_work. Every call owns its own
- * DRBG (seeded from getrandom) and touches no shared mutable state, so any
- * number of calls may run concurrently on threadpool workers. Do not touch
- * the results from the loop thread before the after_work callback.
+ * DRBG (seeded from getrandom) and touches no shared mutable state
+ * (sodium_init is thread-safe and idempotent), so any number of calls may
+ * run concurrently on threadpool workers. Do not touch the results from the
+ * loop thread before the after_work callback.
  */
 #ifndef OP_SSHKEYS_H
 #define OP_SSHKEYS_H
@@ -28,10 +34,11 @@
 typedef enum sshk_type {
     SSHK_RSA,
     SSHK_ECDSA_P256,
+    SSHK_ED25519,
 } sshk_type;
 
 typedef struct sshk_keypair {
-    char *private_pem; /* malloc'd PEM text, NUL-terminated */
+    char *private_pem; /* malloc'd PEM (or OpenSSH key file) text, NUL-terminated */
     char *public_ssh;  /* malloc'd "<type> <base64>\n" */
 } sshk_keypair;
 
@@ -43,28 +50,29 @@ typedef struct sshk_keypair {
 /** Generate one key pair. rsa_bits is used for SSHK_RSA only and must be in
  *  [SSHK_RSA_MIN_BITS, SSHK_RSA_MAX_BITS] and even. Returns 0 and fills *out
  *  (free with sshk_keypair_free), or OP_EINVAL (bad arguments) / OP_ETLS
- *  (mbedtls failed); *out is zeroed on error. Thread-safe, blocking. */
+ *  (mbedtls or libsodium failed); *out is zeroed on error. Thread-safe, blocking. */
 int sshk_generate(sshk_type type, unsigned rsa_bits, sshk_keypair *out);
 
 /** Free both strings and zero the pair (NULL-safe, idempotent). */
 void sshk_keypair_free(sshk_keypair *kp);
 
-/** The host keys of a LoginSet: RSA 4096 and ECDSA P-256 (no Ed25519, see
- *  above). */
+/** The host keys of a LoginSet: RSA 4096, ECDSA P-256 and Ed25519. */
 typedef struct sshk_host_keys {
     sshk_keypair rsa;
     sshk_keypair ecdsa;
+    sshk_keypair ed25519;
 } sshk_host_keys;
 
-/** Generate both host key pairs. 0, or the first error (then nothing is
+/** Generate the three host key pairs. 0, or the first error (then nothing is
  *  left allocated). Thread-safe, blocking for seconds: run it on the uv
  *  threadpool. */
 int sshk_generate_host_keys(sshk_host_keys *out);
 void sshk_host_keys_free(sshk_host_keys *hk);
 
-/** The authorized_keys form of the public half of a PEM private key (RSA or
- *  ECDSA P-256) written by sshk_generate(). 0 and a malloc'd string in *out,
- *  OP_EPARSE when pem is not such a key, OP_ENOTSUP for other key types. */
+/** The authorized_keys form of the public half of a private key written by
+ *  sshk_generate() (RSA or ECDSA P-256 PEM, Ed25519 OpenSSH key file). 0 and
+ *  a malloc'd string in *out, OP_EPARSE when pem is not such a key,
+ *  OP_ENOTSUP for other key types. */
 int sshk_public_from_private(const char *pem, char **out);
 
 #endif

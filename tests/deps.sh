@@ -4,7 +4,7 @@
 # only when something is missing.
 set -euo pipefail
 
-PKGS=(build-essential cmake pkg-config libuv1-dev node-llhttp libmbedtls-dev libyaml-dev libcjson-dev
+PKGS=(build-essential cmake pkg-config libuv1-dev node-llhttp libmbedtls-dev libsodium-dev libyaml-dev libcjson-dev
       libcmocka-dev libslurm-dev slurmctld slurmd slurmrestd slurm-client slurm-wlm-basic-plugins
       slurm-wlm-jwt-plugin munge python3 curl procps iproute2 openssh-client
       debootstrap) # debootstrap: the Slurm 24.11/26.05 labs (tests/slurm/slurmlab.sh)

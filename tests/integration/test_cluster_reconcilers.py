@@ -446,8 +446,23 @@ def run(ks, api, op):
     keys = objs["sec-keys"]
     check(owner_ok(keys, "LoginSet", login), "host keys owner")
     check(keys.get("immutable") is True, "host key Secret immutable")
-    check(sorted(keys["data"]) == ["ssh_host_ecdsa_key", "ssh_host_ecdsa_key.pub", "ssh_host_rsa_key",
-                                   "ssh_host_rsa_key.pub"], "host key files %r" % sorted(keys["data"]))
+    check(sorted(keys["data"]) == ["ssh_host_ecdsa_key", "ssh_host_ecdsa_key.pub", "ssh_host_ed25519_key",
+                                   "ssh_host_ed25519_key.pub", "ssh_host_rsa_key", "ssh_host_rsa_key.pub"],
+          "host key files %r" % sorted(keys["data"]))
+    check(unb64(keys["data"]["ssh_host_ed25519_key.pub"]).startswith(b"ssh-ed25519 "), "Ed25519 public key")
+    check(unb64(keys["data"]["ssh_host_ed25519_key"]).startswith(b"-----BEGIN OPENSSH PRIVATE KEY-----\n"),
+          "Ed25519 private key in OpenSSH format")
+    if os.path.exists("/usr/bin/ssh-keygen"):
+        # OpenSSH reads every private key of the Secret back to its .pub line.
+        for kind in ("rsa", "ecdsa", "ed25519"):
+            with tempfile.NamedTemporaryFile("wb", prefix="slurmop-hk-") as f:
+                os.chmod(f.name, 0o600)
+                f.write(unb64(keys["data"]["ssh_host_%s_key" % kind]))
+                f.flush()
+                got = subprocess.run(["/usr/bin/ssh-keygen", "-y", "-f", f.name], capture_output=True)
+            pub = unb64(keys["data"]["ssh_host_%s_key.pub" % kind]).split()
+            check(got.returncode == 0 and got.stdout.split()[:2] == pub[:2],
+                  "ssh-keygen -y reads the %s host key back: %r" % (kind, got.stderr))
     check(unb64(keys["data"]["ssh_host_rsa_key.pub"]).startswith(b"ssh-rsa "), "RSA public key")
     check(unb64(keys["data"]["ssh_host_ecdsa_key.pub"]).startswith(b"ecdsa-sha2-nistp256 "), "ECDSA public key")
     check(b"PRIVATE KEY-----" in unb64(keys["data"]["ssh_host_rsa_key"]), "RSA private key PEM")
@@ -463,6 +478,9 @@ def run(ks, api, op):
     check(ann.get("slinky.slurm.net/ssh-host-keys-hash") == map_hash(keys["data"], True), "ssh-host-keys-hash")
     check(ann.get("slinky.slurm.net/sshd-conf-hash") == sha256(ssh["data"]["sshd_config"].encode()), "sshd-conf-hash")
     check(ann.get("slinky.slurm.net/sssd-conf-hash") == sha256(SSSD_CONF), "sssd-conf-hash")
+    mounts = [m["mountPath"] for m in dep["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]]
+    check("/etc/ssh/ssh_host_ed25519_key" in mounts and "/etc/ssh/ssh_host_ed25519_key.pub" in mounts,
+          "login pods mount the Ed25519 host key %r" % mounts)
     env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
     check({"name": "SACKD_OPTIONS", "value": "--conf-server c1-controller.slurm:6817"} in env, "SACKD_OPTIONS")
     ls = wait_for("LoginSet status", lambda: (lambda o: o if (o.get("status") or {}).get("selector") else None)(

@@ -52,6 +52,8 @@ BASE = {
                  "login": IMG, "initconf": IMG},
     "Token": {"username": "alice", "jwtKeyRef": JWT},
 }
+VCT = {"metadata": {"name": "scratch"},
+       "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
 PLURAL = {"Controller": "controllers", "Accounting": "accountings", "RestApi": "restapis", "NodeSet": "nodesets",
           "LoginSet": "loginsets", "Token": "tokens"}
 
@@ -102,6 +104,10 @@ CASES = {
         ("create", merged(BASE["LoginSet"], {"sssdConfRef": {"name": "", "key": "sssd.conf"}})),
     ("NodeSet", "controllerRef cannot be changed after creation"):
         ("update", BASE["NodeSet"], {"controllerRef": {"name": "other"}}),
+    ("NodeSet", "volumeClaimTemplates cannot be changed after creation"):
+        ("update", merged(BASE["NodeSet"], {"volumeClaimTemplates": [VCT]}),
+         {"volumeClaimTemplates": [merged(VCT, {"spec": merged(VCT["spec"], {"resources": {
+             "requests": {"storage": "2Gi"}}})})]}),
     ("NodeSet", "ssh.sssdConfRef.name must not be empty when ssh is enabled"):
         ("create", merged(BASE["NodeSet"], {"ssh": {"enabled": True}})),
     ("NodeSet", "scheduledUpdate.startTime and scheduledUpdate.duration must be set when type is ScheduledUpdate"):
@@ -197,6 +203,32 @@ def lookup(o, path):
             return KeyError
         o = o[p]
     return o
+
+
+def test_volume_claim_templates_immutable():
+    """Adding, removing or changing the claim templates is refused; absent,
+    null and [] are the same (no claims); other edits of spec go through."""
+    c = ks().client()
+    with_vct = obj("NodeSet", "vct-a", merged(BASE["NodeSet"], {"volumeClaimTemplates": [VCT]}))
+    without_vct = obj("NodeSet", "vct-b", BASE["NodeSet"])
+    for o in (with_vct, without_vct):
+        r = c.post(path_of("NodeSet"), o)
+        assert r.status == 201, r.text
+    msg = "volumeClaimTemplates cannot be changed after creation"
+    for name, patch in (("vct-a", {"volumeClaimTemplates": None}),
+                        ("vct-a", {"volumeClaimTemplates": []}),
+                        ("vct-a", {"volumeClaimTemplates": [VCT, merged(VCT, {"metadata": {"name": "b"}})]}),
+                        ("vct-b", {"volumeClaimTemplates": [VCT]})):
+        r = c.patch(path_of("NodeSet", name), {"spec": patch})
+        assert r.status == 422 and msg in r.json().get("message", ""), (name, patch, r.status, r.text[:400])
+    for name, patch in (("vct-a", {"replicas": 3}),
+                        ("vct-b", {"volumeClaimTemplates": []}),
+                        ("vct-b", {"replicas": 2})):
+        r = c.patch(path_of("NodeSet", name), {"spec": patch})
+        assert r.status == 200, (name, patch, r.status, r.text[:400])
+    r = c.put(path_of("NodeSet", "vct-b"), c.get(path_of("NodeSet", "vct-b")).json())
+    assert r.status == 200, r.text[:400]
+    assert c.get(path_of("NodeSet", "vct-a")).json()["spec"]["volumeClaimTemplates"] == [VCT]
 
 
 def test_defaults_come_back():

@@ -55,6 +55,9 @@ Actions (params in brackets):
                 closed
   close         the connection is closed without an answer (as when
                 slurmrestd dies)
+  rewrite       in-process only: the real answer, HTTP 200, with its JSON
+                document replaced by fn(doc) [fn=callable(dict) -> dict]
+                (e.g. the pings of a ping answer, to stage a failover)
 
 update_time: slurmop polls GET nodes?update_time=T and slurmrestd answers 304
 (no body) when nothing changed. For every action that alters or replaces the
@@ -137,9 +140,10 @@ KIND_ALIASES = {
     "any": (".*", r".*"),
 }
 
-ACTIONS = ("pass", "empty", "drop", "shrink", "stale", "error", "errors200", "slow", "oversize", "cut", "close")
+ACTIONS = ("pass", "empty", "drop", "shrink", "stale", "error", "errors200", "slow", "oversize", "cut", "close",
+           "rewrite")
 # Actions that need a whole body from slurmrestd (update_time is removed).
-BODY_ACTIONS = ("empty", "drop", "shrink", "errors200", "oversize", "cut")
+BODY_ACTIONS = ("empty", "drop", "shrink", "errors200", "oversize", "cut", "rewrite")
 
 HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
        "trailer", "trailers", "transfer-encoding", "upgrade", "content-length"}
@@ -625,6 +629,11 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
                         keep = int(len(items) * float(p.get("fraction", 0.5)))
                     items = items[:max(0, keep)]
                 doc[k] = items
+            self.fp._owe(path)
+            self._send(ans, json.dumps(doc).encode())
+            return
+        if action == "rewrite":
+            doc = p["fn"](doc)
             self.fp._owe(path)
             self._send(ans, json.dumps(doc).encode())
             return

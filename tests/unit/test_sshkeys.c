@@ -1,5 +1,6 @@
-/* Unit tests for reconcilers/sshkeys: key formats, the SSH wire encoding of
- * the public keys, OpenSSH's own reading of our private keys (ssh-keygen -y,
+/* Unit tests for reconcilers/sshkeys: key formats (the OpenSSH key file of
+ * Ed25519 field by field), the SSH wire encoding of the public keys,
+ * OpenSSH's own reading of our private keys (ssh-keygen -y and -l,
  * when installed) and concurrent generation on the libuv threadpool. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -86,6 +87,114 @@ static void check_ecdsa(const sshk_keypair *kp)
     free(blob);
 }
 
+/* The OpenSSH key file, field by field (PROTOCOL.key). */
+static void check_ed25519(const sshk_keypair *kp)
+{
+    static const char begin[] = "-----BEGIN OPENSSH PRIVATE KEY-----\n";
+    static const char end[] = "-----END OPENSSH PRIVATE KEY-----\n";
+    const char *t = kp->private_pem;
+    assert_memory_equal(t, begin, sizeof(begin) - 1);
+    size_t tl = strlen(t);
+    assert_true(tl > sizeof(begin) + sizeof(end));
+    assert_string_equal(t + tl - (sizeof(end) - 1), end);
+    /* Base64 lines of 70 characters, the last one shorter or equal. */
+    char b64[1024];
+    size_t bn = 0;
+    const char *line = t + sizeof(begin) - 1;
+    const char *stop = t + tl - (sizeof(end) - 1);
+    while (line < stop) {
+        const char *nl = strchr(line, '\n');
+        assert_non_null(nl);
+        size_t n = (size_t)(nl - line);
+        if (nl + 1 < stop)
+            assert_int_equal(n, 70);
+        else
+            assert_true(n > 0 && n <= 70);
+        assert_true(bn + n < sizeof(b64));
+        memcpy(b64 + bn, line, n);
+        bn += n;
+        line = nl + 1;
+    }
+    size_t len, off = 15, n;
+    uint8_t *bin = base64_decode(b64, bn, &len);
+    assert_non_null(bin);
+    assert_memory_equal(bin, "openssh-key-v1\0", 15);
+    const uint8_t *p = wire_take(bin, len, &off, &n);
+    assert_int_equal(n, 4);
+    assert_memory_equal(p, "none", 4); /* cipher */
+    p = wire_take(bin, len, &off, &n);
+    assert_int_equal(n, 4);
+    assert_memory_equal(p, "none", 4); /* kdf */
+    wire_take(bin, len, &off, &n);
+    assert_int_equal(n, 0); /* kdf options */
+    assert_true(off + 4 <= len);
+    assert_memory_equal(bin + off, "\0\0\0\1", 4); /* one key */
+    off += 4;
+    size_t pubn;
+    const uint8_t *pub = wire_take(bin, len, &off, &pubn);
+    /* The header's public blob is the one of the .pub line. */
+    size_t plen;
+    uint8_t *pblob = blob_of(kp->public_ssh, "ssh-ed25519", &plen);
+    assert_int_equal(plen, pubn);
+    assert_memory_equal(pblob, pub, pubn);
+    size_t po = 0;
+    p = wire_take(pblob, plen, &po, &n);
+    assert_int_equal(n, 11);
+    assert_memory_equal(p, "ssh-ed25519", 11);
+    const uint8_t *pk = wire_take(pblob, plen, &po, &n);
+    assert_int_equal(n, 32);
+    assert_int_equal(po, plen);
+    /* The private section: check ints, type, pk, sk = seed || pk, an empty
+     * comment, padding 1, 2, 3, ... to a multiple of 8. */
+    size_t privn;
+    const uint8_t *priv = wire_take(bin, len, &off, &privn);
+    assert_int_equal(off, len);
+    assert_int_equal(privn % 8, 0);
+    assert_true(privn >= 8);
+    assert_memory_equal(priv, priv + 4, 4);
+    size_t so = 8;
+    p = wire_take(priv, privn, &so, &n);
+    assert_int_equal(n, 11);
+    assert_memory_equal(p, "ssh-ed25519", 11);
+    p = wire_take(priv, privn, &so, &n);
+    assert_int_equal(n, 32);
+    assert_memory_equal(p, pk, 32);
+    p = wire_take(priv, privn, &so, &n);
+    assert_int_equal(n, 64);
+    assert_memory_equal(p + 32, pk, 32);
+    wire_take(priv, privn, &so, &n);
+    assert_int_equal(n, 0);
+    for (uint8_t pad = 1; so < privn; pad++, so++)
+        assert_int_equal(priv[so], pad);
+    free(pblob);
+    free(bin);
+}
+
+static void test_ed25519(void **state)
+{
+    sshk_keypair a, b;
+    assert_int_equal(sshk_generate(SSHK_ED25519, 0, &a), 0);
+    assert_int_equal(sshk_generate(SSHK_ED25519, 0, &b), 0);
+    check_ed25519(&a);
+    check_ed25519(&b);
+    assert_string_not_equal(a.public_ssh, b.public_ssh);
+    assert_string_not_equal(a.private_pem, b.private_pem);
+    char *pub = NULL;
+    assert_int_equal(sshk_public_from_private(a.private_pem, &pub), 0);
+    assert_string_equal(pub, a.public_ssh);
+    free(pub);
+    /* A damaged file is refused, never half read. */
+    char *bad = strdup(a.private_pem);
+    bad[40] = bad[40] == 'A' ? 'B' : 'A';
+    assert_int_equal(sshk_public_from_private(bad, &pub), OP_EPARSE);
+    assert_null(pub);
+    bad[60] = '\0';
+    assert_int_equal(sshk_public_from_private(bad, &pub), OP_EPARSE);
+    free(bad);
+    sshk_keypair_free(&a);
+    sshk_keypair_free(&b);
+}
+
 static void test_ecdsa(void **state)
 {
     sshk_keypair a, b;
@@ -169,16 +278,58 @@ static void openssh_reads(const char *keygen, const sshk_keypair *kp)
     assert_true(out[want] == '\n' || out[want] == ' ');
 }
 
+/* ssh-keygen -l -f <file>: "<bits> SHA256:<fp> <comment> (<TYPE>)\n". The
+ * private key and the .pub line must give the same fingerprint. */
+static void fingerprint(const char *keygen, const char *text, char *out, size_t cap)
+{
+    char path[] = "/tmp/slurmop-sshk-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(fchmod(fd, 0600), 0);
+    size_t n = strlen(text);
+    assert_int_equal(write(fd, text, n), (ssize_t)n);
+    close(fd);
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "%s -l -E sha256 -f %s 2>&1", keygen, path);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t got = fread(out, 1, cap - 1, p);
+    int status = pclose(p);
+    unlink(path);
+    out[got] = '\0';
+    if (status != 0)
+        fprintf(stderr, "ssh-keygen -l: %s\n", out);
+    assert_int_equal(status, 0);
+}
+
+static void openssh_fingerprints(const char *keygen, const sshk_keypair *kp, const char *bits_type)
+{
+    char a[512], b[512];
+    fingerprint(keygen, kp->private_pem, a, sizeof(a));
+    fingerprint(keygen, kp->public_ssh, b, sizeof(b));
+    /* "<bits> SHA256:<43 chars> ": compare up to the comment, which
+     * differs (the file name or "no comment"). */
+    assert_non_null(strstr(a, " SHA256:"));
+    const char *sp = strchr(strstr(a, " SHA256:") + 1, ' ');
+    assert_non_null(sp);
+    assert_memory_equal(a, b, (size_t)(sp - a));
+    assert_memory_equal(a, bits_type, strlen(bits_type));
+    assert_non_null(strstr(a, "(ED25519)"));
+}
+
 static void test_host_keys_and_openssh(void **state)
 {
     sshk_host_keys hk;
     assert_int_equal(sshk_generate_host_keys(&hk), 0);
     check_rsa(&hk.rsa, 4096);
     check_ecdsa(&hk.ecdsa);
+    check_ed25519(&hk.ed25519);
     const char *keygen = ssh_keygen();
     if (keygen) {
         openssh_reads(keygen, &hk.rsa);
         openssh_reads(keygen, &hk.ecdsa);
+        openssh_reads(keygen, &hk.ed25519);
+        openssh_fingerprints(keygen, &hk.ed25519, "256 SHA256:");
     } else {
         fprintf(stderr, "ssh-keygen not installed (package openssh-client): OpenSSH cross-check skipped\n");
     }
@@ -218,7 +369,7 @@ static void test_threadpool(void **state)
     job jobs[6];
     memset(jobs, 0, sizeof(jobs));
     for (int i = 0; i < 6; i++) {
-        jobs[i].type = i < 2 ? SSHK_RSA : SSHK_ECDSA_P256;
+        jobs[i].type = i < 2 ? SSHK_RSA : i < 4 ? SSHK_ECDSA_P256 : SSHK_ED25519;
         jobs[i].req.data = &jobs[i];
         assert_int_equal(uv_queue_work(&loop, &jobs[i].req, work, after), 0);
     }
@@ -228,8 +379,10 @@ static void test_threadpool(void **state)
         assert_int_equal(jobs[i].rc, 0);
         if (jobs[i].type == SSHK_RSA)
             check_rsa(&jobs[i].kp, 2048);
-        else
+        else if (jobs[i].type == SSHK_ECDSA_P256)
             check_ecdsa(&jobs[i].kp);
+        else
+            check_ed25519(&jobs[i].kp);
         for (int k = 0; k < i; k++)
             assert_string_not_equal(jobs[i].kp.private_pem, jobs[k].kp.private_pem);
     }
@@ -241,7 +394,8 @@ static void test_threadpool(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ecdsa),         cmocka_unit_test(test_rsa_2048),
+        cmocka_unit_test(test_ed25519),       cmocka_unit_test(test_ecdsa),
+        cmocka_unit_test(test_rsa_2048),
         cmocka_unit_test(test_bad_arguments), cmocka_unit_test(test_host_keys_and_openssh),
         cmocka_unit_test(test_threadpool),
     };

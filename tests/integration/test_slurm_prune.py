@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""pruneSlurmNodeRecords: NodeNotFound in DaemonSet mode (slurmop against
+kubesim and a real Slurm 22.05, tests/slurm/slurmlab.sh with its dynamic
+node dyn1).
+
+The NodeSet's one Kubernetes Node carries the hostname-override annotation
+"dyn1", so its pod is the lab's dynamic node (kubesim runs no slurmd).
+slurmop writes the pod info into dyn1's comment. Then dyn1's slurmd dies
+(the node goes DOWN and NOT_RESPONDING), the Kubernetes Node is deleted and
+its pod goes: slurmop deletes the defunct record from Slurm (an Event
+DefunctSlurmNodePruned), as Slinky does.
+Exit 77 (skipped) without the Slurm binaries or root.
+"""
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from kubesim import Kubesim  # noqa: E402
+from slurmop import NS_API, Slurmop, apply_crds, make_cluster, pods_of, wait_for  # noqa: E402
+from test_slurm_nodeset import IMAGES, Lab, flags, log, skip  # noqa: E402
+
+OVERRIDE = "nodeset.slinky.slurm.net/hostname-override"
+
+
+def events(c, reason):
+    r = c.get("/apis/events.k8s.io/v1/namespaces/default/events")
+    assert r.status == 200, r.text
+    return [e for e in r.json().get("items") or [] if e.get("reason") == reason]
+
+
+def scenario(ks, lab):
+    c = ks.client()
+    apply_crds(c)
+    node = c.get("/api/v1/nodes").json()["items"][0]["metadata"]["name"]
+    r = c.patch("/api/v1/nodes/" + node, {"metadata": {"annotations": {OVERRIDE: "dyn1"}}})
+    assert r.status == 200, r.text
+    r = c.post("/api/v1/namespaces/default/secrets",
+               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
+                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
+    assert r.status == 201, r.text
+    make_cluster(c, nodesets={"ds": dict(scalingMode="DaemonSet", pruneSlurmNodeRecords="NodeNotFound",
+                                         **IMAGES)})
+    r = c.post(NS_API + "/namespaces/default/restapis",
+               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
+                "spec": {"controllerRef": {"name": "slurm"}}})
+    assert r.status == 201, r.text
+    uid = c.get(NS_API + "/namespaces/default/nodesets/ds").json()["metadata"]["uid"]
+    with Slurmop(ks.kubeconfig, slurmrestd="default/slurm=" + lab.url, slurm_conf=lab.conf,
+                 env={"SLURM_CONF": lab.conf}) as op:
+        op.wait_ready()
+        pods = wait_for(lambda: pods_of(c, "ds") or None, 30, what="the DaemonSet pod")
+        assert pods[0]["spec"]["hostname"] == "dyn1", pods[0]["spec"]
+        info = wait_for(lambda: (lab.node("dyn1") or {}).get("comment"), 20, what="pod info in dyn1's comment")
+        assert json.loads(info)["nodeSetUID"] == uid, info
+        log("ok 1: dyn1 is the DaemonSet pod's Slurm node")
+
+        with open(os.path.join(lab.dir, "run", "slurmd.dyn1.pid")) as f:
+            os.kill(int(f.read().strip()), signal.SIGKILL)
+        wait_for(lambda: "NOT_RESPONDING" in flags(lab.node("dyn1")) and
+                 "DOWN" in str((lab.node("dyn1") or {}).get("state")).upper(), 90,
+                 what="dyn1 DOWN and NOT_RESPONDING")
+        log("ok 2: dyn1's slurmd died: %s" % lab.node("dyn1").get("state"))
+
+        r = c.delete("/api/v1/nodes/" + node)
+        assert r.status in (200, 202), r.text
+        for p in pods_of(c, "ds"):
+            c.delete("/api/v1/namespaces/default/pods/" + p["metadata"]["name"])
+        wait_for(lambda: not pods_of(c, "ds"), 30, what="the pod gone")
+        wait_for(lambda: lab.node("static-0") is not None and lab.node("dyn1") is None, 60,
+                 what="dyn1's record deleted from Slurm")
+        p = subprocess.run(["scontrol", "show", "node", "dyn1"], env=lab.cli_env, capture_output=True, text=True)
+        assert p.returncode != 0 and "not found" in (p.stdout + p.stderr).lower(), (p.stdout, p.stderr)
+        ev = wait_for(lambda: events(c, "DefunctSlurmNodePruned"), 20, what="DefunctSlurmNodePruned Event")
+        assert "dyn1" in ev[0].get("note", ""), ev
+        log("ok 3: the defunct record of dyn1 was pruned")
+
+
+def main():
+    missing = [b for b in ("slurmctld", "slurmd", "slurmrestd", "munged", "scontrol") if not shutil.which(b)]
+    if missing:
+        skip("Slurm binaries missing: %s" % " ".join(missing))
+    if os.geteuid() != 0:
+        skip("the Slurm lab needs root")
+    tmp = tempfile.mkdtemp(prefix="test_slurm_prune.")
+    os.chmod(tmp, 0o755)
+    lab = Lab(tmp)
+    lab.env.update(SLURMLAB_NODE_NAMES="static-0", SLURMLAB_DYNAMIC="1", SLURMLAB_EXTRA_CONF="SlurmdTimeout=5")
+    try:
+        lab.start()
+        with Kubesim(nodes=1, max_grace="200ms") as ks:
+            scenario(ks, lab)
+    finally:
+        lab.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
