@@ -283,6 +283,9 @@ static cluster *cluster_new(const char *key, const char *url, const char *restap
         .user = SLURM_USER,
         .token_lifetime_s = TOKEN_LIFETIME_S,
         .max_body = S.op->opts.slurmrestd_max_body,
+        /* 22.05's node tables carry no time: read slurmctld's clock so that
+         * update_time is on it, not on ours (skew would hide changes). */
+        .read_clock = 1,
     };
     int rc = sr_client_new(S.op->loop, &ro, &c->rest);
     if (rc < 0) {

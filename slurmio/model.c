@@ -636,6 +636,7 @@ void sm_response_free(sm_response *r)
         resv_clear(&r->resvs[i]);
     free(r->resvs);
     free(r->err.message);
+    free(r->err.no_such_node);
     memset(r, 0, sizeof(*r));
 }
 
@@ -757,6 +758,25 @@ static int fail(sm_response *out, int code, int slurm_errno, char *message)
     out->err.slurm_errno = slurm_errno;
     out->err.message = message;
     return code;
+}
+
+/* 24.11 and later answer a read of a node slurmctld has no record of with
+ * HTTP 200, no node list and one error numbered 0 ("No error") described
+ * "Failure to query node <name>": the load succeeded and found nothing.
+ * Errors of a load that failed carry a Slurm error number. */
+#define NO_RECORD_PREFIX "Failure to query node "
+
+static const char *no_record_of(const cJSON *errors)
+{
+    const cJSON *e;
+    if (json_len(errors) != 1)
+        return NULL;
+    e = errors->child;
+    const char *desc = json_get_str(e, "description");
+    if (entry_errno(e) != 0 || !desc || strncmp(desc, NO_RECORD_PREFIX, strlen(NO_RECORD_PREFIX)) != 0)
+        return NULL;
+    desc += strlen(NO_RECORD_PREFIX);
+    return *desc && !strchr(desc, ' ') ? desc : NULL;
 }
 
 /* Build the error from a non-empty "errors" list. */
@@ -942,8 +962,17 @@ int sm_parse_json(int version, enum sm_kind kind, int status, const cJSON *doc, 
     }
     if (!cJSON_IsObject(doc))
         return fail(out, OP_EPARSE, 0, xasprintf("HTTP %d with a body that is not a JSON object", status));
-    if (json_len(errors) > 0)
-        return fail_from_list(out, status, errors);
+    if (json_len(errors) > 0) {
+        const char *none = kind == SM_KIND_NODE && status == 200 && json_len(json_child(doc, "nodes")) == 0
+                               ? no_record_of(errors)
+                               : NULL;
+        int rc = fail_from_list(out, status, errors);
+        if (none) {
+            out->err.code = rc = OP_ENOTFOUND;
+            out->err.no_such_node = xstrdup(none);
+        }
+        return rc;
+    }
     out->last_update = get_time(doc, "last_update", 0);
     if (out->last_update > 0) {
         /* slurmctld stamps a list with time() when it packs it. */

@@ -387,6 +387,12 @@ typedef struct sm_error {
     int http_status; /* as given to sm_parse */
     int slurm_errno; /* the first Slurm error number reported, 0 when none */
     char *message;   /* malloc'd, for logs and events; NULL when code == 0 */
+    /* The node a read by name asked for, when the answer says slurmctld has
+     * no record of it in the shape 24.11 and later use (HTTP 200, no node
+     * list, an error entry numbered 0 described "Failure to query node
+     * <name>"): code is then OP_ENOTFOUND. 22.05 answers error 2018 instead
+     * (slurm_errno). malloc'd; NULL otherwise. */
+    char *no_such_node;
 } sm_error;
 
 /** Where sm_response.server_time came from, most trustworthy first. */

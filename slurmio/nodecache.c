@@ -513,6 +513,8 @@ static void on_nodes(int status, sm_response *resp, void *data)
              * costs one more full answer after a change. */
             if (resp->last_update > 0)
                 c->update_time = resp->last_update;
+            else if (resp->server_time > 0 && resp->server_time_src != SM_TIME_HTTP_DATE)
+                c->update_time = resp->server_time; /* slurmctld's clock (22.05: from diag) */
             else
                 c->update_time = r->sent_wall - (int64_t)c->o.skew_margin_s;
             /* Adapt the interval to what a full answer costs (not counting
@@ -614,7 +616,9 @@ static void on_node_read(int status, sm_response *resp, void *data)
         if (resp->nodes[i].name && strcmp(resp->nodes[i].name, r->name) == 0)
             got = &resp->nodes[i];
     /* And only Slurm's own "no such node" says it does not exist. */
-    int unknown_to_slurm = status == OP_ENOTFOUND && resp->err.slurm_errno == SLURM_INVALID_NODE_NAME;
+    int unknown_to_slurm = status == OP_ENOTFOUND && (resp->err.slurm_errno == SLURM_INVALID_NODE_NAME ||
+                                                      (resp->err.no_such_node && r->name &&
+                                                       strcmp(resp->err.no_such_node, r->name) == 0));
     if (got == NULL && !unknown_to_slurm && (status == 0 || status == OP_ENOTFOUND)) {
         c->stats.bad_reads++;
         log_warn("slurm %s: the answer to a read of node %s does not list it (%zu other nodes); ignored", c->name,

@@ -39,8 +39,9 @@
  * read again; it is applied only when an answer sent suspect_confirm_ms
  * later agrees. An answer older than the table we have (v0.0.40+ report
  * "last_update") is an error. The one proof that a node does not exist is
- * Slurm's own error "Invalid node name" (2018) to a read of that node by
- * name: nc_confirm_gone(). A read by name whose answer does not list the
+ * Slurm's own answer to a read of that node by name: error "Invalid node
+ * name" (2018) on 22.05, "Failure to query node <name>" numbered 0 with no
+ * node list on 24.11 and later (sm_error.no_such_node): nc_confirm_gone(). A read by name whose answer does not list the
  * node (an empty list, another node) changes nothing.
  *
  * Repeated writes. An update Slurm accepted, read back, and asked for again

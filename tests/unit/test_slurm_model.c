@@ -991,6 +991,48 @@ static void test_http_date(void **state)
             fail_msg("accepted %s", bad[i] ? bad[i] : "NULL");
 }
 
+/* A node slurmctld has no record of: 22.05 says error 2018; 24.11 and
+ * 26.05 (real recordings) answer 200 with "Failure to query node <name>"
+ * numbered 0 and no node list. Both are "not found"; an empty list without
+ * that entry, or a load that failed, is not. */
+static void test_no_such_node(void **state)
+{
+    sm_response r;
+    assert_int_equal(parse_fixture(38, SM_KIND_NODE, "v38_err_unknown_node_500.json", &r), OP_ENOTFOUND);
+    assert_int_equal(r.err.slurm_errno, 2018);
+    assert_null(r.err.no_such_node);
+    sm_response_free(&r);
+    static const struct {
+        int v;
+        const char *f;
+    } real[] = {{40, "v40_err_unknown_node_200.json"}, {41, "v41_err_unknown_node_200.json"},
+                {42, "v42_err_unknown_node_200.json"}, {43, "v43_err_unknown_node_200.json"},
+                {44, "v44_err_unknown_node_200.json"}};
+    for (size_t i = 0; i < sizeof(real) / sizeof(real[0]); i++) {
+        assert_int_equal(parse_fixture(real[i].v, SM_KIND_NODE, real[i].f, &r), OP_ENOTFOUND);
+        assert_non_null(r.err.no_such_node);
+        assert_string_equal(r.err.no_such_node, "nosuch");
+        assert_int_equal(r.n_nodes, 0);
+        sm_response_free(&r);
+    }
+    /* The same entry with a Slurm error number: a failed load, not "none". */
+    const char *failed = "{\"errors\":[{\"description\":\"Failure to query node x\",\"error_number\":1800,"
+                         "\"error\":\"Unable to contact slurm controller\"}]}";
+    assert_int_equal(sm_parse(44, SM_KIND_NODE, 200, failed, strlen(failed), &r), OP_EUNAVAILABLE);
+    assert_null(r.err.no_such_node);
+    sm_response_free(&r);
+    /* An empty list, no errors: not proof of anything. */
+    const char *empty = "{\"nodes\":[],\"errors\":[]}";
+    assert_true(sm_parse(44, SM_KIND_NODE, 200, empty, strlen(empty), &r) < 0);
+    assert_null(r.err.no_such_node);
+    sm_response_free(&r);
+    /* A table read (not a read by name) never says it. */
+    const char *tbl = "{\"errors\":[{\"description\":\"Failure to query node x\",\"error_number\":0}]}";
+    sm_parse(44, SM_KIND_NODES, 200, tbl, strlen(tbl), &r);
+    assert_null(r.err.no_such_node);
+    sm_response_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1002,7 +1044,7 @@ int main(void)
         cmocka_unit_test(test_malformed),        cmocka_unit_test(test_state_words),
         cmocka_unit_test(test_node_update_json), cmocka_unit_test(test_resv_desc_json),
         cmocka_unit_test(test_drained_matrix),   cmocka_unit_test(test_drained_from_answers),
-        cmocka_unit_test(test_server_time),      cmocka_unit_test(test_http_date),
+        cmocka_unit_test(test_no_such_node), cmocka_unit_test(test_server_time),      cmocka_unit_test(test_http_date),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
