@@ -697,6 +697,7 @@ int sm_errno_code(int e)
     case 2058: /* ESLURM_RESERVATION_OVERLAP */
         return OP_ECONFLICT;
     case 2028: /* ESLURM_INVALID_NODE_STATE */
+    case 2180: /* 26.05: "Invalid node state transition" (HTTP 422) */
     case 2054: /* ESLURM_INVALID_TIME_VALUE */
         return OP_EINVALID;
     case 1007: /* SLURM_PROTOCOL_AUTHENTICATION_ERROR */
