@@ -286,7 +286,7 @@ static char *cpu_model(void)
 static void write_report(bx_ctx *x, int argc, char **argv, double total_s)
 {
     /* the targets table, printed last and put first in the report */
-    bx_table *t = bx_table_new("Where slurmop stands against DESIGN.md's targets", 6, "target", "measured",
+    bx_table *t = bx_table_new("Where slurmop stands against its targets", 6, "target", "measured",
                                "limit / target", "ratio", "verdict", "note");
     const cJSON *it;
     cJSON_ArrayForEach(it, x->targets)

@@ -4,7 +4,7 @@
  * adds what the rest of the project needs on top (dotted-path access, typed
  * getters with defaults, RFC 7386 merge patches, escaping into a buf) and
  * keeps cJSON-specific knowledge in one place, so a faster parser can
- * replace it later (DESIGN.md, "JSON").
+ * replace it later.
  *
  * Paths are dot-separated object keys ("metadata.name"). A key containing a
  * dot cannot be reached by path; use json_child() for such keys (annotations).

@@ -12,7 +12,7 @@
  *
  * The same machinery merges Slinky pod templates: with SMP_CONCAT_CONTAINERS
  * the containers and initContainers lists are concatenated instead of merged
- * by name (slinky-compat §3.4).
+ * by name (docs/compat.md#nodeset-pod).
  */
 #ifndef OP_SMP_H
 #define OP_SMP_H

@@ -2,7 +2,7 @@
  *
  * Keys are strings (usually "namespace/name") copied by the queue. The
  * semantics are those of client-go's rate-limiting delaying queue
- * (k8s-wire.md section 9):
+ * (docs/internals/KUBE-API.md#client-norms):
  *  - dedupe: a key waiting to be processed is stored once; adding it again
  *    is a no-op;
  *  - a key being processed is never handed out again at the same time: an

@@ -8,7 +8,7 @@
  * (watch timeouts and bookmarks, the simulated kubelet and scheduler, the
  * garbage collector) live on the loop given to ks_new.
  *
- * Behaviour follows shared/spec/k8s-wire.md; kubesim/README.md lists
+ * Behaviour follows docs/internals/KUBE-API.md; kubesim/README.md lists
  * what is simulated and what is simplified.
  */
 #ifndef KS_H

@@ -3,7 +3,7 @@
  * ks_engine.c authenticates and counts; everything that concerns the API
  * itself (paths, content negotiation, validation, preconditions, the
  * generic create/update/patch/delete flows, subresources, LIST and WATCH
- * parameters) is here, following shared/spec/k8s-wire.md.
+ * parameters) is here, following docs/internals/KUBE-API.md.
  */
 #include <ctype.h>
 #include <stdio.h>

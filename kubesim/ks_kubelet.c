@@ -756,7 +756,7 @@ static void pod_start(ks *k, ks_obj *o)
     schedule_action(k, o, A_READY, k->cfg.pod_ready_delay_ms);
 }
 
-/* Ready per §8.4: containers ready and every readiness gate True. */
+/* Ready (docs/internals/KUBE-API.md#pod-ready): containers ready and every readiness gate True. */
 static void compute_ready(cJSON *obj, cJSON *status)
 {
     const cJSON *gates = json_get(obj, "spec.readinessGates");

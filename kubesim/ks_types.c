@@ -563,7 +563,7 @@ static void check_len(ks_errs *e, const cJSON *obj, const char *field, size_t ma
         errs_add(e, "FieldValueTooLong", field, "Too long: may not be more than %zu bytes", max);
 }
 
-/* events.k8s.io/v1 validation on create (§8.1). */
+/* events.k8s.io/v1 validation on create (docs/internals/KUBE-API.md#events). */
 static void event_v1_create(ks *k, ks_res *r, cJSON *obj, ks_errs *e)
 {
     if (json_get_str(obj, "eventTime") == NULL)

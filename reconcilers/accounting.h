@@ -1,4 +1,4 @@
-/* accounting: the Accounting reconciler (slinky-compat §2.3).
+/* accounting: the Accounting reconciler (docs/compat.md#accounting-objects).
  *
  * For each Accounting CR that runs in Kubernetes: the Service
  * `<name>-accounting` (port "slurmdbd", 6819), the Secret

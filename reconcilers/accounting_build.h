@@ -1,4 +1,4 @@
-/* accounting_build: the objects an Accounting CR owns (slinky-compat §2.3).
+/* accounting_build: the objects an Accounting CR owns (docs/compat.md#accounting-objects).
  *
  *   <name>-accounting  Service      port "slurmdbd" (spec.service.port or 6819)
  *   <name>-accounting  Secret       data.slurmdbd.conf (holds the DB password)

@@ -1,5 +1,6 @@
 /* cluster_common: what the Controller, RestApi, Accounting, LoginSet and Token
- * builders share (slinky-compat §1.1, §2).
+ * builders share (docs/compat.md#well-known-labels-and-annotations,
+ * docs/compat.md#cluster-kinds).
  *
  * The builders are pure functions: a custom resource as the API server
  * stores it goes in, the desired Kubernetes object comes out as a new cJSON
@@ -27,7 +28,7 @@
 /* Group/version of the Slinky kinds, used in ownerReferences. */
 #define CLC_API_VERSION "slinky.slurm.net/v1beta1"
 
-/* Well-known labels and annotations (slinky-compat §1.1). */
+/* Well-known labels and annotations (docs/compat.md#well-known-labels-and-annotations). */
 #define CLC_LABEL_NAME "app.kubernetes.io/name"
 #define CLC_LABEL_INSTANCE "app.kubernetes.io/instance"
 #define CLC_LABEL_COMPONENT "app.kubernetes.io/component"
@@ -146,7 +147,7 @@ void clc_hash_str(const char *s, char out[65]);
  *  jwtHs256KeyRef, else NULL. */
 const cJSON *clc_jwt_ref(const cJSON *spec);
 
-/** Clusterwide Slurm NodeSet name of a NodeSet CR (slinky-compat §3.5): the
+/** Clusterwide Slurm NodeSet name of a NodeSet CR (docs/compat.md#nodeset-identity): the
  *  first word of spec.template.spec.hostname with leading and trailing '-'
  *  removed, or the CR name when there is no hostname (or nothing is left).
  *  Returns a pointer into nodeset or into buf (size >= 254). */

@@ -1,5 +1,5 @@
 /* cluster_rc: what the Controller, RestApi, Accounting, LoginSet and Token
- * reconcilers share (slinky-compat §2, "Common mechanics").
+ * reconcilers share (docs/compat.md#common-mechanics).
  *
  * Each of them is a crc_module: a work queue of "namespace/name" keys of
  * one CR kind and a sync function that runs one pass. A pass (crc_pass)

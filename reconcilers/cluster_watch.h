@@ -1,5 +1,5 @@
 /* cluster_watch: which custom resources a change to another object concerns
- * (slinky-compat §2.1-2.5, "Watches").
+ * (docs/compat.md#watches).
  *
  * The Controller, RestApi, Accounting, LoginSet and Token reconcilers are
  * driven by watch events: a Secret, ConfigMap, PVC, NodeSet or Accounting

@@ -1,4 +1,5 @@
-/* controller: the Controller reconciler (slinky-compat §2.1, §4).
+/* controller: the Controller reconciler (docs/compat.md#controller-objects,
+ * docs/compat.md#generated-files).
  *
  * For each Controller CR, in order: the headless Service
  * `<ctl>-controller-internal`, the Service `<ctl>-controller`, the ConfigMap
@@ -33,7 +34,7 @@ extern const op_reconciler RC_CONTROLLER;
 /** Queue a Controller ("ns/name") for reconciliation (no-op when not leading). */
 void controller_enqueue(const char *key);
 
-/** Which slurmctld of a Controller answers (the HA case, §2.1 "HA status":
+/** Which slurmctld of a Controller answers (the HA case, docs/compat.md#active-slurmctld-ha:
  *  Slinky pings every slurmctld through slurmrestd and marks the first one
  *  that responds). Returns the ordinal (0..replicas-1) of the responding
  *  slurmctld; -1 when there is no Slurm to ask (no RestApi: pod 0 is taken

@@ -394,7 +394,7 @@ int ctlb_statefulset(const cJSON *controller, const cJSON *config, const clc_env
     int persist = json_get_bool(spec, "persistence.enabled", 1);
     const char *claim = json_get_str_or(spec, "persistence.existingClaim", "");
 
-    /* §4.3: the combinations that cannot work are refused up front. */
+    /* docs/compat.md#persistence: the combinations that cannot work are refused up front. */
     if (ha && !persist) {
         cJSON_Delete(c);
         return clc_fail(why, OP_EINVAL, "invalid configuration: HA is enabled but persistence is disabled");
@@ -471,7 +471,7 @@ int ctlb_statefulset(const cJSON *controller, const cJSON *config, const clc_env
     json_set_str(sspec, "serviceName", svcname);
     free(svcname);
 
-    /* statesave, per the table of §4.3 (the refused cases are handled). */
+    /* statesave, per the table of docs/compat.md#persistence (the refused cases are handled). */
     cJSON *vct = NULL;
     if (persist && *claim) {
         cJSON *v = cJSON_CreateObject();

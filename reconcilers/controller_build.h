@@ -1,4 +1,5 @@
-/* controller_build: the objects a Controller CR owns (slinky-compat §2.1, §4).
+/* controller_build: the objects a Controller CR owns (docs/compat.md#controller-objects,
+ * docs/compat.md#generated-files).
  *
  *   <ctl>-controller-internal  Service, headless, selects every slurmctld pod
  *   <ctl>-controller           Service, selects the active slurmctld pod
@@ -74,7 +75,7 @@ int ctlb_service(const cJSON *controller, cJSON **out, char **why);
 int ctlb_config(const cJSON *controller, const cJSON *const *nodesets, size_t n_nodesets, const clc_env *env,
                 cJSON **out, char **why);
 
-/** The StatefulSet `<ctl>-controller` (§2.1, §4.3).
+/** The StatefulSet `<ctl>-controller` (docs/compat.md#controller-objects, #persistence).
  *
  *  replicas = 1 + ha.backups (HA) else 1; serviceName
  *  `<ctl>-controller-internal`; revisionHistoryLimit 0; selector {name,
@@ -99,7 +100,7 @@ int ctlb_config(const cJSON *controller, const cJSON *const *nodesets, size_t n_
  *  stored "ConfigMap" `<ctl>-config` in env (Slinky's behaviour, one pass
  *  late). Secrets are looked up in env.
  *
- *  statesave (§4.3), with persistence.enabled defaulting to true:
+ *  statesave (docs/compat.md#persistence), with persistence.enabled defaulting to true:
  *   enabled, no existingClaim, no HA -> volumeClaimTemplates[statesave] with
  *       spec.persistence minus {enabled, existingClaim} as the PVC spec;
  *   enabled, existingClaim            -> volume from that PVC (all replicas);

@@ -1,4 +1,4 @@
-/* loginset: the LoginSet reconciler (slinky-compat §2.4).
+/* loginset: the LoginSet reconciler (docs/compat.md#loginset-objects).
  *
  * For each LoginSet CR, in order: the immutable Secret
  * `<name>-ssh-host-keys` (RSA 4096 and ECDSA P-256 host keys, generated

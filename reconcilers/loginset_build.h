@@ -1,4 +1,4 @@
-/* loginset_build: the objects a LoginSet CR owns (slinky-compat §2.4).
+/* loginset_build: the objects a LoginSet CR owns (docs/compat.md#loginset-objects).
  *
  *   <name>-ssh-host-keys  Secret (immutable, created once) with the host keys
  *   <name>-ssh-config     ConfigMap: sshd_config and authorized_keys

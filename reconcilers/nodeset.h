@@ -1,4 +1,5 @@
-/* nodeset: the NodeSet reconciler (slinky-compat §3).
+/* nodeset: the NodeSet reconciler (docs/compat.md#nodeset;
+ * the implementation: docs/internals/NODESET.md).
  *
  * A NodeSet's pods are created directly (no StatefulSet or DaemonSet
  * objects), like Slinky does: ordinal pods in StatefulSet mode, one pod per

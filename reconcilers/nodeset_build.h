@@ -1,12 +1,12 @@
 /* nodeset_build: the pure (I/O-free) parts of the NodeSet engine.
  *
  * Everything the NodeSet reconciler computes without talking to anyone
- * (slinky-compat §1.3, §1.8, §3): in-memory defaults, pod identity (names,
- * ordinals, hostnames, Slurm names), the worker pod (§3.4), revisions and
- * their hash (§3.2 step 4), PVCs and their owner references (§3.3), the
- * shared worker Service and PodDisruptionBudget, the SSH ConfigMap, the
- * scale-in victim order (§3.6), rolling-update arithmetic (§3.7), DaemonSet
- * eligibility, status counts, and the webhook checks of §1.8.
+ * (docs/compat.md#nodeset): in-memory defaults, pod identity (names,
+ * ordinals, hostnames, Slurm names), the worker pod, revisions and their
+ * hash, PVCs and their owner references, the shared worker Service and
+ * PodDisruptionBudget, the SSH ConfigMap, the scale-in victim order,
+ * rolling-update arithmetic, DaemonSet eligibility, status counts, and the
+ * checks Slinky's webhooks make (docs/compat.md#admission-checks).
  *
  * Conventions:
  *  - JSON inputs are borrowed and never modified; every returned cJSON tree
@@ -29,7 +29,7 @@
 
 #include "core/podfit.h"
 
-/* ---- Well-known names (slinky-compat §1.1) ---------------------------------------------------- */
+/* ---- Well-known names (docs/compat.md#well-known-labels-and-annotations) ---------------------- */
 
 #define NSB_API_VERSION "slinky.slurm.net/v1beta1"
 #define NSB_KIND "NodeSet"
@@ -86,7 +86,7 @@ enum nsb_mode nsb_mode_of(const cJSON *nodeset);
 /** spec.replicas (defaulted: 1 when absent). */
 int nsb_replicas(const cJSON *nodeset);
 
-/* ---- Identity (slinky-compat §3.3, §3.5) ------------------------------------------------------ */
+/* ---- Identity (docs/compat.md#nodeset-identity) ----------------------------------------------- */
 
 /** The ordinal zero-padded to width padding ("%0*d"); malloc'd. */
 char *nsb_padded_ordinal(int padding, int ordinal);
@@ -131,7 +131,7 @@ cJSON *nsb_worker_labels(const cJSON *nodeset);
  *  revisions, the SSH ConfigMap): controller and blockOwnerDeletion true. */
 cJSON *nsb_controller_ref(const cJSON *nodeset);
 
-/* ---- slurmd configuration (slinky-compat §3.4) ------------------------------------------------ */
+/* ---- slurmd configuration (docs/compat.md#nodeset-pod) ---------------------------------------- */
 
 /** The value of slurmd's --conf argument: single-quoted, space-separated,
  *  sorted Key=Value items. Features = the Slurm NodeSet name plus every
@@ -155,7 +155,7 @@ void nsb_resource_limits(const cJSON *nodeset, long long *cpus, long long *mem_m
  *  value rounded up to an integer. 0 or OP_EINVAL. */
 int nsb_parse_quantity(const char *s, long long *out);
 
-/* ---- Worker pod (slinky-compat §3.4) ---------------------------------------------------------- */
+/* ---- Worker pod (docs/compat.md#nodeset-pod) -------------------------------------------------- */
 
 typedef struct nsb_pod_args {
     const cJSON *nodeset;               /* with defaults applied */
@@ -211,7 +211,7 @@ cJSON *nsb_stamp_pod(const nsb_pod_args *a, const cJSON *template, char *err, si
 /** SHA-256 hex of data (the hash annotations); out holds 65 bytes. */
 void nsb_conf_hash(const void *data, size_t len, char out[65]);
 
-/* ---- DaemonSet eligibility (slinky-compat §3.6) ----------------------------------------------- */
+/* ---- DaemonSet eligibility (docs/compat.md#nodeset-scaling) ----------------------------------- */
 
 /** The pod spec of a simulated DaemonSet pod: the merged template plus the
  *  DaemonSet tolerations, without nodeName (evaluating it against a Node is
@@ -222,7 +222,7 @@ cJSON *nsb_daemon_sim_spec(const nsb_pod_args *a, char *err, size_t errlen);
  *  should_continue (keep an existing pod: only untolerated NoExecute says no). */
 void nsb_daemon_fit(const cJSON *sim_spec, const cJSON *node, fit_result *out);
 
-/* ---- Revisions (slinky-compat §3.2 step 4) ---------------------------------------------------- */
+/* ---- Revisions (docs/compat.md#nodeset-revisions) --------------------------------------------- */
 
 #define NSB_HASH_MAX 16
 
@@ -310,7 +310,7 @@ int nsb_revision_collides(const cJSON *existing, const cJSON *patch);
 size_t nsb_truncate_history(const nsb_rev *revs, size_t n, const char *const *live, size_t nlive,
                             int32_t limit, const char *nss, size_t *out);
 
-/* ---- PVCs (slinky-compat §3.3) ---------------------------------------------------------------- */
+/* ---- PVCs (docs/compat.md#nodeset-pvcs) ------------------------------------------------------- */
 
 /** "<claim>-<nss>-<suffix>", suffix = padded ordinal (StatefulSet) or the
  *  pod's hostname label (DaemonSet); malloc'd. */
@@ -338,7 +338,7 @@ int nsb_pvc_update_owner_refs(cJSON *pvc, const cJSON *nodeset, const char *pod_
  *  nsb_pvc_update_owner_refs (no pod yet). */
 cJSON *nsb_build_pvc(const cJSON *nodeset, const cJSON *claim_template, const char *suffix);
 
-/* ---- Shared per-cluster objects (slinky-compat §3.3) ------------------------------------------ */
+/* ---- Shared per-cluster objects (docs/compat.md#nodeset-objects) ------------------------------ */
 
 typedef struct nsb_owner {
     const char *name; /* a NodeSet of the Controller */
@@ -410,7 +410,7 @@ int nsb_pod_available(const nsb_pod *p, int32_t min_ready, int64_t now);
 /** Healthy for the update split: Running, Ready and not terminating. */
 int nsb_pod_healthy(const nsb_pod *p);
 
-/** The scale-in victim order (slinky-compat §3.6); negative when a should be
+/** The scale-in victim order (docs/compat.md#nodeset-victim-order); negative when a should be
  *  deleted before b, positive when after, 0 when Slinky sees no difference.
  *  Rules, first difference wins: 1 unscheduled first; 2 phase Pending <
  *  Unknown < Running (other phases weigh as Pending); 3 not Ready first;
@@ -422,7 +422,7 @@ int nsb_victim_cmp(const nsb_pod *a, const nsb_pod *b);
  *  deterministic). */
 void nsb_sort_victims(const nsb_pod **v, size_t n);
 
-/* ---- Update strategy (slinky-compat §3.7) ----------------------------------------------------- */
+/* ---- Update strategy (docs/compat.md#nodeset-updates) ----------------------------------------- */
 
 /** maxUnavailable (a JSON number or "N%" string; NULL = "25%") scaled
  *  against total, percentages rounded up, at least 1. 0 or OP_EINVAL for
@@ -448,7 +448,7 @@ void nsb_split_update(const nsb_pod *pods, size_t n, const char *update_rev, con
 int nsb_rolling_unavailable(const nsb_pod *pods, size_t n, const char *update_rev, const char *nss,
                             int replicas, int32_t min_ready, int64_t now);
 
-/* ---- Status (slinky-compat §1.3) -------------------------------------------------------------- */
+/* ---- Status (docs/compat.md#nodeset-spec-and-status) ------------------------------------------ */
 
 typedef struct nsb_counts {
     int32_t replicas;    /* phase set */
@@ -474,7 +474,7 @@ typedef struct nsb_slurm_counts {
 cJSON *nsb_build_status(const cJSON *nodeset, const nsb_counts *c, const nsb_slurm_counts *s,
                         const char *hash, int32_t collision_count, const cJSON *ordinal_to_node);
 
-/* ---- Validation (slinky-compat §1.8) ---------------------------------------------------------- */
+/* ---- Validation (docs/compat.md#admission-checks) --------------------------------------------- */
 
 typedef struct nsb_msgs {
     char **v;

@@ -2,7 +2,7 @@
  *
  * Slinky's CRDs embed a PodTemplate (`template`) and per-daemon container
  * overrides (`slurmd`, `slurmctld`, `logfile`, ...). The rules, shared by
- * every builder (slinky-compat §3.4):
+ * every builder (docs/compat.md#nodeset-pod):
  *  - a container override is strategically merged into the base container:
  *    env, ports, volumeMounts merge by their keys, `args` are appended to the
  *    base args, a probe given by the user replaces the base probe's handler

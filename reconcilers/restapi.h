@@ -1,4 +1,4 @@
-/* restapi: the RestApi reconciler (slinky-compat §2.2).
+/* restapi: the RestApi reconciler (docs/compat.md#restapi-objects).
  *
  * For each RestApi CR: the Service `<name>-restapi` (port "slurmrestd",
  * 6820) and the Deployment `<name>-restapi` running slurmrestd against the

@@ -1,4 +1,4 @@
-/* restapi_build: the objects a RestApi CR owns (slinky-compat §2.2).
+/* restapi_build: the objects a RestApi CR owns (docs/compat.md#restapi-objects).
  *
  *   <name>-restapi  Service     port "slurmrestd" (spec.service.port or 6820)
  *   <name>-restapi  Deployment  slurmrestd, replicas spec.replicas (default 1)

@@ -1,4 +1,4 @@
-/* slurmclient: one Slurm client per Controller (slinky-compat §2.6).
+/* slurmclient: one Slurm client per Controller (docs/compat.md#slurm-client-per-controller).
  *
  * For every Controller that a RestApi references, this reconciler keeps a
  * slurmrestd client (slurmio/rest.h) and the node cache built on it
@@ -48,7 +48,7 @@ enum sc_avail {
 int slurmclient_get(operator *op, const char *ctl_key, nc_cache **out);
 
 /**
- * Controller HA (slinky-compat §2.1 "HA status"): which slurmctld is active.
+ * Controller HA (docs/compat.md#active-slurmctld-ha): which slurmctld is active.
  * The first call for a Controller starts pinging it (every 5 s); later calls
  * answer from the last ping, never waiting.
  * @return the index (0-based, the order of SlurmctldHost in slurm.conf,

@@ -1,6 +1,5 @@
 /* slurmconf: the text of slurm.conf, cgroup.conf, slurmdbd.conf, sshd_config
- * and authorized_keys as Slinky generates them (slinky-compat §2.3, §2.4,
- * §3.3, §4.1).
+ * and authorized_keys as Slinky generates them (docs/compat.md#generated-files).
  *
  * Every generator is a pure function of its inputs and produces the same
  * bytes as Slinky's builders for the same CRs, so that the config hash
@@ -57,7 +56,7 @@ typedef struct sconf_merge {
  *  Returns "" (malloc'd) when extra sets none of the keys. */
 char *sconf_merged_config(const char *extra, const sconf_merge *keys, size_t n_keys);
 
-/** slurm.conf for a Controller that runs in Kubernetes (§4.1).
+/** slurm.conf for a Controller that runs in Kubernetes (docs/compat.md#slurmconf).
  *
  *  controller: the Controller CR as stored (defaults applied on the fly).
  *  nodesets: the NodeSet CRs of the namespace; those whose
@@ -80,7 +79,7 @@ char *sconf_merged_config(const char *extra, const sconf_merge *keys, size_t n_k
 int sconf_slurm_conf(const cJSON *controller, const cJSON *const *nodesets, size_t n_nodesets,
                      const clc_env *env, char **out, char **why);
 
-/** The minimal slurm.conf of an external Controller (§4.1), read only by
+/** The minimal slurm.conf of an external Controller (docs/compat.md#slurmconf), read only by
  *  slurmrestd: ClusterName, SlurmUser, SlurmctldHost/Port from
  *  spec.externalConfig, the auth plugins, the accounting lines for
  *  accounting (NULL: none). */
@@ -94,20 +93,20 @@ char *sconf_cgroup_conf(void);
  *  builder reports them). */
 int sconf_config_files_have(const cJSON *controller, const clc_env *env, const char *file);
 
-/** slurmdbd.conf for an Accounting CR (§2.3): DbdHost=<name>-accounting-0,
+/** slurmdbd.conf for an Accounting CR (docs/compat.md#slurmdbdconf): DbdHost=<name>-accounting-0,
  *  DbdPort, SlurmUser, the auth plugins, storage (port 3306 and database
  *  slurm_acct_db by default, StoragePass = storage_pass verbatim, NULL as
  *  ""), LogFile=/dev/null, spec.extraConf and the merged block for AuthInfo
  *  and AuthAltParameters. */
 char *sconf_slurmdbd_conf(const cJSON *accounting, const char *storage_pass);
 
-/** sshd_config of a LoginSet (§2.4): Include of /etc/ssh/sshd_config.d (all *.conf files),
+/** sshd_config of a LoginSet (docs/compat.md#sshd_config): Include of /etc/ssh/sshd_config.d (all *.conf files),
  *  UsePAM yes, X11Forwarding yes, Subsystem sftp internal-sftp, then the
  *  "### EXTRA CONFIG ###" section with extra (NULL as ""; the section is
  *  always present, so an empty extra leaves an empty line). */
 char *sconf_login_sshd_config(const char *extra);
 
-/** sshd_config of a NodeSet with ssh.enabled (§3.3): Include, UsePAM yes,
+/** sshd_config of a NodeSet with ssh.enabled (docs/compat.md#sshd_config): Include, UsePAM yes,
  *  Subsystem sftp internal-sftp, AuthenticationMethods "publickey password",
  *  then the extra section as for the LoginSet. */
 char *sconf_worker_sshd_config(const char *extra);

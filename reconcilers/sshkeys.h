@@ -1,4 +1,4 @@
-/* sshkeys: SSH host key generation for LoginSets.
+/* sshkeys: SSH host key generation for LoginSets (docs/compat.md#loginset-objects).
  *
  * Slinky generates three host key pairs for `<loginset>-ssh-host-keys`:
  * RSA 4096, ECDSA P-256 and Ed25519, and so do we. RSA and ECDSA come from

@@ -1,4 +1,5 @@
-/* token: the Token reconciler (slinky-compat §1.7, §2.5).
+/* token: the Token reconciler (docs/compat.md#token-spec,
+ * docs/compat.md#token-secret).
  *
  * For each Token CR: the Secret named by spec.secretRef (default
  * `<token>-jwt-<username>`, key SLURM_JWT) holding an HS256 JWT for

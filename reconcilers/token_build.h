@@ -1,5 +1,5 @@
 /* token_build: the Secret of a Token CR and its refresh schedule
- * (slinky-compat §1.7, §2.5).
+ * (docs/compat.md#token-spec, docs/compat.md#token-secret).
  *
  * A Token asks for an HS256 JWT for spec.username, stored in a Secret and
  * (with refresh, the default) re-minted before it expires. Minting is done
@@ -49,7 +49,7 @@ cJSON *tokb_defaults(const cJSON *token);
  *  tokb_settings, data {key: base64(jwt)}, immutable = !refresh, labels and
  *  annotations copied from the Token.
  *
- *  Owner (§2.5): when key_secret (the JWT signing-key Secret, as stored,
+ *  Owner (docs/compat.md#token-secret): when key_secret (the JWT signing-key Secret, as stored,
  *  with metadata.name/uid) is given and lives in the Token's namespace, it
  *  is the controller owner (the token dies with its key); otherwise the
  *  Token is. The reconciler creates this Secret once and afterwards only
@@ -91,7 +91,7 @@ typedef struct tokb_plan {
     int64_t refresh_at_s; /* unix time (s) at which the current token is due */
 } tokb_plan;
 
-/** The refresh schedule (§2.5): refreshAt = exp - lifetime/5.
+/** The refresh schedule (docs/compat.md#token-secret): refreshAt = exp - lifetime/5.
  *  - now >= refreshAt or now >= exp (due or expired): refresh_now = 1 and
  *    the next check in 0.8 * lifetime, at least 1 s;
  *  - otherwise: refresh_now = 0, requeue after clamp(refreshAt - now, 1 s,

@@ -1,5 +1,6 @@
-/* validate_cluster: Slinky's admission checks (slinky-compat §1.2 CEL rules
- * and §1.8 validating webhooks) for Controller, LoginSet, RestApi,
+/* validate_cluster: Slinky's admission checks (the schema rules of
+ * docs/compat.md#controller-spec and docs/compat.md#admission-checks)
+ * for Controller, LoginSet, RestApi,
  * Accounting and Token, as pure functions.
  *
  * slurmop serves no admission webhook, so the reconcilers run these checks
@@ -42,8 +43,8 @@ char *vclu_join(char *const *msgs, size_t n);
  *  (old NULL) a ClusterName longer than 40 characters; on update a changed
  *  ClusterName, slurmKeyRef name, effective JWT key ref,
  *  persistence.enabled, or persistence.existingClaim (while enabled).
- *  Warnings: config file names Slurm does not know (the list of §1.8), and
- *  spec.service.spec.externalIPs (it is ignored). */
+ *  Warnings: config file names Slurm does not know (the list in
+ *  docs/compat.md#admission-checks), and spec.service.spec.externalIPs (it is ignored). */
 int vclu_controller(const cJSON *cr, const cJSON *old, const clc_env *env, vclu_result *r);
 
 /** LoginSet. Errors: empty controllerRef.name or sssdConfRef.name; on

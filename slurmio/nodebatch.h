@@ -2,7 +2,8 @@
  *
  * A scale-in of 8,192 pods drains 8,192 Slurm nodes with the same reason;
  * one request per node costs ~41 s on Slurm 22.05, one hostlist request
- * 0.12 s (slurm-lab.md §9). So node writes are not sent when they are asked
+ * 0.12 s (measured on the Slurm lab of tests/slurm/README.md with 8,192
+ * nodes). So node writes are not sent when they are asked
  * for: every update requested during one loop iteration is grouped by its
  * content (state request, reason, comment, features, topology: the whole
  * update message) and each group goes out as ONE request naming its nodes as

@@ -1,7 +1,8 @@
 /* slurmlib: the libslurm backend, for what Slurm 22.05's REST API cannot do.
  *
  * slurmrestd in Slurm 22.05 (data_parser v0.0.36-38) cannot update, drain,
- * resume or delete a node, nor write a reservation (spec slurm-lab.md §4).
+ * resume or delete a node, nor write a reservation (its v0.0.38 API has
+ * no node or reservation write endpoints; tests/slurm/README.md has the lab).
  * This backend does those through libslurm's RPCs (slurm_update_node(),
  * slurm_delete_node(), slurm_create/update/delete_reservation()), authenticated
  * with munge like scontrol, so it needs root or SlurmUser, the cluster's munge

@@ -19,7 +19,7 @@
 /* Same order as nsb_phase: POD_NONE is a pod the API server has not given a phase yet. */
 enum pod_phase { POD_NONE = 0, POD_PENDING, POD_RUNNING, POD_SUCCEEDED, POD_FAILED, POD_UNKNOWN };
 
-/* Slurm node state conditions mirrored on pods (slinky-compat §3.9). */
+/* Slurm node state conditions mirrored on pods (docs/compat.md#nodeset-conditions). */
 enum pod_slurm_cond {
     PSC_ALLOCATED = 1 << 0,
     PSC_DOWN = 1 << 1,
@@ -61,7 +61,7 @@ extern const store_kind KIND_PODS, KIND_NODES, KIND_FULL_NAMESPACED, KIND_FULL_C
  *  the XOR over conditions of a hash of "type\0message". For the set a pod
  *  would get (every bit of bits with the same message) pass that message;
  *  the projection computes it from the pod's actual conditions, so equal
- *  values mean "nothing to write" (NodeSet pod conditions, §3.9). */
+ *  values mean "nothing to write" (docs/compat.md#nodeset-conditions). */
 uint32_t pod_slurm_cond_hash(uint32_t bits, const char *message);
 uint32_t pod_slurm_cond_hash1(const char *type, const char *message);
 

@@ -67,7 +67,7 @@ def test_completes_and_writes_the_report():
         assert text.startswith("<svg") and text.rstrip().endswith("</svg>"), svg
     with open(os.path.join(OUT, "report.md")) as f:
         md = f.read()
-    assert "Where slurmop stands against DESIGN.md's targets" in md and "Scale-out 0 → N" in md, md[:500]
+    assert "Where slurmop stands against its targets" in md and "Scale-out 0 → N" in md, md[:500]
     assert "Where slurmop stands" in r["stdout"]
     meta = r["summary"]["meta"]
     assert meta["quick"] is True and meta["sizes"] == [1024], meta

@@ -4,7 +4,7 @@
  *
  * Golden files: compare against $OP_SOURCE_DIR/tests/data/golden/<name>.
  * With OP_UPDATE_GOLDEN=1 in the environment the file is (re)written
- * instead; review every rewritten file against slinky-compat before
+ * instead; review every rewritten file against docs/compat.md before
  * committing it.
  */
 #ifndef TEST_CLUSTER_FIXTURES_H

@@ -1,6 +1,6 @@
 /* Unit tests for the Controller, RestApi, Accounting and LoginSet builders
- * and the §1.8 validation: names, labels, annotations, ownerReferences,
- * volumes, probes, args, env, the persistence table of §4.3, and hash
+ * and the validation of docs/compat.md#admission-checks: names, labels, annotations, ownerReferences,
+ * volumes, probes, args, env, the table of docs/compat.md#persistence, and hash
  * annotations that change exactly when their inputs change. */
 #include "unit/cluster_fixtures.h"
 

@@ -1,6 +1,6 @@
 /* Unit tests for the CRD files in crds/: every CRD parses with core/yaml, has the names,
  * scope, subresources, printer columns, fields, defaults and rules that
- * slinky-compat §1 lists, and is a structural schema. */
+ * docs/compat.md#crds lists, and is a structural schema. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,5 +1,6 @@
 /* Unit tests for reconcilers/nodeset_build: the pure NodeSet engine parts,
- * checked field by field against slinky-compat §1.3, §1.8 and §3. */
+ * checked field by field against docs/compat.md#nodeset-spec-and-status,
+ * #admission-checks and #nodeset. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

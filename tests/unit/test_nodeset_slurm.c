@@ -1,9 +1,9 @@
 /* Unit tests for the pure parts of reconcilers/nodeset_slurm: the Slurm
- * state -> SlurmNodeState* condition mapping (§3.9) on the recorded node
+ * state -> SlurmNodeState* condition mapping (docs/compat.md#nodeset-conditions) on the recorded node
  * tables of every version, the condition hash that lets a pass skip writes
  * (must equal what the pod projection computes from the written
  * conditions), cordon reason sanitising, the pod info JSON of the node
- * comment (§3.10), the "k8s/" feature merge, and nss_pod_slurm_name (the
+ * comment (docs/compat.md#nodeset-pod-info), the "k8s/" feature merge, and nss_pod_slurm_name (the
  * one pod -> Slurm node name mapping) in every mode, on pods built by
  * nsb_build_pod and cached by the pods store as the reconciler sees them,
  * and the delete-without-drain opt-out read from a cached NodeSet. */

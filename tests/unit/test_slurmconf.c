@@ -1,6 +1,6 @@
 /* Unit tests for reconcilers/slurmconf: slurm.conf, slurmdbd.conf,
  * cgroup.conf, sshd_config text against golden files reviewed line by line
- * against slinky-compat §2.3, §2.4, §3.3, §4.1, and the merged-config rule
+ * against docs/compat.md#generated-files, and the merged-config rule
  * case by case. */
 #include "unit/cluster_fixtures.h"
 
