@@ -1710,6 +1710,30 @@ static void sync_pod_info(nss_set *s, nc_cache *cache, const sobj *nodeset, cons
     free(info);
 }
 
+/* The preStop hook of a pod sets its node DOWN ("Pod is terminating"). A
+ * pod recreated under the same name on the same Node registers a node that
+ * stays DOWN (Slurm returns an admin's DOWN to service only with
+ * ReturnToService=2, which slurm.conf does not set), and the pod-info move
+ * check does not fire. A DOWN of ours set well before the current pod
+ * became Ready came from an earlier pod: resume it. A DOWN set after (this
+ * pod's own preStop, while its deletion is on its way to our cache) is
+ * left alone; the margin covers the two clocks. */
+#define STALE_DOWN_MARGIN_S 5
+#define PRESTOP_REASON NSS_REASON_PREFIX "Pod is terminating"
+
+static void sync_stale_down(nss_set *s, nc_cache *cache, const sobj *pod, const char *name, const sm_node *sn)
+{
+    const pod_proj *pp = pod_of(pod);
+    if (sn->base != SM_NODE_DOWN || !sn->reason || strncmp(sn->reason, PRESTOP_REASON, strlen(PRESTOP_REASON)) != 0 ||
+        sn->reason_changed_at <= 0 || pp->ready_since <= sn->reason_changed_at + STALE_DOWN_MARGIN_S ||
+        nc_settling(cache, name))
+        return;
+    sm_node_update r = {.set = SM_UPD_STATE, .state = SM_REQ_RESUME};
+    if (slurm_update(cache, s, name, &r) == 0)
+        log_info("nodeset %s: Slurm node %s is DOWN from an earlier pod's preStop; resuming it under pod %s",
+                 s->key, name, pod->name);
+}
+
 void nodeset_slurm_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                           const nsb_pod *pods, size_t n, nsb_slurm_counts *out)
 {
@@ -1768,6 +1792,8 @@ void nodeset_slurm_status(operator *op, const sobj *nodeset, const cJSON *ctl, c
             set_pod_meta(s->key, pod, 1, NSB_LABEL_POD_PROTECT, busy && wdp ? "true" : NULL);
         if (found == NC_PRESENT && nsb_pod_running_ready(&pods[i]) && pod_of(pod)->node_name)
             sync_pod_info(s, cache, nodeset, pod, name, sn);
+        if (found == NC_PRESENT && nsb_pod_running_ready(&pods[i]))
+            sync_stale_down(s, cache, pod, name, sn);
     }
     s->counts = *out;
     s->counts_known = 1;

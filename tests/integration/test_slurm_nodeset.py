@@ -564,6 +564,47 @@ def scenario_delete(ks, lab):
     resume_all(lab)
 
 
+def scenario_stale_down(ks, lab):
+    """A pod recreated under the same name finds its node DOWN from the old
+    pod's preStop ("slurm-operator: Pod is terminating"; kubesim runs no
+    hooks, so the test sets it): the operator resumes it once the new pod is
+    Ready, but never resumes a DOWN set after the current pod became Ready
+    (its own preStop racing its deletion)."""
+    c = ks.client()
+    apply_crds(c)
+    r = c.post("/api/v1/namespaces/default/secrets",
+               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
+                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
+    assert r.status == 201, r.text
+    make_cluster(c, nodesets={"slinky": dict(replicas=2, **IMAGES)})
+    r = c.post(NS_API + "/namespaces/default/restapis",
+               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
+                "spec": {"controllerRef": {"name": "slurm"}}})
+    assert r.status == 201, r.text
+    with Slurmop(ks.kubeconfig, slurmrestd="default/slurm=" + lab.url, slurm_conf=lab.conf,
+                 env={"SLURM_CONF": lab.conf}) as op:
+        op.wait_ready()
+        wait_for(lambda: live_names(c) == NODES[:2], 30, what="2 pods")
+        wait_for(lambda: all("SlurmNodeStateIdle" in conds(pod(c, n)) for n in NODES[:2]), 30, what="idle pods")
+        time.sleep(1.5)
+        lab.scontrol("update", "nodename=slinky-1", "state=down", "reason=slurm-operator: Pod is terminating")
+        t_end = time.monotonic() + 7
+        while time.monotonic() < t_end:
+            st = (lab.node("slinky-1") or {}).get("state")
+            assert st == "down", "a DOWN set after the pod was Ready was undone: %r" % st
+            time.sleep(0.2)
+        uid = pod(c, "slinky-1")["metadata"]["uid"]
+        r = c.delete("/api/v1/namespaces/default/pods/slinky-1")
+        assert r.status in (200, 202), r.text
+        wait_for(lambda: (pod(c, "slinky-1") or {}).get("metadata", {}).get("uid") not in (None, uid), 30,
+                 what="slinky-1 recreated")
+        wait_for(lambda: "SlurmNodeStateIdle" in conds(pod(c, "slinky-1")) and
+                 "SlurmNodeStateDown" not in conds(pod(c, "slinky-1")), 30,
+                 what="slinky-1 resumed under its new pod")
+        log("ok 15: a preStop DOWN from an earlier pod is resumed; one set after the pod was Ready is not")
+    resume_all(lab)
+
+
 def main():
     missing = [b for b in ("slurmctld", "slurmd", "slurmrestd", "munged", "scontrol", "sbatch") if not shutil.which(b)]
     if missing:
@@ -586,6 +627,8 @@ def main():
             scenario_drift(ks, lab)
         with Kubesim(nodes=4) as ks:
             scenario_delete(ks, lab)
+        with Kubesim(nodes=4) as ks:
+            scenario_stale_down(ks, lab)
     finally:
         lab.stop()
         shutil.rmtree(tmp, ignore_errors=True)
