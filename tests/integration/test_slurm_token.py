@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """A Token's JWT, minted by slurmop, is accepted by a real slurmrestd (issue 6).
 
-A Slurm 22.05 lab (tests/slurm/slurmlab.sh: slurmctld with auth/jwt as
-AuthAltType, slurmrestd) runs on loopback; kubesim serves the API. The
+A Slurm lab (tests/slurm/slurmlab.sh: slurmctld with auth/jwt as
+AuthAltType, slurmrestd) of SLURMLAB_VERSION (22.05, the default, 24.11 or
+26.05) runs on loopback; kubesim serves the API. The
 lab's jwt.key goes into a Secret, a Token for user root names it, and
 slurmop (the Token reconciler) mints the JWT into the Token's Secret. The
-test then calls slurmrestd with that token (GET /slurm/v0.0.38/nodes:
+test then calls slurmrestd with that token (GET /slurm/<SLURMLAB_API>/nodes:
 HTTP 200, no errors, the lab's nodes), checks that a tampered copy is
 refused, rotates the key Secret to a key slurmctld does not know and sees
 the re-minted token refused (so acceptance really depends on the key).
 
-Exit 77 (ctest: skipped) when the Slurm binaries are not installed.
+Exit 77 (ctest: skipped) when the Slurm binaries are not installed (22.05),
+when not root, or when the lab's root file system cannot be built (24.11,
+26.05).
 """
 import base64
 import json
@@ -25,19 +28,14 @@ import urllib.error
 import urllib.request
 
 from kubesim import Kubesim
+from slurmlab import VERSION, Lab, skip_unless_runnable
 
 SRC = os.environ.get("OP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("OP_BUILD_DIR", os.path.join(SRC, "build"))
-LAB_SH = os.path.join(SRC, "tests", "slurm", "slurmlab.sh")
 SLURMOP = os.path.join(BUILD, "slurmop")
 YAML2JSON = os.path.join(BUILD, "tools", "yaml2json")
 NODES = ["tok-0", "tok-1"]
 NS = "slurm"
-
-
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(77)
 
 
 def fail(why):
@@ -59,8 +57,8 @@ def rest_get(url, user, token):
         return e.code, e.read()
 
 
-def accepted(url, token):
-    status, body = rest_get(url + "/slurm/v0.0.38/nodes", "root", token)
+def accepted(url, api, token):
+    status, body = rest_get(url + "/slurm/" + api + "/nodes", "root", token)
     try:
         doc = json.loads(body)
     except ValueError:
@@ -79,32 +77,18 @@ def wait_for(what, fn, timeout=60):
 
 
 def main():
-    missing = [b for b in ("slurmctld", "slurmd", "slurmrestd", "munged", "scontrol") if not shutil.which(b)]
-    if missing:
-        skip("Slurm binaries missing: %s (tests/deps.sh installs them)" % " ".join(missing))
-    if os.geteuid() != 0:
-        skip("the Slurm lab needs root")
+    skip_unless_runnable()
     check(os.access(SLURMOP, os.X_OK), "no %s" % SLURMOP)
 
     tmp = tempfile.mkdtemp(prefix="test_slurm_token.")
     os.chmod(tmp, 0o755)  # munged needs every directory above its socket searchable by all
-    lab = os.path.join(tmp, "lab")
-    env = dict(os.environ, SLURMLAB_DIR=lab, SLURMLAB_NODE_NAMES=" ".join(NODES))
-    started = False
+    lab = Lab(tmp, NODES)
     op = None
     log_path = os.path.join(tmp, "slurmop.log")
     try:
-        p = subprocess.run(["bash", LAB_SH, "start"], env=env, capture_output=True, text=True, timeout=120)
-        check(p.returncode == 0, "lab start failed: %s %s" % (p.stdout, p.stderr))
-        started = True
-        labenv = {}
-        for line in p.stdout.splitlines():
-            if line.startswith("export "):
-                k, v = line[len("export "):].split("=", 1)
-                labenv[k] = v.strip('"')
-        url = labenv["SLURMRESTD_URL"]
-        with open(labenv["SLURMLAB_JWT_KEY"], "rb") as f:
-            key = f.read()
+        lab.start()
+        print("Slurm %s lab started in %.1f s (REST %s)" % (VERSION, lab.start_s, lab.api))
+        url, api, key = lab.url, lab.api, lab.jwt_key
 
         with Kubesim() as ks:
             c = ks.client()
@@ -139,7 +123,7 @@ def main():
                 r = c.get(path)
                 return base64.b64decode(r.json()["data"]["SLURM_JWT"]).decode() if r.status == 200 else None
             tok = wait_for("the Token's Secret", token)
-            ok, status, doc = accepted(url, tok)
+            ok, status, doc = accepted(url, api, tok)
             check(ok, "slurmrestd refused the Token's JWT: HTTP %d %s" % (status, doc))
             check(sorted(n["name"] for n in doc["nodes"]) == NODES, "nodes %s" % doc["nodes"])
             print("ok: slurmrestd accepts the JWT minted by the Token reconciler")
@@ -147,7 +131,7 @@ def main():
             # A forged signature is refused (the check above is not vacuous).
             h, pl, sig = tok.split(".")
             forged = h + "." + pl + "." + ("A" if sig[0] != "A" else "B") + sig[1:]
-            ok, status, _ = accepted(url, forged)
+            ok, status, _ = accepted(url, api, forged)
             check(not ok, "slurmrestd accepted a forged signature")
 
             # Rotate to a key slurmctld does not have: the re-minted token is refused.
@@ -155,7 +139,7 @@ def main():
                         {"data": {"jwt.key": base64.b64encode(b"another-key-" * 4).decode()}})
             check(r.status == 200, r.text)
             tok2 = wait_for("a re-minted token", lambda: (lambda t: t if t and t != tok else None)(token()))
-            ok, status, _ = accepted(url, tok2)
+            ok, status, _ = accepted(url, api, tok2)
             check(not ok, "slurmrestd accepted a token signed with a key it does not know")
             print("ok: a token signed with another key is refused")
 
@@ -167,8 +151,7 @@ def main():
         if op is not None and op.poll() is None:
             op.kill()
             op.wait()
-        if started:
-            subprocess.run(["bash", LAB_SH, "stop"], env=env, capture_output=True, timeout=120)
+        lab.stop()
     with open(log_path, "rb") as f:
         text = f.read().decode("utf-8", "replace")
     check("AddressSanitizer" not in text and "runtime error:" not in text, "sanitizer report:\n" + text[-5000:])

@@ -58,6 +58,12 @@
 #   SLURMLAB_DYNAMIC=1    also run one dynamic node (slurmd -Z) named dyn1
 #   SLURMLAB_CPUS, SLURMLAB_MEM   per-node CPUs and RealMemory (default 2, 1000)
 #   SLURMLAB_REST_USER    user slurmrestd runs as (default nobody)
+#   SLURMLAB_SLURM_USER   SlurmUser, the user slurmctld runs as (default root);
+#                         "slurm" (the Debian packages' user) makes it the
+#                         user Slinky's clusters run slurmctld as, and whose
+#                         tokens slurmop mints: only root and SlurmUser may
+#                         update nodes, so slurmop's REST writes (24.11, 26.05)
+#                         need it
 #   SLURMLAB_EXTRA_CONF   lines appended to slurm.conf (e.g. "SlurmdTimeout=10")
 #   SLURMLAB_VERSION      22.05 (default, the host's packages), 24.11 (Debian
 #                         trixie) or 26.05 (Debian forky)
@@ -466,6 +472,15 @@ for pid in os.listdir("/proc"):
 
 # ---- start -----------------------------------------------------------------
 
+# What slurmctld writes must be SlurmUser's (it drops root's rights early):
+# its state, log and PID file, and the JWT key it reads.
+own_ctld_files() {
+    [ "$SLURM_USER" != root ] || return 0
+    touch "$LAB/log/slurmctld.log" "$LAB/run/ctld.selfpid"
+    slurm chown -R "$SLURM_USER:" "$LAB/state"
+    slurm chown "$SLURM_USER:" "$LAB/log/slurmctld.log" "$LAB/run/ctld.selfpid" "$JWT_KEY"
+}
+
 write_conf() {
     local nodes_line="" name port i=0 ports_arr
     read -r -a ports_arr <<< "$NODE_PORTS"
@@ -489,7 +504,7 @@ ClusterName=slurmlab
 SlurmctldHost=localhost
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$SLURMD_PORT
-SlurmUser=root
+SlurmUser=$SLURM_USER
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
@@ -635,6 +650,8 @@ do_start() {
     MEM=${SLURMLAB_MEM:-1000}
     EXTRA_CONF=${SLURMLAB_EXTRA_CONF:-}
     local rest_user=${SLURMLAB_REST_USER:-nobody}
+    SLURM_USER=${SLURMLAB_SLURM_USER:-root}
+    slurm id -u "$SLURM_USER" >/dev/null 2>&1 || die "SLURMLAB_SLURM_USER=$SLURM_USER: no such user"
 
     # From here a failure stops whatever was started.
     trap 'rc=$?; if [ $rc -ne 0 ]; then say "start failed; stopping"; do_stop >/dev/null 2>&1 || true; fi' EXIT
@@ -654,6 +671,7 @@ do_start() {
         || die "munged did not start (log/munged.out)"
 
     export SLURM_CONF=$CONF
+    own_ctld_files
     launch slurmctld "${RUN[@]+"${RUN[@]}"}" slurmctld -D -i -f "$CONF"
     poll 20000 "$(pid_of slurmctld)" slurm scontrol ping || die "slurmctld did not start (log/slurmctld.log)"
 
@@ -782,6 +800,9 @@ do_restart_ctld() {
     fi
     [ "$down" = 0 ] || sleep "$down"
     export SLURM_CONF=$CONF
+    JWT_KEY=$LAB/etc/jwt.key
+    SLURM_USER=$(sed -n 's/^SlurmUser=//p' "$CONF")
+    own_ctld_files
     launch slurmctld "${RUN[@]+"${RUN[@]}"}" slurmctld -D -i "${extra[@]+"${extra[@]}"}" -f "$CONF"
     poll 20000 "$(pid_of slurmctld)" slurm scontrol ping || die "slurmctld did not restart (log/slurmctld.log)"
     say "slurmctld restarted ($([ "$lose" = 1 ] && echo "state lost" || echo "state kept"))"
