@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Drain before delete must hold when Slurm's answers are wrong, late or lost.
 
-slurmop runs against kubesim and a real Slurm 22.05 lab (tests/slurm/
-slurmlab.sh, static nodes slinky-0..3 standing in for the NodeSet's pods,
-matched by name), but reads slurmrestd through tests/lib/faultproxy.py
-(`--slurmrestd default/slurm=<proxy URL>`); drains go through libslurm
-(--slurm-conf) straight to slurmctld. One lab, one proxy, one kubesim and one
-slurmop serve every round.
+slurmop runs against kubesim and a real Slurm lab of SLURMLAB_VERSION
+(tests/slurm/slurmlab.sh through tests/lib/slurmlab.py: 22.05 by default,
+24.11, 26.05; static nodes slinky-0..3 standing in for the NodeSet's pods,
+matched by name), but talks to slurmrestd through tests/lib/faultproxy.py
+(`--slurmrestd default/slurm=<proxy URL>`). On 22.05 drains go through
+libslurm (--slurm-conf) straight to slurmctld; on 24.11 and 26.05 slurmop has
+no slurm.conf and drains over REST, through the proxy too (the rules below
+alter only reads). One lab, one proxy, one kubesim and one slurmop serve
+every round.
 
 Each round: a job on slinky-2 and slinky-3 (sbatch -N2 -w slinky-[2-3]); the
 round's proxy rule is switched on;
@@ -48,7 +51,8 @@ once its node is drained again, registered and idle (not UNKNOWN), and no
 process of the job runs there any more).
 
 The rounds go on after a failed one; the test fails (exit 1) listing every
-failed round. Exit 77 (skipped) without the Slurm binaries or root.
+failed round. Exit 77 (skipped) without the Slurm binaries or root, or when
+the lab's root file system cannot be built (24.11, 26.05).
 Environment: SAFETY_ROUNDS=name,name (a subset, in the order above; "pass"
 always runs first when stale is chosen), SAFETY_STEADY_S (default 10),
 SLURMOP_LOG=path (keep slurmop's log), SLURMLAB_LOGS=dir (keep the lab's logs).
@@ -57,21 +61,17 @@ import base64
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
 from faultproxy import FaultProxy, pick_drained_idle  # noqa: E402
 from kubesim import Kubesim  # noqa: E402
+import slurmlab  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, make_cluster, pods_of, set_replicas, wait_for  # noqa: E402
 
-SRC = os.environ.get("OP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-LAB_SH = os.path.join(SRC, "tests", "slurm", "slurmlab.sh")
 NODES = ["slinky-0", "slinky-1", "slinky-2", "slinky-3"]
 KEEP = ["slinky-0", "slinky-1"]
 BUSY = ["slinky-2", "slinky-3"]
@@ -99,11 +99,6 @@ RULES = [
 RESTARTS = ["ctld-restart-kept", "ctld-restart-lost"]
 
 
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(77)
-
-
 T0 = time.monotonic()
 
 
@@ -115,78 +110,11 @@ class Violation(AssertionError):
     pass
 
 
-class Lab:
-    """The Slurm lab: start/stop/restart-ctld, direct REST reads, CLI."""
-
-    def __init__(self, tmp):
-        self.dir = os.path.join(tmp, "lab")
-        self.env = dict(os.environ, SLURMLAB_DIR=self.dir, SLURMLAB_NODE_NAMES=" ".join(NODES))
-        self.started = False
-        self.vars = {}
-
-    def start(self):
-        p = subprocess.run(["bash", LAB_SH, "start"], env=self.env, capture_output=True, text=True, timeout=180)
-        if p.returncode == 77:
-            skip("slurmlab: " + p.stderr.strip())
-        if p.returncode != 0:
-            raise AssertionError("slurmlab start failed:\n%s\n%s" % (p.stdout, p.stderr))
-        self.started = True
-        for line in p.stdout.splitlines():
-            if line.startswith("export "):
-                k, v = line[len("export "):].split("=", 1)
-                self.vars[k] = v.strip('"')
-        self.url = self.vars["SLURMRESTD_URL"]
-        self.conf = self.vars["SLURM_CONF"]
-        with open(self.vars["SLURMLAB_JWT_KEY"], "rb") as f:
-            self.jwt_key = f.read()
-        self.token = self.vars["SLURMRESTD_TOKEN"]
-        self.cli_env = dict(os.environ, SLURM_CONF=self.conf)
-
-    def stop(self):
-        if os.environ.get("SLURMLAB_LOGS"):
-            shutil.copytree(os.path.join(self.dir, "log"), os.environ["SLURMLAB_LOGS"], dirs_exist_ok=True)
-        if self.started:
-            subprocess.run(["bash", LAB_SH, "stop"], env=self.env, capture_output=True, timeout=120)
-            self.started = False
-
-    def restart_ctld(self, *args):
-        p = subprocess.run(["bash", LAB_SH, "restart-ctld"] + list(args), env=self.env, capture_output=True,
-                           text=True, timeout=60)
-        if p.returncode != 0:
-            raise AssertionError("slurmlab restart-ctld failed:\n%s\n%s" % (p.stdout, p.stderr))
-
-    def node(self, name):
-        """The real v0.0.38 node object (slurmrestd read directly), or None."""
-        req = urllib.request.Request(self.url + "/slurm/v0.0.38/node/" + name,
-                                     headers={"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": self.token})
-        try:
-            with urllib.request.urlopen(req, timeout=5) as r:
-                return json.loads(r.read())["nodes"][0]
-        except (urllib.error.URLError, OSError, KeyError, IndexError, ValueError):
-            return None
-
-    def scontrol(self, *args, check=True):
-        p = subprocess.run(["scontrol"] + list(args), env=self.cli_env, capture_output=True, text=True, timeout=30)
-        if check and p.returncode != 0:
-            raise AssertionError("scontrol %s: %s %s" % (" ".join(args), p.stdout, p.stderr))
-        return p.stdout if p.returncode == 0 else None
+class Lab(slurmlab.Lab):
+    """The Slurm lab (tests/lib/slurmlab.py) with the round's job."""
 
     def sbatch_busy(self, seconds):
-        p = subprocess.run(["sbatch", "--parsable", "-N2", "-n2", "-w", ",".join(BUSY), "-D", "/tmp",
-                            "-o", "/dev/null", "-J", "safety", "--wrap", "sleep %d" % seconds],
-                           env=self.cli_env, capture_output=True, text=True, timeout=30)
-        if p.returncode != 0:
-            raise AssertionError("sbatch: %s %s" % (p.stdout, p.stderr))
-        return p.stdout.strip().split(";")[0]
-
-    def job_state(self, job):
-        """(JobState, ExitCode, NodeList), or (None, None, None) when Slurm
-        does not know the job (or cannot be reached)."""
-        out = self.scontrol("show", "job", job, "-o", check=False)
-        if not out:
-            return None, None, None
-        fields = dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
-        return fields.get("JobState"), fields.get("ExitCode"), fields.get("NodeList")
+        return self.sbatch(BUSY, seconds, name="safety")
 
     def node_cli(self, name):
         """State and Reason from scontrol (works while slurmrestd is fine
@@ -421,7 +349,7 @@ class Suite:
         finally:
             fp.clear_rules()
             if job and lab.job_state(job)[0] in ("PENDING", "RUNNING", "COMPLETING"):
-                subprocess.run(["scancel", job], env=lab.cli_env, capture_output=True, timeout=30)
+                lab.scancel(job)
             self.finish(name, problems, t)
 
     # ---- slurmctld restarted during a scale-in ----
@@ -493,7 +421,7 @@ class Suite:
             problems.append("error: %s" % e)
         finally:
             if job and lab.job_state(job)[0] in ("PENDING", "RUNNING", "COMPLETING"):
-                subprocess.run(["scancel", job], env=lab.cli_env, capture_output=True, timeout=30)
+                lab.scancel(job)
             self.finish(name, problems, t)
 
 
@@ -510,8 +438,7 @@ def scenario(ks, lab, fp, rounds):
                {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
                 "spec": {"controllerRef": {"name": "slurm"}}})
     assert r.status == 201, r.text
-    with Slurmop(ks.kubeconfig, slurmrestd="default/slurm=" + fp.url, slurm_conf=lab.conf,
-                 env={"SLURM_CONF": lab.conf}) as op:
+    with Slurmop(ks.kubeconfig, **lab.slurmop_flags(fp.url)) as op:
         try:
             op.wait_ready()
             wait_for(lambda: live_names(c) == NODES, 30, what="4 pods")
@@ -535,11 +462,7 @@ def scenario(ks, lab, fp, rounds):
 
 
 def main():
-    missing = [b for b in ("slurmctld", "slurmd", "slurmrestd", "munged", "scontrol", "sbatch") if not shutil.which(b)]
-    if missing:
-        skip("Slurm binaries missing: %s" % " ".join(missing))
-    if os.geteuid() != 0:
-        skip("the Slurm lab needs root")
+    slurmlab.skip_unless_runnable(("sbatch",))
     every = [r[0] for r in RULES] + RESTARTS
     want = [x for x in os.environ.get("SAFETY_ROUNDS", "").split(",") if x] or every
     unknown = set(want) - set(every)
@@ -550,11 +473,11 @@ def main():
         rounds.add("pass")  # records the drained-and-idle answers that stale replays
     tmp = tempfile.mkdtemp(prefix="test_slurm_safety.")
     os.chmod(tmp, 0o755)  # munged needs every directory above its socket searchable
-    lab = Lab(tmp)
+    lab = Lab(tmp, NODES)
     results = []
     try:
         lab.start()
-        log("lab started: %s" % lab.url)
+        log("Slurm %s lab started in %.1f s: %s (REST %s)" % (slurmlab.VERSION, lab.start_s, lab.url, lab.api))
         with FaultProxy(lab.url) as fp, Kubesim(nodes=4) as ks:
             results = scenario(ks, lab, fp, rounds)
     finally:
