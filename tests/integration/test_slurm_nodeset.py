@@ -67,6 +67,18 @@ def log(msg):
 T0 = time.monotonic()
 
 
+class Op(Slurmop):
+    """slurmop, its log appended to $SLURMOP_LOG (when set) once stopped."""
+
+    def stop(self, *args, **kwargs):
+        try:
+            return super().stop(*args, **kwargs)
+        finally:
+            if os.environ.get("SLURMOP_LOG"):
+                with open(os.environ["SLURMOP_LOG"], "a") as f:
+                    f.write(self.stderr())
+
+
 def pod(c, name):
     r = c.get("/api/v1/namespaces/default/pods/" + name)
     return r.json() if r.status == 200 else None
@@ -117,13 +129,8 @@ def scenario(ks, lab):
                 "spec": {"controllerRef": {"name": "slurm"}}})
     assert r.status == 201, r.text
 
-    with Slurmop(ks.kubeconfig, **lab.slurmop_flags()) as op:
-        try:
-            steps(c, op, lab)
-        finally:
-            if os.environ.get("SLURMOP_LOG"):  # keep the operator's log for a look
-                with open(os.environ["SLURMOP_LOG"], "w") as f:
-                    f.write(op.stderr())
+    with Op(ks.kubeconfig, **lab.slurmop_flags()) as op:
+        steps(c, op, lab)
     log("ok 6: slurmop stopped cleanly")
 
 
@@ -282,7 +289,7 @@ def scenario_scheduled_update(ks, lab):
     def resv():
         return lab.reservation("SlurmOperatorMaint-slinky")
 
-    with Slurmop(ks.kubeconfig, **lab.slurmop_flags()) as op:
+    with Op(ks.kubeconfig, **lab.slurmop_flags()) as op:
         op.wait_ready()
         if lab.version == "24.11":
             return scheduled_update_without_writes(c, op, lab, nsp, resv)
@@ -377,7 +384,7 @@ def scenario_host_network(ks, lab):
     def hn_pods():
         return {p["metadata"]["name"]: p for p in pods_of(c, "hn", include_terminating=False)}
 
-    with Slurmop(ks.kubeconfig, **lab.slurmop_flags()) as op:
+    with Op(ks.kubeconfig, **lab.slurmop_flags()) as op:
         op.wait_ready()
         wait_for(lambda: len(hn_pods()) == 4 and all(p["spec"].get("nodeName") in NODES
                                                      for p in hn_pods().values()), 30, what="4 pods on slinky Nodes")
@@ -423,7 +430,7 @@ def scenario_drift(ks, lab):
                {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
                 "spec": {"controllerRef": {"name": "slurm"}}})
     assert r.status == 201, r.text
-    with Slurmop(ks.kubeconfig, **lab.slurmop_flags(drift_grace=5)) as op:
+    with Op(ks.kubeconfig, **lab.slurmop_flags(drift_grace=5)) as op:
         op.wait_ready()
         wait_for(lambda: len(live_names(c)) == 5, 30, what="5 pods")
         uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(c, "slinky")}
@@ -491,7 +498,7 @@ def scenario_delete(ks, lab):
     def blocked():
         return [x for x in ns_status(c).get("conditions", []) if x["type"] == "DrainBlocked"]
 
-    with Slurmop(ks.kubeconfig, **lab.slurmop_flags()) as op:
+    with Op(ks.kubeconfig, **lab.slurmop_flags()) as op:
         op.wait_ready()
         wait_for(lambda: live_names(c) == NODES[:3], 30, what="3 pods")
         wait_for(lambda: "nodeset.slinky.slurm.net/drain" in c.get(nsp).json()["metadata"].get("finalizers", []),
@@ -581,6 +588,8 @@ def main():
     if set(want) - set(every):
         raise SystemExit("unknown scenarios: %s (have %s)" % (", ".join(sorted(set(want) - set(every))),
                                                               ", ".join(every)))
+    if os.environ.get("SLURMOP_LOG"):
+        open(os.environ["SLURMOP_LOG"], "w").close()
     tmp = tempfile.mkdtemp(prefix="test_slurm_nodeset.")
     os.chmod(tmp, 0o755)  # munged needs every directory above its socket searchable
     lab = Lab(tmp, NODES)

@@ -299,7 +299,12 @@ class Suite:
             if name == "stale":
                 paths = [p for p in fp.recorded_paths() if p.endswith("/nodes")]
                 if not any(pick_drained_idle(BUSY)(fp.recorded(p)) for p in paths):
-                    problems.append("inconclusive: no recorded node table shows slinky-2/3 drained and idle")
+                    seen = {p: [[(n.get("name"), n.get("state"), n.get("state_flags"), n.get("alloc_cpus"))
+                                 for n in (a.json() or {}).get("nodes") or [] if n.get("name") in BUSY]
+                                for a in fp.recorded(p)[-3:]] for p in paths}
+                    problems.append("inconclusive: no recorded node table shows slinky-2/3 drained and idle "
+                                    "(recorded paths %s; the newest three of %s: %s)" %
+                                    (fp.recorded_paths(), paths, seen))
                     return
             job = self.start_job()
             w = Watcher(c, NODES)
