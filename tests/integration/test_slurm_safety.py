@@ -297,7 +297,7 @@ class Suite:
         try:
             self.baseline()
             if name == "stale":
-                paths = [p for p in fp.recorded_paths() if p.endswith("/nodes")]
+                paths = [p for p in fp.recorded_paths() if p.rstrip("/").endswith("/nodes")]  # v0.0.4x: nodes/
                 if not any(pick_drained_idle(BUSY)(fp.recorded(p)) for p in paths):
                     seen = {p: [[(n.get("name"), n.get("state"), n.get("state_flags"), n.get("alloc_cpus"))
                                  for n in (a.json() or {}).get("nodes") or [] if n.get("name") in BUSY]
