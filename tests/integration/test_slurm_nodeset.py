@@ -560,7 +560,7 @@ def scenario_stale_down(ks, lab):
                {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
                 "spec": {"controllerRef": {"name": "slurm"}}})
     assert r.status == 201, r.text
-    with Slurmop(ks.kubeconfig, **lab.slurmop_flags()) as op:
+    with Op(ks.kubeconfig, **lab.slurmop_flags()) as op:
         op.wait_ready()
         wait_for(lambda: live_names(c) == NODES[:2], 30, what="2 pods")
         wait_for(lambda: all("SlurmNodeStateIdle" in conds(pod(c, n)) for n in NODES[:2]), 30, what="idle pods")
