@@ -38,6 +38,10 @@
 /* A drain of ours that Slurm accepted but no read has proved (its reason
  * time did not move past what was seen before) is sent again after this. */
 #define REDRAIN_MS 10000u
+/* A node a read showed UNKNOWN (slurmctld restarted) is not deleted for this
+ * long after: slurmd registers again and slurmctld kills the jobs it no
+ * longer knows (after a restart without its state) in that time. */
+#define REGISTER_GRACE_MS 20000u
 /* How long a condemned pod's node is read on its own while it drains. */
 #define TRACK_MS (10u * 60u * 1000u)
 /* Failed Slurm writes back off per node: 1 s, 2 s, ... 60 s. */
@@ -854,6 +858,14 @@ int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, c
         return NSS_WAIT;
     }
     if (sm_node_drained(n)) {
+        uint64_t unknown_ago = nc_unknown_ago(cache, name);
+        if (unknown_ago < REGISTER_GRACE_MS) {
+            /* Lately UNKNOWN: slurmctld restarted, maybe without its state.
+             * Jobs it forgot may still run on the node until slurmd has
+             * registered and been told to kill them: give that time. */
+            nodeset_enqueue_after(s->key, (uint32_t)(REGISTER_GRACE_MS - unknown_ago) + 100u);
+            return NSS_WAIT;
+        }
         if (!nc_fresh(cache, name, PROOF_FRESH_MS)) {
             nc_read_soon(cache, name); /* its event brings us back */
             return NSS_WAIT;

@@ -44,6 +44,11 @@ typedef struct nc_node {
     int64_t drain_floor;   /* max_reason_at when our last drain was sent */
     int drain_state;       /* 0 none, 1 in flight, 2 accepted by Slurm */
     uint64_t drain_ok_ms;  /* uv_now() when it was accepted */
+    /* uv_now() of the latest read (sent then) that showed the node in state
+     * UNKNOWN: slurmctld restarted (perhaps without its state) and slurmd
+     * has not registered yet; jobs it forgot may still run there until it
+     * has, and been told to kill them. 0: never. */
+    uint64_t unknown_ms;
     /* The same update asked for again after Slurm accepted it and a read
      * showed no effect: backoff, and a wake-up once it has passed. */
     unsigned repeats;
@@ -342,6 +347,8 @@ static void apply_table(nc_cache *c, sm_response *resp, uint64_t seq, uint64_t s
         e->n = *n;
         if (e->n.reason_changed_at > e->max_reason_at)
             e->max_reason_at = e->n.reason_changed_at;
+        if (e->n.base == SM_NODE_UNKNOWN)
+            e->unknown_ms = sent_ms ? sent_ms : 1;
         memset(n, 0, sizeof(*n));
         e->present = 1;
         e->read_seq = seq;
@@ -633,6 +640,8 @@ static void on_node_read(int status, sm_response *resp, void *data)
             e->n = *got;
             if (e->n.reason_changed_at > e->max_reason_at)
                 e->max_reason_at = e->n.reason_changed_at;
+            if (e->n.base == SM_NODE_UNKNOWN)
+                e->unknown_ms = r->sent_ms ? r->sent_ms : 1;
             memset(got, 0, sizeof(*got));
             c->n_present += !e->present;
             e->present = 1;
@@ -1415,6 +1424,14 @@ int nc_drain_state(const nc_cache *c, const char *name, uint64_t *accepted_ago_m
     if (accepted_ago_ms)
         *accepted_ago_ms = e && e->drain_state == 2 ? uv_now(c->loop) - e->drain_ok_ms : 0;
     return e ? e->drain_state : 0;
+}
+
+uint64_t nc_unknown_ago(const nc_cache *c, const char *name)
+{
+    const nc_node *e = node_get(c, name);
+    if (!e || !e->unknown_ms)
+        return UINT64_MAX;
+    return uv_now(c->loop) - e->unknown_ms;
 }
 
 int nc_suspect(const nc_cache *c)

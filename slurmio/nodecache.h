@@ -155,6 +155,10 @@ int nc_drain_proved(const nc_cache *c, const char *name);
  *  repeats the current reason: a drain meant to be proved must carry a
  *  reason different from the one the node shows. */
 int nc_drain_state(const nc_cache *c, const char *name, uint64_t *accepted_ago_ms);
+/** How long ago (ms) a read last showed the node in state UNKNOWN
+ *  (slurmctld restarted, slurmd not registered again yet), UINT64_MAX when
+ *  none did. */
+uint64_t nc_unknown_ago(const nc_cache *c, const char *name);
 /** 1 while a shrunken table answer is held for confirmation. */
 int nc_suspect(const nc_cache *c);
 
