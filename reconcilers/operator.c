@@ -397,7 +397,9 @@ static int listen_on(operator *op, const char *addr, hs_server **out, char *err,
         snprintf(err, errlen, "cannot listen on %s: %s", addr, op_strerror(rc));
         return rc;
     }
-    log_info("serving /metrics /healthz /readyz on %s:%d", host, hs_port(*out));
+    /* Tests read the bound ports from these lines. */
+    log_info("serving %s on %s:%d", op->opts.metrics_secure ? "/healthz /readyz" : "/metrics /healthz /readyz", host,
+             hs_port(*out));
     return 0;
 }
 
