@@ -153,7 +153,8 @@ static void set_answer(kauth_check *c, int status, const char *user, const char 
 {
     va_list ap;
     c->status = status;
-    snprintf(c->user, sizeof(c->user), "%s", user ? user : "");
+    if (user != c->user) /* the reviews pass the user already kept in c */
+        snprintf(c->user, sizeof(c->user), "%s", user ? user : "");
     va_start(ap, fmt);
     vsnprintf(c->reason, sizeof(c->reason), fmt, ap);
     va_end(ap);
@@ -224,7 +225,7 @@ static void on_sar(int err, const cJSON *obj, const kube_status *st, void *data)
         set_answer(c, 200, c->user, "allowed");
     } else {
         const char *why = json_get_str(obj, "status.reason");
-        set_answer(c, 403, c->user, "forbidden: user \"%.100s\" may not %s %s%s%.80s", c->user, c->verb, c->path,
+        set_answer(c, 403, c->user, "user \"%.100s\" is not allowed to %s %s%s%.80s", c->user, c->verb, c->path,
                    why && *why ? ": " : "", why ? why : "");
     }
     finish(c, 1);

@@ -35,7 +35,7 @@ static void on_verdict(int status, const char *reason, const char *user, void *d
     hs_req *req = data;
     msec *m = hs_req_get_data(req);
     if (status != 200) {
-        log_debug("metrics scrape from %s%s%s refused: %d %s", hs_req_peer(req), user ? " by " : "",
+        log_debug("metrics scrape from %s%s%s denied with HTTP %d: %s", hs_req_peer(req), user ? " by " : "",
                   user ? user : "", status, reason);
         char body[256];
         int n = snprintf(body, sizeof(body), "%s\n", reason);
