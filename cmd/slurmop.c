@@ -72,6 +72,13 @@ static const char usage[] =
     "Process:\n"
     "  --metrics-addr ADDR          serve /metrics (Prometheus) here (default :8080; 0 disables)\n"
     "  --health-addr ADDR           serve /healthz and /readyz here (default :8081; 0 disables)\n"
+    "  --metrics-secure[=BOOL]      serve /metrics over HTTPS on --metrics-addr, each scrape's bearer token\n"
+    "                               checked with a TokenReview and a SubjectAccessReview (get on the\n"
+    "                               non-resource URL /metrics): 401 without a valid token, 403 when not\n"
+    "                               allowed (default false; /healthz and /readyz stay plain HTTP)\n"
+    "  --metrics-cert-file FILE     with --metrics-secure: serving certificate chain (PEM), read at start\n"
+    "  --metrics-key-file FILE      its private key (PEM); without both, a self-signed certificate is\n"
+    "                               made at start\n"
     "  --log-format text|json       log line format (default text)\n"
     "  --log-level LEVEL            error, warn, info, debug or trace, or 0-4 (default info)\n"
     "  --shutdown-grace SECONDS     how long writes in flight may finish at SIGTERM (default 10)\n"
@@ -103,6 +110,9 @@ enum {
     OPT_SLURMRESTD_MAX_BODY,
     OPT_METRICS_ADDR,
     OPT_HEALTH_ADDR,
+    OPT_METRICS_SECURE,
+    OPT_METRICS_CERT,
+    OPT_METRICS_KEY,
     OPT_LOG_FORMAT,
     OPT_LOG_LEVEL,
     OPT_GRACE,
@@ -134,6 +144,9 @@ static const struct option long_opts[] = {
     {"slurmrestd-max-body", required_argument, NULL, OPT_SLURMRESTD_MAX_BODY},
     {"metrics-addr", required_argument, NULL, OPT_METRICS_ADDR},
     {"health-addr", required_argument, NULL, OPT_HEALTH_ADDR},
+    {"metrics-secure", optional_argument, NULL, OPT_METRICS_SECURE},
+    {"metrics-cert-file", required_argument, NULL, OPT_METRICS_CERT},
+    {"metrics-key-file", required_argument, NULL, OPT_METRICS_KEY},
     {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"shutdown-grace", required_argument, NULL, OPT_GRACE},
@@ -314,6 +327,16 @@ int main(int argc, char **argv)
             break;
         case OPT_METRICS_ADDR: o.metrics_addr = optarg; break;
         case OPT_HEALTH_ADDR: o.health_addr = optarg; break;
+        case OPT_METRICS_SECURE:
+            if (optarg == NULL || strcmp(optarg, "true") == 0)
+                o.metrics_secure = 1;
+            else if (strcmp(optarg, "false") == 0)
+                o.metrics_secure = 0;
+            else
+                return die_usage("--metrics-secure: want true or false, got %s", optarg);
+            break;
+        case OPT_METRICS_CERT: o.metrics_cert_file = optarg; break;
+        case OPT_METRICS_KEY: o.metrics_key_file = optarg; break;
         case OPT_LOG_FORMAT:
             if ((format = log_format_parse(optarg)) < 0)
                 return die_usage("--log-format: want text or json, got %s", optarg);

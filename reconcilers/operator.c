@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/yaml.h"
+#include "reconcilers/msec.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"
 #include "watchers/byname.h"
@@ -61,6 +62,7 @@ struct priv {
     int n_synced;
     int n_reflectors;
     hs_server *metrics_srv;
+    msec *metrics_sec; /* --metrics-secure: instead of metrics_srv */
     hs_server *health_srv;
     lease_elector *lease;
     uv_timer_t grace;
@@ -305,7 +307,8 @@ static void serve(hs_req *req, void *data)
         hs_respond(req, 405, "text/plain", "Allow: GET, HEAD\r\n", "method not allowed\n", 19);
         return;
     }
-    if (strcmp(path, "/metrics") == 0) {
+    /* With --metrics-secure, /metrics is only on the HTTPS server (msec). */
+    if (strcmp(path, "/metrics") == 0 && !op->opts.metrics_secure) {
         buf_t b;
         buf_init(&b, 64u << 20);
         if (mx_render(op->metrics, &b) != 0) {
@@ -348,6 +351,35 @@ static int parse_addr(const char *addr, char *host, size_t hostlen, int *port)
     return 0;
 }
 
+static int render_metrics(void *data, buf_t *out)
+{
+    operator *op = data;
+    return mx_render(op->metrics, out);
+}
+
+static int listen_secure(operator *op, const char *addr, char *err, size_t errlen)
+{
+    char host[256];
+    int port, rc;
+    if (addr == NULL || strcmp(addr, "0") == 0 || *addr == '\0')
+        return 0;
+    if (parse_addr(addr, host, sizeof(host), &port) != 0) {
+        snprintf(err, errlen, "bad listen address \"%s\" (want host:port or :port)", addr);
+        return OP_EINVAL;
+    }
+    msec_opts mo = {
+        .host = host,
+        .port = port,
+        .cert_file = op->opts.metrics_cert_file,
+        .key_file = op->opts.metrics_key_file,
+        .client = op->client,
+        .render = render_metrics,
+        .data = op,
+    };
+    P(op)->metrics_sec = msec_start(op->loop, &mo, &rc, err, errlen);
+    return P(op)->metrics_sec ? 0 : rc;
+}
+
 static int listen_on(operator *op, const char *addr, hs_server **out, char *err, size_t errlen)
 {
     char host[256];
@@ -365,7 +397,9 @@ static int listen_on(operator *op, const char *addr, hs_server **out, char *err,
         snprintf(err, errlen, "cannot listen on %s: %s", addr, op_strerror(rc));
         return rc;
     }
-    log_info("serving /metrics /healthz /readyz on %s:%d", host, hs_port(*out));
+    /* Tests read the bound ports from these lines. */
+    log_info("serving %s on %s:%d", op->opts.metrics_secure ? "/healthz /readyz" : "/metrics /healthz /readyz", host,
+             hs_port(*out));
     return 0;
 }
 
@@ -530,7 +564,11 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
     }
     op->events = evrec_new(loop, op->client, "slinky.slurm.net/slurmop", host);
 
-    if ((rc = listen_on(op, opts->metrics_addr, &p->metrics_srv, err, errlen)) != 0)
+    if (opts->metrics_secure)
+        rc = listen_secure(op, opts->metrics_addr, err, errlen);
+    else
+        rc = listen_on(op, opts->metrics_addr, &p->metrics_srv, err, errlen);
+    if (rc != 0)
         return rc;
     if ((rc = listen_on(op, opts->health_addr, &p->health_srv, err, errlen)) != 0)
         return rc;
@@ -675,6 +713,11 @@ static void close_servers_and_lease(operator *op)
         p->pending++;
         hs_close(p->metrics_srv, on_srv_closed, op);
         p->metrics_srv = NULL;
+    }
+    if (p->metrics_sec) {
+        p->pending++;
+        msec_close(p->metrics_sec, on_srv_closed, op);
+        p->metrics_sec = NULL;
     }
     if (p->health_srv) {
         p->pending++;

@@ -65,6 +65,9 @@ typedef struct operator_opts {
     int n_namespaces;
     const char *metrics_addr; /* --metrics-addr, default ":8080", "0" disables */
     const char *health_addr;  /* --health-addr, default ":8081", "0" disables */
+    int metrics_secure;       /* --metrics-secure: /metrics over HTTPS, TokenReview + SubjectAccessReview (msec.h) */
+    const char *metrics_cert_file; /* --metrics-cert-file (PEM); NULL with the key: self-signed */
+    const char *metrics_key_file;  /* --metrics-key-file */
     double qps;               /* --qps, default 200 */
     int burst;                /* --burst, default 400 */
     int leader_elect;         /* --leader-elect */

@@ -156,6 +156,12 @@ def find(objs, kind, name=None):
     return hits
 
 
+def operator_rbac(objs):
+    """objs without the --metrics-secure roles (25-metrics-auth.yaml), checked on their own."""
+    return [o for o in objs if not (o.get("kind", "").startswith("ClusterRole")
+                                    and re.search(r"-metrics-(auth|reader)$", o["metadata"]["name"]))]
+
+
 def one(objs, kind, name=None):
     hits = find(objs, kind, name)
     if len(hits) != 1:
@@ -231,7 +237,7 @@ class OperatorChecks:
         return cs[0]
 
     def check_cluster_role(self):
-        cr = one(self.objs, "ClusterRole")
+        cr = one(operator_rbac(self.objs), "ClusterRole")
         granted, problems = {}, []
         for rule in cr["rules"]:
             self.assertNotIn("nonResourceURLs", rule, "no non-resource URLs")
@@ -261,15 +267,34 @@ class OperatorChecks:
         return sa, ns
 
     def check_bindings(self):
-        cr = one(self.objs, "ClusterRole")
+        cr = one(operator_rbac(self.objs), "ClusterRole")
         sa, ns = self.service_account()
-        crb = one(self.objs, "ClusterRoleBinding")
+        crb = one(operator_rbac(self.objs), "ClusterRoleBinding")
         self.assertEqual(crb["roleRef"], {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                           "name": cr["metadata"]["name"]})
         self.assertEqual(crb["subjects"], [{"kind": "ServiceAccount", "name": sa, "namespace": ns}])
         if find(self.objs, "ServiceAccount"):
             s = one(self.objs, "ServiceAccount")
             self.assertEqual((s["metadata"]["name"], s["metadata"]["namespace"]), (sa, ns))
+
+    def check_metrics_auth(self):
+        """--metrics-secure: the operator may create TokenReviews and
+        SubjectAccessReviews (nothing else), and a reader role grants get on
+        /metrics."""
+        sa, ns = self.service_account()
+        auth = [o for o in self.objs if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-metrics-auth")]
+        self.assertEqual(len(auth), 1)
+        self.assertEqual(granted_by(auth[0]["rules"]), {("authentication.k8s.io", "tokenreviews"): {"create"},
+                                                        ("authorization.k8s.io", "subjectaccessreviews"): {"create"}})
+        crb = [o for o in self.objs if o["kind"] == "ClusterRoleBinding"
+               and o["metadata"]["name"].endswith("-metrics-auth")]
+        self.assertEqual(len(crb), 1)
+        self.assertEqual(crb[0]["roleRef"]["name"], auth[0]["metadata"]["name"])
+        self.assertEqual(crb[0]["subjects"], [{"kind": "ServiceAccount", "name": sa, "namespace": ns}])
+        reader = [o for o in self.objs if o["kind"] == "ClusterRole"
+                  and o["metadata"]["name"].endswith("-metrics-reader")]
+        self.assertEqual(len(reader), 1)
+        self.assertEqual(reader[0]["rules"], [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
 
     def check_leader_election(self):
         args = self.container()["args"]
@@ -423,6 +448,11 @@ class TestPlainManifests(unittest.TestCase, OperatorChecks):
         first = sorted(os.listdir(os.path.join(MANIFESTS, "operator")))[0]
         self.assertEqual(self.docs[os.path.join(MANIFESTS, "operator", first)][0]["kind"], "Namespace")
 
+    def test_metrics_auth_roles(self):
+        self.check_metrics_auth()
+        self.assertEqual(find(self.objs, "ClusterRole", "slurmop-metrics-reader")[0]["metadata"]["name"],
+                         "slurmop-metrics-reader")
+
     def test_cluster_role_is_least_privilege(self):
         self.check_cluster_role()
 
@@ -511,7 +541,7 @@ class TestNamespacedManifests(unittest.TestCase):
             self.assertEqual(rb["subjects"], [{"kind": "ServiceAccount", "name": "slurmop", "namespace": OP_NS}])
 
     def test_cluster_role_keeps_only_what_has_no_namespace(self):
-        cr = one(self.objs, "ClusterRole")
+        cr = one(operator_rbac(self.objs), "ClusterRole")
         self.assertEqual(granted_by(cr["rules"]), {k: EXPECTED_CLUSTER[k] for k in CLUSTER_ONLY})
 
     def test_secrets_never_updated(self):
@@ -525,7 +555,7 @@ class TestNamespacedManifests(unittest.TestCase):
         r = subprocess.run([kubectl_binary(), "kustomize", NAMESPACED], capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
         objs = [o for o in load_yaml_text(r.stdout) if o]
-        cr = one(objs, "ClusterRole")
+        cr = one(operator_rbac(objs), "ClusterRole")
         self.assertEqual(granted_by(cr["rules"]), {k: EXPECTED_CLUSTER[k] for k in CLUSTER_ONLY})
         d = one(objs, "Deployment")
         args = d["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -861,7 +891,7 @@ class TestChartsRendered(unittest.TestCase):
         r.objs = objs
         # With namespaces, every namespaced permission is a Role there and
         # the ClusterRole keeps only what has no namespace.
-        cr = one(objs, "ClusterRole")
+        cr = one(operator_rbac(objs), "ClusterRole")
         cluster = {(g, res) for rule in cr["rules"] for g in rule["apiGroups"] for res in rule["resources"]}
         self.assertEqual(cluster, {("", "nodes"), ("apiextensions.k8s.io", "customresourcedefinitions")})
         for ns in ("slurm", "team-a"):
