@@ -32,7 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from faultproxy import FaultProxy  # noqa: E402
 from kubesim import Kubesim  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, wait_for  # noqa: E402
-from test_slurm_nodeset import LAB_SH, Lab, log, skip  # noqa: E402
+from slurmlab import LAB_SH  # noqa: E402
+from test_slurm_nodeset import NODES, Lab, log, skip  # noqa: E402
 
 ACTIVE = "controller.slinky.slurm.net/active"
 PODS = ["slurm-controller-0", "slurm-controller-1"]
@@ -154,7 +155,7 @@ def main():
         skip("the Slurm lab needs root")
     tmp = tempfile.mkdtemp(prefix="test_slurm_controller_ha.")
     os.chmod(tmp, 0o755)
-    lab = Lab(tmp)
+    lab = Lab(tmp, NODES)
     lab.env["SLURMLAB_EXTRA_CONF"] = "SlurmctldHost=backup(127.0.0.1)"
     try:
         lab.start()

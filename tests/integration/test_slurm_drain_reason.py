@@ -104,8 +104,7 @@ def main():
         skip("the Slurm lab needs root")
     tmp = tempfile.mkdtemp(prefix="test_slurm_drain_reason.")
     os.chmod(tmp, 0o755)
-    lab = Lab(tmp)
-    lab.env["SLURMLAB_NODE_NAMES"] = " ".join(NODES)
+    lab = Lab(tmp, NODES)
     try:
         lab.start()
         with Kubesim(nodes=3) as ks:

@@ -91,8 +91,8 @@ def main():
         skip("the Slurm lab needs root")
     tmp = tempfile.mkdtemp(prefix="test_slurm_prune.")
     os.chmod(tmp, 0o755)
-    lab = Lab(tmp)
-    lab.env.update(SLURMLAB_NODE_NAMES="static-0", SLURMLAB_DYNAMIC="1", SLURMLAB_EXTRA_CONF="SlurmdTimeout=5")
+    lab = Lab(tmp, ["static-0"])
+    lab.env.update(SLURMLAB_DYNAMIC="1", SLURMLAB_EXTRA_CONF="SlurmdTimeout=5")
     try:
         lab.start()
         with Kubesim(nodes=1, max_grace="200ms") as ks:
