@@ -1356,6 +1356,20 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
     if (found == NC_UNKNOWN || !resv_settled(x->s, x->cache))
         return;
     int replicas = nsb_mode_of(x->ns) == NSB_DAEMONSET ? (int)n : nsb_replicas(x->ns);
+    if (scheduled && found == NC_ABSENT && !nc_resv_writable(x->cache)) {
+        /* Nothing can create the maintenance reservation here (e.g. Slurm
+         * 24.11's REST v0.0.42 without the libslurm backend): say so, and
+         * add no finalizer for a reservation that will never exist. */
+        int64_t st = nsb_parse_time(json_get_str(x->ns, "spec.updateStrategy.scheduledUpdate.startTime"));
+        if (nc_version(x->cache) != 0 && st > 0) {
+            set_resv_condition(x->op, x->nodeset, "False", "NotSupported", st);
+            op_warn(x->op, x->nodeset, NSB_KIND, "ReservationNotSupported",
+                    "Cannot create Slurm reservation %s: this Slurm's REST API (data parser v0.0.%d) has no "
+                    "reservation writes and no libslurm backend can reach it",
+                    resv_name, nc_version(x->cache));
+        }
+        return;
+    }
     sm_resv_desc del = {.name = resv_name};
     if (!scheduled || replicas == 0) {
         if (found == NC_PRESENT && resv_write(x->cache, x->s, NC_RESV_DELETE, &del) == 0)

@@ -1293,6 +1293,12 @@ static void on_resv_lib(void *data, const sl_result *res)
     resv_written(data, res->status, res->message);
 }
 
+int nc_resv_writable(const nc_cache *c)
+{
+    return sr_version(c->rest) != 0 && sb_choose(sr_version(c->rest), c->lib != NULL, SM_OP_POST_RESERVATION) != SB_NONE &&
+           sb_choose(sr_version(c->rest), c->lib != NULL, SM_OP_DELETE_RESERVATION) != SB_NONE;
+}
+
 int nc_resv_write(nc_cache *c, enum nc_resv_op op, const sm_resv_desc *d, void (*cb)(int status, void *data),
                   void *data)
 {

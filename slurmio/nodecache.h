@@ -221,6 +221,10 @@ uint64_t nc_resv_mark(const nc_cache *c);
 int nc_resv_read_since(const nc_cache *c, uint64_t mark);
 
 enum nc_resv_op { NC_RESV_CREATE, NC_RESV_UPDATE, NC_RESV_DELETE };
+/** 1 when this cluster's version and build can create and delete
+ *  reservations (REST v0.0.43+, or the libslurm backend); 0 while the
+ *  version is not negotiated yet. */
+int nc_resv_writable(const nc_cache *c);
 /**
  * Write a reservation: REST POST/DELETE reservation (v0.0.43+) or the
  * libslurm backend (backend.h); the reservations are read again when it

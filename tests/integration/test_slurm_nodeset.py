@@ -330,6 +330,9 @@ def scheduled_update_without_writes(c, op, lab, nsp, resv):
     obj = c.get(nsp).json()
     cond = [x for x in obj.get("status", {}).get("conditions", []) if x["type"] == "ReservationCreated"]
     assert not [x for x in cond if x["status"] == "True"], cond
+    assert [x for x in cond if x["status"] == "False" and x["reason"] == "NotSupported"], cond
+    assert "nodeset.slinky.slurm.net/reservation" not in obj["metadata"].get("finalizers", []), obj["metadata"]
+    assert "ReservationNotSupported" in op.stderr(), "no Warning event said why"
     plan = [l for l in op.stderr().splitlines() if "backends:" in l]
     assert plan and "post-reservation=none" in plan[-1], plan
     said = [l.split("] ", 1)[-1] for l in op.stderr().splitlines()
