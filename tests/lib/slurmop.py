@@ -268,8 +268,25 @@ class Slurmop:
             self.stop(check=exc_type is None)
         finally:
             if exc_type is not None:
-                print("---- slurmop stderr (tail) ----\n" + self.stderr()[-6000:])
+                self._keep_log()
             self.tmp.cleanup()
+
+    def _keep_log(self):
+        """A failed test's slurmop log: its tail here, the whole of it in
+        $SLURMOP_TEST_LOGS (default: test-logs/ in the working directory,
+        the build folder under ctest) for a look after the run."""
+        text = self.stderr()
+        keep = os.environ.get("SLURMOP_TEST_LOGS", os.path.join(os.getcwd(), "test-logs"))
+        try:
+            os.makedirs(keep, exist_ok=True)
+            path = os.path.join(keep, "slurmop-%d-%d.log" % (os.getpid(), int(time.time() * 1000)))
+            with open(path, "w") as f:
+                f.write(text)
+        except OSError as e:
+            path = "(not kept: %s)" % e
+        # Shutdown noise says nothing about the failure.
+        lines = [l for l in text.splitlines() if "request failed: operation canceled" not in l]
+        print("---- slurmop stderr (tail; all of it in %s) ----\n" % path + "\n".join(lines)[-8000:])
 
 
 def make_cluster(client, ns="default", ctl="slurm", nodesets=None, key_secret="slurm-auth-slurm",
