@@ -79,7 +79,7 @@ typedef struct nss_set {
     /* why this pass kept condemned pods that it could not drain (a static
      * string; NULL when none) and the message of the condition */
     const char *blocked;
-    char blocked_msg[256];
+    char blocked_msg[512];
 } nss_set;
 
 typedef struct drift_ent {
@@ -830,6 +830,24 @@ int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, c
         /* Not in the table: no proof of anything. Only Slurm's "no such
          * node" to a fresh read of this very name is. */
         if (nc_confirm_gone(cache, name, PROOF_FRESH_MS)) {
+            /* Unless Slurm lost a node it had (nc_vanished): then slurmd
+             * may still run jobs slurmctld forgot. One that was busy is
+             * kept until it registers again (or a person says otherwise);
+             * one that was jobless gets the time slurmd needs to register
+             * again, as after an UNKNOWN state. */
+            uint64_t lost_ago = 0;
+            int lost = nc_vanished(cache, name, &lost_ago);
+            if (lost == 2)
+                return keep(op, s, nodeset, pod, "DrainBlockedNodeLost",
+                            "Slurm node %s ran jobs when last read and is now unknown to Slurm, though slurmop "
+                            "did not delete it (slurmctld restarted without its state?): slurmd may still run "
+                            "them. Condemned pods stay until the node registers again, or until the NodeSet is "
+                            "annotated " NSS_ANN_NO_DRAIN "=true",
+                            name);
+            if (lost == 1 && lost_ago < REGISTER_GRACE_MS) {
+                nodeset_enqueue_after(s->key, (uint32_t)(REGISTER_GRACE_MS - lost_ago) + 100u);
+                return NSS_WAIT;
+            }
             log_info("nodeset %s: Slurm says it has no node %s (read by name); pod %s can go", s->key, name,
                      pod->name);
             return NSS_DELETE;

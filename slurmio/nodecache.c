@@ -19,6 +19,10 @@
 /* A write nobody managed to read back settles anyway after this long, so a
  * node can never be stuck "settling" (reads failing mean unknown anyway). */
 #define SETTLE_MAX_MS 60000u
+/* How long a node that Slurm lost (nc_vanished) is remembered. Its pod is
+ * deleted or kept long before; the bound keeps nodes removed by others
+ * from piling up. */
+#define LOST_KEEP_MS (60u * 60u * 1000u)
 /* The same update asked for again after Slurm accepted it and a read showed
  * it had no effect: retried after 1 s, 2 s, ... up to this. */
 #define REPEAT_BACKOFF_MAX_MS 60000u
@@ -49,6 +53,14 @@ typedef struct nc_node {
      * has not registered yet; jobs it forgot may still run there until it
      * has, and been told to kill them. 0: never. */
     uint64_t unknown_ms;
+    /* Lost nodes (nc_vanished). seen: a read in this cache's life listed
+     * the node; busy: the last such read showed it not jobless; lost_ms:
+     * uv_now() when it was first found absent after that, unless our own
+     * delete of it had been accepted (deleted). 0 while present. */
+    int seen;
+    int busy;
+    int deleted;
+    uint64_t lost_ms;
     /* The same update asked for again after Slurm accepted it and a read
      * showed no effect: backoff, and a wake-up once it has passed. */
     unsigned repeats;
@@ -218,8 +230,26 @@ static int settling(const nc_cache *c, const nc_node *e)
 static int node_idle_entry(const nc_cache *c, const nc_node *e)
 {
     uint64_t now = uv_now(c->loop);
+    if (e->lost_ms && now - e->lost_ms < LOST_KEEP_MS)
+        return 0; /* remembered for nc_vanished */
     return !e->present && !e->writing && !e->reading && !e->want_read && !e->prove && e->track_until <= now &&
            (e->gone_ms == 0 || now - e->gone_ms > SETTLE_MAX_MS) && !e->retry_notify && !settling(c, e);
+}
+
+/* A read listed the node (n is its new state). */
+static void mark_present(nc_node *e)
+{
+    e->seen = 1;
+    e->busy = sm_node_busy(&e->n);
+    e->deleted = 0;
+    e->lost_ms = 0;
+}
+
+/* A read found the node absent (sent at sent_ms). */
+static void mark_absent(nc_node *e, uint64_t sent_ms)
+{
+    if (e->seen && !e->deleted && !e->lost_ms)
+        e->lost_ms = sent_ms ? sent_ms : 1;
 }
 
 static void node_free(nc_node *e)
@@ -351,6 +381,7 @@ static void apply_table(nc_cache *c, sm_response *resp, uint64_t seq, uint64_t s
             e->unknown_ms = sent_ms ? sent_ms : 1;
         memset(n, 0, sizeof(*n));
         e->present = 1;
+        mark_present(e);
         e->read_seq = seq;
         e->read_ms = sent_ms;
         e->gone_ms = 0;
@@ -377,6 +408,7 @@ static void apply_table(nc_cache *c, sm_response *resp, uint64_t seq, uint64_t s
             e->read_seq = seq;
             e->read_ms = sent_ms;
             sm_node_clear(&e->n);
+            mark_absent(e, sent_ms);
             if (!quiet)
                 fire(c, e->name);
         }
@@ -646,12 +678,14 @@ static void on_node_read(int status, sm_response *resp, void *data)
             c->n_present += !e->present;
             e->present = 1;
             e->gone_ms = 0;
+            mark_present(e);
         } else {
             changed = e->present;
             c->n_present -= e->present && c->n_present > 0;
             e->present = 0;
             sm_node_clear(&e->n);
             e->gone_ms = r->sent_ms ? r->sent_ms : 1;
+            mark_absent(e, r->sent_ms);
         }
         if (r->seq >= e->read_seq) {
             e->read_seq = r->seq;
@@ -779,6 +813,7 @@ typedef struct nc_write {
     char *name;
     char *comment; /* set when the write changes nothing but the comment */
     int drain;     /* a drain (its acceptance starts nc_drain_proved's wait) */
+    int del;       /* a delete of the node record */
     nc_write_cb cb;
     void *data;
 } nc_write;
@@ -830,6 +865,10 @@ static void on_written(const char *node, int status, void *data)
                 if (w->drain && e->drain_state == 1) {
                     e->drain_state = 2;
                     e->drain_ok_ms = uv_now(c->loop);
+                }
+                if (w->del) {
+                    e->deleted = 1; /* its absence from now on is ours */
+                    e->lost_ms = 0;
                 }
                 want_read(c, e);
             } else if (w->drain && e->drain_state == 1) {
@@ -906,6 +945,7 @@ static int start_write(nc_cache *c, const char *name, const char *key, const sm_
     w->data = data;
     if (comment_only)
         w->comment = xstrdup(u->comment ? u->comment : "");
+    w->del = u == NULL;
     int rc = u ? nb_update(c->batch, name, u, on_written, w) : nb_delete(c->batch, name, on_written, w);
     if (rc < 0) {
         free(w->comment);
@@ -1430,6 +1470,16 @@ int nc_drain_state(const nc_cache *c, const char *name, uint64_t *accepted_ago_m
     if (accepted_ago_ms)
         *accepted_ago_ms = e && e->drain_state == 2 ? uv_now(c->loop) - e->drain_ok_ms : 0;
     return e ? e->drain_state : 0;
+}
+
+int nc_vanished(const nc_cache *c, const char *name, uint64_t *ago_ms)
+{
+    const nc_node *e = node_get(c, name);
+    if (!e || e->present || !e->lost_ms)
+        return 0;
+    if (ago_ms)
+        *ago_ms = uv_now(c->loop) - e->lost_ms;
+    return e->busy ? 2 : 1;
 }
 
 uint64_t nc_unknown_ago(const nc_cache *c, const char *name)

@@ -155,6 +155,15 @@ int nc_drain_proved(const nc_cache *c, const char *name);
  *  repeats the current reason: a drain meant to be proved must carry a
  *  reason different from the one the node shows. */
 int nc_drain_state(const nc_cache *c, const char *name, uint64_t *accepted_ago_ms);
+/** Whether Slurm lost a node it had: a read in this cache's life listed it,
+ *  and it is absent now although no delete of ours removed it. That is
+ *  slurmctld restarted without its state (a dynamic node that has not
+ *  registered again is then unknown to it, while slurmd may still run the
+ *  jobs it forgot) or a person deleted it (Slurm refuses that while jobs
+ *  run). 0: not lost (or never seen: this process cannot tell); 1: it was
+ *  jobless at its last read; 2: it was not. *ago_ms (may be NULL): since
+ *  it was first found absent. Remembered for an hour. */
+int nc_vanished(const nc_cache *c, const char *name, uint64_t *ago_ms);
 /** How long ago (ms) a read last showed the node in state UNKNOWN
  *  (slurmctld restarted, slurmd not registered again yet), UINT64_MAX when
  *  none did. */

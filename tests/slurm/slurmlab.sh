@@ -44,6 +44,10 @@
 #                      kept (StateSaveLocation: jobs, node drains) or, with
 #                      --lose-state, with the state directory emptied and
 #                      slurmctld -c (jobs and drains forgotten)
+#   restart-dynamic    stop the dynamic node's slurmd (its running job steps
+#                      stay) and start it again, so that it registers anew
+#                      (after restart-ctld --lose-state slurmctld has no
+#                      record of it until then)
 #
 # Settings (environment):
 #   SLURMLAB_DIR          lab directory; start creates a fresh temporary one when
@@ -808,6 +812,23 @@ do_restart_ctld() {
     say "slurmctld restarted ($([ "$lose" = 1 ] && echo "state lost" || echo "state kept"))"
 }
 
+do_restart_dynamic() {
+    need_lab
+    CONF=$LAB/etc/slurm.conf
+    load_lab_version
+    [ -f "$LAB/run/slurmd.dyn1.pid" ] || die "restart-dynamic: this lab has no dynamic node (SLURMLAB_DYNAMIC=1)"
+    local p; p=$(pid_of slurmd.dyn1)
+    if alive "$p"; then terminate 15000 "$p"; fi
+    CPUS=${SLURMLAB_CPUS:-2}
+    MEM=${SLURMLAB_MEM:-1000}
+    export SLURM_CONF=$CONF
+    launch slurmd.dyn1 "${RUN[@]+"${RUN[@]}"}" slurmd -D -Z -N dyn1 --conf "CPUs=$CPUS RealMemory=$MEM Feature=dyn" -f "$CONF"
+    poll 30000 "" node_known dyn1 || die "dyn1 did not register again (log/slurmd.dyn1.log)"
+    say "dyn1's slurmd restarted"
+}
+
+node_known() { SLURM_CONF=$CONF slurm scontrol show node "$1" >/dev/null 2>&1; }
+
 no_jobs() { [ -z "$(SLURM_CONF=$CONF slurm squeue -h -o %i)" ]; }
 
 do_status() {
@@ -832,5 +853,6 @@ case $cmd in
     env) need_lab; cat "$LAB/env" ;;
     token) need_lab; mint "$LAB/etc/jwt.key" "${1:-root}" "${2:-86400}" ;;
     restart-ctld) do_restart_ctld "$@" ;;
+    restart-dynamic) do_restart_dynamic ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d' >&2; exit 2 ;;
 esac

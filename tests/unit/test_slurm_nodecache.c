@@ -497,6 +497,61 @@ static void test_absence_not_proof(void **state)
     sim_stop(&TL);
 }
 
+/* A node the table listed and then lost (slurmctld restarted without its
+ * state) is told apart from one never seen, and whether it was busy. */
+static void test_vanished(void **state)
+{
+    sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
+    /* n1 runs a job. */
+    cJSON *doc = json_parse(SIM.nodes, strlen(SIM.nodes), NULL);
+    cJSON *n1 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "nodes"), 0);
+    assert_string_equal(json_get_str(n1, "name"), "n1");
+    json_set(n1, "state", cJSON_CreateString("allocated"));
+    free(SIM.nodes);
+    SIM.nodes = json_dump(doc);
+    cluster cl = open_cluster(38, 30, 50);
+    wait_ready(&cl);
+    assert_int_equal(nc_lookup(cl.cache, "n1", NULL), NC_PRESENT);
+    assert_int_equal(nc_vanished(cl.cache, "n1", NULL), 0);
+
+    /* Slurm forgets n1 and n2 (n3 and dyn1 stay, so the second read that
+     * confirms the shrink is what applies it). */
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(doc, "nodes");
+    cJSON_DeleteItemFromArray(list, 0);
+    cJSON_DeleteItemFromArray(list, 0);
+    free(SIM.nodes);
+    SIM.nodes = json_dump(doc);
+    cJSON_Delete(doc);
+    EV.wait_for = "n1";
+    EV.seen = 0;
+    run_until(&TL, &EV.seen);
+    assert_int_equal(nc_lookup(cl.cache, "n1", NULL), NC_ABSENT);
+    uint64_t ago = 12345;
+    assert_int_equal(nc_vanished(cl.cache, "n1", &ago), 2); /* busy when last seen */
+    assert_true(ago < 5000);
+    assert_int_equal(nc_vanished(cl.cache, "n2", NULL), 1); /* idle when last seen */
+    assert_int_equal(nc_vanished(cl.cache, "n3", NULL), 0); /* still there */
+    assert_int_equal(nc_vanished(cl.cache, "ghost", NULL), 0); /* never seen: cannot tell */
+
+    /* Slurm's "no such node" by name confirms the absence but does not
+     * make n1 any less lost. */
+    assert_int_equal(nc_confirm_gone(cl.cache, "n1", 5000), 0);
+    EV.seen = 0;
+    run_until(&TL, &EV.seen);
+    assert_int_equal(nc_confirm_gone(cl.cache, "n1", 5000), 1);
+    assert_int_equal(nc_vanished(cl.cache, "n1", NULL), 2);
+
+    /* It registers again: no longer lost. */
+    free(SIM.nodes);
+    SIM.nodes = sim_fixture("v38_nodes_idle_200.json");
+    EV.seen = 0;
+    run_until(&TL, &EV.seen);
+    assert_int_equal(nc_lookup(cl.cache, "n1", NULL), NC_PRESENT);
+    assert_int_equal(nc_vanished(cl.cache, "n1", NULL), 0);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
 /* An update Slurm accepts but later reads do not show is retried with
  * backoff (1 s, 2 s, ...), and the owner is woken when a try is due. */
 static void test_repeat_backoff(void **state)
@@ -655,6 +710,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_comment_applied, setup, teardown),
         cmocka_unit_test_setup_teardown(test_track, setup, teardown),
         cmocka_unit_test_setup_teardown(test_absence_not_proof, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_vanished, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repeat_backoff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain_proof, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jobs_and_ping, setup, teardown),
