@@ -26,6 +26,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/resolve.h"
 
 #ifndef CONN_READ_BUF_SIZE /* tests shrink it to force partial records and leftovers */
 #define CONN_READ_BUF_SIZE (64 * 1024)
@@ -102,7 +103,7 @@ struct conn {
     uv_timer_t timer;
     uv_timer_t utimer;
     uv_prepare_t prep;
-    uv_getaddrinfo_t gai;
+    rsv_req *gai; /* the lookup in flight (gai_active) */
     uv_connect_t creq;
     uv_shutdown_t sreq;
     struct addrinfo *ai, *ai_next;
@@ -219,8 +220,10 @@ static void connect_failed(conn *c, int err)
     c->connect_reported = 1;
     set_state(c, CS_FAILED);
     uv_timer_stop(&c->timer);
-    if (c->gai_active)
-        uv_cancel((uv_req_t *)&c->gai);
+    if (c->gai_active) {
+        rsv_abandon(c->gai);
+        c->gai_active = 0;
+    }
     if (c->tcp && c->uv_reading) {
         uv_read_stop((uv_stream_t *)c->tcp);
         c->uv_reading = 0;
@@ -806,13 +809,14 @@ static void try_connect(conn *c)
     connect_failed(c, rc);
 }
 
-static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+static void gai_cb(int status, struct addrinfo *res, void *data)
 {
-    conn *c = req->data;
+    conn *c = data;
     c->gai_active = 0;
+    c->gai = NULL;
     if (c->closing || c->state != CS_RESOLVING) {
         if (res)
-            uv_freeaddrinfo(res);
+            freeaddrinfo(res);
         finish_close(c);
         return;
     }
@@ -884,8 +888,7 @@ conn *conn_connect(uv_loop_t *loop, const conn_connect_opts *o, const conn_cbs *
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_ADDRCONFIG;
-    c->gai.data = c;
-    int rc = uv_getaddrinfo(loop, &c->gai, gai_cb, c->host, port, &hints);
+    int rc = rsv_lookup(loop, c->host, port, &hints, gai_cb, c, &c->gai);
     if (rc < 0)
         fail_soon(c, rc);
     else
@@ -1073,8 +1076,10 @@ void conn_close(conn *c)
     c->reading = 0;
     set_state(c, CS_CLOSING);
     drop_queue(c);
-    if (c->gai_active)
-        uv_cancel((uv_req_t *)&c->gai);
+    if (c->gai_active) {
+        rsv_abandon(c->gai); /* nothing waits for it: see core/resolve.h */
+        c->gai_active = 0;
+    }
     uv_close((uv_handle_t *)&c->timer, handle_closed);
     uv_close((uv_handle_t *)&c->utimer, handle_closed);
     uv_close((uv_handle_t *)&c->prep, handle_closed);
@@ -1091,7 +1096,7 @@ static void finish_close(conn *c)
     if (c->cbs->on_close)
         c->cbs->on_close(c);
     if (c->ai)
-        uv_freeaddrinfo(c->ai);
+        freeaddrinfo(c->ai);
     tls_sess_free(c->tls);
     tls_config_unref(c->tls_cfg);
     free(c->saved);
