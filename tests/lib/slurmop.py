@@ -285,8 +285,11 @@ class Slurmop:
         except OSError as e:
             path = "(not kept: %s)" % e
         # Shutdown noise says nothing about the failure.
-        lines = [l for l in text.splitlines() if "request failed: operation canceled" not in l]
-        print("---- slurmop stderr (tail; all of it in %s) ----\n" % path + "\n".join(lines)[-8000:])
+        noise = ("request failed: operation canceled", "node poll with update_time failed",
+                 "full node table (", "objsync: creating ", "rejected as invalid")
+        lines = [l for l in text.splitlines() if not any(n in l for n in noise)]
+        print("---- slurmop stderr (tail, routine lines left out; all of it in %s) ----\n" % path +
+              "\n".join(lines)[-12000:])
 
 
 def make_cluster(client, ns="default", ctl="slurm", nodesets=None, key_secret="slurm-auth-slurm",
