@@ -303,6 +303,13 @@ REFUSALS = [
     (["clusterName=a-cluster-name-that-is-longer-than-forty-chars"], "clusterName", False),
     (["controller.ha.enabled=true"], "controller.ha.enabled", False),
     (["nodesets.Bad_Key.enabled=true"], "Bad_Key", None),
+    (["loginsets.slinky.enabled=true", "sssd.secretRef.name=site-sssd"], "sssd.secretRef.key", False),
+    # This chart's names before it took Slinky's: refused, naming the new one.
+    (["slurmKeyRef.name=keys"], "use slurmKey.secretRef", False),
+    (["nodesetDefaults.replicas=2"], "nodesetDefaults", False),
+    (["sssdConf=x"], "use sssd.conf", False),
+    (["controller.nodeSelector.a=b"], "use controller.podSpec.nodeSelector", False),
+    (["nodesets.slinky.podLabels.a=b"], "use nodesets.slinky.metadata.labels", False),
     (["partitions.all.nodesets=null"], "partitions.all", True),
     (["partitions.debug.enabled=true", "partitions.debug.nodesets={gone}"], "gone", True),
 ]

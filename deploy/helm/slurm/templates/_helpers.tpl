@@ -210,3 +210,36 @@ limit. */}}
 {{- define "slurm.dcgm.hasGPU" -}}
 {{- if index (dig "resources" "limits" dict (. | default dict)) "nvidia.com/gpu" }}true{{ end }}
 {{- end }}
+
+{{/* Value names of this chart's first releases, before it took Slinky's:
+set, they would now be ignored without a word, so they stop the render and
+name what replaced them. */}}
+{{- define "slurm.refuseOldNames" -}}
+{{- $old := dict
+  "slurmKeyRef" "slurmKey.secretRef (and slurmKey.create: false)"
+  "jwtKeyRef" "jwtKey.secretRef (and jwtKey.create: false)"
+  "sssdConf" "sssd.conf"
+  "priorityClassName" "priorityClass.enabled and priorityClass.name"
+  "nodesetDefaults" "complete nodesets.<key> entries (copy nodesets.slinky)"
+  "loginsetDefaults" "complete loginsets.<key> entries (copy loginsets.slinky)" }}
+{{- range $k := keys $old | sortAlpha }}
+{{- if hasKey $.Values $k }}
+{{- fail (printf "%s is no longer a value of this chart: use %s" $k (index $old $k)) }}
+{{- end }}
+{{- end }}
+{{- $sections := dict "controller" .Values.controller "restapi" .Values.restapi "accounting" .Values.accounting }}
+{{- range $k, $ns := .Values.nodesets }}
+{{- $_ := set $sections (printf "nodesets.%s" $k) ($ns | default dict) }}
+{{- end }}
+{{- range $k, $ls := .Values.loginsets }}
+{{- $_ := set $sections (printf "loginsets.%s" $k) ($ls | default dict) }}
+{{- end }}
+{{- range $name := keys $sections | sortAlpha }}
+{{- $s := index $sections $name }}
+{{- range $f := list "nodeSelector" "tolerations" "affinity" "podLabels" "podAnnotations" }}
+{{- if hasKey $s $f }}
+{{- fail (printf "%s.%s is no longer a value of this chart: use %s.%s" $name $f $name (ternary "metadata.labels" (ternary "metadata.annotations" (printf "podSpec.%s" $f) (eq $f "podAnnotations")) (eq $f "podLabels"))) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
