@@ -672,8 +672,8 @@ class TestChartsStatic(unittest.TestCase):
             "controller.slurmctld": "ghcr.io/slinkyproject/slurmctld",
             "restapi.slurmrestd": "ghcr.io/slinkyproject/slurmrestd",
             "accounting.slurmdbd": "ghcr.io/slinkyproject/slurmdbd",
-            "nodesetDefaults.slurmd": "ghcr.io/slinkyproject/slurmd",
-            "loginsetDefaults.login": "ghcr.io/slinkyproject/login",
+            "nodesets.slinky.slurmd": "ghcr.io/slinkyproject/slurmd",
+            "loginsets.slinky.login": "ghcr.io/slinkyproject/login",
         }
         for path, repo in images.items():
             node = v
@@ -681,9 +681,18 @@ class TestChartsStatic(unittest.TestCase):
                 node = node[p]
             self.assertEqual(node["image"]["repository"], repo)
             self.assertEqual(node["image"]["tag"], "26.05-ubuntu26.04")
-        self.assertEqual(v["nodesetDefaults"]["logfile"]["image"], {"repository": "alpine", "tag": "latest"})
-        self.assertEqual(v["nodesets"], {})
-        self.assertEqual(v["loginsets"], {})
+        self.assertEqual(v["nodesets"]["slinky"]["logfile"]["image"],
+                         {"repository": "docker.io/library/alpine", "tag": "latest"})
+        # Slinky's value names; the example entries are off by default (no
+        # worker, no login pod until asked for).
+        self.assertIs(v["nodesets"]["slinky"]["enabled"], False)
+        self.assertIs(v["loginsets"]["slinky"]["enabled"], False)
+        for k in ("slurmKey", "jwtKey", "jwksKeys", "priorityClass", "sssd", "vendor"):
+            self.assertIn(k, v)
+        self.assertIs(v["slurmKey"]["create"], True)
+        self.assertIs(v["controller"]["external"], False)
+        self.assertIs(v["accounting"]["external"], False)
+        self.assertIs(v["restapi"]["pdb"]["enabled"], False)
         self.assertIs(v["accounting"]["enabled"], False)
         self.assertEqual(v["accounting"]["storageConfig"], {
             "host": "mariadb", "port": 3306, "database": "slurm_acct_db", "username": "slurm",
@@ -852,8 +861,8 @@ class TestChartsRendered(unittest.TestCase):
     def test_lint(self):
         for name, d in chart_dirs().items():
             helm("lint", "--strict", d)
-        helm("lint", "--strict", chart_dirs()["slurm"], "--set", "nodesets.slinky.replicas=2",
-             "--set", "loginsets.main.replicas=1", "--set", "accounting.enabled=true",
+        helm("lint", "--strict", chart_dirs()["slurm"], "--set", "nodesets.slinky.enabled=true",
+             "--set", "loginsets.slinky.enabled=true", "--set", "accounting.enabled=true",
              "--set", "partitions.all.enabled=true")
 
     def test_crd_chart_renders_the_crds(self):
@@ -951,6 +960,7 @@ class TestChartsRendered(unittest.TestCase):
         self.assertEqual(ctl["spec"]["slurmctld"]["image"], "ghcr.io/slinkyproject/slurmctld:26.05-ubuntu26.04")
         self.assertNotIn("accountingRef", ctl["spec"])
         self.assertEqual(one(objs, "RestApi")["spec"]["controllerRef"], {"name": "slurm"})
+        self.assertEqual(find(objs, "NodeSet"), [], "no worker by default")
         with open(os.path.join(HELM_DIR, "slurm", "templates", "secrets.yaml"), encoding="utf-8") as f:
             text = f.read()
         self.assertIn('lookup "v1" "Secret"', text, "keys are read back on upgrade")
@@ -963,53 +973,57 @@ class TestChartsRendered(unittest.TestCase):
         finally:
             os.unlink(f.name)
         self.check_crs(objs)
-        ctl = one(objs, "Controller", "lab")
-        self.assertEqual(ctl["spec"]["accountingRef"], {"name": "lab"})
+        # The release name does not contain the chart's: objects are lab-slurm.
+        ctl = one(objs, "Controller", "lab-slurm")
+        self.assertEqual(ctl["spec"]["accountingRef"], {"name": "lab-slurm"})
         self.assertEqual(ctl["spec"]["extraConf"].split("\n"), [
             "SchedulerParameters=bf_continue",
             "PartitionName=all Nodes=ALL Default=YES MaxTime=UNLIMITED State=UP",
-            "PartitionName=gpu Nodes=gpu,cpu MaxTime=1:00:00"])
-        self.assertEqual(ctl["spec"]["configFileRefs"], [{"name": "lab-config-extra"}])
+            "PartitionName=gpu Nodes=cpu,gpu MaxTime=1:00:00", ""])
+        self.assertEqual(ctl["spec"]["configFileRefs"], [{"name": "lab-slurm-config-extra"}])
         self.assertEqual(ctl["spec"]["persistence"]["storageClassName"], "fast")
-        acct = one(objs, "Accounting", "lab")
+        acct = one(objs, "Accounting", "lab-slurm")
         self.assertEqual(acct["spec"]["storageConfig"]["passwordKeyRef"],
                          {"name": "mariadb-password", "key": "password"})
-        gpu = one(objs, "NodeSet", "lab-worker-gpu")
+        gpu = one(objs, "NodeSet", "lab-slurm-worker-gpu")
         self.assertEqual(gpu["spec"]["template"]["spec"]["hostname"], "gpu-")
         self.assertEqual(gpu["spec"]["replicas"], 3)
         self.assertEqual(gpu["spec"]["slurmd"]["resources"], {"limits": {"nvidia.com/gpu": 8}})
         self.assertEqual(gpu["spec"]["slurmd"]["image"], "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04")
-        self.assertEqual(gpu["spec"]["ssh"]["sssdConfRef"], {"name": "lab-sssd-conf", "key": "sssd.conf"})
-        cpu = one(objs, "NodeSet", "lab-worker-cpu")
-        # Explicit 0 and false win over the defaults' 1 and true.
+        self.assertEqual(gpu["spec"]["ssh"]["sssdConfRef"], {"name": "lab-slurm-sssd-conf", "key": "sssd.conf"})
+        cpu = one(objs, "NodeSet", "lab-slurm-worker-cpu")
         self.assertEqual(cpu["spec"]["replicas"], 0)
         self.assertIs(cpu["spec"]["partition"]["enabled"], False)
         self.assertEqual(cpu["spec"]["template"]["spec"]["hostname"], "cpu-")
+        # slurmop's own NodeSet fields pass through when an entry sets them.
         self.assertIs(cpu["spec"]["oversubscribeNode"], True)
         self.assertEqual(cpu["spec"]["minReadySeconds"], 5)
-        self.assertIs(gpu["spec"]["oversubscribeNode"], False)
-        self.assertEqual(find(objs, "NodeSet", "lab-worker-off"), [], "enabled: false drops the entry")
-        login = one(objs, "LoginSet", "lab-login-main")
+        self.assertNotIn("oversubscribeNode", gpu["spec"])
+        self.assertEqual(find(objs, "NodeSet", "lab-slurm-worker-off"), [], "enabled: false drops the entry")
+        login = one(objs, "LoginSet", "lab-slurm-login-slinky")
         self.assertEqual(login["spec"]["replicas"], 2)
-        self.assertEqual(login["spec"]["sssdConfRef"], {"name": "lab-sssd-conf", "key": "sssd.conf"})
-        self.assertIn("sssd.conf", one(objs, "Secret", "lab-sssd-conf")["stringData"])
-        self.assertEqual(one(objs, "ConfigMap", "lab-config-extra")["data"],
+        self.assertEqual(login["spec"]["sssdConfRef"], {"name": "lab-slurm-sssd-conf", "key": "sssd.conf"})
+        self.assertIn("sssd.conf", one(objs, "Secret", "lab-slurm-sssd-conf")["stringData"])
+        self.assertEqual(one(objs, "ConfigMap", "lab-slurm-config-extra")["data"],
                          {"cgroup.conf": "CgroupPlugin=cgroup/v2\n"})
 
     def test_slurm_chart_ha_and_external_keys(self):
         objs = render("slurm", "slurm", "slurm", "--set", "controller.ha.enabled=true", "--set",
-                      "controller.persistence.existingClaim=statesave", "--set", "slurmKeyRef.name=mykeys",
-                      "--set", "jwtKeyRef.name=mykeys")
+                      "controller.persistence.existingClaim=statesave", "--set", "slurmKey.create=false",
+                      "--set", "slurmKey.secretRef.name=mykeys", "--set", "jwtKey.create=false",
+                      "--set", "jwtKey.secretRef.name=mykeys")
         self.check_crs(objs)
         ctl = one(objs, "Controller")
         self.assertEqual(ctl["spec"]["ha"], {"enabled": True, "backups": 1})
-        self.assertEqual(ctl["spec"]["persistence"], {"enabled": True, "existingClaim": "statesave"})
+        self.assertEqual(ctl["spec"]["persistence"]["existingClaim"], "statesave")
         self.assertEqual(ctl["spec"]["slurmKeyRef"], {"name": "mykeys", "key": "slurm.key"})
         self.assertEqual(find(objs, "Secret"), [], "no key Secret is generated when both are given")
 
     def test_slurm_chart_refusals(self):
         for args, words in (
-                (["--set", "nodesets.Bad_Key.replicas=1"], "Bad_Key"),
+                (["--set", "nodesets.Bad_Key.enabled=true"], "Bad_Key"),
+                (["--set", "nodesets.slinky.enabled=true", "--set", "nodesets.slinky.taintKubeNodes=true"],
+                 "taintKubeNodes"),
                 (["--set", "controller.ha.enabled=true"], "existingClaim"),
                 (["--set-string", "configFiles.slurm\\.conf=x"], "slurm.conf"),
                 (["--set", "partitions.all.enabled=true", "--set", "partitions.all.nodesets=null"], "nodesets")):
@@ -1022,8 +1036,7 @@ FULL_VALUES = """
 accounting:
   enabled: true
 controller:
-  extraConf: |
-    SchedulerParameters=bf_continue
+  extraConf: SchedulerParameters=bf_continue
   persistence:
     storageClassName: fast
   metrics:
@@ -1042,26 +1055,39 @@ partitions:
     config: MaxTime=1:00:00
 nodesets:
   cpu:
+    enabled: true
     replicas: 0
     oversubscribeNode: true
     minReadySeconds: 5
+    slurmd:
+      image: ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04
+    logfile:
+      image: docker.io/library/alpine:latest
     partition:
       enabled: false
   gpu:
+    enabled: true
     replicas: 3
     slurmd:
+      image:
+        repository: ghcr.io/slinkyproject/slurmd
+        tag: 26.05-ubuntu26.04
       resources:
         limits:
           nvidia.com/gpu: 8
+    logfile:
+      image: docker.io/library/alpine:latest
     ssh:
       enabled: true
-    tolerations:
-      - key: nvidia.com/gpu
-        operator: Exists
+    podSpec:
+      tolerations:
+        - key: nvidia.com/gpu
+          operator: Exists
   off:
     enabled: false
 loginsets:
-  main:
+  slinky:
+    enabled: true
     replicas: 2
 """
 

@@ -1,126 +1,190 @@
-{{/* Labels on everything this chart creates. The CRs deliberately carry no
-app.kubernetes.io/name or instance label: those belong to the pods the
-operator makes from them. */}}
+{{/* The chart reads Slinky's value names (its slurm chart's values.yaml
+works unchanged) and renders the same custom resources from them; the test
+integration.helm_values renders both charts with the same values files and
+compares. A value slurmop cannot honour the same way stops the render with a
+message naming it (slurm.refuse), rather than being dropped. */}}
+
+{{/* Object names: the release name, or "<release>-<chart>" unless the
+release name already contains the chart name; nameOverride and
+fullnameOverride as usual. */}}
+{{- define "slurm.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "slurm.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride }}
+{{- end }}
+
+{{/* Labels on everything this chart creates (and on the pod templates of
+the CRs). No app.kubernetes.io/name or instance: the operator puts those on
+the pods it makes. */}}
 {{- define "slurm.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 app.kubernetes.io/part-of: slurm
+{{- with .Chart.AppVersion }}
+app.kubernetes.io/version: {{ . | quote }}
+{{- end }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
-{{- define "slurm.slurmKeyName" -}}
-{{- default (printf "%s-auth-slurm" .Release.Name) .Values.slurmKeyRef.name }}
+{{/* slurm.metadata: dict "m" M "root" $ -> YAML of M (a section's
+`metadata`: labels, annotations) with the chart's labels added where M does
+not set them. Used for the CR and its pod template alike. */}}
+{{- define "slurm.metadata" -}}
+{{- $m := deepCopy (.m | default dict) }}
+{{- $labels := $m.labels | default dict }}
+{{- range $k, $v := (include "slurm.labels" .root | fromYaml) }}
+{{- if not (hasKey $labels $k) }}
+{{- $_ := set $labels $k $v }}
+{{- end }}
+{{- end }}
+{{- $_ := set $m "labels" $labels }}
+{{- toYaml $m }}
 {{- end }}
 
-{{- define "slurm.jwtKeyName" -}}
-{{- default (printf "%s-auth-jwt" .Release.Name) .Values.jwtKeyRef.name }}
+{{- define "slurm.priorityClassName" -}}
+{{- if .Values.priorityClass.enabled }}
+{{- .Values.priorityClass.name | default "slurm-priority-critical" }}
+{{- end }}
 {{- end }}
 
-{{- define "slurm.sssdConfName" -}}
-{{- printf "%s-sssd-conf" .Release.Name }}
+{{/* slurm.podTemplate: dict "v" V "root" $ ["extra" E] -> YAML of
+{metadata, spec}: V.metadata with the chart's labels, V.podSpec with the
+chart-wide imagePullSecrets appended to its own, priorityClassName (the
+podSpec's, else the chart's priority class, else ""), and E's fields (a
+NodeSet's hostname prefix, the DCGM volume). */}}
+{{- define "slurm.podTemplate" -}}
+{{- $spec := deepCopy (.v.podSpec | default dict) }}
+{{- $pull := concat ($spec.imagePullSecrets | default list) (.root.Values.imagePullSecrets | default list) }}
+{{- $_ := set $spec "imagePullSecrets" $pull }}
+{{- $_ := set $spec "priorityClassName" ($spec.priorityClassName | default (include "slurm.priorityClassName" .root)) }}
+{{- range $k, $x := (.extra | default dict) }}
+{{- $_ := set $spec $k $x }}
+{{- end }}
+{{- toYaml (dict "metadata" (include "slurm.metadata" (dict "m" .v.metadata "root" .root) | fromYaml) "spec" $spec) }}
 {{- end }}
 
-{{/* slurm.merge: dict "defaults" D "entry" E -> YAML of D updated by E.
-Maps present on both sides merge key by key; any other value in E
-(including false, 0 and "") replaces D's. Sprig's merge and mergeOverwrite
-would let a default of true or 1 win over an explicit false or 0. */}}
-{{- define "slurm.merge" -}}
-{{- $out := deepCopy (.defaults | default dict) }}
-{{- range $k, $v := (.entry | default dict) }}
-{{- $d := index $out $k }}
-{{- if and (kindIs "map" $v) (kindIs "map" $d) }}
-{{- $_ := set $out $k (include "slurm.merge" (dict "defaults" $d "entry" $v) | fromYaml) }}
-{{- else }}
-{{- $_ := set $out $k $v }}
-{{- end }}
-{{- end }}
-{{- toYaml $out }}
-{{- end }}
-
-{{/* slurm.container: dict "c" C "root" $ -> YAML of a container override.
-image {repository, tag} (or a plain string) becomes "repository:tag"; the
-other keys pass through; imagePullPolicy defaults to the chart's. */}}
+{{/* slurm.container: dict "c" C "root" $ -> YAML of a container: image
+{repository, tag} (or one string) becomes "repository:tag", imagePullPolicy
+defaults to the chart's, every other key passes through. */}}
 {{- define "slurm.container" -}}
-{{- $c := omit (.c | default dict) "image" }}
-{{- $image := (.c | default dict).image }}
+{{- $src := .c | default dict }}
+{{- $c := omit $src "image" }}
+{{- $image := $src.image }}
 {{- if kindIs "string" $image }}
 {{- $_ := set $c "image" $image }}
-{{- else if $image }}
-{{- if $image.tag }}
-{{- $_ := set $c "image" (printf "%s:%s" $image.repository (toString $image.tag)) }}
 {{- else }}
-{{- $_ := set $c "image" $image.repository }}
+{{- $image = $image | default dict }}
+{{- $_ := set $c "image" (printf "%s:%s" (required "an image needs image.repository" $image.repository) (required "an image needs image.tag" $image.tag | toString)) }}
 {{- end }}
-{{- end }}
-{{- if and (hasKey $c "resources") (not $c.resources) }}
-{{- $_ := unset $c "resources" }}
-{{- end }}
-{{- if and .root.Values.imagePullPolicy (not (hasKey $c "imagePullPolicy")) }}
-{{- $_ := set $c "imagePullPolicy" .root.Values.imagePullPolicy }}
-{{- end }}
+{{- $_ := set $c "imagePullPolicy" ($src.imagePullPolicy | default .root.Values.imagePullPolicy) }}
 {{- toYaml $c }}
 {{- end }}
 
-{{/* slurm.podTemplate: dict "v" V "root" $ ["spec" S] -> YAML of a
-PodTemplate {metadata, spec}, or nothing when it would be empty. S holds
-fields the chart sets itself (a NodeSet's hostname prefix); V's podSpec,
-nodeSelector, tolerations and affinity, and the chart-wide
-priorityClassName and imagePullSecrets, are added to it. */}}
-{{- define "slurm.podTemplate" -}}
-{{- $v := .v }}
-{{- $spec := deepCopy ($v.podSpec | default dict) }}
-{{- range $k, $x := (.spec | default dict) }}
-{{- $_ := set $spec $k $x }}
+{{/* slurm.pairs: a map of Slurm options {Name: [values]} (or Name: value)
+-> a list of "Name=v1,v2" in key order; empty values are left out. */}}
+{{- define "slurm.pairs" -}}
+{{- $out := list }}
+{{- range $k, $v := . }}
+{{- if $v }}
+{{- $out = append $out (printf "%s=%s" $k (join "," $v)) }}
 {{- end }}
-{{- with $v.nodeSelector }}
-{{- $_ := set $spec "nodeSelector" . }}
 {{- end }}
-{{- with $v.tolerations }}
-{{- $_ := set $spec "tolerations" . }}
+{{- toJson $out }}
 {{- end }}
-{{- with $v.affinity }}
-{{- $_ := set $spec "affinity" . }}
-{{- end }}
-{{- if and .root.Values.priorityClassName (not (hasKey $spec "priorityClassName")) }}
-{{- $_ := set $spec "priorityClassName" .root.Values.priorityClassName }}
-{{- end }}
-{{- if and .root.Values.imagePullSecrets (not (hasKey $spec "imagePullSecrets")) }}
-{{- $_ := set $spec "imagePullSecrets" .root.Values.imagePullSecrets }}
-{{- end }}
-{{- $meta := dict }}
-{{- with $v.podLabels }}
-{{- $_ := set $meta "labels" . }}
-{{- end }}
-{{- with $v.podAnnotations }}
-{{- $_ := set $meta "annotations" . }}
-{{- end }}
-{{- $t := dict }}
-{{- if $meta }}
-{{- $_ := set $t "metadata" $meta }}
-{{- end }}
-{{- if $spec }}
-{{- $_ := set $t "spec" $spec }}
-{{- end }}
-{{- if $t }}
-{{- toYaml $t }}
+
+{{/* slurm.confLines: dict "text" T "map" M "sep" S -> the lines of T split
+on S, or else M's pairs, as a JSON list. */}}
+{{- define "slurm.confLines" -}}
+{{- if .text }}
+{{- splitList .sep .text | toJson }}
+{{- else if .map }}
+{{- include "slurm.pairs" .map }}
+{{- else }}
+{{- list | toJson }}
 {{- end }}
 {{- end }}
 
-{{/* slurm.extraConf: controller.extraConf, then one PartitionName line per
-enabled entry of `partitions`. */}}
-{{- define "slurm.extraConf" -}}
-{{- $lines := list }}
-{{- with .Values.controller.extraConf }}
-{{- $lines = append $lines (trim .) }}
+{{/* The Controller's extraConf: controller.extraConf (or extraConfMap),
+then a PartitionName line per enabled entry of `partitions`. Every
+partition needs nodesets; an enabled one may only name enabled NodeSets or
+ALL. */}}
+{{- define "slurm.controllerExtraConf" -}}
+{{- $lines := include "slurm.confLines" (dict "text" .Values.controller.extraConf "map" .Values.controller.extraConfMap "sep" "\n") | fromJsonArray }}
+{{- $known := list "ALL" }}
+{{- range $name, $ns := .Values.nodesets }}
+{{- if and $ns $ns.enabled }}
+{{- $known = append $known $name }}
+{{- end }}
 {{- end }}
 {{- range $name, $p := .Values.partitions }}
-{{- if and $p $p.enabled }}
-{{- if not $p.nodesets }}
-{{- fail (printf "partitions.%s: nodesets is empty (list nodeset keys, or ALL)" $name) }}
+{{- $p = $p | default dict }}
+{{- $sets := $p.nodesets | default list | uniq | sortAlpha }}
+{{- if not $sets }}
+{{- fail (printf "partitions.%s.nodesets: empty; list NodeSet keys (or ALL)" $name) }}
 {{- end }}
-{{- $lines = append $lines (printf "PartitionName=%s Nodes=%s %s" $name (join "," $p.nodesets) ($p.config | default "") | trim) }}
+{{- if $p.enabled }}
+{{- range $sets }}
+{{- if not (has . $known) }}
+{{- fail (printf "partitions.%s.nodesets: %q is not an enabled entry of nodesets" $name .) }}
+{{- end }}
+{{- end }}
+{{- $config := list }}
+{{- if $p.config }}
+{{- $config = list $p.config }}
+{{- else if $p.configMap }}
+{{- $config = include "slurm.pairs" $p.configMap | fromJsonArray }}
+{{- end }}
+{{- $lines = append $lines (printf "PartitionName=%s Nodes=%s %s" $name (join "," $sets) (join " " $config)) }}
 {{- end }}
 {{- end }}
 {{- join "\n" $lines }}
+{{- end }}
+
+{{- define "slurm.keyRef" -}}
+{{- $ref := .ref | default dict -}}
+name: {{ $ref.name | default .name }}
+key: {{ $ref.key | default .key }}
+{{- end }}
+
+{{/* The three key references every Controller and Accounting carries. */}}
+{{- define "slurm.authRefs" -}}
+{{- $f := include "slurm.fullname" . -}}
+slurmKeyRef:
+  {{- include "slurm.keyRef" (dict "ref" .Values.slurmKey.secretRef "name" (printf "%s-auth-slurm" $f) "key" "slurm.key") | nindent 2 }}
+jwtKeyRef:
+  {{- include "slurm.keyRef" (dict "ref" .Values.jwtKey.secretRef "name" (printf "%s-auth-jwt" $f) "key" "jwt.key") | nindent 2 }}
+{{- if .Values.jwksKeys.enabled }}
+jwksKeyRef:
+  {{- include "slurm.keyRef" (dict "ref" .Values.jwksKeys.configMapRef "name" (printf "%s-auth-jwks" $f) "key" "jwks.json") | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* The sssd.conf Secret of LoginSets and ssh-enabled NodeSets: the chart's
+own, or sssd.secretRef. */}}
+{{- define "slurm.sssdConfRef" -}}
+{{- if .Values.sssd.secretRef }}
+name: {{ required "sssd.secretRef.name is required" .Values.sssd.secretRef.name }}
+key: {{ required "sssd.secretRef.key is required" .Values.sssd.secretRef.key }}
+{{- else }}
+name: {{ include "slurm.fullname" . }}-sssd-conf
+key: sssd.conf
+{{- end }}
+{{- end }}
+
+{{/* slurm.block: a multi-line string as a YAML literal block at indent N
+(dict "s" S "n" N). */}}
+{{- define "slurm.block" -}}
+|{{ .s | nindent .n }}
 {{- end }}
 
 {{/* slurm.checkKey: dict "what" W "key" K: fail unless K can be part of a
@@ -128,5 +192,54 @@ Kubernetes object name and a hostname. */}}
 {{- define "slurm.checkKey" -}}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" .key) }}
 {{- fail (printf "%s key %q: want lower-case letters, digits and '-' (it becomes an object name and a hostname)" .what .key) }}
+{{- end }}
+{{- end }}
+
+{{/* NVIDIA DCGM job mapping (vendor.nvidia.dcgm): prolog and epilog
+scripts that write and remove one file per GPU of a job, and the mapping
+folder mounted into every NodeSet whose slurmd has an nvidia.com/gpu
+limit. */}}
+{{- define "slurm.dcgm.enabled" -}}
+{{- if dig "nvidia" "dcgm" "enabled" false (.Values.vendor | default dict) }}true{{ end }}
+{{- end }}
+
+{{- define "slurm.dcgm.dir" -}}
+{{- dig "nvidia" "dcgm" "jobMappingDir" "/var/lib/dcgm-exporter/job-mapping" (.Values.vendor | default dict) }}
+{{- end }}
+
+{{- define "slurm.dcgm.hasGPU" -}}
+{{- if index (dig "resources" "limits" dict (. | default dict)) "nvidia.com/gpu" }}true{{ end }}
+{{- end }}
+
+{{/* Value names of this chart's first releases, before it took Slinky's:
+set, they would now be ignored without a word, so they stop the render and
+name what replaced them. */}}
+{{- define "slurm.refuseOldNames" -}}
+{{- $old := dict
+  "slurmKeyRef" "slurmKey.secretRef (and slurmKey.create: false)"
+  "jwtKeyRef" "jwtKey.secretRef (and jwtKey.create: false)"
+  "sssdConf" "sssd.conf"
+  "priorityClassName" "priorityClass.enabled and priorityClass.name"
+  "nodesetDefaults" "complete nodesets.<key> entries (copy nodesets.slinky)"
+  "loginsetDefaults" "complete loginsets.<key> entries (copy loginsets.slinky)" }}
+{{- range $k := keys $old | sortAlpha }}
+{{- if hasKey $.Values $k }}
+{{- fail (printf "%s is no longer a value of this chart: use %s" $k (index $old $k)) }}
+{{- end }}
+{{- end }}
+{{- $sections := dict "controller" .Values.controller "restapi" .Values.restapi "accounting" .Values.accounting }}
+{{- range $k, $ns := .Values.nodesets }}
+{{- $_ := set $sections (printf "nodesets.%s" $k) ($ns | default dict) }}
+{{- end }}
+{{- range $k, $ls := .Values.loginsets }}
+{{- $_ := set $sections (printf "loginsets.%s" $k) ($ls | default dict) }}
+{{- end }}
+{{- range $name := keys $sections | sortAlpha }}
+{{- $s := index $sections $name }}
+{{- range $f := list "nodeSelector" "tolerations" "affinity" "podLabels" "podAnnotations" }}
+{{- if hasKey $s $f }}
+{{- fail (printf "%s.%s is no longer a value of this chart: use %s.%s" $name $f $name (ternary "metadata.labels" (ternary "metadata.annotations" (printf "podSpec.%s" $f) (eq $f "podAnnotations")) (eq $f "podLabels"))) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}

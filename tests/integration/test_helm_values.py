@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""Slinky's values files through our chart.
+
+Renders Slinky's own `slurm` chart (from its Go module, fetched by
+tests/slinky/fetch.sh into the module cache; nothing of it is in the clone)
+and deploy/helm/slurm with the same values: Slinky's values.yaml alone, then
+with each variation in tests/data/helm-values/*.yaml on top (external
+controller, accounting in and out of the cluster, login sets with sssd,
+several NodeSets, the NVIDIA DCGM preset). The custom resources must be
+equal once normalized (see normalise()); the Secrets, ConfigMaps and
+PriorityClass the charts make must have the same names, keys and (except
+the random auth keys) contents. Then values that slurmop cannot honour the
+same way must make `helm template` of our chart fail with a message naming
+the value, values Slinky's chart refuses must be refused by ours too, and
+`helm lint --strict` must pass for every values file.
+
+helm is the pinned one of tests/k8s/build.sh (K8S_BIN, or its cache);
+YAML is read with tests/tools/yaml2json. Exit 77 (skipped) when helm is not
+built or Go is missing. Runs in a few seconds.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+SRC = os.environ.get("OP_SOURCE_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("OP_BUILD_DIR") or os.path.join(SRC, "build-test")
+OUR_CHART = os.path.join(SRC, "deploy", "helm", "slurm")
+DATA = os.path.join(SRC, "tests", "data", "helm-values")
+KUBE_VERSION = "1.35.4"
+CR_KINDS = ("Controller", "NodeSet", "LoginSet", "RestApi", "Accounting", "Token")
+# Labels whose value is the chart's own name and version: they differ
+# between any two charts by design.
+CHART_LABELS = ("helm.sh/chart", "app.kubernetes.io/version", "app.kubernetes.io/managed-by")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_deploy_manifests as manifests  # noqa: E402  (CRD schemas, the validator)
+
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL: " + msg, flush=True)
+    return cond
+
+
+def skip(msg):
+    print("SKIP: " + msg)
+    sys.exit(77)
+
+
+def find_helm():
+    b = os.environ.get("K8S_BIN")
+    if b and os.access(os.path.join(b, "helm"), os.X_OK):
+        return os.path.join(b, "helm")
+    r = subprocess.run(["bash", os.path.join(SRC, "tests", "k8s", "build.sh"), "--check"],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode == 0 and r.stdout.strip():
+        h = os.path.join(r.stdout.strip(), "helm")
+        if os.access(h, os.X_OK):
+            return h
+    return None
+
+
+def fetch_slinky():
+    r = subprocess.run(["bash", os.path.join(SRC, "tests", "slinky", "fetch.sh")],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode == 77:
+        skip("Go is missing: Slinky's module cannot be fetched")
+    if r.returncode != 0:
+        print(r.stderr)
+        raise SystemExit("tests/slinky/fetch.sh failed (exit %d)" % r.returncode)
+    line = r.stdout.strip().splitlines()[-1]
+    prefix = "export SLINKY_SRC='"
+    assert line.startswith(prefix) and line.endswith("'"), line
+    return line[len(prefix):-1]
+
+
+def slinky_chart(src, tmp):
+    """A writable copy of Slinky's slurm chart with the vendor helpers the
+    module zip lost (see tests/data/helm-values/README.md)."""
+    d = os.path.join(tmp, "slinky-slurm")
+    shutil.copytree(os.path.join(src, "helm", "slurm"), d)
+    for root, dirs, files in os.walk(d):
+        for n in dirs + files:
+            os.chmod(os.path.join(root, n), 0o755 if n in dirs else 0o644)
+    vendor = os.path.join(d, "templates", "vendor")
+    if not os.path.isdir(vendor):
+        os.makedirs(vendor)
+        shutil.copy(os.path.join(DATA, "slinky-vendor-shim.tpl"), os.path.join(vendor, "_shim.tpl"))
+    return d
+
+
+class Helm:
+    def __init__(self, path):
+        self.path = path
+        self.calls = 0
+
+    def run(self, *args):
+        self.calls += 1
+        args = list(args)
+        if args[0] == "template":
+            args += ["--kube-version", KUBE_VERSION]
+        return subprocess.run([self.path] + args, capture_output=True, text=True, timeout=120)
+
+    def template(self, chart, release, ns, files, sets=()):
+        args = ["template", release, chart, "--namespace", ns]
+        for f in files:
+            args += ["-f", f]
+        for s in sets:
+            args += ["--set", s]
+        r = self.run(*args)
+        if r.returncode != 0:
+            return None, r.stderr
+        return [o for o in manifests.load_yaml_text(r.stdout) if o], ""
+
+
+def prune(v):
+    """Drop null, {} and [] (bottom up): the API server and the operator
+    treat them as absent."""
+    if isinstance(v, dict):
+        out = {}
+        for k, x in v.items():
+            x = prune(x)
+            if x is None or x == {} or x == []:
+                continue
+            out[k] = x
+        return out
+    if isinstance(v, list):
+        return [prune(x) for x in v]
+    return v
+
+
+def normalise(o):
+    """What may differ between the two renders without a different meaning:
+    - the chart name/version labels (CHART_LABELS), on the object and on
+      its pod template;
+    - null, {} and [] versus absent;
+    - `namespace` in controllerRef/accountingRef when it is the object's own
+      (slurmop's CRDs have no namespace in these references: a reference is
+      always to the same namespace);
+    - a NodeSet's `taintKubeNodes: false` (slurmop's NodeSet has no such
+      field; the chart refuses true).
+    Everything else, including "" strings, must be equal."""
+    o = json.loads(json.dumps(o))
+    meta = o.get("metadata", {})
+    ns = meta.get("namespace")
+    for m in (meta, (o.get("spec") or {}).get("template", {}).get("metadata") or {}):
+        for k in CHART_LABELS:
+            (m.get("labels") or {}).pop(k, None)
+    spec = o.get("spec")
+    if isinstance(spec, dict):
+        for ref in ("controllerRef", "accountingRef"):
+            r = spec.get(ref)
+            if isinstance(r, dict) and r.get("namespace") == ns:
+                r.pop("namespace")
+        if o.get("kind") == "NodeSet" and spec.get("taintKubeNodes") is False:
+            spec.pop("taintKubeNodes")
+    return prune(o)
+
+
+def key(o):
+    return (o["kind"], o["metadata"]["name"])
+
+
+def diff(a, b):
+    la = json.dumps(a, indent=1, sort_keys=True).splitlines()
+    lb = json.dumps(b, indent=1, sort_keys=True).splitlines()
+    import difflib
+    return "\n".join(difflib.unified_diff(la, lb, "slinky", "slurmop", lineterm="", n=2))
+
+
+def compare(case, theirs, ours, fullname):
+    """Problems (strings) between Slinky's render and ours."""
+    problems = []
+    t = {key(o): o for o in theirs}
+    u = {key(o): o for o in ours}
+    # The DCGM ConfigMaps: Slinky's templates for them are not in its module
+    # (see the shim); ours must exist whenever the Controller lists them.
+    dcgm = {("ConfigMap", "%s-prolog-dcgm" % fullname), ("ConfigMap", "%s-epilog-dcgm" % fullname)}
+    for k in sorted(set(t) - set(u)):
+        problems.append("%s: %s %s rendered by Slinky's chart only" % (case, k[0], k[1]))
+    for k in sorted(set(u) - set(t) - dcgm):
+        problems.append("%s: %s %s rendered by our chart only" % (case, k[0], k[1]))
+    for k in sorted(set(t) & set(u)):
+        a, b = normalise(t[k]), normalise(u[k])
+        if k[0] == "Secret" and "data" in a:
+            # Random keys: the same key names, not the same bytes.
+            a["data"] = sorted(a["data"])
+            b["data"] = sorted(b.get("data") or {})
+        if a != b:
+            problems.append("%s: %s %s differs:\n%s" % (case, k[0], k[1], diff(a, b)))
+    return problems
+
+
+def crs(objs):
+    return [o for o in objs if o["kind"] in CR_KINDS]
+
+
+def main():
+    t0 = time.monotonic()
+    helm_path = find_helm()
+    if not helm_path:
+        skip("helm is not built (bash tests/k8s/build.sh)")
+    helm = Helm(helm_path)
+    src = fetch_slinky()
+    print("Slinky's module: %s" % src)
+    tmp = tempfile.mkdtemp(prefix="helm-values-")
+    schemas = manifests.crd_schemas()
+    try:
+        theirs_chart = slinky_chart(src, tmp)
+        base = os.path.join(theirs_chart, "values.yaml")
+        cases = [("default", "slurm", "slurm", [base])]
+        for n in sorted(os.listdir(DATA)):
+            if n.endswith(".yaml"):
+                cases.append((n[:-5], "slurm", "slurm", [base, os.path.join(DATA, n)]))
+        # Another release name and namespace: names become "<release>-slurm".
+        cases.append(("nodesets as release hpc-prod", "hpc-prod", "hpc", [base, os.path.join(DATA, "nodesets.yaml")]))
+        cases.append(("login-sssd with fullnameOverride", "x", "hpc", [base, os.path.join(DATA, "login-sssd.yaml")]))
+        total = 0
+        for case, release, ns, files in cases:
+            sets = ["fullnameOverride=lab"] if "fullnameOverride" in case else []
+            theirs, err = helm.template(theirs_chart, release, ns, files, sets)
+            if not check(theirs is not None, "%s: Slinky's chart does not render: %s" % (case, err)):
+                continue
+            ours, err = helm.template(OUR_CHART, release, ns, files, sets)
+            if not check(ours is not None, "%s: our chart does not render: %s" % (case, err)):
+                continue
+            fullname = one_of(theirs, "Controller", "RestApi")["metadata"]["name"]
+            problems = compare(case, theirs, ours, fullname)
+            for p in problems:
+                check(False, p)
+            n = len(crs(theirs))
+            kinds = sorted({o["kind"] for o in crs(theirs)})
+            # Nothing may be compared away: every CR keeps a spec.
+            for o in crs(theirs):
+                check(normalise(o).get("spec"), "%s: %s %s is empty once normalized" % (case, o["kind"],
+                                                                                     o["metadata"]["name"]))
+            # Our CRs must also be what our CRDs accept.
+            for o in crs(ours):
+                s = schemas.get((o["apiVersion"], o["kind"]))
+                try:
+                    manifests.validate_schema(o["spec"], s["properties"]["spec"])
+                except manifests.SchemaError as e:
+                    check(False, "%s: our %s %s: %s" % (case, o["kind"], o["metadata"]["name"], e))
+            if "vendor-dcgm" in case:
+                check_dcgm(case, ours, fullname)
+            total += n
+            print("%-34s %2d CRs (%s), %d objects: %s" % (case, n, ",".join(kinds), len(theirs),
+                                                          "equal" if not problems else "%d differences" % len(problems)))
+        check(total >= 30, "only %d CRs compared" % total)
+
+        # The comparison can fail: one value changed on our side only.
+        theirs, _ = helm.template(theirs_chart, "slurm", "slurm", [base])
+        ours, _ = helm.template(OUR_CHART, "slurm", "slurm", [base], ["restapi.replicas=3"])
+        check(any("RestApi slurm differs" in p for p in compare("self-check", theirs, ours, "slurm")),
+              "self-check: a different restapi.replicas went unnoticed")
+
+        refusals(helm, theirs_chart, base)
+        lint(helm, base)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("%d helm runs in %.1f s" % (helm.calls, time.monotonic() - t0))
+    if failures:
+        print("%d failure(s)" % len(failures))
+        return 1
+    print("ok")
+    return 0
+
+
+def one_of(objs, *kinds):
+    for o in objs:
+        if o["kind"] in kinds:
+            return o
+    raise AssertionError("none of %s rendered" % (kinds,))
+
+
+def check_dcgm(case, ours, fullname):
+    cms = {o["metadata"]["name"]: o for o in ours if o["kind"] == "ConfigMap"}
+    for what in ("prolog", "epilog"):
+        cm = cms.get("%s-%s-dcgm" % (fullname, what))
+        if not check(cm, "%s: our chart has no %s-%s-dcgm ConfigMap" % (case, fullname, what)):
+            continue
+        data = cm.get("data") or {}
+        name = "%s-90-dcgm.sh" % what
+        check(list(data) == [name], "%s: %s keys %s, want [%s]" % (case, what, list(data), name))
+        body = data.get(name, "")
+        check(body.startswith("#!/bin/bash") and "/var/lib/dcgm-exporter/job-mapping" in body
+              and "@JOB_MAPPING_DIR@" not in body, "%s: %s script without the mapping folder" % (case, what))
+
+
+# (values, words the error must contain, does Slinky's chart refuse it too;
+# None: it does, for another reason)
+REFUSALS = [
+    (["nodesets.slinky.taintKubeNodes=true"], "nodesets.slinky.taintKubeNodes", False),
+    (["configFiles.slurm\\.conf=x"], "configFiles.slurm.conf", False),
+    (["configFiles.slurmdbd\\.conf=x"], "configFiles.slurmdbd.conf", False),
+    (["clusterName=a-cluster-name-that-is-longer-than-forty-chars"], "clusterName", False),
+    (["controller.ha.enabled=true"], "controller.ha.enabled", False),
+    (["nodesets.Bad_Key.enabled=true"], "Bad_Key", None),
+    (["loginsets.slinky.enabled=true", "sssd.secretRef.name=site-sssd"], "sssd.secretRef.key", False),
+    # This chart's names before it took Slinky's: refused, naming the new one.
+    (["slurmKeyRef.name=keys"], "use slurmKey.secretRef", False),
+    (["nodesetDefaults.replicas=2"], "nodesetDefaults", False),
+    (["sssdConf=x"], "use sssd.conf", False),
+    (["controller.nodeSelector.a=b"], "use controller.podSpec.nodeSelector", False),
+    (["nodesets.slinky.podLabels.a=b"], "use nodesets.slinky.metadata.labels", False),
+    (["partitions.all.nodesets=null"], "partitions.all", True),
+    (["partitions.debug.enabled=true", "partitions.debug.nodesets={gone}"], "gone", True),
+]
+
+
+def refusals(helm, theirs_chart, base):
+    for sets, words, slinky_too in REFUSALS:
+        ours, err = helm.template(OUR_CHART, "slurm", "slurm", [base], sets)
+        check(ours is None and words in err,
+              "our chart with %s: want a failure naming %r, got %s" % (sets, words, "success" if ours else err))
+        theirs, _ = helm.template(theirs_chart, "slurm", "slurm", [base], sets)
+        check(slinky_too is None or (theirs is None) == slinky_too,
+              "Slinky's chart with %s: %s" % (sets, "refused" if theirs is None else "rendered"))
+    print("refusals: %d values refused with their name" % len(REFUSALS))
+
+
+def lint(helm, base):
+    files = [None, base] + [os.path.join(DATA, n) for n in sorted(os.listdir(DATA)) if n.endswith(".yaml")]
+    for f in files:
+        args = ["lint", "--strict", OUR_CHART]
+        if f:
+            args += ["-f", base, "-f", f] if f != base else ["-f", base]
+        r = helm.run(*args)
+        check(r.returncode == 0, "helm lint --strict %s: %s%s" % (f or "(defaults)", r.stdout[-2000:], r.stderr))
+    print("helm lint --strict: %d values files" % len(files))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
