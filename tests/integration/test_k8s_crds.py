@@ -318,7 +318,7 @@ def test_helm_install_operator_and_cluster_scale_describe():
              what="the chart's operator pod Running under kwok")
     kubeconfig = k.cluster.token_kubeconfig("slurmop-chart", sa, "chart-operator.kubeconfig")
     k.helm("install", "slurm", os.path.join(CHARTS, "slurm"), "-n", "slurm", "--create-namespace",
-           "--set", "nodesets.cpu.replicas=1")  # the chart's default has no NodeSet
+           "--set", "nodesets.slinky.enabled=true", "--set", "nodesets.slinky.replicas=1")  # off by default
     nodesets = json.loads(k.kubectl("get", "nodesets", "-n", "slurm", "-o", "json").stdout)["items"]
     assert nodesets, "the slurm chart made no NodeSet"
     name = nodesets[0]["metadata"]["name"]
