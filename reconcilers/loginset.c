@@ -32,6 +32,7 @@ struct keygen {
     char uid[40];  /* the LoginSet incarnation the keys are for */
     int running;
     int detached; /* forgotten while running: after_work frees it */
+    atomic_int cancel; /* set by the loop: the work stops generating */
     int rc;       /* result of sshk_generate_host_keys */
     sshk_host_keys keys;
 };
@@ -116,16 +117,18 @@ static void forget(const char *key)
     struct keygen *j = map_del(&S.jobs, key);
     if (j == NULL)
         return;
-    if (j->running)
+    if (j->running) {
         j->detached = 1;
-    else
+        atomic_store(&j->cancel, 1); /* nobody wants these keys any more */
+    } else {
         keygen_free(j);
+    }
 }
 
 static void keygen_work(uv_work_t *req)
 {
     struct keygen *j = container_of(req, struct keygen, req);
-    j->rc = sshk_generate_host_keys(&j->keys);
+    j->rc = sshk_generate_host_keys(&j->keys, &j->cancel);
 }
 
 static void keygen_done(uv_work_t *req, int status)
@@ -276,10 +279,15 @@ static void stop(operator *op)
     size_t it = 0;
     while (map_next(&S.jobs, &it, &k, &v)) {
         struct keygen *j = v;
-        if (j->running)
+        if (j->running) {
+            /* A shutdown waits for the work: queued, it is dropped; running,
+             * it stops at its next draw of randomness. */
             j->detached = 1;
-        else
+            atomic_store(&j->cancel, 1);
+            uv_cancel((uv_req_t *)&j->req);
+        } else {
             keygen_free(j);
+        }
     }
     map_free(&S.jobs);
 }

@@ -26,6 +26,21 @@ static int kernel_entropy(void *unused, unsigned char *out, size_t len)
     return 0;
 }
 
+/* The DRBG as mbedtls's random source, refusing once *cancel is set: RSA
+ * generation draws for every candidate prime, so it stops within one. */
+typedef struct rng {
+    mbedtls_ctr_drbg_context *drbg;
+    const atomic_int *cancel;
+} rng;
+
+static int rng_random(void *p, unsigned char *out, size_t len)
+{
+    rng *r = p;
+    if (r->cancel && atomic_load(r->cancel))
+        return MBEDTLS_ERR_CTR_DRBG_ENTROPY_SOURCE_FAILED;
+    return mbedtls_ctr_drbg_random(r->drbg, out, len);
+}
+
 /* ---- SSH wire encoding (RFC 4251 §5) -------------------------------------- */
 
 static void wire_u32(buf_t *b, size_t v)
@@ -250,7 +265,7 @@ static int generate_ed25519(sshk_keypair *out)
 /* A PEM of a 8192-bit RSA key is about 6.3 KB. */
 #define PEM_MAX 16384
 
-int sshk_generate(sshk_type type, unsigned rsa_bits, sshk_keypair *out)
+int sshk_generate(sshk_type type, unsigned rsa_bits, const atomic_int *cancel, sshk_keypair *out)
 {
     memset(out, 0, sizeof(*out));
     if (type == SSHK_RSA && (rsa_bits < SSHK_RSA_MIN_BITS || rsa_bits > SSHK_RSA_MAX_BITS || rsa_bits % 2))
@@ -267,6 +282,7 @@ int sshk_generate(sshk_type type, unsigned rsa_bits, sshk_keypair *out)
     static const char pers[] = "slurmop-sshk";
     unsigned char *pem = NULL;
     int rc = OP_ETLS;
+    rng r = {.drbg = &drbg, .cancel = cancel};
 
     if (mbedtls_ctr_drbg_seed(&drbg, kernel_entropy, NULL, (const unsigned char *)pers, sizeof(pers) - 1) !=
         0)
@@ -274,13 +290,12 @@ int sshk_generate(sshk_type type, unsigned rsa_bits, sshk_keypair *out)
     if (type == SSHK_RSA) {
         if (mbedtls_pk_setup(&pk, mbedtls_pk_info_from_type(MBEDTLS_PK_RSA)) != 0)
             goto done;
-        if (mbedtls_rsa_gen_key(mbedtls_pk_rsa(pk), mbedtls_ctr_drbg_random, &drbg, rsa_bits, 65537) != 0)
+        if (mbedtls_rsa_gen_key(mbedtls_pk_rsa(pk), rng_random, &r, rsa_bits, 65537) != 0)
             goto done;
     } else {
         if (mbedtls_pk_setup(&pk, mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY)) != 0)
             goto done;
-        if (mbedtls_ecp_gen_key(MBEDTLS_ECP_DP_SECP256R1, mbedtls_pk_ec(pk), mbedtls_ctr_drbg_random,
-                                &drbg) != 0)
+        if (mbedtls_ecp_gen_key(MBEDTLS_ECP_DP_SECP256R1, mbedtls_pk_ec(pk), rng_random, &r) != 0)
             goto done;
     }
     pem = xcalloc(1, PEM_MAX);
@@ -291,6 +306,8 @@ int sshk_generate(sshk_type type, unsigned rsa_bits, sshk_keypair *out)
         out->private_pem = xstrdup((const char *)pem);
 
 done:
+    if (rc && cancel && atomic_load(cancel))
+        rc = OP_ECANCELED;
     if (pem) {
         /* The private key must not linger in freed memory. */
         mbedtls_platform_zeroize(pem, PEM_MAX);
@@ -315,14 +332,14 @@ void sshk_keypair_free(sshk_keypair *kp)
     kp->private_pem = kp->public_ssh = NULL;
 }
 
-int sshk_generate_host_keys(sshk_host_keys *out)
+int sshk_generate_host_keys(sshk_host_keys *out, const atomic_int *cancel)
 {
     memset(out, 0, sizeof(*out));
-    int rc = sshk_generate(SSHK_RSA, SSHK_RSA_HOST_BITS, &out->rsa);
+    int rc = sshk_generate(SSHK_RSA, SSHK_RSA_HOST_BITS, cancel, &out->rsa);
     if (rc == 0)
-        rc = sshk_generate(SSHK_ECDSA_P256, 0, &out->ecdsa);
+        rc = sshk_generate(SSHK_ECDSA_P256, 0, cancel, &out->ecdsa);
     if (rc == 0)
-        rc = sshk_generate(SSHK_ED25519, 0, &out->ed25519);
+        rc = sshk_generate(SSHK_ED25519, 0, cancel, &out->ed25519);
     if (rc)
         sshk_host_keys_free(out);
     return rc;

@@ -29,6 +29,7 @@
 #ifndef OP_SSHKEYS_H
 #define OP_SSHKEYS_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 typedef enum sshk_type {
@@ -50,8 +51,11 @@ typedef struct sshk_keypair {
 /** Generate one key pair. rsa_bits is used for SSHK_RSA only and must be in
  *  [SSHK_RSA_MIN_BITS, SSHK_RSA_MAX_BITS] and even. Returns 0 and fills *out
  *  (free with sshk_keypair_free), or OP_EINVAL (bad arguments) / OP_ETLS
- *  (mbedtls or libsodium failed); *out is zeroed on error. Thread-safe, blocking. */
-int sshk_generate(sshk_type type, unsigned rsa_bits, sshk_keypair *out);
+ *  (mbedtls or libsodium failed) / OP_ECANCELED; *out is zeroed on error.
+ *  Thread-safe, blocking. cancel (may be NULL): once another thread sets
+ *  it, an RSA or ECDSA generation stops at its next draw of randomness and
+ *  returns OP_ECANCELED (a shutdown need not wait seconds for RSA 4096). */
+int sshk_generate(sshk_type type, unsigned rsa_bits, const atomic_int *cancel, sshk_keypair *out);
 
 /** Free both strings and zero the pair (NULL-safe, idempotent). */
 void sshk_keypair_free(sshk_keypair *kp);
@@ -66,7 +70,7 @@ typedef struct sshk_host_keys {
 /** Generate the three host key pairs. 0, or the first error (then nothing is
  *  left allocated). Thread-safe, blocking for seconds: run it on the uv
  *  threadpool. */
-int sshk_generate_host_keys(sshk_host_keys *out);
+int sshk_generate_host_keys(sshk_host_keys *out, const atomic_int *cancel);
 void sshk_host_keys_free(sshk_host_keys *hk);
 
 /** The authorized_keys form of the public half of a private key written by

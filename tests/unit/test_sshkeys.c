@@ -173,8 +173,8 @@ static void check_ed25519(const sshk_keypair *kp)
 static void test_ed25519(void **state)
 {
     sshk_keypair a, b;
-    assert_int_equal(sshk_generate(SSHK_ED25519, 0, &a), 0);
-    assert_int_equal(sshk_generate(SSHK_ED25519, 0, &b), 0);
+    assert_int_equal(sshk_generate(SSHK_ED25519, 0, NULL, &a), 0);
+    assert_int_equal(sshk_generate(SSHK_ED25519, 0, NULL, &b), 0);
     check_ed25519(&a);
     check_ed25519(&b);
     assert_string_not_equal(a.public_ssh, b.public_ssh);
@@ -198,8 +198,8 @@ static void test_ed25519(void **state)
 static void test_ecdsa(void **state)
 {
     sshk_keypair a, b;
-    assert_int_equal(sshk_generate(SSHK_ECDSA_P256, 0, &a), 0);
-    assert_int_equal(sshk_generate(SSHK_ECDSA_P256, 0, &b), 0);
+    assert_int_equal(sshk_generate(SSHK_ECDSA_P256, 0, NULL, &a), 0);
+    assert_int_equal(sshk_generate(SSHK_ECDSA_P256, 0, NULL, &b), 0);
     check_ecdsa(&a);
     check_ecdsa(&b);
     assert_string_not_equal(a.public_ssh, b.public_ssh);
@@ -216,7 +216,7 @@ static void test_ecdsa(void **state)
 static void test_rsa_2048(void **state)
 {
     sshk_keypair kp;
-    assert_int_equal(sshk_generate(SSHK_RSA, 2048, &kp), 0);
+    assert_int_equal(sshk_generate(SSHK_RSA, 2048, NULL, &kp), 0);
     check_rsa(&kp, 2048);
     char *pub = NULL;
     assert_int_equal(sshk_public_from_private(kp.private_pem, &pub), 0);
@@ -228,11 +228,11 @@ static void test_rsa_2048(void **state)
 static void test_bad_arguments(void **state)
 {
     sshk_keypair kp;
-    assert_int_equal(sshk_generate(SSHK_RSA, 1024, &kp), OP_EINVAL);
+    assert_int_equal(sshk_generate(SSHK_RSA, 1024, NULL, &kp), OP_EINVAL);
     assert_null(kp.private_pem);
-    assert_int_equal(sshk_generate(SSHK_RSA, 2049, &kp), OP_EINVAL);
-    assert_int_equal(sshk_generate(SSHK_RSA, 16384, &kp), OP_EINVAL);
-    assert_int_equal(sshk_generate((sshk_type)7, 0, &kp), OP_EINVAL);
+    assert_int_equal(sshk_generate(SSHK_RSA, 2049, NULL, &kp), OP_EINVAL);
+    assert_int_equal(sshk_generate(SSHK_RSA, 16384, NULL, &kp), OP_EINVAL);
+    assert_int_equal(sshk_generate((sshk_type)7, 0, NULL, &kp), OP_EINVAL);
     char *pub = NULL;
     assert_int_equal(sshk_public_from_private("not a key", &pub), OP_EPARSE);
     assert_null(pub);
@@ -320,7 +320,7 @@ static void openssh_fingerprints(const char *keygen, const sshk_keypair *kp, con
 static void test_host_keys_and_openssh(void **state)
 {
     sshk_host_keys hk;
-    assert_int_equal(sshk_generate_host_keys(&hk), 0);
+    assert_int_equal(sshk_generate_host_keys(&hk, NULL), 0);
     check_rsa(&hk.rsa, 4096);
     check_ecdsa(&hk.ecdsa);
     check_ed25519(&hk.ed25519);
@@ -352,7 +352,7 @@ typedef struct job {
 static void work(uv_work_t *req)
 {
     job *j = req->data;
-    j->rc = sshk_generate(j->type, 2048, &j->kp);
+    j->rc = sshk_generate(j->type, 2048, NULL, &j->kp);
 }
 
 static void after(uv_work_t *req, int status)
@@ -391,13 +391,66 @@ static void test_threadpool(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* A generation cut short from another thread: RSA 8192 (tens of seconds
+ * under the sanitizers) returns OP_ECANCELED soon after the flag is set,
+ * with nothing left allocated. */
+typedef struct cancel_job {
+    uv_work_t req;
+    atomic_int cancel;
+    int rc;
+    sshk_keypair kp;
+    int done;
+} cancel_job;
+
+static void cancel_work(uv_work_t *req)
+{
+    cancel_job *j = (cancel_job *)req;
+    j->rc = sshk_generate(SSHK_RSA, 8192, &j->cancel, &j->kp);
+}
+
+static void cancel_after(uv_work_t *req, int status)
+{
+    (void)status;
+    ((cancel_job *)req)->done = 1;
+}
+
+static void cancel_set(uv_timer_t *t)
+{
+    atomic_store(&((cancel_job *)t->data)->cancel, 1);
+}
+
+static void test_cancel(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    cancel_job j;
+    memset(&j, 0, sizeof(j));
+    uv_timer_t t;
+    uv_timer_init(&loop, &t);
+    t.data = &j;
+    uv_timer_start(&t, cancel_set, 50, 0);
+    assert_int_equal(uv_queue_work(&loop, &j.req, cancel_work, cancel_after), 0);
+    uint64_t t0 = uv_hrtime();
+    while (!j.done)
+        uv_run(&loop, UV_RUN_ONCE);
+    double s = (double)(uv_hrtime() - t0) / 1e9;
+    assert_int_equal(j.rc, OP_ECANCELED);
+    assert_null(j.kp.private_pem);
+    assert_null(j.kp.public_ssh);
+    assert_true(s < 5.0);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ed25519),       cmocka_unit_test(test_ecdsa),
         cmocka_unit_test(test_rsa_2048),
         cmocka_unit_test(test_bad_arguments), cmocka_unit_test(test_host_keys_and_openssh),
-        cmocka_unit_test(test_threadpool),
+        cmocka_unit_test(test_threadpool),    cmocka_unit_test(test_cancel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
