@@ -187,6 +187,31 @@ static void clear_condemned(nss_set *s)
 /* ------------------------------------------------------------------ */
 /* events from the Slurm side */
 
+/* A node without a pod that turns defunct (DOWN and NOT_RESPONDING, our
+ * pod info in its comment) is for its NodeSet's pruneSlurmNodeRecords to
+ * delete: tell that NodeSet, since no pod event will (its pod may have gone
+ * before the node table showed the node defunct). */
+static void wake_pruner(const char *ctl_key, const char *node)
+{
+    nc_cache *cache = NULL;
+    const sm_node *n = NULL;
+    if (slurmclient_get(M.op, ctl_key, &cache) != SC_READY || nc_lookup(cache, node, &n) != NC_PRESENT)
+        return;
+    if (n->base != SM_NODE_DOWN || !(n->flags & SM_NF(NOT_RESPONDING)) || !n->comment || n->comment[0] != '{')
+        return;
+    cJSON *info = json_parse(n->comment, strlen(n->comment), NULL);
+    const char *ns = info ? json_get_str(info, "namespace") : NULL;
+    const char *set = info ? json_get_str(info, "nodeSetName") : NULL;
+    if (ns && set && *ns && *set) {
+        char key[512];
+        snprintf(key, sizeof(key), "%s/%s", ns, set);
+        const nss_set *s = map_get(&M.sets, key);
+        if (s && strcmp(s->ctl_key, ctl_key) == 0)
+            nodeset_enqueue(key);
+    }
+    cJSON_Delete(info);
+}
+
 static void on_slurm_node(const char *ctl_key, const char *node, void *data)
 {
     if (node) {
@@ -194,8 +219,10 @@ static void on_slurm_node(const char *ctl_key, const char *node, void *data)
          * NodeSet that owns one and uses this Controller is told. */
         store *pods = op_store(M.op, OPK_PODS);
         store_cursor cur;
+        int any = 0;
         for (const sobj *pod = store_index_first(pods, M.ix_slurm_name, node, &cur); pod;
              pod = store_index_next(&cur)) {
+            any = 1;
             if (!pod->owner_name || !pod->owner_kind || strcmp(pod->owner_kind, NSB_KIND) != 0)
                 continue;
             char key[512];
@@ -204,6 +231,8 @@ static void on_slurm_node(const char *ctl_key, const char *node, void *data)
             if (s == NULL || strcmp(s->ctl_key, ctl_key) == 0)
                 nodeset_enqueue(key);
         }
+        if (!any)
+            wake_pruner(ctl_key, node);
         return;
     }
     /* Everything of that Controller. */
