@@ -11,7 +11,6 @@ writes (slurmop against kubesim and a real Slurm 22.05, slurmlab.sh).
   4. uncordoning undrains each node (the reason was ours).
 Exit 77 (skipped) without the Slurm binaries or root.
 """
-import base64
 import os
 import shutil
 import sys
@@ -21,7 +20,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kubesim import Kubesim  # noqa: E402
-from slurmop import NS_API, Slurmop, apply_crds, make_cluster, wait_for  # noqa: E402
+from slurmlab import lab_cluster  # noqa: E402
+from slurmop import Slurmop, apply_crds, wait_for  # noqa: E402
 from test_slurm_nodeset import IMAGES, PREFIX, Lab, conds, cordon, flags, log, pod, skip  # noqa: E402
 
 REASON_ANN = "nodeset.slinky.slurm.net/node-cordon-reason"
@@ -44,15 +44,7 @@ def drained(lab, name):
 def scenario(ks, lab):
     c = ks.client()
     apply_crds(c)
-    r = c.post("/api/v1/namespaces/default/secrets",
-               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
-                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
-    assert r.status == 201, r.text
-    make_cluster(c, nodesets={"slinky": dict(replicas=3, **IMAGES)})
-    r = c.post(NS_API + "/namespaces/default/restapis",
-               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
-                "spec": {"controllerRef": {"name": "slurm"}}})
-    assert r.status == 201, r.text
+    lab_cluster(c, lab, {"slinky": dict(replicas=3, **IMAGES)})
     with Slurmop(ks.kubeconfig, slurmrestd="default/slurm=" + lab.url, slurm_conf=lab.conf,
                  propagated_node_conditions="KernelDeadlock,ReadonlyFilesystem",
                  env={"SLURM_CONF": lab.conf}) as op:

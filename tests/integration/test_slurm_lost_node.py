@@ -14,10 +14,8 @@ says why (Warning Event DrainBlockedNodeLost, DrainBlocked=True), and lets
 it go once dyn1 registers again (slurmd restarted) and is drained.
 Exit 77 (skipped) without the Slurm binaries or root.
 """
-import base64
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -27,7 +25,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kubesim import Kubesim  # noqa: E402
-from slurmop import NS_API, Slurmop, apply_crds, make_cluster, pods_of, wait_for  # noqa: E402
+from slurmlab import lab_cluster  # noqa: E402
+from slurmop import NS_API, Slurmop, apply_crds, pods_of, wait_for  # noqa: E402
 from test_slurm_nodeset import IMAGES, Lab, conds, log, pod, skip  # noqa: E402
 
 OVERRIDE = "nodeset.slinky.slurm.net/hostname-override"
@@ -54,15 +53,7 @@ def scenario(ks, lab):
     node = c.get("/api/v1/nodes").json()["items"][0]["metadata"]["name"]
     r = c.patch("/api/v1/nodes/" + node, {"metadata": {"annotations": {OVERRIDE: "dyn1"}}})
     assert r.status == 200, r.text
-    r = c.post("/api/v1/namespaces/default/secrets",
-               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
-                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
-    assert r.status == 201, r.text
-    make_cluster(c, nodesets={"ds": dict(scalingMode="DaemonSet", **IMAGES)})
-    r = c.post(NS_API + "/namespaces/default/restapis",
-               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
-                "spec": {"controllerRef": {"name": "slurm"}}})
-    assert r.status == 201, r.text
+    lab_cluster(c, lab, {"ds": dict(scalingMode="DaemonSet", **IMAGES)})
     with Slurmop(ks.kubeconfig, **lab.slurmop_flags()) as op:
         op.wait_ready()
         pods = wait_for(lambda: pods_of(c, "ds") or None, 30, what="the DaemonSet pod")

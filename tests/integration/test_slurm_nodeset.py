@@ -48,7 +48,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from kubesim import Kubesim  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, make_cluster, pods_of, set_replicas, wait_for  # noqa: E402
-from slurmlab import NEWER, VERSION, Lab, skip_unless_runnable  # noqa: E402
+from slurmlab import NEWER, VERSION, Lab, lab_cluster, skip_unless_runnable  # noqa: E402
 
 NODES = ["slinky-0", "slinky-1", "slinky-2", "slinky-3"]
 IMAGES = {"slurmd": {"image": "ghcr.io/slinkyproject/slurmd:test"}, "logfile": {"image": "alpine:test"}}
@@ -118,16 +118,7 @@ def cordon(c, node, on):
 def scenario(ks, lab):
     c = ks.client()
     apply_crds(c)
-    # The Controller's JWT key is the lab's: slurmop mints its own tokens with it.
-    r = c.post("/api/v1/namespaces/default/secrets",
-               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
-                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
-    assert r.status == 201, r.text
-    make_cluster(c, nodesets={"slinky": dict(replicas=4, **IMAGES)})
-    r = c.post(NS_API + "/namespaces/default/restapis",
-               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
-                "spec": {"controllerRef": {"name": "slurm"}}})
-    assert r.status == 201, r.text
+    lab_cluster(c, lab, {"slinky": dict(replicas=4, **IMAGES)})
 
     with Op(ks.kubeconfig, **lab.slurmop_flags()) as op:
         steps(c, op, lab)
@@ -373,16 +364,8 @@ def scenario_host_network(ks, lab):
         node["spec"] = {}
         r = c.post("/api/v1/nodes", node)
         assert r.status == 201, r.text
-    r = c.post("/api/v1/namespaces/default/secrets",
-               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
-                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
-    assert r.status == 201, r.text
-    make_cluster(c, nodesets={"hn": dict(replicas=4, template={"spec": {"hostname": "hn-", "hostNetwork": True}},
+    lab_cluster(c, lab, {"hn": dict(replicas=4, template={"spec": {"hostname": "hn-", "hostNetwork": True}},
                                          **IMAGES)})
-    r = c.post(NS_API + "/namespaces/default/restapis",
-               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
-                "spec": {"controllerRef": {"name": "slurm"}}})
-    assert r.status == 201, r.text
 
     def hn_pods():
         return {p["metadata"]["name"]: p for p in pods_of(c, "hn", include_terminating=False)}
@@ -424,15 +407,7 @@ def scenario_drift(ks, lab):
     pods are never touched."""
     c = ks.client()
     apply_crds(c)
-    r = c.post("/api/v1/namespaces/default/secrets",
-               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
-                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
-    assert r.status == 201, r.text
-    make_cluster(c, nodesets={"slinky": dict(replicas=5, **IMAGES)})
-    r = c.post(NS_API + "/namespaces/default/restapis",
-               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
-                "spec": {"controllerRef": {"name": "slurm"}}})
-    assert r.status == 201, r.text
+    lab_cluster(c, lab, {"slinky": dict(replicas=5, **IMAGES)})
     with Op(ks.kubeconfig, **lab.slurmop_flags(drift_grace=5)) as op:
         op.wait_ready()
         wait_for(lambda: len(live_names(c)) == 5, 30, what="5 pods")
@@ -487,11 +462,7 @@ def scenario_delete(ks, lab):
     pods go, the busy one only once its job completed, then the NodeSet)."""
     c = ks.client()
     apply_crds(c)
-    r = c.post("/api/v1/namespaces/default/secrets",
-               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
-                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
-    assert r.status == 201, r.text
-    make_cluster(c, nodesets={"slinky": dict(replicas=3, **IMAGES)})
+    lab_cluster(c, lab, {"slinky": dict(replicas=3, **IMAGES)})
     restapi = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
                "spec": {"controllerRef": {"name": "slurm"}}}
     r = c.post(NS_API + "/namespaces/default/restapis", restapi)
@@ -559,10 +530,6 @@ def scenario_stale_down(ks, lab):
                 "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
     assert r.status == 201, r.text
     make_cluster(c, nodesets={"slinky": dict(replicas=2, **IMAGES)})
-    r = c.post(NS_API + "/namespaces/default/restapis",
-               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
-                "spec": {"controllerRef": {"name": "slurm"}}})
-    assert r.status == 201, r.text
     with Op(ks.kubeconfig, **lab.slurmop_flags()) as op:
         op.wait_ready()
         wait_for(lambda: live_names(c) == NODES[:2], 30, what="2 pods")

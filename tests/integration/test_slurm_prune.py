@@ -12,7 +12,6 @@ does), then dyn1 turns DOWN and NOT_RESPONDING: slurmop deletes the defunct reco
 DefunctSlurmNodePruned), as Slinky does.
 Exit 77 (skipped) without the Slurm binaries or root.
 """
-import base64
 import json
 import os
 import shutil
@@ -25,7 +24,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kubesim import Kubesim  # noqa: E402
-from slurmop import NS_API, Slurmop, apply_crds, make_cluster, pods_of, wait_for  # noqa: E402
+from slurmlab import lab_cluster  # noqa: E402
+from slurmop import NS_API, Slurmop, apply_crds, pods_of, wait_for  # noqa: E402
 from test_slurm_nodeset import IMAGES, Lab, flags, log, skip  # noqa: E402
 
 OVERRIDE = "nodeset.slinky.slurm.net/hostname-override"
@@ -43,16 +43,8 @@ def scenario(ks, lab):
     node = c.get("/api/v1/nodes").json()["items"][0]["metadata"]["name"]
     r = c.patch("/api/v1/nodes/" + node, {"metadata": {"annotations": {OVERRIDE: "dyn1"}}})
     assert r.status == 200, r.text
-    r = c.post("/api/v1/namespaces/default/secrets",
-               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
-                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
-    assert r.status == 201, r.text
-    make_cluster(c, nodesets={"ds": dict(scalingMode="DaemonSet", pruneSlurmNodeRecords="NodeNotFound",
+    lab_cluster(c, lab, {"ds": dict(scalingMode="DaemonSet", pruneSlurmNodeRecords="NodeNotFound",
                                          **IMAGES)})
-    r = c.post(NS_API + "/namespaces/default/restapis",
-               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
-                "spec": {"controllerRef": {"name": "slurm"}}})
-    assert r.status == 201, r.text
     uid = c.get(NS_API + "/namespaces/default/nodesets/ds").json()["metadata"]["uid"]
     with Slurmop(ks.kubeconfig, slurmrestd="default/slurm=" + lab.url, slurm_conf=lab.conf,
                  env={"SLURM_CONF": lab.conf}) as op:

@@ -57,7 +57,6 @@ Environment: SAFETY_ROUNDS=name,name (a subset, in the order above; "pass"
 always runs first when stale is chosen), SAFETY_STEADY_S (default 10),
 SLURMOP_LOG=path (keep slurmop's log), SLURMLAB_LOGS=dir (keep the lab's logs).
 """
-import base64
 import json
 import os
 import shutil
@@ -69,8 +68,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from faultproxy import FaultProxy, pick_drained_idle  # noqa: E402
 from kubesim import Kubesim  # noqa: E402
+from slurmlab import lab_cluster  # noqa: E402
 import slurmlab  # noqa: E402
-from slurmop import NS_API, Slurmop, apply_crds, make_cluster, pods_of, set_replicas, wait_for  # noqa: E402
+from slurmop import NS_API, Slurmop, apply_crds, pods_of, set_replicas, wait_for  # noqa: E402
 
 NODES = ["slinky-0", "slinky-1", "slinky-2", "slinky-3"]
 KEEP = ["slinky-0", "slinky-1"]
@@ -433,16 +433,7 @@ class Suite:
 def scenario(ks, lab, fp, rounds):
     c = ks.client()
     apply_crds(c)
-    # The Controller's JWT key is the lab's: slurmop mints its own tokens with it.
-    r = c.post("/api/v1/namespaces/default/secrets",
-               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
-                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
-    assert r.status == 201, r.text
-    make_cluster(c, nodesets={"slinky": dict(replicas=4, **IMAGES)})
-    r = c.post(NS_API + "/namespaces/default/restapis",
-               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
-                "spec": {"controllerRef": {"name": "slurm"}}})
-    assert r.status == 201, r.text
+    lab_cluster(c, lab, {"slinky": dict(replicas=4, **IMAGES)})
     with Slurmop(ks.kubeconfig, **lab.slurmop_flags(fp.url)) as op:
         try:
             op.wait_ready()

@@ -271,3 +271,23 @@ class Lab:
             assert p.poll() is None, "slurmrestd exited %s at restart" % p.returncode
             assert time.monotonic() < deadline, "slurmrestd did not come back"
             time.sleep(0.05)
+
+
+def lab_cluster(c, lab, nodesets, **cluster):
+    """The Kubernetes side every Slurm-lab scenario starts from, in kubesim
+    or a real API server (client c, CRDs applied): the Controller's JWT key
+    Secret holding the lab's key (slurmop mints its tokens with it), the
+    Controller "slurm" with the given NodeSets (slurmop.make_cluster, which
+    takes **cluster too), and the RestApi "slurm" that tells slurmop the
+    Controller has a slurmrestd."""
+    import base64
+    from slurmop import NS_API, make_cluster
+    r = c.post("/api/v1/namespaces/default/secrets",
+               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
+                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
+    assert r.status == 201, r.text
+    make_cluster(c, nodesets=nodesets, **cluster)
+    r = c.post(NS_API + "/namespaces/default/restapis",
+               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
+                "spec": {"controllerRef": {"name": "slurm"}}})
+    assert r.status == 201, r.text
