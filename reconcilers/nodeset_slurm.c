@@ -1828,25 +1828,30 @@ void nodeset_slurm_status(operator *op, const sobj *nodeset, const cJSON *ctl, c
     int32_t min_ready = (int32_t)json_get_int(ns, "spec.minReadySeconds", 0);
     int64_t now = (int64_t)time(NULL);
     size_t expected = 0, listed = 0;
+    /* Each pod's node is looked up once; the second loop acts on it. */
+    const sm_node **sn_of = xcalloc(n + 1, sizeof(*sn_of));
     for (size_t i = 0; i < n; i++) {
         const nsb_pod *p = &pods[i];
+        const char *name = slurm_name(pod_sobj(p));
+        if (*name && nc_lookup(cache, name, &sn_of[i]) != NC_PRESENT)
+            sn_of[i] = NULL;
         if (p->terminating || !(nsb_pod_available(p, min_ready, now) && p->ready_since > 0 &&
                                 now > p->ready_since + DRIFT_GRACE_S))
             continue;
-        const char *name = slurm_name(pod_sobj(p));
         expected++;
-        listed += *name && nc_lookup(cache, name, NULL) == NC_PRESENT;
+        listed += sn_of[i] != NULL;
     }
     if (expected >= 2 && listed == 0) {
         if (s->counts_known)
             *out = s->counts;
+        free(sn_of);
         return;
     }
     for (size_t i = 0; i < n; i++) {
         const sobj *pod = pod_sobj(&pods[i]);
         const char *name = slurm_name(pod);
-        const sm_node *sn = NULL;
-        enum nc_found found = *name ? nc_lookup(cache, name, &sn) : NC_ABSENT;
+        const sm_node *sn = sn_of[i];
+        enum nc_found found = sn ? NC_PRESENT : NC_ABSENT;
         if (found == NC_PRESENT) {
             out->idle += sn->base == SM_NODE_IDLE;
             out->allocated += sn->base == SM_NODE_ALLOCATED || sn->base == SM_NODE_MIXED;
@@ -1868,6 +1873,7 @@ void nodeset_slurm_status(operator *op, const sobj *nodeset, const cJSON *ctl, c
         if (found == NC_PRESENT && nsb_pod_running_ready(&pods[i]))
             sync_stale_down(s, cache, pod, name, sn);
     }
+    free(sn_of);
     s->counts = *out;
     s->counts_known = 1;
 }
