@@ -462,11 +462,9 @@ def scenario_delete(ks, lab):
     pods go, the busy one only once its job completed, then the NodeSet)."""
     c = ks.client()
     apply_crds(c)
-    lab_cluster(c, lab, {"slinky": dict(replicas=3, **IMAGES)})
+    lab_cluster(c, lab, {"slinky": dict(replicas=3, **IMAGES)})  # the RestApi too; deleted and made again below
     restapi = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
                "spec": {"controllerRef": {"name": "slurm"}}}
-    r = c.post(NS_API + "/namespaces/default/restapis", restapi)
-    assert r.status == 201, r.text
     nsp = NS_API + "/namespaces/default/nodesets/slinky"
 
     def blocked():
@@ -525,11 +523,7 @@ def scenario_stale_down(ks, lab):
     (its own preStop racing its deletion)."""
     c = ks.client()
     apply_crds(c)
-    r = c.post("/api/v1/namespaces/default/secrets",
-               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-auth-jwt"},
-                "data": {"jwt.key": base64.b64encode(lab.jwt_key).decode()}})
-    assert r.status == 201, r.text
-    make_cluster(c, nodesets={"slinky": dict(replicas=2, **IMAGES)})
+    lab_cluster(c, lab, {"slinky": dict(replicas=2, **IMAGES)})
     with Op(ks.kubeconfig, **lab.slurmop_flags()) as op:
         op.wait_ready()
         wait_for(lambda: live_names(c) == NODES[:2], 30, what="2 pods")
