@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/map.h"
+#include "core/rfc3339.h"
 
 #define SERIES_CACHE_MAX 4096
 #define BURST 25
@@ -83,16 +84,6 @@ void evrec_free(evrec *r)
     free(r);
 }
 
-static void micro_time(char *out, size_t len)
-{
-    struct timeval tv;
-    struct tm tm;
-    gettimeofday(&tv, NULL);
-    gmtime_r(&tv.tv_sec, &tm);
-    snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-             tm.tm_hour, tm.tm_min, tm.tm_sec, (long)tv.tv_usec);
-}
-
 static int take_token(evrec *r, const char *uid, uint64_t now)
 {
     struct bucket *b = map_get(&r->buckets, uid);
@@ -161,7 +152,7 @@ void evrec_emit(evrec *r, const evrec_ref *ref, const char *type, const char *re
         r->stats.dropped++;
         return;
     }
-    micro_time(now_s, sizeof(now_s));
+    rfc3339_now_micro(now_s);
     snprintf(key, sizeof(key), "%s|%s|%s|%s", ref->uid ? ref->uid : ref->name, type, reason, note);
     struct series *s = map_get(&r->series, key);
     if (s && now - s->last_ms <= EVREC_SERIES_MS) {

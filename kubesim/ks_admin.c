@@ -29,6 +29,7 @@
 #include "core/labels.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 #include "core/yaml.h"
 
 /* ---- counters ---------------------------------------------------------- */
@@ -405,7 +406,7 @@ static void node_edit(ks *k, ks_resp *resp, const cJSON *body, int taint)
                 json_set_str(nt, "effect", eff);
                 if (strcmp(eff, "NoExecute") == 0) {
                     char ts[32];
-                    ks_time_str(ts, 0);
+                    rfc3339_now(ts, 0);
                     json_set_str(nt, "timeAdded", ts);
                 }
                 cJSON_AddItemToArray(taints, nt);

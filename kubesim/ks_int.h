@@ -245,13 +245,7 @@ void resp_json_take(ks_resp *r, int code, cJSON *o); /* frees o */
 
 uint64_t ks_rand(ks *k);
 double ks_randf(ks *k);
-/** RFC 3339 "2024-05-01T10:00:00Z" for now + offset_s. */
-void ks_time_str(char out[32], long long offset_s);
-/** MicroTime "2024-05-01T10:00:00.123456Z". */
-void ks_microtime_str(char out[40]);
 long long ks_now_ms(void);
-/** Parse "2024-05-01T10:00:00Z" (fractions allowed); -1 on error. */
-long long ks_parse_time(const char *s);
 /** Query parameter lookup on a raw query string, percent-decoded into a
  *  malloc'd string; NULL when absent ("" for "?watch"). */
 char *query_get(const char *query, const char *name);

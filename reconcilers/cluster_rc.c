@@ -9,6 +9,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 #include "reconcilers/objsync.h"
 
 /* While the caches fill, a pass would see owned objects as missing and
@@ -547,14 +548,6 @@ int crc_delete(crc_pass *p, enum op_kind kind, const kube_res *res, const char *
 /* ------------------------------------------------------------------ */
 /* status */
 
-void crc_now_rfc3339(char out[32])
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 cJSON *crc_conditions_set(const cJSON *conditions, const char *type, const char *status, const char *reason,
                           const char *message, int64_t generation, const char *now)
 {
@@ -631,7 +624,7 @@ void crc_status(crc_pass *p, cJSON *fields)
     cJSON *want = fields ? fields : cJSON_CreateObject();
     const cJSON *status = json_child(p->cr, "status");
     char now[32];
-    crc_now_rfc3339(now);
+    rfc3339_now(now, 0);
     cJSON *conds =
         crc_conditions_set(json_child(status, "conditions"), CRC_COND_VALID, p->invalid ? "False" : NULL,
                            "ValidationFailed", p->invalid, p->o->generation, now);

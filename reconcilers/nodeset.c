@@ -11,6 +11,7 @@
 #include "core/intern.h"
 #include "core/map.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 #include "reconcilers/batch.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/expect.h"
@@ -531,7 +532,7 @@ static void fill_pod(const sobj *o, const char *nss, nsb_pod *p)
     p->terminating = o->deleting != 0;
     p->deletion_cost = cost ? (int32_t)strtol(cost, NULL, 10) : 0;
     p->ready_since = pp->ready ? pp->ready_since : 0;
-    p->deadline = deadline ? nsb_parse_time(deadline) : 0;
+    p->deadline = deadline ? rfc3339_secs(deadline) : 0;
     p->created = o->created;
     p->ud = (void *)(uintptr_t)o;
 }
@@ -1347,7 +1348,7 @@ static void status_written(int err, const cJSON *obj, const kube_status *st, voi
 static void set_conditions(struct pass *p, cJSON *status, const char *invalid)
 {
     char now[32];
-    crc_now_rfc3339(now);
+    rfc3339_now(now, 0);
     const char *msg = NULL;
     const char *blocked = invalid ? NULL : nodeset_slurm_blocked(p->op, p->o, &msg);
     cJSON *conds = crc_conditions_set(json_child(status, "conditions"), CRC_COND_VALID, invalid ? "False" : NULL,

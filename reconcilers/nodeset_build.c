@@ -15,6 +15,7 @@
 #include "core/err.h"
 #include "core/json.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 #include "reconcilers/podtemplate.h"
 
 #define LAST_APPLIED "kubectl.kubernetes.io/last-applied-configuration"
@@ -1575,68 +1576,6 @@ enum nsb_phase nsb_phase_parse(const char *s)
     return NSB_PHASE_UNKNOWN;
 }
 
-static int digits(const char **p, int n, int *out)
-{
-    int v = 0;
-    for (int i = 0; i < n; i++, (*p)++) {
-        if (!isdigit((unsigned char)**p))
-            return -1;
-        v = v * 10 + (**p - '0');
-    }
-    *out = v;
-    return 0;
-}
-
-int64_t nsb_parse_time(const char *s)
-{
-    if (s == NULL)
-        return 0;
-    int Y, M, D, h, m, sec;
-    const char *p = s;
-    if (digits(&p, 4, &Y) || *p++ != '-' || digits(&p, 2, &M) || *p++ != '-' || digits(&p, 2, &D) ||
-        (*p != 'T' && *p != 't' && *p != ' '))
-        return 0;
-    p++;
-    if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &m) || *p++ != ':' || digits(&p, 2, &sec))
-        return 0;
-    if (*p == '.') {
-        p++;
-        if (!isdigit((unsigned char)*p))
-            return 0;
-        while (isdigit((unsigned char)*p))
-            p++;
-    }
-    long off = 0;
-    if (*p == 'Z' || *p == 'z') {
-        p++;
-    } else if (*p == '+' || *p == '-') {
-        int sign = *p++ == '-' ? -1 : 1, oh, om;
-        if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om))
-            return 0;
-        off = sign * (oh * 3600L + om * 60L);
-    } else {
-        return 0;
-    }
-    if (*p != '\0' || M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60)
-        return 0;
-    struct tm tm = {0};
-    tm.tm_year = Y - 1900;
-    tm.tm_mon = M - 1;
-    tm.tm_mday = D;
-    tm.tm_hour = h;
-    tm.tm_min = m;
-    tm.tm_sec = sec;
-    return (int64_t)timegm(&tm) - off;
-}
-
-void nsb_format_time(int64_t t, char out[21])
-{
-    time_t tt = (time_t)t;
-    struct tm tm;
-    gmtime_r(&tt, &tm);
-    strftime(out, 21, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* strconv.ParseBool's true spellings. */
 static int parse_true(const char *s)
 {
@@ -1660,13 +1599,13 @@ void nsb_pod_from_json(const cJSON *pod, const char *nss, nsb_pod *p)
     p->scheduled = node && *node;
     p->terminating =
         json_child(meta, "deletionTimestamp") != NULL && !cJSON_IsNull(json_child(meta, "deletionTimestamp"));
-    p->created = nsb_parse_time(json_get_str(meta, "creationTimestamp"));
+    p->created = rfc3339_secs(json_get_str(meta, "creationTimestamp"));
     const cJSON *conds = json_get(pod, "status.conditions");
     for (const cJSON *c = conds ? conds->child : NULL; c; c = c->next)
         if (strcmp(json_get_str_or(c, "type", ""), "Ready") == 0) {
             p->ready = strcmp(json_get_str_or(c, "status", ""), "True") == 0;
             if (p->ready)
-                p->ready_since = nsb_parse_time(json_get_str(c, "lastTransitionTime"));
+                p->ready_since = rfc3339_secs(json_get_str(c, "lastTransitionTime"));
             break;
         }
     p->cordoned = parse_true(child_str(ann, NSB_ANN_POD_CORDON));
@@ -1677,7 +1616,7 @@ void nsb_pod_from_json(const cJSON *pod, const char *nss, nsb_pod *p)
         if (*cost && *end == '\0' && v >= INT32_MIN && v <= INT32_MAX)
             p->deletion_cost = (int32_t)v;
     }
-    p->deadline = nsb_parse_time(child_str(ann, NSB_ANN_DEADLINE));
+    p->deadline = rfc3339_secs(child_str(ann, NSB_ANN_DEADLINE));
 }
 
 int nsb_pod_running_ready(const nsb_pod *p)
@@ -2040,7 +1979,7 @@ size_t nsb_validate(const cJSON *nodeset, const cJSON *old, nsb_msgs *out)
         msg(out, "spec.updateStrategy.scheduledUpdate.startTime and duration must be set when type is "
                  "ScheduledUpdate");
     const char *start = json_get_str(su, "startTime");
-    if (start && nsb_parse_time(start) == 0)
+    if (start && rfc3339_secs(start) == 0)
         msg(out, "spec.updateStrategy.scheduledUpdate.startTime \"%s\" is not an RFC 3339 time", start);
 
     if (json_get_bool(spec, "ssh.enabled", 0) && *json_get_str_or(spec, "ssh.sssdConfRef.name", "") == '\0')

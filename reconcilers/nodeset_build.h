@@ -394,11 +394,6 @@ typedef struct nsb_pod {
 } nsb_pod;
 
 enum nsb_phase nsb_phase_parse(const char *s);
-/** RFC 3339 ("2024-05-06T07:08:09Z", fractions and offsets allowed) to
- *  Unix seconds; 0 for NULL or malformed text. */
-int64_t nsb_parse_time(const char *s);
-/** "2024-05-06T07:08:09Z" into out (21 bytes). */
-void nsb_format_time(int64_t t, char out[21]);
 /** Fill p from a Pod object (strings point into pod). */
 void nsb_pod_from_json(const cJSON *pod, const char *nss, nsb_pod *p);
 

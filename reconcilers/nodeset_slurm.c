@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/map.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 #include "reconcilers/cluster_common.h"
 #include "reconcilers/nodeset.h"
 #include "reconcilers/slurmclient.h"
@@ -1108,7 +1109,7 @@ static void sync_deadline(sync_ctx *x, const sobj *pod, const char *name)
     char t[32];
     const char *want = NULL;
     if (dl > 0) {
-        nsb_format_time(dl == SM_INFINITE ? DEADLINE_INFINITE : dl, t);
+        rfc3339_format(dl == SM_INFINITE ? DEADLINE_INFINITE : dl, t);
         want = t;
     }
     set_pod_meta(x->s->key, pod, 0, NSB_ANN_DEADLINE, want);
@@ -1346,7 +1347,7 @@ static void set_resv_condition(operator *op, const sobj *nodeset, const char *st
     const cJSON *conds = json_get(nodeset->json, "status.conditions");
     const cJSON *c;
     char t[32];
-    nsb_format_time(start, t);
+    rfc3339_format(start, t);
     cJSON_ArrayForEach(c, conds)
     {
         if (strcmp(json_get_str_or(c, "type", ""), "ReservationCreated") == 0 &&
@@ -1379,7 +1380,7 @@ static void set_resv_condition(operator *op, const sobj *nodeset, const char *st
 static int resv_created_for(const sobj *nodeset, int64_t start)
 {
     char t[32];
-    nsb_format_time(start, t);
+    rfc3339_format(start, t);
     const cJSON *c;
     cJSON_ArrayForEach(c, json_get(nodeset->json, "status.conditions"))
     {
@@ -1407,7 +1408,7 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
         /* Nothing can create the maintenance reservation here (e.g. Slurm
          * 24.11's REST v0.0.42 without the libslurm backend): say so, and
          * add no finalizer for a reservation that will never exist. */
-        int64_t st = nsb_parse_time(json_get_str(x->ns, "spec.updateStrategy.scheduledUpdate.startTime"));
+        int64_t st = rfc3339_secs(json_get_str(x->ns, "spec.updateStrategy.scheduledUpdate.startTime"));
         if (nc_version(x->cache) != 0 && st > 0) {
             set_resv_condition(x->op, x->nodeset, "False", "NotSupported", st);
             op_warn(x->op, x->nodeset, NSB_KIND, "ReservationNotSupported",
@@ -1426,7 +1427,7 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
             set_finalizer(x->op, x->nodeset, 0);
         return;
     }
-    int64_t start = nsb_parse_time(json_get_str(x->ns, "spec.updateStrategy.scheduledUpdate.startTime"));
+    int64_t start = rfc3339_secs(json_get_str(x->ns, "spec.updateStrategy.scheduledUpdate.startTime"));
     int64_t dur_ns = 0;
     if (clc_parse_duration(json_get_str_or(x->ns, "spec.updateStrategy.scheduledUpdate.duration", "30m"),
                            &dur_ns) != 0 ||
@@ -1728,7 +1729,7 @@ static void sync_conditions(nss_set *s, const sobj *pod, const sm_node *sn)
     if (!e)
         return;
     char t[32];
-    nsb_format_time((int64_t)time(NULL), t);
+    rfc3339_format((int64_t)time(NULL), t);
     cJSON *list = cJSON_CreateArray();
     for (int i = 0; i < PSC_COUNT; i++) {
         uint32_t bit = 1u << i;
