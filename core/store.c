@@ -31,6 +31,15 @@ struct relist {
     uint64_t gen;
 };
 
+static void relist_free(void *v)
+{
+    struct relist *r = v;
+    free(r->scope);
+    free(r);
+}
+
+static const map_type relist_type = {.val_free = relist_free};
+
 struct handler {
     store_handler fn;
     void *data;
@@ -55,7 +64,7 @@ store *store_new(const store_kind *kind)
     s->kind = kind;
     map_init(&s->by_key);
     map_init(&s->by_uid);
-    map_init(&s->relists);
+    map_init_type(&s->relists, &relist_type);
     return s;
 }
 
@@ -358,8 +367,7 @@ void store_relist_end(store *s, const char *ns)
     for (size_t i = 0; i < n; i++)
         delete_obj(s, gone[i]);
     free(gone);
-    free(r->scope);
-    free(r);
+    relist_free(r);
 }
 
 const sobj *store_get_key(const store *s, const char *key)
@@ -509,12 +517,6 @@ void store_free(store *s)
     for (int i = 0; i < s->n_idx; i++) {
         map_free(&s->idx[i].buckets);
         free(s->idx[i].label_key);
-    }
-    it = 0;
-    while (map_next(&s->relists, &it, NULL, &v)) {
-        struct relist *r = v;
-        free(r->scope);
-        free(r);
     }
     map_free(&s->relists);
     map_free(&s->by_key);

@@ -54,20 +54,9 @@ void counters_add(ks *k, const char *verb, const char *resource, int code)
     c->n++;
 }
 
-void counters_free(ks *k)
-{
-    size_t it = 0;
-    const char *key;
-    void *val;
-    while (map_next(&k->counters, &it, &key, &val))
-        free(val);
-    map_free(&k->counters);
-}
-
 static void counters_reset(ks *k)
 {
-    counters_free(k);
-    map_init(&k->counters);
+    map_free(&k->counters);
     k->n_requests = 0;
 }
 

@@ -286,18 +286,18 @@ static void retry_cb(uv_timer_t *t)
     sched_kick(k, 0);
 }
 
+static void fail_free(void *v)
+{
+    struct fail *f = v;
+    free(f->reason);
+    free(f);
+}
+
+static const map_type fail_type = {.val_free = fail_free};
+
 static void fails_clear(struct ks_kubelet *kl)
 {
-    size_t it = 0;
-    const char *key;
-    void *val;
-    while (map_next(&kl->fails, &it, &key, &val)) {
-        struct fail *f = val;
-        free(f->reason);
-        free(f);
-    }
     map_free(&kl->fails);
-    map_init(&kl->fails);
 }
 
 /* Something changed that may let unschedulable pods fit. */
@@ -1112,7 +1112,7 @@ int kubelet_init(ks *k)
     uv_timer_init(k->loop, &kl->retry_timer);
     kl->sched_timer.data = kl->act_timer.data = kl->retry_timer.data = k;
     k->pending_closes += 3;
-    map_init(&kl->fails);
+    map_init_type(&kl->fails, &fail_type);
     kl->pods_res = res_find(k, "", "pods");
     kl->nodes_res = res_find(k, "", "nodes");
     k->kl = kl;

@@ -118,20 +118,35 @@ static char *join_key(const char *a, const char *b)
     return xasprintf("%s\x1f%s", a, b);
 }
 
-static void set_free(nss_set *s)
+static void drift_free(void *v)
 {
-    size_t it = 0;
-    const char *k;
-    void *v;
-    while (map_next(&s->condemned, &it, &k, &v))
-        free((char *)k);
+    drift_ent *d = v;
+    free(d->uid);
+    free(d);
+}
+
+static void pw_free(void *v)
+{
+    pw_ent *e = v;
+    free(e->key);
+    free(e);
+}
+
+static void bo_free(void *v)
+{
+    bo_ent *e = v;
+    free(e->key);
+    free(e);
+}
+
+static const map_type drift_type = {.val_free = drift_free};
+static const map_type pw_type = {.val_free = pw_free};
+static const map_type bo_type = {.val_free = bo_free};
+
+static void set_free(void *v)
+{
+    nss_set *s = v;
     map_free(&s->condemned);
-    it = 0;
-    while (map_next(&s->drift_since, &it, &k, &v)) {
-        drift_ent *d = v;
-        free(d->uid);
-        free(d);
-    }
     map_free(&s->drift_since);
     clear_drains(s);
     free(s->key);
@@ -139,22 +154,23 @@ static void set_free(nss_set *s)
     free(s);
 }
 
+static const map_type set_type = {.val_free = set_free};
+
 static nss_set *set_get(const sobj *nodeset, const cJSON *ns_json)
 {
     nss_set *s = map_get(&M.sets, nodeset->key);
     const char *ctl = json_get_str_or(ns_json, "spec.controllerRef.name", "");
     char *ctl_key = xasprintf("%s/%s", nodeset->ns, ctl);
     if (s && strcmp(s->ctl_key, ctl_key) != 0) {
-        map_del(&M.sets, s->key);
-        set_free(s);
+        map_drop(&M.sets, nodeset->key);
         s = NULL;
     }
     if (!s) {
         s = xcalloc(1, sizeof(*s));
         s->key = xstrdup(nodeset->key);
         s->ctl_key = ctl_key;
-        map_init(&s->condemned);
-        map_init(&s->drift_since);
+        map_init_type(&s->condemned, &map_type_free_val); /* uid -> itself */
+        map_init_type(&s->drift_since, &drift_type);
         map_put(&M.sets, s->key, s);
     } else {
         free(ctl_key);
@@ -176,13 +192,7 @@ static void clear_drains(nss_set *s)
 
 static void clear_condemned(nss_set *s)
 {
-    size_t it = 0;
-    const char *k;
-    void *v;
-    while (map_next(&s->condemned, &it, &k, &v))
-        free((char *)k);
     map_free(&s->condemned);
-    map_init(&s->condemned);
 }
 
 /* ------------------------------------------------------------------ */
@@ -334,11 +344,8 @@ static pw_ent *pw_begin(const char *uid, const char *what, uint64_t want)
             if (!x->inflight && now - x->at_ms >= POD_WRITE_TTL_MS)
                 old[n++] = x;
         }
-        for (size_t i = 0; i < n; i++) {
-            map_del(&M.writes, old[i]->key);
-            free(old[i]->key);
-            free(old[i]);
-        }
+        for (size_t i = 0; i < n; i++)
+            map_drop(&M.writes, old[i]->key);
         free(old);
     }
     return e;
@@ -357,11 +364,8 @@ static void pod_written(int err, const cJSON *obj, const kube_status *st, void *
     if (e)
         e->inflight = 0;
     if (err && err != OP_ECANCELED && !M.stopped) {
-        if (e) {
-            map_del(&M.writes, e->key);
-            free(e->key);
-            free(e);
-        }
+        if (e)
+            map_drop(&M.writes, e->key);
         if (err != OP_ENOTFOUND) {
             log_warn("nodeset %s: writing the %s of a pod failed: %s (%s)", c->set, c->what, op_strerror(err),
                      st ? st->message : "");
@@ -424,12 +428,7 @@ static void slurm_written(const char *node, int status, void *data)
 {
     sw_ctx *c = data;
     if (status == 0) {
-        bo_ent *b = map_get(&M.backoff, c->bkey);
-        if (b) {
-            map_del(&M.backoff, b->key);
-            free(b->key);
-            free(b);
-        }
+        map_drop(&M.backoff, c->bkey);
     } else if (status != OP_ECANCELED && !M.stopped) {
         bo_ent *b = map_get(&M.backoff, c->bkey);
         if (!b) {
@@ -700,9 +699,9 @@ void nodeset_slurm_setup(operator *op)
     M.op = op;
     if (ik_mode == NULL)
         ik_mode = istr_get(NSB_LABEL_SCALING_MODE);
-    map_init(&M.sets);
-    map_init(&M.writes);
-    map_init(&M.backoff);
+    map_init_type(&M.sets, &set_type);
+    map_init_type(&M.writes, &pw_type);
+    map_init_type(&M.backoff, &bo_type);
     M.ix_slurm_name = store_add_index(op_store(op, OPK_PODS), slurm_name_index, NULL);
     if (M.ix_slurm_name < 0)
         log_error("nodeset: cannot index pods by Slurm node name (%s); Slurm node changes will wait for the "
@@ -720,34 +719,9 @@ int nodeset_slurm_start(operator *op)
 
 static void free_all(void)
 {
-    size_t it = 0;
-    const char *k;
-    void *v;
-    nss_set **sets = xcalloc(M.sets.count + 1, sizeof(*sets));
-    size_t n = 0;
-    while (map_next(&M.sets, &it, &k, &v))
-        sets[n++] = v;
     map_free(&M.sets);
-    map_init(&M.sets);
-    for (size_t i = 0; i < n; i++)
-        set_free(sets[i]);
-    free(sets);
-    it = 0;
-    while (map_next(&M.writes, &it, &k, &v)) {
-        pw_ent *e = v;
-        free(e->key);
-        free(e);
-    }
     map_free(&M.writes);
-    it = 0;
-    while (map_next(&M.backoff, &it, &k, &v)) {
-        bo_ent *e = v;
-        free(e->key);
-        free(e);
-    }
     map_free(&M.backoff);
-    map_init(&M.writes);
-    map_init(&M.backoff);
 }
 
 void nodeset_slurm_stop(operator *op)
@@ -761,11 +735,7 @@ void nodeset_slurm_stop(operator *op)
 
 void nodeset_slurm_forget(operator *op, const char *key)
 {
-    nss_set *s = map_get(&M.sets, key);
-    if (s) {
-        map_del(&M.sets, key);
-        set_free(s);
-    }
+    map_drop(&M.sets, key);
 }
 
 
@@ -1266,11 +1236,8 @@ static void nodeset_written(int err, const cJSON *obj, const kube_status *st, vo
     if (e)
         e->inflight = 0;
     if (err && err != OP_ECANCELED && !M.stopped) {
-        if (e) {
-            map_del(&M.writes, e->key);
-            free(e->key);
-            free(e);
-        }
+        if (e)
+            map_drop(&M.writes, e->key);
         if (err != OP_ENOTFOUND) {
             log_info("nodeset %s: metadata/status write failed: %s (%s); retrying", c->set, op_strerror(err),
                      st ? st->message : "");
@@ -1559,12 +1526,7 @@ int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
 
 static void drift_clear(nss_set *s, const char *uid)
 {
-    drift_ent *d = map_get(&s->drift_since, uid);
-    if (d == NULL)
-        return;
-    map_del(&s->drift_since, uid);
-    free(d->uid);
-    free(d);
+    map_drop(&s->drift_since, uid);
 }
 
 /* A Ready pod whose Slurm node no table lists (slurmd lost its

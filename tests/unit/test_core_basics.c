@@ -95,6 +95,70 @@ static void test_map(void **state)
     map_free(&m);
 }
 
+/* A map that owns its entries: map_free and map_drop run the type's
+ * destructors (value, then a separately allocated key), map_del does not. */
+struct owned {
+    char *key;
+    int *freed;
+};
+
+static int keys_freed;
+
+static void owned_free(void *v)
+{
+    struct owned *o = v;
+    (*o->freed)++;
+    free(o);
+}
+
+static void key_free(char *k)
+{
+    keys_freed++;
+    free(k);
+}
+
+static const map_type owned_type = {.val_free = owned_free, .key_free = key_free};
+
+static void test_map_type(void **state)
+{
+    (void)state;
+    int freed = 0;
+    map_t m;
+    map_init_type(&m, &owned_type);
+    for (int i = 0; i < 100; i++) {
+        struct owned *o = malloc(sizeof(*o));
+        o->key = malloc(16);
+        snprintf(o->key, 16, "k%d", i);
+        o->freed = &freed;
+        map_put(&m, o->key, o);
+    }
+    assert_int_equal(map_drop(&m, "k7"), 1);
+    assert_int_equal(freed, 1);
+    assert_int_equal(keys_freed, 1);
+    assert_int_equal(map_drop(&m, "k7"), 0);
+    assert_int_equal(freed, 1);
+    struct owned *o = map_del(&m, "k8"); /* handed back: nothing freed */
+    assert_non_null(o);
+    assert_int_equal(freed, 1);
+    assert_int_equal(m.count, 98);
+    map_free(&m);
+    assert_int_equal(freed, 99);
+    assert_int_equal(keys_freed, 99);
+    assert_int_equal(m.count, 0);
+    assert_ptr_equal(m.type, &owned_type); /* kept: the map can be used again */
+    map_put(&m, o->key, o);
+    map_free(&m);
+    assert_int_equal(freed, 100);
+    assert_int_equal(keys_freed, 100);
+    /* A static map, and the shared one-block type. */
+    static map_t s = MAP_TYPED(&map_type_free_val);
+    char *a = malloc(4);
+    snprintf(a, 4, "abc");
+    map_put(&s, a, a);
+    map_free(&s); /* ASan reports a leak if a was not freed */
+    assert_int_equal(s.count, 0);
+}
+
 static void test_json_paths_and_patch(void **state)
 {
     const char *doc = "{\"metadata\":{\"name\":\"a\",\"labels\":{\"x\":\"1\"}},\"spec\":{\"replicas\":3,"
@@ -167,6 +231,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_err_table), cmocka_unit_test(test_buf_limit),
         cmocka_unit_test(test_list),      cmocka_unit_test(test_map),
+        cmocka_unit_test(test_map_type),
         cmocka_unit_test(test_json_paths_and_patch),
         cmocka_unit_test(test_json_arena),
     };
