@@ -13,6 +13,7 @@
 
 #include "core/crypto.h"
 #include "core/err.h"
+#include "core/file.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/map.h"

@@ -25,12 +25,12 @@
 
 #include "kubesim/ks_int.h"
 #include "core/err.h"
+#include "core/file.h"
 #include "core/json.h"
 #include "core/labels.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/rfc3339.h"
-#include "core/yaml.h"
 
 /* ---- counters ---------------------------------------------------------- */
 
