@@ -426,6 +426,33 @@ int json_equal(const cJSON *a, const cJSON *b)
     return cJSON_Compare(a, b, 1);
 }
 
+int json_subset(const cJSON *want, const cJSON *have)
+{
+    if (want == NULL)
+        return 1;
+    if (have == NULL)
+        return cJSON_IsNull(want);
+    if (cJSON_IsObject(want)) {
+        if (!cJSON_IsObject(have))
+            return 0;
+        for (const cJSON *w = want->child; w; w = w->next)
+            if (!json_subset(w, json_child(have, w->string)))
+                return 0;
+        return 1;
+    }
+    if (cJSON_IsArray(want)) {
+        if (!cJSON_IsArray(have) || cJSON_GetArraySize(want) != cJSON_GetArraySize(have))
+            return 0;
+        for (const cJSON *w = want->child, *h = have->child; w && h; w = w->next, h = h->next)
+            if (!json_subset(w, h))
+                return 0;
+        return 1;
+    }
+    if (cJSON_IsNumber(want) && cJSON_IsNumber(have))
+        return want->valuedouble == have->valuedouble;
+    return json_equal(want, have);
+}
+
 cJSON *json_merge_patch(cJSON *target, const cJSON *patch)
 {
     if (!cJSON_IsObject(patch)) {

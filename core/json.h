@@ -99,6 +99,10 @@ int json_dump_buf(const cJSON *o, buf_t *b) OP_WUR;
 int json_quote_buf(buf_t *b, const char *s) OP_WUR;
 /** Deep equality (object key order does not matter). */
 int json_equal(const cJSON *a, const cJSON *b);
+/** True when every field of want is in have with the same value (objects:
+ *  recursively; arrays: same length, element-wise subset; scalars: equal;
+ *  a NULL want is a subset of anything, a missing field matches a null). */
+int json_subset(const cJSON *want, const cJSON *have);
 
 /** RFC 7386: apply patch to target in place. A non-object patch replaces the
  *  whole target: then the new value is returned and target is freed, so

@@ -128,33 +128,6 @@ void objsync_reset(void)
     map_free(&settling);
 }
 
-int json_subset(const cJSON *want, const cJSON *have)
-{
-    if (want == NULL)
-        return 1;
-    if (have == NULL)
-        return cJSON_IsNull(want);
-    if (cJSON_IsObject(want)) {
-        if (!cJSON_IsObject(have))
-            return 0;
-        for (const cJSON *w = want->child; w; w = w->next)
-            if (!json_subset(w, json_child(have, w->string)))
-                return 0;
-        return 1;
-    }
-    if (cJSON_IsArray(want)) {
-        if (!cJSON_IsArray(have) || cJSON_GetArraySize(want) != cJSON_GetArraySize(have))
-            return 0;
-        for (const cJSON *w = want->child, *h = have->child; w && h; w = w->next, h = h->next)
-            if (!json_subset(w, h))
-                return 0;
-        return 1;
-    }
-    if (cJSON_IsNumber(want) && cJSON_IsNumber(have))
-        return want->valuedouble == have->valuedouble;
-    return json_equal(want, have);
-}
-
 static void write_free(struct write *w)
 {
     free(w->key);
