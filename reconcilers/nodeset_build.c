@@ -1090,73 +1090,6 @@ cJSON *nsb_revision_patch(const cJSON *nodeset)
     return patch;
 }
 
-static int canon(const cJSON *v, buf_t *b);
-
-static int cmp_child_key(const void *a, const void *b)
-{
-    const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
-    return strcmp(x->string, y->string);
-}
-
-static int canon(const cJSON *v, buf_t *b)
-{
-    if (cJSON_IsObject(v)) {
-        size_t n = 0, i = 0;
-        for (const cJSON *c = v->child; c; c = c->next)
-            n++;
-        const cJSON **kids = xcalloc(n ? n : 1, sizeof(*kids));
-        for (const cJSON *c = v->child; c; c = c->next)
-            kids[i++] = c;
-        qsort(kids, n, sizeof(*kids), cmp_child_key);
-        int rc = buf_putc(b, '{');
-        for (i = 0; rc == 0 && i < n; i++) {
-            if (i)
-                rc = buf_putc(b, ',');
-            if (rc == 0)
-                rc = json_quote_buf(b, kids[i]->string);
-            if (rc == 0)
-                rc = buf_putc(b, ':');
-            if (rc == 0)
-                rc = canon(kids[i], b);
-        }
-        free(kids);
-        return rc ? rc : buf_putc(b, '}');
-    }
-    if (cJSON_IsArray(v)) {
-        int rc = buf_putc(b, '[');
-        for (const cJSON *c = v->child; rc == 0 && c; c = c->next) {
-            if (c != v->child)
-                rc = buf_putc(b, ',');
-            if (rc == 0)
-                rc = canon(c, b);
-        }
-        return rc ? rc : buf_putc(b, ']');
-    }
-    if (cJSON_IsString(v))
-        return json_quote_buf(b, v->valuestring);
-    if (cJSON_IsNumber(v)) {
-        double d = v->valuedouble;
-        if (!isfinite(d))
-            return buf_puts(b, "null");
-        if (d == floor(d) && fabs(d) < 9007199254740992.0)
-            return buf_printf(b, "%.0f", d);
-        return buf_printf(b, "%.17g", d);
-    }
-    if (cJSON_IsTrue(v))
-        return buf_puts(b, "true");
-    if (cJSON_IsFalse(v))
-        return buf_puts(b, "false");
-    return buf_puts(b, "null");
-}
-
-char *nsb_canonical_json(const cJSON *v)
-{
-    buf_t b;
-    buf_init(&b, BUF_UNLIMITED);
-    (void)canon(v, &b);
-    return buf_detach(&b, NULL);
-}
-
 static uint32_t fnv1_32(uint32_t h, const void *data, size_t len)
 {
     const unsigned char *p = data;
@@ -1170,7 +1103,7 @@ static uint32_t fnv1_32(uint32_t h, const void *data, size_t len)
 void nsb_revision_hash(const cJSON *patch, int32_t collision_count, char out[NSB_HASH_MAX])
 {
     static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-    char *bytes = nsb_canonical_json(patch);
+    char *bytes = json_canonical(patch);
     uint32_t h = fnv1_32(2166136261u, bytes, strlen(bytes));
     free(bytes);
     char cc[16], dec[16];

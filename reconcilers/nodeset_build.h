@@ -235,15 +235,10 @@ void nsb_daemon_fit(const cJSON *sim_spec, const cJSON *node, fit_result *out);
  *  never starts a rollout. */
 cJSON *nsb_revision_patch(const cJSON *nodeset);
 
-/** Canonical JSON: compact, object keys sorted by byte value at every level,
- *  strings escaped as core/json does, numbers as integers ("%.0f") when
- *  integral and below 2^53 in magnitude, else "%.17g". The same tree gives
- *  the same bytes on every machine; malloc'd. */
-char *nsb_canonical_json(const cJSON *v);
 
 /** The revision hash, Kubernetes' ControllerRevision scheme applied to our
  *  canonical bytes: h = FNV-1 32-bit (offset 2166136261, prime 16777619,
- *  multiply then xor) over nsb_canonical_json(patch), continued over the
+ *  multiply then xor) over json_canonical(patch), continued over the
  *  decimal text of collision_count; the decimal text of h is then mapped
  *  character by character to "bcdfghjklmnpqrstvwxz2456789"[c % 27]
  *  (apimachinery's SafeEncodeString). Deterministic across runs and

@@ -819,7 +819,7 @@ static void test_revision_patch(void **state)
     fx f;
     fx_init(&f, NODESET);
     cJSON *patch = nsb_revision_patch(f.nodeset);
-    char *canon = nsb_canonical_json(patch);
+    char *canon = json_canonical(patch);
     assert_string_equal(
         canon,
         "{\"spec\":{\"extraConf\":\"Features=gpu,a100 Gres=gpu:1 feature=a100 "
@@ -839,7 +839,7 @@ static void test_revision_patch(void **state)
     /* Minimal NodeSet: template is always there, the optional parts are not. */
     cJSON *n = J("{\"metadata\":{\"name\":\"a\"},\"spec\":{\"slurmd\":{},\"extraConf\":\"\"}}");
     patch = nsb_revision_patch(n);
-    canon = nsb_canonical_json(patch);
+    canon = json_canonical(patch);
     assert_string_equal(
         canon, "{\"spec\":{\"ordinalPadding\":0,\"oversubscribeNode\":false,\"template\":{\"$patch\":"
                "\"replace\"}}}");
@@ -849,7 +849,7 @@ static void test_revision_patch(void **state)
 
     /* Canonical numbers: integers without exponent, others round-trip. */
     n = J("{\"b\":[1,2.5,-3,1e20,0.1],\"a\":null,\"c\":true}");
-    canon = nsb_canonical_json(n);
+    canon = json_canonical(n);
     assert_string_equal(canon, "{\"a\":null,\"b\":[1,2.5,-3,1e+20,0.10000000000000001],\"c\":true}");
     free(canon);
     cJSON_Delete(n);
