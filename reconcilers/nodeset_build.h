@@ -151,9 +151,6 @@ char *nsb_conf_server(const cJSON *controller, const char *ns);
  *  each only when non-zero; quantities rounded up like resource.Quantity's
  *  Value(); memory bytes / 1 MiB truncated. 0 when unset. */
 void nsb_resource_limits(const cJSON *nodeset, long long *cpus, long long *mem_mib);
-/** Parse a Kubernetes quantity ("4", "500m", "1.5Gi", "2e3", "1G") into its
- *  value rounded up to an integer. 0 or OP_EINVAL. */
-int nsb_parse_quantity(const char *s, long long *out);
 
 /* ---- Worker pod (docs/compat.md#nodeset-pod) -------------------------------------------------- */
 

@@ -14,6 +14,7 @@
 #include "core/err.h"
 #include "core/json.h"
 #include "core/mem.h"
+#include "core/quantity.h"
 #include "reconcilers/nodeset_build.h"
 
 /* ---- fixtures ---------------------------------------------------------------------------------- */
@@ -331,7 +332,7 @@ static void test_quantity(void **state)
               {"2E", 2000000000000000000LL}};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         long long v = -12345;
-        assert_int_equal(nsb_parse_quantity(ok[i].in, &v), 0);
+        assert_int_equal(quantity_parse(ok[i].in, &v), 0);
         if (v != ok[i].want)
             fprintf(stderr, "%s: got %lld want %lld\n", ok[i].in, v, ok[i].want);
         assert_true(v == ok[i].want);
@@ -339,7 +340,7 @@ static void test_quantity(void **state)
     static const char *const bad[] = {"", "x", "1Zi", "1.2.3", "Gi", "1e", "m"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         long long v;
-        assert_int_equal(nsb_parse_quantity(bad[i], &v), OP_EINVAL);
+        assert_int_equal(quantity_parse(bad[i], &v), OP_EINVAL);
     }
 
     /* Container limits win over pod-level limits, each only when set. */
