@@ -16,6 +16,7 @@
 #include "core/mem.h"
 #include "core/quantity.h"
 #include "reconcilers/nodeset_build.h"
+#include "unit_assert.h"
 
 /* ---- fixtures ---------------------------------------------------------------------------------- */
 
@@ -335,7 +336,7 @@ static void test_quantity(void **state)
         assert_int_equal(quantity_parse(ok[i].in, &v), 0);
         if (v != ok[i].want)
             fprintf(stderr, "%s: got %lld want %lld\n", ok[i].in, v, ok[i].want);
-        assert_true(v == ok[i].want);
+        assert_int_equal(v, ok[i].want);
     }
     static const char *const bad[] = {"", "x", "1Zi", "1.2.3", "Gi", "1e", "m"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -349,11 +350,13 @@ static void test_quantity(void **state)
         "\"slurmd\":{\"resources\":{\"limits\":{\"cpu\":\"2500m\"}}}}}");
     long long cpus, mem;
     nsb_resource_limits(n, &cpus, &mem);
-    assert_true(cpus == 3 && mem == 2048);
+    assert_int_equal(cpus, 3);
+    assert_int_equal(mem, 2048);
     cJSON_Delete(n);
     n = J("{\"spec\":{}}");
     nsb_resource_limits(n, &cpus, &mem);
-    assert_true(cpus == 0 && mem == 0);
+    assert_int_equal(cpus, 0);
+    assert_int_equal(mem, 0);
     cJSON_Delete(n);
 }
 
@@ -725,7 +728,13 @@ static void test_stamp_pod(void **state)
     for (int ord = 0; ord < 5; ord++) {
         a.ordinal = ord;
         cJSON *x = nsb_build_pod(&a, err, sizeof(err)), *y = nsb_stamp_pod(&a, tmpl, err, sizeof(err));
-        assert_true(json_equal(x, y));
+        /* Both built: json_equal(NULL, NULL) is true, which proves nothing. */
+        assert_non_null(x);
+        assert_non_null(y);
+        if (!json_equal(x, y)) {
+            char *xs = json_dump(x), *ys = json_dump(y);
+            fail_msg("ordinal %d: built %s, stamped %s", ord, xs, ys);
+        }
         cJSON_Delete(x);
         cJSON_Delete(y);
     }
@@ -1359,9 +1368,9 @@ static void test_pod_from_json(void **state)
     assert_int_equal(p.phase, NSB_PHASE_RUNNING);
     assert_true(p.scheduled && p.ready && p.cordoned && p.terminating);
     assert_int_equal(p.deletion_cost, -12);
-    assert_true(p.created == 1714979289);
-    assert_true(p.ready_since == 1714979340);
-    assert_true(p.deadline == 1714982400); /* 08:00Z */
+    assert_int_equal(p.created, 1714979289);
+    assert_int_equal(p.ready_since, 1714979340);
+    assert_int_equal(p.deadline, 1714982400); /* 08:00Z */
     cJSON_Delete(pod);
 
     pod =
@@ -1373,7 +1382,8 @@ static void test_pod_from_json(void **state)
     assert_int_equal(p.phase, NSB_PHASE_NONE);
     assert_false(p.scheduled || p.ready || p.cordoned || p.terminating);
     assert_int_equal(p.deletion_cost, 0);
-    assert_true(p.ready_since == 0 && p.created == 0);
+    assert_int_equal(p.ready_since, 0);
+    assert_int_equal(p.created, 0);
     cJSON_Delete(pod);
 
     assert_int_equal(nsb_phase_parse("Succeeded"), NSB_PHASE_SUCCEEDED);
@@ -1589,13 +1599,13 @@ static void test_validate(void **state)
 
     double secs;
     assert_int_equal(nsb_parse_duration("1h30m", &secs), 0);
-    assert_true(secs == 5400);
+    assert_dbl_equal(secs, 5400);
     assert_int_equal(nsb_parse_duration("1.5h", &secs), 0);
-    assert_true(secs == 5400);
+    assert_dbl_equal(secs, 5400);
     assert_int_equal(nsb_parse_duration("250ms", &secs), 0);
     assert_true(secs > 0.249 && secs < 0.251);
     assert_int_equal(nsb_parse_duration("0", &secs), 0);
-    assert_true(secs == 0);
+    assert_dbl_equal(secs, 0);
     assert_int_equal(nsb_parse_duration("5", &secs), OP_EINVAL);
     assert_int_equal(nsb_parse_duration("m", &secs), OP_EINVAL);
     assert_int_equal(nsb_parse_duration("3d", &secs), OP_EINVAL);
