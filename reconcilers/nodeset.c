@@ -475,9 +475,17 @@ static const sobj *pod_sobj(const nsb_pod *p)
     return p->ud;
 }
 
+/* The watchers' pod projection keeps the phase as enum pod_phase, the
+ * builders read enum nsb_phase: the cast below is a conversion only while
+ * the two enumerations name the same phases with the same numbers. */
+_Static_assert(POD_NONE == (int)NSB_PHASE_NONE && POD_PENDING == (int)NSB_PHASE_PENDING &&
+                   POD_RUNNING == (int)NSB_PHASE_RUNNING && POD_SUCCEEDED == (int)NSB_PHASE_SUCCEEDED &&
+                   POD_FAILED == (int)NSB_PHASE_FAILED && POD_UNKNOWN == (int)NSB_PHASE_UNKNOWN,
+               "enum pod_phase (watchers/kinds.h) and enum nsb_phase (reconcilers/nodeset_build.h) differ");
+
 static enum nsb_phase phase_of(const pod_proj *pp)
 {
-    return (enum nsb_phase)pp->phase; /* same order by construction (kinds.h) */
+    return (enum nsb_phase)pp->phase;
 }
 
 static void fill_pod(const sobj *o, const char *nss, nsb_pod *p)
