@@ -12,6 +12,7 @@
 #include "bench/bench.h"
 #include "core/crypto.h"
 #include "core/err.h"
+#include "core/file.h"
 #include "core/json.h"
 #include "core/yaml.h"
 #include "reconcilers/nodeset.h"

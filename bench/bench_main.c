@@ -13,9 +13,9 @@
 
 #include "bench/bench.h"
 #include "core/err.h"
+#include "core/file.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "core/yaml.h"
 
 static const char usage[] =
     "Usage: slurmop-bench [--quick] [--out DIR] [--scenario NAME ...] [--kubeconfig FILE]\n"

@@ -305,9 +305,9 @@ bx_obs *bx_obs_start(bx_ctx *x, bx_api *api, const char *ns)
     o->initial = 1;
     o->target = -1;
     o->c.ns_replicas = o->c.ns_ready = -1;
-    map_init(&o->pods);
-    map_init(&o->deleted_at);
-    map_init(&o->term_at);
+    map_init_type(&o->pods, &map_type_free_val);
+    map_init_type(&o->deleted_at, &map_type_free_val);
+    map_init_type(&o->term_at, &map_type_free_val);
     ow_init(o, &o->pw, &KUBE_PODS, NULL, on_pod);
     ow_init(o, &o->nw, &KUBE_SLINKY_NODESETS, "metadata.name=gpu", on_nodeset);
     ow_start(&o->pw);
@@ -352,18 +352,8 @@ void bx_obs_stop(bx_ctx *x, bx_obs *o)
     (void)bx_wait(x, idle_pred, o, 10);
     (void)bx_wait(x, closed_pred, o, 10);
     x->cleanup--;
-    size_t it = 0;
-    void *val;
-    while (map_next(&o->pods, &it, NULL, &val))
-        free(val);
     map_free(&o->pods);
-    it = 0;
-    while (map_next(&o->deleted_at, &it, NULL, &val))
-        free(val);
     map_free(&o->deleted_at);
-    it = 0;
-    while (map_next(&o->term_at, &it, NULL, &val))
-        free(val);
     map_free(&o->term_at);
     for (int k = 0; k < 3; k++)
         free(o->t[k]);

@@ -9,7 +9,7 @@
 
 #include "bench/bench.h"
 #include "core/err.h"
-#include "core/yaml.h"
+#include "core/file.h"
 
 static int have(const char *bin)
 {

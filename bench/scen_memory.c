@@ -27,8 +27,8 @@
 
 #include "bench/bench.h"
 #include "core/err.h"
+#include "core/file.h"
 #include "core/json.h"
-#include "core/yaml.h"
 #include "reconcilers/nodeset.h"
 
 static int cache_count(bx_ctx *x, bx_slurmop *op, const char *resource)

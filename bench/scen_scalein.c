@@ -27,8 +27,8 @@
 
 #include "bench/bench.h"
 #include "core/err.h"
+#include "core/file.h"
 #include "core/json.h"
-#include "core/yaml.h"
 
 typedef struct busy_job {
     char node[32];

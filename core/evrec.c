@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/map.h"
+#include "core/rfc3339.h"
 
 #define SERIES_CACHE_MAX 4096
 #define BURST 25
@@ -42,6 +43,25 @@ struct evrec {
     evrec_stats stats;
 };
 
+static void series_free(void *v)
+{
+    struct series *s = v;
+    free(s->key);
+    free(s->ns);
+    free(s->name);
+    free(s);
+}
+
+static void bucket_free(void *v)
+{
+    struct bucket *b = v;
+    free(b->uid);
+    free(b);
+}
+
+static const map_type series_type = {.val_free = series_free};
+static const map_type bucket_type = {.val_free = bucket_free};
+
 evrec *evrec_new(uv_loop_t *loop, kube_client *client, const char *controller, const char *instance)
 {
     evrec *r = xcalloc(1, sizeof(*r));
@@ -49,48 +69,20 @@ evrec *evrec_new(uv_loop_t *loop, kube_client *client, const char *controller, c
     r->client = client;
     r->controller = xstrdup(controller);
     r->instance = xstrdup(instance);
-    map_init(&r->series);
-    map_init(&r->buckets);
+    map_init_type(&r->series, &series_type);
+    map_init_type(&r->buckets, &bucket_type);
     return r;
-}
-
-static void series_free(struct series *s)
-{
-    free(s->key);
-    free(s->ns);
-    free(s->name);
-    free(s);
 }
 
 void evrec_free(evrec *r)
 {
-    size_t it = 0;
-    void *v;
     if (r == NULL)
         return;
-    while (map_next(&r->series, &it, NULL, &v))
-        series_free(v);
-    it = 0;
-    while (map_next(&r->buckets, &it, NULL, &v)) {
-        struct bucket *b = v;
-        free(b->uid);
-        free(b);
-    }
     map_free(&r->series);
     map_free(&r->buckets);
     free(r->controller);
     free(r->instance);
     free(r);
-}
-
-static void micro_time(char *out, size_t len)
-{
-    struct timeval tv;
-    struct tm tm;
-    gettimeofday(&tv, NULL);
-    gmtime_r(&tv.tv_sec, &tm);
-    snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-             tm.tm_hour, tm.tm_min, tm.tm_sec, (long)tv.tv_usec);
 }
 
 static int take_token(evrec *r, const char *uid, uint64_t now)
@@ -126,10 +118,8 @@ static void prune(evrec *r, uint64_t now)
         if (now - s->last_ms > EVREC_SERIES_MS || n < r->series.count / 4)
             old[n++] = s;
     }
-    for (size_t i = 0; i < n; i++) {
-        map_del(&r->series, old[i]->key);
-        series_free(old[i]);
-    }
+    for (size_t i = 0; i < n; i++)
+        map_drop(&r->series, old[i]->key);
     free(old);
 }
 
@@ -161,7 +151,7 @@ void evrec_emit(evrec *r, const evrec_ref *ref, const char *type, const char *re
         r->stats.dropped++;
         return;
     }
-    micro_time(now_s, sizeof(now_s));
+    rfc3339_now_micro(now_s);
     snprintf(key, sizeof(key), "%s|%s|%s|%s", ref->uid ? ref->uid : ref->name, type, reason, note);
     struct series *s = map_get(&r->series, key);
     if (s && now - s->last_ms <= EVREC_SERIES_MS) {

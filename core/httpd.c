@@ -424,14 +424,14 @@ static void settings_init(void)
 
 /* --- connection ---------------------------------------------------------- */
 
-/* Close now, also when a graceful end (hc_end) is lingering. */
-static void hc_close(hs_conn *hc)
+/* Close now, also when a graceful end (client_end) is lingering. */
+static void client_close(hs_conn *hc)
 {
     hc->closing = 1;
     conn_close(hc->c);
 }
 
-static void hc_end(hs_conn *hc, unsigned linger)
+static void client_end(hs_conn *hc, unsigned linger)
 {
     if (hc->closing)
         return;
@@ -460,7 +460,7 @@ static void reject(hs_conn *hc, int status)
 {
     log_debug("httpd %s: rejecting request with %d", conn_peer(hc->c), status);
     write_simple(hc, status, 0);
-    hc_end(hc, LINGER_MS);
+    client_end(hc, LINGER_MS);
 }
 
 /* A request was finished (responded, stream ended or aborted). */
@@ -471,7 +471,7 @@ static void req_finished(hs_req *r)
     if (hc->closing)
         return;
     if (!r->keep_alive) {
-        hc_end(hc, LINGER_MS);
+        client_end(hc, LINGER_MS);
         return;
     }
     if (!hc->in_dispatch && hc->paused) {
@@ -506,7 +506,7 @@ static size_t parse(hs_conn *hc, const char *p, size_t n)
             /* The request asked to switch protocols (or was a CONNECT). It
              * has been answered; what follows is not HTTP/1.1, which is all
              * we speak, so the connection ends here. */
-            hc_end(hc, 0);
+            client_end(hc, 0);
             return n;
         }
         if (err != HPE_PAUSED) {
@@ -545,7 +545,7 @@ static void hold(hs_conn *hc, const char *p, size_t n)
         /* The bound is the header and body caps together: a client this far
          * ahead of a deferred response is not an HTTP client we serve (and
          * an error response now would jump the queue). */
-        hc_close(hc);
+        client_close(hc);
         return;
     }
     size_t pending = hc->in.len - hc->in_off;
@@ -584,11 +584,11 @@ static void on_read(conn *c, ssize_t nread, const char *bytes)
         if (hc->paused) {
             /* The client went away while its request was being handled:
              * close so that on_close reaches the handler. */
-            hc_close(hc);
+            client_close(hc);
         } else if (nread == UV_EOF && hc->req.state != RQ_PARSING) {
-            hc_end(hc, 0); /* flush what was answered, then close */
+            client_end(hc, 0); /* flush what was answered, then close */
         } else {
-            hc_close(hc);
+            client_close(hc);
         }
         return;
     }
@@ -622,7 +622,7 @@ static void on_timer(conn *c)
     if (hc->paused)
         return; /* a request is being handled: not idle */
     log_debug("httpd %s: idle timeout", conn_peer(c));
-    hc_close(hc);
+    client_close(hc);
 }
 
 static void maybe_free_server(hs_server *srv);
@@ -796,7 +796,7 @@ void hs_drop_connections(hs_server *srv)
     list_foreach_safe(pos, tmp, &srv->conns)
     {
         hs_conn *hc = list_entry(pos, hs_conn, link);
-        hc_close(hc);
+        client_close(hc);
     }
 }
 
@@ -988,7 +988,7 @@ int hs_stream_write(hs_req *req, const char *bytes, size_t len)
     if (conn_queued(hc->c) + len > hc->srv->opts.max_write_queue) {
         log_warn("httpd %s: client too slow (%zu bytes queued), dropping it", conn_peer(hc->c),
                  conn_queued(hc->c));
-        hc_close(hc);
+        client_close(hc);
         return OP_ETOOBIG;
     }
     char head[24];
@@ -1017,5 +1017,5 @@ void hs_stream_abort(hs_req *req)
         return;
     req->hc->srv->stats.open_streams--;
     req->state = RQ_DONE; /* finished by the handler: no on_close */
-    hc_close(req->hc);
+    client_close(req->hc);
 }

@@ -426,6 +426,33 @@ int json_equal(const cJSON *a, const cJSON *b)
     return cJSON_Compare(a, b, 1);
 }
 
+int json_subset(const cJSON *want, const cJSON *have)
+{
+    if (want == NULL)
+        return 1;
+    if (have == NULL)
+        return cJSON_IsNull(want);
+    if (cJSON_IsObject(want)) {
+        if (!cJSON_IsObject(have))
+            return 0;
+        for (const cJSON *w = want->child; w; w = w->next)
+            if (!json_subset(w, json_child(have, w->string)))
+                return 0;
+        return 1;
+    }
+    if (cJSON_IsArray(want)) {
+        if (!cJSON_IsArray(have) || cJSON_GetArraySize(want) != cJSON_GetArraySize(have))
+            return 0;
+        for (const cJSON *w = want->child, *h = have->child; w && h; w = w->next, h = h->next)
+            if (!json_subset(w, h))
+                return 0;
+        return 1;
+    }
+    if (cJSON_IsNumber(want) && cJSON_IsNumber(have))
+        return want->valuedouble == have->valuedouble;
+    return json_equal(want, have);
+}
+
 cJSON *json_merge_patch(cJSON *target, const cJSON *patch)
 {
     if (!cJSON_IsObject(patch)) {
@@ -476,4 +503,73 @@ cJSON *json_merge_diff(const cJSON *from, const cJSON *to)
         return NULL;
     }
     return patch;
+}
+
+/* ---- canonical bytes ---- */
+
+static int canon(const cJSON *v, buf_t *b);
+
+static int cmp_child_key(const void *a, const void *b)
+{
+    const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+    return strcmp(x->string, y->string);
+}
+
+static int canon(const cJSON *v, buf_t *b)
+{
+    if (cJSON_IsObject(v)) {
+        size_t n = 0, i = 0;
+        for (const cJSON *c = v->child; c; c = c->next)
+            n++;
+        const cJSON **kids = xcalloc(n ? n : 1, sizeof(*kids));
+        for (const cJSON *c = v->child; c; c = c->next)
+            kids[i++] = c;
+        qsort(kids, n, sizeof(*kids), cmp_child_key);
+        int rc = buf_putc(b, '{');
+        for (i = 0; rc == 0 && i < n; i++) {
+            if (i)
+                rc = buf_putc(b, ',');
+            if (rc == 0)
+                rc = json_quote_buf(b, kids[i]->string);
+            if (rc == 0)
+                rc = buf_putc(b, ':');
+            if (rc == 0)
+                rc = canon(kids[i], b);
+        }
+        free(kids);
+        return rc ? rc : buf_putc(b, '}');
+    }
+    if (cJSON_IsArray(v)) {
+        int rc = buf_putc(b, '[');
+        for (const cJSON *c = v->child; rc == 0 && c; c = c->next) {
+            if (c != v->child)
+                rc = buf_putc(b, ',');
+            if (rc == 0)
+                rc = canon(c, b);
+        }
+        return rc ? rc : buf_putc(b, ']');
+    }
+    if (cJSON_IsString(v))
+        return json_quote_buf(b, v->valuestring);
+    if (cJSON_IsNumber(v)) {
+        double d = v->valuedouble;
+        if (!isfinite(d))
+            return buf_puts(b, "null");
+        if (d == floor(d) && fabs(d) < 9007199254740992.0)
+            return buf_printf(b, "%.0f", d);
+        return buf_printf(b, "%.17g", d);
+    }
+    if (cJSON_IsTrue(v))
+        return buf_puts(b, "true");
+    if (cJSON_IsFalse(v))
+        return buf_puts(b, "false");
+    return buf_puts(b, "null");
+}
+
+char *json_canonical(const cJSON *v)
+{
+    buf_t b;
+    buf_init(&b, BUF_UNLIMITED);
+    (void)canon(v, &b);
+    return buf_detach(&b, NULL);
 }

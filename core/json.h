@@ -99,6 +99,16 @@ int json_dump_buf(const cJSON *o, buf_t *b) OP_WUR;
 int json_quote_buf(buf_t *b, const char *s) OP_WUR;
 /** Deep equality (object key order does not matter). */
 int json_equal(const cJSON *a, const cJSON *b);
+/** True when every field of want is in have with the same value (objects:
+ *  recursively; arrays: same length, element-wise subset; scalars: equal;
+ *  a NULL want is a subset of anything, a missing field matches a null). */
+int json_subset(const cJSON *want, const cJSON *have);
+/** Canonical JSON: compact, object keys sorted by byte value at every level,
+ *  strings escaped as json_quote_buf does, numbers as integers ("%.0f") when
+ *  integral and below 2^53 in magnitude, else "%.17g" (non-finite: null).
+ *  The same tree gives the same bytes on every machine, so its hash can name
+ *  a revision; malloc'd. */
+char *json_canonical(const cJSON *v);
 
 /** RFC 7386: apply patch to target in place. A non-object patch replaces the
  *  whole target: then the new value is returned and target is freed, so

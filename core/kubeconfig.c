@@ -13,6 +13,7 @@
 
 #include "core/crypto.h"
 #include "core/err.h"
+#include "core/file.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/map.h"
@@ -157,23 +158,20 @@ struct merged {
     char *where; /* "kubeconfig a" or "kubeconfig a:b" for messages */
 };
 
-static void merged_free_map(map_t *m)
+static void entry_free(void *v)
 {
-    size_t it = 0;
-    void *v;
-    while (map_next(m, &it, NULL, &v)) {
-        struct entry *e = v;
-        free(e->dir);
-        free(e);
-    }
-    map_free(m);
+    struct entry *e = v;
+    free(e->dir);
+    free(e);
 }
+
+static const map_type entry_type = {.val_free = entry_free};
 
 static void merged_free(struct merged *mg)
 {
-    merged_free_map(&mg->clusters);
-    merged_free_map(&mg->users);
-    merged_free_map(&mg->contexts);
+    map_free(&mg->clusters);
+    map_free(&mg->users);
+    map_free(&mg->contexts);
     for (size_t i = 0; i < mg->n; i++) {
         cJSON_Delete(mg->docs[i]);
         free(mg->files[i]);
@@ -515,9 +513,9 @@ static int load_files(const char *paths, const char *context, int explicit_path,
         return fail(err, errlen, OP_EINVAL, "no kubeconfig path given");
     struct merged mg;
     memset(&mg, 0, sizeof(mg));
-    map_init(&mg.clusters);
-    map_init(&mg.users);
-    map_init(&mg.contexts);
+    map_init_type(&mg.clusters, &entry_type);
+    map_init_type(&mg.users, &entry_type);
+    map_init_type(&mg.contexts, &entry_type);
     mg.where = xasprintf("kubeconfig %s", paths);
 
     int rc = 0;

@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 
 /* How long one Lease request may take (retries included): never the kube
  * client's 60 s default, and never past the renew deadline, where the
@@ -70,16 +71,6 @@ static void on_deadline(uv_timer_t *t)
     }
     lose(le, "renew deadline passed: no renewal succeeded within %u ms of sending the last successful one%s",
          le->o.renew_deadline_ms, le->req ? " (one still in flight, canceled)" : "");
-}
-
-static void micro_now(char *out, size_t len)
-{
-    struct timeval tv;
-    struct tm tm;
-    gettimeofday(&tv, NULL);
-    gmtime_r(&tv.tv_sec, &tm);
-    snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-             tm.tm_hour, tm.tm_min, tm.tm_sec, (long)tv.tv_usec);
 }
 
 static void maybe_done(lease_elector *le)
@@ -174,8 +165,8 @@ static void release_or_done(lease_elector *le)
         maybe_done(le);
         return;
     }
-    char now[64];
-    micro_now(now, sizeof(now));
+    char now[RFC3339_MICRO_LEN];
+    rfc3339_now_micro(now);
     cJSON *lease = cJSON_Duplicate(le->cached, 1);
     cJSON *spec = json_obj_ensure(lease, "spec");
     json_set_str(spec, "holderIdentity", "");
@@ -227,8 +218,8 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
 
 static cJSON *build_spec(lease_elector *le, const cJSON *prev)
 {
-    char now[64];
-    micro_now(now, sizeof(now));
+    char now[RFC3339_MICRO_LEN];
+    rfc3339_now_micro(now);
     cJSON *spec = cJSON_CreateObject();
     const char *holder = json_get_str_or(prev, "spec.holderIdentity", "");
     int was_me = strcmp(holder, le->identity) == 0;

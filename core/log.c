@@ -7,6 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/rfc3339.h"
+
 int log__level = LOGL_INFO;
 static int log_format = LOGF_TEXT;
 
@@ -84,11 +86,11 @@ void log_msg(int level, const char *file, int line, const char *fmt, ...)
     if (log_format == LOGF_JSON) {
         char esc[sizeof(msg) * 2];
         json_escape(esc, sizeof(esc), msg);
+        char ts[RFC3339_MICRO_LEN];
+        rfc3339_format_micro((int64_t)tv.tv_sec, (long)tv.tv_usec, ts);
         n = snprintf(line_buf, sizeof(line_buf),
-                     "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ\",\"level\":\"%s\",\"caller\":\"%s:%d\","
-                     "\"msg\":\"%s\"}\n",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     (long)tv.tv_usec, level_names[level], base, line, esc);
+                     "{\"ts\":\"%s\",\"level\":\"%s\",\"caller\":\"%s:%d\",\"msg\":\"%s\"}\n", ts,
+                     level_names[level], base, line, esc);
     } else {
         static const char letters[] = "EWIDT";
         n = snprintf(line_buf, sizeof(line_buf), "%c%02d%02d %02d:%02d:%02d.%06ld %7d %s:%d] %s\n",

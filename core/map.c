@@ -15,17 +15,48 @@ uint32_t map_hash(const char *s, size_t n)
     return (uint32_t)(h ^ (h >> 32));
 }
 
-void map_init(map_t *m)
+static void free_val(void *val)
+{
+    free(val);
+}
+
+const map_type map_type_free_val = {.val_free = free_val};
+
+void map_init_type(map_t *m, const map_type *t)
 {
     m->slots = NULL;
     m->cap = 0;
     m->count = 0;
+    m->type = t;
+}
+
+void map_init(map_t *m)
+{
+    map_init_type(m, NULL);
+}
+
+static void destroy(const map_type *t, map_slot *s)
+{
+    /* The key is read before the value goes: it is often a field of it. */
+    char *key = (char *)s->key;
+    if (t->val_free)
+        t->val_free(s->val);
+    if (t->key_free)
+        t->key_free(key);
 }
 
 void map_free(map_t *m)
 {
-    free(m->slots);
-    map_init(m);
+    const map_type *t = m->type;
+    map_slot *slots = m->slots;
+    size_t cap = m->cap;
+    /* Emptied first, so that a destructor that looks at the map sees it
+     * empty rather than half torn down. */
+    map_init_type(m, t);
+    for (size_t i = 0; t && i < cap; i++)
+        if (slots[i].key)
+            destroy(t, &slots[i]);
+    free(slots);
 }
 
 static int key_eq(const map_slot *s, uint32_t h, const char *key, size_t n)
@@ -125,6 +156,19 @@ void *map_del(map_t *m, const char *key)
     m->slots[i].val = NULL;
     m->count--;
     return val;
+}
+
+int map_drop(map_t *m, const char *key)
+{
+    size_t n = strlen(key);
+    map_slot *s = find(m, key, n, map_hash(key, n));
+    if (s == NULL)
+        return 0;
+    map_slot e = *s;
+    map_del(m, key); /* key may be freed by the destructors below: not used after */
+    if (m->type)
+        destroy(m->type, &e);
+    return 1;
 }
 
 int map_next(const map_t *m, size_t *it, const char **key, void **val)

@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 
 struct bucket {
     list_node head;
@@ -29,6 +30,15 @@ struct relist {
     char *scope;
     uint64_t gen;
 };
+
+static void relist_free(void *v)
+{
+    struct relist *r = v;
+    free(r->scope);
+    free(r);
+}
+
+static const map_type relist_type = {.val_free = relist_free};
 
 struct handler {
     store_handler fn;
@@ -54,7 +64,7 @@ store *store_new(const store_kind *kind)
     s->kind = kind;
     map_init(&s->by_key);
     map_init(&s->by_uid);
-    map_init(&s->relists);
+    map_init_type(&s->relists, &relist_type);
     return s;
 }
 
@@ -87,30 +97,6 @@ static void obj_free(const store *s, sobj *o)
     if (o->proj && s->kind->proj_release)
         s->kind->proj_release(o->proj);
     free(o);
-}
-
-int64_t store_parse_time(const char *t)
-{
-    struct tm tm;
-    memset(&tm, 0, sizeof(tm));
-    if (t == NULL)
-        return 0;
-    if (sscanf(t, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
-               &tm.tm_sec) != 6)
-        return 0;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    int64_t v = (int64_t)timegm(&tm);
-    /* Honour a numeric zone offset ("+02:00"); 'Z' and fractions need nothing. */
-    const char *z = t + 19;
-    while (*z == '.' || (*z >= '0' && *z <= '9'))
-        z++;
-    if ((*z == '+' || *z == '-') && strlen(z) >= 6) {
-        int hh = (z[1] - '0') * 10 + (z[2] - '0'), mm = (z[4] - '0') * 10 + (z[5] - '0');
-        int off = hh * 3600 + mm * 60;
-        v += *z == '+' ? -off : off;
-    }
-    return v;
 }
 
 static int pair_wanted(const cJSON *kv, const char *const *only)
@@ -193,8 +179,8 @@ static sobj *obj_build(const store *s, const cJSON *obj)
     o->ns = istr_get(ns);
     snprintf(o->uid, sizeof(o->uid), "%s", json_get_str_or(meta, "uid", ""));
     o->generation = json_get_int(meta, "generation", 0);
-    o->created = store_parse_time(json_get_str(meta, "creationTimestamp"));
-    o->deleting = store_parse_time(json_get_str(meta, "deletionTimestamp"));
+    o->created = rfc3339_secs(json_get_str(meta, "creationTimestamp"));
+    o->deleting = rfc3339_secs(json_get_str(meta, "deletionTimestamp"));
     const cJSON *refs = json_child(meta, "ownerReferences");
     for (const cJSON *r = refs ? refs->child : NULL; r; r = r->next) {
         if (json_get_bool(r, "controller", 0)) {
@@ -381,8 +367,7 @@ void store_relist_end(store *s, const char *ns)
     for (size_t i = 0; i < n; i++)
         delete_obj(s, gone[i]);
     free(gone);
-    free(r->scope);
-    free(r);
+    relist_free(r);
 }
 
 const sobj *store_get_key(const store *s, const char *key)
@@ -532,12 +517,6 @@ void store_free(store *s)
     for (int i = 0; i < s->n_idx; i++) {
         map_free(&s->idx[i].buckets);
         free(s->idx[i].label_key);
-    }
-    it = 0;
-    while (map_next(&s->relists, &it, NULL, &v)) {
-        struct relist *r = v;
-        free(r->scope);
-        free(r);
     }
     map_free(&s->relists);
     map_free(&s->by_key);

@@ -167,7 +167,4 @@ static inline const char *sobj_annotation_i(const sobj *o, const char *ikey)
 /** Approximate heap bytes held by the store (objects, strings, indexes). */
 size_t store_bytes(const store *s);
 
-/** Parse an RFC 3339 timestamp (fractional seconds allowed) to unix seconds; 0 on error. */
-int64_t store_parse_time(const char *s);
-
 #endif

@@ -24,8 +24,4 @@ cJSON *yaml_parse(const char *s, size_t len, char *err, size_t errlen);
 /** Read a whole file (at most max bytes) and parse its first document. */
 cJSON *yaml_parse_file(const char *path, size_t max, char *err, size_t errlen);
 
-/** Read a whole file into a NUL-terminated malloc'd string; 0 or a negative
- *  code (OP_ETOOBIG when larger than max). */
-int file_read_all(const char *path, size_t max, char **out, size_t *len);
-
 #endif

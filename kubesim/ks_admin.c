@@ -25,11 +25,12 @@
 
 #include "kubesim/ks_int.h"
 #include "core/err.h"
+#include "core/file.h"
 #include "core/json.h"
 #include "core/labels.h"
 #include "core/log.h"
 #include "core/mem.h"
-#include "core/yaml.h"
+#include "core/rfc3339.h"
 
 /* ---- counters ---------------------------------------------------------- */
 
@@ -53,20 +54,9 @@ void counters_add(ks *k, const char *verb, const char *resource, int code)
     c->n++;
 }
 
-void counters_free(ks *k)
-{
-    size_t it = 0;
-    const char *key;
-    void *val;
-    while (map_next(&k->counters, &it, &key, &val))
-        free(val);
-    map_free(&k->counters);
-}
-
 static void counters_reset(ks *k)
 {
-    counters_free(k);
-    map_init(&k->counters);
+    map_free(&k->counters);
     k->n_requests = 0;
 }
 
@@ -405,7 +395,7 @@ static void node_edit(ks *k, ks_resp *resp, const cJSON *body, int taint)
                 json_set_str(nt, "effect", eff);
                 if (strcmp(eff, "NoExecute") == 0) {
                     char ts[32];
-                    ks_time_str(ts, 0);
+                    rfc3339_now(ts, 0);
                     json_set_str(nt, "timeAdded", ts);
                 }
                 cJSON_AddItemToArray(taints, nt);

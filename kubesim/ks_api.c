@@ -18,6 +18,7 @@
 #include "core/labels.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 #include "core/smp.h"
 #include "core/yaml.h"
 
@@ -541,7 +542,7 @@ static void do_create_obj(ks_ctx *c, cJSON *o, const char *manager_apply)
     uuid_v4(uid);
     json_set_str(meta, "uid", uid);
     char ts[32];
-    ks_time_str(ts, 0);
+    rfc3339_now(ts, 0);
     json_set_str(meta, "creationTimestamp", ts);
     if (r->flags & KSR_GENERATION)
         json_set_int(meta, "generation", 1);
@@ -1788,7 +1789,7 @@ ks_ver *obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *g
         long long cur = json_get_int(meta, "deletionGracePeriodSeconds", 0);
         if (is_pod(r) && grace >= 0 && grace < cur) {
             char ts[32];
-            ks_time_str(ts, grace);
+            rfc3339_now(ts, grace);
             json_set_str(meta, "deletionTimestamp", ts);
             json_set_int(meta, "deletionGracePeriodSeconds", grace);
             store_update(k, o, obj, 0, &out, gone);
@@ -1817,7 +1818,7 @@ ks_ver *obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *g
     int is_ns = r->group[0] == '\0' && strcmp(r->plural, "namespaces") == 0;
     if (effective > 0 || finalizers || is_ns) {
         char ts[32];
-        ks_time_str(ts, effective);
+        rfc3339_now(ts, effective);
         json_set_str(meta, "deletionTimestamp", ts);
         json_set_int(meta, "deletionGracePeriodSeconds", effective);
         if ((r->flags & KSR_GENERATION) && json_get_int(meta, "generation", 0) > 0)
@@ -2629,7 +2630,7 @@ ks_obj *obj_create_internal(ks *k, ks_res *r, cJSON *obj)
     uuid_v4(uid);
     json_set_str(meta, "uid", uid);
     char ts[32];
-    ks_time_str(ts, 0);
+    rfc3339_now(ts, 0);
     json_set_str(meta, "creationTimestamp", ts);
     if (r->flags & KSR_GENERATION)
         json_set_int(meta, "generation", 1);

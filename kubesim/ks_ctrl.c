@@ -24,10 +24,8 @@ void orefs_clear(ks *k, ks_obj *o)
     for (int i = 0; i < o->n_orefs; i++) {
         ks_oref *r = &o->orefs[i];
         list_remove(&r->link);
-        if (list_empty(&r->bucket->head)) {
-            map_del(&k->deps, r->bucket->uid);
-            free(r->bucket);
-        }
+        if (list_empty(&r->bucket->head))
+            map_drop(&k->deps, r->bucket->uid);
     }
     free(o->orefs);
     o->orefs = NULL;
@@ -461,18 +459,13 @@ void gc_init(ks *k)
     k->gc_timer.data = k;
     k->pending_closes++;
     list_init(&k->gc_queue);
-    map_init(&k->gc_owners);
-    map_init(&k->deps);
+    map_init_type(&k->gc_owners, &map_type_free_val); /* uid -> itself */
+    map_init_type(&k->deps, &map_type_free_val);      /* uid -> ks_deps */
 }
 
 void gc_close(ks *k)
 {
     uv_timer_stop(&k->gc_timer);
     uv_close((uv_handle_t *)&k->gc_timer, gc_closed);
-    size_t it = 0;
-    const char *key;
-    void *val;
-    while (map_next(&k->gc_owners, &it, &key, &val))
-        free(val);
     map_free(&k->gc_owners);
 }

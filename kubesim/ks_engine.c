@@ -133,9 +133,9 @@ ks *ks_new(uv_loop_t *loop, const ks_config *cfg, int *err)
     list_init(&k->resources);
     list_init(&k->snaps);
     list_init(&k->dirty_watches);
-    map_init(&k->routes);
+    map_init_type(&k->routes, &ks_route_type);
     map_init(&k->uids);
-    map_init(&k->counters);
+    map_init_type(&k->counters, &map_type_free_val); /* counters: one block each */
     k->rate_429 = cfg->rate_429;
     k->rate_500 = cfg->rate_500;
     k->latency_ms = cfg->latency_ms;
@@ -195,21 +195,10 @@ static void engine_free(ks *k)
         list_remove(&r->link);
         res_free(r);
     }
-    size_t it = 0;
-    const char *key;
-    void *val;
-    while (map_next(&k->routes, &it, &key, &val)) {
-        ks_route *rt = val;
-        free(rt->key);
-        free(rt);
-    }
     map_free(&k->routes);
     map_free(&k->uids);
-    it = 0;
-    while (map_next(&k->deps, &it, &key, &val))
-        free(val);
     map_free(&k->deps);
-    counters_free(k);
+    map_free(&k->counters);
     kubelet_free(k);
     for (int i = 0; i < k->n_owned; i++)
         free(k->owned_strs[i]);

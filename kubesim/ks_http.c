@@ -8,11 +8,11 @@
 #include "core/buf.h"
 #include "core/crypto.h"
 #include "core/err.h"
+#include "core/file.h"
 #include "core/httpd.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "kubesim/pki.h"
-#include "core/yaml.h"
 
 struct ks_server {
     uv_loop_t *loop;

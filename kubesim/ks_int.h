@@ -245,13 +245,7 @@ void resp_json_take(ks_resp *r, int code, cJSON *o); /* frees o */
 
 uint64_t ks_rand(ks *k);
 double ks_randf(ks *k);
-/** RFC 3339 "2024-05-01T10:00:00Z" for now + offset_s. */
-void ks_time_str(char out[32], long long offset_s);
-/** MicroTime "2024-05-01T10:00:00.123456Z". */
-void ks_microtime_str(char out[40]);
 long long ks_now_ms(void);
-/** Parse "2024-05-01T10:00:00Z" (fractions allowed); -1 on error. */
-long long ks_parse_time(const char *s);
 /** Query parameter lookup on a raw query string, percent-decoded into a
  *  malloc'd string; NULL when absent ("" for "?watch"). */
 char *query_get(const char *query, const char *name);
@@ -269,6 +263,9 @@ const char *dns_label_msg(void);
 void res_free(ks_res *r);
 ks_res *res_new(ks *k);
 void res_add_route(ks *k, ks_res *r, int view);
+/** The destructors of k->routes (ks_route_free frees one route). */
+void ks_route_free(void *route);
+extern const map_type ks_route_type;
 void res_unroute(ks *k, ks_res *r);
 ks_route *route_find(ks *k, const char *group, const char *version, const char *plural);
 ks_res *res_find(ks *k, const char *group, const char *plural);
@@ -506,7 +503,6 @@ void kubelet_schedule_removal(ks *k, ks_obj *pod, long long grace_s);
 void admin_handle(ks *k, const ks_req *req, ks_resp *resp);
 /** Count a request (verb, resource, code). */
 void counters_add(ks *k, const char *verb, const char *resource, int code);
-void counters_free(ks *k);
 /** 429/500/latency faults: non-zero when the request was answered. */
 int faults_apply(ks *k, ks_resp *resp);
 int state_load(ks *k, const char *path);

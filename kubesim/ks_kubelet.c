@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/podfit.h"
+#include "core/rfc3339.h"
 
 enum pstate { P_PENDING, P_BOUND, P_RUNNING, P_READY, P_DONE };
 enum act { A_START, A_READY, A_REMOVE, A_SYNC, A_FORCE_DELETE, A_EVICT, A_NODE_STATUS };
@@ -189,7 +190,7 @@ static void set_cond(cJSON *status, const char *type, const char *st, const char
     }
     cJSON *c = find_cond(conds, type);
     char now[32];
-    ks_time_str(now, 0);
+    rfc3339_now(now, 0);
     if (c == NULL) {
         c = cJSON_CreateObject();
         json_set_str(c, "type", type);
@@ -285,18 +286,18 @@ static void retry_cb(uv_timer_t *t)
     sched_kick(k, 0);
 }
 
+static void fail_free(void *v)
+{
+    struct fail *f = v;
+    free(f->reason);
+    free(f);
+}
+
+static const map_type fail_type = {.val_free = fail_free};
+
 static void fails_clear(struct ks_kubelet *kl)
 {
-    size_t it = 0;
-    const char *key;
-    void *val;
-    while (map_next(&kl->fails, &it, &key, &val)) {
-        struct fail *f = val;
-        free(f->reason);
-        free(f);
-    }
     map_free(&kl->fails);
-    map_init(&kl->fails);
 }
 
 /* Something changed that may let unschedulable pods fit. */
@@ -691,7 +692,7 @@ static void pod_start(ks *k, ks_obj *o)
     cJSON *obj = ver_parse(o->cur);
     cJSON *status = json_obj_ensure(obj, "status");
     char now[32];
-    ks_time_str(now, 0);
+    rfc3339_now(now, 0);
     unsigned n = kl->ip_next++;
     char ip[32];
     snprintf(ip, sizeof(ip), "10.%u.%u.%u", 244 + (n >> 16) % 10, (n >> 8) & 255, (n & 255));
@@ -903,7 +904,7 @@ int kubelet_set_phase(ks *k, ks_obj *o, const char *phase, const char *reason, i
     cJSON *obj = ver_parse(o->cur);
     cJSON *status = json_obj_ensure(obj, "status");
     char now[32];
-    ks_time_str(now, 0);
+    rfc3339_now(now, 0);
     json_set_str(status, "phase", phase);
     int failed = strcmp(phase, "Failed") == 0;
     cJSON *css = (cJSON *)json_child(status, "containerStatuses");
@@ -952,7 +953,7 @@ int kubelet_set_phase(ks *k, ks_obj *o, const char *phase, const char *reason, i
 static void fill_node_status(ks *k, cJSON *obj, int idx)
 {
     char now[32];
-    ks_time_str(now, 0);
+    rfc3339_now(now, 0);
     cJSON *status = json_obj_ensure(obj, "status");
     const char *name = json_get_str_or(obj, "metadata.name", "");
     cJSON *cap = cJSON_CreateObject();
@@ -1111,7 +1112,7 @@ int kubelet_init(ks *k)
     uv_timer_init(k->loop, &kl->retry_timer);
     kl->sched_timer.data = kl->act_timer.data = kl->retry_timer.data = k;
     k->pending_closes += 3;
-    map_init(&kl->fails);
+    map_init_type(&kl->fails, &fail_type);
     kl->pods_res = res_find(k, "", "pods");
     kl->nodes_res = res_find(k, "", "nodes");
     k->kl = kl;

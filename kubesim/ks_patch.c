@@ -27,6 +27,7 @@
 #include "core/err.h"
 #include "core/json.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 #include "core/smp.h"
 
 /* ---- RFC 6902 ---------------------------------------------------------- */
@@ -674,7 +675,7 @@ static cJSON *new_entry(const char *manager, const char *op, const char *api, co
 {
     cJSON *e = cJSON_CreateObject();
     char ts[32];
-    ks_time_str(ts, 0);
+    rfc3339_now(ts, 0);
     json_set_str(e, "manager", manager);
     json_set_str(e, "operation", op);
     json_set_str(e, "apiVersion", api);
@@ -936,7 +937,7 @@ void ssa_record_update(const ks_res *r, int view, const cJSON *old, cJSON *obj, 
             set_union(set, changed);
             set_retain_present(set, b);
             char ts[32];
-            ks_time_str(ts, 0);
+            rfc3339_now(ts, 0);
             json_set_str(mine, "time", ts);
             cJSON_Delete(changed);
         } else {

@@ -25,6 +25,7 @@
 #include "core/crypto.h"
 #include "core/json.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 
 enum pf_type {
     PF_STR,   /* string */
@@ -230,11 +231,8 @@ static void time_str(rd r, cJSON *obj, const char *name)
             secs = v;
     if (secs == 0)
         return;
-    time_t t = (time_t)(int64_t)secs;
-    struct tm tm;
-    char ts[32];
-    if (gmtime_r(&t, &tm) == NULL || strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-        return;
+    char ts[RFC3339_LEN];
+    rfc3339_format((int64_t)secs, ts);
     json_set_str(obj, name, ts);
 }
 

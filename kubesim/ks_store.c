@@ -394,6 +394,15 @@ void res_free(ks_res *r)
     free(r);
 }
 
+void ks_route_free(void *v)
+{
+    ks_route *rt = v;
+    free(rt->key);
+    free(rt);
+}
+
+const map_type ks_route_type = {.val_free = ks_route_free};
+
 void res_add_route(ks *k, ks_res *r, int view)
 {
     ks_route *rt = xcalloc(1, sizeof(*rt));
@@ -401,10 +410,8 @@ void res_add_route(ks *k, ks_res *r, int view)
     rt->res = r;
     rt->view = view;
     ks_route *old = map_put(&k->routes, rt->key, rt);
-    if (old) {
-        free(old->key);
-        free(old);
-    }
+    if (old)
+        ks_route_free(old);
 }
 
 void res_unroute(ks *k, ks_res *r)
@@ -417,11 +424,8 @@ void res_unroute(ks *k, ks_res *r)
     while (map_next(&k->routes, &it, &key, &val))
         if (((ks_route *)val)->res == r && n < 64)
             dead[n++] = (char *)key;
-    for (int i = 0; i < n; i++) {
-        ks_route *rt = map_del(&k->routes, dead[i]);
-        free(rt->key);
-        free(rt);
-    }
+    for (int i = 0; i < n; i++)
+        map_drop(&k->routes, dead[i]);
 }
 
 ks_route *route_find(ks *k, const char *group, const char *version, const char *plural)

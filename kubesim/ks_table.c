@@ -21,6 +21,7 @@
 #include "kubesim/ks_int.h"
 #include "core/json.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 
 /* ---- column definitions ------------------------------------------------- */
 
@@ -395,8 +396,9 @@ int table_accept(const char *accept)
 /* translateTimestampSince: duration.HumanDuration of the time since ts. */
 static void human_age(char *out, size_t n, const char *ts)
 {
-    long long t = ks_parse_time(ts);
-    if (t < 0) {
+    int64_t t;
+    int zulu;
+    if (rfc3339_parse(ts, &t, &zulu) != 0 || !zulu) {
         snprintf(out, n, "<unknown>");
         return;
     }
@@ -824,7 +826,9 @@ static void custom_cell(buf_t *b, const cJSON *obj, const cJSON *col)
         put(b, cJSON_IsTrue(v) ? "true" : "false");
     } else if (strcmp(type, "date") == 0 && cJSON_IsString(v)) {
         char age[32];
-        if (ks_parse_time(v->valuestring) < 0)
+        int64_t t;
+        int zulu;
+        if (rfc3339_parse(v->valuestring, &t, &zulu) != 0 || !zulu)
             snprintf(age, sizeof(age), "<invalid>");
         else
             human_age(age, sizeof(age), v->valuestring);

@@ -13,6 +13,7 @@
 #include "core/labels.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 
 /* ---- shared helpers ---------------------------------------------------- */
 
@@ -822,7 +823,7 @@ void crd_set_status(cJSON *crd)
 {
     cJSON *old = (cJSON *)json_child(crd, "status");
     char now[32];
-    ks_time_str(now, 0);
+    rfc3339_now(now, 0);
     cJSON *st = cJSON_CreateObject();
     cJSON *names = cJSON_Duplicate(json_get(crd, "spec.names"), 1);
     if (names == NULL)

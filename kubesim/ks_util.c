@@ -217,45 +217,11 @@ void errs_free(ks_errs *e)
 
 /* ---- time -------------------------------------------------------------- */
 
-void ks_time_str(char out[32], long long offset_s)
-{
-    time_t t = time(NULL) + (time_t)offset_s;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-void ks_microtime_str(char out[40])
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char base[32];
-    strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, 40, "%.20s.%06uZ", base, (unsigned)((ts.tv_nsec / 1000) % 1000000));
-}
-
 long long ks_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-long long ks_parse_time(const char *s)
-{
-    struct tm tm;
-    memset(&tm, 0, sizeof(tm));
-    const char *p = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
-    if (p == NULL)
-        return -1;
-    if (*p == '.')
-        for (p++; isdigit((unsigned char)*p); p++)
-            ;
-    if (*p != 'Z')
-        return -1;
-    return (long long)timegm(&tm);
 }
 
 /* ---- query strings ----------------------------------------------------- */

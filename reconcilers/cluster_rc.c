@@ -9,6 +9,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 #include "reconcilers/objsync.h"
 
 /* While the caches fill, a pass would see owned objects as missing and
@@ -148,23 +149,23 @@ void crc_on_owned(store *s, const sobj *old_obj, const sobj *new_obj, void *data
         crc_enqueue_owner(m, new_obj);
 }
 
-static void accepted_free(struct accepted *a)
+static void accepted_free(void *v)
 {
-    if (a == NULL)
-        return;
+    struct accepted *a = v;
     cJSON_Delete(a->cr);
     free(a->key);
     free(a);
 }
 
-static void backoff_drop(crc_module *m, const char *key)
+static void backoff_free(void *v)
 {
-    struct backoff *b = map_del(&m->backoff, key);
-    if (b) {
-        free(b->key);
-        free(b);
-    }
+    struct backoff *b = v;
+    free(b->key);
+    free(b);
 }
+
+static const map_type accepted_type = {.val_free = accepted_free};
+static const map_type backoff_type = {.val_free = backoff_free};
 
 /* A write for the CR key failed: hold its passes back for a while. */
 void crc_write_failed(crc_module *m, const char *key)
@@ -189,8 +190,8 @@ void crc_write_failed(crc_module *m, const char *key)
 
 static void forget_key(crc_module *m, const char *key)
 {
-    backoff_drop(m, key);
-    accepted_free(map_del(&m->accepted, key));
+    map_drop(&m->backoff, key);
+    map_drop(&m->accepted, key);
     if (m->forget)
         m->forget(key);
 }
@@ -235,7 +236,7 @@ static wq_result run(crc_module *m, const char *key, uint64_t first_add_ns)
     free(p.invalid);
     free(p.conflict);
     if (b && !p.wrote && !p.failed && !p.pending && !p.ref_wait)
-        backoff_drop(m, key); /* converged */
+        map_drop(&m->backoff, key); /* converged */
     if (p.failed && !p.ref_wait)
         return WQ_RESULT_REQUEUE;
     if (p.requeue_ms)
@@ -255,8 +256,8 @@ static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
 void crc_setup(crc_module *m, operator *op)
 {
     m->op = op;
-    map_init(&m->accepted);
-    map_init(&m->backoff);
+    map_init_type(&m->accepted, &accepted_type);
+    map_init_type(&m->backoff, &backoff_type);
     map_init(&m->status_gates.m);
 }
 
@@ -279,17 +280,7 @@ void crc_stop(crc_module *m)
     if (m->q)
         wq_shutdown(m->q, NULL, NULL);
     m->q = NULL;
-    const char *k;
-    void *v;
-    size_t it = 0;
-    while (map_next(&m->accepted, &it, &k, &v))
-        accepted_free(v);
     map_free(&m->accepted);
-    it = 0;
-    while (map_next(&m->backoff, &it, &k, &v)) {
-        free(((struct backoff *)v)->key);
-        free(v);
-    }
     map_free(&m->backoff);
     crc_gates_clear(&m->status_gates);
 }
@@ -547,14 +538,6 @@ int crc_delete(crc_pass *p, enum op_kind kind, const kube_res *res, const char *
 /* ------------------------------------------------------------------ */
 /* status */
 
-void crc_now_rfc3339(char out[32])
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 cJSON *crc_conditions_set(const cJSON *conditions, const char *type, const char *status, const char *reason,
                           const char *message, int64_t generation, const char *now)
 {
@@ -631,7 +614,7 @@ void crc_status(crc_pass *p, cJSON *fields)
     cJSON *want = fields ? fields : cJSON_CreateObject();
     const cJSON *status = json_child(p->cr, "status");
     char now[32];
-    crc_now_rfc3339(now);
+    rfc3339_now(now, 0);
     cJSON *conds =
         crc_conditions_set(json_child(status, "conditions"), CRC_COND_VALID, p->invalid ? "False" : NULL,
                            "ValidationFailed", p->invalid, p->o->generation, now);

@@ -215,9 +215,6 @@ cJSON *crc_conditions_set(const cJSON *conditions, const char *type, const char 
  *  deleted (null). */
 cJSON *crc_status_patch(const cJSON *status, const cJSON *want);
 
-/** The current time as RFC 3339 UTC ("2026-01-02T03:04:05Z") into out. */
-void crc_now_rfc3339(char out[32]);
-
 /** Remove from desired.spec the fields the API server refuses to change
  *  (for kind "StatefulSet": selector, serviceName, volumeClaimTemplates,
  *  podManagementPolicy; "Deployment": selector) so that a patch never

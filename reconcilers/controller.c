@@ -44,6 +44,15 @@ struct sm_state {
     uint64_t checked_ms; /* when that was last confirmed */
 };
 
+static void sm_state_free(void *v)
+{
+    struct sm_state *st = v;
+    free(st->key);
+    free(st);
+}
+
+static const map_type sm_state_type = {.val_free = sm_state_free};
+
 static struct {
     controller_ping_fn ping;
     void *ping_data;
@@ -147,7 +156,7 @@ static void on_pod(store *s, const sobj *old_obj, const sobj *new_obj, void *dat
 static void setup(operator *op)
 {
     crc_setup(&M, op);
-    map_init(&S.sm);
+    map_init_type(&S.sm, &sm_state_type);
     store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
     store_on_change(op_store(op, OPK_STATEFULSETS), crc_on_owned, &M);
     store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, &M);
@@ -162,17 +171,9 @@ static void setup(operator *op)
 /* ------------------------------------------------------------------ */
 /* ServiceMonitor */
 
-static void sm_state_free(struct sm_state *st)
-{
-    free(st->key);
-    free(st);
-}
-
 static void forget(const char *key)
 {
-    struct sm_state *st = map_del(&S.sm, key);
-    if (st)
-        sm_state_free(st);
+    map_drop(&S.sm, key);
 }
 
 static void enqueue_all(void)
@@ -589,11 +590,6 @@ static void stop(operator *op)
     S.epoch++;
     S.crd = CRD_UNKNOWN;
     S.crd_checking = 0;
-    const char *k;
-    void *v;
-    size_t it = 0;
-    while (map_next(&S.sm, &it, &k, &v))
-        sm_state_free(v);
     map_free(&S.sm);
     crc_gates_clear(&S.labels);
 }

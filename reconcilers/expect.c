@@ -18,42 +18,35 @@ struct expect_table {
     map_t owners;
 };
 
-expect_table *exp_new(void)
+static void record_free(void *v)
 {
-    expect_table *t = xcalloc(1, sizeof(*t));
-    map_init(&t->owners);
-    return t;
-}
-
-static void record_free(struct record *r)
-{
-    size_t it = 0;
-    void *v;
-    while (map_next(&r->dels, &it, NULL, &v))
-        free(v);
+    struct record *r = v;
     map_free(&r->dels);
     free(r->key);
     free(r->uid);
     free(r);
 }
 
+static const map_type record_type = {.val_free = record_free};
+
+expect_table *exp_new(void)
+{
+    expect_table *t = xcalloc(1, sizeof(*t));
+    map_init_type(&t->owners, &record_type);
+    return t;
+}
+
 void exp_free(expect_table *t)
 {
-    size_t it = 0;
-    void *v;
     if (t == NULL)
         return;
-    while (map_next(&t->owners, &it, NULL, &v))
-        record_free(v);
     map_free(&t->owners);
     free(t);
 }
 
 void exp_drop(expect_table *t, const char *key)
 {
-    struct record *r = map_del(&t->owners, key);
-    if (r)
-        record_free(r);
+    map_drop(&t->owners, key);
 }
 
 static struct record *get(expect_table *t, const char *key, const char *uid, uint64_t now_ms)
@@ -67,7 +60,7 @@ static struct record *get(expect_table *t, const char *key, const char *uid, uin
         r = xcalloc(1, sizeof(*r));
         r->key = xstrdup(key);
         r->uid = xstrdup(uid);
-        map_init(&r->dels);
+        map_init_type(&r->dels, &map_type_free_val);
         map_put(&t->owners, r->key, r);
     }
     r->set_at = now_ms;
@@ -99,7 +92,7 @@ void exp_deletion_observed(expect_table *t, const char *key, const char *dep_key
 {
     struct record *r = map_get(&t->owners, key);
     if (r)
-        free(map_del(&r->dels, dep_key));
+        map_drop(&r->dels, dep_key);
 }
 
 int exp_satisfied(expect_table *t, const char *key, const char *uid, uint64_t now_ms)

@@ -7,12 +7,12 @@
 #include <unistd.h>
 
 #include "core/err.h"
+#include "core/file.h"
 #include "core/httpd.h"
 #include "core/kauth.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/selfcert.h"
-#include "core/yaml.h"
 
 struct msec {
     hs_server *srv;

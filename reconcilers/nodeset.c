@@ -11,6 +11,7 @@
 #include "core/intern.h"
 #include "core/map.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 #include "reconcilers/batch.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/expect.h"
@@ -57,20 +58,24 @@ static struct {
  * bring ~30,000 events. Such passes run at most every WAIT_PASS_MS per
  * NodeSet; the pass that sees the last expected event runs at once. */
 #define WAIT_PASS_MS 250
-static map_t wait_passes; /* key -> struct wait_pass */
-
 struct wait_pass {
     char *key;
     uint64_t last_ms;
 };
 
+static void wait_pass_free(void *v)
+{
+    struct wait_pass *w = v;
+    free(w->key);
+    free(w);
+}
+
+static const map_type wait_pass_type = {.val_free = wait_pass_free};
+static map_t wait_passes = MAP_TYPED(&wait_pass_type); /* key -> struct wait_pass */
+
 static void wait_pass_drop(const char *key)
 {
-    struct wait_pass *w = map_del(&wait_passes, key);
-    if (w) {
-        free(w->key);
-        free(w);
-    }
+    map_drop(&wait_passes, key);
     if (wait_passes.count == 0)
         map_free(&wait_passes);
 }
@@ -90,24 +95,12 @@ static uint64_t wait_pass_delay(const char *key, uint64_t now)
     return 0;
 }
 
-static void wait_passes_free(void)
-{
-    size_t it = 0;
-    void *v;
-    while (map_next(&wait_passes, &it, NULL, &v)) {
-        struct wait_pass *w = v;
-        free(w->key);
-        free(w);
-    }
-    map_free(&wait_passes);
-}
-
 /* Keys whose asynchronous writes failed since their last pass. A pass
  * returns WQ_RESULT_ERROR for them, so the queue's per-key backoff keeps
  * growing (5 ms doubling up to 1000 s) while writes keep failing; a pass
  * that returned success would make the queue forget the failures and retry
  * a bad pod template every few milliseconds. */
-static map_t failed_keys;
+static map_t failed_keys = MAP_TYPED(&map_type_free_val); /* key -> itself */
 
 static void incr_mark_full(const char *key);
 
@@ -124,20 +117,10 @@ static void mark_failed(const char *key)
 
 static int take_failed(const char *key)
 {
-    char *k = map_del(&failed_keys, key);
-    free(k);
+    int had = map_drop(&failed_keys, key);
     if (failed_keys.count == 0)
         map_free(&failed_keys);
-    return k != NULL;
-}
-
-static void forget_failures(void)
-{
-    size_t it = 0;
-    void *v;
-    while (map_next(&failed_keys, &it, NULL, &v))
-        free(v);
-    map_free(&failed_keys);
+    return had;
 }
 
 /* ------------------------------------------------------------------ */
@@ -193,47 +176,30 @@ struct incr {
     int32_t collision;
     uint64_t full_due_ms; /* uv_now() when the last full pass's requeue fires */
 };
-static map_t incrs; /* NodeSet key -> struct incr */
-
-static void incr_clear_dirty(struct incr *r)
+static void free_key(char *k)
 {
-    size_t it = 0;
-    const char *k;
-    void *v;
-    while (map_next(&r->dirty, &it, &k, &v)) {
-        free((char *)k);
-        free(v);
-    }
-    map_free(&r->dirty);
+    free(k);
 }
 
-static void incr_drop(const char *key)
+static const map_type dirty_type = {.val_free = free, .key_free = free_key}; /* both malloc'd */
+
+static void incr_free(void *v)
 {
-    struct incr *r = map_del(&incrs, key);
-    if (r == NULL)
-        return;
-    incr_clear_dirty(r);
+    struct incr *r = v;
+    map_free(&r->dirty);
     nsi_free(&r->st);
     free(r->key);
     free(r);
-    if (incrs.count == 0)
-        map_free(&incrs);
 }
 
-static void incrs_free(void)
+static const map_type incr_type = {.val_free = incr_free};
+static map_t incrs = MAP_TYPED(&incr_type); /* NodeSet key -> struct incr */
+
+static void incr_drop(const char *key)
 {
-    size_t it = 0;
-    void *v;
-    char **keys = xcalloc(incrs.count + 1, sizeof(*keys));
-    size_t n = 0;
-    while (map_next(&incrs, &it, NULL, &v))
-        keys[n++] = xstrdup(((struct incr *)v)->key);
-    for (size_t i = 0; i < n; i++) {
-        incr_drop(keys[i]);
-        free(keys[i]);
-    }
-    free(keys);
-    map_free(&incrs);
+    map_drop(&incrs, key);
+    if (incrs.count == 0)
+        map_free(&incrs);
 }
 
 /* The next pass of key must be a full one. */
@@ -242,7 +208,7 @@ static void incr_mark_full(const char *key)
     struct incr *r = map_get(&incrs, key);
     if (r && !r->full) {
         r->full = 1;
-        incr_clear_dirty(r);
+        map_free(&r->dirty);
     }
 }
 
@@ -509,9 +475,17 @@ static const sobj *pod_sobj(const nsb_pod *p)
     return p->ud;
 }
 
+/* The watchers' pod projection keeps the phase as enum pod_phase, the
+ * builders read enum nsb_phase: the cast below is a conversion only while
+ * the two enumerations name the same phases with the same numbers. */
+_Static_assert(POD_NONE == (int)NSB_PHASE_NONE && POD_PENDING == (int)NSB_PHASE_PENDING &&
+                   POD_RUNNING == (int)NSB_PHASE_RUNNING && POD_SUCCEEDED == (int)NSB_PHASE_SUCCEEDED &&
+                   POD_FAILED == (int)NSB_PHASE_FAILED && POD_UNKNOWN == (int)NSB_PHASE_UNKNOWN,
+               "enum pod_phase (watchers/kinds.h) and enum nsb_phase (reconcilers/nodeset_build.h) differ");
+
 static enum nsb_phase phase_of(const pod_proj *pp)
 {
-    return (enum nsb_phase)pp->phase; /* same order by construction (kinds.h) */
+    return (enum nsb_phase)pp->phase;
 }
 
 static void fill_pod(const sobj *o, const char *nss, nsb_pod *p)
@@ -531,7 +505,7 @@ static void fill_pod(const sobj *o, const char *nss, nsb_pod *p)
     p->terminating = o->deleting != 0;
     p->deletion_cost = cost ? (int32_t)strtol(cost, NULL, 10) : 0;
     p->ready_since = pp->ready ? pp->ready_since : 0;
-    p->deadline = deadline ? nsb_parse_time(deadline) : 0;
+    p->deadline = deadline ? rfc3339_secs(deadline) : 0;
     p->created = o->created;
     p->ud = (void *)(uintptr_t)o;
 }
@@ -1144,7 +1118,15 @@ struct ds_backoff {
     unsigned delay_ms;
     uint64_t next_ms;
 };
-static map_t ds_backoffs;
+static void ds_backoff_free(void *v)
+{
+    struct ds_backoff *b = v;
+    free(b->key);
+    free(b);
+}
+
+static const map_type ds_backoff_type = {.val_free = ds_backoff_free};
+static map_t ds_backoffs = MAP_TYPED(&ds_backoff_type);
 
 static int ds_may_replace(struct pass *p, const char *node)
 {
@@ -1166,18 +1148,6 @@ static int ds_may_replace(struct pass *p, const char *node)
         b->delay_ms = 15 * 60 * 1000;
     b->next_ms = now + b->delay_ms;
     return 1;
-}
-
-static void ds_backoffs_free(void)
-{
-    size_t it = 0;
-    void *v;
-    while (map_next(&ds_backoffs, &it, NULL, &v)) {
-        struct ds_backoff *b = v;
-        free(b->key);
-        free(b);
-    }
-    map_free(&ds_backoffs);
 }
 
 /* DaemonSet mode: one pod on every Node where it should run. */
@@ -1347,7 +1317,7 @@ static void status_written(int err, const cJSON *obj, const kube_status *st, voi
 static void set_conditions(struct pass *p, cJSON *status, const char *invalid)
 {
     char now[32];
-    crc_now_rfc3339(now);
+    rfc3339_now(now, 0);
     const char *msg = NULL;
     const char *blocked = invalid ? NULL : nodeset_slurm_blocked(p->op, p->o, &msg);
     cJSON *conds = crc_conditions_set(json_child(status, "conditions"), CRC_COND_VALID, invalid ? "False" : NULL,
@@ -1563,10 +1533,10 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
         r = xcalloc(1, sizeof(*r));
         r->key = xstrdup(p->key);
         nsi_init(&r->st);
-        map_init(&r->dirty);
+        map_init_type(&r->dirty, &dirty_type);
         map_put(&incrs, r->key, r);
     }
-    incr_clear_dirty(r);
+    map_free(&r->dirty);
     r->full = 0;
     /* A pass that found somebody else's object under our names keeps its
      * Conflict condition only in full passes (sync_shared_objects). */
@@ -1614,7 +1584,7 @@ static int incr_pass(struct pass *p, wq_result *res)
             nsi_set(&r->st, uid, NULL, NULL);
         }
     }
-    incr_clear_dirty(r);
+    map_free(&r->dirty);
     int replicas = nsb_replicas(p->ns);
     nsi_plan_t plan = act ? nsi_plan(&r->st, replicas, r->rolling) : (nsi_plan_t){NSI_NONE, 0};
     snprintf(p->update_hash, sizeof(p->update_hash), "%s", r->update_hash);
@@ -1849,10 +1819,10 @@ static void stop(operator *op)
     if (C->q)
         wq_shutdown(C->q, NULL, NULL);
     C->q = NULL;
-    forget_failures();
-    ds_backoffs_free();
-    wait_passes_free();
-    incrs_free();
+    map_free(&failed_keys);
+    map_free(&ds_backoffs);
+    map_free(&wait_passes);
+    map_free(&incrs);
     nsim_free_all();
     istr_put(IK.revision);
     istr_put(IK.cordon);

@@ -15,6 +15,8 @@
 #include "core/err.h"
 #include "core/json.h"
 #include "core/mem.h"
+#include "core/quantity.h"
+#include "core/rfc3339.h"
 #include "reconcilers/podtemplate.h"
 
 #define LAST_APPLIED "kubectl.kubernetes.io/last-applied-configuration"
@@ -468,96 +470,17 @@ char *nsb_conf_server(const cJSON *controller, const char *ns)
     return xasprintf("%s-controller.%s:%d", meta_str(controller, "name"), str_or(ns, ""), NSB_SLURMCTLD_PORT);
 }
 
-int nsb_parse_quantity(const char *s, long long *out)
-{
-    if (s == NULL || *s == '\0')
-        return OP_EINVAL;
-    const char *p = s;
-    int neg = 0;
-    if (*p == '+' || *p == '-')
-        neg = (*p++ == '-');
-    long double mant = 0;
-    int ndig = 0;
-    while (isdigit((unsigned char)*p))
-        mant = mant * 10 + (*p++ - '0'), ndig++;
-    if (*p == '.') {
-        long double scale = 1;
-        p++;
-        while (isdigit((unsigned char)*p)) {
-            scale /= 10;
-            mant += (*p++ - '0') * scale;
-            ndig++;
-        }
-    }
-    if (ndig == 0)
-        return OP_EINVAL;
-    long double mult = 1;
-    static const struct {
-        const char *sfx;
-        long double mult;
-    } sfx[] = {
-        {"Ki", 1024.0L},
-        {"Mi", 1048576.0L},
-        {"Gi", 1073741824.0L},
-        {"Ti", 1099511627776.0L},
-        {"Pi", 1125899906842624.0L},
-        {"Ei", 1152921504606846976.0L},
-        {"n", 1e-9L},
-        {"u", 1e-6L},
-        {"m", 1e-3L},
-        {"k", 1e3L},
-        {"M", 1e6L},
-        {"G", 1e9L},
-        {"T", 1e12L},
-        {"P", 1e15L},
-        {"E", 1e18L},
-    };
-    if (*p == 'e' || *p == 'E') {
-        /* Decimal exponent ("1e3"); a bare "E" is the exa suffix. */
-        const char *q = p + 1;
-        int eneg = 0;
-        if (*q == '+' || *q == '-')
-            eneg = (*q++ == '-');
-        if (isdigit((unsigned char)*q)) {
-            int e = 0;
-            while (isdigit((unsigned char)*q) && e < 100)
-                e = e * 10 + (*q++ - '0');
-            if (*q != '\0')
-                return OP_EINVAL;
-            mult = powl(10.0L, eneg ? -e : e);
-            p = q;
-        }
-    }
-    if (*p != '\0') {
-        size_t i;
-        for (i = 0; i < ARRAY_SIZE(sfx); i++)
-            if (strcmp(p, sfx[i].sfx) == 0)
-                break;
-        if (i == ARRAY_SIZE(sfx))
-            return OP_EINVAL;
-        mult = sfx[i].mult;
-    }
-    long double v = mant * mult;
-    /* Value() rounds away from zero; guard against the binary representation
-     * of an exact decimal landing a hair above an integer. */
-    long double r = ceill(v - 1e-9L);
-    if (r > (long double)LLONG_MAX)
-        r = (long double)LLONG_MAX;
-    *out = neg ? -(long long)r : (long long)r;
-    return 0;
-}
-
 static void limits_of(const cJSON *resources, long long *cpu, long long *mem)
 {
     const cJSON *lim = json_child(resources, "limits");
     long long v;
     *cpu = *mem = 0;
     const cJSON *c = json_child(lim, "cpu"), *m = json_child(lim, "memory");
-    if (cJSON_IsString(c) && nsb_parse_quantity(c->valuestring, &v) == 0)
+    if (cJSON_IsString(c) && quantity_parse(c->valuestring, &v) == 0)
         *cpu = v;
     else if (cJSON_IsNumber(c) && c->valuedouble > -1e15 && c->valuedouble < 1e15)
         *cpu = (long long)ceil(c->valuedouble);
-    if (cJSON_IsString(m) && nsb_parse_quantity(m->valuestring, &v) == 0)
+    if (cJSON_IsString(m) && quantity_parse(m->valuestring, &v) == 0)
         *mem = v;
     else if (cJSON_IsNumber(m) && m->valuedouble > -1e15 && m->valuedouble < 1e15)
         *mem = (long long)ceil(m->valuedouble);
@@ -1089,73 +1012,6 @@ cJSON *nsb_revision_patch(const cJSON *nodeset)
     return patch;
 }
 
-static int canon(const cJSON *v, buf_t *b);
-
-static int cmp_child_key(const void *a, const void *b)
-{
-    const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
-    return strcmp(x->string, y->string);
-}
-
-static int canon(const cJSON *v, buf_t *b)
-{
-    if (cJSON_IsObject(v)) {
-        size_t n = 0, i = 0;
-        for (const cJSON *c = v->child; c; c = c->next)
-            n++;
-        const cJSON **kids = xcalloc(n ? n : 1, sizeof(*kids));
-        for (const cJSON *c = v->child; c; c = c->next)
-            kids[i++] = c;
-        qsort(kids, n, sizeof(*kids), cmp_child_key);
-        int rc = buf_putc(b, '{');
-        for (i = 0; rc == 0 && i < n; i++) {
-            if (i)
-                rc = buf_putc(b, ',');
-            if (rc == 0)
-                rc = json_quote_buf(b, kids[i]->string);
-            if (rc == 0)
-                rc = buf_putc(b, ':');
-            if (rc == 0)
-                rc = canon(kids[i], b);
-        }
-        free(kids);
-        return rc ? rc : buf_putc(b, '}');
-    }
-    if (cJSON_IsArray(v)) {
-        int rc = buf_putc(b, '[');
-        for (const cJSON *c = v->child; rc == 0 && c; c = c->next) {
-            if (c != v->child)
-                rc = buf_putc(b, ',');
-            if (rc == 0)
-                rc = canon(c, b);
-        }
-        return rc ? rc : buf_putc(b, ']');
-    }
-    if (cJSON_IsString(v))
-        return json_quote_buf(b, v->valuestring);
-    if (cJSON_IsNumber(v)) {
-        double d = v->valuedouble;
-        if (!isfinite(d))
-            return buf_puts(b, "null");
-        if (d == floor(d) && fabs(d) < 9007199254740992.0)
-            return buf_printf(b, "%.0f", d);
-        return buf_printf(b, "%.17g", d);
-    }
-    if (cJSON_IsTrue(v))
-        return buf_puts(b, "true");
-    if (cJSON_IsFalse(v))
-        return buf_puts(b, "false");
-    return buf_puts(b, "null");
-}
-
-char *nsb_canonical_json(const cJSON *v)
-{
-    buf_t b;
-    buf_init(&b, BUF_UNLIMITED);
-    (void)canon(v, &b);
-    return buf_detach(&b, NULL);
-}
-
 static uint32_t fnv1_32(uint32_t h, const void *data, size_t len)
 {
     const unsigned char *p = data;
@@ -1169,7 +1025,7 @@ static uint32_t fnv1_32(uint32_t h, const void *data, size_t len)
 void nsb_revision_hash(const cJSON *patch, int32_t collision_count, char out[NSB_HASH_MAX])
 {
     static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-    char *bytes = nsb_canonical_json(patch);
+    char *bytes = json_canonical(patch);
     uint32_t h = fnv1_32(2166136261u, bytes, strlen(bytes));
     free(bytes);
     char cc[16], dec[16];
@@ -1575,68 +1431,6 @@ enum nsb_phase nsb_phase_parse(const char *s)
     return NSB_PHASE_UNKNOWN;
 }
 
-static int digits(const char **p, int n, int *out)
-{
-    int v = 0;
-    for (int i = 0; i < n; i++, (*p)++) {
-        if (!isdigit((unsigned char)**p))
-            return -1;
-        v = v * 10 + (**p - '0');
-    }
-    *out = v;
-    return 0;
-}
-
-int64_t nsb_parse_time(const char *s)
-{
-    if (s == NULL)
-        return 0;
-    int Y, M, D, h, m, sec;
-    const char *p = s;
-    if (digits(&p, 4, &Y) || *p++ != '-' || digits(&p, 2, &M) || *p++ != '-' || digits(&p, 2, &D) ||
-        (*p != 'T' && *p != 't' && *p != ' '))
-        return 0;
-    p++;
-    if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &m) || *p++ != ':' || digits(&p, 2, &sec))
-        return 0;
-    if (*p == '.') {
-        p++;
-        if (!isdigit((unsigned char)*p))
-            return 0;
-        while (isdigit((unsigned char)*p))
-            p++;
-    }
-    long off = 0;
-    if (*p == 'Z' || *p == 'z') {
-        p++;
-    } else if (*p == '+' || *p == '-') {
-        int sign = *p++ == '-' ? -1 : 1, oh, om;
-        if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om))
-            return 0;
-        off = sign * (oh * 3600L + om * 60L);
-    } else {
-        return 0;
-    }
-    if (*p != '\0' || M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60)
-        return 0;
-    struct tm tm = {0};
-    tm.tm_year = Y - 1900;
-    tm.tm_mon = M - 1;
-    tm.tm_mday = D;
-    tm.tm_hour = h;
-    tm.tm_min = m;
-    tm.tm_sec = sec;
-    return (int64_t)timegm(&tm) - off;
-}
-
-void nsb_format_time(int64_t t, char out[21])
-{
-    time_t tt = (time_t)t;
-    struct tm tm;
-    gmtime_r(&tt, &tm);
-    strftime(out, 21, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* strconv.ParseBool's true spellings. */
 static int parse_true(const char *s)
 {
@@ -1660,13 +1454,13 @@ void nsb_pod_from_json(const cJSON *pod, const char *nss, nsb_pod *p)
     p->scheduled = node && *node;
     p->terminating =
         json_child(meta, "deletionTimestamp") != NULL && !cJSON_IsNull(json_child(meta, "deletionTimestamp"));
-    p->created = nsb_parse_time(json_get_str(meta, "creationTimestamp"));
+    p->created = rfc3339_secs(json_get_str(meta, "creationTimestamp"));
     const cJSON *conds = json_get(pod, "status.conditions");
     for (const cJSON *c = conds ? conds->child : NULL; c; c = c->next)
         if (strcmp(json_get_str_or(c, "type", ""), "Ready") == 0) {
             p->ready = strcmp(json_get_str_or(c, "status", ""), "True") == 0;
             if (p->ready)
-                p->ready_since = nsb_parse_time(json_get_str(c, "lastTransitionTime"));
+                p->ready_since = rfc3339_secs(json_get_str(c, "lastTransitionTime"));
             break;
         }
     p->cordoned = parse_true(child_str(ann, NSB_ANN_POD_CORDON));
@@ -1677,7 +1471,7 @@ void nsb_pod_from_json(const cJSON *pod, const char *nss, nsb_pod *p)
         if (*cost && *end == '\0' && v >= INT32_MIN && v <= INT32_MAX)
             p->deletion_cost = (int32_t)v;
     }
-    p->deadline = nsb_parse_time(child_str(ann, NSB_ANN_DEADLINE));
+    p->deadline = rfc3339_secs(child_str(ann, NSB_ANN_DEADLINE));
 }
 
 int nsb_pod_running_ready(const nsb_pod *p)
@@ -2040,7 +1834,7 @@ size_t nsb_validate(const cJSON *nodeset, const cJSON *old, nsb_msgs *out)
         msg(out, "spec.updateStrategy.scheduledUpdate.startTime and duration must be set when type is "
                  "ScheduledUpdate");
     const char *start = json_get_str(su, "startTime");
-    if (start && nsb_parse_time(start) == 0)
+    if (start && rfc3339_secs(start) == 0)
         msg(out, "spec.updateStrategy.scheduledUpdate.startTime \"%s\" is not an RFC 3339 time", start);
 
     if (json_get_bool(spec, "ssh.enabled", 0) && *json_get_str_or(spec, "ssh.sssdConfRef.name", "") == '\0')

@@ -151,9 +151,6 @@ char *nsb_conf_server(const cJSON *controller, const char *ns);
  *  each only when non-zero; quantities rounded up like resource.Quantity's
  *  Value(); memory bytes / 1 MiB truncated. 0 when unset. */
 void nsb_resource_limits(const cJSON *nodeset, long long *cpus, long long *mem_mib);
-/** Parse a Kubernetes quantity ("4", "500m", "1.5Gi", "2e3", "1G") into its
- *  value rounded up to an integer. 0 or OP_EINVAL. */
-int nsb_parse_quantity(const char *s, long long *out);
 
 /* ---- Worker pod (docs/compat.md#nodeset-pod) -------------------------------------------------- */
 
@@ -235,15 +232,10 @@ void nsb_daemon_fit(const cJSON *sim_spec, const cJSON *node, fit_result *out);
  *  never starts a rollout. */
 cJSON *nsb_revision_patch(const cJSON *nodeset);
 
-/** Canonical JSON: compact, object keys sorted by byte value at every level,
- *  strings escaped as core/json does, numbers as integers ("%.0f") when
- *  integral and below 2^53 in magnitude, else "%.17g". The same tree gives
- *  the same bytes on every machine; malloc'd. */
-char *nsb_canonical_json(const cJSON *v);
 
 /** The revision hash, Kubernetes' ControllerRevision scheme applied to our
  *  canonical bytes: h = FNV-1 32-bit (offset 2166136261, prime 16777619,
- *  multiply then xor) over nsb_canonical_json(patch), continued over the
+ *  multiply then xor) over json_canonical(patch), continued over the
  *  decimal text of collision_count; the decimal text of h is then mapped
  *  character by character to "bcdfghjklmnpqrstvwxz2456789"[c % 27]
  *  (apimachinery's SafeEncodeString). Deterministic across runs and
@@ -394,11 +386,6 @@ typedef struct nsb_pod {
 } nsb_pod;
 
 enum nsb_phase nsb_phase_parse(const char *s);
-/** RFC 3339 ("2024-05-06T07:08:09Z", fractions and offsets allowed) to
- *  Unix seconds; 0 for NULL or malformed text. */
-int64_t nsb_parse_time(const char *s);
-/** "2024-05-06T07:08:09Z" into out (21 bytes). */
-void nsb_format_time(int64_t t, char out[21]);
 /** Fill p from a Pod object (strings point into pod). */
 void nsb_pod_from_json(const cJSON *pod, const char *nss, nsb_pod *p);
 

@@ -16,18 +16,18 @@ struct immut {
     cJSON *old;
 };
 
-static map_t remembered; /* key -> struct immut */
-
-static const char *const fields[] = {"controllerRef", "volumeClaimTemplates"};
-
-static void immut_free(struct immut *m)
+static void immut_free(void *v)
 {
-    if (m == NULL)
-        return;
+    struct immut *m = v;
     cJSON_Delete(m->old);
     free(m->key);
     free(m);
 }
+
+static const map_type immut_type = {.val_free = immut_free};
+static map_t remembered = MAP_TYPED(&immut_type); /* key -> struct immut */
+
+static const char *const fields[] = {"controllerRef", "volumeClaimTemplates"};
 
 static cJSON *immutable_of(const cJSON *nodeset)
 {
@@ -72,14 +72,10 @@ void nsim_remember(const char *key, const char *uid, const cJSON *nodeset)
 
 void nsim_forget(const char *key)
 {
-    immut_free(map_del(&remembered, key));
+    map_drop(&remembered, key);
 }
 
 void nsim_free_all(void)
 {
-    size_t it = 0;
-    void *v;
-    while (map_next(&remembered, &it, NULL, &v))
-        immut_free(v);
     map_free(&remembered);
 }

@@ -12,22 +12,24 @@ struct nsi_ent {
     char uid[]; /* the map key */
 };
 
+static void ent_free(void *v)
+{
+    struct nsi_ent *e = v;
+    free(e->ref);
+    free(e);
+}
+
+static const map_type ent_type = {.val_free = ent_free};
+
 void nsi_init(nsi_state *s)
 {
     memset(s, 0, sizeof(*s));
-    map_init(&s->pods);
-    map_init(&s->ended);
+    map_init_type(&s->pods, &ent_type);
+    map_init(&s->ended); /* borrows the entries of pods */
 }
 
 void nsi_clear(nsi_state *s)
 {
-    size_t it = 0;
-    void *v;
-    while (map_next(&s->pods, &it, NULL, &v)) {
-        struct nsi_ent *e = v;
-        free(e->ref);
-        free(e);
-    }
     map_free(&s->pods);
     map_free(&s->ended);
     free(s->ord_use);
@@ -105,9 +107,7 @@ void nsi_set(nsi_state *s, const char *uid, const char *ref, const nsi_pod *f)
         if (ended(&e->f))
             map_del(&s->ended, e->uid);
         if (f == NULL) {
-            map_del(&s->pods, e->uid);
-            free(e->ref);
-            free(e);
+            map_drop(&s->pods, e->uid);
             return;
         }
     } else {

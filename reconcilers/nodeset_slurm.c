@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/map.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 #include "reconcilers/cluster_common.h"
 #include "reconcilers/nodeset.h"
 #include "reconcilers/slurmclient.h"
@@ -117,20 +118,35 @@ static char *join_key(const char *a, const char *b)
     return xasprintf("%s\x1f%s", a, b);
 }
 
-static void set_free(nss_set *s)
+static void drift_free(void *v)
 {
-    size_t it = 0;
-    const char *k;
-    void *v;
-    while (map_next(&s->condemned, &it, &k, &v))
-        free((char *)k);
+    drift_ent *d = v;
+    free(d->uid);
+    free(d);
+}
+
+static void pw_free(void *v)
+{
+    pw_ent *e = v;
+    free(e->key);
+    free(e);
+}
+
+static void bo_free(void *v)
+{
+    bo_ent *e = v;
+    free(e->key);
+    free(e);
+}
+
+static const map_type drift_type = {.val_free = drift_free};
+static const map_type pw_type = {.val_free = pw_free};
+static const map_type bo_type = {.val_free = bo_free};
+
+static void set_free(void *v)
+{
+    nss_set *s = v;
     map_free(&s->condemned);
-    it = 0;
-    while (map_next(&s->drift_since, &it, &k, &v)) {
-        drift_ent *d = v;
-        free(d->uid);
-        free(d);
-    }
     map_free(&s->drift_since);
     clear_drains(s);
     free(s->key);
@@ -138,22 +154,23 @@ static void set_free(nss_set *s)
     free(s);
 }
 
+static const map_type set_type = {.val_free = set_free};
+
 static nss_set *set_get(const sobj *nodeset, const cJSON *ns_json)
 {
     nss_set *s = map_get(&M.sets, nodeset->key);
     const char *ctl = json_get_str_or(ns_json, "spec.controllerRef.name", "");
     char *ctl_key = xasprintf("%s/%s", nodeset->ns, ctl);
     if (s && strcmp(s->ctl_key, ctl_key) != 0) {
-        map_del(&M.sets, s->key);
-        set_free(s);
+        map_drop(&M.sets, nodeset->key);
         s = NULL;
     }
     if (!s) {
         s = xcalloc(1, sizeof(*s));
         s->key = xstrdup(nodeset->key);
         s->ctl_key = ctl_key;
-        map_init(&s->condemned);
-        map_init(&s->drift_since);
+        map_init_type(&s->condemned, &map_type_free_val); /* uid -> itself */
+        map_init_type(&s->drift_since, &drift_type);
         map_put(&M.sets, s->key, s);
     } else {
         free(ctl_key);
@@ -175,13 +192,7 @@ static void clear_drains(nss_set *s)
 
 static void clear_condemned(nss_set *s)
 {
-    size_t it = 0;
-    const char *k;
-    void *v;
-    while (map_next(&s->condemned, &it, &k, &v))
-        free((char *)k);
     map_free(&s->condemned);
-    map_init(&s->condemned);
 }
 
 /* ------------------------------------------------------------------ */
@@ -333,11 +344,8 @@ static pw_ent *pw_begin(const char *uid, const char *what, uint64_t want)
             if (!x->inflight && now - x->at_ms >= POD_WRITE_TTL_MS)
                 old[n++] = x;
         }
-        for (size_t i = 0; i < n; i++) {
-            map_del(&M.writes, old[i]->key);
-            free(old[i]->key);
-            free(old[i]);
-        }
+        for (size_t i = 0; i < n; i++)
+            map_drop(&M.writes, old[i]->key);
         free(old);
     }
     return e;
@@ -356,11 +364,8 @@ static void pod_written(int err, const cJSON *obj, const kube_status *st, void *
     if (e)
         e->inflight = 0;
     if (err && err != OP_ECANCELED && !M.stopped) {
-        if (e) {
-            map_del(&M.writes, e->key);
-            free(e->key);
-            free(e);
-        }
+        if (e)
+            map_drop(&M.writes, e->key);
         if (err != OP_ENOTFOUND) {
             log_warn("nodeset %s: writing the %s of a pod failed: %s (%s)", c->set, c->what, op_strerror(err),
                      st ? st->message : "");
@@ -423,12 +428,7 @@ static void slurm_written(const char *node, int status, void *data)
 {
     sw_ctx *c = data;
     if (status == 0) {
-        bo_ent *b = map_get(&M.backoff, c->bkey);
-        if (b) {
-            map_del(&M.backoff, b->key);
-            free(b->key);
-            free(b);
-        }
+        map_drop(&M.backoff, c->bkey);
     } else if (status != OP_ECANCELED && !M.stopped) {
         bo_ent *b = map_get(&M.backoff, c->bkey);
         if (!b) {
@@ -699,9 +699,9 @@ void nodeset_slurm_setup(operator *op)
     M.op = op;
     if (ik_mode == NULL)
         ik_mode = istr_get(NSB_LABEL_SCALING_MODE);
-    map_init(&M.sets);
-    map_init(&M.writes);
-    map_init(&M.backoff);
+    map_init_type(&M.sets, &set_type);
+    map_init_type(&M.writes, &pw_type);
+    map_init_type(&M.backoff, &bo_type);
     M.ix_slurm_name = store_add_index(op_store(op, OPK_PODS), slurm_name_index, NULL);
     if (M.ix_slurm_name < 0)
         log_error("nodeset: cannot index pods by Slurm node name (%s); Slurm node changes will wait for the "
@@ -719,34 +719,9 @@ int nodeset_slurm_start(operator *op)
 
 static void free_all(void)
 {
-    size_t it = 0;
-    const char *k;
-    void *v;
-    nss_set **sets = xcalloc(M.sets.count + 1, sizeof(*sets));
-    size_t n = 0;
-    while (map_next(&M.sets, &it, &k, &v))
-        sets[n++] = v;
     map_free(&M.sets);
-    map_init(&M.sets);
-    for (size_t i = 0; i < n; i++)
-        set_free(sets[i]);
-    free(sets);
-    it = 0;
-    while (map_next(&M.writes, &it, &k, &v)) {
-        pw_ent *e = v;
-        free(e->key);
-        free(e);
-    }
     map_free(&M.writes);
-    it = 0;
-    while (map_next(&M.backoff, &it, &k, &v)) {
-        bo_ent *e = v;
-        free(e->key);
-        free(e);
-    }
     map_free(&M.backoff);
-    map_init(&M.writes);
-    map_init(&M.backoff);
 }
 
 void nodeset_slurm_stop(operator *op)
@@ -760,11 +735,7 @@ void nodeset_slurm_stop(operator *op)
 
 void nodeset_slurm_forget(operator *op, const char *key)
 {
-    nss_set *s = map_get(&M.sets, key);
-    if (s) {
-        map_del(&M.sets, key);
-        set_free(s);
-    }
+    map_drop(&M.sets, key);
 }
 
 
@@ -1108,7 +1079,7 @@ static void sync_deadline(sync_ctx *x, const sobj *pod, const char *name)
     char t[32];
     const char *want = NULL;
     if (dl > 0) {
-        nsb_format_time(dl == SM_INFINITE ? DEADLINE_INFINITE : dl, t);
+        rfc3339_format(dl == SM_INFINITE ? DEADLINE_INFINITE : dl, t);
         want = t;
     }
     set_pod_meta(x->s->key, pod, 0, NSB_ANN_DEADLINE, want);
@@ -1265,11 +1236,8 @@ static void nodeset_written(int err, const cJSON *obj, const kube_status *st, vo
     if (e)
         e->inflight = 0;
     if (err && err != OP_ECANCELED && !M.stopped) {
-        if (e) {
-            map_del(&M.writes, e->key);
-            free(e->key);
-            free(e);
-        }
+        if (e)
+            map_drop(&M.writes, e->key);
         if (err != OP_ENOTFOUND) {
             log_info("nodeset %s: metadata/status write failed: %s (%s); retrying", c->set, op_strerror(err),
                      st ? st->message : "");
@@ -1346,7 +1314,7 @@ static void set_resv_condition(operator *op, const sobj *nodeset, const char *st
     const cJSON *conds = json_get(nodeset->json, "status.conditions");
     const cJSON *c;
     char t[32];
-    nsb_format_time(start, t);
+    rfc3339_format(start, t);
     cJSON_ArrayForEach(c, conds)
     {
         if (strcmp(json_get_str_or(c, "type", ""), "ReservationCreated") == 0 &&
@@ -1379,7 +1347,7 @@ static void set_resv_condition(operator *op, const sobj *nodeset, const char *st
 static int resv_created_for(const sobj *nodeset, int64_t start)
 {
     char t[32];
-    nsb_format_time(start, t);
+    rfc3339_format(start, t);
     const cJSON *c;
     cJSON_ArrayForEach(c, json_get(nodeset->json, "status.conditions"))
     {
@@ -1407,7 +1375,7 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
         /* Nothing can create the maintenance reservation here (e.g. Slurm
          * 24.11's REST v0.0.42 without the libslurm backend): say so, and
          * add no finalizer for a reservation that will never exist. */
-        int64_t st = nsb_parse_time(json_get_str(x->ns, "spec.updateStrategy.scheduledUpdate.startTime"));
+        int64_t st = rfc3339_secs(json_get_str(x->ns, "spec.updateStrategy.scheduledUpdate.startTime"));
         if (nc_version(x->cache) != 0 && st > 0) {
             set_resv_condition(x->op, x->nodeset, "False", "NotSupported", st);
             op_warn(x->op, x->nodeset, NSB_KIND, "ReservationNotSupported",
@@ -1426,7 +1394,7 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
             set_finalizer(x->op, x->nodeset, 0);
         return;
     }
-    int64_t start = nsb_parse_time(json_get_str(x->ns, "spec.updateStrategy.scheduledUpdate.startTime"));
+    int64_t start = rfc3339_secs(json_get_str(x->ns, "spec.updateStrategy.scheduledUpdate.startTime"));
     int64_t dur_ns = 0;
     if (clc_parse_duration(json_get_str_or(x->ns, "spec.updateStrategy.scheduledUpdate.duration", "30m"),
                            &dur_ns) != 0 ||
@@ -1558,12 +1526,7 @@ int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
 
 static void drift_clear(nss_set *s, const char *uid)
 {
-    drift_ent *d = map_get(&s->drift_since, uid);
-    if (d == NULL)
-        return;
-    map_del(&s->drift_since, uid);
-    free(d->uid);
-    free(d);
+    map_drop(&s->drift_since, uid);
 }
 
 /* A Ready pod whose Slurm node no table lists (slurmd lost its
@@ -1728,7 +1691,7 @@ static void sync_conditions(nss_set *s, const sobj *pod, const sm_node *sn)
     if (!e)
         return;
     char t[32];
-    nsb_format_time((int64_t)time(NULL), t);
+    rfc3339_format((int64_t)time(NULL), t);
     cJSON *list = cJSON_CreateArray();
     for (int i = 0; i < PSC_COUNT; i++) {
         uint32_t bit = 1u << i;

@@ -21,13 +21,22 @@ static map_t in_flight;
  * watch event does not write the same thing again. Records expire after
  * SETTLE_MS in case the event never comes (the relist repairs the cache). */
 #define SETTLE_MS 30000
-static map_t settling;
-
 struct settle {
     char *key;
     char *rv;
     uint64_t at_ms;
 };
+
+static void settle_free(void *v)
+{
+    struct settle *st = v;
+    free(st->key);
+    free(st->rv);
+    free(st);
+}
+
+static const map_type settle_type = {.val_free = settle_free};
+static map_t settling = MAP_TYPED(&settle_type);
 
 /* Names of label-filtered kinds (Secrets, ConfigMaps: the caches hold only
  * objects with our managed-by label) whose create was answered AlreadyExists
@@ -36,12 +45,20 @@ struct settle {
  * OBJSYNC_NOT_OWNED for them without a request until FOREIGN_MS have passed,
  * then tries again (the name may be free by then). */
 #define FOREIGN_MS 30000
-static map_t foreign;
-
 struct foreign {
     char *key;
     uint64_t at_ms;
 };
+
+static void foreign_free(void *v)
+{
+    struct foreign *f = v;
+    free(f->key);
+    free(f);
+}
+
+static const map_type foreign_type = {.val_free = foreign_free};
+static map_t foreign = MAP_TYPED(&foreign_type);
 
 struct write {
     char *key;
@@ -63,12 +80,7 @@ static uint64_t now_ms(void)
 
 static void settle_drop(const char *key)
 {
-    struct settle *st = map_del(&settling, key);
-    if (st) {
-        free(st->key);
-        free(st->rv);
-        free(st);
-    }
+    map_drop(&settling, key);
     if (settling.count == 0)
         map_free(&settling);
 }
@@ -94,11 +106,7 @@ int objsync_in_flight(void)
 
 static void foreign_drop(const char *key)
 {
-    struct foreign *f = map_del(&foreign, key);
-    if (f) {
-        free(f->key);
-        free(f);
-    }
+    map_drop(&foreign, key);
     if (foreign.count == 0)
         map_free(&foreign);
 }
@@ -116,48 +124,8 @@ static int foreign_fresh(const char *key)
 
 void objsync_reset(void)
 {
-    size_t it = 0;
-    void *v;
-    while (map_next(&foreign, &it, NULL, &v)) {
-        free(((struct foreign *)v)->key);
-        free(v);
-    }
     map_free(&foreign);
-    it = 0;
-    while (map_next(&settling, &it, NULL, &v)) {
-        struct settle *st = v;
-        free(st->key);
-        free(st->rv);
-        free(st);
-    }
     map_free(&settling);
-}
-
-int json_subset(const cJSON *want, const cJSON *have)
-{
-    if (want == NULL)
-        return 1;
-    if (have == NULL)
-        return cJSON_IsNull(want);
-    if (cJSON_IsObject(want)) {
-        if (!cJSON_IsObject(have))
-            return 0;
-        for (const cJSON *w = want->child; w; w = w->next)
-            if (!json_subset(w, json_child(have, w->string)))
-                return 0;
-        return 1;
-    }
-    if (cJSON_IsArray(want)) {
-        if (!cJSON_IsArray(have) || cJSON_GetArraySize(want) != cJSON_GetArraySize(have))
-            return 0;
-        for (const cJSON *w = want->child, *h = have->child; w && h; w = w->next, h = h->next)
-            if (!json_subset(w, h))
-                return 0;
-        return 1;
-    }
-    if (cJSON_IsNumber(want) && cJSON_IsNumber(have))
-        return want->valuedouble == have->valuedouble;
-    return json_equal(want, have);
 }
 
 static void write_free(struct write *w)

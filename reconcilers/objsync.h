@@ -87,10 +87,6 @@ int objsync_delete(operator *op, enum op_kind kind, const kube_res *res, const c
  *  the caller. */
 cJSON *objsync_diff(const cJSON *desired, const cJSON *live);
 
-/** True when every field of want is in have with the same value (objects:
- *  recursively; arrays: same length, element-wise subset; scalars: equal). */
-int json_subset(const cJSON *want, const cJSON *have);
-
 /** Writes in flight (for shutdown and tests). */
 int objsync_in_flight(void);
 /** Forget the post-write bookkeeping (at shutdown). */

@@ -8,10 +8,10 @@
 
 #include "core/crypto.h"
 #include "core/err.h"
+#include "core/file.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
-#include "core/yaml.h"
 #include "reconcilers/msec.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"

@@ -10,6 +10,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
 #include "reconcilers/objsync.h"
@@ -125,14 +126,6 @@ static uint32_t clamp_requeue(int64_t ms)
     return (uint32_t)ms;
 }
 
-static void rfc3339(int64_t t, char out[32])
-{
-    time_t tt = (time_t)t;
-    struct tm tm;
-    gmtime_r(&tt, &tm);
-    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static void reconcile(crc_pass *p)
 {
     vclu_result r;
@@ -241,7 +234,7 @@ static void reconcile(crc_pass *p)
     cJSON *st = NULL;
     if (valid) {
         char t[32];
-        rfc3339(cl.iat, t);
+        rfc3339_format(cl.iat, t);
         st = cJSON_CreateObject();
         json_set_str(st, "issuedAt", t);
     }

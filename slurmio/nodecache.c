@@ -252,8 +252,9 @@ static void mark_absent(nc_node *e, uint64_t sent_ms)
         e->lost_ms = sent_ms ? sent_ms : 1;
 }
 
-static void node_free(nc_node *e)
+static void node_free(void *v)
 {
+    nc_node *e = v;
     if (list_is_linked(&e->reread_link))
         list_remove(&e->reread_link);
     sm_node_clear(&e->n);
@@ -262,6 +263,8 @@ static void node_free(nc_node *e)
     free(e->name);
     free(e);
 }
+
+static const map_type node_type = {.val_free = node_free};
 
 /* Before a read answer replaces e->n: an answer to a request sent before
  * our last comment-only write completed keeps that comment; a newer answer
@@ -415,10 +418,8 @@ static void apply_table(nc_cache *c, sm_response *resp, uint64_t seq, uint64_t s
         gone[n_gone++] = e;
     }
     for (size_t i = 0; i < n_gone; i++) {
-        if (node_idle_entry(c, gone[i])) {
-            map_del(&c->nodes, gone[i]->name);
-            node_free(gone[i]);
-        }
+        if (node_idle_entry(c, gone[i]))
+            map_drop(&c->nodes, gone[i]->name);
     }
     free(gone);
     c->n_present = seen.count;
@@ -951,10 +952,8 @@ static int start_write(nc_cache *c, const char *name, const char *key, const sm_
         free(w->comment);
         free(w->name);
         free(w);
-        if (node_idle_entry(c, e)) {
-            map_del(&c->nodes, e->name);
-            node_free(e);
-        }
+        if (node_idle_entry(c, e))
+            map_drop(&c->nodes, e->name);
         return rc;
     }
     c->requests++;
@@ -1003,21 +1002,12 @@ static void deadline_free(void *v)
     free(d);
 }
 
-static void clear_deadlines(map_t *m)
-{
-    size_t it = 0;
-    const char *k;
-    void *v;
-    while (map_next(m, &it, &k, &v))
-        deadline_free(v);
-    map_free(m);
-    map_init(m);
-}
+static const map_type deadline_type = {.val_free = deadline_free};
 
 static void apply_jobs(nc_cache *c, const sm_response *resp)
 {
     map_t nm;
-    map_init(&nm);
+    map_init_type(&nm, &deadline_type);
     for (size_t i = 0; i < resp->n_jobs; i++) {
         const sm_job *j = &resp->jobs[i];
         if (j->state != SM_JOB_RUNNING || !j->nodes || !j->nodes[0])
@@ -1053,7 +1043,7 @@ static void apply_jobs(nc_cache *c, const sm_response *resp)
     while (map_next(&c->deadlines, &it, &k, &v))
         if (!map_get(&nm, k))
             fire(c, k);
-    clear_deadlines(&c->deadlines);
+    map_free(&c->deadlines);
     c->deadlines = nm;
 }
 
@@ -1608,8 +1598,8 @@ int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
         c->o.poll_max_ms = c->o.poll_min_ms;
     c->interval_ms = c->o.poll_min_ms;
     c->active = OP_EUNKNOWN;
-    map_init(&c->nodes);
-    map_init(&c->deadlines);
+    map_init_type(&c->nodes, &node_type);
+    map_init_type(&c->deadlines, &deadline_type);
     list_init(&c->reread);
     nb_opts bo = {.rest = c->rest, .lib = c->lib, .name = c->name};
     int rc = nb_new(loop, &bo, &c->batch);
@@ -1639,13 +1629,7 @@ static void on_timer_closed(uv_handle_t *h)
         return;
     void (*cb)(void *) = c->close_cb;
     void *data = c->close_data;
-    size_t it = 0;
-    const char *k;
-    void *v;
-    while (map_next(&c->nodes, &it, &k, &v))
-        node_free(v);
     map_free(&c->nodes);
-    clear_deadlines(&c->deadlines);
     map_free(&c->deadlines);
     resvs_free(c->resvs, c->n_resvs);
     free(c->name);

@@ -38,22 +38,21 @@ struct byname {
     void *stopped_data;
 };
 
-static void entry_free(struct entry *e)
+static void entry_free(void *v)
 {
+    struct entry *e = v;
     free(e->key);
     free(e->ns);
     free(e->name);
     free(e);
 }
 
+static const map_type entry_type = {.val_free = entry_free};
+
 static void maybe_free(byname *b)
 {
     if (!b->stopping || !b->timer_closed || b->in_flight > 0)
         return;
-    size_t it = 0;
-    void *v;
-    while (map_next(&b->entries, &it, NULL, &v))
-        entry_free(v);
     map_free(&b->entries);
     void (*cb)(void *) = b->on_stopped;
     void *data = b->stopped_data;
@@ -156,7 +155,7 @@ byname *bn_start(uv_loop_t *loop, const bn_opts *opts)
         b->o.poll_ms = DEFAULT_POLL_MS;
     if (b->o.idle_ms == 0)
         b->o.idle_ms = DEFAULT_IDLE_MS;
-    map_init(&b->entries);
+    map_init_type(&b->entries, &entry_type);
     uv_timer_init(loop, &b->timer);
     b->timer.data = b;
     uint32_t t = tick_ms(b->o.poll_ms);

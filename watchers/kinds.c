@@ -7,6 +7,7 @@
 #include "core/intern.h"
 #include "core/json.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 
 const char *const pod_slurm_cond_types[PSC_COUNT] = {
     "SlurmNodeStateAllocated", "SlurmNodeStateDown",        "SlurmNodeStateError",
@@ -72,7 +73,7 @@ static void pod_project(const cJSON *obj, void *proj)
         if (!strcmp(type, "Ready")) {
             p->ready = (uint8_t)is_true;
             if (is_true)
-                p->ready_since = store_parse_time(json_get_str(c, "lastTransitionTime"));
+                p->ready_since = rfc3339_secs(json_get_str(c, "lastTransitionTime"));
         } else if (!strcmp(type, "ContainersReady")) {
             p->containers_ready = (uint8_t)is_true;
         } else if (!strcmp(type, "PodScheduled") && is_true) {

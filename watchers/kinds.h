@@ -16,7 +16,8 @@
 
 #include "core/store.h"
 
-/* Same order as nsb_phase: POD_NONE is a pod the API server has not given a phase yet. */
+/* Same order as nsb_phase (reconcilers/nodeset.c asserts it at compile time): POD_NONE is a pod the
+ * API server has not given a phase yet. */
 enum pod_phase { POD_NONE = 0, POD_PENDING, POD_RUNNING, POD_SUCCEEDED, POD_FAILED, POD_UNKNOWN };
 
 /* Slurm node state conditions mirrored on pods (docs/compat.md#nodeset-conditions). */

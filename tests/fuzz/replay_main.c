@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/file.h"
 #include "core/mem.h"
-#include "core/yaml.h"
 #include "fuzz.h"
 
 static int run_file(const char *path)

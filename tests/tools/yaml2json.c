@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/file.h"
 #include "core/json.h"
 #include "core/mem.h"
 #include "core/yaml.h"

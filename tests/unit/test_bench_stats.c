@@ -9,6 +9,7 @@
 
 #include "bench/bench_http.c"
 #include "bench/bench_proc.c"
+#include "unit_assert.h"
 
 static const char text[] =
     "# HELP slurmop_event_to_action_seconds Time from the first watch event to the first write\n"
@@ -37,16 +38,16 @@ static void test_parse_and_filter(void **state)
     bx_metrics_parse(text, &m);
     assert_int_equal(m.n, 16);
     /* a filter term matches a whole pair, not a prefix of another value */
-    assert_true(bx_metric(&m, "workqueue_depth", "name=\"nodeset-controller\"") == 3);
-    assert_true(bx_metric(&m, "workqueue_depth", NULL) == 10);
-    assert_true(bx_metric(&m, "slurmop_api_requests_total", "verb=\"POST\",resource=\"pods\"") == 8194);
-    assert_true(bx_metric(&m, "slurmop_api_requests_total", "resource=\"pods\"") == 8199);
-    assert_true(bx_metric(&m, "slurmop_api_requests_total", "verb=\"DELETE\"") == 0);
+    assert_dbl_equal(bx_metric(&m, "workqueue_depth", "name=\"nodeset-controller\""), 3);
+    assert_dbl_equal(bx_metric(&m, "workqueue_depth", NULL), 10);
+    assert_dbl_equal(bx_metric(&m, "slurmop_api_requests_total", "verb=\"POST\",resource=\"pods\""), 8194);
+    assert_dbl_equal(bx_metric(&m, "slurmop_api_requests_total", "resource=\"pods\""), 8199);
+    assert_dbl_equal(bx_metric(&m, "slurmop_api_requests_total", "verb=\"DELETE\""), 0);
     assert_false(bx_metric_has(&m, "slurmop_api_requests_total", "verb=\"DELETE\""));
     assert_true(bx_metric_has(&m, "process_cpu_seconds_total", NULL));
-    assert_true(bx_metric(&m, "process_cpu_seconds_total", "") == 12.25);
+    assert_dbl_equal(bx_metric(&m, "process_cpu_seconds_total", ""), 12.25);
     /* a '}' inside a quoted label value does not end the label set */
-    assert_true(bx_metric(&m, "odd_label", NULL) == 1.5);
+    assert_dbl_equal(bx_metric(&m, "odd_label", NULL), 1.5);
     assert_true(isnan(bx_metric(&m, "nan_metric", NULL)));
     bx_metrics_free(&m);
 }
@@ -61,7 +62,8 @@ static void test_histogram(void **state)
         bx_hist_read(&m, "slurmop_event_to_action_seconds", "controller=\"nodeset-controller\"", &h), 0);
     assert_int_equal(h.n, 4);
     assert_true(isinf(h.le[3]));
-    assert_true(h.count == 100 && fabs(h.sum - 0.4) < 1e-12);
+    assert_dbl_equal(h.count, 100);
+    assert_true(fabs(h.sum - 0.4) < 1e-12);
     /* p50: rank 50 lies in (1 ms, 5 ms] which holds ranks 10..90: 1 + 4 * 40/80 = 3 ms */
     assert_true(fabs(bx_hist_quantile(&h, 0.5) - 0.003) < 1e-12);
     /* p10 is exactly the first bound; p5 interpolates from 0 */
@@ -79,7 +81,8 @@ static void test_histogram(void **state)
     bx_hist all;
     assert_int_equal(bx_hist_read(&m, "slurmop_event_to_action_seconds", NULL, &all), 0);
     assert_int_equal(all.n, 4);
-    assert_true(all.cum[0] == 15 && all.cum[3] == 105);
+    assert_dbl_equal(all.cum[0], 15);
+    assert_dbl_equal(all.cum[3], 105);
     assert_int_equal(bx_hist_read(&m, "nope", NULL, &all), OP_ENOTFOUND);
     bx_metrics_free(&m);
 }
@@ -101,7 +104,10 @@ static void test_histogram_difference(void **state)
     a.count = 12;
     b.count = 4;
     bx_hist_sub(&a, &b);
-    assert_true(a.cum[0] == 6 && a.cum[1] == 8 && a.cum[2] == 8 && a.count == 8);
+    assert_dbl_equal(a.cum[0], 6);
+    assert_dbl_equal(a.cum[1], 8);
+    assert_dbl_equal(a.cum[2], 8);
+    assert_dbl_equal(a.count, 8);
     assert_true(fabs(bx_hist_max_bound(&a) - 0.005) < 1e-12);
     /* an empty difference has no quantiles */
     bx_hist c = b;

@@ -185,7 +185,7 @@ static void stop_start(int tls)
         data[i] = (char)(i * 31 + i / 1000);
     for (size_t off = 0; off < total; off += 1000)
         assert_int_equal(conn_write(p.srv.c, data + off, off + 1000 <= total ? 1000 : total - off), 0);
-    assert_true(conn_queued(p.srv.c) == total); /* nothing sent from inside conn_write */
+    assert_int_equal(conn_queued(p.srv.c), total); /* nothing sent from inside conn_write */
     p.cli.stop_after_first = 1;
     /* Wait for the first read, then make sure nothing more is delivered
      * while stopped, although bytes are waiting (in the kernel, or

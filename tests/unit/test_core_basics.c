@@ -1,4 +1,4 @@
-/* Unit tests for the small core modules: err, buf, list, map, json. */
+/* Unit tests for the small core modules: err, buf, list, map, json, quantity. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +14,7 @@
 #include "core/json.h"
 #include "core/list.h"
 #include "core/map.h"
+#include "core/quantity.h"
 
 static void test_err_table(void **state)
 {
@@ -95,6 +96,151 @@ static void test_map(void **state)
     map_free(&m);
 }
 
+/* A map that owns its entries: map_free and map_drop run the type's
+ * destructors (value, then a separately allocated key), map_del does not. */
+struct owned {
+    char *key;
+    int *freed;
+};
+
+static int keys_freed;
+
+static void owned_free(void *v)
+{
+    struct owned *o = v;
+    (*o->freed)++;
+    free(o);
+}
+
+static void key_free(char *k)
+{
+    keys_freed++;
+    free(k);
+}
+
+static const map_type owned_type = {.val_free = owned_free, .key_free = key_free};
+
+static void test_map_type(void **state)
+{
+    (void)state;
+    int freed = 0;
+    map_t m;
+    map_init_type(&m, &owned_type);
+    for (int i = 0; i < 100; i++) {
+        struct owned *o = malloc(sizeof(*o));
+        o->key = malloc(16);
+        snprintf(o->key, 16, "k%d", i);
+        o->freed = &freed;
+        map_put(&m, o->key, o);
+    }
+    assert_int_equal(map_drop(&m, "k7"), 1);
+    assert_int_equal(freed, 1);
+    assert_int_equal(keys_freed, 1);
+    assert_int_equal(map_drop(&m, "k7"), 0);
+    assert_int_equal(freed, 1);
+    struct owned *o = map_del(&m, "k8"); /* handed back: nothing freed */
+    assert_non_null(o);
+    assert_int_equal(freed, 1);
+    assert_int_equal(m.count, 98);
+    map_free(&m);
+    assert_int_equal(freed, 99);
+    assert_int_equal(keys_freed, 99);
+    assert_int_equal(m.count, 0);
+    assert_ptr_equal(m.type, &owned_type); /* kept: the map can be used again */
+    map_put(&m, o->key, o);
+    map_free(&m);
+    assert_int_equal(freed, 100);
+    assert_int_equal(keys_freed, 100);
+    /* A static map, and the shared one-block type. */
+    static map_t s = MAP_TYPED(&map_type_free_val);
+    char *a = malloc(4);
+    snprintf(a, 4, "abc");
+    map_put(&s, a, a);
+    map_free(&s); /* ASan reports a leak if a was not freed */
+    assert_int_equal(s.count, 0);
+}
+
+/* json_subset: what objsync's "already in sync" and the NodeSet status
+ * comparison rest on. */
+static void test_json_subset(void **state)
+{
+    (void)state;
+    cJSON *have = cJSON_Parse("{\"a\":1,\"b\":{\"c\":\"x\",\"d\":[1,{\"e\":2,\"f\":3}]},\"g\":null}");
+    static const struct {
+        const char *want;
+        int subset;
+    } cases[] = {
+        {"{}", 1},
+        {"{\"a\":1}", 1},
+        {"{\"a\":1.0}", 1},                             /* numbers by value */
+        {"{\"a\":2}", 0},
+        {"{\"b\":{\"c\":\"x\"}}", 1},                   /* objects: recursively */
+        {"{\"b\":{\"d\":[1,{\"e\":2}]}}", 1},           /* arrays: element-wise subset */
+        {"{\"b\":{\"d\":[1]}}", 0},                     /* ... of the same length */
+        {"{\"b\":{\"d\":[{\"e\":2},1]}}", 0},           /* ... in order */
+        {"{\"z\":null}", 1},                            /* a missing field matches null */
+        {"{\"z\":0}", 0},
+        {"{\"g\":null}", 1},
+        {"{\"a\":\"1\"}", 0},                           /* no type coercion */
+        {"{\"b\":[]}", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cJSON *want = cJSON_Parse(cases[i].want);
+        assert_non_null(want);
+        if (json_subset(want, have) != cases[i].subset)
+            fail_msg("json_subset(%s) should be %d", cases[i].want, cases[i].subset);
+        cJSON_Delete(want);
+    }
+    assert_true(json_subset(NULL, have));
+    assert_false(json_subset(have, NULL));
+    cJSON_Delete(have);
+}
+
+/* json_canonical: the bytes the NodeSet revision hash is taken over. */
+static void test_json_canonical(void **state)
+{
+    (void)state;
+    cJSON *a = cJSON_Parse("{\"b\":[1,2.5,-3,1e20,0.1,{\"y\":1,\"x\":\"q\\\"\"}],\"a\":null,\"c\":true,\"B\":false}");
+    cJSON *b = cJSON_Parse("{\"c\":true,\"B\":false,\"a\":null,\"b\":[1,2.5,-3,1e20,0.1,{\"x\":\"q\\\"\",\"y\":1}]}");
+    char *ca = json_canonical(a), *cb = json_canonical(b);
+    /* Keys by byte value ('B' < 'a'), integers without exponent, the rest round-trip. */
+    assert_string_equal(ca, "{\"B\":false,\"a\":null,\"b\":[1,2.5,-3,1e+20,0.10000000000000001,{\"x\":\"q\\\"\",\"y\":1}],"
+                            "\"c\":true}");
+    assert_string_equal(ca, cb);
+    free(ca);
+    free(cb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+
+/* quantity_parse: resource.Quantity's Value(), rounded up. */
+static void test_quantity(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        long long want;
+    } ok[] = {{"4", 4},       {"500m", 1},          {"1.5", 2},    {"8Gi", 8589934592LL}, {"1G", 1000000000LL},
+              {"2e3", 2000},  {"1.5Gi", 1610612736LL}, {"0", 0},   {"-2", -2},           {"2E", 2000000000000000000LL},
+              {"100n", 1},    {"9Ei", 9223372036854775807LL}, {"100Mi", 104857600}, {"1Ki", 1024},
+              {"0.1m", 1},    {"3k", 3000}};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        long long v = -12345;
+        assert_int_equal(quantity_parse(ok[i].in, &v), 0);
+        if (v != ok[i].want)
+            fail_msg("%s: got %lld, want %lld", ok[i].in, v, ok[i].want);
+    }
+    static const char *const bad[] = {"", "x", "1Zi", "1.2.3", "Gi", "1e", "m", "1 Gi", "1gi"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        long long v = 7;
+        if (quantity_parse(bad[i], &v) != OP_EINVAL)
+            fail_msg("accepted \"%s\"", bad[i]);
+        assert_int_equal(v, 7);
+    }
+    long long v;
+    assert_int_equal(quantity_parse(NULL, &v), OP_EINVAL);
+}
+
 static void test_json_paths_and_patch(void **state)
 {
     const char *doc = "{\"metadata\":{\"name\":\"a\",\"labels\":{\"x\":\"1\"}},\"spec\":{\"replicas\":3,"
@@ -167,7 +313,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_err_table), cmocka_unit_test(test_buf_limit),
         cmocka_unit_test(test_list),      cmocka_unit_test(test_map),
+        cmocka_unit_test(test_map_type),
         cmocka_unit_test(test_json_paths_and_patch),
+        cmocka_unit_test(test_json_subset),
+        cmocka_unit_test(test_json_canonical),
+        cmocka_unit_test(test_quantity),
         cmocka_unit_test(test_json_arena),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -186,7 +186,7 @@ static void walk(const cJSON *node, const char *where, walk_stats *st)
             fprintf(stderr, "%s: bad rule %s\n", where, rule ? rule : "(none)");
         assert_non_null(rule);
         assert_non_null(msg);
-        assert_true(*msg != '\0');
+        assert_int_not_equal(*msg, '\0');
         assert_true(balanced(rule));
         st->rules++;
     }

@@ -22,7 +22,16 @@ static void test_counts(void **state)
     assert_false(exp_satisfied(t, "ns/a", "u1", 2000));
     for (int i = 0; i < 3; i++)
         exp_creation_observed(t, "ns/a");
-    exp_creation_observed(t, "ns/a"); /* never below zero */
+    exp_creation_observed(t, "ns/a"); /* one more than expected: never below zero */
+    exp_pending(t, "ns/a", &a, &d);
+    assert_int_equal(a, 0);
+    assert_int_equal(d, 1);
+    /* Had the count gone to -1, this expectation would leave it at 0: the
+     * next pass would not wait for the pod it creates. */
+    exp_expect_creations(t, "ns/a", "u1", 1, 2000);
+    exp_pending(t, "ns/a", &a, &d);
+    assert_int_equal(a, 1);
+    exp_creation_observed(t, "ns/a");
     assert_false(exp_satisfied(t, "ns/a", "u1", 2000));
     exp_deletion_observed(t, "ns/a", "ns/a-4"); /* not expected: ignored */
     assert_false(exp_satisfied(t, "ns/a", "u1", 2000));

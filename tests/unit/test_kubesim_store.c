@@ -1,5 +1,6 @@
 /* kubesim engine: create/get/update rules, resourceVersions, request errors. */
 #include "test_kubesim_util.h"
+#include "unit_assert.h"
 
 #define CM_PATH "/api/v1/namespaces/default/configmaps"
 
@@ -20,8 +21,7 @@ static void test_create_get(void **state)
     snprintf(want, sizeof(want), "%llu", (unsigned long long)(rv0 + 1));
     assert_string_equal(jstr(&r, "metadata.resourceVersion"), want);
     /* kind and apiVersion lead the serialised object */
-    assert_true(strncmp(r.raw, "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"a\"",
-                        60) == 0);
+    assert_str_prefix(r.raw, "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"a\"");
     tres g = tk_call(&t, "GET", CM_PATH "/a", NULL, NULL);
     assert_int_equal(g.status, 200);
     assert_string_equal(g.raw, r.raw);
@@ -66,7 +66,7 @@ static void test_already_exists_and_generate_name(void **state)
         assert_int_equal(r.status, 201);
         const char *name = jstr(&r, "metadata.name");
         assert_int_equal(strlen(name), 9);
-        assert_true(strncmp(name, "web-", 4) == 0);
+        assert_str_prefix(name, "web-");
         for (int j = 4; j < 9; j++)
             assert_non_null(strchr("bcdfghjklmnpqrstvwxz2456789", name[j]));
         assert_string_equal(jstr(&r, "metadata.generateName"), "web-");
@@ -424,7 +424,7 @@ static void test_misc_types(void **state)
     r = tk_call(&t, "POST", "/api/v1/namespaces/default/services", NULL,
                 "{\"metadata\":{\"name\":\"svc\"},\"spec\":{\"ports\":[{\"port\":80}]}}");
     assert_int_equal(r.status, 201);
-    assert_true(strncmp(jstr(&r, "spec.clusterIP"), "10.96.", 6) == 0);
+    assert_str_prefix(jstr(&r, "spec.clusterIP"), "10.96.");
     assert_int_equal(json_get_int(json_get(r.body, "spec.ports")->child, "targetPort", 0), 80);
     tres_free(&r);
     r = tk_call(&t, "POST", "/api/v1/namespaces/default/secrets", NULL,

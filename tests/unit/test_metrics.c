@@ -15,6 +15,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "unit_assert.h"
 
 static char *render(mx_registry *r)
 {
@@ -303,7 +304,7 @@ static void test_format_value(void **state)
     double odd[] = {1.0 / 3, 0.1 + 0.2, 1e300 / 7, 5e-324};
     for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
         mx__format_value(odd[i], out);
-        assert_true(strtod(out, NULL) == odd[i]);
+        assert_dbl_equal(strtod(out, NULL), odd[i]);
     }
 }
 
@@ -315,9 +316,9 @@ static void test_process_collector(void **state)
     mx__proc_stat st;
     assert_int_equal(mx__proc_parse_stat(stat, 100, &st), 0);
     assert_true(fabs(st.cpu_seconds - 3.0) < 1e-9);
-    assert_true(st.start_ticks == 5000);
-    assert_true(st.vsize == 104857600);
-    assert_true(st.rss_pages == 2560);
+    assert_dbl_equal(st.start_ticks, 5000);
+    assert_dbl_equal(st.vsize, 104857600);
+    assert_dbl_equal(st.rss_pages, 2560);
     assert_int_equal(mx__proc_parse_stat("1234 (x) S 1 2 3", 100, &st), OP_EPARSE);
     assert_int_equal(mx__proc_parse_stat("no parenthesis", 100, &st), OP_EPARSE);
 
@@ -352,7 +353,7 @@ static void test_process_collector(void **state)
     char *p = strstr(text, "\nprocess_open_fds ");
     assert_non_null(p);
     sscanf(p + 1, "process_open_fds %lf", &fds2);
-    assert_true(fds2 == fds + 5);
+    assert_dbl_equal(fds2, fds + 5);
     free(text);
     for (int i = 0; i < 5; i++)
         fclose(extra[i]);

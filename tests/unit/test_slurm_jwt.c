@@ -83,7 +83,7 @@ static void test_mint(void **state)
     /* jti is an RFC 4122 version 4 UUID. */
     assert_int_equal(strlen(ca.jti), 36);
     assert_int_equal(ca.jti[14], '4');
-    assert_true(strchr("89ab", ca.jti[19]) != NULL);
+    assert_non_null(strchr("89ab", ca.jti[19]));
     assert_string_not_equal(ca.jti, cb.jti);
     jwt_claims_free(&ca);
     jwt_claims_free(&cb);

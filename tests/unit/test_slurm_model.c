@@ -16,6 +16,7 @@
 #include "core/json.h"
 #include "core/mem.h"
 #include "slurmio/model.h"
+#include "unit_assert.h"
 
 #define NOW 1795300000 /* the time the v0.0.4x fixtures were written for */
 
@@ -407,8 +408,8 @@ static void test_v3x_jobs_ping_resv(void **state)
         assert_int_equal(sm_job_deadline(a), a->start_time + 30 * 60);
         assert_int_equal(b->state, SM_JOB_RUNNING);
         assert_string_equal(b->nodes, "n1");
-        assert_true(b->time_limit == SM_INFINITE); /* null: unlimited */
-        assert_true(sm_job_deadline(b) == SM_INFINITE);
+        assert_int_equal(b->time_limit, SM_INFINITE); /* null: unlimited */
+        assert_int_equal(sm_job_deadline(b), SM_INFINITE);
         sm_response_free(&r);
 
         name = fx(v, "jobs_empty_200.json");
@@ -424,7 +425,7 @@ static void test_v3x_jobs_ping_resv(void **state)
         assert_true(r.pings[0].responding);
         assert_true(r.pings[0].primary);
         assert_string_equal(r.pings[0].mode, "primary");
-        assert_true(r.pings[0].hostname[0] != '\0');
+        assert_int_not_equal(r.pings[0].hostname[0], '\0');
         assert_int_equal(r.pings[0].latency_us, -1);
         sm_response_free(&r);
     }
@@ -487,7 +488,7 @@ static void test_v4x_nodes(void **state)
             assert_non_null(strstr(n->comment, "\"podName\":\"slinky-"));
             /* topology is reported from v0.0.43 on */
             if (v >= 43)
-                assert_true(strncmp(n->topology, "default:block", 13) == 0);
+                assert_str_prefix(n->topology, "default:block");
             else
                 assert_string_equal(n->topology, "");
         }
@@ -554,11 +555,11 @@ static void test_v4x_jobs_ping_resv_status(void **state)
         assert_int_equal(r.jobs[0].time_limit, 60);
         assert_int_equal(sm_job_deadline(&r.jobs[0]), NOW - 600 + 3600);
         assert_int_equal(r.jobs[1].state, SM_JOB_RUNNING);
-        assert_true(r.jobs[1].time_limit == SM_INFINITE);
-        assert_true(sm_job_deadline(&r.jobs[1]) == SM_INFINITE);
+        assert_int_equal(r.jobs[1].time_limit, SM_INFINITE);
+        assert_int_equal(sm_job_deadline(&r.jobs[1]), SM_INFINITE);
         assert_int_equal(r.jobs[2].state, SM_JOB_PENDING);
         assert_string_equal(r.jobs[2].nodes, "");
-        assert_true(sm_job_deadline(&r.jobs[2]) == SM_INFINITE); /* no start time */
+        assert_int_equal(sm_job_deadline(&r.jobs[2]), SM_INFINITE); /* no start time */
         assert_int_equal(r.jobs[3].state, SM_JOB_COMPLETED);
         assert_int_equal(r.jobs[3].flags, SM_JF_COMPLETING);
         sm_response_free(&r);
@@ -586,8 +587,8 @@ static void test_v4x_jobs_ping_resv_status(void **state)
         assert_int_equal(r.resvs[0].flags, SM_RF(MAINT) | SM_RF(IGNORE_JOBS) | SM_RF(SPEC_NODES));
         assert_string_equal(r.resvs[0].node_list, "slinky-[0-3]");
         assert_string_equal(r.resvs[0].users, "slurm");
-        assert_true(r.resvs[1].end_time == SM_INFINITE);
-        assert_true(sm_resv_duration(&r.resvs[1]) == SM_INFINITE);
+        assert_int_equal(r.resvs[1].end_time, SM_INFINITE);
+        assert_int_equal(sm_resv_duration(&r.resvs[1]), SM_INFINITE);
         assert_int_equal(r.resvs[1].flags, SM_RF(DAILY) | SM_RF(PURGE_COMP));
         sm_response_free(&r);
 

@@ -14,9 +14,9 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/file.h"
 #include "core/httpc.h"
 #include "core/httpd.h"
-#include "core/yaml.h"
 #include "kubesim/pki.h"
 #include "slurmio/rest.h"
 #include "tests/unit/http_test_util.h"

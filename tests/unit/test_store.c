@@ -157,21 +157,12 @@ static void test_relist_per_namespace(void **state)
     store_free(s);
 }
 
-static void test_parse_time(void **state)
-{
-    assert_int_equal(store_parse_time("1970-01-01T00:00:10Z"), 10);
-    assert_int_equal(store_parse_time("1970-01-01T01:00:10.123456+01:00"), 10);
-    assert_int_equal(store_parse_time("garbage"), 0);
-    assert_int_equal(store_parse_time(NULL), 0);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basic_and_indexes),
         cmocka_unit_test(test_relist_diff),
         cmocka_unit_test(test_relist_per_namespace),
-        cmocka_unit_test(test_parse_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
