@@ -14,6 +14,7 @@ says why (Warning Event DrainBlockedNodeLost, DrainBlocked=True), and lets
 it go once dyn1 registers again (slurmd restarted) and is drained.
 Exit 77 (skipped) without the Slurm binaries or root.
 """
+# backends: kubesim k8s
 import os
 import shutil
 import subprocess
@@ -24,7 +25,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kubesim import Kubesim  # noqa: E402
+from backend import api_server  # noqa: E402
 from slurmlab import lab_cluster  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, pods_of, wait_for  # noqa: E402
 from test_slurm_nodeset import IMAGES, Lab, conds, log, pod, skip  # noqa: E402
@@ -105,7 +106,7 @@ def main():
     lab.env.update(SLURMLAB_DYNAMIC="1")
     try:
         lab.start()
-        with Kubesim(nodes=1, max_grace="200ms") as ks:
+        with api_server(nodes=1, max_grace="200ms") as ks:
             scenario(ks, lab)
     finally:
         lab.stop()
