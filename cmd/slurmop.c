@@ -60,6 +60,24 @@ static const char usage[] =
     "                               16,384 nodes of any version); a larger answer is an error, never a partial\n"
     "                               table. Decoding one takes up to 5 times this much memory at its peak\n"
     "\n"
+    "Topology webhook (pods/binding; the Node's topology annotation lands on a NodeSet pod as it is bound,\n"
+    "before slurmd starts and registers):\n"
+    "  --topology-webhook[=BOOL]    serve the mutating admission webhook " "/mutate-pods-binding over HTTPS on\n"
+    "                               --webhook-addr (default false; the Helm chart and deploy/manifests turn\n"
+    "                               it on and register it with failurePolicy Ignore)\n"
+    "  --webhook-addr ADDR          where it listens (default :9443)\n"
+    "  --webhook-cert-file FILE     serving certificate chain (PEM), e.g. cert-manager's Secret mounted;\n"
+    "  --webhook-key-file FILE      its key (PEM); both re-read every --webhook-resync and swapped in when\n"
+    "                               they change. Without both, a self-signed certificate is made at start\n"
+    "  --webhook-dns-names LIST     names of the self-signed certificate, comma-separated (the webhook\n"
+    "                               Service's, e.g. slurmop-webhook.slurmop-system.svc), besides localhost,\n"
+    "                               127.0.0.1 and ::1\n"
+    "  --webhook-config NAME        with a self-signed certificate: the MutatingWebhookConfiguration whose\n"
+    "                               caBundle slurmop keeps equal to its certificates (current and previous)\n"
+    "  --webhook-cert-rotate SECONDS  make a new self-signed certificate this often (default 15724800, 182\n"
+    "                               days; it is valid for 365), served once NAME trusts it\n"
+    "  --webhook-resync SECONDS     how often the caBundle is checked and the files re-read (default 60)\n"
+    "\n"
     "Security:\n"
     "  --token-users LIST           Slurm users a Token may mint a JWT for (comma-separated); \"*\" stands\n"
     "                               for every user but root and the SlurmUser (slurm), which are allowed\n"
@@ -119,6 +137,14 @@ enum {
     OPT_TOKEN_USERS,
     OPT_TOKEN_MAX_LIFETIME,
     OPT_REF_POLL,
+    OPT_TOPOLOGY_WEBHOOK,
+    OPT_WEBHOOK_ADDR,
+    OPT_WEBHOOK_CERT,
+    OPT_WEBHOOK_KEY,
+    OPT_WEBHOOK_NAMES,
+    OPT_WEBHOOK_CONFIG,
+    OPT_WEBHOOK_ROTATE,
+    OPT_WEBHOOK_RESYNC,
     OPT_HELP,
     OPT_VERSION,
 };
@@ -153,6 +179,14 @@ static const struct option long_opts[] = {
     {"token-users", required_argument, NULL, OPT_TOKEN_USERS},
     {"token-max-lifetime", required_argument, NULL, OPT_TOKEN_MAX_LIFETIME},
     {"ref-poll-interval", required_argument, NULL, OPT_REF_POLL},
+    {"topology-webhook", optional_argument, NULL, OPT_TOPOLOGY_WEBHOOK},
+    {"webhook-addr", required_argument, NULL, OPT_WEBHOOK_ADDR},
+    {"webhook-cert-file", required_argument, NULL, OPT_WEBHOOK_CERT},
+    {"webhook-key-file", required_argument, NULL, OPT_WEBHOOK_KEY},
+    {"webhook-dns-names", required_argument, NULL, OPT_WEBHOOK_NAMES},
+    {"webhook-config", required_argument, NULL, OPT_WEBHOOK_CONFIG},
+    {"webhook-cert-rotate", required_argument, NULL, OPT_WEBHOOK_ROTATE},
+    {"webhook-resync", required_argument, NULL, OPT_WEBHOOK_RESYNC},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -355,6 +389,31 @@ int main(int argc, char **argv)
         case OPT_REF_POLL:
             if ((o.ref_poll_ms = parse_seconds_ms(optarg)) == 0 || o.ref_poll_ms < 100)
                 return die_usage("--ref-poll-interval: want seconds between 0.1 and 86400, got %s", optarg);
+            break;
+        case OPT_TOPOLOGY_WEBHOOK:
+            if (optarg == NULL || strcmp(optarg, "true") == 0)
+                o.topology_webhook = 1;
+            else if (strcmp(optarg, "false") == 0)
+                o.topology_webhook = 0;
+            else
+                return die_usage("--topology-webhook: want true or false, got %s", optarg);
+            break;
+        case OPT_WEBHOOK_ADDR: o.webhook_addr = optarg; break;
+        case OPT_WEBHOOK_CERT: o.webhook_cert_file = optarg; break;
+        case OPT_WEBHOOK_KEY: o.webhook_key_file = optarg; break;
+        case OPT_WEBHOOK_NAMES: o.webhook_names = optarg; break;
+        case OPT_WEBHOOK_CONFIG: o.webhook_config = optarg; break;
+        case OPT_WEBHOOK_ROTATE: {
+            double v;
+            /* Below the certificate's 365 days, so the previous one is still valid when replaced. */
+            if (!parse_double(optarg, &v) || !(v >= 1) || v > 364.0 * 86400)
+                return die_usage("--webhook-cert-rotate: want seconds between 1 and 31449600, got %s", optarg);
+            o.webhook_rotate_ms = (uint64_t)(v * 1000.0 + 0.5);
+            break;
+        }
+        case OPT_WEBHOOK_RESYNC:
+            if ((o.webhook_resync_ms = parse_seconds_ms(optarg)) == 0 || o.webhook_resync_ms < 100)
+                return die_usage("--webhook-resync: want seconds between 0.1 and 86400, got %s", optarg);
             break;
         case OPT_VERSION: printf("slurmop %s\n", OP_VERSION); return 0;
         case 'h':

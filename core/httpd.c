@@ -701,6 +701,35 @@ static void maybe_free_server(hs_server *srv)
         cb(data);
 }
 
+static tls_config *server_tls(const hs_tls_opts *t, int *rc)
+{
+    tls_server_opts to = {
+        .cert_pem = t->cert_pem,
+        .cert_len = t->cert_len,
+        .key_pem = t->key_pem,
+        .key_len = t->key_len,
+        .client_ca_pem = t->client_ca_pem,
+        .client_ca_len = t->client_ca_len,
+        .require_client_cert = t->require_client_cert,
+    };
+    return tls_server_config_new(&to, rc);
+}
+
+int hs_set_tls(hs_server *srv, const hs_tls_opts *tls)
+{
+    int rc = 0;
+    if (srv->tls == NULL || tls == NULL)
+        return OP_EINVAL;
+    tls_config *cfg = server_tls(tls, &rc);
+    if (cfg == NULL)
+        return rc;
+    /* Each connection holds its own reference (conn.c), so the ones made
+     * with the old certificate keep it until they close. */
+    tls_config_unref(srv->tls);
+    srv->tls = cfg;
+    return 0;
+}
+
 static void listener_closed(uv_handle_t *h)
 {
     hs_server *srv = h->data;
@@ -733,16 +762,7 @@ hs_server *hs_listen(uv_loop_t *loop, const char *host, int port, const hs_opts 
         return NULL;
     }
     if (opts->tls) {
-        tls_server_opts to = {
-            .cert_pem = opts->tls->cert_pem,
-            .cert_len = opts->tls->cert_len,
-            .key_pem = opts->tls->key_pem,
-            .key_len = opts->tls->key_len,
-            .client_ca_pem = opts->tls->client_ca_pem,
-            .client_ca_len = opts->tls->client_ca_len,
-            .require_client_cert = opts->tls->require_client_cert,
-        };
-        srv->tls = tls_server_config_new(&to, &rc);
+        srv->tls = server_tls(opts->tls, &rc);
         if (!srv->tls) {
             *err = rc;
             buf_free(&srv->scratch);

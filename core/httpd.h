@@ -61,6 +61,11 @@ int hs_port(const hs_server *srv);
 /** Stop listening and close every connection (requests get on_close); the
  *  server is freed once every handle is closed, then on_closed runs. */
 void hs_close(hs_server *srv, void (*on_closed)(void *data), void *data);
+/** Serve new TLS handshakes with this certificate (a rotation): open
+ *  connections keep the one they started with. Only for a server started
+ *  with TLS. 0, or OP_EINVAL (a plain server) / OP_ECONFIG (PEM that does
+ *  not parse: the old certificate stays). */
+int hs_set_tls(hs_server *srv, const hs_tls_opts *tls);
 /** Close every open connection at once but keep listening (kubesim's
  *  "drop all watches" fault). */
 void hs_drop_connections(hs_server *srv);

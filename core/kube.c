@@ -28,6 +28,8 @@ RES(KUBE_CONTROLLERREVISIONS, "apps", "v1", "controllerrevisions", "ControllerRe
 RES(KUBE_PDBS, "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", 1);
 RES(KUBE_LEASES, "coordination.k8s.io", "v1", "leases", "Lease", 1);
 RES(KUBE_CRDS, "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", 0);
+RES(KUBE_MUTATINGWEBHOOKS, "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration", 0);
 RES(KUBE_SERVICEMONITORS, "monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", 1);
 RES(KUBE_SLINKY_CONTROLLERS, "slinky.slurm.net", "v1beta1", "controllers", "Controller", 1);
 RES(KUBE_SLINKY_NODESETS, "slinky.slurm.net", "v1beta1", "nodesets", "NodeSet", 1);

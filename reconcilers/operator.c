@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "reconcilers/bindhook.h"
 #include "reconcilers/msec.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"
@@ -63,6 +64,7 @@ struct priv {
     int n_reflectors;
     hs_server *metrics_srv;
     msec *metrics_sec; /* --metrics-secure: instead of metrics_srv */
+    bindhook *webhook; /* --topology-webhook */
     hs_server *health_srv;
     lease_elector *lease;
     uv_timer_t grace;
@@ -403,6 +405,56 @@ static int listen_on(operator *op, const char *addr, hs_server **out, char *err,
     return 0;
 }
 
+/* The pods/binding webhook: every replica serves it (it reads the caches
+ * only), leader or not. */
+static int start_webhook(operator *op, char *err, size_t errlen)
+{
+    const char *addr = op->opts.webhook_addr ? op->opts.webhook_addr : ":9443";
+    char host[256], names_buf[1024];
+    const char *names[16];
+    size_t n_names = 0;
+    int port, rc;
+    if (!op->opts.topology_webhook)
+        return 0;
+    if (parse_addr(addr, host, sizeof(host), &port) != 0) {
+        snprintf(err, errlen, "bad --webhook-addr \"%s\" (want host:port or :port)", addr);
+        return OP_EINVAL;
+    }
+    if (op->opts.webhook_names) {
+        if (strlen(op->opts.webhook_names) >= sizeof(names_buf)) {
+            snprintf(err, errlen, "--webhook-dns-names is too long");
+            return OP_EINVAL;
+        }
+        snprintf(names_buf, sizeof(names_buf), "%s", op->opts.webhook_names);
+        char *save = NULL;
+        for (char *t = strtok_r(names_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (n_names == sizeof(names) / sizeof(names[0])) {
+                snprintf(err, errlen, "--webhook-dns-names: at most 16 names");
+                return OP_EINVAL;
+            }
+            if (*t)
+                names[n_names++] = t;
+        }
+    }
+    bh_opts bo = {
+        .host = host,
+        .port = port,
+        .cert_file = op->opts.webhook_cert_file,
+        .key_file = op->opts.webhook_key_file,
+        .dns = names,
+        .n_dns = n_names,
+        .config_name = op->opts.webhook_config,
+        .rotate_ms = op->opts.webhook_rotate_ms,
+        .resync_ms = op->opts.webhook_resync_ms,
+        .client = op->client,
+        .pods = op->stores[OPK_PODS],
+        .nodes = op->stores[OPK_NODES],
+        .metrics = op->metrics,
+    };
+    P(op)->webhook = bh_start(op->loop, &bo, &rc, err, errlen);
+    return P(op)->webhook ? 0 : rc;
+}
+
 /* ------------------------------------------------------------------ */
 /* reconcilers */
 
@@ -572,6 +624,8 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
         return rc;
     if ((rc = listen_on(op, opts->health_addr, &p->health_srv, err, errlen)) != 0)
         return rc;
+    if ((rc = start_webhook(op, err, errlen)) != 0)
+        return rc;
 
     kinds_keep_node_conditions(opts->propagated_node_conditions);
     /* Reconcilers add their indexes and handlers while the stores are empty. */
@@ -723,6 +777,11 @@ static void close_servers_and_lease(operator *op)
         p->pending++;
         hs_close(p->health_srv, on_srv_closed, op);
         p->health_srv = NULL;
+    }
+    if (p->webhook) {
+        p->pending++;
+        bh_close(p->webhook, on_srv_closed, op);
+        p->webhook = NULL;
     }
     one_done(op);
 }

@@ -85,6 +85,14 @@ typedef struct operator_opts {
     unsigned drift_grace_s;   /* --drift-grace: a Ready pod unknown to Slurm this long is replaced (default 60) */
     size_t slurmrestd_max_body; /* --slurmrestd-max-body; 0 = SR_DEFAULT_MAX_BODY */
     unsigned shutdown_grace_ms; /* how long writes in flight may take at stop (default 10 s) */
+    int topology_webhook;     /* --topology-webhook: serve the pods/binding webhook (bindhook.h) */
+    const char *webhook_addr; /* --webhook-addr, default ":9443" */
+    const char *webhook_cert_file; /* --webhook-cert-file (PEM, re-read when it changes); NULL: self-signed */
+    const char *webhook_key_file;  /* --webhook-key-file */
+    const char *webhook_config;    /* --webhook-config: MutatingWebhookConfiguration whose caBundle is kept */
+    const char *webhook_names;     /* --webhook-dns-names: comma list for the self-signed certificate */
+    uint64_t webhook_rotate_ms;    /* --webhook-cert-rotate (0: 182 days) */
+    unsigned webhook_resync_ms;    /* --webhook-resync (0: 60 s) */
     unsigned ref_poll_ms;     /* --ref-poll-interval: referenced Secrets/ConfigMaps read again this often (0: 30 s) */
     /* Called once the operator has stopped (after op_stop, or by itself when
      * it lost the leader lease), with the process exit code to use. */

@@ -71,7 +71,8 @@ BUILD_SH = os.path.join(K8S, "build.sh")
 OPERATOR_NS = "slurmop-system"
 OPERATOR_SA = "slurmop"
 RBAC_FILES = [os.path.join(SRC, "deploy", "manifests", "operator", f)
-              for f in ("00-namespace.yaml", "10-serviceaccount.yaml", "20-rbac.yaml", "25-metrics-auth.yaml")]
+              for f in ("00-namespace.yaml", "10-serviceaccount.yaml", "20-rbac.yaml", "25-metrics-auth.yaml",
+                        "26-topology-webhook-rbac.yaml")]
 
 if BACKEND not in ("kubesim", "k8s"):
     raise SystemExit("SLURMOP_TEST_BACKEND must be kubesim or k8s, not %r" % BACKEND)

@@ -1,0 +1,620 @@
+#include "reconcilers/bindhook.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/crypto.h"
+#include "core/err.h"
+#include "core/httpd.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/selfcert.h"
+#include "core/file.h"
+#include "watchers/kinds.h"
+
+#define DEF_ROTATE_MS (182ull * 86400ull * 1000ull)
+#define DEF_RESYNC_MS 60000u
+#define RETRY_MS 5000u        /* a failed caBundle read or patch is tried again this soon */
+#define POD_GET_TIMEOUT_MS 3000u /* the API server waits 10 s at most (timeoutSeconds) */
+#define MAX_PEM (1u << 20)
+
+/* ------------------------------------------------------------------ */
+/* pure part */
+
+static int copy_str(char *dst, size_t cap, const char *s)
+{
+    if (s == NULL || *s == '\0' || strlen(s) >= cap)
+        return OP_EINVAL;
+    memcpy(dst, s, strlen(s) + 1);
+    return 0;
+}
+
+int bh_parse_review(const cJSON *review, bh_review *out, int *binding)
+{
+    memset(out, 0, sizeof(*out));
+    *binding = 0;
+    const cJSON *req = json_get(review, "request");
+    if (!cJSON_IsObject(review) || strcmp(json_get_str_or(review, "kind", ""), "AdmissionReview") != 0 ||
+        !cJSON_IsObject(req) || copy_str(out->uid, sizeof(out->uid), json_get_str(req, "uid")) != 0)
+        return OP_EINVAL;
+    if (strcmp(json_get_str_or(req, "resource.resource", ""), "pods") != 0 ||
+        strcmp(json_get_str_or(req, "subResource", ""), "binding") != 0 ||
+        strcmp(json_get_str_or(req, "operation", ""), "CREATE") != 0)
+        return 0;
+    const cJSON *obj = json_get(req, "object");
+    const char *kind = json_get_str_or(obj, "target.kind", "Node");
+    /* request.name is the pod; the Binding's own name is the same. */
+    const char *pod = json_get_str(req, "name");
+    if (pod == NULL)
+        pod = json_get_str(obj, "metadata.name");
+    if (strcmp(kind, "Node") != 0 || copy_str(out->ns, sizeof(out->ns), json_get_str(req, "namespace")) != 0 ||
+        copy_str(out->pod, sizeof(out->pod), pod) != 0 ||
+        copy_str(out->node, sizeof(out->node), json_get_str(obj, "target.name")) != 0)
+        return 0;
+    out->has_annotations = cJSON_IsObject(json_get(obj, "metadata.annotations"));
+    *binding = 1;
+    return 0;
+}
+
+int bh_build_response(const bh_review *r, const char *topology, buf_t *out)
+{
+    cJSON *root = cJSON_CreateObject();
+    json_set_str(root, "apiVersion", "admission.k8s.io/v1");
+    json_set_str(root, "kind", "AdmissionReview");
+    cJSON *resp = json_obj_ensure(root, "response");
+    json_set_str(resp, "uid", r->uid);
+    json_set_bool(resp, "allowed", 1);
+    if (topology && *topology) {
+        cJSON *patch = cJSON_CreateArray();
+        cJSON *op = cJSON_CreateObject();
+        json_set_str(op, "op", "add");
+        if (r->has_annotations) {
+            /* "/" in the key is "~1" in a JSON pointer (RFC 6901). */
+            json_set_str(op, "path", "/metadata/annotations/topology.slinky.slurm.net~1spec");
+            json_set_str(op, "value", topology);
+        } else {
+            json_set_str(op, "path", "/metadata/annotations");
+            cJSON *v = cJSON_CreateObject();
+            json_set_str(v, ANN_TOPOLOGY, topology);
+            json_set(op, "value", v);
+        }
+        cJSON_AddItemToArray(patch, op);
+        char *text = json_dump(patch);
+        cJSON_Delete(patch);
+        char *b64 = base64_encode(text, strlen(text));
+        free(text);
+        json_set_str(resp, "patchType", "JSONPatch");
+        json_set_str(resp, "patch", b64);
+        free(b64);
+    }
+    int rc = json_dump_buf(root, out);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int bh_pod_is_nodeset(const cJSON *pod)
+{
+    const cJSON *refs = json_get(pod, "metadata.ownerReferences");
+    const cJSON *ref;
+    cJSON_ArrayForEach(ref, refs)
+    {
+        const char *api = json_get_str_or(ref, "apiVersion", "");
+        if (json_get_bool(ref, "controller", 0) && strcmp(json_get_str_or(ref, "kind", ""), "NodeSet") == 0 &&
+            strncmp(api, "slinky.slurm.net/", 17) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* the server */
+
+typedef struct bh_call bh_call;
+
+struct bindhook {
+    uv_loop_t *loop;
+    hs_server *srv;
+    kube_client *client;
+    const store *pods, *nodes;
+    char *config_name;
+    char *cert_file, *key_file;
+    char **dns;
+    size_t n_dns;
+    uint64_t rotate_ms;
+    unsigned resync_ms;
+
+    char *cert, *key;   /* served now */
+    char *prev_cert;    /* self-signed: the one before, still trusted */
+    char *next_cert, *next_key; /* self-signed: made, waiting for the caBundle to trust it */
+    uint64_t next_rotation; /* loop time of the next self-signed certificate */
+
+    uv_timer_t timer;
+    kube_request *cfg_req; /* GET or PATCH of the configuration */
+    int n_calls;           /* pod reads in flight */
+    int closing;
+    int timer_closed;
+    int srv_closed;
+    void (*on_closed)(void *data);
+    void *closed_data;
+
+    mx_family *mx_requests; /* {result} */
+    mx_family *mx_rotations;
+};
+
+struct bh_call {
+    bindhook *h;
+    hs_req *req; /* NULL once the API server went away */
+    kube_request *kr;
+    bh_review rv;
+};
+
+static void count(bindhook *h, const char *result)
+{
+    if (h->mx_requests)
+        mx_counter_inc(mx_counter_get(h->mx_requests, MX_LV(result)));
+}
+
+static void maybe_free(bindhook *h);
+
+static void respond(bindhook *h, hs_req *req, const bh_review *rv, const char *topology, const char *result)
+{
+    buf_t b;
+    buf_init(&b, 1u << 20);
+    if (bh_build_response(rv, topology, &b) != 0) {
+        buf_free(&b);
+        count(h, "error");
+        hs_respond(req, 500, "text/plain", NULL, "response too large\n", 19);
+        return;
+    }
+    count(h, result);
+    log_debug("topology webhook: %s/%s -> Node %s: %s%s%s", rv->ns, rv->pod, rv->node, result,
+              topology ? " " : "", topology ? topology : "");
+    hs_respond(req, 200, "application/json", NULL, b.data, b.len);
+    buf_free(&b);
+}
+
+/* The pod is the NodeSet's: answer with the Node's topology (if any). */
+static void answer_nodeset_pod(bindhook *h, hs_req *req, const bh_review *rv)
+{
+    const sobj *node = store_get(h->nodes, NULL, rv->node);
+    const char *topo = node ? sobj_annotation(node, ANN_TOPOLOGY) : NULL;
+    if (topo && *topo)
+        respond(h, req, rv, topo, "patched");
+    else
+        respond(h, req, rv, NULL, node ? "no_topology" : "node_unknown");
+}
+
+static void call_req_closed(hs_req *req, void *data)
+{
+    (void)req;
+    bh_call *c = data;
+    c->req = NULL;
+    if (c->kr)
+        kube_cancel(c->kr);
+}
+
+static void on_pod_read(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    (void)st;
+    bh_call *c = data;
+    bindhook *h = c->h;
+    c->kr = NULL;
+    if (c->req) {
+        if (err == 0 && bh_pod_is_nodeset(obj))
+            answer_nodeset_pod(h, c->req, &c->rv);
+        else
+            respond(h, c->req, &c->rv, NULL, err == 0 || err == OP_ENOTFOUND ? "not_nodeset" : "error");
+    }
+    free(c);
+    h->n_calls--;
+    maybe_free(h);
+}
+
+static void serve(hs_req *req, void *data)
+{
+    bindhook *h = data;
+    if (strcmp(hs_req_path(req), BH_PATH) != 0) {
+        hs_respond(req, 404, "text/plain", NULL, "404 page not found\n", 19);
+        return;
+    }
+    if (strcmp(hs_req_method(req), "POST") != 0) {
+        hs_respond(req, 405, "text/plain", "Allow: POST\r\n", "method not allowed\n", 19);
+        return;
+    }
+    size_t len;
+    const char *body = hs_req_body(req, &len);
+    cJSON *review = json_parse_untrusted(body, len, NULL);
+    bh_review rv;
+    int binding = 0;
+    int rc = bh_parse_review(review, &rv, &binding);
+    cJSON_Delete(review);
+    if (rc != 0) {
+        count(h, "invalid");
+        hs_respond(req, 400, "text/plain", NULL, "want an AdmissionReview v1 with a request uid\n", 46);
+        return;
+    }
+    if (!binding) {
+        respond(h, req, &rv, NULL, "not_binding");
+        return;
+    }
+    const sobj *pod = store_get(h->pods, rv.ns, rv.pod);
+    if (pod) {
+        if (pod->owner_kind && strcmp(pod->owner_kind, "NodeSet") == 0)
+            answer_nodeset_pod(h, req, &rv);
+        else
+            respond(h, req, &rv, NULL, "not_nodeset");
+        return;
+    }
+    /* A pod is often bound before its ADDED event reaches the cache (the
+     * scheduler watches the same stream): read it. The cache's label
+     * selector also keeps out pods that are not Slurm's, which this read
+     * then sees as such. */
+    bh_call *c = xcalloc(1, sizeof(*c));
+    c->h = h;
+    c->req = req;
+    c->rv = rv;
+    h->n_calls++;
+    hs_req_on_close(req, call_req_closed, c);
+    kube_req_opts ro = {.timeout_ms = POD_GET_TIMEOUT_MS};
+    c->kr = kube_get_with(h->client, &ro, &KUBE_PODS, rv.ns, rv.pod, on_pod_read, c);
+}
+
+/* ------------------------------------------------------------------ */
+/* certificates */
+
+static int self_signed(bindhook *h, char **cert, char **key)
+{
+    return selfcert_new(h->n_dns ? h->dns[0] : "localhost", (const char *const *)h->dns, h->n_dns, cert, key);
+}
+
+static int serve_with(bindhook *h, const char *cert, const char *key)
+{
+    hs_tls_opts tls = {.cert_pem = cert, .cert_len = strlen(cert), .key_pem = key, .key_len = strlen(key)};
+    return hs_set_tls(h->srv, &tls);
+}
+
+static void wipe_free(char *s)
+{
+    if (s) {
+        memset(s, 0, strlen(s));
+        free(s);
+    }
+}
+
+/* Files: swap them in when they changed. */
+static void reload_files(bindhook *h)
+{
+    char *cert = NULL, *key = NULL;
+    size_t cl, kl;
+    if (file_read_all(h->cert_file, MAX_PEM, &cert, &cl) != 0 || file_read_all(h->key_file, MAX_PEM, &key, &kl) != 0) {
+        log_warn("topology webhook: cannot read %s or %s again; serving the certificate read before", h->cert_file,
+                 h->key_file);
+    } else if (strcmp(cert, h->cert) != 0 || strcmp(key, h->key) != 0) {
+        int rc = serve_with(h, cert, key);
+        if (rc) {
+            log_warn("topology webhook: the new %s / %s do not parse or match (%s); serving the old ones",
+                     h->cert_file, h->key_file, op_strerror(rc));
+        } else {
+            log_info("topology webhook: serving the renewed certificate of %s", h->cert_file);
+            if (h->mx_rotations)
+                mx_counter_inc(mx_counter_get(h->mx_rotations, NULL));
+            free(h->cert);
+            wipe_free(h->key);
+            h->cert = cert;
+            h->key = key;
+            cert = key = NULL;
+        }
+    }
+    free(cert);
+    wipe_free(key);
+}
+
+/* The bundle the configuration must hold: what is or will be served, and
+ * the one before it. */
+static char *wanted_bundle(bindhook *h)
+{
+    buf_t b;
+    buf_init(&b, 4 * MAX_PEM);
+    int rc = buf_append(&b, h->next_cert ? h->next_cert : h->cert, strlen(h->next_cert ? h->next_cert : h->cert));
+    const char *older = h->next_cert ? h->cert : h->prev_cert;
+    if (rc == 0 && older)
+        rc = buf_append(&b, older, strlen(older));
+    char *out = rc == 0 ? base64_encode(b.data, b.len) : NULL;
+    buf_free(&b);
+    return out;
+}
+
+/* The configuration trusts the next certificate: serve it. */
+static void promote_next(bindhook *h)
+{
+    if (h->next_cert == NULL)
+        return;
+    int rc = serve_with(h, h->next_cert, h->next_key);
+    if (rc) {
+        log_error("topology webhook: the new self-signed certificate does not load (%s)", op_strerror(rc));
+        free(h->next_cert);
+        wipe_free(h->next_key);
+    } else {
+        free(h->prev_cert);
+        wipe_free(h->key);
+        h->prev_cert = h->cert;
+        h->cert = h->next_cert;
+        h->key = h->next_key;
+        log_info("topology webhook: serving a new self-signed certificate");
+        if (h->mx_rotations)
+            mx_counter_inc(mx_counter_get(h->mx_rotations, NULL));
+    }
+    h->next_cert = h->next_key = NULL;
+}
+
+static void arm(bindhook *h, uint64_t ms);
+
+static void on_cfg_patched(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    (void)obj;
+    bindhook *h = data;
+    h->cfg_req = NULL;
+    if (h->closing) {
+        maybe_free(h);
+        return;
+    }
+    if (err) {
+        log_warn("topology webhook: cannot update the caBundle of MutatingWebhookConfiguration %s: %s (HTTP %d) %s",
+                 h->config_name, op_strerror(err), st ? st->http : 0, st ? st->message : "");
+        arm(h, RETRY_MS);
+        return;
+    }
+    log_info("topology webhook: MutatingWebhookConfiguration %s trusts the serving certificate", h->config_name);
+    promote_next(h);
+    arm(h, h->next_rotation > uv_now(h->loop) ? 0 : 1);
+}
+
+static void on_cfg_read(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    bindhook *h = data;
+    h->cfg_req = NULL;
+    if (h->closing) {
+        maybe_free(h);
+        return;
+    }
+    if (err) {
+        log_warn("topology webhook: cannot read MutatingWebhookConfiguration %s: %s (HTTP %d) %s", h->config_name,
+                 op_strerror(err), st ? st->http : 0, st ? st->message : "");
+        arm(h, RETRY_MS);
+        return;
+    }
+    char *want = wanted_bundle(h);
+    if (want == NULL) {
+        arm(h, RETRY_MS);
+        return;
+    }
+    /* A JSON patch that first tests each webhook's name, so a configuration
+     * edited between this read and the patch is refused rather than patched
+     * at the wrong index. */
+    cJSON *ops = cJSON_CreateArray();
+    const cJSON *wh;
+    int i = 0, stale = 0;
+    char path[96];
+    cJSON_ArrayForEach(wh, json_get(obj, "webhooks"))
+    {
+        const char *name = json_get_str(wh, "name");
+        if (name && strcmp(json_get_str_or(wh, "clientConfig.caBundle", ""), want) != 0) {
+            cJSON *t = cJSON_CreateObject();
+            snprintf(path, sizeof(path), "/webhooks/%d/name", i);
+            json_set_str(t, "op", "test");
+            json_set_str(t, "path", path);
+            json_set_str(t, "value", name);
+            cJSON_AddItemToArray(ops, t);
+            cJSON *a = cJSON_CreateObject();
+            snprintf(path, sizeof(path), "/webhooks/%d/clientConfig/caBundle", i);
+            json_set_str(a, "op", "add");
+            json_set_str(a, "path", path);
+            json_set_str(a, "value", want);
+            cJSON_AddItemToArray(ops, a);
+            stale++;
+        }
+        i++;
+    }
+    free(want);
+    if (stale == 0) {
+        cJSON_Delete(ops);
+        promote_next(h);
+        arm(h, 0);
+        return;
+    }
+    h->cfg_req = kube_patch(h->client, &KUBE_MUTATINGWEBHOOKS, NULL, h->config_name, NULL, KUBE_PATCH_JSON, ops,
+                            NULL, 0, on_cfg_patched, h);
+    cJSON_Delete(ops);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    bindhook *h = t->data;
+    if (h->closing)
+        return;
+    if (h->cert_file) {
+        reload_files(h);
+        arm(h, 0);
+        return;
+    }
+    if (h->next_cert == NULL && uv_now(h->loop) >= h->next_rotation) {
+        char *cert, *key;
+        int rc = self_signed(h, &cert, &key);
+        h->next_rotation = uv_now(h->loop) + h->rotate_ms;
+        if (rc) {
+            log_error("topology webhook: cannot make a new self-signed certificate: %s", op_strerror(rc));
+        } else {
+            h->next_cert = cert;
+            h->next_key = key;
+            log_info("topology webhook: made a new self-signed certificate%s",
+                     h->config_name ? "; serving it once the webhook configuration trusts it" : "");
+        }
+    }
+    if (h->config_name == NULL) {
+        /* Nobody to tell: serve it now (the caBundle is somebody else's). */
+        promote_next(h);
+        arm(h, 0);
+        return;
+    }
+    h->cfg_req = kube_get(h->client, &KUBE_MUTATINGWEBHOOKS, NULL, h->config_name, NULL, on_cfg_read, h);
+}
+
+/* Next tick in ms; 0: the resync interval, bounded by the next rotation. */
+static void arm(bindhook *h, uint64_t ms)
+{
+    if (h->closing)
+        return;
+    if (ms == 0) {
+        ms = h->resync_ms;
+        if (!h->cert_file) {
+            uint64_t now = uv_now(h->loop);
+            uint64_t until = h->next_rotation > now ? h->next_rotation - now : 1;
+            if (until < ms)
+                ms = until;
+        }
+    }
+    uv_timer_start(&h->timer, on_tick, ms, 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* lifecycle */
+
+bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t errlen)
+{
+    int have_cert = o->cert_file && *o->cert_file, have_key = o->key_file && *o->key_file;
+    if (have_cert != have_key) {
+        snprintf(err, errlen, "--webhook-cert-file and --webhook-key-file go together");
+        *rc = OP_EINVAL;
+        return NULL;
+    }
+    bindhook *h = xcalloc(1, sizeof(*h));
+    h->loop = loop;
+    h->client = o->client;
+    h->pods = o->pods;
+    h->nodes = o->nodes;
+    h->rotate_ms = o->rotate_ms ? o->rotate_ms : DEF_ROTATE_MS;
+    h->resync_ms = o->resync_ms ? o->resync_ms : DEF_RESYNC_MS;
+    if (o->n_dns) {
+        h->dns = xcalloc(o->n_dns, sizeof(char *));
+        for (size_t i = 0; i < o->n_dns; i++)
+            h->dns[i] = xstrdup(o->dns[i]);
+        h->n_dns = o->n_dns;
+    }
+    size_t cl = 0, kl = 0;
+    if (have_cert) {
+        h->cert_file = xstrdup(o->cert_file);
+        h->key_file = xstrdup(o->key_file);
+        if ((*rc = file_read_all(h->cert_file, MAX_PEM, &h->cert, &cl)) != 0 ||
+            (*rc = file_read_all(h->key_file, MAX_PEM, &h->key, &kl)) != 0) {
+            snprintf(err, errlen, "--webhook-cert-file %s / --webhook-key-file %s: %s", o->cert_file, o->key_file,
+                     op_strerror(*rc));
+            *rc = OP_ECONFIG;
+            goto fail;
+        }
+    } else {
+        if (o->config_name && *o->config_name)
+            h->config_name = xstrdup(o->config_name);
+        if ((*rc = self_signed(h, &h->cert, &h->key)) != 0) {
+            snprintf(err, errlen, "cannot make the webhook's self-signed certificate: %s", op_strerror(*rc));
+            goto fail;
+        }
+        cl = strlen(h->cert);
+        kl = strlen(h->key);
+    }
+    hs_tls_opts tls = {.cert_pem = h->cert, .cert_len = cl, .key_pem = h->key, .key_len = kl};
+    hs_opts ho = {.tls = &tls, .handler = serve, .data = h, .max_body_bytes = 1u << 20};
+    h->srv = hs_listen(loop, o->host, o->port, &ho, rc);
+    if (h->srv == NULL) {
+        snprintf(err, errlen, "cannot serve the topology webhook on %s:%d: %s%s", o->host ? o->host : "0.0.0.0",
+                 o->port, op_strerror(*rc),
+                 *rc == OP_ECONFIG ? " (certificate or key does not parse, or they do not match)" : "");
+        goto fail;
+    }
+    if (o->metrics) {
+        h->mx_requests = mx_family_new(o->metrics, MX_COUNTER, "slurmop_topology_webhook_requests_total",
+                                       "pods/binding admission reviews answered, by result (patched: the Node's "
+                                       "topology was added to the Binding)",
+                                       "result", NULL, 0, NULL);
+        h->mx_rotations = mx_family_new(o->metrics, MX_COUNTER, "slurmop_topology_webhook_certificate_changes_total",
+                                        "serving certificates swapped in after the first (rotations, renewed files)",
+                                        NULL, NULL, 0, NULL);
+    }
+    uv_timer_init(loop, &h->timer);
+    h->timer.data = h;
+    h->next_rotation = uv_now(loop) + h->rotate_ms;
+    /* Tests read the port from this line. */
+    log_info("serving the topology webhook %s on %s:%d (%s)", BH_PATH, o->host ? o->host : "0.0.0.0",
+             hs_port(h->srv),
+             h->cert_file ? "certificate files" : h->config_name ? "self-signed, caBundle kept" : "self-signed");
+    if (h->config_name)
+        uv_timer_start(&h->timer, on_tick, 0, 0);
+    else
+        arm(h, 0);
+    return h;
+fail:
+    free(h->cert);
+    wipe_free(h->key);
+    free(h->cert_file);
+    free(h->key_file);
+    free(h->config_name);
+    for (size_t i = 0; i < h->n_dns; i++)
+        free(h->dns[i]);
+    free(h->dns);
+    free(h);
+    return NULL;
+}
+
+int bh_port(const bindhook *h)
+{
+    return hs_port(h->srv);
+}
+
+static void maybe_free(bindhook *h)
+{
+    if (!h->closing || !h->timer_closed || !h->srv_closed || h->n_calls > 0 || h->cfg_req)
+        return;
+    void (*cb)(void *) = h->on_closed;
+    void *data = h->closed_data;
+    free(h->cert);
+    wipe_free(h->key);
+    free(h->prev_cert);
+    free(h->next_cert);
+    wipe_free(h->next_key);
+    free(h->cert_file);
+    free(h->key_file);
+    free(h->config_name);
+    for (size_t i = 0; i < h->n_dns; i++)
+        free(h->dns[i]);
+    free(h->dns);
+    free(h);
+    if (cb)
+        cb(data);
+}
+
+static void timer_closed(uv_handle_t *t)
+{
+    bindhook *h = t->data;
+    h->timer_closed = 1;
+    maybe_free(h);
+}
+
+static void srv_closed(void *data)
+{
+    bindhook *h = data;
+    h->srv_closed = 1;
+    maybe_free(h);
+}
+
+void bh_close(bindhook *h, void (*on_closed)(void *data), void *data)
+{
+    h->closing = 1;
+    h->on_closed = on_closed;
+    h->closed_data = data;
+    if (h->cfg_req)
+        kube_cancel(h->cfg_req);
+    uv_close((uv_handle_t *)&h->timer, timer_closed);
+    /* Open reviews get on_close, which cancels their pod reads. */
+    hs_close(h->srv, srv_closed, h);
+}

@@ -1,0 +1,104 @@
+/* bindhook: the mutating admission webhook on pods/binding that puts a
+ * Node's topology on a NodeSet pod at the moment it is bound.
+ *
+ * Why: slurmd reads its topology (SLINKY_TOPOLOGY, from the pod annotation
+ * topology.slinky.slurm.net/spec through the downward API) once, when it
+ * starts and registers. The NodeSet reconciler copies the Node's annotation
+ * onto the pod only after it sees the pod scheduled, which races with the
+ * kubelet starting the container, so a new pod often registered with no
+ * topology; Slurm >= 25.05 can be corrected over REST afterwards, older
+ * ones cannot. The API server applies a Binding's annotations to the pod
+ * in the same write that sets spec.nodeName, so an annotation added to the
+ * Binding by this webhook is on the pod before any kubelet sees it.
+ *
+ * What it answers (AdmissionReview v1, POST BH_PATH): a CREATE of
+ * pods/binding for a pod owned by a NodeSet (controller ownerReference,
+ * looked up in the operator's pod cache, or read by name when the cache has
+ * not seen the pod yet), whose target Node (the Node cache) carries a
+ * non-empty topology annotation, gets a JSON patch adding that annotation to
+ * the Binding. Everything else is allowed unchanged: the webhook never
+ * refuses a binding (the chart registers it with failurePolicy Ignore too,
+ * so an operator that is down delays nothing).
+ *
+ * Certificates: from files (--webhook-cert-file/--webhook-key-file, e.g.
+ * mounted from cert-manager's Secret), read again every reload interval and
+ * swapped in when they change; or a self-signed one made at start
+ * (core/selfcert, for the names given) and made anew every rotation
+ * interval. With a self-signed certificate and a MutatingWebhookConfiguration
+ * name, the operator keeps every webhook's clientConfig.caBundle of that
+ * configuration equal to its certificates (the current one and the one
+ * before, so the API server trusts either during a rotation), checking it
+ * every resync interval; a new certificate is served only once the
+ * configuration trusts it.
+ *
+ * A self-signed certificate is per process: with several operator replicas
+ * behind one Service, give them one certificate (files, cert-manager).
+ */
+#ifndef OP_BINDHOOK_H
+#define OP_BINDHOOK_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/buf.h"
+#include "core/kube.h"
+#include "core/metrics.h"
+#include "core/store.h"
+
+#define BH_PATH "/mutate-pods-binding"
+
+typedef struct bindhook bindhook;
+
+typedef struct bh_opts {
+    const char *host;      /* numeric address to bind */
+    int port;              /* 0: a free port (bh_port) */
+    const char *cert_file; /* PEM chain; NULL with key_file NULL: self-signed */
+    const char *key_file;
+    const char *const *dns; /* names of the self-signed certificate (besides localhost, 127.0.0.1, ::1) */
+    size_t n_dns;
+    const char *config_name; /* MutatingWebhookConfiguration whose caBundle is kept (self-signed only); NULL: none */
+    uint64_t rotate_ms;      /* self-signed: a new certificate this often (0: 182 days; it is valid 365) */
+    unsigned resync_ms;      /* caBundle checked / files re-read this often (0: 60 s) */
+    kube_client *client;     /* pod reads and configuration patches; must outlive the webhook */
+    const store *pods;       /* the operator's pod cache */
+    const store *nodes;      /* the operator's Node cache */
+    mx_registry *metrics;
+} bh_opts;
+
+/** Load or make the certificate and listen. NULL with a message in err and
+ *  *rc set (OP_EINVAL: only one of the files; OP_ECONFIG: unreadable or
+ *  unparsable PEM; a bind error). */
+bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t errlen);
+int bh_port(const bindhook *h);
+/** Stop listening, cancel the reads and patches in flight and free
+ *  everything; on_closed runs once that is done. */
+void bh_close(bindhook *h, void (*on_closed)(void *data), void *data);
+
+/* ------------------------------------------------------------------ */
+/* the pure part (unit-tested) */
+
+typedef struct bh_review {
+    char uid[128];
+    char ns[254];
+    char pod[254];  /* the pod being bound (request.name) */
+    char node[254]; /* the Binding's target.name */
+    int has_annotations; /* the Binding already has metadata.annotations */
+} bh_review;
+
+/** Read an AdmissionReview v1 of pods/binding. 0, or OP_EINVAL when it is
+ *  not an AdmissionReview with a request uid (answered 400); *binding is 1
+ *  for a CREATE of pods/binding of a Node target, 0 for anything else
+ *  (answered "allowed", unchanged). */
+int bh_parse_review(const cJSON *review, bh_review *out, int *binding);
+
+/** The AdmissionReview answer: allowed, with a JSON patch adding the
+ *  topology annotation when topology is neither NULL nor empty. */
+int bh_build_response(const bh_review *r, const char *topology, buf_t *out) OP_WUR;
+
+/** Is this pod object (JSON) a NodeSet's: a controller ownerReference of
+ *  kind NodeSet in group slinky.slurm.net. */
+int bh_pod_is_nodeset(const cJSON *pod);
+
+#endif
