@@ -1259,12 +1259,18 @@ static int scale_daemonset(struct pass *p)
     return changed;
 }
 
-/* RollingUpdate: replace old pods, unhealthy first, within maxUnavailable. */
+/* RollingUpdate: replace old pods, unhealthy first, within maxUnavailable.
+ * ScheduledUpdate: only the unhealthy old pods, at once (as Slinky: a pod
+ * that is not Running and Ready serves no job, so waiting for the
+ * maintenance window gains nothing); the healthy ones go when their node
+ * enters the maintenance reservation (nodeset_slurm). Condemned pods are
+ * still drained before they are deleted. */
 static void rolling_update(struct pass *p)
 {
     const char *type = json_get_str_or(p->ns, "spec.updateStrategy.type", "RollingUpdate");
-    if (strcmp(type, "RollingUpdate") != 0)
-        return; /* OnDelete: pods take the new revision when recreated; ScheduledUpdate: nodeset_slurm */
+    int scheduled = strcmp(type, "ScheduledUpdate") == 0;
+    if (strcmp(type, "RollingUpdate") != 0 && !scheduled)
+        return; /* OnDelete: pods take the new revision when recreated */
     const nsb_pod **v = xcalloc(p->n_pods + 1, sizeof(*v));
     nsb_split split;
     nsb_split_update(p->pods, p->n_pods, p->update_hash, p->name, v, &split);
@@ -1289,7 +1295,12 @@ static void rolling_update(struct pass *p)
         if (p->pods[i].terminating)
             unavailable++;
     for (size_t i = 0; i < split.old_unhealthy; i++) {
-        condemn(p, pod_sobj(v[i]), "rolling update (unhealthy old revision)");
+        condemn(p, pod_sobj(v[i]), scheduled ? "scheduled update (unhealthy old revision)"
+                                              : "rolling update (unhealthy old revision)");
+    }
+    if (scheduled) {
+        free(v);
+        return;
     }
     int budget = nsb_rolling_budget(maxu, unavailable + (int)split.old_unhealthy);
     if (budget > 0)

@@ -157,9 +157,16 @@ def find(objs, kind, name=None):
 
 
 def operator_rbac(objs):
-    """objs without the --metrics-secure roles (25-metrics-auth.yaml), checked on their own."""
+    """objs without the --metrics-secure roles (25-metrics-auth.yaml) and the
+    --topology-webhook role (26-topology-webhook-rbac.yaml), checked on their own."""
     return [o for o in objs if not (o.get("kind", "").startswith("ClusterRole")
-                                    and re.search(r"-metrics-(auth|reader)$", o["metadata"]["name"]))]
+                                    and re.search(r"-(metrics-(auth|reader)|topology-webhook)$",
+                                                  o["metadata"]["name"]))]
+
+
+def metrics_service(objs):
+    """The operator's headless Service (the topology webhook has its own)."""
+    return one([o for o in objs if not o["metadata"]["name"].endswith("-webhook")], "Service")
 
 
 def one(objs, kind, name=None):
@@ -364,8 +371,27 @@ class OperatorChecks:
         for probe in ("livenessProbe", "readinessProbe"):
             port = c[probe]["httpGet"]["port"]
             self.assertIn(port, ("health", ports["health"]), "%s goes to the health port" % probe)
-        svc = one(self.objs, "Service")
+        svc = metrics_service(self.objs)
         self.assertEqual(svc["spec"].get("clusterIP"), "None", "the Service is headless")
+        # The topology webhook: its port, its Service (443 -> the port), its registration.
+        if flag_value(args, "topology-webhook", "false") == "true":
+            self.assertEqual(ports.get("webhook"), addr_port(flag_value(args, "webhook-addr", ":9443")))
+            wsvc = [o for o in self.objs if o["kind"] == "Service" and o["metadata"]["name"].endswith("-webhook")]
+            self.assertEqual(len(wsvc), 1)
+            self.assertEqual([(p["port"], p["targetPort"]) for p in wsvc[0]["spec"]["ports"]], [(443, "webhook")])
+            mwc = one(self.objs, "MutatingWebhookConfiguration")
+            wh = mwc["webhooks"][0]
+            self.assertEqual(wh["failurePolicy"], "Ignore")
+            self.assertEqual(wh["rules"][0]["resources"], ["pods/binding"])
+            self.assertEqual(wh["clientConfig"]["service"]["name"], wsvc[0]["metadata"]["name"])
+            self.assertEqual(wh["clientConfig"]["service"]["path"], "/mutate-pods-binding")
+            if flag_value(args, "webhook-config", None) is not None:
+                self.assertEqual(flag_value(args, "webhook-config", None), mwc["metadata"]["name"])
+                role = one(self.objs, "ClusterRole", mwc["metadata"]["name"] + "-webhook")
+                self.assertEqual(role["rules"], [{"apiGroups": ["admissionregistration.k8s.io"],
+                                                  "resources": ["mutatingwebhookconfigurations"],
+                                                  "resourceNames": [mwc["metadata"]["name"]],
+                                                  "verbs": ["get", "patch"]}])
         pod_labels = self.deployment()["spec"]["template"]["metadata"]["labels"]
         for k, v in svc["spec"]["selector"].items():
             self.assertEqual(pod_labels.get(k), v, "Service selector %s=%s matches the pods" % (k, v))
@@ -437,7 +463,7 @@ class TestPlainManifests(unittest.TestCase, OperatorChecks):
         self.assertEqual(ns["metadata"]["name"], OP_NS)
         self.assertEqual(ns["metadata"]["labels"].get("pod-security.kubernetes.io/enforce"), "restricted")
         for o in self.objs + self.optional:
-            if o["kind"] in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+            if o["kind"] in ("Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"):
                 self.assertNotIn("namespace", o["metadata"])
             else:
                 self.assertEqual(o["metadata"].get("namespace"), OP_NS, "%s %s" % (o["kind"], o["metadata"]["name"]))
@@ -486,7 +512,7 @@ class TestPlainManifests(unittest.TestCase, OperatorChecks):
         pdb = one(self.optional, "PodDisruptionBudget")
         self.assertIn("maxUnavailable", pdb["spec"], "a single replica must not block node drains")
         sm = one(self.optional, "ServiceMonitor")
-        svc = one(self.objs, "Service")
+        svc = metrics_service(self.objs)
         for k, v in pdb["spec"]["selector"]["matchLabels"].items():
             self.assertEqual(pod_labels.get(k), v)
         for k, v in sm["spec"]["selector"]["matchLabels"].items():

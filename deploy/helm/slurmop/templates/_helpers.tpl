@@ -52,3 +52,20 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "slurmop.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag | toString) }}
 {{- end }}
+
+{{/*
+"true" when the topology webhook's certificate comes from cert-manager:
+topologyWebhook.certManager "true", or "auto" with cert-manager's API
+installed. Otherwise the operator makes a self-signed one and keeps the
+webhook configuration's caBundle.
+*/}}
+{{- define "slurmop.webhookCertManager" -}}
+{{- $cm := toString .Values.topologyWebhook.certManager -}}
+{{- if or (eq $cm "true") (and (eq $cm "auto") (.Capabilities.APIVersions.Has "cert-manager.io/v1")) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- define "slurmop.webhookService" -}}
+{{ include "slurmop.fullname" . }}-webhook
+{{- end -}}
