@@ -1359,6 +1359,54 @@ static int resv_created_for(const sobj *nodeset, int64_t start)
     return 0;
 }
 
+static int in_names(const hostlist_names *hn, const char *name)
+{
+    for (size_t i = 0; name && i < hn->n; i++)
+        if (strcmp(hn->names[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Old pods whose node is in maintenance under our reservation go. Run
+ * before the per-pod pass, so that a pod condemned here is not undrained
+ * there as a pod to keep (the two would take turns forever). */
+static void condemn_in_maintenance(sync_ctx *x, const nsb_pod *pods, size_t n)
+{
+    char resv_name[300];
+    snprintf(resv_name, sizeof(resv_name), NSS_RESV_PREFIX "%s", x->nodeset->name);
+    const sm_resv *r = NULL;
+    if (strcmp(json_get_str_or(x->ns, "spec.updateStrategy.type", "RollingUpdate"), "ScheduledUpdate") != 0)
+        return;
+    enum nc_found found = nc_reservation(x->cache, resv_name, &r);
+    if (!resv_settled(x->s, x->cache))
+        return;
+    /* A node names its reservation only from REST v0.0.39 on (Slurm 22.05's
+     * v0.0.38 leaves it empty): there, a node in MAINTENANCE that our active
+     * reservation lists is under it. */
+    if (found == NC_PRESENT && x->act && x->act->condemn) {
+        hostlist_names listed = {0};
+        if (r->start_time <= (int64_t)time(NULL) && hostlist_expand(r->node_list, 0, &listed) != 0)
+            hostlist_names_free(&listed);
+        for (size_t i = 0; i < n; i++) {
+            const nsb_pod *p = &pods[i];
+            if (p->terminating || map_get(&x->s->condemned, pod_sobj(p)->uid) ||
+                (p->revision && nsb_revision_same(p->revision, x->update_hash, x->nodeset->name)))
+                continue;
+            const sm_node *sn = NULL;
+            if (nc_lookup(x->cache, slurm_name(pod_sobj(p)), &sn) != NC_PRESENT)
+                continue;
+            if (!(sn->flags & SM_NF(MAINTENANCE)))
+                continue;
+            int ours = sn->reservation && *sn->reservation ? strcmp(sn->reservation, resv_name) == 0
+                                                           : in_names(&listed, slurm_name(pod_sobj(p)));
+            if (ours)
+                x->act->condemn(x->act->ctx, pod_sobj(p),
+                                "scheduled update (maintenance reservation active)");
+        }
+        hostlist_names_free(&listed);
+    }
+}
+
 static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const nsb_slurm_counts *counts)
 {
     const char *type = json_get_str_or(x->ns, "spec.updateStrategy.type", "RollingUpdate");
@@ -1460,22 +1508,6 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
         }
     }
     free(nodes);
-    /* Old pods whose node is in maintenance under our reservation go. */
-    if (found == NC_PRESENT && x->act && x->act->condemn) {
-        for (size_t i = 0; i < n; i++) {
-            const nsb_pod *p = &pods[i];
-            if (p->terminating || map_get(&x->s->condemned, pod_sobj(p)->uid) ||
-                (p->revision && nsb_revision_same(p->revision, x->update_hash, x->nodeset->name)))
-                continue;
-            const sm_node *sn = NULL;
-            if (nc_lookup(x->cache, slurm_name(pod_sobj(p)), &sn) != NC_PRESENT)
-                continue;
-            if ((sn->flags & SM_NF(MAINTENANCE)) && sn->reservation &&
-                strcmp(sn->reservation, resv_name) == 0)
-                x->act->condemn(x->act->ctx, pod_sobj(p),
-                                "scheduled update (maintenance reservation active)");
-        }
-    }
 }
 
 int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
@@ -1608,6 +1640,7 @@ void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, con
     size_t expected = 0, listed = 0;
     const sobj **drifting = xcalloc(n + 1, sizeof(*drifting));
     size_t n_drifting = 0;
+    condemn_in_maintenance(&x, pods, n);
     for (size_t i = 0; i < n; i++) {
         const nsb_pod *p = &pods[i];
         const sobj *pod = pod_sobj(p);

@@ -117,6 +117,15 @@ def bump_template(c, value):
     assert r.status == 200, r.text
 
 
+def ready(p):
+    return any(x["type"] == "Ready" and x["status"] == "True" for x in (p or {}).get("status", {}).get("conditions", []))
+
+
+def settled(c, names):
+    """Every pod Running and Ready with its node idle (so none is an unhealthy old pod after the bump)."""
+    return all(ready(pod(c, n)) and "SlurmNodeStateIdle" in conds(pod(c, n)) for n in names)
+
+
 def idle_clean(lab, name):
     """The Slurm node is IDLE with neither DRAIN nor DOWN (MAINT allowed)."""
     n = lab.node(name)
@@ -146,7 +155,7 @@ def scenario_rolling(ks, lab):
     with Op(ks.kubeconfig, **lab.slurmop_flags()) as op, PreStop(ks, lab) as hook:
         op.wait_ready()
         wait_for(lambda: live_names(c) == NODES, 30, what="4 pods")
-        wait_for(lambda: all("SlurmNodeStateIdle" in conds(pod(c, n)) for n in NODES), 30, what="idle pods")
+        wait_for(lambda: settled(c, NODES), 30, what="Ready pods on idle nodes")
         old_rev = revision(c, "slinky-0")
         uids0 = {pod(c, n)["metadata"]["uid"] for n in NODES}
         job = lab.sbatch(["slinky-2"], 12)
@@ -186,7 +195,7 @@ def scenario_scheduled(ks, lab):
     with Op(ks.kubeconfig, **lab.slurmop_flags()) as op, PreStop(ks, lab) as hook:
         op.wait_ready()
         wait_for(lambda: live_names(c) == NODES, 30, what="4 pods")
-        wait_for(lambda: all("SlurmNodeStateIdle" in conds(pod(c, n)) for n in NODES), 30, what="idle pods")
+        wait_for(lambda: settled(c, NODES), 30, what="Ready pods on idle nodes")
         wait_for(lambda: (lab.reservation(resv) or {}).get("Nodes") == "slinky-[0-3]", 30,
                  what="reservation over slinky-[0-3]")
         old_rev = revision(c, "slinky-0")
