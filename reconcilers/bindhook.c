@@ -6,12 +6,12 @@
 
 #include "core/crypto.h"
 #include "core/err.h"
+#include "core/file.h"
 #include "core/httpd.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/selfcert.h"
-#include "core/file.h"
 #include "watchers/kinds.h"
 
 #define DEF_ROTATE_MS (182ull * 86400ull * 1000ull)
