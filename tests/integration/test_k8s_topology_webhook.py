@@ -20,15 +20,21 @@ exit 77 when its binaries are not built):
 - the certificate rotates (--webhook-cert-rotate): the caBundle then holds
   the new and the old certificate, the served one changes, and new pods
   still get their topology;
+- certificate files (what cert-manager's Secret gives, --webhook-cert-file,
+  the caBundle written by the test as cert-manager's CA injector would): a
+  NodeSet pod gets its topology; the files replaced by a new certificate
+  are served within the resync interval, and new pods still get theirs;
 - the control: with the operator running without --topology-webhook (the
   configuration still registered, nothing listening), failurePolicy Ignore
   lets bindings through at once and the first bound version of a new pod
   has no topology (the reconciler copies it later).
 """
 import base64
-import json
 import os
+import shutil
 import socket
+import subprocess
+import tempfile
 import ssl
 import sys
 import time
@@ -260,6 +266,82 @@ def rebind(c, n, topo, webhook=True):
         return new
     finally:
         log.close()
+
+
+def make_cert(d, name):
+    crt, key = os.path.join(d, name + ".crt"), os.path.join(d, name + ".key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-subj", "/CN=slurmop-webhook", "-addext", "subjectAltName=IP:127.0.0.1", "-days", "1",
+                    "-keyout", key, "-out", crt], check=True, capture_output=True)
+    with open(crt, "rb") as f:
+        return crt, key, f.read()
+
+
+def test_certificate_files():
+    if shutil.which("openssl") is None:
+        print("no openssl: certificate files not tested", flush=True)
+        return
+    n_nodes = 4
+    with api_server(nodes=n_nodes) as k, tempfile.TemporaryDirectory() as d:
+        c = k.client()
+        apply_crds(c)
+        nodes = sorted(k.node_names())[:n_nodes]
+        topo = {n: "topo-switch:f%d" % i for i, n in enumerate(nodes)}
+        for n in nodes:
+            assert c.patch("/api/v1/nodes/" + n, {"metadata": {"annotations": {ANN: topo[n]}}}).status == 200
+        crt1, key1, pem1 = make_cert(d, "one")
+        crt2, key2, pem2 = make_cert(d, "two")
+        live_crt, live_key = os.path.join(d, "tls.crt"), os.path.join(d, "tls.key")
+        shutil.copy(crt1, live_crt)
+        shutil.copy(key1, live_key)
+        port = free_port()
+        mwc = registration(port)
+        name = mwc["metadata"]["name"]
+        for wh in mwc["webhooks"]:
+            wh["clientConfig"]["caBundle"] = base64.b64encode(pem1 + pem2).decode()
+        c.delete(MWC_API + "/" + name)
+        assert c.post(MWC_API, mwc).status == 201
+        try:
+            flags = {"webhook_addr": "127.0.0.1:%d" % port, "webhook_cert_file": live_crt,
+                     "webhook_key_file": live_key, "webhook_resync": "0.5"}
+            with Slurmop(k.kubeconfig, "--topology-webhook", **flags) as op:
+                wait_for(lambda: "serving the topology webhook" in op.stderr(), 20, what="webhook listening")
+                op.wait_ready(60)
+                der1 = ssl.PEM_cert_to_DER_cert(pem1.decode())
+                der2 = ssl.PEM_cert_to_DER_cert(pem2.decode())
+                assert served_cert(port) == der1
+                log = PodLog(c, pod_rv(c))
+                try:
+                    make_cluster(c, nodesets={"gpu": dict(replicas=2, **IMAGES)}, no_drain=True)
+                    wait_for(lambda: len(nodeset_pods(c, "gpu")) == 2, 60, what="2 pods")
+                    names = [p["metadata"]["name"] for p in nodeset_pods(c, "gpu")]
+                    wait_bound(log, names)
+                    check_topology(log, names, topo)
+                finally:
+                    log.close()
+                # Renewed in place (cert-manager rewrites the Secret's files).
+                shutil.copy(key2, live_key + ".new")
+                shutil.copy(crt2, live_crt + ".new")
+                os.replace(live_key + ".new", live_key)
+                os.replace(live_crt + ".new", live_crt)
+                wait_for(lambda: served_cert(port) == der2, 15, interval=0.3, what="the renewed certificate served")
+                log = PodLog(c, pod_rv(c))
+                try:
+                    set_replicas(c, "gpu", 4)
+                    wait_for(lambda: len(nodeset_pods(c, "gpu")) == 4, 60, what="4 pods")
+                    new = [p["metadata"]["name"] for p in nodeset_pods(c, "gpu") if p["metadata"]["name"] not in names]
+                    wait_bound(log, new)
+                    check_topology(log, new, topo)
+                finally:
+                    log.close()
+                assert op.metric("slurmop_topology_webhook_certificate_changes_total") >= 1
+                op.check_no_forbidden()
+                print("ok: certificate files served, renewed in place and served again; %d + %d pods got their "
+                      "topology" % (len(names), len(new)), flush=True)
+        finally:
+            c.delete(MWC_API + "/" + name)
+            for n in nodes:
+                c.patch("/api/v1/nodes/" + n, {"metadata": {"annotations": {ANN: None}}})
 
 
 if __name__ == "__main__":
