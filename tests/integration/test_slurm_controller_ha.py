@@ -114,7 +114,10 @@ def scenario(ks, lab, fp):
                        else None, 30, what="the slurmctld StatefulSet")
         assert sts["spec"]["replicas"] == 2, sts["spec"]
         wait_for(lambda: active(c) == ["slurm-controller-0"], 30, what="pod 0 active")
-        assert fp.kind_counts().get("ping", 0) > 0, fp.kind_counts()
+        # Pod 0 is also the default while no ping has answered yet: wait for
+        # the pings, then for pod 0 to stay active with them.
+        wait_for(lambda: fp.kind_counts().get("ping", 0) > 0, 15, what="slurmop pinging the slurmctlds")
+        wait_for(lambda: active(c) == ["slurm-controller-0"], 10, what="pod 0 active after the pings")
         log("ok 1: both slurmctld respond, pod 0 is active")
 
         rid = fp.add_rule("rewrite", kind="ping", fn=pings([False, True]))
