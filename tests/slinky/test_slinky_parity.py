@@ -426,18 +426,25 @@ def text_diff(a, b):
 
 def load_allow():
     """[(kind, name glob, path glob, reason)] from known-differences.txt:
-    `KIND NAME-GLOB PATH-GLOB | reason`, # comments and blank lines."""
+    a `= reason` line, then the `KIND NAME-GLOB PATH-GLOB` lines it covers;
+    # comments and blank lines."""
     out = []
+    reason = None
     with open(ALLOW_FILE) as f:
         for n, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            if not line.strip() or line.lstrip().startswith("#"):
+            line = line.strip()
+            if not line or line.startswith("#"):
                 continue
-            head, sep, reason = line.partition("|")
-            fields = head.split()
-            if not sep or len(fields) != 3 or not reason.strip():
-                raise AssertionError("%s:%d: want `KIND NAME PATH | reason`: %r" % (ALLOW_FILE, n, line))
-            out.append((fields[0], fields[1], fields[2], reason.strip()))
+            if line.startswith("="):
+                reason = line[1:].strip()
+                if not reason:
+                    raise AssertionError("%s:%d: empty reason" % (ALLOW_FILE, n))
+                continue
+            fields = line.split()
+            if len(fields) != 3 or reason is None:
+                raise AssertionError("%s:%d: want `KIND NAME-GLOB PATH-GLOB` after a `= reason` line: %r"
+                                     % (ALLOW_FILE, n, line))
+            out.append((fields[0], fields[1], fields[2], reason))
     return out
 
 
