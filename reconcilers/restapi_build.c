@@ -37,11 +37,15 @@ int rab_service(const cJSON *restapi, cJSON **out, char **why)
     cJSON *r = rab_defaults(restapi);
     const cJSON *svc = json_get(r, "spec.service");
     char *name = rab_name(cr_name(r));
+    /* Unlike the Controller's and the Accounting's, Slinky's RestApi Service
+     * does not inherit the RestApi's own labels and annotations: only
+     * spec.service.metadata's, and the app labels. */
+    cJSON *ours = clc_labels(RAB_APP, cr_name(r), RAB_COMPONENT);
     clc_service_opts o = {
         .name = name,
         .ns = json_get_str_or(r, "metadata.namespace", ""),
-        .labels = clc_labels_for(r, json_get(svc, "metadata.labels"), RAB_APP, RAB_COMPONENT),
-        .annotations = CLC_MERGE(json_get(r, "metadata.annotations"), json_get(svc, "metadata.annotations")),
+        .labels = CLC_MERGE(json_get(svc, "metadata.labels"), ours),
+        .annotations = CLC_MERGE(json_get(svc, "metadata.annotations")),
         .user = svc,
         .selector = clc_labels(RAB_APP, cr_name(r), NULL),
         .port_name = RAB_APP,
@@ -50,6 +54,7 @@ int rab_service(const cJSON *restapi, cJSON **out, char **why)
     int rc = clc_service(&o, out, why);
     if (rc == 0)
         clc_set_controller_ref(*out, RAB_KIND, r);
+    cJSON_Delete(ours);
     free(name);
     cJSON_Delete(r);
     return rc;

@@ -6,6 +6,8 @@
 # The real Kubernetes control plane (tests/k8s/) is built first: a no-op when
 # its binaries are cached, exit 77 when Go is missing, in which case the k8s
 # tests (label k8s: integration.k8s.*, integration.k8s_*) skip themselves.
+# Then Slinky's manager (tests/slinky/build.sh, for slinky_parity), cached the
+# same way; SLURMOP_SLINKY=0 leaves it out (the test then skips).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/deps.sh
@@ -19,6 +21,10 @@ case $rc in
     77) echo "tests/run.sh: Go is missing: the k8s tests will be skipped" >&2 ;;
     *) echo "tests/run.sh: tests/k8s/build.sh failed (exit $rc)" >&2; exit "$rc" ;;
 esac
+if [ "$rc" = 0 ] && [ "${SLURMOP_SLINKY:-1}" != 0 ]; then
+    bash tests/slinky/build.sh >/dev/null ||
+        { rc=$?; echo "tests/run.sh: tests/slinky/build.sh failed (exit $rc)" >&2; exit "$rc"; }
+fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 cd "$BUILD"

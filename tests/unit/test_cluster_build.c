@@ -660,6 +660,8 @@ static void test_restapi(void **state)
     assert_string_equal(json_get_str(o, "metadata.name"), "rest-restapi");
     expect_owner(o, "RestApi", "rest", "ra-uid");
     assert_string_equal(label(o, "app.kubernetes.io/component"), "restapi");
+    /* Slinky's RestApi Service takes no label of the RestApi itself. */
+    assert_null(label(o, "team"));
     expect_json(json_get(o, "spec"),
                 "{'selector':{'app.kubernetes.io/instance':'rest','app.kubernetes.io/name':'slurmrestd'},"
                 "'ports':[{'name':'slurmrestd','protocol':'TCP','port':6820,'targetPort':'slurmrestd'}]}");
