@@ -7,7 +7,8 @@
 # its binaries are cached, exit 77 when Go is missing, in which case the k8s
 # tests (label k8s: integration.k8s.*, integration.k8s_*) skip themselves.
 # Then Slinky's manager (tests/slinky/build.sh, for slinky_parity), cached the
-# same way; SLURMOP_SLINKY=0 leaves it out (the test then skips).
+# same way; SLURMOP_SLINKY=0 leaves it out, and a failed build only warns
+# (the test then skips).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/deps.sh
@@ -22,8 +23,11 @@ case $rc in
     *) echo "tests/run.sh: tests/k8s/build.sh failed (exit $rc)" >&2; exit "$rc" ;;
 esac
 if [ "$rc" = 0 ] && [ "${SLURMOP_SLINKY:-1}" != 0 ]; then
+    # Slinky is the peer we compare with, not the product: when its module
+    # cannot be fetched or built, slinky_parity skips (say so loudly) and
+    # the rest of the suite still runs.
     bash tests/slinky/build.sh >/dev/null ||
-        { rc=$?; echo "tests/run.sh: tests/slinky/build.sh failed (exit $rc)" >&2; exit "$rc"; }
+        echo "tests/run.sh: WARNING: tests/slinky/build.sh failed (exit $?): slinky_parity will be skipped" >&2
 fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
