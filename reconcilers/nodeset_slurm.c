@@ -485,7 +485,7 @@ static int slurm_delete(nc_cache *cache, const nss_set *s, const char *node)
         free(c->bkey);
         free(c);
     }
-    return rc < 0 ? rc : 0;
+    return rc; /* 1: the same delete is in flight or not read back yet */
 }
 
 static int drain(nc_cache *cache, const nss_set *s, const char *node, const char *reason)
