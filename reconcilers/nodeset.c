@@ -245,6 +245,19 @@ void nodeset_enqueue_after(const char *key, uint64_t ms)
         wq_add_after(C->q, key, ms);
 }
 
+/* The queue handed to nodeset_slurm (nodeset_slurm.h, nss_queue). */
+static void queue_now(void *ctx, const char *key)
+{
+    (void)ctx;
+    nodeset_enqueue(key);
+}
+
+static void queue_after(void *ctx, const char *key, uint64_t ms)
+{
+    (void)ctx;
+    nodeset_enqueue_after(key, ms);
+}
+
 /* ------------------------------------------------------------------ */
 /* indexes and event handlers */
 
@@ -430,7 +443,7 @@ static void setup(operator *op)
     store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
     store_on_change(op_store(op, OPK_REVISIONS), on_revision, NULL);
     store_on_change(op_store(op, OPK_NODES), on_node, NULL);
-    nodeset_slurm_setup(op);
+    nodeset_slurm_setup(op, &(nss_queue){.now = queue_now, .after = queue_after});
 }
 
 /* ------------------------------------------------------------------ */
