@@ -13,6 +13,7 @@
 #include "reconcilers/controller_build.h"
 #include "reconcilers/objsync.h"
 #include "watchers/kinds.h"
+#include "watchers/slinky.h"
 
 #define SM_CRD_NAME "servicemonitors.monitoring.coreos.com"
 /* How long the answer "is the ServiceMonitor CRD installed" is trusted. */
@@ -28,7 +29,7 @@ static crc_module M = {
     .name = CONTROLLER_CONTROLLER,
     .kind = CTLB_KIND,
     .store = OPK_CONTROLLERS,
-    .res = &KUBE_SLINKY_CONTROLLERS,
+    .res = &SLINKY_CONTROLLERS,
     .sync = reconcile,
     .forget = forget,
 };

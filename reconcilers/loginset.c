@@ -10,6 +10,7 @@
 #include "core/mem.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
+#include "watchers/slinky.h"
 #include "reconcilers/loginset_build.h"
 #include "reconcilers/sshkeys.h"
 
@@ -20,7 +21,7 @@ static crc_module M = {
     .name = LOGINSET_CONTROLLER,
     .kind = LSB_KIND,
     .store = OPK_LOGINSETS,
-    .res = &KUBE_SLINKY_LOGINSETS,
+    .res = &SLINKY_LOGINSETS,
     .sync = reconcile,
     .forget = forget,
 };

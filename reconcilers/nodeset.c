@@ -21,6 +21,7 @@
 #include "reconcilers/nodeset_slurm.h"
 #include "reconcilers/objsync.h"
 #include "watchers/kinds.h"
+#include "watchers/slinky.h"
 
 /* A periodic safety net: even without events, look at every NodeSet this
  * often (Slinky requeues every 30 s because it polls Slurm; we are told of
@@ -1421,7 +1422,7 @@ static void write_status(struct pass *p, const nsb_counts *counts, const nsb_slu
         if (diff) {
             cJSON *patch = cJSON_CreateObject();
             json_set(patch, "status", diff);
-            kube_patch(p->op->client, &KUBE_SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch,
+            kube_patch(p->op->client, &SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch,
                        NULL, 0, status_written, xstrdup(p->key));
             cJSON_Delete(patch);
             note_write(p);
@@ -1463,7 +1464,7 @@ static void write_invalid(struct pass *p, const nsb_msgs *msgs)
             json_set_str(pst, "selector", sel);
             free(sel);
         }
-        kube_patch(p->op->client, &KUBE_SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch,
+        kube_patch(p->op->client, &SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch,
                    NULL, 0, status_written, xstrdup(p->key));
         cJSON_Delete(patch);
     }

@@ -18,6 +18,7 @@
 #include "slurmio/hostlist.h"
 #include "slurmio/nodecache.h"
 #include "watchers/kinds.h"
+#include "watchers/slinky.h"
 
 /* A Kubernetes write not yet visible in the cache is not repeated for this
  * long (the watch event normally arrives within milliseconds). */
@@ -1266,7 +1267,7 @@ static void patch_nodeset(operator *op, const sobj *nodeset, const char *sub, cJ
     np_ctx *c = xcalloc(1, sizeof(*c));
     c->set = xstrdup(nodeset->key);
     c->wkey = xstrdup(e->key);
-    kube_patch(op->client, &KUBE_SLINKY_NODESETS, nodeset->ns, nodeset->name, sub, KUBE_PATCH_MERGE, patch,
+    kube_patch(op->client, &SLINKY_NODESETS, nodeset->ns, nodeset->name, sub, KUBE_PATCH_MERGE, patch,
                NULL, 0, nodeset_written, c);
     cJSON_Delete(patch);
 }

@@ -18,6 +18,7 @@
 #include "reconcilers/reconcilers.h"
 #include "watchers/byname.h"
 #include "watchers/kinds.h"
+#include "watchers/slinky.h"
 
 /* What is cached, and how. Pods are filtered to the daemons we manage;
  * Secrets and ConfigMaps to the ones this operator created (its managed-by
@@ -30,12 +31,12 @@ static const struct {
     const store_kind *kind;
     const char *label_selector;
 } kinds[OPK__COUNT] = {
-    [OPK_NODESETS] = {&KUBE_SLINKY_NODESETS, &KIND_FULL_NAMESPACED, NULL},
-    [OPK_CONTROLLERS] = {&KUBE_SLINKY_CONTROLLERS, &KIND_FULL_NAMESPACED, NULL},
-    [OPK_RESTAPIS] = {&KUBE_SLINKY_RESTAPIS, &KIND_FULL_NAMESPACED, NULL},
-    [OPK_ACCOUNTINGS] = {&KUBE_SLINKY_ACCOUNTINGS, &KIND_FULL_NAMESPACED, NULL},
-    [OPK_LOGINSETS] = {&KUBE_SLINKY_LOGINSETS, &KIND_FULL_NAMESPACED, NULL},
-    [OPK_TOKENS] = {&KUBE_SLINKY_TOKENS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_NODESETS] = {&SLINKY_NODESETS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_CONTROLLERS] = {&SLINKY_CONTROLLERS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_RESTAPIS] = {&SLINKY_RESTAPIS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_ACCOUNTINGS] = {&SLINKY_ACCOUNTINGS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_LOGINSETS] = {&SLINKY_LOGINSETS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_TOKENS] = {&SLINKY_TOKENS, &KIND_FULL_NAMESPACED, NULL},
     [OPK_PODS] = {&KUBE_PODS, &KIND_PODS, "app.kubernetes.io/name in (slurmd,slurmctld,slurmrestd,slurmdbd,login)"},
     [OPK_NODES] = {&KUBE_NODES, &KIND_NODES, NULL},
     [OPK_SERVICES] = {&KUBE_SERVICES, &KIND_FULL_NAMESPACED, NULL},
