@@ -820,7 +820,7 @@ static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON
     if (desired == NULL)
         return;
     char *key = xstrdup(p->key);
-    int rc = objsync_ensure(p->op, kind, res, desired, on_object_written, key);
+    int rc = objsync_ensure(p->op->objsync, op_store(p->op, kind), res, desired, on_object_written, key);
     /* The callback owns the key copy only when a write was submitted. */
     if (rc == OBJSYNC_WRITING)
         note_write(p);
@@ -895,8 +895,8 @@ static int sync_revisions(struct pass *p)
                                      p->name, gone);
     for (size_t k = 0; k < ng; k++) {
         char *key = xstrdup(p->key);
-        int rc = objsync_delete(p->op, OPK_REVISIONS, &KUBE_CONTROLLERREVISIONS, p->nsname, revs[gone[k]].name,
-                                on_object_written, key);
+        int rc = objsync_delete(p->op->objsync, op_store(p->op, OPK_REVISIONS), &KUBE_CONTROLLERREVISIONS,
+                                p->nsname, revs[gone[k]].name, on_object_written, key);
         if (rc == OBJSYNC_WRITING)
             note_write(p);
         else

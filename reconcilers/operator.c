@@ -616,6 +616,12 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
         return rc;
     }
     op->events = evrec_new(loop, op->client, "slinky.slurm.net/slurmop", host);
+    /* objsync looks a create answered AlreadyExists up with a GET where the
+     * cache cannot show a foreign object: the caches filtered to our label. */
+    op->objsync = objsync_new(op->client);
+    for (int k = 0; k < OPK__COUNT; k++)
+        if (kinds[k].label_selector && strcmp(kinds[k].label_selector, MANAGED_SELECTOR) == 0)
+            (void)objsync_label_filtered(op->objsync, op->stores[k]);
 
     if (opts->metrics_secure)
         rc = listen_secure(op, opts->metrics_addr, err, errlen);
@@ -719,7 +725,7 @@ static void on_client_closed(void *data)
     void *cb_data = op->opts.stopped_data;
     int code = p->exit_code;
     evrec_free(op->events);
-    objsync_reset();
+    objsync_free(op->objsync);
     for (int k = 0; k < OPK__COUNT; k++)
         store_free(op->stores[k]);
     for (int i = 0; i < 2; i++)
