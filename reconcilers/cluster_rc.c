@@ -193,7 +193,7 @@ static void forget_key(crc_module *m, const char *key)
     map_drop(&m->backoff, key);
     map_drop(&m->accepted, key);
     if (m->forget)
-        m->forget(key);
+        m->forget(m->op, key);
 }
 
 static void pass_init(crc_pass *p, crc_module *m, const sobj *o, uint64_t first_add_ns)

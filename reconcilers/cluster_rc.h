@@ -93,7 +93,7 @@ struct crc_module {
     /* One pass over a CR that exists and is not being deleted. */
     void (*sync)(crc_pass *p);
     /* Optional: the CR key is gone (deleted, or replaced by a new uid). */
-    void (*forget)(const char *key);
+    void (*forget)(operator *op, const char *key);
     /* private */
     operator *op;
     wq_t *q;

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "reconcilers/bindhook.h"
+#include "reconcilers/loginset.h"
 #include "reconcilers/msec.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"
@@ -571,6 +572,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
     op->metrics = mx_registry_new();
     for (int k = 0; k < OPK__COUNT; k++)
         op->stores[k] = store_new(kinds[k].kind);
+    op->loginset = loginset_state_new();
     for (int i = 0; i < 2; i++) {
         p->ref_store[i] = store_new(&KIND_FULL_NAMESPACED);
         store_on_change(p->ref_store[i], forward_ref_change, op->stores[ref_kinds[i]]);
@@ -726,6 +728,7 @@ static void on_client_closed(void *data)
     int code = p->exit_code;
     evrec_free(op->events);
     objsync_free(op->objsync);
+    loginset_state_free(op->loginset);
     for (int k = 0; k < OPK__COUNT; k++)
         store_free(op->stores[k]);
     for (int i = 0; i < 2; i++)

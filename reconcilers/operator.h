@@ -126,6 +126,7 @@ struct operator {
     char *cluster_domain;
     store *stores[OPK__COUNT];
     objsync *objsync;         /* owned objects' writes (reconcilers/objsync.h) */
+    struct loginset_state *loginset; /* the LoginSet reconciler's state (reconcilers/loginset.h) */
     int leading;              /* reconcilers are running */
     int stopping;
 
