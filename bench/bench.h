@@ -30,6 +30,7 @@
 #include "core/kube.h"
 #include "core/kubeconfig.h"
 #include "core/mem.h"
+#include "watchers/slinky.h"
 
 #define BX_MAX_SIZES 8
 

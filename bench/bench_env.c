@@ -361,7 +361,7 @@ static int apply_crds(bx_ctx *x, bx_api *api)
         return rc;
     /* served once a list answers */
     for (int tries = 0; tries < 200; tries++) {
-        const kube_res *all[] = {&KUBE_SLINKY_NODESETS, &KUBE_SLINKY_CONTROLLERS, &KUBE_SLINKY_RESTAPIS};
+        const kube_res *all[] = {&SLINKY_NODESETS, &SLINKY_CONTROLLERS, &SLINKY_RESTAPIS};
         int ok = 1;
         for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && ok; i++)
             ok = bx_list(x, api, all[i], x->ns, "limit=1", NULL) == 0;
@@ -431,7 +431,7 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
                   "\"slurmctld\":{\"image\":\"%s\"},\"logfile\":{\"image\":\"%s\"},"
                   "\"persistence\":{\"enabled\":false}}}",
                   img_ctld, sidecar);
-    rc = create_json(x, api, &KUBE_SLINKY_CONTROLLERS, x->ns, s);
+    rc = create_json(x, api, &SLINKY_CONTROLLERS, x->ns, s);
     free(s);
     if (rc)
         return rc;
@@ -451,7 +451,7 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
         "\"slurmd\":{\"image\":\"%s\"%s},\"logfile\":{\"image\":\"%s\"}}}",
         no_drain ? ",\"annotations\":{\"nodeset.slinky.slurm.net/delete-without-drain\":\"true\"}" : "", replicas,
         x->image, probes, sidecar);
-    rc = create_json(x, api, &KUBE_SLINKY_NODESETS, x->ns, s);
+    rc = create_json(x, api, &SLINKY_NODESETS, x->ns, s);
     free(s);
     return rc;
 }
@@ -462,7 +462,7 @@ int bx_make_restapi(bx_ctx *x, bx_api *api)
                         "\"metadata\":{\"name\":\"slurm\"},\"spec\":{\"controllerRef\":{\"name\":\"slurm\"},"
                         "\"slurmrestd\":{\"image\":\"%s\"}}}",
                         x->kubeconfig ? x->image : "ghcr.io/slinkyproject/slurmrestd:25.11");
-    int rc = create_json(x, api, &KUBE_SLINKY_RESTAPIS, x->ns, s);
+    int rc = create_json(x, api, &SLINKY_RESTAPIS, x->ns, s);
     free(s);
     return rc;
 }
@@ -471,14 +471,14 @@ int bx_scale(bx_ctx *x, bx_api *api, int replicas)
 {
     char patch[64];
     snprintf(patch, sizeof(patch), "{\"spec\":{\"replicas\":%d}}", replicas);
-    return bx_patch(x, api, &KUBE_SLINKY_NODESETS, x->ns, "gpu", "scale", patch, NULL);
+    return bx_patch(x, api, &SLINKY_NODESETS, x->ns, "gpu", "scale", patch, NULL);
 }
 
 char **bx_build_pods(bx_ctx *x, bx_api *api, int n)
 {
     cJSON *ns = NULL, *ctl = NULL;
-    if (bx_get(x, api, &KUBE_SLINKY_NODESETS, x->ns, "gpu", &ns) != 0 ||
-        bx_get(x, api, &KUBE_SLINKY_CONTROLLERS, x->ns, "slurm", &ctl) != 0) {
+    if (bx_get(x, api, &SLINKY_NODESETS, x->ns, "gpu", &ns) != 0 ||
+        bx_get(x, api, &SLINKY_CONTROLLERS, x->ns, "slurm", &ctl) != 0) {
         cJSON_Delete(ns);
         cJSON_Delete(ctl);
         bx_say(x, "bench: cannot read the NodeSet and its Controller");

@@ -143,8 +143,8 @@ void bx_fleet_close(bx_ctx *x, bx_fleet *f)
     }
     if (x->kubeconfig && f->api.kc) {
         /* leave the user's cluster as it was: the benchmark's objects go */
-        (void)bx_delete(x, &f->api, &KUBE_SLINKY_NODESETS, x->ns, "gpu");
-        (void)bx_delete(x, &f->api, &KUBE_SLINKY_RESTAPIS, x->ns, "slurm");
+        (void)bx_delete(x, &f->api, &SLINKY_NODESETS, x->ns, "gpu");
+        (void)bx_delete(x, &f->api, &SLINKY_RESTAPIS, x->ns, "slurm");
     }
     if (f->api.kc)
         bx_api_close(x, &f->api);

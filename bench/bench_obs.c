@@ -309,7 +309,7 @@ bx_obs *bx_obs_start(bx_ctx *x, bx_api *api, const char *ns)
     map_init_type(&o->deleted_at, &map_type_free_val);
     map_init_type(&o->term_at, &map_type_free_val);
     ow_init(o, &o->pw, &KUBE_PODS, NULL, on_pod);
-    ow_init(o, &o->nw, &KUBE_SLINKY_NODESETS, "metadata.name=gpu", on_nodeset);
+    ow_init(o, &o->nw, &SLINKY_NODESETS, "metadata.name=gpu", on_nodeset);
     ow_start(&o->pw);
     ow_start(&o->nw);
     if (bx_wait(x, both_watching, o, 120) != 0)

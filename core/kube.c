@@ -31,12 +31,6 @@ RES(KUBE_CRDS, "apiextensions.k8s.io", "v1", "customresourcedefinitions", "Custo
 RES(KUBE_MUTATINGWEBHOOKS, "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
     "MutatingWebhookConfiguration", 0);
 RES(KUBE_SERVICEMONITORS, "monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", 1);
-RES(KUBE_SLINKY_CONTROLLERS, "slinky.slurm.net", "v1beta1", "controllers", "Controller", 1);
-RES(KUBE_SLINKY_NODESETS, "slinky.slurm.net", "v1beta1", "nodesets", "NodeSet", 1);
-RES(KUBE_SLINKY_LOGINSETS, "slinky.slurm.net", "v1beta1", "loginsets", "LoginSet", 1);
-RES(KUBE_SLINKY_RESTAPIS, "slinky.slurm.net", "v1beta1", "restapis", "RestApi", 1);
-RES(KUBE_SLINKY_ACCOUNTINGS, "slinky.slurm.net", "v1beta1", "accountings", "Accounting", 1);
-RES(KUBE_SLINKY_TOKENS, "slinky.slurm.net", "v1beta1", "tokens", "Token", 1);
 
 #define MAX_ERROR_BODY (64 * 1024)
 #define KUBE_OFFLOAD_BYTES (256 * 1024)

@@ -1,7 +1,8 @@
 /* kube: the Kubernetes API client (JSON over core/httpc).
  *
- * Paths and verbs for every resource the operator touches, Status errors
- * decoded into one error type, a client-side token-bucket limiter (QPS and
+ * Paths and verbs for any resource (kube_res; the built-in types are
+ * declared here, custom resources by the layers that use them), Status
+ * errors decoded into one error type, a client-side token-bucket limiter (QPS and
  * burst, applied when each request starts, watches included), retries of
  * 429 / 5xx answers that carry Retry-After (up to max_retries, as client-go
  * does), one retry after a 401 with a freshly read token, and retries of
@@ -51,8 +52,6 @@ typedef struct kube_res {
 extern const kube_res KUBE_PODS, KUBE_NODES, KUBE_NAMESPACES, KUBE_SERVICES, KUBE_CONFIGMAPS, KUBE_SECRETS,
     KUBE_PVCS, KUBE_EVENTS, KUBE_EVENTS_V1, KUBE_STATEFULSETS, KUBE_DEPLOYMENTS, KUBE_CONTROLLERREVISIONS,
     KUBE_PDBS, KUBE_LEASES, KUBE_CRDS, KUBE_SERVICEMONITORS, KUBE_MUTATINGWEBHOOKS;
-extern const kube_res KUBE_SLINKY_CONTROLLERS, KUBE_SLINKY_NODESETS, KUBE_SLINKY_LOGINSETS, KUBE_SLINKY_RESTAPIS,
-    KUBE_SLINKY_ACCOUNTINGS, KUBE_SLINKY_TOKENS;
 
 /** "apps/v1" or "v1". */
 const char *kube_api_version(const kube_res *res, char *buf, size_t len);

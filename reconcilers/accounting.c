@@ -7,6 +7,7 @@
 #include "reconcilers/accounting_build.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
+#include "watchers/slinky.h"
 
 static void reconcile(crc_pass *p);
 
@@ -14,7 +15,7 @@ static crc_module M = {
     .name = ACCOUNTING_CONTROLLER,
     .kind = ACB_KIND,
     .store = OPK_ACCOUNTINGS,
-    .res = &KUBE_SLINKY_ACCOUNTINGS,
+    .res = &SLINKY_ACCOUNTINGS,
     .sync = reconcile,
 };
 

@@ -193,7 +193,7 @@ static void forget_key(crc_module *m, const char *key)
     map_drop(&m->backoff, key);
     map_drop(&m->accepted, key);
     if (m->forget)
-        m->forget(key);
+        m->forget(m->op, key);
 }
 
 static void pass_init(crc_pass *p, crc_module *m, const sobj *o, uint64_t first_add_ns)
@@ -469,7 +469,7 @@ int crc_ensure(crc_pass *p, enum op_kind kind, const kube_res *res, cJSON *desir
     if (cur)
         crc_strip_immutable(desired);
     struct write_ctx *w = write_ctx(p, res, name, cur ? "patch" : "create");
-    int rc = objsync_ensure(p->op, kind, res, desired, written, w);
+    int rc = objsync_ensure(p->op->objsync, op_store(p->op, kind), res, desired, written, w);
     if (rc == OBJSYNC_WRITING) {
         crc_note_write(p);
     } else {
@@ -525,7 +525,7 @@ int crc_delete(crc_pass *p, enum op_kind kind, const kube_res *res, const char *
         return OBJSYNC_NOT_OWNED;
     }
     struct write_ctx *w = write_ctx(p, res, name, "delete");
-    int rc = objsync_delete(p->op, kind, res, p->o->ns, name, written, w);
+    int rc = objsync_delete(p->op->objsync, op_store(p->op, kind), res, p->o->ns, name, written, w);
     if (rc == OBJSYNC_WRITING)
         crc_note_write(p);
     else

@@ -89,11 +89,11 @@ struct crc_module {
     const char *name;    /* "controller-controller": queue name and metrics label */
     const char *kind;    /* CR kind, "Controller" */
     enum op_kind store;  /* the CR's store, OPK_CONTROLLERS */
-    const kube_res *res; /* the CR's resource, &KUBE_SLINKY_CONTROLLERS */
+    const kube_res *res; /* the CR's resource, &SLINKY_CONTROLLERS */
     /* One pass over a CR that exists and is not being deleted. */
     void (*sync)(crc_pass *p);
     /* Optional: the CR key is gone (deleted, or replaced by a new uid). */
-    void (*forget)(const char *key);
+    void (*forget)(operator *op, const char *key);
     /* private */
     operator *op;
     wq_t *q;

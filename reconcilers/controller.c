@@ -13,6 +13,7 @@
 #include "reconcilers/controller_build.h"
 #include "reconcilers/objsync.h"
 #include "watchers/kinds.h"
+#include "watchers/slinky.h"
 
 #define SM_CRD_NAME "servicemonitors.monitoring.coreos.com"
 /* How long the answer "is the ServiceMonitor CRD installed" is trusted. */
@@ -22,13 +23,13 @@
 #define SM_TTL_MS (10 * 60 * 1000)
 
 static void reconcile(crc_pass *p);
-static void forget(const char *key);
+static void forget(operator *op, const char *key);
 
 static crc_module M = {
     .name = CONTROLLER_CONTROLLER,
     .kind = CTLB_KIND,
     .store = OPK_CONTROLLERS,
-    .res = &KUBE_SLINKY_CONTROLLERS,
+    .res = &SLINKY_CONTROLLERS,
     .sync = reconcile,
     .forget = forget,
 };
@@ -171,8 +172,9 @@ static void setup(operator *op)
 /* ------------------------------------------------------------------ */
 /* ServiceMonitor */
 
-static void forget(const char *key)
+static void forget(operator *op, const char *key)
 {
+    (void)op;
     map_drop(&S.sm, key);
 }
 
@@ -253,7 +255,7 @@ static void sm_done(struct sm_ctx *c, int err)
         st->busy = 0;
     if (err) {
         /* Forget what we knew so the next pass starts over. */
-        forget(c->key);
+        forget(M.op, c->key);
         const sobj *cr = store_get_key(op_store(M.op, OPK_CONTROLLERS), c->key);
         const char *reason = strcmp(c->verb, "create") == 0   ? "CreateFailed"
                              : strcmp(c->verb, "delete") == 0 ? "DeleteFailed"
@@ -353,7 +355,7 @@ static void sync_service_monitor(crc_pass *p)
          * create, and nothing of ours can exist. */
         if (want && crd == CRD_ABSENT)
             log_debug("controller %s: ServiceMonitor skipped, CRD %s not installed", p->o->key, SM_CRD_NAME);
-        forget(p->o->key);
+        forget(p->op, p->o->key);
         cJSON_Delete(sm);
         return;
     }

@@ -10,17 +10,18 @@
 #include "core/mem.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
+#include "watchers/slinky.h"
 #include "reconcilers/loginset_build.h"
 #include "reconcilers/sshkeys.h"
 
 static void reconcile(crc_pass *p);
-static void forget(const char *key);
+static void forget(operator *op, const char *key);
 
 static crc_module M = {
     .name = LOGINSET_CONTROLLER,
     .kind = LSB_KIND,
     .store = OPK_LOGINSETS,
-    .res = &KUBE_SLINKY_LOGINSETS,
+    .res = &SLINKY_LOGINSETS,
     .sync = reconcile,
     .forget = forget,
 };
@@ -28,6 +29,7 @@ static crc_module M = {
 /* One host key generation for one LoginSet. */
 struct keygen {
     uv_work_t req; /* embedded; the job lives until after_work */
+    loginset_state *ls; /* the state it is counted in */
     char *key;     /* LoginSet key */
     char uid[40];  /* the LoginSet incarnation the keys are for */
     int running;
@@ -37,19 +39,62 @@ struct keygen {
     sshk_host_keys keys;
 };
 
-static struct {
+static void keygen_free(struct keygen *j)
+{
+    sshk_host_keys_free(&j->keys);
+    free(j->key);
+    free(j);
+}
+
+struct loginset_state {
     map_t jobs; /* LoginSet key -> struct keygen */
     int running;
-} S;
+    /* loginset_state_free was called while generations were still on the
+     * threadpool: the last completion frees the state */
+    int freeing;
+};
+
+loginset_state *loginset_state_new(void)
+{
+    loginset_state *ls = xcalloc(1, sizeof(*ls));
+    map_init(&ls->jobs);
+    return ls;
+}
+
+void loginset_state_free(loginset_state *ls)
+{
+    if (ls == NULL)
+        return;
+    /* Normally empty: stop hands the running generations to their
+     * completions and frees the rest. Without a stop, do the same here. */
+    size_t it = 0;
+    const char *k;
+    void *v;
+    while (map_next(&ls->jobs, &it, &k, &v)) {
+        struct keygen *j = v;
+        if (j->running) {
+            j->detached = 1;
+            atomic_store(&j->cancel, 1);
+        } else {
+            keygen_free(j);
+        }
+    }
+    map_free(&ls->jobs);
+    if (ls->running > 0) {
+        ls->freeing = 1;
+        return;
+    }
+    free(ls);
+}
 
 void loginset_enqueue(const char *key)
 {
     crc_enqueue_key(&M, key);
 }
 
-int loginset_keygen_running(void)
+int loginset_keygen_running(const loginset_state *ls)
 {
-    return S.running;
+    return ls->running;
 }
 
 /* ------------------------------------------------------------------ */
@@ -92,7 +137,6 @@ static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *
 static void setup(operator *op)
 {
     crc_setup(&M, op);
-    map_init(&S.jobs);
     store_on_change(op_store(op, OPK_LOGINSETS), on_loginset, NULL);
     store_on_change(op_store(op, OPK_DEPLOYMENTS), crc_on_owned, &M);
     store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, &M);
@@ -104,17 +148,10 @@ static void setup(operator *op)
 /* ------------------------------------------------------------------ */
 /* host key generation on the threadpool */
 
-static void keygen_free(struct keygen *j)
-{
-    sshk_host_keys_free(&j->keys);
-    free(j->key);
-    free(j);
-}
-
 /* Drop the job of key: now, or when its work is done. */
-static void forget(const char *key)
+static void forget(operator *op, const char *key)
 {
-    struct keygen *j = map_del(&S.jobs, key);
+    struct keygen *j = map_del(&op->loginset->jobs, key);
     if (j == NULL)
         return;
     if (j->running) {
@@ -134,10 +171,13 @@ static void keygen_work(uv_work_t *req)
 static void keygen_done(uv_work_t *req, int status)
 {
     struct keygen *j = container_of(req, struct keygen, req);
+    loginset_state *ls = j->ls;
     j->running = 0;
-    S.running--;
+    ls->running--;
     if (j->detached) {
         keygen_free(j);
+        if (ls->freeing && ls->running == 0)
+            free(ls);
         return;
     }
     if (status == UV_ECANCELED)
@@ -155,28 +195,30 @@ static const cJSON *host_keys(crc_pass *p, cJSON **built)
     char *name = lsb_host_keys_name(p->o->name);
     const sobj *cur = store_get(op_store(p->op, OPK_SECRETS), p->o->ns, name);
     free(name);
-    struct keygen *j = map_get(&S.jobs, p->o->key);
+    loginset_state *ls = p->op->loginset;
+    struct keygen *j = map_get(&ls->jobs, p->o->key);
     if (j && strcmp(j->uid, p->o->uid) != 0) {
-        forget(p->o->key); /* keys of an earlier incarnation */
+        forget(p->op, p->o->key); /* keys of an earlier incarnation */
         j = NULL;
     }
     if (cur) {
         if (j && !j->running)
-            forget(p->o->key); /* the Secret is in the cache: the keys did their job */
+            forget(p->op, p->o->key); /* the Secret is in the cache: the keys did their job */
         return cur->json;
     }
     if (j == NULL) {
         j = xcalloc(1, sizeof(*j));
+        j->ls = ls;
         j->key = xstrdup(p->o->key);
         snprintf(j->uid, sizeof(j->uid), "%s", p->o->uid);
         j->running = 1;
-        S.running++;
-        map_put(&S.jobs, j->key, j);
+        ls->running++;
+        map_put(&ls->jobs, j->key, j);
         int rc = uv_queue_work(p->op->loop, &j->req, keygen_work, keygen_done);
         if (rc) {
-            S.running--;
+            ls->running--;
             j->running = 0;
-            map_del(&S.jobs, j->key);
+            map_del(&ls->jobs, j->key);
             keygen_free(j);
             crc_step_failed(p, "SSH host keys", rc,
                             xasprintf("cannot start key generation: %s", op_strerror(rc)));
@@ -190,7 +232,7 @@ static const cJSON *host_keys(crc_pass *p, cJSON **built)
     if (j->rc) {
         crc_step_failed(p, "SSH host keys", j->rc,
                         xasprintf("key generation failed: %s", op_strerror(j->rc)));
-        forget(p->o->key);
+        forget(p->op, p->o->key);
         return NULL;
     }
     lsb_host_keys hk;
@@ -274,10 +316,11 @@ static int start(operator *op)
 static void stop(operator *op)
 {
     crc_stop(&M);
+    loginset_state *ls = op->loginset;
     const char *k;
     void *v;
     size_t it = 0;
-    while (map_next(&S.jobs, &it, &k, &v)) {
+    while (map_next(&ls->jobs, &it, &k, &v)) {
         struct keygen *j = v;
         if (j->running) {
             /* A shutdown waits for the work: queued, it is dropped; running,
@@ -289,7 +332,7 @@ static void stop(operator *op)
             keygen_free(j);
         }
     }
-    map_free(&S.jobs);
+    map_free(&ls->jobs);
 }
 
 const op_reconciler RC_LOGINSET = {

@@ -32,7 +32,16 @@ extern const op_reconciler RC_LOGINSET;
 /** Queue a LoginSet ("ns/name") for reconciliation (no-op when not leading). */
 void loginset_enqueue(const char *key);
 
+/** The reconciler's own state (the host key generations), which the
+ *  operator owns (operator.loginset): made before setup, freed after stop.
+ *  Its functions reach it through the operator they are given. */
+typedef struct loginset_state loginset_state;
+loginset_state *loginset_state_new(void);
+/** Free it (NULL: nothing). A generation still on the threadpool keeps the
+ *  state until its completion, which then frees it. */
+void loginset_state_free(loginset_state *ls);
+
 /** Host key generations running on the threadpool (for tests and shutdown). */
-int loginset_keygen_running(void);
+int loginset_keygen_running(const loginset_state *ls);
 
 #endif

@@ -21,6 +21,7 @@
 #include "reconcilers/nodeset_slurm.h"
 #include "reconcilers/objsync.h"
 #include "watchers/kinds.h"
+#include "watchers/slinky.h"
 
 /* A periodic safety net: even without events, look at every NodeSet this
  * often (Slinky requeues every 30 s because it polls Slurm; we are told of
@@ -245,6 +246,19 @@ void nodeset_enqueue_after(const char *key, uint64_t ms)
         wq_add_after(C->q, key, ms);
 }
 
+/* The queue handed to nodeset_slurm (nodeset_slurm.h, nss_queue). */
+static void queue_now(void *ctx, const char *key)
+{
+    (void)ctx;
+    nodeset_enqueue(key);
+}
+
+static void queue_after(void *ctx, const char *key, uint64_t ms)
+{
+    (void)ctx;
+    nodeset_enqueue_after(key, ms);
+}
+
 /* ------------------------------------------------------------------ */
 /* indexes and event handlers */
 
@@ -430,7 +444,7 @@ static void setup(operator *op)
     store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
     store_on_change(op_store(op, OPK_REVISIONS), on_revision, NULL);
     store_on_change(op_store(op, OPK_NODES), on_node, NULL);
-    nodeset_slurm_setup(op);
+    nodeset_slurm_setup(op, &(nss_queue){.now = queue_now, .after = queue_after});
 }
 
 /* ------------------------------------------------------------------ */
@@ -806,7 +820,7 @@ static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON
     if (desired == NULL)
         return;
     char *key = xstrdup(p->key);
-    int rc = objsync_ensure(p->op, kind, res, desired, on_object_written, key);
+    int rc = objsync_ensure(p->op->objsync, op_store(p->op, kind), res, desired, on_object_written, key);
     /* The callback owns the key copy only when a write was submitted. */
     if (rc == OBJSYNC_WRITING)
         note_write(p);
@@ -881,8 +895,8 @@ static int sync_revisions(struct pass *p)
                                      p->name, gone);
     for (size_t k = 0; k < ng; k++) {
         char *key = xstrdup(p->key);
-        int rc = objsync_delete(p->op, OPK_REVISIONS, &KUBE_CONTROLLERREVISIONS, p->nsname, revs[gone[k]].name,
-                                on_object_written, key);
+        int rc = objsync_delete(p->op->objsync, op_store(p->op, OPK_REVISIONS), &KUBE_CONTROLLERREVISIONS,
+                                p->nsname, revs[gone[k]].name, on_object_written, key);
         if (rc == OBJSYNC_WRITING)
             note_write(p);
         else
@@ -1408,7 +1422,7 @@ static void write_status(struct pass *p, const nsb_counts *counts, const nsb_slu
         if (diff) {
             cJSON *patch = cJSON_CreateObject();
             json_set(patch, "status", diff);
-            kube_patch(p->op->client, &KUBE_SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch,
+            kube_patch(p->op->client, &SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch,
                        NULL, 0, status_written, xstrdup(p->key));
             cJSON_Delete(patch);
             note_write(p);
@@ -1450,7 +1464,7 @@ static void write_invalid(struct pass *p, const nsb_msgs *msgs)
             json_set_str(pst, "selector", sel);
             free(sel);
         }
-        kube_patch(p->op->client, &KUBE_SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch,
+        kube_patch(p->op->client, &SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch,
                    NULL, 0, status_written, xstrdup(p->key));
         cJSON_Delete(patch);
     }

@@ -14,11 +14,11 @@
 #include "core/mem.h"
 #include "core/rfc3339.h"
 #include "reconcilers/cluster_common.h"
-#include "reconcilers/nodeset.h"
 #include "reconcilers/slurmclient.h"
 #include "slurmio/hostlist.h"
 #include "slurmio/nodecache.h"
 #include "watchers/kinds.h"
+#include "watchers/slinky.h"
 
 /* A Kubernetes write not yet visible in the cache is not repeated for this
  * long (the watch event normally arrives within milliseconds). */
@@ -103,6 +103,7 @@ typedef struct bo_ent {
 
 static struct {
     operator *op;
+    nss_queue q; /* the NodeSet reconciler's queue */
     map_t sets;    /* NodeSet key -> nss_set */
     int ix_slurm_name; /* pods store index: Slurm node name -> pods */
     map_t writes;  /* pod write tracker */
@@ -112,6 +113,17 @@ static struct {
 } M;
 
 static void clear_drains(nss_set *s);
+
+/* Queue a NodeSet pass through the hook given at setup. */
+static void enqueue(const char *key)
+{
+    M.q.now(M.q.ctx, key);
+}
+
+static void enqueue_after(const char *key, uint64_t ms)
+{
+    M.q.after(M.q.ctx, key, ms);
+}
 
 static char *join_key(const char *a, const char *b)
 {
@@ -218,7 +230,7 @@ static void wake_pruner(const char *ctl_key, const char *node)
         snprintf(key, sizeof(key), "%s/%s", ns, set);
         const nss_set *s = map_get(&M.sets, key);
         if (s && strcmp(s->ctl_key, ctl_key) == 0)
-            nodeset_enqueue(key);
+            enqueue(key);
     }
     cJSON_Delete(info);
 }
@@ -240,7 +252,7 @@ static void on_slurm_node(const char *ctl_key, const char *node, void *data)
             snprintf(key, sizeof(key), "%s/%s", pod->ns, pod->owner_name);
             const nss_set *s = map_get(&M.sets, key);
             if (s == NULL || strcmp(s->ctl_key, ctl_key) == 0)
-                nodeset_enqueue(key);
+                enqueue(key);
         }
         if (!any)
             wake_pruner(ctl_key, node);
@@ -253,7 +265,7 @@ static void on_slurm_node(const char *ctl_key, const char *node, void *data)
     while (map_next(&M.sets, &it, &k, &v)) {
         nss_set *s = v;
         if (strcmp(s->ctl_key, ctl_key) == 0)
-            nodeset_enqueue(s->key);
+            enqueue(s->key);
     }
 }
 
@@ -266,7 +278,7 @@ static void on_slurm_resv(const char *ctl_key, const char *resv, void *data)
     if (!slash)
         return;
     char *key = xasprintf("%.*s/%s", (int)(slash - ctl_key), ctl_key, resv + pl);
-    nodeset_enqueue(key);
+    enqueue(key);
     free(key);
 }
 
@@ -369,7 +381,7 @@ static void pod_written(int err, const cJSON *obj, const kube_status *st, void *
         if (err != OP_ENOTFOUND) {
             log_warn("nodeset %s: writing the %s of a pod failed: %s (%s)", c->set, c->what, op_strerror(err),
                      st ? st->message : "");
-            nodeset_enqueue_after(c->set, 1000);
+            enqueue_after(c->set, 1000);
         }
     }
     free(c->wkey);
@@ -444,7 +456,7 @@ static void slurm_written(const char *node, int status, void *data)
         if (status != OP_ENOTFOUND)
             log_warn("nodeset %s: Slurm write to node %s failed (%s); retrying in %u ms", c->set, node,
                      op_strerror(status), delay);
-        nodeset_enqueue_after(c->set, delay);
+        enqueue_after(c->set, delay);
     }
     free(c->set);
     free(c->bkey);
@@ -694,9 +706,10 @@ char *nss_merge_features(const char *current, const char *spec)
 /* ------------------------------------------------------------------ */
 /* hooks */
 
-void nodeset_slurm_setup(operator *op)
+void nodeset_slurm_setup(operator *op, const nss_queue *q)
 {
     M.op = op;
+    M.q = *q;
     if (ik_mode == NULL)
         ik_mode = istr_get(NSB_LABEL_SCALING_MODE);
     map_init_type(&M.sets, &set_type);
@@ -845,7 +858,7 @@ int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, c
                             "annotated " NSS_ANN_NO_DRAIN "=true",
                             name);
             if (lost == 1 && lost_ago < REGISTER_GRACE_MS) {
-                nodeset_enqueue_after(s->key, (uint32_t)(REGISTER_GRACE_MS - lost_ago) + 100u);
+                enqueue_after(s->key, (uint32_t)(REGISTER_GRACE_MS - lost_ago) + 100u);
                 return NSS_WAIT;
             }
             log_info("nodeset %s: Slurm says it has no node %s (read by name); pod %s can go", s->key, name,
@@ -881,7 +894,7 @@ int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, c
             /* Lately UNKNOWN: slurmctld restarted, maybe without its state.
              * Jobs it forgot may still run on the node until slurmd has
              * registered and been told to kill them: give that time. */
-            nodeset_enqueue_after(s->key, (uint32_t)(REGISTER_GRACE_MS - unknown_ago) + 100u);
+            enqueue_after(s->key, (uint32_t)(REGISTER_GRACE_MS - unknown_ago) + 100u);
             return NSS_WAIT;
         }
         if (!nc_fresh(cache, name, PROOF_FRESH_MS)) {
@@ -1197,9 +1210,9 @@ static void resv_done(int status, void *data)
         }
     }
     if (status < 0 && status != OP_ECANCELED)
-        nodeset_enqueue_after(c->set, 5000);
+        enqueue_after(c->set, 5000);
     else if (status == 0)
-        nodeset_enqueue(c->set);
+        enqueue(c->set);
     free(c->set);
     free(c);
 }
@@ -1241,7 +1254,7 @@ static void nodeset_written(int err, const cJSON *obj, const kube_status *st, vo
         if (err != OP_ENOTFOUND) {
             log_info("nodeset %s: metadata/status write failed: %s (%s); retrying", c->set, op_strerror(err),
                      st ? st->message : "");
-            nodeset_enqueue_after(c->set, 1000);
+            enqueue_after(c->set, 1000);
         }
     }
     free(c->set);
@@ -1254,7 +1267,7 @@ static void patch_nodeset(operator *op, const sobj *nodeset, const char *sub, cJ
     np_ctx *c = xcalloc(1, sizeof(*c));
     c->set = xstrdup(nodeset->key);
     c->wkey = xstrdup(e->key);
-    kube_patch(op->client, &KUBE_SLINKY_NODESETS, nodeset->ns, nodeset->name, sub, KUBE_PATCH_MERGE, patch,
+    kube_patch(op->client, &SLINKY_NODESETS, nodeset->ns, nodeset->name, sub, KUBE_PATCH_MERGE, patch,
                NULL, 0, nodeset_written, c);
     cJSON_Delete(patch);
 }
@@ -1548,7 +1561,7 @@ int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
         break;
     }
     case NC_UNKNOWN:
-        nodeset_enqueue_after(s->key, 5000);
+        enqueue_after(s->key, 5000);
         break;
     }
     return 1;
@@ -1586,7 +1599,7 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
     if (now - d->since < DRIFT_GRACE_MS && DRIFT_GRACE_MS - (now - d->since) > wait)
         wait = DRIFT_GRACE_MS - (now - d->since);
     if (wait) {
-        nodeset_enqueue_after(s->key, (uint32_t)(wait + 500u));
+        enqueue_after(s->key, (uint32_t)(wait + 500u));
         return;
     }
     const char *name = slurm_name(pod);
@@ -1597,7 +1610,7 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
         s->drift_used = 0;
     }
     if (s->drift_used >= DRIFT_MAX_PER_WINDOW) {
-        nodeset_enqueue_after(s->key, (uint32_t)(DRIFT_WINDOW_MS - (now - s->drift_window_ms)) + 100u);
+        enqueue_after(s->key, (uint32_t)(DRIFT_WINDOW_MS - (now - s->drift_window_ms)) + 100u);
         return;
     }
     if (!x->act || !x->act->delete_pod)

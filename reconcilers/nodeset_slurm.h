@@ -71,7 +71,20 @@ typedef struct nss_actions {
     void (*condemn)(void *ctx, const sobj *pod, const char *why);
 } nss_actions;
 
-void nodeset_slurm_setup(operator *op);
+/** How nodeset_slurm queues a pass of a NodeSet (Slurm node and reservation
+ *  events, drains that complete, deadlines that expire): the NodeSet
+ *  reconciler's queue, handed over at setup so that this module never calls
+ *  into nodeset.c. Both functions are required. */
+typedef struct nss_queue {
+    void *ctx;
+    /* Queue the NodeSet "ns/name" now. */
+    void (*now)(void *ctx, const char *key);
+    /* Queue it after ms milliseconds (an earlier queueing wins). */
+    void (*after)(void *ctx, const char *key, uint64_t ms);
+} nss_queue;
+
+/** Set up the Slurm side; q is copied. */
+void nodeset_slurm_setup(operator *op, const nss_queue *q);
 int nodeset_slurm_start(operator *op);
 void nodeset_slurm_stop(operator *op);
 /** The NodeSet is gone: forget what was kept for it. */

@@ -3,16 +3,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "core/err.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/map.h"
 #include "core/mem.h"
-
-/* Keys ("plural/ns/name") of objects with a write in flight. One process
- * runs one operator, so this table is process-wide. */
-static map_t in_flight;
 
 /* Writes that succeeded but whose result the cache has not shown yet: the
  * resourceVersion the cached object had when the write was sent ("" when
@@ -36,7 +33,6 @@ static void settle_free(void *v)
 }
 
 static const map_type settle_type = {.val_free = settle_free};
-static map_t settling = MAP_TYPED(&settle_type);
 
 /* Names of label-filtered kinds (Secrets, ConfigMaps: the caches hold only
  * objects with our managed-by label) whose create was answered AlreadyExists
@@ -58,16 +54,32 @@ static void foreign_free(void *v)
 }
 
 static const map_type foreign_type = {.val_free = foreign_free};
-static map_t foreign = MAP_TYPED(&foreign_type);
+
+#define MAX_FILTERED 8
+
+struct objsync {
+    kube_client *client;
+    /* Keys ("plural/ns/name") of objects with a write in flight (values:
+     * the struct write, owned by its request). */
+    map_t in_flight;
+    map_t settling; /* key -> struct settle */
+    map_t foreign;  /* key -> struct foreign */
+    /* caches that hold only objects with our managed-by label */
+    const store *filtered[MAX_FILTERED];
+    int n_filtered;
+    /* objsync_free was called while writes were in flight: the last one to
+     * finish frees the context */
+    int freeing;
+};
 
 struct write {
+    objsync *os;
     char *key;
     char *rv_before;
     uint64_t sent_ms;
     objsync_cb cb;
     void *data;
     /* creates of label-filtered kinds: what to check on AlreadyExists */
-    operator *op;
     const kube_res *res;
     char *ns, *name;
     cJSON *want;
@@ -78,54 +90,106 @@ static uint64_t now_ms(void)
     return uv_hrtime() / 1000000;
 }
 
-static void settle_drop(const char *key)
+static void settle_drop(objsync *os, const char *key)
 {
-    map_drop(&settling, key);
-    if (settling.count == 0)
-        map_free(&settling);
+    map_drop(&os->settling, key);
+    if (os->settling.count == 0)
+        map_free(&os->settling);
 }
 
 /* Still waiting for the cache to show our last write to this object? */
-static int settling_on(const char *key, const sobj *cur)
+static int settling_on(objsync *os, const char *key, const sobj *cur)
 {
-    struct settle *st = map_get(&settling, key);
+    struct settle *st = map_get(&os->settling, key);
     if (st == NULL)
         return 0;
     const char *rv = cur ? cur->rv : "";
     if (now_ms() - st->at_ms > SETTLE_MS || strcmp(rv, st->rv) != 0) {
-        settle_drop(key);
+        settle_drop(os, key);
         return 0;
     }
     return 1;
 }
 
-int objsync_in_flight(void)
+objsync *objsync_new(kube_client *client)
 {
-    return (int)in_flight.count;
+    objsync *os = xcalloc(1, sizeof(*os));
+    os->client = client;
+    map_init(&os->in_flight);
+    map_init_type(&os->settling, &settle_type);
+    map_init_type(&os->foreign, &foreign_type);
+    return os;
 }
 
-static void foreign_drop(const char *key)
+int objsync_label_filtered(objsync *os, const store *cache)
 {
-    map_drop(&foreign, key);
-    if (foreign.count == 0)
-        map_free(&foreign);
+    if (os->n_filtered == MAX_FILTERED)
+        return OP_ETOOBIG;
+    os->filtered[os->n_filtered++] = cache;
+    return 0;
 }
 
-static int foreign_fresh(const char *key)
+static int is_filtered(const objsync *os, const store *cache)
 {
-    struct foreign *f = map_get(&foreign, key);
+    for (int i = 0; i < os->n_filtered; i++)
+        if (os->filtered[i] == cache)
+            return 1;
+    return 0;
+}
+
+static void free_now(objsync *os)
+{
+    map_free(&os->in_flight);
+    map_free(&os->foreign);
+    map_free(&os->settling);
+    free(os);
+}
+
+void objsync_free(objsync *os)
+{
+    if (os == NULL)
+        return;
+    if (os->in_flight.count > 0) {
+        os->freeing = 1;
+        return;
+    }
+    free_now(os);
+}
+
+int objsync_in_flight(const objsync *os)
+{
+    return (int)os->in_flight.count;
+}
+
+static void foreign_drop(objsync *os, const char *key)
+{
+    map_drop(&os->foreign, key);
+    if (os->foreign.count == 0)
+        map_free(&os->foreign);
+}
+
+static int foreign_fresh(objsync *os, const char *key)
+{
+    struct foreign *f = map_get(&os->foreign, key);
     if (f == NULL)
         return 0;
     if (now_ms() - f->at_ms < FOREIGN_MS)
         return 1;
-    foreign_drop(key);
+    foreign_drop(os, key);
     return 0;
 }
 
-void objsync_reset(void)
+/* A write is over: out of the in-flight table; the context goes with the
+ * last write when objsync_free came first. */
+static void write_done(struct write *w)
 {
-    map_free(&foreign);
-    map_free(&settling);
+    objsync *os = w->os;
+    map_del(&os->in_flight, w->key);
+    if (os->in_flight.count == 0) {
+        map_free(&os->in_flight);
+        if (os->freeing)
+            free_now(os);
+    }
 }
 
 static void write_free(struct write *w)
@@ -155,8 +219,8 @@ static void on_existing(int err, const cJSON *live, const kube_status *st, void 
         cJSON_Delete(want);
         if (patch) {
             log_debug("objsync: %s exists without our label but is ours: patching it", w->key);
-            kube_patch(w->op->client, w->res, w->ns, w->name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0, on_written,
-                       w);
+            kube_patch(w->os->client, w->res, w->ns, w->name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0,
+                       on_written, w);
             cJSON_Delete(patch);
             return;
         }
@@ -165,19 +229,17 @@ static void on_existing(int err, const cJSON *live, const kube_status *st, void 
     }
     cJSON_Delete(want);
     if (err == 0 && live) {
-        foreign_drop(w->key);
+        foreign_drop(w->os, w->key);
         struct foreign *f = xcalloc(1, sizeof(*f));
         f->key = xstrdup(w->key);
         f->at_ms = now_ms();
-        map_put(&foreign, f->key, f);
+        map_put(&w->os->foreign, f->key, f);
         log_debug("objsync: %s exists and is not ours: left alone", w->key);
         err = OP_EEXISTS;
     } else if (err == OP_ENOTFOUND) {
         err = OP_EEXISTS; /* gone again in between: the caller's next pass creates it */
     }
-    map_del(&in_flight, w->key);
-    if (in_flight.count == 0)
-        map_free(&in_flight);
+    write_done(w);
     if (w->cb)
         w->cb(err, w->key, w->data);
     write_free(w);
@@ -187,25 +249,23 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
 {
     struct write *w = data;
     if (err == OP_EEXISTS && w->want) {
-        kube_get(w->op->client, w->res, w->ns, w->name, NULL, on_existing, w);
+        kube_get(w->os->client, w->res, w->ns, w->name, NULL, on_existing, w);
         return;
     }
-    map_del(&in_flight, w->key);
-    if (in_flight.count == 0)
-        map_free(&in_flight);
     /* A write that changed nothing (the same resourceVersion back) has no
      * watch event to wait for; a create that found the object already there
      * waits for the cache to show it. */
     const char *rv_after = err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL;
     int noop = rv_after && w->rv_before && strcmp(rv_after, w->rv_before) == 0;
     if (((err == 0 && !noop) || err == OP_EEXISTS) && w->rv_before) {
-        settle_drop(w->key);
+        settle_drop(w->os, w->key);
         struct settle *rec = xcalloc(1, sizeof(*rec));
         rec->key = xstrdup(w->key);
         rec->rv = xstrdup(w->rv_before);
         rec->at_ms = now_ms();
-        map_put(&settling, rec->key, rec);
+        map_put(&w->os->settling, rec->key, rec);
     }
+    write_done(w);
     if (err == OP_EEXISTS || err == OP_ENOTFOUND)
         err = 0; /* the cache was behind; the next pass sees the truth */
     if (err && err != OP_ECANCELED)
@@ -215,28 +275,29 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
     write_free(w);
 }
 
-static struct write *begin(const kube_res *res, const char *ns, const char *name, const sobj *cur, objsync_cb cb,
-                           void *data)
+static struct write *begin(objsync *os, const kube_res *res, const char *ns, const char *name,
+                           const sobj *cur, objsync_cb cb, void *data)
 {
     char *key = xasprintf("%s/%s/%s", res->plural, ns ? ns : "", name);
-    if (map_get(&in_flight, key)) {
+    if (map_get(&os->in_flight, key)) {
         free(key);
         return NULL;
     }
     struct write *w = xcalloc(1, sizeof(*w));
+    w->os = os;
     w->key = key;
     w->rv_before = xstrdup(cur ? cur->rv : "");
     w->cb = cb;
     w->data = data;
-    map_put(&in_flight, w->key, w);
+    map_put(&os->in_flight, w->key, w);
     return w;
 }
 
-static int is_pending(const kube_res *res, const char *ns, const char *name, const sobj *cur)
+static int is_pending(objsync *os, const kube_res *res, const char *ns, const char *name, const sobj *cur)
 {
     char key[1024];
     snprintf(key, sizeof(key), "%s/%s/%s", res->plural, ns ? ns : "", name);
-    return map_get(&in_flight, key) != NULL || settling_on(key, cur);
+    return map_get(&os->in_flight, key) != NULL || settling_on(os, key, cur);
 }
 
 /* The smallest merge patch that makes want a subset of have: objects are
@@ -386,34 +447,33 @@ static void describe_patch(const cJSON *patch, char *out, size_t size)
     }
 }
 
-int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const cJSON *desired, objsync_cb cb,
+int objsync_ensure(objsync *os, const store *cache, const kube_res *res, const cJSON *desired, objsync_cb cb,
                    void *data)
 {
     const char *name = json_get_str(desired, "metadata.name");
     const char *ns = json_get_str_or(desired, "metadata.namespace", "");
     if (name == NULL || *name == '\0')
         return OP_EINVAL;
-    const sobj *cur = store_get(op_store(op, kind), ns, name);
-    if (is_pending(res, ns, name, cur))
+    const sobj *cur = store_get(cache, ns, name);
+    if (is_pending(os, res, ns, name, cur))
         return OBJSYNC_PENDING;
     cJSON *want = with_label(desired);
     if (cur == NULL) {
         char fkey[1024];
         snprintf(fkey, sizeof(fkey), "%s/%s/%s", res->plural, ns, name);
-        if (foreign_fresh(fkey)) {
+        if (foreign_fresh(os, fkey)) {
             cJSON_Delete(want);
             return OBJSYNC_NOT_OWNED;
         }
-        struct write *w = begin(res, ns, name, cur, cb, data);
-        if (kind == OPK_SECRETS || kind == OPK_CONFIGMAPS) {
-            w->op = op;
+        struct write *w = begin(os, res, ns, name, cur, cb, data);
+        if (is_filtered(os, cache)) {
             w->res = res;
             w->ns = xstrdup(ns);
             w->name = xstrdup(name);
             w->want = cJSON_Duplicate(want, 1);
         }
         log_debug("objsync: creating %s %s/%s", res->kind, ns, name);
-        kube_create(op->client, res, ns, want, on_written, w);
+        kube_create(os->client, res, ns, want, on_written, w);
         cJSON_Delete(want);
         return OBJSYNC_WRITING;
     }
@@ -435,7 +495,7 @@ int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const c
     cJSON_Delete(want);
     if (patch == NULL)
         return OBJSYNC_IN_SYNC;
-    struct write *w = begin(res, ns, name, cur, cb, data);
+    struct write *w = begin(os, res, ns, name, cur, cb, data);
     if (log_enabled(LOGL_DEBUG)) {
         /* Field names only: a Secret's or ConfigMap's values (keys, tokens,
          * passwords) must never reach a log at any level. */
@@ -443,21 +503,21 @@ int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const c
         describe_patch(patch, what, sizeof(what));
         log_debug("objsync: patching %s %s/%s: %s", res->kind, ns, name, what);
     }
-    kube_patch(op->client, res, ns, name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0, on_written, w);
+    kube_patch(os->client, res, ns, name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0, on_written, w);
     cJSON_Delete(patch);
     return OBJSYNC_WRITING;
 }
 
-int objsync_delete(operator *op, enum op_kind kind, const kube_res *res, const char *ns, const char *name,
+int objsync_delete(objsync *os, const store *cache, const kube_res *res, const char *ns, const char *name,
                    objsync_cb cb, void *data)
 {
-    const sobj *cur = store_get(op_store(op, kind), ns, name);
-    if (is_pending(res, ns, name, cur))
+    const sobj *cur = store_get(cache, ns, name);
+    if (is_pending(os, res, ns, name, cur))
         return OBJSYNC_PENDING;
     if (cur == NULL || cur->deleting)
         return OBJSYNC_IN_SYNC;
-    struct write *w = begin(res, ns, name, cur, cb, data);
+    struct write *w = begin(os, res, ns, name, cur, cb, data);
     kube_delete_opts o = {.uid = cur->uid, .grace_seconds = -1, .propagation = "Background"};
-    kube_delete(op->client, res, ns, name, &o, on_written, w);
+    kube_delete(os->client, res, ns, name, &o, on_written, w);
     return OBJSYNC_WRITING;
 }

@@ -35,13 +35,20 @@
  * resourceVersion it started from changed nothing and waits for nothing).
  * The completion callback runs when the write finishes (typically it
  * enqueues the owner again).
+ *
+ * State: all of the above (writes in flight, writes settling, foreign
+ * names) lives in an objsync context that the operator creates with its
+ * API client and owns (operator.objsync); each call names the cache that
+ * holds the live objects of its kind. objsync calls nothing of the
+ * operator.
  */
 #ifndef OP_OBJSYNC_H
 #define OP_OBJSYNC_H
 
 #include <cjson/cJSON.h>
 
-#include "reconcilers/operator.h"
+#include "core/kube.h"
+#include "core/store.h"
 
 enum objsync_result {
     OBJSYNC_IN_SYNC = 0, /* nothing to do */
@@ -68,16 +75,31 @@ int objsync_owned_by(const cJSON *live, const char *owner_uid);
 
 typedef void (*objsync_cb)(int err, const char *key, void *data);
 
-/** Converge desired (borrowed) into the API. kind's store holds the live
- *  objects. Returns an objsync_result (OBJSYNC_NOT_OWNED: an object we do
+/** One operator's objsync state. */
+typedef struct objsync objsync;
+
+/** A context whose writes go through client (borrowed: it must outlive
+ *  every write). */
+objsync *objsync_new(kube_client *client);
+/** Declare that cache holds only objects with the managed-by label (the
+ *  Secret and ConfigMap caches): a create answered AlreadyExists there is
+ *  looked at with a GET (see above). 0, or OP_ETOOBIG past 8 caches. */
+int objsync_label_filtered(objsync *os, const store *cache);
+/** Free the context (NULL: nothing). Meant for after the client is closed,
+ *  when no write is left; should one still be in flight, the context goes
+ *  with the last one. */
+void objsync_free(objsync *os);
+
+/** Converge desired (borrowed) into the API. cache holds the live objects
+ *  of res. Returns an objsync_result (OBJSYNC_NOT_OWNED: an object we do
  *  not own has the name; nothing was sent), or a negative code when desired
  *  is malformed (no name). What is sent carries the managed-by label. */
-int objsync_ensure(operator *op, enum op_kind kind, const kube_res *res, const cJSON *desired, objsync_cb cb,
+int objsync_ensure(objsync *os, const store *cache, const kube_res *res, const cJSON *desired, objsync_cb cb,
                    void *data);
 
 /** Delete an object we own if it exists (used when a feature is switched
  *  off, e.g. the ServiceMonitor). Same result values. */
-int objsync_delete(operator *op, enum op_kind kind, const kube_res *res, const char *ns, const char *name,
+int objsync_delete(objsync *os, const store *cache, const kube_res *res, const char *ns, const char *name,
                    objsync_cb cb, void *data);
 
 /** The merge patch objsync_ensure would send to make desired a subset of
@@ -88,8 +110,6 @@ int objsync_delete(operator *op, enum op_kind kind, const kube_res *res, const c
 cJSON *objsync_diff(const cJSON *desired, const cJSON *live);
 
 /** Writes in flight (for shutdown and tests). */
-int objsync_in_flight(void);
-/** Forget the post-write bookkeeping (at shutdown). */
-void objsync_reset(void);
+int objsync_in_flight(const objsync *os);
 
 #endif

@@ -13,11 +13,13 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "reconcilers/bindhook.h"
+#include "reconcilers/loginset.h"
 #include "reconcilers/msec.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"
 #include "watchers/byname.h"
 #include "watchers/kinds.h"
+#include "watchers/slinky.h"
 
 /* What is cached, and how. Pods are filtered to the daemons we manage;
  * Secrets and ConfigMaps to the ones this operator created (its managed-by
@@ -30,12 +32,12 @@ static const struct {
     const store_kind *kind;
     const char *label_selector;
 } kinds[OPK__COUNT] = {
-    [OPK_NODESETS] = {&KUBE_SLINKY_NODESETS, &KIND_FULL_NAMESPACED, NULL},
-    [OPK_CONTROLLERS] = {&KUBE_SLINKY_CONTROLLERS, &KIND_FULL_NAMESPACED, NULL},
-    [OPK_RESTAPIS] = {&KUBE_SLINKY_RESTAPIS, &KIND_FULL_NAMESPACED, NULL},
-    [OPK_ACCOUNTINGS] = {&KUBE_SLINKY_ACCOUNTINGS, &KIND_FULL_NAMESPACED, NULL},
-    [OPK_LOGINSETS] = {&KUBE_SLINKY_LOGINSETS, &KIND_FULL_NAMESPACED, NULL},
-    [OPK_TOKENS] = {&KUBE_SLINKY_TOKENS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_NODESETS] = {&SLINKY_NODESETS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_CONTROLLERS] = {&SLINKY_CONTROLLERS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_RESTAPIS] = {&SLINKY_RESTAPIS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_ACCOUNTINGS] = {&SLINKY_ACCOUNTINGS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_LOGINSETS] = {&SLINKY_LOGINSETS, &KIND_FULL_NAMESPACED, NULL},
+    [OPK_TOKENS] = {&SLINKY_TOKENS, &KIND_FULL_NAMESPACED, NULL},
     [OPK_PODS] = {&KUBE_PODS, &KIND_PODS, "app.kubernetes.io/name in (slurmd,slurmctld,slurmrestd,slurmdbd,login)"},
     [OPK_NODES] = {&KUBE_NODES, &KIND_NODES, NULL},
     [OPK_SERVICES] = {&KUBE_SERVICES, &KIND_FULL_NAMESPACED, NULL},
@@ -570,6 +572,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
     op->metrics = mx_registry_new();
     for (int k = 0; k < OPK__COUNT; k++)
         op->stores[k] = store_new(kinds[k].kind);
+    op->loginset = loginset_state_new();
     for (int i = 0; i < 2; i++) {
         p->ref_store[i] = store_new(&KIND_FULL_NAMESPACED);
         store_on_change(p->ref_store[i], forward_ref_change, op->stores[ref_kinds[i]]);
@@ -615,6 +618,12 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
         return rc;
     }
     op->events = evrec_new(loop, op->client, "slinky.slurm.net/slurmop", host);
+    /* objsync looks a create answered AlreadyExists up with a GET where the
+     * cache cannot show a foreign object: the caches filtered to our label. */
+    op->objsync = objsync_new(op->client);
+    for (int k = 0; k < OPK__COUNT; k++)
+        if (kinds[k].label_selector && strcmp(kinds[k].label_selector, MANAGED_SELECTOR) == 0)
+            (void)objsync_label_filtered(op->objsync, op->stores[k]);
 
     if (opts->metrics_secure)
         rc = listen_secure(op, opts->metrics_addr, err, errlen);
@@ -718,7 +727,8 @@ static void on_client_closed(void *data)
     void *cb_data = op->opts.stopped_data;
     int code = p->exit_code;
     evrec_free(op->events);
-    objsync_reset();
+    objsync_free(op->objsync);
+    loginset_state_free(op->loginset);
     for (int k = 0; k < OPK__COUNT; k++)
         store_free(op->stores[k]);
     for (int i = 0; i < 2; i++)

@@ -27,6 +27,7 @@
 #include "core/metrics.h"
 #include "core/store.h"
 #include "core/wq.h"
+#include "reconcilers/objsync.h"
 #include "watchers/reflector.h"
 
 #define OP_MAX_NAMESPACES 64
@@ -124,6 +125,8 @@ struct operator {
     char *identity;           /* "<hostname>_<uuid>" */
     char *cluster_domain;
     store *stores[OPK__COUNT];
+    objsync *objsync;         /* owned objects' writes (reconcilers/objsync.h) */
+    struct loginset_state *loginset; /* the LoginSet reconciler's state (reconcilers/loginset.h) */
     int leading;              /* reconcilers are running */
     int stopping;
 

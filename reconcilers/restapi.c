@@ -6,6 +6,7 @@
 #include "core/json.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
+#include "watchers/slinky.h"
 #include "reconcilers/restapi_build.h"
 
 static void reconcile(crc_pass *p);
@@ -14,7 +15,7 @@ static crc_module M = {
     .name = RESTAPI_CONTROLLER,
     .kind = RAB_KIND,
     .store = OPK_RESTAPIS,
-    .res = &KUBE_SLINKY_RESTAPIS,
+    .res = &SLINKY_RESTAPIS,
     .sync = reconcile,
 };
 

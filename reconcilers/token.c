@@ -16,6 +16,7 @@
 #include "reconcilers/objsync.h"
 #include "reconcilers/token_build.h"
 #include "slurmio/jwt.h"
+#include "watchers/slinky.h"
 
 static void reconcile(crc_pass *p);
 
@@ -23,7 +24,7 @@ static crc_module M = {
     .name = TOKEN_CONTROLLER,
     .kind = TOKB_KIND,
     .store = OPK_TOKENS,
-    .res = &KUBE_SLINKY_TOKENS,
+    .res = &SLINKY_TOKENS,
     .sync = reconcile,
 };
 

@@ -17,6 +17,7 @@
 #include "core/httpd.h"
 #include "core/json.h"
 #include "core/kube.h"
+#include "watchers/slinky.h"
 
 struct server {
     hs_server *srv;
@@ -412,7 +413,7 @@ static void test_paths(void **state)
 {
     buf_t b;
     buf_init(&b, 1024);
-    assert_int_equal(kube_path(&b, &KUBE_SLINKY_NODESETS, "slurm", "a", "scale", NULL), 0);
+    assert_int_equal(kube_path(&b, &SLINKY_NODESETS, "slurm", "a", "scale", NULL), 0);
     assert_string_equal(buf_cstr(&b), "/apis/slinky.slurm.net/v1beta1/namespaces/slurm/nodesets/a/scale");
     buf_reset(&b);
     assert_int_equal(kube_path(&b, &KUBE_PODS, NULL, NULL, NULL, "watch=1"), 0);
