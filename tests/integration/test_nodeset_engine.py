@@ -97,8 +97,9 @@ def test_objects_statefulset_mode():
             sc = c.get(NS_API + "/namespaces/default/nodesets/cpu/scale").json()
             assert sc["kind"] == "Scale" and sc["spec"]["replicas"] == 2 and sc["status"]["replicas"] == 2, sc
             assert sc["status"]["selector"] == "app.kubernetes.io/instance=cpu,app.kubernetes.io/name=slurmd", sc
-            # Read again: on the real control plane kwok may report a pod
-            # not Ready for a moment after it was, and the status follows.
+            # Read again until it holds: once, on the real control plane under
+            # load, the status read right after readyReplicas reached 2 showed
+            # 1 (not explained yet; the operator's log showed no pod change).
             ns = wait_for(lambda: (lambda o: o if (o["status"].get("replicas"), o["status"].get("readyReplicas"),
                                                    o["status"].get("updatedReplicas"), o["status"].get("desired"))
                                    == (2, 2, 2, 2) else None)(nodeset(c, "cpu")), 10,
