@@ -70,6 +70,25 @@ static double counter(const cJSON *cnt, const char *verb)
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
+/* 1 when kubesim's history was compacted since st0 (its /kubesim/stats
+ * before the restart): some resource's "compacted" moved. */
+static int restarted(bx_ctx *x, bx_kubesim *ks, const cJSON *st0)
+{
+    cJSON *st = NULL;
+    int moved = 0;
+    if (st0 == NULL || bx_admin(x, ks, "GET", "/kubesim/stats", NULL, &st) != 0)
+        return 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, json_get(st, "resources"))
+    {
+        const cJSON *r0 = json_child(json_get(st0, "resources"), r->string);
+        if (r0 && json_get_int(r, "compacted", 0) != json_get_int(r0, "compacted", 0))
+            moved = 1;
+    }
+    cJSON_Delete(st);
+    return moved;
+}
+
 /* The restart on the real control plane: compact, restart kube-apiserver,
  * then scrape until every cache relisted. m0 gets the scrape before. */
 static int restart_real(bx_ctx *x, bx_fleet *f, bx_metrics *m0, double *resync_s, double *ready_s,
@@ -205,12 +224,19 @@ int scen_restart(bx_ctx *x)
         long long watches0 = 0;
         if (bx_admin(x, &f.ks, "GET", "/kubesim/stats", NULL, &st0) == 0)
             watches0 = json_get_int(st0, "watches", 0);
-        cJSON_Delete(st0);
         (void)bx_admin(x, &f.ks, "POST", "/kubesim/counters/reset", "{}", NULL);
         int pid = bx_proc_pid(f.op.proc);
         double cpu0 = bx_cpu_seconds(pid), loop0 = bx_loop_cpu_seconds(pid);
         uint64_t t0 = uv_hrtime();
         rc = bx_admin(x, &f.ks, "POST", "/kubesim/restart", "{}", NULL);
+        if (rc != 0 && rc != OP_EHTTP && restarted(x, &f.ks, st0)) {
+            /* kubesim drops every connection 50 ms after its answer, the
+             * admin one too: on a loaded machine the answer can be lost
+             * with it although the restart happened */
+            bx_say(x, "bench: restart: the answer was lost with the dropped connections; kubesim did restart");
+            rc = 0;
+        }
+        cJSON_Delete(st0);
         uint64_t deadline = t0 + 60000000000ull;
         int done = 0;
         while (rc == 0 && uv_hrtime() < deadline && !bx_stop_requested(x)) {

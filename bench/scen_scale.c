@@ -460,8 +460,15 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
         bx_fmt_s(m, sizeof(m), last_o);
         bx_fmt_s(l, sizeof(l), last_l);
         snprintf(note, sizeof(note), "N = %d", last_n);
-        bx_target(x, "scale-out: all creates within 1.25× of the bare pipelined client", m, l, last_ratio,
-                  last_ratio <= 1.25 ? "met" : "missed", note);
+        /* kubesim answers a create in microseconds, so the operator's own
+         * cost shows in the ratio (1.25× allowed); a real API server's
+         * admission and etcd write dominate, and the operator should add
+         * almost nothing to them (1.1×). */
+        double lim = x->real_k8s ? 1.1 : 1.25;
+        char what[96];
+        snprintf(what, sizeof(what), "scale-out: all creates within %.2g× of the bare pipelined client%s", lim,
+                 x->real_k8s ? " (real API server)" : "");
+        bx_target(x, what, m, l, last_ratio, last_ratio <= lim ? "met" : "missed", note);
     }
     return failed ? OP_EIO : 0;
 }
