@@ -57,7 +57,8 @@ static const char usage[] =
     "                        slurmop-bench with --kubeconfig)\n"
     "  --image IMAGE         slurmd image of the NodeSet (default ghcr.io/slinkyproject/slurmd:25.11 with\n"
     "                        kubesim, which never pulls it; registry.k8s.io/pause:3.9 on a real cluster)\n"
-    "  --nodes N             Kubernetes Nodes of kubesim (default: the largest size)\n"
+    "  --nodes N             Kubernetes Nodes of kubesim (default: the largest size) or KWOK Nodes of\n"
+    "                        --cluster real (default: the largest size + 1/8, at least + 8)\n"
     "  --qps Q               slurmop --qps (default 0: its client-side limiter off, so the run measures\n"
     "                        the operator and not a configured rate)\n"
     "  --repeat K            scale-out runs per size, limit and operator alternating; the best of each is\n"
@@ -511,8 +512,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < x.n_sizes; i++)
         if (x.sizes[i] > nmax)
             nmax = x.sizes[i];
+    /* A real cluster gets spare Nodes: one pod per Node (required
+     * anti-affinity), and the scheduler counts a terminating pod, or finds a
+     * Node cordoned by churn, until it is gone. */
     if (x.k8s_nodes <= 0)
-        x.k8s_nodes = nmax;
+        x.k8s_nodes = x.real_k8s ? nmax + (nmax / 8 > 8 ? nmax / 8 : 8) : nmax;
     if (x.repeat <= 0)
         x.repeat = x.quick ? 1 : 3;
     if (x.churn_s < 0)

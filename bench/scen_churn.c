@@ -305,6 +305,23 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
         if (e == 0)
             (void)bx_admin(x, &f->ks, "POST", "/kubesim/nodes/cordon", b.data, NULL);
         buf_free(&b);
+    } else {
+        /* The same on a real cluster: the cordon and uncordon PATCHes of
+         * one Node travel on different connections and may land in the
+         * wrong order, leaving it cordoned; with one pod per Node its pod
+         * could not be scheduled again. */
+        cJSON *list = NULL;
+        if (bx_list(x, &f->api, &KUBE_NODES, NULL, "fieldSelector=spec.unschedulable%3Dtrue", &list) == 0) {
+            const cJSON *it;
+            cJSON_ArrayForEach(it, json_get(list, "items"))
+            {
+                const char *name = json_get_str(it, "metadata.name");
+                if (name)
+                    (void)bx_patch(x, &f->api, &KUBE_NODES, NULL, name, NULL,
+                                   "{\"spec\":{\"unschedulable\":null}}", NULL);
+            }
+        }
+        cJSON_Delete(list);
     }
     bx_step(x, "churn: %g events/s: settling", rate);
     int rc = bx_fleet_converge(x, f, f->n, 180);

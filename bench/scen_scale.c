@@ -445,7 +445,10 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
     bx_table_note(t,
                   "%s; the limit POSTs the operator's own pod bodies over 8 connections × 8 pipelined "
                   "requests, with the operator's transport and credentials. slurmop runs with --qps %g%s.",
-                  x->kubeconfig
+                  x->real_k8s ? "Both runs use the same real control plane (kube-apiserver 1.35 with etcd, "
+                                "kube-scheduler binding the pods, kwok making them Ready; admin client "
+                                "certificate), emptied of the NodeSet's pods in between"
+                  : x->kubeconfig
                       ? "Both runs use the --kubeconfig cluster, emptied of the NodeSet's pods in between"
                       : "Each run gets a fresh kubesim (same flags, TLS with a client certificate)",
                   x->qps, x->qps <= 0 ? " (client-side limiter off)" : "");
