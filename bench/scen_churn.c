@@ -153,7 +153,12 @@ static void pod_event(churn *c)
         admin_post(c, c->f->ks.admin, "/kubesim/pods/fail", b);
         free(b);
     } else {
-        kube_delete_opts o = {.grace_seconds = -1};
+        /* At once (grace 0): kwok removes a terminating pod by name,
+         * without a UID precondition, and when it lags (a loaded machine)
+         * that delete hits the pod the operator created in its place under
+         * the same name, which then terminates and is deleted in turn: a
+         * loop that outlives the churn. */
+        kube_delete_opts o = {.grace_seconds = 0};
         kube_delete(c->f->api.kc, &KUBE_PODS, x->ns, name, &o, ev_done_kube, c);
     }
 }
@@ -541,8 +546,9 @@ int scen_churn(bx_ctx *x)
                   n, (int)c.n_nodes);
     if (x->kubeconfig)
         bx_table_note(t,
-                      "On a real cluster a pod \"fails\" by being deleted (DELETE, default grace; kwok removes "
-                      "it) and a Node flap is a PATCH of spec.unschedulable, one Node PATCH in flight at a "
+                      "On a real cluster a pod \"fails\" by being deleted at once (DELETE with grace 0: kwok "
+                      "removes a terminating pod by name without a UID precondition, and lagging behind it "
+                      "would delete the replacement the operator made under the same name) and a Node flap is a PATCH of spec.unschedulable, one Node PATCH in flight at a "
                       "time (flaps due meanwhile are skipped and counted).");
     bx_table_note(t,
                   "percentiles interpolated inside the histogram's buckets (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5 ms ...); "
