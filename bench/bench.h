@@ -59,6 +59,9 @@ struct bx_ctx {
     int repeat;              /* scale-out runs per size (best kept) */
     double churn_s;          /* seconds per churn rate */
     double idle_s;           /* idle CPU window */
+    int real_k8s;            /* --cluster real: the harness started tests/k8s/cluster.sh */
+    char *k8s_dir;           /* ... its K8S_DIR (state, logs, the admin kubeconfig) */
+    const char *slurm_version; /* SLURMLAB_VERSION of the labs: 22.05 (default), 24.11, 26.05 */
     const char *slurmrestd;  /* external Slurm: NS/NAME=URL (with --kubeconfig) */
     const char *slurm_conf;  /* external Slurm: slurm.conf for libslurm */
     int no_slurm;            /* skip everything that needs the Slurm lab */
@@ -342,6 +345,26 @@ int bx_load_run(bx_ctx *x, const kcfg *cfg, const char *path, char *const *bodie
                 int depth, bx_load_result *res);
 
 /* ------------------------------------------------------------------ */
+/* the real control plane (bench_k8s.c): tests/k8s/cluster.sh run by the
+ * harness (--cluster real). One cluster serves the whole run: its Nodes are
+ * made once (KWOK), every scenario empties the benchmark's namespace of
+ * what it made, as on any --kubeconfig cluster. */
+
+/** Start the cluster in <out>/k8s with `nodes` KWOK Nodes; on success
+ *  x->kubeconfig names its admin kubeconfig and x->real_k8s is set. */
+int bx_k8s_start(bx_ctx *x, int nodes);
+/** Stop it (nothing left running; etcd's data removed, the logs kept). */
+void bx_k8s_stop(bx_ctx *x);
+/** Compact etcd's history (watches from before it get 410 once the API
+ *  server's watch cache no longer holds their resourceVersion). */
+int bx_k8s_compact(bx_ctx *x);
+/** SIGTERM kube-apiserver (every connection and watch ends), start it again
+ *  on the same port and wait until /readyz answers. */
+int bx_k8s_restart_apiserver(bx_ctx *x);
+/** kube-apiserver's pid (0 when unknown), for its CPU time. */
+int bx_k8s_apiserver_pid(bx_ctx *x);
+
+/* ------------------------------------------------------------------ */
 /* the Slurm lab (bench_slurm.c) */
 
 typedef struct bx_lab {
@@ -352,17 +375,23 @@ typedef struct bx_lab {
     char *rest_user;
     char *rest_token;
     char *jwt_key_path;
-    char *version; /* slurmctld -V */
+    char *version; /* scontrol --version of the lab's Slurm */
+    char *bin;     /* SLURMLAB_BIN: the clients of the lab's version */
+    char *api;     /* SLURMLAB_API: the data parser of that version (v0.0.38, v0.0.42, v0.0.44) */
+    int newer;     /* not 22.05: node writes go through REST (no libslurm, no --slurm-conf) */
     int started;
 } bx_lab;
 
-/** Start a lab: static nodes with a slurmd each named by static_names
- *  (space-separated, may be NULL), plus slurmd-less nodes from extra_conf
- *  lines. 0, OP_ENOTSUP when Slurm is not installed / not root, or a code. */
+/** Start a lab of x->slurm_version: static nodes with a slurmd each named by
+ *  static_names (space-separated, may be NULL), plus slurmd-less nodes from
+ *  extra_conf lines. The newer versions run SlurmUser "slurm", whose tokens
+ *  may update nodes through REST. 0, OP_ENOTSUP when Slurm is not installed
+ *  / not root, or a code. */
 int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *extra_conf);
 void bx_lab_stop(bx_ctx *x, bx_lab *lab);
-/** Run a Slurm command (scontrol, sbatch, sinfo, squeue) with the lab's
- *  SLURM_CONF; *out gets stdout. Returns the exit status. */
+/** Run a Slurm command (scontrol, sbatch, sinfo, squeue: the lab version's,
+ *  from SLURMLAB_BIN) with the lab's SLURM_CONF; *out gets stdout. Returns
+ *  the exit status. */
 int bx_lab_cmd(bx_ctx *x, bx_lab *lab, const char *const *argv, char **out);
 /** Read the lab's JWT key. 0 or a code. */
 int bx_lab_jwt_key(bx_lab *lab, char **key, size_t *len);

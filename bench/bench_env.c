@@ -385,6 +385,19 @@ static int create_json(bx_ctx *x, bx_api *api, const kube_res *res, const char *
     return rc == OP_EEXISTS ? 0 : rc;
 }
 
+/* On a cluster that outlives the scenarios (--kubeconfig, --cluster real)
+ * an object of an earlier scenario may be there: bring it in line (merge
+ * patch of the same body) instead of keeping what that scenario wanted, e.g.
+ * an older lab's JWT key. */
+static int create_or_patch(bx_ctx *x, bx_api *api, const kube_res *res, const char *ns, const char *name,
+                           const char *json)
+{
+    int rc = create_json(x, api, res, ns, json);
+    if (rc == 0 && x->kubeconfig)
+        rc = bx_patch(x, api, res, ns, name, NULL, json, NULL);
+    return rc;
+}
+
 static char *secret_json(const char *name, const char *key, const char *data, size_t len)
 {
     char *b64 = base64_encode(data, len);
@@ -412,11 +425,11 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
     char key[64];
     memset(key, 'k', sizeof(key));
     char *s = secret_json("slurm-auth-slurm", "slurm.key", key, sizeof(key));
-    rc = create_json(x, api, &KUBE_SECRETS, x->ns, s);
+    rc = create_or_patch(x, api, &KUBE_SECRETS, x->ns, "slurm-auth-slurm", s);
     free(s);
     memset(key, 'j', sizeof(key));
     s = secret_json("slurm-auth-jwt", "jwt.key", jwt_key ? jwt_key : key, jwt_key ? jwt_len : sizeof(key));
-    rc = rc ? rc : create_json(x, api, &KUBE_SECRETS, x->ns, s);
+    rc = rc ? rc : create_or_patch(x, api, &KUBE_SECRETS, x->ns, "slurm-auth-jwt", s);
     free(s);
     if (rc)
         return rc;
@@ -453,6 +466,13 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
         x->image, probes, sidecar);
     rc = create_json(x, api, &SLINKY_NODESETS, x->ns, s);
     free(s);
+    /* a NodeSet left by an earlier scenario keeps that scenario's drain
+     * annotation otherwise (a scale-in without drains after a run without Slurm) */
+    if (rc == 0 && x->kubeconfig)
+        rc = bx_patch(x, api, &SLINKY_NODESETS, x->ns, "gpu", NULL,
+                      no_drain ? "{\"metadata\":{\"annotations\":{\"nodeset.slinky.slurm.net/delete-without-drain\":\"true\"}}}"
+                               : "{\"metadata\":{\"annotations\":{\"nodeset.slinky.slurm.net/delete-without-drain\":null}}}",
+                      NULL);
     return rc;
 }
 

@@ -18,7 +18,8 @@
 #include "core/log.h"
 
 static const char usage[] =
-    "Usage: slurmop-bench [--quick] [--out DIR] [--scenario NAME ...] [--kubeconfig FILE]\n"
+    "Usage: slurmop-bench [--quick] [--out DIR] [--scenario NAME ...] [--cluster kubesim|real]\n"
+    "                     [--kubeconfig FILE] [--slurm-version 22.05|24.11|26.05]\n"
     "                     [--sizes 1024,4096,8192] [more flags below]\n"
     "\n"
     "Measures slurmop against the limits of the machine it runs on and prints one table per\n"
@@ -45,13 +46,19 @@ static const char usage[] =
     "  --scenario NAME       run only these (repeatable or comma-separated)\n"
     "  --sizes LIST          pod counts for scale-out (default 1024,4096,8192); the largest is the N of\n"
     "                        the other scenarios\n"
+    "  --cluster KIND        kubesim (default: a fresh in-repo kubesim per run) or real: the harness\n"
+    "                        starts a real control plane (tests/k8s/cluster.sh: etcd, kube-apiserver,\n"
+    "                        controller-manager, scheduler, kwok) with --nodes KWOK Nodes in <out>/k8s\n"
+    "                        and stops it at the end; every scenario runs on it, `restart` restarts\n"
+    "                        kube-apiserver, the Slurm parts start their own lab as with kubesim\n"
     "  --kubeconfig FILE     run against this cluster instead of starting kubesim (a kind cluster:\n"
     "                        pods run --image; `restart` is skipped; the Slurm parts need --slurmrestd)\n"
     "  --namespace NS        namespace of the benchmark's objects (default: default with kubesim,\n"
     "                        slurmop-bench with --kubeconfig)\n"
     "  --image IMAGE         slurmd image of the NodeSet (default ghcr.io/slinkyproject/slurmd:25.11 with\n"
     "                        kubesim, which never pulls it; registry.k8s.io/pause:3.9 on a real cluster)\n"
-    "  --nodes N             Kubernetes Nodes of kubesim (default: the largest size)\n"
+    "  --nodes N             Kubernetes Nodes of kubesim (default: the largest size) or KWOK Nodes of\n"
+    "                        --cluster real (default: the largest size + 1/8, at least + 8)\n"
     "  --qps Q               slurmop --qps (default 0: its client-side limiter off, so the run measures\n"
     "                        the operator and not a configured rate)\n"
     "  --repeat K            scale-out runs per size, limit and operator alternating; the best of each is\n"
@@ -60,6 +67,9 @@ static const char usage[] =
     "  --idle-seconds S      idle CPU window (default 60, 10 with --quick)\n"
     "  --slurmrestd NS/NAME=URL, --slurm-conf PATH\n"
     "                        with --kubeconfig: an existing Slurm for scale-in and memory (else skipped)\n"
+    "  --slurm-version V     Slurm of the labs (scale-in, memory): 22.05 (default, the host's packages;\n"
+    "                        node writes through libslurm), 24.11 or 26.05 (tests/slurm/slurmlab.sh\n"
+    "                        SLURMLAB_VERSION: a cached Debian root file system; node writes through REST)\n"
     "  --no-slurm            skip everything that needs the Slurm lab\n"
     "  --slurmop-arg ARG     one more flag for every slurmop the harness starts (repeatable), e.g.\n"
     "                        --slurmop-arg=--log-level=debug\n"
@@ -95,6 +105,8 @@ enum {
     OPT_BIN_DIR,
     OPT_REPEAT,
     OPT_SLURMOP_ARG,
+    OPT_CLUSTER,
+    OPT_SLURM_VERSION,
     OPT_HELP,
 };
 
@@ -116,6 +128,8 @@ static const struct option long_opts[] = {
     {"bin-dir", required_argument, NULL, OPT_BIN_DIR},
     {"repeat", required_argument, NULL, OPT_REPEAT},
     {"slurmop-arg", required_argument, NULL, OPT_SLURMOP_ARG},
+    {"cluster", required_argument, NULL, OPT_CLUSTER},
+    {"slurm-version", required_argument, NULL, OPT_SLURM_VERSION},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -319,7 +333,10 @@ static void write_report(bx_ctx *x, int argc, char **argv, double total_s)
     rc |= buf_printf(&md, "\n\n%s; %s, %ld cores; Linux %s; build %s%s (%s); %s kubesim; total %.0f s.\n\n",
                      when, cpu, sysconf(_SC_NPROCESSORS_ONLN), u.release, x->build_type,
                      x->sanitized ? " with sanitizers: NOT comparable" : "", x->bin_dir,
-                     x->kubeconfig ? "no (--kubeconfig)" : "in-repo", total_s);
+                     x->real_k8s     ? "real control plane (tests/k8s/cluster.sh), not"
+                     : x->kubeconfig ? "no (--kubeconfig)"
+                                     : "in-repo",
+                     total_s);
     rc |= buf_append(&md, x->report.data, x->report.len);
     rc |= buf_puts(&md, "## Scenarios\n\n");
     rc |= buf_append(&md, tables.data ? tables.data : "", tables.len);
@@ -341,6 +358,8 @@ static void write_report(bx_ctx *x, int argc, char **argv, double total_s)
     cJSON_AddBoolToObject(meta, "sanitized", x->sanitized);
     cJSON_AddBoolToObject(meta, "quick", x->quick);
     cJSON_AddBoolToObject(meta, "kubesim", x->kubeconfig == NULL);
+    cJSON_AddStringToObject(meta, "cluster", x->real_k8s ? "real" : x->kubeconfig ? "kubeconfig" : "kubesim");
+    cJSON_AddStringToObject(meta, "slurmVersion", x->slurm_version);
     cJSON_AddBoolToObject(meta, "slurmAware", x->slurm_aware);
     cJSON_AddNumberToObject(meta, "totalSeconds", total_s);
     cJSON *sizes = cJSON_AddArrayToObject(meta, "sizes");
@@ -451,6 +470,17 @@ int main(int argc, char **argv)
                 return die_usage("too many --slurmop-arg", NULL);
             x.op_args[x.n_op_args++] = optarg;
             break;
+        case OPT_CLUSTER:
+            if (strcmp(optarg, "real") == 0)
+                x.real_k8s = 1;
+            else if (strcmp(optarg, "kubesim") != 0)
+                return die_usage("--cluster: want kubesim or real, got ", optarg);
+            break;
+        case OPT_SLURM_VERSION:
+            if (strcmp(optarg, "22.05") != 0 && strcmp(optarg, "24.11") != 0 && strcmp(optarg, "26.05") != 0)
+                return die_usage("--slurm-version: want 22.05, 24.11 or 26.05, got ", optarg);
+            x.slurm_version = optarg;
+            break;
         case 'h':
         case OPT_HELP:
             fputs(usage, stdout);
@@ -461,6 +491,10 @@ int main(int argc, char **argv)
     }
     if (optind < argc)
         return die_usage("unexpected argument: ", argv[optind]);
+    if (x.real_k8s && x.kubeconfig)
+        return die_usage("--cluster real starts its own cluster: drop --kubeconfig", NULL);
+    if (x.slurm_version == NULL)
+        x.slurm_version = "22.05";
     if (sizes && parse_sizes(&x, sizes) != 0)
         return die_usage("--sizes: want a comma-separated list of pod counts, got ", sizes);
     if (!sizes) {
@@ -478,18 +512,22 @@ int main(int argc, char **argv)
     for (int i = 0; i < x.n_sizes; i++)
         if (x.sizes[i] > nmax)
             nmax = x.sizes[i];
+    /* A real cluster gets spare Nodes: one pod per Node (required
+     * anti-affinity), and the scheduler counts a terminating pod, or finds a
+     * Node cordoned by churn, until it is gone. */
     if (x.k8s_nodes <= 0)
-        x.k8s_nodes = nmax;
+        x.k8s_nodes = x.real_k8s ? nmax + (nmax / 8 > 8 ? nmax / 8 : 8) : nmax;
     if (x.repeat <= 0)
         x.repeat = x.quick ? 1 : 3;
     if (x.churn_s < 0)
         x.churn_s = x.quick ? 5 : 10;
     if (x.idle_s < 0)
         x.idle_s = x.quick ? 10 : 60;
+    int external = x.kubeconfig || x.real_k8s;
     if (x.ns == NULL)
-        x.ns = x.kubeconfig ? "slurmop-bench" : "default";
+        x.ns = external ? "slurmop-bench" : "default";
     if (x.image == NULL)
-        x.image = x.kubeconfig ? "registry.k8s.io/pause:3.9" : "ghcr.io/slinkyproject/slurmd:25.11";
+        x.image = external ? "registry.k8s.io/pause:3.9" : "ghcr.io/slinkyproject/slurmd:25.11";
 
     log_setup(LOGL_WARN, LOGF_TEXT);
     signal(SIGPIPE, SIG_IGN);
@@ -530,6 +568,15 @@ int main(int argc, char **argv)
         bx_say(&x, "slurmop-bench: note: use a Release build without sanitizers for numbers (see --help)");
 
     int rc = 0;
+    if (x.real_k8s) {
+        /* x.real_k8s is set again once the cluster runs */
+        x.real_k8s = 0;
+        if (bx_k8s_start(&x, x.k8s_nodes) != 0) {
+            bx_say(&x, "slurmop-bench: the real control plane did not start: nothing measured");
+            rc = 1;
+            memset(want, 0, sizeof(want));
+        }
+    }
     if (want[0] || want[1])
         rc |= scen_scale_out(&x, want[0], 1) != 0;
     if (want[2] && !x.interrupted)
@@ -541,6 +588,8 @@ int main(int argc, char **argv)
     if (want[5] && !x.interrupted)
         rc |= scen_memory(&x) != 0;
 
+    if (x.k8s_dir)
+        bx_k8s_stop(&x);
     double total = bx_secs(x.run_t0, uv_hrtime());
     write_report(&x, argc, argv, total);
     bx_say(&x, "slurmop-bench: %s in %.0f s; report: %s/report.md",
@@ -560,5 +609,8 @@ int main(int argc, char **argv)
     free(x.src_dir);
     free(x.log_dir);
     free(x.build_type);
+    if (x.real_k8s)
+        free((char *)x.kubeconfig);
+    free(x.k8s_dir);
     return x.interrupted ? 130 : rc ? 1 : 0;
 }

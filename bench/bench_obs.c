@@ -30,6 +30,8 @@ typedef struct owatch {
     bx_obs *o;
     const kube_res *res;
     const char *field_selector;
+    const char *label_selector;   /* as the watch options take it */
+    const char *label_selector_q; /* ... and escaped for a LIST query */
     item_fn on_item;
     kube_watch *w;
     kube_request *list;
@@ -218,6 +220,7 @@ static void start_watch(owatch *w)
     memset(&wo, 0, sizeof(wo));
     wo.resource_version = w->rv;
     wo.field_selector = w->field_selector;
+    wo.label_selector = w->label_selector;
     wo.timeout_seconds = 3600;
     wo.bookmarks = 1;
     wo.max_event_bytes = 16u << 20;
@@ -272,6 +275,8 @@ static void ow_start(owatch *w)
     char q[600];
     if (w->field_selector)
         snprintf(q, sizeof(q), "fieldSelector=%s", w->field_selector);
+    else if (w->label_selector)
+        snprintf(q, sizeof(q), "labelSelector=%s", w->label_selector_q);
     else
         q[0] = '\0';
     w->list = kube_list(w->o->api->kc, w->res, w->o->ns, q[0] ? q : NULL, on_list, w);
@@ -309,6 +314,10 @@ bx_obs *bx_obs_start(bx_ctx *x, bx_api *api, const char *ns)
     map_init_type(&o->deleted_at, &map_type_free_val);
     map_init_type(&o->term_at, &map_type_free_val);
     ow_init(o, &o->pw, &KUBE_PODS, NULL, on_pod);
+    /* Only NodeSet gpu's pods (and the limit's, built alike): on a real
+     * cluster the Controller's StatefulSet runs a slurmctld pod beside them */
+    o->pw.label_selector = "app.kubernetes.io/instance=gpu";
+    o->pw.label_selector_q = "app.kubernetes.io%2Finstance%3Dgpu";
     ow_init(o, &o->nw, &SLINKY_NODESETS, "metadata.name=gpu", on_nodeset);
     ow_start(&o->pw);
     ow_start(&o->nw);

@@ -1,7 +1,9 @@
 /* bench_slurm: the Slurm lab (tests/slurm/slurmlab.sh) as the harness uses
- * it: a real slurmctld and slurmrestd of Debian's 22.05 on loopback, with a
- * few static nodes that run a slurmd each (jobs can run there) and any
- * number of slurmd-less nodes described by extra slurm.conf lines. */
+ * it: a real slurmctld and slurmrestd on loopback (Debian's 22.05 on the
+ * host, or 24.11 / 26.05 in a cached Debian root file system:
+ * --slurm-version), with a few static nodes that run a slurmd each (jobs can
+ * run there) and any number of slurmd-less nodes described by extra
+ * slurm.conf lines. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -46,10 +48,20 @@ int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *e
 {
     static const char *const bins[] = {"slurmctld", "slurmd", "slurmrestd", "munged",
                                        "scontrol",  "sbatch", "sinfo"};
+    static const char *const chroot_bins[] = {"debootstrap", "chroot", "unshare"};
     memset(lab, 0, sizeof(*lab));
-    for (size_t i = 0; i < sizeof(bins) / sizeof(bins[0]); i++)
+    const char *version = x->slurm_version ? x->slurm_version : "22.05";
+    int newer = strcmp(version, "22.05") != 0;
+    /* 22.05 runs the host's Slurm; the others a root file system of their own */
+    for (size_t i = 0; !newer && i < sizeof(bins) / sizeof(bins[0]); i++)
         if (!have(bins[i])) {
             bx_say(x, "bench: %s not found: Slurm parts skipped (tests/deps.sh installs Slurm)", bins[i]);
+            return OP_ENOTSUP;
+        }
+    for (size_t i = 0; newer && i < sizeof(chroot_bins) / sizeof(chroot_bins[0]); i++)
+        if (!have(chroot_bins[i])) {
+            bx_say(x, "bench: %s not found: the Slurm %s lab cannot run, Slurm parts skipped", chroot_bins[i],
+                   version);
             return OP_ENOTSUP;
         }
     if (geteuid() != 0) {
@@ -65,11 +77,16 @@ int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *e
     char *e_dir = xasprintf("SLURMLAB_DIR=%s", lab->dir);
     char *e_names = xasprintf("SLURMLAB_NODE_NAMES=%s", static_names ? static_names : "lab-0");
     char *e_conf = xasprintf("SLURMLAB_EXTRA_CONF=%s", extra_conf ? extra_conf : "");
-    const char *env[] = {e_dir, e_names, e_conf, NULL};
+    char *e_ver = xasprintf("SLURMLAB_VERSION=%s", version);
+    /* Only root and SlurmUser may update nodes: on the newer versions the
+     * operator's REST writes carry a token of SlurmUser "slurm", as in a
+     * Slinky cluster. 22.05 writes through libslurm as root. */
+    const char *env[] = {e_dir, e_names, e_conf, e_ver, newer ? "SLURMLAB_SLURM_USER=slurm" : NULL, NULL};
     const char *argv[] = {"/bin/bash", script, "start", NULL};
     char *log = xasprintf("%s/slurmlab.log", x->log_dir);
     char *out = NULL;
-    int rc = bx_run(x, argv, env, log, 300, &out);
+    /* a first run of a newer version debootstraps its root file system */
+    int rc = bx_run(x, argv, env, log, newer ? 1200 : 300, &out);
     lab->started = 1; /* even a failed start may leave daemons: stop cleans up */
     if (rc != 0) {
         bx_say(x, "bench: the Slurm lab did not start (exit %d, see %s)", rc, log);
@@ -82,18 +99,22 @@ int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *e
         lab->rest_user = env_value(lab->env_text, "SLURMRESTD_USER");
         lab->rest_token = env_value(lab->env_text, "SLURMRESTD_TOKEN");
         lab->jwt_key_path = env_value(lab->env_text, "SLURMLAB_JWT_KEY");
-        if (!lab->slurm_conf || !lab->rest_url || !lab->rest_token || !lab->jwt_key_path) {
+        lab->bin = env_value(lab->env_text, "SLURMLAB_BIN");
+        lab->api = env_value(lab->env_text, "SLURMLAB_API");
+        lab->newer = newer;
+        if (lab->api == NULL)
+            lab->api = xstrdup("v0.0.38");
+        if (!lab->slurm_conf || !lab->rest_url || !lab->rest_token || !lab->jwt_key_path || !lab->bin) {
             bx_say(x, "bench: the Slurm lab's environment is incomplete");
             rc = OP_EIO;
         }
     }
     free(out);
     if (rc == 0) {
-        const char *v[] = {"slurmctld", "-V", NULL};
+        /* "slurm-wlm 26.05.5" (Debian's build) or "slurm 22.05.8" */
+        const char *v[] = {"scontrol", "--version", NULL};
         char *ver = NULL;
-        char path_ctld[] = "/usr/sbin/slurmctld";
-        v[0] = access(path_ctld, X_OK) == 0 ? path_ctld : "slurmctld";
-        if (bx_run(x, v, NULL, NULL, 10, &ver) == 0)
+        if (bx_lab_cmd(x, lab, v, &ver) == 0 && ver)
             lab->version = xstrndup(ver, strcspn(ver, "\n"));
         free(ver);
     }
@@ -101,6 +122,7 @@ int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *e
     free(e_dir);
     free(e_names);
     free(e_conf);
+    free(e_ver);
     free(log);
     if (rc)
         bx_lab_stop(x, lab);
@@ -153,6 +175,8 @@ void bx_lab_stop(bx_ctx *x, bx_lab *lab)
     free(lab->rest_token);
     free(lab->jwt_key_path);
     free(lab->version);
+    free(lab->bin);
+    free(lab->api);
     memset(lab, 0, sizeof(*lab));
     x->cleanup--;
 }
@@ -161,8 +185,21 @@ int bx_lab_cmd(bx_ctx *x, bx_lab *lab, const char *const *argv, char **out)
 {
     char *e = xasprintf("SLURM_CONF=%s", lab->slurm_conf);
     const char *env[] = {e, NULL};
-    /* Slurm's commands live in /usr/bin; uv_spawn searches PATH */
-    int rc = bx_run(x, argv, env, NULL, 60, out);
+    /* SLURMLAB_BIN holds the lab version's clients (wrappers that run them
+     * in its root file system; links to the host's for 22.05) */
+    const char *av[16];
+    size_t n = 0;
+    char *first = NULL;
+    for (; argv[n] && n < 15; n++)
+        av[n] = argv[n];
+    av[n] = NULL;
+    if (lab->bin && argv[0] && argv[0][0] != '/') {
+        first = xasprintf("%s/%s", lab->bin, argv[0]);
+        if (access(first, X_OK) == 0)
+            av[0] = first;
+    }
+    int rc = bx_run(x, av, env, NULL, 60, out);
+    free(first);
     free(e);
     return rc;
 }

@@ -36,6 +36,8 @@ typedef struct churn {
     double rate;
     uint64_t t0;
     long sent, ok, failed, inflight;
+    int node_busy;     /* real cluster: a Node PATCH is in flight */
+    long node_skipped; /* ... so a Node event was not sent */
     char first_error[160];
     int running;
     uv_timer_t tick;
@@ -84,6 +86,12 @@ static void ev_done_kube(int err, const cJSON *obj, const kube_status *st, void 
     }
 }
 
+static void node_done_kube(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    ((churn *)data)->node_busy = 0;
+    ev_done_kube(err, obj, st, data);
+}
+
 static void admin_post(churn *c, hc_pool *pool, const char *path, char *body)
 {
     hc_header h[1] = {{"Content-Type", "application/json"}};
@@ -106,6 +114,13 @@ static void node_event(churn *c)
 {
     const char *node = c->nodes[c->node_j];
     int on = c->node_phase == 0;
+    if (!c->f->have_ks && c->node_busy) {
+        /* The kube client spreads requests over its connections, so a
+         * Node's uncordon could overtake its cordon and leave it cordoned
+         * (and its pod unschedulable): one Node PATCH at a time. */
+        c->node_skipped++;
+        return;
+    }
     c->inflight++;
     if (c->f->have_ks) {
         char *b = xasprintf("{\"names\":[\"%s\"],\"unschedulable\":%s}", node, on ? "true" : "false");
@@ -114,7 +129,8 @@ static void node_event(churn *c)
     } else {
         cJSON *p =
             cJSON_Parse(on ? "{\"spec\":{\"unschedulable\":true}}" : "{\"spec\":{\"unschedulable\":null}}");
-        kube_patch(c->f->api.kc, &KUBE_NODES, NULL, node, NULL, KUBE_PATCH_MERGE, p, NULL, 0, ev_done_kube,
+        c->node_busy = 1;
+        kube_patch(c->f->api.kc, &KUBE_NODES, NULL, node, NULL, KUBE_PATCH_MERGE, p, NULL, 0, node_done_kube,
                    c);
         cJSON_Delete(p);
     }
@@ -137,7 +153,12 @@ static void pod_event(churn *c)
         admin_post(c, c->f->ks.admin, "/kubesim/pods/fail", b);
         free(b);
     } else {
-        kube_delete_opts o = {.grace_seconds = -1};
+        /* At once (grace 0): kwok removes a terminating pod by name,
+         * without a UID precondition, and when it lags (a loaded machine)
+         * that delete hits the pod the operator created in its place under
+         * the same name, which then terminates and is deleted in turn: a
+         * loop that outlives the churn. */
+        kube_delete_opts o = {.grace_seconds = 0};
         kube_delete(c->f->api.kc, &KUBE_PODS, x->ns, name, &o, ev_done_kube, c);
     }
 }
@@ -254,7 +275,7 @@ static const char *bucket_label(char *b, size_t len, double lo, double hi)
 
 typedef struct rate_result {
     double rate, seconds;
-    long sent, failed;
+    long sent, failed, node_skipped;
     bx_hist lat, rec;
     double adds, reconciles, max_depth, mean_depth;
     double *st, *sd;
@@ -270,7 +291,7 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
     bx_step(x, "churn: %g events/s for %.0f s", rate, secs);
     (void)bx_scrape(x, &f->op, &m0);
     c->rate = rate;
-    c->sent = c->ok = c->failed = 0;
+    c->sent = c->ok = c->failed = c->node_skipped = 0;
     c->sn = 0;
     c->t0 = uv_hrtime();
     c->running = 1;
@@ -283,8 +304,9 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
     uv_timer_stop(&c->samp);
     (void)bx_wait(x, drained, c, 60);
     rr->seconds = bx_secs(c->t0, uv_hrtime());
-    rr->sent = c->sent;
+    rr->sent = c->sent - c->node_skipped;
     rr->failed = c->failed;
+    rr->node_skipped = c->node_skipped;
     if (c->failed)
         bx_say(x, "bench: churn at %g events/s: %ld events failed; the first: %s", rate, c->failed,
                c->first_error);
@@ -305,6 +327,23 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
         if (e == 0)
             (void)bx_admin(x, &f->ks, "POST", "/kubesim/nodes/cordon", b.data, NULL);
         buf_free(&b);
+    } else {
+        /* The same on a real cluster: the cordon and uncordon PATCHes of
+         * one Node travel on different connections and may land in the
+         * wrong order, leaving it cordoned; with one pod per Node its pod
+         * could not be scheduled again. */
+        cJSON *list = NULL;
+        if (bx_list(x, &f->api, &KUBE_NODES, NULL, "fieldSelector=spec.unschedulable%3Dtrue", &list) == 0) {
+            const cJSON *it;
+            cJSON_ArrayForEach(it, json_get(list, "items"))
+            {
+                const char *name = json_get_str(it, "metadata.name");
+                if (name)
+                    (void)bx_patch(x, &f->api, &KUBE_NODES, NULL, name, NULL,
+                                   "{\"spec\":{\"unschedulable\":null}}", NULL);
+            }
+        }
+        cJSON_Delete(list);
     }
     bx_step(x, "churn: %g events/s: settling", rate);
     int rc = bx_fleet_converge(x, f, f->n, 180);
@@ -407,10 +446,13 @@ int scen_churn(bx_ctx *x)
                f5 = bx_hist_frac_le(&r->lat, 0.001);
         double r50 = bx_hist_quantile(&r->rec, 0.5), r99 = bx_hist_quantile(&r->rec, 0.99);
         double actions = r->lat.n ? r->lat.cum[r->lat.n - 1] : 0;
-        char a[24], b[40], cc[24], d[24], e[24], g[24], h[24], k[48], l[24], m[40], rate[16], rr1[24],
+        char a[24], b[80], cc[24], d[24], e[24], g[24], h[24], k[48], l[24], m[40], rate[16], rr1[24],
             rr2[24];
         snprintf(rate, sizeof(rate), "%g", r->rate);
-        snprintf(b, sizeof(b), "%ld (%ld)", r->sent, r->failed);
+        if (r->node_skipped)
+            snprintf(b, sizeof(b), "%ld (%ld); %ld Node flaps skipped", r->sent, r->failed, r->node_skipped);
+        else
+            snprintf(b, sizeof(b), "%ld (%ld)", r->sent, r->failed);
         snprintf(a, sizeof(a), "%.0f", actions);
         snprintf(h, sizeof(h), isfinite(f5) ? "%.1f %%" : "n/a", f5 * 100);
         snprintf(k, sizeof(k), "%s / %s", bx_fmt_s(rr1, sizeof(rr1), r50), bx_fmt_s(rr2, sizeof(rr2), r99));
@@ -423,6 +465,7 @@ int scen_churn(bx_ctx *x)
         cJSON_AddNumberToObject(j, "seconds", r->seconds);
         cJSON_AddNumberToObject(j, "sent", (double)r->sent);
         cJSON_AddNumberToObject(j, "failed", (double)r->failed);
+        cJSON_AddNumberToObject(j, "nodeEventsSkipped", (double)r->node_skipped);
         cJSON_AddNumberToObject(j, "actions", actions);
         cJSON_AddItemToObject(j, "p50", bx_num(p50));
         cJSON_AddItemToObject(j, "p90", bx_num(p90));
@@ -501,6 +544,12 @@ int scen_churn(bx_ctx *x)
                   "%d pods on %d Nodes; half the events fail a pod, half cordon or uncordon a Node. actions: "
                   "reconciles that wrote (the histogram's count);",
                   n, (int)c.n_nodes);
+    if (x->kubeconfig)
+        bx_table_note(t,
+                      "On a real cluster a pod \"fails\" by being deleted at once (DELETE with grace 0: kwok "
+                      "removes a terminating pod by name without a UID precondition, and lagging behind it "
+                      "would delete the replacement the operator made under the same name) and a Node flap is a PATCH of spec.unschedulable, one Node PATCH in flight at a "
+                      "time (flaps due meanwhile are skipped and counted).");
     bx_table_note(t,
                   "percentiles interpolated inside the histogram's buckets (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5 ms ...); "
                   "max ≤: upper bound of the highest non-empty bucket; ≤ 1 ms: exact share.");

@@ -158,13 +158,15 @@ int scen_memory(bx_ctx *x)
             n = x->sizes[i];
     bx_lab lab;
     memset(&lab, 0, sizeof(lab));
-    int want_slurm = !x->no_slurm && x->slurm_aware && !x->kubeconfig;
+    /* a real control plane started by the harness (--cluster real) gets its
+     * own lab, as kubesim does; a user's cluster (--kubeconfig) does not */
+    int want_slurm = !x->no_slurm && x->slurm_aware && (!x->kubeconfig || x->real_k8s);
     const char *slurm_skip = NULL;
     if (x->no_slurm)
         slurm_skip = "--no-slurm";
     else if (!x->slurm_aware)
         slurm_skip = "this slurmop does not talk to Slurm yet";
-    else if (x->kubeconfig)
+    else if (x->kubeconfig && !x->real_k8s)
         slurm_skip = x->slurmrestd ? "external Slurm: the node count is not under the harness's control"
                                    : "--kubeconfig without --slurmrestd";
     bx_fleet_slurm fs;
@@ -176,7 +178,7 @@ int scen_memory(bx_ctx *x)
         int e = start_lab(x, &lab, n);
         if (e == 0 && bx_lab_jwt_key(&lab, &jwt, &jwt_len) == 0) {
             fs.rest_url = lab.rest_url;
-            fs.slurm_conf = lab.slurm_conf;
+            fs.slurm_conf = lab.newer ? NULL : lab.slurm_conf; /* newer: REST writes only */
             fs.jwt_key = jwt;
             fs.jwt_len = jwt_len;
             fs.restapi = 0; /* created in step 3 */
@@ -191,7 +193,7 @@ int scen_memory(bx_ctx *x)
     long rss[4] = {-1, -1, -1, -1}, rss_fresh = -1;
     long long heap[4] = {-1, -1, -1, -1}, heap_fresh = -1;
     int writes_quiet = -1;
-    double writes_wait = NAN;
+    double writes_wait = NAN, podinfo_writes = NAN, podinfo_s = NAN;
     double idle_cpu = NAN, idle_s = NAN, polls = NAN, poll_bytes = NAN, full_bytes = NAN, pod_json = NAN;
     double polls_304 = NAN, polls_full = NAN, polls_err = NAN, idle_writes = NAN, idle_loop = NAN;
     bx_step(x, "memory: baseline");
@@ -232,6 +234,11 @@ int scen_memory(bx_ctx *x)
         /* 3. Slurm nodes */
         if (rc == 0 && want_slurm) {
             bx_step(x, "memory: %d Slurm nodes", n);
+            bx_metrics mw;
+            double wr0 = bx_scrape(x, &f.op, &mw) == 0 ? bx_metric(&mw, "slurmop_slurm_node_writes_total", NULL)
+                                                        : NAN;
+            bx_metrics_free(&mw);
+            uint64_t tw0 = uv_hrtime();
             rc = bx_make_restapi(x, &f.api);
             struct slurm_wait sw = {x, &f.op, n, 0};
             if (rc == 0 && bx_wait(x, slurm_reached, &sw, 120) == 0) {
@@ -240,6 +247,13 @@ int scen_memory(bx_ctx *x)
                 uint64_t w0 = uv_hrtime();
                 writes_quiet = bx_wait_slurm_quiet(x, &f.op, 3.0, 300) == 0;
                 writes_wait = bx_secs(w0, uv_hrtime());
+                /* the pod-info writes: from the RestApi's creation to the
+                 * last write (the wait ended 3 s after it) */
+                if (bx_scrape(x, &f.op, &mw) == 0) {
+                    podinfo_writes = bx_metric(&mw, "slurmop_slurm_node_writes_total", NULL) - wr0;
+                    podinfo_s = bx_secs(tw0, uv_hrtime()) - (writes_quiet ? 3.0 : 0.0);
+                }
+                bx_metrics_free(&mw);
                 if (!writes_quiet)
                     bx_say(x, "bench: memory: Slurm node writes still going after %.0f s; measuring anyway",
                            writes_wait);
@@ -289,7 +303,7 @@ int scen_memory(bx_ctx *x)
                                       "-H",   NULL, "-H", NULL,        NULL, NULL};
                 char *h1 = xasprintf("X-SLURM-USER-NAME: %s", lab.rest_user);
                 char *h2 = xasprintf("X-SLURM-USER-TOKEN: %s", lab.rest_token);
-                char *url = xasprintf("%s/slurm/v0.0.38/nodes", lab.rest_url);
+                char *url = xasprintf("%s/slurm/%s/nodes", lab.rest_url, lab.api);
                 argv[7] = h1;
                 argv[9] = h2;
                 argv[10] = url;
@@ -314,8 +328,10 @@ int scen_memory(bx_ctx *x)
                 rest = xasprintf("%s/slurm=%s", x->ns, lab.rest_url);
                 extra[0] = "--slurmrestd";
                 extra[1] = rest;
-                extra[2] = "--slurm-conf";
-                extra[3] = lab.slurm_conf;
+                if (!lab.newer) {
+                    extra[2] = "--slurm-conf";
+                    extra[3] = lab.slurm_conf;
+                }
             }
             rc = bx_slurmop_start(x, "slurmop-memory-fresh.log", f.kubeconfig, extra, &f.op);
             free(rest);
@@ -331,6 +347,8 @@ int scen_memory(bx_ctx *x)
     }
     bx_fleet_close(x, &f);
     char *version = lab.version ? xstrdup(lab.version) : NULL;
+    char *api = xstrdup(lab.api ? lab.api : "v0.0.38");
+    int newer = lab.newer;
     if (lab.started)
         bx_lab_stop(x, &lab);
     free(jwt);
@@ -394,14 +412,22 @@ int scen_memory(bx_ctx *x)
                   "(called through gdb); per object: the step's growth / %d. A JSON pod as served is %.0f B.",
                   n, pod_json);
     if (want_slurm && version)
-        bx_table_note(t, "Slurm: %s, REST v0.0.38 (slurmrestd of Debian's 22.05).", version);
+        bx_table_note(t, "Slurm: %s, REST %s; node writes through %s.", version, api,
+                      newer ? "REST" : "libslurm");
     if (writes_quiet >= 0)
         bx_table_note(t,
                       "With Slurm, RSS and heap were read (and the idle window began) once the operator's "
                       "Slurm node writes (pod info after the scale-out) had stopped for 3 s: %.0f s after "
                       "its nodes were cached%s; %.0f writes during the idle window.",
                       writes_wait, writes_quiet ? "" : " (waited at most 300 s)", idle_writes);
+    if (isfinite(podinfo_writes) && podinfo_s > 0)
+        bx_table_note(t,
+                      "Pod info (each node's comment, one write per node with a comment of its own): %.0f "
+                      "node writes in %.1f s after the RestApi appeared, %.0f per second, through %s.",
+                      podinfo_writes, podinfo_s, podinfo_writes / podinfo_s,
+                      newer ? "REST (one request per node)" : "libslurm");
     free(version);
+    free(api);
     bx_table_emit(x, t);
     cJSON_AddItemToObject(o, "freshRssKiB", bx_num((double)rss_fresh));
     cJSON_AddItemToObject(o, "freshHeapInUseBytes", bx_num((double)heap_fresh));
@@ -413,6 +439,8 @@ int scen_memory(bx_ctx *x)
     cJSON_AddItemToObject(o, "idleSlurmPollsError", bx_num(polls_err));
     cJSON_AddItemToObject(o, "idleSlurmNodeWrites", bx_num(idle_writes));
     cJSON_AddItemToObject(o, "slurmWritesSettleSeconds", bx_num(writes_wait));
+    cJSON_AddItemToObject(o, "podInfoWrites", bx_num(podinfo_writes));
+    cJSON_AddItemToObject(o, "podInfoSeconds", bx_num(podinfo_s));
     cJSON_AddItemToObject(o, "idleLoopCpuShare", bx_num(idle_loop));
     cJSON_AddItemToObject(o, "bytesPerIdlePoll", bx_num(poll_bytes));
     cJSON_AddItemToObject(o, "fullNodeTableBytes", bx_num(full_bytes));

@@ -38,6 +38,7 @@ typedef struct run {
     double accept_s; /* limit only: last 201 read by the client */
     double ready_s;  /* last Ready seen */
     double status_s; /* operator only: readyReplicas == N */
+    int status_stuck; /* ... NAN above: the readyReplicas it stayed at (-1 none) */
     double cpu_s;    /* operator CPU during the run */
     long rss_kib;
     double posts, adds, reconciles;
@@ -271,6 +272,14 @@ static int run_operator(bx_ctx *x, int n, run *r)
             bx_say(x,
                    "bench: scale-out %d: not complete after 900 s (%ld created, %ld ready, readyReplicas %d)",
                    n, c.created, c.became_ready, c.ns_ready);
+            /* every pod created and Ready but the NodeSet's status behind:
+             * the creates and Ready times still stand (status: n/a) */
+            if (c.created >= n && c.became_ready >= n) {
+                r->ok = 1;
+                curves(obs, t0, r);
+                r->status_s = NAN;
+                r->status_stuck = c.ns_ready;
+            }
         }
         r->cpu_s = bx_cpu_seconds(pid) - cpu0;
         r->rss_kib = bx_rss_kib(pid);
@@ -377,11 +386,16 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
         snprintf(k, sizeof(k), "%.0f", O.ok && O.create_s > 0 ? n / O.create_s : NAN);
         char nn[16];
         snprintf(nn, sizeof(nn), "%d", n);
+        if (O.ok && !isfinite(O.status_s)) {
+            snprintf(g, sizeof(g), "stuck at %d", O.status_stuck);
+        } else if (O.ok) {
+            bx_fmt_s(g, sizeof(g), O.status_s);
+        }
         bx_table_row(t, nn, L.ok ? bx_fmt_s(a, sizeof(a), L.create_s) : "—",
                      O.ok ? bx_fmt_s(b, sizeof(b), O.create_s) : "—", ratio_s(c, sizeof(c), rc),
                      L.ok ? bx_fmt_s(d, sizeof(d), L.ready_s) : "—",
                      O.ok ? bx_fmt_s(e, sizeof(e), O.ready_s) : "—", ratio_s(f, sizeof(f), rr),
-                     O.ok ? bx_fmt_s(g, sizeof(g), O.status_s) : "—", O.ok ? h : "—", O.ok ? k : "—");
+                     O.ok ? g : "—", O.ok ? h : "—", O.ok ? k : "—");
         cJSON *j = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "n", n);
         cJSON *jl = cJSON_AddObjectToObject(j, "limit");
@@ -445,7 +459,10 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
     bx_table_note(t,
                   "%s; the limit POSTs the operator's own pod bodies over 8 connections × 8 pipelined "
                   "requests, with the operator's transport and credentials. slurmop runs with --qps %g%s.",
-                  x->kubeconfig
+                  x->real_k8s ? "Both runs use the same real control plane (kube-apiserver 1.35 with etcd, "
+                                "kube-scheduler binding the pods, kwok making them Ready; admin client "
+                                "certificate), emptied of the NodeSet's pods in between"
+                  : x->kubeconfig
                       ? "Both runs use the --kubeconfig cluster, emptied of the NodeSet's pods in between"
                       : "Each run gets a fresh kubesim (same flags, TLS with a client certificate)",
                   x->qps, x->qps <= 0 ? " (client-side limiter off)" : "");
@@ -460,8 +477,15 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
         bx_fmt_s(m, sizeof(m), last_o);
         bx_fmt_s(l, sizeof(l), last_l);
         snprintf(note, sizeof(note), "N = %d", last_n);
-        bx_target(x, "scale-out: all creates within 1.25× of the bare pipelined client", m, l, last_ratio,
-                  last_ratio <= 1.25 ? "met" : "missed", note);
+        /* kubesim answers a create in microseconds, so the operator's own
+         * cost shows in the ratio (1.25× allowed); a real API server's
+         * admission and etcd write dominate, and the operator should add
+         * almost nothing to them (1.1×). */
+        double lim = x->real_k8s ? 1.1 : 1.25;
+        char what[96];
+        snprintf(what, sizeof(what), "scale-out: all creates within %.3g× of the bare pipelined client%s", lim,
+                 x->real_k8s ? " (real API server)" : "");
+        bx_target(x, what, m, l, last_ratio, last_ratio <= lim ? "met" : "missed", note);
     }
     return failed ? OP_EIO : 0;
 }

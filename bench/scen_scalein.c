@@ -173,7 +173,7 @@ int scen_scale_in(bx_ctx *x)
         skip = "--no-slurm";
     else if (!x->slurm_aware)
         skip = "this slurmop does not talk to Slurm yet (no Slurm-aware NodeSet)";
-    else if (x->kubeconfig)
+    else if (x->kubeconfig && !x->real_k8s)
         skip = "with --kubeconfig the harness cannot place jobs on the cluster's Slurm nodes";
     int nb = n >= 4096 ? 16 : n >= 1024 ? 4 : 2;
     if (nb > n)
@@ -224,7 +224,8 @@ int scen_scale_in(bx_ctx *x)
     char *jwt = NULL;
     size_t jwt_len = 0;
     (void)bx_lab_jwt_key(&lab, &jwt, &jwt_len);
-    bx_fleet_slurm fs = {lab.rest_url, lab.slurm_conf, jwt, jwt_len, 1};
+    /* 22.05 writes nodes through libslurm (--slurm-conf); the newer versions through REST only */
+    bx_fleet_slurm fs = {lab.rest_url, lab.newer ? NULL : lab.slurm_conf, jwt, jwt_len, 1};
     bx_fleet f;
     bx_step(x, "scale-in: a fleet of %d pods with Slurm", n);
     rc = bx_fleet_open(x, &f, "scale-in", x->k8s_nodes > n ? x->k8s_nodes : n, n, &fs);
@@ -352,6 +353,8 @@ int scen_scale_in(bx_ctx *x)
     }
     bx_fleet_close(x, &f);
     char *version = lab.version ? xstrdup(lab.version) : xstrdup("Slurm 22.05");
+    char *api = xstrdup(lab.api ? lab.api : "v0.0.38");
+    int newer = lab.newer;
     bx_lab_stop(x, &lab);
     free(jwt);
 
@@ -379,9 +382,9 @@ int scen_scale_in(bx_ctx *x)
                  bx_fmt_s(g, sizeof(g), gone_s), h, k, l);
     bx_table_note(
         t,
-        "%s, REST v0.0.38 reads, libslurm writes. The busy nodes run a slurmd and a %.0f-second job "
+        "%s, REST %s reads, %s writes. The busy nodes run a slurmd and a %.0f-second job "
         "each; the others have no slurmd.",
-        version, job_s);
+        version, api, newer ? "REST" : "libslurm", job_s);
     bx_table_note(
         t,
         "Time 0: the scale PATCH. Drains issued: the operator's log lines \"draining K Slurm nodes for "
@@ -411,7 +414,9 @@ int scen_scale_in(bx_ctx *x)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "n", n);
     cJSON_AddStringToObject(o, "slurm", version);
-    cJSON_AddStringToObject(o, "restVersion", "v0.0.38");
+    cJSON_AddStringToObject(o, "restVersion", api);
+    cJSON_AddStringToObject(o, "nodeWrites", newer ? "rest" : "libslurm");
+    cJSON_AddStringToObject(o, "cluster", x->real_k8s ? "real" : x->kubeconfig ? "kubeconfig" : "kubesim");
     cJSON_AddNumberToObject(o, "busy", nb);
     cJSON_AddNumberToObject(o, "jobSeconds", job_s);
     cJSON_AddItemToObject(o, "limitOneRpcSeconds", bx_num(limit_s));
@@ -453,5 +458,6 @@ int scen_scale_in(bx_ctx *x)
               note);
     free(jobs);
     free(version);
+    free(api);
     return rc ? rc : violations ? OP_EIO : 0;
 }
