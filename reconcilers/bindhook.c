@@ -481,6 +481,23 @@ static void arm(bindhook *h, uint64_t ms)
 /* ------------------------------------------------------------------ */
 /* lifecycle */
 
+/* Everything the webhook owns, and the webhook itself (keys wiped). */
+static void free_fields(bindhook *h)
+{
+    free(h->cert);
+    wipe_free(h->key);
+    free(h->prev_cert);
+    free(h->next_cert);
+    wipe_free(h->next_key);
+    free(h->cert_file);
+    free(h->key_file);
+    free(h->config_name);
+    for (size_t i = 0; i < h->n_dns; i++)
+        free(h->dns[i]);
+    free(h->dns);
+    free(h);
+}
+
 bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t errlen)
 {
     int have_cert = o->cert_file && *o->cert_file, have_key = o->key_file && *o->key_file;
@@ -554,15 +571,7 @@ bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t
         arm(h, 0);
     return h;
 fail:
-    free(h->cert);
-    wipe_free(h->key);
-    free(h->cert_file);
-    free(h->key_file);
-    free(h->config_name);
-    for (size_t i = 0; i < h->n_dns; i++)
-        free(h->dns[i]);
-    free(h->dns);
-    free(h);
+    free_fields(h);
     return NULL;
 }
 
@@ -577,18 +586,7 @@ static void maybe_free(bindhook *h)
         return;
     void (*cb)(void *) = h->on_closed;
     void *data = h->closed_data;
-    free(h->cert);
-    wipe_free(h->key);
-    free(h->prev_cert);
-    free(h->next_cert);
-    wipe_free(h->next_key);
-    free(h->cert_file);
-    free(h->key_file);
-    free(h->config_name);
-    for (size_t i = 0; i < h->n_dns; i++)
-        free(h->dns[i]);
-    free(h->dns);
-    free(h);
+    free_fields(h);
     if (cb)
         cb(data);
 }
