@@ -12,17 +12,15 @@ writes (slurmop against kubesim and a real Slurm 22.05, slurmlab.sh).
 Exit 77 (skipped) without the Slurm binaries or root.
 """
 import os
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kubesim import Kubesim  # noqa: E402
-from slurmlab import lab_cluster  # noqa: E402
+from slurmlab import lab_cluster, run_in_lab  # noqa: E402
 from slurmop import Slurmop, apply_crds, wait_for  # noqa: E402
-from test_slurm_nodeset import IMAGES, PREFIX, Lab, conds, cordon, flags, log, pod, skip  # noqa: E402
+from test_slurm_nodeset import IMAGES, PREFIX, conds, cordon, flags, log, pod  # noqa: E402
 
 REASON_ANN = "nodeset.slinky.slurm.net/node-cordon-reason"
 NODES = ["slinky-0", "slinky-1", "slinky-2"]
@@ -89,22 +87,7 @@ def scenario(ks, lab):
 
 
 def main():
-    missing = [b for b in ("slurmctld", "slurmd", "slurmrestd", "munged", "scontrol") if not shutil.which(b)]
-    if missing:
-        skip("Slurm binaries missing: %s" % " ".join(missing))
-    if os.geteuid() != 0:
-        skip("the Slurm lab needs root")
-    tmp = tempfile.mkdtemp(prefix="test_slurm_drain_reason.")
-    os.chmod(tmp, 0o755)
-    lab = Lab(tmp, NODES)
-    try:
-        lab.start()
-        with Kubesim(nodes=3) as ks:
-            scenario(ks, lab)
-    finally:
-        lab.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-    print("PASS")
+    run_in_lab("test_slurm_drain_reason", NODES, scenario, lambda: Kubesim(nodes=3))
 
 
 if __name__ == "__main__":

@@ -16,19 +16,17 @@ Exit 77 (skipped) without the Slurm binaries or root.
 """
 # backends: kubesim k8s
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from backend import api_server  # noqa: E402
-from slurmlab import lab_cluster  # noqa: E402
+from slurmlab import lab_cluster, run_in_lab  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, pods_of, wait_for  # noqa: E402
-from test_slurm_nodeset import IMAGES, Lab, conds, log, pod, skip  # noqa: E402
+from test_slurm_nodeset import IMAGES, conds, log, pod  # noqa: E402
 
 OVERRIDE = "nodeset.slinky.slurm.net/hostname-override"
 NSP = NS_API + "/namespaces/default/nodesets/ds"
@@ -95,23 +93,8 @@ def scenario(ks, lab):
 
 
 def main():
-    missing = [b for b in ("slurmctld", "slurmd", "slurmrestd", "munged", "scontrol", "sbatch") if not shutil.which(b)]
-    if missing:
-        skip("Slurm binaries missing: %s" % " ".join(missing))
-    if os.geteuid() != 0:
-        skip("the Slurm lab needs root")
-    tmp = tempfile.mkdtemp(prefix="test_slurm_lost_node.")
-    os.chmod(tmp, 0o755)
-    lab = Lab(tmp, ["static-0"])
-    lab.env.update(SLURMLAB_DYNAMIC="1")
-    try:
-        lab.start()
-        with api_server(nodes=1, max_grace="200ms") as ks:
-            scenario(ks, lab)
-    finally:
-        lab.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-    print("PASS")
+    run_in_lab("test_slurm_lost_node", ["static-0"], scenario, lambda: api_server(nodes=1, max_grace="200ms"),
+               lab_env={"SLURMLAB_DYNAMIC": "1"}, extra_bins=("sbatch",))
 
 
 if __name__ == "__main__":

@@ -14,19 +14,17 @@ Exit 77 (skipped) without the Slurm binaries or root.
 """
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kubesim import Kubesim  # noqa: E402
-from slurmlab import lab_cluster  # noqa: E402
+from slurmlab import lab_cluster, run_in_lab  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, pods_of, wait_for  # noqa: E402
-from test_slurm_nodeset import IMAGES, Lab, flags, log, skip  # noqa: E402
+from test_slurm_nodeset import IMAGES, log  # noqa: E402
 
 OVERRIDE = "nodeset.slinky.slurm.net/hostname-override"
 
@@ -84,23 +82,8 @@ def scenario(ks, lab):
 
 
 def main():
-    missing = [b for b in ("slurmctld", "slurmd", "slurmrestd", "munged", "scontrol") if not shutil.which(b)]
-    if missing:
-        skip("Slurm binaries missing: %s" % " ".join(missing))
-    if os.geteuid() != 0:
-        skip("the Slurm lab needs root")
-    tmp = tempfile.mkdtemp(prefix="test_slurm_prune.")
-    os.chmod(tmp, 0o755)
-    lab = Lab(tmp, ["static-0"])
-    lab.env.update(SLURMLAB_DYNAMIC="1", SLURMLAB_EXTRA_CONF="SlurmdTimeout=5")
-    try:
-        lab.start()
-        with Kubesim(nodes=1, max_grace="200ms") as ks:
-            scenario(ks, lab)
-    finally:
-        lab.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-    print("PASS")
+    run_in_lab("test_slurm_prune", ["static-0"], scenario, lambda: Kubesim(nodes=1, max_grace="200ms"),
+               lab_env={"SLURMLAB_DYNAMIC": "1", "SLURMLAB_EXTRA_CONF": "SlurmdTimeout=5"})
 
 
 if __name__ == "__main__":

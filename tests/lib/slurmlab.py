@@ -28,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -291,3 +292,23 @@ def lab_cluster(c, lab, nodesets, **cluster):
                {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
                 "spec": {"controllerRef": {"name": "slurm"}}})
     assert r.status == 201, r.text
+
+
+def run_in_lab(name, nodes, scenario, api, lab_env=None, extra_bins=()):
+    """The main of a Slurm test with one scenario: exit 77 when the lab
+    cannot run here; a lab of `nodes` (static slurmd names; lab_env adds
+    SLURMLAB_* settings) in a fresh folder; scenario(ks, lab) with the API
+    server of api() (a context manager, e.g. backend.api_server(...) or
+    kubesim.Kubesim(...)); then everything stopped and removed, and PASS."""
+    skip_unless_runnable(extra_bins)
+    tmp = tempfile.mkdtemp(prefix=name + ".")
+    os.chmod(tmp, 0o755)  # munged needs every folder above its socket searchable
+    lab = Lab(tmp, nodes, extra_env=lab_env)
+    try:
+        lab.start()
+        with api() as ks:
+            scenario(ks, lab)
+    finally:
+        lab.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("PASS")
