@@ -70,6 +70,7 @@ struct bx_ctx {
     /* paths */
     char *bin_dir;    /* where slurmop and kubesim are */
     char *src_dir;    /* the source tree (crds/, tests/slurm/) */
+    const char *crd_dir; /* CRDs to install, NULL = <src_dir>/crds (--peer: Slinky's own for its runs) */
     char *log_dir;    /* <out>/logs */
     char *build_type; /* CMAKE_BUILD_TYPE of bin_dir, or "unknown" */
     int sanitized;    /* bin_dir was built with ASan/UBSan */
@@ -481,5 +482,8 @@ int scen_scale_in(bx_ctx *x);
 int scen_churn(bx_ctx *x);
 int scen_restart(bx_ctx *x);
 int scen_memory(bx_ctx *x);
+/** --peer slinky: slurmop and Slinky's manager side by side, each on a fresh
+ *  real control plane per --sizes (results under peers.slinky). */
+int scen_peer_slinky(bx_ctx *x);
 
 #endif

@@ -191,8 +191,10 @@ int bx_slurmop_start(bx_ctx *x, const char *log, const char *kubeconfig, const c
     argv[a++] = "127.0.0.1:0";
     argv[a++] = "--log-level";
     argv[a++] = "info";
-    argv[a++] = "--qps";
-    argv[a++] = qps;
+    if (!isnan(x->qps)) { /* NAN: slurmop's own default */
+        argv[a++] = "--qps";
+        argv[a++] = qps;
+    }
     for (int i = 0; extra && extra[i] && a < 44; i++)
         argv[a++] = extra[i];
     for (int i = 0; i < x->n_op_args && a < 62; i++)
@@ -324,14 +326,17 @@ int bx_wait_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s)
 
 static int apply_crds(bx_ctx *x, bx_api *api)
 {
-    char *pattern = xasprintf("%s/crds/*.yaml", x->src_dir);
+    char *dir = x->crd_dir ? xstrdup(x->crd_dir) : xasprintf("%s/crds", x->src_dir);
+    char *pattern = xasprintf("%s/*.yaml", dir);
     glob_t g;
     int rc = glob(pattern, 0, NULL, &g);
     free(pattern);
     if (rc != 0) {
-        bx_say(x, "bench: no CRDs under %s/crds", x->src_dir);
+        bx_say(x, "bench: no CRDs under %s", dir);
+        free(dir);
         return OP_ENOTFOUND;
     }
+    free(dir);
     rc = 0;
     for (size_t i = 0; i < g.gl_pathc && rc == 0; i++) {
         char err[256], *text = NULL;
@@ -441,9 +446,10 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
                   "\"metadata\":{\"name\":\"slurm\"},\"spec\":{"
                   "\"slurmKeyRef\":{\"name\":\"slurm-auth-slurm\",\"key\":\"slurm.key\"},"
                   "\"jwtKeyRef\":{\"name\":\"slurm-auth-jwt\",\"key\":\"jwt.key\"},"
-                  "\"slurmctld\":{\"image\":\"%s\"},\"logfile\":{\"image\":\"%s\"},"
+                  "\"slurmctld\":{\"image\":\"%s\"},\"reconfigure\":{\"image\":\"%s\"},"
+                  "\"logfile\":{\"image\":\"%s\"},"
                   "\"persistence\":{\"enabled\":false}}}",
-                  img_ctld, sidecar);
+                  img_ctld, img_ctld, sidecar);
     rc = create_json(x, api, &SLINKY_CONTROLLERS, x->ns, s);
     free(s);
     if (rc)
@@ -459,10 +465,11 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
                  "\"readinessProbe\":{\"exec\":{\"command\":[\"/pause\",\"-v\"]}}";
     s = xasprintf(
         "{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"metadata\":{\"name\":\"gpu\"%s},"
-        "\"spec\":{\"controllerRef\":{\"name\":\"slurm\"},\"replicas\":%d,"
+        "\"spec\":{\"controllerRef\":{\"name\":\"slurm\",\"namespace\":\"%s\"},\"replicas\":%d,"
         "\"template\":{\"spec\":{\"hostname\":\"gpu-\"}},"
         "\"slurmd\":{\"image\":\"%s\"%s},\"logfile\":{\"image\":\"%s\"}}}",
-        no_drain ? ",\"annotations\":{\"nodeset.slinky.slurm.net/delete-without-drain\":\"true\"}" : "", replicas,
+        no_drain ? ",\"annotations\":{\"nodeset.slinky.slurm.net/delete-without-drain\":\"true\"}" : "", x->ns,
+        replicas,
         x->image, probes, sidecar);
     rc = create_json(x, api, &SLINKY_NODESETS, x->ns, s);
     free(s);
@@ -479,8 +486,9 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
 int bx_make_restapi(bx_ctx *x, bx_api *api)
 {
     char *s = xasprintf("{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"RestApi\","
-                        "\"metadata\":{\"name\":\"slurm\"},\"spec\":{\"controllerRef\":{\"name\":\"slurm\"},"
-                        "\"slurmrestd\":{\"image\":\"%s\"}}}",
+                        "\"metadata\":{\"name\":\"slurm\"},\"spec\":{\"controllerRef\":{\"name\":\"slurm\","
+                        "\"namespace\":\"%s\"},\"slurmrestd\":{\"image\":\"%s\"}}}",
+                        x->ns,
                         x->kubeconfig ? x->image : "ghcr.io/slinkyproject/slurmrestd:25.11");
     int rc = create_json(x, api, &SLINKY_RESTAPIS, x->ns, s);
     free(s);

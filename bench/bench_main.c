@@ -71,6 +71,11 @@ static const char usage[] =
     "                        node writes through libslurm), 24.11 or 26.05 (tests/slurm/slurmlab.sh\n"
     "                        SLURMLAB_VERSION: a cached Debian root file system; node writes through REST)\n"
     "  --no-slurm            skip everything that needs the Slurm lab\n"
+    "  --peer slinky         instead of the scenarios: slurmop (its defaults, then with Slinky's client\n"
+    "                        QPS) and Slinky's slurm-operator (tests/slinky/build.sh) each on a fresh real\n"
+    "                        control plane (implies --cluster real): scale-out 0 -> N and scale-in N -> 0\n"
+    "                        per --sizes, pod times from the harness's watch, API requests from the\n"
+    "                        audit log, CPU and RSS side by side\n"
     "  --slurmop-arg ARG     one more flag for every slurmop the harness starts (repeatable), e.g.\n"
     "                        --slurmop-arg=--log-level=debug\n"
     "  --bin-dir DIR         where slurmop and kubesim are (default: beside slurmop-bench); when they\n"
@@ -107,6 +112,7 @@ enum {
     OPT_SLURMOP_ARG,
     OPT_CLUSTER,
     OPT_SLURM_VERSION,
+    OPT_PEER,
     OPT_HELP,
 };
 
@@ -130,6 +136,7 @@ static const struct option long_opts[] = {
     {"slurmop-arg", required_argument, NULL, OPT_SLURMOP_ARG},
     {"cluster", required_argument, NULL, OPT_CLUSTER},
     {"slurm-version", required_argument, NULL, OPT_SLURM_VERSION},
+    {"peer", required_argument, NULL, OPT_PEER},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -392,7 +399,7 @@ static void write_report(bx_ctx *x, int argc, char **argv, double total_s)
 int main(int argc, char **argv)
 {
     bx_ctx x;
-    int c, want[N_SCEN] = {0}, any = 0;
+    int c, want[N_SCEN] = {0}, any = 0, peer = 0;
     const char *sizes = NULL, *bin_dir = NULL;
     memset(&x, 0, sizeof(x));
     x.out_dir = "bench-results";
@@ -481,6 +488,12 @@ int main(int argc, char **argv)
                 return die_usage("--slurm-version: want 22.05, 24.11 or 26.05, got ", optarg);
             x.slurm_version = optarg;
             break;
+        case OPT_PEER:
+            if (strcmp(optarg, "slinky") != 0)
+                return die_usage("--peer: want slinky, got ", optarg);
+            peer = 1;
+            x.real_k8s = 1;
+            break;
         case 'h':
         case OPT_HELP:
             fputs(usage, stdout);
@@ -568,7 +581,12 @@ int main(int argc, char **argv)
         bx_say(&x, "slurmop-bench: note: use a Release build without sanitizers for numbers (see --help)");
 
     int rc = 0;
-    if (x.real_k8s) {
+    if (peer) {
+        /* every run starts and stops its own cluster */
+        x.real_k8s = 0;
+        rc = scen_peer_slinky(&x) != 0;
+        memset(want, 0, sizeof(want));
+    } else if (x.real_k8s) {
         /* x.real_k8s is set again once the cluster runs */
         x.real_k8s = 0;
         if (bx_k8s_start(&x, x.k8s_nodes) != 0) {
@@ -588,7 +606,7 @@ int main(int argc, char **argv)
     if (want[5] && !x.interrupted)
         rc |= scen_memory(&x) != 0;
 
-    if (x.k8s_dir)
+    if (x.k8s_dir && !peer)
         bx_k8s_stop(&x);
     double total = bx_secs(x.run_t0, uv_hrtime());
     write_report(&x, argc, argv, total);

@@ -1,0 +1,564 @@
+/* scen_peer: --peer slinky, the same work for slurmop and for SchedMD's
+ * Slinky slurm-operator (its manager built from its Go module by
+ * tests/slinky/build.sh), each on a fresh real control plane with the same
+ * KWOK Nodes and the same objects.
+ *
+ * Per size N, three runs, each on its own fresh cluster (cluster.sh start):
+ *   slurmop with its defaults (client limiter 200 requests/s, burst 400),
+ *   slurmop with Slinky's client setting (controller-runtime turns the
+ *   client-side limiter off and leaves fairness to the API server), and
+ *   Slinky's manager with its defaults.
+ * Each operator runs as its own ServiceAccount (bound to cluster-admin, the
+ * same for both), so the API server's audit log (cluster.sh logs every
+ * request of a ServiceAccount outside kube-system) counts its requests and
+ * nothing else's. The pod times come from the harness's own watch, the same
+ * observer for both; CPU and RSS from /proc.
+ *
+ * No RestApi and no Slurm: Slinky's NodeSet controller asks slurmrestd
+ * before it creates pods once a RestApi exists, and a slurmrestd does not
+ * run here. The scale-in therefore shows what each operator does with pods
+ * whose Slurm nodes nobody can drain (the NodeSet carries slurmop's
+ * delete-without-drain annotation, which Slinky does not read). */
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "core/err.h"
+#include "core/file.h"
+
+#define PEER_NS_SA "bench-operators"
+
+enum { V_OP_DEFAULT, V_OP_NOLIMIT, V_SLINKY, N_VARIANTS };
+
+static const char *const variant_name[N_VARIANTS] = {"slurmop", "slurmop (Slinky's QPS)", "Slinky"};
+static const char *const variant_key[N_VARIANTS] = {"slurmop", "slurmopSlinkyQps", "slinky"};
+static const char *const variant_sa[N_VARIANTS] = {"slurmop", "slurmop", "slinky"};
+
+/* API requests of one ServiceAccount in one window of the audit log */
+typedef struct peer_reqs {
+    long total;
+    cJSON *verbs; /* {verb: count} */
+} peer_reqs;
+
+typedef struct peer_run {
+    int ran, out_ok, in_done;
+    double start_s;                        /* operator start to ready */
+    double created_s, ready_s, status_s;   /* scale-out: PATCH to N-th ADDED, N-th Ready, status */
+    double cpu_start, cpu_out, cpu_in;     /* CPU seconds per window */
+    long rss_kib, hwm_kib;                 /* after the scale-out (all cached), peak */
+    peer_reqs req_start, req_out, req_in;  /* audit log per window */
+    double in_first_s, in_gone_s;          /* scale-in: first pod terminating, all gone */
+    int in_left;                           /* pods left when the scale-in wait ended */
+    char in_note[200];
+} peer_run;
+
+/* ---- helpers ---- */
+
+/* VmHWM (peak RSS) of pid in KiB, -1 unknown. */
+static long hwm_kib(int pid)
+{
+    char path[64], *s = NULL;
+    size_t len = 0;
+    long v = -1;
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    if (file_read_all(path, 1 << 16, &s, &len) == 0) {
+        const char *p = strstr(s, "VmHWM:");
+        if (p)
+            v = strtol(p + 6, NULL, 10);
+    }
+    free(s);
+    return v;
+}
+
+static long file_size(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n < 0 ? 0 : n;
+}
+
+/* Count the requests of system:serviceaccount:bench-operators:<sa> logged
+ * after byte offset `from` of the audit log. A request is one audit ID: a
+ * watch logs ResponseStarted (and ResponseComplete when it ends), every
+ * other request ResponseComplete only, so a watch counts at its start. */
+static void audit_count(bx_ctx *x, const char *sa, long from, peer_reqs *r)
+{
+    char *path = xasprintf("%s/log/audit.log", x->k8s_dir), *s = NULL;
+    char *user = xasprintf("system:serviceaccount:%s:%s", PEER_NS_SA, sa);
+    size_t len = 0;
+    r->total = 0;
+    r->verbs = cJSON_CreateObject();
+    if (file_read_all(path, (size_t)1 << 31, &s, &len) != 0) {
+        bx_say(x, "bench: cannot read %s", path);
+        r->total = -1;
+        goto out;
+    }
+    for (char *line = s + (from < (long)len ? from : (long)len); line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if (strstr(line, user)) {
+            cJSON *ev = cJSON_Parse(line);
+            const char *stage = cJSON_GetStringValue(cJSON_GetObjectItem(ev, "stage"));
+            const char *verb = cJSON_GetStringValue(cJSON_GetObjectItem(ev, "verb"));
+            const char *un =
+                cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "user"), "username"));
+            if (stage && verb && un && strcmp(un, user) == 0 &&
+                (strcmp(verb, "watch") == 0 ? strcmp(stage, "ResponseStarted") == 0
+                                            : strcmp(stage, "ResponseComplete") == 0)) {
+                r->total++;
+                cJSON *c = cJSON_GetObjectItem(r->verbs, verb);
+                if (c)
+                    cJSON_SetNumberValue(c, c->valuedouble + 1);
+                else
+                    cJSON_AddNumberToObject(r->verbs, verb, 1);
+            }
+            cJSON_Delete(ev);
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+out:
+    free(s);
+    free(user);
+    free(path);
+}
+
+/* A ServiceAccount in namespace bench-operators bound to cluster-admin and
+ * a kubeconfig with a token of it (<K8S_DIR>/<sa>.kubeconfig). */
+static char *sa_kubeconfig(bx_ctx *x, const char *sa)
+{
+    static const char script[] =
+        "set -eu\n"
+        "K=\"$(cat \"$K8S_DIR/run/bin\")/kubectl\"\n"
+        "k() { \"$K\" --kubeconfig \"$K8S_DIR/admin.kubeconfig\" \"$@\"; }\n"
+        "k get namespace " PEER_NS_SA " >/dev/null 2>&1 || k create namespace " PEER_NS_SA " >/dev/null\n"
+        "k -n " PEER_NS_SA " create serviceaccount \"$SA\" >/dev/null\n"
+        "k create clusterrolebinding \"bench-$SA\" --clusterrole=cluster-admin "
+        "--serviceaccount=" PEER_NS_SA ":\"$SA\" >/dev/null\n"
+        "tok=$(k -n " PEER_NS_SA " create token \"$SA\" --duration=6h)\n"
+        "srv=$(k config view --raw --minify -o 'jsonpath={.clusters[0].cluster.server}')\n"
+        "ca=$(k config view --raw --minify -o 'jsonpath={.clusters[0].cluster.certificate-authority-data}')\n"
+        "out=\"$K8S_DIR/$SA.kubeconfig\"\n"
+        "umask 077\n"
+        "printf 'apiVersion: v1\\nkind: Config\\nclusters:\\n- name: k8s\\n  cluster:\\n    server: %s\\n"
+        "    certificate-authority-data: %s\\nusers:\\n- name: sa\\n  user:\\n    token: %s\\n"
+        "contexts:\\n- name: sa\\n  context:\\n    cluster: k8s\\n    user: sa\\ncurrent-context: sa\\n' "
+        "\"$srv\" \"$ca\" \"$tok\" > \"$out\"\n"
+        "printf '%s' \"$out\"\n";
+    char *e_dir = xasprintf("K8S_DIR=%s", x->k8s_dir), *e_sa = xasprintf("SA=%s", sa), *out = NULL;
+    const char *env[] = {e_dir, e_sa, NULL};
+    const char *argv[] = {"/bin/bash", "-c", script, NULL};
+    char *log = xasprintf("%s/k8s-cluster.log", x->log_dir);
+    int rc = bx_run(x, argv, env, log, 60, &out);
+    free(e_dir);
+    free(e_sa);
+    free(log);
+    if (rc != 0 || out == NULL || out[0] == '\0') {
+        bx_say(x, "bench: could not make ServiceAccount %s's kubeconfig (exit %d)", sa, rc);
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* tests/slinky/build.sh: the manager's path (built and cached when missing). */
+static char *slinky_bin(bx_ctx *x, char **dir)
+{
+    char *script = xasprintf("%s/tests/slinky/build.sh", x->src_dir), *out = NULL;
+    const char *argv[] = {"/bin/bash", script, NULL};
+    char *log = xasprintf("%s/slinky-build.log", x->log_dir);
+    bx_step(x, "Slinky's manager: tests/slinky/build.sh");
+    int rc = bx_run(x, argv, NULL, log, 7200, &out);
+    char *bin = NULL;
+    const char *p = out ? strstr(out, "SLINKY_BIN=") : NULL;
+    if (rc == 0 && p) {
+        p += strlen("SLINKY_BIN=");
+        bin = xasprintf("%.*s", (int)strcspn(p, "\n"), p);
+    } else {
+        bx_say(x, "bench: tests/slinky/build.sh exited %d (see %s)", rc, log);
+    }
+    const char *d = out ? strstr(out, "SLINKY_DIR=") : NULL;
+    if (d)
+        *dir = xasprintf("%.*s/config/crd/bases", (int)strcspn(d + 11, "\n"), d + 11);
+    const char *v = out ? strstr(out, "SLINKY_VERSION=") : NULL;
+    if (v)
+        bx_say(x, "bench: Slinky's manager %.*s (%s)", (int)strcspn(v + 15, "\n"), v + 15, bin ? bin : "-");
+    free(out);
+    free(log);
+    free(script);
+    return bin;
+}
+
+typedef struct slinky_ready {
+    const char *log;
+    uint64_t last;
+    int ok;
+} slinky_ready;
+
+/* Ready once its NodeSet and Controller controllers started their workers. */
+static int slinky_ready_pred(void *arg)
+{
+    slinky_ready *r = arg;
+    uint64_t now = uv_hrtime();
+    if (now - r->last < 100000000ull)
+        return 0;
+    r->last = now;
+    char *s = NULL;
+    size_t len = 0;
+    if (file_read_all(r->log, (size_t)64 << 20, &s, &len) == 0 &&
+        strstr(s, "\"msg\":\"Starting workers\",\"controller\":\"nodeset\"") != NULL)
+        r->ok = 1;
+    else if (s && strstr(s, "\"msg\":\"Starting workers\"") && strstr(s, "\"controllerKind\":\"NodeSet\",\"worker"))
+        r->ok = 1;
+    free(s);
+    return r->ok;
+}
+
+typedef struct obs_goal {
+    bx_obs *o;
+    int n, want_gone;
+} obs_goal;
+
+static int goal_pred(void *arg)
+{
+    obs_goal *g = arg;
+    bx_obs_counts c;
+    bx_obs_counts_get(g->o, &c);
+    if (g->want_gone)
+        return c.exist == 0;
+    return c.created >= g->n && c.ready >= g->n && c.exist >= g->n;
+}
+
+static int status_pred(void *arg)
+{
+    return bx_obs_ns_ready_at((bx_obs *)arg) != 0;
+}
+
+static double nth(const bx_obs *o, int kind, int n, uint64_t t0)
+{
+    size_t k = 0;
+    const uint64_t *t = bx_obs_times(o, kind, &k);
+    if (n <= 0 || (size_t)n > k)
+        return NAN;
+    return bx_secs(t0, t[n - 1]);
+}
+
+static cJSON *reqs_json(const peer_reqs *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "total", (double)r->total);
+    cJSON_AddItemToObject(o, "byVerb", r->verbs ? cJSON_Duplicate(r->verbs, 1) : cJSON_CreateObject());
+    return o;
+}
+
+/* ---- one run ---- */
+
+static void run_one(bx_ctx *x, int variant, int n, const char *slinky, peer_run *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->in_first_s = r->in_gone_s = NAN;
+    char tag[64];
+    snprintf(tag, sizeof(tag), "peer-%s-%d", variant_key[variant], n);
+    if (bx_k8s_start(x, x->k8s_nodes) != 0)
+        return;
+    bx_api api = {0};
+    bx_slurmop op;
+    bx_proc *sl = NULL;
+    bx_obs *obs = NULL;
+    memset(&op, 0, sizeof(op));
+    char *kc = sa_kubeconfig(x, variant_sa[variant]);
+    char *audit = xasprintf("%s/log/audit.log", x->k8s_dir);
+    char *log = xasprintf("%s/%s.log", x->log_dir, tag);
+    int pid = 0;
+    if (kc == NULL || bx_api_open(x, x->kubeconfig, &api) != 0)
+        goto out;
+    if (bx_make_cluster(x, &api, 0, NULL, 0, 0, 1) != 0) {
+        bx_say(x, "bench: %s: the cluster's objects could not be made", tag);
+        goto out;
+    }
+    long off = file_size(audit);
+    uint64_t t0 = uv_hrtime();
+    bx_step(x, "%s: starting the operator", tag);
+    if (variant == V_SLINKY) {
+        const char *argv[] = {slinky, "--kubeconfig", kc, "--metrics-addr", "0", "--health-addr", "127.0.0.1:0",
+                              "--zap-log-level", "info", NULL};
+        unlink(log);
+        sl = bx_proc_start(x, "slinky-manager", argv, NULL, log);
+        if (sl == NULL)
+            goto out;
+        slinky_ready sr = {log, 0, 0};
+        if (bx_wait(x, slinky_ready_pred, &sr, 60) != 0 || bx_proc_exited(sl)) {
+            bx_say(x, "bench: %s: Slinky's manager did not start its NodeSet controller (see %s)", tag, log);
+            goto out;
+        }
+        pid = bx_proc_pid(sl);
+    } else {
+        double saved = x->qps;
+        x->qps = variant == V_OP_DEFAULT ? NAN : 0; /* NAN: no --qps, slurmop's default */
+        char name[80];
+        snprintf(name, sizeof(name), "%s.log", tag);
+        int rc = bx_slurmop_start(x, name, kc, NULL, &op);
+        x->qps = saved;
+        if (rc != 0)
+            goto out;
+        pid = bx_proc_pid(op.proc);
+    }
+    r->start_s = bx_secs(t0, uv_hrtime());
+    /* let it make the Controller's objects and go quiet before the scale */
+    bx_sleep(x, 5);
+    r->cpu_start = bx_cpu_seconds(pid);
+    audit_count(x, variant_sa[variant], off, &r->req_start);
+    r->ran = 1;
+
+    obs = bx_obs_start(x, &api, x->ns);
+    if (obs == NULL)
+        goto out;
+    bx_obs_watch_ready(obs, n);
+    off = file_size(audit);
+    double c0 = bx_cpu_seconds(pid);
+    bx_step(x, "%s: scale-out 0 -> %d", tag, n);
+    t0 = uv_hrtime();
+    if (bx_scale(x, &api, n) != 0)
+        goto out;
+    obs_goal g = {obs, n, 0};
+    int rc = bx_wait(x, goal_pred, &g, 120 + n * 0.25);
+    r->created_s = nth(obs, 0, n, t0);
+    r->ready_s = nth(obs, 1, n, t0);
+    if (rc == 0) {
+        r->out_ok = 1;
+        (void)bx_wait(x, status_pred, obs, 60);
+        uint64_t st = bx_obs_ns_ready_at(obs);
+        r->status_s = st ? bx_secs(t0, st) : NAN;
+    } else {
+        bx_obs_counts c;
+        bx_obs_counts_get(obs, &c);
+        bx_say(x, "bench: %s: scale-out did not finish: %ld created, %d Ready", tag, c.created, c.ready);
+        r->status_s = NAN;
+    }
+    bx_sleep(x, 3); /* trailing status writes belong to the scale-out */
+    r->cpu_out = bx_cpu_seconds(pid) - c0;
+    r->rss_kib = bx_rss_kib(pid);
+    r->hwm_kib = hwm_kib(pid);
+    audit_count(x, variant_sa[variant], off, &r->req_out);
+    if (!r->out_ok)
+        goto out;
+
+    bx_step(x, "%s: scale-in %d -> 0", tag, n);
+    off = file_size(audit);
+    c0 = bx_cpu_seconds(pid);
+    t0 = uv_hrtime();
+    if (bx_scale(x, &api, 0) != 0)
+        goto out;
+    g.want_gone = 1;
+    double in_wait = 60 + n * 0.05;
+    rc = bx_wait(x, goal_pred, &g, in_wait);
+    bx_obs_counts c;
+    bx_obs_counts_get(obs, &c);
+    r->in_left = c.exist;
+    size_t nd = 0;
+    const uint64_t *td = bx_obs_times(obs, 2, &nd);
+    uint64_t first = 0;
+    char pod[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(pod, sizeof(pod), "gpu-%d", i);
+        uint64_t t = bx_obs_terminating_at(obs, pod);
+        if (t && (first == 0 || t < first))
+            first = t;
+    }
+    r->in_first_s = first ? bx_secs(t0, first) : NAN;
+    if (rc == 0 && nd > 0)
+        r->in_gone_s = bx_secs(t0, td[nd - 1]);
+    if (rc == 0)
+        snprintf(r->in_note, sizeof(r->in_note), "all %d pods deleted", n);
+    else
+        snprintf(r->in_note, sizeof(r->in_note), "%d of %d pods still there after %.0f s (%d terminating)",
+                 c.exist, n, in_wait, c.terminating);
+    r->in_done = 1;
+    r->cpu_in = bx_cpu_seconds(pid) - c0;
+    audit_count(x, variant_sa[variant], off, &r->req_in);
+out:
+    if (obs)
+        bx_obs_stop(x, obs);
+    if (sl)
+        (void)bx_proc_stop(x, sl, SIGTERM, 30);
+    if (op.proc)
+        (void)bx_slurmop_stop(x, &op);
+    if (api.kc)
+        bx_api_close(x, &api);
+    bx_k8s_stop(x);
+    /* the next run starts its own cluster */
+    free((char *)x->kubeconfig);
+    x->kubeconfig = NULL;
+    x->real_k8s = 0;
+    free(kc);
+    free(audit);
+    free(log);
+}
+
+/* ---- report ---- */
+
+static const char *fs(char *b, size_t len, double s)
+{
+    if (isnan(s))
+        return "n/a";
+    return bx_fmt_s(b, len, s);
+}
+
+static const char *ratio(char *b, size_t len, double ours, double theirs)
+{
+    if (isnan(ours) || isnan(theirs) || theirs <= 0 || ours < 0)
+        snprintf(b, len, "n/a");
+    else
+        snprintf(b, len, "%.2f×", ours / theirs);
+    return b;
+}
+
+static void row_s(bx_table *t, const char *what, double a, double b, double c)
+{
+    char s[3][32], q[2][32];
+    bx_table_row(t, what, fs(s[0], 32, a), fs(s[1], 32, b), fs(s[2], 32, c), ratio(q[0], 32, a, c),
+                 ratio(q[1], 32, b, c));
+}
+
+static void row_n(bx_table *t, const char *what, const char *fmt, double a, double b, double c)
+{
+    char s[3][32], q[2][32];
+    snprintf(s[0], 32, fmt, a);
+    snprintf(s[1], 32, fmt, b);
+    snprintf(s[2], 32, fmt, c);
+    bx_table_row(t, what, a < 0 ? "n/a" : s[0], b < 0 ? "n/a" : s[1], c < 0 ? "n/a" : s[2],
+                 ratio(q[0], 32, a, c), ratio(q[1], 32, b, c));
+}
+
+static long verb(const peer_reqs *r, const char *v)
+{
+    cJSON *c = r->verbs ? cJSON_GetObjectItem(r->verbs, v) : NULL;
+    return c ? (long)c->valuedouble : 0;
+}
+
+static cJSON *run_json(const peer_run *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddBoolToObject(o, "ran", r->ran);
+    cJSON_AddItemToObject(o, "startSeconds", bx_num(r->start_s));
+    cJSON *so = cJSON_AddObjectToObject(o, "scaleOut");
+    cJSON_AddBoolToObject(so, "complete", r->out_ok);
+    cJSON_AddItemToObject(so, "allCreatedSeconds", bx_num(r->created_s));
+    cJSON_AddItemToObject(so, "allReadySeconds", bx_num(r->ready_s));
+    cJSON_AddItemToObject(so, "statusReadySeconds", bx_num(r->status_s));
+    cJSON_AddItemToObject(so, "cpuSeconds", bx_num(r->cpu_out));
+    cJSON_AddItemToObject(so, "apiRequests", reqs_json(&r->req_out));
+    cJSON_AddNumberToObject(o, "rssKiB", (double)r->rss_kib);
+    cJSON_AddNumberToObject(o, "peakRssKiB", (double)r->hwm_kib);
+    cJSON_AddItemToObject(o, "startCpuSeconds", bx_num(r->cpu_start));
+    cJSON_AddItemToObject(o, "startApiRequests", reqs_json(&r->req_start));
+    cJSON *si = cJSON_AddObjectToObject(o, "scaleIn");
+    cJSON_AddBoolToObject(si, "ran", r->in_done);
+    cJSON_AddItemToObject(si, "firstTerminatingSeconds", bx_num(r->in_first_s));
+    cJSON_AddItemToObject(si, "allGoneSeconds", bx_num(r->in_gone_s));
+    cJSON_AddNumberToObject(si, "podsLeft", r->in_left);
+    cJSON_AddStringToObject(si, "note", r->in_note);
+    cJSON_AddItemToObject(si, "cpuSeconds", bx_num(r->cpu_in));
+    cJSON_AddItemToObject(si, "apiRequests", reqs_json(&r->req_in));
+    return o;
+}
+
+static void report_size(bx_ctx *x, int n, peer_run *r, cJSON *js)
+{
+    char title[160];
+    snprintf(title, sizeof(title), "Peer: slurmop and Slinky's slurm-operator, N = %d (real control plane, KWOK Nodes)",
+             n);
+    bx_table *t = bx_table_new(title, 6, "measure", variant_name[0], variant_name[1], variant_name[2],
+                               "slurmop / Slinky", "slurmop (Slinky's QPS) / Slinky");
+    peer_run *a = &r[V_OP_DEFAULT], *b = &r[V_OP_NOLIMIT], *c = &r[V_SLINKY];
+    row_s(t, "operator start to ready", a->start_s, b->start_s, c->start_s);
+    row_s(t, "scale-out: PATCH to N-th pod created (harness's watch)", a->created_s, b->created_s, c->created_s);
+    row_s(t, "scale-out: PATCH to N-th pod Ready", a->ready_s, b->ready_s, c->ready_s);
+    row_s(t, "scale-out: PATCH to status.readyReplicas = N", a->status_s, b->status_s, c->status_s);
+    row_n(t, "scale-out: API requests (audit log)", "%.0f", (double)a->req_out.total, (double)b->req_out.total,
+          (double)c->req_out.total);
+    static const char *const verbs[] = {"create", "get", "list", "watch", "update", "patch", "delete"};
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+        char w[64];
+        snprintf(w, sizeof(w), "  of them %s", verbs[i]);
+        long va = verb(&a->req_out, verbs[i]), vb = verb(&b->req_out, verbs[i]), vc = verb(&c->req_out, verbs[i]);
+        if (va || vb || vc)
+            row_n(t, w, "%.0f", (double)va, (double)vb, (double)vc);
+    }
+    row_n(t, "scale-out: operator CPU seconds", "%.2f", a->cpu_out, b->cpu_out, c->cpu_out);
+    row_n(t, "RSS after the scale-out, everything cached (MiB)", "%.1f", a->rss_kib / 1024.0, b->rss_kib / 1024.0,
+          c->rss_kib / 1024.0);
+    row_n(t, "peak RSS (VmHWM, MiB)", "%.1f", a->hwm_kib / 1024.0, b->hwm_kib / 1024.0, c->hwm_kib / 1024.0);
+    row_n(t, "start (Controller's objects): API requests", "%.0f", (double)a->req_start.total,
+          (double)b->req_start.total, (double)c->req_start.total);
+    row_s(t, "scale-in: PATCH to first pod terminating", a->in_first_s, b->in_first_s, c->in_first_s);
+    row_s(t, "scale-in: PATCH to all pods gone", a->in_gone_s, b->in_gone_s, c->in_gone_s);
+    row_n(t, "scale-in: pods left at the end of the wait", "%.0f", (double)a->in_left, (double)b->in_left,
+          (double)c->in_left);
+    row_n(t, "scale-in: API requests (audit log)", "%.0f", (double)a->req_in.total, (double)b->req_in.total,
+          (double)c->req_in.total);
+    row_n(t, "scale-in: operator CPU seconds", "%.2f", a->cpu_in, b->cpu_in, c->cpu_in);
+    bx_table_note(t, "Each column is its own fresh cluster (cluster.sh start, %d KWOK Nodes), the same CRs (Controller "
+                  "and NodeSet gpu, no RestApi, no Slurm), the operator as its own ServiceAccount (cluster-admin).",
+                  x->k8s_nodes);
+    bx_table_note(t, "slurmop: its defaults (client limiter 200 requests/s, burst 400); slurmop (Slinky's QPS): "
+                  "--qps 0, the limiter off, as controller-runtime leaves Slinky's client (QPS -1, fairness left "
+                  "to the API server); Slinky: its manager's defaults. Ratios are slurmop / Slinky (below 1: slurmop "
+                  "is faster, smaller or asks less).");
+    bx_table_note(t, "API requests: the API server's audit log (one per audit ID; a watch counts once, at its "
+                  "start). Times: the harness's own watch on the pods, both operators alike.");
+    bx_table_note(t, "scale-in without Slurm: slurmop %s; Slinky %s.", a->in_note[0] ? a->in_note : "n/a",
+                  c->in_note[0] ? c->in_note : "n/a");
+    bx_table_emit(x, t);
+    for (int v = 0; v < N_VARIANTS; v++)
+        cJSON_AddItemToObject(js, variant_key[v], run_json(&r[v]));
+}
+
+int scen_peer_slinky(bx_ctx *x)
+{
+    char *crds = NULL;
+    char *slinky = slinky_bin(x, &crds);
+    if (slinky == NULL || crds == NULL) {
+        free(slinky);
+        free(crds);
+        bx_say(x, "bench: --peer slinky: Slinky's manager is not available: nothing measured");
+        return 1;
+    }
+    cJSON *peers = cJSON_AddObjectToObject(x->results, "peers");
+    cJSON *js = cJSON_AddObjectToObject(peers, "slinky");
+    cJSON_AddStringToObject(js, "manager", slinky);
+    cJSON *sizes = cJSON_AddObjectToObject(js, "sizes");
+    int rc = 0;
+    for (int i = 0; i < x->n_sizes && !bx_stop_requested(x); i++) {
+        int n = x->sizes[i];
+        peer_run runs[N_VARIANTS];
+        memset(runs, 0, sizeof(runs));
+        for (int v = 0; v < N_VARIANTS && !bx_stop_requested(x); v++) {
+            /* each operator gets its own CRDs: ours prune what Slinky's
+             * schema has and ours does not (controllerRef.namespace) */
+            x->crd_dir = v == V_SLINKY ? crds : NULL;
+            run_one(x, v, n, slinky, &runs[v]);
+            x->crd_dir = NULL;
+            if (!runs[v].out_ok)
+                rc = 1;
+        }
+        char key[16];
+        snprintf(key, sizeof(key), "%d", n);
+        report_size(x, n, runs, cJSON_AddObjectToObject(sizes, key));
+        for (int v = 0; v < N_VARIANTS; v++) {
+            peer_reqs *pr[] = {&runs[v].req_start, &runs[v].req_out, &runs[v].req_in};
+            for (int k = 0; k < 3; k++)
+                cJSON_Delete(pr[k]->verbs);
+        }
+    }
+    free(slinky);
+    free(crds);
+    return rc;
+}
