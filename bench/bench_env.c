@@ -459,6 +459,12 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
     /* On a real cluster the pods run the pause image: its "-v" flag prints
      * the version and exits 0, which makes a working exec probe. */
     const char *probes = "";
+    /* --peer: kwok's Node heartbeats lag on a loaded machine and the node
+     * lifecycle controller taints those Nodes not-ready for a while; the
+     * pods tolerate it, so that scheduling does not wait on the load */
+    static const char tolerations[] =
+        ",\"tolerations\":[{\"key\":\"node.kubernetes.io/not-ready\",\"operator\":\"Exists\"},"
+        "{\"key\":\"node.kubernetes.io/unreachable\",\"operator\":\"Exists\"}]";
     if (x->kubeconfig)
         probes = ",\"startupProbe\":{\"exec\":{\"command\":[\"/pause\",\"-v\"]}},"
                  "\"livenessProbe\":{\"exec\":{\"command\":[\"/pause\",\"-v\"]}},"
@@ -466,10 +472,10 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
     s = xasprintf(
         "{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"metadata\":{\"name\":\"gpu\"%s},"
         "\"spec\":{\"controllerRef\":{\"name\":\"slurm\",\"namespace\":\"%s\"},\"replicas\":%d,"
-        "\"template\":{\"spec\":{\"hostname\":\"gpu-\"}},"
+        "\"template\":{\"spec\":{\"hostname\":\"gpu-\"%s}},"
         "\"slurmd\":{\"image\":\"%s\"%s},\"logfile\":{\"image\":\"%s\"}}}",
         no_drain ? ",\"annotations\":{\"nodeset.slinky.slurm.net/delete-without-drain\":\"true\"}" : "", x->ns,
-        replicas,
+        replicas, x->tolerate_unready ? tolerations : "",
         x->image, probes, sidecar);
     rc = create_json(x, api, &SLINKY_NODESETS, x->ns, s);
     free(s);

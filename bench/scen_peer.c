@@ -41,6 +41,7 @@ static const char *const variant_sa[N_VARIANTS] = {"slurmop", "slurmop", "slinky
 typedef struct peer_reqs {
     long total;
     cJSON *verbs; /* {verb: count} */
+    cJSON *res;   /* {"verb resource[/subresource]": count} */
 } peer_reqs;
 
 typedef struct peer_run {
@@ -95,6 +96,7 @@ static void audit_count(bx_ctx *x, const char *sa, long from, peer_reqs *r)
     size_t len = 0;
     r->total = 0;
     r->verbs = cJSON_CreateObject();
+    r->res = cJSON_CreateObject();
     if (file_read_all(path, (size_t)1 << 31, &s, &len) != 0) {
         bx_say(x, "bench: cannot read %s", path);
         r->total = -1;
@@ -119,6 +121,16 @@ static void audit_count(bx_ctx *x, const char *sa, long from, peer_reqs *r)
                     cJSON_SetNumberValue(c, c->valuedouble + 1);
                 else
                     cJSON_AddNumberToObject(r->verbs, verb, 1);
+                cJSON *ref = cJSON_GetObjectItem(ev, "objectRef");
+                const char *rs = cJSON_GetStringValue(cJSON_GetObjectItem(ref, "resource"));
+                const char *sub = cJSON_GetStringValue(cJSON_GetObjectItem(ref, "subresource"));
+                char key[128];
+                snprintf(key, sizeof(key), "%s %s%s%s", verb, rs ? rs : "-", sub ? "/" : "", sub ? sub : "");
+                c = cJSON_GetObjectItem(r->res, key);
+                if (c)
+                    cJSON_SetNumberValue(c, c->valuedouble + 1);
+                else
+                    cJSON_AddNumberToObject(r->res, key, 1);
             }
             cJSON_Delete(ev);
         }
@@ -255,6 +267,7 @@ static cJSON *reqs_json(const peer_reqs *r)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "total", (double)r->total);
     cJSON_AddItemToObject(o, "byVerb", r->verbs ? cJSON_Duplicate(r->verbs, 1) : cJSON_CreateObject());
+    cJSON_AddItemToObject(o, "byResource", r->res ? cJSON_Duplicate(r->res, 1) : cJSON_CreateObject());
     return o;
 }
 
@@ -443,6 +456,36 @@ static long verb(const peer_reqs *r, const char *v)
     return c ? (long)c->valuedouble : 0;
 }
 
+/* "N verb resource, ..." for the five largest counts. */
+static void top_resources(const peer_reqs *r, char *out, size_t len)
+{
+    out[0] = '\0';
+    if (r->res == NULL || r->res->child == NULL) {
+        snprintf(out, len, "n/a");
+        return;
+    }
+    const cJSON *used[5] = {0};
+    size_t o = 0;
+    for (int k = 0; k < 5; k++) {
+        const cJSON *best = NULL, *it;
+        cJSON_ArrayForEach(it, r->res)
+        {
+            int seen = 0;
+            for (int j = 0; j < k; j++)
+                seen |= used[j] == it;
+            if (!seen && (best == NULL || it->valuedouble > best->valuedouble))
+                best = it;
+        }
+        if (best == NULL)
+            break;
+        used[k] = best;
+        int w = snprintf(out + o, len - o, "%s%.0f %s", k ? ", " : "", best->valuedouble, best->string);
+        if (w < 0 || (size_t)w >= len - o)
+            break;
+        o += (size_t)w;
+    }
+}
+
 static cJSON *run_json(const peer_run *r)
 {
     cJSON *o = cJSON_CreateObject();
@@ -514,6 +557,11 @@ static void report_size(bx_ctx *x, int n, peer_run *r, cJSON *js)
                   "is faster, smaller or asks less).");
     bx_table_note(t, "API requests: the API server's audit log (one per audit ID; a watch counts once, at its "
                   "start). Times: the harness's own watch on the pods, both operators alike.");
+    for (int v = 0; v < N_VARIANTS; v += 2) {
+        char top[400];
+        top_resources(&r[v].req_out, top, sizeof(top));
+        bx_table_note(t, "%s's scale-out requests by resource: %s.", variant_name[v], top);
+    }
     bx_table_note(t, "scale-in without Slurm: slurmop %s; Slinky %s.", a->in_note[0] ? a->in_note : "n/a",
                   c->in_note[0] ? c->in_note : "n/a");
     bx_table_emit(x, t);
@@ -531,6 +579,7 @@ int scen_peer_slinky(bx_ctx *x)
         bx_say(x, "bench: --peer slinky: Slinky's manager is not available: nothing measured");
         return 1;
     }
+    x->tolerate_unready = 1;
     cJSON *peers = cJSON_AddObjectToObject(x->results, "peers");
     cJSON *js = cJSON_AddObjectToObject(peers, "slinky");
     cJSON_AddStringToObject(js, "manager", slinky);
@@ -554,8 +603,10 @@ int scen_peer_slinky(bx_ctx *x)
         report_size(x, n, runs, cJSON_AddObjectToObject(sizes, key));
         for (int v = 0; v < N_VARIANTS; v++) {
             peer_reqs *pr[] = {&runs[v].req_start, &runs[v].req_out, &runs[v].req_in};
-            for (int k = 0; k < 3; k++)
+            for (int k = 0; k < 3; k++) {
                 cJSON_Delete(pr[k]->verbs);
+                cJSON_Delete(pr[k]->res);
+            }
         }
     }
     free(slinky);
