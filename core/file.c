@@ -7,18 +7,14 @@
 #include "core/err.h"
 #include "core/mem.h"
 
-int file_read_all(const char *path, size_t max, char **out, size_t *len)
+int file_read_stream(FILE *f, size_t max, char **out, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return OP_ERRNO(errno);
     size_t cap = 4096, n = 0;
     char *p = xmalloc(cap);
     for (;;) {
         if (n + 1 >= cap) {
             if (cap > max + 1) {
                 free(p);
-                fclose(f);
                 return OP_ETOOBIG;
             }
             cap *= 2;
@@ -29,9 +25,7 @@ int file_read_all(const char *path, size_t max, char **out, size_t *len)
         if (r == 0)
             break;
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
+    if (ferror(f)) {
         free(p);
         return OP_EIO;
     }
@@ -44,4 +38,14 @@ int file_read_all(const char *path, size_t max, char **out, size_t *len)
     if (len)
         *len = n;
     return 0;
+}
+
+int file_read_all(const char *path, size_t max, char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return OP_ERRNO(errno);
+    int rc = file_read_stream(f, max, out, len);
+    fclose(f);
+    return rc;
 }

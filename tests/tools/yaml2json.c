@@ -24,41 +24,13 @@
 
 #define MAX_FILE (16u << 20)
 
-static int read_stdin(char **out, size_t *len)
-{
-    size_t cap = 4096, n = 0;
-    char *p = xmalloc(cap);
-    for (;;) {
-        if (n + 1 >= cap) {
-            if (cap > MAX_FILE) {
-                free(p);
-                return OP_ETOOBIG;
-            }
-            cap *= 2;
-            p = xrealloc(p, cap);
-        }
-        size_t r = fread(p + n, 1, cap - n - 1, stdin);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    if (ferror(stdin)) {
-        free(p);
-        return OP_EIO;
-    }
-    p[n] = '\0';
-    *out = p;
-    *len = n;
-    return 0;
-}
-
 /* Parse one file (or "-") into an array of documents; NULL after printing
  * why to stderr. */
 static cJSON *load(const char *path)
 {
     char err[512], *text;
     size_t len;
-    int rc = strcmp(path, "-") == 0 ? read_stdin(&text, &len) : file_read_all(path, MAX_FILE, &text, &len);
+    int rc = strcmp(path, "-") == 0 ? file_read_stream(stdin, MAX_FILE, &text, &len) : file_read_all(path, MAX_FILE, &text, &len);
     if (rc) {
         fprintf(stderr, "%s: %s\n", path, op_strerror(rc));
         return NULL;
