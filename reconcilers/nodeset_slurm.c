@@ -86,6 +86,7 @@ typedef struct nss_set {
 typedef struct drift_ent {
     char *uid; /* map key */
     uint64_t since;
+    int lost_warned; /* the Event for a lost busy node was sent */
 } drift_ent;
 
 typedef struct pw_ent {
@@ -1605,6 +1606,19 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
     const char *name = slurm_name(pod);
     if (!nc_confirm_gone(x->cache, name, PROOF_FRESH_MS))
         return; /* asked by name; the answer queues us */
+    /* A node Slurm lost while it ran jobs (nc_vanished) may still run them
+     * under slurmd: "no such node" proves nothing for it, here as in a
+     * scale-in. The pod stays until the node registers again. */
+    if (nc_vanished(x->cache, name, NULL) == 2) {
+        if (!d->lost_warned) {
+            d->lost_warned = 1;
+            op_warn(x->op, x->nodeset, NSB_KIND, "SlurmNodeLost",
+                    "Pod %s is Ready but Slurm no longer knows its node %s, which ran jobs when last read "
+                    "(slurmctld restarted without its state?); keeping the pod until the node registers again",
+                    pod->name, name);
+        }
+        return;
+    }
     if (now - s->drift_window_ms >= DRIFT_WINDOW_MS) {
         s->drift_window_ms = now;
         s->drift_used = 0;

@@ -53,7 +53,9 @@ def scenario(ks, lab):
     r = c.patch("/api/v1/nodes/" + node, {"metadata": {"annotations": {OVERRIDE: "dyn1"}}})
     assert r.status == 200, r.text
     lab_cluster(c, lab, {"ds": dict(scalingMode="DaemonSet", **IMAGES)})
-    with Slurmop(ks.kubeconfig, **lab.slurmop_flags()) as op:
+    # A short drift grace: the registration-drift path (a Ready pod whose
+    # node Slurm does not know) must keep the lost busy node's pod too.
+    with Slurmop(ks.kubeconfig, drift_grace=5, **lab.slurmop_flags()) as op:
         op.wait_ready()
         pods = wait_for(lambda: pods_of(c, "ds") or None, 30, what="the DaemonSet pod")
         name = pods[0]["metadata"]["name"]
@@ -69,6 +71,14 @@ def scenario(ks, lab):
         wait_for(lambda: lab.node("static-0") is not None, 30, what="slurmctld back")
         assert lab.node("dyn1") is None, "slurmctld kept dyn1 after losing its state: %r" % lab.node("dyn1")
         log("ok 2: slurmctld restarted without its state; it knows neither dyn1 nor job %s" % job)
+
+        ev = wait_for(lambda: events(c, "SlurmNodeLost"), 30, what="SlurmNodeLost Event (drift path)")
+        t_end = time.monotonic() + 8
+        while time.monotonic() < t_end:
+            p = [x for x in pods_of(c, "ds") if x["metadata"]["name"] == name]
+            assert p and not p[0]["metadata"].get("deletionTimestamp"), "drift deleted the lost busy node's pod"
+            time.sleep(0.5)
+        log("ok 2b: registration drift keeps the pod: %s" % ev[0].get("note"))
 
         r = c.delete(NSP)
         assert r.status in (200, 202), r.text
