@@ -34,6 +34,8 @@
 #   K8S_NODE_PREFIX     KWOK node name prefix (default kwok-gpu-; names are
 #                       PREFIX0000, PREFIX0001, …)
 #   SLURMOP_K8S_CACHE   where build.sh keeps the binaries (see build.sh)
+#   K8S_LEASE_SECONDS   KWOK node lease duration (default: 40, or N/12 for a
+#                       cluster started with more than 480 nodes; see below)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -263,8 +265,15 @@ node_count() {
     kubectl_admin get nodes -l type=kwok -o name | wc -l
 }
 
+# Ready, and schedulable: the API server gives a new Node the taint
+# node.kubernetes.io/not-ready:NoSchedule and kube-controller-manager lifts it
+# once the Node is Ready; until then the scheduler refuses the Node, so a
+# workload started on a Node only Ready waits (at 1,152 nodes, 628 still
+# carried it minutes later).
 ready_node_count() {
-    kubectl_admin get nodes -l type=kwok --no-headers 2>/dev/null | awk '$2 == "Ready"' | wc -l
+    kubectl_admin get nodes -l type=kwok --no-headers \
+        -o 'custom-columns=R:.status.conditions[?(@.type=="Ready")].status,T:.spec.taints[*].key' 2>/dev/null |
+        awk '$1 == "True" && $2 !~ /node.kubernetes.io\/not-ready/' | wc -l
 }
 
 nodes_ready() { [ "$(ready_node_count)" -ge "$1" ]; }
@@ -298,10 +307,55 @@ add_nodes() {
 
 # ---- start -------------------------------------------------------------------
 
+# kwok renews every node's lease each quarter of its duration: at the
+# kubelet's 40 s, 9,216 nodes would renew ~920 times a second, more than the
+# API server on two cores does beside the workload under test (pods turned
+# Ready at ~5/s at 1,152 nodes). The duration grows with the node count so
+# that renewals stay near 50/s, and kube-controller-manager's grace period
+# with it (nodes would turn NotReady between renewals otherwise).
+lease_seconds() {
+    local nodes=$1
+    if [ -n "${K8S_LEASE_SECONDS:-}" ]; then
+        [[ $K8S_LEASE_SECONDS =~ ^[0-9]+$ ]] && [ "$K8S_LEASE_SECONDS" -ge 10 ] || die "bad K8S_LEASE_SECONDS"
+        echo "$K8S_LEASE_SECONDS"
+    elif [ "$nodes" -gt 480 ]; then
+        echo $(( nodes / 12 ))
+    else
+        echo 40
+    fi
+}
+
+# kube-scheduler's own settings. NodeSet pods carry a required pod
+# anti-affinity (one slurmd per node), and the scheduler's default looks for
+# feasible nodes among up to half of them per pod: at 1,152 nodes it bound
+# ~4.5 pods a second on two cores, so a scale-out of a few thousand pods
+# would take the best part of an hour. 5 % of the nodes (at least 100, the
+# scheduler's own floor) still spreads the pods; its client gets a QPS that
+# does not throttle the bindings.
+write_scheduler_config() {
+    cat > "$D/scheduler.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $D/scheduler.kubeconfig
+  qps: 500
+  burst: 1000
+leaderElection:
+  leaderElect: false
+percentageOfNodesToScore: 5
+EOF
+}
+
+# The stages kwok plays, after its own options: four pod stages at a time
+# (its default) left pods Pending for minutes at 1,024 pods.
 write_kwok_config() {
     local stages; stages=$(cd "$BIN/.." && pwd)/kwok-stages.yaml
     [ -f "$stages" ] || die "no $stages (build.sh makes it)"
-    cat "$stages" > "$D/kwok.yaml"
+    {
+        printf '%s\n' '---' 'apiVersion: config.kwok.x-k8s.io/v1alpha1' 'kind: KwokConfiguration' 'options:' \
+            '  podPlayStageParallelism: 16' '  nodePlayStageParallelism: 8' '  nodeLeaseParallelism: 8'
+        cat "$stages"
+    } > "$D/kwok.yaml"
 }
 
 # The audit policy: one Metadata event per request of a ServiceAccount outside
@@ -388,6 +442,7 @@ do_start() {
         esac
     done
     [[ $nodes =~ ^[0-9]+$ ]] || die "bad node count '$nodes'"
+    LEASE_S=$(lease_seconds "$nodes")
     local b
     for b in openssl curl python3 setsid; do
         command -v "$b" >/dev/null 2>&1 || { say "missing $b"; exit 77; }
@@ -441,6 +496,9 @@ do_start() {
     say "kube-apiserver ready on 127.0.0.1:$API_PORT after $(( $(now_ms) - t0 )) ms"
 
     echo "$KCM_PORT" > "$D/run/kube-controller-manager.port"
+    # Its client's default 20 requests a second would spend a minute lifting
+    # the not-ready taints of a thousand new Nodes, the garbage collector and
+    # the StatefulSet controller waiting behind.
     launch kube-controller-manager "$BIN/kube-controller-manager" \
         --kubeconfig "$D/controller-manager.kubeconfig" \
         --bind-address 127.0.0.1 --secure-port "$KCM_PORT" --cert-dir "$D/kcm" \
@@ -451,13 +509,15 @@ do_start() {
         --root-ca-file "$D/pki/ca.crt" \
         --cluster-signing-cert-file "$D/pki/ca.crt" --cluster-signing-key-file "$D/pki/ca.key" \
         --cluster-name slurmop-k8s \
+        --node-monitor-grace-period "$(( LEASE_S + 10 ))s" \
+        --kube-api-qps 500 --kube-api-burst 1000 \
         --service-cluster-ip-range "$SERVICE_CIDR"
 
     echo "$SCHED_PORT" > "$D/run/kube-scheduler.port"
+    write_scheduler_config
     launch kube-scheduler "$BIN/kube-scheduler" \
-        --kubeconfig "$D/scheduler.kubeconfig" \
-        --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --cert-dir "$D/scheduler" \
-        --leader-elect=false
+        --config "$D/scheduler.yaml" \
+        --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --cert-dir "$D/scheduler"
 
     echo "$KWOK_PORT" > "$D/run/kwok.port"
     launch kwok "$BIN/kwok" \
@@ -465,7 +525,7 @@ do_start() {
         --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
         --node-ip 127.0.0.1 --node-port "$KWOK_PORT" --cidr "$POD_CIDR" \
         --server-address "127.0.0.1:$KWOK_PORT" \
-        --node-lease-duration-seconds 40
+        --node-lease-duration-seconds "$LEASE_S"
 
     for n in kube-controller-manager kube-scheduler kwok; do
         poll 60000 "$(pid_of "$n")" health "$n" || die "$n did not become healthy (log/$n.log)"
