@@ -15,6 +15,7 @@
 #include "reconcilers/bindhook.h"
 #include "reconcilers/loginset.h"
 #include "reconcilers/msec.h"
+#include "reconcilers/nodeset_immut.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"
 #include "watchers/byname.h"
@@ -573,6 +574,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
     for (int k = 0; k < OPK__COUNT; k++)
         op->stores[k] = store_new(kinds[k].kind);
     op->loginset = loginset_state_new();
+    op->nodeset_immut = nsim_new();
     for (int i = 0; i < 2; i++) {
         p->ref_store[i] = store_new(&KIND_FULL_NAMESPACED);
         store_on_change(p->ref_store[i], forward_ref_change, op->stores[ref_kinds[i]]);
@@ -729,6 +731,7 @@ static void on_client_closed(void *data)
     evrec_free(op->events);
     objsync_free(op->objsync);
     loginset_state_free(op->loginset);
+    nsim_free(op->nodeset_immut);
     for (int k = 0; k < OPK__COUNT; k++)
         store_free(op->stores[k]);
     for (int i = 0; i < 2; i++)

@@ -127,6 +127,7 @@ struct operator {
     store *stores[OPK__COUNT];
     objsync *objsync;         /* owned objects' writes (reconcilers/objsync.h) */
     struct loginset_state *loginset; /* the LoginSet reconciler's state (reconcilers/loginset.h) */
+    struct nsim_table *nodeset_immut; /* the NodeSet reconciler's last valid immutable fields (reconcilers/nodeset_immut.h) */
     int leading;              /* reconcilers are running */
     int stopping;
 
