@@ -193,7 +193,7 @@ static void forget_key(crc_module *m, const char *key)
     map_drop(&m->backoff, key);
     map_drop(&m->accepted, key);
     if (m->forget)
-        m->forget(m->op, key);
+        m->forget(m, key);
 }
 
 static void pass_init(crc_pass *p, crc_module *m, const sobj *o, uint64_t first_add_ns)
@@ -283,6 +283,11 @@ void crc_stop(crc_module *m)
     map_free(&m->accepted);
     map_free(&m->backoff);
     crc_gates_clear(&m->status_gates);
+}
+
+void crc_fini(crc_module *m)
+{
+    crc_stop(m);
 }
 
 /* ------------------------------------------------------------------ */

@@ -34,7 +34,10 @@
  * fields that differ, only when something differs, and not again while the
  * cache still shows the version the last status write was computed from.
  *
- * Everything runs on the loop thread; one operator per process.
+ * A module's memory (queue, accepted versions, gates, backoff) is in its
+ * crc_module, which the reconciler keeps in its own state, owned by the
+ * operator (operator.h); nothing of it is process-wide. Everything runs on
+ * the loop thread.
  */
 #ifndef OP_CLUSTER_RC_H
 #define OP_CLUSTER_RC_H
@@ -93,9 +96,10 @@ struct crc_module {
     /* One pass over a CR that exists and is not being deleted. */
     void (*sync)(crc_pass *p);
     /* Optional: the CR key is gone (deleted, or replaced by a new uid). */
-    void (*forget)(operator *op, const char *key);
-    /* private */
+    void (*forget)(crc_module *m, const char *key);
+    /* read-only, set by crc_setup */
     operator *op;
+    /* private */
     wq_t *q;
     map_t accepted;         /* key -> struct accepted (last valid CR) */
     crc_gates status_gates; /* status writes per CR key */
@@ -124,6 +128,10 @@ void crc_setup(crc_module *m, operator *op);
 int crc_start(crc_module *m);
 /** Shut the queue down and forget the per-CR memory. */
 void crc_stop(crc_module *m);
+/** Free what the module still holds (with its reconciler's state, once the
+ *  operator's client has closed: write completions use the module). Safe
+ *  on a module that was never set up or started. */
+void crc_fini(crc_module *m);
 
 /** Queue a CR by key "ns/name" / by namespace and name (no-op when stopped
  *  or name is NULL/empty). */
