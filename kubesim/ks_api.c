@@ -759,7 +759,7 @@ static void finish_update(ks_ctx *c, ks_obj *o, cJSON *in, enum upd_kind kind, i
         json_set_int(meta, "generation", json_get_int(ometa, "generation", 1) + 1);
     if (!from_apply && json_child(ometa, "managedFields")) {
         char *mgr = field_manager(c);
-        ssa_record_update(r, c->view, old, in, mgr, kind == UPD_STATUS ? "status" : NULL);
+        patch_ssa_record_update(r, c->view, old, in, mgr, kind == UPD_STATUS ? "status" : NULL);
         free(mgr);
     }
     ks_ver *v = NULL;
@@ -861,7 +861,7 @@ static cJSON *patch_doc(ks_ctx *c, const cJSON *cur, enum ptype pt)
     cJSON *doc = cJSON_Duplicate(cur, 1);
     if (pt == P_JSON) {
         char msg[512];
-        int rc = json_patch_apply(&doc, q->body ? q->body : "", q->body_len, msg, sizeof(msg));
+        int rc = patch_json_apply(&doc, q->body ? q->body : "", q->body_len, msg, sizeof(msg));
         if (rc == OP_EPARSE) {
             resp_bad_request(c->resp, "%s", msg);
             cJSON_Delete(doc);
@@ -1014,7 +1014,7 @@ static void do_patch(ks_ctx *c, enum upd_kind kind, int scale)
         cJSON *live = o ? ver_parse(o->cur) : NULL;
         char *conflict = NULL;
         cJSON *causes = NULL;
-        cJSON *merged = ssa_apply(r, c->view, live, cfg, fm, forced, &conflict, &causes);
+        cJSON *merged = patch_ssa_apply(r, c->view, live, cfg, fm, forced, &conflict, &causes);
         cJSON_Delete(live);
         cJSON_Delete(cfg);
         if (merged == NULL) {
@@ -1185,7 +1185,7 @@ static void do_scale_write(ks_ctx *c, ks_obj *o, cJSON *scale)
                          json_get_int(old, "metadata.generation", 1) + 1);
         if (json_child(json_child(old, "metadata"), "managedFields")) {
             char *mgr = field_manager(c);
-            ssa_record_update(c->res, c->view, old, obj, mgr, "scale");
+            patch_ssa_record_update(c->res, c->view, old, obj, mgr, "scale");
             free(mgr);
         }
         cJSON_Delete(old);

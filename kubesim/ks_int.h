@@ -461,14 +461,14 @@ cJSON *proto_decode(const void *body, size_t len, char *err, size_t errlen);
 /* ---- patches (ks_patch.c) ---------------------------------------------- */
 
 /** RFC 6902. 0, or OP_EPARSE (undecodable: msg filled, 400) or OP_EINVALID (failed op: 422). */
-int json_patch_apply(cJSON **doc, const char *patch, size_t len, char *msg, size_t msglen);
+int patch_json_apply(cJSON **doc, const char *patch, size_t len, char *msg, size_t msglen);
 /** Server-side apply of cfg onto live (NULL when creating) as manager.
  *  Returns the merged object, or NULL with *conflict_msg (409) set; the
  *  caller frees. managedFields of the result are updated. */
-cJSON *ssa_apply(const ks_res *r, int view, const cJSON *live, const cJSON *cfg, const char *manager,
+cJSON *patch_ssa_apply(const ks_res *r, int view, const cJSON *live, const cJSON *cfg, const char *manager,
                  int force, char **conflict_msg, cJSON **conflict_causes);
 /** Record an Update operation by manager on an object that has managedFields. */
-void ssa_record_update(const ks_res *r, int view, const cJSON *old, cJSON *obj, const char *manager,
+void patch_ssa_record_update(const ks_res *r, int view, const cJSON *old, cJSON *obj, const char *manager,
                        const char *subresource);
 
 /* ---- controllers (ks_ctrl.c) ------------------------------------------- */
