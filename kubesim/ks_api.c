@@ -1829,7 +1829,7 @@ ks_ver *obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *g
         if (!*gone && effective > 0)
             kubelet_schedule_removal(k, o, effective);
         if (!*gone && is_ns)
-            gc_kick(k);
+            ctrl_gc_kick(k);
         return out;
     }
     cJSON_Delete(obj);

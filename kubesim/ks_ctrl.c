@@ -19,7 +19,7 @@
 
 /* ---- owner reference index --------------------------------------------- */
 
-void orefs_clear(ks *k, ks_obj *o)
+void ctrl_orefs_clear(ks *k, ks_obj *o)
 {
     for (int i = 0; i < o->n_orefs; i++) {
         ks_oref *r = &o->orefs[i];
@@ -32,7 +32,7 @@ void orefs_clear(ks *k, ks_obj *o)
     o->n_orefs = 0;
 }
 
-void orefs_set(ks *k, ks_obj *o, const cJSON *obj)
+void ctrl_orefs_set(ks *k, ks_obj *o, const cJSON *obj)
 {
     const cJSON *refs = json_get(obj, "metadata.ownerReferences");
     int n = json_len(refs);
@@ -45,7 +45,7 @@ void orefs_set(ks *k, ks_obj *o, const cJSON *obj)
         if (same)
             return;
     }
-    orefs_clear(k, o);
+    ctrl_orefs_clear(k, o);
     if (n == 0)
         return;
     o->orefs = xcalloc((size_t)n, sizeof(ks_oref));
@@ -81,7 +81,7 @@ static void mark_owner(ks *k, const char *uid)
 
 static void gc_timer_cb(uv_timer_t *t);
 
-void gc_kick(ks *k)
+void ctrl_gc_kick(ks *k)
 {
     if (k->closing || uv_is_active((uv_handle_t *)&k->gc_timer))
         return;
@@ -97,7 +97,7 @@ static int has_finalizer(const cJSON *obj, const char *f)
     return 0;
 }
 
-void gc_on_change(ks *k, ks_obj *o, const cJSON *newobj, int removed)
+void ctrl_on_change(ks *k, ks_obj *o, const cJSON *newobj, int removed)
 {
     if (removed) {
         /* its dependents may now be orphans; its owners may be waiting for it */
@@ -106,12 +106,12 @@ void gc_on_change(ks *k, ks_obj *o, const cJSON *newobj, int removed)
         for (int i = 0; i < o->n_orefs; i++)
             mark_owner(k, o->orefs[i].uid);
         if (o->res->namespaced && k->gc_ns_pending)
-            gc_kick(k);
+            ctrl_gc_kick(k);
         if (k->gc_owners.count)
-            gc_kick(k);
+            ctrl_gc_kick(k);
         return;
     }
-    orefs_set(k, o, newobj);
+    ctrl_orefs_set(k, o, newobj);
     int kick = 0;
     if (o->n_orefs && !list_is_linked(&o->gc_link)) {
         list_insert_tail(&k->gc_queue, &o->gc_link);
@@ -133,7 +133,7 @@ void gc_on_change(ks *k, ks_obj *o, const cJSON *newobj, int removed)
         }
     }
     if (kick)
-        gc_kick(k);
+        ctrl_gc_kick(k);
 }
 
 /* ---- passes ------------------------------------------------------------ */
@@ -439,7 +439,7 @@ static void gc_run(ks *k)
     if (k->gc_ns_pending)
         k->gc_ns_pending = namespace_pass(k);
     if (k->gc_owners.count || !list_empty(&k->gc_queue))
-        gc_kick(k);
+        ctrl_gc_kick(k);
 }
 
 static void gc_timer_cb(uv_timer_t *t)
@@ -453,7 +453,7 @@ static void gc_closed(uv_handle_t *h)
     ks__handle_closed(h->data);
 }
 
-void gc_init(ks *k)
+void ctrl_init(ks *k)
 {
     uv_timer_init(k->loop, &k->gc_timer);
     k->gc_timer.data = k;
@@ -463,7 +463,7 @@ void gc_init(ks *k)
     map_init_type(&k->deps, &map_type_free_val);      /* uid -> ks_deps */
 }
 
-void gc_close(ks *k)
+void ctrl_close(ks *k)
 {
     uv_timer_stop(&k->gc_timer);
     uv_close((uv_handle_t *)&k->gc_timer, gc_closed);

@@ -149,7 +149,7 @@ ks *ks_new(uv_loop_t *loop, const ks_config *cfg, int *err)
     k->pending_closes++;
 
     types_register_builtins(k);
-    gc_init(k);
+    ctrl_init(k);
     kubelet_init(k);
 
     int rc = 0;
@@ -226,7 +226,7 @@ void ks_close(ks *k, void (*cb)(void *data), void *data)
     k->close_data = data;
     watch_shutdown(k);
     kubelet_close(k);
-    gc_close(k);
+    ctrl_close(k);
     uv_prepare_stop(&k->flush);
     uv_close((uv_handle_t *)&k->flush, handle_closed);
 }

@@ -473,13 +473,13 @@ void patch_ssa_record_update(const ks_res *r, int view, const cJSON *old, cJSON 
 
 /* ---- controllers (ks_ctrl.c) ------------------------------------------- */
 
-void gc_init(ks *k);
-void gc_close(ks *k);
+void ctrl_init(ks *k);
+void ctrl_close(ks *k);
 /** An object changed (old NULL: created; new NULL: removed). */
-void gc_on_change(ks *k, ks_obj *o, const cJSON *newobj, int removed);
-void gc_kick(ks *k);
-void orefs_set(ks *k, ks_obj *o, const cJSON *obj);
-void orefs_clear(ks *k, ks_obj *o);
+void ctrl_on_change(ks *k, ks_obj *o, const cJSON *newobj, int removed);
+void ctrl_gc_kick(ks *k);
+void ctrl_orefs_set(ks *k, ks_obj *o, const cJSON *obj);
+void ctrl_orefs_clear(ks *k, ks_obj *o);
 
 /* ---- kubelet (ks_kubelet.c) -------------------------------------------- */
 

@@ -634,7 +634,7 @@ static void remove_impl(ks *k, ks_obj *o, uint64_t rv, ks_ver **out)
         map_del(&k->uids, o->uid);
     hist_push(k, r, KS_DELETED, tomb, o->cur);
     on_obj_change(k, o, o->cur, NULL, NULL);
-    orefs_clear(k, o);
+    ctrl_orefs_clear(k, o);
     if (list_is_linked(&o->gc_link))
         list_remove(&o->gc_link);
     kubelet_obj_gone(k, o);
@@ -815,7 +815,7 @@ void on_obj_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ve
         else if (!new_ver)
             crd_remove(k, ver_name(old_ver));
     }
-    gc_on_change(k, o, newobj, new_ver == NULL);
+    ctrl_on_change(k, o, newobj, new_ver == NULL);
     if (old_ver == NULL && new_ver && r->group[0] == '\0' && strcmp(r->plural, "namespaces") == 0)
         ks__namespace_created(k, ver_name(new_ver));
 }
@@ -850,7 +850,7 @@ void store_load(ks *k, ks_res *r, cJSON *obj)
 /* Free an object without events (shutdown). */
 void store_drop(ks *k, ks_obj *o)
 {
-    orefs_clear(k, o);
+    ctrl_orefs_clear(k, o);
     if (list_is_linked(&o->gc_link))
         list_remove(&o->gc_link);
     kubelet_obj_gone(k, o);
