@@ -40,7 +40,7 @@ typedef struct counter {
     char key[];
 } counter;
 
-void counters_add(ks *k, const char *verb, const char *resource, int code)
+void admin_count(ks *k, const char *verb, const char *resource, int code)
 {
     char key[400];
     snprintf(key, sizeof(key), "%s\t%s\t%d", verb, resource, code);
@@ -128,7 +128,7 @@ static cJSON *counters_json(ks *k)
 
 /* ---- faults ------------------------------------------------------------ */
 
-int faults_apply(ks *k, ks_resp *resp)
+int admin_faults_apply(ks *k, ks_resp *resp)
 {
     if (k->rate_429 <= 0 && k->rate_500 <= 0)
         return 0;
@@ -137,13 +137,13 @@ int faults_apply(ks *k, ks_resp *resp)
         resp_plain(resp, 429, "Too many requests, please try again later.\n");
         if (buf_printf(&resp->headers, "Retry-After: %u\r\n", k->cfg.retry_after_s) != 0)
             abort();
-        counters_add(k, "injected", "", 429);
+        admin_count(k, "injected", "", 429);
         return 1;
     }
     if (r < k->rate_429 + k->rate_500) {
         resp_status(resp, 500, "InternalError", "Internal error occurred: kubesim: injected fault", NULL,
                     NULL, NULL, NULL);
-        counters_add(k, "injected", "", 500);
+        admin_count(k, "injected", "", 500);
         return 1;
     }
     return 0;
@@ -233,7 +233,7 @@ int ks_state_save(ks *k, const char *path)
     return rc;
 }
 
-int state_load(ks *k, const char *path)
+int admin_state_load(ks *k, const char *path)
 {
     char *data = NULL;
     size_t len = 0;

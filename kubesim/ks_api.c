@@ -2487,7 +2487,7 @@ static void count(ks_ctx *c)
         return;
     char label[300];
     snprintf(label, sizeof(label), "%s%s%s", c->res->qual, c->sub ? "/" : "", c->sub ? c->sub : "");
-    counters_add(c->k, c->verb, label, c->resp->status);
+    admin_count(c->k, c->verb, label, c->resp->status);
 }
 
 void api_handle(ks *k, const ks_req *req, ks_resp *resp)

@@ -154,7 +154,7 @@ ks *ks_new(uv_loop_t *loop, const ks_config *cfg, int *err)
 
     int rc = 0;
     if (k->cfg.state_file && access(k->cfg.state_file, F_OK) == 0) {
-        rc = state_load(k, k->cfg.state_file);
+        rc = admin_state_load(k, k->cfg.state_file);
         if (rc) {
             log_error("kubesim: cannot load state from %s: %s", k->cfg.state_file, op_strerror(rc));
             ks_close(k, NULL, NULL);
@@ -298,12 +298,12 @@ void ks_handle(ks *k, const ks_req *req, ks_resp *resp)
         return;
     }
     if (authenticate(k, req, resp) != 0) {
-        counters_add(k, "unauthorized", "", 401);
+        admin_count(k, "unauthorized", "", 401);
         return;
     }
     int api = strncmp(path, "/api/", 5) == 0 || strncmp(path, "/apis/", 6) == 0 ||
               strcmp(path, "/api") == 0 || strcmp(path, "/apis") == 0;
-    if (api && faults_apply(k, resp))
+    if (api && admin_faults_apply(k, resp))
         return;
     api_handle(k, req, resp);
     if (api && resp->watch == NULL)

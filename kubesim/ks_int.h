@@ -502,10 +502,10 @@ void kubelet_schedule_removal(ks *k, ks_obj *pod, long long grace_s);
 
 void admin_handle(ks *k, const ks_req *req, ks_resp *resp);
 /** Count a request (verb, resource, code). */
-void counters_add(ks *k, const char *verb, const char *resource, int code);
+void admin_count(ks *k, const char *verb, const char *resource, int code);
 /** 429/500/latency faults: non-zero when the request was answered. */
-int faults_apply(ks *k, ks_resp *resp);
-int state_load(ks *k, const char *path);
+int admin_faults_apply(ks *k, ks_resp *resp);
+int admin_state_load(ks *k, const char *path);
 
 /** A namespace was created: add what the controllers would (ServiceAccount, root CA ConfigMap). */
 void ks__namespace_created(ks *k, const char *name);
