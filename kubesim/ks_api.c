@@ -468,7 +468,7 @@ static int cr_admit(ks_ctx *c, cJSON *o)
     const ks_view *v = &c->res->views[c->view];
     buf_t warn;
     buf_init(&warn, BUF_UNLIMITED);
-    cr_prune_default(v, o, &warn);
+    types_cr_prune_default(v, o, &warn);
     char *fv = qparam(c, "fieldValidation");
     int strict = fv && strcmp(fv, "Strict") == 0, ignore = fv && strcmp(fv, "Ignore") == 0;
     free(fv);
@@ -486,7 +486,7 @@ static int cr_admit(ks_ctx *c, cJSON *o)
         add_warning(c, &warn);
     buf_free(&warn);
     ks_errs e = {0};
-    cr_validate(v, o, &e);
+    types_cr_validate(v, o, &e);
     if (e.n) {
         resp_invalid(c->resp, c->res->qual_kind, c->res->group, c->res->kind, obj_name(o), &e);
         errs_free(&e);
@@ -748,7 +748,7 @@ static void finish_update(ks_ctx *c, ks_obj *o, cJSON *in, enum upd_kind kind, i
         goto out;
     if ((r->flags & KSR_CUSTOM) && kind == UPD_STATUS) {
         ks_errs e2 = {0};
-        cr_validate(view, in, &e2);
+        types_cr_validate(view, in, &e2);
         if (e2.n) {
             resp_invalid(c->resp, r->qual_kind, r->group, r->kind, name, &e2);
             errs_free(&e2);

@@ -327,19 +327,19 @@ typedef struct ks_builtin {
 
 void types_register_builtins(ks *k);
 /** A CRD was created or changed: (re)build the resource it defines. */
-void crd_apply(ks *k, const cJSON *crd);
+void types_crd_apply(ks *k, const cJSON *crd);
 /** A CRD is gone: remove its resource and every custom object. */
-void crd_remove(ks *k, const char *crd_name);
+void types_crd_remove(ks *k, const char *crd_name);
 /** CRD create/update validation and status. */
-void crd_validate(ks *k, cJSON *crd, ks_errs *e);
-void crd_set_status(cJSON *crd);
+void types_crd_validate(ks *k, cJSON *crd, ks_errs *e);
+void types_crd_set_status(cJSON *crd);
 /** Prune unknown fields and apply defaults of the view's schema; pruned
  *  field paths go to warn (may be NULL). */
-void cr_prune_default(const ks_view *v, cJSON *obj, buf_t *warn);
+void types_cr_prune_default(const ks_view *v, cJSON *obj, buf_t *warn);
 /** Validate obj against the view's schema. */
-void cr_validate(const ks_view *v, const cJSON *obj, ks_errs *e);
+void types_cr_validate(const ks_view *v, const cJSON *obj, ks_errs *e);
 /** Schema node for a dotted path (for list-map keys in apply). */
-const cJSON *schema_at(const cJSON *schema, const char *const *path, int depth);
+const cJSON *types_schema_at(const cJSON *schema, const char *const *path, int depth);
 
 /* ---- selectors (ks_util.c) -------------------------------------------- */
 

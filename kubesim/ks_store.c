@@ -811,9 +811,9 @@ void on_obj_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ve
     if (strcmp(r->plural, "customresourcedefinitions") == 0 &&
         strcmp(r->group, "apiextensions.k8s.io") == 0) {
         if (new_ver && newobj)
-            crd_apply(k, newobj);
+            types_crd_apply(k, newobj);
         else if (!new_ver)
-            crd_remove(k, ver_name(old_ver));
+            types_crd_remove(k, ver_name(old_ver));
     }
     ctrl_on_change(k, o, newobj, new_ver == NULL);
     if (old_ver == NULL && new_ver && r->group[0] == '\0' && strcmp(r->plural, "namespaces") == 0)
