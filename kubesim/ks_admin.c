@@ -560,7 +560,7 @@ void admin_handle(ks *k, const ks_req *req, ks_resp *resp)
             ks_obj *o = obj_find(nr, NULL, names[i]);
             if (o) {
                 int gone;
-                ks_ver *v = obj_delete(k, o, NULL, -1, &gone);
+                ks_ver *v = api_obj_delete(k, o, NULL, -1, &gone);
                 ver_unref(v);
                 done++;
             }

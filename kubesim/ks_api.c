@@ -50,7 +50,7 @@ static void respond_ver(ks_ctx *c, int code, const ks_ver *v)
     buf_reset(&c->resp->body);
     c->resp->status = code;
     c->resp->content_type = "application/json";
-    if (emit_obj(&c->resp->body, c->res, c->view, v, 1) != 0)
+    if (watch_emit_obj(&c->resp->body, c->res, c->view, v, 1) != 0)
         abort();
 }
 
@@ -1588,7 +1588,7 @@ static void do_list(ks_ctx *c)
             if (!first)
                 put(&c->resp->body, ",");
             first = 0;
-            if (emit_obj(&c->resp->body, r, c->view, items[i], with_header) != 0)
+            if (watch_emit_obj(&c->resp->body, r, c->view, items[i], with_header) != 0)
                 abort();
         }
         put(&c->resp->body, "]}\n");
@@ -1627,7 +1627,7 @@ static void do_list(ks_ctx *c)
         }
         if (got++ && buf_putc(&items, ',') != 0)
             abort();
-        if (emit_obj(&items, r, c->view, v, with_header) != 0)
+        if (watch_emit_obj(&items, r, c->view, v, with_header) != 0)
             abort();
     }
     /* More items in the snapshot (matching or not) means another page. */
@@ -1777,7 +1777,7 @@ static void add_finalizer(cJSON *meta, const char *f)
         cJSON_AddItemToArray(fin, cJSON_CreateString(f));
 }
 
-ks_ver *obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *gone)
+ks_ver *api_obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *gone)
 {
     ks_res *r = o->res;
     cJSON *obj = ver_parse(o->cur);
@@ -1968,7 +1968,7 @@ static void do_delete(ks_ctx *c)
     char uid[40];
     snprintf(uid, sizeof(uid), "%s", o->uid);
     int gone = 0;
-    ks_ver *v = obj_delete(c->k, o, policy, grace, &gone);
+    ks_ver *v = api_obj_delete(c->k, o, policy, grace, &gone);
     respond_deleted(c, v, gone, uid);
     ver_unref(v);
 out:
@@ -2007,10 +2007,10 @@ static void do_delete_collection(ks_ctx *c)
         ks_obj *o = obj_find(c->res, c->ns, keys[i]);
         if (o) {
             int gone;
-            ks_ver *v = obj_delete(c->k, o, policy, grace, &gone);
+            ks_ver *v = api_obj_delete(c->k, o, policy, grace, &gone);
             if (items.len && buf_putc(&items, ',') != 0)
                 abort();
-            if (emit_obj(&items, c->res, c->view, v, (c->res->flags & KSR_CUSTOM) != 0) != 0)
+            if (watch_emit_obj(&items, c->res, c->view, v, (c->res->flags & KSR_CUSTOM) != 0) != 0)
                 abort();
             ver_unref(v);
         }
@@ -2091,7 +2091,7 @@ static void do_eviction(ks_ctx *c)
     } else {
         long long grace = json_get_int(in, "deleteOptions.gracePeriodSeconds", -1);
         int gone;
-        ks_ver *v = obj_delete(c->k, o, NULL, grace, &gone);
+        ks_ver *v = api_obj_delete(c->k, o, NULL, grace, &gone);
         ver_unref(v);
         status_success(c, 201);
     }
@@ -2623,7 +2623,7 @@ void api_handle(ks *k, const ks_req *req, ks_resp *resp)
     not_found_plain(resp);
 }
 
-ks_obj *obj_create_internal(ks *k, ks_res *r, cJSON *obj)
+ks_obj *api_obj_create(ks *k, ks_res *r, cJSON *obj)
 {
     cJSON *meta = json_obj_ensure(obj, "metadata");
     char uid[37];

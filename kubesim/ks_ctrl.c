@@ -274,7 +274,7 @@ static void process_owner(ks *k, const char *uid)
             if (d == NULL || is_deleting(d, NULL))
                 continue;
             int gone;
-            ks_ver *v = obj_delete(k, d, "Foreground", -1, &gone);
+            ks_ver *v = api_obj_delete(k, d, "Foreground", -1, &gone);
             ver_unref(v);
         }
         int left, blocking;
@@ -298,7 +298,7 @@ static void check_dependent(ks *k, ks_obj *o)
     if (is_deleting(o, NULL))
         return;
     int gone;
-    ks_ver *v = obj_delete(k, o, "Background", -1, &gone);
+    ks_ver *v = api_obj_delete(k, o, "Background", -1, &gone);
     ver_unref(v);
 }
 
@@ -339,7 +339,7 @@ static int namespace_pass(ks *k)
                 ks_obj *o = obj_find(r, names[i], keys[j]);
                 if (o && !is_deleting(o, NULL)) {
                     int gone;
-                    ks_ver *v = obj_delete(k, o, "Background", -1, &gone);
+                    ks_ver *v = api_obj_delete(k, o, "Background", -1, &gone);
                     ver_unref(v);
                 }
                 if (obj_find(r, names[i], keys[j]))
@@ -391,7 +391,7 @@ static int namespace_pass(ks *k)
                 ks_obj *o = objref_get(&refs[j]);
                 if (o && !is_deleting(o, NULL)) {
                     int gone;
-                    ks_ver *v = obj_delete(k, o, "Background", -1, &gone);
+                    ks_ver *v = api_obj_delete(k, o, "Background", -1, &gone);
                     ver_unref(v);
                 }
             }

@@ -70,7 +70,7 @@ static void create_namespace(ks *k, const char *name)
     json_set_str(o, "kind", "Namespace");
     json_set_str(o, "apiVersion", "v1");
     json_set_str(json_obj_ensure(o, "metadata"), "name", name);
-    obj_create_internal(k, r, o);
+    api_obj_create(k, r, o);
 }
 
 /* What the ServiceAccount and root-CA controllers put into every namespace. */
@@ -83,7 +83,7 @@ static void namespace_defaults(ks *k, const char *ns)
     cJSON *m = json_obj_ensure(o, "metadata");
     json_set_str(m, "name", "default");
     json_set_str(m, "namespace", ns);
-    obj_create_internal(k, sa, o);
+    api_obj_create(k, sa, o);
     ks_res *cm = res_find(k, "", "configmaps");
     o = cJSON_CreateObject();
     json_set_str(o, "kind", "ConfigMap");
@@ -97,7 +97,7 @@ static void namespace_defaults(ks *k, const char *ns)
         "such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across "
         "distributions of Kubernetes clusters.");
     json_set_str(json_obj_ensure(o, "data"), "ca.crt", k->root_ca ? k->root_ca : "");
-    obj_create_internal(k, cm, o);
+    api_obj_create(k, cm, o);
 }
 
 void ks__namespace_created(ks *k, const char *name)

@@ -414,16 +414,16 @@ typedef struct ks_ctx {
 
 void api_handle(ks *k, const ks_req *req, ks_resp *resp);
 /** Serialise a version for the view (kind/apiVersion header present). */
-int emit_obj(buf_t *b, const ks_res *r, int view, const ks_ver *v, int with_header);
+int watch_emit_obj(buf_t *b, const ks_res *r, int view, const ks_ver *v, int with_header);
 /** Run the generic DELETE flow on an object (used by GC and controllers too).
  *  policy: "Background", "Foreground", "Orphan" or NULL. grace < 0: default.
  *  Returns the resulting version (referenced) or NULL when removed. */
-ks_ver *obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *gone);
+ks_ver *api_obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *gone);
 
 /** Create an object from inside the engine (nodes, namespace defaults):
  *  server fields and type defaults are filled in. Takes obj; NULL when it
  *  already exists or is invalid. */
-ks_obj *obj_create_internal(ks *k, ks_res *r, cJSON *obj);
+ks_obj *api_obj_create(ks *k, ks_res *r, cJSON *obj);
 
 /* ---- Tables (ks_table.c) --------------------------------------------- */
 

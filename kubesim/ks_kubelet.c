@@ -861,7 +861,7 @@ static void run_action(ks *k, action *a)
     case A_FORCE_DELETE: /* pod GC of a pod whose node is gone: grace 0 */
     case A_EVICT: {      /* taint manager: an ordinary (graceful) delete */
         int gone;
-        ks_ver *v = obj_delete(k, o, NULL, a->what == A_EVICT ? -1 : 0, &gone);
+        ks_ver *v = api_obj_delete(k, o, NULL, a->what == A_EVICT ? -1 : 0, &gone);
         ver_unref(v);
         break;
     }
@@ -1090,7 +1090,7 @@ void kubelet_create_nodes(ks *k, int first, int count)
         }
         fill_node_status(k, obj, i);
         kl->node_seq = i + 1 > kl->node_seq ? i + 1 : kl->node_seq;
-        obj_create_internal(k, kl->nodes_res, obj);
+        api_obj_create(k, kl->nodes_res, obj);
     }
 }
 
