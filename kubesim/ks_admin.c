@@ -201,7 +201,7 @@ int ks_state_save(ks *k, const char *path)
             if (r->removed || res_rank(r) != rank)
                 continue;
             size_t cnt;
-            ks_ver **vs = store_sorted(r, NULL, &cnt);
+            ks_ver **vs = ks_store_sorted(r, NULL, &cnt);
             for (size_t i = 0; i < cnt; i++) {
                 if (!first)
                     put(&b, ",\n");
@@ -263,7 +263,7 @@ int admin_state_load(ks *k, const char *path)
         parse_u64(json_get_str_or(o, "metadata.resourceVersion", "0"), &orv);
         if (orv > rv)
             rv = orv;
-        store_load(k, r, o);
+        ks_store_load(k, r, o);
         n++;
     }
     cJSON_Delete(doc);
@@ -409,7 +409,7 @@ static void node_edit(ks *k, ks_resp *resp, const cJSON *body, int taint)
                 json_del(spec, "unschedulable");
         }
         ks_ver *v = NULL;
-        store_update(k, o, obj, 0, &v, NULL);
+        ks_store_update(k, o, obj, 0, &v, NULL);
         ver_unref(v);
         changed++;
     }
@@ -437,7 +437,7 @@ static void pods_fail(ks *k, ks_resp *resp, const cJSON *body)
         return;
     }
     size_t n;
-    ks_ver **vs = store_sorted(pr, ns, &n);
+    ks_ver **vs = ks_store_sorted(pr, ns, &n);
     char **keys = xcalloc(n + 1, sizeof(char *));
     size_t nk = 0;
     for (size_t i = 0; i < n; i++) {

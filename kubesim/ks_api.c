@@ -572,7 +572,7 @@ static void do_create_obj(ks_ctx *c, cJSON *o, const char *manager_apply)
         return;
     }
     ks_ver *v = NULL;
-    store_create(k, r, o, dry_run(c) ? WR_DRY_RUN : 0, &v);
+    ks_store_create(k, r, o, dry_run(c) ? WR_DRY_RUN : 0, &v);
     respond_ver(c, 201, v);
     ver_unref(v);
 }
@@ -764,7 +764,7 @@ static void finish_update(ks_ctx *c, ks_obj *o, cJSON *in, enum upd_kind kind, i
     }
     ks_ver *v = NULL;
     int gone = 0;
-    store_update(k, o, in, dry_run(c) ? WR_DRY_RUN : 0, &v, &gone);
+    ks_store_update(k, o, in, dry_run(c) ? WR_DRY_RUN : 0, &v, &gone);
     in = NULL;
     respond_ver(c, 200, v);
     ver_unref(v);
@@ -1191,7 +1191,7 @@ static void do_scale_write(ks_ctx *c, ks_obj *o, cJSON *scale)
         cJSON_Delete(old);
     }
     ks_ver *nv = NULL;
-    store_update(c->k, o, obj, dry_run(c) ? WR_DRY_RUN : 0, &nv, NULL);
+    ks_store_update(c->k, o, obj, dry_run(c) ? WR_DRY_RUN : 0, &nv, NULL);
     ver_unref(nv);
     respond_json(c, 200, build_scale(c, o));
 }
@@ -1569,7 +1569,7 @@ static void do_list(ks_ctx *c)
     if (snap == NULL) {
         /* Whole list of the current state. */
         size_t cnt;
-        ks_ver **items = store_sorted(r, ns, &cnt);
+        ks_ver **items = ks_store_sorted(r, ns, &cnt);
         size_t total = 64;
         for (size_t i = 0; i < cnt; i++)
             total += items[i]->len + 2;
@@ -1792,7 +1792,7 @@ ks_ver *api_obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, in
             rfc3339_now(ts, grace);
             json_set_str(meta, "deletionTimestamp", ts);
             json_set_int(meta, "deletionGracePeriodSeconds", grace);
-            store_update(k, o, obj, 0, &out, gone);
+            ks_store_update(k, o, obj, 0, &out, gone);
             if (!*gone)
                 kubelet_schedule_removal(k, o, grace);
             return out;
@@ -1825,7 +1825,7 @@ ks_ver *api_obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, in
             json_set_int(meta, "generation", json_get_int(meta, "generation", 0) + 1);
         if (is_ns)
             json_set_str(json_obj_ensure(obj, "status"), "phase", "Terminating");
-        store_update(k, o, obj, 0, &out, gone);
+        ks_store_update(k, o, obj, 0, &out, gone);
         if (!*gone && effective > 0)
             kubelet_schedule_removal(k, o, effective);
         if (!*gone && is_ns)
@@ -1833,7 +1833,7 @@ ks_ver *api_obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, in
         return out;
     }
     cJSON_Delete(obj);
-    store_remove(k, o, &out);
+    ks_store_remove(k, o, &out);
     *gone = 1;
     return out;
 }
@@ -1993,7 +1993,7 @@ static void do_delete_collection(ks_ctx *c)
     if (parse_selectors(c, &ls, &fs) != 0)
         goto out;
     size_t n;
-    ks_ver **vs = store_sorted(c->res, c->ns, &n);
+    ks_ver **vs = ks_store_sorted(c->res, c->ns, &n);
     char **keys = xcalloc(n + 1, sizeof(char *));
     size_t nk = 0;
     for (size_t i = 0; i < n; i++)
@@ -2071,7 +2071,7 @@ static void do_binding(ks_ctx *c)
         } else {
             json_set_str(json_obj_ensure(obj, "spec"), "nodeName", node);
             ks_ver *v = NULL;
-            store_update(c->k, o, obj, 0, &v, NULL);
+            ks_store_update(c->k, o, obj, 0, &v, NULL);
             ver_unref(v);
             status_success(c, 201);
         }
@@ -2649,5 +2649,5 @@ ks_obj *api_obj_create(ks *k, ks_res *r, cJSON *obj)
         cJSON_Delete(obj);
         return NULL;
     }
-    return store_create(k, r, obj, 0, NULL);
+    return ks_store_create(k, r, obj, 0, NULL);
 }

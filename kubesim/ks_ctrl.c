@@ -172,7 +172,7 @@ static void remove_finalizer(ks *k, ks_obj *o, const char *f)
     if (fin && json_len(fin) == 0)
         json_del(json_obj_ensure(obj, "metadata"), "finalizers");
     ks_ver *v = NULL;
-    store_update(k, o, obj, 0, &v, NULL);
+    ks_store_update(k, o, obj, 0, &v, NULL);
     ver_unref(v);
 }
 
@@ -262,7 +262,7 @@ static void process_owner(ks *k, const char *uid)
             if (refs && json_len(refs) == 0)
                 json_del(json_obj_ensure(obj, "metadata"), "ownerReferences");
             ks_ver *v = NULL;
-            store_update(k, d, obj, 0, &v, NULL);
+            ks_store_update(k, d, obj, 0, &v, NULL);
             ver_unref(v);
         }
         owner = map_get(&k->uids, uid);
@@ -330,7 +330,7 @@ static int namespace_pass(ks *k)
             if (r->removed || !r->namespaced)
                 continue;
             size_t cnt;
-            ks_ver **vs = store_sorted(r, names[i], &cnt);
+            ks_ver **vs = ks_store_sorted(r, names[i], &cnt);
             char **keys = xcalloc(cnt + 1, sizeof(char *));
             for (size_t j = 0; j < cnt; j++)
                 keys[j] = xstrdup(ver_name(vs[j]));
@@ -353,7 +353,7 @@ static int namespace_pass(ks *k)
             cJSON *obj = ver_parse(ns->cur);
             json_del(json_obj_ensure(obj, "spec"), "finalizers");
             ks_ver *v = NULL;
-            store_update(k, ns, obj, 0, &v, NULL);
+            ks_store_update(k, ns, obj, 0, &v, NULL);
             ver_unref(v);
         } else if (left) {
             pending = 1;
@@ -378,7 +378,7 @@ static int namespace_pass(ks *k)
         }
         size_t cnt = 0;
         if (cr) {
-            ks_ver **vs = store_sorted(cr, NULL, &cnt);
+            ks_ver **vs = ks_store_sorted(cr, NULL, &cnt);
             objref *refs = xcalloc(cnt + 1, sizeof(objref));
             for (size_t j = 0; j < cnt; j++) {
                 char kb[600];

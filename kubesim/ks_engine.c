@@ -185,7 +185,7 @@ static void engine_free(ks *k)
             void *val;
             map_next(&r->objs, &it, &key, &val);
             map_del(&r->objs, key);
-            store_drop(k, val);
+            ks_store_drop(k, val);
         }
     }
     snaps_expire(k, 1);

@@ -280,25 +280,25 @@ ks_obj *obj_find(ks_res *r, const char *ns, const char *name);
 enum { WR_DRY_RUN = 1 };
 /** Store a new object (metadata complete except resourceVersion). Takes obj.
  *  Returns the object; *out gets a reference to the stored version. */
-ks_obj *store_create(ks *k, ks_res *r, cJSON *obj, int flags, ks_ver **out);
+ks_obj *ks_store_create(ks *k, ks_res *r, cJSON *obj, int flags, ks_ver **out);
 /** Replace the object's state. Takes obj. A state equal to the current one
  *  is a no-op (same RV, no event). Finishes deletion when deletionTimestamp
  *  is set, the grace period is 0 and no finalizers are left (then *gone=1
  *  and o is freed). *out: reference to the resulting version (may be NULL). */
-void store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *gone);
+void ks_store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *gone);
 /** Remove now: DELETED event, indexes dropped, o freed. *out (optional) gets
  *  the tombstone version. */
-void store_remove(ks *k, ks_obj *o, ks_ver **out);
+void ks_store_remove(ks *k, ks_obj *o, ks_ver **out);
 /** Same, with an RV already taken. */
-void store_remove_at(ks *k, ks_obj *o, uint64_t rv);
+void ks_store_remove_at(ks *k, ks_obj *o, uint64_t rv);
 /** Insert an object from the state file as it is (no RV bump, no event). Takes obj. */
-void store_load(ks *k, ks_res *r, cJSON *obj);
+void ks_store_load(ks *k, ks_res *r, cJSON *obj);
 /** Free an object without events (shutdown). */
-void store_drop(ks *k, ks_obj *o);
+void ks_store_drop(ks *k, ks_obj *o);
 /** Bump and return the global RV. */
-uint64_t store_next_rv(ks *k);
+uint64_t ks_store_next_rv(ks *k);
 /** Objects of a resource sorted by key, optionally one namespace; caller frees the array (refs not taken). */
-ks_ver **store_sorted(ks_res *r, const char *ns, size_t *n);
+ks_ver **ks_store_sorted(ks_res *r, const char *ns, size_t *n);
 /** State of r at rv rebuilt from the current state and the history; NULL
  *  when the history does not reach back. Items are referenced. */
 ks_snap *snap_at(ks *k, ks_res *r, uint64_t rv);
@@ -307,7 +307,7 @@ void snap_free(ks_snap *s);
 void snaps_expire(ks *k, int all);
 /** Forget every event of every resource (restart fault). */
 void hist_compact_all(ks *k);
-int deletion_done(const cJSON *obj);
+int ks_store_deletion_done(const cJSON *obj);
 
 /* ---- types (ks_types.c) ------------------------------------------------ */
 
@@ -511,6 +511,6 @@ int admin_state_load(ks *k, const char *path);
 void ks__namespace_created(ks *k, const char *name);
 
 /* ---- hooks called by the store on every change ------------------------- */
-void on_obj_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver, const cJSON *newobj);
+void ks_store_on_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver, const cJSON *newobj);
 
 #endif

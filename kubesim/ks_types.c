@@ -1019,7 +1019,7 @@ void types_crd_remove(ks *k, const char *crd_name)
             const char *key;
             void *val;
             map_next(&r->objs, &it, &key, &val);
-            store_remove(k, val, NULL);
+            ks_store_remove(k, val, NULL);
         }
         r->removed = 1;
         snaps_expire(k, 0);
