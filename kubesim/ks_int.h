@@ -206,7 +206,7 @@ struct ks {
     const char *root_ca; /* PEM published in kube-root-ca.crt */
 };
 
-/* ---- status errors ----------------------------------------------------- */
+/* ---- status errors (ks_resp.c) ---------------------------------------- */
 
 /* A field error (Kubernetes field.Error). */
 typedef struct ks_cause {
@@ -341,7 +341,7 @@ void types_cr_validate(const ks_view *v, const cJSON *obj, ks_errs *e);
 /** Schema node for a dotted path (for list-map keys in apply). */
 const cJSON *types_schema_at(const cJSON *schema, const char *const *path, int depth);
 
-/* ---- selectors (ks_util.c) -------------------------------------------- */
+/* ---- selectors (ks_fsel.c) -------------------------------------------- */
 
 typedef struct fsel_term {
     char *field;
