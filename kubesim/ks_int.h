@@ -305,6 +305,8 @@ ks_snap *snap_at(ks *k, ks_res *r, uint64_t rv);
 ks_snap *snap_lookup(ks *k, ks_res *r, uint64_t rv);
 void snap_free(ks_snap *s);
 void snaps_expire(ks *k, int all);
+/** Record one event of r in its history ring. */
+void hist_push(ks *k, ks_res *r, int type, ks_ver *obj, ks_ver *prev);
 /** Forget every event of every resource (restart fault). */
 void hist_compact_all(ks *k);
 int ks_store_deletion_done(const cJSON *obj);
@@ -394,7 +396,8 @@ void watch_flush_all(ks *k);
 void watch_end_all(ks *k, int abort);
 /** End every watch of r (CRD removed). */
 void watch_end_res(ks *k, ks_res *r);
-void hist_push(ks *k, ks_res *r, int type, ks_ver *obj, ks_ver *prev);
+/** Serialise a version for the view (kind/apiVersion header present). */
+int watch_emit_obj(buf_t *b, const ks_res *r, int view, const ks_ver *v, int with_header);
 
 /* ---- request handling (ks_api.c) --------------------------------------- */
 
@@ -413,8 +416,6 @@ typedef struct ks_ctx {
 } ks_ctx;
 
 void api_handle(ks *k, const ks_req *req, ks_resp *resp);
-/** Serialise a version for the view (kind/apiVersion header present). */
-int watch_emit_obj(buf_t *b, const ks_res *r, int view, const ks_ver *v, int with_header);
 /** Run the generic DELETE flow on an object (used by GC and controllers too).
  *  policy: "Background", "Foreground", "Orphan" or NULL. grace < 0: default.
  *  Returns the resulting version (referenced) or NULL when removed. */
