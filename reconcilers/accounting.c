@@ -12,39 +12,31 @@
 
 static void reconcile(crc_pass *p);
 
+/* The state is the module alone. */
 struct accounting_state {
-    crc_module m;
+    crc_module m; /* first: crc_state_new */
+};
+
+static const crc_module module = {
+    .name = ACCOUNTING_CONTROLLER,
+    .kind = ACB_KIND,
+    .store = OPK_ACCOUNTINGS,
+    .res = &SLINKY_ACCOUNTINGS,
+    .sync = reconcile,
 };
 
 accounting_state *accounting_state_new(void)
 {
-    accounting_state *st = xcalloc(1, sizeof(*st));
-    st->m = (crc_module){
-        .name = ACCOUNTING_CONTROLLER,
-        .kind = ACB_KIND,
-        .store = OPK_ACCOUNTINGS,
-        .res = &SLINKY_ACCOUNTINGS,
-        .sync = reconcile,
-    };
-    return st;
+    return crc_state_new(sizeof(accounting_state), &module);
 }
 
 void accounting_state_free(accounting_state *st)
 {
-    if (st == NULL)
-        return;
-    crc_fini(&st->m);
-    free(st);
+    crc_state_free(st);
 }
 
 /* ------------------------------------------------------------------ */
 /* watches: the store handlers get the crc_module as data */
-
-static void on_accounting(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
-{
-    const sobj *o = new_obj ? new_obj : old_obj;
-    crc_enqueue_key(data, o->key);
-}
 
 typedef int (*uses_fn)(const cJSON *accounting, const char *name);
 
@@ -74,7 +66,6 @@ static void setup(operator *op)
 {
     crc_module *m = &op->accounting->m;
     crc_setup(m, op);
-    store_on_change(op_store(op, OPK_ACCOUNTINGS), on_accounting, m);
     store_on_change(op_store(op, OPK_STATEFULSETS), crc_on_owned, m);
     store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, m);
     store_on_change(op_store(op, OPK_SECRETS), on_secret, m);

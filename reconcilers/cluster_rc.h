@@ -122,7 +122,16 @@ struct crc_pass {
     int ref_wait;        /* a referenced object's first read is on its way (crc_ref_wait) */
 };
 
-/** Set up a module: remember op (call from the reconciler's setup()). */
+/** A reconciler's state whose first member is its crc_module: size bytes,
+ *  zeroed, the module's reconciler fields (name, kind, store, res, sync,
+ *  forget) copied from tmpl. */
+void *crc_state_new(size_t size, const crc_module *tmpl);
+/** crc_fini of the module that starts state, then free state (NULL:
+ *  nothing). */
+void crc_state_free(void *state);
+
+/** Set up a module: remember op and queue the CR on every change of its
+ *  store (call from the reconciler's setup()). */
 void crc_setup(crc_module *m, operator *op);
 /** Create the queue and queue every cached CR. 0 or a negative code. */
 int crc_start(crc_module *m);

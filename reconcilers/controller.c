@@ -46,7 +46,7 @@ static void sm_state_free(void *v)
 static const map_type sm_state_type = {.val_free = sm_state_free};
 
 struct controller_state {
-    crc_module m;
+    crc_module m; /* first: crc_state_new */
     controller_ping_fn ping;
     void *ping_data;
     enum crd_state crd;
@@ -62,17 +62,18 @@ static controller_state *of(crc_module *m)
     return container_of(m, controller_state, m);
 }
 
+static const crc_module module = {
+    .name = CONTROLLER_CONTROLLER,
+    .kind = CTLB_KIND,
+    .store = OPK_CONTROLLERS,
+    .res = &SLINKY_CONTROLLERS,
+    .sync = reconcile,
+    .forget = forget,
+};
+
 controller_state *controller_state_new(void)
 {
-    controller_state *cs = xcalloc(1, sizeof(*cs));
-    cs->m = (crc_module){
-        .name = CONTROLLER_CONTROLLER,
-        .kind = CTLB_KIND,
-        .store = OPK_CONTROLLERS,
-        .res = &SLINKY_CONTROLLERS,
-        .sync = reconcile,
-        .forget = forget,
-    };
+    controller_state *cs = crc_state_new(sizeof(*cs), &module);
     map_init_type(&cs->sm, &sm_state_type);
     return cs;
 }
@@ -81,10 +82,9 @@ void controller_state_free(controller_state *cs)
 {
     if (cs == NULL)
         return;
-    crc_fini(&cs->m);
     map_free(&cs->sm);
     crc_gates_clear(&cs->labels);
-    free(cs);
+    crc_state_free(cs);
 }
 
 void controller_enqueue(operator *op, const char *key)
@@ -119,12 +119,6 @@ static void enqueue_users(crc_module *m, const char *ns, const char *name, uses_
 }
 
 /* The store handlers below get the crc_module as data. */
-
-static void on_controller(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
-{
-    const sobj *o = new_obj ? new_obj : old_obj;
-    crc_enqueue_key(data, o->key);
-}
 
 static void on_accounting(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
@@ -182,7 +176,6 @@ static void setup(operator *op)
 {
     crc_module *m = &op->controller->m;
     crc_setup(m, op);
-    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, m);
     store_on_change(op_store(op, OPK_STATEFULSETS), crc_on_owned, m);
     store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, m);
     store_on_change(op_store(op, OPK_CONFIGMAPS), on_configmap, m);

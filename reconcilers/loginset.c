@@ -17,6 +17,15 @@
 static void reconcile(crc_pass *p);
 static void forget(crc_module *m, const char *key);
 
+static const crc_module module = {
+    .name = LOGINSET_CONTROLLER,
+    .kind = LSB_KIND,
+    .store = OPK_LOGINSETS,
+    .res = &SLINKY_LOGINSETS,
+    .sync = reconcile,
+    .forget = forget,
+};
+
 /* One host key generation for one LoginSet. */
 struct keygen {
     uv_work_t req; /* embedded; the job lives until after_work */
@@ -38,7 +47,7 @@ static void keygen_free(struct keygen *j)
 }
 
 struct loginset_state {
-    crc_module m;
+    crc_module m; /* first: crc_state_new */
     map_t jobs; /* LoginSet key -> struct keygen */
     int running;
     /* loginset_state_free was called while generations were still on the
@@ -48,15 +57,7 @@ struct loginset_state {
 
 loginset_state *loginset_state_new(void)
 {
-    loginset_state *ls = xcalloc(1, sizeof(*ls));
-    ls->m = (crc_module){
-        .name = LOGINSET_CONTROLLER,
-        .kind = LSB_KIND,
-        .store = OPK_LOGINSETS,
-        .res = &SLINKY_LOGINSETS,
-        .sync = reconcile,
-        .forget = forget,
-    };
+    loginset_state *ls = crc_state_new(sizeof(*ls), &module);
     map_init(&ls->jobs);
     return ls;
 }
@@ -101,12 +102,6 @@ int loginset_keygen_running(const loginset_state *ls)
 /* ------------------------------------------------------------------ */
 /* watches: the store handlers get the crc_module as data */
 
-static void on_loginset(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
-{
-    const sobj *o = new_obj ? new_obj : old_obj;
-    crc_enqueue_key(data, o->key);
-}
-
 static void on_controller(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
     crc_module *m = data;
@@ -141,7 +136,6 @@ static void setup(operator *op)
 {
     crc_module *m = &op->loginset->m;
     crc_setup(m, op);
-    store_on_change(op_store(op, OPK_LOGINSETS), on_loginset, m);
     store_on_change(op_store(op, OPK_DEPLOYMENTS), crc_on_owned, m);
     store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, m);
     store_on_change(op_store(op, OPK_CONFIGMAPS), crc_on_owned, m);

@@ -12,39 +12,31 @@
 
 static void reconcile(crc_pass *p);
 
+/* The state is the module alone. */
 struct restapi_state {
-    crc_module m;
+    crc_module m; /* first: crc_state_new */
+};
+
+static const crc_module module = {
+    .name = RESTAPI_CONTROLLER,
+    .kind = RAB_KIND,
+    .store = OPK_RESTAPIS,
+    .res = &SLINKY_RESTAPIS,
+    .sync = reconcile,
 };
 
 restapi_state *restapi_state_new(void)
 {
-    restapi_state *st = xcalloc(1, sizeof(*st));
-    st->m = (crc_module){
-        .name = RESTAPI_CONTROLLER,
-        .kind = RAB_KIND,
-        .store = OPK_RESTAPIS,
-        .res = &SLINKY_RESTAPIS,
-        .sync = reconcile,
-    };
-    return st;
+    return crc_state_new(sizeof(restapi_state), &module);
 }
 
 void restapi_state_free(restapi_state *st)
 {
-    if (st == NULL)
-        return;
-    crc_fini(&st->m);
-    free(st);
+    crc_state_free(st);
 }
 
 /* ------------------------------------------------------------------ */
 /* watches: the store handlers get the crc_module as data */
-
-static void on_restapi(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
-{
-    const sobj *o = new_obj ? new_obj : old_obj;
-    crc_enqueue_key(data, o->key);
-}
 
 /* The RestApis of ns whose controllerRef is ctl. */
 static void enqueue_of_controller(crc_module *m, const char *ns, const char *ctl)
@@ -85,7 +77,6 @@ static void setup(operator *op)
 {
     crc_module *m = &op->restapi->m;
     crc_setup(m, op);
-    store_on_change(op_store(op, OPK_RESTAPIS), on_restapi, m);
     store_on_change(op_store(op, OPK_DEPLOYMENTS), crc_on_owned, m);
     store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, m);
     store_on_change(op_store(op, OPK_CONFIGMAPS), crc_on_owned, m);

@@ -20,29 +20,27 @@
 
 static void reconcile(crc_pass *p);
 
+/* The state is the module alone. */
 struct token_state {
-    crc_module m;
+    crc_module m; /* first: crc_state_new */
+};
+
+static const crc_module module = {
+    .name = TOKEN_CONTROLLER,
+    .kind = TOKB_KIND,
+    .store = OPK_TOKENS,
+    .res = &SLINKY_TOKENS,
+    .sync = reconcile,
 };
 
 token_state *token_state_new(void)
 {
-    token_state *st = xcalloc(1, sizeof(*st));
-    st->m = (crc_module){
-        .name = TOKEN_CONTROLLER,
-        .kind = TOKB_KIND,
-        .store = OPK_TOKENS,
-        .res = &SLINKY_TOKENS,
-        .sync = reconcile,
-    };
-    return st;
+    return crc_state_new(sizeof(token_state), &module);
 }
 
 void token_state_free(token_state *st)
 {
-    if (st == NULL)
-        return;
-    crc_fini(&st->m);
-    free(st);
+    crc_state_free(st);
 }
 
 /* The policy when the operator was given none: tokb_policy_parse's default
@@ -51,12 +49,6 @@ static const tokb_policy default_policy = {.any = 1, .max_lifetime_s = TOKB_DEFA
 
 /* ------------------------------------------------------------------ */
 /* watches: the store handlers get the crc_module as data */
-
-static void on_token(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
-{
-    const sobj *o = new_obj ? new_obj : old_obj;
-    crc_enqueue_key(data, o->key);
-}
 
 static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
@@ -74,7 +66,6 @@ static void setup(operator *op)
 {
     crc_module *m = &op->token->m;
     crc_setup(m, op);
-    store_on_change(op_store(op, OPK_TOKENS), on_token, m);
     store_on_change(op_store(op, OPK_SECRETS), on_secret, m);
 }
 
