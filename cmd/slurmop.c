@@ -11,7 +11,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "reconcilers/operator.h"
-#include "reconcilers/token.h"
+#include "reconcilers/token_build.h"
 #include "slurmio/slurmlib.h"
 
 static const char usage[] =
@@ -425,8 +425,14 @@ int main(int argc, char **argv)
         return die_usage("unexpected argument: %s", argv[optind]);
     if (o.slurm_conf == NULL)
         o.slurm_conf = getenv("SLURM_CONF");
-    if (token_policy_set(token_users, token_max_lifetime, err, sizeof(err)) != 0)
+    tokb_policy token_policy;
+    char *why = NULL;
+    if (tokb_policy_parse(token_users, token_max_lifetime, &token_policy, &why) != 0) {
+        snprintf(err, sizeof(err), "%s", why ? why : "bad token policy");
+        free(why);
         return die_usage("%s", err);
+    }
+    o.token_policy = &token_policy;
 
     log_setup(level, format);
     signal(SIGPIPE, SIG_IGN);
@@ -452,7 +458,7 @@ int main(int argc, char **argv)
     }
     if (uv_loop_close(&a.loop) != 0)
         log_error("loop still has open handles at exit");
-    token_policy_free();
+    tokb_policy_free(&token_policy);
     sl_library_fini(); /* libslurm's process-wide state, when the backend was used */
     for (int i = 0; i < o.n_slurmrestd; i++) {
         free(o.slurmrestd[i].key);

@@ -3,7 +3,7 @@
  * The engine knows nothing about sockets: a request goes in (method, path,
  * query, a few headers, body) and a response comes out (status, headers,
  * body), or, for a watch, a ks_watch that streams events into a sink the
- * caller provides. ks_http.c binds it to core/httpd; unit tests drive it
+ * caller provides. ks_server.c binds it to core/httpd; unit tests drive it
  * directly. Everything runs on one libuv loop: the engine's own timers
  * (watch timeouts and bookmarks, the simulated kubelet and scheduler, the
  * garbage collector) live on the loop given to ks_new.

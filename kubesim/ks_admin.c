@@ -40,7 +40,7 @@ typedef struct counter {
     char key[];
 } counter;
 
-void counters_add(ks *k, const char *verb, const char *resource, int code)
+void admin_count(ks *k, const char *verb, const char *resource, int code)
 {
     char key[400];
     snprintf(key, sizeof(key), "%s\t%s\t%d", verb, resource, code);
@@ -128,7 +128,7 @@ static cJSON *counters_json(ks *k)
 
 /* ---- faults ------------------------------------------------------------ */
 
-int faults_apply(ks *k, ks_resp *resp)
+int admin_faults_apply(ks *k, ks_resp *resp)
 {
     if (k->rate_429 <= 0 && k->rate_500 <= 0)
         return 0;
@@ -137,13 +137,13 @@ int faults_apply(ks *k, ks_resp *resp)
         resp_plain(resp, 429, "Too many requests, please try again later.\n");
         if (buf_printf(&resp->headers, "Retry-After: %u\r\n", k->cfg.retry_after_s) != 0)
             abort();
-        counters_add(k, "injected", "", 429);
+        admin_count(k, "injected", "", 429);
         return 1;
     }
     if (r < k->rate_429 + k->rate_500) {
         resp_status(resp, 500, "InternalError", "Internal error occurred: kubesim: injected fault", NULL,
                     NULL, NULL, NULL);
-        counters_add(k, "injected", "", 500);
+        admin_count(k, "injected", "", 500);
         return 1;
     }
     return 0;
@@ -201,7 +201,7 @@ int ks_state_save(ks *k, const char *path)
             if (r->removed || res_rank(r) != rank)
                 continue;
             size_t cnt;
-            ks_ver **vs = store_sorted(r, NULL, &cnt);
+            ks_ver **vs = ks_store_sorted(r, NULL, &cnt);
             for (size_t i = 0; i < cnt; i++) {
                 if (!first)
                     put(&b, ",\n");
@@ -233,7 +233,7 @@ int ks_state_save(ks *k, const char *path)
     return rc;
 }
 
-int state_load(ks *k, const char *path)
+int admin_state_load(ks *k, const char *path)
 {
     char *data = NULL;
     size_t len = 0;
@@ -263,7 +263,7 @@ int state_load(ks *k, const char *path)
         parse_u64(json_get_str_or(o, "metadata.resourceVersion", "0"), &orv);
         if (orv > rv)
             rv = orv;
-        store_load(k, r, o);
+        ks_store_load(k, r, o);
         n++;
     }
     cJSON_Delete(doc);
@@ -409,7 +409,7 @@ static void node_edit(ks *k, ks_resp *resp, const cJSON *body, int taint)
                 json_del(spec, "unschedulable");
         }
         ks_ver *v = NULL;
-        store_update(k, o, obj, 0, &v, NULL);
+        ks_store_update(k, o, obj, 0, &v, NULL);
         ver_unref(v);
         changed++;
     }
@@ -437,7 +437,7 @@ static void pods_fail(ks *k, ks_resp *resp, const cJSON *body)
         return;
     }
     size_t n;
-    ks_ver **vs = store_sorted(pr, ns, &n);
+    ks_ver **vs = ks_store_sorted(pr, ns, &n);
     char **keys = xcalloc(n + 1, sizeof(char *));
     size_t nk = 0;
     for (size_t i = 0; i < n; i++) {
@@ -560,7 +560,7 @@ void admin_handle(ks *k, const ks_req *req, ks_resp *resp)
             ks_obj *o = obj_find(nr, NULL, names[i]);
             if (o) {
                 int gone;
-                ks_ver *v = obj_delete(k, o, NULL, -1, &gone);
+                ks_ver *v = api_obj_delete(k, o, NULL, -1, &gone);
                 ver_unref(v);
                 done++;
             }

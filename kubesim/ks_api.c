@@ -50,7 +50,7 @@ static void respond_ver(ks_ctx *c, int code, const ks_ver *v)
     buf_reset(&c->resp->body);
     c->resp->status = code;
     c->resp->content_type = "application/json";
-    if (emit_obj(&c->resp->body, c->res, c->view, v, 1) != 0)
+    if (watch_emit_obj(&c->resp->body, c->res, c->view, v, 1) != 0)
         abort();
 }
 
@@ -468,7 +468,7 @@ static int cr_admit(ks_ctx *c, cJSON *o)
     const ks_view *v = &c->res->views[c->view];
     buf_t warn;
     buf_init(&warn, BUF_UNLIMITED);
-    cr_prune_default(v, o, &warn);
+    types_cr_prune_default(v, o, &warn);
     char *fv = qparam(c, "fieldValidation");
     int strict = fv && strcmp(fv, "Strict") == 0, ignore = fv && strcmp(fv, "Ignore") == 0;
     free(fv);
@@ -486,7 +486,7 @@ static int cr_admit(ks_ctx *c, cJSON *o)
         add_warning(c, &warn);
     buf_free(&warn);
     ks_errs e = {0};
-    cr_validate(v, o, &e);
+    types_cr_validate(v, o, &e);
     if (e.n) {
         resp_invalid(c->resp, c->res->qual_kind, c->res->group, c->res->kind, obj_name(o), &e);
         errs_free(&e);
@@ -572,7 +572,7 @@ static void do_create_obj(ks_ctx *c, cJSON *o, const char *manager_apply)
         return;
     }
     ks_ver *v = NULL;
-    store_create(k, r, o, dry_run(c) ? WR_DRY_RUN : 0, &v);
+    ks_store_create(k, r, o, dry_run(c) ? WR_DRY_RUN : 0, &v);
     respond_ver(c, 201, v);
     ver_unref(v);
 }
@@ -748,7 +748,7 @@ static void finish_update(ks_ctx *c, ks_obj *o, cJSON *in, enum upd_kind kind, i
         goto out;
     if ((r->flags & KSR_CUSTOM) && kind == UPD_STATUS) {
         ks_errs e2 = {0};
-        cr_validate(view, in, &e2);
+        types_cr_validate(view, in, &e2);
         if (e2.n) {
             resp_invalid(c->resp, r->qual_kind, r->group, r->kind, name, &e2);
             errs_free(&e2);
@@ -759,12 +759,12 @@ static void finish_update(ks_ctx *c, ks_obj *o, cJSON *in, enum upd_kind kind, i
         json_set_int(meta, "generation", json_get_int(ometa, "generation", 1) + 1);
     if (!from_apply && json_child(ometa, "managedFields")) {
         char *mgr = field_manager(c);
-        ssa_record_update(r, c->view, old, in, mgr, kind == UPD_STATUS ? "status" : NULL);
+        patch_ssa_record_update(r, c->view, old, in, mgr, kind == UPD_STATUS ? "status" : NULL);
         free(mgr);
     }
     ks_ver *v = NULL;
     int gone = 0;
-    store_update(k, o, in, dry_run(c) ? WR_DRY_RUN : 0, &v, &gone);
+    ks_store_update(k, o, in, dry_run(c) ? WR_DRY_RUN : 0, &v, &gone);
     in = NULL;
     respond_ver(c, 200, v);
     ver_unref(v);
@@ -861,7 +861,7 @@ static cJSON *patch_doc(ks_ctx *c, const cJSON *cur, enum ptype pt)
     cJSON *doc = cJSON_Duplicate(cur, 1);
     if (pt == P_JSON) {
         char msg[512];
-        int rc = json_patch_apply(&doc, q->body ? q->body : "", q->body_len, msg, sizeof(msg));
+        int rc = patch_json_apply(&doc, q->body ? q->body : "", q->body_len, msg, sizeof(msg));
         if (rc == OP_EPARSE) {
             resp_bad_request(c->resp, "%s", msg);
             cJSON_Delete(doc);
@@ -1014,7 +1014,7 @@ static void do_patch(ks_ctx *c, enum upd_kind kind, int scale)
         cJSON *live = o ? ver_parse(o->cur) : NULL;
         char *conflict = NULL;
         cJSON *causes = NULL;
-        cJSON *merged = ssa_apply(r, c->view, live, cfg, fm, forced, &conflict, &causes);
+        cJSON *merged = patch_ssa_apply(r, c->view, live, cfg, fm, forced, &conflict, &causes);
         cJSON_Delete(live);
         cJSON_Delete(cfg);
         if (merged == NULL) {
@@ -1185,13 +1185,13 @@ static void do_scale_write(ks_ctx *c, ks_obj *o, cJSON *scale)
                          json_get_int(old, "metadata.generation", 1) + 1);
         if (json_child(json_child(old, "metadata"), "managedFields")) {
             char *mgr = field_manager(c);
-            ssa_record_update(c->res, c->view, old, obj, mgr, "scale");
+            patch_ssa_record_update(c->res, c->view, old, obj, mgr, "scale");
             free(mgr);
         }
         cJSON_Delete(old);
     }
     ks_ver *nv = NULL;
-    store_update(c->k, o, obj, dry_run(c) ? WR_DRY_RUN : 0, &nv, NULL);
+    ks_store_update(c->k, o, obj, dry_run(c) ? WR_DRY_RUN : 0, &nv, NULL);
     ver_unref(nv);
     respond_json(c, 200, build_scale(c, o));
 }
@@ -1569,7 +1569,7 @@ static void do_list(ks_ctx *c)
     if (snap == NULL) {
         /* Whole list of the current state. */
         size_t cnt;
-        ks_ver **items = store_sorted(r, ns, &cnt);
+        ks_ver **items = ks_store_sorted(r, ns, &cnt);
         size_t total = 64;
         for (size_t i = 0; i < cnt; i++)
             total += items[i]->len + 2;
@@ -1588,7 +1588,7 @@ static void do_list(ks_ctx *c)
             if (!first)
                 put(&c->resp->body, ",");
             first = 0;
-            if (emit_obj(&c->resp->body, r, c->view, items[i], with_header) != 0)
+            if (watch_emit_obj(&c->resp->body, r, c->view, items[i], with_header) != 0)
                 abort();
         }
         put(&c->resp->body, "]}\n");
@@ -1627,7 +1627,7 @@ static void do_list(ks_ctx *c)
         }
         if (got++ && buf_putc(&items, ',') != 0)
             abort();
-        if (emit_obj(&items, r, c->view, v, with_header) != 0)
+        if (watch_emit_obj(&items, r, c->view, v, with_header) != 0)
             abort();
     }
     /* More items in the snapshot (matching or not) means another page. */
@@ -1777,7 +1777,7 @@ static void add_finalizer(cJSON *meta, const char *f)
         cJSON_AddItemToArray(fin, cJSON_CreateString(f));
 }
 
-ks_ver *obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *gone)
+ks_ver *api_obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *gone)
 {
     ks_res *r = o->res;
     cJSON *obj = ver_parse(o->cur);
@@ -1792,7 +1792,7 @@ ks_ver *obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *g
             rfc3339_now(ts, grace);
             json_set_str(meta, "deletionTimestamp", ts);
             json_set_int(meta, "deletionGracePeriodSeconds", grace);
-            store_update(k, o, obj, 0, &out, gone);
+            ks_store_update(k, o, obj, 0, &out, gone);
             if (!*gone)
                 kubelet_schedule_removal(k, o, grace);
             return out;
@@ -1825,15 +1825,15 @@ ks_ver *obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *g
             json_set_int(meta, "generation", json_get_int(meta, "generation", 0) + 1);
         if (is_ns)
             json_set_str(json_obj_ensure(obj, "status"), "phase", "Terminating");
-        store_update(k, o, obj, 0, &out, gone);
+        ks_store_update(k, o, obj, 0, &out, gone);
         if (!*gone && effective > 0)
             kubelet_schedule_removal(k, o, effective);
         if (!*gone && is_ns)
-            gc_kick(k);
+            ctrl_gc_kick(k);
         return out;
     }
     cJSON_Delete(obj);
-    store_remove(k, o, &out);
+    ks_store_remove(k, o, &out);
     *gone = 1;
     return out;
 }
@@ -1968,7 +1968,7 @@ static void do_delete(ks_ctx *c)
     char uid[40];
     snprintf(uid, sizeof(uid), "%s", o->uid);
     int gone = 0;
-    ks_ver *v = obj_delete(c->k, o, policy, grace, &gone);
+    ks_ver *v = api_obj_delete(c->k, o, policy, grace, &gone);
     respond_deleted(c, v, gone, uid);
     ver_unref(v);
 out:
@@ -1993,7 +1993,7 @@ static void do_delete_collection(ks_ctx *c)
     if (parse_selectors(c, &ls, &fs) != 0)
         goto out;
     size_t n;
-    ks_ver **vs = store_sorted(c->res, c->ns, &n);
+    ks_ver **vs = ks_store_sorted(c->res, c->ns, &n);
     char **keys = xcalloc(n + 1, sizeof(char *));
     size_t nk = 0;
     for (size_t i = 0; i < n; i++)
@@ -2007,10 +2007,10 @@ static void do_delete_collection(ks_ctx *c)
         ks_obj *o = obj_find(c->res, c->ns, keys[i]);
         if (o) {
             int gone;
-            ks_ver *v = obj_delete(c->k, o, policy, grace, &gone);
+            ks_ver *v = api_obj_delete(c->k, o, policy, grace, &gone);
             if (items.len && buf_putc(&items, ',') != 0)
                 abort();
-            if (emit_obj(&items, c->res, c->view, v, (c->res->flags & KSR_CUSTOM) != 0) != 0)
+            if (watch_emit_obj(&items, c->res, c->view, v, (c->res->flags & KSR_CUSTOM) != 0) != 0)
                 abort();
             ver_unref(v);
         }
@@ -2071,7 +2071,7 @@ static void do_binding(ks_ctx *c)
         } else {
             json_set_str(json_obj_ensure(obj, "spec"), "nodeName", node);
             ks_ver *v = NULL;
-            store_update(c->k, o, obj, 0, &v, NULL);
+            ks_store_update(c->k, o, obj, 0, &v, NULL);
             ver_unref(v);
             status_success(c, 201);
         }
@@ -2091,7 +2091,7 @@ static void do_eviction(ks_ctx *c)
     } else {
         long long grace = json_get_int(in, "deleteOptions.gracePeriodSeconds", -1);
         int gone;
-        ks_ver *v = obj_delete(c->k, o, NULL, grace, &gone);
+        ks_ver *v = api_obj_delete(c->k, o, NULL, grace, &gone);
         ver_unref(v);
         status_success(c, 201);
     }
@@ -2487,7 +2487,7 @@ static void count(ks_ctx *c)
         return;
     char label[300];
     snprintf(label, sizeof(label), "%s%s%s", c->res->qual, c->sub ? "/" : "", c->sub ? c->sub : "");
-    counters_add(c->k, c->verb, label, c->resp->status);
+    admin_count(c->k, c->verb, label, c->resp->status);
 }
 
 void api_handle(ks *k, const ks_req *req, ks_resp *resp)
@@ -2623,7 +2623,7 @@ void api_handle(ks *k, const ks_req *req, ks_resp *resp)
     not_found_plain(resp);
 }
 
-ks_obj *obj_create_internal(ks *k, ks_res *r, cJSON *obj)
+ks_obj *api_obj_create(ks *k, ks_res *r, cJSON *obj)
 {
     cJSON *meta = json_obj_ensure(obj, "metadata");
     char uid[37];
@@ -2649,5 +2649,5 @@ ks_obj *obj_create_internal(ks *k, ks_res *r, cJSON *obj)
         cJSON_Delete(obj);
         return NULL;
     }
-    return store_create(k, r, obj, 0, NULL);
+    return ks_store_create(k, r, obj, 0, NULL);
 }

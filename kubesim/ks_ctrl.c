@@ -19,7 +19,7 @@
 
 /* ---- owner reference index --------------------------------------------- */
 
-void orefs_clear(ks *k, ks_obj *o)
+void ctrl_orefs_clear(ks *k, ks_obj *o)
 {
     for (int i = 0; i < o->n_orefs; i++) {
         ks_oref *r = &o->orefs[i];
@@ -32,7 +32,7 @@ void orefs_clear(ks *k, ks_obj *o)
     o->n_orefs = 0;
 }
 
-void orefs_set(ks *k, ks_obj *o, const cJSON *obj)
+void ctrl_orefs_set(ks *k, ks_obj *o, const cJSON *obj)
 {
     const cJSON *refs = json_get(obj, "metadata.ownerReferences");
     int n = json_len(refs);
@@ -45,7 +45,7 @@ void orefs_set(ks *k, ks_obj *o, const cJSON *obj)
         if (same)
             return;
     }
-    orefs_clear(k, o);
+    ctrl_orefs_clear(k, o);
     if (n == 0)
         return;
     o->orefs = xcalloc((size_t)n, sizeof(ks_oref));
@@ -81,7 +81,7 @@ static void mark_owner(ks *k, const char *uid)
 
 static void gc_timer_cb(uv_timer_t *t);
 
-void gc_kick(ks *k)
+void ctrl_gc_kick(ks *k)
 {
     if (k->closing || uv_is_active((uv_handle_t *)&k->gc_timer))
         return;
@@ -97,7 +97,7 @@ static int has_finalizer(const cJSON *obj, const char *f)
     return 0;
 }
 
-void gc_on_change(ks *k, ks_obj *o, const cJSON *newobj, int removed)
+void ctrl_on_change(ks *k, ks_obj *o, const cJSON *newobj, int removed)
 {
     if (removed) {
         /* its dependents may now be orphans; its owners may be waiting for it */
@@ -106,12 +106,12 @@ void gc_on_change(ks *k, ks_obj *o, const cJSON *newobj, int removed)
         for (int i = 0; i < o->n_orefs; i++)
             mark_owner(k, o->orefs[i].uid);
         if (o->res->namespaced && k->gc_ns_pending)
-            gc_kick(k);
+            ctrl_gc_kick(k);
         if (k->gc_owners.count)
-            gc_kick(k);
+            ctrl_gc_kick(k);
         return;
     }
-    orefs_set(k, o, newobj);
+    ctrl_orefs_set(k, o, newobj);
     int kick = 0;
     if (o->n_orefs && !list_is_linked(&o->gc_link)) {
         list_insert_tail(&k->gc_queue, &o->gc_link);
@@ -133,7 +133,7 @@ void gc_on_change(ks *k, ks_obj *o, const cJSON *newobj, int removed)
         }
     }
     if (kick)
-        gc_kick(k);
+        ctrl_gc_kick(k);
 }
 
 /* ---- passes ------------------------------------------------------------ */
@@ -172,7 +172,7 @@ static void remove_finalizer(ks *k, ks_obj *o, const char *f)
     if (fin && json_len(fin) == 0)
         json_del(json_obj_ensure(obj, "metadata"), "finalizers");
     ks_ver *v = NULL;
-    store_update(k, o, obj, 0, &v, NULL);
+    ks_store_update(k, o, obj, 0, &v, NULL);
     ver_unref(v);
 }
 
@@ -262,7 +262,7 @@ static void process_owner(ks *k, const char *uid)
             if (refs && json_len(refs) == 0)
                 json_del(json_obj_ensure(obj, "metadata"), "ownerReferences");
             ks_ver *v = NULL;
-            store_update(k, d, obj, 0, &v, NULL);
+            ks_store_update(k, d, obj, 0, &v, NULL);
             ver_unref(v);
         }
         owner = map_get(&k->uids, uid);
@@ -274,7 +274,7 @@ static void process_owner(ks *k, const char *uid)
             if (d == NULL || is_deleting(d, NULL))
                 continue;
             int gone;
-            ks_ver *v = obj_delete(k, d, "Foreground", -1, &gone);
+            ks_ver *v = api_obj_delete(k, d, "Foreground", -1, &gone);
             ver_unref(v);
         }
         int left, blocking;
@@ -298,7 +298,7 @@ static void check_dependent(ks *k, ks_obj *o)
     if (is_deleting(o, NULL))
         return;
     int gone;
-    ks_ver *v = obj_delete(k, o, "Background", -1, &gone);
+    ks_ver *v = api_obj_delete(k, o, "Background", -1, &gone);
     ver_unref(v);
 }
 
@@ -330,7 +330,7 @@ static int namespace_pass(ks *k)
             if (r->removed || !r->namespaced)
                 continue;
             size_t cnt;
-            ks_ver **vs = store_sorted(r, names[i], &cnt);
+            ks_ver **vs = ks_store_sorted(r, names[i], &cnt);
             char **keys = xcalloc(cnt + 1, sizeof(char *));
             for (size_t j = 0; j < cnt; j++)
                 keys[j] = xstrdup(ver_name(vs[j]));
@@ -339,7 +339,7 @@ static int namespace_pass(ks *k)
                 ks_obj *o = obj_find(r, names[i], keys[j]);
                 if (o && !is_deleting(o, NULL)) {
                     int gone;
-                    ks_ver *v = obj_delete(k, o, "Background", -1, &gone);
+                    ks_ver *v = api_obj_delete(k, o, "Background", -1, &gone);
                     ver_unref(v);
                 }
                 if (obj_find(r, names[i], keys[j]))
@@ -353,7 +353,7 @@ static int namespace_pass(ks *k)
             cJSON *obj = ver_parse(ns->cur);
             json_del(json_obj_ensure(obj, "spec"), "finalizers");
             ks_ver *v = NULL;
-            store_update(k, ns, obj, 0, &v, NULL);
+            ks_store_update(k, ns, obj, 0, &v, NULL);
             ver_unref(v);
         } else if (left) {
             pending = 1;
@@ -378,7 +378,7 @@ static int namespace_pass(ks *k)
         }
         size_t cnt = 0;
         if (cr) {
-            ks_ver **vs = store_sorted(cr, NULL, &cnt);
+            ks_ver **vs = ks_store_sorted(cr, NULL, &cnt);
             objref *refs = xcalloc(cnt + 1, sizeof(objref));
             for (size_t j = 0; j < cnt; j++) {
                 char kb[600];
@@ -391,7 +391,7 @@ static int namespace_pass(ks *k)
                 ks_obj *o = objref_get(&refs[j]);
                 if (o && !is_deleting(o, NULL)) {
                     int gone;
-                    ks_ver *v = obj_delete(k, o, "Background", -1, &gone);
+                    ks_ver *v = api_obj_delete(k, o, "Background", -1, &gone);
                     ver_unref(v);
                 }
             }
@@ -439,7 +439,7 @@ static void gc_run(ks *k)
     if (k->gc_ns_pending)
         k->gc_ns_pending = namespace_pass(k);
     if (k->gc_owners.count || !list_empty(&k->gc_queue))
-        gc_kick(k);
+        ctrl_gc_kick(k);
 }
 
 static void gc_timer_cb(uv_timer_t *t)
@@ -453,7 +453,7 @@ static void gc_closed(uv_handle_t *h)
     ks__handle_closed(h->data);
 }
 
-void gc_init(ks *k)
+void ctrl_init(ks *k)
 {
     uv_timer_init(k->loop, &k->gc_timer);
     k->gc_timer.data = k;
@@ -463,7 +463,7 @@ void gc_init(ks *k)
     map_init_type(&k->deps, &map_type_free_val);      /* uid -> ks_deps */
 }
 
-void gc_close(ks *k)
+void ctrl_close(ks *k)
 {
     uv_timer_stop(&k->gc_timer);
     uv_close((uv_handle_t *)&k->gc_timer, gc_closed);

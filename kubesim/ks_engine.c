@@ -70,7 +70,7 @@ static void create_namespace(ks *k, const char *name)
     json_set_str(o, "kind", "Namespace");
     json_set_str(o, "apiVersion", "v1");
     json_set_str(json_obj_ensure(o, "metadata"), "name", name);
-    obj_create_internal(k, r, o);
+    api_obj_create(k, r, o);
 }
 
 /* What the ServiceAccount and root-CA controllers put into every namespace. */
@@ -83,7 +83,7 @@ static void namespace_defaults(ks *k, const char *ns)
     cJSON *m = json_obj_ensure(o, "metadata");
     json_set_str(m, "name", "default");
     json_set_str(m, "namespace", ns);
-    obj_create_internal(k, sa, o);
+    api_obj_create(k, sa, o);
     ks_res *cm = res_find(k, "", "configmaps");
     o = cJSON_CreateObject();
     json_set_str(o, "kind", "ConfigMap");
@@ -97,7 +97,7 @@ static void namespace_defaults(ks *k, const char *ns)
         "such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across "
         "distributions of Kubernetes clusters.");
     json_set_str(json_obj_ensure(o, "data"), "ca.crt", k->root_ca ? k->root_ca : "");
-    obj_create_internal(k, cm, o);
+    api_obj_create(k, cm, o);
 }
 
 void ks__namespace_created(ks *k, const char *name)
@@ -149,12 +149,12 @@ ks *ks_new(uv_loop_t *loop, const ks_config *cfg, int *err)
     k->pending_closes++;
 
     types_register_builtins(k);
-    gc_init(k);
+    ctrl_init(k);
     kubelet_init(k);
 
     int rc = 0;
     if (k->cfg.state_file && access(k->cfg.state_file, F_OK) == 0) {
-        rc = state_load(k, k->cfg.state_file);
+        rc = admin_state_load(k, k->cfg.state_file);
         if (rc) {
             log_error("kubesim: cannot load state from %s: %s", k->cfg.state_file, op_strerror(rc));
             ks_close(k, NULL, NULL);
@@ -185,7 +185,7 @@ static void engine_free(ks *k)
             void *val;
             map_next(&r->objs, &it, &key, &val);
             map_del(&r->objs, key);
-            store_drop(k, val);
+            ks_store_drop(k, val);
         }
     }
     snaps_expire(k, 1);
@@ -226,7 +226,7 @@ void ks_close(ks *k, void (*cb)(void *data), void *data)
     k->close_data = data;
     watch_shutdown(k);
     kubelet_close(k);
-    gc_close(k);
+    ctrl_close(k);
     uv_prepare_stop(&k->flush);
     uv_close((uv_handle_t *)&k->flush, handle_closed);
 }
@@ -298,12 +298,12 @@ void ks_handle(ks *k, const ks_req *req, ks_resp *resp)
         return;
     }
     if (authenticate(k, req, resp) != 0) {
-        counters_add(k, "unauthorized", "", 401);
+        admin_count(k, "unauthorized", "", 401);
         return;
     }
     int api = strncmp(path, "/api/", 5) == 0 || strncmp(path, "/apis/", 6) == 0 ||
               strcmp(path, "/api") == 0 || strcmp(path, "/apis") == 0;
-    if (api && faults_apply(k, resp))
+    if (api && admin_faults_apply(k, resp))
         return;
     api_handle(k, req, resp);
     if (api && resp->watch == NULL)

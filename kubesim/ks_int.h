@@ -206,7 +206,7 @@ struct ks {
     const char *root_ca; /* PEM published in kube-root-ca.crt */
 };
 
-/* ---- status errors ----------------------------------------------------- */
+/* ---- status errors (ks_resp.c) ---------------------------------------- */
 
 /* A field error (Kubernetes field.Error). */
 typedef struct ks_cause {
@@ -280,34 +280,36 @@ ks_obj *obj_find(ks_res *r, const char *ns, const char *name);
 enum { WR_DRY_RUN = 1 };
 /** Store a new object (metadata complete except resourceVersion). Takes obj.
  *  Returns the object; *out gets a reference to the stored version. */
-ks_obj *store_create(ks *k, ks_res *r, cJSON *obj, int flags, ks_ver **out);
+ks_obj *ks_store_create(ks *k, ks_res *r, cJSON *obj, int flags, ks_ver **out);
 /** Replace the object's state. Takes obj. A state equal to the current one
  *  is a no-op (same RV, no event). Finishes deletion when deletionTimestamp
  *  is set, the grace period is 0 and no finalizers are left (then *gone=1
  *  and o is freed). *out: reference to the resulting version (may be NULL). */
-void store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *gone);
+void ks_store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *gone);
 /** Remove now: DELETED event, indexes dropped, o freed. *out (optional) gets
  *  the tombstone version. */
-void store_remove(ks *k, ks_obj *o, ks_ver **out);
+void ks_store_remove(ks *k, ks_obj *o, ks_ver **out);
 /** Same, with an RV already taken. */
-void store_remove_at(ks *k, ks_obj *o, uint64_t rv);
+void ks_store_remove_at(ks *k, ks_obj *o, uint64_t rv);
 /** Insert an object from the state file as it is (no RV bump, no event). Takes obj. */
-void store_load(ks *k, ks_res *r, cJSON *obj);
+void ks_store_load(ks *k, ks_res *r, cJSON *obj);
 /** Free an object without events (shutdown). */
-void store_drop(ks *k, ks_obj *o);
+void ks_store_drop(ks *k, ks_obj *o);
 /** Bump and return the global RV. */
-uint64_t store_next_rv(ks *k);
+uint64_t ks_store_next_rv(ks *k);
 /** Objects of a resource sorted by key, optionally one namespace; caller frees the array (refs not taken). */
-ks_ver **store_sorted(ks_res *r, const char *ns, size_t *n);
+ks_ver **ks_store_sorted(ks_res *r, const char *ns, size_t *n);
 /** State of r at rv rebuilt from the current state and the history; NULL
  *  when the history does not reach back. Items are referenced. */
 ks_snap *snap_at(ks *k, ks_res *r, uint64_t rv);
 ks_snap *snap_lookup(ks *k, ks_res *r, uint64_t rv);
 void snap_free(ks_snap *s);
 void snaps_expire(ks *k, int all);
+/** Record one event of r in its history ring. */
+void hist_push(ks *k, ks_res *r, int type, ks_ver *obj, ks_ver *prev);
 /** Forget every event of every resource (restart fault). */
 void hist_compact_all(ks *k);
-int deletion_done(const cJSON *obj);
+int ks_store_deletion_done(const cJSON *obj);
 
 /* ---- types (ks_types.c) ------------------------------------------------ */
 
@@ -327,21 +329,21 @@ typedef struct ks_builtin {
 
 void types_register_builtins(ks *k);
 /** A CRD was created or changed: (re)build the resource it defines. */
-void crd_apply(ks *k, const cJSON *crd);
+void types_crd_apply(ks *k, const cJSON *crd);
 /** A CRD is gone: remove its resource and every custom object. */
-void crd_remove(ks *k, const char *crd_name);
+void types_crd_remove(ks *k, const char *crd_name);
 /** CRD create/update validation and status. */
-void crd_validate(ks *k, cJSON *crd, ks_errs *e);
-void crd_set_status(cJSON *crd);
+void types_crd_validate(ks *k, cJSON *crd, ks_errs *e);
+void types_crd_set_status(cJSON *crd);
 /** Prune unknown fields and apply defaults of the view's schema; pruned
  *  field paths go to warn (may be NULL). */
-void cr_prune_default(const ks_view *v, cJSON *obj, buf_t *warn);
+void types_cr_prune_default(const ks_view *v, cJSON *obj, buf_t *warn);
 /** Validate obj against the view's schema. */
-void cr_validate(const ks_view *v, const cJSON *obj, ks_errs *e);
+void types_cr_validate(const ks_view *v, const cJSON *obj, ks_errs *e);
 /** Schema node for a dotted path (for list-map keys in apply). */
-const cJSON *schema_at(const cJSON *schema, const char *const *path, int depth);
+const cJSON *types_schema_at(const cJSON *schema, const char *const *path, int depth);
 
-/* ---- selectors (ks_util.c) -------------------------------------------- */
+/* ---- selectors (ks_fsel.c) -------------------------------------------- */
 
 typedef struct fsel_term {
     char *field;
@@ -394,7 +396,8 @@ void watch_flush_all(ks *k);
 void watch_end_all(ks *k, int abort);
 /** End every watch of r (CRD removed). */
 void watch_end_res(ks *k, ks_res *r);
-void hist_push(ks *k, ks_res *r, int type, ks_ver *obj, ks_ver *prev);
+/** Serialise a version for the view (kind/apiVersion header present). */
+int watch_emit_obj(buf_t *b, const ks_res *r, int view, const ks_ver *v, int with_header);
 
 /* ---- request handling (ks_api.c) --------------------------------------- */
 
@@ -413,17 +416,15 @@ typedef struct ks_ctx {
 } ks_ctx;
 
 void api_handle(ks *k, const ks_req *req, ks_resp *resp);
-/** Serialise a version for the view (kind/apiVersion header present). */
-int emit_obj(buf_t *b, const ks_res *r, int view, const ks_ver *v, int with_header);
 /** Run the generic DELETE flow on an object (used by GC and controllers too).
  *  policy: "Background", "Foreground", "Orphan" or NULL. grace < 0: default.
  *  Returns the resulting version (referenced) or NULL when removed. */
-ks_ver *obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *gone);
+ks_ver *api_obj_delete(ks *k, ks_obj *o, const char *policy, long long grace, int *gone);
 
 /** Create an object from inside the engine (nodes, namespace defaults):
  *  server fields and type defaults are filled in. Takes obj; NULL when it
  *  already exists or is invalid. */
-ks_obj *obj_create_internal(ks *k, ks_res *r, cJSON *obj);
+ks_obj *api_obj_create(ks *k, ks_res *r, cJSON *obj);
 
 /* ---- Tables (ks_table.c) --------------------------------------------- */
 
@@ -461,25 +462,25 @@ cJSON *proto_decode(const void *body, size_t len, char *err, size_t errlen);
 /* ---- patches (ks_patch.c) ---------------------------------------------- */
 
 /** RFC 6902. 0, or OP_EPARSE (undecodable: msg filled, 400) or OP_EINVALID (failed op: 422). */
-int json_patch_apply(cJSON **doc, const char *patch, size_t len, char *msg, size_t msglen);
+int patch_json_apply(cJSON **doc, const char *patch, size_t len, char *msg, size_t msglen);
 /** Server-side apply of cfg onto live (NULL when creating) as manager.
  *  Returns the merged object, or NULL with *conflict_msg (409) set; the
  *  caller frees. managedFields of the result are updated. */
-cJSON *ssa_apply(const ks_res *r, int view, const cJSON *live, const cJSON *cfg, const char *manager,
+cJSON *patch_ssa_apply(const ks_res *r, int view, const cJSON *live, const cJSON *cfg, const char *manager,
                  int force, char **conflict_msg, cJSON **conflict_causes);
 /** Record an Update operation by manager on an object that has managedFields. */
-void ssa_record_update(const ks_res *r, int view, const cJSON *old, cJSON *obj, const char *manager,
+void patch_ssa_record_update(const ks_res *r, int view, const cJSON *old, cJSON *obj, const char *manager,
                        const char *subresource);
 
 /* ---- controllers (ks_ctrl.c) ------------------------------------------- */
 
-void gc_init(ks *k);
-void gc_close(ks *k);
+void ctrl_init(ks *k);
+void ctrl_close(ks *k);
 /** An object changed (old NULL: created; new NULL: removed). */
-void gc_on_change(ks *k, ks_obj *o, const cJSON *newobj, int removed);
-void gc_kick(ks *k);
-void orefs_set(ks *k, ks_obj *o, const cJSON *obj);
-void orefs_clear(ks *k, ks_obj *o);
+void ctrl_on_change(ks *k, ks_obj *o, const cJSON *newobj, int removed);
+void ctrl_gc_kick(ks *k);
+void ctrl_orefs_set(ks *k, ks_obj *o, const cJSON *obj);
+void ctrl_orefs_clear(ks *k, ks_obj *o);
 
 /* ---- kubelet (ks_kubelet.c) -------------------------------------------- */
 
@@ -502,15 +503,15 @@ void kubelet_schedule_removal(ks *k, ks_obj *pod, long long grace_s);
 
 void admin_handle(ks *k, const ks_req *req, ks_resp *resp);
 /** Count a request (verb, resource, code). */
-void counters_add(ks *k, const char *verb, const char *resource, int code);
+void admin_count(ks *k, const char *verb, const char *resource, int code);
 /** 429/500/latency faults: non-zero when the request was answered. */
-int faults_apply(ks *k, ks_resp *resp);
-int state_load(ks *k, const char *path);
+int admin_faults_apply(ks *k, ks_resp *resp);
+int admin_state_load(ks *k, const char *path);
 
 /** A namespace was created: add what the controllers would (ServiceAccount, root CA ConfigMap). */
 void ks__namespace_created(ks *k, const char *name);
 
 /* ---- hooks called by the store on every change ------------------------- */
-void on_obj_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver, const cJSON *newobj);
+void ks_store_on_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver, const cJSON *newobj);
 
 #endif

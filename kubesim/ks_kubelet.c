@@ -633,7 +633,7 @@ static void schedule_one(ks *k, ks_pod *p)
         json_set_str(json_obj_ensure(obj, "spec"), "nodeName", ver_name(chosen->obj->cur));
         set_cond(json_obj_ensure(obj, "status"), "PodScheduled", "True", NULL, NULL);
         ks_ver *v = NULL;
-        store_update(k, o, obj, 0, &v, NULL);
+        ks_store_update(k, o, obj, 0, &v, NULL);
         ver_unref(v);
         return;
     }
@@ -661,7 +661,7 @@ unschedulable:
              reason ? reason : "node(s) were not ready");
     set_cond(status, "PodScheduled", "False", "Unschedulable", msg);
     ks_ver *v = NULL;
-    store_update(k, o, obj, 0, &v, NULL);
+    ks_store_update(k, o, obj, 0, &v, NULL);
     ver_unref(v);
 }
 
@@ -752,7 +752,7 @@ static void pod_start(ks *k, ks_obj *o)
     json_set(status, "containerStatuses", css);
     p->state = P_RUNNING;
     ks_ver *v = NULL;
-    store_update(k, o, obj, 0, &v, NULL);
+    ks_store_update(k, o, obj, 0, &v, NULL);
     ver_unref(v);
     schedule_action(k, o, A_READY, k->cfg.pod_ready_delay_ms);
 }
@@ -794,7 +794,7 @@ static void pod_ready(ks *k, ks_obj *o)
     compute_ready(obj, status);
     o->pod->state = P_READY;
     ks_ver *v = NULL;
-    store_update(k, o, obj, 0, &v, NULL);
+    ks_store_update(k, o, obj, 0, &v, NULL);
     ver_unref(v);
 }
 
@@ -803,7 +803,7 @@ static void pod_sync(ks *k, ks_obj *o)
     cJSON *obj = ver_parse(o->cur);
     compute_ready(obj, json_obj_ensure(obj, "status"));
     ks_ver *v = NULL;
-    store_update(k, o, obj, 0, &v, NULL);
+    ks_store_update(k, o, obj, 0, &v, NULL);
     ver_unref(v);
 }
 
@@ -817,7 +817,7 @@ static void pod_remove(ks *k, ks_obj *o)
     /* containers stopped: the kubelet's final delete with grace period 0 */
     json_set_int(json_obj_ensure(obj, "metadata"), "deletionGracePeriodSeconds", 0);
     ks_ver *v = NULL;
-    store_update(k, o, obj, 0, &v, NULL);
+    ks_store_update(k, o, obj, 0, &v, NULL);
     ver_unref(v);
 }
 
@@ -861,7 +861,7 @@ static void run_action(ks *k, action *a)
     case A_FORCE_DELETE: /* pod GC of a pod whose node is gone: grace 0 */
     case A_EVICT: {      /* taint manager: an ordinary (graceful) delete */
         int gone;
-        ks_ver *v = obj_delete(k, o, NULL, a->what == A_EVICT ? -1 : 0, &gone);
+        ks_ver *v = api_obj_delete(k, o, NULL, a->what == A_EVICT ? -1 : 0, &gone);
         ver_unref(v);
         break;
     }
@@ -943,7 +943,7 @@ int kubelet_set_phase(ks *k, ks_obj *o, const char *phase, const char *reason, i
         cluster_changed(k);
     }
     ks_ver *v = NULL;
-    store_update(k, o, obj, 0, &v, NULL);
+    ks_store_update(k, o, obj, 0, &v, NULL);
     ver_unref(v);
     return 0;
 }
@@ -1025,7 +1025,7 @@ static void node_status(ks *k, ks_obj *o)
     cJSON *obj = ver_parse(o->cur);
     fill_node_status(k, obj, KL(k)->node_seq++);
     ks_ver *v = NULL;
-    store_update(k, o, obj, 0, &v, NULL);
+    ks_store_update(k, o, obj, 0, &v, NULL);
     ver_unref(v);
 }
 
@@ -1090,7 +1090,7 @@ void kubelet_create_nodes(ks *k, int first, int count)
         }
         fill_node_status(k, obj, i);
         kl->node_seq = i + 1 > kl->node_seq ? i + 1 : kl->node_seq;
-        obj_create_internal(k, kl->nodes_res, obj);
+        api_obj_create(k, kl->nodes_res, obj);
     }
 }
 

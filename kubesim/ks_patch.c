@@ -207,7 +207,7 @@ static cJSON *op_detach(cJSON *doc, const char *path)
     return r;
 }
 
-int json_patch_apply(cJSON **doc, const char *patch, size_t len, char *msg, size_t msglen)
+int patch_json_apply(cJSON **doc, const char *patch, size_t len, char *msg, size_t msglen)
 {
     cJSON *ops = json_parse_untrusted(patch, len, NULL);
     if (ops == NULL || !cJSON_IsArray(ops)) {
@@ -702,7 +702,7 @@ static void prune_entries(cJSON *mf)
     }
 }
 
-cJSON *ssa_apply(const ks_res *r, int view, const cJSON *live_in, const cJSON *cfg, const char *manager,
+cJSON *patch_ssa_apply(const ks_res *r, int view, const cJSON *live_in, const cJSON *cfg, const char *manager,
                  int force, char **conflict_msg, cJSON **conflict_causes)
 {
     const cJSON *schema = view_schema(r, view);
@@ -888,7 +888,7 @@ static void set_retain_present(cJSON *set, cJSON *v)
     }
 }
 
-void ssa_record_update(const ks_res *r, int view, const cJSON *old, cJSON *obj, const char *manager,
+void patch_ssa_record_update(const ks_res *r, int view, const cJSON *old, cJSON *obj, const char *manager,
                        const char *subresource)
 {
     const cJSON *schema = view_schema(r, view);

@@ -1,7 +1,7 @@
 /* ks_store: versions, resources, objects, the write path, history and
  * LIST snapshots.
  *
- * Every change goes through store_create / store_update / store_remove:
+ * Every change goes through ks_store_create / ks_store_update / ks_store_remove:
  * they bump the global resourceVersion, serialise the new state once,
  * record the event in the resource's history ring, hand it to the watches,
  * and run the controllers' hooks (kubelet, garbage collector, CRDs).
@@ -479,7 +479,7 @@ ks_obj *obj_find(ks_res *r, const char *ns, const char *name)
     return map_get(&r->objs, key);
 }
 
-uint64_t store_next_rv(ks *k)
+uint64_t ks_store_next_rv(ks *k)
 {
     return ++k->rv;
 }
@@ -528,7 +528,7 @@ void hist_push(ks *k, ks_res *r, int type, ks_ver *obj, ks_ver *prev)
     watch_dispatch(k, r, e);
 }
 
-int deletion_done(const cJSON *obj)
+int ks_store_deletion_done(const cJSON *obj)
 {
     if (json_get_str(obj, "metadata.deletionTimestamp") == NULL)
         return 0;
@@ -542,14 +542,14 @@ int deletion_done(const cJSON *obj)
     return 1;
 }
 
-ks_obj *store_create(ks *k, ks_res *r, cJSON *obj, int flags, ks_ver **out)
+ks_obj *ks_store_create(ks *k, ks_res *r, cJSON *obj, int flags, ks_ver **out)
 {
     if (flags & WR_DRY_RUN) {
         *out = ver_build(r, obj);
         cJSON_Delete(obj);
         return NULL;
     }
-    uint64_t rv = store_next_rv(k);
+    uint64_t rv = ks_store_next_rv(k);
     set_rv(obj, rv);
     ks_ver *v = ver_build(r, obj);
     ks_obj *o = xcalloc(1, sizeof(*o));
@@ -564,7 +564,7 @@ ks_obj *store_create(ks *k, ks_res *r, cJSON *obj, int flags, ks_ver **out)
     if (o->uid[0])
         map_put(&k->uids, o->uid, o);
     hist_push(k, r, KS_ADDED, v, NULL);
-    on_obj_change(k, o, NULL, v, obj);
+    ks_store_on_change(k, o, NULL, v, obj);
     if (out) {
         ver_ref(o->cur);
         *out = o->cur;
@@ -573,7 +573,7 @@ ks_obj *store_create(ks *k, ks_res *r, cJSON *obj, int flags, ks_ver **out)
     return o;
 }
 
-void store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *gone)
+void ks_store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *gone)
 {
     ks_res *r = o->res;
     if (gone)
@@ -595,15 +595,15 @@ void store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *go
         cJSON_Delete(obj);
         return;
     }
-    uint64_t rv = store_next_rv(k);
+    uint64_t rv = ks_store_next_rv(k);
     set_rv(obj, rv);
     ks_ver *v = ver_restamp(same, rv);
     ver_unref(same);
-    if (deletion_done(obj)) {
+    if (ks_store_deletion_done(obj)) {
         /* The last finalizer went: the object is deleted instead of
          * updated, as the generic store does (watchers see only DELETED,
          * carrying the state before this write). */
-        store_remove_at(k, o, rv);
+        ks_store_remove_at(k, o, rv);
         if (out)
             *out = v;
         else
@@ -616,7 +616,7 @@ void store_update(ks *k, ks_obj *o, cJSON *obj, int flags, ks_ver **out, int *go
     ks_ver *prev = o->cur;
     o->cur = v;
     hist_push(k, r, KS_MODIFIED, v, prev);
-    on_obj_change(k, o, prev, v, obj);
+    ks_store_on_change(k, o, prev, v, obj);
     ver_unref(prev);
     if (out) {
         ver_ref(o->cur);
@@ -633,8 +633,8 @@ static void remove_impl(ks *k, ks_obj *o, uint64_t rv, ks_ver **out)
     if (o->uid[0] && map_get(&k->uids, o->uid) == o)
         map_del(&k->uids, o->uid);
     hist_push(k, r, KS_DELETED, tomb, o->cur);
-    on_obj_change(k, o, o->cur, NULL, NULL);
-    orefs_clear(k, o);
+    ks_store_on_change(k, o, o->cur, NULL, NULL);
+    ctrl_orefs_clear(k, o);
     if (list_is_linked(&o->gc_link))
         list_remove(&o->gc_link);
     kubelet_obj_gone(k, o);
@@ -647,12 +647,12 @@ static void remove_impl(ks *k, ks_obj *o, uint64_t rv, ks_ver **out)
     free(o);
 }
 
-void store_remove(ks *k, ks_obj *o, ks_ver **out)
+void ks_store_remove(ks *k, ks_obj *o, ks_ver **out)
 {
-    remove_impl(k, o, store_next_rv(k), out);
+    remove_impl(k, o, ks_store_next_rv(k), out);
 }
 
-void store_remove_at(ks *k, ks_obj *o, uint64_t rv)
+void ks_store_remove_at(ks *k, ks_obj *o, uint64_t rv)
 {
     remove_impl(k, o, rv, NULL);
 }
@@ -666,7 +666,7 @@ static int ver_cmp(const void *a, const void *b)
     return c ? c : strcmp(ver_name(x), ver_name(y));
 }
 
-ks_ver **store_sorted(ks_res *r, const char *ns, size_t *n)
+ks_ver **ks_store_sorted(ks_res *r, const char *ns, size_t *n)
 {
     ks_ver **v = xmalloc(sizeof(*v) * (r->objs.count + 1));
     size_t i = 0, it = 0;
@@ -801,7 +801,7 @@ void hist_compact_all(ks *k)
 
 /* ---- change hooks ------------------------------------------------------ */
 
-void on_obj_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver, const cJSON *newobj)
+void ks_store_on_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver, const cJSON *newobj)
 {
     ks_res *r = o->res;
     if (r->group[0] == '\0' && strcmp(r->plural, "pods") == 0)
@@ -811,16 +811,16 @@ void on_obj_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ve
     if (strcmp(r->plural, "customresourcedefinitions") == 0 &&
         strcmp(r->group, "apiextensions.k8s.io") == 0) {
         if (new_ver && newobj)
-            crd_apply(k, newobj);
+            types_crd_apply(k, newobj);
         else if (!new_ver)
-            crd_remove(k, ver_name(old_ver));
+            types_crd_remove(k, ver_name(old_ver));
     }
-    gc_on_change(k, o, newobj, new_ver == NULL);
+    ctrl_on_change(k, o, newobj, new_ver == NULL);
     if (old_ver == NULL && new_ver && r->group[0] == '\0' && strcmp(r->plural, "namespaces") == 0)
         ks__namespace_created(k, ver_name(new_ver));
 }
 
-void store_load(ks *k, ks_res *r, cJSON *obj)
+void ks_store_load(ks *k, ks_res *r, cJSON *obj)
 {
     ks_ver *v = ver_build(r, obj);
     char key[600];
@@ -830,7 +830,7 @@ void store_load(ks *k, ks_res *r, cJSON *obj)
         /* duplicate in the file: the later one wins */
         ver_unref(old->cur);
         old->cur = v;
-        on_obj_change(k, old, NULL, v, obj);
+        ks_store_on_change(k, old, NULL, v, obj);
         cJSON_Delete(obj);
         return;
     }
@@ -843,14 +843,14 @@ void store_load(ks *k, ks_res *r, cJSON *obj)
     map_put(&r->objs, o->key, o);
     if (o->uid[0])
         map_put(&k->uids, o->uid, o);
-    on_obj_change(k, o, NULL, v, obj);
+    ks_store_on_change(k, o, NULL, v, obj);
     cJSON_Delete(obj);
 }
 
 /* Free an object without events (shutdown). */
-void store_drop(ks *k, ks_obj *o)
+void ks_store_drop(ks *k, ks_obj *o)
 {
-    orefs_clear(k, o);
+    ctrl_orefs_clear(k, o);
     if (list_is_linked(&o->gc_link))
         list_remove(&o->gc_link);
     kubelet_obj_gone(k, o);

@@ -958,7 +958,7 @@ void table_row_obj(buf_t *b, const ks_res *r, int view, int table, const cJSON *
         put(b, "}");
     } else if (include == TABLE_INCLUDE_OBJECT) {
         put(b, ",\"object\":");
-        if (v ? emit_obj(b, r, view, v, 1) != 0 : json_dump_buf(obj, b) != 0)
+        if (v ? watch_emit_obj(b, r, view, v, 1) != 0 : json_dump_buf(obj, b) != 0)
             abort();
     } else {
         put(b, ",\"object\":null");

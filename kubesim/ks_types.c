@@ -615,7 +615,7 @@ static void event_v1_update(ks *k, ks_res *r, cJSON *obj, const cJSON *old, ks_e
 
 static void crd_create(ks *k, ks_res *r, cJSON *obj, ks_errs *e)
 {
-    crd_validate(k, obj, e);
+    types_crd_validate(k, obj, e);
     if (e->n)
         return;
     cJSON *fin = (cJSON *)json_get(obj, "metadata.finalizers");
@@ -629,19 +629,19 @@ static void crd_create(ks *k, ks_res *r, cJSON *obj, ks_errs *e)
             have = 1;
     if (!have)
         cJSON_AddItemToArray(fin, cJSON_CreateString("customresourcecleanup.apiextensions.k8s.io"));
-    crd_set_status(obj);
+    types_crd_set_status(obj);
     (void)r;
 }
 
 static void crd_update(ks *k, ks_res *r, cJSON *obj, const cJSON *old, ks_errs *e)
 {
-    crd_validate(k, obj, e);
+    types_crd_validate(k, obj, e);
     if (!json_equal(json_get(obj, "spec.scope"), json_get(old, "spec.scope")))
         ERR_FORBIDDEN(e, "spec.scope", "field is immutable");
     if (!json_equal(json_get(obj, "spec.group"), json_get(old, "spec.group")))
         ERR_FORBIDDEN(e, "spec.group", "field is immutable");
     if (e->n == 0)
-        crd_set_status(obj);
+        types_crd_set_status(obj);
     (void)r;
 }
 
@@ -748,7 +748,7 @@ static int is_storage_count(const cJSON *versions)
     return n;
 }
 
-void crd_validate(ks *k, cJSON *crd, ks_errs *e)
+void types_crd_validate(ks *k, cJSON *crd, ks_errs *e)
 {
     const char *group = json_get_str(crd, "spec.group");
     const char *plural = json_get_str(crd, "spec.names.plural");
@@ -819,7 +819,7 @@ void crd_validate(ks *k, cJSON *crd, ks_errs *e)
     (void)k;
 }
 
-void crd_set_status(cJSON *crd)
+void types_crd_set_status(cJSON *crd)
 {
     cJSON *old = (cJSON *)json_child(crd, "status");
     char now[32];
@@ -897,7 +897,7 @@ static char *join_array(const cJSON *a)
     return buf_detach(&b, NULL);
 }
 
-void crd_apply(ks *k, const cJSON *crd)
+void types_crd_apply(ks *k, const cJSON *crd)
 {
     const char *name = json_get_str_or(crd, "metadata.name", "");
     ks_res *r = NULL;
@@ -1003,7 +1003,7 @@ void crd_apply(ks *k, const cJSON *crd)
     /* A terminating CRD keeps serving reads; creates are refused in ks_api.c. */
 }
 
-void crd_remove(ks *k, const char *crd_name)
+void types_crd_remove(ks *k, const char *crd_name)
 {
     list_node *n;
     list_foreach(n, &k->resources)
@@ -1019,7 +1019,7 @@ void crd_remove(ks *k, const char *crd_name)
             const char *key;
             void *val;
             map_next(&r->objs, &it, &key, &val);
-            store_remove(k, val, NULL);
+            ks_store_remove(k, val, NULL);
         }
         r->removed = 1;
         snaps_expire(k, 0);
@@ -1125,7 +1125,7 @@ static void apply_defaults(const cJSON *schema, cJSON *obj)
     }
 }
 
-void cr_prune_default(const ks_view *v, cJSON *obj, buf_t *warn)
+void types_cr_prune_default(const ks_view *v, cJSON *obj, buf_t *warn)
 {
     if (v->schema == NULL)
         return;
@@ -1283,7 +1283,7 @@ static void validate(const cJSON *schema, const cJSON *obj, int top, buf_t *path
     }
 }
 
-void cr_validate(const ks_view *v, const cJSON *obj, ks_errs *e)
+void types_cr_validate(const ks_view *v, const cJSON *obj, ks_errs *e)
 {
     if (v->schema == NULL)
         return;
@@ -1293,7 +1293,7 @@ void cr_validate(const ks_view *v, const cJSON *obj, ks_errs *e)
     buf_free(&path);
 }
 
-const cJSON *schema_at(const cJSON *schema, const char *const *path, int depth)
+const cJSON *types_schema_at(const cJSON *schema, const char *const *path, int depth)
 {
     for (int i = 0; i < depth && schema; i++) {
         if (strcmp(path[i], "[]") == 0)

@@ -51,7 +51,7 @@ struct ks_watch {
 
 static const char *type_str[] = {"ADDED", "MODIFIED", "DELETED"};
 
-int emit_obj(buf_t *b, const ks_res *r, int view, const ks_ver *v, int with_header)
+int watch_emit_obj(buf_t *b, const ks_res *r, int view, const ks_ver *v, int with_header)
 {
     int rc = 0;
     if (view == r->storage_view || v->hdr_len == 0) {
@@ -68,7 +68,7 @@ int emit_obj(buf_t *b, const ks_res *r, int view, const ks_ver *v, int with_head
 static void event_line(buf_t *b, const ks_res *r, int view, int type, const ks_ver *v)
 {
     if (buf_printf(b, "{\"type\":\"%s\",\"object\":", type_str[type]) != 0 ||
-        emit_obj(b, r, view, v, 1) != 0 || buf_puts(b, "}\n") != 0)
+        watch_emit_obj(b, r, view, v, 1) != 0 || buf_puts(b, "}\n") != 0)
         abort();
 }
 

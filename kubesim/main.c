@@ -9,7 +9,7 @@
 #include <uv.h>
 
 #include "kubesim/ks.h"
-#include "kubesim/ks_http.h"
+#include "kubesim/ks_server.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/mem.h"

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/mem.h"
 #include "reconcilers/accounting_build.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
@@ -11,7 +12,12 @@
 
 static void reconcile(crc_pass *p);
 
-static crc_module M = {
+/* The state is the module alone. */
+struct accounting_state {
+    crc_module m; /* first: crc_state_new */
+};
+
+static const crc_module module = {
     .name = ACCOUNTING_CONTROLLER,
     .kind = ACB_KIND,
     .store = OPK_ACCOUNTINGS,
@@ -19,52 +25,51 @@ static crc_module M = {
     .sync = reconcile,
 };
 
-void accounting_enqueue(const char *key)
+accounting_state *accounting_state_new(void)
 {
-    crc_enqueue_key(&M, key);
+    return crc_state_new(sizeof(accounting_state), &module);
+}
+
+void accounting_state_free(accounting_state *st)
+{
+    crc_state_free(st);
 }
 
 /* ------------------------------------------------------------------ */
-/* watches */
-
-static void on_accounting(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
-{
-    const sobj *o = new_obj ? new_obj : old_obj;
-    crc_enqueue_key(&M, o->key);
-}
+/* watches: the store handlers get the crc_module as data */
 
 typedef int (*uses_fn)(const cJSON *accounting, const char *name);
 
-static void enqueue_users(const char *ns, const char *name, uses_fn uses)
+static void enqueue_users(crc_module *m, const char *ns, const char *name, uses_fn uses)
 {
     size_t it = 0;
     const sobj *a;
-    while ((a = store_next(op_store(M.op, OPK_ACCOUNTINGS), &it)))
+    while ((a = store_next(op_store(m->op, OPK_ACCOUNTINGS), &it)))
         if (strcmp(a->ns, ns) == 0 && uses(a->json, name))
-            crc_enqueue(&M, a->ns, a->name);
+            crc_enqueue(m, a->ns, a->name);
 }
 
 static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
     const sobj *o = new_obj ? new_obj : old_obj;
-    crc_on_owned(s, old_obj, new_obj, &M);
-    enqueue_users(o->ns, o->name, cw_accounting_uses_secret);
+    crc_on_owned(s, old_obj, new_obj, data);
+    enqueue_users(data, o->ns, o->name, cw_accounting_uses_secret);
 }
 
 static void on_configmap(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
     const sobj *o = new_obj ? new_obj : old_obj;
-    enqueue_users(o->ns, o->name, cw_accounting_uses_configmap);
+    enqueue_users(data, o->ns, o->name, cw_accounting_uses_configmap);
 }
 
 static void setup(operator *op)
 {
-    crc_setup(&M, op);
-    store_on_change(op_store(op, OPK_ACCOUNTINGS), on_accounting, NULL);
-    store_on_change(op_store(op, OPK_STATEFULSETS), crc_on_owned, &M);
-    store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, &M);
-    store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
-    store_on_change(op_store(op, OPK_CONFIGMAPS), on_configmap, NULL);
+    crc_module *m = &op->accounting->m;
+    crc_setup(m, op);
+    store_on_change(op_store(op, OPK_STATEFULSETS), crc_on_owned, m);
+    store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, m);
+    store_on_change(op_store(op, OPK_SECRETS), on_secret, m);
+    store_on_change(op_store(op, OPK_CONFIGMAPS), on_configmap, m);
 }
 
 /* ------------------------------------------------------------------ */
@@ -105,12 +110,12 @@ static void reconcile(crc_pass *p)
 
 static int start(operator *op)
 {
-    return crc_start(&M);
+    return crc_start(&op->accounting->m);
 }
 
 static void stop(operator *op)
 {
-    crc_stop(&M);
+    crc_stop(&op->accounting->m);
 }
 
 const op_reconciler RC_ACCOUNTING = {

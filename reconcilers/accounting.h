@@ -21,7 +21,11 @@
 
 extern const op_reconciler RC_ACCOUNTING;
 
-/** Queue an Accounting ("ns/name") for reconciliation (no-op when not leading). */
-void accounting_enqueue(const char *key);
+/** The reconciler's own state (its crc_module), which the operator owns
+ *  (operator.accounting): made before setup, freed once the operator's
+ *  client has closed (NULL: nothing). */
+typedef struct accounting_state accounting_state;
+accounting_state *accounting_state_new(void);
+void accounting_state_free(accounting_state *st);
 
 #endif

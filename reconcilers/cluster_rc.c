@@ -193,7 +193,7 @@ static void forget_key(crc_module *m, const char *key)
     map_drop(&m->backoff, key);
     map_drop(&m->accepted, key);
     if (m->forget)
-        m->forget(m->op, key);
+        m->forget(m, key);
 }
 
 static void pass_init(crc_pass *p, crc_module *m, const sobj *o, uint64_t first_add_ns)
@@ -253,9 +253,37 @@ static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
     return r;
 }
 
+void *crc_state_new(size_t size, const crc_module *tmpl)
+{
+    crc_module *m = xcalloc(1, size);
+    m->name = tmpl->name;
+    m->kind = tmpl->kind;
+    m->store = tmpl->store;
+    m->res = tmpl->res;
+    m->sync = tmpl->sync;
+    m->forget = tmpl->forget;
+    return m;
+}
+
+void crc_state_free(void *state)
+{
+    if (state == NULL)
+        return;
+    crc_fini(state);
+    free(state);
+}
+
+/* The CR itself changed (or went): its key is queued. */
+static void on_cr(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    const sobj *o = new_obj ? new_obj : old_obj;
+    crc_enqueue_key(data, o->key);
+}
+
 void crc_setup(crc_module *m, operator *op)
 {
     m->op = op;
+    store_on_change(op_store(op, m->store), on_cr, m);
     map_init_type(&m->accepted, &accepted_type);
     map_init_type(&m->backoff, &backoff_type);
     map_init(&m->status_gates.m);
@@ -283,6 +311,11 @@ void crc_stop(crc_module *m)
     map_free(&m->accepted);
     map_free(&m->backoff);
     crc_gates_clear(&m->status_gates);
+}
+
+void crc_fini(crc_module *m)
+{
+    crc_stop(m);
 }
 
 /* ------------------------------------------------------------------ */

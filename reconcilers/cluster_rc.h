@@ -34,7 +34,10 @@
  * fields that differ, only when something differs, and not again while the
  * cache still shows the version the last status write was computed from.
  *
- * Everything runs on the loop thread; one operator per process.
+ * A module's memory (queue, accepted versions, gates, backoff) is in its
+ * crc_module, which the reconciler keeps in its own state, owned by the
+ * operator (operator.h); nothing of it is process-wide. Everything runs on
+ * the loop thread.
  */
 #ifndef OP_CLUSTER_RC_H
 #define OP_CLUSTER_RC_H
@@ -93,9 +96,10 @@ struct crc_module {
     /* One pass over a CR that exists and is not being deleted. */
     void (*sync)(crc_pass *p);
     /* Optional: the CR key is gone (deleted, or replaced by a new uid). */
-    void (*forget)(operator *op, const char *key);
-    /* private */
+    void (*forget)(crc_module *m, const char *key);
+    /* read-only, set by crc_setup */
     operator *op;
+    /* private */
     wq_t *q;
     map_t accepted;         /* key -> struct accepted (last valid CR) */
     crc_gates status_gates; /* status writes per CR key */
@@ -118,12 +122,25 @@ struct crc_pass {
     int ref_wait;        /* a referenced object's first read is on its way (crc_ref_wait) */
 };
 
-/** Set up a module: remember op (call from the reconciler's setup()). */
+/** A reconciler's state whose first member is its crc_module: size bytes,
+ *  zeroed, the module's reconciler fields (name, kind, store, res, sync,
+ *  forget) copied from tmpl. */
+void *crc_state_new(size_t size, const crc_module *tmpl);
+/** crc_fini of the module that starts state, then free state (NULL:
+ *  nothing). */
+void crc_state_free(void *state);
+
+/** Set up a module: remember op and queue the CR on every change of its
+ *  store (call from the reconciler's setup()). */
 void crc_setup(crc_module *m, operator *op);
 /** Create the queue and queue every cached CR. 0 or a negative code. */
 int crc_start(crc_module *m);
 /** Shut the queue down and forget the per-CR memory. */
 void crc_stop(crc_module *m);
+/** Free what the module still holds (with its reconciler's state, once the
+ *  operator's client has closed: write completions use the module). Safe
+ *  on a module that was never set up or started. */
+void crc_fini(crc_module *m);
 
 /** Queue a CR by key "ns/name" / by namespace and name (no-op when stopped
  *  or name is NULL/empty). */

@@ -23,16 +23,7 @@
 #define SM_TTL_MS (10 * 60 * 1000)
 
 static void reconcile(crc_pass *p);
-static void forget(operator *op, const char *key);
-
-static crc_module M = {
-    .name = CONTROLLER_CONTROLLER,
-    .kind = CTLB_KIND,
-    .store = OPK_CONTROLLERS,
-    .res = &SLINKY_CONTROLLERS,
-    .sync = reconcile,
-    .forget = forget,
-};
+static void forget(crc_module *m, const char *key);
 
 enum crd_state { CRD_UNKNOWN = 0, CRD_PRESENT, CRD_ABSENT };
 
@@ -54,7 +45,8 @@ static void sm_state_free(void *v)
 
 static const map_type sm_state_type = {.val_free = sm_state_free};
 
-static struct {
+struct controller_state {
+    crc_module m; /* first: crc_state_new */
     controller_ping_fn ping;
     void *ping_data;
     enum crd_state crd;
@@ -63,17 +55,47 @@ static struct {
     map_t sm;         /* key -> struct sm_state */
     crc_gates labels; /* pod key -> active-label patch */
     unsigned epoch;   /* bumped at stop: completions of an older epoch only clean up */
-} S;
+};
 
-void controller_enqueue(const char *key)
+static controller_state *of(crc_module *m)
 {
-    crc_enqueue_key(&M, key);
+    return container_of(m, controller_state, m);
 }
 
-void controller_set_ping_hook(controller_ping_fn fn, void *data)
+static const crc_module module = {
+    .name = CONTROLLER_CONTROLLER,
+    .kind = CTLB_KIND,
+    .store = OPK_CONTROLLERS,
+    .res = &SLINKY_CONTROLLERS,
+    .sync = reconcile,
+    .forget = forget,
+};
+
+controller_state *controller_state_new(void)
 {
-    S.ping = fn;
-    S.ping_data = data;
+    controller_state *cs = crc_state_new(sizeof(*cs), &module);
+    map_init_type(&cs->sm, &sm_state_type);
+    return cs;
+}
+
+void controller_state_free(controller_state *cs)
+{
+    if (cs == NULL)
+        return;
+    map_free(&cs->sm);
+    crc_gates_clear(&cs->labels);
+    crc_state_free(cs);
+}
+
+void controller_enqueue(operator *op, const char *key)
+{
+    crc_enqueue_key(&op->controller->m, key);
+}
+
+void controller_set_ping_hook(operator *op, controller_ping_fn fn, void *data)
+{
+    op->controller->ping = fn;
+    op->controller->ping_data = data;
 }
 
 static uint64_t now_ms(void)
@@ -87,25 +109,21 @@ static uint64_t now_ms(void)
 typedef int (*uses_fn)(const cJSON *controller, const char *name);
 
 /* Queue the Controllers of ns that `uses` the object called name. */
-static void enqueue_users(const char *ns, const char *name, uses_fn uses)
+static void enqueue_users(crc_module *m, const char *ns, const char *name, uses_fn uses)
 {
     size_t it = 0;
     const sobj *c;
-    while ((c = store_next(op_store(M.op, OPK_CONTROLLERS), &it)))
+    while ((c = store_next(op_store(m->op, OPK_CONTROLLERS), &it)))
         if (strcmp(c->ns, ns) == 0 && uses(c->json, name))
-            crc_enqueue(&M, c->ns, c->name);
+            crc_enqueue(m, c->ns, c->name);
 }
 
-static void on_controller(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
-{
-    const sobj *o = new_obj ? new_obj : old_obj;
-    crc_enqueue_key(&M, o->key);
-}
+/* The store handlers below get the crc_module as data. */
 
 static void on_accounting(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
     const sobj *o = new_obj ? new_obj : old_obj;
-    enqueue_users(o->ns, o->name, cw_controller_uses_accounting);
+    enqueue_users(data, o->ns, o->name, cw_controller_uses_accounting);
 }
 
 static void on_nodeset(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
@@ -114,27 +132,27 @@ static void on_nodeset(store *s, const sobj *old_obj, const sobj *new_obj, void 
     int n = cw_nodeset_affects(old_obj ? old_obj->json : NULL, new_obj ? new_obj->json : NULL, ctl);
     const sobj *o = new_obj ? new_obj : old_obj;
     for (int i = 0; i < n; i++)
-        crc_enqueue(&M, o->ns, ctl[i]);
+        crc_enqueue(data, o->ns, ctl[i]);
 }
 
 static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
-    crc_on_owned(s, old_obj, new_obj, &M);
+    crc_on_owned(s, old_obj, new_obj, data);
     const sobj *o = new_obj ? new_obj : old_obj;
-    enqueue_users(o->ns, o->name, cw_controller_uses_secret);
+    enqueue_users(data, o->ns, o->name, cw_controller_uses_secret);
 }
 
 static void on_configmap(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
-    crc_on_owned(s, old_obj, new_obj, &M);
+    crc_on_owned(s, old_obj, new_obj, data);
     const sobj *o = new_obj ? new_obj : old_obj;
-    enqueue_users(o->ns, o->name, cw_controller_uses_configmap);
+    enqueue_users(data, o->ns, o->name, cw_controller_uses_configmap);
 }
 
 static void on_pvc(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
     const sobj *o = new_obj ? new_obj : old_obj;
-    enqueue_users(o->ns, o->name, cw_controller_uses_pvc);
+    enqueue_users(data, o->ns, o->name, cw_controller_uses_pvc);
 }
 
 /* slurmctld pods: a new or vanished pod may need the active label moved;
@@ -151,81 +169,86 @@ static void on_pod(store *s, const sobj *old_obj, const sobj *new_obj, void *dat
         if (strcmp(a ? a : "", b ? b : "") == 0 && (old_obj->deleting != 0) == (new_obj->deleting != 0))
             return;
     }
-    crc_enqueue(&M, o->ns, sobj_label(o, CLC_LABEL_INSTANCE));
+    crc_enqueue(data, o->ns, sobj_label(o, CLC_LABEL_INSTANCE));
 }
 
 static void setup(operator *op)
 {
-    crc_setup(&M, op);
-    map_init_type(&S.sm, &sm_state_type);
-    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
-    store_on_change(op_store(op, OPK_STATEFULSETS), crc_on_owned, &M);
-    store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, &M);
-    store_on_change(op_store(op, OPK_CONFIGMAPS), on_configmap, NULL);
-    store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
-    store_on_change(op_store(op, OPK_ACCOUNTINGS), on_accounting, NULL);
-    store_on_change(op_store(op, OPK_NODESETS), on_nodeset, NULL);
-    store_on_change(op_store(op, OPK_PVCS), on_pvc, NULL);
-    store_on_change(op_store(op, OPK_PODS), on_pod, NULL);
+    crc_module *m = &op->controller->m;
+    crc_setup(m, op);
+    store_on_change(op_store(op, OPK_STATEFULSETS), crc_on_owned, m);
+    store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, m);
+    store_on_change(op_store(op, OPK_CONFIGMAPS), on_configmap, m);
+    store_on_change(op_store(op, OPK_SECRETS), on_secret, m);
+    store_on_change(op_store(op, OPK_ACCOUNTINGS), on_accounting, m);
+    store_on_change(op_store(op, OPK_NODESETS), on_nodeset, m);
+    store_on_change(op_store(op, OPK_PVCS), on_pvc, m);
+    store_on_change(op_store(op, OPK_PODS), on_pod, m);
 }
 
 /* ------------------------------------------------------------------ */
 /* ServiceMonitor */
 
-static void forget(operator *op, const char *key)
+static void forget(crc_module *m, const char *key)
 {
-    (void)op;
-    map_drop(&S.sm, key);
+    map_drop(&of(m)->sm, key);
 }
 
-static void enqueue_all(void)
+static void enqueue_all(crc_module *m)
 {
     size_t it = 0;
     const sobj *c;
-    while ((c = store_next(op_store(M.op, OPK_CONTROLLERS), &it)))
-        crc_enqueue_key(&M, c->key);
+    while ((c = store_next(op_store(m->op, OPK_CONTROLLERS), &it)))
+        crc_enqueue_key(m, c->key);
 }
 
+/* The completions below hold the state: it outlives every request (the
+ * operator frees it once its client has closed), and the epoch tells a
+ * completion from before a stop. */
 struct crd_ctx {
+    controller_state *cs;
     unsigned epoch;
 };
 
 static void crd_got(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     struct crd_ctx *c = data;
-    int current = c->epoch == S.epoch;
+    controller_state *cs = c->cs;
+    int current = c->epoch == cs->epoch;
     free(c);
     if (!current || err == OP_ECANCELED)
         return;
-    S.crd_checking = 0;
-    enum crd_state was = S.crd;
+    cs->crd_checking = 0;
+    enum crd_state was = cs->crd;
     if (err == 0) {
-        S.crd = CRD_PRESENT;
+        cs->crd = CRD_PRESENT;
     } else {
         if (err != OP_ENOTFOUND)
             log_warn("controller: cannot read CRD %s (%s); ServiceMonitors are skipped", SM_CRD_NAME,
                      op_strerror(err));
-        S.crd = CRD_ABSENT;
+        cs->crd = CRD_ABSENT;
     }
-    S.crd_checked_ms = now_ms();
-    if (S.crd != was)
-        enqueue_all();
+    cs->crd_checked_ms = now_ms();
+    if (cs->crd != was)
+        enqueue_all(&cs->m);
 }
 
 /* The CRD state, starting a check when it is unknown or stale. */
-static enum crd_state crd_state(void)
+static enum crd_state crd_state(controller_state *cs)
 {
     uint64_t now = now_ms();
-    if (!S.crd_checking && (S.crd == CRD_UNKNOWN || now - S.crd_checked_ms > CRD_TTL_MS)) {
+    if (!cs->crd_checking && (cs->crd == CRD_UNKNOWN || now - cs->crd_checked_ms > CRD_TTL_MS)) {
         struct crd_ctx *c = xcalloc(1, sizeof(*c));
-        c->epoch = S.epoch;
-        S.crd_checking = 1;
-        kube_get(M.op->client, &KUBE_CRDS, NULL, SM_CRD_NAME, NULL, crd_got, c);
+        c->cs = cs;
+        c->epoch = cs->epoch;
+        cs->crd_checking = 1;
+        kube_get(cs->m.op->client, &KUBE_CRDS, NULL, SM_CRD_NAME, NULL, crd_got, c);
     }
-    return S.crd;
+    return cs->crd;
 }
 
 struct sm_ctx {
+    controller_state *cs;
     unsigned epoch;
     char *key; /* Controller key */
     char *ns, *name;
@@ -246,33 +269,34 @@ static void sm_ctx_free(struct sm_ctx *c)
 
 static void sm_done(struct sm_ctx *c, int err)
 {
-    if (c->epoch != S.epoch || err == OP_ECANCELED) {
+    controller_state *cs = c->cs;
+    operator *op = cs->m.op;
+    if (c->epoch != cs->epoch || err == OP_ECANCELED) {
         sm_ctx_free(c);
         return;
     }
-    struct sm_state *st = map_get(&S.sm, c->key);
+    struct sm_state *st = map_get(&cs->sm, c->key);
     if (st)
         st->busy = 0;
     if (err) {
         /* Forget what we knew so the next pass starts over. */
-        forget(M.op, c->key);
-        const sobj *cr = store_get_key(op_store(M.op, OPK_CONTROLLERS), c->key);
+        forget(&cs->m, c->key);
+        const sobj *cr = store_get_key(op_store(op, OPK_CONTROLLERS), c->key);
         const char *reason = strcmp(c->verb, "create") == 0   ? "CreateFailed"
                              : strcmp(c->verb, "delete") == 0 ? "DeleteFailed"
                              : strcmp(c->verb, "patch") == 0  ? "PatchFailed"
                                                               : "SyncFailed";
         if (cr)
-            op_warn(M.op, cr, CTLB_KIND, reason, "Failed to %s ServiceMonitor %s: %s", c->verb, c->name,
+            op_warn(op, cr, CTLB_KIND, reason, "Failed to %s ServiceMonitor %s: %s", c->verb, c->name,
                     op_strerror(err));
-        if (M.q)
-            crc_write_failed(&M, c->key);
+        crc_write_failed(&cs->m, c->key);
     } else {
         if (st)
             st->checked_ms = now_ms();
         if (strcmp(c->verb, "create") == 0) {
-            const sobj *cr = store_get_key(op_store(M.op, OPK_CONTROLLERS), c->key);
+            const sobj *cr = store_get_key(op_store(op, OPK_CONTROLLERS), c->key);
             if (cr)
-                op_event(M.op, cr, CTLB_KIND, "CreateSucceeded", "Create", "Created ServiceMonitor %s",
+                op_event(op, cr, CTLB_KIND, "CreateSucceeded", "Create", "Created ServiceMonitor %s",
                          c->name);
         }
     }
@@ -299,11 +323,12 @@ static int owned_by(const cJSON *obj, const char *uid)
 static void sm_got(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     struct sm_ctx *c = data;
-    if (c->epoch != S.epoch || err == OP_ECANCELED || (err && err != OP_ENOTFOUND)) {
+    if (c->epoch != c->cs->epoch || err == OP_ECANCELED || (err && err != OP_ENOTFOUND)) {
         sm_done(c, err);
         return;
     }
-    kube_client *kc = M.op->client;
+    operator *op = c->cs->m.op;
+    kube_client *kc = op->client;
     if (c->desired) {
         if (err == OP_ENOTFOUND) {
             c->verb = "create";
@@ -312,9 +337,9 @@ static void sm_got(int err, const cJSON *obj, const kube_status *st, void *data)
         }
         if (!objsync_owned(c->desired, obj)) {
             /* Somebody else's ServiceMonitor has the name: left alone. */
-            const sobj *cr = store_get_key(op_store(M.op, OPK_CONTROLLERS), c->key);
+            const sobj *cr = store_get_key(op_store(op, OPK_CONTROLLERS), c->key);
             if (cr)
-                op_warn(M.op, cr, CTLB_KIND, CRC_REASON_NOT_OWNED,
+                op_warn(op, cr, CTLB_KIND, CRC_REASON_NOT_OWNED,
                         "ServiceMonitor %s/%s exists and is not owned by Controller %s: left alone", c->ns, c->name,
                         cr->name);
             sm_done(c, 0);
@@ -340,6 +365,7 @@ static void sm_got(int err, const cJSON *obj, const kube_status *st, void *data)
 
 static void sync_service_monitor(crc_pass *p)
 {
+    controller_state *cs = of(p->m);
     cJSON *sm = NULL;
     char *why = NULL;
     int rc = ctlb_service_monitor(p->cr, &sm, &why);
@@ -349,13 +375,13 @@ static void sync_service_monitor(crc_pass *p)
     }
     free(why);
     int want = sm != NULL;
-    enum crd_state crd = crd_state();
+    enum crd_state crd = crd_state(cs);
     if (crd != CRD_PRESENT) {
         /* Unknown: the answer queues every Controller. Absent: nothing to
          * create, and nothing of ours can exist. */
         if (want && crd == CRD_ABSENT)
             log_debug("controller %s: ServiceMonitor skipped, CRD %s not installed", p->o->key, SM_CRD_NAME);
-        forget(p->op, p->o->key);
+        forget(p->m, p->o->key);
         cJSON_Delete(sm);
         return;
     }
@@ -365,7 +391,7 @@ static void sync_service_monitor(crc_pass *p)
         clc_hash_str(text, hash);
         free(text);
     }
-    struct sm_state *st = map_get(&S.sm, p->o->key);
+    struct sm_state *st = map_get(&cs->sm, p->o->key);
     uint64_t now = now_ms();
     if (st && (st->busy || (st->want == want && strcmp(st->hash, hash) == 0 &&
                             (!want || now - st->checked_ms < SM_TTL_MS)))) {
@@ -377,20 +403,21 @@ static void sync_service_monitor(crc_pass *p)
     if (st == NULL) {
         st = xcalloc(1, sizeof(*st));
         st->key = xstrdup(p->o->key);
-        map_put(&S.sm, st->key, st);
+        map_put(&cs->sm, st->key, st);
     }
     st->busy = 1;
     st->want = want;
     snprintf(st->hash, sizeof(st->hash), "%s", hash);
     struct sm_ctx *c = xcalloc(1, sizeof(*c));
-    c->epoch = S.epoch;
+    c->cs = cs;
+    c->epoch = cs->epoch;
     c->key = xstrdup(p->o->key);
     c->ns = xstrdup(p->o->ns);
     c->name = ctlb_name(p->o->name);
     c->uid = xstrdup(p->o->uid);
     c->desired = sm;
     c->verb = "read";
-    kube_get(M.op->client, &KUBE_SERVICEMONITORS, c->ns, c->name, NULL, sm_got, c);
+    kube_get(p->op->client, &KUBE_SERVICEMONITORS, c->ns, c->name, NULL, sm_got, c);
     if (want)
         crc_requeue_after(p, SM_TTL_MS);
 }
@@ -406,6 +433,7 @@ static int controller_ping_unknown(operator *op, const char *ns, const char *nam
 }
 
 struct label_ctx {
+    controller_state *cs;
     crc_gate *t;
     char *owner;
 };
@@ -413,10 +441,10 @@ struct label_ctx {
 static void label_patched(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     struct label_ctx *c = data;
-    crc_gate_end(&S.labels, c->t, err, err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
-    if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && M.q) {
+    crc_gate_end(&c->cs->labels, c->t, err, err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
+    if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && c->cs->m.q) {
         log_warn("controller %s: labelling a slurmctld pod failed: %s", c->owner, op_strerror(err));
-        crc_write_failed(&M, c->owner);
+        crc_write_failed(&c->cs->m, c->owner);
     }
     free(c->owner);
     free(c);
@@ -443,9 +471,10 @@ static void sync_active(crc_pass *p)
 {
     if (clc_is_external(p->cr))
         return;
+    controller_state *cs = of(p->m);
     int replicas = clc_controller_replicas(p->cr);
-    controller_ping_fn ping = S.ping ? S.ping : controller_ping_unknown;
-    int active = ping(p->op, p->o->ns, p->o->name, replicas, S.ping_data);
+    controller_ping_fn ping = cs->ping ? cs->ping : controller_ping_unknown;
+    int active = ping(p->op, p->o->ns, p->o->name, replicas, cs->ping_data);
     store *pods = op_store(p->op, OPK_PODS);
     char *sts = ctlb_name(p->o->name);
     if (active == CONTROLLER_PING_UNKNOWN)
@@ -472,7 +501,7 @@ static void sync_active(crc_pass *p)
         int has = cur != NULL && strcmp(cur, "true") == 0;
         if (want == has && (want || cur == NULL))
             continue;
-        if (crc_gate_busy(&S.labels, pod->key, pod->rv))
+        if (crc_gate_busy(&cs->labels, pod->key, pod->rv))
             continue;
         cJSON *patch = cJSON_CreateObject();
         cJSON *labels = json_obj_path_ensure(patch, "metadata.labels");
@@ -481,7 +510,8 @@ static void sync_active(crc_pass *p)
         else
             json_set(labels, CLC_LABEL_CONTROLLER_ACTIVE, cJSON_CreateNull());
         struct label_ctx *c = xcalloc(1, sizeof(*c));
-        c->t = crc_gate_begin(&S.labels, pod->key, pod->rv);
+        c->cs = cs;
+        c->t = crc_gate_begin(&cs->labels, pod->key, pod->rv);
         c->owner = xstrdup(p->o->key);
         log_info("controller %s: %s is %s", p->o->key, pod->name, want ? "active" : "no longer active");
         kube_patch(p->op->client, &KUBE_PODS, pod->ns, pod->name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0,
@@ -583,17 +613,18 @@ static void reconcile(crc_pass *p)
 
 static int start(operator *op)
 {
-    return crc_start(&M);
+    return crc_start(&op->controller->m);
 }
 
 static void stop(operator *op)
 {
-    crc_stop(&M);
-    S.epoch++;
-    S.crd = CRD_UNKNOWN;
-    S.crd_checking = 0;
-    map_free(&S.sm);
-    crc_gates_clear(&S.labels);
+    controller_state *cs = op->controller;
+    crc_stop(&cs->m);
+    cs->epoch++;
+    cs->crd = CRD_UNKNOWN;
+    cs->crd_checking = 0;
+    map_free(&cs->sm);
+    crc_gates_clear(&cs->labels);
 }
 
 const op_reconciler RC_CONTROLLER = {

@@ -31,8 +31,18 @@
 
 extern const op_reconciler RC_CONTROLLER;
 
-/** Queue a Controller ("ns/name") for reconciliation (no-op when not leading). */
-void controller_enqueue(const char *key);
+/** The reconciler's own state (its queue and per-CR memory, the
+ *  ServiceMonitor checks, the active-label writes, the ping hook), which the
+ *  operator owns (operator.controller): made before setup, freed once the
+ *  operator's client has closed. */
+typedef struct controller_state controller_state;
+controller_state *controller_state_new(void);
+/** Free it (NULL: nothing). */
+void controller_state_free(controller_state *cs);
+
+/** Queue a Controller ("ns/name") of op for reconciliation (no-op when not
+ *  leading). */
+void controller_enqueue(operator *op, const char *key);
 
 /** Which slurmctld of a Controller answers (the HA case, docs/compat.md#active-slurmctld-ha:
  *  Slinky pings every slurmctld through slurmrestd and marks the first one
@@ -47,8 +57,9 @@ void controller_enqueue(const char *key);
 #define CONTROLLER_PING_UNKNOWN (-2)
 typedef int (*controller_ping_fn)(operator *op, const char *ns, const char *name, int replicas, void *data);
 
-/** Plug the Slurm ping in (NULL restores the default, which knows
- *  nothing and answers -1). */
-void controller_set_ping_hook(controller_ping_fn fn, void *data);
+/** Plug op's Slurm ping in (NULL restores the default, which knows
+ *  nothing and answers -1). Any time after the state is made: slurmclient
+ *  does it in its setup. */
+void controller_set_ping_hook(operator *op, controller_ping_fn fn, void *data);
 
 #endif

@@ -15,9 +15,9 @@
 #include "reconcilers/sshkeys.h"
 
 static void reconcile(crc_pass *p);
-static void forget(operator *op, const char *key);
+static void forget(crc_module *m, const char *key);
 
-static crc_module M = {
+static const crc_module module = {
     .name = LOGINSET_CONTROLLER,
     .kind = LSB_KIND,
     .store = OPK_LOGINSETS,
@@ -47,6 +47,7 @@ static void keygen_free(struct keygen *j)
 }
 
 struct loginset_state {
+    crc_module m; /* first: crc_state_new */
     map_t jobs; /* LoginSet key -> struct keygen */
     int running;
     /* loginset_state_free was called while generations were still on the
@@ -56,15 +57,21 @@ struct loginset_state {
 
 loginset_state *loginset_state_new(void)
 {
-    loginset_state *ls = xcalloc(1, sizeof(*ls));
+    loginset_state *ls = crc_state_new(sizeof(*ls), &module);
     map_init(&ls->jobs);
     return ls;
+}
+
+static loginset_state *of(crc_module *m)
+{
+    return container_of(m, loginset_state, m);
 }
 
 void loginset_state_free(loginset_state *ls)
 {
     if (ls == NULL)
         return;
+    crc_fini(&ls->m);
     /* Normally empty: stop hands the running generations to their
      * completions and frees the rest. Without a stop, do the same here. */
     size_t it = 0;
@@ -87,71 +94,62 @@ void loginset_state_free(loginset_state *ls)
     free(ls);
 }
 
-void loginset_enqueue(const char *key)
-{
-    crc_enqueue_key(&M, key);
-}
-
 int loginset_keygen_running(const loginset_state *ls)
 {
     return ls->running;
 }
 
 /* ------------------------------------------------------------------ */
-/* watches */
-
-static void on_loginset(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
-{
-    const sobj *o = new_obj ? new_obj : old_obj;
-    crc_enqueue_key(&M, o->key);
-}
+/* watches: the store handlers get the crc_module as data */
 
 static void on_controller(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
+    crc_module *m = data;
     const sobj *o = new_obj ? new_obj : old_obj;
     size_t it = 0;
     const sobj *l;
-    while ((l = store_next(op_store(M.op, OPK_LOGINSETS), &it))) {
+    while ((l = store_next(op_store(m->op, OPK_LOGINSETS), &it))) {
         const char *ref = cw_controller_ref(l->json);
         if (strcmp(l->ns, o->ns) == 0 && ref && strcmp(ref, o->name) == 0)
-            crc_enqueue(&M, l->ns, l->name);
+            crc_enqueue(m, l->ns, l->name);
     }
 }
 
 static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
+    crc_module *m = data;
     const sobj *o = new_obj ? new_obj : old_obj;
-    crc_on_owned(s, old_obj, new_obj, &M);
+    crc_on_owned(s, old_obj, new_obj, m);
     size_t it = 0;
     const sobj *l;
-    store *ctls = op_store(M.op, OPK_CONTROLLERS);
-    while ((l = store_next(op_store(M.op, OPK_LOGINSETS), &it))) {
+    store *ctls = op_store(m->op, OPK_CONTROLLERS);
+    while ((l = store_next(op_store(m->op, OPK_LOGINSETS), &it))) {
         if (strcmp(l->ns, o->ns) != 0)
             continue;
         const sobj *ctl = store_get(ctls, l->ns, cw_controller_ref(l->json));
         if (cw_loginset_uses_secret(l->json, ctl ? ctl->json : NULL, o->name))
-            crc_enqueue(&M, l->ns, l->name);
+            crc_enqueue(m, l->ns, l->name);
     }
 }
 
 static void setup(operator *op)
 {
-    crc_setup(&M, op);
-    store_on_change(op_store(op, OPK_LOGINSETS), on_loginset, NULL);
-    store_on_change(op_store(op, OPK_DEPLOYMENTS), crc_on_owned, &M);
-    store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, &M);
-    store_on_change(op_store(op, OPK_CONFIGMAPS), crc_on_owned, &M);
-    store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
-    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
+    crc_module *m = &op->loginset->m;
+    crc_setup(m, op);
+    store_on_change(op_store(op, OPK_DEPLOYMENTS), crc_on_owned, m);
+    store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, m);
+    store_on_change(op_store(op, OPK_CONFIGMAPS), crc_on_owned, m);
+    store_on_change(op_store(op, OPK_SECRETS), on_secret, m);
+    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, m);
 }
 
 /* ------------------------------------------------------------------ */
 /* host key generation on the threadpool */
 
 /* Drop the job of key: now, or when its work is done. */
-static void forget(operator *op, const char *key)
+static void forget(crc_module *m, const char *key)
 {
-    struct keygen *j = map_del(&op->loginset->jobs, key);
+    struct keygen *j = map_del(&of(m)->jobs, key);
     if (j == NULL)
         return;
     if (j->running) {
@@ -183,7 +181,7 @@ static void keygen_done(uv_work_t *req, int status)
     if (status == UV_ECANCELED)
         j->rc = OP_ECANCELED;
     log_info("loginset %s: SSH host keys %s", j->key, j->rc ? op_strerror(j->rc) : "generated");
-    crc_enqueue_key(&M, j->key);
+    crc_enqueue_key(&ls->m, j->key);
 }
 
 /* The host key Secret: the cached one, or one built from generated keys,
@@ -195,15 +193,15 @@ static const cJSON *host_keys(crc_pass *p, cJSON **built)
     char *name = lsb_host_keys_name(p->o->name);
     const sobj *cur = store_get(op_store(p->op, OPK_SECRETS), p->o->ns, name);
     free(name);
-    loginset_state *ls = p->op->loginset;
+    loginset_state *ls = of(p->m);
     struct keygen *j = map_get(&ls->jobs, p->o->key);
     if (j && strcmp(j->uid, p->o->uid) != 0) {
-        forget(p->op, p->o->key); /* keys of an earlier incarnation */
+        forget(p->m, p->o->key); /* keys of an earlier incarnation */
         j = NULL;
     }
     if (cur) {
         if (j && !j->running)
-            forget(p->op, p->o->key); /* the Secret is in the cache: the keys did their job */
+            forget(p->m, p->o->key); /* the Secret is in the cache: the keys did their job */
         return cur->json;
     }
     if (j == NULL) {
@@ -232,7 +230,7 @@ static const cJSON *host_keys(crc_pass *p, cJSON **built)
     if (j->rc) {
         crc_step_failed(p, "SSH host keys", j->rc,
                         xasprintf("key generation failed: %s", op_strerror(j->rc)));
-        forget(p->op, p->o->key);
+        forget(p->m, p->o->key);
         return NULL;
     }
     lsb_host_keys hk;
@@ -310,13 +308,13 @@ static void reconcile(crc_pass *p)
 
 static int start(operator *op)
 {
-    return crc_start(&M);
+    return crc_start(&op->loginset->m);
 }
 
 static void stop(operator *op)
 {
-    crc_stop(&M);
     loginset_state *ls = op->loginset;
+    crc_stop(&ls->m);
     const char *k;
     void *v;
     size_t it = 0;

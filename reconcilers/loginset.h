@@ -29,12 +29,9 @@
 
 extern const op_reconciler RC_LOGINSET;
 
-/** Queue a LoginSet ("ns/name") for reconciliation (no-op when not leading). */
-void loginset_enqueue(const char *key);
-
-/** The reconciler's own state (the host key generations), which the
- *  operator owns (operator.loginset): made before setup, freed after stop.
- *  Its functions reach it through the operator they are given. */
+/** The reconciler's own state (its crc_module and the host key
+ *  generations), which the operator owns (operator.loginset): made before
+ *  setup, freed once the operator's client has closed. */
 typedef struct loginset_state loginset_state;
 loginset_state *loginset_state_new(void);
 /** Free it (NULL: nothing). A generation still on the threadpool keeps the

@@ -1738,7 +1738,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
         exp_drop(C->exp, key);
         nodeset_slurm_forget(op, key);
         incr_drop(key);
-        nsim_forget(key);
+        nsim_forget(op->nodeset_immut, key);
         return WQ_RESULT_OK;
     }
     memset(&p, 0, sizeof(p));
@@ -1756,7 +1756,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     /* A change of an immutable field that got past the API server (see
      * nodeset_immut.h); never in the way of a deletion. */
     if (nsb_validate(p.ns, NULL, &msgs) == 0 && !o->deleting)
-        nsim_check(o->key, o->uid, p.ns, &msgs);
+        nsim_check(op->nodeset_immut, o->key, o->uid, p.ns, &msgs);
     if (msgs.n > 0) {
         /* Nothing of an invalid spec is acted on (a replicas beyond the
          * maximum would allocate and loop for it): Events and a condition
@@ -1770,7 +1770,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
         return WQ_RESULT_OK;
     }
     nsb_msgs_free(&msgs);
-    nsim_remember(o->key, o->uid, p.ns);
+    nsim_remember(op->nodeset_immut, o->key, o->uid, p.ns);
 
     const char *ctlname = json_get_str_or(p.ns, "spec.controllerRef.name", "");
     const sobj *ctl = store_get(op_store(op, OPK_CONTROLLERS), o->ns, ctlname);
@@ -1906,7 +1906,7 @@ static void stop(operator *op)
     map_free(&wait_passes);
     map_free(&incrs);
     map_free(&C->status_busy);
-    nsim_free_all();
+    nsim_clear(op->nodeset_immut);
     istr_put(IK.revision);
     istr_put(IK.cordon);
     istr_put(IK.cost);

@@ -25,7 +25,25 @@ static void immut_free(void *v)
 }
 
 static const map_type immut_type = {.val_free = immut_free};
-static map_t remembered = MAP_TYPED(&immut_type); /* key -> struct immut */
+
+struct nsim_table {
+    map_t remembered; /* key -> struct immut */
+};
+
+nsim_table *nsim_new(void)
+{
+    nsim_table *t = xcalloc(1, sizeof(*t));
+    map_init_type(&t->remembered, &immut_type);
+    return t;
+}
+
+void nsim_free(nsim_table *t)
+{
+    if (t == NULL)
+        return;
+    map_free(&t->remembered);
+    free(t);
+}
 
 static const char *const fields[] = {"controllerRef", "volumeClaimTemplates"};
 
@@ -42,9 +60,9 @@ static cJSON *immutable_of(const cJSON *nodeset)
     return o;
 }
 
-size_t nsim_check(const char *key, const char *uid, const cJSON *nodeset, nsb_msgs *out)
+size_t nsim_check(const nsim_table *t, const char *key, const char *uid, const cJSON *nodeset, nsb_msgs *out)
 {
-    struct immut *m = map_get(&remembered, key);
+    struct immut *m = map_get(&t->remembered, key);
     if (m == NULL || strcmp(m->uid, uid ? uid : "") != 0)
         return 0;
     /* nodeset is valid on its own: whatever nsb_validate adds here comes
@@ -52,9 +70,9 @@ size_t nsim_check(const char *key, const char *uid, const cJSON *nodeset, nsb_ms
     return nsb_validate(nodeset, m->old, out);
 }
 
-void nsim_remember(const char *key, const char *uid, const cJSON *nodeset)
+void nsim_remember(nsim_table *t, const char *key, const char *uid, const cJSON *nodeset)
 {
-    struct immut *m = map_get(&remembered, key);
+    struct immut *m = map_get(&t->remembered, key);
     if (m && strcmp(m->uid, uid ? uid : "") == 0) {
         /* Same incarnation: its fields passed nsim_check, so they are the
          * remembered ones already. */
@@ -63,19 +81,19 @@ void nsim_remember(const char *key, const char *uid, const cJSON *nodeset)
     if (m == NULL) {
         m = xcalloc(1, sizeof(*m));
         m->key = xstrdup(key);
-        map_put(&remembered, m->key, m);
+        map_put(&t->remembered, m->key, m);
     }
     cJSON_Delete(m->old);
     snprintf(m->uid, sizeof(m->uid), "%s", uid ? uid : "");
     m->old = immutable_of(nodeset);
 }
 
-void nsim_forget(const char *key)
+void nsim_forget(nsim_table *t, const char *key)
 {
-    map_drop(&remembered, key);
+    map_drop(&t->remembered, key);
 }
 
-void nsim_free_all(void)
+void nsim_clear(nsim_table *t)
 {
-    map_free(&remembered);
+    map_free(&t->remembered);
 }

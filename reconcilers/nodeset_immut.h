@@ -9,9 +9,10 @@
  * generation that passed validation, and checks every later generation
  * against them with nsb_validate(new, remembered).
  *
- * The memory is the process's: after a restart the first valid generation
- * seen becomes the reference. A NodeSet recreated under the same name (new
- * uid) starts again. Loop thread only.
+ * The memory is a table the operator owns (operator.nodeset_immut), handed
+ * to every call: after a restart the first valid generation seen becomes
+ * the reference. A NodeSet recreated under the same name (new uid) starts
+ * again. Loop thread only.
  */
 #ifndef OP_NODESET_IMMUT_H
 #define OP_NODESET_IMMUT_H
@@ -21,19 +22,27 @@
 
 #include "reconcilers/nodeset_build.h"
 
+/* key -> the immutable fields of its last valid generation. */
+typedef struct nsim_table nsim_table;
+
+/** An empty table. */
+nsim_table *nsim_new(void);
+/** Free it (NULL: nothing). */
+void nsim_free(nsim_table *t);
+
 /** Append to out the messages of the immutable fields of nodeset (the
  *  object with defaults, already valid on its own) that differ from those
- *  remembered for key with the same uid; how many were added. 0 when
+ *  remembered in t for key with the same uid; how many were added. 0 when
  *  nothing is remembered (or for another uid). */
-size_t nsim_check(const char *key, const char *uid, const cJSON *nodeset, nsb_msgs *out);
+size_t nsim_check(const nsim_table *t, const char *key, const char *uid, const cJSON *nodeset, nsb_msgs *out);
 
 /** Remember the immutable fields of nodeset (valid, checked) as key's. */
-void nsim_remember(const char *key, const char *uid, const cJSON *nodeset);
+void nsim_remember(nsim_table *t, const char *key, const char *uid, const cJSON *nodeset);
 
 /** Forget key (the NodeSet is gone). */
-void nsim_forget(const char *key);
+void nsim_forget(nsim_table *t, const char *key);
 
 /** Forget everything (the reconciler stops). */
-void nsim_free_all(void);
+void nsim_clear(nsim_table *t);
 
 #endif

@@ -12,11 +12,16 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "reconcilers/accounting.h"
 #include "reconcilers/bindhook.h"
+#include "reconcilers/controller.h"
 #include "reconcilers/loginset.h"
 #include "reconcilers/msec.h"
+#include "reconcilers/nodeset_immut.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"
+#include "reconcilers/restapi.h"
+#include "reconcilers/token.h"
 #include "watchers/byname.h"
 #include "watchers/kinds.h"
 #include "watchers/slinky.h"
@@ -572,7 +577,12 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
     op->metrics = mx_registry_new();
     for (int k = 0; k < OPK__COUNT; k++)
         op->stores[k] = store_new(kinds[k].kind);
+    op->controller = controller_state_new();
+    op->restapi = restapi_state_new();
+    op->accounting = accounting_state_new();
     op->loginset = loginset_state_new();
+    op->token = token_state_new();
+    op->nodeset_immut = nsim_new();
     for (int i = 0; i < 2; i++) {
         p->ref_store[i] = store_new(&KIND_FULL_NAMESPACED);
         store_on_change(p->ref_store[i], forward_ref_change, op->stores[ref_kinds[i]]);
@@ -728,7 +738,12 @@ static void on_client_closed(void *data)
     int code = p->exit_code;
     evrec_free(op->events);
     objsync_free(op->objsync);
+    controller_state_free(op->controller);
+    restapi_state_free(op->restapi);
+    accounting_state_free(op->accounting);
     loginset_state_free(op->loginset);
+    token_state_free(op->token);
+    nsim_free(op->nodeset_immut);
     for (int k = 0; k < OPK__COUNT; k++)
         store_free(op->stores[k]);
     for (int i = 0; i < 2; i++)

@@ -95,6 +95,9 @@ typedef struct operator_opts {
     uint64_t webhook_rotate_ms;    /* --webhook-cert-rotate (0: 182 days) */
     unsigned webhook_resync_ms;    /* --webhook-resync (0: 60 s) */
     unsigned ref_poll_ms;     /* --ref-poll-interval: referenced Secrets/ConfigMaps read again this often (0: 30 s) */
+    /* --token-users, --token-max-lifetime (tokb_policy_parse; borrowed: it
+     * must outlive the operator); NULL: the default policy */
+    const struct tokb_policy *token_policy;
     /* Called once the operator has stopped (after op_stop, or by itself when
      * it lost the leader lease), with the process exit code to use. */
     void (*on_stopped)(void *data, int exit_code);
@@ -126,7 +129,15 @@ struct operator {
     char *cluster_domain;
     store *stores[OPK__COUNT];
     objsync *objsync;         /* owned objects' writes (reconcilers/objsync.h) */
-    struct loginset_state *loginset; /* the LoginSet reconciler's state (reconcilers/loginset.h) */
+    /* Each reconciler's own state, made before setup and freed once the
+     * client has closed (write completions still use it until then); see
+     * each reconciler's header. */
+    struct controller_state *controller;
+    struct restapi_state *restapi;
+    struct accounting_state *accounting;
+    struct loginset_state *loginset;
+    struct token_state *token;
+    struct nsim_table *nodeset_immut; /* the NodeSet reconciler's last valid immutable fields */
     int leading;              /* reconcilers are running */
     int stopping;
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/mem.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
 #include "watchers/slinky.h"
@@ -11,7 +12,12 @@
 
 static void reconcile(crc_pass *p);
 
-static crc_module M = {
+/* The state is the module alone. */
+struct restapi_state {
+    crc_module m; /* first: crc_state_new */
+};
+
+static const crc_module module = {
     .name = RESTAPI_CONTROLLER,
     .kind = RAB_KIND,
     .store = OPK_RESTAPIS,
@@ -19,63 +25,63 @@ static crc_module M = {
     .sync = reconcile,
 };
 
-void restapi_enqueue(const char *key)
+restapi_state *restapi_state_new(void)
 {
-    crc_enqueue_key(&M, key);
+    return crc_state_new(sizeof(restapi_state), &module);
+}
+
+void restapi_state_free(restapi_state *st)
+{
+    crc_state_free(st);
 }
 
 /* ------------------------------------------------------------------ */
-/* watches */
-
-static void on_restapi(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
-{
-    const sobj *o = new_obj ? new_obj : old_obj;
-    crc_enqueue_key(&M, o->key);
-}
+/* watches: the store handlers get the crc_module as data */
 
 /* The RestApis of ns whose controllerRef is ctl. */
-static void enqueue_of_controller(const char *ns, const char *ctl)
+static void enqueue_of_controller(crc_module *m, const char *ns, const char *ctl)
 {
     size_t it = 0;
     const sobj *r;
-    while ((r = store_next(op_store(M.op, OPK_RESTAPIS), &it))) {
+    while ((r = store_next(op_store(m->op, OPK_RESTAPIS), &it))) {
         const char *ref = cw_controller_ref(r->json);
         if (strcmp(r->ns, ns) == 0 && ref && strcmp(ref, ctl) == 0)
-            crc_enqueue(&M, r->ns, r->name);
+            crc_enqueue(m, r->ns, r->name);
     }
 }
 
 static void on_controller(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
     const sobj *o = new_obj ? new_obj : old_obj;
-    enqueue_of_controller(o->ns, o->name);
+    enqueue_of_controller(data, o->ns, o->name);
 }
 
 static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
+    crc_module *m = data;
     const sobj *o = new_obj ? new_obj : old_obj;
-    crc_on_owned(s, old_obj, new_obj, &M);
+    crc_on_owned(s, old_obj, new_obj, m);
     size_t it = 0;
     const sobj *r;
-    store *ctls = op_store(M.op, OPK_CONTROLLERS);
-    while ((r = store_next(op_store(M.op, OPK_RESTAPIS), &it))) {
+    store *ctls = op_store(m->op, OPK_CONTROLLERS);
+    while ((r = store_next(op_store(m->op, OPK_RESTAPIS), &it))) {
         if (strcmp(r->ns, o->ns) != 0)
             continue;
         const sobj *ctl = store_get(ctls, r->ns, cw_controller_ref(r->json));
         if (ctl && cw_restapi_uses_secret(r->json, ctl->json, o->name))
-            crc_enqueue(&M, r->ns, r->name);
+            crc_enqueue(m, r->ns, r->name);
     }
 }
 
 static void setup(operator *op)
 {
-    crc_setup(&M, op);
-    store_on_change(op_store(op, OPK_RESTAPIS), on_restapi, NULL);
-    store_on_change(op_store(op, OPK_DEPLOYMENTS), crc_on_owned, &M);
-    store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, &M);
-    store_on_change(op_store(op, OPK_CONFIGMAPS), crc_on_owned, &M);
-    store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
-    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
+    crc_module *m = &op->restapi->m;
+    crc_setup(m, op);
+    store_on_change(op_store(op, OPK_DEPLOYMENTS), crc_on_owned, m);
+    store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, m);
+    store_on_change(op_store(op, OPK_CONFIGMAPS), crc_on_owned, m);
+    store_on_change(op_store(op, OPK_SECRETS), on_secret, m);
+    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, m);
 }
 
 /* ------------------------------------------------------------------ */
@@ -104,12 +110,12 @@ static void reconcile(crc_pass *p)
 
 static int start(operator *op)
 {
-    return crc_start(&M);
+    return crc_start(&op->restapi->m);
 }
 
 static void stop(operator *op)
 {
-    crc_stop(&M);
+    crc_stop(&op->restapi->m);
 }
 
 const op_reconciler RC_RESTAPI = {

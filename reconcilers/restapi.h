@@ -19,7 +19,11 @@
 
 extern const op_reconciler RC_RESTAPI;
 
-/** Queue a RestApi ("ns/name") for reconciliation (no-op when not leading). */
-void restapi_enqueue(const char *key);
+/** The reconciler's own state (its crc_module), which the operator owns
+ *  (operator.restapi): made before setup, freed once the operator's client
+ *  has closed (NULL: nothing). */
+typedef struct restapi_state restapi_state;
+restapi_state *restapi_state_new(void);
+void restapi_state_free(restapi_state *st);
 
 #endif

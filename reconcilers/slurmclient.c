@@ -228,7 +228,7 @@ static void cache_node_event(const char *node, void *data)
 static void cache_ping_event(void *data)
 {
     cluster *c = data;
-    controller_enqueue(c->key); /* the Controller reconciler moves the active label */
+    controller_enqueue(S.op, c->key); /* the Controller reconciler moves the active label */
     if (S.on_ping)
         S.on_ping(c->key, S.ping_data);
 }
@@ -425,7 +425,7 @@ static wq_result sync_one(const char *key)
         if (c) {
             map_put(&S.clusters, c->key, c);
             notify_all(key);
-            controller_enqueue(key); /* its HA ping can now be asked */
+            controller_enqueue(S.op, key); /* its HA ping can now be asked */
         }
     }
     memset(jwt, 0, klen);
@@ -451,7 +451,7 @@ static void setup(operator *op)
     store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
     store_on_change(op_store(op, OPK_RESTAPIS), on_restapi, NULL);
     store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
-    controller_set_ping_hook(controller_ping, NULL);
+    controller_set_ping_hook(op, controller_ping, NULL);
 }
 
 static int start(operator *op)

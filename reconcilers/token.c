@@ -20,7 +20,12 @@
 
 static void reconcile(crc_pass *p);
 
-static crc_module M = {
+/* The state is the module alone. */
+struct token_state {
+    crc_module m; /* first: crc_state_new */
+};
+
+static const crc_module module = {
     .name = TOKEN_CONTROLLER,
     .kind = TOKB_KIND,
     .store = OPK_TOKENS,
@@ -28,61 +33,40 @@ static crc_module M = {
     .sync = reconcile,
 };
 
-/* The policy of every Token; the default until token_policy_set. */
-static tokb_policy policy = {.any = 1, .max_lifetime_s = TOKB_DEFAULT_MAX_LIFETIME_S};
-
-int token_policy_set(const char *users, const char *max_lifetime, char *err, size_t errlen)
+token_state *token_state_new(void)
 {
-    tokb_policy p;
-    char *why = NULL;
-    int rc = tokb_policy_parse(users, max_lifetime, &p, &why);
-    if (rc) {
-        snprintf(err, errlen, "%s", why ? why : "bad token policy");
-        free(why);
-        return rc;
-    }
-    tokb_policy_free(&policy);
-    policy = p;
-    return 0;
+    return crc_state_new(sizeof(token_state), &module);
 }
 
-void token_policy_free(void)
+void token_state_free(token_state *st)
 {
-    tokb_policy_free(&policy);
-    policy.any = 1;
-    policy.max_lifetime_s = TOKB_DEFAULT_MAX_LIFETIME_S;
+    crc_state_free(st);
 }
 
-void token_enqueue(const char *key)
-{
-    crc_enqueue_key(&M, key);
-}
+/* The policy when the operator was given none: tokb_policy_parse's default
+ * (any user but root and the SlurmUser, at most a day). */
+static const tokb_policy default_policy = {.any = 1, .max_lifetime_s = TOKB_DEFAULT_MAX_LIFETIME_S};
 
 /* ------------------------------------------------------------------ */
-/* watches */
-
-static void on_token(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
-{
-    const sobj *o = new_obj ? new_obj : old_obj;
-    crc_enqueue_key(&M, o->key);
-}
+/* watches: the store handlers get the crc_module as data */
 
 static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
+    crc_module *m = data;
     const sobj *o = new_obj ? new_obj : old_obj;
-    crc_on_owned(s, old_obj, new_obj, &M);
+    crc_on_owned(s, old_obj, new_obj, m);
     size_t it = 0;
     const sobj *t;
-    while ((t = store_next(op_store(M.op, OPK_TOKENS), &it)))
+    while ((t = store_next(op_store(m->op, OPK_TOKENS), &it)))
         if (strcmp(t->ns, o->ns) == 0 && cw_token_uses_secret(t->json, o->name))
-            crc_enqueue(&M, t->ns, t->name);
+            crc_enqueue(m, t->ns, t->name);
 }
 
 static void setup(operator *op)
 {
-    crc_setup(&M, op);
-    store_on_change(op_store(op, OPK_TOKENS), on_token, NULL);
-    store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
+    crc_module *m = &op->token->m;
+    crc_setup(m, op);
+    store_on_change(op_store(op, OPK_SECRETS), on_secret, m);
 }
 
 /* ------------------------------------------------------------------ */
@@ -138,8 +122,9 @@ static void reconcile(crc_pass *p)
     }
     tokb_settings s;
     tokb_settings_get(p->cr, &s, NULL);
+    const tokb_policy *policy = p->op->opts.token_policy ? p->op->opts.token_policy : &default_policy;
     char *denied = NULL;
-    if (tokb_policy_check(&policy, &s, &denied) != 0) {
+    if (tokb_policy_check(policy, &s, &denied) != 0) {
         /* Nothing is minted: a Token is how anybody allowed to create one
          * gets a JWT that slurmrestd trusts without question. */
         op_warn(p->op, p->o, TOKB_KIND, "PolicyDenied", "%s", denied);
@@ -247,12 +232,12 @@ static void reconcile(crc_pass *p)
 
 static int start(operator *op)
 {
-    return crc_start(&M);
+    return crc_start(&op->token->m);
 }
 
 static void stop(operator *op)
 {
-    crc_stop(&M);
+    crc_stop(&op->token->m);
 }
 
 const op_reconciler RC_TOKEN = {

@@ -20,7 +20,7 @@
  *
  * Watches: the CR; its output Secret; its signing-key Secret.
  *
- * Policy (token_policy_set, tokb_policy): a Token naming a Slurm user the
+ * Policy (operator_opts.token_policy, tokb_policy): a Token naming a Slurm user the
  * operator does not allow, or asking for a longer lifetime than allowed,
  * gets a PolicyDenied Warning event and the condition Valid=False, and no
  * token is minted. A Secret named by spec.secretRef that exists and is not
@@ -40,14 +40,12 @@
 
 extern const op_reconciler RC_TOKEN;
 
-/** Set the policy from the --token-users and --token-max-lifetime flags
- *  (tokb_policy_parse; NULL: the default). Call before the operator starts.
- *  0, or OP_EINVAL with a message in err. */
-int token_policy_set(const char *users, const char *max_lifetime, char *err, size_t errlen);
-/** Free the policy (at exit). */
-void token_policy_free(void);
-
-/** Queue a Token ("ns/name") for reconciliation (no-op when not leading). */
-void token_enqueue(const char *key);
+/** The reconciler's own state (its crc_module), which the operator owns
+ *  (operator.token): made before setup, freed once the operator's client
+ *  has closed (NULL: nothing). The policy is not in it: it is the
+ *  operator's configuration (operator_opts.token_policy). */
+typedef struct token_state token_state;
+token_state *token_state_new(void);
+void token_state_free(token_state *st);
 
 #endif

@@ -18,6 +18,9 @@ static cJSON *ns(const char *spec)
     return o;
 }
 
+/* The table under test (the operator owns one; the test makes its own). */
+static nsim_table *T;
+
 #define CLAIM "{\"metadata\":{\"name\":\"data\"},\"spec\":{\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}"
 #define BIGGER "{\"metadata\":{\"name\":\"data\"},\"spec\":{\"resources\":{\"requests\":{\"storage\":\"2Gi\"}}}}"
 
@@ -25,7 +28,7 @@ static size_t check(const char *key, const char *uid, const char *json)
 {
     cJSON *o = ns(json);
     nsb_msgs m = {0};
-    size_t n = nsim_check(key, uid, o, &m);
+    size_t n = nsim_check(T, key, uid, o, &m);
     assert_int_equal(n, m.n);
     if (n)
         assert_non_null(strstr(m.v[0], "cannot be changed after creation"));
@@ -37,7 +40,7 @@ static size_t check(const char *key, const char *uid, const char *json)
 static void remember(const char *key, const char *uid, const char *json)
 {
     cJSON *o = ns(json);
-    nsim_remember(key, uid, o);
+    nsim_remember(T, key, uid, o);
     cJSON_Delete(o);
 }
 
@@ -71,18 +74,41 @@ static void test_claims(void **state)
     assert_int_equal(check("d/b", "u3", null), 0);
     assert_int_equal(check("d/b", "u3", a), 1);
 
-    nsim_forget("d/a");
+    nsim_forget(T, "d/a");
     assert_int_equal(check("d/a", "u2", a), 0);
-    nsim_forget("d/a"); /* idempotent */
-    nsim_free_all();
+    nsim_forget(T, "d/a"); /* idempotent */
+    nsim_clear(T);
     assert_int_equal(check("d/b", "u3", a), 0);
-    nsim_free_all();
+    nsim_clear(T);
+}
+
+/* Two tables (two operators) remember independently. */
+static void test_tables_apart(void **state)
+{
+    const char *a = "{\"spec\":{\"controllerRef\":{\"name\":\"s\"}}}";
+    const char *b = "{\"spec\":{\"controllerRef\":{\"name\":\"t\"}}}";
+    nsim_table *other = nsim_new();
+    remember("d/a", "u1", a);
+    assert_int_equal(check("d/a", "u1", b), 1);
+    nsim_table *mine = T;
+    T = other;
+    assert_int_equal(check("d/a", "u1", b), 0); /* nothing remembered there */
+    remember("d/a", "u1", b);
+    assert_int_equal(check("d/a", "u1", b), 0);
+    T = mine;
+    assert_int_equal(check("d/a", "u1", b), 1); /* the first table still has a */
+    nsim_free(other);
+    nsim_clear(T);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_claims),
+        cmocka_unit_test(test_tables_apart),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    T = nsim_new();
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    nsim_free(T);
+    return rc;
 }

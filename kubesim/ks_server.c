@@ -1,5 +1,5 @@
-/* ks_http: the engine behind core/httpd. See ks_http.h. */
-#include "kubesim/ks_http.h"
+/* ks_server: the engine behind core/httpd. See ks_server.h. */
+#include "kubesim/ks_server.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* ks_http: kubesim's engine served over HTTP and HTTPS (core/httpd), with
+/* ks_server: kubesim's engine served over HTTP and HTTPS (core/httpd), with
  * certificates from kubesim/pki and kubeconfig output.
  *
  * The glue turns each hs_req into a ks_req, answers from the ks_resp
@@ -6,8 +6,8 @@
  * through a ks_sink, and performs the engine's "after" actions (dropping
  * every connection for the restart fault).
  */
-#ifndef KS_HTTP_H
-#define KS_HTTP_H
+#ifndef KS_SERVER_H
+#define KS_SERVER_H
 
 #include <uv.h>
 
