@@ -325,10 +325,14 @@ const uint64_t *bx_obs_times(const bx_obs *o, int kind, size_t *n);
 void bx_obs_watch_ready(bx_obs *o, int target);
 uint64_t bx_obs_ns_ready_at(const bx_obs *o);
 /** When one pod started terminating (deletionTimestamp first seen, or its
- *  deletion when it went at once); 0 when it has not since start. */
+ *  deletion when it went at once); 0 when it has not since start or since a
+ *  pod of that name was last added. */
 uint64_t bx_obs_terminating_at(const bx_obs *o, const char *pod);
 /** Deletion time of one pod (0 when not deleted since start). */
 uint64_t bx_obs_deleted_at(const bx_obs *o, const char *pod);
+/** Time of the last ADDED event of a pod of that name since start (0: none):
+ *  with bx_obs_deleted_at, how long a deleted pod took to come back. */
+uint64_t bx_obs_added_at(const bx_obs *o, const char *pod);
 
 /* ------------------------------------------------------------------ */
 /* the pipelined create client (bench_load.c) */

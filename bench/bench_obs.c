@@ -47,6 +47,7 @@ struct bx_obs {
     char *ns;
     map_t pods;       /* name -> opod */
     map_t deleted_at; /* name -> tstamp (last deletion) */
+    map_t added_at;   /* name -> tstamp (last ADDED after start) */
     map_t term_at;    /* name -> tstamp (deletionTimestamp first seen, or the deletion) */
     owatch pw, nw;
     unsigned gen;
@@ -136,6 +137,8 @@ static void on_pod(bx_obs *o, int type, const cJSON *obj, int listing)
         if (!o->initial) {
             o->c.created++;
             push_time(o, 0, now);
+            stamp(&o->added_at, name, now, 0);
+            map_drop(&o->term_at, name); /* a new pod of that name: its own first termination */
         }
     }
     p->gen = o->gen;
@@ -312,6 +315,7 @@ bx_obs *bx_obs_start(bx_ctx *x, bx_api *api, const char *ns)
     o->c.ns_replicas = o->c.ns_ready = -1;
     map_init_type(&o->pods, &map_type_free_val);
     map_init_type(&o->deleted_at, &map_type_free_val);
+    map_init_type(&o->added_at, &map_type_free_val);
     map_init_type(&o->term_at, &map_type_free_val);
     ow_init(o, &o->pw, &KUBE_PODS, NULL, on_pod);
     /* Only NodeSet gpu's pods (and the limit's, built alike): on a real
@@ -363,6 +367,7 @@ void bx_obs_stop(bx_ctx *x, bx_obs *o)
     x->cleanup--;
     map_free(&o->pods);
     map_free(&o->deleted_at);
+    map_free(&o->added_at);
     map_free(&o->term_at);
     for (int k = 0; k < 3; k++)
         free(o->t[k]);
@@ -395,6 +400,12 @@ uint64_t bx_obs_ns_ready_at(const bx_obs *o)
 uint64_t bx_obs_deleted_at(const bx_obs *o, const char *pod)
 {
     const tstamp *d = map_get(&o->deleted_at, pod);
+    return d ? d->t : 0;
+}
+
+uint64_t bx_obs_added_at(const bx_obs *o, const char *pod)
+{
+    const tstamp *d = map_get(&o->added_at, pod);
     return d ? d->t : 0;
 }
 

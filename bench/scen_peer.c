@@ -14,6 +14,10 @@
  * nothing else's. The pod times come from the harness's own watch, the same
  * observer for both; CPU and RSS from /proc.
  *
+ * Each run: scale-out 0 -> N, churn (100 pods deleted at 10/s and
+ * recreated), a kube-apiserver restart (the requests and writes of the 30 s
+ * after), scale-in N -> 0.
+ *
  * No RestApi and no Slurm: Slinky's NodeSet controller asks slurmrestd
  * before it creates pods once a RestApi exists, and a slurmrestd does not
  * run here. The scale-in therefore shows what each operator does with pods
@@ -23,11 +27,13 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench/bench.h"
 #include "core/err.h"
 #include "core/file.h"
+#include "core/rfc3339.h"
 
 #define PEER_NS_SA "bench-operators"
 
@@ -40,6 +46,7 @@ static const char *const variant_sa[N_VARIANTS] = {"slurmop", "slurmop", "slinky
 /* API requests of one ServiceAccount in one window of the audit log */
 typedef struct peer_reqs {
     long total;
+    double last_relist; /* wall-clock time of the last list or watch request (0: none) */
     cJSON *verbs; /* {verb: count} */
     cJSON *res;   /* {"verb resource[/subresource]": count} */
 } peer_reqs;
@@ -54,6 +61,11 @@ typedef struct peer_run {
     peer_reqs req_start, req_out, req_in;  /* audit log per window */
     double in_first_s, in_gone_s;          /* scale-in: first pod terminating, all gone */
     int in_left;                           /* pods left when the scale-in wait ended */
+    int ch_n, ch_back;                     /* churn: pods deleted, pods back by name */
+    double ch_p50, ch_p99, ch_max;         /* churn: DELETED -> ADDED of the same name */
+    double cpu_churn, cpu_rs;              /* CPU seconds of the churn and restart windows */
+    peer_reqs req_churn, req_rs;           /* audit log of the churn and restart windows */
+    double rs_relist_s;                    /* restart begun -> its last LIST/WATCH */
     char in_note[200];
 } peer_run;
 
@@ -96,6 +108,7 @@ static void audit_count(bx_ctx *x, const char *sa, long from, peer_reqs *r)
     char *user = xasprintf("system:serviceaccount:%s:%s", PEER_NS_SA, sa);
     size_t len = 0;
     r->total = 0;
+    r->last_relist = 0;
     r->verbs = cJSON_CreateObject();
     r->res = cJSON_CreateObject();
     if (file_read_all(path, (size_t)1 << 31, &s, &len) != 0) {
@@ -117,6 +130,16 @@ static void audit_count(bx_ctx *x, const char *sa, long from, peer_reqs *r)
                 (strcmp(verb, "watch") == 0 ? strcmp(stage, "ResponseStarted") == 0
                                             : strcmp(stage, "ResponseComplete") == 0)) {
                 r->total++;
+                const char *ts = cJSON_GetStringValue(cJSON_GetObjectItem(ev, "requestReceivedTimestamp"));
+                int64_t secs;
+                int zulu;
+                if ((strcmp(verb, "list") == 0 || strcmp(verb, "watch") == 0) && ts &&
+                    rfc3339_parse(ts, &secs, &zulu) == 0) {
+                    const char *frac = strchr(ts, '.');
+                    double t = (double)secs + (frac ? strtod(frac, NULL) : 0);
+                    if (t > r->last_relist)
+                        r->last_relist = t;
+                }
                 cJSON *c = cJSON_GetObjectItem(r->verbs, verb);
                 if (c)
                     cJSON_SetNumberValue(c, c->valuedouble + 1);
@@ -284,6 +307,100 @@ static void run_init(peer_run *r)
     r->rss_kib = r->hwm_kib = -1;
     r->req_start.total = r->req_out.total = r->req_in.total = -1;
     r->in_left = -1;
+    r->ch_p50 = r->ch_p99 = r->ch_max = r->cpu_churn = r->cpu_rs = r->rs_relist_s = NAN;
+    r->req_churn.total = r->req_rs.total = -1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct churn_goal {
+    bx_obs *o;
+    char (*names)[32];
+    int n;
+} churn_goal;
+
+/* Every deleted pod has a new pod of its name, added after its deletion. */
+static int churn_pred(void *arg)
+{
+    churn_goal *g = arg;
+    for (int i = 0; i < g->n; i++) {
+        uint64_t d = bx_obs_deleted_at(g->o, g->names[i]);
+        if (d == 0 || bx_obs_added_at(g->o, g->names[i]) <= d)
+            return 0;
+    }
+    return 1;
+}
+
+#define PEER_CHURN_PODS 100
+#define PEER_CHURN_RATE 10.0 /* deletes a second */
+
+/* Churn: PEER_CHURN_PODS pods spread over the NodeSet deleted one by one at
+ * PEER_CHURN_RATE a second, as failed pods or drained nodes would go; each
+ * operator recreates them. The latency is the harness's own DELETED event
+ * of a pod to the ADDED event of its replacement (the same name in both
+ * operators' StatefulSet-like naming), the same observer for both, since
+ * Slinky has no latency histogram of its own. */
+static void churn(bx_ctx *x, bx_api *api, bx_obs *obs, int n, int pid, const char *sa, const char *audit,
+                  peer_run *r)
+{
+    int k = n < PEER_CHURN_PODS ? n : PEER_CHURN_PODS;
+    char(*names)[32] = xcalloc((size_t)k, sizeof(*names));
+    long off = file_size(audit);
+    double c0 = bx_cpu_seconds(pid);
+    bx_step(x, "churn: %d pods deleted at %.0f/s", k, PEER_CHURN_RATE);
+    for (int i = 0; i < k && !bx_stop_requested(x); i++) {
+        snprintf(names[i], sizeof(names[i]), "gpu-%d", (int)((long)i * n / k));
+        (void)bx_delete(x, api, &KUBE_PODS, x->ns, names[i]);
+        bx_sleep(x, 1.0 / PEER_CHURN_RATE);
+    }
+    churn_goal g = {obs, names, k};
+    (void)bx_wait(x, churn_pred, &g, 60 + k);
+    double *lat = xcalloc((size_t)k, sizeof(double));
+    int m = 0;
+    for (int i = 0; i < k; i++) {
+        uint64_t d = bx_obs_deleted_at(obs, names[i]), a = bx_obs_added_at(obs, names[i]);
+        if (d && a > d)
+            lat[m++] = (double)(a - d) / 1e9;
+    }
+    qsort(lat, (size_t)m, sizeof(double), cmp_double);
+    r->ch_n = k;
+    r->ch_back = m;
+    if (m > 0) {
+        r->ch_p50 = lat[(m - 1) / 2];
+        r->ch_p99 = lat[(int)ceil(0.99 * m) - 1];
+        r->ch_max = lat[m - 1];
+    }
+    bx_sleep(x, 3); /* the status writes that follow */
+    r->cpu_churn = bx_cpu_seconds(pid) - c0;
+    audit_count(x, sa, off, &r->req_churn);
+    free(lat);
+    free(names);
+}
+
+/* The API server restarts (every watch ends, nothing changed): what each
+ * operator asks for and writes in the 30 s after, and when its last LIST or
+ * WATCH of the resync came. */
+static void restart(bx_ctx *x, int pid, const char *sa, const char *audit, peer_run *r)
+{
+    long off = file_size(audit);
+    double c0 = bx_cpu_seconds(pid);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double begun = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    bx_step(x, "restart: kube-apiserver restarts");
+    if (bx_k8s_restart_apiserver(x) != 0) {
+        bx_say(x, "bench: restart-apiserver failed (see logs/k8s-cluster.log)");
+        return;
+    }
+    bx_sleep(x, 30);
+    r->cpu_rs = bx_cpu_seconds(pid) - c0;
+    audit_count(x, sa, off, &r->req_rs);
+    if (r->req_rs.last_relist > 0)
+        r->rs_relist_s = r->req_rs.last_relist - begun;
 }
 
 static void run_one(bx_ctx *x, int variant, int n, const char *slinky, peer_run *r)
@@ -381,6 +498,10 @@ static void run_one(bx_ctx *x, int variant, int n, const char *slinky, peer_run 
     audit_count(x, variant_sa[variant], off, &r->req_out);
     if (r->out_created < n)
         goto out;
+    if (r->out_ok) {
+        churn(x, &api, obs, n, pid, variant_sa[variant], audit, r);
+        restart(x, pid, variant_sa[variant], audit, r);
+    }
 
     bx_step(x, "%s: scale-in %d -> 0", tag, n);
     off = file_size(audit);
@@ -523,6 +644,18 @@ static cJSON *run_json(const peer_run *r)
     cJSON_AddNumberToObject(o, "peakRssKiB", (double)r->hwm_kib);
     cJSON_AddItemToObject(o, "startCpuSeconds", bx_num(r->cpu_start));
     cJSON_AddItemToObject(o, "startApiRequests", reqs_json(&r->req_start));
+    cJSON *ch = cJSON_AddObjectToObject(o, "churn");
+    cJSON_AddNumberToObject(ch, "podsDeleted", r->ch_n);
+    cJSON_AddNumberToObject(ch, "podsBack", r->ch_back);
+    cJSON_AddItemToObject(ch, "p50Seconds", bx_num(r->ch_p50));
+    cJSON_AddItemToObject(ch, "p99Seconds", bx_num(r->ch_p99));
+    cJSON_AddItemToObject(ch, "maxSeconds", bx_num(r->ch_max));
+    cJSON_AddItemToObject(ch, "cpuSeconds", bx_num(r->cpu_churn));
+    cJSON_AddItemToObject(ch, "apiRequests", reqs_json(&r->req_churn));
+    cJSON *rs = cJSON_AddObjectToObject(o, "apiServerRestart");
+    cJSON_AddItemToObject(rs, "lastRelistSeconds", bx_num(r->rs_relist_s));
+    cJSON_AddItemToObject(rs, "cpuSeconds", bx_num(r->cpu_rs));
+    cJSON_AddItemToObject(rs, "apiRequests", reqs_json(&r->req_rs));
     cJSON *si = cJSON_AddObjectToObject(o, "scaleIn");
     cJSON_AddBoolToObject(si, "ran", r->in_done);
     cJSON_AddItemToObject(si, "firstTerminatingSeconds", bx_num(r->in_first_s));
@@ -564,6 +697,29 @@ static void report_size(bx_ctx *x, int n, peer_run *r, cJSON *js)
     row_n(t, "peak RSS (VmHWM, MiB)", "%.1f", a->hwm_kib / 1024.0, b->hwm_kib / 1024.0, c->hwm_kib / 1024.0);
     row_n(t, "start (Controller's objects): API requests", "%.0f", (double)a->req_start.total,
           (double)b->req_start.total, (double)c->req_start.total);
+    row_s(t, "churn: pod DELETED to its replacement ADDED, p50", a->ch_p50, b->ch_p50, c->ch_p50);
+    row_s(t, "churn: ... p99", a->ch_p99, b->ch_p99, c->ch_p99);
+    row_n(t, "churn: pods back of those deleted", "%.0f", a->ran ? a->ch_back : -1, b->ran ? b->ch_back : -1,
+          c->ran ? c->ch_back : -1);
+    row_n(t, "churn: API requests (audit log)", "%.0f", (double)a->req_churn.total, (double)b->req_churn.total,
+          (double)c->req_churn.total);
+    row_n(t, "churn: operator CPU seconds", "%.2f", a->cpu_churn, b->cpu_churn, c->cpu_churn);
+    row_s(t, "API server restart: to the last LIST/WATCH of the resync", a->rs_relist_s, b->rs_relist_s,
+          c->rs_relist_s);
+    row_n(t, "API server restart: API requests in 30 s", "%.0f", (double)a->req_rs.total, (double)b->req_rs.total,
+          (double)c->req_rs.total);
+    {
+        static const char *const wv[] = {"create", "update", "patch", "delete"};
+        long wa = 0, wb = 0, wc = 0;
+        for (size_t i = 0; i < 4; i++) {
+            wa += verb(&a->req_rs, wv[i]);
+            wb += verb(&b->req_rs, wv[i]);
+            wc += verb(&c->req_rs, wv[i]);
+        }
+        row_n(t, "API server restart: writes in 30 s", "%.0f", a->req_rs.total < 0 ? -1 : (double)wa,
+              b->req_rs.total < 0 ? -1 : (double)wb, c->req_rs.total < 0 ? -1 : (double)wc);
+    }
+    row_n(t, "API server restart: operator CPU seconds in 30 s", "%.2f", a->cpu_rs, b->cpu_rs, c->cpu_rs);
     row_s(t, "scale-in: PATCH to first pod terminating", a->in_first_s, b->in_first_s, c->in_first_s);
     row_s(t, "scale-in: PATCH to all pods gone", a->in_gone_s, b->in_gone_s, c->in_gone_s);
     row_n(t, "scale-in: pods left at the end of the wait", "%.0f", (double)a->in_left, (double)b->in_left,
@@ -629,8 +785,9 @@ int scen_peer_slinky(bx_ctx *x)
         snprintf(key, sizeof(key), "%d", n);
         report_size(x, n, runs, cJSON_AddObjectToObject(sizes, key));
         for (int v = 0; v < N_VARIANTS; v++) {
-            peer_reqs *pr[] = {&runs[v].req_start, &runs[v].req_out, &runs[v].req_in};
-            for (int k = 0; k < 3; k++) {
+            peer_reqs *pr[] = {&runs[v].req_start, &runs[v].req_out, &runs[v].req_in, &runs[v].req_churn,
+                               &runs[v].req_rs};
+            for (int k = 0; k < 5; k++) {
                 cJSON_Delete(pr[k]->verbs);
                 cJSON_Delete(pr[k]->res);
             }
