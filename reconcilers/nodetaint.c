@@ -258,6 +258,8 @@ static void setup(operator *op)
 {
     S.op = op;
     S.ix_pod_node = store_add_index(op_store(op, OPK_PODS), pod_node_index, NULL);
+    if (S.ix_pod_node < 0)
+        log_error("nodetaint: cannot index pods by node: %s", op_strerror(S.ix_pod_node));
     store_on_change(op_store(op, OPK_PODS), on_pod, NULL);
     store_on_change(op_store(op, OPK_NODES), on_node, NULL);
     store_on_change(op_store(op, OPK_NODESETS), on_nodeset, NULL);
