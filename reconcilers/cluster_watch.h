@@ -7,7 +7,8 @@
  * decisions are pure functions of the objects as the API server stores them
  * (cJSON), kept here so that they can be tested without an operator. The
  * reconcilers call them from their store change handlers with the cached
- * JSON of the CRs of the changed object's namespace.
+ * JSON of the CRs; references to Slinky's kinds and a Token's key may name
+ * another namespace (cw_ref_ns), so those mappings look at every namespace.
  *
  * Every predicate answers 0 for NULL objects and NULL or empty names.
  */
