@@ -27,6 +27,13 @@
 
 extern const op_reconciler RC_NODETAINT;
 
+/** The reconciler's state (queue, pending patches, the pods-by-node index),
+ *  which the operator owns (operator.nodetaint): made before setup, freed
+ *  once the operator's client has closed (NULL: nothing). */
+typedef struct nodetaint_state nodetaint_state;
+nodetaint_state *nodetaint_state_new(void);
+void nodetaint_state_free(nodetaint_state *st);
+
 /** Whether the taints array (a Node's spec.taints, may be NULL) holds the
  *  worker taint (key nodeset.slinky.slurm.net/worker, effect NoExecute). */
 int nodetaint_has(const cJSON *taints);
