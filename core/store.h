@@ -31,7 +31,7 @@
 #include "core/list.h"
 #include "core/map.h"
 
-#define STORE_MAX_INDEXES 4
+#define STORE_MAX_INDEXES 6
 
 typedef struct store store;
 typedef struct sobj sobj;

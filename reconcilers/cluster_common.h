@@ -53,7 +53,8 @@
 #define CLC_LOGIN_PORT 22
 #define CLC_DEFAULT_CLUSTER_DOMAIN "cluster.local"
 
-/* Read-only access to the objects of the CR's namespace.
+/* Read-only access to the objects of the CR's namespace (the Controller and
+ * the Accounting: of the namespace its reference names).
  *
  * get(ud, kind, name) returns the object as stored (or a projection holding
  * at least the fields listed below), or NULL when it does not exist. The

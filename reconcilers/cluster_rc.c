@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/rfc3339.h"
+#include "reconcilers/cluster_watch.h"
 #include "reconcilers/objsync.h"
 
 /* While the caches fill, a pass would see owned objects as missing and
@@ -331,15 +332,24 @@ const cJSON *crc_env_get(void *ud, const char *kind, const char *name)
         if (pending)
             crc_ref_wait(p);
         return o ? o->json : NULL;
-    } else if (strcmp(kind, "PersistentVolumeClaim") == 0)
+    }
+    /* The Controller and the Accounting are where the CR's reference points,
+     * which may be another namespace (cw_ref_ns). */
+    const char *ns = p->o->ns;
+    if (strcmp(kind, "PersistentVolumeClaim") == 0) {
         k = OPK_PVCS;
-    else if (strcmp(kind, "Controller") == 0)
+    } else if (strcmp(kind, "Controller") == 0) {
         k = OPK_CONTROLLERS;
-    else if (strcmp(kind, "Accounting") == 0)
+        ns = cw_ref_ns(p->cr, "spec.controllerRef");
+    } else if (strcmp(kind, "Accounting") == 0) {
         k = OPK_ACCOUNTINGS;
-    else
+        ns = cw_ref_ns(p->cr, "spec.accountingRef");
+    } else {
         return NULL;
-    const sobj *o = store_get(op_store(p->op, k), p->o->ns, name);
+    }
+    if (ns == NULL)
+        return NULL;
+    const sobj *o = store_get(op_store(p->op, k), ns, name);
     return o ? o->json : NULL;
 }
 
@@ -377,6 +387,15 @@ void crc_requeue_after(crc_pass *p, uint32_t ms)
 
 int crc_validated(crc_pass *p, int rc, vclu_result *r)
 {
+    /* With --namespace, a reference into a namespace slurmop does not watch
+     * could never be followed (no cache, no RBAC there): say so instead of
+     * reporting the object "not found" forever. */
+    const char *rns = NULL;
+    const char *field = cw_ref_outside(p->cr, p->op->opts.namespaces, (size_t)p->op->opts.n_namespaces, &rns);
+    if (field) {
+        char *m = xasprintf("%s.namespace: %s is not among the namespaces slurmop watches (--namespace)", field, rns);
+        vclu_add_error(r, m);
+    }
     if (p->ref_wait && (rc != 0 || r->n_errors > 0)) {
         /* Maybe only the object still being read: judge on the next pass. */
         vclu_result_free(r);

@@ -158,8 +158,9 @@ void crc_on_owned(store *s, const sobj *old_obj, const sobj *new_obj, void *data
 void crc_write_failed(crc_module *m, const char *key);
 
 /** The clc_env lookup backed by the caches ("Secret", "ConfigMap",
- *  "PersistentVolumeClaim", "Controller", "Accounting" in the CR's
- *  namespace); ud is the crc_pass. crc_pass.env is set up with it. Secrets
+ *  "PersistentVolumeClaim" in the CR's namespace; "Controller" and
+ *  "Accounting" in the namespace the CR's controllerRef / accountingRef
+ *  points into, cw_ref_ns); ud is the crc_pass. crc_pass.env is set up with it. Secrets
  *  and ConfigMaps go through op_ref_get: a user object not read yet makes
  *  the pass wait (crc_ref_wait). */
 const cJSON *crc_env_get(void *ud, const char *kind, const char *name);

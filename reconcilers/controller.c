@@ -120,19 +120,25 @@ static void enqueue_users(crc_module *m, const char *ns, const char *name, uses_
 
 /* The store handlers below get the crc_module as data. */
 
+/* Every Controller whose accountingRef names it, in any namespace
+ * (accountingRef.namespace). */
 static void on_accounting(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
     const sobj *o = new_obj ? new_obj : old_obj;
-    enqueue_users(data, o->ns, o->name, cw_controller_uses_accounting);
+    crc_module *m = data;
+    size_t it = 0;
+    const sobj *c;
+    while ((c = store_next(op_store(m->op, OPK_CONTROLLERS), &it)))
+        if (cw_controller_uses_accounting(c->json, o->ns, o->name))
+            crc_enqueue(m, c->ns, c->name);
 }
 
 static void on_nodeset(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
-    const char *ctl[2];
+    cw_ref ctl[2];
     int n = cw_nodeset_affects(old_obj ? old_obj->json : NULL, new_obj ? new_obj->json : NULL, ctl);
-    const sobj *o = new_obj ? new_obj : old_obj;
     for (int i = 0; i < n; i++)
-        crc_enqueue(data, o->ns, ctl[i]);
+        crc_enqueue(data, ctl[i].ns, ctl[i].name);
 }
 
 static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
@@ -525,7 +531,8 @@ static void sync_active(crc_pass *p)
 /* ------------------------------------------------------------------ */
 /* one pass */
 
-/* The NodeSets of the namespace that reference this Controller. */
+/* The NodeSets that reference this Controller, from any namespace
+ * (controllerRef.namespace). */
 static const cJSON **collect_nodesets(crc_pass *p, size_t *n)
 {
     store *s = op_store(p->op, OPK_NODESETS);
@@ -533,8 +540,7 @@ static const cJSON **collect_nodesets(crc_pass *p, size_t *n)
     size_t it = 0, k = 0;
     const sobj *o;
     while ((o = store_next(s, &it))) {
-        const char *ref = cw_controller_ref(o->json);
-        if (strcmp(o->ns, p->o->ns) == 0 && ref && strcmp(ref, p->o->name) == 0)
+        if (cw_ref_is(o->json, "spec.controllerRef", p->o->ns, p->o->name))
             v[k++] = o->json;
     }
     *n = k;

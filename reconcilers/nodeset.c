@@ -14,6 +14,7 @@
 #include "core/rfc3339.h"
 #include "reconcilers/batch.h"
 #include "reconcilers/cluster_rc.h"
+#include "reconcilers/cluster_watch.h"
 #include "reconcilers/expect.h"
 #include "reconcilers/nodeset_build.h"
 #include "reconcilers/nodeset_incr.h"
@@ -42,7 +43,7 @@ struct nsctl {
     int ix_pod_owner;    /* pods by controller owner uid */
     int ix_pod_instance; /* pods by app.kubernetes.io/instance (orphan adoption) */
     int ix_pod_node;     /* pods by spec.nodeName */
-    int ix_ns_ctl;       /* nodesets by "<ns>/<controllerRef.name>" */
+    int ix_ns_ctl;       /* nodesets by "<Controller's ns>/<controllerRef.name>" (cw_ref_ns) */
     int ix_rev_owner;    /* controllerrevisions by owner uid */
     mx_family *mx_passes; /* slurmop_nodeset_passes_total{kind} */
     map_t status_busy;    /* key -> struct status_busy: a status PATCH in flight */
@@ -275,9 +276,10 @@ static const char *nodeset_ctl_index(const sobj *o, void *data)
 {
     static char buf[512];
     const char *ctl = json_get_str(o->json, "spec.controllerRef.name");
-    if (ctl == NULL || *ctl == '\0')
+    const char *ns = cw_ref_ns(o->json, "spec.controllerRef");
+    if (ctl == NULL || *ctl == '\0' || ns == NULL)
         return NULL;
-    snprintf(buf, sizeof(buf), "%s/%s", o->ns, ctl);
+    snprintf(buf, sizeof(buf), "%s/%s", ns, ctl);
     return buf;
 }
 
@@ -968,11 +970,11 @@ static void sync_shared_objects(struct pass *p)
     char v[512];
     store_cursor c;
     store *nss = op_store(p->op, OPK_NODESETS);
-    snprintf(v, sizeof(v), "%s/%s", p->nsname, ctl);
+    snprintf(v, sizeof(v), "%s/%s", cw_ref_ns(p->ns, "spec.controllerRef"), ctl);
     size_t n = store_index_count(nss, C->ix_ns_ctl, v), i = 0;
     nsb_owner *owners = xcalloc(n + 1, sizeof(*owners));
     for (const sobj *o = store_index_first(nss, C->ix_ns_ctl, v, &c); o && i < n; o = store_index_next(&c)) {
-        if (o->deleting)
+        if (o->deleting || strcmp(o->ns, p->nsname) != 0) /* the Service is per namespace */
             continue;
         owners[i].name = o->name;
         owners[i].uid = o->uid;
@@ -1757,6 +1759,13 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
      * nodeset_immut.h); never in the way of a deletion. */
     if (nsb_validate(p.ns, NULL, &msgs) == 0 && !o->deleting)
         nsim_check(op->nodeset_immut, o->key, o->uid, p.ns, &msgs);
+    /* With --namespace, a Controller outside the watched namespaces can never be found. */
+    const char *out_ns = NULL;
+    if (!o->deleting && cw_ref_outside(p.ns, op->opts.namespaces, (size_t)op->opts.n_namespaces, &out_ns)) {
+        msgs.v = xrealloc(msgs.v, (msgs.n + 1) * sizeof(*msgs.v));
+        msgs.v[msgs.n++] = xasprintf("spec.controllerRef.namespace: %s is not among the namespaces slurmop "
+                                     "watches (--namespace)", out_ns);
+    }
     if (msgs.n > 0) {
         /* Nothing of an invalid spec is acted on (a replicas beyond the
          * maximum would allocate and loop for it): Events and a condition
@@ -1773,7 +1782,8 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     nsim_remember(op->nodeset_immut, o->key, o->uid, p.ns);
 
     const char *ctlname = json_get_str_or(p.ns, "spec.controllerRef.name", "");
-    const sobj *ctl = store_get(op_store(op, OPK_CONTROLLERS), o->ns, ctlname);
+    const char *ctlns = cw_ref_ns(p.ns, "spec.controllerRef");
+    const sobj *ctl = ctlns ? store_get(op_store(op, OPK_CONTROLLERS), ctlns, ctlname) : NULL;
     if (o->deleting) {
         incr_drop(key);
         p.ctl = ctl ? ctl->json : NULL;

@@ -723,7 +723,8 @@ cJSON *nsb_build_template(const nsb_pod_args *a, char *err, size_t errlen)
         errf(err, errlen, "Controller %s has no spec.slurmKeyRef.name", meta_str(ctl, "name"));
         return NULL;
     }
-    char *server = nsb_conf_server(ctl, ns);
+    /* slurmctld's Service lives in the Controller's namespace (controllerRef.namespace). */
+    char *server = nsb_conf_server(ctl, *meta_str(ctl, "namespace") ? meta_str(ctl, "namespace") : ns);
     if (server == NULL) {
         errf(err, errlen, "external Controller %s lacks externalConfig host or port", meta_str(ctl, "name"));
         return NULL;

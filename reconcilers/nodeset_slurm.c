@@ -14,6 +14,7 @@
 #include "core/mem.h"
 #include "core/rfc3339.h"
 #include "reconcilers/cluster_common.h"
+#include "reconcilers/cluster_watch.h"
 #include "reconcilers/slurmclient.h"
 #include "slurmio/hostlist.h"
 #include "slurmio/nodecache.h"
@@ -173,7 +174,8 @@ static nss_set *set_get(const sobj *nodeset, const cJSON *ns_json)
 {
     nss_set *s = map_get(&M.sets, nodeset->key);
     const char *ctl = json_get_str_or(ns_json, "spec.controllerRef.name", "");
-    char *ctl_key = xasprintf("%s/%s", nodeset->ns, ctl);
+    const char *ctl_ns = cw_ref_ns(ns_json, "spec.controllerRef");
+    char *ctl_key = xasprintf("%s/%s", ctl_ns ? ctl_ns : nodeset->ns, ctl);
     if (s && strcmp(s->ctl_key, ctl_key) != 0) {
         map_drop(&M.sets, nodeset->key);
         s = NULL;
@@ -1530,7 +1532,8 @@ int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
         return 0;
     nss_set *s = set_get(nodeset, ns);
     const char *ctl = json_get_str_or(ns, "spec.controllerRef.name", "");
-    if (!store_get(op_store(op, OPK_CONTROLLERS), nodeset->ns, ctl)) {
+    const char *ctl_ns = cw_ref_ns(ns, "spec.controllerRef");
+    if (!store_get(op_store(op, OPK_CONTROLLERS), ctl_ns ? ctl_ns : nodeset->ns, ctl)) {
         set_finalizer(op, nodeset, 0);
         return 1;
     }

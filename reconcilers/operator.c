@@ -18,6 +18,7 @@
 #include "reconcilers/loginset.h"
 #include "reconcilers/msec.h"
 #include "reconcilers/nodeset_immut.h"
+#include "reconcilers/nodetaint.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"
 #include "reconcilers/restapi.h"
@@ -582,6 +583,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
     op->accounting = accounting_state_new();
     op->loginset = loginset_state_new();
     op->token = token_state_new();
+    op->nodetaint = nodetaint_state_new();
     op->nodeset_immut = nsim_new();
     for (int i = 0; i < 2; i++) {
         p->ref_store[i] = store_new(&KIND_FULL_NAMESPACED);
@@ -743,6 +745,7 @@ static void on_client_closed(void *data)
     accounting_state_free(op->accounting);
     loginset_state_free(op->loginset);
     token_state_free(op->token);
+    nodetaint_state_free(op->nodetaint);
     nsim_free(op->nodeset_immut);
     for (int k = 0; k < OPK__COUNT; k++)
         store_free(op->stores[k]);

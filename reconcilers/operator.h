@@ -137,6 +137,7 @@ struct operator {
     struct accounting_state *accounting;
     struct loginset_state *loginset;
     struct token_state *token;
+    struct nodetaint_state *nodetaint;
     struct nsim_table *nodeset_immut; /* the NodeSet reconciler's last valid immutable fields */
     int leading;              /* reconcilers are running */
     int stopping;

@@ -38,14 +38,13 @@ void restapi_state_free(restapi_state *st)
 /* ------------------------------------------------------------------ */
 /* watches: the store handlers get the crc_module as data */
 
-/* The RestApis of ns whose controllerRef is ctl. */
+/* The RestApis, of any namespace, whose controllerRef is ns/ctl. */
 static void enqueue_of_controller(crc_module *m, const char *ns, const char *ctl)
 {
     size_t it = 0;
     const sobj *r;
     while ((r = store_next(op_store(m->op, OPK_RESTAPIS), &it))) {
-        const char *ref = cw_controller_ref(r->json);
-        if (strcmp(r->ns, ns) == 0 && ref && strcmp(ref, ctl) == 0)
+        if (cw_ref_is(r->json, "spec.controllerRef", ns, ctl))
             crc_enqueue(m, r->ns, r->name);
     }
 }
@@ -67,7 +66,7 @@ static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *
     while ((r = store_next(op_store(m->op, OPK_RESTAPIS), &it))) {
         if (strcmp(r->ns, o->ns) != 0)
             continue;
-        const sobj *ctl = store_get(ctls, r->ns, cw_controller_ref(r->json));
+        const sobj *ctl = store_get(ctls, cw_ref_ns(r->json, "spec.controllerRef"), cw_controller_ref(r->json));
         if (ctl && cw_restapi_uses_secret(r->json, ctl->json, o->name))
             crc_enqueue(m, r->ns, r->name);
     }

@@ -13,6 +13,7 @@
 #include "core/map.h"
 #include "core/mem.h"
 #include "reconcilers/cluster_common.h"
+#include "reconcilers/cluster_watch.h"
 #include "reconcilers/controller.h"
 #include "slurmio/backend.h"
 #include "slurmio/rest.h"
@@ -84,9 +85,10 @@ static void on_controller(store *s, const sobj *old, const sobj *new, void *data
 static void enqueue_ref(const sobj *o)
 {
     const char *ctl = o && o->json ? json_get_str(o->json, "spec.controllerRef.name") : NULL;
-    if (ctl && *ctl) {
+    const char *ns = o && o->json ? cw_ref_ns(o->json, "spec.controllerRef") : NULL;
+    if (ctl && *ctl && ns) {
         char key[512];
-        snprintf(key, sizeof(key), "%s/%s", o->ns, ctl);
+        snprintf(key, sizeof(key), "%s/%s", ns, ctl);
         enqueue(key);
     }
 }
@@ -120,10 +122,8 @@ static const sobj *restapi_of(const char *ns, const char *ctl)
     size_t it = 0;
     const sobj *o;
     while ((o = store_next(op_store(S.op, OPK_RESTAPIS), &it))) {
-        if (strcmp(o->ns, ns) != 0 || !o->json || o->deleting)
-            continue;
-        const char *ref = json_get_str(o->json, "spec.controllerRef.name");
-        if (!ref || strcmp(ref, ctl) != 0)
+        /* controllerRef.namespace: a RestApi may serve a Controller of another namespace. */
+        if (!o->json || o->deleting || !cw_ref_is(o->json, "spec.controllerRef", ns, ctl))
             continue;
         if (!best || o->created < best->created ||
             (o->created == best->created && strcmp(o->name, best->name) < 0))

@@ -244,7 +244,7 @@ static const char *const auth_info[] = {"use_client_ids"};
 
 /* Accounting lines: the in-cluster Service, or the external endpoint of an
  * external Accounting (whose Service does not exist). */
-static void accounting_lines(buf_t *b, const cJSON *accounting)
+static void accounting_lines(buf_t *b, const cJSON *controller, const cJSON *accounting)
 {
     section(b, "ACCOUNTING");
     if (accounting == NULL) {
@@ -256,7 +256,14 @@ static void accounting_lines(buf_t *b, const cJSON *accounting)
         put(b, "AccountingStorageHost=%s\n", json_get_str_or(accounting, "spec.externalConfig.host", ""));
         put(b, "AccountingStoragePort=%lld\n", json_get_int(accounting, "spec.externalConfig.port", 0));
     } else {
-        put(b, "AccountingStorageHost=%s-accounting\n", json_get_str_or(accounting, "metadata.name", ""));
+        /* Short name in the Controller's own namespace (Slinky's text); an
+         * Accounting of another namespace (accountingRef.namespace) is reached
+         * through <name>-accounting.<namespace>. */
+        const char *ans = json_get_str_or(accounting, "metadata.namespace", "");
+        if (*ans && strcmp(ans, json_get_str_or(controller, "metadata.namespace", "")) != 0)
+            put(b, "AccountingStorageHost=%s-accounting.%s\n", json_get_str_or(accounting, "metadata.name", ""), ans);
+        else
+            put(b, "AccountingStorageHost=%s-accounting\n", json_get_str_or(accounting, "metadata.name", ""));
         put(b, "AccountingStoragePort=%d\n", CLC_SLURMDBD_PORT);
     }
 }
@@ -279,7 +286,7 @@ char *sconf_slurm_conf_external(const cJSON *controller, const cJSON *accounting
     put(&b, "SlurmctldPort=%lld\n", json_get_int(controller, "spec.externalConfig.port", 0));
     section(&b, "PLUGINS & PARAMETERS");
     put(&b, "AuthType=auth/slurm\nCredType=cred/slurm\nAuthAltTypes=auth/jwt\n");
-    accounting_lines(&b, accounting);
+    accounting_lines(&b, controller, accounting);
     free(cluster);
     return finish(&b);
 }
@@ -377,7 +384,7 @@ int sconf_slurm_conf(const cJSON *controller, const cJSON *const *nodesets, size
     if (json_get_bool(controller, "spec.metrics.enabled", 0))
         put(&b, "MetricsType=metrics/openmetrics\n");
 
-    accounting_lines(&b, accounting);
+    accounting_lines(&b, controller, accounting);
 
     if (scripts[0].n || scripts[1].n) {
         section(&b, "SLURMCTLD PROLOG & EPILOG");

@@ -59,8 +59,9 @@ char *sconf_merged_config(const char *extra, const sconf_merge *keys, size_t n_k
 /** slurm.conf for a Controller that runs in Kubernetes (docs/compat.md#slurmconf).
  *
  *  controller: the Controller CR as stored (defaults applied on the fly).
- *  nodesets: the NodeSet CRs of the namespace; those whose
- *    spec.controllerRef.name is not the Controller's name are ignored; the
+ *  nodesets: the NodeSet CRs that reference the Controller (the caller
+ *    picks them, from any namespace); those whose spec.controllerRef.name is
+ *    not the Controller's name are ignored; the
  *    rest are emitted in bytewise order of metadata.name as
  *    "NodeSet=<n> Feature=<n>" and, with spec.partition.enabled,
  *    "PartitionName=<n> Nodes=<n> <spec.partition.config>" (Slinky joins the
@@ -68,7 +69,9 @@ char *sconf_merged_config(const char *extra, const sconf_merge *keys, size_t n_k
  *    <n> is clc_nodeset_name().
  *  env: looks up the Accounting named by spec.accountingRef (absent:
  *    accounting_storage/none; external Accounting: its externalConfig host
- *    and port instead of the in-cluster Service) and the ConfigMaps of
+ *    and port instead of the in-cluster Service, `<name>-accounting`, which
+ *    gets `.<namespace>` when the Accounting's namespace is not the
+ *    Controller's) and the ConfigMaps of
  *    prologScriptRefs, epilogScriptRefs, prologSlurmctldScriptRefs and
  *    epilogSlurmctldScriptRefs (their data keys are the script file names:
  *    all names of one kind sorted bytewise; Prolog/Epilog are bare names,

@@ -58,7 +58,7 @@ static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *
     size_t it = 0;
     const sobj *t;
     while ((t = store_next(op_store(m->op, OPK_TOKENS), &it)))
-        if (strcmp(t->ns, o->ns) == 0 && cw_token_uses_secret(t->json, o->name))
+        if (cw_token_uses_secret(t->json, o->ns, o->name)) /* the key may be in another namespace */
             crc_enqueue(m, t->ns, t->name);
 }
 
@@ -136,7 +136,8 @@ static void reconcile(crc_pass *p)
     const char *key_name = json_get_str_or(s.jwt_ref, "name", "");
     const char *key_key = json_get_str_or(s.jwt_ref, "key", "");
     int key_pending = 0;
-    const sobj *key_sec = op_ref_get(p->op, OPK_SECRETS, p->o->ns, key_name, &key_pending);
+    const char *key_ns = cw_token_key_ns(p->cr); /* jwtKeyRef.namespace, else the Token's */
+    const sobj *key_sec = op_ref_get(p->op, OPK_SECRETS, key_ns ? key_ns : p->o->ns, key_name, &key_pending);
     if (key_pending) {
         crc_ref_wait(p); /* the key Secret's first read is on its way */
         return;

@@ -32,6 +32,31 @@ static void warn(vclu_result *r, const char *fmt, ...)
     va_end(ap);
 }
 
+void vclu_add_error(vclu_result *r, char *msg)
+{
+    push(&r->errors, &r->n_errors, msg);
+}
+
+/* A ConfigMap list entry naming another namespace: Slinky's type has the
+ * field, and Slinky as slurmop reads (and mounts) the ConfigMap from the
+ * Controller's namespace, as a pod can mount nothing else. */
+static void foreign_cm_refs(const cJSON *cr, vclu_result *r)
+{
+    static const char *const lists[] = {"configFileRefs", "prologScriptRefs", "epilogScriptRefs",
+                                        "prologSlurmctldScriptRefs", "epilogSlurmctldScriptRefs"};
+    const char *own = json_get_str_or(cr, "metadata.namespace", "");
+    const cJSON *spec = json_child(cr, "spec");
+    for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+        const cJSON *refs = json_child(spec, lists[i]);
+        for (const cJSON *ref = cJSON_IsArray(refs) ? refs->child : NULL; ref; ref = ref->next) {
+            const char *ns = json_get_str_or(ref, "namespace", "");
+            if (*ns && strcmp(ns, own) != 0)
+                warn(r, "%s: ConfigMap %s: namespace %s is ignored; it is read from the Controller's namespace %s",
+                     lists[i], json_get_str_or(ref, "name", ""), ns, own);
+        }
+    }
+}
+
 void vclu_result_free(vclu_result *r)
 {
     for (size_t i = 0; i < r->n_errors; i++)
@@ -127,6 +152,7 @@ int vclu_controller(const cJSON *cr, const cJSON *old, const clc_env *env, vclu_
     if (ha && (!persist || *claim == '\0'))
         err(r, "ha.enabled requires persistence.enabled and persistence.existingClaim (a ReadWriteMany PVC)");
 
+    foreign_cm_refs(cr, r);
     const cJSON *refs = json_child(spec, "configFileRefs");
     if (cJSON_IsArray(refs))
         for (const cJSON *ref = refs->child; ref; ref = ref->next) {

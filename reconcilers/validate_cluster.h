@@ -29,6 +29,8 @@ typedef struct vclu_result {
     size_t n_warnings;
 } vclu_result;
 
+/** Append an error (msg is taken). */
+void vclu_add_error(vclu_result *r, char *msg);
 /** Free every message and zero r. */
 void vclu_result_free(vclu_result *r);
 /** The messages joined with "; " (malloc'd; "" when n is 0). */
@@ -43,7 +45,8 @@ char *vclu_join(char *const *msgs, size_t n);
  *  (old NULL) a ClusterName longer than 40 characters; on update a changed
  *  ClusterName, slurmKeyRef name, effective JWT key ref,
  *  persistence.enabled, or persistence.existingClaim (while enabled).
- *  Warnings: config file names Slurm does not know (the list in
+ *  Warnings: a ConfigMap ref (configFileRefs, the script refs) naming
+ *  another namespace (ignored: read from the Controller's), config file names Slurm does not know (the list in
  *  docs/compat.md#admission-checks), and spec.service.spec.externalIPs (it is ignored). */
 int vclu_controller(const cJSON *cr, const cJSON *old, const clc_env *env, vclu_result *r);
 

@@ -69,7 +69,8 @@ def _expected_cluster_permissions():
     grant("", ["configmaps", "secrets"], ["get", "list", "watch", "create", "patch", "delete"])
     grant("", ["pods/status"], ["get", "update", "patch"])
     grant("", ["secrets/finalizers"], ["update"])
-    grant("", ["nodes"], ["get", "list", "watch"])
+    # patch: only the taintKubeNodes taint.
+    grant("", ["nodes"], ["get", "list", "watch", "patch"])
     grant("", ["events"], ["create", "patch"])
     grant("events.k8s.io", ["events"], ["create", "patch"])
     grant("apps", ["statefulsets", "deployments", "controllerrevisions"], OWNED)
@@ -263,7 +264,8 @@ class OperatorChecks:
             if missing:
                 problems.append("missing: %s %s %s" % (key[0] or "core", key[1], sorted(missing)))
         self.assertEqual(problems, [], "ClusterRole differs from the operator's permission table")
-        self.assertEqual(granted[("", "nodes")], {"get", "list", "watch"}, "Nodes are read-only")
+        self.assertEqual(granted[("", "nodes")], {"get", "list", "watch", "patch"},
+                         "Nodes are read, and patched only for the taintKubeNodes taint")
         self.assertNotIn(("coordination.k8s.io", "leases"), granted, "Leases belong in the namespaced Role")
         return cr
 
@@ -985,7 +987,7 @@ class TestChartsRendered(unittest.TestCase):
         self.assertEqual(ctl["spec"]["jwtKeyRef"], {"name": "slurm-auth-jwt", "key": "jwt.key"})
         self.assertEqual(ctl["spec"]["slurmctld"]["image"], "ghcr.io/slinkyproject/slurmctld:26.05-ubuntu26.04")
         self.assertNotIn("accountingRef", ctl["spec"])
-        self.assertEqual(one(objs, "RestApi")["spec"]["controllerRef"], {"name": "slurm"})
+        self.assertEqual(one(objs, "RestApi")["spec"]["controllerRef"], {"name": "slurm", "namespace": "slurm"})
         self.assertEqual(find(objs, "NodeSet"), [], "no worker by default")
         with open(os.path.join(HELM_DIR, "slurm", "templates", "secrets.yaml"), encoding="utf-8") as f:
             text = f.read()
@@ -1001,7 +1003,7 @@ class TestChartsRendered(unittest.TestCase):
         self.check_crs(objs)
         # The release name does not contain the chart's: objects are lab-slurm.
         ctl = one(objs, "Controller", "lab-slurm")
-        self.assertEqual(ctl["spec"]["accountingRef"], {"name": "lab-slurm"})
+        self.assertEqual(ctl["spec"]["accountingRef"], {"name": "lab-slurm", "namespace": "hpc"})
         self.assertEqual(ctl["spec"]["extraConf"].split("\n"), [
             "SchedulerParameters=bf_continue",
             "PartitionName=all Nodes=ALL Default=YES MaxTime=UNLIMITED State=UP",
@@ -1048,8 +1050,6 @@ class TestChartsRendered(unittest.TestCase):
     def test_slurm_chart_refusals(self):
         for args, words in (
                 (["--set", "nodesets.Bad_Key.enabled=true"], "Bad_Key"),
-                (["--set", "nodesets.slinky.enabled=true", "--set", "nodesets.slinky.taintKubeNodes=true"],
-                 "taintKubeNodes"),
                 (["--set", "controller.ha.enabled=true"], "existingClaim"),
                 (["--set-string", "configFiles.slurm\\.conf=x"], "slurm.conf"),
                 (["--set", "partitions.all.enabled=true", "--set", "partitions.all.nodesets=null"], "nodesets")):

@@ -141,24 +141,16 @@ def normalise(o):
     - the chart name/version labels (CHART_LABELS), on the object and on
       its pod template;
     - null, {} and [] versus absent;
-    - `namespace` in controllerRef/accountingRef when it is the object's own
-      (slurmop's CRDs have no namespace in these references: a reference is
-      always to the same namespace);
-    - a NodeSet's `taintKubeNodes: false` (slurmop's NodeSet has no such
-      field; the chart refuses true).
+    - a NodeSet's `taintKubeNodes: false` (the CRD's default: Slinky's chart
+      always writes the field, ours when the entry sets it).
     Everything else, including "" strings, must be equal."""
     o = json.loads(json.dumps(o))
     meta = o.get("metadata", {})
-    ns = meta.get("namespace")
     for m in (meta, (o.get("spec") or {}).get("template", {}).get("metadata") or {}):
         for k in CHART_LABELS:
             (m.get("labels") or {}).pop(k, None)
     spec = o.get("spec")
     if isinstance(spec, dict):
-        for ref in ("controllerRef", "accountingRef"):
-            r = spec.get(ref)
-            if isinstance(r, dict) and r.get("namespace") == ns:
-                r.pop("namespace")
         if o.get("kind") == "NodeSet" and spec.get("taintKubeNodes") is False:
             spec.pop("taintKubeNodes")
     return prune(o)
@@ -297,7 +289,6 @@ def check_dcgm(case, ours, fullname):
 # (values, words the error must contain, does Slinky's chart refuse it too;
 # None: it does, for another reason)
 REFUSALS = [
-    (["nodesets.slinky.taintKubeNodes=true"], "nodesets.slinky.taintKubeNodes", False),
     (["configFiles.slurm\\.conf=x"], "configFiles.slurm.conf", False),
     (["configFiles.slurmdbd\\.conf=x"], "configFiles.slurmdbd.conf", False),
     (["clusterName=a-cluster-name-that-is-longer-than-forty-chars"], "clusterName", False),

@@ -231,6 +231,36 @@ def test_volume_claim_templates_immutable():
     assert c.get(path_of("NodeSet", "vct-a")).json()["spec"]["volumeClaimTemplates"] == [VCT]
 
 
+def test_reference_namespaces_kept():
+    """The namespace of Slinky's references survives the real API server
+    (a field missing from the schema would be pruned without a word), and
+    controllerRef stays fixed as a whole: moving it to another namespace is
+    refused like renaming it."""
+    c = ks().client()
+    ref = {"name": "slurm", "namespace": "elsewhere"}
+    for kind, name, spec, path in (
+            ("NodeSet", "ref-ns", merged(BASE["NodeSet"], {"controllerRef": ref, "taintKubeNodes": True}),
+             ("spec", "controllerRef")),
+            ("LoginSet", "ref-ls", merged(BASE["LoginSet"], {"controllerRef": ref}), ("spec", "controllerRef")),
+            ("RestApi", "ref-ra", merged(BASE["RestApi"], {"controllerRef": ref}), ("spec", "controllerRef")),
+            ("Controller", "ref-ctl", merged(BASE["Controller"], {
+                "accountingRef": {"name": "acct", "namespace": "db"},
+                "configFileRefs": [{"name": "files", "namespace": "elsewhere"}]}), ("spec", "accountingRef")),
+            ("Token", "ref-tok", merged(BASE["Token"], {"jwtKeyRef": {"name": "keys", "key": "jwt.key",
+                                                                      "namespace": "keys"}}), ("spec", "jwtKeyRef"))):
+        r = c.post(path_of(kind), obj(kind, name, spec))
+        assert r.status == 201, (kind, r.text[:400])
+        assert lookup(r.json(), path) == lookup({"spec": spec}, path), (kind, lookup(r.json(), path))
+    got = c.get(path_of("NodeSet", "ref-ns")).json()["spec"]
+    assert got["taintKubeNodes"] is True, got
+    assert c.get(path_of("Controller", "ref-ctl")).json()["spec"]["configFileRefs"] == [
+        {"name": "files", "namespace": "elsewhere"}]
+    for kind, name in (("NodeSet", "ref-ns"), ("LoginSet", "ref-ls")):
+        r = c.patch(path_of(kind, name), {"spec": {"controllerRef": {"name": "slurm", "namespace": "other"}}})
+        assert r.status == 422 and "controllerRef cannot be changed" in r.json().get("message", ""), (
+            kind, r.status, r.text[:400])
+
+
 def test_defaults_come_back():
     k = ks()
     c = k.client()

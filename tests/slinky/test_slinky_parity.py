@@ -8,7 +8,10 @@ version, kinds, plurals and scope). The same Secrets, ConfigMaps and custom
 resources (a Controller with persistence and accounting, NodeSets in
 StatefulSet and DaemonSet mode with volumeClaimTemplates, one on the host
 network, a LoginSet with sssd, a RestApi, an Accounting, a Token) go into
-two namespaces:
+two namespaces, each with a neighbour `<namespace>-xns` holding a LoginSet
+whose controllerRef names the Controller across namespaces
+(controllerRef.namespace; not a NodeSet, which Slinky 1.1.0 cannot run in
+another namespace than its Controller's):
 
   1. namespace slinky: Slinky's manager (tests/slinky/build.sh) runs with
      its ServiceAccount and the ClusterRole of its module's config/rbac; it
@@ -19,6 +22,11 @@ two namespaces:
      nothing else.
   2. namespace slurmop: slurmop (`--namespace slurmop`, the ServiceAccount
      of deploy/'s RBAC) does the same.
+
+The NodeSet edge has taintKubeNodes: once each side has settled, the Nodes
+running its pods must carry the worker taint (the same taint on both sides;
+compared as a pseudo-object NodeTaint/edge); the taints Slinky left are
+removed before slurmop runs.
 
 Then every object in each namespace that an operator made (not the inputs,
 not what Kubernetes' own controllers made from a StatefulSet or Deployment,
@@ -57,6 +65,11 @@ from slurmop import Slurmop, slurmop_binary, yaml_to_json, SRC  # noqa: E402
 GROUP = "slinky.slurm.net"
 NS_SLINKY = "parity-slinky"
 NS_SLURMOP = "parity-slurmop"
+# The neighbour namespace of each side (its objects are compared under
+# "<name>+xns") and the NodeSet with taintKubeNodes.
+XNS = "-xns"
+TAINT = "nodeset.slinky.slurm.net/worker"
+TAINTED_NODESET = "edge"
 SLINKY_SA_NS = "slinky-system"
 SLINKY_SA = "slinky"
 INPUT = "parity.slurmop.test/input"
@@ -110,7 +123,8 @@ IMG = "ghcr.io/slinkyproject/%s:25.11-ubuntu24.04"
 
 
 def inputs():
-    """Secrets, ConfigMaps and custom resources, without a namespace."""
+    """Secrets, ConfigMaps and custom resources, without a namespace; the
+    ones of the neighbour namespace (<ns>-xns) are marked "_xns"."""
     lab = {INPUT: "true"}
 
     def secret(name, data):
@@ -166,6 +180,11 @@ def inputs():
                                   extraConf="Features=cpu",
                                   volumeClaimTemplates=claim,
                                   template={"spec": {"hostname": "cpu-"}})),
+        # taintKubeNodes: its Nodes get the worker taint once its pods run (no claim
+        # template: nothing provisions volumes here, and a pod waiting for its claim never runs).
+        cr("NodeSet", "edge", dict(worker, controllerRef={"name": "slurm", "namespace": NS_PLACEHOLDER}, replicas=1,
+                                   scalingMode="StatefulSet", taintKubeNodes=True,
+                                   template={"spec": {"hostname": "edge-"}})),
         # DaemonSet mode on the host network: one pod per GPU node.
         cr("NodeSet", "gpu", dict(worker, controllerRef={"name": "slurm", "namespace": NS_PLACEHOLDER}, scalingMode="DaemonSet",
                                   partition={"enabled": True},
@@ -179,6 +198,17 @@ def inputs():
                                  "initconf": {"image": SIDECAR}}),
         cr("Token", "admin", {"username": "slurm", "lifetime": "15m",
                               "jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"}}),
+        # The neighbour namespace: a LoginSet of the Controller across namespaces, and the
+        # Secrets its pods mount (a pod mounts Secrets of its own namespace only). Not a
+        # NodeSet: Slinky 1.1.0 makes the Controller's shared worker Service in the
+        # Controller's namespace owned by every NodeSet of the Controller, and a NodeSet of
+        # another namespace makes that ownerReference, and so every NodeSet's pass, fail.
+        dict(secret("slurm-key", {"slurm.key": SLURM_KEY}), _xns=True),
+        dict(secret("sssd-conf", {"sssd.conf": SSSD_CONF}), _xns=True),
+        dict(cr("LoginSet", "remote", {"controllerRef": {"name": "slurm", "namespace": NS_PLACEHOLDER},
+                                       "replicas": 1, "sssdConfRef": {"name": "sssd-conf", "key": "sssd.conf"},
+                                       "login": {"image": IMG % "login"}, "initconf": {"image": SIDECAR}}),
+             _xns=True),
     ]
 
 
@@ -245,6 +275,14 @@ RESOURCES = [
 BUILTIN = {("ConfigMap", "kube-root-ca.crt"), ("ServiceAccount", "default")}
 # Made by Kubernetes' controllers from what an operator wrote.
 KUBE_OWNERS = {"StatefulSet", "ReplicaSet", "DaemonSet", "Deployment", "Job"}
+
+
+def collect_side(client, ns):
+    """collect() of ns and of its neighbour ns-xns, whose names get "+xns"."""
+    objs = collect(client, ns)
+    for (kind, name), o in collect(client, ns + XNS).items():
+        objs[(kind, name + "+xns")] = o
+    return objs
 
 
 def collect(client, ns):
@@ -465,12 +503,13 @@ def apply_inputs(cl, ns, restapi):
             if (o["kind"] == "RestApi") != restapi:
                 continue
             o = json.loads(json.dumps(o).replace(NS_PLACEHOLDER, ns))
-            o["metadata"]["namespace"] = ns
+            target = ns + XNS if o.pop("_xns", False) else ns
+            o["metadata"]["namespace"] = target
             if o["apiVersion"] == "v1":
-                path = "/api/v1/namespaces/%s/%s" % (ns, o["kind"].lower() + "s")
+                path = "/api/v1/namespaces/%s/%s" % (target, o["kind"].lower() + "s")
             else:
                 plural = {"RestApi": "restapis"}.get(o["kind"], o["kind"].lower() + "s")
-                path = "/apis/%s/namespaces/%s/%s" % (o["apiVersion"], ns, plural)
+                path = "/apis/%s/namespaces/%s/%s" % (o["apiVersion"], target, plural)
             r = c.post(path, o)
             assert r.status == 201, "%s %s: %s" % (o["kind"], o["metadata"]["name"], r.text)
     finally:
@@ -485,7 +524,7 @@ def settle(cl, ns, want, quiet=4.0, timeout=60):
         deadline = time.monotonic() + timeout
         last, since = None, time.monotonic()
         while True:
-            objs = collect(c, ns)
+            objs = collect_side(c, ns)
             sig = sorted((k, o["metadata"]["resourceVersion"]) for k, o in objs.items())
             if sig != last:
                 last, since = sig, time.monotonic()
@@ -497,6 +536,7 @@ def settle(cl, ns, want, quiet=4.0, timeout=60):
             time.sleep(0.3)
     finally:
         _sts_cache.pop(ns, None)
+        _sts_cache.pop(ns + XNS, None)
         c.close()
 
 
@@ -504,7 +544,7 @@ def settle(cl, ns, want, quiet=4.0, timeout=60):
 # is compared whatever it is).
 WANT_FIRST = [("Service", "slurm-controller"), ("ConfigMap", "slurm-config"), ("StatefulSet", "slurm-controller"),
         ("StatefulSet", "acct-accounting"), ("Secret", "acct-accounting"), ("Deployment", "login"), ("Secret", "login-ssh-host-keys"), ("Secret", "admin-jwt-slurm"),
-        ("Pod", "cpu-0"), ("Pod", "cpu-1"), ("PersistentVolumeClaim", "scratch-cpu-0")]
+        ("Pod", "cpu-0"), ("Pod", "cpu-1"), ("PersistentVolumeClaim", "scratch-cpu-0"), ("Deployment", "remote+xns"), ("Pod", "edge-0")]
 WANT = WANT_FIRST + [("Deployment", "slurm-restapi"), ("Service", "slurm-restapi")]
 
 
@@ -518,6 +558,48 @@ def run_side(cl, ns):
     settle(cl, ns, WANT_FIRST)
     apply_inputs(cl, ns, restapi=True)
     return settle(cl, ns, WANT)
+
+
+def worker_taints(cl, ns, timeout=60):
+    """Once the Nodes running a Running pod of TAINTED_NODESET in ns are
+    exactly the Nodes with the worker taint: the comparable part of that
+    (how many Nodes, the taint without its timeAdded)."""
+    c = cl.client()
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            pods = c.get("/api/v1/namespaces/%s/pods" % ns,
+                         labelSelector="app.kubernetes.io/instance=" + TAINTED_NODESET).json().get("items") or []
+            want = sorted({p["spec"].get("nodeName") for p in pods if (p.get("status") or {}).get("phase") == "Running"
+                           and not p["metadata"].get("deletionTimestamp")})
+            have, taints = [], []
+            for n in c.get("/api/v1/nodes").json()["items"]:
+                ours = [dict((k, v) for k, v in t.items() if k != "timeAdded")
+                        for t in (n.get("spec") or {}).get("taints") or [] if t.get("key") == TAINT]
+                if ours:
+                    have.append(n["metadata"]["name"])
+                    taints += [t for t in ours if t not in taints]
+            if want and have == want:
+                return {"kind": "NodeTaint", "name": TAINTED_NODESET, "nodes": len(have), "taints": taints}
+            if time.monotonic() > deadline:
+                raise AssertionError("%s: Nodes with the worker taint %r, Nodes running %s's pods %r"
+                                     % (ns, have, TAINTED_NODESET, want))
+            time.sleep(0.3)
+    finally:
+        c.close()
+
+
+def clear_worker_taints(cl):
+    c = cl.client()
+    try:
+        for n in c.get("/api/v1/nodes").json()["items"]:
+            taints = (n.get("spec") or {}).get("taints") or []
+            keep = [t for t in taints if t.get("key") != TAINT]
+            if keep != taints:
+                r = c.patch("/api/v1/nodes/" + n["metadata"]["name"], {"spec": {"taints": keep or None}})
+                assert r.status == 200, r.text
+    finally:
+        c.close()
 
 
 class SlinkyManager:
@@ -595,7 +677,7 @@ def main():
         json.dump(SM_CRD, f)
     cl.kubectl("apply", "--server-side", "-f", os.path.join(work, "sm-crd.json"))
     cl.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-    for ns in (NS_SLINKY, NS_SLURMOP):
+    for ns in (NS_SLINKY, NS_SLURMOP, NS_SLINKY + XNS, NS_SLURMOP + XNS):
         cl.kubectl("create", "namespace", ns)
     slinky_kc = slinky_rbac(cl, senv["SLINKY_DIR"], work)
 
@@ -604,6 +686,7 @@ def main():
     t0 = time.monotonic()
     try:
         a = run_side(cl, NS_SLINKY)
+        taint_a = worker_taints(cl, NS_SLINKY)
     except AssertionError:
         print("---- Slinky's manager (tail) ----\n" + sl.text()[-8000:], file=sys.stderr)
         raise
@@ -612,13 +695,16 @@ def main():
     print("Slinky %s: %d objects in %.1f s (manager exit %s)" % (senv["SLINKY_VERSION"], len(a),
                                                                   time.monotonic() - t0, rc), flush=True)
 
-    # 2. slurmop in its own namespace.
+    # 2. slurmop in its own namespaces, with the Nodes as Slinky found them.
+    clear_worker_taints(cl)
     t0 = time.monotonic()
-    with Slurmop(cl.operator_kubeconfig, namespace=NS_SLURMOP, leader_elect_namespace=backend.OPERATOR_NS,
+    with Slurmop(cl.operator_kubeconfig, namespace=[NS_SLURMOP, NS_SLURMOP + XNS],
+                 leader_elect_namespace=backend.OPERATOR_NS,
                  token_users="*,slurm", log_level="info") as op:
         op._cluster = cl
         try:
             b = run_side(cl, NS_SLURMOP)
+            taint_b = worker_taints(cl, NS_SLURMOP)
         except AssertionError:
             print("---- slurmop (tail) ----\n" + op.stderr()[-8000:], file=sys.stderr)
             raise
@@ -626,6 +712,10 @@ def main():
 
     na = {k: normalize(o, NS_SLINKY) for k, o in a.items()}
     nb = {k: normalize(o, NS_SLURMOP) for k, o in b.items()}
+    print("taintKubeNodes (%s): Slinky tainted %d Node(s) with %s, slurmop %d with %s" % (
+        TAINTED_NODESET, taint_a["nodes"], taint_a["taints"], taint_b["nodes"], taint_b["taints"]))
+    na[("NodeTaint", TAINTED_NODESET)] = taint_a
+    nb[("NodeTaint", TAINTED_NODESET)] = taint_b
     dump = os.environ.get("SLINKY_PARITY_DUMP")
     if dump:
         os.makedirs(dump, exist_ok=True)

@@ -1207,6 +1207,17 @@ static void test_validate_controller(void **state)
     assert_int_equal(r.n_errors + r.n_warnings, 0);
     cJSON_Delete(c);
 
+    /* A ConfigMap ref naming another namespace: Slinky's type has the field, neither reads it
+     * (the ConfigMap is the Controller's namespace's): a warning, the same namespace none. */
+    c = JQ("{" CTL_META ",'spec':{" CTL_KEYS ",'configFileRefs':[{'name':'files','namespace':'other'}],"
+           "'prologScriptRefs':[{'name':'p','namespace':'ns1'}]}}");
+    tenv_add(&t, "ConfigMap", "p", "{'data':{'p.sh':'x'}}");
+    vclu_controller(c, NULL, &t.env, &r);
+    assert_true(has_msg(r.warnings, r.n_warnings, "configFileRefs: ConfigMap files: namespace other is ignored"));
+    assert_false(has_msg(r.warnings, r.n_warnings, "prologScriptRefs"));
+    vclu_result_free(&r);
+    cJSON_Delete(c);
+
     c = JQ("{" CTL_META ",'spec':{'clusterName':'a-cluster-name-that-is-much-too-long-for-slurm',"
            "'configFileRefs':[{'name':'files'},{'name':'gone'}],'ha':{'enabled':true},"
            "'persistence':{'existingClaim':'rwo'},'service':{'spec':{'externalIPs':['1.1.1.1']}}}}");

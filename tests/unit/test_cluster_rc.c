@@ -40,15 +40,24 @@ static void test_controller_uses(void **state)
 
     assert_true(cw_controller_uses_pvc(c, "claim"));
     assert_false(cw_controller_uses_pvc(c, "statesave-c1-controller-0"));
-    assert_true(cw_controller_uses_accounting(c, "acct"));
-    assert_false(cw_controller_uses_accounting(c, "acct2"));
+    assert_true(cw_controller_uses_accounting(c, "ns", "acct"));
+    assert_false(cw_controller_uses_accounting(c, "ns", "acct2"));
+    assert_false(cw_controller_uses_accounting(c, "other", "acct")); /* empty namespace: the Controller's */
+    cJSON_Delete(c);
+
+    /* accountingRef.namespace: an Accounting of another namespace. */
+    c = JQ("{" CTL_META ",'spec':{'accountingRef':{'name':'acct','namespace':'db'}}}");
+    assert_true(cw_controller_uses_accounting(c, "db", "acct"));
+    assert_false(cw_controller_uses_accounting(c, "ns", "acct"));
+    assert_string_equal(cw_ref_ns(c, "spec.accountingRef"), "db");
+    assert_string_equal(cw_ref_ns(c, "spec.controllerRef"), "ns"); /* absent: its own */
     cJSON_Delete(c);
 
     /* A bare Controller uses nothing. */
     c = JQ("{" CTL_META ",'spec':{}}");
     assert_false(cw_controller_uses_secret(c, "sk"));
     assert_false(cw_controller_uses_configmap(c, "files1"));
-    assert_false(cw_controller_uses_accounting(c, "acct"));
+    assert_false(cw_controller_uses_accounting(c, "ns", "acct"));
     assert_false(cw_controller_uses_pvc(c, "claim"));
     cJSON_Delete(c);
 }
@@ -57,27 +66,35 @@ static void test_controller_uses(void **state)
     "{'apiVersion':'slinky.slurm.net/v1beta1','kind':'NodeSet','metadata':{'name':'cpu','namespace':'ns'},"  \
     "'spec':{'controllerRef':{'name':'" ctl "'}" extra "}}"
 
+static void expect_ref(cw_ref r, const char *ns, const char *name)
+{
+    assert_non_null(r.ns);
+    assert_non_null(r.name);
+    assert_string_equal(r.ns, ns);
+    assert_string_equal(r.name, name);
+}
+
 static void test_nodeset_affects(void **state)
 {
-    const char *out[2];
+    cw_ref out[2];
     cJSON *a = JQ(NS("c1", ",'replicas':2,'partition':{'enabled':true,'config':'Default=YES'}"));
     /* Added / deleted: its Controller. */
     assert_int_equal(cw_nodeset_affects(NULL, a, out), 1);
-    assert_string_equal(out[0], "c1");
+    expect_ref(out[0], "ns", "c1");
     assert_int_equal(cw_nodeset_affects(a, NULL, out), 1);
-    assert_string_equal(out[0], "c1");
+    expect_ref(out[0], "ns", "c1");
 
     /* Replicas, image: slurm.conf does not show them. */
     cJSON *b = JQ(NS("c1", ",'replicas':5,'partition':{'enabled':true,'config':'Default=YES'},"
                            "'slurmd':{'image':'x'}"));
     assert_int_equal(cw_nodeset_affects(a, b, out), 0);
-    assert_null(out[0]);
+    assert_null(out[0].name);
     cJSON_Delete(b);
 
     /* Partition config / enabled. */
     b = JQ(NS("c1", ",'replicas':2,'partition':{'enabled':true,'config':'Default=NO'}"));
     assert_int_equal(cw_nodeset_affects(a, b, out), 1);
-    assert_string_equal(out[0], "c1");
+    expect_ref(out[0], "ns", "c1");
     cJSON_Delete(b);
     b = JQ(NS("c1", ",'replicas':2"));
     assert_int_equal(cw_nodeset_affects(a, b, out), 1);
@@ -87,14 +104,29 @@ static void test_nodeset_affects(void **state)
     b = JQ(NS("c1", ",'replicas':2,'partition':{'enabled':true,'config':'Default=YES'},"
                     "'template':{'spec':{'hostname':'gpu-'}}"));
     assert_int_equal(cw_nodeset_affects(a, b, out), 1);
-    assert_string_equal(out[0], "c1");
+    expect_ref(out[0], "ns", "c1");
     cJSON_Delete(b);
 
     /* Moved to another Controller: both. */
     b = JQ(NS("c2", ",'replicas':2,'partition':{'enabled':true,'config':'Default=YES'}"));
     assert_int_equal(cw_nodeset_affects(a, b, out), 2);
-    assert_string_equal(out[0], "c1");
-    assert_string_equal(out[1], "c2");
+    expect_ref(out[0], "ns", "c1");
+    expect_ref(out[1], "ns", "c2");
+    cJSON_Delete(b);
+
+    /* The same name in another namespace: both Controllers. */
+    b = JQ(NS("c1', 'namespace':'other", ",'replicas':2,'partition':{'enabled':true,'config':'Default=YES'}"));
+    assert_int_equal(cw_nodeset_affects(a, b, out), 2);
+    expect_ref(out[0], "ns", "c1");
+    expect_ref(out[1], "other", "c1");
+    assert_int_equal(cw_nodeset_affects(NULL, b, out), 1);
+    expect_ref(out[0], "other", "c1");
+    assert_true(cw_ref_is(b, "spec.controllerRef", "other", "c1"));
+    assert_false(cw_ref_is(b, "spec.controllerRef", "ns", "c1"));
+    cJSON_Delete(b);
+    /* An empty namespace is the NodeSet's own. */
+    b = JQ(NS("c1', 'namespace':'", ",'replicas':2,'partition':{'enabled':true,'config':'Default=YES'}"));
+    assert_int_equal(cw_nodeset_affects(a, b, out), 0);
     cJSON_Delete(b);
 
     /* A NodeSet without a controllerRef concerns nobody. */
@@ -103,7 +135,7 @@ static void test_nodeset_affects(void **state)
     assert_int_equal(cw_nodeset_affects(b, b, out), 0);
     /* ... until it gets one. */
     assert_int_equal(cw_nodeset_affects(b, a, out), 1);
-    assert_string_equal(out[0], "c1");
+    expect_ref(out[0], "ns", "c1");
     cJSON_Delete(b);
     cJSON_Delete(a);
 }
@@ -147,15 +179,53 @@ static void test_token_uses(void **state)
 {
     cJSON *t = JQ("{'metadata':{'name':'tok','namespace':'ns'},'spec':{'username':'alice',"
                   "'jwtKeyRef':{'name':'jk','key':'jwt.key'}}}");
-    assert_true(cw_token_uses_secret(t, "jk"));
-    assert_true(cw_token_uses_secret(t, "tok-jwt-alice"));
-    assert_false(cw_token_uses_secret(t, "tok"));
+    assert_true(cw_token_uses_secret(t, "ns", "jk"));
+    assert_true(cw_token_uses_secret(t, "ns", "tok-jwt-alice"));
+    assert_false(cw_token_uses_secret(t, "ns", "tok"));
     cJSON_Delete(t);
     t = JQ("{'metadata':{'name':'tok','namespace':'ns'},'spec':{'username':'alice',"
            "'jwtHs256KeyRef':{'name':'old','key':'jwt.key'},'secretRef':{'name':'mine','key':'T'}}}");
-    assert_true(cw_token_uses_secret(t, "old"));
-    assert_true(cw_token_uses_secret(t, "mine"));
-    assert_false(cw_token_uses_secret(t, "tok-jwt-alice"));
+    assert_true(cw_token_uses_secret(t, "ns", "old"));
+    assert_true(cw_token_uses_secret(t, "ns", "mine"));
+    assert_false(cw_token_uses_secret(t, "ns", "tok-jwt-alice"));
+    assert_false(cw_token_uses_secret(t, "other", "old"));
+    cJSON_Delete(t);
+    /* jwtKeyRef.namespace: the signing key of another namespace; the output
+     * Secret stays in the Token's. */
+    t = JQ("{'metadata':{'name':'tok','namespace':'ns'},'spec':{'username':'alice',"
+           "'jwtKeyRef':{'name':'jk','key':'jwt.key','namespace':'keys'}}}");
+    assert_true(cw_token_uses_secret(t, "keys", "jk"));
+    assert_false(cw_token_uses_secret(t, "ns", "jk"));
+    assert_true(cw_token_uses_secret(t, "ns", "tok-jwt-alice"));
+    assert_false(cw_token_uses_secret(t, "keys", "tok-jwt-alice"));
+    assert_string_equal(cw_token_key_ns(t), "keys");
+    cJSON_Delete(t);
+}
+
+static void test_ref_outside(void **state)
+{
+    const char *watched[] = {"a", "b"}, *ns = "x";
+    cJSON *n = JQ("{'kind':'NodeSet','metadata':{'name':'n','namespace':'a'},"
+                  "'spec':{'controllerRef':{'name':'c','namespace':'b'}}}");
+    assert_null(cw_ref_outside(n, watched, 2, &ns));
+    assert_null(ns);
+    assert_null(cw_ref_outside(n, watched, 0, &ns)); /* every namespace watched */
+    assert_string_equal(cw_ref_outside(n, watched, 1, &ns), "spec.controllerRef");
+    assert_string_equal(ns, "b");
+    cJSON_Delete(n);
+    /* No namespace: the CR's own, which is watched. */
+    n = JQ("{'kind':'NodeSet','metadata':{'name':'n','namespace':'a'},'spec':{'controllerRef':{'name':'c'}}}");
+    assert_null(cw_ref_outside(n, watched, 1, &ns));
+    cJSON_Delete(n);
+    cJSON *c = JQ("{'kind':'Controller','metadata':{'name':'c','namespace':'a'},"
+                  "'spec':{'accountingRef':{'name':'db','namespace':'z'}}}");
+    assert_string_equal(cw_ref_outside(c, watched, 2, &ns), "spec.accountingRef");
+    assert_string_equal(ns, "z");
+    cJSON_Delete(c);
+    cJSON *t = JQ("{'kind':'Token','metadata':{'name':'t','namespace':'a'},"
+                  "'spec':{'username':'u','jwtHs256KeyRef':{'name':'k','key':'k','namespace':'keys'}}}");
+    assert_string_equal(cw_ref_outside(t, watched, 2, &ns), "spec.jwtHs256KeyRef");
+    assert_string_equal(ns, "keys");
     cJSON_Delete(t);
 }
 
@@ -406,7 +476,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_controller_uses), cmocka_unit_test(test_nodeset_affects),
         cmocka_unit_test(test_other_kinds_use), cmocka_unit_test(test_token_uses),
-        cmocka_unit_test(test_pod_ordinal),     cmocka_unit_test(test_conditions),
+        cmocka_unit_test(test_ref_outside),     cmocka_unit_test(test_pod_ordinal),     cmocka_unit_test(test_conditions),
         cmocka_unit_test(test_status_patch),    cmocka_unit_test(test_strip_immutable),
         cmocka_unit_test(test_gates),           cmocka_unit_test(test_objsync_diff),
     };

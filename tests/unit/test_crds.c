@@ -283,7 +283,7 @@ static const crd_want wants[] = {
      {"controllerRef", "replicas", "scalingMode", "slurmd", "ssh", "logfile", "template", "extraConf",
       "partition", "volumeClaimTemplates", "updateStrategy", "revisionHistoryLimit",
       "persistentVolumeClaimRetentionPolicy", "minReadySeconds", "ordinalPadding", "pinToNode",
-      "workloadDisruptionProtection", "pruneSlurmNodeRecords", "oversubscribeNode"},
+      "workloadDisruptionProtection", "pruneSlurmNodeRecords", "oversubscribeNode", "taintKubeNodes"},
      {"replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas", "desired",
       "slurmIdle", "slurmAllocated", "slurmDown", "slurmDrain", "observedGeneration", "nodeSetHash",
       "collisionCount", "ordinalToNode", "selector", "conditions"}},
@@ -476,6 +476,7 @@ static void test_nodeset(void **state)
     expect_default(crd, "spec.workloadDisruptionProtection", "true");
     expect_default(crd, "spec.pruneSlurmNodeRecords", "\"Never\"");
     expect_default(crd, "spec.oversubscribeNode", "false");
+    expect_default(crd, "spec.taintKubeNodes", "false");
     expect_default(crd, "spec.ssh.enabled", "false");
     expect_default(crd, "spec.partition.enabled", "false");
 
@@ -502,6 +503,10 @@ static void test_nodeset(void **state)
     assert_non_null(rule_with(prop(crd, "spec"), "oldSelf.volumeClaimTemplates"));
     expect_str(prop(crd, "spec.partition.config"), "pattern", "^[^\\n]+$");
     assert_int_equal(json_get_int(prop(crd, "spec.controllerRef.name"), "minLength", 0), 1);
+    /* Slinky's ObjectReference has a namespace: without it in the schema the
+     * API server would prune it and the reference would silently point at
+     * the NodeSet's own namespace. */
+    expect_str(prop(crd, "spec.controllerRef.namespace"), "type", "string");
 
     expect_preserve(crd, "spec.slurmd");
     expect_preserve(crd, "spec.logfile");
@@ -558,11 +563,20 @@ static void test_other_kinds(void **state)
     expect_preserve(crd, "spec.service.spec");
     const char *const ext_req[] = {"host", "port"};
     expect_strings(json_get(prop(crd, "spec.externalConfig"), "required"), ext_req, 2);
+    expect_str(prop(crd, "spec.accountingRef.namespace"), "type", "string");
+    const char *const cm_lists[] = {"configFileRefs", "prologScriptRefs", "epilogScriptRefs",
+                                    "prologSlurmctldScriptRefs", "epilogSlurmctldScriptRefs"};
+    for (size_t i = 0; i < sizeof(cm_lists) / sizeof(cm_lists[0]); i++) {
+        char path[96];
+        snprintf(path, sizeof(path), "spec.%s", cm_lists[i]);
+        expect_str(json_get(prop(crd, path), "items.properties.namespace"), "type", "string");
+    }
     cJSON_Delete(crd);
 
     crd = load("loginsets");
     expect_default(crd, "spec.replicas", "1");
     assert_non_null(rule_with(prop(crd, "spec.controllerRef"), "self == oldSelf"));
+    expect_str(prop(crd, "spec.controllerRef.namespace"), "type", "string");
     assert_non_null(rule_with(prop(crd, "spec.sssdConfRef"), "self.name != ''"));
     expect_preserve(crd, "spec.login");
     expect_preserve(crd, "spec.initconf");
@@ -571,6 +585,10 @@ static void test_other_kinds(void **state)
     crd = load("restapis");
     expect_default(crd, "spec.replicas", "1");
     expect_preserve(crd, "spec.slurmrestd");
+    cJSON_Delete(crd);
+
+    crd = load("restapis");
+    expect_str(prop(crd, "spec.controllerRef.namespace"), "type", "string");
     cJSON_Delete(crd);
 
     crd = load("accountings");
@@ -592,6 +610,8 @@ static void test_other_kinds(void **state)
     expect_default(crd, "spec.lifetime", "\"15m\"");
     expect_default(crd, "spec.refresh", "true");
     expect_str(prop(crd, "status.issuedAt"), "format", "date-time");
+    expect_str(prop(crd, "spec.jwtKeyRef.namespace"), "type", "string");
+    expect_str(prop(crd, "spec.jwtHs256KeyRef.namespace"), "type", "string");
     cJSON_Delete(crd);
 }
 

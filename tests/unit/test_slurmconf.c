@@ -117,6 +117,15 @@ static void test_accounting_nodesets_scripts(void **state)
                                "AccountingStorageHost=dbd.example\nAccountingStoragePort=7031\n"));
     free(s4);
 
+    /* An Accounting of another namespace (accountingRef.namespace): its
+     * Service is named with that namespace, as the short name would resolve
+     * in the Controller's own. */
+    tenv_add(&t, "Accounting", "db", "{'metadata':{'name':'db','namespace':'dbns'},'spec':{}}");
+    char *s5 = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'accountingRef':{'name':'db','namespace':'dbns'}}}",
+                       NULL, 0, &t);
+    assert_non_null(strstr(s5, "AccountingStorageHost=db-accounting.dbns\nAccountingStoragePort=6819\n"));
+    free(s5);
+
     for (int i = 0; i < 5; i++)
         cJSON_Delete(ns[i]);
     tenv_free(&t);
