@@ -723,8 +723,8 @@ void nodeset_slurm_setup(operator *op, const nss_queue *q)
         log_error("nodeset: cannot index pods by Slurm node name (%s); Slurm node changes will wait for the "
                   "periodic resync",
                   op_strerror(M.ix_slurm_name));
-    slurmclient_on_node(on_slurm_node, NULL);
-    slurmclient_on_resv(on_slurm_resv, NULL);
+    slurmclient_on_node(op, on_slurm_node, NULL);
+    slurmclient_on_resv(op, on_slurm_resv, NULL);
 }
 
 int nodeset_slurm_start(operator *op)

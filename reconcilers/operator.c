@@ -22,6 +22,7 @@
 #include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"
 #include "reconcilers/restapi.h"
+#include "reconcilers/slurmclient.h"
 #include "reconcilers/token.h"
 #include "watchers/byname.h"
 #include "watchers/kinds.h"
@@ -584,6 +585,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
     op->loginset = loginset_state_new();
     op->token = token_state_new();
     op->nodetaint = nodetaint_state_new();
+    op->slurmclient = slurmclient_state_new();
     op->nodeset_immut = nsim_new();
     for (int i = 0; i < 2; i++) {
         p->ref_store[i] = store_new(&KIND_FULL_NAMESPACED);
@@ -746,6 +748,7 @@ static void on_client_closed(void *data)
     loginset_state_free(op->loginset);
     token_state_free(op->token);
     nodetaint_state_free(op->nodetaint);
+    slurmclient_state_free(op->slurmclient);
     nsim_free(op->nodeset_immut);
     for (int k = 0; k < OPK__COUNT; k++)
         store_free(op->stores[k]);

@@ -138,6 +138,7 @@ struct operator {
     struct loginset_state *loginset;
     struct token_state *token;
     struct nodetaint_state *nodetaint;
+    struct slurmclient_state *slurmclient; /* Slurm clients per Controller (slurmclient.h: freed late) */
     struct nsim_table *nodeset_immut; /* the NodeSet reconciler's last valid immutable fields */
     int leading;              /* reconcilers are running */
     int stopping;

@@ -25,6 +25,7 @@
 
 /* One Slurm cluster: the client and cache of one Controller. */
 typedef struct cluster {
+    slurmclient_state *st; /* the completions of its cache and client reach the state through it */
     char *key; /* "ns/ctl" */
     char *url;
     char *restapi_uid;
@@ -35,12 +36,15 @@ typedef struct cluster {
     int closing; /* 2 closes outstanding, then freed */
 } cluster;
 
-static struct {
+struct slurmclient_state {
     operator *op;
     wq_t *q;
     map_t clusters; /* key -> cluster (live ones only) */
     sl_backend *lib;
     int closing_clusters;
+    /* The operator let go (slurmclient_state_free) while clusters were still
+     * closing: the last one to close frees the state. */
+    int released;
     void (*on_ping)(const char *, void *);
     void *ping_data;
     void (*on_node)(const char *, const char *, void *);
@@ -49,79 +53,107 @@ static struct {
     void *resv_data;
     char *ca_pem; /* --slurmrestd-ca, read at start */
     size_t ca_len;
-} S;
+};
 
-void slurmclient_on_ping(void (*fn)(const char *ctl_key, void *data), void *data)
+slurmclient_state *slurmclient_state_new(void)
 {
-    S.on_ping = fn;
-    S.ping_data = data;
+    slurmclient_state *st = xcalloc(1, sizeof(*st));
+    map_init(&st->clusters);
+    return st;
 }
 
-void slurmclient_on_node(void (*fn)(const char *ctl_key, const char *node, void *data), void *data)
+static void state_destroy(slurmclient_state *st)
 {
-    S.on_node = fn;
-    S.node_data = data;
+    map_free(&st->clusters);
+    free(st->ca_pem);
+    free(st);
 }
 
-void slurmclient_on_resv(void (*fn)(const char *ctl_key, const char *resv, void *data), void *data)
+void slurmclient_state_free(slurmclient_state *st)
 {
-    S.on_resv = fn;
-    S.resv_data = data;
+    if (st == NULL)
+        return;
+    if (st->closing_clusters > 0) {
+        st->released = 1; /* cluster_freed finishes it */
+        return;
+    }
+    state_destroy(st);
 }
 
-static void enqueue(const char *key)
+void slurmclient_on_ping(operator *op, void (*fn)(const char *ctl_key, void *data), void *data)
 {
-    if (S.q)
-        wq_add(S.q, key);
+    op->slurmclient->on_ping = fn;
+    op->slurmclient->ping_data = data;
 }
 
-/* ---- store handlers ---- */
+void slurmclient_on_node(operator *op, void (*fn)(const char *ctl_key, const char *node, void *data),
+                         void *data)
+{
+    op->slurmclient->on_node = fn;
+    op->slurmclient->node_data = data;
+}
+
+void slurmclient_on_resv(operator *op, void (*fn)(const char *ctl_key, const char *resv, void *data),
+                         void *data)
+{
+    op->slurmclient->on_resv = fn;
+    op->slurmclient->resv_data = data;
+}
+
+static void enqueue(slurmclient_state *st, const char *key)
+{
+    if (st->q)
+        wq_add(st->q, key);
+}
+
+/* ---- store handlers (data: the slurmclient_state) ---- */
 
 static void on_controller(store *s, const sobj *old, const sobj *new, void *data)
 {
-    enqueue((new ? new : old)->key);
+    enqueue(data, (new ? new : old)->key);
 }
 
-static void enqueue_ref(const sobj *o)
+static void enqueue_ref(slurmclient_state *st, const sobj *o)
 {
     const char *ctl = o && o->json ? json_get_str(o->json, "spec.controllerRef.name") : NULL;
     const char *ns = o && o->json ? cw_ref_ns(o->json, "spec.controllerRef") : NULL;
     if (ctl && *ctl && ns) {
         char key[512];
         snprintf(key, sizeof(key), "%s/%s", ns, ctl);
-        enqueue(key);
+        enqueue(st, key);
     }
 }
 
 static void on_restapi(store *s, const sobj *old, const sobj *new, void *data)
 {
-    enqueue_ref(old);
-    enqueue_ref(new);
+    enqueue_ref(data, old);
+    enqueue_ref(data, new);
 }
 
 static void on_secret(store *s, const sobj *old, const sobj *new, void *data)
 {
+    slurmclient_state *st = data;
     const sobj *o = new ? new : old;
     size_t it = 0;
     const sobj *ctl;
-    while ((ctl = store_next(op_store(S.op, OPK_CONTROLLERS), &it))) {
+    while ((ctl = store_next(op_store(st->op, OPK_CONTROLLERS), &it))) {
         if (strcmp(ctl->ns, o->ns) != 0 || !ctl->json)
             continue;
         const char *name = json_get_str(clc_jwt_ref(json_child(ctl->json, "spec")), "name");
         if (name && strcmp(name, o->name) == 0)
-            enqueue(ctl->key);
+            enqueue(st, ctl->key);
     }
 }
 
 /* ---- lookups ---- */
 
 /* The RestApi serving a Controller: the oldest of those referencing it. */
-static const sobj *restapi_of(const char *ns, const char *ctl)
+static const sobj *restapi_of(operator *op, const char *ns, const char *ctl)
 {
     const sobj *best = NULL;
     size_t it = 0;
     const sobj *o;
-    while ((o = store_next(op_store(S.op, OPK_RESTAPIS), &it))) {
+    while ((o = store_next(op_store(op, OPK_RESTAPIS), &it))) {
         /* controllerRef.namespace: a RestApi may serve a Controller of another namespace. */
         if (!o->json || o->deleting || !cw_ref_is(o->json, "spec.controllerRef", ns, ctl))
             continue;
@@ -150,9 +182,9 @@ int slurmclient_get(operator *op, const char *ctl_key, nc_cache **out)
     const char *name;
     if (!op_caches_synced(op) || split_key(ctl_key, ns, sizeof(ns), &name) != 0)
         return SC_NOT_READY;
-    if (!restapi_of(ns, name))
+    if (!restapi_of(op, ns, name))
         return SC_NO_RESTAPI;
-    cluster *c = map_get(&S.clusters, ctl_key);
+    cluster *c = map_get(&op->slurmclient->clusters, ctl_key);
     if (!c)
         return SC_NOT_READY;
     *out = c->cache;
@@ -178,31 +210,35 @@ static void cluster_freed(void *data)
     cluster *c = data;
     if (--c->closing > 0)
         return;
+    slurmclient_state *st = c->st;
     log_debug("slurm %s: client closed", c->key);
     free(c->key);
     free(c->url);
     free(c->restapi_uid);
     free(c);
-    S.closing_clusters--;
-    if (S.closing_clusters == 0 && S.lib && S.q == NULL) {
+    st->closing_clusters--;
+    if (st->closing_clusters == 0 && st->lib && st->q == NULL) {
         /* Stopping, and every cluster is gone: the backend can go too. */
-        sl_backend_close(S.lib, NULL, NULL);
-        S.lib = NULL;
+        sl_backend_close(st->lib, NULL, NULL);
+        st->lib = NULL;
     }
+    if (st->closing_clusters == 0 && st->released)
+        state_destroy(st);
 }
 
-static void notify_all(const char *key)
+static void notify_all(slurmclient_state *st, const char *key)
 {
-    if (S.on_node)
-        S.on_node(key, NULL, S.node_data);
+    if (st->on_node)
+        st->on_node(key, NULL, st->node_data);
 }
 
 static void cluster_close(cluster *c, const char *why)
 {
+    slurmclient_state *st = c->st;
     log_info("slurm %s: closing the Slurm client (%s)", c->key, why);
-    map_del(&S.clusters, c->key);
+    map_del(&st->clusters, c->key);
     c->closing = 2;
-    S.closing_clusters++;
+    st->closing_clusters++;
     /* The cache first (it stops sending), then the client, which cancels
      * what the cache still has in flight. */
     nc_close(c->cache, cluster_freed, c);
@@ -221,16 +257,16 @@ static void cache_node_event(const char *node, void *data)
         buf_free(&b);
         c->logged_plan = 1;
     }
-    if (S.on_node)
-        S.on_node(c->key, node, S.node_data);
+    if (c->st->on_node)
+        c->st->on_node(c->key, node, c->st->node_data);
 }
 
 static void cache_ping_event(void *data)
 {
     cluster *c = data;
-    controller_enqueue(S.op, c->key); /* the Controller reconciler moves the active label */
-    if (S.on_ping)
-        S.on_ping(c->key, S.ping_data);
+    controller_enqueue(c->st->op, c->key); /* the Controller reconciler moves the active label */
+    if (c->st->on_ping)
+        c->st->on_ping(c->key, c->st->ping_data);
 }
 
 /* controller_ping_fn for the Controller reconciler: the ordinal of the
@@ -251,23 +287,25 @@ static int controller_ping(operator *op, const char *ns, const char *name, int r
 static void cache_resv_event(const char *resv, void *data)
 {
     cluster *c = data;
-    if (S.on_resv)
-        S.on_resv(c->key, resv, S.resv_data);
+    if (c->st->on_resv)
+        c->st->on_resv(c->key, resv, c->st->resv_data);
 }
 
-static cluster *cluster_new(const char *key, const char *url, const char *restapi_uid, const uint8_t *jwt,
-                            size_t jwt_len)
+static cluster *cluster_new(slurmclient_state *st, const char *key, const char *url, const char *restapi_uid,
+                            const uint8_t *jwt, size_t jwt_len)
 {
+    operator *op = st->op;
     cluster *c = xcalloc(1, sizeof(*c));
+    c->st = st;
     c->key = xstrdup(key);
     c->url = xstrdup(url);
     c->restapi_uid = xstrdup(restapi_uid);
     sha256(jwt, jwt_len, c->key_hash);
     /* An https URL is verified against --slurmrestd-ca, never against
      * nothing: without the flag the client is not created. */
-    hc_tls_opts tls = {.ca_pem = S.ca_pem, .ca_len = S.ca_len};
+    hc_tls_opts tls = {.ca_pem = st->ca_pem, .ca_len = st->ca_len};
     int https = strncmp(url, "https://", 8) == 0;
-    if (https && S.ca_pem == NULL) {
+    if (https && st->ca_pem == NULL) {
         log_error("slurm %s: %s is https but no --slurmrestd-ca was given to verify it with", key, url);
         free(c->key);
         free(c->url);
@@ -282,12 +320,12 @@ static cluster *cluster_new(const char *key, const char *url, const char *restap
         .key_len = jwt_len,
         .user = SLURM_USER,
         .token_lifetime_s = TOKEN_LIFETIME_S,
-        .max_body = S.op->opts.slurmrestd_max_body,
+        .max_body = op->opts.slurmrestd_max_body,
         /* 22.05's node tables carry no time: read slurmctld's clock so that
          * update_time is on it, not on ours (skew would hide changes). */
         .read_clock = 1,
     };
-    int rc = sr_client_new(S.op->loop, &ro, &c->rest);
+    int rc = sr_client_new(op->loop, &ro, &c->rest);
     if (rc < 0) {
         log_warn("slurm %s: cannot create a slurmrestd client for %s: %s", key, url, op_strerror(rc));
         goto fail;
@@ -295,19 +333,19 @@ static cluster *cluster_new(const char *key, const char *url, const char *restap
     nc_opts no = {
         .name = key,
         .rest = c->rest,
-        .lib = S.lib,
-        .metrics = S.op->metrics,
+        .lib = st->lib,
+        .metrics = op->metrics,
         .on_node = cache_node_event,
         .on_ping = cache_ping_event,
         .on_resv = cache_resv_event,
         .data = c,
     };
-    rc = nc_new(S.op->loop, &no, &c->cache);
+    rc = nc_new(op->loop, &no, &c->cache);
     if (rc < 0) {
         log_warn("slurm %s: cannot create the node cache: %s", key, op_strerror(rc));
         goto fail;
     }
-    log_info("slurm %s: Slurm client for %s (libslurm backend: %s)", key, url, S.lib ? "yes" : "no");
+    log_info("slurm %s: Slurm client for %s (libslurm backend: %s)", key, url, st->lib ? "yes" : "no");
     return c;
 fail:
     if (c->rest) {
@@ -323,7 +361,7 @@ fail:
 
 /* The JWT key of a Controller from its Secret; malloc'd, NULL when missing
  * (*pending: the Secret's first read is still on its way). */
-static uint8_t *jwt_key_of(const sobj *ctl, size_t *len, int *pending, char *why, size_t whylen)
+static uint8_t *jwt_key_of(operator *op, const sobj *ctl, size_t *len, int *pending, char *why, size_t whylen)
 {
     const cJSON *ref = clc_jwt_ref(json_child(ctl->json, "spec"));
     const char *name = json_get_str(ref, "name");
@@ -332,7 +370,7 @@ static uint8_t *jwt_key_of(const sobj *ctl, size_t *len, int *pending, char *why
         snprintf(why, whylen, "the Controller has no jwtKeyRef");
         return NULL;
     }
-    const sobj *sec = op_ref_get(S.op, OPK_SECRETS, ctl->ns, name, pending);
+    const sobj *sec = op_ref_get(op, OPK_SECRETS, ctl->ns, name, pending);
     if (*pending)
         return NULL;
     /* Secret keys may contain dots ("jwt.key"): look them up as keys, not paths. */
@@ -363,50 +401,51 @@ static uint8_t *jwt_key_of(const sobj *ctl, size_t *len, int *pending, char *why
     return key;
 }
 
-static char *url_of(const sobj *restapi)
+static char *url_of(const operator *op, const sobj *restapi)
 {
     char key[512];
     snprintf(key, sizeof(key), "%s/%s", restapi->ns, restapi->name);
-    for (int i = 0; i < S.op->opts.n_slurmrestd; i++)
-        if (strcmp(S.op->opts.slurmrestd[i].key, key) == 0)
-            return xstrdup(S.op->opts.slurmrestd[i].url);
+    for (int i = 0; i < op->opts.n_slurmrestd; i++)
+        if (strcmp(op->opts.slurmrestd[i].key, key) == 0)
+            return xstrdup(op->opts.slurmrestd[i].url);
     return xasprintf("http://%s-restapi.%s:%d", restapi->name, restapi->ns, SLURMRESTD_PORT);
 }
 
-static wq_result sync_one(const char *key)
+static wq_result sync_one(slurmclient_state *st, const char *key)
 {
-    cluster *c = map_get(&S.clusters, key);
-    const sobj *ctl = store_get_key(op_store(S.op, OPK_CONTROLLERS), key);
+    operator *op = st->op;
+    cluster *c = map_get(&st->clusters, key);
+    const sobj *ctl = store_get_key(op_store(op, OPK_CONTROLLERS), key);
     if (!ctl || !ctl->json || ctl->deleting) {
         if (c) {
             cluster_close(c, "the Controller is gone");
-            notify_all(key);
+            notify_all(st, key);
         }
         return WQ_RESULT_OK;
     }
-    const sobj *ra = restapi_of(ctl->ns, ctl->name);
+    const sobj *ra = restapi_of(op, ctl->ns, ctl->name);
     if (!ra) {
         if (c) {
             cluster_close(c, "no RestApi references the Controller");
-            notify_all(key);
+            notify_all(st, key);
         }
         return WQ_RESULT_OK;
     }
     char why[512];
     size_t klen = 0;
     int pending = 0;
-    uint8_t *jwt = jwt_key_of(ctl, &klen, &pending, why, sizeof(why));
+    uint8_t *jwt = jwt_key_of(op, ctl, &klen, &pending, why, sizeof(why));
     if (!jwt && pending)
         return WQ_RESULT_AFTER(200);
     if (!jwt) {
         if (c) {
             cluster_close(c, why);
-            notify_all(key);
+            notify_all(st, key);
         }
-        op_warn(S.op, ctl, "Controller", "SlurmClientFailed", "Cannot talk to Slurm: %s", why);
+        op_warn(op, ctl, "Controller", "SlurmClientFailed", "Cannot talk to Slurm: %s", why);
         return WQ_RESULT_OK; /* the Secret's arrival (seen by the next poll) queues us */
     }
-    char *url = url_of(ra);
+    char *url = url_of(op, ra);
     uint8_t h[SHA256_LEN];
     sha256(jwt, klen, h);
     if (c && (strcmp(c->url, url) != 0 || strcmp(c->restapi_uid, ra->uid) != 0)) {
@@ -418,14 +457,14 @@ static wq_result sync_one(const char *key)
             log_info("slurm %s: the JWT key changed; new tokens are signed with it", key);
             sr_set_key(c->rest, jwt, klen);
             memcpy(c->key_hash, h, sizeof(h));
-            notify_all(key);
+            notify_all(st, key);
         }
     } else {
-        c = cluster_new(key, url, ra->uid, jwt, klen);
+        c = cluster_new(st, key, url, ra->uid, jwt, klen);
         if (c) {
-            map_put(&S.clusters, c->key, c);
-            notify_all(key);
-            controller_enqueue(S.op, key); /* its HA ping can now be asked */
+            map_put(&st->clusters, c->key, c);
+            notify_all(st, key);
+            controller_enqueue(op, key); /* its HA ping can now be asked */
         }
     }
     memset(jwt, 0, klen);
@@ -436,9 +475,10 @@ static wq_result sync_one(const char *key)
 
 static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
 {
+    slurmclient_state *st = data;
     uint64_t t0 = uv_hrtime();
-    wq_result r = sync_one(key);
-    op_observe_reconcile(S.op, SLURMCLIENT_CONTROLLER, r, (double)(uv_hrtime() - t0) / 1e9);
+    wq_result r = sync_one(st, key);
+    op_observe_reconcile(st->op, SLURMCLIENT_CONTROLLER, r, (double)(uv_hrtime() - t0) / 1e9);
     return r;
 }
 
@@ -446,23 +486,24 @@ static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
 
 static void setup(operator *op)
 {
-    S.op = op;
-    map_init(&S.clusters);
-    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
-    store_on_change(op_store(op, OPK_RESTAPIS), on_restapi, NULL);
-    store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
+    slurmclient_state *st = op->slurmclient;
+    st->op = op;
+    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, st);
+    store_on_change(op_store(op, OPK_RESTAPIS), on_restapi, st);
+    store_on_change(op_store(op, OPK_SECRETS), on_secret, st);
     controller_set_ping_hook(op, controller_ping, NULL);
 }
 
 static int start(operator *op)
 {
+    slurmclient_state *st = op->slurmclient;
     int err = 0;
-    if (op->opts.slurm_conf && *op->opts.slurm_conf && !S.lib) {
+    if (op->opts.slurm_conf && *op->opts.slurm_conf && !st->lib) {
         if (!sl_available()) {
             log_warn("--slurm-conf %s given, but this build has no libslurm backend", op->opts.slurm_conf);
         } else {
             sl_options so = {.conf = op->opts.slurm_conf};
-            int rc = sl_backend_new(op->loop, &so, &S.lib);
+            int rc = sl_backend_new(op->loop, &so, &st->lib);
             if (rc < 0)
                 log_error("libslurm backend with %s: %s", op->opts.slurm_conf, op_strerror(rc));
             else
@@ -470,46 +511,47 @@ static int start(operator *op)
                          op->opts.slurm_conf);
         }
     }
-    if (op->opts.slurmrestd_ca && *op->opts.slurmrestd_ca && S.ca_pem == NULL) {
-        int rc = file_read_all(op->opts.slurmrestd_ca, 4u << 20, &S.ca_pem, &S.ca_len);
+    if (op->opts.slurmrestd_ca && *op->opts.slurmrestd_ca && st->ca_pem == NULL) {
+        int rc = file_read_all(op->opts.slurmrestd_ca, 4u << 20, &st->ca_pem, &st->ca_len);
         if (rc < 0)
             log_error("--slurmrestd-ca %s: %s; https slurmrestd URLs cannot be verified", op->opts.slurmrestd_ca,
                       op_strerror(rc));
     }
-    wq_opts o = {.name = SLURMCLIENT_CONTROLLER, .handler = handle, .metrics = op->metrics};
-    S.q = wq_new(op->loop, &o, &err);
-    if (S.q == NULL)
+    wq_opts o = {.name = SLURMCLIENT_CONTROLLER, .handler = handle, .data = st, .metrics = op->metrics};
+    st->q = wq_new(op->loop, &o, &err);
+    if (st->q == NULL)
         return err;
     size_t it = 0;
     const sobj *c;
     while ((c = store_next(op_store(op, OPK_CONTROLLERS), &it)))
-        wq_add(S.q, c->key);
+        wq_add(st->q, c->key);
     return 0;
 }
 
 static void stop(operator *op)
 {
-    if (S.q)
-        wq_shutdown(S.q, NULL, NULL);
-    S.q = NULL;
+    slurmclient_state *st = op->slurmclient;
+    if (st->q)
+        wq_shutdown(st->q, NULL, NULL);
+    st->q = NULL;
     /* Collect first: closing removes from the map. */
-    size_t n = S.clusters.count, i = 0, it = 0;
+    size_t n = st->clusters.count, i = 0, it = 0;
     cluster **all = xcalloc(n + 1, sizeof(*all));
     const char *k;
     void *v;
-    while (map_next(&S.clusters, &it, &k, &v))
+    while (map_next(&st->clusters, &it, &k, &v))
         all[i++] = v;
     for (i = 0; i < n; i++)
         cluster_close(all[i], "stopping");
     free(all);
-    map_free(&S.clusters);
-    map_init(&S.clusters);
-    free(S.ca_pem);
-    S.ca_pem = NULL;
-    S.ca_len = 0;
-    if (S.closing_clusters == 0 && S.lib) {
-        sl_backend_close(S.lib, NULL, NULL);
-        S.lib = NULL;
+    map_free(&st->clusters);
+    map_init(&st->clusters);
+    free(st->ca_pem);
+    st->ca_pem = NULL;
+    st->ca_len = 0;
+    if (st->closing_clusters == 0 && st->lib) {
+        sl_backend_close(st->lib, NULL, NULL);
+        st->lib = NULL;
     }
 }
 

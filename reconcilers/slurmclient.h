@@ -33,6 +33,16 @@
 
 extern const op_reconciler RC_SLURMCLIENT;
 
+/** The reconciler's state (its queue, the clusters by Controller key, the
+ *  libslurm backend, the --slurmrestd-ca bundle, the three hooks below),
+ *  which the operator owns (operator.slurmclient): made before setup. A
+ *  cluster's cache and client call back into it through the cluster, and
+ *  their closes complete after stop: freeing it while some are still
+ *  closing leaves it to the last of them (NULL: nothing). */
+typedef struct slurmclient_state slurmclient_state;
+slurmclient_state *slurmclient_state_new(void);
+void slurmclient_state_free(slurmclient_state *st);
+
 enum sc_avail {
     SC_NO_RESTAPI = 0, /* no RestApi references the Controller: Slurm cannot be asked at all */
     SC_NOT_READY,      /* a RestApi exists, but no client (yet): its key is missing, or it is being built */
@@ -61,19 +71,22 @@ int slurmclient_get(operator *op, const char *ctl_key, nc_cache **out);
 int slurmclient_active_controller(operator *op, const char *ctl_key);
 
 /** Called with the Controller key whenever the answer of
- *  slurmclient_active_controller changes (one optional hook). The Controller
+ *  slurmclient_active_controller changes (one optional hook per operator,
+ *  kept in op's state; so are the two below). The Controller
  *  reconciler needs none: slurmclient registers itself with
  *  controller_set_ping_hook() at setup and calls controller_enqueue() on
  *  every change of the answer. */
-void slurmclient_on_ping(void (*fn)(const char *ctl_key, void *data), void *data);
+void slurmclient_on_ping(operator *op, void (*fn)(const char *ctl_key, void *data), void *data);
 
 /** Called for every node event of a Controller's cache (node NULL: look at
  *  everything of that Controller), and when a client is created, replaced
  *  or removed (node NULL). One hook; nodeset_slurm registers it. */
-void slurmclient_on_node(void (*fn)(const char *ctl_key, const char *node, void *data), void *data);
+void slurmclient_on_node(operator *op, void (*fn)(const char *ctl_key, const char *node, void *data),
+                         void *data);
 
 /** Called when a reservation of a Controller's cluster appears, changes or
  *  vanishes. One hook; nodeset_slurm registers it. */
-void slurmclient_on_resv(void (*fn)(const char *ctl_key, const char *resv, void *data), void *data);
+void slurmclient_on_resv(operator *op, void (*fn)(const char *ctl_key, const char *resv, void *data),
+                         void *data);
 
 #endif

@@ -29,7 +29,6 @@ FOLDERS = ("reconcilers",)
 KNOWN = {
     "reconcilers/nodeset.c": "the NodeSet engine's context and tables (being reworked elsewhere)",
     "reconcilers/nodeset_slurm.c": "the engine's Slurm side (being reworked elsewhere)",
-    "reconcilers/slurmclient.c": "the Slurm clients per Controller and the libslurm backend",
 }
 
 STATIC = re.compile(r"^\s*static\s+(.*)$")
