@@ -10,7 +10,7 @@
  *  - the JWT key is the Controller's jwtKeyRef (else jwtHs256KeyRef) Secret
  *    key, read from the cache; tokens are minted for user "slurm";
  *  - node and reservation writes that the server's REST version cannot do
- *    go through the process's libslurm backend, created at start when
+ *    go through the operator's libslurm backend, created at start when
  *    --slurm-conf (or $SLURM_CONF) is given and libslurm is built in.
  * A change of the URL replaces the client; a new key is used at once by
  * the existing one; the client is removed when the Controller, its RestApi
