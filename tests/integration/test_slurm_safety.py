@@ -80,7 +80,7 @@ PREFIX = "slurm-operator: "
 CORDON = "nodeset.slinky.slurm.net/pod-cordon"
 STEADY_S = float(os.environ.get("SAFETY_STEADY_S", "5"))
 POST_S = 3.0
-JOB_S = int(STEADY_S + 8)
+JOB_S = int(STEADY_S + 6)  # the scale-in then watches the job run for about 5 s
 MIB = 1 << 20
 
 # name -> (rules, blind)
