@@ -974,6 +974,18 @@ int sm_parse_json(int version, enum sm_kind kind, int status, const cJSON *doc, 
         }
         return rc;
     }
+    int64_t lu = 0;
+    if (kind == SM_KIND_JOBS && get_num(doc, "last_update", &lu) == NUM_VALUE && lu == 0 &&
+        json_len(json_child(doc, "jobs")) == 0) {
+        /* 24.11 and later answer a job poll whose update_time is not older
+         * than the last change with HTTP 200, "jobs": [], "last_update" 0
+         * and a warning "No job changes since update_time[...]", not with
+         * 304 as 22.05 does. A real list, even an empty one, is stamped
+         * with the time slurmctld packed it: read as "no job runs", this
+         * answer would clear every deadline on every other poll. */
+        out->not_modified = 1;
+        return 0;
+    }
     out->last_update = get_time(doc, "last_update", 0);
     if (out->last_update > 0) {
         /* slurmctld stamps a list with time() when it packs it. */

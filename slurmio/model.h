@@ -407,7 +407,9 @@ enum sm_time_src {
 typedef struct sm_response {
     int version;
     int not_modified;    /* HTTP 304: nothing changed since update_time; there is
-                          * NO data: keep what you had. */
+                          * NO data: keep what you had. Also a job list with
+                          * "last_update" 0 (24.11 and later: 200, "jobs": [],
+                          * warning "No job changes since update_time"). */
     int64_t last_update; /* v0.0.40+ list "last_update"; 0 when absent */
     /* The Slurm server's clock when it made this answer (epoch seconds), 0
      * when the answer carries none; server_time_src says whose clock. A

@@ -54,7 +54,7 @@ The rounds go on after a failed one; the test fails (exit 1) listing every
 failed round. Exit 77 (skipped) without the Slurm binaries or root, or when
 the lab's root file system cannot be built (24.11, 26.05).
 Environment: SAFETY_ROUNDS=name,name (a subset, in the order above; "pass"
-always runs first when stale is chosen), SAFETY_STEADY_S (default 10),
+always runs first when stale is chosen), SAFETY_STEADY_S (default 5),
 SLURMOP_LOG=path (keep slurmop's log), SLURMLAB_LOGS=dir (keep the lab's logs).
 """
 import json
@@ -78,9 +78,9 @@ BUSY = ["slinky-2", "slinky-3"]
 IMAGES = {"slurmd": {"image": "ghcr.io/slinkyproject/slurmd:test"}, "logfile": {"image": "alpine:test"}}
 PREFIX = "slurm-operator: "
 CORDON = "nodeset.slinky.slurm.net/pod-cordon"
-STEADY_S = float(os.environ.get("SAFETY_STEADY_S", "10"))
+STEADY_S = float(os.environ.get("SAFETY_STEADY_S", "5"))
 POST_S = 3.0
-JOB_S = int(STEADY_S + 8)
+JOB_S = int(STEADY_S + 6)  # the scale-in then watches the job run for about 5 s
 MIB = 1 << 20
 
 # name -> (rules, blind)

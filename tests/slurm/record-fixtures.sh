@@ -176,6 +176,10 @@ rec "$ALL" node_n2_drained /slurm/@V@/node/n2
 rec "$ALL" node_n3_draining /slurm/@V@/node/n3
 rec "$ALL" node_n1_busy /slurm/@V@/node/n1
 rec "$ALL" jobs_running /slurm/@V@/jobs
+# Jobs unchanged since update_time: 22.05 answers 304; 24.11 and 26.05 answer
+# 200 with "jobs": [], "last_update" 0 and a warning "No job changes since
+# update_time[...]" (it is not an empty job list).
+rec "$ALL" jobs_update_time /slurm/@V@/jobs?update_time=$(( $(date +%s) + 3600 ))
 
 # A maintenance reservation like the one the ScheduledUpdate strategy keeps.
 scontrol create reservation reservationname=SlurmOperatorMaint-nss starttime=now+60minutes duration=30 \

@@ -391,6 +391,49 @@ static void test_not_modified(void **state)
     sm_response_free(&r);
 }
 
+/* Jobs unchanged since update_time, recorded: 22.05 answers 304; 24.11 and
+ * 26.05 answer 200 with an empty list, "last_update" 0 and a warning. Read as
+ * a list, that answer would clear every job's deadline on every other poll.
+ * An empty list that is one (stamped with a real last_update) stays a list. */
+static void test_jobs_not_modified(void **state)
+{
+    sm_response r;
+    assert_int_equal(parse_fixture(38, SM_KIND_JOBS, "v38_jobs_update_time_304.json", &r), 0);
+    assert_true(r.not_modified);
+    sm_response_free(&r);
+    static const int newer[] = {42, 43, 44};
+    for (size_t i = 0; i < sizeof(newer) / sizeof(newer[0]); i++) {
+        int v = newer[i];
+        char *name = fx(v, "jobs_update_time_200.json");
+        assert_int_equal(parse_fixture(v, SM_KIND_JOBS, name, &r), 0);
+        free(name);
+        assert_true(r.not_modified);
+        assert_int_equal(r.n_jobs, 0);
+        assert_int_equal(r.last_update, 0);
+        assert_int_equal(r.server_time_src, SM_TIME_NONE);
+        sm_response_free(&r);
+        name = fx(v, "jobs_empty_200.json");
+        assert_int_equal(parse_fixture(v, SM_KIND_JOBS, name, &r), 0);
+        free(name);
+        assert_false(r.not_modified);
+        assert_int_equal(r.n_jobs, 0);
+        assert_true(r.last_update > 1700000000);
+        sm_response_free(&r);
+    }
+    /* The same shape for nodes is not "not modified" (nodes answer 304). */
+    static const char nodes[] = "{\"nodes\": [], \"last_update\": {\"set\": true, \"infinite\": false, "
+                                "\"number\": 0}, \"errors\": [], \"warnings\": []}";
+    assert_int_equal(sm_parse(44, SM_KIND_NODES, 200, nodes, sizeof(nodes) - 1, &r), 0);
+    assert_false(r.not_modified);
+    sm_response_free(&r);
+    /* v0.0.40 and v0.0.41 on 24.11 refuse an epoch update_time for jobs
+     * (422, 9202 then 9000): an error, never an empty list. */
+    assert_true(parse_fixture(40, SM_KIND_JOBS, "v40_jobs_update_time_422.json", &r) < 0);
+    assert_int_equal(r.err.slurm_errno, 9202);
+    assert_int_equal(r.n_jobs, 0);
+    sm_response_free(&r);
+}
+
 static void test_v3x_jobs_ping_resv(void **state)
 {
     for (int v = 36; v <= 38; v++) {
@@ -1040,7 +1083,8 @@ int main(void)
         cmocka_unit_test(test_versions),         cmocka_unit_test(test_paths),
         cmocka_unit_test(test_negotiate),        cmocka_unit_test(test_v3x_node_states),
         cmocka_unit_test(test_v3x_node_lists),   cmocka_unit_test(test_v3x_errors),
-        cmocka_unit_test(test_not_modified),     cmocka_unit_test(test_v3x_jobs_ping_resv),
+        cmocka_unit_test(test_not_modified),     cmocka_unit_test(test_jobs_not_modified),
+        cmocka_unit_test(test_v3x_jobs_ping_resv),
         cmocka_unit_test(test_v4x_nodes),        cmocka_unit_test(test_v4x_jobs_ping_resv_status),
         cmocka_unit_test(test_malformed),        cmocka_unit_test(test_state_words),
         cmocka_unit_test(test_node_update_json), cmocka_unit_test(test_resv_desc_json),
