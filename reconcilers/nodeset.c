@@ -70,6 +70,11 @@ static struct {
 struct wait_pass {
     char *key;
     uint64_t last_ms;
+    /* The first queueing of the passes held back without writing (0: none):
+     * the next pass that runs counts its event -> action latency from it,
+     * so the throttle's wait shows in slurmop_event_to_action_seconds
+     * instead of being dropped with the held pass's queueing time. */
+    uint64_t held_ns;
 };
 
 static void wait_pass_free(void *v)
@@ -80,6 +85,25 @@ static void wait_pass_free(void *v)
 }
 
 static const map_type wait_pass_type = {.val_free = wait_pass_free};
+
+/* The earlier of first_add_ns and the held queueing time of key (which is
+ * forgotten). */
+static uint64_t wait_pass_take(nodeset_state *c, const char *key, uint64_t first_add_ns)
+{
+    struct wait_pass *w = map_get(&c->wait_passes, key);
+    if (w == NULL || w->held_ns == 0)
+        return first_add_ns;
+    uint64_t held = w->held_ns;
+    w->held_ns = 0;
+    return first_add_ns == 0 || held < first_add_ns ? held : first_add_ns;
+}
+
+static void wait_pass_hold(nodeset_state *c, const char *key, uint64_t first_add_ns)
+{
+    struct wait_pass *w = map_get(&c->wait_passes, key);
+    if (w && first_add_ns && (w->held_ns == 0 || first_add_ns < w->held_ns))
+        w->held_ns = first_add_ns;
+}
 
 static void wait_pass_drop(nodeset_state *c, const char *key)
 {
@@ -772,7 +796,10 @@ static void delete_pod(struct pass *p, const sobj *pod, const char *why)
     kube_delete_opts o = {.uid = pod->uid, .grace_seconds = -1};
     log_info("nodeset %s: deleting pod %s (%s)", p->key, pod->name, why);
     note_write(p);
-    kube_delete(p->op->client, &KUBE_PODS, pod->ns, pod->name, &o, delete_done, d);
+    /* delete_done reads only the outcome: the pod the answer carries (~5 KB)
+     * is not parsed. */
+    kube_req_opts ro = {.no_answer = 1};
+    kube_delete_with(p->op->client, &ro, &KUBE_PODS, pod->ns, pod->name, &o, delete_done, d);
 }
 
 static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON *desired);
@@ -1411,8 +1438,9 @@ static int status_send(struct pass *p, const cJSON *patch)
     b = xcalloc(1, sizeof(*b));
     b->key = xstrdup(p->key);
     map_put(&p->c->status_busy, b->key, b);
-    kube_patch(p->op->client, &SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch, NULL, 0,
-               status_written, keyref_new(p->c, p->key));
+    kube_req_opts ro = {.no_answer = 1}; /* status_written reads only the outcome */
+    kube_patch_with(p->op->client, &ro, &SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch, NULL,
+                    0, status_written, keyref_new(p->c, p->key));
     return 1;
 }
 
@@ -1665,13 +1693,18 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
  * being deleted, Controller found). While writes are in flight it only
  * updates the state and the status, as a full pass does then. Returns 0
  * when a full pass must run instead (having taken no action). */
-static int incr_pass(struct pass *p, wq_result *res)
+/* The state of key when an incremental step may use it, else NULL. */
+static struct incr *incr_usable(struct pass *p, uint64_t now)
 {
     struct incr *r = map_get(&p->c->incrs, p->key);
-    uint64_t now = uv_now(p->op->loop);
     if (r == NULL || !r->valid || r->full || now >= r->full_due_ms || !nodeset_slurm_quiet(p->op, p->o))
-        return 0;
-    int act = exp_satisfied(p->c->exp, p->key, p->o->uid, now);
+        return NULL;
+    return r;
+}
+
+/* Bring the state up to date for the pods that changed. */
+static void incr_apply_dirty(struct pass *p, struct incr *r)
+{
     store *pods = op_store(p->op, OPK_PODS);
     size_t it = 0;
     const char *uid;
@@ -1688,6 +1721,80 @@ static int incr_pass(struct pass *p, wq_result *res)
         }
     }
     map_free(&r->dirty);
+}
+
+/* Debug builds: the state rebuilt from every pod must be equal to the
+ * incrementally updated one (the full pass is the reference). */
+static void incr_check(struct pass *p, struct incr *r)
+{
+#ifndef NDEBUG
+    nsi_state ref_st;
+    char why[256];
+    nsi_init(&ref_st);
+    incr_derive(p, r->update_hash, r->current_hash, &ref_st);
+    if (!nsi_equal(&r->st, &ref_st, why, sizeof(why))) {
+        log_error("nodeset %s: incremental state differs from a full pass: %s", p->key, why);
+        r->valid = 0;
+    }
+    nsi_free(&ref_st);
+#else
+    (void)p;
+    (void)r;
+    (void)incr_derive;
+#endif
+}
+
+/* Writes of the NodeSet are in flight (expectations pending): a full pass
+ * could only refresh status, and such passes are throttled (WAIT_PASS_MS).
+ * When the state is usable, the pods that changed are still taken in at
+ * once and the pods that ended are deleted at once, each unless its delete
+ * is already in flight: an ended pod (Failed or Succeeded) runs nothing,
+ * and a full pass deletes it without a drain too (DRAIN-SAFETY.md, rule 4),
+ * only later (once it sees the right size). Nothing else is decided here:
+ * no create (the cache does not show the creates in flight), no status
+ * write (that is the throttled pass's), no victim order (a plan that needs
+ * every pod deletes nothing). */
+static void incr_pending(struct pass *p)
+{
+    uint64_t now = uv_now(p->op->loop);
+    struct incr *r = incr_usable(p, now);
+    if (r == NULL || r->dirty.count == 0)
+        return;
+    incr_apply_dirty(p, r);
+    if (r->st.ended.count > 0 && nsi_plan(&r->st, nsb_replicas(p->ns), r->rolling).action != NSI_FULL) {
+        store *pods = op_store(p->op, OPK_PODS);
+        size_t n = 0, cap = r->st.ended.count, it = 0;
+        const sobj **gone = xcalloc(cap + 1, sizeof(*gone));
+        const char *uid, *ref;
+        while ((uid = nsi_ended_next(&r->st, &it, &ref)) && n < cap) {
+            const sobj *pod = store_get_key(pods, ref);
+            if (pod == NULL || strcmp(pod->uid, uid) != 0) {
+                /* not where the state says: the next full pass decides */
+                free(gone);
+                r->valid = 0;
+                return;
+            }
+            if (!pod->deleting && !exp_deletion_pending(p->c->exp, p->key, pod->key))
+                gone[n++] = pod;
+        }
+        for (size_t i = 0; i < n; i++)
+            delete_pod(p, gone[i], "it has terminated and will be replaced");
+        free(gone);
+    }
+    incr_check(p, r);
+}
+
+static int incr_pass(struct pass *p, wq_result *res)
+{
+    uint64_t now = uv_now(p->op->loop);
+    struct incr *r = incr_usable(p, now);
+    if (r == NULL)
+        return 0;
+    int act = exp_satisfied(p->c->exp, p->key, p->o->uid, now);
+    store *pods = op_store(p->op, OPK_PODS);
+    size_t it = 0;
+    const char *uid;
+    incr_apply_dirty(p, r);
     int replicas = nsb_replicas(p->ns);
     nsi_plan_t plan = act ? nsi_plan(&r->st, replicas, r->rolling) : (nsi_plan_t){NSI_NONE, 0};
     snprintf(p->update_hash, sizeof(p->update_hash), "%s", r->update_hash);
@@ -1708,7 +1815,8 @@ static int incr_pass(struct pass *p, wq_result *res)
                 r->valid = 0;
                 return 0;
             }
-            gone[n++] = pod;
+            if (!exp_deletion_pending(p->c->exp, p->key, pod->key))
+                gone[n++] = pod;
         }
         for (size_t i = 0; i < n; i++)
             delete_pod(p, gone[i], "it has terminated and will be replaced");
@@ -1730,22 +1838,7 @@ static int incr_pass(struct pass *p, wq_result *res)
     nsi_counts(&r->st, replicas, &counts);
     nodeset_slurm_status(p->op, p->o, p->ctl, p->ns, NULL, 0, &sc); /* quiet: zeros, touches no pod */
     write_status(p, &counts, &sc, NULL);
-#ifndef NDEBUG
-    {
-        /* The reference: the state rebuilt from every pod must be equal. */
-        nsi_state ref_st;
-        char why[256];
-        nsi_init(&ref_st);
-        incr_derive(p, r->update_hash, r->current_hash, &ref_st);
-        if (!nsi_equal(&r->st, &ref_st, why, sizeof(why))) {
-            log_error("nodeset %s: incremental state differs from a full pass: %s", p->key, why);
-            r->valid = 0;
-        }
-        nsi_free(&ref_st);
-    }
-#else
-    (void)incr_derive;
-#endif
+    incr_check(p, r);
     uint64_t ms = r->full_due_ms - now;
     if (p->requeue_ms && p->requeue_ms < ms) {
         ms = p->requeue_ms;
@@ -1847,12 +1940,17 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         /* Writes in flight bring event storms (several events per pod: an
          * 8,192-pod scale-in kept the loop busy with passes that could only
          * refresh status, and the deletions themselves went out slower). */
+        p.first_add_ns = wait_pass_take(c, key, p.first_add_ns);
+        incr_pending(&p);
         uint64_t wait = wait_pass_delay(c, key, uv_now(op->loop));
         if (wait) {
+            if (!p.wrote)
+                wait_pass_hold(c, key, p.first_add_ns);
             cJSON_Delete(p.ns);
             return WQ_RESULT_AFTER(wait);
         }
     } else {
+        p.first_add_ns = wait_pass_take(c, key, p.first_add_ns);
         wait_pass_drop(c, key);
     }
     wq_result res;
