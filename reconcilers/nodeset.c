@@ -70,10 +70,12 @@ static struct {
 struct wait_pass {
     char *key;
     uint64_t last_ms;
-    /* The first queueing of the passes held back without writing (0: none):
-     * the next pass that runs counts its event -> action latency from it,
-     * so the throttle's wait shows in slurmop_event_to_action_seconds
-     * instead of being dropped with the held pass's queueing time. */
+    /* The first queueing of the passes held back whose events nothing looked
+     * at (no incremental step; 0: none): the next pass whose action is a
+     * pod's create or delete counts its event -> action latency from it
+     * (note_write), so a replacement that waited for the throttle shows
+     * that wait in slurmop_event_to_action_seconds instead of losing it
+     * with the held pass's queueing time. */
     uint64_t held_ns;
 };
 
@@ -86,16 +88,15 @@ static void wait_pass_free(void *v)
 
 static const map_type wait_pass_type = {.val_free = wait_pass_free};
 
-/* The earlier of first_add_ns and the held queueing time of key (which is
- * forgotten). */
-static uint64_t wait_pass_take(nodeset_state *c, const char *key, uint64_t first_add_ns)
+/* The held queueing time of key, forgotten (0: none). */
+static uint64_t wait_pass_take(nodeset_state *c, const char *key)
 {
     struct wait_pass *w = map_get(&c->wait_passes, key);
-    if (w == NULL || w->held_ns == 0)
-        return first_add_ns;
+    if (w == NULL)
+        return 0;
     uint64_t held = w->held_ns;
     w->held_ns = 0;
-    return first_add_ns == 0 || held < first_add_ns ? held : first_add_ns;
+    return held;
 }
 
 static void wait_pass_hold(nodeset_state *c, const char *key, uint64_t first_add_ns)
@@ -176,7 +177,11 @@ static int take_failed(nodeset_state *c, const char *key)
  *     of our own object writes, a failed write (mark_failed);
  *   - the resync or safety-net requeue of the last full pass is due
  *     (full_due_ms): timers cannot say why they fired;
- *   - writes of the NodeSet are in flight (expectations not satisfied);
+ *   - writes of the NodeSet are in flight (expectations not satisfied):
+ *     then only the incremental step of incr_pending runs at once (the
+ *     pods that changed, ended pods deleted, missing ordinals created when
+ *     every create in flight is tracked), and the throttled pass refreshes
+ *     the status;
  *   - a spec the state does not model: DaemonSet mode, volumeClaimTemplates,
  *     pinToNode, minReadySeconds (availability depends on the clock);
  *   - the Slurm side is not quiet (nodeset_slurm_quiet: a Controller with a
@@ -206,6 +211,14 @@ struct incr {
     char current_hash[NSB_HASH_MAX];
     int32_t collision;
     uint64_t full_due_ms; /* uv_now() when the last full pass's requeue fires */
+    /* Ordinals whose create was submitted and neither observed (ADDED) nor
+     * failed: the creates in flight, which the cache does not show yet.
+     * Kept across full passes (they do not see them either); with
+     * expectations, whose count of creations in flight must equal
+     * n_creating before an incremental step may create (incr_pending). */
+    uint8_t *creating;
+    size_t creating_cap;
+    int32_t n_creating;
 };
 static void free_key(char *k)
 {
@@ -219,8 +232,48 @@ static void incr_free(void *v)
     struct incr *r = v;
     map_free(&r->dirty);
     nsi_free(&r->st);
+    free(r->creating);
     free(r->key);
     free(r);
+}
+
+static struct incr *incr_get_or_new(nodeset_state *c, const char *key)
+{
+    struct incr *r = map_get(&c->incrs, key);
+    if (r == NULL) {
+        r = xcalloc(1, sizeof(*r));
+        r->key = xstrdup(key);
+        nsi_init(&r->st);
+        map_init_type(&r->dirty, &dirty_type);
+        map_put(&c->incrs, r->key, r);
+    }
+    return r;
+}
+
+static void incr_creating_set(struct incr *r, int ordinal, int on)
+{
+    if (ordinal < 0 || ordinal >= NSB_REPLICAS_MAX)
+        return;
+    if (on && (size_t)ordinal >= r->creating_cap) {
+        size_t cap = r->creating_cap ? r->creating_cap : 64;
+        while (cap <= (size_t)ordinal)
+            cap *= 2;
+        r->creating = xrealloc(r->creating, cap);
+        memset(r->creating + r->creating_cap, 0, cap - r->creating_cap);
+        r->creating_cap = cap;
+    }
+    if ((size_t)ordinal >= r->creating_cap || r->creating[ordinal] == (on ? 1 : 0))
+        return;
+    r->creating[ordinal] = on ? 1 : 0;
+    r->n_creating += on ? 1 : -1;
+}
+
+/* A create of key's pod at ordinal was observed or failed. */
+static void incr_created(nodeset_state *c, const char *key, int ordinal)
+{
+    struct incr *r = map_get(&c->incrs, key);
+    if (r)
+        incr_creating_set(r, ordinal, 0);
 }
 
 static const map_type incr_type = {.val_free = incr_free};
@@ -351,8 +404,10 @@ static void on_pod(store *s, const sobj *old, const sobj *new, void *data)
     if (c->exp && o->owner_kind && strcmp(o->owner_kind, NSB_KIND) == 0 && o->owner_name) {
         char key[512];
         snprintf(key, sizeof(key), "%s/%s", o->ns, o->owner_name);
-        if (!old && new)
+        if (!old && new) {
             exp_creation_observed(c->exp, key);
+            incr_created(c, key, nsb_parse_ordinal(o->name, o->owner_name));
+        }
         /* A pod with a deletion timestamp counts as deleted, as in
          * Kubernetes' own controllers: a pod on a Node that is gone stays
          * Terminating until the pod garbage collector removes it (no
@@ -518,16 +573,25 @@ struct pass {
     size_t n_pods;
     int64_t now;
     uint64_t first_add_ns;
-    int wrote;
+    uint64_t held_ns; /* see struct wait_pass */
+    int wrote, wrote_pod;
     uint32_t requeue_ms; /* smallest requested delay, 0 = none */
     char *conflict;      /* objects not ours with our names, NULL when none (cluster_rc.h) */
 };
 
-static void note_write(struct pass *p)
+/* A write of the pass: the first one is its action. A pod's create or
+ * delete (pod) also counts from the queueing of passes held back before it
+ * (held_ns); a status or object write only from the pass's own queueing. */
+static void note_write(struct pass *p, int pod)
 {
-    if (!p->wrote)
-        op_observe_action(p->op, NODESET_CONTROLLER, p->first_add_ns);
+    if (!p->wrote) {
+        uint64_t t = p->first_add_ns;
+        if (pod && p->held_ns && (t == 0 || p->held_ns < t))
+            t = p->held_ns;
+        op_observe_action(p->op, NODESET_CONTROLLER, t);
+    }
     p->wrote = 1;
+    p->wrote_pod |= pod;
 }
 
 static void want_requeue(struct pass *p, uint32_t ms)
@@ -689,6 +753,7 @@ static void create_item_done(void *item, int err, void *data)
         /* The create will never be observed: lower the expectation now. */
         if (c->exp)
             exp_creation_observed(c->exp, j->owner_key);
+        incr_created(c, j->owner_key, ci->ordinal);
         if (err != OP_ECANCELED && err != OP_EEXISTS && c->op) {
             const sobj *o = store_get_key(op_store(c->op, OPK_NODESETS), j->owner_key);
             if (o)
@@ -748,7 +813,7 @@ static void submit_creates(struct pass *p, struct create_job *j, struct create_i
         return;
     }
     exp_expect_creations(p->c->exp, p->key, p->o->uid, (int)n, uv_now(p->op->loop));
-    note_write(p);
+    note_write(p, 1);
     wbatch_run((void *const *)items, n, create_start, create_item_done, create_end, keyref_new(p->c, p->key));
 }
 
@@ -795,7 +860,7 @@ static void delete_pod(struct pass *p, const sobj *pod, const char *why)
     exp_expect_deletion(p->c->exp, p->key, p->o->uid, pod->key, uv_now(p->op->loop));
     kube_delete_opts o = {.uid = pod->uid, .grace_seconds = -1};
     log_info("nodeset %s: deleting pod %s (%s)", p->key, pod->name, why);
-    note_write(p);
+    note_write(p, 1);
     /* delete_done reads only the outcome: the pod the answer carries (~5 KB)
      * is not parsed. */
     kube_req_opts ro = {.no_answer = 1};
@@ -887,7 +952,7 @@ static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON
     int rc = objsync_ensure(p->op->objsync, op_store(p->op, kind), res, desired, on_object_written, key);
     /* The callback owns the key copy only when a write was submitted. */
     if (rc == OBJSYNC_WRITING)
-        note_write(p);
+        note_write(p, 0);
     else
         free(key);
     if (rc == OBJSYNC_NOT_OWNED) {
@@ -962,7 +1027,7 @@ static int sync_revisions(struct pass *p)
         int rc = objsync_delete(p->op->objsync, op_store(p->op, OPK_REVISIONS), &KUBE_CONTROLLERREVISIONS,
                                 p->nsname, revs[gone[k]].name, on_object_written, key);
         if (rc == OBJSYNC_WRITING)
-            note_write(p);
+            note_write(p, 0);
         else
             free(key);
     }
@@ -1018,7 +1083,7 @@ static void collect_pods(struct pass *p)
         log_info("nodeset %s: adopting orphan pod %s", p->key, o->name);
         kube_patch(p->op->client, &KUBE_PODS, o->ns, o->name, NULL, KUBE_PATCH_STRATEGIC, patch, NULL, 0,
                    adopted, keyref_new(p->c, p->key));
-        note_write(p);
+        note_write(p, 0);
         cJSON_Delete(patch);
     }
 }
@@ -1093,6 +1158,9 @@ static int create_ordinals(struct pass *p, const int *ords, int n, int replicas)
     }
     op_event(p->op, p->o, NSB_KIND, "ScalingUp", "Scale", "Scaling up: creating %d pod(s) for %d replicas", n,
              replicas);
+    struct incr *r = incr_get_or_new(p->c, p->key);
+    for (int i = 0; i < n; i++)
+        incr_creating_set(r, ords[i], 1);
     submit_creates(p, job, items, (size_t)n);
     free(items);
     return 1;
@@ -1531,7 +1599,7 @@ static void write_status(struct pass *p, const nsb_counts *counts, const nsb_slu
             cJSON *patch = cJSON_CreateObject();
             json_set(patch, "status", diff);
             if (status_send(p, patch))
-                note_write(p);
+                note_write(p, 0);
             cJSON_Delete(patch);
         }
     }
@@ -1659,14 +1727,7 @@ static void incr_derive(const struct pass *p, const char *update_hash, const cha
  * them (the full pass is the reference), and its next resync noted. */
 static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
 {
-    struct incr *r = map_get(&p->c->incrs, p->key);
-    if (r == NULL) {
-        r = xcalloc(1, sizeof(*r));
-        r->key = xstrdup(p->key);
-        nsi_init(&r->st);
-        map_init_type(&r->dirty, &dirty_type);
-        map_put(&p->c->incrs, r->key, r);
-    }
+    struct incr *r = incr_get_or_new(p->c, p->key);
     map_free(&r->dirty);
     r->full = 0;
     /* A pass that found somebody else's object under our names keeps its
@@ -1744,22 +1805,50 @@ static void incr_check(struct pass *p, struct incr *r)
 #endif
 }
 
+/* The `want` lowest ordinals neither in use nor being created, into out
+ * (room for want); returns how many were found. */
+static size_t incr_free_ordinals(const struct incr *r, int want, int *out)
+{
+    size_t n_all = (size_t)want + (size_t)r->n_creating;
+    int *all = xcalloc(n_all + 1, sizeof(int));
+    size_t got = nsi_free_ordinals(&r->st, (int)n_all, all), k = 0;
+    for (size_t i = 0; i < got && k < (size_t)want; i++)
+        if ((size_t)all[i] >= r->creating_cap || !r->creating[all[i]])
+            out[k++] = all[i];
+    free(all);
+    return k;
+}
+
 /* Writes of the NodeSet are in flight (expectations pending): a full pass
  * could only refresh status, and such passes are throttled (WAIT_PASS_MS).
  * When the state is usable, the pods that changed are still taken in at
- * once and the pods that ended are deleted at once, each unless its delete
- * is already in flight: an ended pod (Failed or Succeeded) runs nothing,
- * and a full pass deletes it without a drain too (DRAIN-SAFETY.md, rule 4),
- * only later (once it sees the right size). Nothing else is decided here:
- * no create (the cache does not show the creates in flight), no status
- * write (that is the throttled pass's), no victim order (a plan that needs
- * every pod deletes nothing). */
-static void incr_pending(struct pass *p)
+ * once, and:
+ *   - the pods that ended are deleted at once, each unless its delete is
+ *     already in flight: an ended pod (Failed or Succeeded) runs nothing,
+ *     and a full pass deletes it without a drain too (DRAIN-SAFETY.md,
+ *     rule 4), only later (once it sees the right size);
+ *   - missing ordinals are created at once when every create in flight is
+ *     one the state tracks (expectations count as many as `creating`):
+ *     those count as pods, their ordinals are not free, and a pod whose
+ *     delete is in flight still counts as active, so nothing is created
+ *     twice; a terminating pod of the mode is waited for, as in a full
+ *     pass (its ordinal comes back).
+ * Nothing else is decided here: no status write (the throttled pass's), no
+ * victim order (a plan that needs every pod does nothing). Returns whether
+ * the state was usable (the events were looked at). */
+static int incr_pending(struct pass *p)
 {
     uint64_t now = uv_now(p->op->loop);
     struct incr *r = incr_usable(p, now);
-    if (r == NULL || r->dirty.count == 0)
-        return;
+    if (r == NULL)
+        return 0;
+    if (r->dirty.count == 0)
+        return 1;
+    /* The revision the pods it creates carry (create_ordinals), as in
+     * incr_pass. */
+    snprintf(p->update_hash, sizeof(p->update_hash), "%s", r->update_hash);
+    snprintf(p->current_hash, sizeof(p->current_hash), "%s", r->current_hash);
+    p->collision = r->collision;
     incr_apply_dirty(p, r);
     if (r->st.ended.count > 0 && nsi_plan(&r->st, nsb_replicas(p->ns), r->rolling).action != NSI_FULL) {
         store *pods = op_store(p->op, OPK_PODS);
@@ -1772,7 +1861,7 @@ static void incr_pending(struct pass *p)
                 /* not where the state says: the next full pass decides */
                 free(gone);
                 r->valid = 0;
-                return;
+                return 0;
             }
             if (!pod->deleting && !exp_deletion_pending(p->c->exp, p->key, pod->key))
                 gone[n++] = pod;
@@ -1781,7 +1870,23 @@ static void incr_pending(struct pass *p)
             delete_pod(p, gone[i], "it has terminated and will be replaced");
         free(gone);
     }
+    int adds = 0, dels = 0, replicas = nsb_replicas(p->ns);
+    exp_pending(p->c->exp, p->key, &adds, &dels);
+    const nsi_state *st = &r->st;
+    int32_t have = st->active + r->n_creating;
+    if (adds == r->n_creating && st->other_mode == 0 && !(r->rolling && st->old > 0) &&
+        have + st->coming_back < replicas) {
+        int want = replicas - have - st->coming_back;
+        int *ords = xcalloc((size_t)want + 1, sizeof(int));
+        size_t n = incr_free_ordinals(r, want, ords);
+        if (n > 0) {
+            log_debug("nodeset %s: creating %zu pod(s) while %d create(s) are in flight", p->key, n, adds);
+            create_ordinals(p, ords, (int)n, replicas);
+        }
+        free(ords);
+    }
     incr_check(p, r);
+    return 1;
 }
 
 static int incr_pass(struct pass *p, wq_result *res)
@@ -1823,7 +1928,7 @@ static int incr_pass(struct pass *p, wq_result *res)
         free(gone);
     } else if (plan.action == NSI_CREATE) {
         int *ords = xcalloc((size_t)plan.want + 1, sizeof(int));
-        size_t n = nsi_free_ordinals(&r->st, plan.want, ords);
+        size_t n = incr_free_ordinals(r, plan.want, ords);
         if (n < (size_t)plan.want) {
             free(ords);
             return 0;
@@ -1940,17 +2045,21 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         /* Writes in flight bring event storms (several events per pod: an
          * 8,192-pod scale-in kept the loop busy with passes that could only
          * refresh status, and the deletions themselves went out slower). */
-        p.first_add_ns = wait_pass_take(c, key, p.first_add_ns);
-        incr_pending(&p);
+        p.held_ns = wait_pass_take(c, key);
+        int looked = incr_pending(&p);
         uint64_t wait = wait_pass_delay(c, key, uv_now(op->loop));
         if (wait) {
-            if (!p.wrote)
+            /* Events the incremental step looked at needed no pod write
+             * when it made none; others wait for the held pass. */
+            if (!looked && !p.wrote_pod) {
+                wait_pass_hold(c, key, p.held_ns);
                 wait_pass_hold(c, key, p.first_add_ns);
+            }
             cJSON_Delete(p.ns);
             return WQ_RESULT_AFTER(wait);
         }
     } else {
-        p.first_add_ns = wait_pass_take(c, key, p.first_add_ns);
+        p.held_ns = wait_pass_take(c, key);
         wait_pass_drop(c, key);
     }
     wq_result res;
