@@ -803,6 +803,13 @@ kube_request *kube_patch(kube_client *c, const kube_res *res, const char *ns, co
                          enum kube_patch_type type, const cJSON *patch, const char *field_manager, int force,
                          kube_cb cb, void *data)
 {
+    return kube_patch_with(c, NULL, res, ns, name, sub, type, patch, field_manager, force, cb, data);
+}
+
+kube_request *kube_patch_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,
+                              const char *name, const char *sub, enum kube_patch_type type, const cJSON *patch,
+                              const char *field_manager, int force, kube_cb cb, void *data)
+{
     static const char *const ctypes[] = {"application/merge-patch+json", "application/json-patch+json",
                                          "application/strategic-merge-patch+json", "application/apply-patch+yaml"};
     buf_t q;
@@ -814,7 +821,7 @@ kube_request *kube_patch(kube_client *c, const kube_res *res, const char *ns, co
     }
     if (rc == 0 && force && type == KUBE_PATCH_APPLY)
         rc = buf_puts(&q, q.len ? "&force=true" : "force=true");
-    kube_request *r = do_simple(c, NULL, "PATCH", "PATCH", res, ns, name, sub, buf_cstr(&q), ctypes[type], patch, cb,
+    kube_request *r = do_simple(c, ro, "PATCH", "PATCH", res, ns, name, sub, buf_cstr(&q), ctypes[type], patch, cb,
                                 data);
     buf_free(&q);
     return r;
@@ -822,6 +829,12 @@ kube_request *kube_patch(kube_client *c, const kube_res *res, const char *ns, co
 
 kube_request *kube_delete(kube_client *c, const kube_res *res, const char *ns, const char *name,
                           const kube_delete_opts *opts, kube_cb cb, void *data)
+{
+    return kube_delete_with(c, NULL, res, ns, name, opts, cb, data);
+}
+
+kube_request *kube_delete_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,
+                               const char *name, const kube_delete_opts *opts, kube_cb cb, void *data)
 {
     cJSON *body = NULL;
     if (opts) {
@@ -840,7 +853,7 @@ kube_request *kube_delete(kube_client *c, const kube_res *res, const char *ns, c
                 json_set_str(pre, "resourceVersion", opts->resource_version);
         }
     }
-    kube_request *r = do_simple(c, NULL, "DELETE", "DELETE", res, ns, name, NULL, NULL,
+    kube_request *r = do_simple(c, ro, "DELETE", "DELETE", res, ns, name, NULL, NULL,
                                 body ? "application/json" : NULL, body, cb, data);
     cJSON_Delete(body);
     return r;

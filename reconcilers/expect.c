@@ -95,6 +95,12 @@ void exp_deletion_observed(expect_table *t, const char *key, const char *dep_key
         map_drop(&r->dels, dep_key);
 }
 
+int exp_deletion_pending(expect_table *t, const char *key, const char *dep_key)
+{
+    struct record *r = map_get(&t->owners, key);
+    return r && map_get(&r->dels, dep_key) != NULL;
+}
+
 int exp_satisfied(expect_table *t, const char *key, const char *uid, uint64_t now_ms)
 {
     struct record *r = map_get(&t->owners, key);

@@ -32,6 +32,9 @@ void exp_expect_deletion(expect_table *t, const char *key, const char *uid, cons
 void exp_creation_observed(expect_table *t, const char *key);
 /** A deletion was observed, or a delete failed / found nothing. */
 void exp_deletion_observed(expect_table *t, const char *key, const char *dep_key);
+/** Whether the deletion of dep_key is expected and not yet observed (a
+ *  delete of it is in flight). */
+int exp_deletion_pending(expect_table *t, const char *key, const char *dep_key);
 /** True when the owner may scale again: nothing pending, expired, or the
  *  record belongs to another uid (then it is dropped). */
 int exp_satisfied(expect_table *t, const char *key, const char *uid, uint64_t now_ms);

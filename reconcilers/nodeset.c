@@ -36,7 +36,11 @@
 /* Caches still filling at start: look again soon. */
 #define NS_UNSYNCED_RETRY_MS 100
 
-struct nsctl {
+/* The reconciler's state: one per operator (op->nodeset), made before
+ * setup and freed after the client closed, so that write completions that
+ * arrive after stop still find it. Every function reaches it through the
+ * operator or the context of a write. */
+struct nodeset_state {
     operator *op;
     wq_t *q;
     expect_table *exp;
@@ -47,11 +51,11 @@ struct nsctl {
     int ix_rev_owner;    /* controllerrevisions by owner uid */
     mx_family *mx_passes; /* slurmop_nodeset_passes_total{kind} */
     map_t status_busy;    /* key -> struct status_busy: a status PATCH in flight */
+    map_t wait_passes;    /* key -> struct wait_pass (below) */
+    map_t failed_keys;    /* key -> itself (below) */
+    map_t incrs;          /* NodeSet key -> struct incr ("incremental passes") */
+    map_t ds_backoffs;    /* "<nodeset uid>/<node>" -> struct ds_backoff */
 };
-
-/* One operator per process: the module's state lives here. */
-static struct nsctl ctl_state;
-#define C (&ctl_state)
 
 /* Interned keys for the per-pod lookups of every pass (pointer compares). */
 static struct {
@@ -66,6 +70,13 @@ static struct {
 struct wait_pass {
     char *key;
     uint64_t last_ms;
+    /* The first queueing of the passes held back whose events nothing looked
+     * at (no incremental step; 0: none): the next pass whose action is a
+     * pod's create or delete counts its event -> action latency from it
+     * (note_write), so a replacement that waited for the throttle shows
+     * that wait in slurmop_event_to_action_seconds instead of losing it
+     * with the held pass's queueing time. */
+    uint64_t held_ns;
 };
 
 static void wait_pass_free(void *v)
@@ -76,25 +87,42 @@ static void wait_pass_free(void *v)
 }
 
 static const map_type wait_pass_type = {.val_free = wait_pass_free};
-static map_t wait_passes = MAP_TYPED(&wait_pass_type); /* key -> struct wait_pass */
 
-static void wait_pass_drop(const char *key)
+/* The held queueing time of key, forgotten (0: none). */
+static uint64_t wait_pass_take(nodeset_state *c, const char *key)
 {
-    map_drop(&wait_passes, key);
-    if (wait_passes.count == 0)
-        map_free(&wait_passes);
+    struct wait_pass *w = map_get(&c->wait_passes, key);
+    if (w == NULL)
+        return 0;
+    uint64_t held = w->held_ns;
+    w->held_ns = 0;
+    return held;
+}
+
+static void wait_pass_hold(nodeset_state *c, const char *key, uint64_t first_add_ns)
+{
+    struct wait_pass *w = map_get(&c->wait_passes, key);
+    if (w && first_add_ns && (w->held_ns == 0 || first_add_ns < w->held_ns))
+        w->held_ns = first_add_ns;
+}
+
+static void wait_pass_drop(nodeset_state *c, const char *key)
+{
+    map_drop(&c->wait_passes, key);
+    if (c->wait_passes.count == 0)
+        map_free(&c->wait_passes);
 }
 
 /* Returns how long to wait before the next waiting pass (0: run now). */
-static uint64_t wait_pass_delay(const char *key, uint64_t now)
+static uint64_t wait_pass_delay(nodeset_state *c, const char *key, uint64_t now)
 {
-    struct wait_pass *w = map_get(&wait_passes, key);
+    struct wait_pass *w = map_get(&c->wait_passes, key);
     if (w && now - w->last_ms < WAIT_PASS_MS)
         return WAIT_PASS_MS - (now - w->last_ms);
     if (w == NULL) {
         w = xcalloc(1, sizeof(*w));
         w->key = xstrdup(key);
-        map_put(&wait_passes, w->key, w);
+        map_put(&c->wait_passes, w->key, w);
     }
     w->last_ms = now;
     return 0;
@@ -104,27 +132,26 @@ static uint64_t wait_pass_delay(const char *key, uint64_t now)
  * returns WQ_RESULT_ERROR for them, so the queue's per-key backoff keeps
  * growing (5 ms doubling up to 1000 s) while writes keep failing; a pass
  * that returned success would make the queue forget the failures and retry
- * a bad pod template every few milliseconds. */
-static map_t failed_keys = MAP_TYPED(&map_type_free_val); /* key -> itself */
+ * a bad pod template every few milliseconds. (c->failed_keys) */
 
-static void incr_mark_full(const char *key);
+static void incr_mark_full(nodeset_state *c, const char *key);
 
-static void mark_failed(const char *key)
+static void mark_failed(nodeset_state *c, const char *key)
 {
-    incr_mark_full(key);
-    if (map_get(&failed_keys, key) == NULL) {
+    incr_mark_full(c, key);
+    if (map_get(&c->failed_keys, key) == NULL) {
         char *k = xstrdup(key);
-        map_put(&failed_keys, k, k);
+        map_put(&c->failed_keys, k, k);
     }
-    if (C->q)
-        wq_add_rate_limited(C->q, key);
+    if (c->q)
+        wq_add_rate_limited(c->q, key);
 }
 
-static int take_failed(const char *key)
+static int take_failed(nodeset_state *c, const char *key)
 {
-    int had = map_drop(&failed_keys, key);
-    if (failed_keys.count == 0)
-        map_free(&failed_keys);
+    int had = map_drop(&c->failed_keys, key);
+    if (c->failed_keys.count == 0)
+        map_free(&c->failed_keys);
     return had;
 }
 
@@ -150,7 +177,11 @@ static int take_failed(const char *key)
  *     of our own object writes, a failed write (mark_failed);
  *   - the resync or safety-net requeue of the last full pass is due
  *     (full_due_ms): timers cannot say why they fired;
- *   - writes of the NodeSet are in flight (expectations not satisfied);
+ *   - writes of the NodeSet are in flight (expectations not satisfied):
+ *     then only the incremental step of incr_pending runs at once (the
+ *     pods that changed, ended pods deleted, missing ordinals created when
+ *     every create in flight is tracked), and the throttled pass refreshes
+ *     the status;
  *   - a spec the state does not model: DaemonSet mode, volumeClaimTemplates,
  *     pinToNode, minReadySeconds (availability depends on the clock);
  *   - the Slurm side is not quiet (nodeset_slurm_quiet: a Controller with a
@@ -180,6 +211,14 @@ struct incr {
     char current_hash[NSB_HASH_MAX];
     int32_t collision;
     uint64_t full_due_ms; /* uv_now() when the last full pass's requeue fires */
+    /* Ordinals whose create was submitted and neither observed (ADDED) nor
+     * failed: the creates in flight, which the cache does not show yet.
+     * Kept across full passes (they do not see them either); with
+     * expectations, whose count of creations in flight must equal
+     * n_creating before an incremental step may create (incr_pending). */
+    uint8_t *creating;
+    size_t creating_cap;
+    int32_t n_creating;
 };
 static void free_key(char *k)
 {
@@ -193,24 +232,63 @@ static void incr_free(void *v)
     struct incr *r = v;
     map_free(&r->dirty);
     nsi_free(&r->st);
+    free(r->creating);
     free(r->key);
     free(r);
 }
 
-static const map_type incr_type = {.val_free = incr_free};
-static map_t incrs = MAP_TYPED(&incr_type); /* NodeSet key -> struct incr */
-
-static void incr_drop(const char *key)
+static struct incr *incr_get_or_new(nodeset_state *c, const char *key)
 {
-    map_drop(&incrs, key);
-    if (incrs.count == 0)
-        map_free(&incrs);
+    struct incr *r = map_get(&c->incrs, key);
+    if (r == NULL) {
+        r = xcalloc(1, sizeof(*r));
+        r->key = xstrdup(key);
+        nsi_init(&r->st);
+        map_init_type(&r->dirty, &dirty_type);
+        map_put(&c->incrs, r->key, r);
+    }
+    return r;
+}
+
+static void incr_creating_set(struct incr *r, int ordinal, int on)
+{
+    if (ordinal < 0 || ordinal >= NSB_REPLICAS_MAX)
+        return;
+    if (on && (size_t)ordinal >= r->creating_cap) {
+        size_t cap = r->creating_cap ? r->creating_cap : 64;
+        while (cap <= (size_t)ordinal)
+            cap *= 2;
+        r->creating = xrealloc(r->creating, cap);
+        memset(r->creating + r->creating_cap, 0, cap - r->creating_cap);
+        r->creating_cap = cap;
+    }
+    if ((size_t)ordinal >= r->creating_cap || r->creating[ordinal] == (on ? 1 : 0))
+        return;
+    r->creating[ordinal] = on ? 1 : 0;
+    r->n_creating += on ? 1 : -1;
+}
+
+/* A create of key's pod at ordinal was observed or failed. */
+static void incr_created(nodeset_state *c, const char *key, int ordinal)
+{
+    struct incr *r = map_get(&c->incrs, key);
+    if (r)
+        incr_creating_set(r, ordinal, 0);
+}
+
+static const map_type incr_type = {.val_free = incr_free};
+
+static void incr_drop(nodeset_state *c, const char *key)
+{
+    map_drop(&c->incrs, key);
+    if (c->incrs.count == 0)
+        map_free(&c->incrs);
 }
 
 /* The next pass of key must be a full one. */
-static void incr_mark_full(const char *key)
+static void incr_mark_full(nodeset_state *c, const char *key)
 {
-    struct incr *r = map_get(&incrs, key);
+    struct incr *r = map_get(&c->incrs, key);
     if (r && !r->full) {
         r->full = 1;
         map_free(&r->dirty);
@@ -218,49 +296,65 @@ static void incr_mark_full(const char *key)
 }
 
 /* A pod event queued key: remember which pod. */
-static void incr_mark_pod(const char *key, const sobj *pod)
+static void incr_mark_pod(nodeset_state *c, const char *key, const sobj *pod)
 {
-    struct incr *r = map_get(&incrs, key);
+    struct incr *r = map_get(&c->incrs, key);
     if (r == NULL || r->full || map_get(&r->dirty, pod->uid))
         return;
     if (r->dirty.count >= INCR_MAX_DIRTY) {
-        incr_mark_full(key);
+        incr_mark_full(c, key);
         return;
     }
     map_put(&r->dirty, xstrdup(pod->uid), xstrdup(pod->key));
 }
 
-static void enqueue_full(const char *key)
+static void enqueue_full(nodeset_state *c, const char *key)
 {
-    incr_mark_full(key);
-    if (C->q)
-        wq_add(C->q, key);
+    incr_mark_full(c, key);
+    if (c->q)
+        wq_add(c->q, key);
 }
 
-void nodeset_enqueue(const char *key)
+void nodeset_enqueue(operator *op, const char *key)
 {
-    enqueue_full(key);
+    enqueue_full(op->nodeset, key);
 }
 
-void nodeset_enqueue_after(const char *key, uint64_t ms)
+void nodeset_enqueue_after(operator *op, const char *key, uint64_t ms)
 {
+    nodeset_state *c = op->nodeset;
     /* Whenever the next pass runs, it is a full one. */
-    incr_mark_full(key);
-    if (C->q)
-        wq_add_after(C->q, key, ms);
+    incr_mark_full(c, key);
+    if (c->q)
+        wq_add_after(c->q, key, ms);
 }
 
-/* The queue handed to nodeset_slurm (nodeset_slurm.h, nss_queue). */
+/* The queue handed to nodeset_slurm (nodeset_slurm.h, nss_queue); ctx is
+ * the state. */
 static void queue_now(void *ctx, const char *key)
 {
-    (void)ctx;
-    nodeset_enqueue(key);
+    enqueue_full(ctx, key);
 }
 
 static void queue_after(void *ctx, const char *key, uint64_t ms)
 {
-    (void)ctx;
-    nodeset_enqueue_after(key, ms);
+    nodeset_state *c = ctx;
+    nodeset_enqueue_after(c->op, key, ms);
+}
+
+/* A NodeSet key with the state, for the callbacks of writes. */
+struct keyref {
+    nodeset_state *c;
+    char key[];
+};
+
+static struct keyref *keyref_new(nodeset_state *c, const char *key)
+{
+    size_t n = strlen(key) + 1;
+    struct keyref *k = xmalloc(sizeof(*k) + n);
+    k->c = c;
+    memcpy(k->key, key, n);
+    return k;
 }
 
 /* ------------------------------------------------------------------ */
@@ -283,14 +377,14 @@ static const char *nodeset_ctl_index(const sobj *o, void *data)
     return buf;
 }
 
-static void enqueue_owner(const sobj *pod)
+static void enqueue_owner(nodeset_state *c, const sobj *pod)
 {
     char key[512];
     if (pod->owner_kind && strcmp(pod->owner_kind, NSB_KIND) == 0 && pod->owner_name) {
         snprintf(key, sizeof(key), "%s/%s", pod->ns, pod->owner_name);
-        incr_mark_pod(key, pod);
-        if (C->q)
-            wq_add(C->q, key);
+        incr_mark_pod(c, key, pod);
+        if (c->q)
+            wq_add(c->q, key);
     } else if (pod->owner_kind == NULL) {
         /* An orphan that carries our labels may be adopted by its NodeSet
          * (a full pass looks for orphans). */
@@ -298,30 +392,33 @@ static void enqueue_owner(const sobj *pod)
         const char *app = sobj_label(pod, NSB_LABEL_APP);
         if (inst && app && strcmp(app, "slurmd") == 0) {
             snprintf(key, sizeof(key), "%s/%s", pod->ns, inst);
-            nodeset_enqueue(key);
+            enqueue_full(c, key);
         }
     }
 }
 
 static void on_pod(store *s, const sobj *old, const sobj *new, void *data)
 {
+    nodeset_state *c = data;
     const sobj *o = new ? new : old;
-    if (C->exp && o->owner_kind && strcmp(o->owner_kind, NSB_KIND) == 0 && o->owner_name) {
+    if (c->exp && o->owner_kind && strcmp(o->owner_kind, NSB_KIND) == 0 && o->owner_name) {
         char key[512];
         snprintf(key, sizeof(key), "%s/%s", o->ns, o->owner_name);
-        if (!old && new)
-            exp_creation_observed(C->exp, key);
+        if (!old && new) {
+            exp_creation_observed(c->exp, key);
+            incr_created(c, key, nsb_parse_ordinal(o->name, o->owner_name));
+        }
         /* A pod with a deletion timestamp counts as deleted, as in
          * Kubernetes' own controllers: a pod on a Node that is gone stays
          * Terminating until the pod garbage collector removes it (no
          * kubelet confirms), and the NodeSet must not wait for that. The
          * passes still see it (terminating) and do not replace it early. */
         if ((old && !new) || (new && new->deleting && !(old && old->deleting)))
-            exp_deletion_observed(C->exp, key, o->key);
+            exp_deletion_observed(c->exp, key, o->key);
     }
     if (old && new && old->owner_uid && old->owner_uid != new->owner_uid)
-        enqueue_owner(old);
-    enqueue_owner(o);
+        enqueue_owner(c, old);
+    enqueue_owner(c, o);
 }
 
 /* Whether a NodeSet change may change what a full pass decides: anything
@@ -348,44 +445,46 @@ static int nodeset_changed(const sobj *old, const sobj *new)
 
 static void on_nodeset(store *s, const sobj *old, const sobj *new, void *data)
 {
+    nodeset_state *c = data;
     const sobj *o = new ? new : old;
-    if (C->exp && (new == NULL || (old && strcmp(old->uid, new->uid) != 0)))
-        exp_drop(C->exp, o->key);
+    if (c->exp && (new == NULL || (old && strcmp(old->uid, new->uid) != 0)))
+        exp_drop(c->exp, o->key);
     if (nodeset_changed(old, new))
-        incr_mark_full(o->key);
-    if (C->q)
-        wq_add(C->q, o->key);
+        incr_mark_full(c, o->key);
+    if (c->q)
+        wq_add(c->q, o->key);
 }
 
-static void enqueue_nodesets_of_controller(const char *ns, const char *ctl)
+static void enqueue_nodesets_of_controller(nodeset_state *c, const char *ns, const char *ctl)
 {
     char v[512];
-    store_cursor c;
+    store_cursor cur;
     snprintf(v, sizeof(v), "%s/%s", ns, ctl);
-    for (const sobj *o = store_index_first(op_store(C->op, OPK_NODESETS), C->ix_ns_ctl, v, &c); o;
-         o = store_index_next(&c))
-        nodeset_enqueue(o->key);
+    for (const sobj *o = store_index_first(op_store(c->op, OPK_NODESETS), c->ix_ns_ctl, v, &cur); o;
+         o = store_index_next(&cur))
+        enqueue_full(c, o->key);
 }
 
 static void on_controller(store *s, const sobj *old, const sobj *new, void *data)
 {
     const sobj *o = new ? new : old;
-    enqueue_nodesets_of_controller(o->ns, o->name);
+    enqueue_nodesets_of_controller(data, o->ns, o->name);
 }
 
 /* A Secret holding a Controller's keys changed: its NodeSets re-roll. */
 static void on_secret(store *s, const sobj *old, const sobj *new, void *data)
 {
+    nodeset_state *c = data;
     const sobj *o = new ? new : old;
     size_t it = 0;
     const sobj *ctl;
-    store *ctls = op_store(C->op, OPK_CONTROLLERS);
+    store *ctls = op_store(c->op, OPK_CONTROLLERS);
     while ((ctl = store_next(ctls, &it))) {
         if (strcmp(ctl->ns, o->ns) != 0)
             continue;
         const char *k = json_get_str(ctl->json, "spec.slurmKeyRef.name");
         if (k && strcmp(k, o->name) == 0)
-            enqueue_nodesets_of_controller(ctl->ns, ctl->name);
+            enqueue_nodesets_of_controller(c, ctl->ns, ctl->name);
     }
 }
 
@@ -395,7 +494,7 @@ static void on_revision(store *s, const sobj *old, const sobj *new, void *data)
     if (o->owner_kind && strcmp(o->owner_kind, NSB_KIND) == 0 && o->owner_name) {
         char key[512];
         snprintf(key, sizeof(key), "%s/%s", o->ns, o->owner_name);
-        nodeset_enqueue(key);
+        enqueue_full(data, key);
     }
 }
 
@@ -411,31 +510,33 @@ static int node_changed(const sobj *old, const sobj *new)
 
 static void on_node(store *s, const sobj *old, const sobj *new, void *data)
 {
+    nodeset_state *c = data;
     const sobj *o = new ? new : old;
     if (!node_changed(old, new))
         return;
     /* NodeSets with pods on this Node (cordon sync, DaemonSet predicates) ... */
-    store_cursor c;
-    for (const sobj *p = store_index_first(op_store(C->op, OPK_PODS), C->ix_pod_node, o->name, &c); p;
-         p = store_index_next(&c))
-        enqueue_owner(p);
+    store_cursor cur;
+    for (const sobj *p = store_index_first(op_store(c->op, OPK_PODS), c->ix_pod_node, o->name, &cur); p;
+         p = store_index_next(&cur))
+        enqueue_owner(c, p);
     /* ... and every DaemonSet-mode NodeSet (the Node may become eligible). */
     size_t it = 0;
     const sobj *n;
-    while ((n = store_next(op_store(C->op, OPK_NODESETS), &it)))
+    while ((n = store_next(op_store(c->op, OPK_NODESETS), &it)))
         if (strcmp(json_get_str_or(n->json, "spec.scalingMode", "StatefulSet"), "DaemonSet") == 0)
-            nodeset_enqueue(n->key);
+            enqueue_full(c, n->key);
 }
 
 static void setup(operator *op)
 {
-    C->op = op;
+    nodeset_state *c = op->nodeset;
+    c->op = op;
     store *pods = op_store(op, OPK_PODS);
-    C->ix_pod_owner = store_add_owner_index(pods);
-    C->ix_pod_instance = store_add_label_index(pods, NSB_LABEL_INSTANCE);
-    C->ix_pod_node = store_add_index(pods, pod_node_index, NULL);
-    C->ix_ns_ctl = store_add_index(op_store(op, OPK_NODESETS), nodeset_ctl_index, NULL);
-    C->ix_rev_owner = store_add_owner_index(op_store(op, OPK_REVISIONS));
+    c->ix_pod_owner = store_add_owner_index(pods);
+    c->ix_pod_instance = store_add_label_index(pods, NSB_LABEL_INSTANCE);
+    c->ix_pod_node = store_add_index(pods, pod_node_index, NULL);
+    c->ix_ns_ctl = store_add_index(op_store(op, OPK_NODESETS), nodeset_ctl_index, NULL);
+    c->ix_rev_owner = store_add_owner_index(op_store(op, OPK_REVISIONS));
     IK.revision = istr_get(NSB_LABEL_REVISION);
     IK.cordon = istr_get(NSB_ANN_POD_CORDON);
     IK.cost = istr_get(NSB_ANN_DELETION_COST);
@@ -443,13 +544,13 @@ static void setup(operator *op)
     IK.hostname = istr_get(NSB_LABEL_POD_HOSTNAME);
     IK.instance = istr_get(NSB_LABEL_INSTANCE);
     IK.mode = istr_get(NSB_LABEL_SCALING_MODE);
-    store_on_change(pods, on_pod, NULL);
-    store_on_change(op_store(op, OPK_NODESETS), on_nodeset, NULL);
-    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, NULL);
-    store_on_change(op_store(op, OPK_SECRETS), on_secret, NULL);
-    store_on_change(op_store(op, OPK_REVISIONS), on_revision, NULL);
-    store_on_change(op_store(op, OPK_NODES), on_node, NULL);
-    nodeset_slurm_setup(op, &(nss_queue){.now = queue_now, .after = queue_after});
+    store_on_change(pods, on_pod, c);
+    store_on_change(op_store(op, OPK_NODESETS), on_nodeset, c);
+    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, c);
+    store_on_change(op_store(op, OPK_SECRETS), on_secret, c);
+    store_on_change(op_store(op, OPK_REVISIONS), on_revision, c);
+    store_on_change(op_store(op, OPK_NODES), on_node, c);
+    nodeset_slurm_setup(op, &(nss_queue){.now = queue_now, .after = queue_after, .ctx = c});
 }
 
 /* ------------------------------------------------------------------ */
@@ -457,6 +558,7 @@ static void setup(operator *op)
 
 struct pass {
     operator *op;
+    nodeset_state *c; /* op->nodeset */
     const sobj *o;
     cJSON *ns;       /* the NodeSet with defaults */
     const char *key; /* ns/name */
@@ -471,16 +573,25 @@ struct pass {
     size_t n_pods;
     int64_t now;
     uint64_t first_add_ns;
-    int wrote;
+    uint64_t held_ns; /* see struct wait_pass */
+    int wrote, wrote_pod;
     uint32_t requeue_ms; /* smallest requested delay, 0 = none */
     char *conflict;      /* objects not ours with our names, NULL when none (cluster_rc.h) */
 };
 
-static void note_write(struct pass *p)
+/* A write of the pass: the first one is its action. A pod's create or
+ * delete (pod) also counts from the queueing of passes held back before it
+ * (held_ns); a status or object write only from the pass's own queueing. */
+static void note_write(struct pass *p, int pod)
 {
-    if (!p->wrote)
-        op_observe_action(p->op, NODESET_CONTROLLER, p->first_add_ns);
+    if (!p->wrote) {
+        uint64_t t = p->first_add_ns;
+        if (pod && p->held_ns && (t == 0 || p->held_ns < t))
+            t = p->held_ns;
+        op_observe_action(p->op, NODESET_CONTROLLER, t);
+    }
     p->wrote = 1;
+    p->wrote_pod |= pod;
 }
 
 static void want_requeue(struct pass *p, uint32_t ms)
@@ -535,6 +646,7 @@ static void fill_pod(const sobj *o, const char *nss, nsb_pod *p)
  * in the batch comes, so 8,192 creates hold 8,192 small items and at most
  * a window of pod bodies, not 8,192 pod trees at once. */
 struct create_job {
+    nodeset_state *c;
     int refs; /* one per item */
     char *owner_key;
     char *owner_uid;
@@ -554,6 +666,7 @@ struct create_item {
 };
 
 struct create_ctx {
+    nodeset_state *c;
     wbatch *b;
     size_t index;
     char *owner_key;
@@ -597,6 +710,7 @@ static void create_start(wbatch *b, size_t index, void *item, void *data)
         return;
     }
     struct create_ctx *ctx = xmalloc(sizeof(*ctx));
+    ctx->c = j->c;
     ctx->b = b;
     ctx->index = index;
     ctx->owner_key = xstrdup(j->owner_key);
@@ -605,22 +719,23 @@ static void create_start(wbatch *b, size_t index, void *item, void *data)
     const char *name = json_get_str(pod, "metadata.name");
     ctx->name = name ? xstrdup(name) : NULL;
     kube_req_opts ro = {.no_answer = name != NULL};
-    kube_create_with(C->op->client, &ro, &KUBE_PODS, json_get_str(pod, "metadata.namespace"), pod, create_done, ctx);
+    kube_create_with(j->c->op->client, &ro, &KUBE_PODS, json_get_str(pod, "metadata.namespace"), pod, create_done, ctx);
     cJSON_Delete(pod);
 }
 
 static void create_done(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     struct create_ctx *ctx = data;
+    nodeset_state *c = ctx->c;
     wbatch *b = ctx->b;
     size_t index = ctx->index;
     if (err && err != OP_ECANCELED)
         log_warn("nodeset %s: creating a pod failed: %s (%s)", ctx->owner_key, op_strerror(err),
                  st ? st->message : "");
-    if (err == 0 && C->op) {
-        const sobj *o = store_get_key(op_store(C->op, OPK_NODESETS), ctx->owner_key);
+    if (err == 0 && c->op) {
+        const sobj *o = store_get_key(op_store(c->op, OPK_NODESETS), ctx->owner_key);
         if (o)
-            op_event(C->op, o, NSB_KIND, "SuccessfulCreate", "Create", "Created pod %s",
+            op_event(c->op, o, NSB_KIND, "SuccessfulCreate", "Create", "Created pod %s",
                      ctx->name ? ctx->name : json_get_str_or(obj, "metadata.name", "?"));
     }
     free(ctx->name);
@@ -633,14 +748,16 @@ static void create_item_done(void *item, int err, void *data)
 {
     struct create_item *ci = item;
     struct create_job *j = ci->job;
+    nodeset_state *c = j->c;
     if (err) {
         /* The create will never be observed: lower the expectation now. */
-        if (C->exp)
-            exp_creation_observed(C->exp, j->owner_key);
-        if (err != OP_ECANCELED && err != OP_EEXISTS && C->op) {
-            const sobj *o = store_get_key(op_store(C->op, OPK_NODESETS), j->owner_key);
+        if (c->exp)
+            exp_creation_observed(c->exp, j->owner_key);
+        incr_created(c, j->owner_key, ci->ordinal);
+        if (err != OP_ECANCELED && err != OP_EEXISTS && c->op) {
+            const sobj *o = store_get_key(op_store(c->op, OPK_NODESETS), j->owner_key);
             if (o)
-                op_warn(C->op, o, NSB_KIND, "FailedCreate", "Failed to create a pod (%s%s%d): %s",
+                op_warn(c->op, o, NSB_KIND, "FailedCreate", "Failed to create a pod (%s%s%d): %s",
                         ci->node ? "node " : "ordinal ", ci->node ? ci->node : "", ci->node ? 0 : ci->ordinal,
                         op_strerror(err));
         }
@@ -654,15 +771,16 @@ static void create_item_done(void *item, int err, void *data)
 
 static void create_end(size_t sent, size_t failed, size_t skipped, void *data)
 {
-    char *key = data;
-    if (failed && C->q)
-        mark_failed(key);
-    free(key);
+    struct keyref *k = data;
+    if (failed && k->c->q)
+        mark_failed(k->c, k->key);
+    free(k);
 }
 
 static struct create_job *job_new(struct pass *p, cJSON *tmpl)
 {
     struct create_job *j = xcalloc(1, sizeof(*j));
+    j->c = p->c;
     j->owner_key = xstrdup(p->key);
     j->owner_uid = xstrdup(p->o->uid);
     j->ns = cJSON_Duplicate(p->ns, 1);
@@ -694,12 +812,13 @@ static void submit_creates(struct pass *p, struct create_job *j, struct create_i
         job_unref(j);
         return;
     }
-    exp_expect_creations(C->exp, p->key, p->o->uid, (int)n, uv_now(p->op->loop));
-    note_write(p);
-    wbatch_run((void *const *)items, n, create_start, create_item_done, create_end, xstrdup(p->key));
+    exp_expect_creations(p->c->exp, p->key, p->o->uid, (int)n, uv_now(p->op->loop));
+    note_write(p, 1);
+    wbatch_run((void *const *)items, n, create_start, create_item_done, create_end, keyref_new(p->c, p->key));
 }
 
 struct delete_ctx {
+    nodeset_state *c;
     char *owner_key;
     char *pod_key;
 };
@@ -707,23 +826,24 @@ struct delete_ctx {
 static void delete_done(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     struct delete_ctx *d = data;
+    nodeset_state *c = d->c;
     if (err && err != OP_ENOTFOUND) {
         /* Not deleted: the deletion will not be observed. */
-        if (C->exp)
-            exp_deletion_observed(C->exp, d->owner_key, d->pod_key);
+        if (c->exp)
+            exp_deletion_observed(c->exp, d->owner_key, d->pod_key);
         if (err != OP_ECANCELED) {
             log_warn("nodeset %s: deleting pod %s failed: %s (%s)", d->owner_key, d->pod_key, op_strerror(err),
                      st ? st->message : "");
-            if (C->q)
-                mark_failed(d->owner_key);
+            if (c->q)
+                mark_failed(c, d->owner_key);
         }
-    } else if (err == OP_ENOTFOUND && C->exp) {
-        exp_deletion_observed(C->exp, d->owner_key, d->pod_key);
-    } else if (err == 0 && C->op) {
-        const sobj *o = store_get_key(op_store(C->op, OPK_NODESETS), d->owner_key);
+    } else if (err == OP_ENOTFOUND && c->exp) {
+        exp_deletion_observed(c->exp, d->owner_key, d->pod_key);
+    } else if (err == 0 && c->op) {
+        const sobj *o = store_get_key(op_store(c->op, OPK_NODESETS), d->owner_key);
         const char *slash = strchr(d->pod_key, '/');
         if (o)
-            op_event(C->op, o, NSB_KIND, "SuccessfulDelete", "Delete", "Deleted pod %s", slash ? slash + 1 : d->pod_key);
+            op_event(c->op, o, NSB_KIND, "SuccessfulDelete", "Delete", "Deleted pod %s", slash ? slash + 1 : d->pod_key);
     }
     free(d->owner_key);
     free(d->pod_key);
@@ -734,13 +854,17 @@ static void delete_done(int err, const cJSON *obj, const kube_status *st, void *
 static void delete_pod(struct pass *p, const sobj *pod, const char *why)
 {
     struct delete_ctx *d = xcalloc(1, sizeof(*d));
+    d->c = p->c;
     d->owner_key = xstrdup(p->key);
     d->pod_key = xstrdup(pod->key);
-    exp_expect_deletion(C->exp, p->key, p->o->uid, pod->key, uv_now(p->op->loop));
+    exp_expect_deletion(p->c->exp, p->key, p->o->uid, pod->key, uv_now(p->op->loop));
     kube_delete_opts o = {.uid = pod->uid, .grace_seconds = -1};
     log_info("nodeset %s: deleting pod %s (%s)", p->key, pod->name, why);
-    note_write(p);
-    kube_delete(p->op->client, &KUBE_PODS, pod->ns, pod->name, &o, delete_done, d);
+    note_write(p, 1);
+    /* delete_done reads only the outcome: the pod the answer carries (~5 KB)
+     * is not parsed. */
+    kube_req_opts ro = {.no_answer = 1};
+    kube_delete_with(p->op->client, &ro, &KUBE_PODS, pod->ns, pod->name, &o, delete_done, d);
 }
 
 static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON *desired);
@@ -810,25 +934,25 @@ static void condemn(struct pass *p, const sobj *pod, const char *why)
 
 static void on_object_written(int err, const char *key, void *data)
 {
-    char *owner = data;
-    if (C->q) {
+    struct keyref *k = data;
+    if (k->c->q) {
         if (err && err != OP_ECANCELED)
-            mark_failed(owner);
+            mark_failed(k->c, k->key);
         else
-            enqueue_full(owner);
+            enqueue_full(k->c, k->key);
     }
-    free(owner);
+    free(k);
 }
 
 static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON *desired)
 {
     if (desired == NULL)
         return;
-    char *key = xstrdup(p->key);
+    struct keyref *key = keyref_new(p->c, p->key);
     int rc = objsync_ensure(p->op->objsync, op_store(p->op, kind), res, desired, on_object_written, key);
     /* The callback owns the key copy only when a write was submitted. */
     if (rc == OBJSYNC_WRITING)
-        note_write(p);
+        note_write(p, 0);
     else
         free(key);
     if (rc == OBJSYNC_NOT_OWNED) {
@@ -856,10 +980,10 @@ static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON
 static int sync_revisions(struct pass *p)
 {
     store *revs_store = op_store(p->op, OPK_REVISIONS);
-    size_t n = store_index_count(revs_store, C->ix_rev_owner, p->o->uid), i = 0;
+    size_t n = store_index_count(revs_store, p->c->ix_rev_owner, p->o->uid), i = 0;
     nsb_rev *revs = xcalloc(n ? n : 1, sizeof(*revs));
     store_cursor c;
-    for (const sobj *r = store_index_first(revs_store, C->ix_rev_owner, p->o->uid, &c); r && i < n;
+    for (const sobj *r = store_index_first(revs_store, p->c->ix_rev_owner, p->o->uid, &c); r && i < n;
          r = store_index_next(&c), i++) {
         revs[i].name = r->name;
         revs[i].hash = sobj_label(r, NSB_LABEL_REVISION);
@@ -899,11 +1023,11 @@ static int sync_revisions(struct pass *p)
     size_t ng = nsb_truncate_history(revs, n, live, nlive, (int32_t)json_get_int(p->ns, "spec.revisionHistoryLimit", 0),
                                      p->name, gone);
     for (size_t k = 0; k < ng; k++) {
-        char *key = xstrdup(p->key);
+        struct keyref *key = keyref_new(p->c, p->key);
         int rc = objsync_delete(p->op->objsync, op_store(p->op, OPK_REVISIONS), &KUBE_CONTROLLERREVISIONS,
                                 p->nsname, revs[gone[k]].name, on_object_written, key);
         if (rc == OBJSYNC_WRITING)
-            note_write(p);
+            note_write(p, 0);
         else
             free(key);
     }
@@ -916,23 +1040,23 @@ static int sync_revisions(struct pass *p)
 
 static void adopted(int err, const cJSON *obj, const kube_status *st, void *data)
 {
-    char *key = data;
+    struct keyref *k = data;
     if (err && err != OP_ECANCELED)
-        log_warn("nodeset %s: adopting a pod failed: %s (%s)", key, op_strerror(err), st ? st->message : "");
-    if (C->q && err != OP_ECANCELED)
-        enqueue_full(key);
-    free(key);
+        log_warn("nodeset %s: adopting a pod failed: %s (%s)", k->key, op_strerror(err), st ? st->message : "");
+    if (k->c->q && err != OP_ECANCELED)
+        enqueue_full(k->c, k->key);
+    free(k);
 }
 
 /* Claim pods: owned ones, and orphans that match (adopted by a patch). */
 static void collect_pods(struct pass *p)
 {
     store *pods = op_store(p->op, OPK_PODS);
-    size_t n = store_index_count(pods, C->ix_pod_owner, p->o->uid);
+    size_t n = store_index_count(pods, p->c->ix_pod_owner, p->o->uid);
     p->pods = xcalloc(n + 1, sizeof(nsb_pod));
     store_cursor c;
     size_t labelled = 0; /* ours that carry our instance label */
-    for (const sobj *o = store_index_first(pods, C->ix_pod_owner, p->o->uid, &c); o; o = store_index_next(&c)) {
+    for (const sobj *o = store_index_first(pods, p->c->ix_pod_owner, p->o->uid, &c); o; o = store_index_next(&c)) {
         fill_pod(o, p->name, &p->pods[p->n_pods++]);
         const char *inst = sobj_label_i(o, IK.instance);
         labelled += inst && strcmp(inst, p->name) == 0;
@@ -940,9 +1064,9 @@ static void collect_pods(struct pass *p)
     /* Orphans with our selector labels (and, in StatefulSet mode, a name of
      * ours) are adopted; the adoption shows up as an update event. Only
      * looked for when the label's index holds more pods than ours. */
-    if (store_index_count(pods, C->ix_pod_instance, p->name) <= labelled)
+    if (store_index_count(pods, p->c->ix_pod_instance, p->name) <= labelled)
         return;
-    for (const sobj *o = store_index_first(pods, C->ix_pod_instance, p->name, &c); o; o = store_index_next(&c)) {
+    for (const sobj *o = store_index_first(pods, p->c->ix_pod_instance, p->name, &c); o; o = store_index_next(&c)) {
         if (o->owner_kind || strcmp(o->ns, p->nsname) != 0 || o->deleting)
             continue;
         const char *app = sobj_label(o, NSB_LABEL_APP);
@@ -958,8 +1082,8 @@ static void collect_pods(struct pass *p)
         json_set_str(meta, "uid", o->uid); /* a precondition: adopt only this incarnation */
         log_info("nodeset %s: adopting orphan pod %s", p->key, o->name);
         kube_patch(p->op->client, &KUBE_PODS, o->ns, o->name, NULL, KUBE_PATCH_STRATEGIC, patch, NULL, 0,
-                   adopted, xstrdup(p->key));
-        note_write(p);
+                   adopted, keyref_new(p->c, p->key));
+        note_write(p, 0);
         cJSON_Delete(patch);
     }
 }
@@ -971,9 +1095,9 @@ static void sync_shared_objects(struct pass *p)
     store_cursor c;
     store *nss = op_store(p->op, OPK_NODESETS);
     snprintf(v, sizeof(v), "%s/%s", cw_ref_ns(p->ns, "spec.controllerRef"), ctl);
-    size_t n = store_index_count(nss, C->ix_ns_ctl, v), i = 0;
+    size_t n = store_index_count(nss, p->c->ix_ns_ctl, v), i = 0;
     nsb_owner *owners = xcalloc(n + 1, sizeof(*owners));
-    for (const sobj *o = store_index_first(nss, C->ix_ns_ctl, v, &c); o && i < n; o = store_index_next(&c)) {
+    for (const sobj *o = store_index_first(nss, p->c->ix_ns_ctl, v, &c); o && i < n; o = store_index_next(&c)) {
         if (o->deleting || strcmp(o->ns, p->nsname) != 0) /* the Service is per namespace */
             continue;
         owners[i].name = o->name;
@@ -1034,6 +1158,9 @@ static int create_ordinals(struct pass *p, const int *ords, int n, int replicas)
     }
     op_event(p->op, p->o, NSB_KIND, "ScalingUp", "Scale", "Scaling up: creating %d pod(s) for %d replicas", n,
              replicas);
+    struct incr *r = incr_get_or_new(p->c, p->key);
+    for (int i = 0; i < n; i++)
+        incr_creating_set(r, ords[i], 1);
     submit_creates(p, job, items, (size_t)n);
     free(items);
     return 1;
@@ -1145,18 +1272,17 @@ static void ds_backoff_free(void *v)
 }
 
 static const map_type ds_backoff_type = {.val_free = ds_backoff_free};
-static map_t ds_backoffs = MAP_TYPED(&ds_backoff_type);
 
 static int ds_may_replace(struct pass *p, const char *node)
 {
     char key[512];
     uint64_t now = uv_now(p->op->loop);
     snprintf(key, sizeof(key), "%s/%s", p->o->uid, node);
-    struct ds_backoff *b = map_get(&ds_backoffs, key);
+    struct ds_backoff *b = map_get(&p->c->ds_backoffs, key);
     if (b == NULL) {
         b = xcalloc(1, sizeof(*b));
         b->key = xstrdup(key);
-        map_put(&ds_backoffs, b->key, b);
+        map_put(&p->c->ds_backoffs, b->key, b);
     }
     if (now < b->next_ms) {
         want_requeue(p, (uint32_t)(b->next_ms - now));
@@ -1354,35 +1480,35 @@ static const map_type status_busy_type = {.val_free = status_busy_free};
 
 static void status_written(int err, const cJSON *obj, const kube_status *st, void *data)
 {
-    (void)obj;
-    char *key = data;
-    struct status_busy *b = map_get(&C->status_busy, key);
+    struct keyref *k = data;
+    struct status_busy *b = map_get(&k->c->status_busy, k->key);
     int again = b && b->again;
-    map_drop(&C->status_busy, key);
+    map_drop(&k->c->status_busy, k->key);
     if (err && err != OP_ECANCELED && err != OP_ENOTFOUND) {
-        log_warn("nodeset %s: status update failed: %s (%s)", key, op_strerror(err), st ? st->message : "");
-        if (C->q)
-            mark_failed(key);
-    } else if (again && C->q) {
-        wq_add(C->q, key);
+        log_warn("nodeset %s: status update failed: %s (%s)", k->key, op_strerror(err), st ? st->message : "");
+        if (k->c->q)
+            mark_failed(k->c, k->key);
+    } else if (again && k->c->q) {
+        wq_add(k->c->q, k->key);
     }
-    free(key);
+    free(k);
 }
 
 /* Sends a status patch unless one is in flight (then the next pass after it
  * completes sends what is still different). Returns 1 when sent. */
 static int status_send(struct pass *p, const cJSON *patch)
 {
-    struct status_busy *b = map_get(&C->status_busy, p->key);
+    struct status_busy *b = map_get(&p->c->status_busy, p->key);
     if (b) {
         b->again = 1;
         return 0;
     }
     b = xcalloc(1, sizeof(*b));
     b->key = xstrdup(p->key);
-    map_put(&C->status_busy, b->key, b);
-    kube_patch(p->op->client, &SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch, NULL, 0,
-               status_written, xstrdup(p->key));
+    map_put(&p->c->status_busy, b->key, b);
+    kube_req_opts ro = {.no_answer = 1}; /* status_written reads only the outcome */
+    kube_patch_with(p->op->client, &ro, &SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch, NULL,
+                    0, status_written, keyref_new(p->c, p->key));
     return 1;
 }
 
@@ -1473,7 +1599,7 @@ static void write_status(struct pass *p, const nsb_counts *counts, const nsb_slu
             cJSON *patch = cJSON_CreateObject();
             json_set(patch, "status", diff);
             if (status_send(p, patch))
-                note_write(p);
+                note_write(p, 0);
             cJSON_Delete(patch);
         }
     }
@@ -1537,7 +1663,7 @@ static size_t drain_on_delete(struct pass *p)
         return 0;
     }
     nodeset_slurm_observe(p->op, p->o);
-    if (exp_satisfied(C->exp, p->key, p->o->uid, uv_now(p->op->loop))) {
+    if (exp_satisfied(p->c->exp, p->key, p->o->uid, uv_now(p->op->loop))) {
         size_t n = 0;
         const nsb_pod **v = xcalloc(p->n_pods + 1, sizeof(*v));
         for (size_t i = 0; i < p->n_pods; i++)
@@ -1590,7 +1716,7 @@ static void incr_derive(const struct pass *p, const char *update_hash, const cha
     store_cursor c;
     nsb_pod nb;
     nsi_clear(out);
-    for (const sobj *o = store_index_first(pods, C->ix_pod_owner, p->o->uid, &c); o; o = store_index_next(&c)) {
+    for (const sobj *o = store_index_first(pods, p->c->ix_pod_owner, p->o->uid, &c); o; o = store_index_next(&c)) {
         fill_pod(o, p->name, &nb);
         nsi_pod f = nsi_pod_of(&nb, mode_ok(p->mode, o), update_hash, current_hash, p->name);
         nsi_set(out, o->uid, o->key, &f);
@@ -1601,14 +1727,7 @@ static void incr_derive(const struct pass *p, const char *update_hash, const cha
  * them (the full pass is the reference), and its next resync noted. */
 static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
 {
-    struct incr *r = map_get(&incrs, p->key);
-    if (r == NULL) {
-        r = xcalloc(1, sizeof(*r));
-        r->key = xstrdup(p->key);
-        nsi_init(&r->st);
-        map_init_type(&r->dirty, &dirty_type);
-        map_put(&incrs, r->key, r);
-    }
+    struct incr *r = incr_get_or_new(p->c, p->key);
     map_free(&r->dirty);
     r->full = 0;
     /* A pass that found somebody else's object under our names keeps its
@@ -1635,13 +1754,18 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
  * being deleted, Controller found). While writes are in flight it only
  * updates the state and the status, as a full pass does then. Returns 0
  * when a full pass must run instead (having taken no action). */
-static int incr_pass(struct pass *p, wq_result *res)
+/* The state of key when an incremental step may use it, else NULL. */
+static struct incr *incr_usable(struct pass *p, uint64_t now)
 {
-    struct incr *r = map_get(&incrs, p->key);
-    uint64_t now = uv_now(p->op->loop);
+    struct incr *r = map_get(&p->c->incrs, p->key);
     if (r == NULL || !r->valid || r->full || now >= r->full_due_ms || !nodeset_slurm_quiet(p->op, p->o))
-        return 0;
-    int act = exp_satisfied(C->exp, p->key, p->o->uid, now);
+        return NULL;
+    return r;
+}
+
+/* Bring the state up to date for the pods that changed. */
+static void incr_apply_dirty(struct pass *p, struct incr *r)
+{
     store *pods = op_store(p->op, OPK_PODS);
     size_t it = 0;
     const char *uid;
@@ -1658,6 +1782,124 @@ static int incr_pass(struct pass *p, wq_result *res)
         }
     }
     map_free(&r->dirty);
+}
+
+/* Debug builds: the state rebuilt from every pod must be equal to the
+ * incrementally updated one (the full pass is the reference). */
+static void incr_check(struct pass *p, struct incr *r)
+{
+#ifndef NDEBUG
+    nsi_state ref_st;
+    char why[256];
+    nsi_init(&ref_st);
+    incr_derive(p, r->update_hash, r->current_hash, &ref_st);
+    if (!nsi_equal(&r->st, &ref_st, why, sizeof(why))) {
+        log_error("nodeset %s: incremental state differs from a full pass: %s", p->key, why);
+        r->valid = 0;
+    }
+    nsi_free(&ref_st);
+#else
+    (void)p;
+    (void)r;
+    (void)incr_derive;
+#endif
+}
+
+/* The `want` lowest ordinals neither in use nor being created, into out
+ * (room for want); returns how many were found. */
+static size_t incr_free_ordinals(const struct incr *r, int want, int *out)
+{
+    size_t n_all = (size_t)want + (size_t)r->n_creating;
+    int *all = xcalloc(n_all + 1, sizeof(int));
+    size_t got = nsi_free_ordinals(&r->st, (int)n_all, all), k = 0;
+    for (size_t i = 0; i < got && k < (size_t)want; i++)
+        if ((size_t)all[i] >= r->creating_cap || !r->creating[all[i]])
+            out[k++] = all[i];
+    free(all);
+    return k;
+}
+
+/* Writes of the NodeSet are in flight (expectations pending): a full pass
+ * could only refresh status, and such passes are throttled (WAIT_PASS_MS).
+ * When the state is usable, the pods that changed are still taken in at
+ * once, and:
+ *   - the pods that ended are deleted at once, each unless its delete is
+ *     already in flight: an ended pod (Failed or Succeeded) runs nothing,
+ *     and a full pass deletes it without a drain too (DRAIN-SAFETY.md,
+ *     rule 4), only later (once it sees the right size);
+ *   - missing ordinals are created at once when every create in flight is
+ *     one the state tracks (expectations count as many as `creating`):
+ *     those count as pods, their ordinals are not free, and a pod whose
+ *     delete is in flight still counts as active, so nothing is created
+ *     twice; a terminating pod of the mode is waited for, as in a full
+ *     pass (its ordinal comes back).
+ * Nothing else is decided here: no status write (the throttled pass's), no
+ * victim order (a plan that needs every pod does nothing). Returns whether
+ * the state was usable (the events were looked at). */
+static int incr_pending(struct pass *p)
+{
+    uint64_t now = uv_now(p->op->loop);
+    struct incr *r = incr_usable(p, now);
+    if (r == NULL)
+        return 0;
+    if (r->dirty.count == 0)
+        return 1;
+    /* The revision the pods it creates carry (create_ordinals), as in
+     * incr_pass. */
+    snprintf(p->update_hash, sizeof(p->update_hash), "%s", r->update_hash);
+    snprintf(p->current_hash, sizeof(p->current_hash), "%s", r->current_hash);
+    p->collision = r->collision;
+    incr_apply_dirty(p, r);
+    if (r->st.ended.count > 0 && nsi_plan(&r->st, nsb_replicas(p->ns), r->rolling).action != NSI_FULL) {
+        store *pods = op_store(p->op, OPK_PODS);
+        size_t n = 0, cap = r->st.ended.count, it = 0;
+        const sobj **gone = xcalloc(cap + 1, sizeof(*gone));
+        const char *uid, *ref;
+        while ((uid = nsi_ended_next(&r->st, &it, &ref)) && n < cap) {
+            const sobj *pod = store_get_key(pods, ref);
+            if (pod == NULL || strcmp(pod->uid, uid) != 0) {
+                /* not where the state says: the next full pass decides */
+                free(gone);
+                r->valid = 0;
+                return 0;
+            }
+            if (!pod->deleting && !exp_deletion_pending(p->c->exp, p->key, pod->key))
+                gone[n++] = pod;
+        }
+        for (size_t i = 0; i < n; i++)
+            delete_pod(p, gone[i], "it has terminated and will be replaced");
+        free(gone);
+    }
+    int adds = 0, dels = 0, replicas = nsb_replicas(p->ns);
+    exp_pending(p->c->exp, p->key, &adds, &dels);
+    const nsi_state *st = &r->st;
+    int32_t have = st->active + r->n_creating;
+    if (adds == r->n_creating && st->other_mode == 0 && !(r->rolling && st->old > 0) &&
+        have + st->coming_back < replicas) {
+        int want = replicas - have - st->coming_back;
+        int *ords = xcalloc((size_t)want + 1, sizeof(int));
+        size_t n = incr_free_ordinals(r, want, ords);
+        if (n > 0) {
+            log_debug("nodeset %s: creating %zu pod(s) while %d create(s) are in flight", p->key, n, adds);
+            create_ordinals(p, ords, (int)n, replicas);
+        }
+        free(ords);
+    }
+    incr_check(p, r);
+    return 1;
+}
+
+static int incr_pass(struct pass *p, wq_result *res)
+{
+    uint64_t now = uv_now(p->op->loop);
+    struct incr *r = incr_usable(p, now);
+    if (r == NULL)
+        return 0;
+    int act = exp_satisfied(p->c->exp, p->key, p->o->uid, now);
+    store *pods = op_store(p->op, OPK_PODS);
+    size_t it = 0;
+    const char *uid;
+    incr_apply_dirty(p, r);
     int replicas = nsb_replicas(p->ns);
     nsi_plan_t plan = act ? nsi_plan(&r->st, replicas, r->rolling) : (nsi_plan_t){NSI_NONE, 0};
     snprintf(p->update_hash, sizeof(p->update_hash), "%s", r->update_hash);
@@ -1678,14 +1920,15 @@ static int incr_pass(struct pass *p, wq_result *res)
                 r->valid = 0;
                 return 0;
             }
-            gone[n++] = pod;
+            if (!exp_deletion_pending(p->c->exp, p->key, pod->key))
+                gone[n++] = pod;
         }
         for (size_t i = 0; i < n; i++)
             delete_pod(p, gone[i], "it has terminated and will be replaced");
         free(gone);
     } else if (plan.action == NSI_CREATE) {
         int *ords = xcalloc((size_t)plan.want + 1, sizeof(int));
-        size_t n = nsi_free_ordinals(&r->st, plan.want, ords);
+        size_t n = incr_free_ordinals(r, plan.want, ords);
         if (n < (size_t)plan.want) {
             free(ords);
             return 0;
@@ -1700,22 +1943,7 @@ static int incr_pass(struct pass *p, wq_result *res)
     nsi_counts(&r->st, replicas, &counts);
     nodeset_slurm_status(p->op, p->o, p->ctl, p->ns, NULL, 0, &sc); /* quiet: zeros, touches no pod */
     write_status(p, &counts, &sc, NULL);
-#ifndef NDEBUG
-    {
-        /* The reference: the state rebuilt from every pod must be equal. */
-        nsi_state ref_st;
-        char why[256];
-        nsi_init(&ref_st);
-        incr_derive(p, r->update_hash, r->current_hash, &ref_st);
-        if (!nsi_equal(&r->st, &ref_st, why, sizeof(why))) {
-            log_error("nodeset %s: incremental state differs from a full pass: %s", p->key, why);
-            r->valid = 0;
-        }
-        nsi_free(&ref_st);
-    }
-#else
-    (void)incr_derive;
-#endif
+    incr_check(p, r);
     uint64_t ms = r->full_due_ms - now;
     if (p->requeue_ms && p->requeue_ms < ms) {
         ms = p->requeue_ms;
@@ -1725,9 +1953,9 @@ static int incr_pass(struct pass *p, wq_result *res)
     return 1;
 }
 
-static wq_result ns_sync(const char *key, uint64_t first_add_ns)
+static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_ns)
 {
-    operator *op = C->op;
+    operator *op = c->op;
     const sobj *o = store_get_key(op_store(op, OPK_NODESETS), key);
     struct pass p;
     char err[256];
@@ -1737,14 +1965,15 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     if (!op_caches_synced(op))
         return WQ_RESULT_AFTER(NS_UNSYNCED_RETRY_MS);
     if (o == NULL || o->json == NULL) {
-        exp_drop(C->exp, key);
+        exp_drop(c->exp, key);
         nodeset_slurm_forget(op, key);
-        incr_drop(key);
+        incr_drop(c, key);
         nsim_forget(op->nodeset_immut, key);
         return WQ_RESULT_OK;
     }
     memset(&p, 0, sizeof(p));
     p.op = op;
+    p.c = c;
     p.o = o;
     p.key = o->key;
     p.name = o->name;
@@ -1774,7 +2003,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
             op_warn(op, o, NSB_KIND, "ValidationFailed", "%s", msgs.v[i]);
         write_invalid(&p, &msgs);
         nsb_msgs_free(&msgs);
-        incr_drop(key);
+        incr_drop(c, key);
         cJSON_Delete(p.ns);
         return WQ_RESULT_OK;
     }
@@ -1785,7 +2014,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
     const char *ctlns = cw_ref_ns(p.ns, "spec.controllerRef");
     const sobj *ctl = ctlns ? store_get(op_store(op, OPK_CONTROLLERS), ctlns, ctlname) : NULL;
     if (o->deleting) {
-        incr_drop(key);
+        incr_drop(c, key);
         p.ctl = ctl ? ctl->json : NULL;
         size_t left = drain_on_delete(&p);
         nodeset_slurm_finalize(op, o, p.ns);
@@ -1803,40 +2032,49 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
         nss_set_finalizer(op, o, NSS_DRAIN_FINALIZER, 1);
     if (ctl == NULL || ctl->json == NULL) {
         op_warn(op, o, NSB_KIND, "ControllerRefFailed", "Controller %s/%s not found", o->ns, ctlname);
-        incr_drop(key);
+        incr_drop(c, key);
         cJSON_Delete(p.ns);
         return WQ_RESULT_OK; /* the Controller's creation queues us */
     }
     p.ctl = ctl->json;
 
     int adds = 0, dels = 0;
-    if (!exp_satisfied(C->exp, key, o->uid, uv_now(op->loop)))
-        exp_pending(C->exp, key, &adds, &dels);
+    if (!exp_satisfied(c->exp, key, o->uid, uv_now(op->loop)))
+        exp_pending(c->exp, key, &adds, &dels);
     if (adds > 0 || dels > 0) {
         /* Writes in flight bring event storms (several events per pod: an
          * 8,192-pod scale-in kept the loop busy with passes that could only
          * refresh status, and the deletions themselves went out slower). */
-        uint64_t wait = wait_pass_delay(key, uv_now(op->loop));
+        p.held_ns = wait_pass_take(c, key);
+        int looked = incr_pending(&p);
+        uint64_t wait = wait_pass_delay(c, key, uv_now(op->loop));
         if (wait) {
+            /* Events the incremental step looked at needed no pod write
+             * when it made none; others wait for the held pass. */
+            if (!looked && !p.wrote_pod) {
+                wait_pass_hold(c, key, p.held_ns);
+                wait_pass_hold(c, key, p.first_add_ns);
+            }
             cJSON_Delete(p.ns);
             return WQ_RESULT_AFTER(wait);
         }
     } else {
-        wait_pass_drop(key);
+        p.held_ns = wait_pass_take(c, key);
+        wait_pass_drop(c, key);
     }
     wq_result res;
     if (incr_pass(&p, &res)) {
-        if (C->mx_passes)
-            mx_counter_inc(mx_counter_get(C->mx_passes, MX_LV("incremental")));
+        if (c->mx_passes)
+            mx_counter_inc(mx_counter_get(c->mx_passes, MX_LV("incremental")));
         cJSON_Delete(p.ns);
         return res;
     }
-    if (C->mx_passes)
-        mx_counter_inc(mx_counter_get(C->mx_passes, MX_LV("full")));
+    if (c->mx_passes)
+        mx_counter_inc(mx_counter_get(c->mx_passes, MX_LV("full")));
     collect_pods(&p);
     sync_revisions(&p);
     nodeset_slurm_observe(op, o);
-    if (exp_satisfied(C->exp, key, o->uid, uv_now(op->loop))) {
+    if (exp_satisfied(c->exp, key, o->uid, uv_now(op->loop))) {
         sync_shared_objects(&p);
         int scaled = p.mode == NSB_DAEMONSET ? scale_daemonset(&p) : scale_statefulset(&p);
         if (!scaled)
@@ -1847,7 +2085,7 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
         nodeset_slurm_sync(op, o, p.ctl, p.ns, p.pods, p.n_pods, p.update_hash, &act);
     } else {
         int a, d;
-        exp_pending(C->exp, key, &a, &d);
+        exp_pending(c->exp, key, &a, &d);
         log_debug("nodeset %s: waiting for %d creation(s) and %d deletion(s) to be observed", key, a, d);
     }
     sync_status(&p);
@@ -1863,19 +2101,21 @@ static wq_result ns_sync(const char *key, uint64_t first_add_ns)
 
 static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
 {
+    nodeset_state *c = data;
     uint64_t t0 = uv_hrtime();
-    int failed_before = take_failed(key);
+    int failed_before = take_failed(c, key);
     if (failed_before)
-        incr_mark_full(key);
-    wq_result r = ns_sync(key, first_add_ns);
+        incr_mark_full(c, key);
+    wq_result r = ns_sync(c, key, first_add_ns);
     if (failed_before)
         r = WQ_RESULT_ERROR; /* keep backing off while writes fail */
-    op_observe_reconcile(C->op, NODESET_CONTROLLER, r, (double)(uv_hrtime() - t0) / 1e9);
+    op_observe_reconcile(c->op, NODESET_CONTROLLER, r, (double)(uv_hrtime() - t0) / 1e9);
     return r;
 }
 
 static int start(operator *op)
 {
+    nodeset_state *c = op->nodeset;
     int err = 0;
     /* Failed writes back off per NodeSet up to a minute, not the queue's
      * default 1000 s: status PATCHes timing out under load for a while drove
@@ -1886,36 +2126,38 @@ static int start(operator *op)
      * does not. */
     wq_opts o = {.name = NODESET_CONTROLLER,
                  .handler = handle,
+                 .data = c,
                  .metrics = op->metrics,
                  .max_delay_ns = NODESET_BACKOFF_MAX_S * 1000000000ull};
-    C->exp = exp_new();
-    map_init_type(&C->status_busy, &status_busy_type);
+    c->exp = exp_new();
+    map_init_type(&c->status_busy, &status_busy_type);
     if (op->metrics)
-        C->mx_passes = mx_family_new(op->metrics, MX_COUNTER, "slurmop_nodeset_passes_total",
+        c->mx_passes = mx_family_new(op->metrics, MX_COUNTER, "slurmop_nodeset_passes_total",
                                      "NodeSet passes that reached the pods, by kind: full (every pod) or "
                                      "incremental (the pods that changed)",
                                      "kind", NULL, 0, NULL);
-    C->q = wq_new(op->loop, &o, &err);
-    if (C->q == NULL)
+    c->q = wq_new(op->loop, &o, &err);
+    if (c->q == NULL)
         return err;
     size_t it = 0;
     const sobj *n;
     while ((n = store_next(op_store(op, OPK_NODESETS), &it)))
-        wq_add(C->q, n->key);
+        wq_add(c->q, n->key);
     return nodeset_slurm_start(op);
 }
 
 static void stop(operator *op)
 {
+    nodeset_state *c = op->nodeset;
     nodeset_slurm_stop(op);
-    if (C->q)
-        wq_shutdown(C->q, NULL, NULL);
-    C->q = NULL;
-    map_free(&failed_keys);
-    map_free(&ds_backoffs);
-    map_free(&wait_passes);
-    map_free(&incrs);
-    map_free(&C->status_busy);
+    if (c->q)
+        wq_shutdown(c->q, NULL, NULL);
+    c->q = NULL;
+    map_free(&c->failed_keys);
+    map_free(&c->ds_backoffs);
+    map_free(&c->wait_passes);
+    map_free(&c->incrs);
+    map_free(&c->status_busy);
     nsim_clear(op->nodeset_immut);
     istr_put(IK.revision);
     istr_put(IK.cordon);
@@ -1926,9 +2168,9 @@ static void stop(operator *op)
     istr_put(IK.mode);
     memset(&IK, 0, sizeof(IK));
     /* Writes still in flight complete into the lowering functions, which
-     * need the table; those callbacks check C->exp. */
-    exp_free(C->exp);
-    C->exp = NULL;
+     * need the table; those callbacks check c->exp. */
+    exp_free(c->exp);
+    c->exp = NULL;
 }
 
 const op_reconciler RC_NODESET = {
@@ -1937,3 +2179,27 @@ const op_reconciler RC_NODESET = {
     .start = start,
     .stop = stop,
 };
+
+nodeset_state *nodeset_state_new(void)
+{
+    nodeset_state *c = xcalloc(1, sizeof(*c));
+    map_init_type(&c->wait_passes, &wait_pass_type);
+    map_init_type(&c->failed_keys, &map_type_free_val);
+    map_init_type(&c->incrs, &incr_type);
+    map_init_type(&c->ds_backoffs, &ds_backoff_type);
+    map_init_type(&c->status_busy, &status_busy_type);
+    return c;
+}
+
+void nodeset_state_free(nodeset_state *c)
+{
+    if (c == NULL)
+        return;
+    map_free(&c->failed_keys);
+    map_free(&c->ds_backoffs);
+    map_free(&c->wait_passes);
+    map_free(&c->incrs);
+    map_free(&c->status_busy);
+    exp_free(c->exp);
+    free(c);
+}

@@ -26,9 +26,17 @@
 
 extern const op_reconciler RC_NODESET;
 
-/** Queue a NodeSet ("ns/name") for reconciliation (no-op when not leading). */
-void nodeset_enqueue(const char *key);
-/** Queue a NodeSet after ms milliseconds (an earlier queueing wins). */
-void nodeset_enqueue_after(const char *key, uint64_t ms);
+/** The reconciler's state (queue, expectations, incremental state, failed
+ *  keys, backoffs): the operator owns it as op->nodeset, made before setup
+ *  and freed after the client has closed (write completions use it). */
+typedef struct nodeset_state nodeset_state;
+nodeset_state *nodeset_state_new(void);
+void nodeset_state_free(nodeset_state *c);
+
+/** Queue a NodeSet ("ns/name") for a full pass (no-op when not leading). */
+void nodeset_enqueue(operator *op, const char *key);
+/** Queue a NodeSet for a full pass after ms milliseconds (an earlier
+ *  queueing wins). */
+void nodeset_enqueue_after(operator *op, const char *key, uint64_t ms);
 
 #endif

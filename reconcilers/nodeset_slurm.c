@@ -400,7 +400,8 @@ static void patch_pod(const char *set, const sobj *pod, const char *sub, enum ku
     c->wkey = xstrdup(e->key);
     c->set = xstrdup(set);
     c->what = xstrdup(what);
-    kube_patch(M.op->client, &KUBE_PODS, pod->ns, pod->name, sub, type, patch, NULL, 0, pod_written, c);
+    kube_req_opts ro = {.no_answer = 1}; /* pod_written reads only the outcome, not the ~5 KB pod */
+    kube_patch_with(M.op->client, &ro, &KUBE_PODS, pod->ns, pod->name, sub, type, patch, NULL, 0, pod_written, c);
     cJSON_Delete(patch);
 }
 
@@ -1270,8 +1271,9 @@ static void patch_nodeset(operator *op, const sobj *nodeset, const char *sub, cJ
     np_ctx *c = xcalloc(1, sizeof(*c));
     c->set = xstrdup(nodeset->key);
     c->wkey = xstrdup(e->key);
-    kube_patch(op->client, &SLINKY_NODESETS, nodeset->ns, nodeset->name, sub, KUBE_PATCH_MERGE, patch,
-               NULL, 0, nodeset_written, c);
+    kube_req_opts ro = {.no_answer = 1}; /* nodeset_written reads only the outcome */
+    kube_patch_with(op->client, &ro, &SLINKY_NODESETS, nodeset->ns, nodeset->name, sub, KUBE_PATCH_MERGE, patch,
+                    NULL, 0, nodeset_written, c);
     cJSON_Delete(patch);
 }
 

@@ -16,6 +16,7 @@
 #include "reconcilers/bindhook.h"
 #include "reconcilers/controller.h"
 #include "reconcilers/loginset.h"
+#include "reconcilers/nodeset.h"
 #include "reconcilers/msec.h"
 #include "reconcilers/nodeset_immut.h"
 #include "reconcilers/nodetaint.h"
@@ -587,6 +588,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
     op->nodetaint = nodetaint_state_new();
     op->slurmclient = slurmclient_state_new();
     op->nodeset_immut = nsim_new();
+    op->nodeset = nodeset_state_new();
     for (int i = 0; i < 2; i++) {
         p->ref_store[i] = store_new(&KIND_FULL_NAMESPACED);
         store_on_change(p->ref_store[i], forward_ref_change, op->stores[ref_kinds[i]]);
@@ -750,6 +752,7 @@ static void on_client_closed(void *data)
     nodetaint_state_free(op->nodetaint);
     slurmclient_state_free(op->slurmclient);
     nsim_free(op->nodeset_immut);
+    nodeset_state_free(op->nodeset);
     for (int k = 0; k < OPK__COUNT; k++)
         store_free(op->stores[k]);
     for (int i = 0; i < 2; i++)

@@ -140,6 +140,7 @@ struct operator {
     struct nodetaint_state *nodetaint;
     struct slurmclient_state *slurmclient; /* Slurm clients per Controller (slurmclient.h: freed late) */
     struct nsim_table *nodeset_immut; /* the NodeSet reconciler's last valid immutable fields */
+    struct nodeset_state *nodeset;    /* the NodeSet reconciler's state (reconcilers/nodeset.h) */
     int leading;              /* reconcilers are running */
     int stopping;
 

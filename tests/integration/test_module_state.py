@@ -27,7 +27,7 @@ FOLDERS = ("reconcilers",)
 
 # file -> why it still has static state
 KNOWN = {
-    "reconcilers/nodeset.c": "the NodeSet engine's context and tables (being reworked elsewhere)",
+    "reconcilers/nodeset.c": "the interned label keys (IK) and the controller index's key buffer; its state is op->nodeset",
     "reconcilers/nodeset_slurm.c": "the engine's Slurm side (being reworked elsewhere)",
 }
 

@@ -33,9 +33,13 @@ static void test_counts(void **state)
     assert_int_equal(a, 1);
     exp_creation_observed(t, "ns/a");
     assert_false(exp_satisfied(t, "ns/a", "u1", 2000));
+    assert_true(exp_deletion_pending(t, "ns/a", "ns/a-5"));
+    assert_false(exp_deletion_pending(t, "ns/a", "ns/a-4"));
+    assert_false(exp_deletion_pending(t, "ns/b", "ns/a-5"));
     exp_deletion_observed(t, "ns/a", "ns/a-4"); /* not expected: ignored */
     assert_false(exp_satisfied(t, "ns/a", "u1", 2000));
     exp_deletion_observed(t, "ns/a", "ns/a-5");
+    assert_false(exp_deletion_pending(t, "ns/a", "ns/a-5"));
     assert_true(exp_satisfied(t, "ns/a", "u1", 2000));
     exp_free(t);
 }
