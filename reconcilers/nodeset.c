@@ -184,7 +184,7 @@ static int take_failed(nodeset_state *c, const char *key)
  *     the status;
  *   - a spec the state does not model: DaemonSet mode, volumeClaimTemplates,
  *     pinToNode, minReadySeconds (availability depends on the clock);
- *   - the Slurm side is not quiet (nodeset_slurm_quiet: a Controller with a
+ *   - the Slurm side is not quiet (nss_quiet: a Controller with a
  *     RestApi, or condemned pods, drains or a blocked condition pending):
  *     its rules (cordon sync, drift, held tables, counts) are defined over
  *     every pod, so every event of such a NodeSet runs a full pass;
@@ -196,7 +196,7 @@ static int take_failed(nodeset_state *c, const char *key)
  * No delete decision is taken from the state but the replacement of pods
  * that ended (Failed or Succeeded), which a full pass deletes without a
  * drain too (DRAIN-SAFETY.md, rule 4); every condemnation happens in a
- * full pass, through nodeset_slurm_condemn. Debug builds compare the state
+ * full pass, through nss_condemn. Debug builds compare the state
  * with one rebuilt from all pods after every incremental pass. */
 #define INCR_MAX_DIRTY 1024
 
@@ -550,7 +550,7 @@ static void setup(operator *op)
     store_on_change(op_store(op, OPK_SECRETS), on_secret, c);
     store_on_change(op_store(op, OPK_REVISIONS), on_revision, c);
     store_on_change(op_store(op, OPK_NODES), on_node, c);
-    nodeset_slurm_setup(op, &(nss_queue){.now = queue_now, .after = queue_after, .ctx = c});
+    nss_setup(op, &(nss_queue){.now = queue_now, .after = queue_after, .ctx = c});
 }
 
 /* ------------------------------------------------------------------ */
@@ -925,7 +925,7 @@ static void condemn(struct pass *p, const sobj *pod, const char *why)
         return;
     if (strcmp(why, "scale-in") == 0)
         sync_claims(p, nsb_parse_ordinal(pod->name, p->name), sobj_label(pod, NSB_LABEL_POD_HOSTNAME), pod, 1);
-    int v = nodeset_slurm_condemn(p->op, p->o, p->ctl, pod, why);
+    int v = nss_condemn(p->op, p->o, p->ctl, pod, why);
     if (v == NSS_DELETE)
         delete_pod(p, pod, why);
     else
@@ -1520,7 +1520,7 @@ static void set_conditions(struct pass *p, cJSON *status, const char *invalid)
     char now[32];
     rfc3339_now(now, 0);
     const char *msg = NULL;
-    const char *blocked = invalid ? NULL : nodeset_slurm_blocked(p->op, p->o, &msg);
+    const char *blocked = invalid ? NULL : nss_blocked(p->op, p->o, &msg);
     cJSON *conds = crc_conditions_set(json_child(status, "conditions"), CRC_COND_VALID, invalid ? "False" : NULL,
                                       "ValidationFailed", invalid, p->o->generation, now);
     if (!invalid) {
@@ -1561,7 +1561,7 @@ static void sync_status(struct pass *p)
     int32_t min_ready = (int32_t)json_get_int(p->ns, "spec.minReadySeconds", 0);
     nsb_count(p->pods, p->n_pods, p->update_hash, p->current_hash, p->name, p->mode, desired, min_ready, p->now,
               &counts);
-    nodeset_slurm_status(p->op, p->o, p->ctl, p->ns, p->pods, p->n_pods, &sc);
+    nss_status(p->op, p->o, p->ctl, p->ns, p->pods, p->n_pods, &sc);
     cJSON *o2n = NULL;
     if (p->mode == NSB_STATEFULSET && json_get_bool(p->ns, "spec.pinToNode", 0)) {
         /* Remember where each ordinal runs, so its replacement comes back to
@@ -1662,7 +1662,7 @@ static size_t drain_on_delete(struct pass *p)
         nss_set_finalizer(p->op, p->o, NSS_DRAIN_FINALIZER, 0);
         return 0;
     }
-    nodeset_slurm_observe(p->op, p->o);
+    nss_observe(p->op, p->o);
     if (exp_satisfied(p->c->exp, p->key, p->o->uid, uv_now(p->op->loop))) {
         size_t n = 0;
         const nsb_pod **v = xcalloc(p->n_pods + 1, sizeof(*v));
@@ -1682,7 +1682,7 @@ static size_t drain_on_delete(struct pass *p)
     return p->n_pods;
 }
 
-/* What nodeset_slurm_sync may do in a pass. */
+/* What nss_sync may do in a pass. */
 static void slurm_delete_pod(void *ctx, const sobj *pod, const char *why)
 {
     delete_pod(ctx, pod, why);
@@ -1758,7 +1758,7 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
 static struct incr *incr_usable(struct pass *p, uint64_t now)
 {
     struct incr *r = map_get(&p->c->incrs, p->key);
-    if (r == NULL || !r->valid || r->full || now >= r->full_due_ms || !nodeset_slurm_quiet(p->op, p->o))
+    if (r == NULL || !r->valid || r->full || now >= r->full_due_ms || !nss_quiet(p->op, p->o))
         return NULL;
     return r;
 }
@@ -1941,7 +1941,7 @@ static int incr_pass(struct pass *p, wq_result *res)
     nsb_counts counts;
     nsb_slurm_counts sc = {0, 0, 0, 0};
     nsi_counts(&r->st, replicas, &counts);
-    nodeset_slurm_status(p->op, p->o, p->ctl, p->ns, NULL, 0, &sc); /* quiet: zeros, touches no pod */
+    nss_status(p->op, p->o, p->ctl, p->ns, NULL, 0, &sc); /* quiet: zeros, touches no pod */
     write_status(p, &counts, &sc, NULL);
     incr_check(p, r);
     uint64_t ms = r->full_due_ms - now;
@@ -1966,7 +1966,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         return WQ_RESULT_AFTER(NS_UNSYNCED_RETRY_MS);
     if (o == NULL || o->json == NULL) {
         exp_drop(c->exp, key);
-        nodeset_slurm_forget(op, key);
+        nss_forget(op, key);
         incr_drop(c, key);
         nsim_forget(op->nodeset_immut, key);
         return WQ_RESULT_OK;
@@ -2017,7 +2017,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         incr_drop(c, key);
         p.ctl = ctl ? ctl->json : NULL;
         size_t left = drain_on_delete(&p);
-        nodeset_slurm_finalize(op, o, p.ns);
+        nss_finalize(op, o, p.ns);
         free(p.pods);
         cJSON_Delete(p.ns);
         /* Events (a drain read back, a pod gone) bring the next pass; this
@@ -2073,7 +2073,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         mx_counter_inc(mx_counter_get(c->mx_passes, MX_LV("full")));
     collect_pods(&p);
     sync_revisions(&p);
-    nodeset_slurm_observe(op, o);
+    nss_observe(op, o);
     if (exp_satisfied(c->exp, key, o->uid, uv_now(op->loop))) {
         sync_shared_objects(&p);
         int scaled = p.mode == NSB_DAEMONSET ? scale_daemonset(&p) : scale_statefulset(&p);
@@ -2082,7 +2082,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         /* After every condemnation of the pass, so that the Slurm side
          * knows which cordoned pods are kept (and may be uncordoned). */
         nss_actions act = {.ctx = &p, .delete_pod = slurm_delete_pod, .condemn = slurm_condemn};
-        nodeset_slurm_sync(op, o, p.ctl, p.ns, p.pods, p.n_pods, p.update_hash, &act);
+        nss_sync(op, o, p.ctl, p.ns, p.pods, p.n_pods, p.update_hash, &act);
     } else {
         int a, d;
         exp_pending(c->exp, key, &a, &d);
@@ -2143,13 +2143,13 @@ static int start(operator *op)
     const sobj *n;
     while ((n = store_next(op_store(op, OPK_NODESETS), &it)))
         wq_add(c->q, n->key);
-    return nodeset_slurm_start(op);
+    return nss_start(op);
 }
 
 static void stop(operator *op)
 {
     nodeset_state *c = op->nodeset;
-    nodeset_slurm_stop(op);
+    nss_stop(op);
     if (c->q)
         wq_shutdown(c->q, NULL, NULL);
     c->q = NULL;

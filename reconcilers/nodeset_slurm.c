@@ -710,7 +710,7 @@ char *nss_merge_features(const char *current, const char *spec)
 /* ------------------------------------------------------------------ */
 /* hooks */
 
-void nodeset_slurm_setup(operator *op, const nss_queue *q)
+void nss_setup(operator *op, const nss_queue *q)
 {
     M.op = op;
     M.q = *q;
@@ -728,7 +728,7 @@ void nodeset_slurm_setup(operator *op, const nss_queue *q)
     slurmclient_on_resv(op, on_slurm_resv, NULL);
 }
 
-int nodeset_slurm_start(operator *op)
+int nss_start(operator *op)
 {
     M.stopped = 0;
     return 0;
@@ -741,7 +741,7 @@ static void free_all(void)
     map_free(&M.backoff);
 }
 
-void nodeset_slurm_stop(operator *op)
+void nss_stop(operator *op)
 {
     /* Writes still in flight complete later; their contexts do not point
      * into this state (they carry copies of the keys), and once stopped
@@ -750,13 +750,13 @@ void nodeset_slurm_stop(operator *op)
     free_all();
 }
 
-void nodeset_slurm_forget(operator *op, const char *key)
+void nss_forget(operator *op, const char *key)
 {
     map_drop(&M.sets, key);
 }
 
 
-void nodeset_slurm_observe(operator *op, const sobj *nodeset)
+void nss_observe(operator *op, const sobj *nodeset)
 {
     nss_set *s = set_get(nodeset, nodeset->json);
     clear_condemned(s);
@@ -800,7 +800,7 @@ static int keep(operator *op, nss_set *s, const sobj *nodeset, const sobj *pod, 
     return NSS_WAIT;
 }
 
-int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod,
+int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod,
                           const char *why)
 {
     nss_set *s = set_get(nodeset, nodeset->json);
@@ -919,7 +919,7 @@ int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, c
 }
 
 /* A hook for the NodeSet reconciler's incremental passes (nodeset.c); reads only. */
-int nodeset_slurm_quiet(operator *op, const sobj *nodeset)
+int nss_quiet(operator *op, const sobj *nodeset)
 {
     const nss_set *s = map_get(&M.sets, nodeset->key);
     nc_cache *cache;
@@ -928,7 +928,7 @@ int nodeset_slurm_quiet(operator *op, const sobj *nodeset)
     return slurmclient_get(op, s->ctl_key, &cache) == SC_NO_RESTAPI;
 }
 
-const char *nodeset_slurm_blocked(operator *op, const sobj *nodeset, const char **message)
+const char *nss_blocked(operator *op, const sobj *nodeset, const char **message)
 {
     (void)op;
     const nss_set *s = map_get(&M.sets, nodeset->key);
@@ -1528,7 +1528,7 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
     free(nodes);
 }
 
-int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
+int nss_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
 {
     if (!nodeset->deleting || !nodeset->json || !has_finalizer(nodeset->json))
         return 0;
@@ -1643,7 +1643,7 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
     drift_clear(s, pod->uid);
 }
 
-void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
+void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                         const nsb_pod *pods, size_t n, const char *update_hash, const nss_actions *act)
 {
     nss_set *s = set_get(nodeset, ns);
@@ -1835,7 +1835,7 @@ static void sync_stale_down(nss_set *s, nc_cache *cache, const sobj *pod, const 
                  s->key, name, pod->name);
 }
 
-void nodeset_slurm_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
+void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                           const nsb_pod *pods, size_t n, nsb_slurm_counts *out)
 {
     nss_set *s = set_get(nodeset, ns);

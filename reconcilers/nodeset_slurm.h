@@ -62,7 +62,7 @@ enum nss_verdict { NSS_DELETE = 0, NSS_WAIT = 1 };
 /* The ScheduledUpdate reservation of NodeSet <name>: NSS_RESV_PREFIX<name>. */
 #define NSS_RESV_PREFIX "SlurmOperatorMaint-"
 
-/** What nodeset_slurm_sync may ask of the NodeSet reconciler in a pass. */
+/** What nss_sync may ask of the NodeSet reconciler in a pass. */
 typedef struct nss_actions {
     void *ctx;
     /* Delete a pod now (registration drift), with the reconciler's expectations. */
@@ -84,45 +84,45 @@ typedef struct nss_queue {
 } nss_queue;
 
 /** Set up the Slurm side; q is copied. */
-void nodeset_slurm_setup(operator *op, const nss_queue *q);
-int nodeset_slurm_start(operator *op);
-void nodeset_slurm_stop(operator *op);
+void nss_setup(operator *op, const nss_queue *q);
+int nss_start(operator *op);
+void nss_stop(operator *op);
 /** The NodeSet is gone: forget what was kept for it. */
-void nodeset_slurm_forget(operator *op, const char *key);
+void nss_forget(operator *op, const char *key);
 /** Finalizer work on a NodeSet being deleted (delete the ScheduledUpdate
  *  reservation, then drop the finalizer); returns non-zero when the pass
  *  must stop here. */
-int nodeset_slurm_finalize(operator *op, const sobj *nodeset, const cJSON *ns);
+int nss_finalize(operator *op, const sobj *nodeset, const cJSON *ns);
 /** Start of a pass: forget the last pass's condemnations and drains, and
  *  ask the Controller's node cache for job deadlines. (Slurm node events
  *  reach the owning NodeSet through an index of the pods store by Slurm
  *  node name, kept by the store itself: nothing is rebuilt per pass.) */
-void nodeset_slurm_observe(operator *op, const sobj *nodeset);
+void nss_observe(operator *op, const sobj *nodeset);
 /** A pod must go: cordon and drain it; NSS_DELETE when it may be deleted now. */
-int nodeset_slurm_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod,
+int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod,
                           const char *why);
 /** After scaling and updates (expectations satisfied): cordon/uncordon sync,
  *  deadlines, topology, features, registration drift, pruning, the
  *  ScheduledUpdate reservation. update_hash is the update revision. */
-void nodeset_slurm_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
+void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                         const nsb_pod *pods, size_t n, const char *update_hash, const nss_actions *act);
 /** Every pass, with the status: pod conditions, pod-protect labels, pod info
  *  in the node comments, and the Slurm counts for the NodeSet status (the
  *  last known counts while Slurm cannot be read). */
-void nodeset_slurm_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
+void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                           const nsb_pod *pods, size_t n, nsb_slurm_counts *out);
 
 /** For the NodeSet reconciler's incremental passes: non-zero when the Slurm
  *  side of this NodeSet has nothing to do for any pod (its Controller has no
- *  RestApi, so nodeset_slurm_sync and nodeset_slurm_status touch no pod) and
+ *  RestApi, so nss_sync and nss_status touch no pod) and
  *  nothing of the last pass is pending (no condemned pod, drain or blocked
  *  condition). */
-int nodeset_slurm_quiet(operator *op, const sobj *nodeset);
+int nss_quiet(operator *op, const sobj *nodeset);
 
 /** Why the last pass kept condemned pods it could not drain (a reason
  *  such as "DrainBlockedNoRestApi"; NULL when none) and, in *message, the
  *  condition message. */
-const char *nodeset_slurm_blocked(operator *op, const sobj *nodeset, const char **message);
+const char *nss_blocked(operator *op, const sobj *nodeset, const char **message);
 /** Whether obj's metadata.finalizers holds name. */
 int nss_has_finalizer(const cJSON *obj, const char *name);
 /** Add (want 1) or remove a finalizer of a NodeSet, with a merge patch
