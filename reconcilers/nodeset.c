@@ -55,12 +55,13 @@ struct nodeset_state {
     map_t failed_keys;    /* key -> itself (below) */
     map_t incrs;          /* NodeSet key -> struct incr ("incremental passes") */
     map_t ds_backoffs;    /* "<nodeset uid>/<node>" -> struct ds_backoff */
+    /* Interned keys for the per-pod lookups of every pass (pointer
+     * compares): references taken at setup, dropped at stop. */
+    struct {
+        const char *revision, *cordon, *cost, *deadline, *hostname, *instance, *mode;
+    } ik;
+    char ctl_index_key[512]; /* nodeset_ctl_index's answer (the store copies it) */
 };
-
-/* Interned keys for the per-pod lookups of every pass (pointer compares). */
-static struct {
-    const char *revision, *cordon, *cost, *deadline, *hostname, *instance, *mode;
-} IK;
 
 /* While a NodeSet's creates or deletes are in flight, a pass can only
  * update status, yet every pod event of a scale-out queues one: 8,192 pods
@@ -368,12 +369,14 @@ static const char *pod_node_index(const sobj *o, void *data)
 
 static const char *nodeset_ctl_index(const sobj *o, void *data)
 {
-    static char buf[512];
+    nodeset_state *c = data;
+    char *buf = c->ctl_index_key;
+    size_t len = sizeof(c->ctl_index_key);
     const char *ctl = json_get_str(o->json, "spec.controllerRef.name");
     const char *ns = cw_ref_ns(o->json, "spec.controllerRef");
     if (ctl == NULL || *ctl == '\0' || ns == NULL)
         return NULL;
-    snprintf(buf, sizeof(buf), "%s/%s", ns, ctl);
+    snprintf(buf, len, "%s/%s", ns, ctl);
     return buf;
 }
 
@@ -535,15 +538,15 @@ static void setup(operator *op)
     c->ix_pod_owner = store_add_owner_index(pods);
     c->ix_pod_instance = store_add_label_index(pods, NSB_LABEL_INSTANCE);
     c->ix_pod_node = store_add_index(pods, pod_node_index, NULL);
-    c->ix_ns_ctl = store_add_index(op_store(op, OPK_NODESETS), nodeset_ctl_index, NULL);
+    c->ix_ns_ctl = store_add_index(op_store(op, OPK_NODESETS), nodeset_ctl_index, c);
     c->ix_rev_owner = store_add_owner_index(op_store(op, OPK_REVISIONS));
-    IK.revision = istr_get(NSB_LABEL_REVISION);
-    IK.cordon = istr_get(NSB_ANN_POD_CORDON);
-    IK.cost = istr_get(NSB_ANN_DELETION_COST);
-    IK.deadline = istr_get(NSB_ANN_DEADLINE);
-    IK.hostname = istr_get(NSB_LABEL_POD_HOSTNAME);
-    IK.instance = istr_get(NSB_LABEL_INSTANCE);
-    IK.mode = istr_get(NSB_LABEL_SCALING_MODE);
+    c->ik.revision = istr_get(NSB_LABEL_REVISION);
+    c->ik.cordon = istr_get(NSB_ANN_POD_CORDON);
+    c->ik.cost = istr_get(NSB_ANN_DELETION_COST);
+    c->ik.deadline = istr_get(NSB_ANN_DEADLINE);
+    c->ik.hostname = istr_get(NSB_LABEL_POD_HOSTNAME);
+    c->ik.instance = istr_get(NSB_LABEL_INSTANCE);
+    c->ik.mode = istr_get(NSB_LABEL_SCALING_MODE);
     store_on_change(pods, on_pod, c);
     store_on_change(op_store(op, OPK_NODESETS), on_nodeset, c);
     store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, c);
@@ -618,15 +621,15 @@ static enum nsb_phase phase_of(const pod_proj *pp)
     return (enum nsb_phase)pp->phase;
 }
 
-static void fill_pod(const sobj *o, const char *nss, nsb_pod *p)
+static void fill_pod(const nodeset_state *c, const sobj *o, const char *nss, nsb_pod *p)
 {
     const pod_proj *pp = pod_of(o);
-    const char *cordon = sobj_annotation_i(o, IK.cordon);
-    const char *cost = sobj_annotation_i(o, IK.cost);
-    const char *deadline = sobj_annotation_i(o, IK.deadline);
+    const char *cordon = sobj_annotation_i(o, c->ik.cordon);
+    const char *cost = sobj_annotation_i(o, c->ik.cost);
+    const char *deadline = sobj_annotation_i(o, c->ik.deadline);
     memset(p, 0, sizeof(*p));
     p->name = o->name;
-    p->revision = sobj_label_i(o, IK.revision);
+    p->revision = sobj_label_i(o, c->ik.revision);
     p->ordinal = nsb_parse_ordinal(o->name, nss);
     p->phase = phase_of(pp);
     p->scheduled = pp->scheduled;
@@ -1057,8 +1060,8 @@ static void collect_pods(struct pass *p)
     store_cursor c;
     size_t labelled = 0; /* ours that carry our instance label */
     for (const sobj *o = store_index_first(pods, p->c->ix_pod_owner, p->o->uid, &c); o; o = store_index_next(&c)) {
-        fill_pod(o, p->name, &p->pods[p->n_pods++]);
-        const char *inst = sobj_label_i(o, IK.instance);
+        fill_pod(p->c, o, p->name, &p->pods[p->n_pods++]);
+        const char *inst = sobj_label_i(o, p->c->ik.instance);
         labelled += inst && strcmp(inst, p->name) == 0;
     }
     /* Orphans with our selector labels (and, in StatefulSet mode, a name of
@@ -1127,7 +1130,7 @@ static void fill_args(struct pass *p, nsb_pod_args *a)
 
 static int is_mode_pod(struct pass *p, const sobj *o)
 {
-    const char *m = sobj_label_i(o, IK.mode);
+    const char *m = sobj_label_i(o, p->c->ik.mode);
     const char *want = p->mode == NSB_DAEMONSET ? "DaemonSet" : "StatefulSet";
     return m == NULL || strcmp(m, want) == 0;
 }
@@ -1240,7 +1243,7 @@ static int scale_statefulset(struct pass *p)
          * sixth of its time finding hostnames for sync_claims to ignore.) */
         if (json_len(json_get(p->ns, "spec.volumeClaimTemplates")) > 0)
             for (size_t i = 0; i < n_active; i++)
-                sync_claims(p, active[i]->ordinal, sobj_label_i(pod_sobj(active[i]), IK.hostname),
+                sync_claims(p, active[i]->ordinal, sobj_label_i(pod_sobj(active[i]), p->c->ik.hostname),
                             pod_sobj(active[i]), active[i]->cordoned);
         /* Right size: replace pods that ended. */
         for (size_t i = 0; i < n_active; i++) {
@@ -1363,7 +1366,7 @@ static int scale_daemonset(struct pass *p)
         const sobj *o = pod_sobj(&p->pods[i]);
         if (p->pods[i].terminating || pod_of(o)->node_name)
             continue;
-        const char *host = sobj_label_i(o, IK.hostname);
+        const char *host = sobj_label_i(o, p->c->ik.hostname);
         if (host && *host && !map_get(&by_node, host))
             map_put(&by_node, host, (void *)(uintptr_t)o);
     }
@@ -1695,9 +1698,9 @@ static void slurm_condemn(void *ctx, const sobj *pod, const char *why)
 
 /* ---- incremental passes (see "incremental passes" above) ---- */
 
-static int mode_ok(enum nsb_mode mode, const sobj *o)
+static int mode_ok(const nodeset_state *c, enum nsb_mode mode, const sobj *o)
 {
-    const char *m = sobj_label_i(o, IK.mode);
+    const char *m = sobj_label_i(o, c->ik.mode);
     return m == NULL || strcmp(m, mode == NSB_DAEMONSET ? "DaemonSet" : "StatefulSet") == 0;
 }
 
@@ -1717,8 +1720,8 @@ static void incr_derive(const struct pass *p, const char *update_hash, const cha
     nsb_pod nb;
     nsi_clear(out);
     for (const sobj *o = store_index_first(pods, p->c->ix_pod_owner, p->o->uid, &c); o; o = store_index_next(&c)) {
-        fill_pod(o, p->name, &nb);
-        nsi_pod f = nsi_pod_of(&nb, mode_ok(p->mode, o), update_hash, current_hash, p->name);
+        fill_pod(p->c, o, p->name, &nb);
+        nsi_pod f = nsi_pod_of(&nb, mode_ok(p->c, p->mode, o), update_hash, current_hash, p->name);
         nsi_set(out, o->uid, o->key, &f);
     }
 }
@@ -1740,7 +1743,8 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
     nsi_clear(&r->st);
     for (size_t i = 0; i < p->n_pods; i++) {
         const sobj *o = pod_sobj(&p->pods[i]);
-        nsi_pod f = nsi_pod_of(&p->pods[i], mode_ok(p->mode, o), p->update_hash, p->current_hash, p->name);
+        nsi_pod f =
+            nsi_pod_of(&p->pods[i], mode_ok(p->c, p->mode, o), p->update_hash, p->current_hash, p->name);
         nsi_set(&r->st, o->uid, o->key, &f);
     }
     snprintf(r->update_hash, sizeof(r->update_hash), "%s", p->update_hash);
@@ -1774,8 +1778,8 @@ static void incr_apply_dirty(struct pass *p, struct incr *r)
     while (map_next(&r->dirty, &it, &uid, &v)) {
         const sobj *pod = store_get_key(pods, v);
         if (pod && strcmp(pod->uid, uid) == 0 && pod->owner_uid && strcmp(pod->owner_uid, p->o->uid) == 0) {
-            fill_pod(pod, p->name, &nb);
-            nsi_pod f = nsi_pod_of(&nb, mode_ok(p->mode, pod), r->update_hash, r->current_hash, p->name);
+            fill_pod(p->c, pod, p->name, &nb);
+            nsi_pod f = nsi_pod_of(&nb, mode_ok(p->c, p->mode, pod), r->update_hash, r->current_hash, p->name);
             nsi_set(&r->st, uid, pod->key, &f);
         } else {
             nsi_set(&r->st, uid, NULL, NULL);
@@ -2159,14 +2163,14 @@ static void stop(operator *op)
     map_free(&c->incrs);
     map_free(&c->status_busy);
     nsim_clear(op->nodeset_immut);
-    istr_put(IK.revision);
-    istr_put(IK.cordon);
-    istr_put(IK.cost);
-    istr_put(IK.deadline);
-    istr_put(IK.hostname);
-    istr_put(IK.instance);
-    istr_put(IK.mode);
-    memset(&IK, 0, sizeof(IK));
+    istr_put(c->ik.revision);
+    istr_put(c->ik.cordon);
+    istr_put(c->ik.cost);
+    istr_put(c->ik.deadline);
+    istr_put(c->ik.hostname);
+    istr_put(c->ik.instance);
+    istr_put(c->ik.mode);
+    memset(&c->ik, 0, sizeof(c->ik));
     /* Writes still in flight complete into the lowering functions, which
      * need the table; those callbacks check c->exp. */
     exp_free(c->exp);

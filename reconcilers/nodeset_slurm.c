@@ -28,8 +28,9 @@
  * node counts as registration drift; the node must have been missing from
  * every table read for this long too. */
 #define DRIFT_GRACE_DEFAULT_S 60
-#define DRIFT_GRACE_S ((int64_t)(M.op && M.op->opts.drift_grace_s ? M.op->opts.drift_grace_s : DRIFT_GRACE_DEFAULT_S))
-#define DRIFT_GRACE_MS ((uint64_t)DRIFT_GRACE_S * 1000u)
+#define DRIFT_GRACE_S(op)                                                                                  \
+    ((int64_t)((op)->opts.drift_grace_s ? (op)->opts.drift_grace_s : DRIFT_GRACE_DEFAULT_S))
+#define DRIFT_GRACE_MS(op) ((uint64_t)DRIFT_GRACE_S(op) * 1000u)
 /* Registration drift replaces at most this many pods per NodeSet per
  * DRIFT_WINDOW_MS: a lying or broken Slurm can never empty a NodeSet. */
 #define DRIFT_MAX_PER_WINDOW 2
@@ -103,28 +104,38 @@ typedef struct bo_ent {
     uint64_t next_ms;
 } bo_ent;
 
-static struct {
+/* The Slurm side's state: one per operator (op->nodeset_slurm). Hooks get
+ * it as their data, write completions through their context; the public
+ * functions reach it through the operator. */
+struct nss_state {
     operator *op;
-    nss_queue q; /* the NodeSet reconciler's queue */
-    map_t sets;    /* NodeSet key -> nss_set */
+    nss_queue q;       /* the NodeSet reconciler's queue */
+    map_t sets;        /* NodeSet key -> nss_set */
     int ix_slurm_name; /* pods store index: Slurm node name -> pods */
-    map_t writes;  /* pod write tracker */
-    map_t backoff; /* Slurm write backoff */
+    map_t writes;      /* pod write tracker */
+    map_t backoff;     /* Slurm write backoff */
     uint64_t inserts;
-    int stopped; /* late completions touch nothing */
-} M;
+    const char *ik_mode; /* interned NSB_LABEL_SCALING_MODE (a reference of ours) */
+    int stopped;         /* late completions touch nothing but the count below */
+    /* Kubernetes and Slurm writes sent whose completion has not run yet.
+     * Slurm writes complete through the Controller's node cache, which may
+     * close after the operator let go of this state: a state released
+     * while some are in flight is freed by the last completion. */
+    unsigned inflight;
+    int released;
+};
 
 static void clear_drains(nss_set *s);
 
 /* Queue a NodeSet pass through the hook given at setup. */
-static void enqueue(const char *key)
+static void enqueue(nss_state *st, const char *key)
 {
-    M.q.now(M.q.ctx, key);
+    st->q.now(st->q.ctx, key);
 }
 
-static void enqueue_after(const char *key, uint64_t ms)
+static void enqueue_after(nss_state *st, const char *key, uint64_t ms)
 {
-    M.q.after(M.q.ctx, key, ms);
+    st->q.after(st->q.ctx, key, ms);
 }
 
 static char *join_key(const char *a, const char *b)
@@ -170,14 +181,14 @@ static void set_free(void *v)
 
 static const map_type set_type = {.val_free = set_free};
 
-static nss_set *set_get(const sobj *nodeset, const cJSON *ns_json)
+static nss_set *set_get(nss_state *st, const sobj *nodeset, const cJSON *ns_json)
 {
-    nss_set *s = map_get(&M.sets, nodeset->key);
+    nss_set *s = map_get(&st->sets, nodeset->key);
     const char *ctl = json_get_str_or(ns_json, "spec.controllerRef.name", "");
     const char *ctl_ns = cw_ref_ns(ns_json, "spec.controllerRef");
     char *ctl_key = xasprintf("%s/%s", ctl_ns ? ctl_ns : nodeset->ns, ctl);
     if (s && strcmp(s->ctl_key, ctl_key) != 0) {
-        map_drop(&M.sets, nodeset->key);
+        map_drop(&st->sets, nodeset->key);
         s = NULL;
     }
     if (!s) {
@@ -186,7 +197,7 @@ static nss_set *set_get(const sobj *nodeset, const cJSON *ns_json)
         s->ctl_key = ctl_key;
         map_init_type(&s->condemned, &map_type_free_val); /* uid -> itself */
         map_init_type(&s->drift_since, &drift_type);
-        map_put(&M.sets, s->key, s);
+        map_put(&st->sets, s->key, s);
     } else {
         free(ctl_key);
     }
@@ -217,11 +228,11 @@ static void clear_condemned(nss_set *s)
  * pod info in its comment) is for its NodeSet's pruneSlurmNodeRecords to
  * delete: tell that NodeSet, since no pod event will (its pod may have gone
  * before the node table showed the node defunct). */
-static void wake_pruner(const char *ctl_key, const char *node)
+static void wake_pruner(nss_state *st, const char *ctl_key, const char *node)
 {
     nc_cache *cache = NULL;
     const sm_node *n = NULL;
-    if (slurmclient_get(M.op, ctl_key, &cache) != SC_READY || nc_lookup(cache, node, &n) != NC_PRESENT)
+    if (slurmclient_get(st->op, ctl_key, &cache) != SC_READY || nc_lookup(cache, node, &n) != NC_PRESENT)
         return;
     if (n->base != SM_NODE_DOWN || !(n->flags & SM_NF(NOT_RESPONDING)) || !n->comment || n->comment[0] != '{')
         return;
@@ -231,44 +242,45 @@ static void wake_pruner(const char *ctl_key, const char *node)
     if (ns && set && *ns && *set) {
         char key[512];
         snprintf(key, sizeof(key), "%s/%s", ns, set);
-        const nss_set *s = map_get(&M.sets, key);
+        const nss_set *s = map_get(&st->sets, key);
         if (s && strcmp(s->ctl_key, ctl_key) == 0)
-            enqueue(key);
+            enqueue(st, key);
     }
     cJSON_Delete(info);
 }
 
 static void on_slurm_node(const char *ctl_key, const char *node, void *data)
 {
+    nss_state *st = data;
     if (node) {
         /* The pods named so in Slurm, through the pods store's index; the
          * NodeSet that owns one and uses this Controller is told. */
-        store *pods = op_store(M.op, OPK_PODS);
+        store *pods = op_store(st->op, OPK_PODS);
         store_cursor cur;
         int any = 0;
-        for (const sobj *pod = store_index_first(pods, M.ix_slurm_name, node, &cur); pod;
+        for (const sobj *pod = store_index_first(pods, st->ix_slurm_name, node, &cur); pod;
              pod = store_index_next(&cur)) {
             any = 1;
             if (!pod->owner_name || !pod->owner_kind || strcmp(pod->owner_kind, NSB_KIND) != 0)
                 continue;
             char key[512];
             snprintf(key, sizeof(key), "%s/%s", pod->ns, pod->owner_name);
-            const nss_set *s = map_get(&M.sets, key);
+            const nss_set *s = map_get(&st->sets, key);
             if (s == NULL || strcmp(s->ctl_key, ctl_key) == 0)
-                enqueue(key);
+                enqueue(st, key);
         }
         if (!any)
-            wake_pruner(ctl_key, node);
+            wake_pruner(st, ctl_key, node);
         return;
     }
     /* Everything of that Controller. */
     size_t it = 0;
     const char *k;
     void *v;
-    while (map_next(&M.sets, &it, &k, &v)) {
+    while (map_next(&st->sets, &it, &k, &v)) {
         nss_set *s = v;
         if (strcmp(s->ctl_key, ctl_key) == 0)
-            enqueue(s->key);
+            enqueue(st, s->key);
     }
 }
 
@@ -281,7 +293,7 @@ static void on_slurm_resv(const char *ctl_key, const char *resv, void *data)
     if (!slash)
         return;
     char *key = xasprintf("%.*s/%s", (int)(slash - ctl_key), ctl_key, resv + pl);
-    enqueue(key);
+    enqueue(data, key);
     free(key);
 }
 
@@ -293,25 +305,30 @@ static int our_reason(const char *r)
     return r && strncmp(r, NSS_REASON_PREFIX, strlen(NSS_REASON_PREFIX)) == 0;
 }
 
-static const char *ik_mode; /* interned NSB_LABEL_SCALING_MODE */
-
-const char *nss_pod_slurm_name(const sobj *pod)
+/* The one mapping of pods to Slurm node names; mode is the pod's
+ * NSB_LABEL_SCALING_MODE label. */
+static const char *slurm_name_of(const sobj *pod, const char *mode)
 {
     const pod_proj *pp = pod_of(pod);
-    const char *mode = ik_mode ? sobj_label_i(pod, ik_mode) : sobj_label(pod, NSB_LABEL_SCALING_MODE);
     enum nsb_mode m = mode && strcmp(mode, "DaemonSet") == 0 ? NSB_DAEMONSET : NSB_STATEFULSET;
     return nsb_slurm_node_name(m, pp->host_network, pp->node_name, pp->hostname, pod->name);
 }
 
-static const char *slurm_name(const sobj *pod)
+const char *nss_pod_slurm_name(const sobj *pod)
 {
-    return nss_pod_slurm_name(pod);
+    return slurm_name_of(pod, sobj_label(pod, NSB_LABEL_SCALING_MODE));
+}
+
+/* nss_pod_slurm_name with the label found by pointer (the per-pod loops and
+ * the store index). */
+static const char *slurm_name(const nss_state *st, const sobj *pod)
+{
+    return slurm_name_of(pod, sobj_label_i(pod, st->ik_mode));
 }
 
 static const char *slurm_name_index(const sobj *pod, void *data)
 {
-    (void)data;
-    const char *n = nss_pod_slurm_name(pod);
+    const char *n = slurm_name(data, pod);
     return *n ? n : NULL;
 }
 
@@ -320,20 +337,20 @@ static const sobj *pod_sobj(const nsb_pod *p)
     return p->ud;
 }
 
-static uint64_t now_ms(void)
+static uint64_t now_ms(const nss_state *st)
 {
-    return uv_now(M.op->loop);
+    return uv_now(st->op->loop);
 }
 
 /* ---- Kubernetes writes ---- */
 
 /* Whether to send a write of value `want` for (uid, what): not when the same
  * one is in flight or was sent less than POD_WRITE_TTL_MS ago. */
-static pw_ent *pw_begin(const char *uid, const char *what, uint64_t want)
+static pw_ent *pw_begin(nss_state *st, const char *uid, const char *what, uint64_t want)
 {
     char *k = join_key(uid, what);
-    pw_ent *e = map_get(&M.writes, k);
-    uint64_t now = now_ms();
+    pw_ent *e = map_get(&st->writes, k);
+    uint64_t now = now_ms(st);
     if (e && e->want == want && (e->inflight || now - e->at_ms < POD_WRITE_TTL_MS)) {
         free(k);
         return NULL;
@@ -341,7 +358,7 @@ static pw_ent *pw_begin(const char *uid, const char *what, uint64_t want)
     if (!e) {
         e = xcalloc(1, sizeof(*e));
         e->key = k;
-        map_put(&M.writes, e->key, e);
+        map_put(&st->writes, e->key, e);
     } else {
         free(k);
     }
@@ -349,24 +366,40 @@ static pw_ent *pw_begin(const char *uid, const char *what, uint64_t want)
     e->at_ms = now;
     e->inflight = 1;
     /* Sweep what has long been written. */
-    if (++M.inserts % 1024 == 0) {
+    if (++st->inserts % 1024 == 0) {
         size_t it = 0, n = 0;
         const char *kk;
         void *v;
-        pw_ent **old = xcalloc(M.writes.count + 1, sizeof(*old));
-        while (map_next(&M.writes, &it, &kk, &v)) {
+        pw_ent **old = xcalloc(st->writes.count + 1, sizeof(*old));
+        while (map_next(&st->writes, &it, &kk, &v)) {
             pw_ent *x = v;
             if (!x->inflight && now - x->at_ms >= POD_WRITE_TTL_MS)
                 old[n++] = x;
         }
         for (size_t i = 0; i < n; i++)
-            map_drop(&M.writes, old[i]->key);
+            map_drop(&st->writes, old[i]->key);
         free(old);
     }
     return e;
 }
 
+static void state_destroy(nss_state *st);
+
+/* A write of ours was sent: its completion must run before the state goes. */
+static void write_sent(nss_state *st)
+{
+    st->inflight++;
+}
+
+/* A write's completion ran: the last one frees a released state. */
+static void write_done(nss_state *st)
+{
+    if (--st->inflight == 0 && st->released)
+        state_destroy(st);
+}
+
 typedef struct pw_ctx {
+    nss_state *st;
     char *wkey;
     char *set;
     char *what;
@@ -375,33 +408,40 @@ typedef struct pw_ctx {
 static void pod_written(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     pw_ctx *c = data;
-    pw_ent *e = M.stopped ? NULL : map_get(&M.writes, c->wkey);
+    nss_state *ss = c->st;
+    pw_ent *e = ss->stopped ? NULL : map_get(&ss->writes, c->wkey);
     if (e)
         e->inflight = 0;
-    if (err && err != OP_ECANCELED && !M.stopped) {
+    if (err && err != OP_ECANCELED && !ss->stopped) {
         if (e)
-            map_drop(&M.writes, e->key);
+            map_drop(&ss->writes, e->key);
         if (err != OP_ENOTFOUND) {
             log_warn("nodeset %s: writing the %s of a pod failed: %s (%s)", c->set, c->what, op_strerror(err),
                      st ? st->message : "");
-            enqueue_after(c->set, 1000);
+            enqueue_after(ss, c->set, 1000);
         }
     }
     free(c->wkey);
     free(c->set);
     free(c->what);
     free(c);
+    write_done(ss);
 }
 
-static void patch_pod(const char *set, const sobj *pod, const char *sub, enum kube_patch_type type,
-                      cJSON *patch, const pw_ent *e, const char *what)
+static void patch_pod(nss_state *st, const char *set, const sobj *pod, const char *sub,
+                      enum kube_patch_type type, cJSON *patch, const pw_ent *e, const char *what)
 {
     pw_ctx *c = xcalloc(1, sizeof(*c));
+    c->st = st;
     c->wkey = xstrdup(e->key);
     c->set = xstrdup(set);
     c->what = xstrdup(what);
     kube_req_opts ro = {.no_answer = 1}; /* pod_written reads only the outcome, not the ~5 KB pod */
-    kube_patch_with(M.op->client, &ro, &KUBE_PODS, pod->ns, pod->name, sub, type, patch, NULL, 0, pod_written, c);
+    /* Counted before the call: a request the client refuses completes
+     * (once) inside it. */
+    write_sent(st);
+    kube_patch_with(st->op->client, &ro, &KUBE_PODS, pod->ns, pod->name, sub, type, patch, NULL, 0, pod_written,
+                    c);
     cJSON_Delete(patch);
 }
 
@@ -414,14 +454,15 @@ static uint64_t hash_str(const char *s)
 }
 
 /* Set (value non-NULL) or remove (NULL) a pod annotation or label. */
-static void set_pod_meta(const char *set, const sobj *pod, int label, const char *key, const char *value)
+static void set_pod_meta(nss_state *st, const char *set, const sobj *pod, int label, const char *key,
+                         const char *value)
 {
     const char *cur = label ? sobj_label(pod, key) : sobj_annotation(pod, key);
     if ((cur == NULL && value == NULL) || (cur && value && strcmp(cur, value) == 0))
         return;
     char what[256];
     snprintf(what, sizeof(what), "%s %s", label ? "label" : "annotation", key);
-    pw_ent *e = pw_begin(pod->uid, what, hash_str(value));
+    pw_ent *e = pw_begin(st, pod->uid, what, hash_str(value));
     if (!e)
         return;
     cJSON *patch = cJSON_CreateObject();
@@ -430,12 +471,13 @@ static void set_pod_meta(const char *set, const sobj *pod, int label, const char
         json_set_str(m, key, value);
     else
         json_set(m, key, cJSON_CreateNull());
-    patch_pod(set, pod, NULL, KUBE_PATCH_MERGE, patch, e, what);
+    patch_pod(st, set, pod, NULL, KUBE_PATCH_MERGE, patch, e, what);
 }
 
 /* ---- Slurm writes ---- */
 
 typedef struct sw_ctx {
+    nss_state *st;
     char *set;
     char *bkey;
 } sw_ctx;
@@ -443,42 +485,46 @@ typedef struct sw_ctx {
 static void slurm_written(const char *node, int status, void *data)
 {
     sw_ctx *c = data;
+    nss_state *st = c->st;
     if (status == 0) {
-        map_drop(&M.backoff, c->bkey);
-    } else if (status != OP_ECANCELED && !M.stopped) {
-        bo_ent *b = map_get(&M.backoff, c->bkey);
+        map_drop(&st->backoff, c->bkey);
+    } else if (status != OP_ECANCELED && !st->stopped) {
+        bo_ent *b = map_get(&st->backoff, c->bkey);
         if (!b) {
             b = xcalloc(1, sizeof(*b));
             b->key = xstrdup(c->bkey);
-            map_put(&M.backoff, b->key, b);
+            map_put(&st->backoff, b->key, b);
         }
         unsigned delay = 1000u << (b->fails < 6 ? b->fails : 6);
         if (delay > BACKOFF_MAX_MS)
             delay = BACKOFF_MAX_MS;
         b->fails++;
-        b->next_ms = now_ms() + delay;
+        b->next_ms = now_ms(st) + delay;
         if (status != OP_ENOTFOUND)
             log_warn("nodeset %s: Slurm write to node %s failed (%s); retrying in %u ms", c->set, node,
                      op_strerror(status), delay);
-        enqueue_after(c->set, delay);
+        enqueue_after(st, c->set, delay);
     }
     free(c->set);
     free(c->bkey);
     free(c);
+    write_done(st);
 }
 
 /* Queue a node update; 0 when queued, 1 when the same one is already in
  * flight or settling (nothing sent), a negative code otherwise (backing off
  * after failures included). */
-static int slurm_update(nc_cache *cache, const nss_set *s, const char *node, const sm_node_update *u)
+static int slurm_update(nss_state *st, nc_cache *cache, const nss_set *s, const char *node,
+                        const sm_node_update *u)
 {
     char *bkey = join_key(s->ctl_key, node);
-    bo_ent *b = map_get(&M.backoff, bkey);
-    if (b && now_ms() < b->next_ms) {
+    bo_ent *b = map_get(&st->backoff, bkey);
+    if (b && now_ms(st) < b->next_ms) {
         free(bkey);
         return OP_EBUSY;
     }
     sw_ctx *c = xcalloc(1, sizeof(*c));
+    c->st = st;
     c->set = xstrdup(s->key);
     c->bkey = bkey;
     int rc = nc_update(cache, node, u, slurm_written, c);
@@ -486,13 +532,16 @@ static int slurm_update(nc_cache *cache, const nss_set *s, const char *node, con
         free(c->set);
         free(c->bkey);
         free(c);
+    } else {
+        write_sent(st); /* slurm_written runs later, once */
     }
     return rc;
 }
 
-static int slurm_delete(nc_cache *cache, const nss_set *s, const char *node)
+static int slurm_delete(nss_state *st, nc_cache *cache, const nss_set *s, const char *node)
 {
     sw_ctx *c = xcalloc(1, sizeof(*c));
+    c->st = st;
     c->set = xstrdup(s->key);
     c->bkey = join_key(s->ctl_key, node);
     int rc = nc_delete_node(cache, node, slurm_written, c);
@@ -500,20 +549,22 @@ static int slurm_delete(nc_cache *cache, const nss_set *s, const char *node)
         free(c->set);
         free(c->bkey);
         free(c);
+    } else {
+        write_sent(st);
     }
     return rc; /* 1: the same delete is in flight or not read back yet */
 }
 
-static int drain(nc_cache *cache, const nss_set *s, const char *node, const char *reason)
+static int drain(nss_state *st, nc_cache *cache, const nss_set *s, const char *node, const char *reason)
 {
     sm_node_update u = {.set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_DRAIN, .reason = reason};
-    return slurm_update(cache, s, node, &u);
+    return slurm_update(st, cache, s, node, &u);
 }
 
-static int undrain(nc_cache *cache, const nss_set *s, const char *node, const char *reason)
+static int undrain(nss_state *st, nc_cache *cache, const nss_set *s, const char *node, const char *reason)
 {
     sm_node_update u = {.set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_UNDRAIN, .reason = reason};
-    return slurm_update(cache, s, node, &u);
+    return slurm_update(st, cache, s, node, &u);
 }
 
 /* ------------------------------------------------------------------ */
@@ -710,55 +761,83 @@ char *nss_merge_features(const char *current, const char *spec)
 /* ------------------------------------------------------------------ */
 /* hooks */
 
+nss_state *nss_state_new(void)
+{
+    nss_state *st = xcalloc(1, sizeof(*st));
+    map_init_type(&st->sets, &set_type);
+    map_init_type(&st->writes, &pw_type);
+    map_init_type(&st->backoff, &bo_type);
+    st->ik_mode = istr_get(NSB_LABEL_SCALING_MODE);
+    return st;
+}
+
+static void free_all(nss_state *st)
+{
+    map_free(&st->sets);
+    map_free(&st->writes);
+    map_free(&st->backoff);
+}
+
+static void state_destroy(nss_state *st)
+{
+    free_all(st);
+    istr_put(st->ik_mode);
+    free(st);
+}
+
+void nss_state_free(nss_state *st)
+{
+    if (st == NULL)
+        return;
+    /* The operator is going: a completion still to come must touch
+     * nothing of it (nss_stop has normally said so already). */
+    st->stopped = 1;
+    if (st->inflight > 0) {
+        st->released = 1; /* write_done finishes it */
+        return;
+    }
+    state_destroy(st);
+}
+
 void nss_setup(operator *op, const nss_queue *q)
 {
-    M.op = op;
-    M.q = *q;
-    if (ik_mode == NULL)
-        ik_mode = istr_get(NSB_LABEL_SCALING_MODE);
-    map_init_type(&M.sets, &set_type);
-    map_init_type(&M.writes, &pw_type);
-    map_init_type(&M.backoff, &bo_type);
-    M.ix_slurm_name = store_add_index(op_store(op, OPK_PODS), slurm_name_index, NULL);
-    if (M.ix_slurm_name < 0)
+    nss_state *st = op->nodeset_slurm;
+    st->op = op;
+    st->q = *q;
+    st->ix_slurm_name = store_add_index(op_store(op, OPK_PODS), slurm_name_index, st);
+    if (st->ix_slurm_name < 0)
         log_error("nodeset: cannot index pods by Slurm node name (%s); Slurm node changes will wait for the "
                   "periodic resync",
-                  op_strerror(M.ix_slurm_name));
-    slurmclient_on_node(op, on_slurm_node, NULL);
-    slurmclient_on_resv(op, on_slurm_resv, NULL);
+                  op_strerror(st->ix_slurm_name));
+    slurmclient_on_node(op, on_slurm_node, st);
+    slurmclient_on_resv(op, on_slurm_resv, st);
 }
 
 int nss_start(operator *op)
 {
-    M.stopped = 0;
+    op->nodeset_slurm->stopped = 0;
     return 0;
-}
-
-static void free_all(void)
-{
-    map_free(&M.sets);
-    map_free(&M.writes);
-    map_free(&M.backoff);
 }
 
 void nss_stop(operator *op)
 {
-    /* Writes still in flight complete later; their contexts do not point
-     * into this state (they carry copies of the keys), and once stopped
-     * they change nothing. */
-    M.stopped = 1;
-    free_all();
+    /* Writes still in flight complete later, through the state their
+     * context points to (nss_state_free waits for the last of them); once
+     * stopped they change nothing. */
+    nss_state *st = op->nodeset_slurm;
+    st->stopped = 1;
+    free_all(st);
 }
 
 void nss_forget(operator *op, const char *key)
 {
-    map_drop(&M.sets, key);
+    map_drop(&op->nodeset_slurm->sets, key);
 }
 
 
 void nss_observe(operator *op, const sobj *nodeset)
 {
-    nss_set *s = set_get(nodeset, nodeset->json);
+    nss_set *s = set_get(op->nodeset_slurm, nodeset, nodeset->json);
     clear_condemned(s);
     clear_drains(s);
     s->blocked = NULL;
@@ -790,7 +869,7 @@ static void queue_drain(nss_set *s, const sobj *pod, const char *name)
 static int keep(operator *op, nss_set *s, const sobj *nodeset, const sobj *pod, const char *reason,
                 const char *fmt, const char *arg)
 {
-    set_pod_meta(s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
+    set_pod_meta(op->nodeset_slurm, s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
     if (s->blocked == NULL) {
         s->blocked = reason;
         snprintf(s->blocked_msg, sizeof(s->blocked_msg), fmt, arg);
@@ -803,7 +882,8 @@ static int keep(operator *op, nss_set *s, const sobj *nodeset, const sobj *pod, 
 int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod,
                           const char *why)
 {
-    nss_set *s = set_get(nodeset, nodeset->json);
+    nss_state *st = op->nodeset_slurm;
+    nss_set *s = set_get(st, nodeset, nodeset->json);
     if (!map_get(&s->condemned, pod->uid)) {
         char *k = xstrdup(pod->uid);
         map_put(&s->condemned, k, k);
@@ -818,7 +898,7 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
     /* A pod that never ran slurmd has no Slurm node to drain: a hostNetwork
      * pod registers under its Node's name, so before it is bound to a
      * Node it cannot have registered at all. */
-    const char *name = slurm_name(pod);
+    const char *name = slurm_name(st, pod);
     if (!*name) {
         log_info("nodeset %s: pod %s was never bound to a Node; no Slurm node to drain", s->key, pod->name);
         return NSS_DELETE;
@@ -839,7 +919,7 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
     const sm_node *n = NULL;
     enum nc_found found = nc_lookup(cache, name, &n);
     if (found != NC_PRESENT || !sm_node_drained(n) || nc_settling(cache, name))
-        set_pod_meta(s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
+        set_pod_meta(st, s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
     switch (found) {
     case NC_UNKNOWN:
         return NSS_WAIT;
@@ -862,7 +942,7 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
                             "annotated " NSS_ANN_NO_DRAIN "=true",
                             name);
             if (lost == 1 && lost_ago < REGISTER_GRACE_MS) {
-                enqueue_after(s->key, (uint32_t)(REGISTER_GRACE_MS - lost_ago) + 100u);
+                enqueue_after(st, s->key, (uint32_t)(REGISTER_GRACE_MS - lost_ago) + 100u);
                 return NSS_WAIT;
             }
             log_info("nodeset %s: Slurm says it has no node %s (read by name); pod %s can go", s->key, name,
@@ -886,8 +966,8 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
          * the reason time prove it. Again after a while if no read proves
          * it (a replay may go on; the reason time has a 1 s resolution). */
         uint64_t ago = 0;
-        int st = nc_drain_state(cache, name, &ago);
-        if (st == 0 || (st == 2 && ago >= REDRAIN_MS))
+        int ds = nc_drain_state(cache, name, &ago);
+        if (ds == 0 || (ds == 2 && ago >= REDRAIN_MS))
             queue_drain(s, pod, name);
         nc_track(cache, name, TRACK_MS);
         return NSS_WAIT;
@@ -898,7 +978,7 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
             /* Lately UNKNOWN: slurmctld restarted, maybe without its state.
              * Jobs it forgot may still run on the node until slurmd has
              * registered and been told to kill them: give that time. */
-            enqueue_after(s->key, (uint32_t)(REGISTER_GRACE_MS - unknown_ago) + 100u);
+            enqueue_after(st, s->key, (uint32_t)(REGISTER_GRACE_MS - unknown_ago) + 100u);
             return NSS_WAIT;
         }
         if (!nc_fresh(cache, name, PROOF_FRESH_MS)) {
@@ -921,7 +1001,7 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
 /* A hook for the NodeSet reconciler's incremental passes (nodeset.c); reads only. */
 int nss_quiet(operator *op, const sobj *nodeset)
 {
-    const nss_set *s = map_get(&M.sets, nodeset->key);
+    const nss_set *s = map_get(&op->nodeset_slurm->sets, nodeset->key);
     nc_cache *cache;
     if (s == NULL || s->condemned.count || s->n_drains || s->blocked)
         return 0;
@@ -930,8 +1010,7 @@ int nss_quiet(operator *op, const sobj *nodeset)
 
 const char *nss_blocked(operator *op, const sobj *nodeset, const char **message)
 {
-    (void)op;
-    const nss_set *s = map_get(&M.sets, nodeset->key);
+    const nss_set *s = map_get(&op->nodeset_slurm->sets, nodeset->key);
     if (message)
         *message = s && s->blocked ? s->blocked_msg : NULL;
     return s ? s->blocked : NULL;
@@ -940,7 +1019,7 @@ const char *nss_blocked(operator *op, const sobj *nodeset, const char **message)
 /* Send the drains of this pass's condemnations: each with Slinky's reason
  * naming its pod, or, for a large scale-in, all with one reason so that the
  * batcher sends them as one hostlist request. */
-static void flush_drains(nss_set *s, nc_cache *cache, const sobj *nodeset)
+static void flush_drains(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset)
 {
     if (s->n_drains == 0)
         return;
@@ -966,7 +1045,7 @@ static void flush_drains(nss_set *s, nc_cache *cache, const sobj *nodeset)
             snprintf(again, sizeof(again), "%s (drain repeated)", reason);
             r = again;
         }
-        int rc = drain(cache, s, s->drain_nodes[i], r);
+        int rc = drain(st, cache, s, s->drain_nodes[i], r);
         if (rc < 0 && rc != OP_EBUSY)
             log_warn("nodeset %s: cannot drain Slurm node %s: %s", s->key, s->drain_nodes[i],
                      op_strerror(rc));
@@ -977,7 +1056,7 @@ static void flush_drains(nss_set *s, nc_cache *cache, const sobj *nodeset)
 /* ---- sync ---- */
 
 /* Why a Node is cordoned, for the drain reason (without our prefix). */
-static char *cordon_reason(const sobj *node, const sobj *pod)
+static char *cordon_reason(const operator *op, const sobj *node, const sobj *pod)
 {
     const char *ann = sobj_annotation(node, ANN_NODE_CORDON_REASON);
     if (ann && *ann) {
@@ -986,7 +1065,7 @@ static char *cordon_reason(const sobj *node, const sobj *pod)
             return r;
         free(r);
     }
-    const char *prop = M.op->opts.propagated_node_conditions;
+    const char *prop = op->opts.propagated_node_conditions;
     if (prop && *prop && node->json) {
         char **types;
         size_t nt = split_csv(prop, &types);
@@ -1021,6 +1100,7 @@ static char *cordon_reason(const sobj *node, const sobj *pod)
 
 typedef struct sync_ctx {
     operator *op;
+    nss_state *st; /* op->nodeset_slurm */
     const sobj *nodeset;
     const cJSON *ns;
     nss_set *s;
@@ -1050,12 +1130,12 @@ static void sync_cordon(sync_ctx *x, const nsb_pod *p, const sobj *pod, const ch
     char reason[1024];
     if (unschedulable) {
         /* 2. The Node is cordoned: so is the pod, and its Slurm node drains. */
-        set_pod_meta(x->s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
+        set_pod_meta(x->st, x->s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
         if (!sm_node_drain(n)) {
-            char *why = cordon_reason(node, pod);
+            char *why = cordon_reason(x->op, node, pod);
             snprintf(reason, sizeof(reason), NSS_REASON_PREFIX "%s", why);
             free(why);
-            if (drain(x->cache, x->s, name, reason) == 0)
+            if (drain(x->st, x->cache, x->s, name, reason) == 0)
                 op_event(x->op, x->nodeset, NSB_KIND, "NodeCordon", "Drain",
                          "Node %s is cordoned: draining Slurm node %s of pod %s", node->name, name,
                          pod->name);
@@ -1073,18 +1153,18 @@ static void sync_cordon(sync_ctx *x, const nsb_pod *p, const sobj *pod, const ch
             if (!sm_node_drain(n)) {
                 snprintf(reason, sizeof(reason), NSS_REASON_PREFIX "Pod (%s/%s) was cordoned", pod->ns,
                          pod->name);
-                drain(x->cache, x->s, name, reason);
+                drain(x->st, x->cache, x->s, name, reason);
             }
             return;
         }
-        set_pod_meta(x->s->key, pod, 0, NSB_ANN_POD_CORDON, NULL);
+        set_pod_meta(x->st, x->s->key, pod, 0, NSB_ANN_POD_CORDON, NULL);
     } else if (condemned) {
         return; /* its cordon annotation is on its way */
     }
     /* 4. Not cordoned: undo our own drain, never anybody else's. */
     if (sm_node_drain(n) && our_reason(n->reason)) {
         snprintf(reason, sizeof(reason), NSS_REASON_PREFIX "Pod (%s/%s) was uncordoned", pod->ns, pod->name);
-        undrain(x->cache, x->s, name, reason);
+        undrain(x->st, x->cache, x->s, name, reason);
     }
 }
 
@@ -1099,14 +1179,14 @@ static void sync_deadline(sync_ctx *x, const sobj *pod, const char *name)
         rfc3339_format(dl == SM_INFINITE ? DEADLINE_INFINITE : dl, t);
         want = t;
     }
-    set_pod_meta(x->s->key, pod, 0, NSB_ANN_DEADLINE, want);
+    set_pod_meta(x->st, x->s->key, pod, 0, NSB_ANN_DEADLINE, want);
 }
 
 static void sync_topology(sync_ctx *x, const sobj *pod, const char *name, const sm_node *n, const sobj *node)
 {
     const char *spec = node ? sobj_annotation(node, ANN_TOPOLOGY) : NULL;
     if (node)
-        set_pod_meta(x->s->key, pod, 0, NSB_ANN_TOPOLOGY, spec && *spec ? spec : NULL);
+        set_pod_meta(x->st, x->s->key, pod, 0, NSB_ANN_TOPOLOGY, spec && *spec ? spec : NULL);
     if (!n || !spec || !*spec || strcmp(n->topology ? n->topology : "", spec) == 0)
         return;
     if (!sm_version_has(nc_version(x->cache), SM_OP_UPDATE_TOPOLOGY))
@@ -1114,7 +1194,7 @@ static void sync_topology(sync_ctx *x, const sobj *pod, const char *name, const 
     if (nc_settling(x->cache, name))
         return;
     sm_node_update u = {.set = SM_UPD_TOPOLOGY, .topology = spec};
-    slurm_update(x->cache, x->s, name, &u);
+    slurm_update(x->st, x->cache, x->s, name, &u);
 }
 
 static void sync_features(sync_ctx *x, const char *name, const sm_node *n, const sobj *node)
@@ -1134,7 +1214,7 @@ static void sync_features(sync_ctx *x, const char *name, const sm_node *n, const
             u.set |= SM_UPD_FEATURES_ACT;
             u.features_act = active;
         }
-        slurm_update(x->cache, x->s, name, &u);
+        slurm_update(x->st, x->cache, x->s, name, &u);
     }
     free(avail);
     free(active);
@@ -1186,7 +1266,7 @@ static void sync_prune(sync_ctx *x)
     prune_ctx pc = {.x = x, .uid = x->nodeset->uid};
     nc_foreach(x->cache, prune_scan, &pc);
     for (size_t i = 0; i < pc.n; i++) {
-        if (slurm_delete(x->cache, x->s, pc.victims[i]) == 0)
+        if (slurm_delete(x->st, x->cache, x->s, pc.victims[i]) == 0)
             op_event(x->op, x->nodeset, NSB_KIND, "DefunctSlurmNodePruned", "Prune",
                      "Deleted the record of Slurm node %s: its pod and Kubernetes node are gone",
                      pc.victims[i]);
@@ -1198,27 +1278,32 @@ static void sync_prune(sync_ctx *x)
 /* ---- ScheduledUpdate ---- */
 
 typedef struct resv_ctx {
+    nss_state *st;
     char *set;
 } resv_ctx;
 
 static void resv_done(int status, void *data)
 {
     resv_ctx *c = data;
-    nss_set *s = M.stopped ? NULL : map_get(&M.sets, c->set);
+    nss_state *st = c->st;
+    nss_set *s = st->stopped ? NULL : map_get(&st->sets, c->set);
     if (s) {
         s->resv_writing = 0;
         nc_cache *cache;
-        if (slurmclient_get(M.op, s->ctl_key, &cache) == SC_READY) {
+        if (slurmclient_get(st->op, s->ctl_key, &cache) == SC_READY) {
             s->resv_mark = nc_resv_mark(cache);
             s->resv_marked = 1;
         }
     }
-    if (status < 0 && status != OP_ECANCELED)
-        enqueue_after(c->set, 5000);
-    else if (status == 0)
-        enqueue(c->set);
+    /* Once stopped, nothing is queued: the NodeSet reconciler's queue is
+     * gone, and its state may be too. */
+    if (status < 0 && status != OP_ECANCELED && !st->stopped)
+        enqueue_after(st, c->set, 5000);
+    else if (status == 0 && !st->stopped)
+        enqueue(st, c->set);
     free(c->set);
     free(c);
+    write_done(st);
 }
 
 /* Whether the reservations read reflect this NodeSet's last write. */
@@ -1227,9 +1312,10 @@ static int resv_settled(nss_set *s, nc_cache *cache)
     return !s->resv_writing && (!s->resv_marked || nc_resv_read_since(cache, s->resv_mark));
 }
 
-static int resv_write(nc_cache *cache, nss_set *s, enum nc_resv_op op, const sm_resv_desc *d)
+static int resv_write(nss_state *st, nc_cache *cache, nss_set *s, enum nc_resv_op op, const sm_resv_desc *d)
 {
     resv_ctx *c = xcalloc(1, sizeof(*c));
+    c->st = st;
     c->set = xstrdup(s->key);
     int rc = nc_resv_write(cache, op, d, resv_done, c);
     if (rc < 0) {
@@ -1237,11 +1323,13 @@ static int resv_write(nc_cache *cache, nss_set *s, enum nc_resv_op op, const sm_
         free(c);
         return rc;
     }
+    write_sent(st); /* resv_done runs later, once */
     s->resv_writing = 1;
     return rc;
 }
 
 typedef struct np_ctx {
+    nss_state *st;
     char *set;
     char *wkey; /* pod-write tracker entry, removed on failure so the next pass retries */
 } np_ctx;
@@ -1249,29 +1337,33 @@ typedef struct np_ctx {
 static void nodeset_written(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     np_ctx *c = data;
-    pw_ent *e = M.stopped ? NULL : map_get(&M.writes, c->wkey);
+    nss_state *ss = c->st;
+    pw_ent *e = ss->stopped ? NULL : map_get(&ss->writes, c->wkey);
     if (e)
         e->inflight = 0;
-    if (err && err != OP_ECANCELED && !M.stopped) {
+    if (err && err != OP_ECANCELED && !ss->stopped) {
         if (e)
-            map_drop(&M.writes, e->key);
+            map_drop(&ss->writes, e->key);
         if (err != OP_ENOTFOUND) {
             log_info("nodeset %s: metadata/status write failed: %s (%s); retrying", c->set, op_strerror(err),
                      st ? st->message : "");
-            enqueue_after(c->set, 1000);
+            enqueue_after(ss, c->set, 1000);
         }
     }
     free(c->set);
     free(c->wkey);
     free(c);
+    write_done(ss);
 }
 
 static void patch_nodeset(operator *op, const sobj *nodeset, const char *sub, cJSON *patch, const pw_ent *e)
 {
     np_ctx *c = xcalloc(1, sizeof(*c));
+    c->st = op->nodeset_slurm;
     c->set = xstrdup(nodeset->key);
     c->wkey = xstrdup(e->key);
     kube_req_opts ro = {.no_answer = 1}; /* nodeset_written reads only the outcome */
+    write_sent(c->st); /* before the call, as in patch_pod */
     kube_patch_with(op->client, &ro, &SLINKY_NODESETS, nodeset->ns, nodeset->name, sub, KUBE_PATCH_MERGE, patch,
                     NULL, 0, nodeset_written, c);
     cJSON_Delete(patch);
@@ -1301,7 +1393,7 @@ void nss_set_finalizer(operator *op, const sobj *nodeset, const char *name, int 
         return;
     char what[128];
     snprintf(what, sizeof(what), "finalizer %s", name);
-    pw_ent *e = pw_begin(nodeset->uid, what, (uint64_t)want + 1);
+    pw_ent *e = pw_begin(op->nodeset_slurm, nodeset->uid, what, (uint64_t)want + 1);
     if (!e)
         return;
     cJSON *list = cJSON_CreateArray();
@@ -1340,7 +1432,7 @@ static void set_resv_condition(operator *op, const sobj *nodeset, const char *st
             strcmp(json_get_str_or(c, "lastTransitionTime", ""), t) == 0)
             return;
     }
-    pw_ent *e = pw_begin(nodeset->uid, "ReservationCreated", hash_str(status) ^ (uint64_t)start);
+    pw_ent *e = pw_begin(op->nodeset_slurm, nodeset->uid, "ReservationCreated", hash_str(status) ^ (uint64_t)start);
     if (!e)
         return;
     cJSON *list = cJSON_CreateArray();
@@ -1411,12 +1503,12 @@ static void condemn_in_maintenance(sync_ctx *x, const nsb_pod *pods, size_t n)
                 (p->revision && nsb_revision_same(p->revision, x->update_hash, x->nodeset->name)))
                 continue;
             const sm_node *sn = NULL;
-            if (nc_lookup(x->cache, slurm_name(pod_sobj(p)), &sn) != NC_PRESENT)
+            if (nc_lookup(x->cache, slurm_name(x->st, pod_sobj(p)), &sn) != NC_PRESENT)
                 continue;
             if (!(sn->flags & SM_NF(MAINTENANCE)))
                 continue;
             int ours = sn->reservation && *sn->reservation ? strcmp(sn->reservation, resv_name) == 0
-                                                           : in_names(&listed, slurm_name(pod_sobj(p)));
+                                                           : in_names(&listed, slurm_name(x->st, pod_sobj(p)));
             if (ours)
                 x->act->condemn(x->act->ctx, pod_sobj(p),
                                 "scheduled update (maintenance reservation active)");
@@ -1453,7 +1545,7 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
     }
     sm_resv_desc del = {.name = resv_name};
     if (!scheduled || replicas == 0) {
-        if (found == NC_PRESENT && resv_write(x->cache, x->s, NC_RESV_DELETE, &del) == 0)
+        if (found == NC_PRESENT && resv_write(x->st, x->cache, x->s, NC_RESV_DELETE, &del) == 0)
             log_info("nodeset %s: deleting reservation %s (%s)", x->s->key, resv_name,
                      scheduled ? "no replicas" : "the update strategy changed");
         if (found == NC_ABSENT && !scheduled)
@@ -1480,7 +1572,7 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
     const char **names = xcalloc(n + 1, sizeof(char *));
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        const char *name = slurm_name(pod_sobj(&pods[i]));
+        const char *name = slurm_name(x->st, pod_sobj(&pods[i]));
         if (nc_lookup(x->cache, name, NULL) == NC_PRESENT)
             names[k++] = name;
     }
@@ -1504,7 +1596,7 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
                 free(nodes);
                 return;
             }
-            if (resv_write(x->cache, x->s, NC_RESV_CREATE, &d) == 0) {
+            if (resv_write(x->st, x->cache, x->s, NC_RESV_CREATE, &d) == 0) {
                 op_event(x->op, x->nodeset, NSB_KIND, "Scheduled Update", "Reserve",
                          "Creating Slurm reservation %s for %s (%lld min) on %s", resv_name,
                          json_get_str_or(x->ns, "spec.updateStrategy.scheduledUpdate.startTime", ""),
@@ -1520,9 +1612,9 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
                            (rflags & ~SM_RF(FORCE_START)) != (flags & ~SM_RF(FORCE_START));
         if (active && nodes_differ) {
             sm_resv_desc only = {.name = resv_name, .node_list = nodes};
-            resv_write(x->cache, x->s, NC_RESV_UPDATE, &only);
+            resv_write(x->st, x->cache, x->s, NC_RESV_UPDATE, &only);
         } else if (!active && (nodes_differ || other_differ)) {
-            resv_write(x->cache, x->s, NC_RESV_UPDATE, &d);
+            resv_write(x->st, x->cache, x->s, NC_RESV_UPDATE, &d);
         }
     }
     free(nodes);
@@ -1532,7 +1624,7 @@ int nss_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
 {
     if (!nodeset->deleting || !nodeset->json || !has_finalizer(nodeset->json))
         return 0;
-    nss_set *s = set_get(nodeset, ns);
+    nss_set *s = set_get(op->nodeset_slurm, nodeset, ns);
     const char *ctl = json_get_str_or(ns, "spec.controllerRef.name", "");
     const char *ctl_ns = cw_ref_ns(ns, "spec.controllerRef");
     if (!store_get(op_store(op, OPK_CONTROLLERS), ctl_ns ? ctl_ns : nodeset->ns, ctl)) {
@@ -1559,7 +1651,7 @@ int nss_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
         sm_resv_desc d = {.name = resv_name};
         if (!resv_settled(s, cache))
             break; /* a write is on its way; its completion queues us */
-        if (resv_write(cache, s, NC_RESV_DELETE, &d) == OP_ENOTSUP) {
+        if (resv_write(op->nodeset_slurm, cache, s, NC_RESV_DELETE, &d) == OP_ENOTSUP) {
             log_warn("nodeset %s: cannot delete reservation %s with this Slurm; dropping the finalizer",
                      s->key, resv_name);
             set_finalizer(op, nodeset, 0);
@@ -1567,7 +1659,7 @@ int nss_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
         break;
     }
     case NC_UNKNOWN:
-        enqueue_after(s->key, 5000);
+        enqueue_after(op->nodeset_slurm, s->key, 5000);
         break;
     }
     return 1;
@@ -1588,7 +1680,8 @@ static void drift_clear(nss_set *s, const char *uid)
 static void sync_drift(sync_ctx *x, const sobj *pod)
 {
     nss_set *s = x->s;
-    uint64_t now = now_ms();
+    uint64_t now = now_ms(x->st);
+    uint64_t grace_ms = DRIFT_GRACE_MS(x->op);
     drift_ent *d = map_get(&s->drift_since, pod->uid);
     if (d == NULL) {
         d = xcalloc(1, sizeof(*d));
@@ -1600,15 +1693,15 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
      * (a pass comes back when both have passed: nothing else would). */
     int64_t ready_for_ms = ((int64_t)time(NULL) - pod_of(pod)->ready_since) * 1000;
     uint64_t wait = 0;
-    if (ready_for_ms < (int64_t)DRIFT_GRACE_MS)
-        wait = DRIFT_GRACE_MS - (uint64_t)ready_for_ms;
-    if (now - d->since < DRIFT_GRACE_MS && DRIFT_GRACE_MS - (now - d->since) > wait)
-        wait = DRIFT_GRACE_MS - (now - d->since);
+    if (ready_for_ms < (int64_t)grace_ms)
+        wait = grace_ms - (uint64_t)ready_for_ms;
+    if (now - d->since < grace_ms && grace_ms - (now - d->since) > wait)
+        wait = grace_ms - (now - d->since);
     if (wait) {
-        enqueue_after(s->key, (uint32_t)(wait + 500u));
+        enqueue_after(x->st, s->key, (uint32_t)(wait + 500u));
         return;
     }
-    const char *name = slurm_name(pod);
+    const char *name = slurm_name(x->st, pod);
     if (!nc_confirm_gone(x->cache, name, PROOF_FRESH_MS))
         return; /* asked by name; the answer queues us */
     /* A node Slurm lost while it ran jobs (nc_vanished) may still run them
@@ -1629,7 +1722,7 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
         s->drift_used = 0;
     }
     if (s->drift_used >= DRIFT_MAX_PER_WINDOW) {
-        enqueue_after(s->key, (uint32_t)(DRIFT_WINDOW_MS - (now - s->drift_window_ms)) + 100u);
+        enqueue_after(x->st, s->key, (uint32_t)(DRIFT_WINDOW_MS - (now - s->drift_window_ms)) + 100u);
         return;
     }
     if (!x->act || !x->act->delete_pod)
@@ -1638,7 +1731,7 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
     op_warn(x->op, x->nodeset, NSB_KIND, "SlurmNodeNotRegistered",
             "Pod %s has been Ready for over %lld s but Slurm has no node %s (confirmed by name); deleting it so that "
             "it registers again (at most %d per NodeSet per %u s)",
-            pod->name, (long long)DRIFT_GRACE_S, name, DRIFT_MAX_PER_WINDOW, DRIFT_WINDOW_MS / 1000u);
+            pod->name, (long long)DRIFT_GRACE_S(x->op), name, DRIFT_MAX_PER_WINDOW, DRIFT_WINDOW_MS / 1000u);
     x->act->delete_pod(x->act->ctx, pod, "its Slurm node is not registered");
     drift_clear(s, pod->uid);
 }
@@ -1646,12 +1739,14 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
 void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                         const nsb_pod *pods, size_t n, const char *update_hash, const nss_actions *act)
 {
-    nss_set *s = set_get(nodeset, ns);
+    nss_state *st = op->nodeset_slurm;
+    nss_set *s = set_get(st, nodeset, ns);
     nc_cache *cache;
     if (slurmclient_get(op, s->ctl_key, &cache) != SC_READY || !nc_ready(cache))
         return; /* fail closed: nothing is decided on unknown data */
     sync_ctx x = {
         .op = op,
+        .st = st,
         .nodeset = nodeset,
         .ns = ns,
         .s = s,
@@ -1678,7 +1773,7 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
         const sobj *pod = pod_sobj(p);
         if (p->terminating)
             continue;
-        const char *name = slurm_name(pod);
+        const char *name = slurm_name(st, pod);
         if (!*name)
             continue; /* not bound to a Node yet (hostNetwork): nothing in Slurm */
         const pod_proj *pp = pod_of(pod);
@@ -1686,7 +1781,7 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
         const sm_node *sn = NULL;
         enum nc_found found = nc_lookup(cache, name, &sn);
         int settled = nsb_pod_available(p, min_ready, now) && p->ready_since > 0 &&
-                      now > p->ready_since + DRIFT_GRACE_S;
+                      now > p->ready_since + DRIFT_GRACE_S(op);
         expected += settled;
         sync_deadline(&x, pod, name);
         sync_topology(&x, pod, name, found == NC_PRESENT ? sn : NULL, node);
@@ -1744,7 +1839,7 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
 
 /* ---- status ---- */
 
-static void sync_conditions(nss_set *s, const sobj *pod, const sm_node *sn)
+static void sync_conditions(nss_state *st, nss_set *s, const sobj *pod, const sm_node *sn)
 {
     const pod_proj *pp = pod_of(pod);
     uint32_t want = sn ? nss_condition_bits(sn) : 0;
@@ -1752,7 +1847,7 @@ static void sync_conditions(nss_set *s, const sobj *pod, const sm_node *sn)
     uint32_t want_hash = pod_slurm_cond_hash(want, msg);
     if (want == pp->slurm_conds && want_hash == pp->slurm_msg_hash)
         return;
-    pw_ent *e = pw_begin(pod->uid, "conditions", ((uint64_t)want << 32) | want_hash);
+    pw_ent *e = pw_begin(st, pod->uid, "conditions", ((uint64_t)want << 32) | want_hash);
     if (!e)
         return;
     char t[32];
@@ -1777,11 +1872,11 @@ static void sync_conditions(nss_set *s, const sobj *pod, const sm_node *sn)
     }
     cJSON *patch = cJSON_CreateObject();
     json_set(json_obj_ensure(patch, "status"), "conditions", list);
-    patch_pod(s->key, pod, "status", KUBE_PATCH_STRATEGIC, patch, e, "Slurm conditions");
+    patch_pod(st, s->key, pod, "status", KUBE_PATCH_STRATEGIC, patch, e, "Slurm conditions");
 }
 
-static void sync_pod_info(nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod, const char *name,
-                          const sm_node *sn)
+static void sync_pod_info(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod,
+                          const char *name, const sm_node *sn)
 {
     if (nc_settling(cache, name))
         return;
@@ -1795,14 +1890,14 @@ static void sync_pod_info(nss_set *s, nc_cache *cache, const sobj *nodeset, cons
         const char *prev_node = a ? json_get_str_or(a, "node", "") : "";
         if (!same) {
             sm_node_update u = {.set = SM_UPD_COMMENT, .comment = info};
-            int sent = slurm_update(cache, s, name, &u) == 0;
+            int sent = slurm_update(st, cache, s, name, &u) == 0;
             /* The pod moved or was recreated: clear the DOWN its old pod's
              * preStop left, when that DOWN is ours (or has no reason); once,
              * with the comment that records the move. */
             if (sent && prev_node[0] && strcmp(prev_node, pp->node_name ? pp->node_name : "") != 0 &&
                 sn->base == SM_NODE_DOWN && (!sn->reason || !sn->reason[0] || our_reason(sn->reason))) {
                 sm_node_update r = {.set = SM_UPD_STATE, .state = SM_REQ_RESUME};
-                slurm_update(cache, s, name, &r);
+                slurm_update(st, cache, s, name, &r);
             }
         }
         cJSON_Delete(a);
@@ -1822,7 +1917,8 @@ static void sync_pod_info(nss_set *s, nc_cache *cache, const sobj *nodeset, cons
 #define STALE_DOWN_MARGIN_S 5
 #define PRESTOP_REASON NSS_REASON_PREFIX "Pod is terminating"
 
-static void sync_stale_down(nss_set *s, nc_cache *cache, const sobj *pod, const char *name, const sm_node *sn)
+static void sync_stale_down(nss_state *st, nss_set *s, nc_cache *cache, const sobj *pod, const char *name,
+                            const sm_node *sn)
 {
     const pod_proj *pp = pod_of(pod);
     if (sn->base != SM_NODE_DOWN || !sn->reason || strncmp(sn->reason, PRESTOP_REASON, strlen(PRESTOP_REASON)) != 0 ||
@@ -1830,7 +1926,7 @@ static void sync_stale_down(nss_set *s, nc_cache *cache, const sobj *pod, const 
         nc_settling(cache, name))
         return;
     sm_node_update r = {.set = SM_UPD_STATE, .state = SM_REQ_RESUME};
-    if (slurm_update(cache, s, name, &r) == 0)
+    if (slurm_update(st, cache, s, name, &r) == 0)
         log_info("nodeset %s: Slurm node %s is DOWN from an earlier pod's preStop; resuming it under pod %s",
                  s->key, name, pod->name);
 }
@@ -1838,11 +1934,12 @@ static void sync_stale_down(nss_set *s, nc_cache *cache, const sobj *pod, const 
 void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                           const nsb_pod *pods, size_t n, nsb_slurm_counts *out)
 {
-    nss_set *s = set_get(nodeset, ns);
+    nss_state *st = op->nodeset_slurm;
+    nss_set *s = set_get(st, nodeset, ns);
     memset(out, 0, sizeof(*out));
     nc_cache *cache;
     int avail = slurmclient_get(op, s->ctl_key, &cache);
-    flush_drains(s, avail == SC_READY && nc_ready(cache) ? cache : NULL, nodeset);
+    flush_drains(st, s, avail == SC_READY && nc_ready(cache) ? cache : NULL, nodeset);
     if (avail == SC_NO_RESTAPI)
         return; /* nothing to count: zeros, as Slinky without a client */
     if (avail != SC_READY || !nc_ready(cache)) {
@@ -1860,11 +1957,11 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
     const sm_node **sn_of = xcalloc(n + 1, sizeof(*sn_of));
     for (size_t i = 0; i < n; i++) {
         const nsb_pod *p = &pods[i];
-        const char *name = slurm_name(pod_sobj(p));
+        const char *name = slurm_name(st, pod_sobj(p));
         if (*name && nc_lookup(cache, name, &sn_of[i]) != NC_PRESENT)
             sn_of[i] = NULL;
         if (p->terminating || !(nsb_pod_available(p, min_ready, now) && p->ready_since > 0 &&
-                                now > p->ready_since + DRIFT_GRACE_S))
+                                now > p->ready_since + DRIFT_GRACE_S(op)))
             continue;
         expected++;
         listed += sn_of[i] != NULL;
@@ -1877,7 +1974,7 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
     }
     for (size_t i = 0; i < n; i++) {
         const sobj *pod = pod_sobj(&pods[i]);
-        const char *name = slurm_name(pod);
+        const char *name = slurm_name(st, pod);
         const sm_node *sn = sn_of[i];
         enum nc_found found = sn ? NC_PRESENT : NC_ABSENT;
         if (found == NC_PRESENT) {
@@ -1888,18 +1985,18 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
         }
         if (pods[i].terminating)
             continue;
-        sync_conditions(s, pod, found == NC_PRESENT ? sn : NULL);
+        sync_conditions(st, s, pod, found == NC_PRESENT ? sn : NULL);
         int busy = found == NC_PRESENT && sm_node_busy(sn);
         /* The protection goes only when Slurm shows the node idle, or says
          * by name that it does not exist: not because a table lacks it. */
         int protected = sobj_label(pod, NSB_LABEL_POD_PROTECT) != NULL;
         if (busy || found == NC_PRESENT || !wdp || !protected || !*name ||
             nc_confirm_gone(cache, name, PROOF_FRESH_MS))
-            set_pod_meta(s->key, pod, 1, NSB_LABEL_POD_PROTECT, busy && wdp ? "true" : NULL);
+            set_pod_meta(st, s->key, pod, 1, NSB_LABEL_POD_PROTECT, busy && wdp ? "true" : NULL);
         if (found == NC_PRESENT && nsb_pod_running_ready(&pods[i]) && pod_of(pod)->node_name)
-            sync_pod_info(s, cache, nodeset, pod, name, sn);
+            sync_pod_info(st, s, cache, nodeset, pod, name, sn);
         if (found == NC_PRESENT && nsb_pod_running_ready(&pods[i]))
-            sync_stale_down(s, cache, pod, name, sn);
+            sync_stale_down(st, s, cache, pod, name, sn);
     }
     free(sn_of);
     s->counts = *out;

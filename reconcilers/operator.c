@@ -19,6 +19,7 @@
 #include "reconcilers/nodeset.h"
 #include "reconcilers/msec.h"
 #include "reconcilers/nodeset_immut.h"
+#include "reconcilers/nodeset_slurm.h"
 #include "reconcilers/nodetaint.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"
@@ -589,6 +590,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
     op->slurmclient = slurmclient_state_new();
     op->nodeset_immut = nsim_new();
     op->nodeset = nodeset_state_new();
+    op->nodeset_slurm = nss_state_new();
     for (int i = 0; i < 2; i++) {
         p->ref_store[i] = store_new(&KIND_FULL_NAMESPACED);
         store_on_change(p->ref_store[i], forward_ref_change, op->stores[ref_kinds[i]]);
@@ -753,6 +755,7 @@ static void on_client_closed(void *data)
     slurmclient_state_free(op->slurmclient);
     nsim_free(op->nodeset_immut);
     nodeset_state_free(op->nodeset);
+    nss_state_free(op->nodeset_slurm);
     for (int k = 0; k < OPK__COUNT; k++)
         store_free(op->stores[k]);
     for (int i = 0; i < 2; i++)

@@ -141,6 +141,7 @@ struct operator {
     struct slurmclient_state *slurmclient; /* Slurm clients per Controller (slurmclient.h: freed late) */
     struct nsim_table *nodeset_immut; /* the NodeSet reconciler's last valid immutable fields */
     struct nodeset_state *nodeset;    /* the NodeSet reconciler's state (reconcilers/nodeset.h) */
+    struct nss_state *nodeset_slurm;  /* its Slurm side's (reconcilers/nodeset_slurm.h: freed late) */
     int leading;              /* reconcilers are running */
     int stopping;
 
