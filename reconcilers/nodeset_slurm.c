@@ -866,14 +866,14 @@ static void queue_drain(nss_set *s, const sobj *pod, const char *name)
 }
 
 /* Keep a condemned pod: cordon it, and say once per pass why. */
-static int keep(operator *op, nss_set *s, const sobj *nodeset, const sobj *pod, const char *reason,
+static int keep(nss_state *st, nss_set *s, const sobj *nodeset, const sobj *pod, const char *reason,
                 const char *fmt, const char *arg)
 {
-    set_pod_meta(op->nodeset_slurm, s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
+    set_pod_meta(st, s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
     if (s->blocked == NULL) {
         s->blocked = reason;
         snprintf(s->blocked_msg, sizeof(s->blocked_msg), fmt, arg);
-        op_warn(op, nodeset, NSB_KIND, reason, "Keeping pod %s (and any other condemned pod): %s", pod->name,
+        op_warn(st->op, nodeset, NSB_KIND, reason, "Keeping pod %s (and any other condemned pod): %s", pod->name,
                 s->blocked_msg);
     }
     return NSS_WAIT;
@@ -906,13 +906,13 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
     nc_cache *cache = NULL;
     int avail = slurmclient_get(op, s->ctl_key, &cache);
     if (avail == SC_NO_RESTAPI)
-        return keep(op, s, nodeset, pod, "DrainBlockedNoRestApi",
+        return keep(st, s, nodeset, pod, "DrainBlockedNoRestApi",
                     "Controller %s has no RestApi, so Slurm cannot be asked whether its nodes run jobs; "
                     "condemned pods stay (cordoned) until it has one, or until the NodeSet is annotated "
                     NSS_ANN_NO_DRAIN "=true",
                     s->ctl_key);
     if (avail != SC_READY || !nc_ready(cache))
-        return keep(op, s, nodeset, pod, "DrainBlockedSlurmUnknown",
+        return keep(st, s, nodeset, pod, "DrainBlockedSlurmUnknown",
                     "Slurm of Controller %s cannot be read right now (unreachable, answering errors, or its "
                     "node table is held as suspect); condemned pods stay until it can",
                     s->ctl_key);
@@ -935,7 +935,7 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
             uint64_t lost_ago = 0;
             int lost = nc_vanished(cache, name, &lost_ago);
             if (lost == 2)
-                return keep(op, s, nodeset, pod, "DrainBlockedNodeLost",
+                return keep(st, s, nodeset, pod, "DrainBlockedNodeLost",
                             "Slurm node %s ran jobs when last read and is now unknown to Slurm, though slurmop "
                             "did not delete it (slurmctld restarted without its state?): slurmd may still run "
                             "them. Condemned pods stay until the node registers again, or until the NodeSet is "
@@ -1356,15 +1356,15 @@ static void nodeset_written(int err, const cJSON *obj, const kube_status *st, vo
     write_done(ss);
 }
 
-static void patch_nodeset(operator *op, const sobj *nodeset, const char *sub, cJSON *patch, const pw_ent *e)
+static void patch_nodeset(nss_state *st, const sobj *nodeset, const char *sub, cJSON *patch, const pw_ent *e)
 {
     np_ctx *c = xcalloc(1, sizeof(*c));
-    c->st = op->nodeset_slurm;
+    c->st = st;
     c->set = xstrdup(nodeset->key);
     c->wkey = xstrdup(e->key);
     kube_req_opts ro = {.no_answer = 1}; /* nodeset_written reads only the outcome */
-    write_sent(c->st); /* before the call, as in patch_pod */
-    kube_patch_with(op->client, &ro, &SLINKY_NODESETS, nodeset->ns, nodeset->name, sub, KUBE_PATCH_MERGE, patch,
+    write_sent(st); /* before the call, as in patch_pod */
+    kube_patch_with(st->op->client, &ro, &SLINKY_NODESETS, nodeset->ns, nodeset->name, sub, KUBE_PATCH_MERGE, patch,
                     NULL, 0, nodeset_written, c);
     cJSON_Delete(patch);
 }
@@ -1409,7 +1409,7 @@ void nss_set_finalizer(operator *op, const sobj *nodeset, const char *name, int 
     cJSON *meta = json_obj_ensure(patch, "metadata");
     json_set(meta, "finalizers", list);
     json_set_str(meta, "resourceVersion", nodeset->rv);
-    patch_nodeset(op, nodeset, NULL, patch, e);
+    patch_nodeset(op->nodeset_slurm, nodeset, NULL, patch, e);
 }
 
 static void set_finalizer(operator *op, const sobj *nodeset, int want)
@@ -1418,7 +1418,7 @@ static void set_finalizer(operator *op, const sobj *nodeset, int want)
 }
 
 /* Set the NodeSet condition ReservationCreated (status "True"/"False"). */
-static void set_resv_condition(operator *op, const sobj *nodeset, const char *status, const char *reason,
+static void set_resv_condition(nss_state *st, const sobj *nodeset, const char *status, const char *reason,
                                int64_t start)
 {
     const cJSON *conds = json_get(nodeset->json, "status.conditions");
@@ -1432,7 +1432,7 @@ static void set_resv_condition(operator *op, const sobj *nodeset, const char *st
             strcmp(json_get_str_or(c, "lastTransitionTime", ""), t) == 0)
             return;
     }
-    pw_ent *e = pw_begin(op->nodeset_slurm, nodeset->uid, "ReservationCreated", hash_str(status) ^ (uint64_t)start);
+    pw_ent *e = pw_begin(st, nodeset->uid, "ReservationCreated", hash_str(status) ^ (uint64_t)start);
     if (!e)
         return;
     cJSON *list = cJSON_CreateArray();
@@ -1451,7 +1451,7 @@ static void set_resv_condition(operator *op, const sobj *nodeset, const char *st
     cJSON_AddItemToArray(list, mine);
     cJSON *patch = cJSON_CreateObject();
     json_set(json_obj_ensure(patch, "status"), "conditions", list);
-    patch_nodeset(op, nodeset, "status", patch, e);
+    patch_nodeset(st, nodeset, "status", patch, e);
 }
 
 static int resv_created_for(const sobj *nodeset, int64_t start)
@@ -1535,7 +1535,7 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
          * add no finalizer for a reservation that will never exist. */
         int64_t st = rfc3339_secs(json_get_str(x->ns, "spec.updateStrategy.scheduledUpdate.startTime"));
         if (nc_version(x->cache) != 0 && st > 0) {
-            set_resv_condition(x->op, x->nodeset, "False", "NotSupported", st);
+            set_resv_condition(x->st, x->nodeset, "False", "NotSupported", st);
             op_warn(x->op, x->nodeset, NSB_KIND, "ReservationNotSupported",
                     "Cannot create Slurm reservation %s: this Slurm's REST API (data parser v0.0.%d) has no "
                     "reservation writes and no libslurm backend can reach it",
@@ -1601,7 +1601,7 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
                          "Creating Slurm reservation %s for %s (%lld min) on %s", resv_name,
                          json_get_str_or(x->ns, "spec.updateStrategy.scheduledUpdate.startTime", ""),
                          (long long)d.duration, nodes ? nodes : "");
-                set_resv_condition(x->op, x->nodeset, "True", "Created", start);
+                set_resv_condition(x->st, x->nodeset, "True", "Created", start);
             }
         }
     } else if (found == NC_PRESENT && nodes && *nodes) {
