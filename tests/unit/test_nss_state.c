@@ -1,0 +1,162 @@
+/* The lifetime of nodeset_slurm's state (nss_state, op->nodeset_slurm):
+ * write completions reach it through their context, Slurm ones may arrive
+ * after the operator let go of it, so freeing it with writes in flight
+ * only marks it released and the last completion frees it. The module is
+ * compiled into the test to drive its completions directly, with an
+ * operator on the heap that is freed before they arrive: ASan reports a
+ * completion that touches the operator or a state freed too early, LSan a
+ * state never freed. The queue hook counts what the completions queue. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "reconcilers/nodeset_slurm.c"
+
+static int queued_now, queued_after;
+
+static void q_now(void *ctx, const char *key)
+{
+    (void)ctx;
+    (void)key;
+    queued_now++;
+}
+
+static void q_after(void *ctx, const char *key, uint64_t ms)
+{
+    (void)ctx;
+    (void)key;
+    (void)ms;
+    queued_after++;
+}
+
+/* A state as nss_setup leaves it, on a bare operator that has a loop. */
+static nss_state *state_on(operator *op, uv_loop_t *loop)
+{
+    memset(op, 0, sizeof(*op));
+    op->loop = loop;
+    nss_state *st = nss_state_new();
+    op->nodeset_slurm = st;
+    st->op = op;
+    st->q = (nss_queue){.now = q_now, .after = q_after};
+    queued_now = queued_after = 0;
+    return st;
+}
+
+static sw_ctx *slurm_ctx(nss_state *st)
+{
+    sw_ctx *c = xcalloc(1, sizeof(*c));
+    c->st = st;
+    c->set = xstrdup("ns/set");
+    c->bkey = join_key("ns/ctl", "n1");
+    write_sent(st);
+    return c;
+}
+
+static pw_ctx *pod_ctx(nss_state *st)
+{
+    pw_ctx *c = xcalloc(1, sizeof(*c));
+    c->st = st;
+    c->wkey = join_key("uid-1", "label x");
+    c->set = xstrdup("ns/set");
+    c->what = xstrdup("label x");
+    write_sent(st);
+    return c;
+}
+
+static np_ctx *nodeset_ctx(nss_state *st)
+{
+    np_ctx *c = xcalloc(1, sizeof(*c));
+    c->st = st;
+    c->set = xstrdup("ns/set");
+    c->wkey = join_key("uid-ns", "finalizer f");
+    write_sent(st);
+    return c;
+}
+
+static resv_ctx *resv_ctx_new(nss_state *st)
+{
+    resv_ctx *c = xcalloc(1, sizeof(*c));
+    c->st = st;
+    c->set = xstrdup("ns/set");
+    write_sent(st);
+    return c;
+}
+
+static void test_free_idle(void **state)
+{
+    (void)state;
+    nss_state_free(NULL);
+    nss_state *st = nss_state_new();
+    assert_non_null(st->ik_mode);
+    nss_state_free(st); /* nothing in flight: freed now (LSan) */
+}
+
+/* While running, a failed write backs off and queues its NodeSet; the
+ * writes still in flight when the operator lets go complete afterwards,
+ * queue nothing, touch neither the freed operator nor the state's maps,
+ * and the last one frees the state. */
+static void test_released_state_freed_by_last_completion(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    operator *op = xmalloc(sizeof(*op));
+    nss_state *st = state_on(op, &loop);
+
+    slurm_written("n1", OP_EIO, slurm_ctx(st));
+    assert_int_equal(queued_after, 1);
+    assert_int_equal(st->backoff.count, 1);
+    assert_int_equal(st->inflight, 0);
+
+    sw_ctx *sw = slurm_ctx(st);
+    pw_ctx *pw = pod_ctx(st);
+    np_ctx *np = nodeset_ctx(st);
+    resv_ctx *rv = resv_ctx_new(st);
+    assert_int_equal(st->inflight, 4);
+
+    nss_stop(op);
+    nss_state_free(st);
+    free(op); /* the operator is gone before the completions arrive */
+    /* Released, not freed: ASan would report these reads otherwise. */
+    assert_int_equal(st->released, 1);
+    assert_int_equal(st->stopped, 1);
+
+    slurm_written("n1", OP_EIO, sw);
+    pod_written(OP_EIO, NULL, NULL, pw);
+    resv_done(0, rv);
+    assert_int_equal(st->inflight, 1);
+    assert_int_equal(st->backoff.count, 0);
+    nodeset_written(OP_EIO, NULL, NULL, np); /* the last: frees the state */
+    assert_int_equal(queued_now, 0);
+    assert_int_equal(queued_after, 1);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* Freed with nothing in flight, then no completion can come: freed at once,
+ * even when nss_stop never ran (a start that failed after setup). */
+static void test_free_without_stop(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    operator op;
+    nss_state *st = state_on(&op, &loop);
+    pod_written(0, NULL, NULL, pod_ctx(st));
+    resv_done(0, resv_ctx_new(st));
+    assert_int_equal(queued_now, 1); /* a reservation write that completed queues its NodeSet */
+    assert_int_equal(st->inflight, 0);
+    nss_state_free(st);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_free_idle),
+        cmocka_unit_test(test_released_state_freed_by_last_completion),
+        cmocka_unit_test(test_free_without_stop),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
