@@ -252,6 +252,8 @@ static void wake_pruner(nss_state *st, const char *ctl_key, const char *node)
 static void on_slurm_node(const char *ctl_key, const char *node, void *data)
 {
     nss_state *st = data;
+    if (st->stopped)
+        return; /* the NodeSet reconciler's queue is gone */
     if (node) {
         /* The pods named so in Slurm, through the pods store's index; the
          * NodeSet that owns one and uses this Controller is told. */
@@ -286,6 +288,9 @@ static void on_slurm_node(const char *ctl_key, const char *node, void *data)
 
 static void on_slurm_resv(const char *ctl_key, const char *resv, void *data)
 {
+    const nss_state *st = data;
+    if (st->stopped)
+        return;
     size_t pl = strlen(NSS_RESV_PREFIX);
     if (!resv || strncmp(resv, NSS_RESV_PREFIX, pl) != 0)
         return;
