@@ -1823,6 +1823,28 @@ static size_t incr_free_ordinals(const struct incr *r, int want, int *out)
     return k;
 }
 
+/* Another NodeSet of the same Controller, in another namespace, with the
+ * same name and created first (ties: the smaller namespace). Pods are named
+ * after their NodeSet and so are their Slurm nodes: two such NodeSets would
+ * give two pods one Slurm node, and a drain read of that name could then
+ * license the deletion of a pod whose own slurmd runs a job. The older one
+ * keeps the name; the other is invalid (nothing acted on, its pods kept). */
+static const sobj *name_twin(nodeset_state *c, const sobj *o, const cJSON *ns)
+{
+    char v[512];
+    store_cursor cur;
+    const char *ctlns = cw_ref_ns(ns, "spec.controllerRef");
+    snprintf(v, sizeof(v), "%s/%s", ctlns ? ctlns : "", json_get_str_or(ns, "spec.controllerRef.name", ""));
+    for (const sobj *t = store_index_first(op_store(c->op, OPK_NODESETS), c->ix_ns_ctl, v, &cur); t;
+         t = store_index_next(&cur)) {
+        if (t == o || strcmp(t->name, o->name) != 0 || strcmp(t->ns, o->ns) == 0)
+            continue;
+        if (t->created < o->created || (t->created == o->created && strcmp(t->ns, o->ns) < 0))
+            return t;
+    }
+    return NULL;
+}
+
 /* Writes of the NodeSet are in flight (expectations pending): a full pass
  * could only refresh status, and such passes are throttled (WAIT_PASS_MS).
  * When the state is usable, the pods that changed are still taken in at
@@ -1998,6 +2020,12 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         msgs.v = xrealloc(msgs.v, (msgs.n + 1) * sizeof(*msgs.v));
         msgs.v[msgs.n++] = xasprintf("spec.controllerRef.namespace: %s is not among the namespaces slurmop "
                                      "watches (--namespace)", out_ns);
+    }
+    const sobj *twin = o->deleting ? NULL : name_twin(c, o, p.ns);
+    if (twin) {
+        msgs.v = xrealloc(msgs.v, (msgs.n + 1) * sizeof(*msgs.v));
+        msgs.v[msgs.n++] = xasprintf("metadata.name: NodeSet %s/%s of the same Controller has this name; their pods "
+                                     "would share Slurm node names (rename one)", twin->ns, twin->name);
     }
     if (msgs.n > 0) {
         /* Nothing of an invalid spec is acted on (a replicas beyond the

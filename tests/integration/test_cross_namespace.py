@@ -28,6 +28,7 @@ turned off; a NodeSet without it taints nothing."""
 import base64
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
@@ -132,6 +133,20 @@ def test_cross_namespace():
             op.wait_ready()
             pods = wait_for(lambda: (lambda ps: ps if len(ps) == 2 else None)(pods_of(c, "cpu", ns=WORK)), 30,
                             what="two cpu pods in %s" % WORK)
+            # A NodeSet of the same name under the same Controller in another namespace would give
+            # its pods the Slurm node names of the first one's: refused, nothing created, the first
+            # one untouched.
+            time.sleep(1.1)  # created a second later (creationTimestamp has seconds)
+            cr(c, DB, "NodeSet", "nodesets", "cpu",
+               dict(controllerRef=ref, replicas=1, template={"spec": {"hostname": "cpu-"}}, **IMAGES))
+            twin = wait_for(lambda: (lambda x: x if x and x["status"] == "False" else None)(
+                condition(get(c, NS_API + "/namespaces/%s/nodesets/cpu" % DB), "Valid")), 30,
+                what="Valid=False on the NodeSet whose name another NodeSet of the Controller has")
+            assert WORK in twin["message"], twin
+            assert pods_of(c, "cpu", ns=DB) == [], "the twin NodeSet created pods"
+            assert condition(get(c, NS_API + "/namespaces/%s/nodesets/cpu" % WORK), "Valid") is None
+            assert len(pods_of(c, "cpu", ns=WORK)) == 2
+            assert c.delete(NS_API + "/namespaces/%s/nodesets/cpu" % DB).status in (200, 202)
             for p in pods:
                 assert "--conf-server slurm-controller.%s:6817" % CTL in slurmd_args(p), slurmd_args(p)
             conf = wait_for(lambda: (lambda s: s if "NodeSet=cpu" in s else None)(slurm_conf(c)), 30,
