@@ -162,12 +162,6 @@ static cJSON *faults_json(ks *k)
 
 /* ---- state ------------------------------------------------------------- */
 
-static void put(buf_t *b, const char *s)
-{
-    if (buf_puts(b, s) != 0)
-        abort();
-}
-
 static int res_rank(const ks_res *r)
 {
     if (strcmp(r->plural, "customresourcedefinitions") == 0)
@@ -204,7 +198,7 @@ int ks_state_save(ks *k, const char *path)
             ks_ver **vs = ks_store_sorted(r, NULL, &cnt);
             for (size_t i = 0; i < cnt; i++) {
                 if (!first)
-                    put(&b, ",\n");
+                    ks_put(&b, ",\n");
                 first = 0;
                 if (buf_append(&b, vs[i]->data, vs[i]->len) != 0)
                     abort();
@@ -212,7 +206,7 @@ int ks_state_save(ks *k, const char *path)
             free(vs);
         }
     }
-    put(&b, "\n]}\n");
+    ks_put(&b, "\n]}\n");
     char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
     int rc = 0;
@@ -519,7 +513,7 @@ void admin_handle(ks *k, const ks_req *req, ks_resp *resp)
         snprintf(rv, sizeof(rv), "%llu", (unsigned long long)k->rv);
         json_set_str(o, "resourceVersion", rv);
         reply(resp, 200, o);
-        put(&resp->headers, "Connection: close\r\n");
+        ks_put(&resp->headers, "Connection: close\r\n");
     } else if (post && strcmp(p, "/pods/fail") == 0) {
         pods_fail(k, resp, body);
     } else if (post && strcmp(p, "/nodes/add") == 0) {

@@ -28,18 +28,6 @@ static const char GEN_ALPHABET[] = "bcdfghjklmnpqrstvwxz2456789";
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static void put(buf_t *b, const char *s)
-{
-    if (buf_puts(b, s) != 0)
-        abort();
-}
-
-static void putq(buf_t *b, const char *s)
-{
-    if (json_quote_buf(b, s) != 0)
-        abort();
-}
-
 static char *qparam(const ks_ctx *c, const char *name)
 {
     return query_get(c->req->query, name);
@@ -66,12 +54,12 @@ static void internal_error(ks_resp *r, const char *msg)
     r->status = 500;
     r->content_type = "application/json";
     char *m = xasprintf("Internal error occurred: %s", msg);
-    put(&r->body,
+    ks_put(&r->body,
         "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
-    putq(&r->body, m);
-    put(&r->body, ",\"reason\":\"InternalError\",\"details\":{\"causes\":[{\"message\":");
-    putq(&r->body, msg);
-    put(&r->body, "}]},\"code\":500}\n");
+    ks_putq(&r->body, m);
+    ks_put(&r->body, ",\"reason\":\"InternalError\",\"details\":{\"causes\":[{\"message\":");
+    ks_putq(&r->body, msg);
+    ks_put(&r->body, "}]},\"code\":500}\n");
     free(m);
 }
 
@@ -81,7 +69,7 @@ static void method_not_allowed(ks_resp *r)
     buf_reset(&r->body);
     r->status = 405;
     r->content_type = "application/json";
-    put(&r->body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":"
+    ks_put(&r->body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":"
                   "\"the server does not allow this method on the requested resource\",\"reason\":"
                   "\"MethodNotAllowed\",\"details\":{},\"code\":405}\n");
 }
@@ -309,18 +297,18 @@ static int check_ns_exists(ks_ctx *c, const char *name)
                       "being terminated",
                       c->res->qual, name, c->ns);
         char *cm = xasprintf("namespace %s is being terminated", c->ns);
-        put(b,
+        ks_put(b,
             "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
-        putq(b, msg);
-        put(b, ",\"reason\":\"Forbidden\",\"details\":{\"name\":");
-        putq(b, name);
-        put(b, ",\"group\":");
-        putq(b, c->res->group);
-        put(b, ",\"kind\":");
-        putq(b, c->res->plural);
-        put(b, ",\"causes\":[{\"reason\":\"NamespaceTerminating\",\"message\":");
-        putq(b, cm);
-        put(b, ",\"field\":\"metadata.namespace\"}]},\"code\":403}\n");
+        ks_putq(b, msg);
+        ks_put(b, ",\"reason\":\"Forbidden\",\"details\":{\"name\":");
+        ks_putq(b, name);
+        ks_put(b, ",\"group\":");
+        ks_putq(b, c->res->group);
+        ks_put(b, ",\"kind\":");
+        ks_putq(b, c->res->plural);
+        ks_put(b, ",\"causes\":[{\"reason\":\"NamespaceTerminating\",\"message\":");
+        ks_putq(b, cm);
+        ks_put(b, ",\"field\":\"metadata.namespace\"}]},\"code\":403}\n");
         free(msg);
         free(cm);
         return -1;
@@ -450,14 +438,14 @@ static void add_warning(ks_ctx *c, const buf_t *warn)
         const char *e = strchr(p, '\n');
         size_t n = e ? (size_t)(e - p) : strlen(p);
         /* 299 - "text" with quotes escaped */
-        put(&c->resp->headers, "Warning: 299 - \"");
+        ks_put(&c->resp->headers, "Warning: 299 - \"");
         for (size_t i = 0; i < n; i++) {
             if (p[i] == '"' || p[i] == '\\')
-                put(&c->resp->headers, "\\");
+                ks_put(&c->resp->headers, "\\");
             if (buf_putc(&c->resp->headers, p[i]) != 0)
                 abort();
         }
-        put(&c->resp->headers, "\"\r\n");
+        ks_put(&c->resp->headers, "\"\r\n");
         p = e ? e + 1 : p + n;
     }
 }
@@ -876,7 +864,7 @@ static cJSON *patch_doc(ks_ctx *c, const cJSON *cur, enum ptype pt)
             buf_reset(b);
             c->resp->status = 422;
             c->resp->content_type = "application/json";
-            put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+            ks_put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
                    "\"message\":\"the server rejected our request due to an error in our request\",\"reason\":"
                    "\"Invalid\",\"details\":{},\"code\":422}\n");
             cJSON_Delete(doc);
@@ -1022,14 +1010,14 @@ static void do_patch(ks_ctx *c, enum upd_kind kind, int scale)
             buf_reset(b);
             c->resp->status = 409;
             c->resp->content_type = "application/json";
-            put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+            ks_put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
                    "\"message\":");
-            putq(b, conflict);
+            ks_putq(b, conflict);
             /* NewApplyConflict: details carry only the causes */
-            put(b, ",\"reason\":\"Conflict\",\"details\":{\"causes\":");
+            ks_put(b, ",\"reason\":\"Conflict\",\"details\":{\"causes\":");
             if (json_dump_buf(causes, b) != 0)
                 abort();
-            put(b, "},\"code\":409}\n");
+            ks_put(b, "},\"code\":409}\n");
             free(conflict);
             cJSON_Delete(causes);
             free(fm);
@@ -1242,12 +1230,12 @@ static void too_large(ks_ctx *c, uint64_t want)
     c->resp->content_type = "application/json";
     char *msg = xasprintf("Too large resource version: %llu, current: %llu", (unsigned long long)want,
                           (unsigned long long)c->k->rv);
-    put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
-    putq(b, msg);
-    put(b, ",\"reason\":\"Timeout\",\"details\":{\"causes\":[{\"reason\":\"ResourceVersionTooLarge\","
+    ks_put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
+    ks_putq(b, msg);
+    ks_put(b, ",\"reason\":\"Timeout\",\"details\":{\"causes\":[{\"reason\":\"ResourceVersionTooLarge\","
            "\"message\":"
            "\"Too large resource version\"}],\"retryAfterSeconds\":1},\"code\":504}\n");
-    put(&c->resp->headers, "Retry-After: 1\r\n");
+    ks_put(&c->resp->headers, "Retry-After: 1\r\n");
     c->resp->delay_ms = c->k->cfg.too_large_wait_ms;
     free(msg);
 }
@@ -1302,7 +1290,7 @@ static void do_get(ks_ctx *c)
         c->resp->content_type = "application/json";
         table_begin(&c->resp->body, c->res, c->view, c->table, o->cur->rv, NULL, -1, 0);
         table_row(&c->resp->body, c->res, c->view, c->table, o->cur, 1, c->include);
-        put(&c->resp->body, "]}\n");
+        ks_put(&c->resp->body, "]}\n");
         return;
     }
     respond_ver(c, 200, o->cur);
@@ -1356,15 +1344,15 @@ static char *make_token(uint64_t rv, int latest, const ks_ver *last)
     else
         snprintf(key, sizeof(key), "%s", ver_name(last));
     if (latest) {
-        put(&b, "{\"v\":\"meta.k8s.io/v1\",\"rv\":-1,\"start\":");
+        ks_put(&b, "{\"v\":\"meta.k8s.io/v1\",\"rv\":-1,\"start\":");
     } else if (buf_printf(&b, "{\"v\":\"meta.k8s.io/v1\",\"rv\":%llu,\"start\":", (unsigned long long)rv) !=
                0) {
         abort();
     }
     /* start = last key + "\0": the next page begins after it */
-    putq(&b, key);
+    ks_putq(&b, key);
     b.len--; /* drop the closing quote to add \u0000 */
-    put(&b, "\\u0000\"}");
+    ks_put(&b, "\\u0000\"}");
     char *tok = base64_encode(b.data, b.len);
     buf_free(&b);
     return tok;
@@ -1428,12 +1416,12 @@ static void list_header(ks_ctx *c, uint64_t rv, const char *cont, long long rema
                    c->res->list_kind, c->res->views[c->view].api_version, (unsigned long long)rv) != 0)
         abort();
     if (cont) {
-        put(b, ",\"continue\":");
-        putq(b, cont);
+        ks_put(b, ",\"continue\":");
+        ks_putq(b, cont);
     }
     if (remaining >= 0 && buf_printf(b, ",\"remainingItemCount\":%lld", remaining) != 0)
         abort();
-    put(b, "},\"items\":[");
+    ks_put(b, "},\"items\":[");
 }
 
 static void do_watch(ks_ctx *c, int legacy_name_watch);
@@ -1523,18 +1511,18 @@ static void do_list(ks_ctx *c)
                 abort();
             char key[600];
             snprintf(key, sizeof(key), "%s%s%s", tns, *tns ? "/" : "", tname);
-            putq(&tb, key);
+            ks_putq(&tb, key);
             tb.len--;
-            put(&tb, "\\u0000\"}");
+            ks_put(&tb, "\\u0000\"}");
             char *tok = base64_encode(tb.data, tb.len);
             buf_free(&tb);
             buf_t *b = &c->resp->body;
             buf_reset(b);
             c->resp->status = 410;
             c->resp->content_type = "application/json";
-            put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{\"continue\":");
-            putq(b, tok);
-            put(b,
+            ks_put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{\"continue\":");
+            ks_putq(b, tok);
+            ks_put(b,
                 "},\"status\":\"Failure\",\"message\":\"The provided continue parameter is too old to "
                 "display a "
                 "consistent list result. You can start a new list without the continue parameter, or use the "
@@ -1586,12 +1574,12 @@ static void do_list(ks_ctx *c)
                 continue;
             }
             if (!first)
-                put(&c->resp->body, ",");
+                ks_put(&c->resp->body, ",");
             first = 0;
             if (watch_emit_obj(&c->resp->body, r, c->view, items[i], with_header) != 0)
                 abort();
         }
-        put(&c->resp->body, "]}\n");
+        ks_put(&c->resp->body, "]}\n");
         free(items);
         goto out;
     }
@@ -1642,7 +1630,7 @@ static void do_list(ks_ctx *c)
     list_header(c, snap->rv, tok, remaining);
     if (buf_append(&c->resp->body, items.data ? items.data : "", items.len) != 0)
         abort();
-    put(&c->resp->body, "]}\n");
+    ks_put(&c->resp->body, "]}\n");
     buf_free(&items);
     free(tok);
 out:
@@ -1906,16 +1894,16 @@ static void respond_deleted(ks_ctx *c, ks_ver *v, int gone, const char *uid)
     buf_reset(b);
     c->resp->status = 200;
     c->resp->content_type = "application/json";
-    put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\",\"details\":{"
+    ks_put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\",\"details\":{"
            "\"name\":");
-    putq(b, ver_name(v));
-    put(b, ",\"group\":");
-    putq(b, c->res->group);
-    put(b, ",\"kind\":");
-    putq(b, c->res->plural);
-    put(b, ",\"uid\":");
-    putq(b, uid);
-    put(b, "}}\n");
+    ks_putq(b, ver_name(v));
+    ks_put(b, ",\"group\":");
+    ks_putq(b, c->res->group);
+    ks_put(b, ",\"kind\":");
+    ks_putq(b, c->res->plural);
+    ks_put(b, ",\"uid\":");
+    ks_putq(b, uid);
+    ks_put(b, "}}\n");
 }
 
 static void do_delete(ks_ctx *c)
@@ -2021,7 +2009,7 @@ static void do_delete_collection(ks_ctx *c)
     list_header(c, c->k->rv, NULL, -1);
     if (buf_append(&c->resp->body, items.data ? items.data : "", items.len) != 0)
         abort();
-    put(&c->resp->body, "]}\n");
+    ks_put(&c->resp->body, "]}\n");
     buf_free(&items);
 out:
     lsel_free(ls);
@@ -2163,20 +2151,20 @@ static void group_json(ks *k, buf_t *b, const char *group, int with_kind)
     const char *vs[32];
     int n = group_versions(k, group, vs, 32);
     if (with_kind)
-        put(b, "{\"kind\":\"APIGroup\",\"apiVersion\":\"v1\",\"name\":");
+        ks_put(b, "{\"kind\":\"APIGroup\",\"apiVersion\":\"v1\",\"name\":");
     else
-        put(b, "{\"name\":");
-    putq(b, group);
-    put(b, ",\"versions\":[");
+        ks_put(b, "{\"name\":");
+    ks_putq(b, group);
+    ks_put(b, ",\"versions\":[");
     for (int i = 0; i < n; i++)
         if (buf_printf(b, "%s{\"groupVersion\":\"%s/%s\",\"version\":\"%s\"}", i ? "," : "", group, vs[i],
                        vs[i]) != 0)
             abort();
-    put(b, "]");
+    ks_put(b, "]");
     if (n && buf_printf(b, ",\"preferredVersion\":{\"groupVersion\":\"%s/%s\",\"version\":\"%s\"}", group,
                         vs[0], vs[0]) != 0)
         abort();
-    put(b, "}");
+    ks_put(b, "}");
 }
 
 static void discovery_groups(ks *k, ks_resp *resp)
@@ -2185,7 +2173,7 @@ static void discovery_groups(ks *k, ks_resp *resp)
     buf_reset(b);
     resp->status = 200;
     resp->content_type = "application/json";
-    put(b, "{\"kind\":\"APIGroupList\",\"apiVersion\":\"v1\",\"groups\":[");
+    ks_put(b, "{\"kind\":\"APIGroupList\",\"apiVersion\":\"v1\",\"groups\":[");
     const char *seen[256];
     int n = 0;
     list_node *ln;
@@ -2205,10 +2193,10 @@ static void discovery_groups(ks *k, ks_resp *resp)
             continue;
         seen[n++] = r->group;
         if (n > 1)
-            put(b, ",");
+            ks_put(b, ",");
         group_json(k, b, r->group, 0);
     }
-    put(b, "]}\n");
+    ks_put(b, "]}\n");
 }
 
 static void put_csv_array(buf_t *b, const char *key, const char *csv)
@@ -2227,7 +2215,7 @@ static void put_csv_array(buf_t *b, const char *key, const char *csv)
         first = 0;
         p = e ? e + 1 : p + n;
     }
-    put(b, "]");
+    ks_put(b, "]");
 }
 
 static void discovery_resources(ks *k, ks_resp *resp, const char *group, const char *version)
@@ -2285,13 +2273,13 @@ static void discovery_resources(ks *k, ks_resp *resp, const char *group, const c
                 r->plural, ns) != 0)
             abort();
         if (is_pod(r))
-            put(b,
+            ks_put(b,
                 ",{\"name\":\"pods/binding\",\"singularName\":\"\",\"namespaced\":true,\"kind\":\"Binding\","
                 "\"verbs\":[\"create\"]},{\"name\":\"pods/"
                 "eviction\",\"singularName\":\"\",\"namespaced\":true,"
                 "\"group\":\"policy\",\"version\":\"v1\",\"kind\":\"Eviction\",\"verbs\":[\"create\"]}");
     }
-    put(b, "]}\n");
+    ks_put(b, "]}\n");
 }
 
 static void version_doc(ks_resp *resp)
@@ -2299,7 +2287,7 @@ static void version_doc(ks_resp *resp)
     buf_reset(&resp->body);
     resp->status = 200;
     resp->content_type = "application/json";
-    put(&resp->body, "{\"major\":\"1\",\"minor\":\"31\",\"emulationMajor\":\"1\",\"emulationMinor\":\"31\","
+    ks_put(&resp->body, "{\"major\":\"1\",\"minor\":\"31\",\"emulationMajor\":\"1\",\"emulationMinor\":\"31\","
                      "\"gitVersion\":\"v1.31.0\",\"gitCommit\":\"kubesim\",\"gitTreeState\":\"clean\","
                      "\"buildDate\":\"2024-08-13T07:28:49Z\",\"goVersion\":\"go1.22.5\",\"compiler\":\"gc\","
                      "\"platform\":\"linux/amd64\"}\n");
@@ -2508,7 +2496,7 @@ void api_handle(ks *k, const ks_req *req, ks_resp *resp)
     if (n == 0) {
         resp->status = 200;
         resp->content_type = "application/json";
-        put(&resp->body, "{\"paths\":[\"/api\",\"/api/v1\",\"/apis\",\"/healthz\",\"/livez\",\"/readyz\",\"/"
+        ks_put(&resp->body, "{\"paths\":[\"/api\",\"/api/v1\",\"/apis\",\"/healthz\",\"/livez\",\"/readyz\",\"/"
                          "version\"]}\n");
         return;
     }
@@ -2529,7 +2517,7 @@ void api_handle(ks *k, const ks_req *req, ks_resp *resp)
         }
         resp->status = 200;
         resp->content_type = "application/json";
-        put(&resp->body, "{\"swagger\":\"2.0\",\"info\":{\"title\":\"Kubernetes\",\"version\":\"v1.31.0\"},"
+        ks_put(&resp->body, "{\"swagger\":\"2.0\",\"info\":{\"title\":\"Kubernetes\",\"version\":\"v1.31.0\"},"
                          "\"paths\":{},\"definitions\":{}}\n");
         return;
     }
@@ -2559,7 +2547,7 @@ void api_handle(ks *k, const ks_req *req, ks_resp *resp)
             if (n == 1) {
                 resp->status = 200;
                 resp->content_type = "application/json";
-                put(&resp->body,
+                ks_put(&resp->body,
                     "{\"kind\":\"APIVersions\",\"versions\":[\"v1\"],\"serverAddressByClientCIDRs\":[{"
                     "\"clientCIDR\":\"0.0.0.0/0\",\"serverAddress\":\"127.0.0.1:6443\"}]}\n");
             } else {
@@ -2609,7 +2597,7 @@ void api_handle(ks *k, const ks_req *req, ks_resp *resp)
                 resp->status = 200;
                 resp->content_type = "application/json";
                 group_json(k, &resp->body, segs[1], 1);
-                put(&resp->body, "\n");
+                ks_put(&resp->body, "\n");
             } else {
                 discovery_resources(k, resp, segs[1], segs[2]);
             }

@@ -13,9 +13,11 @@
 
 #include <cjson/cJSON.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "kubesim/ks.h"
 #include "core/buf.h"
+#include "core/json.h"
 #include "core/labels.h"
 #include "core/list.h"
 #include "core/map.h"
@@ -513,5 +515,20 @@ void ks__namespace_created(ks *k, const char *name);
 
 /* ---- hooks called by the store on every change ------------------------- */
 void ks_store_on_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver, const cJSON *newobj);
+
+/* Appending to a response body built in memory: a failure is out of memory,
+ * which kubesim treats as fatal (as xmalloc does). */
+static inline void ks_put(buf_t *b, const char *s)
+{
+    if (buf_puts(b, s) != 0)
+        abort();
+}
+
+/* ... a JSON string literal of s (NULL: ""). */
+static inline void ks_putq(buf_t *b, const char *s)
+{
+    if (json_quote_buf(b, s ? s : "") != 0)
+        abort();
+}
 
 #endif

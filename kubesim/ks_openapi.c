@@ -26,18 +26,6 @@
 
 #define META "io.k8s.apimachinery.pkg.apis.meta.v1."
 
-static void put(buf_t *b, const char *s)
-{
-    if (buf_puts(b, s) != 0)
-        abort();
-}
-
-static void putq(buf_t *b, const char *s)
-{
-    if (json_quote_buf(b, s) != 0)
-        abort();
-}
-
 static int served_view(ks *k, ks_res *r, const char *version)
 {
     if (r->removed)
@@ -80,13 +68,13 @@ static char *schema_prefix(const ks_res *r, const char *version)
 
 static void put_gvk(buf_t *b, const ks_res *r, const char *version, const char *kind)
 {
-    put(b, "{\"group\":");
-    putq(b, r->group);
-    put(b, ",\"version\":");
-    putq(b, version);
-    put(b, ",\"kind\":");
-    putq(b, kind);
-    put(b, "}");
+    ks_put(b, "{\"group\":");
+    ks_putq(b, r->group);
+    ks_put(b, ",\"version\":");
+    ks_putq(b, version);
+    ks_put(b, ",\"kind\":");
+    ks_putq(b, kind);
+    ks_put(b, "}");
 }
 
 static const char P_DRYRUN[] = "{\"name\":\"dryRun\",\"in\":\"query\",\"schema\":{\"type\":\"string\",\"uniqueItems\":true}}";
@@ -104,31 +92,31 @@ static void put_op(buf_t *b, const char *method, const ks_res *r, const char *ve
     if (buf_printf(b, "\"%s\":{\"operationId\":\"%s\",\"x-kubernetes-action\":\"%s\",", method, op_id, action) !=
         0)
         abort();
-    put(b, "\"x-kubernetes-group-version-kind\":");
+    ks_put(b, "\"x-kubernetes-group-version-kind\":");
     put_gvk(b, r, version, kind);
-    put(b, ",\"parameters\":[");
+    ks_put(b, ",\"parameters\":[");
     int write = strcmp(action, "post") == 0 || strcmp(action, "put") == 0 || strcmp(action, "patch") == 0;
     if (write) {
-        put(b, P_DRYRUN);
-        put(b, ",");
-        put(b, P_MANAGER);
-        put(b, ",");
-        put(b, P_VALIDATION);
+        ks_put(b, P_DRYRUN);
+        ks_put(b, ",");
+        ks_put(b, P_MANAGER);
+        ks_put(b, ",");
+        ks_put(b, P_VALIDATION);
         if (strcmp(action, "patch") == 0) {
-            put(b, ",");
-            put(b, P_FORCE);
+            ks_put(b, ",");
+            ks_put(b, P_FORCE);
         }
     }
-    put(b, "]");
+    ks_put(b, "]");
     if (strcmp(action, "patch") == 0) {
-        put(b, ",\"requestBody\":{\"content\":{");
+        ks_put(b, ",\"requestBody\":{\"content\":{");
         static const char *const types[] = {"application/apply-patch+yaml", "application/json-patch+json",
                                             "application/merge-patch+json"};
         for (size_t i = 0; i < 3; i++)
             if (buf_printf(b, "%s\"%s\":{\"schema\":{\"$ref\":\"#/components/schemas/" META "Patch\"}}", i ? "," : "",
                            types[i]) != 0)
                 abort();
-        put(b, "},\"required\":true}");
+        ks_put(b, "},\"required\":true}");
     } else if (write) {
         if (buf_printf(b, ",\"requestBody\":{\"content\":{\"*/*\":{\"schema\":{\"$ref\":\"#/components/schemas/%s\"}}},"
                           "\"required\":true}",
@@ -159,28 +147,28 @@ static void put_paths(buf_t *b, int *first, const ks_res *r, int view, const cha
     *first = 0;
     snprintf(id, sizeof(id), "list%s", r->kind);
     put_op(b, "get", r, v->version, r->kind, "list", list_schema, id);
-    put(b, ",");
+    ks_put(b, ",");
     snprintf(id, sizeof(id), "create%s", r->kind);
     put_op(b, "post", r, v->version, r->kind, "post", kind_schema, id);
-    put(b, ",");
+    ks_put(b, ",");
     snprintf(id, sizeof(id), "deletecollection%s", r->kind);
     put_op(b, "delete", r, v->version, r->kind, "deletecollection", META "Status", id);
-    put(b, "}");
+    ks_put(b, "}");
     /* object */
     if (buf_printf(b, ",\"%s/{name}\":{", coll) != 0)
         abort();
     snprintf(id, sizeof(id), "read%s", r->kind);
     put_op(b, "get", r, v->version, r->kind, "get", kind_schema, id);
-    put(b, ",");
+    ks_put(b, ",");
     snprintf(id, sizeof(id), "replace%s", r->kind);
     put_op(b, "put", r, v->version, r->kind, "put", kind_schema, id);
-    put(b, ",");
+    ks_put(b, ",");
     snprintf(id, sizeof(id), "patch%s", r->kind);
     put_op(b, "patch", r, v->version, r->kind, "patch", kind_schema, id);
-    put(b, ",");
+    ks_put(b, ",");
     snprintf(id, sizeof(id), "delete%s", r->kind);
     put_op(b, "delete", r, v->version, r->kind, "delete", META "Status", id);
-    put(b, "}");
+    ks_put(b, "}");
     int has_status = (r->flags & KSR_CUSTOM) ? v->has_status : (r->bi && r->bi->status);
     int has_scale = (r->flags & KSR_CUSTOM) ? v->has_scale : (r->bi && r->bi->scale);
     if (has_status) {
@@ -188,13 +176,13 @@ static void put_paths(buf_t *b, int *first, const ks_res *r, int view, const cha
             abort();
         snprintf(id, sizeof(id), "read%sStatus", r->kind);
         put_op(b, "get", r, v->version, r->kind, "get", kind_schema, id);
-        put(b, ",");
+        ks_put(b, ",");
         snprintf(id, sizeof(id), "replace%sStatus", r->kind);
         put_op(b, "put", r, v->version, r->kind, "put", kind_schema, id);
-        put(b, ",");
+        ks_put(b, ",");
         snprintf(id, sizeof(id), "patch%sStatus", r->kind);
         put_op(b, "patch", r, v->version, r->kind, "patch", kind_schema, id);
-        put(b, "}");
+        ks_put(b, "}");
     }
     if (has_scale) {
         static const ks_res scale_res = {.group = (char *)"autoscaling"};
@@ -202,13 +190,13 @@ static void put_paths(buf_t *b, int *first, const ks_res *r, int view, const cha
             abort();
         snprintf(id, sizeof(id), "read%sScale", r->kind);
         put_op(b, "get", &scale_res, "v1", "Scale", "get", "io.k8s.api.autoscaling.v1.Scale", id);
-        put(b, ",");
+        ks_put(b, ",");
         snprintf(id, sizeof(id), "replace%sScale", r->kind);
         put_op(b, "put", &scale_res, "v1", "Scale", "put", "io.k8s.api.autoscaling.v1.Scale", id);
-        put(b, ",");
+        ks_put(b, ",");
         snprintf(id, sizeof(id), "patch%sScale", r->kind);
         put_op(b, "patch", &scale_res, "v1", "Scale", "patch", "io.k8s.api.autoscaling.v1.Scale", id);
-        put(b, "}");
+        ks_put(b, "}");
     }
     free(kind_schema);
     free(list_schema);
@@ -255,7 +243,7 @@ static void put_kind_schema(buf_t *b, const ks_res *r, int view, const char *pre
                    prefix, r->list_kind, prefix, r->kind) != 0)
         abort();
     put_gvk(b, r, v->version, r->list_kind);
-    put(b, "]}");
+    ks_put(b, "]}");
 }
 
 /* Build the document of group/version into b; 0 when nothing is served there. */
@@ -287,16 +275,16 @@ static int build_doc(ks *k, buf_t *b, const char *group, const char *version)
         put_paths(b, &first, r, view, prefix);
         free(prefix);
     }
-    put(b, "},\"components\":{\"schemas\":{");
-    put(b, "\"" META "ObjectMeta\":{\"description\":\"ObjectMeta is metadata that all persisted resources must "
+    ks_put(b, "},\"components\":{\"schemas\":{");
+    ks_put(b, "\"" META "ObjectMeta\":{\"description\":\"ObjectMeta is metadata that all persisted resources must "
            "have, which includes all objects users must create.\",\"type\":\"object\","
            "\"x-kubernetes-preserve-unknown-fields\":true}");
-    put(b, ",\"" META "ListMeta\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true}");
-    put(b, ",\"" META "Patch\":{\"description\":\"Patch is provided to give a concrete name and type to the "
+    ks_put(b, ",\"" META "ListMeta\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true}");
+    ks_put(b, ",\"" META "Patch\":{\"description\":\"Patch is provided to give a concrete name and type to the "
            "Kubernetes PATCH request body.\",\"type\":\"object\"}");
-    put(b, ",\"" META "Status\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true,"
+    ks_put(b, ",\"" META "Status\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true,"
            "\"x-kubernetes-group-version-kind\":[{\"group\":\"\",\"kind\":\"Status\",\"version\":\"v1\"}]}");
-    put(b, ",\"io.k8s.api.autoscaling.v1.Scale\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":"
+    ks_put(b, ",\"io.k8s.api.autoscaling.v1.Scale\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":"
            "true,\"x-kubernetes-group-version-kind\":[{\"group\":\"autoscaling\",\"kind\":\"Scale\",\"version\":"
            "\"v1\"}]}");
     list_foreach(ln, &k->resources)
@@ -309,7 +297,7 @@ static int build_doc(ks *k, buf_t *b, const char *group, const char *version)
         put_kind_schema(b, r, view, prefix);
         free(prefix);
     }
-    put(b, "}}}\n");
+    ks_put(b, "}}}\n");
     return 1;
 }
 
@@ -330,7 +318,7 @@ void openapi_v3_index(ks *k, ks_resp *resp)
     buf_reset(out);
     resp->status = 200;
     resp->content_type = "application/json";
-    put(out, "{\"paths\":{");
+    ks_put(out, "{\"paths\":{");
     /* Every distinct served group/version, in resource order. */
     char seen[128][300];
     int n = 0;
@@ -363,7 +351,7 @@ void openapi_v3_index(ks *k, ks_resp *resp)
         }
     }
     buf_free(&doc);
-    put(out, "}}\n");
+    ks_put(out, "}}\n");
 }
 
 void openapi_v3_doc(ks *k, ks_resp *resp, const char *gv)

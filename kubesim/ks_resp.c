@@ -28,29 +28,17 @@ void ks_resp_free(ks_resp *r)
     buf_free(&r->body);
 }
 
-static void put(buf_t *b, const char *s)
-{
-    if (buf_puts(b, s) != 0)
-        abort();
-}
-
-static void putq(buf_t *b, const char *s)
-{
-    if (json_quote_buf(b, s) != 0)
-        abort();
-}
-
 static void status_begin(ks_resp *r, int code, const char *reason, const char *message)
 {
     buf_reset(&r->body);
     r->status = code;
     r->content_type = "application/json";
-    put(&r->body,
+    ks_put(&r->body,
         "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
-    putq(&r->body, message);
+    ks_putq(&r->body, message);
     if (reason && *reason) {
-        put(&r->body, ",\"reason\":");
-        putq(&r->body, reason);
+        ks_put(&r->body, ",\"reason\":");
+        ks_putq(&r->body, reason);
     }
 }
 
@@ -63,13 +51,13 @@ static void status_end(ks_resp *r, int code)
 static void details_begin(ks_resp *r, const char *name, const char *group, const char *kind, const char *uid)
 {
     int first = 1;
-    put(&r->body, ",\"details\":{");
+    ks_put(&r->body, ",\"details\":{");
 #define FIELD(k, v)                                                                                          \
     if (v && *v) {                                                                                           \
         if (!first)                                                                                          \
-            put(&r->body, ",");                                                                              \
-        put(&r->body, "\"" k "\":");                                                                         \
-        putq(&r->body, v);                                                                                   \
+            ks_put(&r->body, ",");                                                                              \
+        ks_put(&r->body, "\"" k "\":");                                                                         \
+        ks_putq(&r->body, v);                                                                                   \
         first = 0;                                                                                           \
     }
     FIELD("name", name)
@@ -86,7 +74,7 @@ void resp_status(ks_resp *r, int code, const char *reason, const char *message, 
     status_begin(r, code, reason, message);
     if ((d_name && *d_name) || (d_group && *d_group) || (d_kind && *d_kind) || (d_uid && *d_uid)) {
         details_begin(r, d_name, d_group, d_kind, d_uid);
-        put(&r->body, "}");
+        ks_put(&r->body, "}");
     }
     status_end(r, code);
 }
@@ -137,27 +125,27 @@ void resp_invalid(ks_resp *r, const char *qual_kind, const char *group, const ch
     if (buf_printf(&msg, "%s \"%s\" is invalid: ", qual_kind, name ? name : "") != 0)
         abort();
     if (e->n > 1)
-        put(&msg, "[");
+        ks_put(&msg, "[");
     for (int i = 0; i < e->n; i++) {
         if (buf_printf(&msg, "%s%s%s%s", i ? ", " : "", e->items[i].field, *e->items[i].field ? ": " : "",
                        e->items[i].message) != 0)
             abort();
     }
     if (e->n > 1)
-        put(&msg, "]");
+        ks_put(&msg, "]");
     status_begin(r, 422, "Invalid", buf_cstr(&msg));
     details_begin(r, name, group, kind, NULL);
-    put(&r->body, ",\"causes\":[");
+    ks_put(&r->body, ",\"causes\":[");
     for (int i = 0; i < e->n; i++) {
-        put(&r->body, i ? ",{\"reason\":" : "{\"reason\":");
-        putq(&r->body, e->items[i].reason);
-        put(&r->body, ",\"message\":");
-        putq(&r->body, e->items[i].message);
-        put(&r->body, ",\"field\":");
-        putq(&r->body, e->items[i].field);
-        put(&r->body, "}");
+        ks_put(&r->body, i ? ",{\"reason\":" : "{\"reason\":");
+        ks_putq(&r->body, e->items[i].reason);
+        ks_put(&r->body, ",\"message\":");
+        ks_putq(&r->body, e->items[i].message);
+        ks_put(&r->body, ",\"field\":");
+        ks_putq(&r->body, e->items[i].field);
+        ks_put(&r->body, "}");
     }
-    put(&r->body, "]}");
+    ks_put(&r->body, "]}");
     status_end(r, 422);
     buf_free(&msg);
 }
@@ -177,8 +165,8 @@ void resp_plain(ks_resp *r, int code, const char *text)
     buf_reset(&r->body);
     r->status = code;
     r->content_type = "text/plain; charset=utf-8";
-    put(&r->body, text);
-    put(&r->headers, "X-Content-Type-Options: nosniff\r\n");
+    ks_put(&r->body, text);
+    ks_put(&r->headers, "X-Content-Type-Options: nosniff\r\n");
 }
 
 void resp_json_take(ks_resp *r, int code, cJSON *o)

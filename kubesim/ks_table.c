@@ -306,29 +306,17 @@ static const col_def *cols_of(enum tkind t, size_t *n)
 
 /* ---- output helpers ------------------------------------------------------ */
 
-static void put(buf_t *b, const char *s)
-{
-    if (buf_puts(b, s) != 0)
-        abort();
-}
-
-static void putq(buf_t *b, const char *s)
-{
-    if (json_quote_buf(b, s ? s : "") != 0)
-        abort();
-}
-
 static void put_col(buf_t *b, int first, const char *name, const char *type, const char *format,
                     const char *desc, long long priority)
 {
-    put(b, first ? "{\"name\":" : ",{\"name\":");
-    putq(b, name);
-    put(b, ",\"type\":");
-    putq(b, type);
-    put(b, ",\"format\":");
-    putq(b, format);
-    put(b, ",\"description\":");
-    putq(b, desc);
+    ks_put(b, first ? "{\"name\":" : ",{\"name\":");
+    ks_putq(b, name);
+    ks_put(b, ",\"type\":");
+    ks_putq(b, type);
+    ks_put(b, ",\"format\":");
+    ks_putq(b, format);
+    ks_put(b, ",\"description\":");
+    ks_putq(b, desc);
     if (buf_printf(b, ",\"priority\":%lld}", priority) != 0)
         abort();
 }
@@ -432,8 +420,8 @@ static void human_age(char *out, size_t n, const char *ts)
 
 static void cell_str(buf_t *b, const char *s)
 {
-    put(b, ",");
-    putq(b, s);
+    ks_put(b, ",");
+    ks_putq(b, s);
 }
 
 static void cell_age(buf_t *b, const cJSON *obj)
@@ -794,17 +782,17 @@ static void custom_cell(buf_t *b, const cJSON *obj, const cJSON *col)
 {
     const char *type = json_get_str_or(col, "type", "string");
     const cJSON *v = jsonpath(obj, json_get_str_or(col, "jsonPath", ""));
-    put(b, ",");
+    ks_put(b, ",");
     if (v == NULL || cJSON_IsNull(v)) {
-        put(b, "null");
+        ks_put(b, "null");
         return;
     }
     if (strcmp(type, "string") == 0) {
         if (cJSON_IsString(v)) {
-            putq(b, v->valuestring);
+            ks_putq(b, v->valuestring);
         } else if (cJSON_IsObject(v) || cJSON_IsArray(v) || cJSON_IsBool(v)) {
             char *s = json_dump(v);
-            putq(b, s);
+            ks_putq(b, s);
             free(s);
         } else {
             char num[64];
@@ -812,7 +800,7 @@ static void custom_cell(buf_t *b, const cJSON *obj, const cJSON *col)
                 snprintf(num, sizeof(num), "%lld", (long long)v->valuedouble);
             else
                 snprintf(num, sizeof(num), "%g", v->valuedouble);
-            putq(b, num);
+            ks_putq(b, num);
         }
         return;
     }
@@ -823,7 +811,7 @@ static void custom_cell(buf_t *b, const cJSON *obj, const cJSON *col)
         if (buf_printf(b, "%.17g", v->valuedouble) != 0)
             abort();
     } else if (strcmp(type, "boolean") == 0 && cJSON_IsBool(v)) {
-        put(b, cJSON_IsTrue(v) ? "true" : "false");
+        ks_put(b, cJSON_IsTrue(v) ? "true" : "false");
     } else if (strcmp(type, "date") == 0 && cJSON_IsString(v)) {
         char age[32];
         int64_t t;
@@ -832,9 +820,9 @@ static void custom_cell(buf_t *b, const cJSON *obj, const cJSON *col)
             snprintf(age, sizeof(age), "<invalid>");
         else
             human_age(age, sizeof(age), v->valuestring);
-        putq(b, age);
+        ks_putq(b, age);
     } else {
-        put(b, "null");
+        ks_put(b, "null");
     }
 }
 
@@ -849,17 +837,17 @@ void table_begin(buf_t *b, const ks_res *r, int view, int table, uint64_t rv, co
     if (rv && buf_printf(b, "\"resourceVersion\":\"%llu\"", (unsigned long long)rv) != 0)
         abort();
     if (cont) {
-        put(b, rv ? ",\"continue\":" : "\"continue\":");
-        putq(b, cont);
+        ks_put(b, rv ? ",\"continue\":" : "\"continue\":");
+        ks_putq(b, cont);
     }
     if (remaining >= 0 && buf_printf(b, ",\"remainingItemCount\":%lld", remaining) != 0)
         abort();
-    put(b, "},\"columnDefinitions\":");
+    ks_put(b, "},\"columnDefinitions\":");
     if (no_headers) {
-        put(b, "null,\"rows\":[");
+        ks_put(b, "null,\"rows\":[");
         return;
     }
-    put(b, "[");
+    ks_put(b, "[");
     enum tkind t = kind_of(r);
     const cJSON *cols = t == T_CUSTOM ? r->views[view].columns : NULL;
     if (t == T_CUSTOM) {
@@ -880,7 +868,7 @@ void table_begin(buf_t *b, const ks_res *r, int view, int table, uint64_t rv, co
         for (size_t i = 0; i < n; i++)
             put_col(b, i == 0, d[i].name, d[i].type, d[i].format, d[i].desc, d[i].priority);
     }
-    put(b, "],\"rows\":[");
+    ks_put(b, "],\"rows\":[");
 }
 
 void table_row(buf_t *b, const ks_res *r, int view, int table, const ks_ver *v, int first, int include)
@@ -893,8 +881,8 @@ void table_row(buf_t *b, const ks_res *r, int view, int table, const ks_ver *v, 
 void table_row_obj(buf_t *b, const ks_res *r, int view, int table, const cJSON *obj, const ks_ver *v, int first,
                    int include)
 {
-    put(b, first ? "{\"cells\":[" : ",{\"cells\":[");
-    putq(b, json_get_str_or(obj, "metadata.name", ""));
+    ks_put(b, first ? "{\"cells\":[" : ",{\"cells\":[");
+    ks_putq(b, json_get_str_or(obj, "metadata.name", ""));
     enum tkind t = kind_of(r);
     switch (t) {
     case T_CUSTOM: {
@@ -946,7 +934,7 @@ void table_row_obj(buf_t *b, const ks_res *r, int view, int table, const cJSON *
         cell_age(b, obj);
         break;
     }
-    put(b, "]");
+    ks_put(b, "]");
     if (include == TABLE_INCLUDE_METADATA) {
         if (buf_printf(b, ",\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/%s\","
                           "\"metadata\":",
@@ -954,14 +942,14 @@ void table_row_obj(buf_t *b, const ks_res *r, int view, int table, const cJSON *
             abort();
         const cJSON *meta = json_child(obj, "metadata");
         if (meta == NULL || json_dump_buf(meta, b) != 0)
-            put(b, "{}");
-        put(b, "}");
+            ks_put(b, "{}");
+        ks_put(b, "}");
     } else if (include == TABLE_INCLUDE_OBJECT) {
-        put(b, ",\"object\":");
+        ks_put(b, ",\"object\":");
         if (v ? watch_emit_obj(b, r, view, v, 1) != 0 : json_dump_buf(obj, b) != 0)
             abort();
     } else {
-        put(b, ",\"object\":null");
+        ks_put(b, ",\"object\":null");
     }
-    put(b, "}");
+    ks_put(b, "}");
 }
