@@ -160,7 +160,7 @@ def ks():
     """One cluster for the file, the CRDs installed by the slurmop-crds chart."""
     global _ks
     if _ks is None:
-        _ks = api_server(nodes=4).start()
+        _ks = api_server(nodes=4, crds=False).start()  # the chart installs them
         _ks.helm("install", "slurmop-crds", os.path.join(CHARTS, "slurmop-crds"), "--wait")
         _ks.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "-l",
                     "app.kubernetes.io/instance=slurmop-crds", ok=False)

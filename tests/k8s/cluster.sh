@@ -14,10 +14,15 @@
 # cached outside the clone; the first build takes a while, see README.md).
 #
 # Commands:
-#   start [--nodes N]  start a fresh cluster (etcd data from scratch) with N
+#   start [--nodes N] [--crds DIR]
+#                      start a fresh cluster (etcd data from scratch) with N
 #                      KWOK nodes shaped like GPU nodes (default 0); prints
 #                      `export K8S_DIR=… KUBECONFIG=… K8S_BIN=…` lines on
-#                      stdout; exit 77 when Go is missing
+#                      stdout; exit 77 when Go is missing. --crds applies the
+#                      CustomResourceDefinitions of DIR (*.yaml) and waits
+#                      until they are Established before the controller
+#                      manager starts, so that its garbage collector knows
+#                      their kinds from its first discovery (see below)
 #   nodes N            add KWOK GPU nodes up to N in all to a running cluster
 #   stop [--clean]     stop every component (idempotent) and check that none
 #                      is left; --clean also removes $K8S_DIR
@@ -435,11 +440,13 @@ print_env() {
 }
 
 do_start() {
-    local nodes=0
+    local nodes=0 crds=""
     while [ $# -gt 0 ]; do
         case $1 in
             --nodes) [ $# -ge 2 ] || die "--nodes needs a count"; nodes=$2; shift 2 ;;
             --nodes=*) nodes=${1#--nodes=}; shift ;;
+            --crds) [ $# -ge 2 ] || die "--crds needs a folder"; crds=$2; shift 2 ;;
+            --crds=*) crds=${1#--crds=}; shift ;;
             *) die "unknown start argument: $1" ;;
         esac
     done
@@ -496,6 +503,19 @@ do_start() {
     launch_apiserver
     poll 60000 "$(pid_of kube-apiserver)" health kube-apiserver || die "kube-apiserver did not become ready (log/kube-apiserver.log)"
     say "kube-apiserver ready on 127.0.0.1:$API_PORT after $(( $(now_ms) - t0 )) ms"
+
+    if [ -n "$crds" ]; then
+        # The garbage collector learns of new resource kinds by rediscovery
+        # every 30 s; until then it cannot look up an owner of a new kind,
+        # and its retries back off, so the dependents of a deleted custom
+        # resource can outlive it by a minute or more. CRDs that exist
+        # before it starts are in its first discovery.
+        ls "$crds"/*.yaml >/dev/null 2>&1 || die "--crds $crds: no *.yaml there"
+        kubectl_admin apply --server-side -f "$crds" >/dev/null || die "--crds: kubectl apply -f $crds failed"
+        kubectl_admin wait --for condition=established --timeout=30s -f "$crds" >/dev/null ||
+            die "--crds: the CRDs of $crds did not become Established"
+        say "CRDs of $crds established after $(( $(now_ms) - t0 )) ms"
+    fi
 
     echo "$KCM_PORT" > "$D/run/kube-controller-manager.port"
     # Its client's default 20 requests a second would spend a minute lifting

@@ -93,12 +93,15 @@ def kubesim_only(reason):
         raise Skip("kubesim only: " + reason)
 
 
-def api_server(nodes=0, **flags):
+def api_server(nodes=0, crds=True, **flags):
     """The chosen backend's API server, a context manager. Keyword flags are
     kubesim's (max_grace, require_client_cert, ...); the k8s backend ignores
-    the ones without meaning there (see K8sApiServer)."""
+    the ones without meaning there (see K8sApiServer). crds (k8s only, for
+    the process's first use): start the cluster with crds/ installed
+    (cluster.sh --crds); a test that installs them itself (helm) says
+    False."""
     if is_k8s():
-        return K8sApiServer(nodes=nodes, **flags)
+        return K8sApiServer(nodes=nodes, crds=crds, **flags)
     return KubesimServer(nodes=nodes, **flags)
 
 
@@ -163,7 +166,8 @@ class K8sCluster:
     """One cluster.sh cluster in a private K8S_DIR, with the operator's
     ServiceAccount and RBAC from deploy/manifests and a token kubeconfig."""
 
-    def __init__(self):
+    def __init__(self, crds=True):
+        self.crds = crds
         self.dir = tempfile.mkdtemp(prefix="slurmop-k8s-it.")
         self.env = dict(os.environ, K8S_DIR=self.dir)
         self.env.pop("KUBECONFIG", None)
@@ -199,7 +203,11 @@ class K8sCluster:
 
     def _start(self):
         t0 = time.monotonic()
-        p = subprocess.run(["bash", CLUSTER_SH, "start"], env=self.env, capture_output=True, text=True, timeout=600)
+        # The CRDs go in before the controller manager starts (cluster.sh
+        # --crds): its garbage collector then collects the dependents of a
+        # deleted NodeSet at once, instead of after its next rediscovery.
+        args = ["--crds", os.path.join(SRC, "crds")] if self.crds else []
+        p = subprocess.run(["bash", CLUSTER_SH, "start"] + args, env=self.env, capture_output=True, text=True, timeout=600)
         if p.returncode == 77:
             _skip_process("cluster.sh start: " + (p.stderr.strip().splitlines() or ["exit 77"])[-1])
         if p.returncode != 0:
@@ -288,11 +296,12 @@ current-context: %s
 _cluster = None
 
 
-def k8s_cluster():
-    """The process's one cluster, started on first use."""
+def k8s_cluster(crds=True):
+    """The process's one cluster, started on first use (crds: see
+    api_server)."""
     global _cluster
     if _cluster is None:
-        _cluster = K8sCluster().start()
+        _cluster = K8sCluster(crds=crds).start()
     return _cluster
 
 
@@ -330,7 +339,8 @@ class K8sApiServer:
     kind = "k8s"
     lease_namespace = OPERATOR_NS
 
-    def __init__(self, nodes=0, **flags):
+    def __init__(self, nodes=0, crds=True, **flags):
+        self.crds = crds
         if flags.get("tls") is False or any(flags.get(k) for k in ("token", "auth_required", "state")):
             raise Skip("kubesim only: the options %r have no real-cluster equivalent (the real API server "
                        "always speaks TLS and issues its own tokens)" % sorted(flags))
@@ -346,7 +356,7 @@ class K8sApiServer:
         return False
 
     def start(self):
-        self.cluster = k8s_cluster()
+        self.cluster = k8s_cluster(crds=self.crds)
         self.reset()
         self.reset_counters()
         return self

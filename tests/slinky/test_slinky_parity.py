@@ -667,7 +667,7 @@ def main():
         skip("slurmop is not built")
     senv = slinky_env()
     theirs = check_crds(senv["SLINKY_DIR"])
-    cl = backend.k8s_cluster()
+    cl = backend.k8s_cluster(crds=False)  # Slinky's CRDs, below
     cl.cluster_sh("nodes", "4")
     work = tempfile.mkdtemp(prefix="slinky-parity-")
     failures = []
