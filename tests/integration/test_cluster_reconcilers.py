@@ -290,7 +290,9 @@ def main():
     with api_server(nodes=4) as ks:
         api = Api(ks)
         for crd in load_crds() + [SM_CRD]:
-            api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+            # 409: the k8s backend installed crds/ before the controller manager started
+            r = api.c.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+            assert r.status in (201, 409), (crd["metadata"]["name"], r.status, r.text)
         for crd in load_crds() + [SM_CRD]:  # a real API server serves a new CRD after a moment
             wait_for("CRD %s served" % crd["metadata"]["name"], lambda: api.c.get(
                 "/apis/%s/%s/%s" % (crd["spec"]["group"], crd["spec"]["versions"][0]["name"],
