@@ -70,6 +70,7 @@ struct hc_req {
     int need_fresh;
     int on_reused; /* sent on a kept-alive connection */
     int got_bytes; /* some response byte arrived */
+    int paused;    /* hc_pause: the connection's reading is stopped */
     int result;    /* status for a pending completion */
     int err;       /* error decided inside a parser callback */
     unsigned idle_ms;
@@ -269,7 +270,7 @@ static void req_arm(hc_req *r)
     uint64_t next = UINT64_MAX;
     if (r->deadline)
         next = r->deadline;
-    if (r->state == RQ_ACTIVE && r->idle_ms && r->last_activity + r->idle_ms < next)
+    if (r->state == RQ_ACTIVE && r->idle_ms && !r->paused && r->last_activity + r->idle_ms < next)
         next = r->last_activity + r->idle_ms;
     if (next == UINT64_MAX) {
         uv_timer_stop(&r->timer);
@@ -369,7 +370,7 @@ static void req_timer_cb(uv_timer_t *t)
         return;
     uint64_t now = uv_now(r->pool->loop);
     int expired = (r->deadline && now >= r->deadline) ||
-                  (r->state == RQ_ACTIVE && r->idle_ms && now >= r->last_activity + r->idle_ms);
+                  (r->state == RQ_ACTIVE && r->idle_ms && !r->paused && now >= r->last_activity + r->idle_ms);
     if (!expired) {
         req_arm(r);
         return;
@@ -1103,6 +1104,27 @@ void hc_cancel(hc_req *req)
     hc_pool *pool = req->pool;
     req_complete_async(req, OP_ECANCELED);
     pump(pool);
+}
+
+void hc_pause(hc_req *req)
+{
+    if (!req || !req->streaming || req->paused || req->state != RQ_ACTIVE || !req->hconn || !req->hconn->c)
+        return;
+    req->paused = 1;
+    conn_read_stop(req->hconn->c);
+}
+
+void hc_resume(hc_req *req)
+{
+    if (!req || !req->paused)
+        return;
+    req->paused = 0;
+    if (req->state != RQ_ACTIVE || !req->hconn || !req->hconn->c)
+        return;
+    /* The pause was the consumer's, not the server's silence. */
+    req->last_activity = uv_now(req->pool->loop);
+    req_arm(req);
+    conn_read_start(req->hconn->c);
 }
 
 int hc_req_on_wire(const hc_req *req)

@@ -126,6 +126,17 @@ hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts);
  *  of the same request. */
 void hc_cancel(hc_req *req);
 
+/** Streaming requests that are on a connection: stop reading the response
+ *  until hc_resume, so that a consumer with a backlog is not handed more.
+ *  Bytes already read when it is called may still reach on_data before the
+ *  callback that called it returns; none come after, and the connection's
+ *  buffered bytes wait in it. Time spent paused does not count towards the
+ *  idle timeout. No effect on other requests or when already paused. */
+void hc_pause(hc_req *req);
+/** Read again after hc_pause (bytes waiting in the connection come on a
+ *  later loop iteration, never from inside this call). */
+void hc_resume(hc_req *req);
+
 /** 1 once the request's bytes were handed to a connection (they may be on
  *  the wire, so the server may act on them even if the request is canceled
  *  now); 0 while it waits in the pool's queue or for its connection to

@@ -82,6 +82,11 @@ struct kube_request {
     json_arena *arena; /* answers and events are parsed into it */
     ndjson lines;
     buf_t errbody;
+    /* watch pacing (see "watch pacing" below) */
+    list_node plink; /* in c->paused while paused */
+    int paused;      /* its connection is paused; bytes read meanwhile are in held */
+    int yield;       /* the budget ran out during the current feed */
+    buf_t held;      /* read but not yet dispatched */
 };
 
 struct kube_client {
@@ -100,6 +105,14 @@ struct kube_client {
     int closing;
     int pool_closed;
     int timer_closed;
+    /* watch pacing */
+    uv_prepare_t turn;      /* resets the budget, continues paused watches */
+    int turn_active;
+    int turn_closed;
+    list_node paused;       /* watches waiting for the next loop iteration */
+    uint64_t budget_ns;     /* event dispatch per loop iteration */
+    uint64_t turn_used_ns;  /* spent since the last prepare */
+    uint64_t turn_mark_ns;
     void (*on_closed)(void *);
     void *closed_data;
     kube_stats stats;
@@ -219,6 +232,7 @@ static void req_free(kube_request *r)
     ndjson_free(&r->lines);
     json_arena_free(r->arena);
     buf_free(&r->errbody);
+    buf_free(&r->held);
     free(r->method);
     free(r->verb);
     free(r->path);
@@ -228,7 +242,7 @@ static void req_free(kube_request *r)
 
 static void maybe_closed(kube_client *c)
 {
-    if (!c->closing || !c->pool_closed || !c->timer_closed || c->outstanding > 0)
+    if (!c->closing || !c->pool_closed || !c->timer_closed || !c->turn_closed || c->outstanding > 0)
         return;
     void (*cb)(void *) = c->on_closed;
     void *data = c->closed_data;
@@ -450,6 +464,129 @@ static int dispatch_line(const char *s, size_t n, void *data)
     return 0;
 }
 
+/* ---- watch pacing ----
+ * After a busy moment a watch stream holds hundreds of events, each a few
+ * KB to decrypt and parse. Handed over in one go, the first of them waits
+ * for all the others: the work queues run from idle callbacks, between
+ * loop iterations, so its reconcile (and the write it leads to) starts only
+ * once the whole burst is parsed (5-30 ms at 8,192 pods). So the client
+ * dispatches watch events for at most budget_ns per loop iteration, over
+ * all its watches. A watch that finds the budget spent pauses its
+ * connection (hc_pause), keeps what it read in held, and goes on from the
+ * client's uv_prepare, which runs after the idle callbacks: the queued
+ * keys are handled first. Nothing is dropped; events keep their order. A
+ * stream that ends cleanly while paused (the server's watch timeout, minutes
+ * apart) hands over what it held at once, with its end. */
+
+static void turn_cb(uv_prepare_t *h);
+
+static void turn_begin(kube_client *c)
+{
+    if (!c->turn_active && !c->closing) {
+        uv_prepare_start(&c->turn, turn_cb);
+        c->turn_active = 1;
+    }
+    c->turn_mark_ns = uv_hrtime();
+}
+
+static void turn_account(kube_client *c)
+{
+    uint64_t now = uv_hrtime();
+    c->turn_used_ns += now - c->turn_mark_ns;
+    c->turn_mark_ns = now;
+}
+
+static int paced_line(const char *s, size_t n, void *data)
+{
+    kube_request *r = data;
+    if (dispatch_line(s, n, r))
+        return 1;
+    turn_account(r->c);
+    if (r->c->turn_used_ns >= r->c->budget_ns) {
+        r->yield = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static void watch_pause(kube_request *r)
+{
+    if (r->paused)
+        return;
+    r->paused = 1;
+    hc_pause(r->hreq);
+    list_insert_tail(&r->c->paused, &r->plink);
+}
+
+static void watch_unpause(kube_request *r)
+{
+    if (!r->paused)
+        return;
+    r->paused = 0;
+    list_remove(&r->plink);
+}
+
+static int watch_hold(kube_request *r, const char *p, size_t n)
+{
+    if (buf_append(&r->held, p, n) != 0) {
+        /* Bounded: after the pause at most one read's worth arrives. */
+        log_warn("kube: watch on %s: more than %zu bytes held while paused", r->path, r->max_event);
+        r->watch_err = OP_ETOOBIG;
+        snprintf(r->st.message, sizeof(r->st.message), "watch backlog larger than %zu bytes", r->max_event);
+        hc_cancel(r->hreq);
+        return 1;
+    }
+    return 0;
+}
+
+/* Dispatch what the budget allows of p; keep the rest and pause. */
+static int watch_feed(kube_request *r, const char *p, size_t n)
+{
+    kube_client *c = r->c;
+    size_t used = 0;
+    turn_begin(c);
+    r->yield = 0;
+    int rc = ndjson_feed_upto(&r->lines, p, n, paced_line, r, &used);
+    turn_account(c);
+    if (rc == OP_ECANCELED && r->yield && !r->watch_err) {
+        r->yield = 0;
+        watch_pause(r);
+        return used < n ? watch_hold(r, p + used, n - used) : 0;
+    }
+    if (rc == OP_ETOOBIG) {
+        log_warn("kube: watch event on %s exceeds %zu bytes", r->path, r->max_event);
+        r->watch_err = OP_ETOOBIG;
+        snprintf(r->st.message, sizeof(r->st.message), "watch event larger than %zu bytes", r->max_event);
+    }
+    return r->watch_err ? 1 : 0;
+}
+
+static void turn_cb(uv_prepare_t *h)
+{
+    kube_client *c = container_of(h, kube_client, turn);
+    c->turn_used_ns = 0;
+    while (!c->closing && !list_empty(&c->paused) && c->turn_used_ns < c->budget_ns) {
+        kube_request *r = list_entry(c->paused.next, kube_request, plink);
+        if (r->canceled || r->watch_err || !r->hreq) {
+            watch_unpause(r); /* its on_done comes */
+            continue;
+        }
+        buf_t in = r->held;
+        buf_init(&r->held, r->max_event);
+        watch_unpause(r);
+        /* Paused again (at the list's tail: the others' turn next) when the
+         * budget runs out; the connection stays paused meanwhile. */
+        int rc = watch_feed(r, in.data, in.len);
+        buf_free(&in);
+        if (rc == 0 && !r->paused)
+            hc_resume(r->hreq);
+    }
+    if (list_empty(&c->paused) && c->turn_used_ns == 0) {
+        uv_prepare_stop(&c->turn);
+        c->turn_active = 0;
+    }
+}
+
 static void deliver_parsed(kube_request *r, cJSON *obj, int had_body);
 static void parse_work(uv_work_t *w);
 static void parse_done(uv_work_t *w, int status);
@@ -472,13 +609,13 @@ static int on_data(hc_req *hr, const char *p, size_t n, void *data)
         }
         return 0;
     }
-    int rc = ndjson_feed(&r->lines, p, n, dispatch_line, r);
-    if (rc == OP_ETOOBIG) {
-        log_warn("kube: watch event on %s exceeds %zu bytes", r->path, r->max_event);
-        r->watch_err = OP_ETOOBIG;
-        snprintf(r->st.message, sizeof(r->st.message), "watch event larger than %zu bytes", r->max_event);
+    if (r->paused)
+        return watch_hold(r, p, n);
+    if (r->c->turn_active && r->c->turn_used_ns >= r->c->budget_ns) {
+        watch_pause(r);
+        return watch_hold(r, p, n);
     }
-    return r->watch_err ? 1 : 0;
+    return watch_feed(r, p, n);
 }
 
 static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
@@ -489,6 +626,7 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
     if (list_is_linked(&r->link))
         list_remove(&r->link); /* from c->inflight */
     memset(&st, 0, sizeof(st));
+    watch_unpause(r);
 
     if (r->is_watch) {
         int err;
@@ -508,7 +646,11 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
             if (maybe_retry(r, err, &st, hc_header_get(resp, "Retry-After")))
                 return;
         } else {
-            /* Clean end; a last event without a trailing newline still counts. */
+            /* Clean end; what a pause held is dispatched now, and a last
+             * event without a trailing newline still counts. */
+            if (r->held.len && !r->canceled)
+                ndjson_feed(&r->lines, r->held.data, r->held.len, dispatch_line, r);
+            buf_reset(&r->held);
             ndjson_finish(&r->lines, dispatch_line, r);
             err = r->watch_err;
             st = r->st;
@@ -711,6 +853,7 @@ static kube_request *req_new(kube_client *c, const char *method, const char *ver
     r->is_write = strcmp(method, "GET") != 0;
     ndjson_init(&r->lines, 16u << 20);
     buf_init(&r->errbody, MAX_ERROR_BODY + 1);
+    buf_init(&r->held, 16u << 20);
     r->arena = json_arena_new();
     c->outstanding++;
     return r;
@@ -907,6 +1050,8 @@ kube_watch *kube_watch_start(kube_client *c, const kube_res *res, const char *ns
     r->idle_ms = opts->timeout_seconds > 0 ? (unsigned)(opts->timeout_seconds + 60) * 1000u : 3700u * 1000u;
     ndjson_free(&r->lines);
     ndjson_init(&r->lines, r->max_event);
+    buf_free(&r->held);
+    buf_init(&r->held, r->max_event);
     c->stats.watches++;
     if (rc) {
         finish(r, rc, NULL);
@@ -955,6 +1100,9 @@ kube_client *kube_client_new(uv_loop_t *loop, const kube_client_opts *opts, int 
         return NULL;
     }
     uv_timer_init(loop, &c->timer);
+    list_init(&c->paused);
+    c->budget_ns = (uint64_t)(c->opts.event_budget_us ? c->opts.event_budget_us : KUBE_EVENT_BUDGET_US) * 1000u;
+    uv_prepare_init(loop, &c->turn);
     return c;
 }
 
@@ -962,6 +1110,13 @@ static void on_pool_closed(void *data)
 {
     kube_client *c = data;
     c->pool_closed = 1;
+    maybe_closed(c);
+}
+
+static void on_turn_closed(uv_handle_t *h)
+{
+    kube_client *c = container_of((uv_prepare_t *)(void *)h, kube_client, turn);
+    c->turn_closed = 1;
     maybe_closed(c);
 }
 
@@ -993,6 +1148,9 @@ void kube_client_close(kube_client *c, void (*on_closed)(void *data), void *data
     hc_pool_close(c->pool, on_pool_closed, c);
     uv_timer_stop(&c->timer);
     uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+    uv_prepare_stop(&c->turn);
+    c->turn_active = 0;
+    uv_close((uv_handle_t *)&c->turn, on_turn_closed);
 }
 
 /* The fence: writes still waiting in the client (for the limiter or a

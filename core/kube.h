@@ -88,7 +88,12 @@ typedef struct kube_client_opts {
     const char *user_agent;    /* default "slurmop/<version>" */
     kube_observe_fn observe;
     void *observe_data;
+    unsigned event_budget_us;  /* watch events are dispatched for at most this long per loop iteration, over
+                                  all watches; the rest waits (its connection paused) until the work queues
+                                  had their turn (default KUBE_EVENT_BUDGET_US) */
 } kube_client_opts;
+
+#define KUBE_EVENT_BUDGET_US 100
 
 kube_client *kube_client_new(uv_loop_t *loop, const kube_client_opts *opts, int *err);
 /** Close the write fence (for good). Every write still waiting in the

@@ -35,10 +35,22 @@ static int deliver(const char *p, size_t n, ndjson_line_fn fn, void *data)
 
 int ndjson_feed(ndjson *s, const char *p, size_t n, ndjson_line_fn fn, void *data)
 {
+    size_t used;
+    return ndjson_feed_upto(s, p, n, fn, data, &used);
+}
+
+int ndjson_feed_upto(ndjson *s, const char *p, size_t n, ndjson_line_fn fn, void *data, size_t *used)
+{
+    const char *start = p;
+    *used = 0;
     while (n > 0) {
         const char *nl = memchr(p, '\n', n);
-        if (nl == NULL)
-            return buf_append(&s->tail, p, n);
+        if (nl == NULL) {
+            int rc = buf_append(&s->tail, p, n);
+            if (rc == 0)
+                *used = (size_t)(p - start) + n;
+            return rc;
+        }
         size_t k = (size_t)(nl - p);
         int rc;
         if (s->tail.len == 0) {
@@ -49,10 +61,11 @@ int ndjson_feed(ndjson *s, const char *p, size_t n, ndjson_line_fn fn, void *dat
             rc = deliver(s->tail.data, s->tail.len, fn, data);
             buf_reset(&s->tail);
         }
-        if (rc)
-            return rc;
         p += k + 1;
         n -= k + 1;
+        *used = (size_t)(p - start);
+        if (rc)
+            return rc;
     }
     return 0;
 }

@@ -27,6 +27,11 @@ void ndjson_reset(ndjson *s);
 /** Feed a fragment. 0; OP_ETOOBIG when a line exceeds the cap; OP_ECANCELED
  *  when the callback asked to stop (the rest of the fragment is dropped). */
 int ndjson_feed(ndjson *s, const char *p, size_t n, ndjson_line_fn fn, void *data);
+/** ndjson_feed that says how far it got: *used is n after a whole fragment,
+ *  and on OP_ECANCELED the bytes up to and including the newline of the
+ *  line whose callback asked to stop, so that the caller can keep the rest
+ *  and feed it later (a watch that yields the loop between events). */
+int ndjson_feed_upto(ndjson *s, const char *p, size_t n, ndjson_line_fn fn, void *data, size_t *used);
 /** End of stream: a last line without a newline is still delivered. */
 int ndjson_finish(ndjson *s, ndjson_line_fn fn, void *data);
 /** Bytes held of an unfinished line. */

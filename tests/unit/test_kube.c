@@ -30,6 +30,8 @@ struct server {
     uv_timer_t stream_timer;
     hs_req *stream_req;
     int stream_step;
+    uv_timer_t burst_timer; /* the paced watch's second burst */
+    hs_req *burst_req;
 };
 
 static struct server S;
@@ -60,6 +62,35 @@ static void stream_tick(uv_timer_t *t)
 static void stream_closed(hs_req *req, void *data)
 {
     S.stream_req = NULL;
+}
+
+/* Bursts of the paced watch: events s<from>..s<to-1>, ~200 bytes each,
+ * written at once (the client reads them in one or two reads). */
+#define BURST 150
+static void write_burst(hs_req *req, int from, int to)
+{
+    buf_t b;
+    buf_init(&b, 1u << 20);
+    for (int i = from; i < to; i++)
+        assert_int_equal(buf_printf(&b, "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"s%d\","
+                                        "\"resourceVersion\":\"%d\",\"labels\":{\"pad\":\"%0120d\"}}}}\n",
+                                    i, 100 + i, i), 0);
+    hs_stream_write(req, b.data, b.len);
+    buf_free(&b);
+}
+
+static void burst_closed(hs_req *req, void *data)
+{
+    S.burst_req = NULL;
+}
+
+static void burst_tick(uv_timer_t *t)
+{
+    if (S.burst_req == NULL)
+        return;
+    write_burst(S.burst_req, BURST, 2 * BURST);
+    hs_stream_end(S.burst_req);
+    S.burst_req = NULL;
 }
 
 static void respond_json(hs_req *req, int code, const char *body)
@@ -117,6 +148,13 @@ static void handler(hs_req *req, void *data)
         const char *ev = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"n1\"}}}\n";
         hs_stream_write(req, ev, strlen(ev));
         hs_stream_end(req);
+    } else if (!strcmp(path, "/api/v1/services") && hs_req_param(req, "watch")) {
+        /* Two bursts 20 ms apart, then a clean end. */
+        S.burst_req = req;
+        hs_req_on_close(req, burst_closed, NULL);
+        hs_stream_begin(req, 200, "application/json", NULL);
+        write_burst(req, 0, BURST);
+        uv_timer_start(&S.burst_timer, burst_tick, 20, 0);
     } else if (!strcmp(path, "/api/v1/namespaces/big/pods")) {
         /* A list large enough to be parsed off the loop. */
         buf_t b;
@@ -160,16 +198,21 @@ static void token_invalidate(void *data)
     token_round = 1;
 }
 
-static kube_client *client_new(double qps, int burst)
+static kube_client *client_new_budget(double qps, int burst, unsigned budget_us)
 {
     char url[64];
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", S.port);
     kube_client_opts o = {.server = url, .token = token_fn, .token_invalidate = token_invalidate, .qps = qps,
-                          .burst = burst};
+                          .burst = burst, .event_budget_us = budget_us};
     int err = 0;
     kube_client *c = kube_client_new(&TL.loop, &o, &err);
     assert_non_null(c);
     return c;
+}
+
+static kube_client *client_new(double qps, int burst)
+{
+    return client_new_budget(qps, burst, 0);
 }
 
 static int setup(void **state)
@@ -183,6 +226,7 @@ static int setup(void **state)
     assert_non_null(S.srv);
     S.port = hs_port(S.srv);
     uv_timer_init(&TL.loop, &S.stream_timer);
+    uv_timer_init(&TL.loop, &S.burst_timer);
     return 0;
 }
 
@@ -203,6 +247,7 @@ static void close_all(kube_client *c)
     kube_client_close(c, on_cli_closed, NULL);
     tl_run_until(&TL, &cli_closed);
     uv_close((uv_handle_t *)&S.stream_timer, NULL);
+    uv_close((uv_handle_t *)&S.burst_timer, NULL);
     hs_close(S.srv, on_srv_closed, NULL);
     tl_run_until(&TL, &srv_closed);
     uv_run(&TL.loop, UV_RUN_DEFAULT);
@@ -322,6 +367,87 @@ static void test_watch_split_and_gone(void **state)
     close_all(c);
 }
 
+/* The paced watch: events in order, none lost, and how many loop
+ * iterations (idle callbacks, where the work queues run) passed between
+ * them. */
+struct paced {
+    int n, next, out_of_order;
+    unsigned long turns;      /* idle callbacks so far */
+    unsigned long last_turn;
+    int new_turns;            /* events that came in another iteration than the one before */
+    int done, err, seen;
+};
+
+static void on_idle_count(uv_idle_t *h)
+{
+    ((struct paced *)h->data)->turns++;
+}
+
+static void on_paced_event(int type, const cJSON *obj, void *data)
+{
+    struct paced *p = data;
+    char want[16];
+    snprintf(want, sizeof(want), "s%d", p->next);
+    if (type != KUBE_EV_ADDED || strcmp(json_get_str_or(obj, "metadata.name", ""), want) != 0)
+        p->out_of_order++;
+    p->next++;
+    p->n++;
+    if (p->n > 1 && p->turns != p->last_turn)
+        p->new_turns++;
+    p->last_turn = p->turns;
+}
+
+static void on_paced_done(int err, const kube_status *st, int seen, void *data)
+{
+    struct paced *p = data;
+    p->done = 1;
+    p->err = err;
+    p->seen = seen;
+}
+
+static void run_paced(unsigned budget_us, struct paced *p)
+{
+    kube_client *c = client_new_budget(0, 0, budget_us);
+    uv_idle_t idle;
+    uv_idle_init(&TL.loop, &idle);
+    idle.data = p;
+    uv_idle_start(&idle, on_idle_count);
+    kube_watch_opts wo = {.resource_version = "1", .timeout_seconds = 60};
+    kube_watch_start(c, &KUBE_SERVICES, NULL, &wo, on_paced_event, on_paced_done, p);
+    tl_run_until(&TL, &p->done);
+    uv_close((uv_handle_t *)&idle, NULL);
+    close_all(c);
+}
+
+static void test_watch_paced(void **state)
+{
+    /* A budget below one event's cost: every event in an iteration of its
+     * own, the bursts' later events read while paused, the clean end
+     * (perhaps read while paused) still delivering all of them. */
+    struct paced p = {0};
+    run_paced(1, &p);
+    assert_int_equal(p.err, 0);
+    assert_int_equal(p.n, 2 * BURST);
+    assert_int_equal(p.seen, 2 * BURST);
+    assert_int_equal(p.out_of_order, 0);
+    /* The first burst event by event; of the second, what came with the
+     * stream's end may be handed over at once (kube.c: a clean end while
+     * paused delivers what was held). */
+    assert_true(p.new_turns >= BURST);
+}
+
+static void test_watch_unpaced_control(void **state)
+{
+    /* The control: a budget no burst reaches hands each burst over within
+     * one or two iterations (so the test above can tell the difference). */
+    struct paced p = {0};
+    run_paced(10u * 1000u * 1000u, &p);
+    assert_int_equal(p.err, 0);
+    assert_int_equal(p.n, 2 * BURST);
+    assert_int_equal(p.out_of_order, 0);
+    assert_true(p.new_turns <= 8);
+}
+
 static void test_watch_bad_input(void **state)
 {
     kube_client *c = client_new(0, 0);
@@ -359,6 +485,7 @@ static void test_cancel_and_close(void **state)
     assert_true(r2.done);
     assert_int_equal(r2.err, OP_ECANCELED);
     uv_close((uv_handle_t *)&S.stream_timer, NULL);
+    uv_close((uv_handle_t *)&S.burst_timer, NULL);
     srv_closed = 0;
     hs_close(S.srv, on_srv_closed, NULL);
     tl_run_until(&TL, &srv_closed);
@@ -439,6 +566,8 @@ int main(void)
         cmocka_unit_test_setup(test_retry_after_and_401, setup),
         cmocka_unit_test_setup(test_watch_split_and_gone, setup),
         cmocka_unit_test_setup(test_watch_bad_input, setup),
+        cmocka_unit_test_setup(test_watch_paced, setup),
+        cmocka_unit_test_setup(test_watch_unpaced_control, setup),
         cmocka_unit_test_setup(test_cancel_and_close, setup),
         cmocka_unit_test_setup(test_limiter, setup),
         cmocka_unit_test_setup(test_large_answer_parsed_off_loop, setup),
