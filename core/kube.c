@@ -86,7 +86,8 @@ struct kube_request {
     list_node plink; /* in c->paused while paused */
     int paused;      /* its connection is paused; bytes read meanwhile are in held */
     int yield;       /* the budget ran out during the current feed */
-    buf_t held;      /* read but not yet dispatched */
+    buf_t held;      /* read but not yet dispatched, from held_off */
+    size_t held_off;
 };
 
 struct kube_client {
@@ -571,14 +572,33 @@ static void turn_cb(uv_prepare_t *h)
             watch_unpause(r); /* its on_done comes */
             continue;
         }
-        buf_t in = r->held;
-        buf_init(&r->held, r->max_event);
+        /* held is kept (its memory too: freeing 64 KB blocks makes glibc
+         * consolidate its free lists, a cost that grows with the cache)
+         * and consumed from held_off. */
+        size_t used = 0;
+        turn_begin(c);
+        r->yield = 0;
+        int rc = ndjson_feed_upto(&r->lines, r->held.data + r->held_off, r->held.len - r->held_off, paced_line, r,
+                                  &used);
+        turn_account(c);
+        if (rc == OP_ECANCELED && r->yield && !r->watch_err) {
+            /* Still paused; the others' turn next. */
+            r->yield = 0;
+            r->held_off += used;
+            list_remove(&r->plink);
+            list_insert_tail(&c->paused, &r->plink);
+            continue;
+        }
+        buf_reset(&r->held);
+        r->held_off = 0;
         watch_unpause(r);
-        /* Paused again (at the list's tail: the others' turn next) when the
-         * budget runs out; the connection stays paused meanwhile. */
-        int rc = watch_feed(r, in.data, in.len);
-        buf_free(&in);
-        if (rc == 0 && !r->paused)
+        if (rc == OP_ETOOBIG) {
+            log_warn("kube: watch event on %s exceeds %zu bytes", r->path, r->max_event);
+            r->watch_err = OP_ETOOBIG;
+            snprintf(r->st.message, sizeof(r->st.message), "watch event larger than %zu bytes", r->max_event);
+            hc_cancel(r->hreq);
+        }
+        if (rc == 0)
             hc_resume(r->hreq);
     }
     if (list_empty(&c->paused) && c->turn_used_ns == 0) {
@@ -648,9 +668,10 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
         } else {
             /* Clean end; what a pause held is dispatched now, and a last
              * event without a trailing newline still counts. */
-            if (r->held.len && !r->canceled)
-                ndjson_feed(&r->lines, r->held.data, r->held.len, dispatch_line, r);
+            if (r->held.len > r->held_off && !r->canceled)
+                ndjson_feed(&r->lines, r->held.data + r->held_off, r->held.len - r->held_off, dispatch_line, r);
             buf_reset(&r->held);
+            r->held_off = 0;
             ndjson_finish(&r->lines, dispatch_line, r);
             err = r->watch_err;
             st = r->st;
