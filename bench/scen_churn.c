@@ -276,7 +276,8 @@ static const char *bucket_label(char *b, size_t len, double lo, double hi)
 typedef struct rate_result {
     double rate, seconds;
     long sent, failed, node_skipped;
-    bx_hist lat, rec;
+    bx_hist lat, rec, loop; /* loop: slurmop_loop_iteration_busy_seconds (NAN fields when absent) */
+    double loop_busy;       /* slurmop_loop_busy_seconds_total over the window */
     double adds, reconciles, max_depth, mean_depth;
     double *st, *sd;
     size_t sn;
@@ -360,6 +361,15 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
         if (bx_hist_read(&m0, "controller_runtime_reconcile_time_seconds", QC, &h0) == 0)
             bx_hist_sub(&rr->rec, &h0);
     }
+    if (bx_hist_read(&m1, "slurmop_loop_iteration_busy_seconds", NULL, &rr->loop) == 0) {
+        bx_hist h0;
+        if (bx_hist_read(&m0, "slurmop_loop_iteration_busy_seconds", NULL, &h0) == 0)
+            bx_hist_sub(&rr->loop, &h0);
+    }
+    rr->loop_busy = bx_metric_has(&m1, "slurmop_loop_busy_seconds_total", NULL)
+                        ? bx_metric(&m1, "slurmop_loop_busy_seconds_total", NULL) -
+                              bx_metric(&m0, "slurmop_loop_busy_seconds_total", NULL)
+                        : NAN;
     rr->adds = bx_metric(&m1, "workqueue_adds_total", QN) - bx_metric(&m0, "workqueue_adds_total", QN);
     rr->reconciles = bx_metric(&m1, "controller_runtime_reconcile_total", QC) -
                      bx_metric(&m0, "controller_runtime_reconcile_total", QC);
@@ -427,9 +437,10 @@ int scen_churn(bx_ctx *x)
     bx_fleet_close(x, &f);
 
     bx_table *t =
-        bx_table_new("Churn: event → action latency of the NodeSet controller (operator's histogram)", 11,
+        bx_table_new("Churn: event → action latency of the NodeSet controller (operator's histogram)", 12,
                      "events/s", "sent (failed)", "actions", "p50", "p90", "p99", "max ≤", "≤ 1 ms",
-                     "reconcile p50 / p99", "reconciles", "queue depth max / mean");
+                     "reconcile p50 / p99", "reconciles", "queue depth max / mean",
+                     "loop: busy, iterations > 1 ms, longest ≤");
     cJSON *out = cJSON_CreateObject();
     cJSON_AddNumberToObject(out, "n", n);
     cJSON *arr = cJSON_AddArrayToObject(out, "rates");
@@ -458,8 +469,19 @@ int scen_churn(bx_ctx *x)
         snprintf(k, sizeof(k), "%s / %s", bx_fmt_s(rr1, sizeof(rr1), r50), bx_fmt_s(rr2, sizeof(rr2), r99));
         snprintf(l, sizeof(l), "%.0f", r->reconciles);
         snprintf(m, sizeof(m), "%.0f / %.2f", r->max_depth, r->mean_depth);
+        /* The loop's own view: the share of the window it was working, how
+         * many iterations kept it busy over 1 ms (every event that came
+         * then waited), and the longest. */
+        double it_all = r->loop.n ? r->loop.cum[r->loop.n - 1] : 0;
+        double it_long = r->loop.n ? it_all - bx_hist_frac_le(&r->loop, 0.001) * it_all : NAN;
+        char lp[64], lmax[24];
+        if (r->loop.n)
+            snprintf(lp, sizeof(lp), "%.1f %%, %.0f, %s", r->loop_busy / r->seconds * 100, it_long,
+                     bx_fmt_s(lmax, sizeof(lmax), bx_hist_max_bound(&r->loop)));
+        else
+            snprintf(lp, sizeof(lp), "n/a");
         bx_table_row(t, rate, b, a, bx_fmt_s(cc, sizeof(cc), p50), bx_fmt_s(d, sizeof(d), p90),
-                     bx_fmt_s(e, sizeof(e), p99), bx_fmt_s(g, sizeof(g), mx), h, k, l, m);
+                     bx_fmt_s(e, sizeof(e), p99), bx_fmt_s(g, sizeof(g), mx), h, k, l, m, lp);
         cJSON *j = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "eventsPerSecond", r->rate);
         cJSON_AddNumberToObject(j, "seconds", r->seconds);
@@ -477,6 +499,10 @@ int scen_churn(bx_ctx *x)
         cJSON_AddNumberToObject(j, "reconciles", r->reconciles);
         cJSON_AddNumberToObject(j, "workqueueAdds", r->adds);
         cJSON_AddItemToObject(j, "maxQueueDepth", bx_num(r->max_depth));
+        cJSON_AddItemToObject(j, "loopBusySeconds", bx_num(r->loop_busy));
+        cJSON_AddItemToObject(j, "loopIterations", bx_num(r->loop.n ? it_all : NAN));
+        cJSON_AddItemToObject(j, "loopIterationsOver1ms", bx_num(it_long));
+        cJSON_AddItemToObject(j, "loopLongestAtMost", bx_num(r->loop.n ? bx_hist_max_bound(&r->loop) : NAN));
         cJSON_AddItemToObject(j, "meanQueueDepth", bx_num(r->mean_depth));
         cJSON *bk = cJSON_AddArrayToObject(j, "buckets");
         for (int k2 = 0; k2 < r->lat.n; k2++) {

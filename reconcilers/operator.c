@@ -11,6 +11,7 @@
 #include "core/file.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/loopstat.h"
 #include "core/mem.h"
 #include "reconcilers/accounting.h"
 #include "reconcilers/bindhook.h"
@@ -77,6 +78,7 @@ struct priv {
     msec *metrics_sec; /* --metrics-secure: instead of metrics_srv */
     bindhook *webhook; /* --topology-webhook */
     hs_server *health_srv;
+    loopstat *loopstat; /* slurmop_loop_* metrics */
     lease_elector *lease;
     uv_timer_t grace;
     uint64_t grace_deadline;
@@ -608,6 +610,9 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
         snprintf(err, errlen, "metrics setup failed: %s", op_strerror(rc));
         return rc;
     }
+    P(op)->loopstat = loopstat_new(loop, op->metrics, &rc);
+    if (P(op)->loopstat == NULL)
+        log_warn("loop metrics unavailable: %s", op_strerror(rc)); /* not worth refusing to start */
     warn_insecure_transport(op);
     hc_tls_opts tls = {
         .ca_pem = op->cfg->ca_pem,
@@ -795,6 +800,8 @@ static void close_servers_and_lease(operator *op)
 {
     struct priv *p = P(op);
     p->pending = 1; /* held until everything below is requested */
+    loopstat_close(p->loopstat);
+    p->loopstat = NULL;
     if (p->lease) {
         p->pending++;
         lease_stop(p->lease, one_done, op);
