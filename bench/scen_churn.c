@@ -276,8 +276,8 @@ static const char *bucket_label(char *b, size_t len, double lo, double hi)
 typedef struct rate_result {
     double rate, seconds;
     long sent, failed, node_skipped;
-    bx_hist lat, rec, loop; /* loop: slurmop_loop_iteration_busy_seconds (NAN fields when absent) */
-    double loop_busy;       /* slurmop_loop_busy_seconds_total over the window */
+    bx_hist lat, rec, loop, lcpu; /* loop, lcpu: slurmop_loop_iteration_{busy,cpu}_seconds */
+    double loop_busy, loop_cpu;   /* slurmop_loop_{busy,cpu}_seconds_total over the window (NAN: absent) */
     double adds, reconciles, max_depth, mean_depth;
     double *st, *sd;
     size_t sn;
@@ -366,10 +366,19 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
         if (bx_hist_read(&m0, "slurmop_loop_iteration_busy_seconds", NULL, &h0) == 0)
             bx_hist_sub(&rr->loop, &h0);
     }
+    if (bx_hist_read(&m1, "slurmop_loop_iteration_cpu_seconds", NULL, &rr->lcpu) == 0) {
+        bx_hist h0;
+        if (bx_hist_read(&m0, "slurmop_loop_iteration_cpu_seconds", NULL, &h0) == 0)
+            bx_hist_sub(&rr->lcpu, &h0);
+    }
     rr->loop_busy = bx_metric_has(&m1, "slurmop_loop_busy_seconds_total", NULL)
                         ? bx_metric(&m1, "slurmop_loop_busy_seconds_total", NULL) -
                               bx_metric(&m0, "slurmop_loop_busy_seconds_total", NULL)
                         : NAN;
+    rr->loop_cpu = bx_metric_has(&m1, "slurmop_loop_cpu_seconds_total", NULL)
+                       ? bx_metric(&m1, "slurmop_loop_cpu_seconds_total", NULL) -
+                             bx_metric(&m0, "slurmop_loop_cpu_seconds_total", NULL)
+                       : NAN;
     rr->adds = bx_metric(&m1, "workqueue_adds_total", QN) - bx_metric(&m0, "workqueue_adds_total", QN);
     rr->reconciles = bx_metric(&m1, "controller_runtime_reconcile_total", QC) -
                      bx_metric(&m0, "controller_runtime_reconcile_total", QC);
@@ -440,7 +449,7 @@ int scen_churn(bx_ctx *x)
         bx_table_new("Churn: event → action latency of the NodeSet controller (operator's histogram)", 12,
                      "events/s", "sent (failed)", "actions", "p50", "p90", "p99", "max ≤", "≤ 1 ms",
                      "reconcile p50 / p99", "reconciles", "queue depth max / mean",
-                     "loop: busy, iterations > 1 ms, longest ≤");
+                     "loop busy / CPU, iterations > 1 ms busy / CPU");
     cJSON *out = cJSON_CreateObject();
     cJSON_AddNumberToObject(out, "n", n);
     cJSON *arr = cJSON_AddArrayToObject(out, "rates");
@@ -469,15 +478,18 @@ int scen_churn(bx_ctx *x)
         snprintf(k, sizeof(k), "%s / %s", bx_fmt_s(rr1, sizeof(rr1), r50), bx_fmt_s(rr2, sizeof(rr2), r99));
         snprintf(l, sizeof(l), "%.0f", r->reconciles);
         snprintf(m, sizeof(m), "%.0f / %.2f", r->max_depth, r->mean_depth);
-        /* The loop's own view: the share of the window it was working, how
-         * many iterations kept it busy over 1 ms (every event that came
-         * then waited), and the longest. */
+        /* The loop's own view: the share of the window it was busy and of
+         * it the CPU its thread got, and how many iterations kept it busy
+         * over 1 ms (every event that came then waited) by wall time and by
+         * CPU time: the difference is time spent waiting for a core. */
         double it_all = r->loop.n ? r->loop.cum[r->loop.n - 1] : 0;
         double it_long = r->loop.n ? it_all - bx_hist_frac_le(&r->loop, 0.001) * it_all : NAN;
-        char lp[64], lmax[24];
-        if (r->loop.n)
-            snprintf(lp, sizeof(lp), "%.1f %%, %.0f, %s", r->loop_busy / r->seconds * 100, it_long,
-                     bx_fmt_s(lmax, sizeof(lmax), bx_hist_max_bound(&r->loop)));
+        double ic_all = r->lcpu.n ? r->lcpu.cum[r->lcpu.n - 1] : 0;
+        double ic_long = r->lcpu.n ? ic_all - bx_hist_frac_le(&r->lcpu, 0.001) * ic_all : NAN;
+        char lp[64];
+        if (r->loop.n && r->lcpu.n)
+            snprintf(lp, sizeof(lp), "%.1f %% / %.1f %%, %.0f / %.0f", r->loop_busy / r->seconds * 100,
+                     r->loop_cpu / r->seconds * 100, it_long, ic_long);
         else
             snprintf(lp, sizeof(lp), "n/a");
         bx_table_row(t, rate, b, a, bx_fmt_s(cc, sizeof(cc), p50), bx_fmt_s(d, sizeof(d), p90),
@@ -503,6 +515,8 @@ int scen_churn(bx_ctx *x)
         cJSON_AddItemToObject(j, "loopIterations", bx_num(r->loop.n ? it_all : NAN));
         cJSON_AddItemToObject(j, "loopIterationsOver1ms", bx_num(it_long));
         cJSON_AddItemToObject(j, "loopLongestAtMost", bx_num(r->loop.n ? bx_hist_max_bound(&r->loop) : NAN));
+        cJSON_AddItemToObject(j, "loopCpuSeconds", bx_num(r->loop_cpu));
+        cJSON_AddItemToObject(j, "loopIterationsOver1msCpu", bx_num(ic_long));
         cJSON_AddItemToObject(j, "meanQueueDepth", bx_num(r->mean_depth));
         cJSON *bk = cJSON_AddArrayToObject(j, "buckets");
         for (int k2 = 0; k2 < r->lat.n; k2++) {

@@ -2,6 +2,7 @@
 #include "core/loopstat.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 #include "core/err.h"
 #include "core/mem.h"
@@ -11,27 +12,42 @@ struct loopstat {
     uv_loop_t *loop;
     uint64_t last_ns;   /* uv_hrtime() at the previous prepare, 0 before the first */
     uint64_t last_idle; /* uv_metrics_idle_time() then */
+    uint64_t last_cpu;  /* the thread's CPU time then */
     uint64_t max_ns;    /* since loopstat_take_max_ns */
-    mx_histogram *busy;
-    mx_counter *total;
+    mx_histogram *busy, *cpu;
+    mx_counter *total, *cpu_total;
 };
+
+/* CPU time of the loop's thread: less than the busy time when the process
+ * was waiting for a core (other processes, a cgroup CPU limit). */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec t;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0)
+        return 0;
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 static void on_prepare(uv_prepare_t *h)
 {
     loopstat *s = h->data;
-    uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(s->loop);
+    uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(s->loop), cpu = thread_cpu_ns();
     if (s->last_ns) {
         uint64_t wall = now - s->last_ns, waited = idle - s->last_idle;
         uint64_t busy = wall > waited ? wall - waited : 0;
         if (busy > 0) {
+            uint64_t used = cpu > s->last_cpu ? cpu - s->last_cpu : 0;
             mx_histogram_observe(s->busy, (double)busy / 1e9);
             mx_counter_add(s->total, (double)busy / 1e9);
+            mx_histogram_observe(s->cpu, (double)used / 1e9);
+            mx_counter_add(s->cpu_total, (double)used / 1e9);
         }
         if (busy > s->max_ns)
             s->max_ns = busy;
     }
     s->last_ns = now;
     s->last_idle = idle;
+    s->last_cpu = cpu;
 }
 
 loopstat *loopstat_new(uv_loop_t *loop, mx_registry *r, int *err)
@@ -52,7 +68,12 @@ loopstat *loopstat_new(uv_loop_t *loop, mx_registry *r, int *err)
                                sizeof(b) / sizeof(b[0]), err);
     s->total = mx_counter_new(r, "slurmop_loop_busy_seconds_total",
                               "Time the event loop spent working rather than waiting for I/O", err);
-    if (s->busy == NULL || s->total == NULL) {
+    s->cpu = mx_histogram_new(r, "slurmop_loop_iteration_cpu_seconds",
+                              "CPU time of the event loop's thread in each iteration (below the busy time when "
+                              "the process waited for a core)",
+                              b, sizeof(b) / sizeof(b[0]), err);
+    s->cpu_total = mx_counter_new(r, "slurmop_loop_cpu_seconds_total", "CPU time of the event loop's thread", err);
+    if (s->busy == NULL || s->total == NULL || s->cpu == NULL || s->cpu_total == NULL) {
         if (*err == 0)
             *err = OP_EINVAL;
         free(s);

@@ -10,7 +10,12 @@
  *                                          that did any work (> 0)
  *   slurmop_loop_busy_seconds_total       counter, the sum (a utilisation when
  *                                          divided by wall time)
- * Cost: one uv_prepare callback, two clock reads per iteration.
+ *   slurmop_loop_iteration_cpu_seconds    the CPU time of the loop's thread in
+ *   slurmop_loop_cpu_seconds_total        the same iterations, and its sum
+ * Busy time above CPU time is time the process was runnable but not
+ * running: other processes on the same cores, or a container's CPU limit
+ * throttling it. Either way, events wait.
+ * Cost: one uv_prepare callback, three clock reads per iteration.
  *
  * loopstat_new must run before the loop first runs (libuv counts idle time
  * only when UV_METRICS_IDLE_TIME was configured from the start).

@@ -1,11 +1,12 @@
 /* Unit tests for core/loopstat: an iteration that works 3 ms is measured
  * as about 3 ms, the time the loop waits for a timer is not counted, and the
- * metrics appear in the exposition. */
+ * metrics (busy and CPU time) appear in the exposition. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/buf.h"
@@ -68,6 +69,12 @@ static void test_busy_and_waiting(void **state)
     const char *txt = buf_cstr(&out);
     assert_non_null(strstr(txt, "slurmop_loop_iteration_busy_seconds_bucket{le=\"0.0025\"}"));
     assert_non_null(strstr(txt, "slurmop_loop_busy_seconds_total "));
+    assert_non_null(strstr(txt, "slurmop_loop_iteration_cpu_seconds_bucket{le=\"0.0025\"}"));
+    const char *cpu = strstr(txt, "\nslurmop_loop_cpu_seconds_total "); /* the sample, not # HELP */
+    assert_non_null(cpu);
+    /* The 3 ms spin ran on this thread (unless the test was descheduled
+     * for most of it, which would make the busy check above fail too). */
+    assert_true(strtod(cpu + strlen("\nslurmop_loop_cpu_seconds_total "), NULL) >= 0.001);
     buf_free(&out);
 
     uv_close((uv_handle_t *)&t, NULL);
