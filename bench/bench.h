@@ -65,6 +65,7 @@ struct bx_ctx {
     const char *slurmrestd;  /* external Slurm: NS/NAME=URL (with --kubeconfig) */
     const char *slurm_conf;  /* external Slurm: slurm.conf for libslurm */
     int no_slurm;            /* skip everything that needs the Slurm lab */
+    int pin_cpu;             /* --pin-operator: the CPU of the operator under test, -1: not pinned */
     const char *op_args[16]; /* --slurmop-arg: extra flags for every slurmop */
     int n_op_args;
     /* paths */
@@ -133,6 +134,13 @@ bx_proc *bx_proc_start(bx_ctx *x, const char *name, const char *const *argv, con
                        const char *log_path);
 /** Pid, or 0 once exited. */
 int bx_proc_pid(const bx_proc *p);
+/** --pin-operator: move every thread of p to x->pin_cpu (the harness and the
+ *  other children run on the remaining CPUs). No-op when not pinning. */
+void bx_proc_pin(bx_ctx *x, const bx_proc *p);
+/** --pin-operator: keep this process (and the children it starts later) off
+ *  the last CPU it may use and reserve that one for the operator; returns
+ *  that CPU, or -1 (with a message) when fewer than two CPUs are usable. */
+int bx_pin_setup(bx_ctx *x);
 /** 1 once the process has exited. */
 int bx_proc_exited(const bx_proc *p);
 /** Send sig, wait up to timeout_s (then SIGKILL), free p. Returns the exit

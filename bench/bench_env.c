@@ -205,6 +205,7 @@ int bx_slurmop_start(bx_ctx *x, const char *log, const char *kubeconfig, const c
     /* sanitizer builds (CI) must not stop on leak reports of a killed child */
     const char *env[] = {"ASAN_OPTIONS=detect_leaks=0", NULL};
     op->proc = bx_proc_start(x, "slurmop", argv, env, op->log);
+    bx_proc_pin(x, op->proc);
     free(bin);
     if (op->proc == NULL)
         return OP_EINVAL;

@@ -77,6 +77,10 @@ static const char usage[] =
     "                        deleted and recreated), a kube-apiserver restart and scale-in N -> 0 per\n"
     "                        --sizes, pod times from the harness's watch, API requests from the audit\n"
     "                        log, CPU and RSS side by side\n"
+    "  --pin-operator        the operator under test (slurmop; Slinky's manager with --peer) on the last\n"
+    "                        CPU, the harness, kubesim or the control plane and the Slurm lab on the\n"
+    "                        others, as when the API server runs on other machines (without it they\n"
+    "                        all share every core, and latency tails include waiting for one)\n"
     "  --slurmop-arg ARG     one more flag for every slurmop the harness starts (repeatable), e.g.\n"
     "                        --slurmop-arg=--log-level=debug\n"
     "  --bin-dir DIR         where slurmop and kubesim are (default: beside slurmop-bench); when they\n"
@@ -114,6 +118,7 @@ enum {
     OPT_CLUSTER,
     OPT_SLURM_VERSION,
     OPT_PEER,
+    OPT_PIN,
     OPT_HELP,
 };
 
@@ -138,6 +143,7 @@ static const struct option long_opts[] = {
     {"cluster", required_argument, NULL, OPT_CLUSTER},
     {"slurm-version", required_argument, NULL, OPT_SLURM_VERSION},
     {"peer", required_argument, NULL, OPT_PEER},
+    {"pin-operator", no_argument, NULL, OPT_PIN},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -345,6 +351,10 @@ static void write_report(bx_ctx *x, int argc, char **argv, double total_s)
                      : x->kubeconfig ? "no (--kubeconfig)"
                                      : "in-repo",
                      total_s);
+    if (x->pin_cpu >= 0)
+        rc |= buf_printf(&md, "The operator under test ran alone on CPU %d (--pin-operator); everything else on the "
+                              "other cores.\n\n",
+                         x->pin_cpu);
     rc |= buf_append(&md, x->report.data, x->report.len);
     rc |= buf_puts(&md, "## Scenarios\n\n");
     rc |= buf_append(&md, tables.data ? tables.data : "", tables.len);
@@ -369,6 +379,7 @@ static void write_report(bx_ctx *x, int argc, char **argv, double total_s)
     cJSON_AddStringToObject(meta, "cluster", x->real_k8s ? "real" : x->kubeconfig ? "kubeconfig" : "kubesim");
     cJSON_AddStringToObject(meta, "slurmVersion", x->slurm_version);
     cJSON_AddBoolToObject(meta, "slurmAware", x->slurm_aware);
+    cJSON_AddNumberToObject(meta, "operatorCpu", x->pin_cpu); /* -1: not pinned */
     cJSON_AddNumberToObject(meta, "totalSeconds", total_s);
     cJSON *sizes = cJSON_AddArrayToObject(meta, "sizes");
     for (int i = 0; i < x->n_sizes; i++)
@@ -400,13 +411,14 @@ static void write_report(bx_ctx *x, int argc, char **argv, double total_s)
 int main(int argc, char **argv)
 {
     bx_ctx x;
-    int c, want[N_SCEN] = {0}, any = 0, peer = 0;
+    int c, want[N_SCEN] = {0}, any = 0, peer = 0, pin = 0;
     const char *sizes = NULL, *bin_dir = NULL;
     memset(&x, 0, sizeof(x));
     x.out_dir = "bench-results";
     x.qps = 0;
     x.churn_s = -1;
     x.idle_s = -1;
+    x.pin_cpu = -1;
     mem_init();
 
     while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
@@ -466,6 +478,9 @@ int main(int argc, char **argv)
             break;
         case OPT_NO_SLURM:
             x.no_slurm = 1;
+            break;
+        case OPT_PIN:
+            pin = 1;
             break;
         case OPT_BIN_DIR:
             bin_dir = optarg;
@@ -580,6 +595,8 @@ int main(int argc, char **argv)
            x.out_dir);
     if (strcmp(x.build_type, "Release") != 0 || x.sanitized)
         bx_say(&x, "slurmop-bench: note: use a Release build without sanitizers for numbers (see --help)");
+    if (pin)
+        x.pin_cpu = bx_pin_setup(&x);
 
     int rc = 0;
     if (peer) {

@@ -1,7 +1,9 @@
 /* bench_proc: child processes of the harness (spawn, stop, run to
  * completion), their CPU time and RSS from /proc, and the waiting
  * primitives every scenario script is built on. */
+#include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -221,6 +223,54 @@ bx_proc *bx_proc_start(bx_ctx *x, const char *name, const char *const *argv, con
     }
     p->pid = p->h.pid;
     return p;
+}
+
+int bx_pin_setup(bx_ctx *x)
+{
+    cpu_set_t all, rest;
+    if (sched_getaffinity(0, sizeof(all), &all) != 0 || CPU_COUNT(&all) < 2) {
+        bx_say(x, "bench: --pin-operator needs two usable CPUs; running unpinned");
+        return -1;
+    }
+    int last = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all))
+            last = c;
+    rest = all;
+    CPU_CLR(last, &rest);
+    if (sched_setaffinity(0, sizeof(rest), &rest) != 0) {
+        bx_say(x, "bench: --pin-operator: sched_setaffinity: %s; running unpinned", strerror(errno));
+        return -1;
+    }
+    bx_say(x, "bench: --pin-operator: the operator under test on CPU %d, the harness and everything else on the "
+              "other %d",
+           last, CPU_COUNT(&rest));
+    return last;
+}
+
+void bx_proc_pin(bx_ctx *x, const bx_proc *p)
+{
+    if (x->pin_cpu < 0 || p == NULL || p->exited)
+        return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(x->pin_cpu, &one);
+    /* Every thread: sched_setaffinity(pid) moves only the main one, and
+     * threads started before this call keep the mask they inherited. */
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", p->pid);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL) {
+        int tid = atoi(e->d_name);
+        if (tid > 0 && sched_setaffinity(tid, sizeof(one), &one) == 0)
+            n++;
+    }
+    if (d)
+        closedir(d);
+    if (n == 0)
+        bx_say(x, "bench: could not pin %s (pid %d) to CPU %d", p->name, p->pid, x->pin_cpu);
 }
 
 int bx_proc_pid(const bx_proc *p)

@@ -433,6 +433,7 @@ static void run_one(bx_ctx *x, int variant, int n, const char *slinky, peer_run 
                               "--zap-log-level", "info", NULL};
         unlink(log);
         sl = bx_proc_start(x, "slinky-manager", argv, NULL, log);
+        bx_proc_pin(x, sl);
         if (sl == NULL)
             goto out;
         slinky_ready sr = {log, 0, 0};
