@@ -233,6 +233,11 @@ typedef struct bx_hist {
 int bx_hist_read(const bx_metrics *m, const char *name, const char *filter, bx_hist *h);
 /** a -= b (the observations between two scrapes). */
 void bx_hist_sub(bx_hist *a, const bx_hist *b);
+/** Histogram name in m1 minus the same in m0 (the observations between the
+ *  two scrapes); 0 or OP_ENOTFOUND when m1 lacks it. */
+int bx_hist_delta(const bx_metrics *m0, const bx_metrics *m1, const char *name, const char *filter, bx_hist *h);
+/** bx_metric of m1 minus that of m0; NAN when m1 lacks the metric. */
+double bx_metric_delta(const bx_metrics *m0, const bx_metrics *m1, const char *name, const char *filter);
 /** Quantile q (0..1) by linear interpolation inside the bucket that holds
  *  it (Prometheus' histogram_quantile); the first bucket starts at 0; a
  *  quantile in the +Inf bucket answers the largest finite bound. NAN when

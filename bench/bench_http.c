@@ -412,6 +412,22 @@ int bx_hist_read(const bx_metrics *m, const char *name, const char *filter, bx_h
     return 0;
 }
 
+int bx_hist_delta(const bx_metrics *m0, const bx_metrics *m1, const char *name, const char *filter, bx_hist *h)
+{
+    int rc = bx_hist_read(m1, name, filter, h);
+    bx_hist h0;
+    if (rc == 0 && bx_hist_read(m0, name, filter, &h0) == 0)
+        bx_hist_sub(h, &h0);
+    return rc;
+}
+
+double bx_metric_delta(const bx_metrics *m0, const bx_metrics *m1, const char *name, const char *filter)
+{
+    if (!bx_metric_has(m1, name, filter))
+        return NAN;
+    return bx_metric(m1, name, filter) - bx_metric(m0, name, filter);
+}
+
 void bx_hist_sub(bx_hist *a, const bx_hist *b)
 {
     for (int i = 0; i < a->n; i++)

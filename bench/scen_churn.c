@@ -351,34 +351,12 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
     (void)bx_wait_quiet(x, &f->op, 0.5, 60);
     (void)bx_scrape(x, &f->op, &m1);
     bx_set_status(x, NULL, NULL);
-    if (bx_hist_read(&m1, "slurmop_event_to_action_seconds", QC, &rr->lat) == 0) {
-        bx_hist h0;
-        if (bx_hist_read(&m0, "slurmop_event_to_action_seconds", QC, &h0) == 0)
-            bx_hist_sub(&rr->lat, &h0);
-    }
-    if (bx_hist_read(&m1, "controller_runtime_reconcile_time_seconds", QC, &rr->rec) == 0) {
-        bx_hist h0;
-        if (bx_hist_read(&m0, "controller_runtime_reconcile_time_seconds", QC, &h0) == 0)
-            bx_hist_sub(&rr->rec, &h0);
-    }
-    if (bx_hist_read(&m1, "slurmop_loop_iteration_busy_seconds", NULL, &rr->loop) == 0) {
-        bx_hist h0;
-        if (bx_hist_read(&m0, "slurmop_loop_iteration_busy_seconds", NULL, &h0) == 0)
-            bx_hist_sub(&rr->loop, &h0);
-    }
-    if (bx_hist_read(&m1, "slurmop_loop_iteration_cpu_seconds", NULL, &rr->lcpu) == 0) {
-        bx_hist h0;
-        if (bx_hist_read(&m0, "slurmop_loop_iteration_cpu_seconds", NULL, &h0) == 0)
-            bx_hist_sub(&rr->lcpu, &h0);
-    }
-    rr->loop_busy = bx_metric_has(&m1, "slurmop_loop_busy_seconds_total", NULL)
-                        ? bx_metric(&m1, "slurmop_loop_busy_seconds_total", NULL) -
-                              bx_metric(&m0, "slurmop_loop_busy_seconds_total", NULL)
-                        : NAN;
-    rr->loop_cpu = bx_metric_has(&m1, "slurmop_loop_cpu_seconds_total", NULL)
-                       ? bx_metric(&m1, "slurmop_loop_cpu_seconds_total", NULL) -
-                             bx_metric(&m0, "slurmop_loop_cpu_seconds_total", NULL)
-                       : NAN;
+    (void)bx_hist_delta(&m0, &m1, "slurmop_event_to_action_seconds", QC, &rr->lat);
+    (void)bx_hist_delta(&m0, &m1, "controller_runtime_reconcile_time_seconds", QC, &rr->rec);
+    (void)bx_hist_delta(&m0, &m1, "slurmop_loop_iteration_busy_seconds", NULL, &rr->loop);
+    (void)bx_hist_delta(&m0, &m1, "slurmop_loop_iteration_cpu_seconds", NULL, &rr->lcpu);
+    rr->loop_busy = bx_metric_delta(&m0, &m1, "slurmop_loop_busy_seconds_total", NULL);
+    rr->loop_cpu = bx_metric_delta(&m0, &m1, "slurmop_loop_cpu_seconds_total", NULL);
     rr->adds = bx_metric(&m1, "workqueue_adds_total", QN) - bx_metric(&m0, "workqueue_adds_total", QN);
     rr->reconciles = bx_metric(&m1, "controller_runtime_reconcile_total", QC) -
                      bx_metric(&m0, "controller_runtime_reconcile_total", QC);
