@@ -108,8 +108,11 @@ struct kube_client {
     int timer_closed;
     /* watch pacing */
     uv_prepare_t turn;      /* resets the budget, continues paused watches */
+    uv_idle_t awake;        /* active while a watch is paused: the loop must not block in poll, since no
+                               I/O will come for the bytes a paused watch holds */
     int turn_active;
     int turn_closed;
+    int awake_closed;
     list_node paused;       /* watches waiting for the next loop iteration */
     uint64_t budget_ns;     /* event dispatch per loop iteration */
     uint64_t turn_used_ns;  /* spent since the last prepare */
@@ -243,7 +246,8 @@ static void req_free(kube_request *r)
 
 static void maybe_closed(kube_client *c)
 {
-    if (!c->closing || !c->pool_closed || !c->timer_closed || !c->turn_closed || c->outstanding > 0)
+    if (!c->closing || !c->pool_closed || !c->timer_closed || !c->turn_closed || !c->awake_closed ||
+        c->outstanding > 0)
         return;
     void (*cb)(void *) = c->on_closed;
     void *data = c->closed_data;
@@ -475,7 +479,9 @@ static int dispatch_line(const char *s, size_t n, void *data)
  * all its watches. A watch that finds the budget spent pauses its
  * connection (hc_pause), keeps what it read in held, and goes on from the
  * client's uv_prepare, which runs after the idle callbacks: the queued
- * keys are handled first. Nothing is dropped; events keep their order. A
+ * keys are handled first. While a watch is paused an idle handle is kept
+ * active, so that the loop polls without blocking: no I/O would wake it for
+ * the bytes the watch already holds. Nothing is dropped; events keep their order. A
  * stream that ends cleanly while paused (the server's watch timeout, minutes
  * apart) hands over what it held at once, with its end. */
 
@@ -510,6 +516,11 @@ static int paced_line(const char *s, size_t n, void *data)
     return 0;
 }
 
+static void awake_cb(uv_idle_t *h)
+{
+    (void)h; /* its being active is the point: poll does not block */
+}
+
 static void watch_pause(kube_request *r)
 {
     if (r->paused)
@@ -517,6 +528,8 @@ static void watch_pause(kube_request *r)
     r->paused = 1;
     hc_pause(r->hreq);
     list_insert_tail(&r->c->paused, &r->plink);
+    if (!r->c->closing)
+        uv_idle_start(&r->c->awake, awake_cb);
 }
 
 static void watch_unpause(kube_request *r)
@@ -525,6 +538,8 @@ static void watch_unpause(kube_request *r)
         return;
     r->paused = 0;
     list_remove(&r->plink);
+    if (list_empty(&r->c->paused))
+        uv_idle_stop(&r->c->awake);
 }
 
 static int watch_hold(kube_request *r, const char *p, size_t n)
@@ -1124,6 +1139,7 @@ kube_client *kube_client_new(uv_loop_t *loop, const kube_client_opts *opts, int 
     list_init(&c->paused);
     c->budget_ns = (uint64_t)(c->opts.event_budget_us ? c->opts.event_budget_us : KUBE_EVENT_BUDGET_US) * 1000u;
     uv_prepare_init(loop, &c->turn);
+    uv_idle_init(loop, &c->awake);
     return c;
 }
 
@@ -1138,6 +1154,13 @@ static void on_turn_closed(uv_handle_t *h)
 {
     kube_client *c = container_of((uv_prepare_t *)(void *)h, kube_client, turn);
     c->turn_closed = 1;
+    maybe_closed(c);
+}
+
+static void on_awake_closed(uv_handle_t *h)
+{
+    kube_client *c = container_of((uv_idle_t *)(void *)h, kube_client, awake);
+    c->awake_closed = 1;
     maybe_closed(c);
 }
 
@@ -1172,6 +1195,8 @@ void kube_client_close(kube_client *c, void (*on_closed)(void *data), void *data
     uv_prepare_stop(&c->turn);
     c->turn_active = 0;
     uv_close((uv_handle_t *)&c->turn, on_turn_closed);
+    uv_idle_stop(&c->awake);
+    uv_close((uv_handle_t *)&c->awake, on_awake_closed);
 }
 
 /* The fence: writes still waiting in the client (for the limiter or a

@@ -93,7 +93,7 @@ typedef struct kube_client_opts {
                                   had their turn (default KUBE_EVENT_BUDGET_US) */
 } kube_client_opts;
 
-#define KUBE_EVENT_BUDGET_US 100
+#define KUBE_EVENT_BUDGET_US 30
 
 kube_client *kube_client_new(uv_loop_t *loop, const kube_client_opts *opts, int *err);
 /** Close the write fence (for good). Every write still waiting in the

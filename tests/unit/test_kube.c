@@ -405,18 +405,24 @@ static void on_paced_done(int err, const kube_status *st, int seen, void *data)
     p->seen = seen;
 }
 
-static void run_paced(unsigned budget_us, struct paced *p)
+static void run_paced_with(unsigned budget_us, struct paced *p, int count_turns)
 {
     kube_client *c = client_new_budget(0, 0, budget_us);
     uv_idle_t idle;
     uv_idle_init(&TL.loop, &idle);
     idle.data = p;
-    uv_idle_start(&idle, on_idle_count);
+    if (count_turns)
+        uv_idle_start(&idle, on_idle_count);
     kube_watch_opts wo = {.resource_version = "1", .timeout_seconds = 60};
     kube_watch_start(c, &KUBE_SERVICES, NULL, &wo, on_paced_event, on_paced_done, p);
     tl_run_until(&TL, &p->done);
     uv_close((uv_handle_t *)&idle, NULL);
     close_all(c);
+}
+
+static void run_paced(unsigned budget_us, struct paced *p)
+{
+    run_paced_with(budget_us, p, 1);
 }
 
 static void test_watch_paced(void **state)
@@ -434,6 +440,22 @@ static void test_watch_paced(void **state)
      * stream's end may be handed over at once (kube.c: a clean end while
      * paused delivers what was held). */
     assert_true(p.new_turns >= BURST);
+}
+
+static void test_watch_paced_alone(void **state)
+{
+    /* Nothing else active on the loop (no idle handle, no queue): a paused
+     * watch must not leave the loop blocked in poll, where no I/O would
+     * come for the bytes it holds (its connection is paused). Without the
+     * client's own idle handle this took until the next timer (the test
+     * loop's 20 s watchdog). */
+    struct paced p = {0};
+    uint64_t t0 = uv_hrtime();
+    run_paced_with(1, &p, 0);
+    assert_int_equal(p.err, 0);
+    assert_int_equal(p.n, 2 * BURST);
+    assert_int_equal(p.out_of_order, 0);
+    assert_true(uv_hrtime() - t0 < 2000000000ull);
 }
 
 static void test_watch_unpaced_control(void **state)
@@ -567,6 +589,7 @@ int main(void)
         cmocka_unit_test_setup(test_watch_split_and_gone, setup),
         cmocka_unit_test_setup(test_watch_bad_input, setup),
         cmocka_unit_test_setup(test_watch_paced, setup),
+        cmocka_unit_test_setup(test_watch_paced_alone, setup),
         cmocka_unit_test_setup(test_watch_unpaced_control, setup),
         cmocka_unit_test_setup(test_cancel_and_close, setup),
         cmocka_unit_test_setup(test_limiter, setup),
