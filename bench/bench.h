@@ -72,6 +72,7 @@ struct bx_ctx {
     char *bin_dir;    /* where slurmop and kubesim are */
     char *src_dir;    /* the source tree (crds/, tests/slurm/) */
     int tolerate_unready; /* NodeSet pods tolerate not-ready/unreachable Nodes (--peer) */
+    int gpu_shape;    /* --pod-shape gpu: slurmd asks for the Node's 8 GPUs, oversubscribeNode (no anti-affinity) */
     const char *crd_dir; /* CRDs to install, NULL = <src_dir>/crds (--peer: Slinky's own for its runs) */
     char *log_dir;    /* <out>/logs */
     char *build_type; /* CMAKE_BUILD_TYPE of bin_dir, or "unknown" */

@@ -466,6 +466,9 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
     static const char tolerations[] =
         ",\"tolerations\":[{\"key\":\"node.kubernetes.io/not-ready\",\"operator\":\"Exists\"},"
         "{\"key\":\"node.kubernetes.io/unreachable\",\"operator\":\"Exists\"}]";
+    /* --pod-shape gpu: one pod per Node from the GPU requests (see --help) */
+    static const char gpus[] = ",\"resources\":{\"requests\":{\"nvidia.com/gpu\":\"8\"},"
+                               "\"limits\":{\"nvidia.com/gpu\":\"8\"}}";
     if (x->kubeconfig)
         probes = ",\"startupProbe\":{\"exec\":{\"command\":[\"/pause\",\"-v\"]}},"
                  "\"livenessProbe\":{\"exec\":{\"command\":[\"/pause\",\"-v\"]}},"
@@ -474,10 +477,10 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
         "{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"metadata\":{\"name\":\"gpu\"%s},"
         "\"spec\":{\"controllerRef\":{\"name\":\"slurm\",\"namespace\":\"%s\"},\"replicas\":%d,"
         "\"template\":{\"spec\":{\"hostname\":\"gpu-\"%s}},"
-        "\"slurmd\":{\"image\":\"%s\"%s},\"logfile\":{\"image\":\"%s\"}}}",
+        "\"slurmd\":{\"image\":\"%s\"%s%s},\"logfile\":{\"image\":\"%s\"}%s}}",
         no_drain ? ",\"annotations\":{\"nodeset.slinky.slurm.net/delete-without-drain\":\"true\"}" : "", x->ns,
         replicas, x->tolerate_unready ? tolerations : "",
-        x->image, probes, sidecar);
+        x->image, probes, x->gpu_shape ? gpus : "", sidecar, x->gpu_shape ? ",\"oversubscribeNode\":true" : "");
     rc = create_json(x, api, &SLINKY_NODESETS, x->ns, s);
     free(s);
     /* a NodeSet left by an earlier scenario keeps that scenario's drain
