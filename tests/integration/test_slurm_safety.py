@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drain before delete must hold when Slurm's answers are wrong, late or lost.
 
-slurmop runs against kubesim and a real Slurm lab of SLURMLAB_VERSION
+slurmop runs against an API server (kubesim, or a real control plane) and a real Slurm lab of SLURMLAB_VERSION
 (tests/slurm/slurmlab.sh through tests/lib/slurmlab.py: 22.05 by default,
 24.11, 26.05; static nodes slinky-0..3 standing in for the NodeSet's pods,
 matched by name), but talks to slurmrestd through tests/lib/faultproxy.py
@@ -56,7 +56,13 @@ the lab's root file system cannot be built (24.11, 26.05).
 Environment: SAFETY_ROUNDS=name,name (a subset, in the order above; "pass"
 always runs first when stale is chosen), SAFETY_STEADY_S (default 5),
 SLURMOP_LOG=path (keep slurmop's log), SLURMLAB_LOGS=dir (keep the lab's logs).
+
+On the real control plane (integration.k8s.slurm_safety, tests/lib/backend.py)
+the same rounds run with kwok as the kubelets of four KWOK Nodes and slurmop
+under deploy/'s ServiceAccount; ctest gives that variant the rounds of
+OP_K8S_SAFETY_ROUNDS (tests/CMakeLists.txt) to keep the suite's time.
 """
+# backends: kubesim k8s
 import json
 import os
 import shutil
@@ -67,7 +73,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
 from faultproxy import FaultProxy, pick_drained_idle  # noqa: E402
-from kubesim import Kubesim  # noqa: E402
+from backend import api_server  # noqa: E402
 from slurmlab import lab_cluster  # noqa: E402
 import slurmlab  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, pods_of, set_replicas, wait_for  # noqa: E402
@@ -474,7 +480,7 @@ def main():
     try:
         lab.start()
         log("Slurm %s lab started in %.1f s: %s (REST %s)" % (slurmlab.VERSION, lab.start_s, lab.url, lab.api))
-        with FaultProxy(lab.url) as fp, Kubesim(nodes=4) as ks:
+        with FaultProxy(lab.url) as fp, api_server(nodes=4) as ks:
             results = scenario(ks, lab, fp, rounds)
     finally:
         lab.stop()
