@@ -61,6 +61,7 @@ struct bx_ctx {
     double idle_s;           /* idle CPU window */
     int real_k8s;            /* --cluster real: the harness started tests/k8s/cluster.sh */
     char *k8s_dir;           /* ... its K8S_DIR (state, logs, the admin kubeconfig) */
+    int k8s_reuse;           /* --k8s-dir: a cluster.sh cluster already running there, left running */
     const char *slurm_version; /* SLURMLAB_VERSION of the labs: 22.05 (default), 24.11, 26.05 */
     const char *slurmrestd;  /* external Slurm: NS/NAME=URL (with --kubeconfig) */
     const char *slurm_conf;  /* external Slurm: slurm.conf for libslurm */
@@ -302,6 +303,13 @@ int bx_wait_slurm_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeou
  *  condemns, and hold the deleted NodeSet with its drain finalizer. */
 int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, size_t jwt_len, int restapi,
                     int no_drain);
+/** Create the workers' headless Service and PodDisruptionBudget the
+ *  operator makes for Controller "slurm" (reconcilers/nodeset_build), owned
+ *  by NodeSet "gpu", unless they exist. The limit's run on a real cluster
+ *  needs them: kube-controller-manager keeps an EndpointSlice entry per pod
+ *  of the Service and re-evaluates the budget on every pod change, work the
+ *  API server and the controller manager do in the operator's runs too. */
+int bx_make_worker_objects(bx_ctx *x, bx_api *api);
 /** Create RestApi "slurm" (of Controller "slurm"). */
 int bx_make_restapi(bx_ctx *x, bx_api *api);
 /** PATCH the NodeSet's scale subresource. */
@@ -447,7 +455,8 @@ typedef struct bx_fleet {
 int bx_fleet_open(bx_ctx *x, bx_fleet *f, const char *tag, int k8s_nodes, int pods,
                   const bx_fleet_slurm *slurm);
 /** Wait until NodeSet gpu has n pods, all Ready, none terminating, and its
- *  status says so. */
+ *  status says so: timeout_s, plus 0.12 s per pod on a real control plane
+ *  (--cluster real), where the scheduler and kwok set the pace. */
 int bx_fleet_converge(bx_ctx *x, bx_fleet *f, int n, double timeout_s);
 /** Stop everything the fleet started (and remove its objects from a real cluster). */
 void bx_fleet_close(bx_ctx *x, bx_fleet *f);

@@ -493,6 +493,27 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
     return rc;
 }
 
+int bx_make_worker_objects(bx_ctx *x, bx_api *api)
+{
+    cJSON *ns = NULL;
+    int rc = bx_get(x, api, &SLINKY_NODESETS, x->ns, "gpu", &ns);
+    if (rc != 0)
+        return rc;
+    nsb_owner owner = {json_get_str_or(ns, "metadata.name", "gpu"), json_get_str_or(ns, "metadata.uid", "")};
+    cJSON *objs[2] = {nsb_build_worker_service("slurm", x->ns, &owner, 1),
+                      nsb_build_worker_pdb("slurm", x->ns, &owner, 1)};
+    const kube_res *res[2] = {&KUBE_SERVICES, &KUBE_PDBS};
+    for (int i = 0; i < 2; i++) {
+        if (rc == 0) {
+            int c = bx_create(x, api, res[i], x->ns, objs[i], NULL);
+            rc = c == OP_EEXISTS ? 0 : c;
+        }
+        cJSON_Delete(objs[i]);
+    }
+    cJSON_Delete(ns);
+    return rc;
+}
+
 int bx_make_restapi(bx_ctx *x, bx_api *api)
 {
     char *s = xasprintf("{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"RestApi\","

@@ -31,12 +31,37 @@ static int cluster_sh(bx_ctx *x, const char *const *args, double timeout_s, char
     return rc;
 }
 
+/* --k8s-dir: a cluster that cluster.sh started earlier (it takes minutes
+ * to make thousands of KWOK Nodes Ready): checked, given the Nodes the run
+ * wants (`cluster.sh nodes N` adds, never removes), used, left running. */
+static int k8s_reuse(bx_ctx *x, const char *n)
+{
+    bx_step(x, "real control plane: reusing %s (cluster.sh nodes %s)", x->k8s_dir, n);
+    const char *status[] = {"status", NULL};
+    if (cluster_sh(x, status, 60, NULL) != 0) {
+        bx_say(x, "bench: --k8s-dir %s: cluster.sh status says it does not run (start it with "
+                  "`K8S_DIR=%s bash tests/k8s/cluster.sh start --nodes %s --crds crds`)",
+               x->k8s_dir, x->k8s_dir, n);
+        return OP_EINVAL;
+    }
+    const char *add[] = {"nodes", n, NULL};
+    if (cluster_sh(x, add, 3600, NULL) != 0) {
+        bx_say(x, "bench: cluster.sh nodes %s failed (see %s/k8s-cluster.log)", n, x->log_dir);
+        return OP_EIO;
+    }
+    x->kubeconfig = xasprintf("%s/admin.kubeconfig", x->k8s_dir);
+    x->real_k8s = 1;
+    return 0;
+}
+
 int bx_k8s_start(bx_ctx *x, int nodes)
 {
-    if (x->k8s_dir == NULL)
-        x->k8s_dir = xasprintf("%s/k8s", x->out_dir);
     char n[16];
     snprintf(n, sizeof(n), "%d", nodes);
+    if (x->k8s_reuse)
+        return k8s_reuse(x, n);
+    if (x->k8s_dir == NULL)
+        x->k8s_dir = xasprintf("%s/k8s", x->out_dir);
     bx_step(x, "real control plane: starting (cluster.sh start --nodes %d)", nodes);
     const char *args[] = {"start", "--nodes", n, NULL};
     uint64_t t0 = uv_hrtime();
@@ -57,7 +82,7 @@ int bx_k8s_start(bx_ctx *x, int nodes)
 
 void bx_k8s_stop(bx_ctx *x)
 {
-    if (x->k8s_dir == NULL)
+    if (x->k8s_dir == NULL || x->k8s_reuse)
         return;
     x->cleanup++;
     bx_step(x, "real control plane: stopping");

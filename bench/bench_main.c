@@ -57,6 +57,10 @@ static const char usage[] =
     "                        slurmop-bench with --kubeconfig)\n"
     "  --image IMAGE         slurmd image of the NodeSet (default ghcr.io/slinkyproject/slurmd:25.11 with\n"
     "                        kubesim, which never pulls it; registry.k8s.io/pause:3.9 on a real cluster)\n"
+    "  --k8s-dir DIR         with --cluster real: use the control plane that `tests/k8s/cluster.sh start`\n"
+    "                        runs in DIR (K8S_DIR) instead of starting one, add KWOK Nodes up to --nodes,\n"
+    "                        and leave it running (thousands of Nodes take minutes to be Ready); implies\n"
+    "                        --cluster real\n"
     "  --pod-shape SHAPE     anti: one slurmd per Node by the NodeSet's required pod anti-affinity (the\n"
     "                        default on kubesim and with --peer, as Slinky builds them); gpu: each slurmd\n"
     "                        asks for its Node's 8 nvidia.com/gpu and the NodeSet sets oversubscribeNode,\n"
@@ -126,6 +130,7 @@ enum {
     OPT_PEER,
     OPT_PIN,
     OPT_POD_SHAPE,
+    OPT_K8S_DIR,
     OPT_HELP,
 };
 
@@ -138,6 +143,7 @@ static const struct option long_opts[] = {
     {"namespace", required_argument, NULL, OPT_NAMESPACE},
     {"image", required_argument, NULL, OPT_IMAGE},
     {"pod-shape", required_argument, NULL, OPT_POD_SHAPE},
+    {"k8s-dir", required_argument, NULL, OPT_K8S_DIR},
     {"nodes", required_argument, NULL, OPT_NODES},
     {"qps", required_argument, NULL, OPT_QPS},
     {"churn-seconds", required_argument, NULL, OPT_CHURN},
@@ -471,6 +477,11 @@ int main(int argc, char **argv)
         case OPT_IMAGE:
             x.image = optarg;
             break;
+        case OPT_K8S_DIR:
+            x.k8s_dir = xstrdup(optarg);
+            x.k8s_reuse = 1;
+            x.real_k8s = 1;
+            break;
         case OPT_POD_SHAPE:
             if (strcmp(optarg, "gpu") == 0)
                 pod_shape = 1;
@@ -587,6 +598,8 @@ int main(int argc, char **argv)
     if (pod_shape && peer)
         return die_usage("--pod-shape gpu: ", "not with --peer (Slinky's pods always carry the anti-affinity)");
     x.gpu_shape = pod_shape;
+    if (peer && x.k8s_reuse)
+        return die_usage("--k8s-dir: ", "not with --peer (each operator gets a fresh control plane)");
     int external = x.kubeconfig || x.real_k8s;
     if (x.ns == NULL)
         x.ns = external ? "slurmop-bench" : "default";

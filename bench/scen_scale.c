@@ -249,6 +249,8 @@ static int run_limit(bx_ctx *x, int n, run *r)
         rc = bx_make_cluster(x, &e.api, 0, NULL, 0, 0, 1); /* no Slurm: no drain */
     if (rc == 0 && x->kubeconfig)
         rc = clean_pods(x, &e.api);
+    if (rc == 0 && x->kubeconfig)
+        rc = bx_make_worker_objects(x, &e.api);
     char **bodies = rc == 0 ? bx_build_pods(x, &e.api, n) : NULL;
     if (bodies) {
         bx_obs *obs = bx_obs_start(x, &e.api, x->ns);
@@ -540,9 +542,11 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
                   "requests, with the operator's transport and credentials. slurmop runs with --qps %g%s.",
                   x->real_k8s ? "Both runs use the same real control plane (kube-apiserver 1.35 with etcd, "
                                 "kube-scheduler binding the pods, kwok making them Ready; admin client "
-                                "certificate), emptied of the NodeSet's pods in between"
+                                "certificate), emptied of the NodeSet's pods in between; the limit's run gets the workers' "
+                                "Service and PodDisruptionBudget the operator makes"
                   : x->kubeconfig
-                      ? "Both runs use the --kubeconfig cluster, emptied of the NodeSet's pods in between"
+                      ? "Both runs use the --kubeconfig cluster, emptied of the NodeSet's pods in between; the "
+                        "limit's run gets the workers' Service and PodDisruptionBudget the operator makes"
                       : "Each run gets a fresh kubesim (same flags, TLS with a client certificate)",
                   x->qps, x->qps <= 0 ? " (client-side limiter off)" : "");
     bx_table_note(t,
