@@ -9,6 +9,7 @@
 #include "core/json.h"
 #include "core/list.h"
 #include "core/log.h"
+#include "core/loopstat.h"
 #include "core/mem.h"
 #include "core/ndjson.h"
 
@@ -114,9 +115,12 @@ struct kube_client {
     int turn_closed;
     int awake_closed;
     list_node paused;       /* watches waiting for the next loop iteration */
-    uint64_t budget_ns;     /* event dispatch per loop iteration */
+    uint64_t budget_ns;     /* event dispatch per loop iteration, at least */
+    uint64_t turn_budget_ns; /* ... this iteration's: the rest of the loop's share ("watch pacing") */
     uint64_t turn_used_ns;  /* spent since the last prepare */
     uint64_t turn_mark_ns;
+    uint64_t turn_end_ns;   /* the loop thread's CPU time when the last prepare's dispatching ended, 0: none */
+    uint64_t turn_end_used_ns; /* turn_used_ns then */
     void (*on_closed)(void *);
     void *closed_data;
     kube_stats stats;
@@ -479,13 +483,26 @@ static int dispatch_line(const char *s, size_t n, void *data)
  * all its watches. A watch that finds the budget spent pauses its
  * connection (hc_pause), keeps what it read in held, and goes on from the
  * client's uv_prepare, which runs after the idle callbacks: the queued
- * keys are handled first. While a watch is paused an idle handle is kept
+ * keys are handled first. The budget is budget_ns or, when the rest of the
+ * loop took over 1 ms of CPU since the last turn (full NodeSet passes over thousands
+ * of pods, a relist's diff), as much time as the rest took, up to
+ * KUBE_TURN_MAX_NS: a fixed 30 us against 10-20 ms passes let one event
+ * through per pass, so events queued up behind passes that each of them
+ * caused (on a real API server at 8,192 pods, readyReplicas trailed the
+ * Ready pods by about 500), while an equal share lets the events of a
+ * pass's time coalesce into the next pass. While a watch is paused an idle handle is kept
  * active, so that the loop polls without blocking: no I/O would wake it for
  * the bytes the watch already holds. Nothing is dropped; events keep their order. A
  * stream that ends cleanly while paused (the server's watch timeout, minutes
  * apart) hands over what it held at once, with its end. */
 
 static void turn_cb(uv_prepare_t *h);
+
+/* The share applies once the rest of an iteration took 1 ms of CPU (a pass
+ * over thousands of pods); below, the fixed budget keeps an event's wait in
+ * microseconds. It never exceeds 100 ms. */
+#define KUBE_SHARE_MIN_NS (1000ull * 1000)
+#define KUBE_TURN_MAX_NS (100ull * 1000 * 1000)
 
 static void turn_begin(kube_client *c)
 {
@@ -509,7 +526,7 @@ static int paced_line(const char *s, size_t n, void *data)
     if (dispatch_line(s, n, r))
         return 1;
     turn_account(r->c);
-    if (r->c->turn_used_ns >= r->c->budget_ns) {
+    if (r->c->turn_used_ns >= r->c->turn_budget_ns) {
         r->yield = 1;
         return 1;
     }
@@ -580,8 +597,19 @@ static int watch_feed(kube_request *r, const char *p, size_t n)
 static void turn_cb(uv_prepare_t *h)
 {
     kube_client *c = container_of(h, kube_client, turn);
+    /* The rest of the loop's time since the last turn: the time since then
+     * minus what watches dispatched meanwhile (from on_data). */
+    uint64_t other = 0;
+    if (c->turn_end_ns) {
+        /* thread CPU time, so that waiting for a core (or poll) counts as nothing */
+        uint64_t span = loopstat_thread_cpu_ns() - c->turn_end_ns, ours = c->turn_used_ns - c->turn_end_used_ns;
+        other = span > ours ? span - ours : 0;
+    }
+    c->turn_budget_ns = other >= KUBE_SHARE_MIN_NS && other > c->budget_ns
+                            ? (other < KUBE_TURN_MAX_NS ? other : KUBE_TURN_MAX_NS)
+                            : c->budget_ns;
     c->turn_used_ns = 0;
-    while (!c->closing && !list_empty(&c->paused) && c->turn_used_ns < c->budget_ns) {
+    while (!c->closing && !list_empty(&c->paused) && c->turn_used_ns < c->turn_budget_ns) {
         kube_request *r = list_entry(c->paused.next, kube_request, plink);
         if (r->canceled || r->watch_err || !r->hreq) {
             watch_unpause(r); /* its on_done comes */
@@ -619,6 +647,11 @@ static void turn_cb(uv_prepare_t *h)
     if (list_empty(&c->paused) && c->turn_used_ns == 0) {
         uv_prepare_stop(&c->turn);
         c->turn_active = 0;
+        c->turn_end_ns = 0;
+        c->turn_budget_ns = c->budget_ns;
+    } else {
+        c->turn_end_ns = loopstat_thread_cpu_ns();
+        c->turn_end_used_ns = c->turn_used_ns;
     }
 }
 
@@ -646,7 +679,7 @@ static int on_data(hc_req *hr, const char *p, size_t n, void *data)
     }
     if (r->paused)
         return watch_hold(r, p, n);
-    if (r->c->turn_active && r->c->turn_used_ns >= r->c->budget_ns) {
+    if (r->c->turn_active && r->c->turn_used_ns >= r->c->turn_budget_ns) {
         watch_pause(r);
         return watch_hold(r, p, n);
     }
@@ -1138,6 +1171,7 @@ kube_client *kube_client_new(uv_loop_t *loop, const kube_client_opts *opts, int 
     uv_timer_init(loop, &c->timer);
     list_init(&c->paused);
     c->budget_ns = (uint64_t)(c->opts.event_budget_us ? c->opts.event_budget_us : KUBE_EVENT_BUDGET_US) * 1000u;
+    c->turn_budget_ns = c->budget_ns;
     uv_prepare_init(loop, &c->turn);
     uv_idle_init(loop, &c->awake);
     return c;

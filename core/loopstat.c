@@ -20,7 +20,7 @@ struct loopstat {
 
 /* CPU time of the loop's thread: less than the busy time when the process
  * was waiting for a core (other processes, a cgroup CPU limit). */
-static uint64_t thread_cpu_ns(void)
+uint64_t loopstat_thread_cpu_ns(void)
 {
     struct timespec t;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0)
@@ -31,7 +31,7 @@ static uint64_t thread_cpu_ns(void)
 static void on_prepare(uv_prepare_t *h)
 {
     loopstat *s = h->data;
-    uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(s->loop), cpu = thread_cpu_ns();
+    uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(s->loop), cpu = loopstat_thread_cpu_ns();
     if (s->last_ns) {
         uint64_t wall = now - s->last_ns, waited = idle - s->last_idle;
         uint64_t busy = wall > waited ? wall - waited : 0;

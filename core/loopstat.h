@@ -40,5 +40,8 @@ loopstat *loopstat_new(uv_loop_t *loop, mx_registry *r, int *err);
 uint64_t loopstat_take_max_ns(loopstat *s);
 /** Stop and free (after the handle closed). NULL is fine. */
 void loopstat_close(loopstat *s);
+/** CPU time of the calling thread in nanoseconds (0 if the clock fails):
+ *  unlike wall time it leaves out waiting for a core. */
+uint64_t loopstat_thread_cpu_ns(void);
 
 #endif
