@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An idle Slurm costs slurmop conditional reads, and those hide no change
-(slurmop against kubesim and a real Slurm, tests/slurm/slurmlab.sh, any
-SLURMLAB_VERSION).
+(slurmop against kubesim or a real control plane, tests/lib/backend.py, and a
+real Slurm, tests/slurm/slurmlab.sh, any SLURMLAB_VERSION).
 
 slurmop polls the node table with update_time (slurmctld answers 304 when
 nothing changed) and the jobs likewise (22.05 answers 304; 24.11 and later
@@ -21,6 +21,7 @@ two pods and a job with a time limit on slinky-1:
 
 Exit 77 (skipped) without the Slurm binaries or root.
 """
+# backends: kubesim k8s
 import os
 import sys
 import time
@@ -28,7 +29,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kubesim import Kubesim  # noqa: E402
+from backend import api_server  # noqa: E402
 from slurmlab import lab_cluster, run_in_lab  # noqa: E402
 from slurmop import Slurmop, apply_crds, pods_of, wait_for  # noqa: E402
 from test_slurm_nodeset import IMAGES, conds, log, pod  # noqa: E402
@@ -128,7 +129,7 @@ def scenario(ks, lab):
 
 
 def main():
-    run_in_lab("test_slurm_idle_poll", NODES, scenario, lambda: Kubesim(nodes=2), extra_bins=("sbatch",))
+    run_in_lab("test_slurm_idle_poll", NODES, scenario, lambda: api_server(nodes=2), extra_bins=("sbatch",))
 
 
 if __name__ == "__main__":
