@@ -414,6 +414,27 @@ static char *secret_json(const char *name, const char *key, const char *data, si
     return s;
 }
 
+/* NodeSet "gpu" is absent or not being deleted; waits up to 15 minutes
+ * (its pods deleted at kwok's pace) for one being deleted to go. */
+static int wait_nodeset_gone(bx_ctx *x, bx_api *api)
+{
+    for (int i = 0; i < 1800; i++) {
+        cJSON *o = NULL;
+        int rc = bx_get(x, api, &SLINKY_NODESETS, x->ns, "gpu", &o);
+        int terminating = rc == 0 && json_get(o, "metadata.deletionTimestamp") != NULL;
+        cJSON_Delete(o);
+        if (rc == OP_ENOTFOUND || (rc == 0 && !terminating))
+            return 0;
+        if (rc != 0)
+            return rc;
+        if (i == 0)
+            bx_say(x, "bench: NodeSet gpu of an earlier scenario is being deleted: waiting for it to go");
+        bx_sleep(x, 0.5);
+    }
+    bx_say(x, "bench: NodeSet gpu was still being deleted after 15 minutes");
+    return OP_ETIMEOUT;
+}
+
 int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, size_t jwt_len, int restapi,
                     int no_drain)
 {
@@ -481,6 +502,14 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
         no_drain ? ",\"annotations\":{\"nodeset.slinky.slurm.net/delete-without-drain\":\"true\"}" : "", x->ns,
         replicas, x->tolerate_unready ? tolerations : "",
         x->image, probes, x->gpu_shape ? gpus : "", sidecar, x->gpu_shape ? ",\"oversubscribeNode\":true" : "");
+    /* On a shared cluster the previous scenario's NodeSet may still be
+     * terminating (its drain finalizer waits for its pods): a create then
+     * answers 409 and the NodeSet vanishes later, leaving the run without
+     * one. Wait for it to go first. */
+    if (x->kubeconfig && (rc = wait_nodeset_gone(x, api)) != 0) {
+        free(s);
+        return rc;
+    }
     rc = create_json(x, api, &SLINKY_NODESETS, x->ns, s);
     free(s);
     /* a NodeSet left by an earlier scenario keeps that scenario's drain
