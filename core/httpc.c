@@ -74,7 +74,9 @@ struct hc_req {
     int result;    /* status for a pending completion */
     int err;       /* error decided inside a parser callback */
     unsigned idle_ms;
-    uint64_t deadline;
+    unsigned exchange_ms; /* request_timeout_ms: armed when a connection takes the request */
+    uint64_t deadline;    /* 0 = none; the earlier of the exchange's and total_timeout_ms's */
+    int dispatched;       /* a connection took it once: the exchange's clock is running */
     uint64_t last_activity;
     hc_headers_cb on_headers;
     hc_data_cb on_data;
@@ -262,6 +264,24 @@ static void req_closed(uv_handle_t *h)
 }
 
 static void req_timer_cb(uv_timer_t *t);
+
+/* A connection takes the request: the exchange's clock starts now, not at
+ * submit. Time spent in the pool's queue behind other requests is the
+ * client's own backlog, not a slow server: counting it made every request
+ * of a large burst against a busy API server time out together, and the
+ * callers' retries only deepened the queue. A retry on a fresh connection
+ * keeps the clock it had. */
+static void req_dispatched(hc_req *r)
+{
+    if (r->dispatched)
+        return;
+    r->dispatched = 1;
+    if (r->exchange_ms) {
+        uint64_t d = uv_now(r->pool->loop) + r->exchange_ms;
+        if (!r->deadline || d < r->deadline)
+            r->deadline = d;
+    }
+}
 
 static void req_arm(hc_req *r)
 {
@@ -818,6 +838,8 @@ static hc_conn *hconn_new(hc_pool *pool, hc_req *r, int streaming)
     hc->req = r;
     r->hconn = hc;
     r->state = RQ_CONNECTING;
+    req_dispatched(r);
+    req_arm(r);
     conn_connect_opts co = {
         .host = pool->host,
         .port = pool->port,
@@ -840,6 +862,7 @@ static void send_req(hc_conn *hc, hc_req *r)
     hc->req = r;
     r->hconn = hc;
     r->state = RQ_ACTIVE;
+    req_dispatched(r); /* armed below */
     r->got_bytes = 0;
     r->err = 0;
     r->on_reused = hc->served > 0;
@@ -1078,8 +1101,9 @@ hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts)
     }
     r->is_head = strcmp(opts->method, "HEAD") == 0;
     r->idempotent = method_idempotent(opts->method);
-    if (opts->request_timeout_ms)
-        r->deadline = uv_now(pool->loop) + opts->request_timeout_ms;
+    r->exchange_ms = opts->request_timeout_ms;
+    if (opts->total_timeout_ms)
+        r->deadline = uv_now(pool->loop) + opts->total_timeout_ms;
     if (r->streaming) {
         hconn_new(pool, r, 1);
     } else {

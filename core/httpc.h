@@ -24,9 +24,11 @@
  *    request (on_done gets OP_ECANCELED).
  *
  * Timeouts (milliseconds, 0 = none): connect_timeout covers DNS, TCP connect
- * and the TLS handshake; request_timeout covers the whole exchange; idle_timeout
- * fires when no byte arrived for that long (re-armed on every read), which is
- * the one that matters for watches.
+ * and the TLS handshake; request_timeout covers the whole exchange, from the
+ * moment a connection takes the request (time queued behind other requests
+ * for a connection does not count); total_timeout counts from hc_request,
+ * queue included; idle_timeout fires when no byte arrived for that long
+ * (re-armed on every read), which is the one that matters for watches.
  *
  * Lifetimes: the request copies method, path, headers and body at submit.
  * resp and everything it points to are valid only during on_done /
@@ -98,7 +100,8 @@ typedef struct hc_req_opts {
     size_t n_headers;
     const char *body;         /* may be NULL */
     size_t body_len;
-    unsigned request_timeout_ms;
+    unsigned request_timeout_ms; /* from dispatch to a connection */
+    unsigned total_timeout_ms;   /* from hc_request, queue included */
     unsigned idle_timeout_ms;
     int urgent;               /* queue ahead of ordinary requests and, when every connection is busy, open
                                  one more beyond max_conns (leader election must not wait behind writes) */

@@ -889,6 +889,8 @@ static void start_request(kube_request *r)
             uint64_t left = r->deadline_ms > now ? r->deadline_ms - now : 1;
             if (left < o.request_timeout_ms)
                 o.request_timeout_ms = (unsigned)left;
+            /* The caller's bound covers the wait for a connection too. */
+            o.total_timeout_ms = (unsigned)left;
         }
     }
     o.urgent = r->ro.urgent;

@@ -510,6 +510,7 @@ static void send_req(sr_client *c, sr_req *r)
         .body = has_body ? body.data : NULL,
         .body_len = body.len,
         .request_timeout_ms = left,
+        .total_timeout_ms = left, /* the caller's bound covers the queue too */
         .on_done = on_http_done,
         .data = r,
     };

@@ -31,7 +31,8 @@ removed before slurmop runs.
 Then every object in each namespace that an operator made (not the inputs,
 not what Kubernetes' own controllers made from a StatefulSet or Deployment,
 not Events) is normalized (namespace, uids, timestamps, resourceVersions,
-status, the scheduler's nodeName; JWTs compared by their claims without
+status, the scheduler's nodeName and the Node topology labels the
+binding copies onto a pod; JWTs compared by their claims without
 iat/exp; SSH host keys by their type) and compared: kind, name, labels,
 annotations, spec, data. The generated files in ConfigMaps and Secrets are
 compared byte for byte. A difference fails the test unless
@@ -414,6 +415,14 @@ def normalize(o, ns):
         if o["kind"] == "Pod":
             for k in ("nodeName",):
                 spec.pop(k, None)
+            # The API server's binding copies the chosen Node's topology
+            # labels onto the pod (PodTopologyLabels admission, on by default
+            # since Kubernetes 1.35): their values follow the scheduler's
+            # choice of Node, like nodeName, not either operator.
+            for k in list(out["labels"]):
+                if k in ("topology.kubernetes.io/zone", "topology.kubernetes.io/region") \
+                        or k.startswith("topology.k8s.io/"):
+                    out["labels"][k] = "<node's>"
         if o["kind"] == "Service":
             for k in ("clusterIP", "clusterIPs"):
                 if spec.get(k) not in (None, "None") and spec.get(k) != ["None"]:

@@ -471,6 +471,81 @@ static void test_request_timeout_trickle(void **state)
     fx_finish(&f);
 }
 
+/* --- queue time is not the server's ---------------------------------------- */
+
+/* Answers each request 150 ms after it arrived: one connection serves a
+ * queue of them one after the other. */
+typedef struct slow_server {
+    uv_timer_t timer;
+    raw_conn *rc;
+    int answered;
+} slow_server;
+
+static void slow_answer(uv_timer_t *t)
+{
+    slow_server *ss = t->data;
+    static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    ss->answered++;
+    raw_send(ss->rc, ok, strlen(ok));
+}
+
+static void slow_on_request(raw_conn *rc, const char *req, size_t len, int idx, void *data)
+{
+    slow_server *ss = data;
+    (void)req;
+    (void)len;
+    (void)idx;
+    ss->rc = rc;
+    uv_timer_start(&ss->timer, slow_answer, 150, 0);
+}
+
+static void test_queue_wait_not_timed(void **state)
+{
+    (void)state;
+    /* Three requests on one connection, each answered in 150 ms, with a
+     * request timeout of 250 ms: the last waits 300 ms for the connection,
+     * which must not count (a burst against a busy API server otherwise
+     * times out wholesale). total_timeout_ms does count the wait. */
+    test_loop tl;
+    uv_loop_t *loop = tl_start(&tl, 30000);
+    slow_server ss = {0};
+    uv_timer_init(loop, &ss.timer);
+    ss.timer.data = &ss;
+    raw_server *srv = raw_listen(loop, slow_on_request, &ss);
+    hc_pool_opts po = {.max_conns = 1};
+    hc_pool *pool = pool_for(loop, srv->port, &po);
+    result r[3];
+    for (int i = 0; i < 3; i++) {
+        res_init(&r[i], NULL);
+        submit(pool, "GET", "/slow", NULL, &r[i], 0, 250, 0);
+    }
+    tl_run_until(&tl, &r[2].done);
+    for (int i = 0; i < 3; i++) {
+        if (r[i].status != 0)
+            fail_msg("request %d: %s", i, op_strerror(r[i].status));
+        assert_int_equal(r[i].http_status, 200);
+        res_reset(&r[i]);
+    }
+    /* The same with a bound on the whole call: the third's 300 ms wait
+     * plus its exchange passes 250 ms. */
+    for (int i = 0; i < 3; i++) {
+        hc_req_opts o = {.method = "GET", .path = "/slow", .request_timeout_ms = 250, .total_timeout_ms = 250,
+                         .on_done = on_done, .data = &r[i]};
+        in_api = 1;
+        hc_request(pool, &o);
+        in_api = 0;
+    }
+    tl_run_until(&tl, &r[2].done);
+    assert_int_equal(r[0].status, 0);
+    assert_int_equal(r[2].status, OP_ETIMEOUT);
+    for (int i = 0; i < 3; i++)
+        res_free(&r[i]);
+    close_pool(&tl, pool);
+    raw_server_close(srv);
+    uv_close((uv_handle_t *)&ss.timer, NULL);
+    tl_finish(&tl);
+}
+
 static void test_body_and_header_caps(void **state)
 {
     (void)state;
@@ -753,6 +828,7 @@ int main(void)
         cmocka_unit_test(test_stale_keepalive_post_fails),
         cmocka_unit_test(test_idle_timeout_silent_server),
         cmocka_unit_test(test_request_timeout_trickle),
+        cmocka_unit_test(test_queue_wait_not_timed),
         cmocka_unit_test(test_body_and_header_caps),
         cmocka_unit_test(test_on_data_abort),
         cmocka_unit_test(test_cancel),
