@@ -55,6 +55,7 @@ struct nodeset_state {
     map_t failed_keys;    /* key -> itself (below) */
     map_t incrs;          /* NodeSet key -> struct incr ("incremental passes") */
     map_t ds_backoffs;    /* "<nodeset uid>/<node>" -> struct ds_backoff */
+    map_t held_names;     /* "<nodeset uid>/#<ordinal>" -> struct ds_backoff (see held_key) */
     /* Interned keys for the per-pod lookups of every pass (pointer
      * compares): references taken at setup, dropped at stop. */
     struct {
@@ -648,6 +649,35 @@ static void fill_pod(const nodeset_state *c, const sobj *o, const char *nss, nsb
 /* One scale-up. Pods are stamped from the job's template when their turn
  * in the batch comes, so 8,192 creates hold 8,192 small items and at most
  * a window of pod bodies, not 8,192 pod trees at once. */
+/* DaemonSet mode replaces failed pods with a per-node backoff (1 s doubling
+ * to 15 min), as Kubernetes' DaemonSet controller does, so a pod that
+ * fails at once on one bad node does not spin. Keyed "<nodeset uid>/<node>". */
+struct ds_backoff {
+    char *key;
+    unsigned delay_ms;
+    uint64_t next_ms;
+};
+static void ds_backoff_free(void *v)
+{
+    struct ds_backoff *b = v;
+    free(b->key);
+    free(b);
+}
+
+static const map_type ds_backoff_type = {.val_free = ds_backoff_free};
+
+/* A StatefulSet-mode create answered 409 for a name the pod cache does not
+ * hold (a pod without our labels, which the cache leaves out, or ours not
+ * seen yet): the ordinal waits, 1 s doubling to 60 s, so that the events of
+ * a large fleet do not try the create again each time. Keyed
+ * "<nodeset uid>/#<ordinal>" in held_names; a successful create of the
+ * ordinal removes the entry. */
+#define HELD_MAX_MS 60000
+static void held_key(char *key, size_t len, const char *uid, int ordinal)
+{
+    snprintf(key, len, "%s/#%d", uid, ordinal);
+}
+
 struct create_job {
     nodeset_state *c;
     int refs; /* one per item */
@@ -752,6 +782,26 @@ static void create_item_done(void *item, int err, void *data)
     struct create_item *ci = item;
     struct create_job *j = ci->job;
     nodeset_state *c = j->c;
+    if (!ci->node && ci->ordinal >= 0 && c->q) { /* (not after stop: the map is gone) */
+        char key[512];
+        held_key(key, sizeof(key), j->owner_uid, ci->ordinal);
+        if (err == OP_EEXISTS) {
+            struct ds_backoff *h = map_get(&c->held_names, key);
+            if (h == NULL) {
+                h = xcalloc(1, sizeof(*h));
+                h->key = xstrdup(key);
+                map_put(&c->held_names, h->key, h);
+            }
+            h->delay_ms = h->delay_ms ? h->delay_ms * 2 : 1000;
+            if (h->delay_ms > HELD_MAX_MS)
+                h->delay_ms = HELD_MAX_MS;
+            h->next_ms = uv_now(c->op->loop) + h->delay_ms;
+        } else if (err == 0) {
+            struct ds_backoff *h = map_del(&c->held_names, key);
+            if (h)
+                ds_backoff_free(h);
+        }
+    }
     if (err) {
         /* The create will never be observed: lower the expectation now. */
         if (c->exp)
@@ -870,6 +920,20 @@ static void delete_pod(struct pass *p, const sobj *pod, const char *why)
     kube_delete_with(p->op->client, &ro, &KUBE_PODS, pod->ns, pod->name, &o, delete_done, d);
 }
 
+/* Somebody else's object holds one of our names: a Warning event, and the
+ * pass's conflict (the OwnershipConflict condition) names it. Takes what. */
+static void set_conflict(struct pass *p, char *what)
+{
+    op_warn(p->op, p->o, NSB_KIND, CRC_REASON_NOT_OWNED, "%s", what);
+    if (p->conflict) {
+        char *both = xasprintf("%s; %s", p->conflict, what);
+        free(what);
+        what = both;
+        free(p->conflict);
+    }
+    p->conflict = what;
+}
+
 static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON *desired);
 
 /* volumeClaimTemplates: make sure a pod's claims exist before the pod (and
@@ -962,16 +1026,8 @@ static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON
         /* Somebody else's object has the name: never written; the Event
          * and the condition say so, and a later pass looks again (its
          * removal does not queue us). */
-        char *what = xasprintf("%s %s/%s exists and is not owned by NodeSet %s: left alone", res->kind,
-                               p->nsname, json_get_str_or(desired, "metadata.name", ""), p->name);
-        op_warn(p->op, p->o, NSB_KIND, CRC_REASON_NOT_OWNED, "%s", what);
-        if (p->conflict) {
-            char *both = xasprintf("%s; %s", p->conflict, what);
-            free(what);
-            what = both;
-            free(p->conflict);
-        }
-        p->conflict = what;
+        set_conflict(p, xasprintf("%s %s/%s exists and is not owned by NodeSet %s: left alone", res->kind,
+                                  p->nsname, json_get_str_or(desired, "metadata.name", ""), p->name));
         want_requeue(p, CRC_CONFLICT_RETRY_MS);
     }
     cJSON_Delete(desired);
@@ -1169,6 +1225,47 @@ static int create_ordinals(struct pass *p, const int *ords, int n, int replicas)
     return 1;
 }
 
+/* Is the ordinal's pod name held by a pod that is not ours (an earlier
+ * NodeSet's of the same name still being deleted, or somebody else's)? A
+ * create could only answer 409, and every event of the fleet would try it
+ * again: on a real API server a 9,216-pod run logged creates of one such
+ * name several times a second for minutes. A terminating holder is waited
+ * for (its DELETED event queues us; the requeue is a safety net); a live
+ * one is a conflict, said in an Event and the condition. */
+static int name_held(struct pass *p, int ordinal)
+{
+    char *name = nsb_statefulset_pod_name(p->ns, ordinal);
+    char *key = xasprintf("%s/%s", p->nsname, name);
+    const sobj *o = store_get_key(op_store(p->op, OPK_PODS), key);
+    free(key);
+    if (o == NULL) {
+        char hk[512];
+        held_key(hk, sizeof(hk), p->o->uid, ordinal);
+        const struct ds_backoff *h = map_get(&p->c->held_names, hk);
+        uint64_t now = uv_now(p->op->loop);
+        if (h == NULL || now >= h->next_ms) {
+            free(name);
+            return 0;
+        }
+        set_conflict(p, xasprintf("Pod %s/%s already exists (the create answered 409) and is not one of NodeSet "
+                                  "%s's pods: its ordinal waits %.0f s", p->nsname, name, p->name,
+                                  (double)(h->next_ms - now) / 1000.0));
+        want_requeue(p, (uint32_t)(h->next_ms - now));
+        free(name);
+        return 1;
+    }
+    const char *inst = sobj_label_i(o, p->c->ik.instance);
+    if (o->deleting || (o->owner_kind == NULL && inst && strcmp(inst, p->name) == 0)) {
+        want_requeue(p, 5000); /* going, or an orphan of ours being adopted */
+    } else {
+        set_conflict(p, xasprintf("Pod %s/%s exists and is not owned by NodeSet %s: its ordinal waits", p->nsname,
+                                  name, p->name));
+        want_requeue(p, CRC_CONFLICT_RETRY_MS);
+    }
+    free(name);
+    return 1;
+}
+
 /* StatefulSet mode: keep `replicas` pods at the lowest free ordinals. */
 static int scale_statefulset(struct pass *p)
 {
@@ -1206,13 +1303,16 @@ static int scale_statefulset(struct pass *p)
         int claims = json_len(json_get(p->ns, "spec.volumeClaimTemplates")) > 0;
         qsort(used, n_used, sizeof(int), cmp_int);
         int *ords = xcalloc((size_t)want, sizeof(int));
-        int made = 0;
+        int made = 0, picked = 0;
         size_t u = 0;
-        for (int ord = 0; made < want; ord++) {
+        for (int ord = 0; picked < want; ord++) {
             while (u < n_used && used[u] < ord)
                 u++;
             if (u < n_used && used[u] == ord)
                 continue;
+            picked++;
+            if (name_held(p, ord))
+                continue; /* waited for, not replaced by a higher ordinal (that would rename a node) */
             ords[made++] = ord;
         }
         /* Claims before their pods (the template is built first, as
@@ -1221,13 +1321,18 @@ static int scale_statefulset(struct pass *p)
         nsb_pod_args a;
         fill_args(p, &a);
         cJSON *probe = claims ? nsb_build_template(&a, err, sizeof(err)) : NULL;
+        /* The claims of the pods that stay are kept too (a conflict on one
+         * is reported while others are missing, not only at full size). */
+        for (size_t i = 0; probe && i < n_active; i++)
+            sync_claims(p, active[i]->ordinal, sobj_label_i(pod_sobj(active[i]), p->c->ik.hostname),
+                        pod_sobj(active[i]), active[i]->cordoned);
         for (int i = 0; probe && i < made; i++) {
             char *host = nsb_statefulset_hostname(p->ns, ords[i]);
             sync_claims(p, ords[i], host, NULL, 0);
             free(host);
         }
         cJSON_Delete(probe);
-        scaled = create_ordinals(p, ords, made, replicas);
+        scaled = made ? create_ordinals(p, ords, made, replicas) : 0;
         free(ords);
         if (!scaled)
             goto out;
@@ -1259,22 +1364,6 @@ out:
     return scaled;
 }
 
-/* DaemonSet mode replaces failed pods with a per-node backoff (1 s doubling
- * to 15 min), as Kubernetes' DaemonSet controller does, so a pod that
- * fails at once on one bad node does not spin. Keyed "<nodeset uid>/<node>". */
-struct ds_backoff {
-    char *key;
-    unsigned delay_ms;
-    uint64_t next_ms;
-};
-static void ds_backoff_free(void *v)
-{
-    struct ds_backoff *b = v;
-    free(b->key);
-    free(b);
-}
-
-static const map_type ds_backoff_type = {.val_free = ds_backoff_free};
 
 static int ds_may_replace(struct pass *p, const char *node)
 {
@@ -2187,6 +2276,7 @@ static void stop(operator *op)
     c->q = NULL;
     map_free(&c->failed_keys);
     map_free(&c->ds_backoffs);
+    map_free(&c->held_names);
     map_free(&c->wait_passes);
     map_free(&c->incrs);
     map_free(&c->status_busy);
@@ -2219,6 +2309,7 @@ nodeset_state *nodeset_state_new(void)
     map_init_type(&c->failed_keys, &map_type_free_val);
     map_init_type(&c->incrs, &incr_type);
     map_init_type(&c->ds_backoffs, &ds_backoff_type);
+    map_init_type(&c->held_names, &ds_backoff_type);
     map_init_type(&c->status_busy, &status_busy_type);
     return c;
 }
@@ -2229,6 +2320,7 @@ void nodeset_state_free(nodeset_state *c)
         return;
     map_free(&c->failed_keys);
     map_free(&c->ds_backoffs);
+    map_free(&c->held_names);
     map_free(&c->wait_passes);
     map_free(&c->incrs);
     map_free(&c->status_busy);

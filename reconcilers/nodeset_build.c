@@ -226,6 +226,11 @@ static const char *hostname_prefix(const cJSON *nodeset)
     return h && *h ? h : NULL;
 }
 
+char *nsb_statefulset_pod_name(const cJSON *nodeset, int ordinal)
+{
+    return nsb_pod_name(meta_str(nodeset, "name"), padding_of(nodeset), ordinal);
+}
+
 char *nsb_statefulset_hostname(const cJSON *nodeset, int ordinal)
 {
     const char *prefix = hostname_prefix(nodeset);

@@ -104,6 +104,8 @@ int nsb_parse_ordinal(const char *pod_name, const char *nss);
 /** StatefulSet-mode hostname of an ordinal: template.spec.hostname (the
  *  prefix) followed by the padded ordinal, else the pod name; malloc'd. */
 char *nsb_statefulset_hostname(const cJSON *nodeset, int ordinal);
+/** The StatefulSet-mode pod name of an ordinal ("<nodeset>-<padded ordinal>"). */
+char *nsb_statefulset_pod_name(const cJSON *nodeset, int ordinal);
 /** DaemonSet-mode hostname: the Node's hostname-override annotation when
  *  non-empty (override may be NULL), else the node name up to its first
  *  '.'; malloc'd. */

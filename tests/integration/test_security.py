@@ -5,7 +5,8 @@ unchecked Slurm identity, nothing secret in logs or Events.
   (Controller: ConfigMap, Service, StatefulSet, the StatefulSet replaced on
   a serviceName change; Accounting: Secret; RestApi: Deployment; LoginSet:
   ConfigMap, Service; Token: Secret; NodeSet: the shared Service and
-  PodDisruptionBudget, a ControllerRevision, a PersistentVolumeClaim) an
+  PodDisruptionBudget, a ControllerRevision, a PersistentVolumeClaim, the
+  pod of an ordinal) an
   object of somebody else already holds the name. The operator must leave
   it exactly as it was (same resourceVersion, no owner added, data kept),
   put a NotOwned Warning event and the OwnershipConflict condition on the
@@ -121,7 +122,15 @@ FOREIGN_OBJECTS = {
                                                                    "selector": {"matchLabels": {"x": "y"}}}})),
     "ns-pvc": (CORE + "/persistentvolumeclaims", foreign("PersistentVolumeClaim", "v1", "data-cpu-0", {
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})),
+    # The pod name of the NodeSet's ordinal 1: the ordinal waits (no
+    # create, no other ordinal in its place).
+    "ns-pod": (CORE + "/pods", foreign("Pod", "v1", "cpu-1", {
+        "spec": {"containers": [{"name": "x", "image": "busybox"}],
+                 "nodeSelector": {"slurmop.test/nowhere": "true"}}})),
 }
+# Objects whose status the cluster writes (a pod's scheduling): compared
+# by labels and owners only.
+STATUS_WRITTEN = {"ns-pod"}
 
 
 def cluster_crs(token_secret="victim"):
@@ -140,7 +149,7 @@ def cluster_crs(token_secret="victim"):
         cr("Token", "tok", {"username": "alice", "lifetime": "15m",
                             "secretRef": {"name": token_secret, "key": "SLURM_JWT"},
                             "jwtKeyRef": {"name": "auth-jwt", "key": "jwt.key"}}, "tokens"),
-        cr("NodeSet", "cpu", {"controllerRef": {"name": "c1"}, "replicas": 1,
+        cr("NodeSet", "cpu", {"controllerRef": {"name": "c1"}, "replicas": 2,
                               "template": {"spec": {"hostname": "cpu-"}},
                               "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete"},
                               "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
@@ -157,6 +166,7 @@ REPORTED_BY = {
     "ra-deployment": ("restapis", "ra"), "login-configmap": ("loginsets", "login"),
     "login-service": ("loginsets", "login"), "token-secret": ("tokens", "tok"),
     "ns-service": ("nodesets", "cpu"), "ns-pdb": ("nodesets", "cpu"), "ns-pvc": ("nodesets", "cpu"),
+    "ns-pod": ("nodesets", "cpu"),
 }
 
 
@@ -204,13 +214,25 @@ def test_no_takeover():
             for short, (path, obj) in FOREIGN_OBJECTS.items():
                 after = c.get(path + "/" + obj["metadata"]["name"])
                 assert after.status == 200, (short, after.status)
-                assert untouched(before[short], after.json()), (short, before[short], after.json())
+                if short in STATUS_WRITTEN:
+                    a, b = after.json()["metadata"], before[short]["metadata"]
+                    assert a["uid"] == b["uid"] and not a.get("ownerReferences") and a.get("labels") == b.get(
+                        "labels"), (short, b, a)
+                else:
+                    assert untouched(before[short], after.json()), (short, before[short], after.json())
+            # The held ordinal was tried once and then waits (1 s doubling;
+            # not again at every event); no other ordinal took its place.
+            tries = op.stderr().count('pods \\"cpu-1\\" already exists') + op.stderr().count('pods "cpu-1" already exists')
+            assert 1 <= tries <= 6, (tries, op.stderr()[-3000:])
+            pods = sorted(p["metadata"]["name"] for p in c.get(
+                CORE + "/pods", labelSelector="app.kubernetes.io/instance=cpu").json()["items"])
+            assert pods == ["cpu-0"], pods
             # The Token's victim kept its data; no JWT was put anywhere.
             v = c.get(CORE + "/secrets/victim").json()
             assert v["data"] == {"mine": b64(b"yes")}, v
             # Removing the foreign objects hands the names back: the
             # operator makes its own and the condition goes.
-            for short in ("token-secret", "ctl-configmap"):
+            for short in ("token-secret", "ctl-configmap", "ns-pod"):
                 path, obj = FOREIGN_OBJECTS[short]
                 r = c.delete(path + "/" + obj["metadata"]["name"])
                 assert r.status in (200, 202), r.text
@@ -220,6 +242,8 @@ def test_no_takeover():
                      what="the Token's conflict condition removed")
             wait_for(lambda: c.get(CORE + "/configmaps/c1-config").status == 200 and "slurm.conf" in (
                 c.get(CORE + "/configmaps/c1-config").json().get("data") or {}), 60, what="c1-config made")
+            wait_for(lambda: ((c.get(CORE + "/pods/cpu-1").json() or {}).get("metadata", {}).get(
+                "ownerReferences") or [{}])[0].get("kind") == "NodeSet", 60, what="the NodeSet's own cpu-1")
             own = c.get(CORE + "/configmaps/c1-config").json()
             assert own["metadata"]["labels"].get("app.kubernetes.io/managed-by") == "slurmop", own["metadata"]
 
