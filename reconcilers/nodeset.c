@@ -646,9 +646,6 @@ static void fill_pod(const nodeset_state *c, const sobj *o, const char *nss, nsb
 
 /* ---- writes ---- */
 
-/* One scale-up. Pods are stamped from the job's template when their turn
- * in the batch comes, so 8,192 creates hold 8,192 small items and at most
- * a window of pod bodies, not 8,192 pod trees at once. */
 /* DaemonSet mode replaces failed pods with a per-node backoff (1 s doubling
  * to 15 min), as Kubernetes' DaemonSet controller does, so a pod that
  * fails at once on one bad node does not spin. Keyed "<nodeset uid>/<node>". */
@@ -678,6 +675,9 @@ static void held_key(char *key, size_t len, const char *uid, int ordinal)
     snprintf(key, len, "%s/#%d", uid, ordinal);
 }
 
+/* One scale-up. Pods are stamped from the job's template when their turn
+ * in the batch comes, so 8,192 creates hold 8,192 small items and at most
+ * a window of pod bodies, not 8,192 pod trees at once. */
 struct create_job {
     nodeset_state *c;
     int refs; /* one per item */
