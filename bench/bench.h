@@ -458,8 +458,14 @@ int bx_fleet_open(bx_ctx *x, bx_fleet *f, const char *tag, int k8s_nodes, int po
  *  status says so: timeout_s, plus 0.12 s per pod on a real control plane
  *  (--cluster real), where the scheduler and kwok set the pace. */
 int bx_fleet_converge(bx_ctx *x, bx_fleet *f, int n, double timeout_s);
-/** Stop everything the fleet started (and remove its objects from a real cluster). */
+/** Stop everything the fleet started. On a real cluster its objects are
+ *  removed and its pods waited for, so that the next scenario starts from an
+ *  empty namespace (a scenario that found 8,192 pods of the previous one
+ *  measured their conflicts, not its own work). */
 void bx_fleet_close(bx_ctx *x, bx_fleet *f);
+/** On a real cluster: delete every pod of NodeSet "gpu" (and any the limit
+ *  left) and wait until they are gone, at most 600 s. 0 or a code. */
+int bx_clean_pods(bx_ctx *x, bx_api *api);
 
 /* ------------------------------------------------------------------ */
 /* reports (bench_report.c) */

@@ -80,6 +80,65 @@ int bx_fleet_converge(bx_ctx *x, bx_fleet *f, int n, double timeout_s)
     return rc;
 }
 
+/* On a real cluster: remove the pods of NodeSet "gpu" (and any left by the
+ * limit) and wait until they are gone. Listed in pages: one LIST of 8,192
+ * pods is ~40 MB, and a failed one ended the scale-out at that size. */
+#define CLEAN_SEL "labelSelector=app.kubernetes.io%2Finstance%3Dgpu"
+
+int bx_clean_pods(bx_ctx *x, bx_api *api)
+{
+    char cont[1024] = "";
+    for (int page = 0; page < 1000; page++) {
+        char *q = xasprintf("%s&limit=500%s%s", CLEAN_SEL, cont[0] ? "&continue=" : "", cont);
+        cJSON *list = NULL;
+        int rc = bx_list(x, api, &KUBE_PODS, x->ns, q, &list);
+        free(q);
+        if (rc == OP_EGONE && cont[0]) {
+            /* the token outlived etcd's compaction (5 min) while the pages
+             * were deleted one by one: from the top again, skipping the pods
+             * already terminating */
+            cont[0] = '\0';
+            continue;
+        }
+        if (rc != 0) {
+            bx_say(x, "bench: listing the pods to clean up: %s", op_strerror(rc));
+            return rc;
+        }
+        const cJSON *it;
+        cJSON_ArrayForEach(it, json_get(list, "items"))
+        {
+            const char *name = json_get_str(it, "metadata.name");
+            if (name && !json_get(it, "metadata.deletionTimestamp"))
+                (void)bx_delete(x, api, &KUBE_PODS, x->ns, name);
+        }
+        /* the token is base64 (URL-safe alphabet but '=' padding) */
+        const char *tok = json_get_str(list, "metadata.continue");
+        size_t o = 0;
+        for (const char *c = tok ? tok : ""; *c && o + 4 < sizeof(cont); c++)
+            o += (size_t)(*c == '=' ? snprintf(cont + o, sizeof(cont) - o, "%%3D")
+                                    : snprintf(cont + o, sizeof(cont) - o, "%c", *c));
+        cont[o] = '\0';
+        cJSON_Delete(list);
+        if (o == 0)
+            break;
+    }
+    for (int i = 0; i < 1200 && !bx_stop_requested(x); i++) {
+        cJSON *list = NULL;
+        int rc = bx_list(x, api, &KUBE_PODS, x->ns, CLEAN_SEL "&limit=1", &list);
+        if (rc != 0) {
+            bx_say(x, "bench: waiting for the pods to go: %s", op_strerror(rc));
+            return rc;
+        }
+        int n = json_len(json_get(list, "items"));
+        cJSON_Delete(list);
+        if (n == 0)
+            return 0;
+        bx_sleep(x, 0.5);
+    }
+    bx_say(x, "bench: the NodeSet's pods were not gone after 600 s");
+    return OP_ETIMEOUT;
+}
+
 int bx_fleet_open(bx_ctx *x, bx_fleet *f, const char *tag, int k8s_nodes, int pods,
                   const bx_fleet_slurm *slurm)
 {
@@ -96,6 +155,9 @@ int bx_fleet_open(bx_ctx *x, bx_fleet *f, const char *tag, int k8s_nodes, int po
         f->have_ks = 1;
     }
     if (bx_api_open(x, f->kubeconfig, &f->api) != 0)
+        return OP_EIO;
+    /* pods an interrupted run left would be cached, and conflict */
+    if (x->kubeconfig && bx_clean_pods(x, &f->api) != 0)
         return OP_EIO;
     /* Without Slurm nothing can confirm a drain: the NodeSet opts out. */
     int rc = bx_make_cluster(x, &f->api, 0, slurm ? slurm->jwt_key : NULL, slurm ? slurm->jwt_len : 0,
@@ -141,16 +203,23 @@ void bx_fleet_close(bx_ctx *x, bx_fleet *f)
     x->cleanup++;
     bx_obs_stop(x, f->obs);
     f->obs = NULL;
-    if (f->op.proc) {
-        if (x->kubeconfig && f->api.kc)
-            (void)bx_scale(x, &f->api, 0);
-        bx_slurmop_stop(x, &f->op);
-    }
     if (x->kubeconfig && f->api.kc) {
-        /* leave the user's cluster as it was: the benchmark's objects go */
+        /* Leave the cluster as it was: the benchmark's objects go while the
+         * operator still runs (it removes the NodeSet's drain finalizer), and
+         * so do the pods, before the next scenario starts. */
+        if (f->op.proc)
+            (void)bx_scale(x, &f->api, 0);
         (void)bx_delete(x, &f->api, &SLINKY_NODESETS, x->ns, "gpu");
         (void)bx_delete(x, &f->api, &SLINKY_RESTAPIS, x->ns, "slurm");
+        (void)bx_clean_pods(x, &f->api);
+        for (int i = 0; f->op.proc && i < 120 && !bx_stop_requested(x); i++) {
+            if (bx_get(x, &f->api, &SLINKY_NODESETS, x->ns, "gpu", NULL) == OP_ENOTFOUND)
+                break;
+            bx_sleep(x, 0.5);
+        }
     }
+    if (f->op.proc)
+        bx_slurmop_stop(x, &f->op);
     if (f->api.kc)
         bx_api_close(x, &f->api);
     if (f->have_ks)

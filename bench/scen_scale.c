@@ -120,65 +120,6 @@ static void run_free(run *r)
     free(r->ry);
 }
 
-/* On a real cluster: remove the pods of NodeSet "gpu" (and any left by the
- * limit) and wait until they are gone. Listed in pages: one LIST of 8,192
- * pods is ~40 MB, and a failed one ended the scale-out at that size. */
-#define CLEAN_SEL "labelSelector=app.kubernetes.io%2Finstance%3Dgpu"
-
-static int clean_pods(bx_ctx *x, bx_api *api)
-{
-    char cont[1024] = "";
-    for (int page = 0; page < 1000; page++) {
-        char *q = xasprintf("%s&limit=500%s%s", CLEAN_SEL, cont[0] ? "&continue=" : "", cont);
-        cJSON *list = NULL;
-        int rc = bx_list(x, api, &KUBE_PODS, x->ns, q, &list);
-        free(q);
-        if (rc == OP_EGONE && cont[0]) {
-            /* the token outlived etcd's compaction (5 min) while the pages
-             * were deleted one by one: from the top again, skipping the pods
-             * already terminating */
-            cont[0] = '\0';
-            continue;
-        }
-        if (rc != 0) {
-            bx_say(x, "bench: listing the pods to clean up: %s", op_strerror(rc));
-            return rc;
-        }
-        const cJSON *it;
-        cJSON_ArrayForEach(it, json_get(list, "items"))
-        {
-            const char *name = json_get_str(it, "metadata.name");
-            if (name && !json_get(it, "metadata.deletionTimestamp"))
-                (void)bx_delete(x, api, &KUBE_PODS, x->ns, name);
-        }
-        /* the token is base64 (URL-safe alphabet but '=' padding) */
-        const char *tok = json_get_str(list, "metadata.continue");
-        size_t o = 0;
-        for (const char *c = tok ? tok : ""; *c && o + 4 < sizeof(cont); c++)
-            o += (size_t)(*c == '=' ? snprintf(cont + o, sizeof(cont) - o, "%%3D")
-                                    : snprintf(cont + o, sizeof(cont) - o, "%c", *c));
-        cont[o] = '\0';
-        cJSON_Delete(list);
-        if (o == 0)
-            break;
-    }
-    for (int i = 0; i < 1200 && !bx_stop_requested(x); i++) {
-        cJSON *list = NULL;
-        int rc = bx_list(x, api, &KUBE_PODS, x->ns, CLEAN_SEL "&limit=1", &list);
-        if (rc != 0) {
-            bx_say(x, "bench: waiting for the pods to go: %s", op_strerror(rc));
-            return rc;
-        }
-        int n = json_len(json_get(list, "items"));
-        cJSON_Delete(list);
-        if (n == 0)
-            return 0;
-        bx_sleep(x, 0.5);
-    }
-    bx_say(x, "bench: the NodeSet's pods were not gone after 600 s");
-    return OP_ETIMEOUT;
-}
-
 /* How long to wait for every pod Ready. On a real control plane that is
  * kube-scheduler's and kwok's pace, not the operator's: at 8,192 pods on
  * 9,216 Nodes and two shared cores it bound 5-25 pods a second (a required
@@ -248,7 +189,7 @@ static int run_limit(bx_ctx *x, int n, run *r)
     if (rc == 0)
         rc = bx_make_cluster(x, &e.api, 0, NULL, 0, 0, 1); /* no Slurm: no drain */
     if (rc == 0 && x->kubeconfig)
-        rc = clean_pods(x, &e.api);
+        rc = bx_clean_pods(x, &e.api);
     if (rc == 0 && x->kubeconfig)
         rc = bx_make_worker_objects(x, &e.api);
     char **bodies = rc == 0 ? bx_build_pods(x, &e.api, n) : NULL;
@@ -287,7 +228,7 @@ static int run_limit(bx_ctx *x, int n, run *r)
                 r->creates_seen = (double)json_get_int(cnt, "creates.pods", 0);
             cJSON_Delete(cnt);
         } else {
-            (void)clean_pods(x, &e.api);
+            (void)bx_clean_pods(x, &e.api);
         }
     }
     env_close(x, &e);
@@ -307,7 +248,7 @@ static int run_operator(bx_ctx *x, int n, run *r)
     if (rc == 0)
         rc = bx_make_cluster(x, &e.api, 0, NULL, 0, 0, 1); /* no Slurm: no drain */
     if (rc == 0 && x->kubeconfig)
-        rc = clean_pods(x, &e.api);
+        rc = bx_clean_pods(x, &e.api);
     snprintf(log, sizeof(log), "slurmop-scaleout-%d.log", n);
     if (rc == 0)
         rc = bx_slurmop_start(x, log, e.kubeconfig, NULL, &op);
@@ -388,7 +329,7 @@ static int run_operator(bx_ctx *x, int n, run *r)
     }
     if (op.proc && x->kubeconfig) {
         (void)bx_scale(x, &e.api, 0);
-        (void)clean_pods(x, &e.api);
+        (void)bx_clean_pods(x, &e.api);
     }
     bx_slurmop_stop(x, &op);
     env_close(x, &e);
