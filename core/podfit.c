@@ -1,22 +1,42 @@
 #include "core/podfit.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "core/json.h"
 #include "core/labels.h"
 
-int fit_node_selector(const cJSON *podspec, const cJSON *node)
+/* Where a Node's labels come from: its JSON, or the caller's own copy (the
+ * operator's Node cache keeps them interned, not in the trimmed JSON). */
+typedef struct fit_labels {
+    lsel_lookup_fn get;
+    void *ctx;
+} fit_labels;
+
+/* json_child, not a path: label keys hold dots ("kubernetes.io/os"). */
+static const char *json_label(void *ctx, const char *key)
+{
+    const cJSON *v = json_child(json_get((const cJSON *)ctx, "metadata.labels"), key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int selector_ok(const cJSON *podspec, const fit_labels *l)
 {
     const cJSON *sel = json_child(podspec, "nodeSelector");
-    const cJSON *labels = json_get(node, "metadata.labels");
     if (!cJSON_IsObject(sel))
         return 1;
     for (const cJSON *s = sel->child; s; s = s->next) {
-        const char *have = json_get_str(labels, s->string);
+        const char *have = l->get(l->ctx, s->string);
         if (!cJSON_IsString(s) || have == NULL || strcmp(have, s->valuestring) != 0)
             return 0;
     }
     return 1;
+}
+
+int fit_node_selector(const cJSON *podspec, const cJSON *node)
+{
+    fit_labels l = {json_label, (void *)(uintptr_t)node};
+    return selector_ok(podspec, &l);
 }
 
 static int field_lookup_ok(const cJSON *fields, const cJSON *node)
@@ -38,7 +58,7 @@ static int field_lookup_ok(const cJSON *fields, const cJSON *node)
     return 1;
 }
 
-static int term_matches(const cJSON *term, const cJSON *node)
+static int term_matches(const cJSON *term, const cJSON *node, const fit_labels *l)
 {
     const cJSON *exprs = json_child(term, "matchExpressions");
     const cJSON *fields = json_child(term, "matchFields");
@@ -53,7 +73,7 @@ static int term_matches(const cJSON *term, const cJSON *node)
         cJSON_Delete(wrap);
         if (rc)
             return 0;
-        int ok = lsel_match_json(sel, json_get(node, "metadata.labels"));
+        int ok = lsel_match(sel, l->get, l->ctx);
         lsel_free(sel);
         if (!ok)
             return 0;
@@ -63,16 +83,22 @@ static int term_matches(const cJSON *term, const cJSON *node)
     return 1;
 }
 
-int fit_node_affinity(const cJSON *podspec, const cJSON *node)
+static int affinity_ok(const cJSON *podspec, const cJSON *node, const fit_labels *l)
 {
     const cJSON *req = json_get(podspec, "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution");
     if (req == NULL || cJSON_IsNull(req))
         return 1;
     const cJSON *terms = json_child(req, "nodeSelectorTerms");
     for (const cJSON *t = terms ? terms->child : NULL; t; t = t->next)
-        if (term_matches(t, node))
+        if (term_matches(t, node, l))
             return 1;
     return 0;
+}
+
+int fit_node_affinity(const cJSON *podspec, const cJSON *node)
+{
+    fit_labels l = {json_label, (void *)(uintptr_t)node};
+    return affinity_ok(podspec, node, &l);
 }
 
 int fit_tolerates(const cJSON *tolerations, const cJSON *taint)
@@ -98,7 +124,8 @@ int fit_tolerates(const cJSON *tolerations, const cJSON *taint)
     return 0;
 }
 
-static void check(const cJSON *podspec, const cJSON *node, int honour_unschedulable, fit_result *out)
+static void check(const cJSON *podspec, const cJSON *node, const fit_labels *l, int honour_unschedulable,
+                  fit_result *out)
 {
     const char *want = json_get_str(podspec, "nodeName");
     const char *name = json_get_str(node, "metadata.name");
@@ -112,7 +139,7 @@ static void check(const cJSON *podspec, const cJSON *node, int honour_unschedula
         out->reason = "node(s) didn't match the requested node name";
         return;
     }
-    if (!fit_node_selector(podspec, node) || !fit_node_affinity(podspec, node)) {
+    if (!selector_ok(podspec, l) || !affinity_ok(podspec, node, l)) {
         out->should_run = out->should_continue = 0;
         out->reason = "node(s) didn't match Pod's node affinity/selector";
         return;
@@ -144,12 +171,21 @@ static void check(const cJSON *podspec, const cJSON *node, int honour_unschedula
 
 void fit_daemon(const cJSON *podspec, const cJSON *node, fit_result *out)
 {
-    check(podspec, node, 0, out);
+    fit_labels l = {json_label, (void *)(uintptr_t)node};
+    check(podspec, node, &l, 0, out);
+}
+
+void fit_daemon_labels(const cJSON *podspec, const cJSON *node, lsel_lookup_fn labels, void *ctx,
+                       fit_result *out)
+{
+    fit_labels l = {labels, ctx};
+    check(podspec, node, &l, 0, out);
 }
 
 void fit_schedule(const cJSON *podspec, const cJSON *node, fit_result *out)
 {
-    check(podspec, node, 1, out);
+    fit_labels l = {json_label, (void *)(uintptr_t)node};
+    check(podspec, node, &l, 1, out);
 }
 
 int fit_anti_affinity_conflict(const cJSON *podspec, const char *pod_ns, const cJSON *other_labels,

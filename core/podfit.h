@@ -13,6 +13,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/labels.h"
+
 typedef struct fit_result {
     int should_run;      /* a new pod may be placed (DaemonSet: should exist) */
     int should_continue; /* an existing pod may keep running (untolerated NoExecute says no) */
@@ -31,6 +33,11 @@ int fit_tolerates(const cJSON *tolerations, const cJSON *taint);
  *  NoExecute: should not continue). Node unschedulable is ignored, as
  *  DaemonSet pods tolerate it. */
 void fit_daemon(const cJSON *podspec, const cJSON *node, fit_result *out);
+/** fit_daemon with the Node's labels read through `labels` (ctx is its
+ *  first argument) instead of node's metadata.labels, for a cache that keeps
+ *  them apart from the Node's JSON. */
+void fit_daemon_labels(const cJSON *podspec, const cJSON *node, lsel_lookup_fn labels, void *ctx,
+                       fit_result *out);
 
 /** The scheduler's view: as fit_daemon, but an unschedulable Node accepts no
  *  new pods unless the pod tolerates node.kubernetes.io/unschedulable. */

@@ -486,6 +486,16 @@ const char *sobj_label(const sobj *o, const char *key)
     return NULL;
 }
 
+int sobj_labels_equal(const sobj *a, const sobj *b)
+{
+    if (a->n_labels != b->n_labels)
+        return 0;
+    for (int i = 0; i < a->n_labels; i++)
+        if (sobj_label_i(b, a->labels[2 * i]) != a->labels[2 * i + 1])
+            return 0;
+    return 1;
+}
+
 const char *sobj_annotation(const sobj *o, const char *key)
 {
     for (int i = 0; i < o->n_annotations; i++)

@@ -6,8 +6,8 @@
  * timestamps) plus an optional kind-specific projection produced by a
  * callback (pods keep phase, readiness, node name, ...). Kinds with few
  * objects that reconcilers must read in full (the CRs, ConfigMaps, Secrets)
- * keep their JSON; a kind may also keep a trimmed JSON (Nodes keep labels and
- * taints for the DaemonSet predicates).
+ * keep their JSON; a kind may also keep a trimmed JSON (Nodes keep taints for
+ * the DaemonSet predicates; their labels are the interned pairs).
  *
  * Lookups: by "namespace/name" (or "name" for cluster-scoped kinds), and by
  * up to STORE_MAX_INDEXES secondary indexes, each a function from an object
@@ -163,6 +163,9 @@ static inline const char *sobj_annotation_i(const sobj *o, const char *ikey)
             return o->annotations[2 * i + 1];
     return NULL;
 }
+
+/** Same label set (keys and values interned: pointers compared), in any order. */
+int sobj_labels_equal(const sobj *a, const sobj *b);
 
 /** Approximate heap bytes held by the store (objects, strings, indexes). */
 size_t store_bytes(const store *s);

@@ -54,8 +54,8 @@ struct nodeset_state {
     map_t wait_passes;    /* key -> struct wait_pass (below) */
     map_t failed_keys;    /* key -> itself (below) */
     map_t incrs;          /* NodeSet key -> struct incr ("incremental passes") */
-    map_t ds_backoffs;    /* "<nodeset uid>/<node>" -> struct ds_backoff */
-    map_t held_names;     /* "<nodeset uid>/#<ordinal>" -> struct ds_backoff (see held_key) */
+    map_t ds_backoffs;    /* "<nodeset uid>/<node>" -> struct backoff */
+    map_t held_names;     /* "<nodeset uid>/#<ordinal>" -> struct backoff (see held_key) */
     /* Interned keys for the per-pod lookups of every pass (pointer
      * compares): references taken at setup, dropped at stop. */
     struct {
@@ -508,7 +508,8 @@ static int node_changed(const sobj *old, const sobj *new)
 {
     if (!old || !new)
         return 1;
-    return !json_equal(json_child(old->json, "metadata"), json_child(new->json, "metadata")) ||
+    return !sobj_labels_equal(old, new) ||
+           !json_equal(json_child(old->json, "metadata"), json_child(new->json, "metadata")) ||
            !json_equal(json_child(old->json, "spec"), json_child(new->json, "spec"));
 }
 
@@ -646,22 +647,39 @@ static void fill_pod(const nodeset_state *c, const sobj *o, const char *nss, nsb
 
 /* ---- writes ---- */
 
-/* DaemonSet mode replaces failed pods with a per-node backoff (1 s doubling
- * to 15 min), as Kubernetes' DaemonSet controller does, so a pod that
- * fails at once on one bad node does not spin. Keyed "<nodeset uid>/<node>". */
-struct ds_backoff {
+/* A retry that doubles: 1 s, then twice the last delay up to a cap. Two
+ * maps hold them, keyed by NodeSet uid: DaemonSet mode replaces failed pods
+ * with a per-node backoff (to 15 min), as Kubernetes' DaemonSet controller
+ * does, so that a pod failing at once on one bad node does not spin
+ * ("<nodeset uid>/<node>"); held_names is below. */
+struct backoff {
     char *key;
     unsigned delay_ms;
     uint64_t next_ms;
 };
-static void ds_backoff_free(void *v)
+static void backoff_free(void *v)
 {
-    struct ds_backoff *b = v;
+    struct backoff *b = v;
     free(b->key);
     free(b);
 }
 
-static const map_type ds_backoff_type = {.val_free = ds_backoff_free};
+static const map_type backoff_type = {.val_free = backoff_free};
+
+/* Record one more try under key: the next may come after the doubled delay. */
+static void backoff_bump(map_t *m, const char *key, unsigned max_ms, uint64_t now)
+{
+    struct backoff *b = map_get(m, key);
+    if (b == NULL) {
+        b = xcalloc(1, sizeof(*b));
+        b->key = xstrdup(key);
+        map_put(m, b->key, b);
+    }
+    b->delay_ms = b->delay_ms ? b->delay_ms * 2 : 1000;
+    if (b->delay_ms > max_ms)
+        b->delay_ms = max_ms;
+    b->next_ms = now + b->delay_ms;
+}
 
 /* A StatefulSet-mode create answered 409 for a name the pod cache does not
  * hold (a pod without our labels, which the cache leaves out, or ours not
@@ -786,20 +804,11 @@ static void create_item_done(void *item, int err, void *data)
         char key[512];
         held_key(key, sizeof(key), j->owner_uid, ci->ordinal);
         if (err == OP_EEXISTS) {
-            struct ds_backoff *h = map_get(&c->held_names, key);
-            if (h == NULL) {
-                h = xcalloc(1, sizeof(*h));
-                h->key = xstrdup(key);
-                map_put(&c->held_names, h->key, h);
-            }
-            h->delay_ms = h->delay_ms ? h->delay_ms * 2 : 1000;
-            if (h->delay_ms > HELD_MAX_MS)
-                h->delay_ms = HELD_MAX_MS;
-            h->next_ms = uv_now(c->op->loop) + h->delay_ms;
+            backoff_bump(&c->held_names, key, HELD_MAX_MS, uv_now(c->op->loop));
         } else if (err == 0) {
-            struct ds_backoff *h = map_del(&c->held_names, key);
+            struct backoff *h = map_del(&c->held_names, key);
             if (h)
-                ds_backoff_free(h);
+                backoff_free(h);
         }
     }
     if (err) {
@@ -1241,7 +1250,7 @@ static int name_held(struct pass *p, int ordinal)
     if (o == NULL) {
         char hk[512];
         held_key(hk, sizeof(hk), p->o->uid, ordinal);
-        const struct ds_backoff *h = map_get(&p->c->held_names, hk);
+        const struct backoff *h = map_get(&p->c->held_names, hk);
         uint64_t now = uv_now(p->op->loop);
         if (h == NULL || now >= h->next_ms) {
             free(name);
@@ -1365,25 +1374,28 @@ out:
 }
 
 
+/* The Node cache keeps labels interned on the sobj, not in its JSON. */
+static const char *node_label(void *ctx, const char *key)
+{
+    return sobj_label(ctx, key);
+}
+
+static void node_fit(const cJSON *sim, const sobj *node, fit_result *out)
+{
+    nsb_daemon_fit_labels(sim, node->json, node_label, (void *)(uintptr_t)node, out);
+}
+
 static int ds_may_replace(struct pass *p, const char *node)
 {
     char key[512];
     uint64_t now = uv_now(p->op->loop);
     snprintf(key, sizeof(key), "%s/%s", p->o->uid, node);
-    struct ds_backoff *b = map_get(&p->c->ds_backoffs, key);
-    if (b == NULL) {
-        b = xcalloc(1, sizeof(*b));
-        b->key = xstrdup(key);
-        map_put(&p->c->ds_backoffs, b->key, b);
-    }
-    if (now < b->next_ms) {
+    const struct backoff *b = map_get(&p->c->ds_backoffs, key);
+    if (b && now < b->next_ms) {
         want_requeue(p, (uint32_t)(b->next_ms - now));
         return 0;
     }
-    b->delay_ms = b->delay_ms ? b->delay_ms * 2 : 1000;
-    if (b->delay_ms > 15 * 60 * 1000)
-        b->delay_ms = 15 * 60 * 1000;
-    b->next_ms = now + b->delay_ms;
+    backoff_bump(&p->c->ds_backoffs, key, 15 * 60 * 1000, now);
     return 1;
 }
 
@@ -1436,7 +1448,7 @@ static int scale_daemonset(struct pass *p)
         const sobj *n = store_get(nodes, NULL, node);
         fit_result fr = {0, 0, NULL};
         if (n)
-            nsb_daemon_fit(sim, n->json, &fr);
+            node_fit(sim, n, &fr);
         if (n == NULL || !fr.should_continue) {
             condemn(p, o, n ? "it may no longer run on its node" : "its node is gone");
             changed = 1;
@@ -1466,7 +1478,7 @@ static int scale_daemonset(struct pass *p)
     const sobj *n;
     while (job && (n = store_next(nodes, &it))) {
         fit_result fr;
-        nsb_daemon_fit(sim, n->json, &fr);
+        node_fit(sim, n, &fr);
         if (!fr.should_run || map_get(&by_node, n->name))
             continue;
         const char *override = sobj_annotation(n, NSB_ANN_HOSTNAME_OVERRIDE);
@@ -1645,7 +1657,7 @@ static void sync_status(struct pass *p)
         const sobj *n;
         while (sim && (n = store_next(op_store(p->op, OPK_NODES), &it))) {
             fit_result fr;
-            nsb_daemon_fit(sim, n->json, &fr);
+            node_fit(sim, n, &fr);
             desired += fr.should_run;
         }
         cJSON_Delete(sim);
@@ -2308,8 +2320,8 @@ nodeset_state *nodeset_state_new(void)
     map_init_type(&c->wait_passes, &wait_pass_type);
     map_init_type(&c->failed_keys, &map_type_free_val);
     map_init_type(&c->incrs, &incr_type);
-    map_init_type(&c->ds_backoffs, &ds_backoff_type);
-    map_init_type(&c->held_names, &ds_backoff_type);
+    map_init_type(&c->ds_backoffs, &backoff_type);
+    map_init_type(&c->held_names, &backoff_type);
     map_init_type(&c->status_busy, &status_busy_type);
     return c;
 }

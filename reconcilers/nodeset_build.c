@@ -986,6 +986,12 @@ void nsb_daemon_fit(const cJSON *sim_spec, const cJSON *node, fit_result *out)
     fit_daemon(sim_spec, node, out);
 }
 
+void nsb_daemon_fit_labels(const cJSON *sim_spec, const cJSON *node, lsel_lookup_fn labels, void *ctx,
+                           fit_result *out)
+{
+    fit_daemon_labels(sim_spec, node, labels, ctx, out);
+}
+
 /* ---- revisions --------------------------------------------------------------------------------- */
 
 static cJSON *replace_copy(const cJSON *o)

@@ -220,6 +220,10 @@ cJSON *nsb_daemon_sim_spec(const nsb_pod_args *a, char *err, size_t errlen);
 /** fit_daemon over the simulated spec: should_run (create a pod there) and
  *  should_continue (keep an existing pod: only untolerated NoExecute says no). */
 void nsb_daemon_fit(const cJSON *sim_spec, const cJSON *node, fit_result *out);
+/** The same for a Node whose labels are read through `labels` (the
+ *  operator's Node cache keeps them interned, out of the trimmed JSON). */
+void nsb_daemon_fit_labels(const cJSON *sim_spec, const cJSON *node, lsel_lookup_fn labels, void *ctx,
+                           fit_result *out);
 
 /* ---- Revisions (docs/compat.md#nodeset-revisions) --------------------------------------------- */
 

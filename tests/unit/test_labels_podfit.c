@@ -89,6 +89,54 @@ static void test_selector_object(void **state)
     cJSON_Delete(l2);
 }
 
+/* Label keys hold dots and slashes; a nodeSelector on one must match (it
+ * was once looked up as a JSON path and never did). Labels may also come
+ * from the caller, as the operator's Node cache keeps them. */
+static const char *pairs_label(void *ctx, const char *key)
+{
+    const char *const *p = ctx;
+    for (; p[0]; p += 2)
+        if (strcmp(p[0], key) == 0)
+            return p[1];
+    return NULL;
+}
+
+static void test_daemon_fit_dotted_keys(void **state)
+{
+    cJSON *node = J("{\"metadata\":{\"name\":\"n1\",\"labels\":{\"kubernetes.io/os\":\"linux\","
+                    "\"nvidia.com/gpu.present\":\"true\"}}}");
+    cJSON *bare = J("{\"metadata\":{\"name\":\"n1\"}}");
+    cJSON *pod = J("{\"nodeSelector\":{\"kubernetes.io/os\":\"linux\",\"nvidia.com/gpu.present\":\"true\"}}");
+    cJSON *aff = J("{\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":"
+                   "{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"nvidia.com/gpu.present\","
+                   "\"operator\":\"In\",\"values\":[\"true\"]}]}]}}}}");
+    fit_result r;
+    fit_daemon(pod, node, &r);
+    assert_true(r.should_run);
+    fit_daemon(aff, node, &r);
+    assert_true(r.should_run);
+    fit_daemon(pod, bare, &r);
+    assert_false(r.should_run);
+
+    const char *labels[] = {"kubernetes.io/os", "linux", "nvidia.com/gpu.present", "true", NULL};
+    const char *other[] = {"kubernetes.io/os", "linux", "nvidia.com/gpu.present", "false", NULL};
+    fit_daemon_labels(pod, bare, pairs_label, (void *)labels, &r);
+    assert_true(r.should_run);
+    fit_daemon_labels(aff, bare, pairs_label, (void *)labels, &r);
+    assert_true(r.should_run);
+    fit_daemon_labels(pod, bare, pairs_label, (void *)other, &r);
+    assert_false(r.should_run);
+    fit_daemon_labels(aff, bare, pairs_label, (void *)other, &r);
+    assert_false(r.should_run);
+    /* the getter is the only source: labels in the JSON are not read */
+    fit_daemon_labels(pod, node, pairs_label, (void *)other, &r);
+    assert_false(r.should_run);
+    cJSON_Delete(node);
+    cJSON_Delete(bare);
+    cJSON_Delete(pod);
+    cJSON_Delete(aff);
+}
+
 static void test_daemon_fit(void **state)
 {
     cJSON *node = J("{\"metadata\":{\"name\":\"n1\",\"labels\":{\"gpu\":\"h100\",\"zone\":\"a\"}},"
@@ -157,6 +205,7 @@ int main(void)
         cmocka_unit_test(test_selector_grammar),
         cmocka_unit_test(test_selector_object),
         cmocka_unit_test(test_daemon_fit),
+        cmocka_unit_test(test_daemon_fit_dotted_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
