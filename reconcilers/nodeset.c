@@ -186,10 +186,18 @@ static int take_failed(nodeset_state *c, const char *key)
  *     the status;
  *   - a spec the state does not model: DaemonSet mode, volumeClaimTemplates,
  *     pinToNode, minReadySeconds (availability depends on the clock);
- *   - the Slurm side is not quiet (nss_quiet: a Controller with a
- *     RestApi, or condemned pods, drains or a blocked condition pending):
- *     its rules (cordon sync, drift, held tables, counts) are defined over
- *     every pod, so every event of such a NodeSet runs a full pass;
+ *   - with a RestApi, the Slurm side is not calm (nss_calm: condemned
+ *     pods, drains, a blocked condition, registration drift, a held node
+ *     table, a reservation write or a ScheduledUpdate strategy pending,
+ *     the client not ready, or the last full pass did not run nss_sync), or
+ *     writes are in flight: those rules are defined over every pod. When
+ *     it is calm, each pod that changed, or whose Slurm node did (the node
+ *     cache's events come as pod events, nss_queue.pod), gets its share of
+ *     nss_sync and nss_status (nss_pod_step: cordon sync, deadline,
+ *     topology, features, conditions, the protect label, pod info) and
+ *     the Slurm counts come from the state (each pod's NSI_SLURM_* bits);
+ *     a changed pod that is Ready while the table lacks its node
+ *     (registration drift) sends the pass to a full one;
  *   - the last full pass found a conflict (an object not ours under our
  *     names: its condition is kept by full passes only);
  *   - the plan needs every pod (nsi_plan returns NSI_FULL: scale-in victims,
@@ -336,6 +344,16 @@ void nodeset_enqueue_after(operator *op, const char *key, uint64_t ms)
 static void queue_now(void *ctx, const char *key)
 {
     enqueue_full(ctx, key);
+}
+
+/* A Slurm node event about one pod of key: an incremental pass may look
+ * at that pod only. */
+static void queue_pod(void *ctx, const char *key, const sobj *pod)
+{
+    nodeset_state *c = ctx;
+    incr_mark_pod(c, key, pod);
+    if (c->q)
+        wq_add(c->q, key);
 }
 
 static void queue_after(void *ctx, const char *key, uint64_t ms)
@@ -555,7 +573,7 @@ static void setup(operator *op)
     store_on_change(op_store(op, OPK_SECRETS), on_secret, c);
     store_on_change(op_store(op, OPK_REVISIONS), on_revision, c);
     store_on_change(op_store(op, OPK_NODES), on_node, c);
-    nss_setup(op, &(nss_queue){.now = queue_now, .after = queue_after, .ctx = c});
+    nss_setup(op, &(nss_queue){.now = queue_now, .after = queue_after, .pod = queue_pod, .ctx = c});
 }
 
 /* ------------------------------------------------------------------ */
@@ -1823,6 +1841,7 @@ static void incr_derive(const struct pass *p, const char *update_hash, const cha
     for (const sobj *o = store_index_first(pods, p->c->ix_pod_owner, p->o->uid, &c); o; o = store_index_next(&c)) {
         fill_pod(p->c, o, p->name, &nb);
         nsi_pod f = nsi_pod_of(&nb, mode_ok(p->c, p->mode, o), update_hash, current_hash, p->name);
+        f.slurm = nss_pod_slurm_bits(p->op, p->o, o) & 15u;
         nsi_set(out, o->uid, o->key, &f);
     }
 }
@@ -1846,6 +1865,7 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
         const sobj *o = pod_sobj(&p->pods[i]);
         nsi_pod f =
             nsi_pod_of(&p->pods[i], mode_ok(p->c, p->mode, o), p->update_hash, p->current_hash, p->name);
+        f.slurm = nss_pod_slurm_bits(p->op, p->o, o) & 15u;
         nsi_set(&r->st, o->uid, o->key, &f);
     }
     snprintf(r->update_hash, sizeof(r->update_hash), "%s", p->update_hash);
@@ -1860,33 +1880,73 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
  * updates the state and the status, as a full pass does then. Returns 0
  * when a full pass must run instead (having taken no action). */
 /* The state of key when an incremental step may use it, else NULL. */
-static struct incr *incr_usable(struct pass *p, uint64_t now)
+static struct incr *incr_usable(struct pass *p, uint64_t now, int slurm_ok)
 {
     struct incr *r = map_get(&p->c->incrs, p->key);
-    if (r == NULL || !r->valid || r->full || now >= r->full_due_ms || !nss_quiet(p->op, p->o))
+    if (r == NULL || !r->valid || r->full || now >= r->full_due_ms)
+        return NULL;
+    if (!nss_quiet(p->op, p->o) && !(slurm_ok && nss_calm(p->op, p->o, p->ns)))
         return NULL;
     return r;
 }
 
-/* Bring the state up to date for the pods that changed. */
-static void incr_apply_dirty(struct pass *p, struct incr *r)
+/* Bring the state up to date for the pods that changed; when changed is
+ * given, it gets the store keys of those still there (malloc'd array of
+ * malloc'd keys, *n_changed of them). */
+static void incr_apply_dirty(struct pass *p, struct incr *r, char ***changed, size_t *n_changed)
 {
     store *pods = op_store(p->op, OPK_PODS);
-    size_t it = 0;
+    size_t it = 0, n = 0;
     const char *uid;
     void *v;
     nsb_pod nb;
+    char **keys = changed ? xcalloc(r->dirty.count + 1, sizeof(*keys)) : NULL;
     while (map_next(&r->dirty, &it, &uid, &v)) {
         const sobj *pod = store_get_key(pods, v);
         if (pod && strcmp(pod->uid, uid) == 0 && pod->owner_uid && strcmp(pod->owner_uid, p->o->uid) == 0) {
             fill_pod(p->c, pod, p->name, &nb);
             nsi_pod f = nsi_pod_of(&nb, mode_ok(p->c, p->mode, pod), r->update_hash, r->current_hash, p->name);
+            f.slurm = nss_pod_slurm_bits(p->op, p->o, pod) & 15u;
             nsi_set(&r->st, uid, pod->key, &f);
+            if (keys)
+                keys[n++] = xstrdup(pod->key);
         } else {
             nsi_set(&r->st, uid, NULL, NULL);
         }
     }
     map_free(&r->dirty);
+    if (changed) {
+        *changed = keys;
+        *n_changed = n;
+    }
+}
+
+static void free_keys(char **keys, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(keys[i]);
+    free(keys);
+}
+
+/* The Slurm side of an incremental pass (a RestApi, nss_calm): each pod
+ * that changed, or whose Slurm node did, gets what nss_sync and nss_status
+ * would do for it. Returns 0 when a full pass must decide instead. */
+static int incr_slurm(struct pass *p, struct incr *r, char **keys, size_t n)
+{
+    store *pods = op_store(p->op, OPK_PODS);
+    /* nss_sync uncordons only while no scale-in is under way: every pod
+     * that is not terminating, of either mode, within replicas */
+    int uncordon_ok = r->st.active + r->st.other_mode <= nsb_replicas(p->ns);
+    nsb_pod nb;
+    for (size_t i = 0; i < n; i++) {
+        const sobj *pod = store_get_key(pods, keys[i]);
+        if (pod == NULL)
+            return 0;
+        fill_pod(p->c, pod, p->name, &nb);
+        if (nss_pod_step(p->op, p->o, p->ns, &nb, r->update_hash, uncordon_ok) != NSS_STEP_DONE)
+            return 0;
+    }
+    return 1;
 }
 
 /* Debug builds: the state rebuilt from every pod must be equal to the
@@ -1966,7 +2026,8 @@ static const sobj *name_twin(nodeset_state *c, const sobj *o, const cJSON *ns)
 static int incr_pending(struct pass *p)
 {
     uint64_t now = uv_now(p->op->loop);
-    struct incr *r = incr_usable(p, now);
+    /* With a RestApi the pods' Slurm work waits for the throttled pass. */
+    struct incr *r = incr_usable(p, now, 0);
     if (r == NULL)
         return 0;
     if (r->dirty.count == 0)
@@ -1976,7 +2037,7 @@ static int incr_pending(struct pass *p)
     snprintf(p->update_hash, sizeof(p->update_hash), "%s", r->update_hash);
     snprintf(p->current_hash, sizeof(p->current_hash), "%s", r->current_hash);
     p->collision = r->collision;
-    incr_apply_dirty(p, r);
+    incr_apply_dirty(p, r, NULL, NULL);
     if (r->st.ended.count > 0 && nsi_plan(&r->st, nsb_replicas(p->ns), r->rolling).action != NSI_FULL) {
         store *pods = op_store(p->op, OPK_PODS);
         size_t n = 0, cap = r->st.ended.count, it = 0;
@@ -2019,19 +2080,26 @@ static int incr_pending(struct pass *p)
 static int incr_pass(struct pass *p, wq_result *res)
 {
     uint64_t now = uv_now(p->op->loop);
-    struct incr *r = incr_usable(p, now);
+    int act = exp_satisfied(p->c->exp, p->key, p->o->uid, now);
+    /* The Slurm side acts on pods only once writes are not in flight (a
+     * full pass runs nss_sync only then). */
+    struct incr *r = incr_usable(p, now, act);
     if (r == NULL)
         return 0;
-    int act = exp_satisfied(p->c->exp, p->key, p->o->uid, now);
+    int slurm = !nss_quiet(p->op, p->o);
     store *pods = op_store(p->op, OPK_PODS);
-    size_t it = 0;
+    size_t it = 0, n_changed = 0;
     const char *uid;
-    incr_apply_dirty(p, r);
+    char **changed = NULL;
+    incr_apply_dirty(p, r, slurm ? &changed : NULL, &n_changed);
     int replicas = nsb_replicas(p->ns);
     nsi_plan_t plan = act ? nsi_plan(&r->st, replicas, r->rolling) : (nsi_plan_t){NSI_NONE, 0};
     snprintf(p->update_hash, sizeof(p->update_hash), "%s", r->update_hash);
     snprintf(p->current_hash, sizeof(p->current_hash), "%s", r->current_hash);
     p->collision = r->collision;
+    if (plan.action != NSI_FULL && slurm && !incr_slurm(p, r, changed, n_changed))
+        plan.action = NSI_FULL;
+    free_keys(changed, n_changed);
     if (plan.action == NSI_FULL)
         return 0;
     if (plan.action == NSI_REPLACE) {
@@ -2068,7 +2136,13 @@ static int incr_pass(struct pass *p, wq_result *res)
     nsb_counts counts;
     nsb_slurm_counts sc = {0, 0, 0, 0};
     nsi_counts(&r->st, replicas, &counts);
-    nss_status(p->op, p->o, p->ctl, p->ns, NULL, 0, &sc); /* quiet: zeros, touches no pod */
+    if (slurm) /* calm: the counts of the pods' nodes as nss_status adds them up */
+        sc = (nsb_slurm_counts){.idle = r->st.slurm_idle,
+                                .allocated = r->st.slurm_allocated,
+                                .down = r->st.slurm_down,
+                                .drain = r->st.slurm_drain};
+    else
+        nss_status(p->op, p->o, p->ctl, p->ns, NULL, 0, &sc); /* quiet: zeros, touches no pod */
     write_status(p, &counts, &sc, NULL);
     incr_check(p, r);
     uint64_t ms = r->full_due_ms - now;

@@ -83,6 +83,10 @@ static void account(nsi_state *s, const nsi_pod *f, int sign)
     }
     if (!f->terminating && !f->updated)
         s->old += sign;
+    s->slurm_idle += sign * (int)((f->slurm & NSI_SLURM_IDLE) != 0);
+    s->slurm_allocated += sign * (int)((f->slurm & NSI_SLURM_ALLOCATED) != 0);
+    s->slurm_down += sign * (int)((f->slurm & NSI_SLURM_DOWN) != 0);
+    s->slurm_drain += sign * (int)((f->slurm & NSI_SLURM_DRAIN) != 0);
     if (f->ordinal >= NSB_REPLICAS_MAX) {
         s->ord_high += sign;
     } else if (f->ordinal >= 0) {
@@ -146,7 +150,7 @@ static int same_pod(const nsi_pod *a, const nsi_pod *b)
 {
     return a->ordinal == b->ordinal && a->phase == b->phase && a->ready == b->ready &&
            a->terminating == b->terminating && a->mode_ok == b->mode_ok && a->updated == b->updated &&
-           a->current == b->current;
+           a->current == b->current && a->slurm == b->slurm;
 }
 
 #define DIFF(field)                                                                                                   \
@@ -168,6 +172,10 @@ int nsi_equal(const nsi_state *a, const nsi_state *b, char *why, size_t why_len)
     DIFF(other_mode);
     DIFF(old);
     DIFF(ord_high);
+    DIFF(slurm_idle);
+    DIFF(slurm_allocated);
+    DIFF(slurm_down);
+    DIFF(slurm_drain);
     DIFF(pods.count);
     DIFF(ended.count);
     size_t it = 0;

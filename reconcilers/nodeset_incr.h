@@ -41,7 +41,15 @@ typedef struct nsi_pod {
     unsigned mode_ok : 1;     /* of the NodeSet's scaling mode (or unlabelled) */
     unsigned updated : 1;     /* its revision is the update revision */
     unsigned current : 1;     /* its revision is the current revision */
+    unsigned slurm : 4;       /* NSI_SLURM_* of its Slurm node (0: not listed, or no RestApi) */
 } nsi_pod;
+
+/* What a pod's Slurm node adds to the NodeSet's Slurm counts (nss_status):
+ * the caller reads them from the node cache; nsi_pod_of leaves them 0. */
+#define NSI_SLURM_IDLE 1u
+#define NSI_SLURM_ALLOCATED 2u
+#define NSI_SLURM_DOWN 4u
+#define NSI_SLURM_DRAIN 8u
 
 typedef struct nsi_state {
     map_t pods; /* uid -> struct nsi_ent (private) */
@@ -60,6 +68,8 @@ typedef struct nsi_state {
     uint32_t *ord_use; /* pods per ordinal < ord_cap */
     size_t ord_cap;
     int32_t ord_high; /* pods whose ordinal is >= NSB_REPLICAS_MAX */
+    /* the Slurm counts: pods whose node has each NSI_SLURM_* bit */
+    int32_t slurm_idle, slurm_allocated, slurm_down, slurm_drain;
     /* uids of active pods of the mode whose phase is Failed or Succeeded
      * (values: private entries) */
     map_t ended;

@@ -15,6 +15,7 @@
 #include "core/rfc3339.h"
 #include "reconcilers/cluster_common.h"
 #include "reconcilers/cluster_watch.h"
+#include "reconcilers/nodeset_incr.h"
 #include "reconcilers/slurmclient.h"
 #include "slurmio/hostlist.h"
 #include "slurmio/nodecache.h"
@@ -83,6 +84,11 @@ typedef struct nss_set {
      * string; NULL when none) and the message of the condition */
     const char *blocked;
     char blocked_msg[512];
+    /* what the last full pass saw, for incremental passes (nss_calm):
+     * nss_sync ran, and the node table was held as listing none of the
+     * NodeSet's registered nodes */
+    int synced;
+    int held;
 } nss_set;
 
 typedef struct drift_ent {
@@ -269,7 +275,7 @@ static void on_slurm_node(const char *ctl_key, const char *node, void *data)
             snprintf(key, sizeof(key), "%s/%s", pod->ns, pod->owner_name);
             const nss_set *s = map_get(&st->sets, key);
             if (s == NULL || strcmp(s->ctl_key, ctl_key) == 0)
-                enqueue(st, key);
+                st->q.pod(st->q.ctx, key, pod);
         }
         if (!any)
             wake_pruner(st, ctl_key, node);
@@ -846,6 +852,8 @@ void nss_observe(operator *op, const sobj *nodeset)
     clear_condemned(s);
     clear_drains(s);
     s->blocked = NULL;
+    s->synced = 0;
+    s->held = 0;
     nc_cache *cache;
     if (slurmclient_get(op, s->ctl_key, &cache) == SC_READY)
         nc_want_jobs(cache);
@@ -1741,6 +1749,37 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
     drift_clear(s, pod->uid);
 }
 
+/* A pass's context without actions, uncordons not allowed yet. */
+static sync_ctx sync_ctx_of(operator *op, nss_set *s, nc_cache *cache, const sobj *nodeset, const cJSON *ns,
+                            const char *update_hash)
+{
+    return (sync_ctx){
+        .op = op,
+        .st = op->nodeset_slurm,
+        .nodeset = nodeset,
+        .ns = ns,
+        .s = s,
+        .cache = cache,
+        .update_hash = update_hash,
+        .rolling =
+            strcmp(json_get_str_or(ns, "spec.updateStrategy.type", "RollingUpdate"), "RollingUpdate") == 0,
+    };
+}
+
+/* nss_sync's work on one pod that is not terminating and has a Slurm name
+ * (sn: its node when listed), but for registration drift. */
+static void sync_pod(sync_ctx *x, const nsb_pod *p, const char *name, const sm_node *sn, const sobj *node)
+{
+    const sobj *pod = pod_sobj(p);
+    sync_deadline(x, pod, name);
+    sync_topology(x, pod, name, sn, node);
+    if (sn) {
+        sync_cordon(x, p, pod, name, sn);
+        sync_features(x, name, sn, node);
+        drift_clear(x->s, pod->uid);
+    }
+}
+
 void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                         const nsb_pod *pods, size_t n, const char *update_hash, const nss_actions *act)
 {
@@ -1749,18 +1788,8 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
     nc_cache *cache;
     if (slurmclient_get(op, s->ctl_key, &cache) != SC_READY || !nc_ready(cache))
         return; /* fail closed: nothing is decided on unknown data */
-    sync_ctx x = {
-        .op = op,
-        .st = st,
-        .nodeset = nodeset,
-        .ns = ns,
-        .s = s,
-        .cache = cache,
-        .act = act,
-        .update_hash = update_hash,
-        .rolling =
-            strcmp(json_get_str_or(ns, "spec.updateStrategy.type", "RollingUpdate"), "RollingUpdate") == 0,
-    };
+    sync_ctx x = sync_ctx_of(op, s, cache, nodeset, ns, update_hash);
+    x.act = act;
     /* Pods are uncordoned only when no scale-in is under way. */
     size_t active = 0;
     for (size_t i = 0; i < n; i++)
@@ -1788,15 +1817,11 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
         int settled = nsb_pod_available(p, min_ready, now) && p->ready_since > 0 &&
                       now > p->ready_since + DRIFT_GRACE_S(op);
         expected += settled;
-        sync_deadline(&x, pod, name);
-        sync_topology(&x, pod, name, found == NC_PRESENT ? sn : NULL, node);
+        sync_pod(&x, p, name, found == NC_PRESENT ? sn : NULL, node);
         if (found == NC_PRESENT) {
             listed += settled;
             counts.idle += sn->base == SM_NODE_IDLE;
             counts.allocated += sn->base == SM_NODE_ALLOCATED || sn->base == SM_NODE_MIXED;
-            sync_cordon(&x, p, pod, name, sn);
-            sync_features(&x, name, sn, node);
-            drift_clear(s, pod->uid);
         } else if (found == NC_ABSENT && nsb_pod_available(p, min_ready, now) && p->ready_since > 0 &&
                    !map_get(&s->condemned, pod->uid)) {
             drifting[n_drifting++] = pod;
@@ -1808,6 +1833,7 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
      * registered is more likely wrong than a NodeSet that all lost its
      * nodes at once: hold. */
     if (expected >= 2 && listed == 0) {
+        s->held = 1;
         if (n_drifting)
             log_warn("nodeset %s: Slurm's node table lists none of its %zu registered nodes; not treating any as "
                      "unregistered",
@@ -1840,6 +1866,7 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
         strcmp(json_get_str_or(ns, "spec.pruneSlurmNodeRecords", "Never"), "NodeNotFound") == 0)
         sync_prune(&x);
     sync_reservation(&x, pods, n, &counts);
+    s->synced = 1;
 }
 
 /* ---- status ---- */
@@ -1936,6 +1963,37 @@ static void sync_stale_down(nss_state *st, nss_set *s, nc_cache *cache, const so
                  s->key, name, pod->name);
 }
 
+/* What a listed node adds to the NodeSet's Slurm counts. */
+static unsigned slurm_bits(const sm_node *sn)
+{
+    if (sn == NULL)
+        return 0;
+    unsigned b = sn->base == SM_NODE_IDLE                                        ? NSI_SLURM_IDLE
+                 : sn->base == SM_NODE_ALLOCATED || sn->base == SM_NODE_MIXED ? NSI_SLURM_ALLOCATED
+                 : sn->base == SM_NODE_DOWN                                    ? NSI_SLURM_DOWN
+                                                                               : 0;
+    return b | ((sn->flags & SM_NF(DRAIN)) ? NSI_SLURM_DRAIN : 0);
+}
+
+/* nss_status's work on one pod that is not terminating (sn: its node when
+ * listed). */
+static void status_pod(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const nsb_pod *p,
+                       const char *name, const sm_node *sn, int wdp)
+{
+    const sobj *pod = pod_sobj(p);
+    sync_conditions(st, s, pod, sn);
+    int busy = sn && sm_node_busy(sn);
+    /* The protection goes only when Slurm shows the node idle, or says
+     * by name that it does not exist: not because a table lacks it. */
+    int protected = sobj_label(pod, NSB_LABEL_POD_PROTECT) != NULL;
+    if (busy || sn || !wdp || !protected || !*name || nc_confirm_gone(cache, name, PROOF_FRESH_MS))
+        set_pod_meta(st, s->key, pod, 1, NSB_LABEL_POD_PROTECT, busy && wdp ? "true" : NULL);
+    if (sn && nsb_pod_running_ready(p) && pod_of(pod)->node_name)
+        sync_pod_info(st, s, cache, nodeset, pod, name, sn);
+    if (sn && nsb_pod_running_ready(p))
+        sync_stale_down(st, s, cache, pod, name, sn);
+}
+
 void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                           const nsb_pod *pods, size_t n, nsb_slurm_counts *out)
 {
@@ -1972,6 +2030,7 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
         listed += sn_of[i] != NULL;
     }
     if (expected >= 2 && listed == 0) {
+        s->held = 1;
         if (s->counts_known)
             *out = s->counts;
         free(sn_of);
@@ -1981,29 +2040,81 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
         const sobj *pod = pod_sobj(&pods[i]);
         const char *name = slurm_name(st, pod);
         const sm_node *sn = sn_of[i];
-        enum nc_found found = sn ? NC_PRESENT : NC_ABSENT;
-        if (found == NC_PRESENT) {
-            out->idle += sn->base == SM_NODE_IDLE;
-            out->allocated += sn->base == SM_NODE_ALLOCATED || sn->base == SM_NODE_MIXED;
-            out->down += sn->base == SM_NODE_DOWN;
-            out->drain += (sn->flags & SM_NF(DRAIN)) != 0;
-        }
-        if (pods[i].terminating)
-            continue;
-        sync_conditions(st, s, pod, found == NC_PRESENT ? sn : NULL);
-        int busy = found == NC_PRESENT && sm_node_busy(sn);
-        /* The protection goes only when Slurm shows the node idle, or says
-         * by name that it does not exist: not because a table lacks it. */
-        int protected = sobj_label(pod, NSB_LABEL_POD_PROTECT) != NULL;
-        if (busy || found == NC_PRESENT || !wdp || !protected || !*name ||
-            nc_confirm_gone(cache, name, PROOF_FRESH_MS))
-            set_pod_meta(st, s->key, pod, 1, NSB_LABEL_POD_PROTECT, busy && wdp ? "true" : NULL);
-        if (found == NC_PRESENT && nsb_pod_running_ready(&pods[i]) && pod_of(pod)->node_name)
-            sync_pod_info(st, s, cache, nodeset, pod, name, sn);
-        if (found == NC_PRESENT && nsb_pod_running_ready(&pods[i]))
-            sync_stale_down(st, s, cache, pod, name, sn);
+        unsigned b = slurm_bits(sn);
+        out->idle += (b & NSI_SLURM_IDLE) != 0;
+        out->allocated += (b & NSI_SLURM_ALLOCATED) != 0;
+        out->down += (b & NSI_SLURM_DOWN) != 0;
+        out->drain += (b & NSI_SLURM_DRAIN) != 0;
+        if (!pods[i].terminating)
+            status_pod(st, s, cache, nodeset, &pods[i], name, sn, wdp);
     }
     free(sn_of);
     s->counts = *out;
     s->counts_known = 1;
+}
+
+/* ---- incremental passes ---- */
+
+int nss_calm(operator *op, const sobj *nodeset, const cJSON *ns)
+{
+    const nss_set *s = map_get(&op->nodeset_slurm->sets, nodeset->key);
+    nc_cache *cache;
+    if (s == NULL || s->condemned.count || s->n_drains || s->blocked || s->drift_since.count || s->held ||
+        !s->synced || !s->counts_known || s->resv_writing)
+        return 0;
+    if (strcmp(json_get_str_or(ns, "spec.updateStrategy.type", "RollingUpdate"), "ScheduledUpdate") == 0)
+        return 0; /* maintenance condemns pods: a decision over every pod */
+    return slurmclient_get(op, s->ctl_key, &cache) == SC_READY && nc_ready(cache);
+}
+
+unsigned nss_pod_slurm_bits(operator *op, const sobj *nodeset, const sobj *pod)
+{
+    nss_state *st = op->nodeset_slurm;
+    const nss_set *s = map_get(&st->sets, nodeset->key);
+    nc_cache *cache;
+    const sm_node *sn = NULL;
+    if (s == NULL || slurmclient_get(op, s->ctl_key, &cache) != SC_READY || !nc_ready(cache))
+        return 0;
+    const char *name = slurm_name(st, pod);
+    if (!*name || nc_lookup(cache, name, &sn) != NC_PRESENT)
+        return 0;
+    return slurm_bits(sn);
+}
+
+int nss_pod_step(operator *op, const sobj *nodeset, const cJSON *ns, const nsb_pod *p, const char *update_hash,
+                 int uncordon_ok)
+{
+    nss_state *st = op->nodeset_slurm;
+    nss_set *s = map_get(&st->sets, nodeset->key);
+    nc_cache *cache;
+    if (s == NULL || slurmclient_get(op, s->ctl_key, &cache) != SC_READY || !nc_ready(cache))
+        return NSS_STEP_FULL;
+    const sobj *pod = pod_sobj(p);
+    const char *name = slurm_name(st, pod);
+    int wdp = json_get_bool(ns, "spec.workloadDisruptionProtection", 1);
+    if (p->terminating)
+        return NSS_STEP_DONE; /* only counted (nss_sync and nss_status skip it) */
+    if (!*name) {
+        /* not bound to a Node yet (hostNetwork): nothing in Slurm */
+        status_pod(st, s, cache, nodeset, p, name, NULL, wdp);
+        return NSS_STEP_DONE;
+    }
+    const sm_node *sn = NULL;
+    enum nc_found found = nc_lookup(cache, name, &sn);
+    if (found == NC_UNKNOWN)
+        return NSS_STEP_FULL;
+    int64_t now = (int64_t)time(NULL);
+    /* A Ready pod whose node the table lacks starts registration drift: a
+     * full pass keeps its clock and the rules over every pod. */
+    if (found != NC_PRESENT && nsb_pod_available(p, 0, now) && p->ready_since > 0)
+        return NSS_STEP_FULL;
+    if (found != NC_PRESENT)
+        sn = NULL;
+    const pod_proj *pp = pod_of(pod);
+    const sobj *node = pp->node_name ? store_get(op_store(op, OPK_NODES), NULL, pp->node_name) : NULL;
+    sync_ctx x = sync_ctx_of(op, s, cache, nodeset, ns, update_hash);
+    x.uncordon_ok = uncordon_ok;
+    sync_pod(&x, p, name, sn, node);
+    status_pod(st, s, cache, nodeset, p, name, sn, wdp);
+    return NSS_STEP_DONE;
 }

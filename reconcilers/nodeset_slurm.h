@@ -74,13 +74,16 @@ typedef struct nss_actions {
 /** How nodeset_slurm queues a pass of a NodeSet (Slurm node and reservation
  *  events, drains that complete, deadlines that expire): the NodeSet
  *  reconciler's queue, handed over at setup so that this module never calls
- *  into nodeset.c. Both functions are required. */
+ *  into nodeset.c. All three functions are required. */
 typedef struct nss_queue {
     void *ctx;
     /* Queue the NodeSet "ns/name" now. */
     void (*now)(void *ctx, const char *key);
     /* Queue it after ms milliseconds (an earlier queueing wins). */
     void (*after)(void *ctx, const char *key, uint64_t ms);
+    /* Queue it for a change of one pod's Slurm node (the pod is its own):
+     * an incremental pass may look at that pod only. */
+    void (*pod)(void *ctx, const char *key, const sobj *pod);
 } nss_queue;
 
 /** The Slurm side's state (the NodeSets' condemnations, drains, drift and
@@ -131,6 +134,27 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
  *  condition). */
 int nss_quiet(operator *op, const sobj *nodeset);
 
+/** For the NodeSet reconciler's incremental passes with a RestApi: non-zero
+ *  when nothing of the Slurm side needs every pod: the client is ready,
+ *  the last full pass ran nss_sync and counted the nodes, the table was not
+ *  held, and no condemnation, drain, blocked condition, registration drift
+ *  or reservation write is pending; not with a ScheduledUpdate strategy. */
+int nss_calm(operator *op, const sobj *nodeset, const cJSON *ns);
+/** NSI_SLURM_* (nodeset_incr.h) of the pod's Slurm node as the node cache
+ *  lists it now (0 when not listed or the client is not ready): its share
+ *  of the counts nss_status adds up. */
+unsigned nss_pod_slurm_bits(operator *op, const sobj *nodeset, const sobj *pod);
+enum { NSS_STEP_DONE = 0, NSS_STEP_FULL = 1 };
+/** An incremental pass's Slurm work for one pod that changed (or whose
+ *  Slurm node did), while nss_calm holds and the expectations are met:
+ *  what nss_sync and nss_status do for it (deadline, topology, cordon sync,
+ *  features, conditions, the protect label, pod info, a stale DOWN), with
+ *  uncordon_ok as nss_sync finds it (no scale-in under way). NSS_STEP_FULL,
+ *  having written nothing for the pod, when only a full pass may decide:
+ *  a Ready pod whose node the table lacks (registration drift), or the
+ *  client not ready. Never condemns or deletes. */
+int nss_pod_step(operator *op, const sobj *nodeset, const cJSON *ns, const nsb_pod *p, const char *update_hash,
+                 int uncordon_ok);
 /** Why the last pass kept condemned pods it could not drain (a reason
  *  such as "DrainBlockedNoRestApi"; NULL when none) and, in *message, the
  *  condition message. */

@@ -274,6 +274,11 @@ class Slurmop:
             err = self.stderr()
             if rc != 0 or "Sanitizer" in err or "runtime error" in err:
                 raise AssertionError("slurmop exited with %s:\n%s" % (rc, err[-8000:]))
+            # Debug builds compare a NodeSet's incremental state (counters,
+            # Slurm counts) with a rebuild after every incremental pass.
+            bad = [l for l in err.splitlines() if "incremental state differs" in l]
+            if bad:
+                raise AssertionError("an incremental pass drifted from a full one:\n%s" % "\n".join(bad[:5]))
             self.check_no_forbidden()
         return rc
 

@@ -25,6 +25,7 @@ typedef struct world {
     char ref[256][24];
     nsb_pod pod[256];
     int mode_ok[256];
+    unsigned slurm[256]; /* NSI_SLURM_* of the pod's Slurm node */
     size_t n;
     unsigned next_uid;
 } world;
@@ -77,7 +78,18 @@ static void mutate(nsb_pod *p, int *mode_ok)
 
 static nsi_pod facts(const world *w, size_t i)
 {
-    return nsi_pod_of(&w->pod[i], w->mode_ok[i], UPDATE, CURRENT, NSS);
+    nsi_pod f = nsi_pod_of(&w->pod[i], w->mode_ok[i], UPDATE, CURRENT, NSS);
+    f.slurm = w->slurm[i] & 15u;
+    return f;
+}
+
+/* A Slurm node as the node cache may show it: unlisted, or one base state
+ * (idle, allocated, down) with or without the drain flag. */
+static unsigned random_slurm(void)
+{
+    static const unsigned base[] = {0, NSI_SLURM_IDLE, NSI_SLURM_ALLOCATED, NSI_SLURM_DOWN};
+    unsigned b = base[rnd(4)];
+    return b && rnd(3) == 0 ? b | NSI_SLURM_DRAIN : b;
 }
 
 /* scale_statefulset then rolling_update, re-derived from the pod list. */
@@ -157,6 +169,17 @@ static void check(const world *w, const nsi_state *incr, unsigned step)
         fail_msg("step %u: incremental state != full pass: %s", step, why);
     nsi_free(&full);
 
+    int32_t si = 0, sa = 0, sd = 0, sr = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        si += (w->slurm[i] & NSI_SLURM_IDLE) != 0;
+        sa += (w->slurm[i] & NSI_SLURM_ALLOCATED) != 0;
+        sd += (w->slurm[i] & NSI_SLURM_DOWN) != 0;
+        sr += (w->slurm[i] & NSI_SLURM_DRAIN) != 0;
+    }
+    if (incr->slurm_idle != si || incr->slurm_allocated != sa || incr->slurm_down != sd || incr->slurm_drain != sr)
+        fail_msg("step %u: Slurm counts %d/%d/%d/%d, full pass %d/%d/%d/%d", step, incr->slurm_idle,
+                 incr->slurm_allocated, incr->slurm_down, incr->slurm_drain, si, sa, sd, sr);
+
     nsb_counts want, got;
     int32_t replicas = (int32_t)rnd(20);
     nsb_count(w->pod, w->n, UPDATE, CURRENT, NSS, NSB_STATEFULSET, replicas, 0, 1000, &want);
@@ -208,12 +231,16 @@ static void run_sequence(uint64_t seed, unsigned steps)
             size_t i = w->n++;
             snprintf(w->uid[i], sizeof(w->uid[i]), "u%u", w->next_uid++);
             random_pod(&w->pod[i], &w->mode_ok[i]);
+            w->slurm[i] = random_slurm();
             snprintf(w->ref[i], sizeof(w->ref[i]), "default/" NSS "-%d", w->pod[i].ordinal);
             nsi_pod f = facts(w, i);
             nsi_set(&s, w->uid[i], w->ref[i], &f);
         } else if (op < 8) {
             size_t i = rnd((uint32_t)w->n);
-            mutate(&w->pod[i], &w->mode_ok[i]);
+            if (rnd(4) == 0)
+                w->slurm[i] = random_slurm(); /* its Slurm node changed */
+            else
+                mutate(&w->pod[i], &w->mode_ok[i]);
             nsi_pod f = facts(w, i);
             nsi_set(&s, w->uid[i], w->ref[i], &f);
         } else if (op < 9) {
@@ -224,6 +251,7 @@ static void run_sequence(uint64_t seed, unsigned steps)
             memcpy(w->ref[i], w->ref[w->n], sizeof(w->ref[i]));
             w->pod[i] = w->pod[w->n];
             w->mode_ok[i] = w->mode_ok[w->n];
+            w->slurm[i] = w->slurm[w->n];
         } else {
             /* An event that changes nothing (a Node event for its pod). */
             size_t i = rnd((uint32_t)w->n);

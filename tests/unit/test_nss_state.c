@@ -31,6 +31,12 @@ static void q_after(void *ctx, const char *key, uint64_t ms)
     queued_after++;
 }
 
+static void q_pod(void *ctx, const char *key, const sobj *pod)
+{
+    (void)pod;
+    q_now(ctx, key);
+}
+
 /* A state as nss_setup leaves it, on a bare operator that has a loop. */
 static nss_state *state_on(operator *op, uv_loop_t *loop)
 {
@@ -39,7 +45,7 @@ static nss_state *state_on(operator *op, uv_loop_t *loop)
     nss_state *st = nss_state_new();
     op->nodeset_slurm = st;
     st->op = op;
-    st->q = (nss_queue){.now = q_now, .after = q_after};
+    st->q = (nss_queue){.now = q_now, .after = q_after, .pod = q_pod};
     queued_now = queued_after = 0;
     return st;
 }
