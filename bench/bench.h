@@ -293,6 +293,9 @@ int bx_wait_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s);
  *  stopped for quiet_s: after a scale-out it writes each node's pod info, one
  *  request per node. 0 or OP_ETIMEOUT. */
 int bx_wait_slurm_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s);
+/** Wait until the operator has no Kubernetes API request in flight but its
+ *  watches (slurmop_api_requests_in_flight{kind="request"} 0) for quiet_s. */
+int bx_wait_api_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s);
 
 /** The benchmark's cluster: CRDs, key Secrets, Controller "slurm", and
  *  NodeSet "gpu" with `replicas`. jwt_key (may be NULL) is the JWT key to

@@ -317,6 +317,20 @@ int bx_wait_slurm_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeou
     return wait_stable(x, op, quiet_s, timeout_s, 0.25, slurm_writes);
 }
 
+/* No API request but the open watches (a backlog of writes behind a slow
+ * API server reads > 0; an older operator without the gauge reads 0). */
+static int api_requests(const bx_metrics *m, double *value)
+{
+    double v = bx_metric(m, "slurmop_api_requests_in_flight", "kind=\"request\"");
+    *value = 0;
+    return !(v > 0);
+}
+
+int bx_wait_api_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s)
+{
+    return wait_stable(x, op, quiet_s, timeout_s, 0.25, api_requests);
+}
+
 int bx_wait_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s)
 {
     return wait_stable(x, op, quiet_s, timeout_s, 0.1, nodeset_queue);

@@ -101,6 +101,7 @@ struct kube_client {
     list_node finishing; /* requests whose callback must run on the next tick */
     list_node inflight;  /* requests handed to the HTTP pool */
     int outstanding;     /* requests not yet finished */
+    int watches_open;    /* of which watches */
     int fenced;          /* kube_client_fence was called: writes are refused */
     double tokens;
     uint64_t tokens_at_ns;
@@ -292,6 +293,7 @@ static void deliver(kube_request *r)
     if (list_is_linked(&r->link))
         list_remove(&r->link);
     if (r->is_watch) {
+        c->watches_open--;
         if (r->on_wdone)
             r->on_wdone(r->err, &r->st, r->events_seen, r->data);
     } else if (r->cb) {
@@ -1113,6 +1115,7 @@ kube_watch *kube_watch_start(kube_client *c, const kube_res *res, const char *ns
     buf_free(&q);
     buf_free(&path);
     r->is_watch = 1;
+    c->watches_open++;
     r->on_event = on_event;
     r->on_wdone = on_done_cb;
     r->max_event = opts->max_event_bytes ? opts->max_event_bytes : (16u << 20);
@@ -1279,6 +1282,7 @@ void kube_client_stats(const kube_client *c, kube_stats *out)
 {
     *out = c->stats;
     out->in_flight = c->outstanding;
+    out->watches_open = c->watches_open;
     int n = 0;
     const list_node *p;
     list_foreach(p, &c->delayed) n++;

@@ -208,7 +208,8 @@ typedef struct kube_stats {
     unsigned long long requests, retries, watches, throttled_ms;
     unsigned long long offloaded; /* answers parsed on the threadpool */
     unsigned long long fenced;    /* writes canceled or refused by the write fence */
-    int in_flight, waiting;
+    int in_flight, waiting; /* in_flight: every request not finished, watches included */
+    int watches_open;
 } kube_stats;
 void kube_client_stats(const kube_client *c, kube_stats *out);
 

@@ -91,6 +91,7 @@ struct priv {
     mx_family *mx_leader;
     mx_family *mx_fenced;
     mx_family *mx_waiting;
+    mx_family *mx_in_flight;
     mx_family *mx_ref_objects;
     mx_family *mx_ref_gets;
     unsigned long long fenced_total; /* read just before the client closes */
@@ -160,6 +161,8 @@ static void on_scrape(void *data)
     kube_client_stats(op->client, &ks);
     mx_gauge_set(mx_gauge_get(p->mx_fenced, MX_LV("slurmop")), (double)ks.fenced);
     mx_gauge_set(mx_gauge_get(p->mx_waiting, MX_LV("slurmop")), (double)ks.waiting);
+    mx_gauge_set(mx_gauge_get(p->mx_in_flight, MX_LV("watch")), (double)ks.watches_open);
+    mx_gauge_set(mx_gauge_get(p->mx_in_flight, MX_LV("request")), (double)(ks.in_flight - ks.watches_open));
 }
 
 /* The API server connection carries every Secret the operator reads and
@@ -233,6 +236,10 @@ static int setup_metrics(operator *op)
     p->mx_waiting = mx_family_new(r, MX_GAUGE, "slurmop_api_requests_waiting",
                                   "API requests waiting in the client for the QPS limiter or a retry", "name", NULL, 0,
                                   NULL);
+    p->mx_in_flight = mx_family_new(r, MX_GAUGE, "slurmop_api_requests_in_flight",
+                                    "API requests sent or queued and not yet answered: kind=watch for the open "
+                                    "watches, kind=request for the others (a backlog of writes shows here)",
+                                    "kind", NULL, 0, NULL);
     p->mx_ref_objects = mx_family_new(r, MX_GAUGE, "slurmop_referenced_objects",
                                       "Objects referenced by custom resources and read by name (not watched)",
                                       "resource", NULL, 0, NULL);
@@ -241,7 +248,7 @@ static int setup_metrics(operator *op)
                                    0, NULL);
     if (!op->mx_reconcile_seconds || !op->mx_event_to_action || !p->mx_ref_objects || !p->mx_ref_gets ||
         !op->mx_api_requests || !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_watch_lists ||
-        !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader || !p->mx_fenced || !p->mx_waiting)
+        !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader || !p->mx_fenced || !p->mx_waiting || !p->mx_in_flight)
         return OP_EINVAL;
     mx_registry_on_scrape(r, on_scrape, op);
     return mx_process_collector(r);
