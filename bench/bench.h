@@ -66,6 +66,7 @@ struct bx_ctx {
     const char *slurmrestd;  /* external Slurm: NS/NAME=URL (with --kubeconfig) */
     const char *slurm_conf;  /* external Slurm: slurm.conf for libslurm */
     int no_slurm;            /* skip everything that needs the Slurm lab */
+    int churn_slurm;         /* churn with a RestApi and a Slurm lab of N nodes */
     int pin_cpu;             /* --pin-operator: the CPU of the operator under test, -1: not pinned */
     const char *op_args[16]; /* --slurmop-arg: extra flags for every slurmop */
     int n_op_args;
@@ -419,6 +420,10 @@ typedef struct bx_lab {
  *  may update nodes through REST. 0, OP_ENOTSUP when Slurm is not installed
  *  / not root, or a code. */
 int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *extra_conf);
+/** A lab whose slurm.conf defines gpu-0 .. gpu-(n-1), the Slurm names of
+ *  NodeSet gpu's pods, without slurmds (State=UNKNOWN, never timed out):
+ *  the operator caches n Slurm nodes and mirrors them onto the pods. */
+int bx_lab_start_nodes(bx_ctx *x, bx_lab *lab, int n);
 void bx_lab_stop(bx_ctx *x, bx_lab *lab);
 /** Run a Slurm command (scontrol, sbatch, sinfo, squeue: the lab version's,
  *  from SLURMLAB_BIN) with the lab's SLURM_CONF; *out gets stdout. Returns

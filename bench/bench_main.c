@@ -81,6 +81,9 @@ static const char usage[] =
     "                        node writes through libslurm), 24.11 or 26.05 (tests/slurm/slurmlab.sh\n"
     "                        SLURMLAB_VERSION: a cached Debian root file system; node writes through REST)\n"
     "  --no-slurm            skip everything that needs the Slurm lab\n"
+    "  --churn-slurm         churn with a RestApi: the NodeSet's Controller reads a Slurm lab of N nodes\n"
+    "                        (named like the pods, no slurmds), so every event also runs the Slurm side\n"
+    "                        (cordon sync, conditions, counts); default: churn without Slurm\n"
     "  --peer slinky         instead of the scenarios: slurmop (its defaults, then with Slinky's client\n"
     "                        QPS) and Slinky's slurm-operator (tests/slinky/build.sh) each on a fresh real\n"
     "                        control plane (implies --cluster real): scale-out 0 -> N, churn (100 pods\n"
@@ -129,6 +132,7 @@ enum {
     OPT_SLURM_VERSION,
     OPT_PEER,
     OPT_PIN,
+    OPT_CHURN_SLURM,
     OPT_POD_SHAPE,
     OPT_K8S_DIR,
     OPT_HELP,
@@ -158,6 +162,7 @@ static const struct option long_opts[] = {
     {"slurm-version", required_argument, NULL, OPT_SLURM_VERSION},
     {"peer", required_argument, NULL, OPT_PEER},
     {"pin-operator", no_argument, NULL, OPT_PIN},
+    {"churn-slurm", no_argument, NULL, OPT_CHURN_SLURM},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -510,6 +515,9 @@ int main(int argc, char **argv)
             break;
         case OPT_NO_SLURM:
             x.no_slurm = 1;
+            break;
+        case OPT_CHURN_SLURM:
+            x.churn_slurm = 1;
             break;
         case OPT_PIN:
             pin = 1;

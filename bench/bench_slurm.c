@@ -129,6 +129,19 @@ int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *e
     return rc;
 }
 
+int bx_lab_start_nodes(bx_ctx *x, bx_lab *lab, int n)
+{
+    char *conf = xasprintf("MaxNodeCount=%d\n"
+                           "NodeName=gpu-[0-%d] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 "
+                           "RealMemory=1000 State=UNKNOWN\n"
+                           "PartitionName=gpu Nodes=gpu-[0-%d] MaxTime=INFINITE State=UP\n"
+                           "SlurmdTimeout=0",
+                           n + 16, n - 1, n - 1);
+    int rc = bx_lab_start(x, lab, "lab1", conf);
+    free(conf);
+    return rc;
+}
+
 void bx_lab_stop(bx_ctx *x, bx_lab *lab)
 {
     static int seq;

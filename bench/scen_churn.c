@@ -388,8 +388,40 @@ int scen_churn(bx_ctx *x)
     memset(&c, 0, sizeof(c));
     c.x = x;
     c.f = &f;
-    bx_step(x, "churn: starting a fleet of %d pods", n);
-    int rc = bx_fleet_open(x, &f, "churn", x->k8s_nodes > n ? x->k8s_nodes : n, n, NULL);
+    /* --churn-slurm: a RestApi, so every pass also runs the Slurm side */
+    bx_lab lab;
+    memset(&lab, 0, sizeof(lab));
+    bx_fleet_slurm fs;
+    memset(&fs, 0, sizeof(fs));
+    char *jwt = NULL;
+    size_t jwt_len = 0;
+    const char *slurm_skip = NULL;
+    if (x->churn_slurm) {
+        if (x->no_slurm)
+            slurm_skip = "--no-slurm";
+        else if (!x->slurm_aware)
+            slurm_skip = "this slurmop does not talk to Slurm";
+        else if (x->kubeconfig && !x->real_k8s)
+            slurm_skip = "--kubeconfig: the Slurm node names are not under the harness's control";
+        if (!slurm_skip) {
+            bx_step(x, "churn: starting a Slurm lab with %d nodes", n);
+            int e = bx_lab_start_nodes(x, &lab, n);
+            if (e == 0 && bx_lab_jwt_key(&lab, &jwt, &jwt_len) == 0) {
+                fs = (bx_fleet_slurm){lab.rest_url, lab.newer ? NULL : lab.slurm_conf, jwt, jwt_len, 1};
+            } else {
+                slurm_skip = e == OP_ENOTSUP ? "the Slurm lab needs root and Slurm's packages"
+                                             : "the Slurm lab did not start";
+                bx_lab_stop(x, &lab);
+            }
+        }
+        if (slurm_skip)
+            bx_say(x, "bench: churn without Slurm: %s", slurm_skip);
+    }
+    int with_slurm = x->churn_slurm && !slurm_skip;
+    bx_step(x, "churn: starting a fleet of %d pods%s", n, with_slurm ? " with Slurm" : "");
+    int rc = bx_fleet_open(x, &f, "churn", x->k8s_nodes > n ? x->k8s_nodes : n, n, with_slurm ? &fs : NULL);
+    if (rc == 0 && with_slurm && bx_wait_slurm_quiet(x, &f.op, 3.0, 300) != 0)
+        bx_say(x, "bench: churn: the operator's Slurm writes after the scale-out did not settle in 300 s");
     if (rc == 0)
         rc = load_nodes(x, &f, &c);
     static const double rates[] = {10, 100, 1000};
@@ -422,6 +454,9 @@ int scen_churn(bx_ctx *x)
         bx_pool_close(x, c.node_pool);
     }
     bx_fleet_close(x, &f);
+    if (with_slurm)
+        bx_lab_stop(x, &lab);
+    free(jwt);
 
     bx_table *t =
         bx_table_new("Churn: event → action latency of the NodeSet controller (operator's histogram)", 12,
@@ -430,6 +465,7 @@ int scen_churn(bx_ctx *x)
                      "loop busy / CPU, iterations > 1 ms busy / CPU");
     cJSON *out = cJSON_CreateObject();
     cJSON_AddNumberToObject(out, "n", n);
+    cJSON_AddBoolToObject(out, "slurm", with_slurm);
     cJSON *arr = cJSON_AddArrayToObject(out, "rates");
     bx_series lat_s[3], dep_s[3];
     double shares[3][BX_HIST_MAX];
@@ -562,6 +598,12 @@ int scen_churn(bx_ctx *x)
                   "%d pods on %d Nodes; half the events fail a pod, half cordon or uncordon a Node. actions: "
                   "reconciles that wrote (the histogram's count);",
                   n, (int)c.n_nodes);
+    if (with_slurm)
+        bx_table_note(t,
+                      "With Slurm (--churn-slurm): the Controller has a RestApi reading a Slurm lab of %d nodes "
+                      "named like the pods (no slurmds: UNKNOWN), so passes also run the Slurm side; a cordon "
+                      "drains the pod's Slurm node.",
+                      n);
     if (x->kubeconfig)
         bx_table_note(t,
                       "On a real cluster a pod \"fails\" by being deleted at once (DELETE with grace 0: kwok "

@@ -160,19 +160,6 @@ static int wait_not_modified(bx_ctx *x, bx_slurmop *op, double timeout_s)
 }
 
 /* The lab for memory: N slurmd-less nodes named like the pods. */
-static int start_lab(bx_ctx *x, bx_lab *lab, int n)
-{
-    char *conf = xasprintf("MaxNodeCount=%d\n"
-                           "NodeName=gpu-[0-%d] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 "
-                           "RealMemory=1000 State=UNKNOWN\n"
-                           "PartitionName=gpu Nodes=gpu-[0-%d] MaxTime=INFINITE State=UP\n"
-                           "SlurmdTimeout=0",
-                           n + 16, n - 1, n - 1);
-    int rc = bx_lab_start(x, lab, "lab1", conf);
-    free(conf);
-    return rc;
-}
-
 int scen_memory(bx_ctx *x)
 {
     int n = 0;
@@ -198,7 +185,7 @@ int scen_memory(bx_ctx *x)
     size_t jwt_len = 0;
     if (want_slurm) {
         bx_step(x, "memory: starting a Slurm lab with %d nodes", n);
-        int e = start_lab(x, &lab, n);
+        int e = bx_lab_start_nodes(x, &lab, n);
         if (e == 0 && bx_lab_jwt_key(&lab, &jwt, &jwt_len) == 0) {
             fs.rest_url = lab.rest_url;
             fs.slurm_conf = lab.newer ? NULL : lab.slurm_conf; /* newer: REST writes only */
