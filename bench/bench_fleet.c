@@ -210,13 +210,14 @@ void bx_fleet_close(bx_ctx *x, bx_fleet *f)
         if (f->op.proc)
             (void)bx_scale(x, &f->api, 0);
         (void)bx_delete(x, &f->api, &SLINKY_NODESETS, x->ns, "gpu");
-        (void)bx_delete(x, &f->api, &SLINKY_RESTAPIS, x->ns, "slurm");
         (void)bx_clean_pods(x, &f->api);
         for (int i = 0; f->op.proc && i < 120 && !bx_stop_requested(x); i++) {
             if (bx_get(x, &f->api, &SLINKY_NODESETS, x->ns, "gpu", NULL) == OP_ENOTFOUND)
                 break;
             bx_sleep(x, 0.5);
         }
+        /* last: without it the operator keeps condemned pods (DrainBlockedNoRestApi) */
+        (void)bx_delete(x, &f->api, &SLINKY_RESTAPIS, x->ns, "slurm");
     }
     if (f->op.proc)
         bx_slurmop_stop(x, &f->op);

@@ -96,3 +96,10 @@ void mem_init(void)
         mallopt(M_ARENA_MAX, 2);
 #endif
 }
+
+void mem_trim(void)
+{
+#if defined(__GLIBC__)
+    (void)malloc_trim(0);
+#endif
+}
