@@ -1891,16 +1891,17 @@ static struct incr *incr_usable(struct pass *p, uint64_t now, int slurm_ok)
 }
 
 /* Bring the state up to date for the pods that changed; when changed is
- * given, it gets the store keys of those still there (malloc'd array of
- * malloc'd keys, *n_changed of them). */
-static void incr_apply_dirty(struct pass *p, struct incr *r, char ***changed, size_t *n_changed)
+ * given, it gets those still there (malloc'd, *n_changed of them; their
+ * sobj pointers hold for this pass: the store changes only between loop
+ * iterations). */
+static void incr_apply_dirty(struct pass *p, struct incr *r, nsb_pod **changed, size_t *n_changed)
 {
     store *pods = op_store(p->op, OPK_PODS);
     size_t it = 0, n = 0;
     const char *uid;
     void *v;
     nsb_pod nb;
-    char **keys = changed ? xcalloc(r->dirty.count + 1, sizeof(*keys)) : NULL;
+    nsb_pod *kept = changed ? xcalloc(r->dirty.count + 1, sizeof(*kept)) : NULL;
     while (map_next(&r->dirty, &it, &uid, &v)) {
         const sobj *pod = store_get_key(pods, v);
         if (pod && strcmp(pod->uid, uid) == 0 && pod->owner_uid && strcmp(pod->owner_uid, p->o->uid) == 0) {
@@ -1908,44 +1909,30 @@ static void incr_apply_dirty(struct pass *p, struct incr *r, char ***changed, si
             nsi_pod f = nsi_pod_of(&nb, mode_ok(p->c, p->mode, pod), r->update_hash, r->current_hash, p->name);
             f.slurm = nss_pod_slurm_bits(p->op, p->o, pod) & 15u;
             nsi_set(&r->st, uid, pod->key, &f);
-            if (keys)
-                keys[n++] = xstrdup(pod->key);
+            if (kept)
+                kept[n++] = nb;
         } else {
             nsi_set(&r->st, uid, NULL, NULL);
         }
     }
     map_free(&r->dirty);
     if (changed) {
-        *changed = keys;
+        *changed = kept;
         *n_changed = n;
     }
-}
-
-static void free_keys(char **keys, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(keys[i]);
-    free(keys);
 }
 
 /* The Slurm side of an incremental pass (a RestApi, nss_calm): each pod
  * that changed, or whose Slurm node did, gets what nss_sync and nss_status
  * would do for it. Returns 0 when a full pass must decide instead. */
-static int incr_slurm(struct pass *p, struct incr *r, char **keys, size_t n)
+static int incr_slurm(struct pass *p, struct incr *r, const nsb_pod *changed, size_t n)
 {
-    store *pods = op_store(p->op, OPK_PODS);
     /* nss_sync uncordons only while no scale-in is under way: every pod
      * that is not terminating, of either mode, within replicas */
     int uncordon_ok = r->st.active + r->st.other_mode <= nsb_replicas(p->ns);
-    nsb_pod nb;
-    for (size_t i = 0; i < n; i++) {
-        const sobj *pod = store_get_key(pods, keys[i]);
-        if (pod == NULL)
+    for (size_t i = 0; i < n; i++)
+        if (nss_pod_step(p->op, p->o, p->ns, &changed[i], r->update_hash, uncordon_ok) != NSS_STEP_DONE)
             return 0;
-        fill_pod(p->c, pod, p->name, &nb);
-        if (nss_pod_step(p->op, p->o, p->ns, &nb, r->update_hash, uncordon_ok) != NSS_STEP_DONE)
-            return 0;
-    }
     return 1;
 }
 
@@ -2090,7 +2077,7 @@ static int incr_pass(struct pass *p, wq_result *res)
     store *pods = op_store(p->op, OPK_PODS);
     size_t it = 0, n_changed = 0;
     const char *uid;
-    char **changed = NULL;
+    nsb_pod *changed = NULL;
     incr_apply_dirty(p, r, slurm ? &changed : NULL, &n_changed);
     int replicas = nsb_replicas(p->ns);
     nsi_plan_t plan = act ? nsi_plan(&r->st, replicas, r->rolling) : (nsi_plan_t){NSI_NONE, 0};
@@ -2099,7 +2086,7 @@ static int incr_pass(struct pass *p, wq_result *res)
     p->collision = r->collision;
     if (plan.action != NSI_FULL && slurm && !incr_slurm(p, r, changed, n_changed))
         plan.action = NSI_FULL;
-    free_keys(changed, n_changed);
+    free(changed);
     if (plan.action == NSI_FULL)
         return 0;
     if (plan.action == NSI_REPLACE) {
