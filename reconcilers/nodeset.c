@@ -217,6 +217,11 @@ struct incr {
     int full;    /* something else than a pod queued the NodeSet */
     int rolling; /* updateStrategy RollingUpdate */
     map_t dirty; /* pod uid (malloc'd key) -> pod store key (malloc'd) */
+    /* Pods to look at again later (their Slurm write failed and backs
+     * off): pod uid (malloc'd key) -> struct retry. Kept across passes,
+     * full ones included (a full pass during the backoff skips the write);
+     * an entry becomes dirty once due (incr_take_due). */
+    map_t retry;
     char update_hash[NSB_HASH_MAX];
     char current_hash[NSB_HASH_MAX];
     int32_t collision;
@@ -237,10 +242,17 @@ static void free_key(char *k)
 
 static const map_type dirty_type = {.val_free = free, .key_free = free_key}; /* both malloc'd */
 
+struct retry {
+    uint64_t due_ms; /* the work queue's clock (uv_hrtime) in ms */
+    char pod_key[];  /* the pod's store key */
+};
+static const map_type retry_type = {.val_free = free, .key_free = free_key};
+
 static void incr_free(void *v)
 {
     struct incr *r = v;
     map_free(&r->dirty);
+    map_free(&r->retry);
     nsi_free(&r->st);
     free(r->creating);
     free(r->key);
@@ -255,6 +267,7 @@ static struct incr *incr_get_or_new(nodeset_state *c, const char *key)
         r->key = xstrdup(key);
         nsi_init(&r->st);
         map_init_type(&r->dirty, &dirty_type);
+        map_init_type(&r->retry, &retry_type);
         map_put(&c->incrs, r->key, r);
     }
     return r;
@@ -305,17 +318,56 @@ static void incr_mark_full(nodeset_state *c, const char *key)
     }
 }
 
-/* A pod event queued key: remember which pod. */
-static void incr_mark_pod(nodeset_state *c, const char *key, const sobj *pod)
+/* A pod event queued key: remember which pod (its uid and store key). */
+static void incr_mark_uid(nodeset_state *c, const char *key, const char *uid, const char *pod_key)
 {
     struct incr *r = map_get(&c->incrs, key);
-    if (r == NULL || r->full || map_get(&r->dirty, pod->uid))
+    if (r == NULL || r->full || map_get(&r->dirty, uid))
         return;
     if (r->dirty.count >= INCR_MAX_DIRTY) {
         incr_mark_full(c, key);
         return;
     }
-    map_put(&r->dirty, xstrdup(pod->uid), xstrdup(pod->key));
+    map_put(&r->dirty, xstrdup(uid), xstrdup(pod_key));
+}
+
+static void incr_mark_pod(nodeset_state *c, const char *key, const sobj *pod)
+{
+    incr_mark_uid(c, key, pod->uid, pod->key);
+}
+
+/* The retries of key that are due become dirty pods of its next pass. The
+ * queue's timer for them cannot say why it fired: whichever pass runs then
+ * (a full one covers them too) takes what is due. */
+static void incr_take_due(nodeset_state *c, const char *key)
+{
+    struct incr *r = map_get(&c->incrs, key);
+    if (r == NULL || r->retry.count == 0)
+        return;
+    uint64_t now = uv_hrtime() / 1000000u, next = UINT64_MAX;
+    size_t it = 0, n = 0;
+    const char *uid;
+    void *v;
+    const char **due = xcalloc(r->retry.count, sizeof(*due));
+    while (map_next(&r->retry, &it, &uid, &v)) {
+        const struct retry *e = v;
+        if (e->due_ms <= now)
+            due[n++] = uid;
+        else if (e->due_ms < next)
+            next = e->due_ms;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct retry *e = map_get(&r->retry, due[i]);
+        incr_mark_uid(c, key, due[i], e->pod_key);
+    }
+    /* Dropped only now: the keys above are the map's own. */
+    for (size_t i = 0; i < n; i++)
+        map_drop(&r->retry, due[i]);
+    free(due);
+    /* Those still waiting keep a wake-up of their own (the queue keeps the
+     * earlier of two), whatever brought this pass. */
+    if (next != UINT64_MAX && c->q)
+        wq_add_after(c->q, key, next - now);
 }
 
 static void enqueue_full(nodeset_state *c, const char *key)
@@ -360,6 +412,35 @@ static void queue_after(void *ctx, const char *key, uint64_t ms)
 {
     nodeset_state *c = ctx;
     nodeset_enqueue_after(c->op, key, ms);
+}
+
+/* A Slurm write for one pod of key failed and backs off for ms: that pod
+ * alone is looked at again then, unless the state cannot take it (no state
+ * of a spec it models, a full pass due anyway, too many waiting): then a
+ * full pass, as before. */
+static void queue_pod_after(void *ctx, const char *key, const sobj *pod, uint64_t ms)
+{
+    nodeset_state *c = ctx;
+    struct incr *r = map_get(&c->incrs, key);
+    if (r == NULL || !r->valid || r->full || c->q == NULL ||
+        (r->retry.count >= INCR_MAX_DIRTY && map_get(&r->retry, pod->uid) == NULL)) {
+        nodeset_enqueue_after(c->op, key, ms);
+        return;
+    }
+    uint64_t due = uv_hrtime() / 1000000u + ms;
+    struct retry *e = map_get(&r->retry, pod->uid);
+    if (e == NULL) {
+        size_t n = strlen(pod->key) + 1;
+        e = xmalloc(sizeof(*e) + n);
+        memcpy(e->pod_key, pod->key, n);
+        e->due_ms = due;
+        map_put(&r->retry, xstrdup(pod->uid), e);
+    } else if (due > e->due_ms) {
+        /* The later one: taken at the earlier, the pod would still be
+         * backing off, and nothing would bring it back. */
+        e->due_ms = due;
+    }
+    wq_add_after(c->q, key, ms);
 }
 
 /* A NodeSet key with the state, for the callbacks of writes. */
@@ -573,7 +654,8 @@ static void setup(operator *op)
     store_on_change(op_store(op, OPK_SECRETS), on_secret, c);
     store_on_change(op_store(op, OPK_REVISIONS), on_revision, c);
     store_on_change(op_store(op, OPK_NODES), on_node, c);
-    nss_setup(op, &(nss_queue){.now = queue_now, .after = queue_after, .pod = queue_pod, .ctx = c});
+    nss_setup(op, &(nss_queue){.now = queue_now, .after = queue_after, .pod = queue_pod, .pod_after = queue_pod_after,
+                               .ctx = c});
 }
 
 /* ------------------------------------------------------------------ */
@@ -2300,6 +2382,7 @@ static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
     int failed_before = take_failed(c, key);
     if (failed_before)
         incr_mark_full(c, key);
+    incr_take_due(c, key);
     wq_result r = ns_sync(c, key, first_add_ns);
     if (failed_before)
         r = WQ_RESULT_ERROR; /* keep backing off while writes fail */

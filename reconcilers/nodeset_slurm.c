@@ -487,6 +487,30 @@ static void set_pod_meta(nss_state *st, const char *set, const sobj *pod, int la
 
 /* ---- Slurm writes ---- */
 
+/* Look at node's pod in set again after ms (its write failed): that pod
+ * alone when the queue can (nss_queue.pod_after), else the whole set. */
+static void retry_node(nss_state *st, const char *set, const char *node, uint64_t ms)
+{
+    if (st->q.pod_after && node) {
+        store *pods = op_store(st->op, OPK_PODS);
+        store_cursor cur;
+        size_t n = strlen(set), ns;
+        for (const sobj *pod = store_index_first(pods, st->ix_slurm_name, node, &cur); pod;
+             pod = store_index_next(&cur)) {
+            /* set is "ns/name": the pod's namespace and owner. */
+            if (!pod->owner_name || !pod->owner_kind || strcmp(pod->owner_kind, NSB_KIND) != 0)
+                continue;
+            ns = strlen(pod->ns);
+            if (ns < n && strncmp(set, pod->ns, ns) == 0 && set[ns] == '/' &&
+                strcmp(set + ns + 1, pod->owner_name) == 0) {
+                st->q.pod_after(st->q.ctx, set, pod, ms);
+                return;
+            }
+        }
+    }
+    enqueue_after(st, set, ms);
+}
+
 typedef struct sw_ctx {
     nss_state *st;
     char *set;
@@ -514,7 +538,7 @@ static void slurm_written(const char *node, int status, void *data)
         if (status != OP_ENOTFOUND)
             log_warn("nodeset %s: Slurm write to node %s failed (%s); retrying in %u ms", c->set, node,
                      op_strerror(status), delay);
-        enqueue_after(st, c->set, delay);
+        retry_node(st, c->set, node, delay);
     }
     free(c->set);
     free(c->bkey);

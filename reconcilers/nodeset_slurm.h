@@ -84,6 +84,9 @@ typedef struct nss_queue {
     /* Queue it for a change of one pod's Slurm node (the pod is its own):
      * an incremental pass may look at that pod only. */
     void (*pod)(void *ctx, const char *key, const sobj *pod);
+    /* Queue it to look at that pod again after ms milliseconds (a Slurm
+     * write for it failed and backs off); NULL: `after`. */
+    void (*pod_after)(void *ctx, const char *key, const sobj *pod, uint64_t ms);
 } nss_queue;
 
 /** The Slurm side's state (the NodeSets' condemnations, drains, drift and

@@ -535,6 +535,15 @@ def scenario_delete(ks, lab):
     resume_all(lab)
 
 
+def ctld_log(lab):
+    """slurmctld's log so far ("" when it cannot be read)."""
+    try:
+        with open(os.path.join(lab.dir, "log", "slurmctld.log"), "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def scenario_stale_down(ks, lab):
     """A pod recreated under the same name finds its node DOWN from the old
     pod's preStop ("slurm-operator: Pod is terminating"; kubesim runs no
@@ -549,12 +558,30 @@ def scenario_stale_down(ks, lab):
         wait_for(lambda: live_names(c) == NODES[:2], 30, what="2 pods")
         wait_for(lambda: all("SlurmNodeStateIdle" in conds(pod(c, n)) for n in NODES[:2]), 30, what="idle pods")
         time.sleep(1.5)
-        lab.scontrol("update", "nodename=slinky-1", "state=down", "reason=slurm-operator: Pod is terminating")
-        t_end = time.monotonic() + 7
-        while time.monotonic() < t_end:
-            st = (lab.node("slinky-1") or {}).get("state")
-            assert st == "down", "a DOWN set after the pod was Ready was undone: %r" % st
-            time.sleep(0.2)
+        # Slurm 26.05 with ReturnToService=2 may itself return a DOWN node to
+        # service when it next hears from its slurmd (slurmctld.log:
+        # "node_did_resp: node slinky-1 returned to service"). That is Slurm,
+        # not us: set DOWN again then; anything else that undoes it fails.
+        for attempt in range(4):
+            mark = len(ctld_log(lab))
+            lab.scontrol("update", "nodename=slinky-1", "state=down", "reason=slurm-operator: Pod is terminating")
+            t_end, st = time.monotonic() + 7, "down"
+            while time.monotonic() < t_end and st == "down":
+                st = (lab.node("slinky-1") or {}).get("state")
+                time.sleep(0.2)
+            if st == "down":
+                break
+            assert "resuming it under pod slinky-1" not in op.stderr(), \
+                "the operator resumed a DOWN set after the pod was Ready (state %r)" % st
+            try:
+                wait_for(lambda: "node slinky-1 returned to service" in ctld_log(lab)[mark:], 5, what="Slurm's log")
+            except AssertionError:
+                said = [x for x in ctld_log(lab)[mark:].splitlines() if "slinky-1" in x]
+                raise AssertionError("a DOWN set after the pod was Ready was undone (%r), and not by Slurm's "
+                                     "ReturnToService; slurmctld on slinky-1 since: %s" % (st, said[-10:]))
+            log("   try %d: Slurm returned slinky-1 to service itself (ReturnToService=2); DOWN again" % (attempt + 1))
+        else:
+            raise AssertionError("Slurm kept returning slinky-1 to service; the case could not be set up")
         uid = pod(c, "slinky-1")["metadata"]["uid"]
         r = c.delete("/api/v1/namespaces/default/pods/slinky-1")
         assert r.status in (200, 202), r.text
