@@ -176,7 +176,9 @@ static int take_failed(nodeset_state *c, const char *key)
  *     (`full`): a spec, label, annotation, finalizer or status hash change
  *     of the NodeSet, its Controller or key Secret, a ControllerRevision,
  *     a Slurm node or client event (nodeset_enqueue*), the result of one
- *     of our own object writes, a failed write (mark_failed);
+ *     of our own object writes, a failed write (mark_failed); but a failed
+ *     Slurm write comes back as its pod alone once its backoff ends
+ *     (queue_pod_after, incr_take_due);
  *   - the resync or safety-net requeue of the last full pass is due
  *     (full_due_ms): timers cannot say why they fired;
  *   - writes of the NodeSet are in flight (expectations not satisfied):

@@ -555,6 +555,12 @@ static int slurm_update(nss_state *st, nc_cache *cache, const nss_set *s, const 
     char *bkey = join_key(s->ctl_key, node);
     bo_ent *b = map_get(&st->backoff, bkey);
     if (b && now_ms(st) < b->next_ms) {
+        /* The wake-up the failure queued runs on the work queue's clock,
+         * which may be a few ms ahead of the loop's cached one: a pass it
+         * brings can land here just before the backoff ends, and without
+         * another wake-up the write would wait for the next resync (seen:
+         * a refused cordon drain never retried). */
+        retry_node(st, s->key, node, b->next_ms - now_ms(st));
         free(bkey);
         return OP_EBUSY;
     }

@@ -29,8 +29,12 @@ Checked, in order (scenarios 10-14: hostNetwork, bounded drift, RestApi deleted 
   6. slurmop stops cleanly.
 Exit 77 (skipped) without the Slurm binaries or root, or when the lab's root
 file system cannot be built (24.11, 26.05). NODESET_SCENARIOS=main,scheduled,
-hostnet,drift,delete,stale-down runs a subset (main is 1-6, scheduled 7-9,
-hostnet 10-11, drift 12, delete 13-14, stale-down 15).
+hostnet,drift,delete,stale-down,retry runs a subset (main is 1-6, scheduled
+7-9, hostnet 10-11, drift 12, delete 13-14, stale-down 15, retry 16).
+  16. (24.11 and 26.05, whose node writes go over REST: a proxy in front of
+      slurmrestd fails them) a cordon drain that Slurm refuses twice lands
+      once the backoff ends, retried for its pod alone: no full pass of the
+      NodeSet runs meanwhile.
 """
 import base64
 import json
@@ -49,6 +53,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from kubesim import Kubesim  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, make_cluster, pods_of, set_replicas, wait_for  # noqa: E402
 from slurmlab import NEWER, VERSION, Lab, lab_cluster, skip_unless_runnable  # noqa: E402
+from faultproxy import FaultProxy  # noqa: E402
 
 NODES = ["slinky-0", "slinky-1", "slinky-2", "slinky-3"]
 IMAGES = {"slurmd": {"image": "ghcr.io/slinkyproject/slurmd:test"}, "logfile": {"image": "alpine:test"}}
@@ -594,8 +599,50 @@ def scenario_stale_down(ks, lab):
     resume_all(lab)
 
 
+def scenario_retry(ks, lab):
+    """A Slurm write that fails is retried when its backoff ends by a pass
+    that looks at its pod only (an incremental one), not by a pass over
+    every pod of the NodeSet."""
+    if not lab.newer:
+        log("   retry: skipped on %s (node writes go through libslurm, which the proxy cannot fail)" % VERSION)
+        return
+    c = ks.client()
+    apply_crds(c)
+    lab_cluster(c, lab, {"slinky": dict(replicas=2, **IMAGES)})
+    with FaultProxy(lab.url) as fp, Op(ks.kubeconfig, **lab.slurmop_flags(url=fp.url)) as op:
+        op.wait_ready()
+        wait_for(lambda: live_names(c) == NODES[:2], 30, what="2 pods")
+        wait_for(lambda: all("SlurmNodeStateIdle" in conds(pod(c, n)) for n in NODES[:2]), 30, what="idle pods")
+        # Settled: the pod info written, the status written and read back.
+        time.sleep(2)
+        rid = fp.add_rule("error", method="POST", path=r"/nodes/?$|/node/slinky-1$", times=2, status=500,
+                          error="Invalid node state specified")
+        full0 = op.metric("slurmop_nodeset_passes_total", kind="full")
+        incr0 = op.metric("slurmop_nodeset_passes_total", kind="incremental")
+        node1 = pod(c, "slinky-1")["spec"]["nodeName"]
+        t = time.monotonic()
+        cordon(c, node1, True)
+        wait_for(lambda: fp.count(rid) >= 2, 15, what="the drain of slinky-1 refused twice")
+        n1 = wait_for(lambda: "DRAIN" in flags(lab.node("slinky-1")) and lab.node("slinky-1"), 15,
+                      what="slinky-1 drained once the proxy let the write through")
+        took = time.monotonic() - t
+        assert n1["reason"].startswith(PREFIX), n1["reason"]
+        full = op.metric("slurmop_nodeset_passes_total", kind="full") - full0
+        incr = op.metric("slurmop_nodeset_passes_total", kind="incremental") - incr0
+        assert full == 0, "%d full pass(es) of the NodeSet ran for a write retried for one pod" % full
+        assert incr >= 2, "the retries ran no incremental pass (%d)" % incr
+        assert op.stderr().count("Slurm write to node slinky-1 failed") >= 2, "the failures were not logged"
+        cordon(c, node1, False)
+        wait_for(lambda: lab.node("slinky-1") and "DRAIN" not in flags(lab.node("slinky-1")), 10,
+                 what="slinky-1 undrained after uncordon")
+        log("ok 16: a drain refused twice landed %.1f s after the cordon, retried for its pod alone "
+            "(%d incremental passes, 0 full)" % (took, incr))
+    resume_all(lab)
+
+
 SCENARIOS = [("main", 4, scenario), ("scheduled", 4, scenario_scheduled_update), ("hostnet", 1, scenario_host_network),
-             ("drift", 5, scenario_drift), ("delete", 4, scenario_delete), ("stale-down", 4, scenario_stale_down)]
+             ("drift", 5, scenario_drift), ("delete", 4, scenario_delete), ("stale-down", 4, scenario_stale_down),
+             ("retry", 2, scenario_retry)]
 
 
 def main():
