@@ -524,13 +524,31 @@ static void on_stopped_leading(void *data)
     op_stop(op);
 }
 
+/* Freed pages go back to the system every TRIM_MS: a burst of work (a
+ * scale-out, a backlog of writes) otherwise leaves RSS at its high-water
+ * mark for good. A trim walks the free lists: a few milliseconds at most,
+ * a negligible share of a minute. */
+#define TRIM_MS 60000
+#define TRIM_AFTER_SYNC_MS 5000 /* the first passes over a fresh cache done */
+
+static void on_trim(uv_timer_t *t)
+{
+    (void)t;
+    mem_trim();
+}
+
 static void on_synced(reflector *rf, void *data)
 {
     operator *op = data;
     struct priv *p = P(op);
     p->n_synced++;
-    if (p->n_synced == p->n_reflectors)
+    if (p->n_synced == p->n_reflectors) {
         log_info("all %d caches synced", p->n_reflectors);
+        /* The first LISTs are the largest transient allocations of a run
+         * (pages of a fleet's JSON): their pages go back soon after, not a
+         * minute later. */
+        uv_timer_start(&p->trim, on_trim, TRIM_AFTER_SYNC_MS, TRIM_MS);
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -569,18 +587,6 @@ static void token_invalidate_cb(void *data)
 {
     operator *op = data;
     kcfg_token_invalidate(op->cfg);
-}
-
-/* Freed pages go back to the system every TRIM_MS: a burst of work (a
- * scale-out, a backlog of writes) otherwise leaves RSS at its high-water
- * mark for good. A trim walks the free lists: a few milliseconds at most,
- * a negligible share of a minute. */
-#define TRIM_MS 60000
-
-static void on_trim(uv_timer_t *t)
-{
-    (void)t;
-    mem_trim();
 }
 
 int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *err, size_t errlen)
