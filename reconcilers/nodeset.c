@@ -191,13 +191,15 @@ static int take_failed(nodeset_state *c, const char *key)
  *   - with a RestApi, the Slurm side is not calm (nss_calm: condemned
  *     pods, drains, a blocked condition, registration drift, a held node
  *     table, a reservation write or a ScheduledUpdate strategy pending,
- *     the client not ready, or the last full pass did not run nss_sync), or
- *     writes are in flight: those rules are defined over every pod. When
- *     it is calm, each pod that changed, or whose Slurm node did (the node
- *     cache's events come as pod events, nss_queue.pod), gets its share of
- *     nss_sync and nss_status (nss_pod_step: cordon sync, deadline,
- *     topology, features, conditions, the protect label, pod info) and
- *     the Slurm counts come from the state (each pod's NSI_SLURM_* bits);
+ *     the client not ready, or the last full pass did not run nss_sync):
+ *     those rules are defined over every pod. When it is calm, each pod
+ *     that changed, or whose Slurm node did (the node cache's events come
+ *     as pod events, nss_queue.pod), gets its share of nss_sync and
+ *     nss_status (nss_pod_step: cordon sync, deadline, topology, features,
+ *     conditions, the protect label, pod info), or, while writes of the
+ *     NodeSet are in flight, of nss_status only (a full pass runs nss_sync
+ *     only once they landed), and the Slurm counts come from the state
+ *     (each pod's NSI_SLURM_* bits);
  *     a changed pod that is Ready while the table lacks its node
  *     (registration drift) sends the pass to a full one;
  *   - the last full pass found a conflict (an object not ours under our
@@ -1964,12 +1966,12 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
  * updates the state and the status, as a full pass does then. Returns 0
  * when a full pass must run instead (having taken no action). */
 /* The state of key when an incremental step may use it, else NULL. */
-static struct incr *incr_usable(struct pass *p, uint64_t now, int slurm_ok)
+static struct incr *incr_usable(struct pass *p, uint64_t now)
 {
     struct incr *r = map_get(&p->c->incrs, p->key);
     if (r == NULL || !r->valid || r->full || now >= r->full_due_ms)
         return NULL;
-    if (!nss_quiet(p->op, p->o) && !(slurm_ok && nss_calm(p->op, p->o, p->ns)))
+    if (!nss_quiet(p->op, p->o) && !nss_calm(p->op, p->o, p->ns))
         return NULL;
     return r;
 }
@@ -2009,13 +2011,13 @@ static void incr_apply_dirty(struct pass *p, struct incr *r, nsb_pod **changed, 
 /* The Slurm side of an incremental pass (a RestApi, nss_calm): each pod
  * that changed, or whose Slurm node did, gets what nss_sync and nss_status
  * would do for it. Returns 0 when a full pass must decide instead. */
-static int incr_slurm(struct pass *p, struct incr *r, const nsb_pod *changed, size_t n)
+static int incr_slurm(struct pass *p, struct incr *r, const nsb_pod *changed, size_t n, int sync)
 {
     /* nss_sync uncordons only while no scale-in is under way: every pod
      * that is not terminating, of either mode, within replicas */
     int uncordon_ok = r->st.active + r->st.other_mode <= nsb_replicas(p->ns);
     for (size_t i = 0; i < n; i++)
-        if (nss_pod_step(p->op, p->o, p->ns, &changed[i], r->update_hash, uncordon_ok) != NSS_STEP_DONE)
+        if (nss_pod_step(p->op, p->o, p->ns, &changed[i], r->update_hash, uncordon_ok, sync) != NSS_STEP_DONE)
             return 0;
     return 1;
 }
@@ -2097,8 +2099,10 @@ static const sobj *name_twin(nodeset_state *c, const sobj *o, const cJSON *ns)
 static int incr_pending(struct pass *p)
 {
     uint64_t now = uv_now(p->op->loop);
-    /* With a RestApi the pods' Slurm work waits for the throttled pass. */
-    struct incr *r = incr_usable(p, now, 0);
+    /* With a RestApi and a calm Slurm side, the changed pods get what a
+     * full pass gives them while writes are in flight: nss_status's share
+     * (their conditions and pod info), not nss_sync's. */
+    struct incr *r = incr_usable(p, now);
     if (r == NULL)
         return 0;
     if (r->dirty.count == 0)
@@ -2108,7 +2112,17 @@ static int incr_pending(struct pass *p)
     snprintf(p->update_hash, sizeof(p->update_hash), "%s", r->update_hash);
     snprintf(p->current_hash, sizeof(p->current_hash), "%s", r->current_hash);
     p->collision = r->collision;
-    incr_apply_dirty(p, r, NULL, NULL);
+    int slurm = !nss_quiet(p->op, p->o);
+    size_t n_changed = 0;
+    nsb_pod *changed = NULL;
+    incr_apply_dirty(p, r, slurm ? &changed : NULL, &n_changed);
+    int slurm_ok = !slurm || incr_slurm(p, r, changed, n_changed, 0);
+    free(changed);
+    if (!slurm_ok) {
+        /* a pod only a full pass may decide: the held pass is one */
+        incr_mark_full(p->c, p->key);
+        return 0;
+    }
     if (r->st.ended.count > 0 && nsi_plan(&r->st, nsb_replicas(p->ns), r->rolling).action != NSI_FULL) {
         store *pods = op_store(p->op, OPK_PODS);
         size_t n = 0, cap = r->st.ended.count, it = 0;
@@ -2152,9 +2166,10 @@ static int incr_pass(struct pass *p, wq_result *res)
 {
     uint64_t now = uv_now(p->op->loop);
     int act = exp_satisfied(p->c->exp, p->key, p->o->uid, now);
-    /* The Slurm side acts on pods only once writes are not in flight (a
-     * full pass runs nss_sync only then). */
-    struct incr *r = incr_usable(p, now, act);
+    /* The Slurm side acts on pods (nss_sync's share) only once writes are
+     * not in flight, as a full pass runs nss_sync only then; before, the
+     * pods get nss_status's share. */
+    struct incr *r = incr_usable(p, now);
     if (r == NULL)
         return 0;
     int slurm = !nss_quiet(p->op, p->o);
@@ -2168,7 +2183,7 @@ static int incr_pass(struct pass *p, wq_result *res)
     snprintf(p->update_hash, sizeof(p->update_hash), "%s", r->update_hash);
     snprintf(p->current_hash, sizeof(p->current_hash), "%s", r->current_hash);
     p->collision = r->collision;
-    if (plan.action != NSI_FULL && slurm && !incr_slurm(p, r, changed, n_changed))
+    if (plan.action != NSI_FULL && slurm && !incr_slurm(p, r, changed, n_changed, act))
         plan.action = NSI_FULL;
     free(changed);
     if (plan.action == NSI_FULL)

@@ -2112,7 +2112,7 @@ unsigned nss_pod_slurm_bits(operator *op, const sobj *nodeset, const sobj *pod)
 }
 
 int nss_pod_step(operator *op, const sobj *nodeset, const cJSON *ns, const nsb_pod *p, const char *update_hash,
-                 int uncordon_ok)
+                 int uncordon_ok, int sync)
 {
     nss_state *st = op->nodeset_slurm;
     nss_set *s = map_get(&st->sets, nodeset->key);
@@ -2140,11 +2140,13 @@ int nss_pod_step(operator *op, const sobj *nodeset, const cJSON *ns, const nsb_p
         return NSS_STEP_FULL;
     if (found != NC_PRESENT)
         sn = NULL;
-    const pod_proj *pp = pod_of(pod);
-    const sobj *node = pp->node_name ? store_get(op_store(op, OPK_NODES), NULL, pp->node_name) : NULL;
-    sync_ctx x = sync_ctx_of(op, s, cache, nodeset, ns, update_hash);
-    x.uncordon_ok = uncordon_ok;
-    sync_pod(&x, p, name, sn, node);
+    if (sync) {
+        const pod_proj *pp = pod_of(pod);
+        const sobj *node = pp->node_name ? store_get(op_store(op, OPK_NODES), NULL, pp->node_name) : NULL;
+        sync_ctx x = sync_ctx_of(op, s, cache, nodeset, ns, update_hash);
+        x.uncordon_ok = uncordon_ok;
+        sync_pod(&x, p, name, sn, node);
+    }
     status_pod(st, s, cache, nodeset, p, name, sn, wdp);
     return NSS_STEP_DONE;
 }

@@ -149,15 +149,17 @@ int nss_calm(operator *op, const sobj *nodeset, const cJSON *ns);
 unsigned nss_pod_slurm_bits(operator *op, const sobj *nodeset, const sobj *pod);
 enum { NSS_STEP_DONE = 0, NSS_STEP_FULL = 1 };
 /** An incremental pass's Slurm work for one pod that changed (or whose
- *  Slurm node did), while nss_calm holds and the expectations are met:
- *  what nss_sync and nss_status do for it (deadline, topology, cordon sync,
- *  features, conditions, the protect label, pod info, a stale DOWN), with
- *  uncordon_ok as nss_sync finds it (no scale-in under way). NSS_STEP_FULL,
+ *  Slurm node did), while nss_calm holds: what nss_sync and nss_status do
+ *  for it (deadline, topology, cordon sync, features, conditions, the
+ *  protect label, pod info, a stale DOWN), with uncordon_ok as nss_sync
+ *  finds it (no scale-in under way). sync 0 (writes of the NodeSet in
+ *  flight, when a full pass runs nss_status but not nss_sync): nss_status's
+ *  share only. NSS_STEP_FULL,
  *  having written nothing for the pod, when only a full pass may decide:
  *  a Ready pod whose node the table lacks (registration drift), or the
  *  client not ready. Never condemns or deletes. */
 int nss_pod_step(operator *op, const sobj *nodeset, const cJSON *ns, const nsb_pod *p, const char *update_hash,
-                 int uncordon_ok);
+                 int uncordon_ok, int sync);
 /** Why the last pass kept condemned pods it could not drain (a reason
  *  such as "DrainBlockedNoRestApi"; NULL when none) and, in *message, the
  *  condition message. */
