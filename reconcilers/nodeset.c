@@ -419,15 +419,17 @@ static void queue_after(void *ctx, const char *key, uint64_t ms)
 }
 
 /* A Slurm write for one pod of key failed and backs off for ms: that pod
- * alone is looked at again then, unless the state cannot take it (no state
- * of a spec it models, a full pass due anyway, too many waiting): then a
- * full pass, as before. */
+ * alone is looked at again then. The entry is kept whatever the state is
+ * now: this may run inside a full pass (slurm_update backing off), whose
+ * end (incr_rebuild) clears a full mark, and the pass that comes when it
+ * is due may be incremental. One entry per pod at most; more than
+ * INCR_MAX_DIRTY due at once make that pass a full one. Without a state
+ * (no full pass yet) every pass is a full one: a delayed one, as before. */
 static void queue_pod_after(void *ctx, const char *key, const sobj *pod, uint64_t ms)
 {
     nodeset_state *c = ctx;
     struct incr *r = map_get(&c->incrs, key);
-    if (r == NULL || !r->valid || r->full || c->q == NULL ||
-        (r->retry.count >= INCR_MAX_DIRTY && map_get(&r->retry, pod->uid) == NULL)) {
+    if (r == NULL || c->q == NULL) {
         nodeset_enqueue_after(c->op, key, ms);
         return;
     }
