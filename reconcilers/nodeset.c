@@ -1673,10 +1673,20 @@ static void rolling_update(struct pass *p)
  * API server at 1,024 pods, passes sent ~1,850 PATCHes that waited up to a
  * minute on one another and readyReplicas stayed at 955 of 1,024. A pass
  * that finds a write in flight sends nothing and asks for another pass when
- * it completes; that pass diffs against what the cache then holds. */
+ * it completes; that pass diffs against what the cache then holds.
+ *
+ * And at most one PATCH per STATUS_MIN_MS per NodeSet: while 8,192 pods
+ * became Ready one by one over 14 minutes (kube-scheduler's pace on a real
+ * control plane), one write per change of the ready count made 6,478
+ * status PATCHes, most of the operator's requests after its creates. A
+ * change sooner than that after the last write waits for a pass queued at
+ * its end; the first change after a quiet second goes out at once. */
+#define STATUS_MIN_MS 1000
 struct status_busy {
     char *key;
-    int again; /* a pass skipped its write meanwhile */
+    int again;        /* a pass skipped its write meanwhile */
+    int inflight;     /* a PATCH is on its way */
+    uint64_t sent_ms; /* uv_now() when the last one was sent */
 };
 
 static void status_busy_free(void *v)
@@ -1693,15 +1703,36 @@ static void status_written(int err, const cJSON *obj, const kube_status *st, voi
     struct keyref *k = data;
     struct status_busy *b = map_get(&k->c->status_busy, k->key);
     int again = b && b->again;
-    map_drop(&k->c->status_busy, k->key);
-    if (err && err != OP_ECANCELED && err != OP_ENOTFOUND) {
+    uint64_t sent = b ? b->sent_ms : 0;
+    if (b) {
+        b->inflight = 0;
+        b->again = 0;
+    }
+    if (err == OP_ECANCELED) {
+        /* stopping: nothing more to send */
+    } else if (err && err != OP_ENOTFOUND) {
         log_warn("nodeset %s: status update failed: %s (%s)", k->key, op_strerror(err), st ? st->message : "");
         if (k->c->q)
             mark_failed(k->c, k->key);
     } else if (again && k->c->q) {
-        wq_add(k->c->q, k->key);
+        uint64_t now = uv_now(k->c->op->loop);
+        if (now - sent >= STATUS_MIN_MS)
+            wq_add(k->c->q, k->key);
+        else
+            wq_add_after(k->c->q, k->key, STATUS_MIN_MS - (now - sent));
     }
+    if (b && err != OP_ECANCELED && store_get_key(op_store(k->c->op, OPK_NODESETS), k->key) == NULL)
+        map_drop(&k->c->status_busy, k->key); /* the NodeSet is gone */
     free(k);
+}
+
+/* A NodeSet gone: its entry, unless a PATCH is still on its way (its
+ * completion finds it; the next pass that finds the NodeSet gone drops it). */
+static void status_forget(nodeset_state *c, const char *key)
+{
+    struct status_busy *b = map_get(&c->status_busy, key);
+    if (b && !b->inflight)
+        map_drop(&c->status_busy, key);
 }
 
 /* Sends a status patch unless one is in flight (then the next pass after it
@@ -1709,13 +1740,23 @@ static void status_written(int err, const cJSON *obj, const kube_status *st, voi
 static int status_send(struct pass *p, const cJSON *patch)
 {
     struct status_busy *b = map_get(&p->c->status_busy, p->key);
-    if (b) {
+    uint64_t now = uv_now(p->op->loop);
+    if (b && b->inflight) {
         b->again = 1;
         return 0;
     }
-    b = xcalloc(1, sizeof(*b));
-    b->key = xstrdup(p->key);
-    map_put(&p->c->status_busy, b->key, b);
+    if (b && now - b->sent_ms < STATUS_MIN_MS) {
+        if (p->c->q)
+            wq_add_after(p->c->q, p->key, STATUS_MIN_MS - (now - b->sent_ms));
+        return 0;
+    }
+    if (b == NULL) {
+        b = xcalloc(1, sizeof(*b));
+        b->key = xstrdup(p->key);
+        map_put(&p->c->status_busy, b->key, b);
+    }
+    b->inflight = 1;
+    b->sent_ms = now;
     kube_req_opts ro = {.no_answer = 1}; /* status_written reads only the outcome */
     kube_patch_with(p->op->client, &ro, &SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch, NULL,
                     0, status_written, keyref_new(p->c, p->key));
@@ -2255,6 +2296,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         return WQ_RESULT_AFTER(NS_UNSYNCED_RETRY_MS);
     if (o == NULL || o->json == NULL) {
         exp_drop(c->exp, key);
+        status_forget(c, key);
         nss_forget(op, key);
         incr_drop(c, key);
         nsim_forget(op->nodeset_immut, key);
