@@ -255,6 +255,16 @@ static void wake_pruner(nss_state *st, const char *ctl_key, const char *node)
     cJSON_Delete(info);
 }
 
+/* The key ("ns/name") of the NodeSet that owns pod into key; 0 when no
+ * NodeSet owns it. */
+static int owner_key(const sobj *pod, char *key, size_t len)
+{
+    if (!pod->owner_name || !pod->owner_kind || strcmp(pod->owner_kind, NSB_KIND) != 0)
+        return 0;
+    snprintf(key, len, "%s/%s", pod->ns, pod->owner_name);
+    return 1;
+}
+
 static void on_slurm_node(const char *ctl_key, const char *node, void *data)
 {
     nss_state *st = data;
@@ -269,10 +279,9 @@ static void on_slurm_node(const char *ctl_key, const char *node, void *data)
         for (const sobj *pod = store_index_first(pods, st->ix_slurm_name, node, &cur); pod;
              pod = store_index_next(&cur)) {
             any = 1;
-            if (!pod->owner_name || !pod->owner_kind || strcmp(pod->owner_kind, NSB_KIND) != 0)
-                continue;
             char key[512];
-            snprintf(key, sizeof(key), "%s/%s", pod->ns, pod->owner_name);
+            if (!owner_key(pod, key, sizeof(key)))
+                continue;
             const nss_set *s = map_get(&st->sets, key);
             if (s == NULL || strcmp(s->ctl_key, ctl_key) == 0)
                 st->q.pod(st->q.ctx, key, pod);
@@ -494,15 +503,10 @@ static void retry_node(nss_state *st, const char *set, const char *node, uint64_
     if (st->q.pod_after && node) {
         store *pods = op_store(st->op, OPK_PODS);
         store_cursor cur;
-        size_t n = strlen(set), ns;
+        char key[512];
         for (const sobj *pod = store_index_first(pods, st->ix_slurm_name, node, &cur); pod;
              pod = store_index_next(&cur)) {
-            /* set is "ns/name": the pod's namespace and owner. */
-            if (!pod->owner_name || !pod->owner_kind || strcmp(pod->owner_kind, NSB_KIND) != 0)
-                continue;
-            ns = strlen(pod->ns);
-            if (ns < n && strncmp(set, pod->ns, ns) == 0 && set[ns] == '/' &&
-                strcmp(set + ns + 1, pod->owner_name) == 0) {
+            if (owner_key(pod, key, sizeof(key)) && strcmp(key, set) == 0) {
                 st->q.pod_after(st->q.ctx, set, pod, ms);
                 return;
             }
