@@ -17,6 +17,10 @@
  * (1 ms is a bucket bound; the buckets start at 50 µs). Queue depth is sampled from /metrics every
  * 100 ms. Node flaps alone cause reconciles without writes (nothing to do
  * without Slurm), so they add queue work but no latency samples.
+ *
+ * When N is larger than CHURN_REF_N (and not --quick), the same rates run
+ * first on a fleet of CHURN_REF_N pods of its own: the p99 at N over that
+ * one says whether an event's cost grows with the fleet.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -29,6 +33,10 @@
 
 #define QN "name=\"" NODESET_CONTROLLER "\""
 #define QC "controller=\"" NODESET_CONTROLLER "\""
+
+/* The fleet whose p99 is the reference of the larger one's (the cost of an
+ * event must not grow with the fleet). */
+#define CHURN_REF_N 1024
 
 typedef struct churn {
     bx_ctx *x;
@@ -380,12 +388,11 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
     return rc;
 }
 
-int scen_churn(bx_ctx *x)
+/* One fleet of n pods (with its own Slurm lab under --churn-slurm), the
+ * three rates in turn. *done: rates that ran; *with_slurm: the lab started;
+ * *n_nodes: Kubernetes Nodes the events flapped. */
+static int churn_fleet(bx_ctx *x, int n, rate_result rr[3], int *done, int *with_slurm_out, size_t *n_nodes)
 {
-    int n = x->sizes[0];
-    for (int i = 1; i < x->n_sizes; i++)
-        if (x->sizes[i] > n)
-            n = x->sizes[i];
     bx_fleet f;
     churn c;
     memset(&c, 0, sizeof(c));
@@ -428,9 +435,8 @@ int scen_churn(bx_ctx *x)
     if (rc == 0)
         rc = load_nodes(x, &f, &c);
     static const double rates[] = {10, 100, 1000};
-    rate_result rr[3];
-    memset(rr, 0, sizeof(rr));
-    int done = 0;
+    memset(rr, 0, 3 * sizeof(*rr));
+    *done = 0;
     if (rc == 0) {
         if (f.have_ks) {
             hc_pool_opts po;
@@ -449,7 +455,7 @@ int scen_churn(bx_ctx *x)
                 secs = 100 / rates[i];
             if (run_rate(x, &f, &c, rates[i], secs, &rr[i]) != 0)
                 bx_say(x, "bench: churn at %g events/s did not settle", rates[i]);
-            done++;
+            (*done)++;
         }
         uv_close((uv_handle_t *)&c.tick, timer_closed);
         uv_close((uv_handle_t *)&c.samp, timer_closed);
@@ -461,14 +467,55 @@ int scen_churn(bx_ctx *x)
         bx_lab_stop(x, &lab);
     free(jwt);
 
+    *with_slurm_out = with_slurm;
+    *n_nodes = c.n_nodes;
+    for (size_t i = 0; i < c.n_nodes; i++)
+        free(c.nodes[i]);
+    free(c.nodes);
+    free(c.st);
+    free(c.sd);
+    return rc;
+}
+
+static void rates_free(rate_result rr[3])
+{
+    for (int i = 0; i < 3; i++) {
+        free(rr[i].st);
+        free(rr[i].sd);
+    }
+}
+
+int scen_churn(bx_ctx *x)
+{
+    int n = x->sizes[0];
+    for (int i = 1; i < x->n_sizes; i++)
+        if (x->sizes[i] > n)
+            n = x->sizes[i];
+    rate_result rr[3], ref[3];
+    int done = 0, ref_done = 0, with_slurm = 0, ref_slurm = 0;
+    size_t n_nodes = 0, ref_nodes = 0;
+    memset(ref, 0, sizeof(ref));
+    /* The cost of an event must not grow with the fleet: the same rates on
+     * a fleet of CHURN_REF_N first, as the reference of the ratio. */
+    int with_ref = n > CHURN_REF_N && !x->quick;
+    if (with_ref) {
+        bx_step(x, "churn: the reference fleet of %d pods", CHURN_REF_N);
+        if (churn_fleet(x, CHURN_REF_N, ref, &ref_done, &ref_slurm, &ref_nodes) != 0)
+            bx_say(x, "bench: churn: the reference fleet of %d pods failed", CHURN_REF_N);
+    }
+    int rc = churn_fleet(x, n, rr, &done, &with_slurm, &n_nodes);
+
     bx_table *t =
-        bx_table_new("Churn: event → action latency of the NodeSet controller (operator's histogram)", 12,
-                     "events/s", "sent (failed)", "actions", "p50", "p90", "p99", "max ≤", "≤ 1 ms",
+        bx_table_new("Churn: event → action latency of the NodeSet controller (operator's histogram)", 13,
+                     "events/s", "sent (failed)", "actions", "p50", "p90", "p99", "p99 at 1,024 (ratio)", "max ≤",
+                     "≤ 1 ms",
                      "reconcile p50 / p99", "reconciles (full passes)", "queue depth max / mean",
                      "loop busy / CPU, iterations > 1 ms busy / CPU");
     cJSON *out = cJSON_CreateObject();
     cJSON_AddNumberToObject(out, "n", n);
     cJSON_AddBoolToObject(out, "slurm", with_slurm);
+    if (with_ref)
+        cJSON_AddNumberToObject(out, "referenceN", CHURN_REF_N);
     cJSON *arr = cJSON_AddArrayToObject(out, "rates");
     bx_series lat_s[3], dep_s[3];
     double shares[3][BX_HIST_MAX];
@@ -512,8 +559,16 @@ int scen_churn(bx_ctx *x)
                      r->loop_cpu / r->seconds * 100, it_long, ic_long);
         else
             snprintf(lp, sizeof(lp), "n/a");
+        /* The reference fleet's p99 at the same rate (when it ran). */
+        double ref99 = i < ref_done ? bx_hist_quantile(&ref[i].lat, 0.99) : NAN;
+        double ratio = isfinite(ref99) && ref99 > 0 ? p99 / ref99 : NAN;
+        char rf[48], rf1[24];
+        if (isfinite(ratio))
+            snprintf(rf, sizeof(rf), "%s (%.2f×)", bx_fmt_s(rf1, sizeof(rf1), ref99), ratio);
+        else
+            snprintf(rf, sizeof(rf), "n/a");
         bx_table_row(t, rate, b, a, bx_fmt_s(cc, sizeof(cc), p50), bx_fmt_s(d, sizeof(d), p90),
-                     bx_fmt_s(e, sizeof(e), p99), bx_fmt_s(g, sizeof(g), mx), h, k, l, m, lp);
+                     bx_fmt_s(e, sizeof(e), p99), rf, bx_fmt_s(g, sizeof(g), mx), h, k, l, m, lp);
         cJSON *j = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "eventsPerSecond", r->rate);
         cJSON_AddNumberToObject(j, "seconds", r->seconds);
@@ -524,6 +579,8 @@ int scen_churn(bx_ctx *x)
         cJSON_AddItemToObject(j, "p50", bx_num(p50));
         cJSON_AddItemToObject(j, "p90", bx_num(p90));
         cJSON_AddItemToObject(j, "p99", bx_num(p99));
+        cJSON_AddItemToObject(j, "referenceP99", bx_num(ref99));
+        cJSON_AddItemToObject(j, "p99RatioToReference", bx_num(ratio));
         cJSON_AddItemToObject(j, "maxAtMost", bx_num(mx));
         cJSON_AddItemToObject(j, "shareWithin1ms", bx_num(f5));
         cJSON_AddItemToObject(j, "reconcileP50", bx_num(r50));
@@ -574,6 +631,16 @@ int scen_churn(bx_ctx *x)
             snprintf(note, sizeof(note), "%.0f actions; max ≤ %s", actions, bx_fmt_s(d, sizeof(d), mx));
             snprintf(what, sizeof(what), "event → action p99 ≤ 1 ms at %s events/s", r->rate == 100 ? "100" : "1,000");
             bx_target(x, what, mv, "1 ms", p99 / 0.001, isfinite(f5) && f5 >= 0.99 ? "met" : "missed", note);
+            if (isfinite(ratio)) {
+                char lim[48];
+                snprintf(mv, sizeof(mv), "p99 %s at %d pods", bx_fmt_s(cc, sizeof(cc), p99), n);
+                snprintf(lim, sizeof(lim), "1.5 × %s", bx_fmt_s(rf1, sizeof(rf1), ref99));
+                snprintf(what, sizeof(what), "event → action p99 within 1.5× of %d pods' at %s events/s",
+                         CHURN_REF_N, r->rate == 100 ? "100" : "1,000");
+                snprintf(note, sizeof(note), "%.0f and %.0f actions", actions,
+                         ref[i].lat.n ? ref[i].lat.cum[ref[i].lat.n - 1] : 0);
+                bx_target(x, what, mv, lim, ratio, ratio <= 1.5 ? "met" : "missed", note);
+            }
         }
     }
     /* bucket categories: up to the highest non-empty bucket of any rate */
@@ -605,7 +672,7 @@ int scen_churn(bx_ctx *x)
     bx_table_note(t,
                   "%d pods on %d Nodes; half the events fail a pod, half cordon or uncordon a Node. actions: "
                   "reconciles that wrote (the histogram's count);",
-                  n, (int)c.n_nodes);
+                  n, (int)n_nodes);
     if (with_slurm)
         bx_table_note(t,
                       "With Slurm (--churn-slurm): the Controller has a RestApi reading a Slurm lab of %d nodes "
@@ -618,19 +685,18 @@ int scen_churn(bx_ctx *x)
                       "removes a terminating pod by name without a UID precondition, and lagging behind it "
                       "would delete the replacement the operator made under the same name) and a Node flap is a PATCH of spec.unschedulable, one Node PATCH in flight at a "
                       "time (flaps due meanwhile are skipped and counted).");
+    if (with_ref)
+        bx_table_note(t,
+                      "p99 at 1,024: the same rates on a fleet of %d pods (its own kubesim%s), run first; ratio: "
+                      "this fleet's p99 over it.",
+                      CHURN_REF_N, ref_slurm ? " and Slurm lab" : "");
     bx_table_note(t,
-                  "percentiles interpolated inside the histogram's buckets (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5 ms ...); "
+                  "percentiles interpolated inside the histogram's buckets (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, "
+                  "0.5, 0.75, 1, 2.5, 5 ms ...); "
                   "max ≤: upper bound of the highest non-empty bucket; ≤ 1 ms: exact share.");
     bx_table_emit(x, t);
     cJSON_AddItemToObject(x->results, "churn", out);
-    for (int i = 0; i < 3; i++) {
-        free(rr[i].st);
-        free(rr[i].sd);
-    }
-    for (size_t i = 0; i < c.n_nodes; i++)
-        free(c.nodes[i]);
-    free(c.nodes);
-    free(c.st);
-    free(c.sd);
+    rates_free(rr);
+    rates_free(ref);
     return rc == 0 && done == 3 ? 0 : OP_EIO;
 }

@@ -79,6 +79,7 @@ typedef struct nc_node {
     int want_read;     /* in c->reread */
     int settle_notify; /* tell the owner once the write has been read back */
     list_node reread_link;
+    list_node watch_link; /* in c->watched: retry_notify, prove or track_until set */
     /* n.comment was set by a comment-only write Slurm accepted, without a
      * read back; answers to requests sent before it (seq < local_seq) may
      * still carry the old comment and must not undo it. 0: none. */
@@ -146,6 +147,13 @@ struct nc_cache {
     uv_timer_t track_timer;
     list_node reread;
     size_t n_reread;
+    /* Nodes with a timed reason to be looked at by track_tick (a tracked
+     * read, a proof asked for, a repeated write's wake-up), so a tick costs
+     * what is due and not a walk over the whole table: a tick follows every
+     * write, and at 8,192 nodes the walk was the one cost of an event that
+     * grew with the fleet. */
+    list_node watched;
+    size_t n_watched;
     /* jobs */
     uv_timer_t jobs_timer;
     int want_jobs, jobs_polling, jobs_ok;
@@ -212,8 +220,18 @@ static nc_node *node_ensure(nc_cache *c, const char *name)
     e = xcalloc(1, sizeof(*e));
     e->name = xstrdup(name);
     list_init(&e->reread_link);
+    list_init(&e->watch_link);
     map_put(&c->nodes, e->name, e);
     return e;
+}
+
+/* e got a reason for track_tick to look at it (see c->watched). */
+static void watch(nc_cache *c, nc_node *e)
+{
+    if (!list_is_linked(&e->watch_link)) {
+        list_insert_tail(&c->watched, &e->watch_link);
+        c->n_watched++;
+    }
 }
 
 static int settling(const nc_cache *c, const nc_node *e)
@@ -257,6 +275,8 @@ static void node_free(void *v)
     nc_node *e = v;
     if (list_is_linked(&e->reread_link))
         list_remove(&e->reread_link);
+    if (list_is_linked(&e->watch_link))
+        list_remove(&e->watch_link);
     sm_node_clear(&e->n);
     free(e->ckey);
     free(e->wkey);
@@ -725,16 +745,15 @@ static void track_tick(uv_timer_t *t)
     if (c->closing)
         return;
     uint64_t now = uv_now(c->loop);
-    /* Who needs a read: nodes just written, and tracked nodes (when the
-     * table's own interval is longer than ours). */
-    size_t it = 0, n = 0, tracked = 0, rereads = 0;
-    const char *k;
-    void *v;
-    nc_node **due = xcalloc(c->nodes.count + 1, sizeof(*due));
-    nc_node **proofs = xcalloc(c->nodes.count + 1, sizeof(*proofs));
-    size_t n_proofs = 0, waking = 0;
-    while (map_next(&c->nodes, &it, &k, &v)) {
-        nc_node *e = v;
+    /* Who needs a read: nodes just written (c->reread), and tracked nodes
+     * when the table's own interval is longer than ours (c->watched). */
+    size_t n = 0, tracked = 0, rereads = c->n_reread, n_proofs = 0, waking = 0;
+    nc_node **due = xcalloc(c->n_reread + c->n_watched + 1, sizeof(*due));
+    nc_node **proofs = xcalloc(c->n_watched + 1, sizeof(*proofs));
+    list_node *l, *next;
+    for (l = c->watched.next; l != &c->watched; l = next) {
+        next = l->next;
+        nc_node *e = list_entry(l, nc_node, watch_link);
         if (e->retry_notify) {
             if (e->retry_at <= now) {
                 e->retry_notify = 0;
@@ -744,6 +763,13 @@ static void track_tick(uv_timer_t *t)
             }
         }
         waking += (size_t)e->prove;
+        int track = e->track_until > now;
+        tracked += (size_t)track;
+        if (!e->retry_notify && !e->prove && !track) {
+            list_remove(&e->watch_link);
+            c->n_watched--;
+            continue;
+        }
         if (e->prove && !e->reading) {
             /* Only a read by name can say a node does not exist: never
              * folded into a table read. */
@@ -751,21 +777,15 @@ static void track_tick(uv_timer_t *t)
                 proofs[n_proofs++] = e;
             continue;
         }
-        int want = e->want_read;
-        rereads += (size_t)e->want_read;
-        if (e->track_until > now) {
-            tracked++;
-            if (c->interval_ms > c->o.track_ms)
-                want = 1;
-        }
-        if (want && !e->reading)
-            due[n++] = e;
+        if (track && c->interval_ms > c->o.track_ms && !e->want_read && !e->reading)
+            due[n++] = e; /* a node also in c->reread is taken below */
     }
-    list_node *l;
     while ((l = list_first(&c->reread))) {
         nc_node *e = list_entry(l, nc_node, reread_link);
         list_remove(l);
         e->want_read = 0;
+        if (!e->reading && !e->prove)
+            due[n++] = e;
     }
     c->n_reread = 0;
     for (size_t i = 0; i < n_proofs; i++)
@@ -794,6 +814,7 @@ void nc_track(nc_cache *c, const char *name, unsigned ms)
     uint64_t until = uv_now(c->loop) + ms;
     if (until > e->track_until)
         e->track_until = until;
+    watch(c, e);
     arm_track(c, c->o.track_ms);
 }
 
@@ -923,6 +944,7 @@ static int start_write(nc_cache *c, const char *name, const char *key, const sm_
                 e->repeats = 0; /* long ago: a new story */
             else if (now < e->retry_at) {
                 e->retry_notify = 1;
+                watch(c, e);
                 arm_track(c, (unsigned)(e->retry_at - now));
                 return 1;
             }
@@ -1440,6 +1462,7 @@ int nc_confirm_gone(nc_cache *c, const char *name, unsigned max_age_ms)
         return 1;
     if (!e->prove) {
         e->prove = 1;
+        watch(c, e);
         arm_track(c, 0);
     }
     return 0;
@@ -1601,6 +1624,7 @@ int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
     map_init_type(&c->nodes, &node_type);
     map_init_type(&c->deadlines, &deadline_type);
     list_init(&c->reread);
+    list_init(&c->watched);
     nb_opts bo = {.rest = c->rest, .lib = c->lib, .name = c->name};
     int rc = nb_new(loop, &bo, &c->batch);
     if (rc < 0) {
