@@ -335,7 +335,22 @@ static int churn_pred(void *arg)
     return 1;
 }
 
+/* All n pods are there and Ready, and the NodeSet's status says so. */
+typedef struct settle_goal {
+    bx_obs *o;
+    int n;
+} settle_goal;
+
+static int settled_pred(void *arg)
+{
+    settle_goal *g = arg;
+    bx_obs_counts c;
+    bx_obs_counts_get(g->o, &c);
+    return c.exist >= g->n && c.ready >= g->n && c.ns_ready == g->n;
+}
+
 #define PEER_CHURN_PODS 100
+#define PEER_SETTLE_S 300 /* bound on the replacements becoming Ready after the churn */
 #define PEER_CHURN_RATE 10.0 /* deletes a second */
 
 /* Churn: PEER_CHURN_PODS pods spread over the NodeSet deleted one by one at
@@ -374,6 +389,14 @@ static void churn(bx_ctx *x, bx_api *api, bx_obs *obs, int n, int pid, const cha
         r->ch_p99 = lat[(int)ceil(0.99 * m) - 1];
         r->ch_max = lat[m - 1];
     }
+    /* The replacements become Ready at kube-scheduler's pace (at 8,192
+     * Nodes with anti-affinity, seconds each): the restart that follows
+     * must find nothing left to report, or its window counts the status
+     * writes of these Ready transitions (7 at 8,192 before this wait). */
+    settle_goal sg = {obs, n};
+    if (bx_wait(x, settled_pred, &sg, PEER_SETTLE_S) != 0)
+        bx_say(x, "bench: churn: the %d pods and the NodeSet's readyReplicas were not all back in %d s", n,
+               PEER_SETTLE_S);
     bx_sleep(x, 3); /* the status writes that follow */
     r->cpu_churn = bx_cpu_seconds(pid) - c0;
     audit_count(x, sa, off, &r->req_churn);
