@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Why a cordoned Node drains its Slurm node: the drain reason slurmop
-writes (slurmop against kubesim and a real Slurm 22.05, slurmlab.sh).
+writes (slurmop against kubesim or a real control plane, tests/lib/backend.py,
+and a real Slurm 22.05, slurmlab.sh).
 
   1. the Node annotation nodeset.slinky.slurm.net/node-cordon-reason is the
      reason (after our prefix), cleaned of control characters;
@@ -11,13 +12,14 @@ writes (slurmop against kubesim and a real Slurm 22.05, slurmlab.sh).
   4. uncordoning undrains each node (the reason was ours).
 Exit 77 (skipped) without the Slurm binaries or root.
 """
+# backends: kubesim k8s
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kubesim import Kubesim  # noqa: E402
+from backend import api_server  # noqa: E402
 from slurmlab import lab_cluster, run_in_lab  # noqa: E402
 from slurmop import Slurmop, apply_crds, wait_for  # noqa: E402
 from test_slurm_nodeset import IMAGES, PREFIX, conds, cordon, flags, log, pod  # noqa: E402
@@ -87,7 +89,7 @@ def scenario(ks, lab):
 
 
 def main():
-    run_in_lab("test_slurm_drain_reason", NODES, scenario, lambda: Kubesim(nodes=3))
+    run_in_lab("test_slurm_drain_reason", NODES, scenario, lambda: api_server(nodes=3))
 
 
 if __name__ == "__main__":
