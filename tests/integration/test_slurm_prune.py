@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """pruneSlurmNodeRecords: NodeNotFound in DaemonSet mode (slurmop against
-kubesim and a real Slurm 22.05, tests/slurm/slurmlab.sh with its dynamic
-node dyn1).
+kubesim or a real control plane, tests/lib/backend.py, and a real Slurm
+22.05, tests/slurm/slurmlab.sh with its dynamic node dyn1).
 
 The NodeSet's one Kubernetes Node carries the hostname-override annotation
-"dyn1", so its pod is the lab's dynamic node (kubesim runs no slurmd).
+"dyn1", so its pod is the lab's dynamic node (neither kubesim nor kwok runs
+a slurmd).
 slurmop writes the pod info into dyn1's comment. Then dyn1's slurmd dies,
 the Kubernetes Node is deleted and
 its pod goes (before Slurm notices: no pod event is left to come when it
@@ -12,6 +13,7 @@ does), then dyn1 turns DOWN and NOT_RESPONDING: slurmop deletes the defunct reco
 DefunctSlurmNodePruned), as Slinky does.
 Exit 77 (skipped) without the Slurm binaries or root.
 """
+# backends: kubesim k8s
 import json
 import os
 import signal
@@ -21,7 +23,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kubesim import Kubesim  # noqa: E402
+from backend import api_server  # noqa: E402
 from slurmlab import lab_cluster, run_in_lab  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, pods_of, wait_for  # noqa: E402
 from test_slurm_nodeset import IMAGES, log  # noqa: E402
@@ -38,7 +40,7 @@ def events(c, reason):
 def scenario(ks, lab):
     c = ks.client()
     apply_crds(c)
-    node = c.get("/api/v1/nodes").json()["items"][0]["metadata"]["name"]
+    node = ks.node_names()[0]
     r = c.patch("/api/v1/nodes/" + node, {"metadata": {"annotations": {OVERRIDE: "dyn1"}}})
     assert r.status == 200, r.text
     lab_cluster(c, lab, {"ds": dict(scalingMode="DaemonSet", pruneSlurmNodeRecords="NodeNotFound",
@@ -58,15 +60,17 @@ def scenario(ks, lab):
         # still happen (slurmop is told by the node table's change).
         with open(os.path.join(lab.dir, "run", "slurmd.dyn1.pid")) as f:
             os.kill(int(f.read().strip()), signal.SIGKILL)
-        r = c.delete("/api/v1/nodes/" + node)
-        assert r.status in (200, 202), r.text
+        ks.delete_node(node)
         def pods_gone():
             # Deleted as Kubernetes' pod garbage collector deletes the pods
             # of a Node that is gone: a pod slurmop made again before it saw
             # the Node's deletion (the two watches are not ordered) too.
+            # Forced (grace 0) as that collector does: on a real control
+            # plane no kubelet is left to finish a graceful deletion.
             left = pods_of(c, "ds")
             for p in left:
-                c.delete("/api/v1/namespaces/default/pods/" + p["metadata"]["name"])
+                c.delete("/api/v1/namespaces/default/pods/" + p["metadata"]["name"],
+                         {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
             return not left
         wait_for(pods_gone, 30, interval=0.3, what="the pod gone")
         assert lab.node("dyn1") is not None, "dyn1's record went before slurmop pruned it"
@@ -82,7 +86,7 @@ def scenario(ks, lab):
 
 
 def main():
-    run_in_lab("test_slurm_prune", ["static-0"], scenario, lambda: Kubesim(nodes=1, max_grace="200ms"),
+    run_in_lab("test_slurm_prune", ["static-0"], scenario, lambda: api_server(nodes=1, max_grace="200ms"),
                lab_env={"SLURMLAB_DYNAMIC": "1", "SLURMLAB_EXTRA_CONF": "SlurmdTimeout=5"})
 
 
