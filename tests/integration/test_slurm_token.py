@@ -3,7 +3,9 @@
 
 A Slurm lab (tests/slurm/slurmlab.sh: slurmctld with auth/jwt as
 AuthAltType, slurmrestd) of SLURMLAB_VERSION (22.05, the default, 24.11 or
-26.05) runs on loopback; kubesim serves the API. The
+26.05) runs on loopback; kubesim or a real control plane serves the API
+(tests/lib/backend.py; there slurmop runs under deploy/'s ServiceAccount,
+and any 403 it is answered fails the test). The
 lab's jwt.key goes into a Secret, a Token for user root names it, and
 slurmop (the Token reconciler) mints the JWT into the Token's Secret. The
 test then calls slurmrestd with that token (GET /slurm/<SLURMLAB_API>/nodes:
@@ -15,25 +17,26 @@ Exit 77 (ctest: skipped) when the Slurm binaries are not installed (22.05),
 when not root, or when the lab's root file system cannot be built (24.11,
 26.05).
 """
+# backends: kubesim k8s
 import base64
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
 
-from kubesim import Kubesim
-from slurmlab import VERSION, Lab, skip_unless_runnable
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+
+from backend import api_server  # noqa: E402
+from slurmlab import VERSION, Lab, skip_unless_runnable  # noqa: E402
+from slurmop import Slurmop, apply_crds  # noqa: E402
 
 SRC = os.environ.get("OP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("OP_BUILD_DIR", os.path.join(SRC, "build"))
 SLURMOP = os.path.join(BUILD, "slurmop")
-YAML2JSON = os.path.join(BUILD, "tools", "yaml2json")
 NODES = ["tok-0", "tok-1"]
 NS = "slurm"
 
@@ -83,22 +86,14 @@ def main():
     tmp = tempfile.mkdtemp(prefix="test_slurm_token.")
     os.chmod(tmp, 0o755)  # munged needs every directory above its socket searchable by all
     lab = Lab(tmp, NODES)
-    op = None
-    log_path = os.path.join(tmp, "slurmop.log")
     try:
         lab.start()
         print("Slurm %s lab started in %.1f s (REST %s)" % (VERSION, lab.start_s, lab.api))
         url, api, key = lab.url, lab.api, lab.jwt_key
 
-        with Kubesim() as ks:
+        with api_server() as ks:
             c = ks.client()
-            crds = sorted(os.path.join(SRC, "crds", f) for f in os.listdir(os.path.join(SRC, "crds"))
-                          if f.endswith(".yaml"))
-            docs = json.loads(subprocess.run([YAML2JSON] + crds, check=True, capture_output=True).stdout)
-            for f in crds:
-                for d in docs[f]:
-                    r = c.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", d)
-                    check(r.status == 201, "CRD: %s" % r.text)
+            apply_crds(c)  # the real control plane has them already
             r = c.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
             check(r.status == 201, r.text)
             r = c.post("/api/v1/namespaces/%s/secrets" % NS, {
@@ -111,50 +106,38 @@ def main():
                 "spec": {"username": "root", "lifetime": "10m", "jwtKeyRef": {"name": "lab-jwt", "key": "jwt.key"}}})
             check(r.status == 201, r.text)
 
-            log = open(log_path, "wb")
-            # root is outside the default token policy: listed by name.
-            op = subprocess.Popen([SLURMOP, "--kubeconfig", ks.kubeconfig, "--metrics-addr", "127.0.0.1:0",
-                                   "--health-addr", "127.0.0.1:0", "--token-users", "root",
-                                   "--ref-poll-interval", "0.5"],
-                                  stdout=log, stderr=subprocess.STDOUT)
-            path = "/api/v1/namespaces/%s/secrets/admin-jwt-root" % NS
+            # root is outside the default token policy: listed by name. On
+            # leaving the block Slurmop checks slurmop's exit status, its log
+            # for a sanitizer report and, on k8s, every 403 it was answered
+            # (deploy/'s RBAC must allow all the Token reconciler does).
+            with Slurmop(ks.kubeconfig, token_users="root", ref_poll_interval=0.5):
+                path = "/api/v1/namespaces/%s/secrets/admin-jwt-root" % NS
 
-            def token():
-                r = c.get(path)
-                return base64.b64decode(r.json()["data"]["SLURM_JWT"]).decode() if r.status == 200 else None
-            tok = wait_for("the Token's Secret", token)
-            ok, status, doc = accepted(url, api, tok)
-            check(ok, "slurmrestd refused the Token's JWT: HTTP %d %s" % (status, doc))
-            check(sorted(n["name"] for n in doc["nodes"]) == NODES, "nodes %s" % doc["nodes"])
-            print("ok: slurmrestd accepts the JWT minted by the Token reconciler")
+                def token():
+                    r = c.get(path)
+                    return base64.b64decode(r.json()["data"]["SLURM_JWT"]).decode() if r.status == 200 else None
+                tok = wait_for("the Token's Secret", token)
+                ok, status, doc = accepted(url, api, tok)
+                check(ok, "slurmrestd refused the Token's JWT: HTTP %d %s" % (status, doc))
+                check(sorted(n["name"] for n in doc["nodes"]) == NODES, "nodes %s" % doc["nodes"])
+                print("ok: slurmrestd accepts the JWT minted by the Token reconciler")
 
-            # A forged signature is refused (the check above is not vacuous).
-            h, pl, sig = tok.split(".")
-            forged = h + "." + pl + "." + ("A" if sig[0] != "A" else "B") + sig[1:]
-            ok, status, _ = accepted(url, api, forged)
-            check(not ok, "slurmrestd accepted a forged signature")
+                # A forged signature is refused (the check above is not vacuous).
+                h, pl, sig = tok.split(".")
+                forged = h + "." + pl + "." + ("A" if sig[0] != "A" else "B") + sig[1:]
+                ok, status, _ = accepted(url, api, forged)
+                check(not ok, "slurmrestd accepted a forged signature")
 
-            # Rotate to a key slurmctld does not have: the re-minted token is refused.
-            r = c.patch("/api/v1/namespaces/%s/secrets/lab-jwt" % NS,
-                        {"data": {"jwt.key": base64.b64encode(b"another-key-" * 4).decode()}})
-            check(r.status == 200, r.text)
-            tok2 = wait_for("a re-minted token", lambda: (lambda t: t if t and t != tok else None)(token()))
-            ok, status, _ = accepted(url, api, tok2)
-            check(not ok, "slurmrestd accepted a token signed with a key it does not know")
-            print("ok: a token signed with another key is refused")
-
-            op.send_signal(signal.SIGTERM)
-            check(op.wait(30) == 0, "slurmop exit status %s" % op.returncode)
-            op = None
-            log.close()
+                # Rotate to a key slurmctld does not have: the re-minted token is refused.
+                r = c.patch("/api/v1/namespaces/%s/secrets/lab-jwt" % NS,
+                            {"data": {"jwt.key": base64.b64encode(b"another-key-" * 4).decode()}})
+                check(r.status == 200, r.text)
+                tok2 = wait_for("a re-minted token", lambda: (lambda t: t if t and t != tok else None)(token()))
+                ok, status, _ = accepted(url, api, tok2)
+                check(not ok, "slurmrestd accepted a token signed with a key it does not know")
+                print("ok: a token signed with another key is refused")
     finally:
-        if op is not None and op.poll() is None:
-            op.kill()
-            op.wait()
         lab.stop()
-    with open(log_path, "rb") as f:
-        text = f.read().decode("utf-8", "replace")
-    check("AddressSanitizer" not in text and "runtime error:" not in text, "sanitizer report:\n" + text[-5000:])
     shutil.rmtree(tmp, ignore_errors=True)
     print("ok")
     return 0
