@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Controller HA: the label controller.slinky.slurm.net/active=true follows
-the slurmctld that Slurm's ping says responds (slurmop against kubesim and
-a real Slurm 22.05, tests/slurm/slurmlab.sh).
+the slurmctld that Slurm's ping says responds (slurmop against kubesim or a
+real control plane, tests/lib/backend.py, and a real Slurm 22.05,
+tests/slurm/slurmlab.sh).
 
 The lab's slurm.conf gets a second SlurmctldHost (the backup, at the same
 address, so the real ping answers UP for both). kubesim runs no StatefulSet
-controller, so the test creates the two slurmctld pods of the HA Controller
-itself. slurmop reads slurmrestd through tests/lib/faultproxy.py, whose
+controller, so there the test creates the two slurmctld pods of the HA
+Controller itself; on the real control plane kube-controller-manager's
+StatefulSet controller makes them from slurmop's StatefulSet (kwok runs
+them), once the shared statesave claim is bound to a PersistentVolume the
+test provides (no provisioner there). slurmop reads slurmrestd through tests/lib/faultproxy.py, whose
 rewrite action stages the failover in the ping answer:
 
   1. both respond: pod 0 is active;
@@ -18,6 +22,7 @@ rewrite action stages the failover in the ping answer:
      label stays on pod 0, and is still there after slurmctld is back.
 Exit 77 (skipped) without the Slurm binaries or root.
 """
+# backends: kubesim k8s
 import base64
 import os
 import shutil
@@ -30,7 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from faultproxy import FaultProxy  # noqa: E402
-from kubesim import Kubesim  # noqa: E402
+from backend import api_server, is_k8s  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, wait_for  # noqa: E402
 from slurmlab import LAB_SH  # noqa: E402
 from test_slurm_nodeset import NODES, Lab, log, skip  # noqa: E402
@@ -82,8 +87,19 @@ def scenario(ks, lab, fp):
         assert r.status == 201, r.text
     r = c.post("/api/v1/namespaces/default/persistentvolumeclaims", {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "statesave"},
-        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}})
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "",
+                 "resources": {"requests": {"storage": "1Gi"}}}})
     assert r.status == 201, r.text
+    if is_k8s():
+        # The scheduler places no pod whose claim is unbound, and nothing
+        # provisions one here: a volume bound to the claim ahead (kwok
+        # mounts nothing, the path is never used).
+        r = c.post("/api/v1/persistentvolumes", {
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "test-statesave"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                     "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": "/nonexistent/statesave"},
+                     "claimRef": {"namespace": "default", "name": "statesave"}}})
+        assert r.status == 201, r.text
     r = c.post(NS_API + "/namespaces/default/controllers", {
         "apiVersion": "slinky.slurm.net/v1beta1", "kind": "Controller", "metadata": {"name": "slurm"},
         "spec": {"slurmKeyRef": {"name": "slurm-auth-slurm", "key": "slurm.key"},
@@ -97,8 +113,8 @@ def scenario(ks, lab, fp):
         "apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
         "spec": {"controllerRef": {"name": "slurm"}}})
     assert r.status == 201, r.text
-    # The StatefulSet's pods, as its controller would make them.
-    for n in PODS:
+    # kubesim: the StatefulSet's pods, as its controller would make them.
+    for n in ([] if is_k8s() else PODS):
         r = c.post("/api/v1/namespaces/default/pods", {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": n, "labels": {"app.kubernetes.io/name": "slurmctld",
@@ -113,6 +129,9 @@ def scenario(ks, lab, fp):
                        if c.get("/apis/apps/v1/namespaces/default/statefulsets/slurm-controller").status == 200
                        else None, 30, what="the slurmctld StatefulSet")
         assert sts["spec"]["replicas"] == 2, sts["spec"]
+        # k8s: pod 1 comes once pod 0 runs and is Ready (OrderedReady).
+        wait_for(lambda: all(c.get("/api/v1/namespaces/default/pods/" + n).status == 200 for n in PODS), 60,
+                 what="the StatefulSet controller's two slurmctld pods")
         wait_for(lambda: active(c) == ["slurm-controller-0"], 30, what="pod 0 active")
         # Pod 0 is also the default while no ping has answered yet: wait for
         # the pings, then for pod 0 to stay active with them.
@@ -163,7 +182,7 @@ def main():
     try:
         lab.start()
         log("lab started: %s" % lab.url)
-        with FaultProxy(lab.url) as fp, Kubesim(nodes=2) as ks:
+        with FaultProxy(lab.url) as fp, api_server(nodes=2) as ks:
             scenario(ks, lab, fp)
     finally:
         lab.stop()
