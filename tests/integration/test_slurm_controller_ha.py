@@ -10,8 +10,9 @@ controller, so there the test creates the two slurmctld pods of the HA
 Controller itself; on the real control plane kube-controller-manager's
 StatefulSet controller makes them from slurmop's StatefulSet (kwok runs
 them), once the shared statesave claim is bound to a PersistentVolume the
-test provides (no provisioner there). slurmop reads slurmrestd through tests/lib/faultproxy.py, whose
-rewrite action stages the failover in the ping answer:
+test provides (no provisioner there). slurmop reads slurmrestd through
+tests/lib/faultproxy.py, whose rewrite action stages the failover in the
+ping answer:
 
   1. both respond: pod 0 is active;
   2. the primary stops responding: the label moves to pod 1 (and leaves 0);
