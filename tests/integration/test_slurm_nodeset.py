@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""The Slurm-aware NodeSet end to end: slurmop against kubesim and a real
-Slurm (tests/slurm/slurmlab.sh through tests/lib/slurmlab.py) on loopback,
-of SLURMLAB_VERSION: 22.05 (the default), 24.11 or 26.05.
+"""The Slurm-aware NodeSet end to end: slurmop against an API server
+(kubesim, or a real control plane with kwok as the kubelets:
+tests/lib/backend.py, SLURMOP_TEST_BACKEND) and a real Slurm
+(tests/slurm/slurmlab.sh through tests/lib/slurmlab.py) on loopback, of
+SLURMLAB_VERSION: 22.05 (the default), 24.11 or 26.05.
 
 The lab's static nodes slinky-0..3 (one slurmd each) stand in for the
-NodeSet's pods, matched by name (kubesim never runs slurmd). slurmop reaches
-slurmrestd through --slurmrestd. On 22.05 (REST v0.0.38: reads only) it
+NodeSet's pods, matched by name (neither kubesim nor kwok runs slurmd).
+slurmop reaches slurmrestd through --slurmrestd; on the real control plane it
+runs under deploy/'s ServiceAccount. On 22.05 (REST v0.0.38: reads only) it
 drains and reserves through the libslurm backend (--slurm-conf); on 24.11
 (v0.0.42) and 26.05 (v0.0.44) it gets no slurm.conf and writes nodes over
 REST (the host's 22.05 libslurm cannot speak with those slurmctlds), and
@@ -50,7 +53,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
-from kubesim import Kubesim  # noqa: E402
+from backend import api_server, is_k8s  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, make_cluster, pods_of, set_replicas, wait_for  # noqa: E402
 from slurmlab import NEWER, VERSION, Lab, lab_cluster, skip_unless_runnable  # noqa: E402
 from faultproxy import FaultProxy  # noqa: E402
@@ -363,12 +366,19 @@ def scenario_host_network(ks, lab):
     ones until the job has completed."""
     c = ks.client()
     apply_crds(c)
-    # Nodes named like the lab's Slurm nodes (copies of kubesim's own), the
-    # others cordoned so that every pod lands on one of them.
+    # Nodes named like the lab's Slurm nodes (copies of kubesim's own; KWOK
+    # Nodes on the real control plane), the others cordoned so that every
+    # pod lands on one of them.
     tmpl = c.get("/api/v1/nodes").json()["items"][0]
-    for n in c.get("/api/v1/nodes").json()["items"]:
-        cordon(c, n["metadata"]["name"], True)
+    cordoned = [n["metadata"]["name"] for n in c.get("/api/v1/nodes").json()["items"]]
+    for n in cordoned:
+        cordon(c, n, True)
     for name in NODES:
+        if is_k8s():
+            # A copy would have no kubelet: kwok plays only the Nodes
+            # annotated for it, which the backend's add_node makes (Ready).
+            ks.add_node(name=name)
+            continue
         node = json.loads(json.dumps(tmpl))
         node["metadata"] = {"name": name, "labels": dict(tmpl["metadata"].get("labels", {}),
                                                          **{"kubernetes.io/hostname": name})}
@@ -408,6 +418,10 @@ def scenario_host_network(ks, lab):
         wait_for(lambda: not hn_pods(), 20, what="busy pods deleted after the job")
         log("ok 11: scale 4 -> 0 kept the busy hostNetwork pods %s until job %s completed" % (busy_pods, job))
         resume_all(lab)
+    # The real cluster outlives the scenario, and its reset between tests
+    # removes the added Nodes but leaves a cordon.
+    for n in cordoned:
+        cordon(c, n, False)
 
 
 def scenario_drift(ks, lab):
@@ -551,8 +565,8 @@ def ctld_log(lab):
 
 def scenario_stale_down(ks, lab):
     """A pod recreated under the same name finds its node DOWN from the old
-    pod's preStop ("slurm-operator: Pod is terminating"; kubesim runs no
-    hooks, so the test sets it): the operator resumes it once the new pod is
+    pod's preStop ("slurm-operator: Pod is terminating"; neither kubesim
+    nor kwok runs hooks, so the test sets it): the operator resumes it once the new pod is
     Ready, but never resumes a DOWN set after the current pod became Ready
     (its own preStop racing its deletion)."""
     c = ks.client()
@@ -662,7 +676,7 @@ def main():
         log("Slurm %s lab started in %.1f s: %s (REST %s)" % (VERSION, lab.start_s, lab.url, lab.api))
         for name, nodes, fn in SCENARIOS:
             if name in want:
-                with Kubesim(nodes=nodes) as ks:
+                with api_server(nodes=nodes) as ks:
                     fn(ks, lab)
     finally:
         lab.stop()

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """NodeSet updates end to end with a real Slurm (tests/slurm/slurmlab.sh,
 SLURMLAB_VERSION; the lab's slurmd nodes slinky-0..3 stand in for the pods,
-matched by name, as in test_slurm_nodeset.py) and kubesim.
+matched by name, as in test_slurm_nodeset.py) and an API server: kubesim, or
+a real control plane with kwok as the kubelets (tests/lib/backend.py,
+SLURMOP_TEST_BACKEND).
 
-kubesim runs no container hooks, so the test plays the slurmd container's
-preStop hook: as soon as a pod is terminating it sets the pod's Slurm node
-DOWN with the hook's reason "slurm-operator: Pod is terminating" (what
-wedged Slinky's rolling updates: a node left DOWN+DRAIN, the replacement
-never usable).
+Neither kubesim nor kwok runs container hooks, so the test plays the slurmd
+container's preStop hook: as soon as a pod is terminating it sets the pod's
+Slurm node DOWN with the hook's reason "slurm-operator: Pod is terminating"
+(what wedged Slinky's rolling updates: a node left DOWN+DRAIN, the
+replacement never usable). kubesim keeps a terminating pod for its grace
+period (up to 2 s); kwok removes it at once, so there the old pods carry a
+finalizer of the test's, removed once the hook has run, as a kubelet keeps
+the pod until its preStop hook has returned.
 
   rolling:   a RollingUpdate of 4 pods (maxUnavailable 1) with a job running
              on one node: every pod is replaced by one of the new revision,
@@ -35,7 +40,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kubesim import Kubesim  # noqa: E402
+from backend import api_server, is_k8s  # noqa: E402
 from slurmop import NS_API, apply_crds, make_cluster, wait_for  # noqa: E402
 from slurmlab import VERSION, Lab, skip_unless_runnable  # noqa: E402
 from test_slurm_nodeset import IMAGES, Op, conds, flags, live_names, log, pod, pods_of  # noqa: E402
@@ -43,10 +48,12 @@ from test_slurm_nodeset import IMAGES, Op, conds, flags, live_names, log, pod, p
 NODES = ["slinky-0", "slinky-1", "slinky-2", "slinky-3"]
 REV = "controller-revision-hash"
 PRESTOP_REASON = "slurm-operator: Pod is terminating"
+HOOK = "test.slinky.slurm.net/prestop"
 
 
 class PreStop:
-    """The preStop hook of every terminating pod: its node set DOWN once."""
+    """The preStop hook of every terminating pod: its node set DOWN once;
+    then the pod's finalizer HOOK (see hold()) is removed."""
 
     def __init__(self, ks, lab):
         self.ks = ks
@@ -65,18 +72,37 @@ class PreStop:
         self.stop.set()
         self.t.join(10)
 
+    def hold(self, c, names):
+        """On the real control plane: the finalizer HOOK on the pods names,
+        so that each stays terminating until its hook has run (kwok deletes
+        a terminating pod at once). kubesim keeps it for its grace period."""
+        if not is_k8s():
+            return
+        for n in names:
+            fins = pod(c, n)["metadata"].get("finalizers") or []
+            r = c.patch("/api/v1/namespaces/default/pods/" + n, {"metadata": {"finalizers": fins + [HOOK]}})
+            assert r.status == 200, r.text
+
     def run(self):
         c = self.ks.client()
         try:
             while not self.stop.is_set():
                 for p in pods_of(c, "slinky"):
                     md = p["metadata"]
-                    if md.get("deletionTimestamp") and md["uid"] not in self.done and \
-                            p.get("status", {}).get("phase") == "Running":
+                    if not md.get("deletionTimestamp"):
+                        continue
+                    if md["uid"] not in self.done and p.get("status", {}).get("phase") == "Running":
                         self.done.add(md["uid"])
                         self.lab.scontrol("update", "nodename=" + md["name"], "state=down",
                                           "reason=" + PRESTOP_REASON, check=False)
                         self.fired.append((md["name"], time.monotonic()))
+                    if HOOK in (md.get("finalizers") or []):
+                        # the hook has returned (or the pod, Failed, has no hook to run)
+                        fins = [f for f in md["finalizers"] if f != HOOK]
+                        r = c.patch("/api/v1/namespaces/default/pods/" + md["name"],
+                                    {"metadata": {"finalizers": fins or None,
+                                                  "resourceVersion": md["resourceVersion"]}})
+                        assert r.status in (200, 404, 409), r.text  # 409: changed; seen again next round
                 time.sleep(0.1)
         except Exception as e:  # reported by the test
             self.errors.append(e)
@@ -158,6 +184,7 @@ def scenario_rolling(ks, lab):
         wait_for(lambda: settled(c, NODES), 30, what="Ready pods on idle nodes")
         old_rev = revision(c, "slinky-0")
         uids0 = {pod(c, n)["metadata"]["uid"] for n in NODES}
+        hook.hold(c, NODES)
         job = lab.sbatch(["slinky-2"], 12)
         wait_for(lambda: lab.job_state(job)[0] == "RUNNING", 20, what="job running")
         t0 = time.monotonic()
@@ -203,12 +230,12 @@ def scenario_scheduled(ks, lab):
                  what="reservation over slinky-[0-3]")
         old_rev = revision(c, "slinky-0")
         uids0 = {pod(c, n)["metadata"]["uid"] for n in NODES}
+        hook.hold(c, NODES)
         bump_template(c, "2")
         new_rev = wait_for(lambda: (update_revision(c) or old_rev) != old_rev and update_revision(c), 20,
                            what="a new update revision")
         # An unhealthy old pod: replaced at once, long before the window.
-        ks.admin("POST", "/kubesim/pods/fail", {"namespace": "default", "name": "slinky-1", "phase": "Failed",
-                                                "reason": "Error", "exitCode": 1})
+        ks.fail_pod("default", "slinky-1")
         wait_for(lambda: all_new_and_idle(c, lab, ["slinky-1"], new_rev, uids0), 25, interval=0.3,
                  what="the failed old pod replaced by a new one")
         assert time.time() < start_t - 2, "too late to tell: the window is about to open"
@@ -255,7 +282,7 @@ def main():
         log("Slurm %s lab started in %.1f s: %s (REST %s)" % (VERSION, lab.start_s, lab.url, lab.api))
         for name, fn in SCENARIOS:
             if name in want:
-                with Kubesim(nodes=4) as ks:
+                with api_server(nodes=4) as ks:
                     fn(ks, lab)
                 resume_all(lab)
     finally:
