@@ -79,8 +79,8 @@ if BACKEND not in ("kubesim", "k8s"):
 
 
 class Skip(Exception):
-    """A test (or a step) the chosen backend cannot run; run_tests reports it
-    as skipped with the message."""
+    """A test (or a step) the chosen backend cannot run; kubesim.run_tests and
+    slurmlab.run_in_lab report it as skipped (exit 77) with the message."""
 
 
 def is_k8s():
@@ -600,12 +600,16 @@ class K8sApiServer:
         names = self.node_names()
         keep = {"kwok-gpu-%04d" % i for i in range(self.nodes)}
         extra = [n for n in names if n not in keep]
-        # labels and taints a test added go too (nodes of cluster.sh have none)
+        # labels, taints and cordons a test added go too (nodes of cluster.sh
+        # have none; a cordon left behind would bring its taint back through
+        # the controller manager)
         for n in names:
             if n in keep:
                 node = c.get("/api/v1/nodes/" + n).json()
-                if node["spec"].get("taints") or "pool" in node["metadata"].get("labels", {}):
-                    c.patch("/api/v1/nodes/" + n, {"metadata": {"labels": {"pool": None}}, "spec": {"taints": None}})
+                if (node["spec"].get("taints") or node["spec"].get("unschedulable") or
+                        "pool" in node["metadata"].get("labels", {})):
+                    c.patch("/api/v1/nodes/" + n, {"metadata": {"labels": {"pool": None}},
+                                                   "spec": {"taints": None, "unschedulable": None}})
         for n in extra:
             r = c.delete("/api/v1/nodes/" + n)
             assert r.status in (200, 404), r.text
