@@ -260,6 +260,7 @@ static int slinky_ready_pred(void *arg)
 typedef struct obs_goal {
     bx_obs *o;
     int n, want_gone;
+    int want_status; /* and the NodeSet's readyReplicas says n */
 } obs_goal;
 
 static int goal_pred(void *arg)
@@ -269,7 +270,7 @@ static int goal_pred(void *arg)
     bx_obs_counts_get(g->o, &c);
     if (g->want_gone)
         return c.exist == 0;
-    return c.created >= g->n && c.ready >= g->n && c.exist >= g->n;
+    return c.created >= g->n && c.ready >= g->n && c.exist >= g->n && (!g->want_status || c.ns_ready == g->n);
 }
 
 static int status_pred(void *arg)
@@ -335,20 +336,6 @@ static int churn_pred(void *arg)
     return 1;
 }
 
-/* All n pods are there and Ready, and the NodeSet's status says so. */
-typedef struct settle_goal {
-    bx_obs *o;
-    int n;
-} settle_goal;
-
-static int settled_pred(void *arg)
-{
-    settle_goal *g = arg;
-    bx_obs_counts c;
-    bx_obs_counts_get(g->o, &c);
-    return c.exist >= g->n && c.ready >= g->n && c.ns_ready == g->n;
-}
-
 #define PEER_CHURN_PODS 100
 #define PEER_SETTLE_S 300 /* bound on the replacements becoming Ready after the churn */
 #define PEER_CHURN_RATE 10.0 /* deletes a second */
@@ -393,8 +380,8 @@ static void churn(bx_ctx *x, bx_api *api, bx_obs *obs, int n, int pid, const cha
      * Nodes with anti-affinity, seconds each): the restart that follows
      * must find nothing left to report, or its window counts the status
      * writes of these Ready transitions (7 at 8,192 before this wait). */
-    settle_goal sg = {obs, n};
-    if (bx_wait(x, settled_pred, &sg, PEER_SETTLE_S) != 0)
+    obs_goal sg = {obs, n, 0, 1};
+    if (bx_wait(x, goal_pred, &sg, PEER_SETTLE_S) != 0)
         bx_say(x, "bench: churn: the %d pods and the NodeSet's readyReplicas were not all back in %d s", n,
                PEER_SETTLE_S);
     bx_sleep(x, 3); /* the status writes that follow */
@@ -493,7 +480,7 @@ static void run_one(bx_ctx *x, int variant, int n, const char *slinky, peer_run 
     t0 = uv_hrtime();
     if (bx_scale(x, &api, n) != 0)
         goto out;
-    obs_goal g = {obs, n, 0};
+    obs_goal g = {obs, n, 0, 0};
     /* "all Ready" is kwok's pace more than the operator's: on a loaded
      * machine it lags by minutes, so the wait is bounded and what it reached
      * is reported; the scale-in runs once every pod was created */
