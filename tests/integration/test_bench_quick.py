@@ -19,6 +19,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from kubesim import run_tests  # noqa: E402
 
+# BENCH_QUICK_PART: "kube" runs the scenarios that need only kubesim
+# (scale-out, churn, restart), "slurm" the ones that start a Slurm lab
+# (scale-in, memory), "all" (the default) every one. ctest runs the two parts
+# as integration.bench_quick and integration.bench_quick_slurm, so that only
+# the second waits for its turn on the Slurm labs.
+PART = os.environ.get("BENCH_QUICK_PART", "all")
+SCENARIOS = {"kube": ["scale-out", "churn", "restart"], "slurm": ["scale-in", "memory"]}
+if PART not in ("kube", "slurm", "all"):
+    raise SystemExit("BENCH_QUICK_PART must be kube, slurm or all, not %r" % PART)
+RUNS = SCENARIOS["kube"] + SCENARIOS["slurm"] if PART == "all" else SCENARIOS[PART]
+
 BUILD = os.environ.get("OP_BUILD_DIR") or os.path.join(os.path.dirname(__file__), "..", "..", "build")
 OUT = None
 RESULT = {}
@@ -46,7 +57,7 @@ def run_bench():
     t0 = time.monotonic()
     # Short windows: the test checks that everything works, not the numbers.
     p = subprocess.run([os.path.join(BUILD, "slurmop-bench"), "--quick", "--sizes", str(N), "--out", OUT, "--idle-seconds", "3",
-                        "--churn-seconds", "2"], capture_output=True, text=True, timeout=540)
+                        "--churn-seconds", "2", "--scenario", ",".join(RUNS)], capture_output=True, text=True, timeout=540)
     print("slurmop-bench --quick: exit %d in %.0f s" % (p.returncode, time.monotonic() - t0))
     if p.returncode != 0:
         print(p.stdout[-6000:])
@@ -61,24 +72,30 @@ def run_bench():
 def test_completes_and_writes_the_report():
     r = run_bench()
     assert r["rc"] == 0, "slurmop-bench failed"
-    for name in ("report.md", "summary.json", "scale-out.json", "churn.json", "restart.json", "memory.json",
-                 "scale-in.json", "scale-out-%d.svg" % N, "churn-latency.svg", "churn-queue-depth.svg"):
+    files = ["report.md", "summary.json"] + [s + ".json" for s in RUNS]
+    svgs = ["scale-out-%d.svg" % N, "churn-latency.svg", "churn-queue-depth.svg"] if "churn" in RUNS else []
+    for name in files + svgs:
         path = os.path.join(OUT, name)
         assert os.path.getsize(path) > 0, name
-    for svg in ("scale-out-%d.svg" % N, "churn-latency.svg", "churn-queue-depth.svg"):
+    for svg in svgs:
         with open(os.path.join(OUT, svg)) as f:
             text = f.read()
         assert text.startswith("<svg") and text.rstrip().endswith("</svg>"), svg
     with open(os.path.join(OUT, "report.md")) as f:
         md = f.read()
-    assert "Where slurmop stands against its targets" in md and "Scale-out 0 → N" in md, md[:500]
+    assert "Where slurmop stands against its targets" in md, md[:500]
+    if "scale-out" in RUNS:
+        assert "Scale-out 0 → N" in md, md[:500]
     assert "Where slurmop stands" in r["stdout"]
     meta = r["summary"]["meta"]
     assert meta["quick"] is True and meta["sizes"] == [N], meta
-    assert len(r["summary"]["targets"]) >= 8, r["summary"]["targets"]
+    assert sorted(r["summary"]["results"]) == sorted(RUNS), sorted(r["summary"]["results"])
+    assert len(r["summary"]["targets"]) >= {"all": 8, "kube": 5, "slurm": 3}[PART], r["summary"]["targets"]
 
 
 def test_scale_out_figures():
+    if "scale-out" not in RUNS:
+        return
     s = run_bench()["summary"]["results"]["scale-out"]
     assert len(s) == 1 and s[0]["n"] == N, s
     for side in ("limit", "operator"):
@@ -94,6 +111,8 @@ def test_scale_out_figures():
 
 
 def test_churn_figures():
+    if "churn" not in RUNS:
+        return
     c = run_bench()["summary"]["results"]["churn"]
     assert [r["eventsPerSecond"] for r in c["rates"]] == [10, 100, 1000], c
     for r in c["rates"]:
@@ -109,6 +128,8 @@ def test_churn_figures():
 
 
 def test_restart_figures():
+    if "restart" not in RUNS:
+        return
     r = run_bench()["summary"]["results"]["restart"]
     positive(r["resyncSeconds"], "resync")
     finite(r["loopThreadCpuSeconds"], "loop CPU")
@@ -121,6 +142,8 @@ def test_restart_figures():
 
 
 def test_memory_figures():
+    if "memory" not in RUNS:
+        return
     m = run_bench()["summary"]["results"]["memory"]
     steps = m["steps"]
     assert len(steps) >= 3, steps
@@ -135,6 +158,8 @@ def test_memory_figures():
 
 
 def test_scale_in_figures_or_skip_reason():
+    if "scale-in" not in RUNS:
+        return
     s = run_bench()["summary"]["results"]["scale-in"]
     if "skipped" in s:
         print("scale-in skipped: " + s["skipped"])

@@ -57,10 +57,11 @@ Environment: SAFETY_ROUNDS=name,name (a subset, in the order above; "pass"
 always runs first when stale is chosen), SAFETY_STEADY_S (default 5),
 SLURMOP_LOG=path (keep slurmop's log), SLURMLAB_LOGS=dir (keep the lab's logs).
 
-On the real control plane (integration.k8s.slurm_safety, tests/lib/backend.py)
-the same rounds run with kwok as the kubelets of four KWOK Nodes and slurmop
-under deploy/'s ServiceAccount; ctest gives that variant the rounds of
-OP_K8S_SAFETY_ROUNDS (tests/CMakeLists.txt) to keep the suite's time.
+On the real control plane (tests/lib/backend.py) the same rounds run with kwok
+as the kubelets of four KWOK Nodes and slurmop under deploy/'s ServiceAccount;
+ctest runs that on Slurm 26.05 with the rounds of OP_SLURM_SAFETY_ROUNDS
+(integration.k8s.slurm_safety_26.05; tests/CMakeLists.txt), and all twelve on
+22.05 against kubesim.
 """
 # backends: kubesim k8s
 import json
