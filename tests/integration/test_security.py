@@ -1,26 +1,51 @@
-"""Security of the operator against kubesim: no object taken over, no
-unchecked Slurm identity, nothing secret in logs or Events.
+"""Security of the operator: no object taken over, no unchecked Slurm
+identity, nothing secret in logs or Events.
 
 - test_no_takeover: for every kind of object the reconcilers write
   (Controller: ConfigMap, Service, StatefulSet, the StatefulSet replaced on
   a serviceName change; Accounting: Secret; RestApi: Deployment; LoginSet:
   ConfigMap, Service; Token: Secret; NodeSet: the shared Service and
-  PodDisruptionBudget, a ControllerRevision, a PersistentVolumeClaim, the
-  pod of an ordinal) an
+  PodDisruptionBudget, a PersistentVolumeClaim, the pod of an ordinal; no
+  ControllerRevision, whose name carries the NodeSet's template hash) an
   object of somebody else already holds the name. The operator must leave
   it exactly as it was (same resourceVersion, no owner added, data kept),
   put a NotOwned Warning event and the OwnershipConflict condition on the
   CR, and still create the objects that do not collide. Once the foreign
-  object is gone, the operator's own object appears and the condition goes.
+  object is gone, the operator's own object appears and the condition goes
+  (a foreign Secret or ConfigMap, which the operator's cache does not hold,
+  is tried again by a pass 30 s after its 409, or 60 s when that pass comes
+  a moment before the 30 s are over: this step takes 30 to 60 s).
 - test_token_policy: Tokens for root, for the SlurmUser and with a lifetime
   over the maximum get PolicyDenied and Valid=False and no Secret; an
   ordinary user gets one; --token-users root lets root through.
 - test_no_secret_in_logs: a whole cluster (Tokens, LoginSet host keys,
-  JWT key, slurm.key, a database password) at --log-level trace: no secret
-  value, raw or base64, in the operator's log or in any Event.
+  JWT key, slurm.key, a database password, the operator's own API
+  credential) at --log-level trace: no secret value, raw or base64, in the
+  operator's log or in any Event.
+- test_insecure_transport_is_loud: a plain-http or insecure-skip-tls-verify
+  API server gives a loud warning and slurmop_api_insecure_transport; bearer
+  tokens over 8 KiB are sent whole, over 64 KiB refused with a clear error.
+
+On kubesim (integration.security) all four run. Also on a real control
+plane (integration.k8s.security, tests/lib/backend.py): the first three,
+slurmop with the ServiceAccount token of deploy/ (never the admin
+certificate) and no 403 allowed. There the StatefulSet, Deployment and
+disruption controllers write the status of the foreign StatefulSet,
+Deployment (and its deployment.kubernetes.io/revision annotation) and
+PodDisruptionBudget, and kube-scheduler the foreign pod's: those four are
+compared by uid, owners, labels, annotations (that one set aside),
+finalizers, generation, spec and data instead of resourceVersion (kubesim:
+the pod only), and the API server's audit log must show that the operator
+sent no request but a create (answered 409) for any foreign object's name,
+status included, and as many creates of the held pod as its log says
+(one more when a retry is in flight).
+test_insecure_transport_is_loud is kubesim only: it needs kubesim's
+plain-HTTP listener and static bearer tokens (the real API server speaks TLS
+only and takes the tokens it issues).
 
 Run directly (python3 test_security.py [name-substring]) or through ctest.
 """
+# backends: kubesim k8s
 
 import base64
 import os
@@ -29,7 +54,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
-from kubesim import Kubesim, run_tests  # noqa: E402
+from backend import OPERATOR_NS, OPERATOR_SA, api_server, is_k8s, kubesim_only  # noqa: E402
+from kubesim import run_tests  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, slurmop_binary, wait_for  # noqa: E402
 
 CORE = "/api/v1/namespaces/default"
@@ -128,9 +154,18 @@ FOREIGN_OBJECTS = {
         "spec": {"containers": [{"name": "x", "image": "busybox"}],
                  "nodeSelector": {"slurmop.test/nowhere": "true"}}})),
 }
-# Objects whose status the cluster writes (a pod's scheduling): compared
-# by labels and owners only.
+# Objects a controller of the cluster writes: compared by what the operator
+# would change (see kept()), not by resourceVersion. kubesim: its scheduler
+# writes the pod's status. A real control plane also runs the StatefulSet,
+# Deployment and disruption controllers, which write the status of the
+# foreign StatefulSet, Deployment and PodDisruptionBudget (and the
+# Deployment's revision annotation); kube-scheduler writes the pod's
+# PodScheduled condition.
 STATUS_WRITTEN = {"ns-pod"}
+if is_k8s():
+    STATUS_WRITTEN |= {"ctl-statefulset", "ra-deployment", "ns-pdb"}
+# Annotations a controller of the real control plane puts on a foreign object.
+CONTROLLER_ANNOTATIONS = {"deployment.kubernetes.io/revision"}
 
 
 def cluster_crs(token_secret="victim"):
@@ -177,8 +212,41 @@ def untouched(before, after):
             and after["metadata"].get("labels") == before["metadata"].get("labels"))
 
 
+def kept(before, after):
+    """An object whose status a controller of the cluster writes: the same
+    object (uid), no owner added, and everything the operator would write
+    as it was: labels, annotations (those of the cluster's controllers set
+    aside), finalizers, spec (generation and content), data."""
+    a, b = after["metadata"], before["metadata"]
+
+    def annotations(m):
+        return {k: v for k, v in (m.get("annotations") or {}).items() if k not in CONTROLLER_ANNOTATIONS}
+    return (a["uid"] == b["uid"] and not a.get("ownerReferences") and a.get("labels") == b.get("labels")
+            and annotations(a) == annotations(b) and a.get("finalizers") == b.get("finalizers")
+            and a.get("generation") == b.get("generation") and after.get("spec") == before.get("spec")
+            and after.get("data") == before.get("data"))
+
+
+OPERATOR_USER = "system:serviceaccount:%s:%s" % (OPERATOR_NS, OPERATOR_SA)
+
+
+def operator_writes(ks, held):
+    """k8s: the operator's requests (from the API server's audit log, since
+    api_server() started) that write an object named in held, a set of
+    (resource, name): [(verb, resource, subresource, name, code)]."""
+    out = []
+    for ev in ks.audit_events():
+        ref = ev.get("objectRef") or {}
+        if (ev.get("user") or {}).get("username") != OPERATOR_USER or ev.get("verb") in ("get", "list", "watch"):
+            continue
+        if (ref.get("resource"), ref.get("name")) in held and ref.get("namespace") == "default":
+            out.append((ev["verb"], ref["resource"], ref.get("subresource", ""), ref["name"],
+                        (ev.get("responseStatus") or {}).get("code")))
+    return out
+
+
 def test_no_takeover():
-    with Kubesim(nodes=2) as ks:
+    with api_server(nodes=2) as ks:
         c = ks.client()
         apply_crds(c)
         base_objects(c)
@@ -215,15 +283,25 @@ def test_no_takeover():
                 after = c.get(path + "/" + obj["metadata"]["name"])
                 assert after.status == 200, (short, after.status)
                 if short in STATUS_WRITTEN:
-                    a, b = after.json()["metadata"], before[short]["metadata"]
-                    assert a["uid"] == b["uid"] and not a.get("ownerReferences") and a.get("labels") == b.get(
-                        "labels"), (short, b, a)
+                    assert kept(before[short], after.json()), (short, before[short], after.json())
                 else:
                     assert untouched(before[short], after.json()), (short, before[short], after.json())
             # The held ordinal was tried once and then waits (1 s doubling;
             # not again at every event); no other ordinal took its place.
             tries = op.stderr().count('pods \\"cpu-1\\" already exists') + op.stderr().count('pods "cpu-1" already exists')
             assert 1 <= tries <= 6, (tries, op.stderr()[-3000:])
+            if is_k8s():
+                # What the operator sent, as the API server recorded it: a
+                # create of a held name (answered 409, then the live object
+                # is read) and nothing else; no update, patch or delete of
+                # any foreign object, status included.
+                held = {(path.rsplit("/", 1)[1], obj["metadata"]["name"]) for path, obj in FOREIGN_OBJECTS.values()}
+                w = operator_writes(ks, held)
+                assert w and all(v == "create" and code == 409 for v, _, _, _, code in w), w
+                # The log was read first: a retry in flight may be audited
+                # and not logged yet, never the other way round.
+                creates = [x for x in w if x[1:4] == ("pods", "", "cpu-1")]
+                assert tries <= len(creates) <= tries + 1, (creates, tries)
             pods = sorted(p["metadata"]["name"] for p in c.get(
                 CORE + "/pods", labelSelector="app.kubernetes.io/instance=cpu").json()["items"])
             assert pods == ["cpu-0"], pods
@@ -254,7 +332,7 @@ def token_cr(name, user, lifetime="15m"):
 
 
 def test_token_policy():
-    with Kubesim(nodes=1) as ks:
+    with api_server(nodes=1) as ks:
         c = ks.client()
         apply_crds(c)
         base_objects(c)
@@ -286,7 +364,7 @@ def test_token_policy():
 
 
 def test_no_secret_in_logs():
-    with Kubesim(nodes=2) as ks:
+    with api_server(nodes=2) as ks:
         c = ks.client()
         apply_crds(c)
         base_objects(c)
@@ -319,6 +397,11 @@ def test_no_secret_in_logs():
                             values.add(line)
             values.add(b64(JWT_KEY[::-1]))
             values.add(DB_PASSWORD.decode())
+            # The operator's own credential: kubesim's client key, the
+            # ServiceAccount token on k8s.
+            creds = kubeconfig_credentials(ks.kubeconfig)
+            assert creds, "no credential found in " + ks.kubeconfig
+            values |= creds
             values = {v for v in values if len(v) >= 8}
             assert len(values) >= 10, values
             time.sleep(1)
@@ -338,6 +421,21 @@ def test_no_secret_in_logs():
                 if jwt:
                     sig = base64.b64decode(jwt).decode().rsplit(".", 1)[1]
                     assert sig not in log and sig not in events
+
+
+def kubeconfig_credentials(path):
+    """The secret values of a kubeconfig's user: a bearer token, a client
+    key (base64 and its PEM body lines)."""
+    out = set()
+    for line in open(path).read().splitlines():
+        k, _, v = line.strip().partition(":")
+        v = v.strip()
+        if k == "token" and v:
+            out.add(v)
+        elif k == "client-key-data" and v:
+            out.add(v)
+            out |= {l for l in base64.b64decode(v).decode().splitlines() if len(l) >= 24 and not l.startswith("-----")}
+    return out
 
 
 def kubeconfig_variant(ks, path, server=None, insecure=False, token=None):
@@ -365,10 +463,14 @@ def kubeconfig_variant(ks, path, server=None, insecure=False, token=None):
 
 
 def test_insecure_transport_is_loud():
+    """kubesim only: it needs kubesim's plain-HTTP listener and its static
+    bearer token (--token); the real API server speaks TLS only and takes
+    the tokens it issued."""
+    kubesim_only("needs kubesim's plain-HTTP listener and static bearer tokens")
     import subprocess
     import tempfile
     mid = "y" * 12000
-    with Kubesim(nodes=1, token=mid) as ks, tempfile.TemporaryDirectory() as tmp:
+    with api_server(nodes=1, token=mid) as ks, tempfile.TemporaryDirectory() as tmp:
         apply_crds(ks.client())
         for name, kw, reason in (("plain", {"server": ks.http_url}, "plain-http"),
                                  ("skip", {"insecure": True}, "skip-tls-verify")):
