@@ -39,8 +39,11 @@ static const map_type settle_type = {.val_free = settle_free};
  * and whose live object turned out not to be ours: "plural/ns/name" -> the
  * time it was seen. objsync_ensure answers
  * OBJSYNC_NOT_OWNED for them without a request until FOREIGN_MS have passed,
- * then tries again (the name may be free by then). */
-#define FOREIGN_MS 30000
+ * then tries again (the name may be free by then). Shorter than the
+ * reconcilers' conflict retry (CRC_CONFLICT_RETRY_MS, 30 s): with both at
+ * 30 s the retry could fire a millisecond before the mark ran out, find the
+ * name still marked and wait 30 s more, so a freed name took 60 s. */
+#define FOREIGN_MS 25000
 struct foreign {
     char *key;
     uint64_t at_ms;

@@ -25,7 +25,7 @@
  * Secrets and ConfigMaps are cached only with the managed-by label, so a
  * foreign one is not seen before the create: AlreadyExists makes objsync GET
  * it; ours by an ownerReference (older than the label) is patched, label
- * included; anybody else's is remembered for 30 s (OBJSYNC_NOT_OWNED without
+ * included; anybody else's is remembered for 25 s (OBJSYNC_NOT_OWNED without
  * a request) and the callback gets OP_EEXISTS so the caller looks again.
  *
  * One write per object is in flight at a time: while it is, and after it
