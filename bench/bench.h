@@ -420,6 +420,9 @@ typedef struct bx_lab {
  *  may update nodes through REST. 0, OP_ENOTSUP when Slurm is not installed
  *  / not root, or a code. */
 int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *extra_conf);
+/** bx_lab_start with slurmrestd on 127.0.0.1:rest_port (0: a free port, as
+ *  bx_lab_start). A busy port fails the start. */
+int bx_lab_start_at(bx_ctx *x, bx_lab *lab, const char *static_names, const char *extra_conf, int rest_port);
 /** A lab whose slurm.conf defines gpu-0 .. gpu-(n-1), the Slurm names of
  *  NodeSet gpu's pods, without slurmds (State=UNKNOWN, never timed out):
  *  the operator caches n Slurm nodes and mirrors them onto the pods. */

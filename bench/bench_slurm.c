@@ -46,6 +46,11 @@ static char *env_value(const char *text, const char *name)
 
 int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *extra_conf)
 {
+    return bx_lab_start_at(x, lab, static_names, extra_conf, 0);
+}
+
+int bx_lab_start_at(bx_ctx *x, bx_lab *lab, const char *static_names, const char *extra_conf, int rest_port)
+{
     static const char *const bins[] = {"slurmctld", "slurmd", "slurmrestd", "munged",
                                        "scontrol",  "sbatch", "sinfo"};
     static const char *const chroot_bins[] = {"debootstrap", "chroot", "unshare"};
@@ -78,10 +83,18 @@ int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *e
     char *e_names = xasprintf("SLURMLAB_NODE_NAMES=%s", static_names ? static_names : "lab-0");
     char *e_conf = xasprintf("SLURMLAB_EXTRA_CONF=%s", extra_conf ? extra_conf : "");
     char *e_ver = xasprintf("SLURMLAB_VERSION=%s", version);
+    /* a free port unless the caller needs a fixed one (--peer: Slinky's
+     * manager under DEBUG=1 reaches slurmrestd at localhost:6820 only) */
+    char *e_port = rest_port > 0 ? xasprintf("SLURMLAB_REST_PORT=%d", rest_port) : NULL;
     /* Only root and SlurmUser may update nodes: on the newer versions the
      * operator's REST writes carry a token of SlurmUser "slurm", as in a
      * Slinky cluster. 22.05 writes through libslurm as root. */
-    const char *env[] = {e_dir, e_names, e_conf, e_ver, newer ? "SLURMLAB_SLURM_USER=slurm" : NULL, NULL};
+    const char *env[7] = {e_dir, e_names, e_conf, e_ver, NULL, NULL, NULL};
+    size_t ne = 4;
+    if (newer)
+        env[ne++] = "SLURMLAB_SLURM_USER=slurm";
+    if (e_port)
+        env[ne++] = e_port;
     const char *argv[] = {"/bin/bash", script, "start", NULL};
     char *log = xasprintf("%s/slurmlab.log", x->log_dir);
     char *out = NULL;
@@ -123,6 +136,7 @@ int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *e
     free(e_names);
     free(e_conf);
     free(e_ver);
+    free(e_port);
     free(log);
     if (rc)
         bx_lab_stop(x, lab);

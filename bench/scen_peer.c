@@ -16,13 +16,23 @@
  *
  * Each run: scale-out 0 -> N, churn (100 pods deleted at 10/s and
  * recreated), a kube-apiserver restart (the requests and writes of the 30 s
- * after), scale-in N -> 0.
+ * after), scale-in N -> 0, then the busy scale-in (below).
  *
- * No RestApi and no Slurm: Slinky's NodeSet controller asks slurmrestd
- * before it creates pods once a RestApi exists, and a slurmrestd does not
- * run here. The scale-in therefore shows what each operator does with pods
- * whose Slurm nodes nobody can drain (the NodeSet carries slurmop's
- * delete-without-drain annotation, which Slinky does not read). */
+ * Up to the scale-in, no RestApi and no Slurm: Slinky's NodeSet controller
+ * asks slurmrestd on every pass once a RestApi exists, which would change
+ * the figures of the steps before. That scale-in therefore shows what each
+ * operator does with pods whose Slurm nodes nobody can drain (the NodeSet
+ * carries slurmop's delete-without-drain annotation, which Slinky does not
+ * read).
+ *
+ * The busy scale-in (busy_scale_in) then adds Slurm on the same cluster and
+ * operator process: a 26.05 lab (Slinky v1.1.0 speaks REST v0.0.44 only)
+ * with slurmrestd on 127.0.0.1:6820, where both operators reach it: Slinky
+ * builds http://<RestApi Service>:6820, which this host cannot resolve,
+ * unless DEBUG=1 (then http://localhost:6820); slurmop gets the same URL
+ * with --slurmrestd. Both are given from the start and used only once the
+ * RestApi exists. The labs of the three runs come one after another (one
+ * port). */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -67,6 +77,22 @@ typedef struct peer_run {
     peer_reqs req_churn, req_rs;           /* audit log of the churn and restart windows */
     double rs_relist_s;                    /* restart begun -> its last LIST/WATCH */
     char in_note[200];
+    /* the scale-in with busy Slurm nodes (busy_scale_in) */
+    int bz_ran, bz_m, bz_nb;               /* ran to the end; pods; nodes with a slurmd and a job */
+    int bz_drained, bz_left;               /* drains seen in Slurm; pods left when its wait ended */
+    int bz_while_busy, bz_after;           /* busy pods deleted while their job ran / after it */
+    double bz_out_s;                       /* the scale-out 0 -> m before it, PATCH to all Ready */
+    double bz_first_drain_s, bz_all_drain_s; /* PATCH to the first / the m-th drain seen in Slurm */
+    double bz_last_drain_s;                /* ... to the last drain seen (all or not) */
+    double bz_first_s, bz_gone_s;          /* PATCH to the first pod terminating / all gone */
+    double bz_lag_max;                     /* a busy pod: its job's end to its terminating, the largest */
+    double bz_idle_s;                      /* PATCH to the last idle pod (no slurmd) terminating */
+    double bz_poll_s;                      /* mean duration of one sinfo poll (the drain times' grain) */
+    int bz_quiet;                          /* the operator's CPU went quiet before the PATCH */
+    double bz_cpu;
+    peer_reqs req_bz;
+    char bz_slurm[64];                     /* scontrol --version of the lab */
+    char bz_note[240];                     /* why it did not run, or what it reached */
 } peer_run;
 
 /* ---- helpers ---- */
@@ -310,6 +336,11 @@ static void run_init(peer_run *r)
     r->in_left = -1;
     r->ch_p50 = r->ch_p99 = r->ch_max = r->cpu_churn = r->cpu_rs = r->rs_relist_s = NAN;
     r->req_churn.total = r->req_rs.total = -1;
+    r->bz_out_s = r->bz_first_drain_s = r->bz_all_drain_s = r->bz_last_drain_s = NAN;
+    r->bz_first_s = r->bz_gone_s = r->bz_lag_max = r->bz_cpu = r->bz_idle_s = r->bz_poll_s = NAN;
+    r->bz_drained = r->bz_left = r->bz_while_busy = r->bz_after = -1;
+    r->req_bz.total = -1;
+    snprintf(r->bz_note, sizeof(r->bz_note), "not run");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -413,6 +444,356 @@ static void restart(bx_ctx *x, int pid, const char *sa, const char *audit, peer_
         r->rs_relist_s = r->req_rs.last_relist - begun;
 }
 
+/* ---- scale-in with busy Slurm nodes ---- */
+
+#define PEER_BUSY_MAX 1024    /* pods of the busy scale-in: min(N, this) */
+#define PEER_REST_PORT 6820   /* slurmrestd's port in Slinky's URL (and so under DEBUG=1) */
+#define PEER_BUSY_HOLD_S 10.0 /* a busy node's job runs on this long after its drain was seen */
+#define PEER_POLL_S 0.2       /* the harness's reads of Slurm (drains, jobs) */
+
+typedef struct busy_node {
+    char job[32];
+    uint64_t cancelled; /* the harness cancelled its job (PEER_BUSY_HOLD_S after the drain) */
+    uint64_t ended;     /* first poll that no longer saw the job running */
+} busy_node;
+
+/* The first time each of gpu-0 .. gpu-(m-1) was seen with Slurm's DRAIN
+ * flag (drained or draining, DOWN+DRAIN included), from one sinfo request:
+ * the same observer for both operators, whatever each logs. */
+static void poll_drains(bx_ctx *x, bx_lab *lab, uint64_t *seen, int m)
+{
+    const char *argv[] = {"sinfo", "-h", "-N", "-t", "drain,drng,drained", "-o", "%N", NULL};
+    char *out = NULL;
+    if (bx_lab_cmd(x, lab, argv, &out) == 0) {
+        uint64_t now = uv_hrtime();
+        char *save = NULL;
+        for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+            int i;
+            char tail;
+            if (sscanf(l, "gpu-%d%c", &i, &tail) == 1 && i >= 0 && i < m && seen[i] == 0)
+                seen[i] = now;
+        }
+    }
+    free(out);
+}
+
+/* Record the end of every job that squeue no longer lists as running. */
+static void poll_busy_jobs(bx_ctx *x, bx_lab *lab, busy_node *b, int nb)
+{
+    const char *argv[] = {"squeue", "-h", "-t", "R,CG", "-o", "%i %T", NULL};
+    char *out = NULL;
+    if (bx_lab_cmd(x, lab, argv, &out) == 0) {
+        uint64_t now = uv_hrtime();
+        for (int i = 0; i < nb; i++) {
+            char key[48];
+            snprintf(key, sizeof(key), "%s RUNNING", b[i].job);
+            const char *p = b[i].job[0] ? strstr(out, key) : NULL;
+            if (b[i].ended == 0 && !(p && (p == out || p[-1] == '\n')))
+                b[i].ended = now;
+        }
+    }
+    free(out);
+}
+
+typedef struct slurm_seen {
+    bx_ctx *x;
+    bx_slurmop *op; /* slurmop: its slurmop_slurm_nodes; NULL: Slinky's log */
+    const char *log;
+    int want;
+    uint64_t last;
+} slurm_seen;
+
+/* The operator has a Slurm client for the lab: slurmop caches its m nodes;
+ * Slinky's manager logged "Added slurm client" (it has no such metric). */
+static int slurm_seen_pred(void *arg)
+{
+    slurm_seen *s = arg;
+    uint64_t now = uv_hrtime();
+    if (now - s->last < 100000000ull)
+        return 0;
+    s->last = now;
+    int ok = 0;
+    if (s->op) {
+        bx_metrics m;
+        ok = bx_scrape(s->x, s->op, &m) == 0 && bx_metric(&m, "slurmop_slurm_nodes", NULL) >= s->want;
+        bx_metrics_free(&m);
+    } else {
+        char *t = NULL;
+        size_t len = 0;
+        ok = file_read_all(s->log, (size_t)256 << 20, &t, &len) == 0 && strstr(t, "\"Added slurm client\"");
+        free(t);
+    }
+    return ok;
+}
+
+typedef struct cpu_quiet {
+    int pid;
+    double c0;
+    uint64_t t0;
+} cpu_quiet;
+
+/* The operator used under 2% of a CPU over the last 2 s: what it does after
+ * pods turn Ready (slurmop and Slinky both write each pod's info into its
+ * Slurm node) is over before the scale-in. */
+static int cpu_quiet_pred(void *arg)
+{
+    cpu_quiet *q = arg;
+    uint64_t now = uv_hrtime();
+    if (bx_secs(q->t0, now) < 2)
+        return 0;
+    double c = bx_cpu_seconds(q->pid);
+    int quiet = c - q->c0 < 0.04;
+    q->c0 = c;
+    q->t0 = now;
+    return quiet;
+}
+
+/* After the scale-in without Slurm, on the same cluster and the same
+ * operator process: a Slurm 26.05 lab whose nodes are named like the pods
+ * (gpu-0 .. gpu-(m-1)), the first nb with a slurmd, the others DOWN
+ * without one; the lab's JWT key in the Controller's Secret, RestApi
+ * "slurm", the NodeSet without delete-without-drain; scale-out 0 -> m, a
+ * job on each slurmd node, then the scale PATCH to 0, timed from both
+ * sides: the drains as Slurm shows them (sinfo every PEER_POLL_S) and the
+ * pods as the harness's watch sees them. Each busy job runs on
+ * PEER_BUSY_HOLD_S after its node's drain was seen and is then cancelled,
+ * so a pod deleted before its job ended was deleted while Slurm still ran
+ * work there, however long the operator took to get to it. */
+static void busy_scale_in(bx_ctx *x, bx_api *api, const char *tag, int n, int pid, bx_slurmop *op,
+                          const char *log, const char *sa, const char *audit, peer_run *r)
+{
+    int m = n < PEER_BUSY_MAX ? n : PEER_BUSY_MAX;
+    int nb = m >= 4096 ? 16 : m >= 1024 ? 4 : 2;
+    if (nb > m)
+        nb = m;
+    r->bz_m = m;
+    r->bz_nb = nb;
+    if (x->no_slurm) {
+        snprintf(r->bz_note, sizeof(r->bz_note), "skipped: --no-slurm");
+        return;
+    }
+    if (r->in_left != 0) {
+        snprintf(r->bz_note, sizeof(r->bz_note), "skipped: the scale-in before it left pods");
+        return;
+    }
+    bx_lab lab;
+    memset(&lab, 0, sizeof(lab));
+    bx_obs *obs = NULL;
+    busy_node *b = xcalloc((size_t)nb, sizeof(*b));
+    uint64_t *drained = xcalloc((size_t)m, sizeof(*drained));
+    char *jwt = NULL;
+    size_t jwt_len = 0;
+    buf_t names;
+    buf_init(&names, BUF_UNLIMITED);
+    int bad = 0;
+    for (int i = 0; i < nb; i++)
+        bad |= buf_printf(&names, "%sgpu-%d", i ? " " : "", i);
+    /* as scen_scalein: the nodes without a slurmd are DOWN (an UNKNOWN node
+     * is never drained for slurmop); Slinky takes DRAIN without
+     * ALLOCATED, MIXED or COMPLETING as drained, DOWN or not */
+    char *conf = m > nb ? xasprintf("MaxNodeCount=%d\n"
+                                    "NodeName=gpu-[%d-%d] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 "
+                                    "RealMemory=1000 State=DOWN\n"
+                                    "PartitionName=gpu Nodes=gpu-[%d-%d] MaxTime=INFINITE State=UP\n"
+                                    "SlurmdTimeout=0",
+                                    m + 16, nb, m - 1, nb, m - 1)
+                        : xstrdup("");
+    /* Slinky v1.1.0 speaks REST v0.0.44 only: 26.05 whatever --slurm-version says */
+    const char *saved = x->slurm_version;
+    x->slurm_version = "26.05";
+    bx_step(x, "%s: busy scale-in: a Slurm 26.05 lab of %d nodes (%d with a slurmd)", tag, m, nb);
+    int e = bad ? OP_ENOMEM : bx_lab_start_at(x, &lab, names.data, conf, PEER_REST_PORT);
+    x->slurm_version = saved;
+    free(conf);
+    buf_free(&names);
+    if (e) {
+        snprintf(r->bz_note, sizeof(r->bz_note), "skipped: %s",
+                 e == OP_ENOTSUP ? "the Slurm lab needs root and Slurm's packages"
+                                 : "the Slurm 26.05 lab did not start on port 6820 (logs/slurmlab.log)");
+        goto out;
+    }
+    snprintf(r->bz_slurm, sizeof(r->bz_slurm), "%s", lab.version ? lab.version : "Slurm 26.05");
+    if (bx_lab_jwt_key(&lab, &jwt, &jwt_len) != 0 || bx_make_cluster(x, api, 0, jwt, jwt_len, 1, 0) != 0) {
+        snprintf(r->bz_note, sizeof(r->bz_note), "skipped: the lab's JWT key, the RestApi or the NodeSet could "
+                                                 "not be set up");
+        goto out;
+    }
+    /* Slinky's Slurm client controller watches Controllers only, and has
+     * failed (no RestApi) with a backoff that grew for minutes: a change of
+     * the Controller makes it build its client now. slurmop watches RestApis
+     * and gets the same change. */
+    char patch[160];
+    snprintf(patch, sizeof(patch), "{\"metadata\":{\"annotations\":{\"slurmop-bench/restapi\":\"%llu\"}}}",
+             (unsigned long long)time(NULL));
+    (void)bx_patch(x, api, &SLINKY_CONTROLLERS, x->ns, "slurm", NULL, patch, NULL);
+    slurm_seen ss = {x, op, log, m, 0};
+    if (bx_wait(x, slurm_seen_pred, &ss, 120) != 0)
+        bx_say(x, "bench: %s: the operator shows no Slurm client for the lab after 120 s", tag);
+
+    obs = bx_obs_start(x, api, x->ns);
+    if (obs == NULL)
+        goto out;
+    bx_obs_watch_ready(obs, m);
+    bx_step(x, "%s: busy scale-in: scale-out 0 -> %d with Slurm", tag, m);
+    uint64_t t0 = uv_hrtime();
+    if (bx_scale(x, api, m) != 0)
+        goto out;
+    obs_goal g = {obs, m, 0, 1};
+    if (bx_wait(x, goal_pred, &g, 60 + m * 0.15) != 0) {
+        bx_obs_counts c;
+        bx_obs_counts_get(obs, &c);
+        snprintf(r->bz_note, sizeof(r->bz_note), "the scale-out to %d before it did not finish: %d pods, %d Ready",
+                 m, c.exist, c.ready);
+        goto out;
+    }
+    r->bz_out_s = bx_secs(t0, uv_hrtime());
+    cpu_quiet q = {pid, bx_cpu_seconds(pid), uv_hrtime()};
+    r->bz_quiet = bx_wait(x, cpu_quiet_pred, &q, 60) == 0;
+
+    bx_step(x, "%s: busy scale-in: %d jobs", tag, nb);
+    for (int i = 0; i < nb; i++) {
+        char node[32];
+        snprintf(node, sizeof(node), "gpu-%d", i);
+        /* runs until the harness cancels it (PEER_BUSY_HOLD_S after its drain) */
+        const char *sb[] = {"sbatch", "--parsable", "-p", "debug",     "-w",     node,          "-N1", "-n1",
+                            "-D",     "/tmp",       "-o", "/dev/null", "--wrap", "sleep 3600", NULL};
+        char *out = NULL;
+        if (bx_lab_cmd(x, &lab, sb, &out) == 0 && out)
+            snprintf(b[i].job, sizeof(b[i].job), "%.*s", (int)strcspn(out, ";\n"), out);
+        free(out);
+        if (b[i].job[0] == '\0') {
+            snprintf(r->bz_note, sizeof(r->bz_note), "sbatch on %s failed", node);
+            goto out;
+        }
+    }
+    for (uint64_t dl = uv_hrtime() + 60000000000ull; uv_hrtime() < dl && !bx_stop_requested(x);) {
+        int running = 0;
+        poll_busy_jobs(x, &lab, b, nb);
+        for (int i = 0; i < nb; i++) {
+            running += b[i].ended == 0;
+            b[i].ended = 0;
+        }
+        if (running == nb)
+            break;
+        bx_sleep(x, 0.2);
+    }
+    /* both read Slurm's node states when they reconcile (slurmop also polls
+     * them): let the jobs show before the PATCH */
+    bx_sleep(x, 3);
+
+    bx_step(x, "%s: busy scale-in %d -> 0 (%d busy)", tag, m, nb);
+    long off = file_size(audit);
+    double c0 = bx_cpu_seconds(pid);
+    t0 = uv_hrtime();
+    if (bx_scale(x, api, 0) != 0)
+        goto out;
+    double window_s = 120 + PEER_BUSY_HOLD_S + 0.2 * m;
+    uint64_t deadline = t0 + (uint64_t)(window_s * 1e9), last_poll = 0, gone = 0, poll_ns = 0;
+    int polls = 0;
+    while (uv_hrtime() < deadline && !bx_stop_requested(x)) {
+        uint64_t now = uv_hrtime();
+        bx_obs_counts c;
+        bx_obs_counts_get(obs, &c);
+        if (c.exist == 0) {
+            gone = now;
+            break;
+        }
+        if (now - last_poll >= (uint64_t)(PEER_POLL_S * 1e9)) {
+            last_poll = now;
+            poll_drains(x, &lab, drained, m);
+            poll_ns += uv_hrtime() - now;
+            polls++;
+            poll_busy_jobs(x, &lab, b, nb);
+            now = uv_hrtime();
+            for (int i = 0; i < nb; i++)
+                if (drained[i] && !b[i].cancelled && !b[i].ended && bx_secs(drained[i], now) >= PEER_BUSY_HOLD_S) {
+                    const char *sc[] = {"scancel", b[i].job, NULL};
+                    (void)bx_lab_cmd(x, &lab, sc, NULL);
+                    b[i].cancelled = now;
+                }
+        }
+        bx_sleep(x, 0.05);
+    }
+    r->bz_cpu = bx_cpu_seconds(pid) - c0;
+    audit_count(x, sa, off, &r->req_bz);
+    poll_drains(x, &lab, drained, m); /* the last ones, if the pods went first */
+    /* Slurm's side */
+    uint64_t first = 0, last = 0;
+    int k = 0;
+    for (int i = 0; i < m; i++)
+        if (drained[i]) {
+            k++;
+            if (first == 0 || drained[i] < first)
+                first = drained[i];
+            if (drained[i] > last)
+                last = drained[i];
+        }
+    r->bz_drained = k;
+    r->bz_first_drain_s = first ? bx_secs(t0, first) : NAN;
+    r->bz_last_drain_s = last ? bx_secs(t0, last) : NAN;
+    r->bz_all_drain_s = k == m ? r->bz_last_drain_s : NAN;
+    /* the pods' side */
+    bx_obs_counts c;
+    bx_obs_counts_get(obs, &c);
+    r->bz_left = c.exist;
+    r->bz_gone_s = gone ? bx_secs(t0, gone) : NAN;
+    first = 0;
+    for (int i = 0; i < m; i++) {
+        char pod[32];
+        snprintf(pod, sizeof(pod), "gpu-%d", i);
+        uint64_t t = bx_obs_terminating_at(obs, pod);
+        if (t && (first == 0 || t < first))
+            first = t;
+    }
+    r->bz_first_s = first ? bx_secs(t0, first) : NAN;
+    r->bz_poll_s = polls ? (double)poll_ns / polls / 1e9 : NAN;
+    uint64_t last_idle = 0;
+    int idle_gone = 0;
+    for (int i = nb; i < m; i++) {
+        char pod[32];
+        snprintf(pod, sizeof(pod), "gpu-%d", i);
+        uint64_t t = bx_obs_terminating_at(obs, pod);
+        idle_gone += t != 0;
+        if (t > last_idle)
+            last_idle = t;
+    }
+    r->bz_idle_s = idle_gone == m - nb && last_idle ? bx_secs(t0, last_idle) : NAN;
+    /* a busy pod that went before its job ended (200 ms: the poll's grain),
+     * or while the job still ran when the wait ended, went while busy */
+    r->bz_while_busy = r->bz_after = 0;
+    r->bz_lag_max = NAN;
+    for (int i = 0; i < nb; i++) {
+        char pod[32];
+        snprintf(pod, sizeof(pod), "gpu-%d", i);
+        uint64_t d = bx_obs_terminating_at(obs, pod);
+        if (d == 0)
+            continue;
+        if (b[i].ended == 0 || d + 200000000ull < b[i].ended) {
+            r->bz_while_busy++;
+            continue;
+        }
+        r->bz_after++;
+        double lag = (double)((int64_t)d - (int64_t)b[i].ended) / 1e9;
+        if (isnan(r->bz_lag_max) || lag > r->bz_lag_max)
+            r->bz_lag_max = lag;
+    }
+    r->bz_ran = 1;
+    if (gone)
+        snprintf(r->bz_note, sizeof(r->bz_note), "all %d pods deleted, %d of %d drains seen in Slurm", m, k, m);
+    else
+        snprintf(r->bz_note, sizeof(r->bz_note),
+                 "%d of %d pods still there after %.0f s (%d terminating), %d of %d drains seen in Slurm", c.exist,
+                 m, window_s, c.terminating, k, m);
+out:
+    if (obs)
+        bx_obs_stop(x, obs);
+    /* before the next run's lab needs port 6820 */
+    bx_lab_stop(x, &lab);
+    free(jwt);
+    free(drained);
+    free(b);
+}
+
 static void run_one(bx_ctx *x, int variant, int n, const char *slinky, peer_run *r)
 {
     run_init(r);
@@ -441,8 +822,13 @@ static void run_one(bx_ctx *x, int variant, int n, const char *slinky, peer_run 
     if (variant == V_SLINKY) {
         const char *argv[] = {slinky, "--kubeconfig", kc, "--metrics-addr", "0", "--health-addr", "127.0.0.1:0",
                               "--zap-log-level", "info", NULL};
+        /* DEBUG=1: its Slurm client reaches slurmrestd at localhost:6820
+         * instead of the RestApi's Service name, which this host cannot
+         * resolve; nothing else reads it, and without a RestApi (every
+         * step before the busy scale-in) it has no Slurm client at all */
+        const char *env[] = {"DEBUG=1", NULL};
         unlink(log);
-        sl = bx_proc_start(x, "slinky-manager", argv, NULL, log);
+        sl = bx_proc_start(x, "slinky-manager", argv, env, log);
         bx_proc_pin(x, sl);
         if (sl == NULL)
             goto out;
@@ -457,7 +843,12 @@ static void run_one(bx_ctx *x, int variant, int n, const char *slinky, peer_run 
         x->qps = variant == V_OP_DEFAULT ? NAN : 0; /* NAN: no --qps, slurmop's default */
         char name[80];
         snprintf(name, sizeof(name), "%s.log", tag);
-        int rc = bx_slurmop_start(x, name, kc, NULL, &op);
+        /* the busy scale-in's slurmrestd, as DEBUG=1 gives it to Slinky;
+         * used only once RestApi "slurm" exists */
+        char *rest = xasprintf("%s/slurm=http://127.0.0.1:%d", x->ns, PEER_REST_PORT);
+        const char *extra[] = {"--slurmrestd", rest, NULL};
+        int rc = bx_slurmop_start(x, name, kc, extra, &op);
+        free(rest);
         x->qps = saved;
         if (rc != 0)
             goto out;
@@ -547,6 +938,10 @@ static void run_one(bx_ctx *x, int variant, int n, const char *slinky, peer_run 
     r->in_done = 1;
     r->cpu_in = bx_cpu_seconds(pid) - c0;
     audit_count(x, variant_sa[variant], off, &r->req_in);
+    bx_obs_stop(x, obs);
+    obs = NULL;
+    busy_scale_in(x, &api, tag, n, pid, variant == V_SLINKY ? NULL : &op, variant == V_SLINKY ? log : op.log,
+                  variant_sa[variant], audit, r);
 out:
     if (obs)
         bx_obs_stop(x, obs);
@@ -675,6 +1070,29 @@ static cJSON *run_json(const peer_run *r)
     cJSON_AddStringToObject(si, "note", r->in_note);
     cJSON_AddItemToObject(si, "cpuSeconds", bx_num(r->cpu_in));
     cJSON_AddItemToObject(si, "apiRequests", reqs_json(&r->req_in));
+    cJSON *bz = cJSON_AddObjectToObject(o, "busyScaleIn");
+    cJSON_AddBoolToObject(bz, "ran", r->bz_ran);
+    cJSON_AddStringToObject(bz, "note", r->bz_note);
+    cJSON_AddStringToObject(bz, "slurm", r->bz_slurm);
+    cJSON_AddNumberToObject(bz, "pods", r->bz_m);
+    cJSON_AddNumberToObject(bz, "busy", r->bz_nb);
+    cJSON_AddNumberToObject(bz, "holdAfterDrainSeconds", PEER_BUSY_HOLD_S);
+    cJSON_AddItemToObject(bz, "scaleOutSeconds", bx_num(r->bz_out_s));
+    cJSON_AddItemToObject(bz, "firstDrainSeconds", bx_num(r->bz_first_drain_s));
+    cJSON_AddItemToObject(bz, "allDrainsSeconds", bx_num(r->bz_all_drain_s));
+    cJSON_AddItemToObject(bz, "lastDrainSeconds", bx_num(r->bz_last_drain_s));
+    cJSON_AddNumberToObject(bz, "drainsSeen", r->bz_drained);
+    cJSON_AddItemToObject(bz, "firstTerminatingSeconds", bx_num(r->bz_first_s));
+    cJSON_AddItemToObject(bz, "allGoneSeconds", bx_num(r->bz_gone_s));
+    cJSON_AddNumberToObject(bz, "podsLeft", r->bz_left);
+    cJSON_AddNumberToObject(bz, "busyDeletedWhileJobRan", r->bz_while_busy);
+    cJSON_AddNumberToObject(bz, "busyDeletedAfterJob", r->bz_after);
+    cJSON_AddItemToObject(bz, "busyDeleteLagMaxSeconds", bx_num(r->bz_lag_max));
+    cJSON_AddItemToObject(bz, "idleLastTerminatingSeconds", bx_num(r->bz_idle_s));
+    cJSON_AddItemToObject(bz, "drainPollSeconds", bx_num(r->bz_poll_s));
+    cJSON_AddBoolToObject(bz, "quietBeforeScaleIn", r->bz_quiet);
+    cJSON_AddItemToObject(bz, "cpuSeconds", bx_num(r->bz_cpu));
+    cJSON_AddItemToObject(bz, "apiRequests", reqs_json(&r->req_bz));
     return o;
 }
 
@@ -686,6 +1104,7 @@ static void report_size(bx_ctx *x, int n, peer_run *r, cJSON *js)
     bx_table *t = bx_table_new(title, 6, "measure", variant_name[0], variant_name[1], variant_name[2],
                                "slurmop / Slinky", "slurmop (Slinky's QPS) / Slinky");
     peer_run *a = &r[V_OP_DEFAULT], *b = &r[V_OP_NOLIMIT], *c = &r[V_SLINKY];
+    char bs[3][32], bp[3][32];
     row_s(t, "operator start to ready", a->start_s, b->start_s, c->start_s);
     row_s(t, "scale-out: PATCH to N-th pod created (harness's watch)", a->created_s, b->created_s, c->created_s);
     row_s(t, "scale-out: PATCH to N-th pod Ready", a->ready_s, b->ready_s, c->ready_s);
@@ -738,8 +1157,34 @@ static void report_size(bx_ctx *x, int n, peer_run *r, cJSON *js)
     row_n(t, "scale-in: API requests (audit log)", "%.0f", (double)a->req_in.total, (double)b->req_in.total,
           (double)c->req_in.total);
     row_n(t, "scale-in: operator CPU seconds", "%.2f", a->cpu_in, b->cpu_in, c->cpu_in);
-    bx_table_note(t, "Each column is its own fresh cluster (cluster.sh start, %d KWOK Nodes), the same CRs (Controller "
-                  "and NodeSet gpu, no RestApi, no Slurm), the operator as its own ServiceAccount (cluster-admin).",
+    {
+        char w[160];
+        snprintf(w, sizeof(w), "busy scale-in %d → 0 (%d busy, Slurm): PATCH to first drain seen in Slurm",
+                 c->bz_m ? c->bz_m : a->bz_m, c->bz_nb ? c->bz_nb : a->bz_nb);
+        row_s(t, w, a->bz_first_drain_s, b->bz_first_drain_s, c->bz_first_drain_s);
+    }
+    row_s(t, "busy scale-in: PATCH to all drains seen in Slurm", a->bz_all_drain_s, b->bz_all_drain_s,
+          c->bz_all_drain_s);
+    row_n(t, "busy scale-in: drains seen in Slurm", "%.0f", (double)a->bz_drained, (double)b->bz_drained,
+          (double)c->bz_drained);
+    row_s(t, "busy scale-in: PATCH to first pod terminating", a->bz_first_s, b->bz_first_s, c->bz_first_s);
+    row_s(t, "busy scale-in: PATCH to the last idle pod terminating", a->bz_idle_s, b->bz_idle_s, c->bz_idle_s);
+    row_s(t, "busy scale-in: PATCH to all pods gone", a->bz_gone_s, b->bz_gone_s, c->bz_gone_s);
+    row_n(t, "busy scale-in: pods left at the end of the wait", "%.0f", (double)a->bz_left, (double)b->bz_left,
+          (double)c->bz_left);
+    row_n(t, "busy scale-in: busy pods deleted while their job ran", "%.0f", (double)a->bz_while_busy,
+          (double)b->bz_while_busy, (double)c->bz_while_busy);
+    row_n(t, "busy scale-in: busy pods deleted after their job", "%.0f", (double)a->bz_after, (double)b->bz_after,
+          (double)c->bz_after);
+    row_s(t, "busy scale-in: a busy job's end to its pod terminating (largest)", a->bz_lag_max, b->bz_lag_max,
+          c->bz_lag_max);
+    row_n(t, "busy scale-in: API requests (audit log)", "%.0f", (double)a->req_bz.total, (double)b->req_bz.total,
+          (double)c->req_bz.total);
+    row_n(t, "busy scale-in: operator CPU seconds", "%.2f", a->bz_cpu, b->bz_cpu, c->bz_cpu);
+    bx_table_note(t,
+                  "Each column is its own fresh cluster (cluster.sh start, %d KWOK Nodes), the same CRs (Controller "
+                  "and NodeSet gpu; no RestApi and no Slurm before the busy scale-in), the operator as its own "
+                  "ServiceAccount (cluster-admin).",
                   x->k8s_nodes);
     bx_table_note(t, "slurmop: its defaults (client limiter 200 requests/s, burst 400); slurmop (Slinky's QPS): "
                   "--qps 0, the limiter off, as controller-runtime leaves Slinky's client (QPS -1, fairness left "
@@ -754,6 +1199,25 @@ static void report_size(bx_ctx *x, int n, peer_run *r, cJSON *js)
     }
     bx_table_note(t, "scale-in without Slurm: slurmop %s; Slinky %s.", a->in_note[0] ? a->in_note : "n/a",
                   c->in_note[0] ? c->in_note : "n/a");
+    bx_table_note(t,
+                  "busy scale-in, after the scale-in above, same cluster and operator process: a %s lab "
+                  "(slurmrestd on 127.0.0.1:%d, REST v0.0.44) with nodes gpu-0 .. gpu-%d named like the pods, the "
+                  "first %d with a slurmd and a job, the others DOWN without one; the lab's JWT key in the "
+                  "Controller's Secret, RestApi slurm, the NodeSet without delete-without-drain; scale-out 0 → %d "
+                  "(%s / %s / %s to all Ready; the operator's CPU under 2%% for 2 s before the PATCH, at most "
+                  "60 s: %s / %s / %s), then the PATCH to 0. Drains: when an sinfo that showed each node with DRAIN "
+                  "returned (one every %.1f s, each took %s / %s / %s: the grain of the drain times; the same "
+                  "observer for both). Each job runs on %.0f s after its node's drain was seen, then the harness "
+                  "cancels it, so \"all pods gone\" includes that wait; a pod that started terminating before its "
+                  "job ended (squeue every %.1f s) was deleted while busy.",
+                  c->bz_slurm[0] ? c->bz_slurm : a->bz_slurm[0] ? a->bz_slurm : "Slurm 26.05", PEER_REST_PORT,
+                  (c->bz_m ? c->bz_m : a->bz_m) - 1, c->bz_nb ? c->bz_nb : a->bz_nb, c->bz_m ? c->bz_m : a->bz_m,
+                  fs(bs[0], 32, a->bz_out_s), fs(bs[1], 32, b->bz_out_s), fs(bs[2], 32, c->bz_out_s),
+                  a->bz_quiet ? "yes" : "no", b->bz_quiet ? "yes" : "no", c->bz_quiet ? "yes" : "no", PEER_POLL_S,
+                  fs(bp[0], 32, a->bz_poll_s), fs(bp[1], 32, b->bz_poll_s), fs(bp[2], 32, c->bz_poll_s),
+                  PEER_BUSY_HOLD_S, PEER_POLL_S);
+    bx_table_note(t, "busy scale-in: slurmop %s; slurmop (Slinky's QPS) %s; Slinky %s.", a->bz_note, b->bz_note,
+                  c->bz_note);
     bx_table_emit(x, t);
     for (int v = 0; v < N_VARIANTS; v++)
         cJSON_AddItemToObject(js, variant_key[v], run_json(&r[v]));
@@ -797,8 +1261,8 @@ int scen_peer_slinky(bx_ctx *x)
         report_size(x, n, runs, cJSON_AddObjectToObject(sizes, key));
         for (int v = 0; v < N_VARIANTS; v++) {
             peer_reqs *pr[] = {&runs[v].req_start, &runs[v].req_out, &runs[v].req_in, &runs[v].req_churn,
-                               &runs[v].req_rs};
-            for (int k = 0; k < 5; k++) {
+                               &runs[v].req_rs, &runs[v].req_bz};
+            for (int k = 0; k < 6; k++) {
                 cJSON_Delete(pr[k]->verbs);
                 cJSON_Delete(pr[k]->res);
             }
