@@ -273,6 +273,15 @@ const sobj *op_ref_get(operator *op, enum op_kind k, const char *ns, const char 
     return bn_get(P(op)->bn[i], ns, name, pending);
 }
 
+void op_ref_refresh(operator *op, enum op_kind k, const char *ns, const char *name)
+{
+    int i = ref_index(k);
+    if (name == NULL || *name == '\0' || i < 0 || P(op)->bn[i] == NULL || store_get(op->stores[k], ns, name))
+        return;
+    if (bn_refresh(P(op)->bn[i], ns, name))
+        log_debug("%s %s/%s: read again ahead of its poll", kinds[k].res->kind, ns, name);
+}
+
 /* A referenced object changed: to the reconcilers it is a change of the
  * kind's store, like a watch event used to be. */
 static void forward_ref_change(store *s, const sobj *old_obj, const sobj *new_obj, void *data)

@@ -183,6 +183,10 @@ static inline store *op_store(const operator *op, enum op_kind k)
  *  the caller must not conclude "missing" yet (it is queued again by the
  *  answer, or retries shortly). Other kinds: the store lookup. */
 const sobj *op_ref_get(operator *op, enum op_kind k, const char *ns, const char *name, int *pending);
+/** Read the user's object behind op_ref_get(op, k, ns, name) again now
+ *  instead of at its next poll (bn_refresh: at most once a second per
+ *  name); nothing for an object the operator owns (its watch is current). */
+void op_ref_refresh(operator *op, enum op_kind k, const char *ns, const char *name);
 
 /** Record one reconcile's outcome in the shared metrics. */
 void op_observe_reconcile(operator *op, const char *controller, wq_result res, double seconds);

@@ -291,6 +291,21 @@ static void cache_resv_event(const char *resv, void *data)
         c->st->on_resv(c->key, resv, c->st->resv_data);
 }
 
+/* slurmrestd refused a token: the JWT key Secret may have been rotated
+ * since it was last read (a user's Secret is polled, every 30 s by default),
+ * so read it again now; the new key reaches the client through the Secret's
+ * store handler and the Controller's pass (sr_set_key). */
+static void rest_unauthorized(void *data)
+{
+    cluster *c = data;
+    operator *op = c->st->op;
+    const sobj *ctl = store_get_key(op_store(op, OPK_CONTROLLERS), c->key);
+    if (ctl == NULL || ctl->json == NULL)
+        return;
+    const char *name = json_get_str(clc_jwt_ref(json_child(ctl->json, "spec")), "name");
+    op_ref_refresh(op, OPK_SECRETS, ctl->ns, name);
+}
+
 static cluster *cluster_new(slurmclient_state *st, const char *key, const char *url, const char *restapi_uid,
                             const uint8_t *jwt, size_t jwt_len)
 {
@@ -324,6 +339,8 @@ static cluster *cluster_new(slurmclient_state *st, const char *key, const char *
         /* 22.05's node tables carry no time: read slurmctld's clock so that
          * update_time is on it, not on ours (skew would hide changes). */
         .read_clock = 1,
+        .on_unauthorized = rest_unauthorized,
+        .unauthorized_data = c,
     };
     int rc = sr_client_new(op->loop, &ro, &c->rest);
     if (rc < 0) {
@@ -457,6 +474,8 @@ static wq_result sync_one(slurmclient_state *st, const char *key)
             log_info("slurm %s: the JWT key changed; new tokens are signed with it", key);
             sr_set_key(c->rest, jwt, klen);
             memcpy(c->key_hash, h, sizeof(h));
+            /* refused polls backed off; the new key may be the cure */
+            nc_poll_soon(c->cache);
             notify_all(st, key);
         }
     } else {

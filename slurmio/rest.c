@@ -84,6 +84,8 @@ struct sr_client {
     int negotiating;
     int64_t (*now)(void *);
     void *now_data;
+    void (*on_unauthorized)(void *);
+    void *unauthorized_data;
     /* token */
     char *token;
     int64_t token_minted;
@@ -266,7 +268,7 @@ static void note_time(sr_client *c, sr_req *r)
     }
 }
 
-static void note_404(sr_client *c, sr_req *r);
+static void note_status(sr_client *c, sr_req *r);
 static void explain_too_big(sr_client *c, sr_req *r, size_t len);
 
 /* A response is decoded: explain, learn from it, deliver it. */
@@ -274,7 +276,7 @@ static void decoded(sr_client *c, sr_req *r)
 {
     if (r->resp.err.code == OP_ETOOBIG)
         explain_too_big(c, r, r->raw_len);
-    note_404(c, r);
+    note_status(c, r);
     note_time(c, r);
     complete(c, r, r->resp.err.code);
 }
@@ -326,7 +328,19 @@ static void start_decode(sr_client *c)
     }
 }
 
-static void note_404(sr_client *c, sr_req *r)
+/* Slurm's SLURM_PROTOCOL_AUTHENTICATION_ERROR (slurm_errno.h) */
+#define SR_SLURM_EAUTH 1007
+
+/* A token was refused: mint the next one afresh, and tell the owner, whose
+ * key may be out of date. */
+static void unauthorized(sr_client *c)
+{
+    c->token_stale = 1;
+    if (c->on_unauthorized && !c->closing)
+        c->on_unauthorized(c->unauthorized_data);
+}
+
+static void note_status(sr_client *c, sr_req *r)
 {
     /* A path this version should have is gone: the server behind the URL
      * may now be another Slurm release. Negotiate again next time. */
@@ -336,8 +350,16 @@ static void note_404(sr_client *c, sr_req *r)
         c->version = 0;
         c->clock_time = 0; /* and its clock is another's */
     }
-    if (r->http == 401)
-        c->token_stale = 1;
+    /* A refused token. slurmrestd itself refuses with 401; a token it passes
+     * on and slurmctld refuses comes back as HTTP 511 with Slurm's
+     * authentication error (1007, seen on 24.11 and 26.05) or, on 22.05's
+     * v0.0.38, as HTTP 500 with the generic error (-1). 22.05 gives that
+     * same 500 to a list asked with update_time when only the nodes changed
+     * (see nodecache.c), which is no refusal; any other counts (the owner's
+     * reaction, a read of the key Secret, is cheap and rate-limited). */
+    if (r->http == 401 || r->http == 511 || r->resp.err.slurm_errno == SR_SLURM_EAUTH ||
+        (r->http == 500 && r->version == SM_V38 && r->update_time == 0 && r->resp.err.slurm_errno == -1))
+        unauthorized(c);
 }
 
 static void decode_done(uv_work_t *w, int status)
@@ -564,7 +586,7 @@ static void on_openapi(hc_req *hr, int status, const hc_response *resp, void *da
             if (rc == 0)
                 rc = OP_EHTTP;
             if (resp->status == 401)
-                c->token_stale = 1;
+                unauthorized(c);
         } else {
             cJSON *doc = json_parse(resp->body, resp->body_len, NULL);
             rc = doc ? sm_negotiate(doc) : OP_EPARSE;
@@ -670,6 +692,8 @@ int sr_client_new(uv_loop_t *loop, const sr_opts *opts, sr_client **out)
     c->version = opts->version;
     c->now = opts->now;
     c->now_data = opts->now_data;
+    c->on_unauthorized = opts->on_unauthorized;
+    c->unauthorized_data = opts->unauthorized_data;
     list_init(&c->waiting);
     list_init(&c->done);
     list_init(&c->decode_q);

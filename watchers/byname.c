@@ -19,6 +19,7 @@ struct entry {
     char *name;
     uint64_t used_ms; /* last lookup */
     uint64_t due_ms;  /* next GET */
+    uint64_t sent_ms; /* the last GET started */
     kube_request *req;
     int resolved; /* the first GET was answered */
     int touched;  /* idle: handlers ran once more, dropped at the next poll */
@@ -98,6 +99,7 @@ static void fetch(byname *b, struct entry *e, uint64_t now)
     e->due_ms = now + b->o.poll_ms;
     if (e->req)
         return;
+    e->sent_ms = now;
     b->in_flight++;
     e->req = kube_get(b->o.client, b->o.res, e->ns, e->name, NULL, on_got, e);
 }
@@ -219,6 +221,21 @@ const sobj *bn_get(byname *b, const char *ns, const char *name, int *pending)
         return NULL;
     }
     return store_get(b->o.store, ns, name);
+}
+
+int bn_refresh(byname *b, const char *ns, const char *name)
+{
+    char key[512];
+    if (name == NULL || ns == NULL || b->stopping)
+        return 0;
+    snprintf(key, sizeof(key), "%s/%s", ns, name);
+    struct entry *e = map_get(&b->entries, key);
+    uint64_t now = uv_now(b->loop);
+    if (e == NULL || e->req || now - e->sent_ms < BN_REFRESH_MIN_MS)
+        return 0;
+    b->stats.refreshes++;
+    fetch(b, e, now);
+    return 1;
 }
 
 void bn_get_stats(const byname *b, bn_stats *out)

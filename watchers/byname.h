@@ -14,7 +14,8 @@
  * Rotation: every name asked for is fetched again every poll interval
  * (default 30 s, spread over the interval), and a new resourceVersion is an
  * upsert like a watch event would have been: a key rotation is noticed
- * within one interval. A periodic GET per name was chosen over one watch per
+ * within one interval, or at once by a user that has a sign of it
+ * (bn_refresh). A periodic GET per name was chosen over one watch per
  * name (a fieldSelector metadata.name=NAME): a watch holds a connection per
  * referenced object and needs list/watch permission, a GET needs neither,
  * costs one small request per name and interval, and cannot stall silently.
@@ -42,6 +43,7 @@
 #include "core/store.h"
 
 #define BN_MAX_ENTRIES 4096
+#define BN_REFRESH_MIN_MS 1000
 
 typedef struct byname byname;
 
@@ -58,6 +60,7 @@ typedef struct bn_stats {
     unsigned long long not_found; /* ... with 404 */
     unsigned long long failures;  /* ... with any other error */
     unsigned long long dropped;   /* names forgotten after the idle time */
+    unsigned long long refreshes; /* GETs started by bn_refresh */
     size_t entries;               /* names currently wanted */
 } bn_stats;
 
@@ -69,6 +72,14 @@ void bn_stop(byname *b, void (*on_stopped)(void *data), void *data);
  *  from now on). NULL when absent; then *pending (when not NULL) is 1 while
  *  the first GET of the name has not been answered yet, else 0. */
 const sobj *bn_get(byname *b, const char *ns, const char *name, int *pending);
+
+/** Fetch ns/name again now, ahead of its poll, for a caller with a reason to
+ *  think it changed (slurmrestd refused a token signed with the key it
+ *  holds: the key Secret may have been rotated). Only for a name already
+ *  wanted (bn_get); nothing when its GET is in flight or the last one
+ *  started less than BN_REFRESH_MIN_MS ago (a burst of refusals costs one
+ *  GET; the poll covers the rest). Returns 1 when a GET was started. */
+int bn_refresh(byname *b, const char *ns, const char *name);
 
 void bn_get_stats(const byname *b, bn_stats *out);
 

@@ -375,6 +375,62 @@ static void test_token_remint(void **state)
     sim_stop(&TL);
 }
 
+/* A 401 re-mints the token and tells the owner (whose key may be stale),
+ * once per refused answer; other errors do not. */
+static void count_call(void *data)
+{
+    (*(int *)data)++;
+}
+
+static void test_unauthorized_hook(void **state)
+{
+    static const struct {
+        int version, status;
+        int64_t update_time;
+        int refused;
+    } cases[] = {
+        {42, 500, 0, 0}, /* a Slurm error from v0.0.40 on: not about the token */
+        {42, 401, 0, 1},
+        {42, 511, 0, 1}, /* slurmctld refused it (24.11, 26.05) */
+        {38, 401, 0, 1},
+        {38, 500, 0, 1},   /* 22.05's answer to a bad token */
+        {38, 500, 123, 0}, /* 22.05's answer to update_time when only nodes changed */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        sim_start(&TL.loop, cases[i].version,
+                  cases[i].version == 38 ? "v38_nodes_idle_200.json" : "v42_nodes_states_200.json");
+        char url[64];
+        sim_url(url, sizeof(url));
+        int calls = 0;
+        sr_opts o = {.url = url,
+                     .key = KEY,
+                     .key_len = sizeof(KEY) - 1,
+                     .version = cases[i].version,
+                     .now = clock_fn,
+                     .on_unauthorized = count_call,
+                     .unauthorized_data = &calls};
+        sr_client *c = NULL;
+        assert_int_equal(sr_client_new(&TL.loop, &o, &c), 0);
+        got a = {0}, b = {0};
+        SIM.nodes_status = cases[i].status;
+        sr_get_nodes(c, cases[i].update_time, on_resp, &a);
+        run_until(&TL, &a.done);
+        assert_int_not_equal(a.status, 0);
+        assert_int_equal(calls, cases[i].refused);
+        SIM.nodes_status = 0;
+        sr_get_nodes(c, 0, on_resp, &b);
+        run_until(&TL, &b.done);
+        assert_int_equal(b.status, 0);
+        assert_int_equal(calls, cases[i].refused);
+        sr_stats st;
+        sr_get_stats(c, &st);
+        /* a refused token is minted afresh for the next request */
+        assert_int_equal(st.tokens_minted, cases[i].refused ? 2 : 1);
+        close_client(c);
+        sim_stop(&TL);
+    }
+}
+
 /* ---- large bodies are decoded off the loop ---- */
 
 static void test_offload(void **state)
@@ -849,6 +905,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_token_remint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unauthorized_hook, setup, teardown),
         cmocka_unit_test_setup_teardown(test_offload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_body_over_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tree_over_bound, setup, teardown),
