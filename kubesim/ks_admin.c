@@ -6,7 +6,9 @@
  *   POST /kubesim/counters/reset
  *   GET  /kubesim/stats               objects, watches, rv, history sizes, RSS
  *   GET  /kubesim/faults              current fault settings
- *   POST /kubesim/faults {"rate429":0.1,"rate500":0,"latencyMs":5,"expireWatches":2,"retryAfter":1} POST
+ *   POST /kubesim/faults {"rate429":0.1,"rate500":0,"latencyMs":5,"expireWatches":2,"retryAfter":1,
+ *                         "faultPath":"/secrets/"} (the 429/500 faults only for paths containing it;
+ *                         null or "" for all) POST
  * /kubesim/drop-watches        end every watch now without the chunked terminator ({"clean":true}: with it)
  *   POST /kubesim/restart             drop every connection and watch, keep the store, compact the history
  *   POST /kubesim/pods/fail           {"namespace":"ns","name":"p"|"labelSelector":"a=b","phase":"Failed",
@@ -128,9 +130,11 @@ static cJSON *counters_json(ks *k)
 
 /* ---- faults ------------------------------------------------------------ */
 
-int admin_faults_apply(ks *k, ks_resp *resp)
+int admin_faults_apply(ks *k, const char *path, ks_resp *resp)
 {
     if (k->rate_429 <= 0 && k->rate_500 <= 0)
+        return 0;
+    if (k->fault_path && strstr(path, k->fault_path) == NULL)
         return 0;
     double r = ks_randf(k);
     if (r < k->rate_429) {
@@ -157,6 +161,7 @@ static cJSON *faults_json(ks *k)
     json_set_int(o, "latencyMs", k->latency_ms);
     json_set_int(o, "expireWatches", k->expire_watches);
     json_set_int(o, "retryAfter", k->cfg.retry_after_s);
+    json_set(o, "faultPath", k->fault_path ? cJSON_CreateString(k->fault_path) : cJSON_CreateNull());
     return o;
 }
 
@@ -497,6 +502,10 @@ void admin_handle(ks *k, const ks_req *req, ks_resp *resp)
             k->expire_watches = (int)json_num_clamp(v, 0, 0, 1000000);
         if ((v = json_child(body, "retryAfter")) && cJSON_IsNumber(v))
             k->cfg.retry_after_s = (unsigned)json_num_clamp(v, 1, 0, 3600);
+        if ((v = json_child(body, "faultPath"))) {
+            free(k->fault_path);
+            k->fault_path = cJSON_IsString(v) && v->valuestring[0] ? xstrdup(v->valuestring) : NULL;
+        }
         reply(resp, 200, faults_json(k));
     } else if (post && strcmp(p, "/drop-watches") == 0) {
         size_t n = (size_t)k->n_watches;

@@ -199,6 +199,7 @@ static void engine_free(ks *k)
     map_free(&k->uids);
     map_free(&k->deps);
     map_free(&k->counters);
+    free(k->fault_path);
     kubelet_free(k);
     for (int i = 0; i < k->n_owned; i++)
         free(k->owned_strs[i]);
@@ -303,7 +304,7 @@ void ks_handle(ks *k, const ks_req *req, ks_resp *resp)
     }
     int api = strncmp(path, "/api/", 5) == 0 || strncmp(path, "/apis/", 6) == 0 ||
               strcmp(path, "/api") == 0 || strcmp(path, "/apis") == 0;
-    if (api && admin_faults_apply(k, resp))
+    if (api && admin_faults_apply(k, path, resp))
         return;
     api_handle(k, req, resp);
     if (api && resp->watch == NULL)

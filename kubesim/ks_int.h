@@ -195,6 +195,7 @@ struct ks {
     struct ks_kubelet *kl;
     /* faults */
     double rate_429, rate_500;
+    char *fault_path; /* only requests whose path contains this get the 429/500 faults (NULL: all) */
     unsigned latency_ms;
     int expire_watches;
     /* counters: "verb\tresource\tcode" -> count (value is the count cast to a pointer) */
@@ -506,8 +507,8 @@ void kubelet_schedule_removal(ks *k, ks_obj *pod, long long grace_s);
 void admin_handle(ks *k, const ks_req *req, ks_resp *resp);
 /** Count a request (verb, resource, code). */
 void admin_count(ks *k, const char *verb, const char *resource, int code);
-/** 429/500/latency faults: non-zero when the request was answered. */
-int admin_faults_apply(ks *k, ks_resp *resp);
+/** 429/500/latency faults for a request to path: non-zero when it was answered. */
+int admin_faults_apply(ks *k, const char *path, ks_resp *resp);
 int admin_state_load(ks *k, const char *path);
 
 /** A namespace was created: add what the controllers would (ServiceAccount, root CA ConfigMap). */

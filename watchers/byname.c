@@ -24,6 +24,7 @@ struct entry {
     int resolved; /* the first GET was answered */
     int touched;  /* idle: handlers ran once more, dropped at the next poll */
     int failing;  /* the last GET failed (not 404): logged once */
+    uint32_t retry_ms; /* after a failed GET: the wait before the next, doubling up to the poll interval */
 };
 
 struct byname {
@@ -78,19 +79,27 @@ static void on_got(int err, const cJSON *obj, const kube_status *st, void *data)
         if (e->failing)
             log_info("%s %s readable again", b->o.res->kind, e->key);
         e->failing = 0;
+        e->retry_ms = 0;
         store_upsert(b->o.store, obj);
     } else if (err == OP_ENOTFOUND) {
         b->stats.not_found++;
         e->failing = 0;
+        e->retry_ms = 0;
         store_delete(b->o.store, e->ns, e->name);
     } else {
         /* Keep what we had: a transient failure must not look like a
-         * deleted key to the reconcilers. */
+         * deleted key to the reconcilers. Try again sooner than the poll
+         * (a restarted API server answers 403 until its authorizer has
+         * synced; a first read that failed leaves the name absent). */
         b->stats.failures++;
         if (!e->failing)
-            log_warn("cannot read %s %s: %s (%s); keeping the last copy, retrying every poll", b->o.res->kind,
-                     e->key, op_strerror(err), st && st->message[0] ? st->message : "no detail");
+            log_warn("cannot read %s %s: %s (%s); keeping the last copy, retrying", b->o.res->kind, e->key,
+                     op_strerror(err), st && st->message[0] ? st->message : "no detail");
         e->failing = 1;
+        e->retry_ms = e->retry_ms ? e->retry_ms * 2 : BN_RETRY_MIN_MS;
+        if (e->retry_ms > b->o.poll_ms)
+            e->retry_ms = b->o.poll_ms;
+        e->due_ms = uv_now(b->loop) + e->retry_ms;
     }
 }
 

@@ -27,9 +27,11 @@
  * store. Lookups of names that were never asked for cost one GET each, and
  * entries are bounded (BN_MAX_ENTRIES; beyond, lookups just answer NULL).
  *
- * Errors other than 404 (403 when RBAC lacks get, a transport failure) keep
- * the last object and are logged at warn level when they start and when they
- * stop; a name whose first GET failed is reported absent.
+ * Errors other than 404 (403 when RBAC lacks get or a restarted API server's
+ * authorizer has not synced yet, a transport failure) keep the last object,
+ * are retried sooner than the poll (BN_RETRY_MIN_MS, doubling) and are logged
+ * at warn level when they start and when they stop; a name whose first GET
+ * failed is reported absent until one succeeds.
  *
  * Everything runs on the loop thread.
  */
@@ -44,6 +46,9 @@
 
 #define BN_MAX_ENTRIES 4096
 #define BN_REFRESH_MIN_MS 1000
+/* A failed GET (not 404) is retried after this, doubling up to the poll
+ * interval, at the resolution of the poll timer (poll/8, 0.1-5 s). */
+#define BN_RETRY_MIN_MS 1000
 
 typedef struct byname byname;
 
