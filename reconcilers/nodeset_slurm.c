@@ -1033,6 +1033,10 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
             return NSS_WAIT;
         }
         log_info("nodeset %s: Slurm node %s is drained; deleting pod %s (%s)", s->key, name, pod->name, why);
+        /* No more reads needed for it; tracked by the hundred, the nodes
+         * of deleted pods would leave the busy ones still condemned to the
+         * table's slower poll (a job's end seen seconds late). */
+        nc_untrack(cache, name);
         return NSS_DELETE;
     }
     if (!sm_node_drain(n)) {

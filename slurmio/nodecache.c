@@ -818,6 +818,13 @@ void nc_track(nc_cache *c, const char *name, unsigned ms)
     arm_track(c, c->o.track_ms);
 }
 
+void nc_untrack(nc_cache *c, const char *name)
+{
+    nc_node *e = name ? node_get(c, name) : NULL;
+    if (e)
+        e->track_until = 0; /* the tick drops it from c->watched when nothing else holds it */
+}
+
 static void want_read(nc_cache *c, nc_node *e)
 {
     if (!e->want_read) {

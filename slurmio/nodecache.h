@@ -180,6 +180,10 @@ void nc_foreach(const nc_cache *c, void (*fn)(const sm_node *n, void *data), voi
 
 /** Read name on its own every track_ms for the next ms milliseconds. */
 void nc_track(nc_cache *c, const char *name, unsigned ms);
+/** Stop tracking name (nc_track): its reads are no longer needed (its pod is
+ *  being deleted). Tracked nodes beyond max_tracked are left to the table's
+ *  poll, so nodes that need no more reads must not crowd out those that do. */
+void nc_untrack(nc_cache *c, const char *name);
 /** Poll the table as soon as possible. */
 void nc_poll_soon(nc_cache *c);
 

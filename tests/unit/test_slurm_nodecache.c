@@ -417,6 +417,36 @@ static void test_track(void **state)
     sim_stop(&TL);
 }
 
+/* More tracked nodes than max_tracked are left to the table's poll; the
+ * nodes untracked (their pods being deleted) no longer crowd out the one
+ * still waited for, which is read on its own again. */
+static void test_untrack(void **state)
+{
+    sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
+    SIM.unchanged = 1;
+    cluster cl = open_cluster(38, 5000, 50);
+    wait_ready(&cl);
+    char name[16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(name, sizeof(name), "x%d", i);
+        nc_track(cl.cache, name, 60000);
+    }
+    nc_track(cl.cache, "n3", 60000);
+    run_for(&TL, 300);
+    assert_int_equal(sim_count("GET", "/node/n3"), 0);
+    for (int i = 0; i < 40; i++) {
+        snprintf(name, sizeof(name), "x%d", i);
+        nc_untrack(cl.cache, name);
+    }
+    run_for(&TL, 400);
+    int reads = sim_count("GET", "/node/n3");
+    assert_true(reads >= 4);
+    assert_true(reads <= 10);
+    assert_int_equal(sim_count("GET", "/node/x0"), 0);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
 /* ---- jobs and pings ---- */
 
 /* Absence is not proof: a table that suddenly lacks nodes is held (unknown)
@@ -709,6 +739,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_settles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_comment_applied, setup, teardown),
         cmocka_unit_test_setup_teardown(test_track, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_untrack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_absence_not_proof, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vanished, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repeat_backoff, setup, teardown),
