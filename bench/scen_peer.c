@@ -258,6 +258,29 @@ static char *slinky_bin(bx_ctx *x, char **dir)
     return bin;
 }
 
+/* The predicates bx_wait polls read logs or scrape metrics: at most every
+ * 100 ms. 1 when the call comes sooner than that after the last one. */
+static int too_soon(uint64_t *last)
+{
+    uint64_t now = uv_hrtime();
+    if (now - *last < 100000000ull)
+        return 1;
+    *last = now;
+    return 0;
+}
+
+/* An operator's log as a string (malloc'd), NULL when unreadable. */
+static char *read_log(const char *path)
+{
+    char *s = NULL;
+    size_t len = 0;
+    if (file_read_all(path, (size_t)256 << 20, &s, &len) != 0) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
 typedef struct slinky_ready {
     const char *log;
     uint64_t last;
@@ -268,16 +291,11 @@ typedef struct slinky_ready {
 static int slinky_ready_pred(void *arg)
 {
     slinky_ready *r = arg;
-    uint64_t now = uv_hrtime();
-    if (now - r->last < 100000000ull)
+    if (too_soon(&r->last))
         return 0;
-    r->last = now;
-    char *s = NULL;
-    size_t len = 0;
-    if (file_read_all(r->log, (size_t)64 << 20, &s, &len) == 0 &&
-        strstr(s, "\"msg\":\"Starting workers\",\"controller\":\"nodeset\"") != NULL)
-        r->ok = 1;
-    else if (s && strstr(s, "\"msg\":\"Starting workers\"") && strstr(s, "\"controllerKind\":\"NodeSet\",\"worker"))
+    char *s = read_log(r->log);
+    if (s && (strstr(s, "\"msg\":\"Starting workers\",\"controller\":\"nodeset\"") ||
+              (strstr(s, "\"msg\":\"Starting workers\"") && strstr(s, "\"controllerKind\":\"NodeSet\",\"worker"))))
         r->ok = 1;
     free(s);
     return r->ok;
@@ -508,19 +526,16 @@ typedef struct slurm_seen {
 static int slurm_seen_pred(void *arg)
 {
     slurm_seen *s = arg;
-    uint64_t now = uv_hrtime();
-    if (now - s->last < 100000000ull)
+    if (too_soon(&s->last))
         return 0;
-    s->last = now;
     int ok = 0;
     if (s->op) {
         bx_metrics m;
         ok = bx_scrape(s->x, s->op, &m) == 0 && bx_metric(&m, "slurmop_slurm_nodes", NULL) >= s->want;
         bx_metrics_free(&m);
     } else {
-        char *t = NULL;
-        size_t len = 0;
-        ok = file_read_all(s->log, (size_t)256 << 20, &t, &len) == 0 && strstr(t, "\"Added slurm client\"");
+        char *t = read_log(s->log);
+        ok = t && strstr(t, "\"Added slurm client\"");
         free(t);
     }
     return ok;
