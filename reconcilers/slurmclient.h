@@ -8,9 +8,10 @@
  *  - its URL is the one given with --slurmrestd <ns>/<restapi>=<url>, else
  *    http://<restapi>-restapi.<ns>:6820 (the RestApi's Service);
  *  - the JWT key is the Controller's jwtKeyRef (else jwtHs256KeyRef) Secret
- *    key, read from the cache; tokens are minted for user "slurm"; a 401
- *    from slurmrestd reads a user's key Secret again at once (op_ref_refresh)
- *    instead of at its next poll, so a rotated key is taken within seconds;
+ *    key, read from the cache; tokens are minted for user "slurm"; a token
+ *    Slurm refuses (sr_opts.on_unauthorized) reads a user's key Secret again
+ *    at once (op_ref_refresh) instead of at its next poll, so a rotated key
+ *    is taken within seconds;
  *  - node and reservation writes that the server's REST version cannot do
  *    go through the operator's libslurm backend, created at start when
  *    --slurm-conf (or $SLURM_CONF) is given and libslurm is built in.

@@ -92,12 +92,11 @@ typedef struct sr_opts {
      * and the reading is missing or older than SR_CLOCK_MAX_AGE_S), so that
      * list answers carry server_time (see sr_cb). Off: no request is added. */
     int read_clock;
-    /* Called on the loop thread, from a completion, whenever slurmrestd
-     * refuses a token (401; on v0.0.38, 22.05, an HTTP 500 with Slurm errno
-     * -1 to a request without update_time, which is how it answers a bad
-     * token): the key may have been
-     * rotated, and its owner can read it again before its next poll (then
-     * sr_set_key). NULL: nothing. */
+    /* Called on the loop thread, from a completion, whenever slurmrestd or
+     * slurmctld refuses a token (401; 511 or Slurm's authentication error
+     * 1007; on v0.0.38, 22.05, an HTTP 500 with Slurm errno -1 to a request
+     * without update_time): the key may have been rotated, and its owner can
+     * read it again before its next poll (then sr_set_key). NULL: nothing. */
     void (*on_unauthorized)(void *data);
     void *unauthorized_data;
     /* The wall clock used for tokens (seconds since the epoch); NULL = time(). For tests. */

@@ -242,7 +242,6 @@ int bn_refresh(byname *b, const char *ns, const char *name)
     uint64_t now = uv_now(b->loop);
     if (e == NULL || e->req || now - e->sent_ms < BN_REFRESH_MIN_MS)
         return 0;
-    b->stats.refreshes++;
     fetch(b, e, now);
     return 1;
 }

@@ -65,7 +65,6 @@ typedef struct bn_stats {
     unsigned long long not_found; /* ... with 404 */
     unsigned long long failures;  /* ... with any other error */
     unsigned long long dropped;   /* names forgotten after the idle time */
-    unsigned long long refreshes; /* GETs started by bn_refresh */
     size_t entries;               /* names currently wanted */
 } bn_stats;
 
