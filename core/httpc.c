@@ -8,7 +8,7 @@
  *    most recently used first), or ACTIVE (in pool->active: connecting or
  *    carrying one request), or closing (in no list). A streaming request
  *    gets an ACTIVE conn of its own that does not count against max_conns;
- *  - hc_req: queued (pool->queue), bound to a connecting conn, active on a
+ *  - hc_req: queued (pool->queue_prio or pool->queue), bound to a connecting conn, active on a
  *    conn, completing (result stored, delivered from its timer on the next
  *    turn), or done. Each request has a uv_timer_t that serves its
  *    deadlines (request timeout and idle timeout, re-armed lazily) and the
@@ -57,12 +57,13 @@ typedef struct hc_conn hc_conn;
 
 struct hc_req {
     hc_pool *pool;
-    list_node link; /* pool->queue */
+    list_node link; /* pool->queue_prio or pool->queue */
     hc_conn *hconn;
     int state;
     wire *w;
     int streaming;
     int urgent;
+    int prio;
     int idempotent;
     int is_head;
     int close_after; /* the caller sent Connection: close */
@@ -120,7 +121,8 @@ struct hc_pool {
     hc_pool_opts opts;
     list_node idle;
     list_node active;
-    list_node queue;
+    list_node queue_prio; /* urgent (at its head) and prio requests, served before queue */
+    list_node queue;      /* ordinary requests */
     int n_counted; /* conns against max_conns */
     int n_open;    /* conns not closing */
     int n_queued;
@@ -298,6 +300,28 @@ static void req_arm(hc_req *r)
     }
     uint64_t now = uv_now(r->pool->loop);
     uv_timer_start(&r->timer, req_timer_cb, next > now ? next - now : 0, 0);
+}
+
+/* Queue r for a connection: urgent requests at the head of the priority
+ * queue, prio ones behind them, ordinary ones in their own queue; again
+ * (a retry) at the head of its class, as it was handed out once already. */
+static void queue_put(hc_pool *pool, hc_req *r, int again)
+{
+    list_node *q = r->urgent || r->prio ? &pool->queue_prio : &pool->queue;
+    r->state = RQ_QUEUED;
+    if (r->urgent || again)
+        list_insert_head(q, &r->link);
+    else
+        list_insert_tail(q, &r->link);
+    pool->n_queued++;
+}
+
+static hc_req *queue_first(hc_pool *pool)
+{
+    list_node *n = list_first(&pool->queue_prio);
+    if (n == NULL)
+        n = list_first(&pool->queue);
+    return n ? list_entry(n, hc_req, link) : NULL;
 }
 
 /* Take the request out of wherever it is. An active exchange cannot be
@@ -720,9 +744,7 @@ static void conn_ended(hc_conn *hc, int err)
         r->retried = 1;
         r->need_fresh = 1;
         r->on_reused = 0;
-        r->state = RQ_QUEUED;
-        list_insert_head(&pool->queue, &r->link);
-        pool->n_queued++;
+        queue_put(pool, r, 1);
         pump(pool);
         return;
     }
@@ -882,13 +904,14 @@ static void send_req(hc_conn *hc, hc_req *r)
     req_arm(r);
 }
 
-/* Hand queued requests to idle or new connections, oldest first. */
+/* Hand queued requests to idle or new connections: the priority queue
+ * first, each queue oldest first. */
 static void pump(hc_pool *pool)
 {
     if (pool->closing)
         return;
-    while (!list_empty(&pool->queue)) {
-        hc_req *r = list_entry(list_first(&pool->queue), hc_req, link);
+    hc_req *r;
+    while ((r = queue_first(pool)) != NULL) {
         hc_conn *hc = NULL;
         if (!r->need_fresh && !list_empty(&pool->idle))
             hc = list_entry(list_first(&pool->idle), hc_conn, link);
@@ -1041,6 +1064,7 @@ hc_pool *hc_pool_new(uv_loop_t *loop, const char *base_url, const hc_pool_opts *
         pool->opts.idle_conn_timeout_ms = DEF_IDLE_CONN_MS;
     list_init(&pool->idle);
     list_init(&pool->active);
+    list_init(&pool->queue_prio);
     list_init(&pool->queue);
     uv_timer_init(loop, &pool->timer);
     pool->timer.data = pool;
@@ -1055,10 +1079,9 @@ void hc_pool_close(hc_pool *pool, void (*on_closed)(void *data), void *data)
     pool->closing = 1;
     pool->on_closed = on_closed;
     pool->closed_data = data;
-    while (!list_empty(&pool->queue)) {
-        hc_req *r = list_entry(list_first(&pool->queue), hc_req, link);
+    hc_req *r;
+    while ((r = queue_first(pool)) != NULL)
         req_complete_async(r, OP_ECANCELED);
-    }
     while (!list_empty(&pool->active)) {
         hc_conn *hc = list_entry(list_first(&pool->active), hc_conn, link);
         if (hc->req)
@@ -1089,6 +1112,7 @@ hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts)
     r->streaming = opts->on_data != NULL;
     r->idle_ms = opts->idle_timeout_ms;
     r->urgent = opts->urgent;
+    r->prio = opts->prio;
     if (!opts->on_done) {
         /* Nobody to tell: a programming error. */
         log_error("httpc: hc_request without on_done");
@@ -1108,13 +1132,9 @@ hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts)
         hconn_new(pool, r, 1);
     } else {
         /* An urgent request goes first; it may exceed max_conns (see pump),
-         * so a pool full of slow writes cannot hold it back. */
-        r->state = RQ_QUEUED;
-        if (r->urgent)
-            list_insert_head(&pool->queue, &r->link);
-        else
-            list_insert_tail(&pool->queue, &r->link);
-        pool->n_queued++;
+         * so a pool full of slow writes cannot hold it back. A prio one
+         * goes ahead of ordinary requests but waits for a connection. */
+        queue_put(pool, r, 0);
         pump(pool);
     }
     req_arm(r);

@@ -2,7 +2,7 @@
  *
  * One hc_pool per server (scheme, host, port, TLS settings). A pool keeps up
  * to max_conns keep-alive connections for ordinary requests and queues the
- * rest in FIFO order. Streaming requests (watches) get a connection of their
+ * rest in FIFO order, behind the urgent and prio requests (hc_req_opts). Streaming requests (watches) get a connection of their
  * own that does not count against max_conns, because a watch holds its
  * connection for minutes.
  *
@@ -105,6 +105,9 @@ typedef struct hc_req_opts {
     unsigned idle_timeout_ms;
     int urgent;               /* queue ahead of ordinary requests and, when every connection is busy, open
                                  one more beyond max_conns (leader election must not wait behind writes) */
+    int prio;                 /* queue ahead of ordinary requests, behind urgent ones, within max_conns (a
+                                 pod delete that ends a drain must not wait behind thousands of status
+                                 writes) */
     hc_headers_cb on_headers; /* optional */
     hc_data_cb on_data;       /* non-NULL selects streaming mode */
     hc_done_cb on_done;       /* required */

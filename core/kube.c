@@ -319,9 +319,7 @@ static uint64_t limiter_reserve(kube_client *c)
     c->tokens -= 1.0;
     if (c->tokens >= 0)
         return 0;
-    double wait_ms = (-c->tokens / c->opts.qps) * 1000.0;
-    c->stats.throttled_ms += (unsigned long long)wait_ms;
-    return (uint64_t)ceil(wait_ms);
+    return (uint64_t)ceil((-c->tokens / c->opts.qps) * 1000.0);
 }
 
 static void schedule(kube_request *r, uint64_t delay_ms)
@@ -896,6 +894,7 @@ static void start_request(kube_request *r)
         }
     }
     o.urgent = r->ro.urgent;
+    o.prio = r->ro.prio;
     c->stats.requests++;
     r->hreq = hc_request(c->pool, &o);
     list_insert_tail(&c->inflight, &r->link);
@@ -948,7 +947,11 @@ static kube_request *submit(kube_request *r, const kube_req_opts *ro)
         fence_status_finish(r);
         return r;
     }
-    schedule(r, r->ro.unthrottled ? 0 : limiter_reserve(c));
+    uint64_t wait_ms = r->ro.unthrottled ? 0 : limiter_reserve(c);
+    if (r->ro.prio)
+        wait_ms = 0; /* its token is taken: the requests after it wait the longer */
+    c->stats.throttled_ms += wait_ms;
+    schedule(r, wait_ms);
     return r;
 }
 

@@ -146,6 +146,11 @@ typedef struct kube_req_opts {
                             when every connection is busy (hc_req_opts.urgent) */
     int no_answer;       /* the caller does not read the object a success returns: it is not parsed
                             and the callback gets NULL (errors are decoded as always) */
+    int prio;            /* ahead of ordinary requests: it does not wait for the limiter (it still takes
+                            a token, so the requests after it pay the debt back and the long-run rate
+                            stays at qps) and goes ahead of them for a connection, within max_conns
+                            (hc_req_opts.prio). For the few writes that end a long wait, such as the
+                            delete of a pod whose Slurm node was just found drained */
 } kube_req_opts;
 
 kube_request *kube_get_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,

@@ -1030,8 +1030,11 @@ static void delete_pod(struct pass *p, const sobj *pod, const char *why)
     log_info("nodeset %s: deleting pod %s (%s)", p->key, pod->name, why);
     note_write(p, 1);
     /* delete_done reads only the outcome: the pod the answer carries (~5 KB)
-     * is not parsed. */
-    kube_req_opts ro = {.no_answer = 1};
+     * is not parsed. A delete goes ahead of queued status and metadata
+     * writes: it is the end of a drain (a busy node's job just ended, and
+     * the user waits for the pod to go) or of a pod's life, and in a
+     * scale-in of thousands it would wait seconds behind them. */
+    kube_req_opts ro = {.no_answer = 1, .prio = 1};
     kube_delete_with(p->op->client, &ro, &KUBE_PODS, pod->ns, pod->name, &o, delete_done, d);
 }
 

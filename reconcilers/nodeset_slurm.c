@@ -48,6 +48,9 @@
 #define REGISTER_GRACE_MS 20000u
 /* How long a condemned pod's node is read on its own while it drains. */
 #define TRACK_MS (10u * 60u * 1000u)
+/* A pod whose delete was decided gets no more status writes (conditions,
+ * labels, pod info) for this long, or until it is seen terminating. */
+#define DELETING_MS 60000u
 /* Failed Slurm writes back off per node: 1 s, 2 s, ... 60 s. */
 #define BACKOFF_MAX_MS 60000u
 /* A pass that condemns more pods than this drains them with one reason (the
@@ -78,6 +81,11 @@ typedef struct nss_set {
     /* registration drift: pod uid -> uv_now() ms since which it has been
      * Ready while Slurm's tables lacked its node (values malloc'd) */
     map_t drift_since;
+    /* pods whose delete this process decided: uid -> deleting_ent. Their
+     * status writes are skipped: in a scale-in of a thousand pods they were
+     * a thousand PATCHes queued ahead of the deletes that end a busy node's
+     * drain, and every one was for a pod about to go */
+    map_t deleting;
     uint64_t drift_window_ms; /* start of the current drift window */
     int drift_used;           /* replacements in it */
     /* why this pass kept condemned pods that it could not drain (a static
@@ -96,6 +104,11 @@ typedef struct drift_ent {
     uint64_t since;
     int lost_warned; /* the Event for a lost busy node was sent */
 } drift_ent;
+
+typedef struct deleting_ent {
+    char *uid; /* map key */
+    uint64_t until;
+} deleting_ent;
 
 typedef struct pw_ent {
     char *key; /* pod uid "\x1f" what */
@@ -170,7 +183,15 @@ static void bo_free(void *v)
     free(e);
 }
 
+static void deleting_free(void *v)
+{
+    deleting_ent *e = v;
+    free(e->uid);
+    free(e);
+}
+
 static const map_type drift_type = {.val_free = drift_free};
+static const map_type deleting_type = {.val_free = deleting_free};
 static const map_type pw_type = {.val_free = pw_free};
 static const map_type bo_type = {.val_free = bo_free};
 
@@ -179,6 +200,7 @@ static void set_free(void *v)
     nss_set *s = v;
     map_free(&s->condemned);
     map_free(&s->drift_since);
+    map_free(&s->deleting);
     clear_drains(s);
     free(s->key);
     free(s->ctl_key);
@@ -203,6 +225,7 @@ static nss_set *set_get(nss_state *st, const sobj *nodeset, const cJSON *ns_json
         s->ctl_key = ctl_key;
         map_init_type(&s->condemned, &map_type_free_val); /* uid -> itself */
         map_init_type(&s->drift_since, &drift_type);
+        map_init_type(&s->deleting, &deleting_type);
         map_put(&st->sets, s->key, s);
     } else {
         free(ctl_key);
@@ -926,8 +949,7 @@ static int keep(nss_state *st, nss_set *s, const sobj *nodeset, const sobj *pod,
     return NSS_WAIT;
 }
 
-int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod,
-                          const char *why)
+static int condemn(operator *op, const sobj *nodeset, const sobj *pod, const char *why)
 {
     nss_state *st = op->nodeset_slurm;
     nss_set *s = set_get(st, nodeset, nodeset->json);
@@ -1047,6 +1069,39 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
     }
     nc_track(cache, name, TRACK_MS);
     return NSS_WAIT;
+}
+
+static void mark_deleting(nss_set *s, const sobj *pod, uint64_t now)
+{
+    deleting_ent *e = map_get(&s->deleting, pod->uid);
+    if (e == NULL) {
+        e = xcalloc(1, sizeof(*e));
+        e->uid = xstrdup(pod->uid);
+        map_put(&s->deleting, e->uid, e);
+    }
+    e->until = now + DELETING_MS;
+}
+
+/* 1 while pod's delete, decided here, may still be on its way; drops the
+ * mark once it is stale. */
+static int is_deleting(nss_set *s, const sobj *pod, uint64_t now)
+{
+    deleting_ent *e = s->deleting.count ? map_get(&s->deleting, pod->uid) : NULL;
+    if (e == NULL)
+        return 0;
+    if (e->until > now)
+        return 1;
+    map_drop(&s->deleting, pod->uid);
+    return 0;
+}
+
+int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod, const char *why)
+{
+    (void)ctl;
+    int v = condemn(op, nodeset, pod, why);
+    if (v == NSS_DELETE)
+        mark_deleting(set_get(op->nodeset_slurm, nodeset, nodeset->json), pod, now_ms(op->nodeset_slurm));
+    return v;
 }
 
 /* A hook for the NodeSet reconciler's incremental passes (nodeset.c); reads only. */
@@ -2019,6 +2074,8 @@ static void status_pod(nss_state *st, nss_set *s, nc_cache *cache, const sobj *n
                        const char *name, const sm_node *sn, int wdp)
 {
     const sobj *pod = pod_sobj(p);
+    if (is_deleting(s, pod, now_ms(st)))
+        return;
     sync_conditions(st, s, pod, sn);
     int busy = sn && sm_node_busy(sn);
     /* The protection goes only when Slurm shows the node idle, or says

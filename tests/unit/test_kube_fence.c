@@ -2,7 +2,10 @@
  * scripted httpd on loopback: writes waiting for the limiter or for a
  * connection are canceled by the fence, a write on the wire finishes, new
  * writes are refused (asynchronously), reads go on; unthrottled and urgent
- * requests pass a drained limiter and a busy pool; a per-call timeout. */
+ * requests pass a drained limiter and a busy pool; a per-call timeout; prio
+ * requests go ahead of queued ordinary ones for the limiter and for a
+ * connection, and the limiter's debt they leave delays the requests after
+ * them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +31,8 @@ struct server {
     hs_req *held[MAX_HELD];
     int n_held;
     int posts, patches, deletes, gets;
+    char order[32]; /* the first letter of each request's method, as they arrived */
+    int n_order;
 };
 
 static struct server S;
@@ -64,6 +69,8 @@ static void handler(hs_req *req, void *data)
     const char *m = hs_req_method(req);
     const char *path = hs_req_path(req);
     int write = strcmp(m, "GET") != 0;
+    if (S.n_order < (int)sizeof(S.order) - 1)
+        S.order[S.n_order++] = m[0];
     if (!strcmp(m, "POST"))
         S.posts++;
     else if (!strcmp(m, "PATCH"))
@@ -266,12 +273,75 @@ static void test_unthrottled_urgent_and_timeout(void **state)
     close_all(c);
 }
 
+static void test_prio_ahead_for_a_connection(void **state)
+{
+    /* No limiter, one connection held by a write: two ordinary PATCHes and
+     * a GET queue for it, then a prio DELETE, which must be sent next. */
+    kube_client *c = client_new(-1, 0, 1);
+    S.hold_writes = 1;
+    struct result w0 = {0}, p1 = {0}, p2 = {0}, g = {0}, d = {0};
+    cJSON *o = cm("w");
+    kube_create(c, &KUBE_CONFIGMAPS, "ns", o, on_result, &w0);
+    cJSON_Delete(o);
+    tl_run_for(&TL, 50);
+    assert_int_equal(S.posts, 1);
+    cJSON *patch = cm("w");
+    kube_patch(c, &KUBE_CONFIGMAPS, "ns", "w", NULL, KUBE_PATCH_MERGE, patch, NULL, 0, on_result, &p1);
+    kube_patch(c, &KUBE_CONFIGMAPS, "ns", "w", NULL, KUBE_PATCH_MERGE, patch, NULL, 0, on_result, &p2);
+    cJSON_Delete(patch);
+    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g);
+    kube_req_opts ro = {.prio = 1};
+    kube_delete_opts dop = {.grace_seconds = -1};
+    kube_delete_with(c, &ro, &KUBE_CONFIGMAPS, "ns", "w", &dop, on_result, &d);
+    tl_run_for(&TL, 50);
+    /* one connection: nothing else was sent, and none beyond max_conns */
+    assert_string_equal(S.order, "P");
+    S.hold_writes = 0;
+    release_held();
+    tl_run_until(&TL, &g.done);
+    tl_run_until(&TL, &p2.done);
+    assert_int_equal(w0.err, 0);
+    assert_int_equal(d.err, 0);
+    assert_int_equal(p1.err, 0);
+    assert_string_equal(S.order, "PDPPG");
+    close_all(c);
+}
+
+static void test_prio_skips_the_limiter_wait(void **state)
+{
+    /* 5 QPS, burst 1: a create takes the token, so a GET waits 200 ms. A
+     * prio DELETE sent after the GET goes at once; it takes a token all the
+     * same, so a GET after it waits 600 ms, not 400 ms. */
+    kube_client *c = client_new(5, 1, 4);
+    struct result w0 = {0}, g1 = {0}, d = {0}, g2 = {0};
+    cJSON *o = cm("w");
+    uint64_t t0 = uv_now(&TL.loop);
+    kube_create(c, &KUBE_CONFIGMAPS, "ns", o, on_result, &w0);
+    cJSON_Delete(o);
+    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g1);
+    kube_req_opts ro = {.prio = 1};
+    kube_delete_opts dop = {.grace_seconds = -1};
+    kube_delete_with(c, &ro, &KUBE_CONFIGMAPS, "ns", "w", &dop, on_result, &d);
+    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g2);
+    tl_run_until(&TL, &d.done);
+    assert_int_equal(d.err, 0);
+    assert_int_equal(g1.done, 0);
+    assert_true(d.at_ms - t0 < 150);
+    tl_run_until(&TL, &g2.done);
+    assert_int_equal(g1.done, 1);
+    assert_true(g1.at_ms - t0 >= 190);
+    assert_true(g2.at_ms - t0 >= 590);
+    close_all(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_fence_cancels_queued_writes, setup),
         cmocka_unit_test_setup(test_fence_cancels_writes_waiting_for_a_connection, setup),
         cmocka_unit_test_setup(test_unthrottled_urgent_and_timeout, setup),
+        cmocka_unit_test_setup(test_prio_ahead_for_a_connection, setup),
+        cmocka_unit_test_setup(test_prio_skips_the_limiter_wait, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
