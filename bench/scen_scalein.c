@@ -136,6 +136,17 @@ static void logged_drains(const char *log_path, double t0, double *count, double
     free(log);
 }
 
+/* The operator's requests of verb on pods (and their status) so far, or -1. */
+static double pod_requests(bx_ctx *x, bx_slurmop *op, const char *verb)
+{
+    bx_metrics m;
+    char sel[64];
+    snprintf(sel, sizeof(sel), "verb=\"%s\",resource=\"pods\"", verb);
+    double v = bx_scrape(x, op, &m) == 0 ? bx_metric(&m, "slurmop_api_requests_total", sel) : -1;
+    bx_metrics_free(&m);
+    return v;
+}
+
 static double node_writes(bx_ctx *x, bx_slurmop *op)
 {
     bx_metrics m;
@@ -234,6 +245,7 @@ int scen_scale_in(bx_ctx *x)
     cJSON *before = cJSON_CreateObject(); /* what the operator did to get there */
     int violations = 0, busy_deleted_after = 0;
     double busy_lag_max = 0, idle_gone_s = NAN;
+    double pod_patches = NAN, pod_deletes = NAN; /* the operator's, during the scale-in */
     char hostlist[64];
     snprintf(hostlist, sizeof(hostlist), "nodename=gpu-[0-%d]", n - 1);
     if (rc == 0) {
@@ -301,6 +313,7 @@ int scen_scale_in(bx_ctx *x)
         (void)bx_wait_quiet(x, &f.op, 0.5, 30);
         bx_step(x, "scale-in: %d -> 0", n);
         double w0 = node_writes(x, &f.op);
+        double p0 = pod_requests(x, &f.op, "PATCH"), d0 = pod_requests(x, &f.op, "DELETE");
         double t0_day = day_seconds_now();
         uint64_t t0 = uv_hrtime(), last_jobs = 0;
         rc = bx_scale(x, &f.api, 0);
@@ -325,6 +338,11 @@ int scen_scale_in(bx_ctx *x)
             bx_sleep(x, 0.05);
         }
         writes = node_writes(x, &f.op) - w0;
+        double p1 = pod_requests(x, &f.op, "PATCH"), d1 = pod_requests(x, &f.op, "DELETE");
+        if (p0 >= 0 && p1 >= 0)
+            pod_patches = p1 - p0;
+        if (d0 >= 0 && d1 >= 0)
+            pod_deletes = d1 - d0;
         if (!isfinite(gone_s))
             bx_say(x, "bench: scale-in: pods still present after %.0f s", window_s);
         /* the busy pods against their jobs */
@@ -398,6 +416,10 @@ int scen_scale_in(bx_ctx *x)
     bx_table_note(
         t, "Limit: `scontrol update nodename=gpu-[0-%d] state=drain` (one RPC) in the same lab, just before.",
         n - 1);
+    bx_table_note(t,
+                  "The operator's pod requests from time 0 to all pods gone: %.0f DELETEs, %.0f PATCHes (the "
+                  "pods' cordon annotations and status; slurmop_api_requests_total).",
+                  pod_deletes, pod_patches);
     if (json_get(before, "scaleOutSeconds"))
         bx_table_note(
             t,
@@ -430,6 +452,8 @@ int scen_scale_in(bx_ctx *x)
     cJSON_AddItemToObject(o, "allDrainsIssuedSeconds", bx_num(all_s));
     cJSON_AddItemToObject(o, "nodeWritesReachedNSeconds", bx_num(drains_s));
     cJSON_AddItemToObject(o, "nodeWrites", bx_num(writes));
+    cJSON_AddItemToObject(o, "podDeletes", bx_num(pod_deletes));
+    cJSON_AddItemToObject(o, "podPatches", bx_num(pod_patches));
     cJSON_AddItemToObject(o, "idlePodsLastDeleteSeconds", bx_num(idle_gone_s));
     cJSON_AddItemToObject(o, "allPodsGoneSeconds", bx_num(gone_s));
     cJSON_AddNumberToObject(o, "busyDeletedAfterJob", busy_deleted_after);

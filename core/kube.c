@@ -103,6 +103,9 @@ struct kube_client {
     int outstanding;     /* requests not yet finished */
     int watches_open;    /* of which watches */
     int fenced;          /* kube_client_fence was called: writes are refused */
+    int unreachable;     /* an exchange got no answer (refused, reset, timed out) or 503, and none has
+                            succeeded since */
+    list_node reach_hooks; /* kube_reach_hook: told when the server answers again */
     double tokens;
     uint64_t tokens_at_ns;
     int closing;
@@ -659,10 +662,50 @@ static void deliver_parsed(kube_request *r, cJSON *obj, int had_body);
 static void parse_work(uv_work_t *w);
 static void parse_done(uv_work_t *w, int status);
 
+/* Reachability: an exchange that ended without an answer, or with 503
+ * (a kube-apiserver starting or shutting down), marks the server as not
+ * serving; the next success (2xx, a watch's included) ends that and tells
+ * the hooks. A canceled request says nothing about the server; a 429 is a
+ * server that serves and asks for less (the hooks would undo backoffs it
+ * asked for). */
+static void note_unanswered(kube_request *r, int status)
+{
+    if (!r->canceled && status != OP_ECANCELED)
+        r->c->unreachable = 1;
+}
+
+static void note_answered(kube_client *c, int http)
+{
+    if (http == 503)
+        c->unreachable = 1;
+    if (!c->unreachable || http < 200 || http > 299)
+        return;
+    c->unreachable = 0;
+    c->stats.reached_again++;
+    list_node *pos, *tmp;
+    list_foreach_safe(pos, tmp, &c->reach_hooks)
+    {
+        kube_reach_hook *h = list_entry(pos, kube_reach_hook, link);
+        h->fn(h);
+    }
+}
+
+void kube_reach_watch(kube_client *c, kube_reach_hook *h)
+{
+    if (!list_is_linked(&h->link) && !c->closing)
+        list_insert_tail(&c->reach_hooks, &h->link);
+}
+
+void kube_reach_unwatch(kube_reach_hook *h)
+{
+    list_remove(&h->link);
+}
+
 static void on_headers(hc_req *hr, const hc_response *resp, void *data)
 {
     kube_request *r = data;
     r->http_status = resp->status;
+    note_answered(r->c, resp->status);
 }
 
 static int on_data(hc_req *hr, const char *p, size_t n, void *data)
@@ -707,6 +750,8 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
             st.http = 0;
             snprintf(st.message, sizeof(st.message), "%s", op_strerror(status));
             observe(r, 0);
+            if (!r->http_status)
+                note_unanswered(r, status);
         } else if (r->http_status != 200) {
             kube_status_decode(&st, r->http_status, r->errbody.data, r->errbody.len);
             err = kube_err_from_http(r->http_status, st.reason);
@@ -735,12 +780,14 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
         st.http = 0;
         snprintf(st.message, sizeof(st.message), "%s %s: %s", r->method, r->path, op_strerror(status));
         observe(r, 0);
+        note_unanswered(r, status);
         if (!r->canceled && maybe_retry(r, status, &st, NULL))
             return;
         finish(r, r->canceled ? OP_ECANCELED : status, &st);
         return;
     }
     observe(r, resp->status);
+    note_answered(r->c, resp->status);
     if (resp->status >= 200 && resp->status < 300) {
         r->http_status = resp->status;
         if (r->no_answer) {
@@ -1164,6 +1211,7 @@ kube_client *kube_client_new(uv_loop_t *loop, const kube_client_opts *opts, int 
     c->tokens = c->opts.burst;
     c->tokens_at_ns = uv_hrtime();
     list_init(&c->delayed);
+    list_init(&c->reach_hooks);
     list_init(&c->finishing);
     list_init(&c->inflight);
     hc_pool_opts po = {
@@ -1224,6 +1272,9 @@ void kube_client_close(kube_client *c, void (*on_closed)(void *data), void *data
     c->closing = 1;
     c->on_closed = on_closed;
     c->closed_data = data;
+    /* The hooks' owners may outlive the client: unlink them all. */
+    list_foreach_safe(pos, tmp, &c->reach_hooks)
+    list_remove(pos);
     list_foreach_safe(pos, tmp, &c->delayed)
     {
         kube_request *r = list_entry(pos, kube_request, link);

@@ -35,6 +35,7 @@
 
 #include "core/buf.h"
 #include "core/httpc.h"
+#include "core/list.h"
 
 typedef struct kube_client kube_client;
 typedef struct kube_request kube_request;
@@ -96,6 +97,23 @@ typedef struct kube_client_opts {
 #define KUBE_EVENT_BUDGET_US 30
 
 kube_client *kube_client_new(uv_loop_t *loop, const kube_client_opts *opts, int *err);
+/** A hook told when the API server serves again: at the first success
+ *  (2xx, a watch's included) after an exchange that ended without an answer
+ *  (connection refused or reset, a timeout) or with 503. Reflectors use it
+ *  to end their backoff at once: after a kube-apiserver restart each one
+ *  otherwise waits out its own jittered backoff (up to 30 s), and the last
+ *  watch came back seconds after the server did. fn runs from a completion of the
+ *  client, never from inside a kube_* call; it may unwatch its own hook.
+ *  The client unlinks every hook when it closes. */
+typedef struct kube_reach_hook {
+    list_node link; /* list_init it before kube_reach_watch */
+    void (*fn)(struct kube_reach_hook *h);
+} kube_reach_hook;
+
+void kube_reach_watch(kube_client *c, kube_reach_hook *h);
+/** Safe on an unlinked hook, and after the client closed. */
+void kube_reach_unwatch(kube_reach_hook *h);
+
 /** Close the write fence (for good). Every write still waiting in the
  *  client (for the limiter or a retry) or in the connection pool (for a
  *  connection) completes with OP_ECANCELED on a later tick; a write already
@@ -211,6 +229,7 @@ void kube_status_decode(kube_status *st, int http, const char *body, size_t len)
 
 typedef struct kube_stats {
     unsigned long long requests, retries, watches, throttled_ms;
+    unsigned long long reached_again; /* answers after unanswered exchanges (kube_reach_hook) */
     unsigned long long offloaded; /* answers parsed on the threadpool */
     unsigned long long fenced;    /* writes canceled or refused by the write fence */
     int in_flight, waiting; /* in_flight: every request not finished, watches included */

@@ -15,6 +15,9 @@
 #define BACKOFF_MAX_MS 30000
 #define BACKOFF_RESET_MS 120000
 #define SHORT_WATCH_MS 1000
+/* After the API server serves again, a reflector backing off tries again
+ * within this (jittered: not all at once). */
+#define REACHED_JITTER_MS 250
 
 enum rf_state { RF_IDLE, RF_LISTING, RF_WATCHING, RF_BACKOFF, RF_STOPPING };
 static const char *const state_names[] = {"idle", "listing", "watching", "backoff", "stopping"};
@@ -42,6 +45,7 @@ struct reflector {
     unsigned backoff_ms;
     uint64_t last_failure_ms;
     int gone_streak;
+    kube_reach_hook reach; /* ends a backoff once the server serves again */
     rf_stats stats;
     void (*on_stopped)(void *);
     void *stopped_data;
@@ -121,6 +125,26 @@ static void back_off(reflector *rf, enum rf_next next, unsigned delay_ms)
     SET_STATE(rf, RF_BACKOFF);
     rf->next = next;
     uv_timer_start(&rf->timer, on_timer, delay_ms, 0);
+}
+
+/* The API server serves again after it did not (kube_reach_hook): what this
+ * reflector backs off from was most likely that, whatever answer it got
+ * (none, 503, or a 403 of a restarted server whose authorizer had not
+ * synced yet), and it has nothing left to wait for. */
+static void on_reached(kube_reach_hook *h)
+{
+    reflector *rf = container_of(h, reflector, reach);
+    if (rf->state != RF_BACKOFF)
+        return;
+    uint32_t r;
+    random_bytes(&r, sizeof(r));
+    uint64_t left = uv_timer_get_due_in(&rf->timer);
+    uint64_t soon = (uint64_t)r % REACHED_JITTER_MS;
+    if (left > soon) {
+        log_debug("reflector %s: the API server answers again; retrying in %llu ms instead of %llu ms", rf->name,
+                  (unsigned long long)soon, (unsigned long long)left);
+        uv_timer_start(&rf->timer, on_timer, soon, 0);
+    }
 }
 
 /* ---------------- LIST ---------------- */
@@ -323,6 +347,9 @@ reflector *rf_start(uv_loop_t *loop, const rf_opts *opts)
     rf->list_paged = 1;
     uv_timer_init(loop, &rf->timer);
     rf->timer.data = rf;
+    list_init(&rf->reach.link);
+    rf->reach.fn = on_reached;
+    kube_reach_watch(rf->o.client, &rf->reach);
     start_list(rf);
     return rf;
 }
@@ -339,6 +366,7 @@ void rf_stop(reflector *rf, void (*on_stopped)(void *data), void *data)
     if (rf->state == RF_STOPPING)
         return;
     SET_STATE(rf, RF_STOPPING);
+    kube_reach_unwatch(&rf->reach);
     rf->on_stopped = on_stopped;
     rf->stopped_data = data;
     if (rf->req)

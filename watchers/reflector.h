@@ -15,7 +15,11 @@
  *    resourceVersion;
  *  - any other failure: back off, then relist.
  * Backoff is jittered exponential, 800 ms doubling to 30 s, reset after two
- * minutes without failure (client-go's reflector).
+ * minutes without failure (client-go's reflector). A backoff ends within
+ * 250 ms once the client sees the API server serve again after it did not
+ * (kube_reach_hook): after a kube-apiserver restart the watches come back
+ * together, shortly after the first of them, instead of each at the end of
+ * its own backoff.
  *
  * State changes go through one setter and are logged at debug level.
  */

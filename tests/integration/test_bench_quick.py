@@ -171,6 +171,12 @@ def test_scale_in_figures_or_skip_reason():
     positive(s["allPodsGoneSeconds"], "pods gone")
     assert s["deletedWhileBusy"] == 0, s  # drain before delete: a pod never goes while its job runs
     assert s["busyDeletedAfterJob"] == s["busy"], s
+    # Once per pod: its DELETE, and its cordon before the drain. A pod whose
+    # delete is decided gets no status write any more (each one was a PATCH
+    # queued ahead of the next DELETEs); the busy pods' own status (their
+    # drain, their job's end) is the little room left.
+    assert s["podDeletes"] >= N, s
+    assert s["podPatches"] <= N + 4 * s["busy"], s
 
 
 def cleanup():

@@ -5,7 +5,8 @@
  * requests pass a drained limiter and a busy pool; a per-call timeout; prio
  * requests go ahead of queued ordinary ones for the limiter and for a
  * connection, and the limiter's debt they leave delays the requests after
- * them. */
+ * them; the reach hook, told once when the server serves again after a
+ * refused connection or a 503. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -79,6 +80,10 @@ static void handler(hs_req *req, void *data)
         S.deletes++;
     else
         S.gets++;
+    if (strstr(path, "/e503")) {
+        hs_respond(req, 503, "application/json", NULL, "{}", 2);
+        return;
+    }
     if ((write && S.hold_writes) || strstr(path, "/hang")) {
         hold(req);
         return;
@@ -334,6 +339,68 @@ static void test_prio_skips_the_limiter_wait(void **state)
     close_all(c);
 }
 
+struct reach {
+    kube_reach_hook h;
+    int calls;
+};
+
+static void on_reach(kube_reach_hook *h)
+{
+    struct reach *r = container_of(h, struct reach, h);
+    r->calls++;
+}
+
+static void test_reach_hook(void **state)
+{
+    kube_client *c = client_new(-1, 0, 2);
+    struct reach rh = {.h = {.fn = on_reach}};
+    list_init(&rh.h.link);
+    kube_reach_watch(c, &rh.h);
+    struct result g0 = {0}, g1 = {0}, g2 = {0}, g3 = {0};
+    /* answered while reachable: nothing to tell */
+    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g0);
+    tl_run_until(&TL, &g0.done);
+    assert_int_equal(g0.err, 0);
+    assert_int_equal(rh.calls, 0);
+    /* the server goes away: refused, no answer */
+    closed = 0;
+    hs_close(S.srv, on_closed, NULL);
+    tl_run_until(&TL, &closed);
+    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g1);
+    tl_run_until(&TL, &g1.done);
+    assert_int_not_equal(g1.err, 0);
+    assert_int_equal(rh.calls, 0);
+    /* back on the same port: the first answer tells the hook, once */
+    int err = 0;
+    hs_opts ho = {.handler = handler};
+    S.srv = hs_listen(&TL.loop, "127.0.0.1", S.port, &ho, &err);
+    assert_non_null(S.srv);
+    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g2);
+    tl_run_until(&TL, &g2.done);
+    assert_int_equal(g2.err, 0);
+    assert_int_equal(rh.calls, 1);
+    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g3);
+    tl_run_until(&TL, &g3.done);
+    assert_int_equal(rh.calls, 1);
+    /* a 503 (a server starting or stopping) is not serving either; the
+     * answer after it is, and tells the hook again */
+    struct result u = {0}, g4 = {0};
+    kube_get(c, &KUBE_CONFIGMAPS, "ns", "e503", NULL, on_result, &u);
+    tl_run_until(&TL, &u.done);
+    assert_int_not_equal(u.err, 0);
+    assert_int_equal(rh.calls, 1);
+    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g4);
+    tl_run_until(&TL, &g4.done);
+    assert_int_equal(rh.calls, 2);
+    kube_stats st;
+    kube_client_stats(c, &st);
+    assert_int_equal((int)st.reached_again, 2);
+    /* the client unlinks its hooks when it closes; unwatching after is safe */
+    close_all(c);
+    kube_reach_unwatch(&rh.h);
+    assert_false(list_is_linked(&rh.h.link));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -342,6 +409,7 @@ int main(void)
         cmocka_unit_test_setup(test_unthrottled_urgent_and_timeout, setup),
         cmocka_unit_test_setup(test_prio_ahead_for_a_connection, setup),
         cmocka_unit_test_setup(test_prio_skips_the_limiter_wait, setup),
+        cmocka_unit_test_setup(test_reach_hook, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
