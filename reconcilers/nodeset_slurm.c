@@ -86,6 +86,7 @@ typedef struct nss_set {
      * a thousand PATCHes queued ahead of the deletes that end a busy node's
      * drain, and every one was for a pod about to go */
     map_t deleting;
+    size_t deleting_sweep_at; /* count at which mark_deleting drops stale marks (their pods are gone) */
     uint64_t drift_window_ms; /* start of the current drift window */
     int drift_used;           /* replacements in it */
     /* why this pass kept condemned pods that it could not drain (a static
@@ -1080,6 +1081,21 @@ static void mark_deleting(nss_set *s, const sobj *pod, uint64_t now)
         map_put(&s->deleting, e->uid, e);
     }
     e->until = now + DELETING_MS;
+    if (s->deleting.count < s->deleting_sweep_at)
+        return;
+    /* A gone pod's mark is never looked up again: drop the stale ones now
+     * and then (amortized: the next sweep waits for twice what is left). */
+    size_t it = 0, n = 0;
+    const char *k;
+    void *v;
+    deleting_ent **old = xcalloc(s->deleting.count + 1, sizeof(*old));
+    while (map_next(&s->deleting, &it, &k, &v))
+        if (((deleting_ent *)v)->until <= now)
+            old[n++] = v;
+    for (size_t i = 0; i < n; i++)
+        map_drop(&s->deleting, old[i]->uid);
+    free(old);
+    s->deleting_sweep_at = 2 * s->deleting.count > 64 ? 2 * s->deleting.count : 64;
 }
 
 /* 1 while pod's delete, decided here, may still be on its way; drops the

@@ -5,7 +5,9 @@
  * compiled into the test to drive its completions directly, with an
  * operator on the heap that is freed before they arrive: ASan reports a
  * completion that touches the operator or a state freed too early, LSan a
- * state never freed. The queue hook counts what the completions queue. */
+ * state never freed. The queue hook counts what the completions queue.
+ * Also the marks of pods whose delete was decided (no status writes for
+ * them): they last 60 s, and the ones of pods gone are swept. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -157,12 +159,39 @@ static void test_free_without_stop(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+static void test_deleting_marks(void **state)
+{
+    (void)state;
+    nss_set s;
+    memset(&s, 0, sizeof(s));
+    map_init_type(&s.deleting, &deleting_type);
+    sobj pod;
+    memset(&pod, 0, sizeof(pod));
+    snprintf(pod.uid, sizeof(pod.uid), "uid-x");
+    assert_int_equal(is_deleting(&s, &pod, 0), 0);
+    mark_deleting(&s, &pod, 1000);
+    assert_int_equal(is_deleting(&s, &pod, 1000 + DELETING_MS - 1), 1);
+    assert_int_equal(is_deleting(&s, &pod, 1000 + DELETING_MS), 0); /* stale: dropped */
+    assert_int_equal((int)s.deleting.count, 0);
+    /* 200 pods marked at 0 and gone (never looked up again), then 56 more
+     * after their marks ran out: a sweep leaves only the 56. */
+    for (int i = 0; i < 256; i++) {
+        snprintf(pod.uid, sizeof(pod.uid), "uid-%d", i);
+        mark_deleting(&s, &pod, i < 200 ? 0 : DELETING_MS + 10000);
+    }
+    assert_int_equal((int)s.deleting.count, 56);
+    snprintf(pod.uid, sizeof(pod.uid), "uid-255");
+    assert_int_equal(is_deleting(&s, &pod, DELETING_MS + 10000), 1);
+    map_free(&s.deleting); /* LSan: the marks are owned by the map */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_free_idle),
         cmocka_unit_test(test_released_state_freed_by_last_completion),
         cmocka_unit_test(test_free_without_stop),
+        cmocka_unit_test(test_deleting_marks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
