@@ -49,7 +49,8 @@
 /* How long a condemned pod's node is read on its own while it drains. */
 #define TRACK_MS (10u * 60u * 1000u)
 /* A pod whose delete was decided gets no more status writes (conditions,
- * labels, pod info) for this long, or until it is seen terminating. */
+ * labels, pod info) for this long; once it is seen terminating it gets
+ * none anyway, and if the delete failed, the next decision marks it again. */
 #define DELETING_MS 60000u
 /* Failed Slurm writes back off per node: 1 s, 2 s, ... 60 s. */
 #define BACKOFF_MAX_MS 60000u
