@@ -159,6 +159,20 @@ def test_plain_http_bearer_token():
         scenario(ks)
 
 
+def slurmctld_settled(c):
+    """On k8s the StatefulSet controller makes the Controller's slurmctld pod,
+    and slurmop labels it active once it runs: a write of its own that may
+    fall after a restart the test makes too soon. kubesim runs no StatefulSet
+    controller: there is no such pod."""
+    if not is_k8s():
+        return True
+    r = c.get("/api/v1/namespaces/default/pods/slurm-controller-0")
+    if r.status != 200:
+        return False
+    labels = r.json()["metadata"].get("labels", {})
+    return labels.get("controller.slinky.slurm.net/active") == "true"
+
+
 def writes(ks):
     """Write requests by (verb, resource)."""
     out = {}
@@ -180,6 +194,7 @@ def test_apiserver_restart_relists_without_writes():
         with Slurmop(ks.kubeconfig) as op:
             op.wait_ready()
             converge(c, "cpu", 6)
+            wait_for(lambda: slurmctld_settled(c), 120, what="slurm-controller-0 labelled active")
             time.sleep(1.0)  # let status writes settle
             before = writes(ks)
             lists = ks.counters()["lists"]
