@@ -318,15 +318,20 @@ def object_key(o):
     a random or hashed part. A DaemonSet-mode worker pod (generateName) is
     <generateName><its node>; a ControllerRevision <owner>@<revision>."""
     m = o["metadata"]
-    if o["kind"] == "Pod" and m.get("generateName") and not re.fullmatch(
-            re.escape(m["generateName"]) + r"\d+", m["name"]):
-        node = o["spec"].get("nodeName")
+    if o["kind"] == "Pod" and m.get("generateName"):
+        # A DaemonSet-mode pod is pinned to its Node by a required
+        # matchFields term: keyed by that Node, whatever its random suffix
+        # (five characters that can all be digits: "gpu-25988" once looked
+        # like an ordinal). Otherwise the pod's own name, unless it has a
+        # random part (not <generateName><ordinal>).
+        node = None
         for term in (((o["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(
                 "requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []:
             for f in term.get("matchFields") or []:
                 if f.get("key") == "metadata.name" and f.get("values"):
                     node = f["values"][0]
-        return "%s<%s>" % (m["generateName"], node)
+        if node is not None or not re.fullmatch(re.escape(m["generateName"]) + r"\d+", m["name"]):
+            return "%s<%s>" % (m["generateName"], node or o["spec"].get("nodeName"))
     if o["kind"] == "ControllerRevision":
         owner = [r["name"] for r in m.get("ownerReferences") or []] or ["?"]
         return "%s@%s" % (owner[0], o.get("revision"))
