@@ -1274,7 +1274,9 @@ void kube_client_close(kube_client *c, void (*on_closed)(void *data), void *data
     c->closed_data = data;
     /* The hooks' owners may outlive the client: unlink them all. */
     list_foreach_safe(pos, tmp, &c->reach_hooks)
-    list_remove(pos);
+    {
+        list_remove(pos);
+    }
     list_foreach_safe(pos, tmp, &c->delayed)
     {
         kube_request *r = list_entry(pos, kube_request, link);

@@ -951,10 +951,9 @@ static int keep(nss_state *st, nss_set *s, const sobj *nodeset, const sobj *pod,
     return NSS_WAIT;
 }
 
-static int condemn(operator *op, const sobj *nodeset, const sobj *pod, const char *why)
+static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *pod, const char *why)
 {
     nss_state *st = op->nodeset_slurm;
-    nss_set *s = set_get(st, nodeset, nodeset->json);
     if (!map_get(&s->condemned, pod->uid)) {
         char *k = xstrdup(pod->uid);
         map_put(&s->condemned, k, k);
@@ -1115,9 +1114,10 @@ static int is_deleting(nss_set *s, const sobj *pod, uint64_t now)
 int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod, const char *why)
 {
     (void)ctl;
-    int v = condemn(op, nodeset, pod, why);
+    nss_set *s = set_get(op->nodeset_slurm, nodeset, nodeset->json);
+    int v = condemn(op, s, nodeset, pod, why);
     if (v == NSS_DELETE)
-        mark_deleting(set_get(op->nodeset_slurm, nodeset, nodeset->json), pod, now_ms(op->nodeset_slurm));
+        mark_deleting(s, pod, now_ms(op->nodeset_slurm));
     return v;
 }
 

@@ -350,47 +350,44 @@ static void on_reach(kube_reach_hook *h)
     r->calls++;
 }
 
+/* A GET of name, run to its end; returns its error. */
+static int get_now(kube_client *c, const char *name)
+{
+    struct result r = {0};
+    kube_get(c, &KUBE_CONFIGMAPS, "ns", name, NULL, on_result, &r);
+    tl_run_until(&TL, &r.done);
+    return r.err;
+}
+
 static void test_reach_hook(void **state)
 {
     kube_client *c = client_new(-1, 0, 2);
     struct reach rh = {.h = {.fn = on_reach}};
     list_init(&rh.h.link);
     kube_reach_watch(c, &rh.h);
-    struct result g0 = {0}, g1 = {0}, g2 = {0}, g3 = {0};
     /* answered while reachable: nothing to tell */
-    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g0);
-    tl_run_until(&TL, &g0.done);
-    assert_int_equal(g0.err, 0);
+    assert_int_equal(get_now(c, "r"), 0);
     assert_int_equal(rh.calls, 0);
     /* the server goes away: refused, no answer */
     closed = 0;
     hs_close(S.srv, on_closed, NULL);
     tl_run_until(&TL, &closed);
-    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g1);
-    tl_run_until(&TL, &g1.done);
-    assert_int_not_equal(g1.err, 0);
+    assert_int_not_equal(get_now(c, "r"), 0);
     assert_int_equal(rh.calls, 0);
     /* back on the same port: the first answer tells the hook, once */
     int err = 0;
     hs_opts ho = {.handler = handler};
     S.srv = hs_listen(&TL.loop, "127.0.0.1", S.port, &ho, &err);
     assert_non_null(S.srv);
-    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g2);
-    tl_run_until(&TL, &g2.done);
-    assert_int_equal(g2.err, 0);
+    assert_int_equal(get_now(c, "r"), 0);
     assert_int_equal(rh.calls, 1);
-    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g3);
-    tl_run_until(&TL, &g3.done);
+    assert_int_equal(get_now(c, "r"), 0);
     assert_int_equal(rh.calls, 1);
     /* a 503 (a server starting or stopping) is not serving either; the
      * answer after it is, and tells the hook again */
-    struct result u = {0}, g4 = {0};
-    kube_get(c, &KUBE_CONFIGMAPS, "ns", "e503", NULL, on_result, &u);
-    tl_run_until(&TL, &u.done);
-    assert_int_not_equal(u.err, 0);
+    assert_int_not_equal(get_now(c, "e503"), 0);
     assert_int_equal(rh.calls, 1);
-    kube_get(c, &KUBE_CONFIGMAPS, "ns", "r", NULL, on_result, &g4);
-    tl_run_until(&TL, &g4.done);
+    assert_int_equal(get_now(c, "r"), 0);
     assert_int_equal(rh.calls, 2);
     kube_stats st;
     kube_client_stats(c, &st);
