@@ -368,13 +368,23 @@ typedef struct bx_load_result {
     int first_error_status;
     uint64_t t_start; /* first request written (after every connection is up) */
     uint64_t t_end;   /* last response read */
+    size_t watch_bytes; /* read from the watch (bx_load_opts.watch_path) */
 } bx_load_result;
 
-/** POST bodies[0..n) to path over conns keep-alive connections to the
- *  server of cfg (TLS or plain, the kubeconfig's credentials), depth
- *  requests pipelined on each. Waits for every answer. 0 or a code. */
-int bx_load_run(bx_ctx *x, const kcfg *cfg, const char *path, char *const *bodies, size_t n, int conns,
-                int depth, bx_load_result *res);
+typedef struct bx_load_opts {
+    int conns, depth;       /* keep-alive connections, requests pipelined on each */
+    const char *watch_path; /* a watch held and read throughout (NULL: none) */
+    int cpu;                /* >= 0: run on a thread of its own pinned there */
+} bx_load_opts;
+
+/** POST bodies[0..n) to path over o->conns keep-alive connections to the
+ *  server of cfg (TLS or plain, the kubeconfig's credentials), o->depth
+ *  requests pipelined on each. With o->watch_path, that watch streams
+ *  before the first POST and is read until the last answer. Waits for
+ *  every answer (with o->cpu, while this thread's loop keeps running). 0
+ *  or a code. */
+int bx_load_run(bx_ctx *x, const kcfg *cfg, const char *path, char *const *bodies, size_t n,
+                const bx_load_opts *o, bx_load_result *res);
 
 /* ------------------------------------------------------------------ */
 /* the real control plane (bench_k8s.c): tests/k8s/cluster.sh run by the

@@ -98,12 +98,15 @@ def test_scale_out_figures():
         return
     s = run_bench()["summary"]["results"]["scale-out"]
     assert len(s) == 1 and s[0]["n"] == N, s
-    for side in ("limit", "operator"):
+    for side in ("limit", "limitWithWatch", "operator"):
         d = s[0][side]
         assert d["ok"] is True, d
         positive(d["allCreatesSeenSeconds"], side + " creates")
         positive(d["allReadySeconds"], side + " ready")
         assert d["podCreatesCounted"] == N, d
+    # the second limit read the pods' watch: at least one event per pod
+    assert s[0]["limitWithWatch"]["watchBytes"] > N * 1000, s[0]["limitWithWatch"]
+    positive(s[0]["createRatioWithWatch"], "create ratio against the watching client")
     positive(s[0]["operator"]["readyReplicasSeconds"], "readyReplicas")
     assert s[0]["operator"]["podPosts"] == N, s[0]["operator"]
     positive(s[0]["createRatio"], "create ratio")

@@ -61,9 +61,10 @@ def main():
         check("real control plane (tests/k8s/cluster.sh)" in f.read(), "report.md does not name the real control plane")
     r = s["results"]
     so = r["scale-out"][0]
-    for side in ("limit", "operator"):
+    for side in ("limit", "limitWithWatch", "operator"):
         finite_positive(so[side]["allCreatesSeenSeconds"], side + " allCreatesSeenSeconds")
         finite_positive(so[side]["allReadySeconds"], side + " allReadySeconds")
+    check(so["limitWithWatch"]["watchBytes"] > 0, "the limit's pod watch read nothing: %r" % so["limitWithWatch"])
     rs = r["restart"]
     check(rs["cluster"] == "real", rs)
     finite_positive(rs["resyncSeconds"], "restart resyncSeconds")

@@ -360,14 +360,34 @@ EOF
 
 # The stages kwok plays, after its own options: four pod stages at a time
 # (its default) left pods Pending for minutes at 1,024 pods.
+#
+# kwok's pod-delete stage finishes a terminating pod with a DELETE by name,
+# without the UID precondition a kubelet sends. A DELETE with grace 0 makes
+# kube-apiserver write the pod once with a deletionTimestamp and a grace of
+# 0 and then remove it; kwok saw that write, and when its queue lagged by a
+# second or two its own DELETE removed the replacement a controller had made
+# under the same name by then, which it saw being deleted in turn: one pod
+# name deleted every ~2 s for minutes after a churn of grace-0 deletes. A
+# pod whose grace is already 0 needs nothing from kwok (the API server
+# removes it in the same request), so the stage skips it.
 write_kwok_config() {
     local stages; stages=$(cd "$BIN/.." && pwd)/kwok-stages.yaml
     [ -f "$stages" ] || die "no $stages (build.sh makes it)"
     {
         printf '%s\n' '---' 'apiVersion: config.kwok.x-k8s.io/v1alpha1' 'kind: KwokConfiguration' 'options:' \
             '  podPlayStageParallelism: 16' '  nodePlayStageParallelism: 8' '  nodeLeaseParallelism: 8'
-        cat "$stages"
+        awk '
+            /^  name: / { stage = $2 }
+            { print }
+            stage == "pod-delete" && /operator: .Exists./ && !done {
+                print "    - key: \x27.metadata.deletionGracePeriodSeconds | tostring\x27"
+                print "      operator: \x27NotIn\x27"
+                print "      values:"
+                print "      - \x270\x27"
+                done = 1
+            }' "$stages"
     } > "$D/kwok.yaml"
+    grep -q 'deletionGracePeriodSeconds' "$D/kwok.yaml" || die "kwok's pod-delete stage changed shape ($stages)"
 }
 
 # The audit policy: one Metadata event per request of a ServiceAccount outside
