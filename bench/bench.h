@@ -144,6 +144,11 @@ void bx_proc_pin(bx_ctx *x, const bx_proc *p);
  *  the last CPU it may use and reserve that one for the operator; returns
  *  that CPU, or -1 (with a message) when fewer than two CPUs are usable. */
 int bx_pin_setup(bx_ctx *x);
+/** --pin-operator: move every thread of the processes whose environment
+ *  holds K8S_CLUSTER_TAG=tag (a control plane of tests/k8s/cluster.sh) off
+ *  the operator's CPU (away) or back onto every CPU. Threads moved; 0 when
+ *  not pinning. */
+int bx_pin_tagged_away(bx_ctx *x, const char *tag, int away);
 /** 1 once the process has exited. */
 int bx_proc_exited(const bx_proc *p);
 /** Send sig, wait up to timeout_s (then SIGKILL), free p. Returns the exit

@@ -3,6 +3,7 @@
  * primitives every scenario script is built on. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "core/file.h"
 #include "core/err.h"
 
 extern char **environ;
@@ -271,6 +273,52 @@ void bx_proc_pin(bx_ctx *x, const bx_proc *p)
         closedir(d);
     if (n == 0)
         bx_say(x, "bench: could not pin %s (pid %d) to CPU %d", p->name, p->pid, x->pin_cpu);
+}
+
+int bx_pin_tagged_away(bx_ctx *x, const char *tag, int away)
+{
+    cpu_set_t mask;
+    if (x->pin_cpu < 0 || tag == NULL || sched_getaffinity(0, sizeof(mask), &mask) != 0)
+        return 0;
+    /* the harness's own mask is every CPU but the operator's */
+    if (!away)
+        CPU_SET(x->pin_cpu, &mask);
+    char want[PATH_MAX + 32];
+    int wlen = snprintf(want, sizeof(want), "K8S_CLUSTER_TAG=%s", tag);
+    int moved = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0)
+            continue;
+        char path[64], *env = NULL;
+        size_t len = 0;
+        snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+        if (file_read_all(path, 1u << 20, &env, &len) != 0)
+            continue;
+        /* NUL-separated entries: look for the exact one */
+        int tagged = 0;
+        for (size_t i = 0; i < len && !tagged; i += strlen(env + i) + 1)
+            tagged = strncmp(env + i, want, (size_t)wlen + 1) == 0;
+        free(env);
+        if (!tagged)
+            continue;
+        char task[64];
+        snprintf(task, sizeof(task), "/proc/%d/task", pid);
+        DIR *td = opendir(task);
+        struct dirent *te;
+        while (td && (te = readdir(td)) != NULL) {
+            int tid = atoi(te->d_name);
+            if (tid > 0 && sched_setaffinity(tid, sizeof(mask), &mask) == 0)
+                moved++;
+        }
+        if (td)
+            closedir(td);
+    }
+    if (d)
+        closedir(d);
+    return moved;
 }
 
 int bx_proc_pid(const bx_proc *p)
