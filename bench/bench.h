@@ -246,6 +246,8 @@ void bx_hist_sub(bx_hist *a, const bx_hist *b);
 int bx_hist_delta(const bx_metrics *m0, const bx_metrics *m1, const char *name, const char *filter, bx_hist *h);
 /** bx_metric of m1 minus that of m0; NAN when m1 lacks the metric. */
 double bx_metric_delta(const bx_metrics *m0, const bx_metrics *m1, const char *name, const char *filter);
+/** Every sample of name that grew from m0 to m1: {"its labels": growth}. */
+cJSON *bx_metric_deltas(const bx_metrics *m0, const bx_metrics *m1, const char *name);
 /** Quantile q (0..1) by linear interpolation inside the bucket that holds
  *  it (Prometheus' histogram_quantile); the first bucket starts at 0; a
  *  quantile in the +Inf bucket answers the largest finite bound. NAN when

@@ -428,6 +428,20 @@ double bx_metric_delta(const bx_metrics *m0, const bx_metrics *m1, const char *n
     return bx_metric(m1, name, filter) - bx_metric(m0, name, filter);
 }
 
+cJSON *bx_metric_deltas(const bx_metrics *m0, const bx_metrics *m1, const char *name)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (size_t i = 0; o && i < m1->n; i++) {
+        const bx_sample *s = &m1->v[i];
+        if (strcmp(s->name, name) != 0)
+            continue;
+        double d = s->v - bx_metric(m0, name, s->labels);
+        if (d > 0)
+            cJSON_AddNumberToObject(o, s->labels, d);
+    }
+    return o;
+}
+
 void bx_hist_sub(bx_hist *a, const bx_hist *b)
 {
     for (int i = 0; i < a->n; i++)

@@ -288,6 +288,7 @@ typedef struct rate_result {
     double loop_busy, loop_cpu;   /* slurmop_loop_{busy,cpu}_seconds_total over the window (NAN: absent) */
     double adds, reconciles, max_depth, mean_depth;
     double full, incr; /* NodeSet passes by kind (NAN: an operator without the counter) */
+    cJSON *full_why;   /* full passes by reason: {"reason=\"...\"": n} */
     double *st, *sd;
     size_t sn;
 } rate_result;
@@ -371,6 +372,7 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
                      bx_metric(&m0, "controller_runtime_reconcile_total", QC);
     rr->full = bx_metric_delta(&m0, &m1, "slurmop_nodeset_passes_total", "kind=\"full\"");
     rr->incr = bx_metric_delta(&m0, &m1, "slurmop_nodeset_passes_total", "kind=\"incremental\"");
+    rr->full_why = bx_metric_deltas(&m0, &m1, "slurmop_nodeset_full_passes_total");
     double sum = 0;
     for (size_t i = 0; i < c->sn; i++) {
         sum += c->sd[i];
@@ -482,6 +484,7 @@ static void rates_free(rate_result rr[3])
     for (int i = 0; i < 3; i++) {
         free(rr[i].st);
         free(rr[i].sd);
+        cJSON_Delete(rr[i].full_why);
     }
 }
 
@@ -601,6 +604,10 @@ int scen_churn(bx_ctx *x)
         cJSON_AddNumberToObject(j, "reconciles", r->reconciles);
         cJSON_AddItemToObject(j, "fullPasses", bx_num(r->full));
         cJSON_AddItemToObject(j, "incrementalPasses", bx_num(r->incr));
+        if (r->full_why) {
+            cJSON_AddItemToObject(j, "fullPassReasons", r->full_why);
+            r->full_why = NULL;
+        }
         cJSON_AddNumberToObject(j, "workqueueAdds", r->adds);
         cJSON_AddItemToObject(j, "maxQueueDepth", bx_num(r->max_depth));
         cJSON_AddItemToObject(j, "loopBusySeconds", bx_num(r->loop_busy));

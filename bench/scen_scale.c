@@ -128,23 +128,6 @@ static cJSON *limit_json(cJSON *j, const char *name, const run *r)
     return o;
 }
 
-/* What the operator asked of the API server during a run, by verb, resource
- * and answer: the part of the server's work that the limit does not share. */
-static cJSON *api_requests(const bx_metrics *m0, const bx_metrics *m1)
-{
-    static const char name[] = "slurmop_api_requests_total";
-    cJSON *o = cJSON_CreateObject();
-    for (size_t i = 0; o && i < m1->n; i++) {
-        const bx_sample *s = &m1->v[i];
-        if (strcmp(s->name, name) != 0)
-            continue;
-        double d = s->v - bx_metric(m0, name, s->labels);
-        if (d > 0)
-            cJSON_AddItemToObject(o, s->labels, bx_num(d));
-    }
-    return o;
-}
-
 static void run_free(run *r)
 {
     cJSON_Delete(r->api);
@@ -361,7 +344,7 @@ static int run_operator(bx_ctx *x, int n, run *r)
         r->status_patches =
             bx_metric(&m1, "slurmop_api_requests_total", "verb=\"PATCH\",resource=\"nodesets\"") -
             bx_metric(&m0, "slurmop_api_requests_total", "verb=\"PATCH\",resource=\"nodesets\"");
-        r->api = api_requests(&m0, &m1);
+        r->api = bx_metric_deltas(&m0, &m1, "slurmop_api_requests_total");
         bx_hist h0, h1;
         r->post_p50 = r->post_p99 = NAN;
         if (bx_hist_read(&m1, "slurmop_api_request_duration_seconds", "verb=\"POST\"", &h1) == 0 &&

@@ -50,6 +50,7 @@ struct nodeset_state {
     int ix_ns_ctl;       /* nodesets by "<Controller's ns>/<controllerRef.name>" (cw_ref_ns) */
     int ix_rev_owner;    /* controllerrevisions by owner uid */
     mx_family *mx_passes; /* slurmop_nodeset_passes_total{kind} */
+    mx_family *mx_full_why; /* slurmop_nodeset_full_passes_total{reason} */
     map_t status_busy;    /* key -> struct status_busy: a status PATCH in flight */
     map_t wait_passes;    /* key -> struct wait_pass (below) */
     map_t failed_keys;    /* key -> itself (below) */
@@ -136,11 +137,11 @@ static uint64_t wait_pass_delay(nodeset_state *c, const char *key, uint64_t now)
  * that returned success would make the queue forget the failures and retry
  * a bad pod template every few milliseconds. (c->failed_keys) */
 
-static void incr_mark_full(nodeset_state *c, const char *key);
+static void incr_mark_full(nodeset_state *c, const char *key, const char *why);
 
 static void mark_failed(nodeset_state *c, const char *key)
 {
-    incr_mark_full(c, key);
+    incr_mark_full(c, key, "failed-write");
     if (map_get(&c->failed_keys, key) == NULL) {
         char *k = xstrdup(key);
         map_put(&c->failed_keys, k, k);
@@ -219,6 +220,7 @@ struct incr {
     nsi_state st;
     int valid;   /* built by a full pass for a spec it models */
     int full;    /* something else than a pod queued the NodeSet */
+    const char *full_why; /* ... what first (static text; the reason label of slurmop_nodeset_full_passes_total) */
     int rolling; /* updateStrategy RollingUpdate */
     map_t dirty; /* pod uid (malloc'd key) -> pod store key (malloc'd) */
     /* Pods to look at again later (their Slurm write failed and backs
@@ -313,11 +315,12 @@ static void incr_drop(nodeset_state *c, const char *key)
 }
 
 /* The next pass of key must be a full one. */
-static void incr_mark_full(nodeset_state *c, const char *key)
+static void incr_mark_full(nodeset_state *c, const char *key, const char *why)
 {
     struct incr *r = map_get(&c->incrs, key);
     if (r && !r->full) {
         r->full = 1;
+        r->full_why = why;
         map_free(&r->dirty);
     }
 }
@@ -329,7 +332,7 @@ static void incr_mark_uid(nodeset_state *c, const char *key, const char *uid, co
     if (r == NULL || r->full || map_get(&r->dirty, uid))
         return;
     if (r->dirty.count >= INCR_MAX_DIRTY) {
-        incr_mark_full(c, key);
+        incr_mark_full(c, key, "many-pods");
         return;
     }
     map_put(&r->dirty, xstrdup(uid), xstrdup(pod_key));
@@ -374,23 +377,23 @@ static void incr_take_due(nodeset_state *c, const char *key)
         wq_add_after(c->q, key, next - now);
 }
 
-static void enqueue_full(nodeset_state *c, const char *key)
+static void enqueue_full(nodeset_state *c, const char *key, const char *why)
 {
-    incr_mark_full(c, key);
+    incr_mark_full(c, key, why);
     if (c->q)
         wq_add(c->q, key);
 }
 
 void nodeset_enqueue(operator *op, const char *key)
 {
-    enqueue_full(op->nodeset, key);
+    enqueue_full(op->nodeset, key, "slurm");
 }
 
 void nodeset_enqueue_after(operator *op, const char *key, uint64_t ms)
 {
     nodeset_state *c = op->nodeset;
     /* Whenever the next pass runs, it is a full one. */
-    incr_mark_full(c, key);
+    incr_mark_full(c, key, "requeue");
     if (c->q)
         wq_add_after(c->q, key, ms);
 }
@@ -399,7 +402,7 @@ void nodeset_enqueue_after(operator *op, const char *key, uint64_t ms)
  * the state. */
 static void queue_now(void *ctx, const char *key)
 {
-    enqueue_full(ctx, key);
+    enqueue_full(ctx, key, "slurm");
 }
 
 /* A Slurm node event about one pod of key: an incremental pass may look
@@ -501,7 +504,7 @@ static void enqueue_owner(nodeset_state *c, const sobj *pod)
         const char *app = sobj_label(pod, NSB_LABEL_APP);
         if (inst && app && strcmp(app, "slurmd") == 0) {
             snprintf(key, sizeof(key), "%s/%s", pod->ns, inst);
-            enqueue_full(c, key);
+            enqueue_full(c, key, "orphan-pod");
         }
     }
 }
@@ -559,7 +562,7 @@ static void on_nodeset(store *s, const sobj *old, const sobj *new, void *data)
     if (c->exp && (new == NULL || (old && strcmp(old->uid, new->uid) != 0)))
         exp_drop(c->exp, o->key);
     if (nodeset_changed(old, new))
-        incr_mark_full(c, o->key);
+        incr_mark_full(c, o->key, "nodeset");
     if (c->q)
         wq_add(c->q, o->key);
 }
@@ -571,7 +574,7 @@ static void enqueue_nodesets_of_controller(nodeset_state *c, const char *ns, con
     snprintf(v, sizeof(v), "%s/%s", ns, ctl);
     for (const sobj *o = store_index_first(op_store(c->op, OPK_NODESETS), c->ix_ns_ctl, v, &cur); o;
          o = store_index_next(&cur))
-        enqueue_full(c, o->key);
+        enqueue_full(c, o->key, "controller");
 }
 
 static void on_controller(store *s, const sobj *old, const sobj *new, void *data)
@@ -603,7 +606,7 @@ static void on_revision(store *s, const sobj *old, const sobj *new, void *data)
     if (o->owner_kind && strcmp(o->owner_kind, NSB_KIND) == 0 && o->owner_name) {
         char key[512];
         snprintf(key, sizeof(key), "%s/%s", o->ns, o->owner_name);
-        enqueue_full(data, key);
+        enqueue_full(data, key, "revision");
     }
 }
 
@@ -634,7 +637,7 @@ static void on_node(store *s, const sobj *old, const sobj *new, void *data)
     const sobj *n;
     while ((n = store_next(op_store(c->op, OPK_NODESETS), &it)))
         if (strcmp(json_get_str_or(n->json, "spec.scalingMode", "StatefulSet"), "DaemonSet") == 0)
-            enqueue_full(c, n->key);
+            enqueue_full(c, n->key, "node");
 }
 
 static void setup(operator *op)
@@ -668,6 +671,7 @@ static void setup(operator *op)
 /* one pass */
 
 struct pass {
+    const char *full_why; /* why the pass could not be an incremental one (static text) */
     operator *op;
     nodeset_state *c; /* op->nodeset */
     const sobj *o;
@@ -1124,7 +1128,7 @@ static void on_object_written(int err, const char *key, void *data)
         if (err && err != OP_ECANCELED)
             mark_failed(k->c, k->key);
         else
-            enqueue_full(k->c, k->key);
+            enqueue_full(k->c, k->key, "own-write");
     }
     free(k);
 }
@@ -1221,7 +1225,7 @@ static void adopted(int err, const cJSON *obj, const kube_status *st, void *data
     if (err && err != OP_ECANCELED)
         log_warn("nodeset %s: adopting a pod failed: %s (%s)", k->key, op_strerror(err), st ? st->message : "");
     if (k->c->q && err != OP_ECANCELED)
-        enqueue_full(k->c, k->key);
+        enqueue_full(k->c, k->key, "adopted");
     free(k);
 }
 
@@ -2015,11 +2019,17 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
 static struct incr *incr_usable(struct pass *p, uint64_t now)
 {
     struct incr *r = map_get(&p->c->incrs, p->key);
-    if (r == NULL || !r->valid || r->full || now >= r->full_due_ms)
-        return NULL;
-    if (!nss_quiet(p->op, p->o) && !nss_calm(p->op, p->o, p->ns))
-        return NULL;
-    return r;
+    if (r == NULL || !r->valid)
+        p->full_why = "no-state";
+    else if (r->full)
+        p->full_why = r->full_why ? r->full_why : "queued";
+    else if (now >= r->full_due_ms)
+        p->full_why = "resync";
+    else if (!nss_quiet(p->op, p->o) && !nss_calm(p->op, p->o, p->ns))
+        p->full_why = "slurm-busy";
+    else
+        return r;
+    return NULL;
 }
 
 /* Bring the state up to date for the pods that changed; when changed is
@@ -2166,7 +2176,7 @@ static int incr_pending(struct pass *p)
     free(changed);
     if (!slurm_ok) {
         /* a pod only a full pass may decide: the held pass is one */
-        incr_mark_full(p->c, p->key);
+        incr_mark_full(p->c, p->key, "slurm-pod");
         return 0;
     }
     if (r->st.ended.count > 0 && nsi_plan(&r->st, nsb_replicas(p->ns), r->rolling).action != NSI_FULL) {
@@ -2212,6 +2222,7 @@ static int incr_pass(struct pass *p, wq_result *res)
 {
     uint64_t now = uv_now(p->op->loop);
     int act = exp_satisfied(p->c->exp, p->key, p->o->uid, now);
+    p->full_why = NULL;
     /* The Slurm side acts on pods (nss_sync's share) only once writes are
      * not in flight, as a full pass runs nss_sync only then; before, the
      * pods get nss_status's share. */
@@ -2229,8 +2240,12 @@ static int incr_pass(struct pass *p, wq_result *res)
     snprintf(p->update_hash, sizeof(p->update_hash), "%s", r->update_hash);
     snprintf(p->current_hash, sizeof(p->current_hash), "%s", r->current_hash);
     p->collision = r->collision;
-    if (plan.action != NSI_FULL && slurm && !incr_slurm(p, r, changed, n_changed, act))
+    if (plan.action == NSI_FULL)
+        p->full_why = "plan";
+    else if (slurm && !incr_slurm(p, r, changed, n_changed, act)) {
         plan.action = NSI_FULL;
+        p->full_why = "slurm-pod";
+    }
     free(changed);
     if (plan.action == NSI_FULL)
         return 0;
@@ -2245,6 +2260,7 @@ static int incr_pass(struct pass *p, wq_result *res)
             if (pod == NULL || strcmp(pod->uid, uid) != 0 || pod->deleting) {
                 free(gone);
                 r->valid = 0;
+                p->full_why = "moved";
                 return 0;
             }
             if (!exp_deletion_pending(p->c->exp, p->key, pod->key))
@@ -2258,6 +2274,7 @@ static int incr_pass(struct pass *p, wq_result *res)
         size_t n = incr_free_ordinals(r, plan.want, ords);
         if (n < (size_t)plan.want) {
             free(ords);
+            p->full_why = "ordinals";
             return 0;
         }
         create_ordinals(p, ords, plan.want, replicas);
@@ -2411,6 +2428,8 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
     }
     if (c->mx_passes)
         mx_counter_inc(mx_counter_get(c->mx_passes, MX_LV("full")));
+    if (c->mx_full_why)
+        mx_counter_inc(mx_counter_get(c->mx_full_why, MX_LV(p.full_why ? p.full_why : "other")));
     collect_pods(&p);
     sync_revisions(&p);
     nss_observe(op, o);
@@ -2445,7 +2464,7 @@ static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
     uint64_t t0 = uv_hrtime();
     int failed_before = take_failed(c, key);
     if (failed_before)
-        incr_mark_full(c, key);
+        incr_mark_full(c, key, "failed-write");
     incr_take_due(c, key);
     wq_result r = ns_sync(c, key, first_add_ns);
     if (failed_before)
@@ -2477,6 +2496,14 @@ static int start(operator *op)
                                      "NodeSet passes that reached the pods, by kind: full (every pod) or "
                                      "incremental (the pods that changed)",
                                      "kind", NULL, 0, NULL);
+    if (op->metrics)
+        c->mx_full_why = mx_family_new(op->metrics, MX_COUNTER, "slurmop_nodeset_full_passes_total",
+                                       "NodeSet passes over every pod, by why an incremental one could not do: "
+                                       "no-state, resync, slurm-busy, plan, slurm-pod, moved, ordinals, or what "
+                                       "queued "
+                                       "the NodeSet (nodeset, controller, revision, node, slurm, requeue, "
+                                       "own-write, adopted, orphan-pod, failed-write, many-pods)",
+                                       "reason", NULL, 0, NULL);
     c->q = wq_new(op->loop, &o, &err);
     if (c->q == NULL)
         return err;

@@ -378,6 +378,15 @@ def test_failures_while_writes_are_in_flight():
             # condemnation means a pod was made wrong (a replacement without
             # the update revision is rolled, and kept for want of a drain).
             assert "DrainBlocked" not in err, [l for l in err.splitlines() if "DrainBlocked" in l][:3]
+            # A change of the NodeSet itself needs a pass over every pod, and
+            # the operator says why (slurmop_nodeset_full_passes_total{reason}).
+            full0 = op.metric("slurmop_nodeset_full_passes_total", reason="nodeset")
+            r = c.patch(NS_API + "/namespaces/default/nodesets/cpu", {"metadata": {"labels": {"touched": "1"}}})
+            assert r.status == 200, r.text
+            wait_for(lambda: op.metric("slurmop_nodeset_full_passes_total", reason="nodeset") > full0, 30,
+                     what="a full pass counted for the NodeSet's own change")
+            assert op.metric("slurmop_nodeset_full_passes_total", reason="other") == 0, \
+                [k for k in op.metrics() if k[0] == "slurmop_nodeset_full_passes_total"]
             assert "AlreadyExists" not in err and "already exists" not in err, err[-4000:]
 
 
