@@ -285,6 +285,7 @@ typedef struct rate_result {
     double rate, seconds;
     long sent, failed, node_skipped;
     bx_hist lat, rec, loop, lcpu; /* loop, lcpu: slurmop_loop_iteration_{busy,cpu}_seconds */
+    bx_hist podw;                 /* slurmop_event_to_pod_write_seconds (n 0: an operator without it) */
     double loop_busy, loop_cpu;   /* slurmop_loop_{busy,cpu}_seconds_total over the window (NAN: absent) */
     double adds, reconciles, max_depth, mean_depth;
     double full, incr; /* NodeSet passes by kind (NAN: an operator without the counter) */
@@ -362,6 +363,7 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
     (void)bx_scrape(x, &f->op, &m1);
     bx_set_status(x, NULL, NULL);
     (void)bx_hist_delta(&m0, &m1, "slurmop_event_to_action_seconds", QC, &rr->lat);
+    (void)bx_hist_delta(&m0, &m1, "slurmop_event_to_pod_write_seconds", QC, &rr->podw);
     (void)bx_hist_delta(&m0, &m1, "controller_runtime_reconcile_time_seconds", QC, &rr->rec);
     (void)bx_hist_delta(&m0, &m1, "slurmop_loop_iteration_busy_seconds", NULL, &rr->loop);
     (void)bx_hist_delta(&m0, &m1, "slurmop_loop_iteration_cpu_seconds", NULL, &rr->lcpu);
@@ -522,10 +524,9 @@ int scen_churn(bx_ctx *x)
         (void)bx_pin_tagged_away(x, x->k8s_dir, 0);
 
     bx_table *t =
-        bx_table_new("Churn: event → action latency of the NodeSet controller (operator's histogram)", 13,
+        bx_table_new("Churn: event → action latency of the NodeSet controller (operator's histogram)", 14,
                      "events/s", "sent (failed)", "actions", "p50", "p90", "p99", "p99 at 1,024 (ratio)", "max ≤",
-                     "≤ 1 ms",
-                     "reconcile p50 / p99", "reconciles (full passes)", "queue depth max / mean",
+                     "≤ 1 ms", "pod writes: n, p99, ≤ 1 ms", "reconcile p50 / p99", "reconciles (full passes)", "queue depth max / mean",
                      "loop busy / CPU, iterations > 1 ms busy / CPU");
     cJSON *out = cJSON_CreateObject();
     cJSON_AddNumberToObject(out, "n", n);
@@ -583,8 +584,17 @@ int scen_churn(bx_ctx *x)
             snprintf(rf, sizeof(rf), "%s (%.2f×)", bx_fmt_s(rf1, sizeof(rf1), ref99), ratio);
         else
             snprintf(rf, sizeof(rf), "n/a");
+        /* pod creates and deletes alone: a replacement's latency, apart
+         * from the status writes (which wait for the one in flight) */
+        double pw_n = r->podw.n ? r->podw.cum[r->podw.n - 1] : 0, pw99 = bx_hist_quantile(&r->podw, 0.99),
+               pw1 = bx_hist_frac_le(&r->podw, 0.001);
+        char pw[64], pw1s[24];
+        if (r->podw.n)
+            snprintf(pw, sizeof(pw), "%.0f, %s, %.1f %%", pw_n, bx_fmt_s(pw1s, sizeof(pw1s), pw99), pw1 * 100);
+        else
+            snprintf(pw, sizeof(pw), "n/a");
         bx_table_row(t, rate, b, a, bx_fmt_s(cc, sizeof(cc), p50), bx_fmt_s(d, sizeof(d), p90),
-                     bx_fmt_s(e, sizeof(e), p99), rf, bx_fmt_s(g, sizeof(g), mx), h, k, l, m, lp);
+                     bx_fmt_s(e, sizeof(e), p99), rf, bx_fmt_s(g, sizeof(g), mx), h, pw, k, l, m, lp);
         cJSON *j = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "eventsPerSecond", r->rate);
         cJSON_AddNumberToObject(j, "seconds", r->seconds);
@@ -599,6 +609,10 @@ int scen_churn(bx_ctx *x)
         cJSON_AddItemToObject(j, "p99RatioToReference", bx_num(ratio));
         cJSON_AddItemToObject(j, "maxAtMost", bx_num(mx));
         cJSON_AddItemToObject(j, "shareWithin1ms", bx_num(f5));
+        cJSON_AddItemToObject(j, "podWrites", bx_num(r->podw.n ? pw_n : NAN));
+        cJSON_AddItemToObject(j, "podWriteP50", bx_num(bx_hist_quantile(&r->podw, 0.5)));
+        cJSON_AddItemToObject(j, "podWriteP99", bx_num(pw99));
+        cJSON_AddItemToObject(j, "podWriteShareWithin1ms", bx_num(pw1));
         cJSON_AddItemToObject(j, "reconcileP50", bx_num(r50));
         cJSON_AddItemToObject(j, "reconcileP99", bx_num(r99));
         cJSON_AddNumberToObject(j, "reconciles", r->reconciles);

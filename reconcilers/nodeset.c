@@ -699,12 +699,13 @@ struct pass {
  * (held_ns); a status or object write only from the pass's own queueing. */
 static void note_write(struct pass *p, int pod)
 {
-    if (!p->wrote) {
-        uint64_t t = p->first_add_ns;
-        if (pod && p->held_ns && (t == 0 || p->held_ns < t))
-            t = p->held_ns;
+    uint64_t t = p->first_add_ns;
+    if (pod && p->held_ns && (t == 0 || p->held_ns < t))
+        t = p->held_ns;
+    if (!p->wrote)
         op_observe_action(p->op, NODESET_CONTROLLER, t);
-    }
+    if (pod && !p->wrote_pod)
+        op_observe_pod_write(p->op, NODESET_CONTROLLER, t);
     p->wrote = 1;
     p->wrote_pod |= pod;
 }

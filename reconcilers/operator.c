@@ -120,6 +120,15 @@ void op_observe_action(operator *op, const char *controller, uint64_t first_add_
                          (double)(now - first_add_ns) / 1e9);
 }
 
+void op_observe_pod_write(operator *op, const char *controller, uint64_t first_add_ns)
+{
+    uint64_t now = uv_hrtime();
+    if (first_add_ns == 0 || first_add_ns > now)
+        return;
+    mx_histogram_observe(mx_histogram_get(op->mx_event_to_pod_write, MX_LV(controller)),
+                         (double)(now - first_add_ns) / 1e9);
+}
+
 static void observe_api(void *data, const char *verb, const char *resource, int code, double seconds)
 {
     operator *op = data;
@@ -216,6 +225,10 @@ static int setup_metrics(operator *op)
                                            "Time from the first watch event that queued an object to the first write "
                                            "its reconcile issued",
                                            "controller", fine, nf, NULL);
+    op->mx_event_to_pod_write = mx_family_new(r, MX_HISTOGRAM, "slurmop_event_to_pod_write_seconds",
+                                              "Time from the first watch event that queued an object to the first "
+                                              "pod create or delete its reconcile issued",
+                                              "controller", fine, nf, NULL);
     op->mx_api_requests = mx_family_new(r, MX_COUNTER, "slurmop_api_requests_total",
                                         "Kubernetes API requests by verb, resource and HTTP code (0: no answer)",
                                         "verb,resource,code", NULL, 0, NULL);
@@ -249,8 +262,8 @@ static int setup_metrics(operator *op)
     p->mx_ref_gets = mx_family_new(r, MX_GAUGE, "slurmop_referenced_gets_total",
                                    "GETs of referenced objects (first reads and rotation polls)", "resource", NULL,
                                    0, NULL);
-    if (!op->mx_reconcile_seconds || !op->mx_event_to_action || !p->mx_ref_objects || !p->mx_ref_gets ||
-        !op->mx_api_requests || !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_watch_lists ||
+    if (!op->mx_reconcile_seconds || !op->mx_event_to_action || !op->mx_event_to_pod_write || !p->mx_ref_objects ||
+        !p->mx_ref_gets || !op->mx_api_requests || !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_watch_lists ||
         !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader || !p->mx_fenced || !p->mx_waiting || !p->mx_in_flight)
         return OP_EINVAL;
     mx_registry_on_scrape(r, on_scrape, op);

@@ -148,6 +148,7 @@ struct operator {
     /* metrics every reconciler reports into (label "controller") */
     mx_family *mx_reconcile_seconds;  /* {controller} histogram */
     mx_family *mx_event_to_action;    /* {controller} histogram, seconds */
+    mx_family *mx_event_to_pod_write; /* {controller} histogram, seconds: pod creates and deletes only */
     mx_family *mx_api_requests;       /* {verb,resource,code} */
     mx_family *mx_api_seconds;        /* {verb} histogram */
     mx_family *mx_watch_restarts;     /* {resource,reason} (callback gauges) */
@@ -193,6 +194,10 @@ void op_observe_reconcile(operator *op, const char *controller, wq_result res, d
 /** Record the latency from the first watch event of a key to its first
  *  write (call once per reconcile that writes). */
 void op_observe_action(operator *op, const char *controller, uint64_t first_add_ns);
+/** The same for the first pod create or delete of a reconcile
+ *  (slurmop_event_to_pod_write_seconds): the action a failed or missing
+ *  pod waits for, apart from the status and object writes. */
+void op_observe_pod_write(operator *op, const char *controller, uint64_t first_add_ns);
 
 /** Log and emit a Warning event on a CR; also used for validation errors. */
 void op_warn(operator *op, const sobj *cr, const char *kind, const char *reason, const char *fmt, ...)
