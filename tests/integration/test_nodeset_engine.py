@@ -347,6 +347,7 @@ def test_failures_while_writes_are_in_flight():
             before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(c, "cpu")}
             h = nodeset(c, "cpu")["status"]["nodeSetHash"]
             incr0 = op.metric("slurmop_nodeset_passes_total", kind="incremental")
+            resync0 = op.metric("slurmop_nodeset_full_passes_total", reason="resync")
             # Rounds over every Running pod, back to back: the deletes and
             # creates of earlier failures are still in flight when the next
             # one comes (pods take up to 100 ms to terminate).
@@ -378,6 +379,13 @@ def test_failures_while_writes_are_in_flight():
             # condemnation means a pod was made wrong (a replacement without
             # the update revision is rolled, and kept for want of a drain).
             assert "DrainBlocked" not in err, [l for l in err.splitlines() if "DrainBlocked" in l][:3]
+            # The pods that terminated meanwhile were waited for; the wake that
+            # is the safety net for a DELETED event that never comes is an
+            # incremental pass once the wait is over, not a full one (before,
+            # every wait brought a full pass 5 s later).
+            time.sleep(6)
+            assert op.metric("slurmop_nodeset_full_passes_total", reason="resync") == resync0, \
+                [k for k in op.metrics().items() if k[0][0] == "slurmop_nodeset_full_passes_total"]
             # A change of the NodeSet itself needs a pass over every pod, and
             # the operator says why (slurmop_nodeset_full_passes_total{reason}).
             full0 = op.metric("slurmop_nodeset_full_passes_total", reason="nodeset")
