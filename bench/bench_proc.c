@@ -250,6 +250,26 @@ int bx_pin_setup(bx_ctx *x)
     return last;
 }
 
+/* Every thread of pid gets mask: sched_setaffinity(pid) moves only the
+ * main one, and threads started before keep the mask they inherited.
+ * Returns the threads moved. */
+static int set_threads_affinity(int pid, const cpu_set_t *mask)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL) {
+        int tid = atoi(e->d_name);
+        if (tid > 0 && sched_setaffinity(tid, sizeof(*mask), mask) == 0)
+            n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
 void bx_proc_pin(bx_ctx *x, const bx_proc *p)
 {
     if (x->pin_cpu < 0 || p == NULL || p->exited)
@@ -257,21 +277,7 @@ void bx_proc_pin(bx_ctx *x, const bx_proc *p)
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(x->pin_cpu, &one);
-    /* Every thread: sched_setaffinity(pid) moves only the main one, and
-     * threads started before this call keep the mask they inherited. */
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/task", p->pid);
-    DIR *d = opendir(path);
-    struct dirent *e;
-    int n = 0;
-    while (d && (e = readdir(d)) != NULL) {
-        int tid = atoi(e->d_name);
-        if (tid > 0 && sched_setaffinity(tid, sizeof(one), &one) == 0)
-            n++;
-    }
-    if (d)
-        closedir(d);
-    if (n == 0)
+    if (set_threads_affinity(p->pid, &one) == 0)
         bx_say(x, "bench: could not pin %s (pid %d) to CPU %d", p->name, p->pid, x->pin_cpu);
 }
 
@@ -302,19 +308,8 @@ int bx_pin_tagged_away(bx_ctx *x, const char *tag, int away)
         for (size_t i = 0; i < len && !tagged; i += strlen(env + i) + 1)
             tagged = strncmp(env + i, want, (size_t)wlen + 1) == 0;
         free(env);
-        if (!tagged)
-            continue;
-        char task[64];
-        snprintf(task, sizeof(task), "/proc/%d/task", pid);
-        DIR *td = opendir(task);
-        struct dirent *te;
-        while (td && (te = readdir(td)) != NULL) {
-            int tid = atoi(te->d_name);
-            if (tid > 0 && sched_setaffinity(tid, sizeof(mask), &mask) == 0)
-                moved++;
-        }
-        if (td)
-            closedir(td);
+        if (tagged)
+            moved += set_threads_affinity(pid, &mask);
     }
     if (d)
         closedir(d);

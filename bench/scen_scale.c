@@ -137,6 +137,20 @@ static void run_free(run *r)
     free(r->ry);
 }
 
+/* A repetition r of a run: its time goes to all, and it replaces *best
+ * when faster (the other one is freed). */
+static void keep_best(run *best, run *r, cJSON *all)
+{
+    if (r->ok)
+        cJSON_AddItemToArray(all, bx_num(r->create_s));
+    if (r->ok && (!best->ok || r->create_s < best->create_s)) {
+        run_free(best);
+        *best = *r;
+    } else {
+        run_free(r);
+    }
+}
+
 /* How long to wait for every pod Ready. On a real control plane that is
  * kube-scheduler's and kwok's pace, not the operator's: at 8,192 pods on
  * 9,216 Nodes and two shared cores it bound 5-25 pods a second (a required
@@ -425,30 +439,9 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
                 failed++;
             if (with_operator && run_operator(x, n, &o) != 0)
                 failed++;
-            if (l.ok)
-                cJSON_AddItemToArray(all_l, bx_num(l.create_s));
-            if (w.ok)
-                cJSON_AddItemToArray(all_w, bx_num(w.create_s));
-            if (w.ok && (!W.ok || w.create_s < W.create_s)) {
-                run_free(&W);
-                W = w;
-            } else {
-                run_free(&w);
-            }
-            if (o.ok)
-                cJSON_AddItemToArray(all_o, bx_num(o.create_s));
-            if (l.ok && (!L.ok || l.create_s < L.create_s)) {
-                run_free(&L);
-                L = l;
-            } else {
-                run_free(&l);
-            }
-            if (o.ok && (!O.ok || o.create_s < O.create_s)) {
-                run_free(&O);
-                O = o;
-            } else {
-                run_free(&o);
-            }
+            keep_best(&L, &l, all_l);
+            keep_best(&W, &w, all_w);
+            keep_best(&O, &o, all_o);
         }
         char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[48], k[32], wa[32], wc[32];
         double rc = L.ok && O.ok ? O.create_s / L.create_s : NAN;

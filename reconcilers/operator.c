@@ -111,22 +111,23 @@ void op_observe_reconcile(operator *op, const char *controller, wq_result res, d
     mx_histogram_observe(mx_histogram_get(op->mx_reconcile_seconds, MX_LV(controller)), seconds);
 }
 
-void op_observe_action(operator *op, const char *controller, uint64_t first_add_ns)
+/* The time since first_add_ns (a queueing, uv_hrtime()) into family f. */
+static void observe_since(mx_family *f, const char *controller, uint64_t first_add_ns)
 {
     uint64_t now = uv_hrtime();
     if (first_add_ns == 0 || first_add_ns > now)
         return;
-    mx_histogram_observe(mx_histogram_get(op->mx_event_to_action, MX_LV(controller)),
-                         (double)(now - first_add_ns) / 1e9);
+    mx_histogram_observe(mx_histogram_get(f, MX_LV(controller)), (double)(now - first_add_ns) / 1e9);
+}
+
+void op_observe_action(operator *op, const char *controller, uint64_t first_add_ns)
+{
+    observe_since(op->mx_event_to_action, controller, first_add_ns);
 }
 
 void op_observe_pod_write(operator *op, const char *controller, uint64_t first_add_ns)
 {
-    uint64_t now = uv_hrtime();
-    if (first_add_ns == 0 || first_add_ns > now)
-        return;
-    mx_histogram_observe(mx_histogram_get(op->mx_event_to_pod_write, MX_LV(controller)),
-                         (double)(now - first_add_ns) / 1e9);
+    observe_since(op->mx_event_to_pod_write, controller, first_add_ns);
 }
 
 static void observe_api(void *data, const char *verb, const char *resource, int code, double seconds)
