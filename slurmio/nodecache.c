@@ -61,6 +61,7 @@ typedef struct nc_node {
     int busy;
     int deleted;
     uint64_t lost_ms;
+    uint64_t listed_gen; /* c->table_gen of the last full table that listed it */
     /* The same update asked for again after Slurm accepted it and a read
      * showed no effect: backoff, and a wake-up once it has passed. */
     unsigned repeats;
@@ -143,6 +144,15 @@ struct nc_cache {
     uint64_t last_full_ms; /* uv_now() of the last full fetch's request */
     unsigned interval_ms;
     unsigned backoff_ms;
+    /* A full table being applied, APPLY_SLICE nodes per loop iteration
+     * (apply_slice). apply_rq is the poll it answers (NULL: none); polling
+     * stays set until the last slice is in. */
+    uv_idle_t apply_idle;
+    nc_rq *apply_rq;
+    sm_node *apply_nodes; /* taken from the answer */
+    size_t apply_n, apply_i, apply_listed;
+    int apply_quiet;
+    uint64_t table_gen; /* full tables applied (nc_node.listed_gen) */
     /* individual reads */
     uv_timer_t track_timer;
     list_node reread;
@@ -383,56 +393,90 @@ static void schedule_poll(nc_cache *c, unsigned ms)
     uv_timer_start(&c->poll_timer, do_poll, ms, 0);
 }
 
-/* Replace the table with the nodes of a full answer. */
-static void apply_table(nc_cache *c, sm_response *resp, uint64_t seq, uint64_t sent_ms, int was_ok)
+/* A full answer replaces the table APPLY_SLICE nodes per loop iteration.
+ * Applied in one go, 8,192 nodes kept the loop for about 10 ms per poll,
+ * and every pod or Node event that came in meanwhile waited behind them:
+ * under churn that wait was the tail of event -> action at 8,192 pods and
+ * hardly showed at 1,024. Between two slices each node holds either its
+ * previous read or this one, each whole and with its own read_seq and
+ * read_ms, as when a read by name lands between two table reads; what
+ * concerns the table as a whole (nodes it no longer lists, n_present,
+ * last_ok_ms, ok) changes only once the last slice is in, and no other table
+ * read starts before (polling stays set). */
+#define APPLY_SLICE 512
+
+static unsigned poll_ok(nc_cache *c, const nc_rq *r);
+static void poll_finish(nc_cache *c, nc_rq *r, unsigned next);
+
+/* One listed node of the table being applied. */
+static void apply_node(nc_cache *c, sm_node *n)
 {
-    map_t seen;
-    map_init(&seen);
-    int quiet = !was_ok; /* becoming readable fires "everything" instead */
-    for (size_t i = 0; i < resp->n_nodes; i++) {
-        sm_node *n = &resp->nodes[i];
-        if (!n->name || !n->name[0])
-            continue;
-        nc_node *e = node_ensure(c, n->name);
-        keep_local_comment(e, n, seq);
-        int changed = !e->present || node_differs(&e->n, n);
-        sm_node_clear(&e->n);
-        e->n = *n;
-        if (e->n.reason_changed_at > e->max_reason_at)
-            e->max_reason_at = e->n.reason_changed_at;
-        if (e->n.base == SM_NODE_UNKNOWN)
-            e->unknown_ms = sent_ms ? sent_ms : 1;
-        memset(n, 0, sizeof(*n));
-        e->present = 1;
-        mark_present(e);
-        e->read_seq = seq;
-        e->read_ms = sent_ms;
-        e->gone_ms = 0;
-        map_put(&seen, e->name, e);
-        if (e->settle_notify && !settling(c, e)) {
-            e->settle_notify = 0;
-            changed = 1; /* read back: let the owner decide again even if nothing shows */
-        }
-        if (changed && !quiet)
-            fire(c, e->name);
+    const nc_rq *r = c->apply_rq;
+    if (!n->name || !n->name[0])
+        return;
+    nc_node *e = node_ensure(c, n->name);
+    keep_local_comment(e, n, r->seq);
+    int changed = !e->present || node_differs(&e->n, n);
+    sm_node_clear(&e->n);
+    e->n = *n;
+    if (e->n.reason_changed_at > e->max_reason_at)
+        e->max_reason_at = e->n.reason_changed_at;
+    if (e->n.base == SM_NODE_UNKNOWN)
+        e->unknown_ms = r->sent_ms ? r->sent_ms : 1;
+    memset(n, 0, sizeof(*n));
+    e->present = 1;
+    mark_present(e);
+    e->read_seq = r->seq;
+    e->read_ms = r->sent_ms;
+    e->gone_ms = 0;
+    if (e->listed_gen != c->table_gen) {
+        e->listed_gen = c->table_gen;
+        c->apply_listed++; /* a name listed twice counts once */
     }
-    /* Nodes that vanished. Collect first: the map cannot change while
-     * being walked. */
+    if (e->settle_notify && !settling(c, e)) {
+        e->settle_notify = 0;
+        changed = 1; /* read back: let the owner decide again even if nothing shows */
+    }
+    if (changed && !c->apply_quiet)
+        fire(c, e->name);
+}
+
+/* Drop the table being applied (the cache closes); the poll's context is
+ * released by the caller. */
+static nc_rq *apply_drop(nc_cache *c)
+{
+    nc_rq *r = c->apply_rq;
+    for (size_t i = 0; i < c->apply_n; i++)
+        sm_node_clear(&c->apply_nodes[i]);
+    free(c->apply_nodes);
+    c->apply_nodes = NULL;
+    c->apply_n = c->apply_i = 0;
+    c->apply_rq = NULL;
+    uv_idle_stop(&c->apply_idle);
+    return r;
+}
+
+/* The last slice is in: nodes the table no longer lists, then the poll's
+ * end as for any successful read. */
+static void apply_done(nc_cache *c)
+{
+    const nc_rq *r = c->apply_rq;
+    /* Collect first: the map cannot change while being walked. */
     size_t it = 0, n_gone = 0;
     const char *k;
     void *v;
     nc_node **gone = xcalloc(c->nodes.count + 1, sizeof(*gone));
     while (map_next(&c->nodes, &it, &k, &v)) {
         nc_node *e = v;
-        if (map_get(&seen, k))
+        if (e->listed_gen == c->table_gen)
             continue;
         if (e->present) {
             e->present = 0;
-            e->read_seq = seq;
-            e->read_ms = sent_ms;
+            e->read_seq = r->seq;
+            e->read_ms = r->sent_ms;
             sm_node_clear(&e->n);
-            mark_absent(e, sent_ms);
-            if (!quiet)
+            mark_absent(e, r->sent_ms);
+            if (!c->apply_quiet)
                 fire(c, e->name);
         }
         gone[n_gone++] = e;
@@ -442,11 +486,48 @@ static void apply_table(nc_cache *c, sm_response *resp, uint64_t seq, uint64_t s
             map_drop(&c->nodes, gone[i]->name);
     }
     free(gone);
-    c->n_present = seen.count;
-    map_free(&seen);
-    c->stats.nodes = (size_t)resp->n_nodes;
+    if (c->closing)
+        return; /* an owner closed the cache from fire(): nc_close dropped the table */
+    c->n_present = c->apply_listed;
+    c->stats.nodes = c->apply_n;
     if (c->mx_nodes)
-        mx_gauge_set(mx_gauge_get(c->mx_nodes, MX_LV(c->name)), (double)resp->n_nodes);
+        mx_gauge_set(mx_gauge_get(c->mx_nodes, MX_LV(c->name)), (double)c->apply_n);
+    nc_rq *done = apply_drop(c);
+    c->polling = 0;
+    poll_finish(c, done, poll_ok(c, done));
+}
+
+/* One slice per loop iteration, from an idle handle: while it is active
+ * the loop polls for I/O without blocking, so what came in is handled
+ * between two slices. (A zero timer started from a timer callback, where
+ * answers are delivered, would run in the same pass of libuv's timers.) */
+static void apply_slice(uv_idle_t *h)
+{
+    nc_cache *c = h->data;
+    if (c->closing || !c->apply_rq)
+        return;
+    size_t end = c->apply_i + APPLY_SLICE < c->apply_n ? c->apply_i + APPLY_SLICE : c->apply_n;
+    while (c->apply_i < end && !c->closing)
+        apply_node(c, &c->apply_nodes[c->apply_i++]);
+    if (c->closing)
+        return; /* nc_close released the table */
+    if (c->apply_i == c->apply_n)
+        apply_done(c);
+}
+
+/* Take a full answer's nodes; the slices begin later in this iteration. */
+static void apply_table(nc_cache *c, nc_rq *r, sm_response *resp, int was_ok)
+{
+    c->apply_rq = r;
+    c->apply_nodes = resp->nodes;
+    c->apply_n = resp->n_nodes;
+    resp->nodes = NULL;
+    resp->n_nodes = 0;
+    c->apply_i = 0;
+    c->apply_listed = 0;
+    c->apply_quiet = !was_ok; /* becoming readable fires "everything" instead */
+    c->table_gen++;
+    uv_idle_start(&c->apply_idle, apply_slice);
 }
 
 static void set_suspect(nc_cache *c, int on)
@@ -503,6 +584,34 @@ static int check_table(nc_cache *c, const sm_response *resp, const nc_rq *r)
     return 1;
 }
 
+/* A node poll succeeded (a 304, or a full table now applied): the table is
+ * confirmed as of r's request. The interval to the next poll. */
+static unsigned poll_ok(nc_cache *c, const nc_rq *r)
+{
+    c->last_ok_ms = r->sent_ms;
+    c->confirmed_at = r->sent_wall;
+    c->stats.last_success = r->sent_wall;
+    if (c->mx_last)
+        mx_gauge_set(mx_gauge_get(c->mx_last, MX_LV(c->name)), (double)wall());
+    set_ok(c, 1);
+    return c->interval_ms;
+}
+
+/* Every node poll ends here: release r and schedule the next one. */
+static void poll_finish(nc_cache *c, nc_rq *r, unsigned next)
+{
+    if (c->mx_interval)
+        mx_gauge_set(mx_gauge_get(c->mx_interval, MX_LV(c->name)), next / 1000.0);
+    c->stats.interval_ms = next;
+    if (rq_done(r))
+        return;
+    if (c->poll_again) {
+        c->poll_again = 0;
+        next = 0;
+    }
+    schedule_poll(c, next);
+}
+
 static void on_nodes(int status, sm_response *resp, void *data)
 {
     nc_rq *r = data;
@@ -553,60 +662,47 @@ static void on_nodes(int status, sm_response *resp, void *data)
         next = c->backoff_ms;
         c->update_time = 0; /* the next answer must be a whole table */
         set_ok(c, 0);
+    } else if (resp->not_modified) {
+        c->backoff_ms = 0;
+        c->stats.not_modified++;
+        count_poll(c, "not_modified");
+        next = poll_ok(c, r);
     } else {
         c->backoff_ms = 0;
-        if (resp->not_modified) {
-            c->stats.not_modified++;
-            count_poll(c, "not_modified");
-        } else {
-            uint64_t took_ms = (uv_hrtime() - r->sent_ns) / 1000000u;
-            c->stats.full++;
-            c->stats.last_full_ms = took_ms;
-            count_poll(c, "full");
-            apply_table(c, resp, r->seq, r->sent_ms, was_ok);
-            if (resp->last_update > 0)
-                c->table_last_update = resp->last_update;
-            c->last_full_ms = r->sent_ms;
-            /* Slurm answers 304 when nothing changed since update_time. Use
-             * the server's own time when it says it (v0.0.40+), else ours
-             * minus a margin against clock skew: asking a little early only
-             * costs one more full answer after a change. */
-            if (resp->last_update > 0)
-                c->update_time = resp->last_update;
-            else if (resp->server_time > 0 && resp->server_time_src != SM_TIME_HTTP_DATE)
-                c->update_time = resp->server_time; /* slurmctld's clock (22.05: from diag) */
-            else
-                c->update_time = r->sent_wall - (int64_t)c->o.skew_margin_s;
-            /* Adapt the interval to what a full answer costs (not counting
-             * a version negotiation the first request waited for). */
-            uint64_t want = r->negotiating ? c->o.poll_min_ms : took_ms * 2;
-            if (want < c->o.poll_min_ms)
-                want = c->o.poll_min_ms;
-            if (want > c->o.poll_max_ms)
-                want = c->o.poll_max_ms;
-            log_debug("slurm %s: full node table (%zu nodes, update_time %" PRId64 ") took %" PRIu64
-                      " ms; polling every %" PRIu64 " ms",
-                      c->name, resp->n_nodes, r->update_time, took_ms, want);
-            c->interval_ms = (unsigned)want;
-        }
-        c->last_ok_ms = r->sent_ms;
-        c->confirmed_at = r->sent_wall;
-        c->stats.last_success = r->sent_wall;
-        if (c->mx_last)
-            mx_gauge_set(mx_gauge_get(c->mx_last, MX_LV(c->name)), (double)wall());
-        next = c->interval_ms;
-        set_ok(c, 1);
-    }
-    if (c->mx_interval)
-        mx_gauge_set(mx_gauge_get(c->mx_interval, MX_LV(c->name)), next / 1000.0);
-    c->stats.interval_ms = next;
-    if (rq_done(r))
+        uint64_t took_ms = (uv_hrtime() - r->sent_ns) / 1000000u;
+        c->stats.full++;
+        c->stats.last_full_ms = took_ms;
+        count_poll(c, "full");
+        if (resp->last_update > 0)
+            c->table_last_update = resp->last_update;
+        c->last_full_ms = r->sent_ms;
+        /* Slurm answers 304 when nothing changed since update_time. Use
+         * the server's own time when it says it (v0.0.40+), else ours
+         * minus a margin against clock skew: asking a little early only
+         * costs one more full answer after a change. Set now: no poll
+         * reads it before the table is applied. */
+        if (resp->last_update > 0)
+            c->update_time = resp->last_update;
+        else if (resp->server_time > 0 && resp->server_time_src != SM_TIME_HTTP_DATE)
+            c->update_time = resp->server_time; /* slurmctld's clock (22.05: from diag) */
+        else
+            c->update_time = r->sent_wall - (int64_t)c->o.skew_margin_s;
+        /* Adapt the interval to what a full answer costs (not counting
+         * a version negotiation the first request waited for). */
+        uint64_t want = r->negotiating ? c->o.poll_min_ms : took_ms * 2;
+        if (want < c->o.poll_min_ms)
+            want = c->o.poll_min_ms;
+        if (want > c->o.poll_max_ms)
+            want = c->o.poll_max_ms;
+        log_debug("slurm %s: full node table (%zu nodes, update_time %" PRId64 ") took %" PRIu64
+                  " ms; polling every %" PRIu64 " ms",
+                  c->name, resp->n_nodes, r->update_time, took_ms, want);
+        c->interval_ms = (unsigned)want;
+        c->polling = 1; /* until the last slice is in (apply_done) */
+        apply_table(c, r, resp, was_ok);
         return;
-    if (c->poll_again) {
-        c->poll_again = 0;
-        next = 0;
     }
-    schedule_poll(c, next);
+    poll_finish(c, r, next);
 }
 
 static void do_poll(uv_timer_t *t)
@@ -1645,6 +1741,8 @@ int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
         uv_timer_init(loop, timers[i]);
         timers[i]->data = c;
     }
+    uv_idle_init(loop, &c->apply_idle);
+    c->apply_idle.data = c;
     setup_metrics(c, opts->metrics);
     log_info("slurm %s: node cache started (poll every %u-%u ms, stale after %u ms)", c->name,
              c->o.poll_min_ms, c->o.poll_max_ms, c->o.stale_ms);
@@ -1653,7 +1751,7 @@ int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
     return 0;
 }
 
-static void on_timer_closed(uv_handle_t *h)
+static void on_handle_closed(uv_handle_t *h)
 {
     nc_cache *c = h->data;
     if (--c->handles > 0)
@@ -1681,9 +1779,10 @@ static void maybe_finish(nc_cache *c)
     if (!c->closing || c->requests > 0 || c->batch_open || c->handles)
         return;
     uv_timer_t *timers[] = {&c->poll_timer, &c->track_timer, &c->jobs_timer, &c->ping_timer, &c->resv_timer};
-    c->handles = (int)ARRAY_SIZE(timers);
+    c->handles = (int)ARRAY_SIZE(timers) + 1;
     for (size_t i = 0; i < ARRAY_SIZE(timers); i++)
-        uv_close((uv_handle_t *)timers[i], on_timer_closed);
+        uv_close((uv_handle_t *)timers[i], on_handle_closed);
+    uv_close((uv_handle_t *)&c->apply_idle, on_handle_closed);
 }
 
 void nc_close(nc_cache *c, void (*cb)(void *data), void *data)
@@ -1698,4 +1797,6 @@ void nc_close(nc_cache *c, void (*cb)(void *data), void *data)
         uv_timer_stop(timers[i]);
     remove_metrics(c);
     nb_close(c->batch, on_batch_closed, c);
+    if (c->apply_rq)
+        (void)rq_done(apply_drop(c)); /* a table half applied: dropped */
 }

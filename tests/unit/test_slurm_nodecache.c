@@ -730,6 +730,126 @@ static void test_ping_failover(void **state)
     sim_stop(&TL);
 }
 
+/* ---- a big table, applied in slices ---- */
+
+/* A v0.0.38 node table of nodes big0 .. big<listed-1>, all in state st. */
+static char *big_table(int listed, const char *st)
+{
+    size_t cap = (size_t)listed * 96 + 64, len = 0;
+    char *s = xmalloc(cap);
+    len += (size_t)snprintf(s + len, cap - len, "{\"errors\":[],\"nodes\":[");
+    for (int i = 0; i < listed; i++)
+        len += (size_t)snprintf(s + len, cap - len,
+                                "%s{\"name\":\"big%d\",\"state\":\"%s\",\"state_flags\":[],\"reason\":\"\"}",
+                                i ? "," : "", i, st);
+    snprintf(s + len, cap - len, "]}");
+    return s;
+}
+
+/* Which loop iteration the events of a table came in. */
+typedef struct iters {
+    uv_prepare_t h;
+    int now;      /* iterations so far */
+    int first;    /* of the first event counted, 0: none yet */
+    int last;     /* of the latest */
+    int in_now;   /* events in the current iteration */
+    int most;     /* the most events in one iteration */
+    int old_seen; /* at the first event: big1299 still showed the previous read */
+} iters;
+
+static iters IT;
+static nc_cache *IT_CACHE;
+
+static void count_iter(uv_prepare_t *h)
+{
+    (void)h;
+    IT.now++;
+    IT.in_now = 0;
+}
+
+static void on_big_node(const char *name, void *data)
+{
+    on_node(name, data);
+    if (name == NULL)
+        return;
+    if (IT.first == 0) {
+        IT.first = IT.now;
+        const sm_node *n;
+        IT.old_seen = nc_lookup(IT_CACHE, "big1199", &n) == NC_PRESENT && n->base == SM_NODE_IDLE;
+    }
+    IT.last = IT.now;
+    if (++IT.in_now > IT.most)
+        IT.most = IT.in_now;
+}
+
+/* A table of 1,300 nodes is applied a slice at a time: the loop runs
+ * between slices, each node shows its previous read until its slice is in,
+ * nodes the table no longer lists go only once the last slice is in, and a
+ * close with a table half applied loses nothing (ASan checks the rest). */
+static void test_big_table_slices(void **state)
+{
+    sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
+    free(SIM.nodes);
+    SIM.nodes = big_table(1300, "idle");
+    SIM.unchanged = 1;
+    cluster cl;
+    char url[64];
+    sim_url(url, sizeof(url));
+    sr_opts o = {.url = url, .key = KEY, .key_len = sizeof(KEY) - 1, .timeout_ms = 5000, .version = 38};
+    assert_int_equal(sr_client_new(&TL.loop, &o, &cl.rest), 0);
+    nc_opts no = {.name = "test/slurm", .rest = cl.rest, .poll_min_ms = 30, .poll_max_ms = 30, .on_node = on_big_node};
+    memset(&EV, 0, sizeof(EV));
+    memset(&IT, 0, sizeof(IT));
+    uv_prepare_init(&TL.loop, &IT.h);
+    uv_prepare_start(&IT.h, count_iter);
+    assert_int_equal(nc_new(&TL.loop, &no, &cl.cache), 0);
+    IT_CACHE = cl.cache;
+    wait_ready(&cl);
+    nc_stats st;
+    nc_get_stats(cl.cache, &st);
+    assert_int_equal(st.nodes, 1300);
+    assert_int_equal(EV.count, 0); /* the first table: one "everything" event instead */
+    assert_int_equal(EV.all, 1);
+    const sm_node *n;
+    assert_int_equal(nc_lookup(cl.cache, "big1299", &n), NC_PRESENT);
+
+    /* Every node changes, and the last 100 leave (under the 10 % that would
+     * hold the table). */
+    free(SIM.nodes);
+    SIM.nodes = big_table(1200, "down");
+    EV.want = 1300;
+    SIM.unchanged = 0;
+    run_until(&TL, &EV.hit);
+    SIM.unchanged = 1;
+    assert_int_equal(EV.count, 1300);
+    assert_true(IT.last - IT.first >= 2); /* three slices: 512 + 512 + 176 */
+    assert_true(IT.most <= 512);
+    assert_true(IT.old_seen);
+    assert_int_equal(nc_lookup(cl.cache, "big0", &n), NC_PRESENT);
+    assert_int_equal(n->base, SM_NODE_DOWN);
+    assert_int_equal(nc_lookup(cl.cache, "big1199", &n), NC_PRESENT);
+    assert_int_equal(n->base, SM_NODE_DOWN);
+    assert_int_equal(nc_lookup(cl.cache, "big1200", NULL), NC_ABSENT);
+    assert_int_equal(nc_lookup(cl.cache, "big1299", NULL), NC_ABSENT);
+    assert_true(nc_ready(cl.cache));
+    run_for(&TL, 100); /* 304s: nothing more */
+    assert_int_equal(EV.count, 1300);
+
+    /* A close while a table is half applied. */
+    free(SIM.nodes);
+    SIM.nodes = big_table(1200, "idle");
+    EV.want = 1;
+    EV.hit = 0;
+    EV.count = 0;
+    SIM.unchanged = 0;
+    run_until(&TL, &EV.hit);
+    assert_true(EV.count <= 512);
+    close_cluster(&cl);
+    assert_true(EV.count < 1200);
+    uv_close((uv_handle_t *)&IT.h, NULL);
+    sim_stop(&TL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -746,6 +866,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_drain_proof, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jobs_and_ping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ping_failover, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_big_table_slices, setup, teardown),
     };
     if (getenv("TEST_FILTER"))
         cmocka_set_test_filter(getenv("TEST_FILTER"));
