@@ -43,6 +43,10 @@
 #define DEF_MAX_BODY (64 * 1024 * 1024)
 #define DEF_CONNECT_MS 10000
 #define DEF_IDLE_CONN_MS 90000
+/* A buffered body this big gets huge pages (mem_advise_huge): a node table
+ * of 8,192 nodes (11 MB) spent more of its receive in page faults than in
+ * copying. */
+#define HUGE_BODY_BYTES (4u << 20)
 
 enum req_state { RQ_NEW, RQ_QUEUED, RQ_CONNECTING, RQ_ACTIVE, RQ_COMPLETING, RQ_DONE };
 enum conn_state { HCS_CONNECTING, HCS_IDLE, HCS_BUSY, HCS_CLOSING };
@@ -582,6 +586,8 @@ static int on_headers_complete(llhttp_t *p)
         /* One allocation of the right size: the body is copied once. */
         if (buf_reserve(&r->body, (size_t)p->content_length) != 0)
             return parse_fail(p, r, OP_ETOOBIG, "response body too large");
+        if (p->content_length >= HUGE_BODY_BYTES)
+            mem_advise_huge(r->body.data, r->body.cap);
     }
     if (r->on_headers) {
         hc_response resp;

@@ -3,7 +3,11 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -94,6 +98,19 @@ void mem_init(void)
      * in the environment still wins. */
     if (getenv("MALLOC_ARENA_MAX") == NULL)
         mallopt(M_ARENA_MAX, 2);
+#endif
+}
+
+void mem_advise_huge(void *p, size_t n)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const uintptr_t huge = 2u << 20;
+    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), e = ((uintptr_t)p + n) & ~(huge - 1);
+    if (e > a)
+        (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)n;
 #endif
 }
 
