@@ -12,6 +12,7 @@
 #include "core/loopstat.h"
 #include "core/mem.h"
 #include "core/ndjson.h"
+#include "core/thread.h"
 
 #define RES(var, g, v, p, k, nsd) const kube_res var = {g, v, p, k, nsd}
 RES(KUBE_PODS, "", "v1", "pods", "Pod", 1);
@@ -851,6 +852,7 @@ static void deliver_parsed(kube_request *r, cJSON *obj, int had_body)
 static void parse_work(uv_work_t *w)
 {
     kube_request *r = container_of(w, kube_request, work);
+    thread_background(); /* the loop runs first: core/thread.h */
     r->parsed = json_arena_parse(r->arena, r->raw, r->raw_len, NULL);
 }
 

@@ -8,6 +8,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/thread.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
 #include "watchers/slinky.h"
@@ -162,6 +163,7 @@ static void forget(crc_module *m, const char *key)
 static void keygen_work(uv_work_t *req)
 {
     struct keygen *j = container_of(req, struct keygen, req);
+    thread_background(); /* the loop runs first: core/thread.h */
     j->rc = sshk_generate_host_keys(&j->keys, &j->cancel);
 }
 

@@ -16,6 +16,7 @@
 #include "core/list.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/thread.h"
 #include "slurmio/hostlist.h"
 #include "slurmio/jwt.h"
 
@@ -232,6 +233,7 @@ static unsigned remaining_ms(sr_client *c, const sr_req *r)
 static void decode_work(uv_work_t *w)
 {
     sr_req *r = container_of(w, sr_req, work);
+    thread_background(); /* the loop runs first: core/thread.h */
     sm_parse_bounded(r->version, r->kind, r->http, r->raw, r->raw_len, r->c->max_tree, &r->resp);
 }
 

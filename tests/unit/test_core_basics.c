@@ -8,13 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
+#include <errno.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "core/buf.h"
 #include "core/err.h"
 #include "core/json.h"
 #include "core/list.h"
 #include "core/map.h"
+#include "core/mem.h"
 #include "core/quantity.h"
+#include "core/thread.h"
 
 static void test_err_table(void **state)
 {
@@ -308,6 +314,54 @@ static void test_json_arena(void **state)
     json_arena_free(a);
 }
 
+/* thread_background: a threadpool thread drops to THREAD_BACKGROUND_NICE
+ * for good; the main thread (where a failed uv_queue_work runs the work
+ * inline) keeps its priority. */
+typedef struct prio_job {
+    uv_work_t w;
+    int before, after, flagged;
+} prio_job;
+
+static int own_nice(void)
+{
+    errno = 0;
+    return getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+}
+
+static void prio_work(uv_work_t *w)
+{
+    prio_job *j = container_of(w, prio_job, w);
+    j->before = own_nice();
+    thread_background();
+    thread_background(); /* once is enough; again changes nothing */
+    j->after = own_nice();
+    j->flagged = thread_is_background();
+}
+
+static void prio_done(uv_work_t *w, int status)
+{
+    (void)w;
+    assert_int_equal(status, 0);
+}
+
+static void test_thread_background(void **state)
+{
+    (void)state;
+    int main_nice = own_nice();
+    thread_background();
+    assert_int_equal(own_nice(), main_nice);
+    assert_false(thread_is_background());
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    prio_job j = {0};
+    assert_int_equal(uv_queue_work(&loop, &j.w, prio_work, prio_done), 0);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    assert_int_equal(j.before, main_nice); /* threads inherit the creator's nice */
+    assert_int_equal(j.after, main_nice > THREAD_BACKGROUND_NICE ? main_nice : THREAD_BACKGROUND_NICE);
+    assert_true(j.flagged);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -319,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_json_canonical),
         cmocka_unit_test(test_quantity),
         cmocka_unit_test(test_json_arena),
+        cmocka_unit_test(test_thread_background),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
