@@ -460,7 +460,9 @@ static nc_rq *apply_drop(nc_cache *c)
  * end as for any successful read. */
 static void apply_done(nc_cache *c)
 {
-    const nc_rq *r = c->apply_rq;
+    /* Copied: an owner may close the cache from fire(), which releases the
+     * poll's context. */
+    uint64_t seq = c->apply_rq->seq, sent_ms = c->apply_rq->sent_ms;
     /* Collect first: the map cannot change while being walked. */
     size_t it = 0, n_gone = 0;
     const char *k;
@@ -472,10 +474,10 @@ static void apply_done(nc_cache *c)
             continue;
         if (e->present) {
             e->present = 0;
-            e->read_seq = r->seq;
-            e->read_ms = r->sent_ms;
+            e->read_seq = seq;
+            e->read_ms = sent_ms;
             sm_node_clear(&e->n);
-            mark_absent(e, r->sent_ms);
+            mark_absent(e, sent_ms);
             if (!c->apply_quiet)
                 fire(c, e->name);
         }
