@@ -290,6 +290,8 @@ typedef struct rate_result {
     double adds, reconciles, max_depth, mean_depth;
     double full, incr; /* NodeSet passes by kind (NAN: an operator without the counter) */
     cJSON *full_why;   /* full passes by reason: {"reason=\"...\"": n} */
+    cJSON *polls;      /* Slurm node-table polls by cluster and result */
+    double poll_errors; /* of them, failed or held: the cache read unknown meanwhile */
     double *st, *sd;
     size_t sn;
 } rate_result;
@@ -375,6 +377,10 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
     rr->full = bx_metric_delta(&m0, &m1, "slurmop_nodeset_passes_total", "kind=\"full\"");
     rr->incr = bx_metric_delta(&m0, &m1, "slurmop_nodeset_passes_total", "kind=\"incremental\"");
     rr->full_why = bx_metric_deltas(&m0, &m1, "slurmop_nodeset_full_passes_total");
+    rr->polls = bx_metric_deltas(&m0, &m1, "slurmop_slurm_node_polls_total");
+    for (const cJSON *it = rr->polls ? rr->polls->child : NULL; it; it = it->next)
+        if (strstr(it->string, "result=\"error\"") || strstr(it->string, "result=\"held\""))
+            rr->poll_errors += it->valuedouble;
     double sum = 0;
     for (size_t i = 0; i < c->sn; i++) {
         sum += c->sd[i];
@@ -487,6 +493,7 @@ static void rates_free(rate_result rr[3])
         free(rr[i].st);
         free(rr[i].sd);
         cJSON_Delete(rr[i].full_why);
+        cJSON_Delete(rr[i].polls);
     }
 }
 
@@ -622,6 +629,10 @@ int scen_churn(bx_ctx *x)
             cJSON_AddItemToObject(j, "fullPassReasons", r->full_why);
             r->full_why = NULL;
         }
+        if (r->polls && r->polls->child) {
+            cJSON_AddItemToObject(j, "slurmNodePolls", r->polls);
+            r->polls = NULL;
+        }
         cJSON_AddNumberToObject(j, "workqueueAdds", r->adds);
         cJSON_AddItemToObject(j, "maxQueueDepth", bx_num(r->max_depth));
         cJSON_AddItemToObject(j, "loopBusySeconds", bx_num(r->loop_busy));
@@ -725,6 +736,19 @@ int scen_churn(bx_ctx *x)
                       "p99 at 1,024: the same rates on a fleet of %d pods (its own kubesim%s), run first; ratio: "
                       "this fleet's p99 over it.",
                       CHURN_REF_N, ref_slurm ? " and Slurm lab" : "");
+    /* A failed node poll leaves the Slurm side unknown until one succeeds,
+     * and every event meanwhile takes a full pass (reason slurm-busy):
+     * a stall of the lab's slurmctld shows as such a window. */
+    for (int i = 0; i < done || i < ref_done; i++) {
+        const rate_result *w[2] = {i < done ? &rr[i] : NULL, i < ref_done ? &ref[i] : NULL};
+        for (int k = 0; k < 2; k++)
+            if (w[k] && w[k]->poll_errors > 0)
+                bx_table_note(t,
+                              "At %g events/s on the %d-pod fleet, %.0f Slurm node poll(s) failed or were held: "
+                              "the Slurm side read unknown until the next one answered, and events meanwhile "
+                              "took full passes (reason slurm-busy).",
+                              w[k]->rate, k ? CHURN_REF_N : n, w[k]->poll_errors);
+    }
     bx_table_note(t,
                   "percentiles interpolated inside the histogram's buckets (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, "
                   "0.5, 0.75, 1, 2.5, 5 ms ...); "
