@@ -1457,7 +1457,7 @@ static int scale_statefulset(struct pass *p)
             terminating++;
     int diff = (int)n_active - replicas;
     p->wait_state = diff < 0 && diff + terminating >= 0 ? WAIT_SHORT : WAIT_NONE;
-    if (diff < 0 && diff + terminating >= 0) {
+    if (p->wait_state == WAIT_SHORT) {
         /* the DELETED events queue us; wait_net sets the safety net */
     } else if (diff < 0) {
         int want = -diff - terminating;

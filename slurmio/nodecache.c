@@ -408,13 +408,10 @@ static void schedule_poll(nc_cache *c, unsigned ms)
 static unsigned poll_ok(nc_cache *c, const nc_rq *r);
 static void poll_finish(nc_cache *c, nc_rq *r, unsigned next);
 
-/* One listed node of the table being applied. */
-static void apply_node(nc_cache *c, sm_node *n)
+/* A read listed e as n (sent with r): n's contents move into e, n is left
+ * empty. 1 when the owner should look again (new to us, or different). */
+static int take_listed(nc_node *e, sm_node *n, const nc_rq *r)
 {
-    const nc_rq *r = c->apply_rq;
-    if (!n->name || !n->name[0])
-        return;
-    nc_node *e = node_ensure(c, n->name);
     keep_local_comment(e, n, r->seq);
     int changed = !e->present || node_differs(&e->n, n);
     sm_node_clear(&e->n);
@@ -425,10 +422,21 @@ static void apply_node(nc_cache *c, sm_node *n)
         e->unknown_ms = r->sent_ms ? r->sent_ms : 1;
     memset(n, 0, sizeof(*n));
     e->present = 1;
+    e->gone_ms = 0;
     mark_present(e);
+    return changed;
+}
+
+/* One listed node of the table being applied. */
+static void apply_node(nc_cache *c, sm_node *n)
+{
+    const nc_rq *r = c->apply_rq;
+    if (!n->name || !n->name[0])
+        return;
+    nc_node *e = node_ensure(c, n->name);
+    int changed = take_listed(e, n, r);
     e->read_seq = r->seq;
     e->read_ms = r->sent_ms;
-    e->gone_ms = 0;
     if (e->listed_gen != c->table_gen) {
         e->listed_gen = c->table_gen;
         c->apply_listed++; /* a name listed twice counts once */
@@ -785,19 +793,8 @@ static void on_node_read(int status, sm_response *resp, void *data)
     if (e && (got || unknown_to_slurm)) {
         int changed;
         if (got) {
-            keep_local_comment(e, got, r->seq);
-            changed = !e->present || node_differs(&e->n, got);
-            sm_node_clear(&e->n);
-            e->n = *got;
-            if (e->n.reason_changed_at > e->max_reason_at)
-                e->max_reason_at = e->n.reason_changed_at;
-            if (e->n.base == SM_NODE_UNKNOWN)
-                e->unknown_ms = r->sent_ms ? r->sent_ms : 1;
-            memset(got, 0, sizeof(*got));
             c->n_present += !e->present;
-            e->present = 1;
-            e->gone_ms = 0;
-            mark_present(e);
+            changed = take_listed(e, got, r);
         } else {
             changed = e->present;
             c->n_present -= e->present && c->n_present > 0;
