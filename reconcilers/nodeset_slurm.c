@@ -951,6 +951,9 @@ static int keep(nss_state *st, nss_set *s, const sobj *nodeset, const sobj *pod,
     return NSS_WAIT;
 }
 
+static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod, const char *name,
+                 const char *why);
+
 static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *pod, const char *why)
 {
     nss_state *st = op->nodeset_slurm;
@@ -986,10 +989,22 @@ static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *po
                     "Slurm of Controller %s cannot be read right now (unreachable, answering errors, or its "
                     "node table is held as suspect); condemned pods stay until it can",
                     s->ctl_key);
+    /* A condemned pod that stays is cordoned, whatever keeps it: that
+     * includes a node the table shows drained when that read cannot be
+     * trusted yet (a reason not proven ours, a replayed answer). Only a
+     * pod deleted now goes without. */
+    int v = judge(st, s, cache, nodeset, pod, name, why);
+    if (v == NSS_WAIT)
+        set_pod_meta(st, s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
+    return v;
+}
+
+/* condemn's verdict on a pod whose Slurm node is name, Slurm readable. */
+static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod, const char *name,
+                 const char *why)
+{
     const sm_node *n = NULL;
     enum nc_found found = nc_lookup(cache, name, &n);
-    if (found != NC_PRESENT || !sm_node_drained(n) || nc_settling(cache, name))
-        set_pod_meta(st, s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
     switch (found) {
     case NC_UNKNOWN:
         return NSS_WAIT;
