@@ -241,6 +241,11 @@ struct incr {
     uint8_t *creating;
     size_t creating_cap;
     int32_t n_creating;
+    /* While the Slurm side is not calm (see "Slurm busy" below). */
+    int slurm_owed;        /* a Kubernetes-share step skipped the Slurm share of changed pods */
+    uint64_t full_end_ns;  /* uv_hrtime() at the end of the last full pass */
+    uint64_t full_cost_ns; /* ... and what that pass cost */
+    uint64_t busy_held_ns; /* first queueing of events left to the owed full pass (see struct wait_pass) */
 };
 static void free_key(char *k)
 {
@@ -673,6 +678,8 @@ static void setup(operator *op)
 
 struct pass {
     const char *full_why; /* why the pass could not be an incremental one (static text) */
+    int slurm_busy;       /* ... and that was the Slurm side not being calm (incr_usable) */
+    int k8s_share;        /* the incremental step skipped the Slurm share (incr_usable) */
     operator *op;
     nodeset_state *c; /* op->nodeset */
     const sobj *o;
@@ -690,6 +697,7 @@ struct pass {
     int64_t now;
     uint64_t first_add_ns;
     uint64_t held_ns; /* see struct wait_pass */
+    uint64_t busy_held_ns; /* ... of events whose Slurm share a gap deferred (busy_defer) */
     int wrote, wrote_pod;
     uint32_t requeue_ms; /* smallest requested delay, 0 = none */
     uint32_t soft_ms;    /* ... of a wake whose pass may be incremental (wait_net), 0 = none */
@@ -1982,7 +1990,14 @@ static size_t drain_on_delete(struct pass *p)
 /* What nss_sync may do in a pass. */
 static void slurm_delete_pod(void *ctx, const sobj *pod, const char *why)
 {
-    delete_pod(ctx, pod, why);
+    /* A delete the Slurm side decided may answer an event a gap of "Slurm
+     * busy" deferred: its latency counts from that event. */
+    struct pass *p = ctx;
+    uint64_t held = p->held_ns;
+    if (p->busy_held_ns && (held == 0 || p->busy_held_ns < held))
+        p->held_ns = p->busy_held_ns;
+    delete_pod(p, pod, why);
+    p->held_ns = held;
 }
 
 static void slurm_condemn(void *ctx, const sobj *pod, const char *why)
@@ -2028,6 +2043,7 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
     struct incr *r = incr_get_or_new(p->c, p->key);
     map_free(&r->dirty);
     r->full = 0;
+    r->slurm_owed = 0; /* this pass ran nss_sync and nss_status over every pod */
     /* A pass that found somebody else's object under our names keeps its
      * Conflict condition only in full passes (sync_shared_objects). */
     r->valid = incr_models(p) && p->conflict == NULL;
@@ -2054,21 +2070,85 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
  * being deleted, Controller found). While writes are in flight it only
  * updates the state and the status, as a full pass does then. Returns 0
  * when a full pass must run instead (having taken no action). */
-/* The state of key when an incremental step may use it, else NULL. */
-static struct incr *incr_usable(struct pass *p, uint64_t now)
+/* The state of key when an incremental step may use it, else NULL. With
+ * k8s_ok, a state that is usable but for the Slurm side (not calm, or a
+ * Slurm share owed) is returned too, and p->k8s_share says so: the step
+ * must then leave the Slurm side alone. */
+static struct incr *incr_usable(struct pass *p, uint64_t now, int k8s_ok)
 {
     struct incr *r = map_get(&p->c->incrs, p->key);
+    p->slurm_busy = p->k8s_share = 0;
     if (r == NULL || !r->valid)
         p->full_why = "no-state";
     else if (r->full)
         p->full_why = r->full_why ? r->full_why : "queued";
     else if (now >= r->full_due_ms)
         p->full_why = "resync";
-    else if (!nss_quiet(p->op, p->o) && !nss_calm(p->op, p->o, p->ns))
+    else if (r->slurm_owed || (!nss_quiet(p->op, p->o) && !nss_calm(p->op, p->o, p->ns))) {
         p->full_why = "slurm-busy";
-    else
+        p->slurm_busy = 1;
+        p->k8s_share = k8s_ok;
+        return k8s_ok ? r : NULL;
+    } else
         return r;
     return NULL;
+}
+
+/* ---- Slurm busy
+ *
+ * While the Slurm side is not calm (nss_calm: a scale-in draining, a
+ * Slurm outage, a table held), the rules of nss_sync are over every pod
+ * and every event needs a full pass: up to 100 ms of the loop each at
+ * 8,192 pods, so that at 1,000 events/s during a slurmrestd outage the
+ * loop did nothing else (a 1,024-pod churn with slurmrestd killed: 1,043
+ * full passes in its 1,000 events/s window, p99 3.8 ms). Such passes now
+ * run at most once per gap per NodeSet: BUSY_GAP_X times what the last
+ * full pass cost, within [BUSY_GAP_MIN_MS, BUSY_GAP_MAX_MS]. An event in
+ * the gap gets the Kubernetes share of an incremental step at once
+ * (incr_pending: ended pods deleted, missing ordinals created; neither
+ * depends on Slurm, and a full pass does the same then), and its Slurm
+ * share is owed (slurm_owed): the next pass that may touch Slurm is a
+ * full one, at the end of the gap. No condemnation and no drain-based
+ * delete is taken in the gap; they wait for that full pass, at most a
+ * gap later. */
+#define BUSY_GAP_X 3
+#define BUSY_GAP_MIN_MS 10
+#define BUSY_GAP_MAX_MS 200
+
+/* How long the full pass of key waits (ms), 0: run it now. */
+static uint64_t busy_gap_left(const struct incr *r)
+{
+    if (r == NULL || r->full_end_ns == 0)
+        return 0;
+    uint64_t gap = r->full_cost_ns * BUSY_GAP_X, now = uv_hrtime();
+    if (gap < BUSY_GAP_MIN_MS * 1000000ull)
+        gap = BUSY_GAP_MIN_MS * 1000000ull;
+    if (gap > BUSY_GAP_MAX_MS * 1000000ull)
+        gap = BUSY_GAP_MAX_MS * 1000000ull;
+    if (now >= r->full_end_ns + gap)
+        return 0;
+    return (r->full_end_ns + gap - now + 999999) / 1000000;
+}
+
+static void busy_hold(struct incr *r, uint64_t first_add_ns)
+{
+    if (first_add_ns && (r->busy_held_ns == 0 || first_add_ns < r->busy_held_ns))
+        r->busy_held_ns = first_add_ns;
+}
+
+/* After a Kubernetes-share step: the events it looked at without a pod
+ * write may need the Slurm share (a drained pod's delete); a pod delete
+ * the Slurm side decides in the owed full pass counts its latency from the
+ * first of them (slurm_delete_pod). Not every pod write of that pass: most
+ * answer the event that brought the pass, and charging them the whole gap
+ * would report a delay nothing had. */
+static void busy_defer(struct pass *p, uint64_t first_add_ns)
+{
+    struct incr *r = map_get(&p->c->incrs, p->key);
+    if (r && p->k8s_share && !p->wrote_pod) {
+        busy_hold(r, p->held_ns);
+        busy_hold(r, first_add_ns);
+    }
 }
 
 /* Bring the state up to date for the pods that changed; when changed is
@@ -2196,18 +2276,21 @@ static int incr_pending(struct pass *p)
     uint64_t now = uv_now(p->op->loop);
     /* With a RestApi and a calm Slurm side, the changed pods get what a
      * full pass gives them while writes are in flight: nss_status's share
-     * (their conditions and pod info), not nss_sync's. */
-    struct incr *r = incr_usable(p, now);
+     * (their conditions and pod info), not nss_sync's. When it is not calm,
+     * only the Kubernetes share ("Slurm busy"). */
+    struct incr *r = incr_usable(p, now, 1);
     if (r == NULL)
         return 0;
     if (r->dirty.count == 0)
         return 1;
+    if (p->k8s_share)
+        r->slurm_owed = 1;
     /* The revision the pods it creates carry (create_ordinals), as in
      * incr_pass. */
     snprintf(p->update_hash, sizeof(p->update_hash), "%s", r->update_hash);
     snprintf(p->current_hash, sizeof(p->current_hash), "%s", r->current_hash);
     p->collision = r->collision;
-    int slurm = !nss_quiet(p->op, p->o);
+    int slurm = !nss_quiet(p->op, p->o) && !p->k8s_share;
     size_t n_changed = 0;
     nsb_pod *changed = NULL;
     incr_apply_dirty(p, r, slurm ? &changed : NULL, &n_changed);
@@ -2265,7 +2348,7 @@ static int incr_pass(struct pass *p, wq_result *res)
     /* The Slurm side acts on pods (nss_sync's share) only once writes are
      * not in flight, as a full pass runs nss_sync only then; before, the
      * pods get nss_status's share. */
-    struct incr *r = incr_usable(p, now);
+    struct incr *r = incr_usable(p, now, 0);
     if (r == NULL)
         return 0;
     int slurm = !nss_quiet(p->op, p->o);
@@ -2446,6 +2529,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
          * refresh status, and the deletions themselves went out slower). */
         p.held_ns = wait_pass_take(c, key);
         int looked = incr_pending(&p);
+        busy_defer(&p, p.first_add_ns);
         uint64_t wait = wait_pass_delay(c, key, uv_now(op->loop));
         if (wait) {
             /* Events the incremental step looked at needed no pod write
@@ -2468,6 +2552,23 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         cJSON_Delete(p.ns);
         return res;
     }
+    struct incr *r = map_get(&c->incrs, key);
+    uint64_t gap = p.slurm_busy ? busy_gap_left(r) : 0;
+    if (gap) {
+        /* Slurm busy: the Kubernetes share now, the full pass at the end
+         * of the gap. */
+        incr_pending(&p);
+        busy_defer(&p, first_add_ns);
+        if (c->mx_passes)
+            mx_counter_inc(mx_counter_get(c->mx_passes, MX_LV("kubernetes-share")));
+        cJSON_Delete(p.ns);
+        return WQ_RESULT_AFTER(gap);
+    }
+    if (r) {
+        p.busy_held_ns = r->busy_held_ns;
+        r->busy_held_ns = 0;
+    }
+    uint64_t full_t0 = uv_hrtime();
     if (c->mx_passes)
         mx_counter_inc(mx_counter_get(c->mx_passes, MX_LV("full")));
     if (c->mx_full_why)
@@ -2493,6 +2594,9 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
     (void)err;
     wait_net(&p, map_get(&c->incrs, key), uv_now(op->loop));
     incr_rebuild(&p, p.requeue_ms ? p.requeue_ms : RESYNC_MS);
+    r = map_get(&c->incrs, key);
+    r->full_end_ns = uv_hrtime();
+    r->full_cost_ns = r->full_end_ns - full_t0;
     free(p.conflict);
     free(p.pods);
     cJSON_Delete(p.ns);
@@ -2537,8 +2641,10 @@ static int start(operator *op)
     map_init_type(&c->status_busy, &status_busy_type);
     if (op->metrics)
         c->mx_passes = mx_family_new(op->metrics, MX_COUNTER, "slurmop_nodeset_passes_total",
-                                     "NodeSet passes that reached the pods, by kind: full (every pod) or "
-                                     "incremental (the pods that changed)",
+                                     "NodeSet passes that reached the pods, by kind: full (every pod), "
+                                     "incremental (the pods that changed), or kubernetes-share (the pods "
+                                     "that changed, their Slurm share left to a full pass while the Slurm "
+                                     "side is busy)",
                                      "kind", NULL, 0, NULL);
     if (op->metrics)
         c->mx_full_why = mx_family_new(op->metrics, MX_COUNTER, "slurmop_nodeset_full_passes_total",

@@ -32,12 +32,16 @@ Checked, in order (scenarios 10-14: hostNetwork, bounded drift, RestApi deleted 
   6. slurmop stops cleanly.
 Exit 77 (skipped) without the Slurm binaries or root, or when the lab's root
 file system cannot be built (24.11, 26.05). NODESET_SCENARIOS=main,scheduled,
-hostnet,drift,delete,stale-down,retry runs a subset (main is 1-6, scheduled
-7-9, hostnet 10-11, drift 12, delete 13-14, stale-down 15, retry 16).
+hostnet,drift,delete,stale-down,retry,outage runs a subset (main is 1-6,
+scheduled 7-9, hostnet 10-11, drift 12, delete 13-14, stale-down 15, retry 16,
+outage 17).
   16. (24.11 and 26.05, whose node writes go over REST: a proxy in front of
       slurmrestd fails them) a cordon drain that Slurm refuses twice lands
       once the backoff ends, retried for its pod alone: no full pass of the
       NodeSet runs meanwhile.
+  17. a Slurm outage (a proxy fails every read) while pods keep failing: each
+      is replaced by a Kubernetes-share step, full passes are held to one per
+      gap; a scale-in meanwhile deletes nothing, and ends once Slurm answers.
 """
 import base64
 import json
@@ -654,9 +658,71 @@ def scenario_retry(ks, lab):
     resume_all(lab)
 
 
+def scenario_outage(ks, lab):
+    """A Slurm outage (a proxy in front of slurmrestd answers every read
+    with an error) while pods keep failing: the Slurm side is not calm, so
+    the NodeSet's full passes are held to one per gap and each failure is
+    answered by the Kubernetes share of an incremental step (the ended pod
+    deleted, its replacement created); a scale-in meanwhile deletes no pod;
+    once Slurm answers again the owed full pass brings the Slurm side of
+    every new pod and the scale-in ends."""
+    c = ks.client()
+    apply_crds(c)
+    lab_cluster(c, lab, {"slinky": dict(replicas=4, **IMAGES)})
+    with FaultProxy(lab.url) as fp, Op(ks.kubeconfig, **lab.slurmop_flags(url=fp.url)) as op:
+        op.wait_ready()
+        wait_for(lambda: live_names(c) == NODES, 30, what="4 pods")
+        wait_for(lambda: all("SlurmNodeStateIdle" in conds(pod(c, n)) for n in NODES), 30, what="idle pods")
+        fp.add_rule("error", kind="reads", status=503, error="Service unavailable")
+        wait_for(lambda: op.metric("slurmop_slurm_up", cluster="default/slurm") == 0, 20,
+                 what="slurmop sees Slurm as unknown")
+        busy0 = op.metric("slurmop_nodeset_full_passes_total", reason="slurm-busy")
+        share0 = op.metric("slurmop_nodeset_passes_total", kind="kubernetes-share")
+        uids = {n: pod(c, n)["metadata"]["uid"] for n in NODES}
+        failed, t0 = 0, time.monotonic()
+        while time.monotonic() - t0 < 3:
+            for p in pods_of(c, "slinky", include_terminating=False):
+                if p.get("status", {}).get("phase") == "Running":
+                    ks.fail_pod("default", p["metadata"]["name"])
+                    failed += 1
+                    break
+            time.sleep(0.05)
+        took = time.monotonic() - t0
+        wait_for(lambda: live_names(c) == NODES and all(
+            (pod(c, n) or {}).get("status", {}).get("phase") == "Running" for n in NODES), 30,
+            what="every failed pod replaced during the outage")
+        busy = op.metric("slurmop_nodeset_full_passes_total", reason="slurm-busy") - busy0
+        share = op.metric("slurmop_nodeset_passes_total", kind="kubernetes-share") - share0
+        elapsed = time.monotonic() - t0
+        assert failed >= 10, "only %d pod failures in %.1f s" % (failed, took)
+        assert any(pod(c, n)["metadata"]["uid"] != uids[n] for n in NODES), "no pod was replaced"
+        assert share > 0, "no Kubernetes-share step ran during the outage (%d full passes)" % busy
+        # At most one full pass per 10 ms gap (and the loop has other work).
+        assert busy <= elapsed / 0.010 + 5, "%d full passes in %.1f s: not held to one per gap" % (busy, elapsed)
+        log("ok 17a: %d pod failures during a Slurm outage replaced by %d Kubernetes-share steps, %d full passes "
+            "in %.1f s" % (failed, share, busy, elapsed))
+        # The safety rule holds in the Kubernetes share: a scale-in while
+        # Slurm cannot be read deletes nothing.
+        set_replicas(c, "slinky", 3)
+        t_end = time.monotonic() + 3
+        while time.monotonic() < t_end:
+            assert live_names(c) == NODES, "a pod was deleted while Slurm was unreadable"
+            time.sleep(0.2)
+        fp.clear_rules()
+        # (The victim is the newest pod: any of those replaced.)
+        wait_for(lambda: len(all_names(c)) == 3, 30, what="the scale-in once Slurm answers")
+        kept = live_names(c)
+        wait_for(lambda: all("SlurmNodeStateIdle" in conds(pod(c, n)) for n in kept), 30,
+                 what="the Slurm state on the pods created during the outage")
+        assert "incremental state differs" not in op.stderr(), op.stderr()[-4000:]
+        log("ok 17b: no pod deleted during the outage's scale-in; after it, the scale-in ended and every pod "
+            "shows its Slurm node's state")
+    resume_all(lab)
+
+
 SCENARIOS = [("main", 4, scenario), ("scheduled", 4, scenario_scheduled_update), ("hostnet", 1, scenario_host_network),
              ("drift", 5, scenario_drift), ("delete", 4, scenario_delete), ("stale-down", 4, scenario_stale_down),
-             ("retry", 2, scenario_retry)]
+             ("retry", 2, scenario_retry), ("outage", 4, scenario_outage)]
 
 
 def main():
