@@ -67,6 +67,7 @@ struct bx_ctx {
     const char *slurm_conf;  /* external Slurm: slurm.conf for libslurm */
     int no_slurm;            /* skip everything that needs the Slurm lab */
     int churn_slurm;         /* churn with a RestApi and a Slurm lab of N nodes */
+    int churn_outage;        /* ... and its slurmrestd killed 0.5 s into the 1,000 events/s window */
     int pin_cpu;             /* --pin-operator: the CPU of the operator under test, -1: not pinned */
     const char *op_args[16]; /* --slurmop-arg: extra flags for every slurmop */
     int n_op_args;
@@ -449,6 +450,10 @@ void bx_lab_stop(bx_ctx *x, bx_lab *lab);
  *  from SLURMLAB_BIN) with the lab's SLURM_CONF; *out gets stdout. Returns
  *  the exit status. */
 int bx_lab_cmd(bx_ctx *x, bx_lab *lab, const char *const *argv, char **out);
+/** SIGKILL the lab's slurmrestd (run/slurmrestd.pid): a Slurm outage as the
+ *  operator meets it, connections refused; `slurmlab.sh stop` copes with
+ *  the dead pid. 0 or a code. */
+int bx_lab_kill_rest(bx_lab *lab);
 /** Read the lab's JWT key. 0 or a code. */
 int bx_lab_jwt_key(bx_lab *lab, char **key, size_t *len);
 

@@ -84,6 +84,9 @@ static const char usage[] =
     "  --churn-slurm         churn with a RestApi: the NodeSet's Controller reads a Slurm lab of N nodes\n"
     "                        (named like the pods, no slurmds), so every event also runs the Slurm side\n"
     "                        (cordon sync, conditions, counts); default: churn without Slurm\n"
+    "  --churn-outage        with --churn-slurm (implied): kill the lab's slurmrestd 0.5 s into the 1,000\n"
+    "                        events/s window of each fleet, so that window measures churn while Slurm\n"
+    "                        cannot be read (the NodeSet's full passes then wait for their gap)\n"
     "  --peer slinky         instead of the scenarios: slurmop (its defaults, then with Slinky's client\n"
     "                        QPS) and Slinky's slurm-operator (tests/slinky/build.sh) each on a fresh real\n"
     "                        control plane (implies --cluster real): scale-out 0 -> N, churn (100 pods\n"
@@ -135,6 +138,7 @@ enum {
     OPT_PEER,
     OPT_PIN,
     OPT_CHURN_SLURM,
+    OPT_CHURN_OUTAGE,
     OPT_POD_SHAPE,
     OPT_K8S_DIR,
     OPT_HELP,
@@ -165,6 +169,7 @@ static const struct option long_opts[] = {
     {"peer", required_argument, NULL, OPT_PEER},
     {"pin-operator", no_argument, NULL, OPT_PIN},
     {"churn-slurm", no_argument, NULL, OPT_CHURN_SLURM},
+    {"churn-outage", no_argument, NULL, OPT_CHURN_OUTAGE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -520,6 +525,9 @@ int main(int argc, char **argv)
             break;
         case OPT_CHURN_SLURM:
             x.churn_slurm = 1;
+            break;
+        case OPT_CHURN_OUTAGE:
+            x.churn_slurm = x.churn_outage = 1;
             break;
         case OPT_PIN:
             pin = 1;

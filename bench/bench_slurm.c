@@ -4,6 +4,7 @@
  * --slurm-version), with a few static nodes that run a slurmd each (jobs can
  * run there) and any number of slurmd-less nodes described by extra
  * slurm.conf lines. */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -154,6 +155,23 @@ int bx_lab_start_nodes(bx_ctx *x, bx_lab *lab, int n)
     int rc = bx_lab_start(x, lab, "lab1", conf);
     free(conf);
     return rc;
+}
+
+int bx_lab_kill_rest(bx_lab *lab)
+{
+    if (!lab->started || !lab->dir)
+        return OP_EINVAL;
+    char *path = xasprintf("%s/run/slurmrestd.pid", lab->dir), *text = NULL;
+    size_t len = 0;
+    int rc = file_read_all(path, 64, &text, &len);
+    free(path);
+    if (rc != 0)
+        return rc;
+    long pid = strtol(text, NULL, 10);
+    free(text);
+    if (pid <= 1)
+        return OP_EINVAL;
+    return kill((pid_t)pid, SIGKILL) == 0 ? 0 : OP_ERRNO(errno);
 }
 
 void bx_lab_stop(bx_ctx *x, bx_lab *lab)

@@ -61,6 +61,10 @@ typedef struct churn {
     double *st, *sd;
     size_t sn, scap;
     int closed;
+    /* --churn-outage: the fleet's lab, and its slurmrestd killed in this window */
+    bx_lab *lab;
+    uv_timer_t outage;
+    int killed;
 } churn;
 
 static void ev_done_http(hc_req *req, int status, const hc_response *r, void *data)
@@ -247,7 +251,20 @@ static void timer_closed(uv_handle_t *h)
 
 static int timers_closed(void *arg)
 {
-    return ((churn *)arg)->closed == 2;
+    return ((churn *)arg)->closed == 3;
+}
+
+/* --churn-outage: Slurm goes away mid-window, as slurmrestd crashing would
+ * take it (connections refused); the rest of the window runs with the
+ * Slurm side unknown. */
+static void outage_cb(uv_timer_t *t)
+{
+    churn *c = t->data;
+    int e = bx_lab_kill_rest(c->lab);
+    if (e)
+        bx_say(c->x, "bench: churn: could not kill the lab's slurmrestd: %s", op_strerror(e));
+    else
+        c->killed = 1;
 }
 
 /* The Nodes to flap: every Node of the cluster, in name order. */
@@ -292,6 +309,8 @@ typedef struct rate_result {
     cJSON *full_why;   /* full passes by reason: {"reason=\"...\"": n} */
     cJSON *polls;      /* Slurm node-table polls by cluster and result */
     double poll_errors; /* of them, failed or held: the cache read unknown meanwhile */
+    double share;       /* NodeSet passes of kind kubernetes-share (NAN: an operator without them) */
+    int outage;         /* slurmrestd was killed in this window (--churn-outage) */
     double *st, *sd;
     size_t sn;
 } rate_result;
@@ -312,10 +331,15 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
     bx_set_status(x, status_line, c);
     uv_timer_start(&c->tick, tick_cb, 1, 1);
     uv_timer_start(&c->samp, samp_cb, 0, 100);
+    c->killed = 0;
+    if (x->churn_outage && c->lab && rate >= 1000)
+        uv_timer_start(&c->outage, outage_cb, 500, 0);
     bx_sleep(x, secs);
     c->running = 0;
     uv_timer_stop(&c->tick);
     uv_timer_stop(&c->samp);
+    uv_timer_stop(&c->outage);
+    rr->outage = c->killed;
     (void)bx_wait(x, drained, c, 60);
     rr->seconds = bx_secs(c->t0, uv_hrtime());
     rr->sent = c->sent - c->node_skipped;
@@ -376,6 +400,7 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
                      bx_metric(&m0, "controller_runtime_reconcile_total", QC);
     rr->full = bx_metric_delta(&m0, &m1, "slurmop_nodeset_passes_total", "kind=\"full\"");
     rr->incr = bx_metric_delta(&m0, &m1, "slurmop_nodeset_passes_total", "kind=\"incremental\"");
+    rr->share = bx_metric_delta(&m0, &m1, "slurmop_nodeset_passes_total", "kind=\"kubernetes-share\"");
     rr->full_why = bx_metric_deltas(&m0, &m1, "slurmop_nodeset_full_passes_total");
     rr->polls = bx_metric_deltas(&m0, &m1, "slurmop_slurm_node_polls_total");
     for (const cJSON *it = rr->polls ? rr->polls->child : NULL; it; it = it->next)
@@ -457,7 +482,9 @@ static int churn_fleet(bx_ctx *x, int n, rate_result rr[3], int *done, int *with
         }
         uv_timer_init(x->loop, &c.tick);
         uv_timer_init(x->loop, &c.samp);
-        c.tick.data = c.samp.data = &c;
+        uv_timer_init(x->loop, &c.outage);
+        c.tick.data = c.samp.data = c.outage.data = &c;
+        c.lab = with_slurm ? &lab : NULL;
         for (int i = 0; i < 3; i++) {
             /* at least 100 events per rate, so that a p99 means something */
             double secs = x->churn_s;
@@ -469,6 +496,7 @@ static int churn_fleet(bx_ctx *x, int n, rate_result rr[3], int *done, int *with
         }
         uv_close((uv_handle_t *)&c.tick, timer_closed);
         uv_close((uv_handle_t *)&c.samp, timer_closed);
+        uv_close((uv_handle_t *)&c.outage, timer_closed);
         (void)bx_wait(x, timers_closed, &c, 5);
         bx_pool_close(x, c.node_pool);
     }
@@ -625,6 +653,8 @@ int scen_churn(bx_ctx *x)
         cJSON_AddNumberToObject(j, "reconciles", r->reconciles);
         cJSON_AddItemToObject(j, "fullPasses", bx_num(r->full));
         cJSON_AddItemToObject(j, "incrementalPasses", bx_num(r->incr));
+        cJSON_AddItemToObject(j, "kubernetesSharePasses", bx_num(r->share));
+        cJSON_AddBoolToObject(j, "slurmOutage", r->outage);
         if (r->full_why) {
             cJSON_AddItemToObject(j, "fullPassReasons", r->full_why);
             r->full_why = NULL;
@@ -736,18 +766,30 @@ int scen_churn(bx_ctx *x)
                       "p99 at 1,024: the same rates on a fleet of %d pods (its own kubesim%s), run first; ratio: "
                       "this fleet's p99 over it.",
                       CHURN_REF_N, ref_slurm ? " and Slurm lab" : "");
-    /* A failed node poll leaves the Slurm side unknown until one succeeds,
-     * and every event meanwhile takes a full pass (reason slurm-busy):
-     * a stall of the lab's slurmctld shows as such a window. */
+    /* A failed node poll leaves the Slurm side unknown until one succeeds:
+     * full passes (reason slurm-busy) then run once per gap, and events in
+     * between take Kubernetes-share steps. A stall of the lab's slurmctld
+     * shows as such a window, and so does --churn-outage. */
     for (int i = 0; i < done || i < ref_done; i++) {
         const rate_result *w[2] = {i < done ? &rr[i] : NULL, i < ref_done ? &ref[i] : NULL};
-        for (int k = 0; k < 2; k++)
-            if (w[k] && w[k]->poll_errors > 0)
+        for (int k = 0; k < 2; k++) {
+            if (w[k] && w[k]->outage)
+                bx_table_note(t,
+                              "At %g events/s on the %d-pod fleet, the lab's slurmrestd was killed 0.5 s into the "
+                              "window (--churn-outage).",
+                              w[k]->rate, k ? CHURN_REF_N : n);
+            if (w[k] && w[k]->poll_errors > 0) {
+                char sh[64] = "";
+                if (isfinite(w[k]->share))
+                    snprintf(sh, sizeof(sh), "; %.0f Kubernetes-share steps", w[k]->share);
                 bx_table_note(t,
                               "At %g events/s on the %d-pod fleet, %.0f Slurm node poll(s) failed or were held: "
-                              "the Slurm side read unknown until the next one answered, and events meanwhile "
-                              "took full passes (reason slurm-busy).",
-                              w[k]->rate, k ? CHURN_REF_N : n, w[k]->poll_errors);
+                              "the Slurm side read unknown until the next one answered, and meanwhile full "
+                              "passes (reason slurm-busy) waited for their gap while events took the Kubernetes "
+                              "share of an incremental step (%.0f full passes%s).",
+                              w[k]->rate, k ? CHURN_REF_N : n, w[k]->poll_errors, w[k]->full, sh);
+            }
+        }
     }
     bx_table_note(t,
                   "percentiles interpolated inside the histogram's buckets (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, "
