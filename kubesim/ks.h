@@ -56,6 +56,7 @@ typedef struct ks_config {
     double rate_429;        /* fraction of API requests answered 429 (plain-text APF body) */
     double rate_500;        /* fraction answered 500 InternalError */
     unsigned latency_ms;    /* added to every API response */
+    double write_rate;      /* > 0: API writes are applied at most this many per second, in order */
     int expire_watches;     /* the next N watch requests get the 410 ERROR event */
     unsigned retry_after_s; /* Retry-After of injected 429s (default 1) */
 
@@ -113,6 +114,14 @@ void ks_close(ks *k, void (*cb)(void *data), void *data);
 /** Answer one request. Never calls back into the caller; a watch request
  *  returns resp->watch, which produces nothing until ks_watch_attach. */
 void ks_handle(ks *k, const ks_req *req, ks_resp *resp);
+/** The write-rate fault (ks_config.write_rate, admin "writeRate"): how long
+ *  an API write (POST, PUT, PATCH, DELETE under /api or /apis) arriving at
+ *  now_ms waits before ks_handle may apply it; its slot is taken. A real
+ *  kube-apiserver with etcd behind it applies writes at a finite pace, and
+ *  a burst of thousands (a scale-in's deletes) is seen by watchers only as
+ *  fast as it is applied; kubesim applies each at once unless this is set.
+ *  0 for everything else. */
+unsigned ks_write_wait_ms(ks *k, const char *method, const char *path, uint64_t now_ms);
 
 /** Where a watch writes. write returns 0, or non-zero when the stream is
  *  dead (the engine then writes nothing more and waits for ks_watch_cancel).

@@ -7,9 +7,10 @@
  *   GET  /kubesim/stats               objects, watches, rv, history sizes, RSS
  *   GET  /kubesim/faults              current fault settings
  *   POST /kubesim/faults {"rate429":0.1,"rate500":0,"latencyMs":5,"expireWatches":2,"retryAfter":1,
- *                         "faultPath":"/secrets/"} (the 429/500 faults only for paths containing it;
- *                         null or "" for all) POST
- * /kubesim/drop-watches        end every watch now without the chunked terminator ({"clean":true}: with it)
+ *                         "faultPath":"/secrets/","writeRate":50} (the 429/500 faults only for paths
+ *                         containing it, null or "" for all; writeRate: API writes applied at most
+ *                         that many per second, in order, 0 for no limit: ks_write_wait_ms)
+ *   POST /kubesim/drop-watches        end every watch now without the chunked terminator ({"clean":true}: with it)
  *   POST /kubesim/restart             drop every connection and watch, keep the store, compact the history
  *   POST /kubesim/pods/fail           {"namespace":"ns","name":"p"|"labelSelector":"a=b","phase":"Failed",
  *                                      "reason":"Error","exitCode":1}
@@ -159,6 +160,7 @@ static cJSON *faults_json(ks *k)
     json_set(o, "rate429", cJSON_CreateNumber(k->rate_429));
     json_set(o, "rate500", cJSON_CreateNumber(k->rate_500));
     json_set_int(o, "latencyMs", k->latency_ms);
+    json_set(o, "writeRate", cJSON_CreateNumber(k->write_rate));
     json_set_int(o, "expireWatches", k->expire_watches);
     json_set_int(o, "retryAfter", k->cfg.retry_after_s);
     json_set(o, "faultPath", k->fault_path ? cJSON_CreateString(k->fault_path) : cJSON_CreateNull());
@@ -498,6 +500,8 @@ void admin_handle(ks *k, const ks_req *req, ks_resp *resp)
             k->rate_500 = v->valuedouble;
         if ((v = json_child(body, "latencyMs")) && cJSON_IsNumber(v))
             k->latency_ms = (unsigned)json_num_clamp(v, 0, 0, 3600000);
+        if ((v = json_child(body, "writeRate")) && cJSON_IsNumber(v))
+            k->write_rate = v->valuedouble > 0 ? v->valuedouble : 0;
         if ((v = json_child(body, "expireWatches")) && cJSON_IsNumber(v))
             k->expire_watches = (int)json_num_clamp(v, 0, 0, 1000000);
         if ((v = json_child(body, "retryAfter")) && cJSON_IsNumber(v))

@@ -139,6 +139,7 @@ ks *ks_new(uv_loop_t *loop, const ks_config *cfg, int *err)
     k->rate_429 = cfg->rate_429;
     k->rate_500 = cfg->rate_500;
     k->latency_ms = cfg->latency_ms;
+    k->write_rate = cfg->write_rate;
     k->expire_watches = cfg->expire_watches;
     k->rv = 1;
 
@@ -288,6 +289,21 @@ static int authenticate(ks *k, const ks_req *req, ks_resp *resp)
 deny:
     resp_status(resp, 401, "Unauthorized", "Unauthorized", NULL, NULL, NULL, NULL);
     return -1;
+}
+
+unsigned ks_write_wait_ms(ks *k, const char *method, const char *path, uint64_t now_ms)
+{
+    if (k->write_rate <= 0 || method == NULL || path == NULL || strcmp(method, "GET") == 0 ||
+        strcmp(method, "HEAD") == 0 || strcmp(method, "OPTIONS") == 0)
+        return 0;
+    if (strncmp(path, "/api/", 5) != 0 && strncmp(path, "/apis/", 6) != 0)
+        return 0;
+    double now = (double)now_ms;
+    if (k->write_next_ms < now)
+        k->write_next_ms = now;
+    double wait = k->write_next_ms - now;
+    k->write_next_ms += 1000.0 / k->write_rate;
+    return wait > 3600000 ? 3600000u : (unsigned)wait;
 }
 
 void ks_handle(ks *k, const ks_req *req, ks_resp *resp)

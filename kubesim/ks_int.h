@@ -197,6 +197,8 @@ struct ks {
     double rate_429, rate_500;
     char *fault_path; /* only requests whose path contains this get the 429/500 faults (NULL: all) */
     unsigned latency_ms;
+    double write_rate;     /* see ks_write_wait_ms */
+    double write_next_ms;  /* the next free slot of the write-rate fault */
     int expire_watches;
     /* counters: "verb\tresource\tcode" -> count (value is the count cast to a pointer) */
     map_t counters;

@@ -109,6 +109,40 @@ static void drop_cb(uv_timer_t *t)
     ks_server_drop_connections(t->data);
 }
 
+/* A write held by the write-rate fault until its slot (ks_write_wait_ms). */
+typedef struct held {
+    uv_timer_t timer;
+    ks_server *s;
+    hs_req *hr; /* NULL once the client went away */
+} held;
+
+static void serve(ks_server *s, hs_req *hr);
+
+static void held_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void held_fire(uv_timer_t *t)
+{
+    held *h = t->data;
+    if (h->hr) {
+        hs_req_on_close(h->hr, NULL, NULL);
+        serve(h->s, h->hr);
+        h->hr = NULL;
+    }
+    uv_close((uv_handle_t *)&h->timer, held_closed);
+}
+
+static void held_gone(hs_req *hr, void *data)
+{
+    held *h = data;
+    (void)hr;
+    h->hr = NULL;
+    uv_timer_stop(&h->timer);
+    uv_close((uv_handle_t *)&h->timer, held_closed);
+}
+
 static void on_request(hs_req *hr, void *data)
 {
     ks_server *s = data;
@@ -116,6 +150,22 @@ static void on_request(hs_req *hr, void *data)
         hs_respond(hr, 503, "text/plain", "Retry-After: 1\r\n", "starting\n", 9);
         return;
     }
+    unsigned wait = ks_write_wait_ms(s->k, hs_req_method(hr), hs_req_path(hr), uv_now(s->loop));
+    if (wait) {
+        held *h = xcalloc(1, sizeof(*h));
+        h->s = s;
+        h->hr = hr;
+        uv_timer_init(s->loop, &h->timer);
+        h->timer.data = h;
+        uv_timer_start(&h->timer, held_fire, wait, 0);
+        hs_req_on_close(hr, held_gone, h);
+        return;
+    }
+    serve(s, hr);
+}
+
+static void serve(ks_server *s, hs_req *hr)
+{
     ks_req q;
     memset(&q, 0, sizeof(q));
     q.method = hs_req_method(hr);

@@ -52,6 +52,8 @@ static void usage(FILE *f)
           "  --rate-429 X             fraction of API requests answered 429 (APF plain text)\n"
           "  --rate-500 X             fraction answered 500\n"
           "  --latency D              added to every API response\n"
+          "  --write-rate N           apply API writes at most N per second, in arrival order (a busy\n"
+          "                           API server: watchers see a burst only as fast as it is applied)\n"
           "  --expire-watches N       the next N watches get the 410 ERROR event\n"
           "  --retry-after S          Retry-After of injected 429s (default 1)\n"
           "State:\n"
@@ -163,6 +165,7 @@ enum {
     O_429,
     O_500,
     O_LATENCY,
+    O_WRITE_RATE,
     O_EXPIRE,
     O_RETRY_AFTER,
     O_STATE,
@@ -218,6 +221,7 @@ int main(int argc, char **argv)
         {"rate-429", 1, 0, O_429},
         {"rate-500", 1, 0, O_500},
         {"latency", 1, 0, O_LATENCY},
+        {"write-rate", 1, 0, O_WRITE_RATE},
         {"expire-watches", 1, 0, O_EXPIRE},
         {"retry-after", 1, 0, O_RETRY_AFTER},
         {"state", 1, 0, O_STATE},
@@ -327,6 +331,10 @@ int main(int argc, char **argv)
             break;
         case O_LATENCY:
             bad = parse_duration(optarg, &cfg.latency_ms);
+            break;
+        case O_WRITE_RATE:
+            cfg.write_rate = atof(optarg);
+            bad = !(cfg.write_rate > 0);
             break;
         case O_EXPIRE:
             cfg.expire_watches = atoi(optarg);

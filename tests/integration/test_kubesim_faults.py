@@ -86,6 +86,45 @@ def test_429_500_latency_and_counters():
         c.close()
 
 
+def test_write_rate_fault():
+    """writeRate: writes are applied one per 1/rate seconds, in arrival
+    order, each seen (by a read or a watch) only once applied; reads are not
+    held."""
+    import threading
+    with Kubesim(seed=5) as ks:
+        ks.admin("POST", "/kubesim/faults", {"writeRate": 4})
+        assert ks.admin("GET", "/kubesim/faults")["writeRate"] == 4
+        done = {}
+
+        def create(i):
+            c = ks.client()
+            try:
+                r = c.post(CMS, {"metadata": {"name": "w%d" % i}})
+                done[i] = (r.status, time.monotonic())
+            finally:
+                c.close()
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=create, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.1)
+        c = ks.client()
+        t1 = time.monotonic()
+        names = [o["metadata"]["name"] for o in c.get(CMS).json()["items"]]
+        assert time.monotonic() - t1 < 0.2, "a read waited for the held writes"
+        assert len(names) <= 2, names  # at 4 a second, at most the first had its slot yet
+        for t in threads:
+            t.join(10)
+        assert sorted(done) == [0, 1, 2, 3] and all(v[0] == 201 for v in done.values()), done
+        took = max(v[1] for v in done.values()) - t0
+        assert 0.7 <= took < 5, took  # four writes at 4 a second: slots at 0, 0.25, 0.5, 0.75 s
+        ks.admin("POST", "/kubesim/faults", {"writeRate": 0})
+        t1 = time.monotonic()
+        assert c.post(CMS, {"metadata": {"name": "after"}}).status == 201
+        assert time.monotonic() - t1 < 0.2
+        c.close()
+
+
 def test_expire_watches_fault():
     with Kubesim(expire_watches=1) as ks:
         c = ks.client()
