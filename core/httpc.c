@@ -68,6 +68,7 @@ struct hc_req {
     int streaming;
     int urgent;
     int prio;
+    int first; /* hc_req_opts.first: at the head of queue_prio, within max_conns */
     int idempotent;
     int is_head;
     int close_after; /* the caller sent Connection: close */
@@ -311,9 +312,9 @@ static void req_arm(hc_req *r)
  * (a retry) at the head of its class, as it was handed out once already. */
 static void queue_put(hc_pool *pool, hc_req *r, int again)
 {
-    list_node *q = r->urgent || r->prio ? &pool->queue_prio : &pool->queue;
+    list_node *q = r->urgent || r->prio || r->first ? &pool->queue_prio : &pool->queue;
     r->state = RQ_QUEUED;
-    if (r->urgent || again)
+    if (r->urgent || r->first || again)
         list_insert_head(q, &r->link);
     else
         list_insert_tail(q, &r->link);
@@ -1119,6 +1120,7 @@ hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts)
     r->idle_ms = opts->idle_timeout_ms;
     r->urgent = opts->urgent;
     r->prio = opts->prio;
+    r->first = opts->first;
     if (!opts->on_done) {
         /* Nobody to tell: a programming error. */
         log_error("httpc: hc_request without on_done");

@@ -108,6 +108,9 @@ typedef struct hc_req_opts {
     int prio;                 /* queue ahead of ordinary requests, behind urgent ones, within max_conns (a
                                  pod delete that ends a drain must not wait behind thousands of status
                                  writes) */
+    int first;                /* as prio, but at the head of the queue, ahead of the prio requests queued
+                                 before it (a busy pod's delete once its job ended must not wait behind a
+                                 scale-in's thousands of idle-pod deletes), within max_conns */
     hc_headers_cb on_headers; /* optional */
     hc_data_cb on_data;       /* non-NULL selects streaming mode */
     hc_done_cb on_done;       /* required */

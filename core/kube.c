@@ -944,6 +944,7 @@ static void start_request(kube_request *r)
     }
     o.urgent = r->ro.urgent;
     o.prio = r->ro.prio;
+    o.first = r->ro.first;
     c->stats.requests++;
     r->hreq = hc_request(c->pool, &o);
     list_insert_tail(&c->inflight, &r->link);
@@ -997,7 +998,7 @@ static kube_request *submit(kube_request *r, const kube_req_opts *ro)
         return r;
     }
     uint64_t wait_ms = r->ro.unthrottled ? 0 : limiter_reserve(c);
-    if (r->ro.prio)
+    if (r->ro.prio || r->ro.first)
         wait_ms = 0; /* its token is taken: the requests after it wait the longer */
     c->stats.throttled_ms += wait_ms;
     schedule(r, wait_ms);

@@ -169,6 +169,7 @@ typedef struct kube_req_opts {
                             stays at qps) and goes ahead of them for a connection, within max_conns
                             (hc_req_opts.prio). For the few writes that end a long wait, such as the
                             delete of a pod whose Slurm node was just found drained */
+    int first;           /* as prio, and ahead of the prio requests queued before it (hc_req_opts.first) */
 } kube_req_opts;
 
 kube_request *kube_get_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,

@@ -676,6 +676,49 @@ static void test_pool_close_with_queue(void **state)
     tl_finish(&f.tl);
 }
 
+/* The queue's classes on one connection: ordinary requests wait behind
+ * prio ones, prio ones in their order, and a "first" request goes ahead of
+ * the prio requests queued before it (a busy pod's delete ahead of a
+ * scale-in's idle-pod deletes), without a connection beyond max_conns. */
+static int order_seen[8], order_n;
+
+static void order_done(hc_req *req, int status, const hc_response *resp, void *data)
+{
+    (void)req;
+    (void)resp;
+    assert_int_equal(status, 0);
+    order_seen[order_n++] = (int)(intptr_t)data;
+}
+
+static void test_queue_classes(void **state)
+{
+    (void)state;
+    const char *answers[] = {"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"};
+    hc_pool_opts po = {.max_conns = 1};
+    fixture f;
+    fx_start(&f, answers, 1, &po);
+    /* 0 takes the only connection; then ordinary 1, prio 2 and 3, first 4,
+     * ordinary 5. */
+    static const struct {
+        int prio, first;
+    } cls[] = {{0, 0}, {0, 0}, {1, 0}, {1, 0}, {0, 1}, {0, 0}};
+    order_n = 0;
+    for (int i = 0; i < 6; i++) {
+        hc_req_opts o = {.method = "DELETE", .path = "/q", .prio = cls[i].prio, .first = cls[i].first,
+                         .on_done = order_done, .data = (void *)(intptr_t)i};
+        assert_non_null(hc_request(f.pool, &o));
+    }
+    while (order_n < 6)
+        uv_run(f.loop, UV_RUN_ONCE);
+    static const int want[] = {0, 4, 2, 3, 1, 5};
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(order_seen[i], want[i]);
+    hc_stats st;
+    hc_pool_stats(f.pool, &st);
+    assert_int_equal((int)st.connects, 1);
+    fx_finish(&f);
+}
+
 static void test_connect_refused_and_bad_input(void **state)
 {
     (void)state;
@@ -833,6 +876,7 @@ int main(void)
         cmocka_unit_test(test_on_data_abort),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_pool_close_with_queue),
+        cmocka_unit_test(test_queue_classes),
         cmocka_unit_test(test_connect_refused_and_bad_input),
         cmocka_unit_test(test_name_resolution),
         cmocka_unit_test(test_malformed_responses),
