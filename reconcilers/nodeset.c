@@ -699,6 +699,7 @@ struct pass {
     uint64_t held_ns; /* see struct wait_pass */
     uint64_t busy_held_ns; /* ... of events whose Slurm share a gap deferred (busy_defer) */
     int wrote, wrote_pod;
+    int delete_first; /* delete_pod goes ahead of the deletes queued before it (slurm_release_pod) */
     uint32_t requeue_ms; /* smallest requested delay, 0 = none */
     uint32_t soft_ms;    /* ... of a wake whose pass may be incremental (wait_net), 0 = none */
     int wait_state;      /* WAIT_*: whether the pass found replicas short while pods terminate */
@@ -1084,7 +1085,7 @@ static void delete_pod(struct pass *p, const sobj *pod, const char *why)
      * writes: it is the end of a drain (a busy node's job just ended, and
      * the user waits for the pod to go) or of a pod's life, and in a
      * scale-in of thousands it would wait seconds behind them. */
-    kube_req_opts ro = {.no_answer = 1, .prio = 1};
+    kube_req_opts ro = {.no_answer = 1, .prio = 1, .first = p->delete_first};
     kube_delete_with(p->op->client, &ro, &KUBE_PODS, pod->ns, pod->name, &o, delete_done, d);
 }
 
@@ -2005,6 +2006,17 @@ static void slurm_condemn(void *ctx, const sobj *pod, const char *why)
     condemn(ctx, pod, why);
 }
 
+/* A victim released while the NodeSet's deletes are in flight (a busy
+ * pod whose job ended, nss_release): its delete goes ahead of theirs,
+ * which a scale-in queues by the thousand. */
+static void slurm_release_pod(void *ctx, const sobj *pod, const char *why)
+{
+    struct pass *p = ctx;
+    p->delete_first = 1;
+    slurm_delete_pod(p, pod, why);
+    p->delete_first = 0;
+}
+
 /* ---- incremental passes (see "incremental passes" above) ---- */
 
 static int mode_ok(const nodeset_state *c, enum nsb_mode mode, const sobj *o)
@@ -2022,7 +2034,11 @@ static int incr_models(const struct pass *p)
 
 /* The state of a NodeSet's pods from scratch, as a full pass collects them
  * (the owner index; no adoption). */
-static void incr_derive(const struct pass *p, const char *update_hash, const char *current_hash, nsi_state *out)
+/* The state a full pass would build from the pods now. With slurm_from,
+ * each pod's Slurm bits are taken from that state instead of the node
+ * cache (see incr_check). */
+static void incr_derive(const struct pass *p, const char *update_hash, const char *current_hash,
+                        const nsi_state *slurm_from, nsi_state *out)
 {
     store *pods = op_store(p->op, OPK_PODS);
     store_cursor c;
@@ -2031,7 +2047,8 @@ static void incr_derive(const struct pass *p, const char *update_hash, const cha
     for (const sobj *o = store_index_first(pods, p->c->ix_pod_owner, p->o->uid, &c); o; o = store_index_next(&c)) {
         fill_pod(p->c, o, p->name, &nb);
         nsi_pod f = nsi_pod_of(&nb, mode_ok(p->c, p->mode, o), update_hash, current_hash, p->name);
-        f.slurm = nss_pod_slurm_bits(p->op, p->o, o) & 15u;
+        const nsi_pod *had = slurm_from ? nsi_get(slurm_from, o->uid) : NULL;
+        f.slurm = had ? had->slurm : nss_pod_slurm_bits(p->op, p->o, o) & 15u;
         nsi_set(out, o->uid, o->key, &f);
     }
 }
@@ -2205,7 +2222,11 @@ static void incr_check(struct pass *p, struct incr *r)
     nsi_state ref_st;
     char why[256];
     nsi_init(&ref_st);
-    incr_derive(p, r->update_hash, r->current_hash, &ref_st);
+    /* While a Slurm share is owed ("Slurm busy"), the state's Slurm bits
+     * are those of the last full pass or of a step that read the cache
+     * while it could not be trusted; nothing uses them until the owed full
+     * pass rebuilds them, so they are not compared. */
+    incr_derive(p, r->update_hash, r->current_hash, r->slurm_owed ? &r->st : NULL, &ref_st);
     if (!nsi_equal(&r->st, &ref_st, why, sizeof(why))) {
         log_error("nodeset %s: incremental state differs from a full pass: %s", p->key, why);
         r->valid = 0;
@@ -2589,6 +2610,9 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         int a, d;
         exp_pending(c->exp, key, &a, &d);
         log_debug("nodeset %s: waiting for %d creation(s) and %d deletion(s) to be observed", key, a, d);
+        nss_actions act = {
+            .ctx = &p, .delete_pod = slurm_delete_pod, .condemn = slurm_condemn, .release_pod = slurm_release_pod};
+        nss_release(op, o, p.pods, p.n_pods, &act);
     }
     sync_status(&p);
     (void)err;

@@ -68,6 +68,11 @@ typedef struct nss_set {
     char *key;     /* ns/name of the NodeSet */
     char *ctl_key; /* ns/name of its Controller */
     map_t condemned; /* pod uids condemned in the current pass (keys owned, values unused) */
+    /* The condemned set of the last pass that ran nss_sync, for the passes
+     * that wait for writes in flight (nss_release), and the NodeSet's
+     * generation it was decided for. */
+    map_t victims;
+    int64_t cond_gen, victims_gen;
     nsb_slurm_counts counts;
     int counts_known;
     /* drains decided by this pass's condemnations, sent at its end */
@@ -201,6 +206,7 @@ static void set_free(void *v)
 {
     nss_set *s = v;
     map_free(&s->condemned);
+    map_free(&s->victims);
     map_free(&s->drift_since);
     map_free(&s->deleting);
     clear_drains(s);
@@ -226,6 +232,7 @@ static nss_set *set_get(nss_state *st, const sobj *nodeset, const cJSON *ns_json
         s->key = xstrdup(nodeset->key);
         s->ctl_key = ctl_key;
         map_init_type(&s->condemned, &map_type_free_val); /* uid -> itself */
+        map_init_type(&s->victims, &map_type_free_val);
         map_init_type(&s->drift_since, &drift_type);
         map_init_type(&s->deleting, &deleting_type);
         map_put(&st->sets, s->key, s);
@@ -908,6 +915,13 @@ void nss_forget(operator *op, const char *key)
 void nss_observe(operator *op, const sobj *nodeset)
 {
     nss_set *s = set_get(op->nodeset_slurm, nodeset, nodeset->json);
+    if (s->synced) {
+        /* the last pass decided: its condemnations are the victims (moved) */
+        map_free(&s->victims);
+        s->victims = s->condemned;
+        s->victims_gen = s->cond_gen;
+        map_init_type(&s->condemned, &map_type_free_val);
+    }
     clear_condemned(s);
     clear_drains(s);
     s->blocked = NULL;
@@ -1992,6 +2006,30 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
         sync_prune(&x);
     sync_reservation(&x, pods, n, &counts);
     s->synced = 1;
+    s->cond_gen = nodeset->generation;
+}
+
+void nss_release(operator *op, const sobj *nodeset, const nsb_pod *pods, size_t n, const nss_actions *act)
+{
+    nss_state *st = op->nodeset_slurm;
+    nss_set *s = map_get(&st->sets, nodeset->key);
+    if (s == NULL || s->victims.count == 0 || s->victims_gen != nodeset->generation)
+        return;
+    uint64_t now = now_ms(st);
+    for (size_t i = 0; i < n; i++) {
+        const sobj *pod = pod_sobj(&pods[i]);
+        if (pods[i].terminating || pod->deleting || !map_get(&s->victims, pod->uid) || is_deleting(s, pod, now))
+            continue;
+        /* condemn: the same per-pod rules as in a deciding pass (kept while
+         * Slurm cannot be read, cordoned while it waits, drained again when
+         * the drain is not proven ours) */
+        if (condemn(op, s, nodeset, pod, "condemned by the last full pass") != NSS_DELETE)
+            continue;
+        mark_deleting(s, pod, now);
+        (act->release_pod ? act->release_pod : act->delete_pod)(act->ctx, pod,
+                                                                 "condemned by the last full pass; its Slurm "
+                                                                 "node is drained");
+    }
 }
 
 /* ---- status ---- */

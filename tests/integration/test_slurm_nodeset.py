@@ -32,9 +32,9 @@ Checked, in order (scenarios 10-14: hostNetwork, bounded drift, RestApi deleted 
   6. slurmop stops cleanly.
 Exit 77 (skipped) without the Slurm binaries or root, or when the lab's root
 file system cannot be built (24.11, 26.05). NODESET_SCENARIOS=main,scheduled,
-hostnet,drift,delete,stale-down,retry,outage runs a subset (main is 1-6,
-scheduled 7-9, hostnet 10-11, drift 12, delete 13-14, stale-down 15, retry 16,
-outage 17).
+hostnet,drift,delete,stale-down,retry,outage,slow-api runs a subset (main is
+1-6, scheduled 7-9, hostnet 10-11, drift 12, delete 13-14, stale-down 15, retry
+16, outage 17, slow-api 18).
   16. (24.11 and 26.05, whose node writes go over REST: a proxy in front of
       slurmrestd fails them) a cordon drain that Slurm refuses twice lands
       once the backoff ends, retried for its pod alone: no full pass of the
@@ -42,6 +42,9 @@ outage 17).
   17. a Slurm outage (a proxy fails every read) while pods keep failing: each
       is replaced by a Kubernetes-share step, full passes are held to one per
       gap; a scale-in meanwhile deletes nothing, and ends once Slurm answers.
+  18. (kubesim: its write-rate fault applies one write a second) a scale-in
+      4 -> 0 with a job on slinky-3: the busy pod's delete is decided once
+      its job ended, while the idle pods' deletions still wait to be applied.
 """
 import base64
 import json
@@ -720,9 +723,67 @@ def scenario_outage(ks, lab):
     resume_all(lab)
 
 
+def scenario_slow_api(ks, lab):
+    """A busy API server (kubesim's write-rate fault: one write applied per
+    second, in order) during a scale-in 4 -> 0 with a job on slinky-3: the
+    idle pods' deletions are sent at once but applied only seconds later,
+    and until their deletion is seen a pass decides nothing over the pod
+    list. The busy pod must not wait for them: once its job has ended and
+    its node reads drained, its delete is decided while idle pods still
+    stand (the pod the last deciding pass condemned needs no count)."""
+    if is_k8s():
+        log("   slow-api: skipped on the real control plane (its pace of writes cannot be set)")
+        return
+    c = ks.client()
+    apply_crds(c)
+    lab_cluster(c, lab, {"slinky": dict(replicas=4, **IMAGES)})
+    with Op(ks.kubeconfig, **lab.slurmop_flags()) as op:
+        op.wait_ready()
+        wait_for(lambda: live_names(c) == NODES, 30, what="4 pods")
+        wait_for(lambda: all("SlurmNodeStateIdle" in conds(pod(c, n)) for n in NODES), 30, what="idle pods")
+        time.sleep(1.5)  # settled: pod info and status written
+        job = lab.sbatch(["slinky-3"], 0, wrap="srun sleep 3")
+        wait_for(lambda: lab.job_state(job)[0] == "RUNNING", 30, what="job %s running on slinky-3" % job)
+        ks.admin("POST", "/kubesim/faults", {"writeRate": 1})
+        try:
+            set_replicas(c, "slinky", 0)
+            idle = NODES[:3]
+            decided, standing, idle_gone, ended = None, None, None, None
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 90 and not (decided and idle_gone):
+                now = time.monotonic()
+                if ended is None and lab.job_state(job)[0] not in ("RUNNING", "COMPLETING"):
+                    ended = now
+                pods_now = {n: pod(c, n) for n in idle}
+                left = [n for n, p in pods_now.items() if p and not p["metadata"].get("deletionTimestamp")]
+                if decided is None and "deleting pod slinky-3 (" in op.stderr():
+                    decided, standing = now, left
+                    assert ended is not None, "slinky-3 deleted while its job %s runs" % job
+                if idle_gone is None and not left:
+                    idle_gone = now
+                time.sleep(0.05)
+            state, code, _ = lab.job_state(job)
+            assert state == "COMPLETED" and code == "0:0", (state, code)
+            assert decided, "the busy pod's delete was not decided within 90 s"
+            assert idle_gone, "the idle pods' deletions were not applied within 90 s"
+            if idle_gone < ended:
+                raise AssertionError("inconclusive: the idle pods' deletions were applied (%.1f s) before the "
+                                     "job ended (%.1f s)" % (idle_gone - t0, ended - t0))
+            assert standing, ("the busy pod's delete waited for the idle pods' deletions to be applied: decided "
+                              "at %.1f s, job ended at %.1f s, idle pods deleted at %.1f s" %
+                              (decided - t0, ended - t0, idle_gone - t0))
+        finally:
+            ks.admin("POST", "/kubesim/faults", {"writeRate": 0})
+        wait_for(lambda: not all_names(c), 60, what="every pod gone")
+        log("ok 18: with writes applied one a second, the busy pod's delete came %.1f s after its job ended, "
+            "while %s still stood (their deletions applied at %.1f s)" %
+            (decided - ended, ", ".join(standing), idle_gone - t0))
+    resume_all(lab)
+
+
 SCENARIOS = [("main", 4, scenario), ("scheduled", 4, scenario_scheduled_update), ("hostnet", 1, scenario_host_network),
              ("drift", 5, scenario_drift), ("delete", 4, scenario_delete), ("stale-down", 4, scenario_stale_down),
-             ("retry", 2, scenario_retry), ("outage", 4, scenario_outage)]
+             ("retry", 2, scenario_retry), ("outage", 4, scenario_outage), ("slow-api", 4, scenario_slow_api)]
 
 
 def main():
