@@ -84,6 +84,10 @@ static const char usage[] =
     "  --churn-slurm         churn with a RestApi: the NodeSet's Controller reads a Slurm lab of N nodes\n"
     "                        (named like the pods, no slurmds), so every event also runs the Slurm side\n"
     "                        (cordon sync, conditions, counts); default: churn without Slurm\n"
+    "  --scalein-write-rate N  during scale-in, kubesim applies API writes at most N per second, in order\n"
+    "                        (its write-rate fault: a busy API server, as a real one at thousands of pods);\n"
+    "                        the idle pods' deletions are then seen slowly, and the busy pods' deletes must\n"
+    "                        not wait for them (kubesim only)\n"
     "  --churn-outage        with --churn-slurm (implied): kill the lab's slurmrestd 0.5 s into the 1,000\n"
     "                        events/s window of each fleet, so that window measures churn while Slurm\n"
     "                        cannot be read (the NodeSet's full passes then wait for their gap)\n"
@@ -139,6 +143,7 @@ enum {
     OPT_PIN,
     OPT_CHURN_SLURM,
     OPT_CHURN_OUTAGE,
+    OPT_SCALEIN_WRITE_RATE,
     OPT_POD_SHAPE,
     OPT_K8S_DIR,
     OPT_HELP,
@@ -170,6 +175,7 @@ static const struct option long_opts[] = {
     {"pin-operator", no_argument, NULL, OPT_PIN},
     {"churn-slurm", no_argument, NULL, OPT_CHURN_SLURM},
     {"churn-outage", no_argument, NULL, OPT_CHURN_OUTAGE},
+    {"scalein-write-rate", required_argument, NULL, OPT_SCALEIN_WRITE_RATE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -528,6 +534,13 @@ int main(int argc, char **argv)
             break;
         case OPT_CHURN_OUTAGE:
             x.churn_slurm = x.churn_outage = 1;
+            break;
+        case OPT_SCALEIN_WRITE_RATE:
+            x.scalein_write_rate = atof(optarg);
+            if (!(x.scalein_write_rate > 0)) {
+                fprintf(stderr, "slurmop-bench: --scalein-write-rate wants a rate above 0, not %s\n", optarg);
+                return 2;
+            }
             break;
         case OPT_PIN:
             pin = 1;

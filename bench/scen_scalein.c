@@ -244,7 +244,7 @@ int scen_scale_in(bx_ctx *x)
     double logged = NAN, first_drain_s = NAN, last_drain_s = NAN;
     cJSON *before = cJSON_CreateObject(); /* what the operator did to get there */
     int violations = 0, busy_deleted_after = 0;
-    double busy_lag_max = 0, idle_gone_s = NAN;
+    double busy_lag_max = 0, idle_gone_s = NAN, write_rate = 0;
     double pod_patches = NAN, pod_deletes = NAN; /* the operator's, during the scale-in */
     char hostlist[64];
     snprintf(hostlist, sizeof(hostlist), "nodename=gpu-[0-%d]", n - 1);
@@ -316,6 +316,14 @@ int scen_scale_in(bx_ctx *x)
         double p0 = pod_requests(x, &f.op, "PATCH"), d0 = pod_requests(x, &f.op, "DELETE");
         double t0_day = day_seconds_now();
         uint64_t t0 = uv_hrtime(), last_jobs = 0;
+        int slowed = 0;
+        if (x->scalein_write_rate > 0 && f.have_ks) {
+            char body[64];
+            snprintf(body, sizeof(body), "{\"writeRate\":%g}", x->scalein_write_rate);
+            slowed = bx_admin(x, &f.ks, "POST", "/kubesim/faults", body, NULL) == 0;
+            if (!slowed)
+                bx_say(x, "bench: scale-in: kubesim refused the write-rate fault");
+        }
         rc = bx_scale(x, &f.api, 0);
         /* a real API server took the deletes at ~62 a second at 8,192
          * pods: the busy pods' came after 132 s, past a fixed window */
@@ -337,6 +345,9 @@ int scen_scale_in(bx_ctx *x)
                 break;
             bx_sleep(x, 0.05);
         }
+        if (slowed)
+            (void)bx_admin(x, &f.ks, "POST", "/kubesim/faults", "{\"writeRate\":0}", NULL);
+        write_rate = slowed ? x->scalein_write_rate : 0;
         writes = node_writes(x, &f.op) - w0;
         double p1 = pod_requests(x, &f.op, "PATCH"), d1 = pod_requests(x, &f.op, "DELETE");
         if (p0 >= 0 && p1 >= 0)
@@ -420,6 +431,12 @@ int scen_scale_in(bx_ctx *x)
                   "The operator's pod requests from time 0 to all pods gone: %.0f DELETEs, %.0f PATCHes (the "
                   "pods' cordon annotations and status; slurmop_api_requests_total).",
                   pod_deletes, pod_patches);
+    if (write_rate > 0)
+        bx_table_note(t,
+                      "--scalein-write-rate: from time 0 until all pods were gone, kubesim applied API writes at "
+                      "most %g per second, in order (a busy API server): the operator's deletes were seen only "
+                      "that fast.",
+                      write_rate);
     if (json_get(before, "scaleOutSeconds"))
         bx_table_note(
             t,
@@ -457,6 +474,7 @@ int scen_scale_in(bx_ctx *x)
     cJSON_AddItemToObject(o, "idlePodsLastDeleteSeconds", bx_num(idle_gone_s));
     cJSON_AddItemToObject(o, "allPodsGoneSeconds", bx_num(gone_s));
     cJSON_AddNumberToObject(o, "busyDeletedAfterJob", busy_deleted_after);
+    cJSON_AddNumberToObject(o, "writeRate", write_rate);
     cJSON_AddNumberToObject(o, "deletedWhileBusy", violations);
     cJSON_AddItemToObject(o, "busyDeleteLagMaxSeconds", bx_num(busy_lag_max));
     cJSON_AddItemToObject(o, "drainedInSlurm", bx_num(drained));
