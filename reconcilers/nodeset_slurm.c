@@ -2020,12 +2020,11 @@ void nss_release(operator *op, const sobj *nodeset, const nsb_pod *pods, size_t 
         const sobj *pod = pod_sobj(&pods[i]);
         if (pods[i].terminating || pod->deleting || !map_get(&s->victims, pod->uid) || is_deleting(s, pod, now))
             continue;
-        /* condemn: the same per-pod rules as in a deciding pass (kept while
-         * Slurm cannot be read, cordoned while it waits, drained again when
-         * the drain is not proven ours) */
-        if (condemn(op, s, nodeset, pod, "condemned by the last full pass") != NSS_DELETE)
+        /* the same per-pod rules as in a deciding pass (kept while Slurm
+         * cannot be read, cordoned while it waits, drained again when the
+         * drain is not proven ours; marked deleting when it goes) */
+        if (nss_condemn(op, nodeset, NULL, pod, "condemned by the last full pass") != NSS_DELETE)
             continue;
-        mark_deleting(s, pod, now);
         (act->release_pod ? act->release_pod : act->delete_pod)(act->ctx, pod,
                                                                  "condemned by the last full pass; its Slurm "
                                                                  "node is drained");
