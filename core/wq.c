@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/hrtimer.h"
 #include "core/list.h"
 #include "core/log.h"
 #include "core/map.h"
@@ -32,7 +33,7 @@ struct wq_item {
 
 struct wq {
     uv_idle_t idle;   /* runs ready keys; active only while some are ready */
-    uv_timer_t timer; /* armed for the earliest deadline */
+    hrtimer timer;    /* armed for the earliest deadline (to the microsecond: see hrtimer.h) */
     char *name;
     wq_handler handler;
     void *data;
@@ -165,14 +166,14 @@ static struct wq_item *heap_pop(wq_t *q)
 /* ---------------------------------------------------------------- driver */
 
 static void on_idle(uv_idle_t *h);
-static void on_timer(uv_timer_t *t);
+static void on_timer(hrtimer *t);
 
 /* Arm the timer for the earliest deadline, or stop it when nothing waits. */
 static void timer_arm(wq_t *q)
 {
     if (q->heap_len == 0) {
         if (q->armed_deadline) {
-            uv_timer_stop(&q->timer);
+            hrtimer_stop(&q->timer);
             q->armed_deadline = 0;
         }
         return;
@@ -180,11 +181,7 @@ static void timer_arm(wq_t *q)
     uint64_t deadline = q->heap[0]->deadline_ns;
     if (deadline == q->armed_deadline)
         return;
-    uint64_t now = uv_hrtime();
-    uint64_t ms = deadline > now ? (deadline - now + RL_NS_PER_MS - 1) / RL_NS_PER_MS : 0;
-    /* uv timers count from the loop's cached time, which may lag behind
-     * uv_hrtime(); an early expiry is caught in on_timer and re-armed. */
-    uv_timer_start(&q->timer, on_timer, ms, 0);
+    hrtimer_start(&q->timer, on_timer, deadline);
     q->armed_deadline = deadline;
 }
 
@@ -233,9 +230,9 @@ static void add_after_ns(wq_t *q, struct wq_item *it, uint64_t delay_ns)
     timer_arm(q);
 }
 
-static void on_timer(uv_timer_t *t)
+static void on_timer(hrtimer *t)
 {
-    wq_t *q = container_of(t, wq_t, timer);
+    wq_t *q = t->data;
     uint64_t now = uv_hrtime();
     q->armed_deadline = 0;
     while (q->heap_len > 0 && q->heap[0]->deadline_ns <= now) {
@@ -489,7 +486,8 @@ wq_t *wq_new(uv_loop_t *loop, const wq_opts *o, int *err)
     /* Neither init can fail on a valid loop, and both must succeed before
      * the queue exists, so that wq_shutdown always has two handles to close. */
     uv_idle_init(loop, &q->idle);
-    uv_timer_init(loop, &q->timer);
+    hrtimer_init(loop, &q->timer);
+    q->timer.data = q;
     return q;
 }
 
@@ -563,15 +561,24 @@ const wq_stats *wq_get_stats(const wq_t *q)
     return &q->stats;
 }
 
-static void on_close(uv_handle_t *h)
+static void closed_one(wq_t *q)
 {
-    wq_t *q = h->data;
     if (--q->pending_close > 0)
         return;
     if (q->on_closed)
         q->on_closed(q->closed_data);
     free(q->name);
     free(q);
+}
+
+static void on_idle_closed(uv_handle_t *h)
+{
+    closed_one(h->data);
+}
+
+static void on_timer_closed(hrtimer *t)
+{
+    closed_one(t->data);
 }
 
 void wq_shutdown(wq_t *q, void (*on_closed)(void *data), void *data)
@@ -603,9 +610,7 @@ void wq_shutdown(wq_t *q, void (*on_closed)(void *data), void *data)
 
     q->pending_close = 2;
     q->idle.data = q;
-    q->timer.data = q;
     uv_idle_stop(&q->idle);
-    uv_timer_stop(&q->timer);
-    uv_close((uv_handle_t *)&q->idle, on_close);
-    uv_close((uv_handle_t *)&q->timer, on_close);
+    uv_close((uv_handle_t *)&q->idle, on_idle_closed);
+    hrtimer_close(&q->timer, on_timer_closed);
 }

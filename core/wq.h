@@ -21,9 +21,9 @@
  * is active only while keys are ready, for one key at a time, at most
  * max_per_tick keys (and about max_tick_ns of handler time) per loop
  * iteration, so one busy queue cannot starve the loop's I/O. Delayed keys
- * sit in a min-heap with one uv_timer armed for the earliest deadline. The
- * handler is never called from inside a wq_* call; it always runs from the
- * loop.
+ * sit in a min-heap with one timer (hrtimer.h: to the microsecond) armed for
+ * the earliest deadline. The handler is never called from inside a wq_*
+ * call; it always runs from the loop.
  *
  * Handler results (controller-runtime's rules):
  *  - WQ_OK: success, the key's failure count is forgotten;
