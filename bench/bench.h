@@ -68,6 +68,7 @@ struct bx_ctx {
     int no_slurm;            /* skip everything that needs the Slurm lab */
     int churn_slurm;         /* churn with a RestApi and a Slurm lab of N nodes */
     int churn_outage;        /* ... and its slurmrestd killed 0.5 s into the 1,000 events/s window */
+    int churn_latency_ms;    /* > 0: kubesim answers non-watch requests this late during churn windows */
     double scalein_write_rate; /* > 0: kubesim applies writes at most this many per second during scale-in */
     int pin_cpu;             /* --pin-operator: the CPU of the operator under test, -1: not pinned */
     const char *op_args[16]; /* --slurmop-arg: extra flags for every slurmop */

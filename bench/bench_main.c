@@ -91,6 +91,9 @@ static const char usage[] =
     "  --churn-outage        with --churn-slurm (implied): kill the lab's slurmrestd 0.5 s into the 1,000\n"
     "                        events/s window of each fleet, so that window measures churn while Slurm\n"
     "                        cannot be read (the NodeSet's full passes then wait for their gap)\n"
+    "  --churn-latency-ms N  during each churn window, kubesim answers every non-watch request N ms late\n"
+    "                        (its latency fault: the round trip of a real API server's writes, 1-2.5 ms\n"
+    "                        on a loaded one), so writes that wait for the one before show it (kubesim only)\n"
     "  --peer slinky         instead of the scenarios: slurmop (its defaults, then with Slinky's client\n"
     "                        QPS) and Slinky's slurm-operator (tests/slinky/build.sh) each on a fresh real\n"
     "                        control plane (implies --cluster real): scale-out 0 -> N, churn (100 pods\n"
@@ -144,6 +147,7 @@ enum {
     OPT_CHURN_SLURM,
     OPT_CHURN_OUTAGE,
     OPT_SCALEIN_WRITE_RATE,
+    OPT_CHURN_LATENCY,
     OPT_POD_SHAPE,
     OPT_K8S_DIR,
     OPT_HELP,
@@ -176,6 +180,7 @@ static const struct option long_opts[] = {
     {"churn-slurm", no_argument, NULL, OPT_CHURN_SLURM},
     {"churn-outage", no_argument, NULL, OPT_CHURN_OUTAGE},
     {"scalein-write-rate", required_argument, NULL, OPT_SCALEIN_WRITE_RATE},
+    {"churn-latency-ms", required_argument, NULL, OPT_CHURN_LATENCY},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -542,6 +547,16 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case OPT_CHURN_LATENCY: {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || v < 1 || v > 10000) {
+                fprintf(stderr, "slurmop-bench: --churn-latency-ms wants 1 to 10000 milliseconds, not %s\n", optarg);
+                return 2;
+            }
+            x.churn_latency_ms = (int)v;
+            break;
+        }
         case OPT_PIN:
             pin = 1;
             break;

@@ -332,6 +332,12 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
     uv_timer_start(&c->tick, tick_cb, 1, 1);
     uv_timer_start(&c->samp, samp_cb, 0, 100);
     c->killed = 0;
+    if (x->churn_latency_ms > 0 && f->have_ks) {
+        char body[64];
+        snprintf(body, sizeof(body), "{\"latencyMs\":%d}", x->churn_latency_ms);
+        if (bx_admin(x, &f->ks, "POST", "/kubesim/faults", body, NULL) != 0)
+            bx_say(x, "bench: churn: kubesim's latency fault could not be set; the window runs without it");
+    }
     if (x->churn_outage && c->lab && rate >= 1000)
         uv_timer_start(&c->outage, outage_cb, 500, 0);
     bx_sleep(x, secs);
@@ -341,6 +347,8 @@ static int run_rate(bx_ctx *x, bx_fleet *f, churn *c, double rate, double secs, 
     uv_timer_stop(&c->outage);
     rr->outage = c->killed;
     (void)bx_wait(x, drained, c, 60);
+    if (x->churn_latency_ms > 0 && f->have_ks)
+        (void)bx_admin(x, &f->ks, "POST", "/kubesim/faults", "{\"latencyMs\":0}", NULL);
     rr->seconds = bx_secs(c->t0, uv_hrtime());
     rr->sent = c->sent - c->node_skipped;
     rr->failed = c->failed;
@@ -655,6 +663,7 @@ int scen_churn(bx_ctx *x)
         cJSON_AddItemToObject(j, "incrementalPasses", bx_num(r->incr));
         cJSON_AddItemToObject(j, "kubernetesSharePasses", bx_num(r->share));
         cJSON_AddBoolToObject(j, "slurmOutage", r->outage);
+        cJSON_AddNumberToObject(j, "apiLatencyMs", x->churn_latency_ms);
         if (r->full_why) {
             cJSON_AddItemToObject(j, "fullPassReasons", r->full_why);
             r->full_why = NULL;
