@@ -772,9 +772,15 @@ int scen_churn(bx_ctx *x)
                       moved ? " The reused control plane ran off the operator's CPU during the churn." : "");
     if (with_ref)
         bx_table_note(t,
-                      "p99 at 1,024: the same rates on a fleet of %d pods (its own kubesim%s), run first; ratio: "
+                      "p99 at 1,024: the same rates on a fleet of %d pods (%s%s), run first; ratio: "
                       "this fleet's p99 over it.",
-                      CHURN_REF_N, ref_slurm ? " and Slurm lab" : "");
+                      CHURN_REF_N, x->kubeconfig ? "on the same control plane" : "its own kubesim",
+                      ref_slurm ? " and Slurm lab" : "");
+    if (x->churn_latency_ms > 0 && !x->kubeconfig)
+        bx_table_note(t,
+                      "--churn-latency-ms %d: during each window kubesim answered every non-watch request %d ms "
+                      "late.",
+                      x->churn_latency_ms, x->churn_latency_ms);
     /* A failed node poll leaves the Slurm side unknown until one succeeds:
      * full passes (reason slurm-busy) then run once per gap, and events in
      * between take Kubernetes-share steps. A stall of the lab's slurmctld

@@ -242,6 +242,7 @@ int scen_scale_in(bx_ctx *x)
     rc = bx_fleet_open(x, &f, "scale-in", x->k8s_nodes > n ? x->k8s_nodes : n, n, &fs);
     double limit_s = NAN, drains_s = NAN, gone_s = NAN, writes = NAN, drained = NAN;
     double logged = NAN, first_drain_s = NAN, last_drain_s = NAN;
+    double patch_s = NAN; /* the scale PATCH's answer, after time 0 */
     cJSON *before = cJSON_CreateObject(); /* what the operator did to get there */
     int violations = 0, busy_deleted_after = 0;
     double busy_lag_max = 0, idle_gone_s = NAN, write_rate = 0;
@@ -325,6 +326,7 @@ int scen_scale_in(bx_ctx *x)
                 bx_say(x, "bench: scale-in: kubesim refused the write-rate fault");
         }
         rc = bx_scale(x, &f.api, 0);
+        patch_s = bx_secs(t0, uv_hrtime());
         /* a real API server took the deletes at ~62 a second at 8,192
          * pods: the busy pods' came after 132 s, past a fixed window */
         double window_s = job_s + 120 + (x->real_k8s ? 0.05 * n : 0);
@@ -402,7 +404,7 @@ int scen_scale_in(bx_ctx *x)
              bx_fmt_s(lag, sizeof(lag), busy_lag_max));
     snprintf(k, sizeof(k), "%d", violations);
     snprintf(l, sizeof(l), "%.0f", drained);
-    char tmp[24];
+    char tmp[24], tmp2[24];
     snprintf(c1, sizeof(c1), "%s", bx_fmt_s(tmp, sizeof(tmp), first_drain_s));
     if (isfinite(all_s))
         bx_fmt_s(c, sizeof(c), all_s);
@@ -419,11 +421,11 @@ int scen_scale_in(bx_ctx *x)
         version, api, newer ? "REST" : "libslurm", job_s);
     bx_table_note(
         t,
-        "Time 0: the scale PATCH. Drains issued: the operator's log lines \"draining K Slurm nodes for "
-        "scale-in\" (one hostlist request each; %.0f nodes in all). Node writes answered "
+        "Time 0: the scale PATCH (answered at %s). Drains issued: the operator's log lines \"draining K "
+        "Slurm nodes for scale-in\" (one hostlist request each; %.0f nodes in all). Node writes answered "
         "(slurmop_slurm_node_writes_total{result=\"ok\"}, drains and other node updates): %.0f, "
         "N reached at %s.",
-        logged, writes, bx_fmt_s(tmp, sizeof(tmp), drains_s));
+        bx_fmt_s(tmp2, sizeof(tmp2), patch_s), logged, writes, bx_fmt_s(tmp, sizeof(tmp), drains_s));
     bx_table_note(
         t, "Limit: `scontrol update nodename=gpu-[0-%d] state=drain` (one RPC) in the same lab, just before.",
         n - 1);
@@ -464,6 +466,7 @@ int scen_scale_in(bx_ctx *x)
     cJSON_AddItemToObject(o, "limitOneRpcSeconds", bx_num(limit_s));
     cJSON_AddItemToObject(o, "before", before);
     cJSON_AddItemToObject(o, "drainsLogged", bx_num(logged));
+    cJSON_AddItemToObject(o, "scalePatchAnsweredSeconds", bx_num(patch_s));
     cJSON_AddItemToObject(o, "firstDrainSeconds", bx_num(first_drain_s));
     cJSON_AddItemToObject(o, "lastDrainSeconds", bx_num(last_drain_s));
     cJSON_AddItemToObject(o, "allDrainsIssuedSeconds", bx_num(all_s));
