@@ -101,38 +101,56 @@ static double day_seconds_now(void)
     return (double)(tv.tv_sec % 86400) + (double)tv.tv_usec / 1e6;
 }
 
+/* The next line of a log read into memory: the line (its newline replaced
+ * by a NUL), *pos moved past it; NULL at the end. */
+static char *line_next(char **pos)
+{
+    char *line = *pos;
+    if (line == NULL || *line == '\0')
+        return NULL;
+    char *eol = strchr(line, '\n');
+    if (eol)
+        *eol = '\0';
+    *pos = eol ? eol + 1 : NULL;
+    return line;
+}
+
+/* The time of an operator log line ("I1130 03:57:41.393099 ..."), in
+ * seconds after day-second t0: 1 when it has one and it is not before t0. */
+static int line_time(const char *line, double t0, double *t)
+{
+    int hh, mm;
+    double ss;
+    if (strlen(line) < 5 || sscanf(line + 5, " %d:%d:%lf", &hh, &mm, &ss) != 3)
+        return 0;
+    *t = hh * 3600.0 + mm * 60.0 + ss - t0;
+    if (*t < -43200)
+        *t += 86400; /* past midnight */
+    return *t >= -0.001;
+}
+
 /* The drains the operator logged ("draining K Slurm nodes for scale-in")
  * after day-second t0: how many, and when the last and the first were
  * issued (seconds after t0). */
 static void logged_drains(const char *log_path, double t0, double *count, double *first_s, double *last_s)
 {
-    char *log = NULL;
+    char *log = NULL, *pos, *line;
     size_t len = 0;
     *count = 0;
     *first_s = *last_s = NAN;
     if (file_read_all(log_path, 512u << 20, &log, &len) != 0)
         return;
-    for (char *line = log; line && *line;) {
-        char *eol = strchr(line, '\n');
-        if (eol)
-            *eol = '\0';
+    for (pos = log; (line = line_next(&pos));) {
         const char *d = strstr(line, ": draining ");
-        int hh, mm;
-        double ss;
         long k;
-        if (d && strstr(d, " Slurm nodes for scale-in") &&
-            sscanf(line + 5, " %d:%d:%lf", &hh, &mm, &ss) == 3 && sscanf(d + 11, "%ld", &k) == 1) {
-            double t = hh * 3600.0 + mm * 60.0 + ss - t0;
-            if (t < -43200)
-                t += 86400; /* past midnight */
-            if (t >= -0.001) {
-                *count += (double)k;
-                if (!isfinite(*first_s))
-                    *first_s = t;
-                *last_s = t;
-            }
+        double t;
+        if (d && strstr(d, " Slurm nodes for scale-in") && sscanf(d + 11, "%ld", &k) == 1 &&
+            line_time(line, t0, &t)) {
+            *count += (double)k;
+            if (!isfinite(*first_s))
+                *first_s = t;
+            *last_s = t;
         }
-        line = eol ? eol + 1 : NULL;
     }
     free(log);
 }
@@ -144,31 +162,23 @@ static void logged_drains(const char *log_path, double t0, double *count, double
  * before it. */
 static void logged_deletes(const char *log_path, double t0, busy_job *jobs, int nb)
 {
-    char *log = NULL;
+    char *log = NULL, *pos, *line;
     size_t len = 0;
     for (int i = 0; i < nb; i++)
         jobs[i].decided = NAN;
     if (file_read_all(log_path, 512u << 20, &log, &len) != 0)
         return;
-    for (char *line = log; line && *line;) {
-        char *eol = strchr(line, '\n');
-        if (eol)
-            *eol = '\0';
+    for (pos = log; (line = line_next(&pos));) {
         const char *d = strstr(line, "] nodeset ");
-        int hh, mm;
-        double ss;
-        if (d && strstr(d, ": deleting pod ") && sscanf(line + 5, " %d:%d:%lf", &hh, &mm, &ss) == 3) {
-            double t = hh * 3600.0 + mm * 60.0 + ss - t0;
-            if (t < -43200)
-                t += 86400; /* past midnight */
-            for (int i = 0; i < nb && t >= -0.001; i++) {
-                char want[64];
-                snprintf(want, sizeof(want), ": deleting pod %s (", jobs[i].node);
-                if (!isfinite(jobs[i].decided) && strstr(d, want))
-                    jobs[i].decided = t;
-            }
+        double t;
+        if (d == NULL || strstr(d, ": deleting pod ") == NULL || !line_time(line, t0, &t))
+            continue;
+        for (int i = 0; i < nb; i++) {
+            char want[64];
+            snprintf(want, sizeof(want), ": deleting pod %s (", jobs[i].node);
+            if (!isfinite(jobs[i].decided) && strstr(d, want))
+                jobs[i].decided = t;
         }
-        line = eol ? eol + 1 : NULL;
     }
     free(log);
 }
