@@ -183,6 +183,14 @@ cJSON *clc_probe(cJSON *handler_kv, int failure_threshold, int period_seconds);
 cJSON *clc_http_get(const char *path, const char *port);
 /** {tcpSocket:{port:<n>}} as a detached key/value item. */
 cJSON *clc_tcp_socket(int port);
+/** The `logfile` sidecar's shell script (run as `sh -c <script>`, the FIFO
+ *  path in $SOCKET, default /tmp/logfile.log): create the FIFO unless it
+ *  exists, copy it to stdout forever, reopening it after every writer
+ *  closes it. The copy runs in the background and the shell waits for it, so
+ *  a SIGTERM or SIGINT reaches the shell's trap at once and the sidecar exits
+ *  0: as PID 1 of its container a shell without a trap ignores SIGTERM, and
+ *  every pod delete would wait out the grace period. */
+const char *clc_logfile_script(void);
 /** {runAsNonRoot: true, runAsUser: id, runAsGroup: id[, fsGroup: id]}. */
 cJSON *clc_security_context(int id, int with_fs_group);
 

@@ -10,19 +10,7 @@
 
 /* The logfile sidecar: slurmctld writes its log into a FIFO on a shared
  * emptyDir and this container copies it to its stdout, so `kubectl logs`
- * shows it. An existing FIFO is kept (deleting it races a restarting writer,
- * which could open the unlinked node and block forever), and the reader
- * reopens the FIFO each time the writer closes it instead of exiting. */
-static const char logfile_script[] = "set -eu\n"
-                                     "fifo=\"${SOCKET:-/tmp/logfile.log}\"\n"
-                                     "mkdir -p \"$(dirname \"$fifo\")\"\n"
-                                     "if [ ! -p \"$fifo\" ]; then\n"
-                                     "  rm -f \"$fifo\"\n"
-                                     "  mkfifo -m 777 \"$fifo\"\n"
-                                     "fi\n"
-                                     "while :; do\n"
-                                     "  cat \"$fifo\" || true\n"
-                                     "done\n";
+ * shows it (clc_logfile_script). */
 
 /* The reconfigure sidecar (inplaceReconfigure): every 5 s, hash the files of
  * the projected /etc/slurm (following the kubelet's symlinks, skipping its
@@ -212,7 +200,43 @@ int ctlb_config(const cJSON *controller, const cJSON *const *nodesets, size_t n_
 
 /* ---- the StatefulSet ------------------------------------------------------ */
 
-static cJSON *slurmctld_container(const cJSON *c, const char *cluster, int replicas)
+/* Without persistence the state lives in an emptyDir, which the kubelet
+ * makes 0777 and root's: slurmctld then logs "StateSaveLocation DIRECTORY IS
+ * WORLD WRITABLE", and any process of the pod could rewrite the job state.
+ * The emptyDir is therefore mounted one level up, and this init container,
+ * running as SlurmUser, creates the state directory inside it 0700. */
+static const char statesave_script[] = "set -eu\n"
+                                       "mkdir -p \"$STATESAVE\"\n"
+                                       "chmod 0700 \"$STATESAVE\"\n";
+
+static cJSON *statesave_container(const cJSON *slurmctld, const char *state_dir)
+{
+    cJSON *k = cJSON_CreateObject();
+    json_set_str(k, "name", "statesave");
+    const char *img = json_get_str(slurmctld, "image");
+    if (img)
+        json_set_str(k, "image", img);
+    cJSON *cmd = cJSON_CreateArray();
+    cJSON_AddItemToArray(cmd, cJSON_CreateString("sh"));
+    cJSON_AddItemToArray(cmd, cJSON_CreateString("-c"));
+    cJSON_AddItemToArray(cmd, cJSON_CreateString(statesave_script));
+    json_set(k, "command", cmd);
+    cJSON *env = cJSON_CreateArray();
+    cJSON *e = cJSON_CreateObject();
+    json_set_str(e, "name", "STATESAVE");
+    json_set_str(e, "value", state_dir);
+    cJSON_AddItemToArray(env, e);
+    json_set(k, "env", env);
+    json_set(k, "securityContext", clc_security_context(CLC_SLURM_UID, 0));
+    cJSON *mounts = cJSON_CreateArray();
+    cJSON_AddItemToArray(mounts, clc_mount("statesave", SCONF_SPOOL_DIR, NULL, 0));
+    json_set(k, "volumeMounts", mounts);
+    return k;
+}
+
+/* state_parent: the state volume is an emptyDir mounted at SCONF_SPOOL_DIR
+ * (statesave_container), not at the state directory itself. */
+static cJSON *slurmctld_container(const cJSON *c, const char *cluster, int replicas, int state_parent)
 {
     cJSON *k = cJSON_CreateObject();
     json_set_str(k, "name", CTLB_APP);
@@ -235,7 +259,7 @@ static cJSON *slurmctld_container(const cJSON *c, const char *cluster, int repli
     char *spool = xasprintf("%s/%s", SCONF_SPOOL_DIR, cluster);
     cJSON_AddItemToArray(mounts, clc_mount("slurm-etc", SCONF_ETC_DIR, NULL, 1));
     cJSON_AddItemToArray(mounts, clc_mount("run", "/run", NULL, 0));
-    cJSON_AddItemToArray(mounts, clc_mount("statesave", spool, NULL, 0));
+    cJSON_AddItemToArray(mounts, clc_mount("statesave", state_parent ? SCONF_SPOOL_DIR : spool, NULL, 0));
     cJSON_AddItemToArray(mounts, clc_mount("slurm-authsocket", "/run/slurmctld", NULL, 0));
     cJSON_AddItemToArray(mounts, clc_mount("slurm-logfile", "/var/log/slurm", NULL, 0));
     free(spool);
@@ -256,7 +280,7 @@ static cJSON *logfile_container(const cJSON *user, const char *fifo)
     cJSON *cmd = cJSON_CreateArray();
     cJSON_AddItemToArray(cmd, cJSON_CreateString("sh"));
     cJSON_AddItemToArray(cmd, cJSON_CreateString("-c"));
-    cJSON_AddItemToArray(cmd, cJSON_CreateString(logfile_script));
+    cJSON_AddItemToArray(cmd, cJSON_CreateString(clc_logfile_script()));
     json_set(k, "command", cmd);
     json_set_str(k, "restartPolicy", "Always");
     cJSON *mounts = cJSON_CreateArray();
@@ -447,11 +471,16 @@ int ctlb_statefulset(const cJSON *controller, const cJSON *config, const clc_env
     cJSON_Delete(defc);
     cJSON *pspec = json_obj_ensure(tmpl, "spec");
     json_set_bool(pspec, "automountServiceAccountToken", 0);
-    cJSON *ctld = slurmctld_container(c, cluster, replicas);
+    cJSON *ctld = slurmctld_container(c, cluster, replicas, !persist);
     cJSON *containers = cJSON_CreateArray();
     cJSON_AddItemToArray(containers, ctld);
     json_set(pspec, "containers", containers);
     cJSON *inits = cJSON_CreateArray();
+    if (!persist) {
+        char *dir = xasprintf("%s/%s", SCONF_SPOOL_DIR, cluster);
+        cJSON_AddItemToArray(inits, statesave_container(ctld, dir));
+        free(dir);
+    }
     if (inplace)
         cJSON_AddItemToArray(inits, reconfigure_container(c, ctld));
     cJSON_AddItemToArray(inits, logfile_container(json_get(spec, "logfile"), "/var/log/slurm/slurmctld.log"));

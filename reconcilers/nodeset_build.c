@@ -17,6 +17,7 @@
 #include "core/mem.h"
 #include "core/quantity.h"
 #include "core/rfc3339.h"
+#include "reconcilers/cluster_common.h"
 #include "reconcilers/podtemplate.h"
 
 #define LAST_APPLIED "kubectl.kubernetes.io/last-applied-configuration"
@@ -611,15 +612,7 @@ static cJSON *slurmd_container(const cJSON *nodeset, const char *conf_server, co
 }
 
 /* The log sidecar owns a FIFO that slurmd writes its log into and copies it
- * to stdout. It keeps the FIFO across its own restarts (recreating it would
- * let a writer that reopens at the wrong moment block on a dead inode) and
- * reopens it after every writer close instead of exiting. */
-static const char logfile_script[] = "set -eu\n"
-                                     "fifo=\"${SOCKET:-/tmp/logfile.log}\"\n"
-                                     "mkdir -p \"$(dirname \"$fifo\")\"\n"
-                                     "[ -p \"$fifo\" ] || { rm -f \"$fifo\"; mkfifo -m 777 \"$fifo\"; }\n"
-                                     "while :; do cat \"$fifo\" || true; done\n";
-
+ * to stdout (clc_logfile_script). */
 static cJSON *logfile_container(const cJSON *nodeset)
 {
     cJSON *c = cJSON_CreateObject();
@@ -627,7 +620,7 @@ static cJSON *logfile_container(const cJSON *nodeset)
     cJSON *env = cJSON_CreateArray();
     cJSON_AddItemToArray(env, env_value("SOCKET", "/var/log/slurm/slurmd.log"));
     json_set(c, "env", env);
-    const char *cmd[] = {"sh", "-c", logfile_script};
+    const char *cmd[] = {"sh", "-c", clc_logfile_script()};
     json_set(c, "command", str_array(cmd, ARRAY_SIZE(cmd)));
     json_set_str(c, "restartPolicy", "Always");
     cJSON *mounts = cJSON_CreateArray();

@@ -15,6 +15,7 @@
 #include "reconcilers/restapi_build.h"
 #include "reconcilers/slurmconf.h"
 #include "reconcilers/validate_cluster.h"
+#include "unit/sh_script.h"
 
 #define UID "11111111-2222-3333-4444-555555555555"
 #define CTL_META                                                                                             \
@@ -115,6 +116,9 @@ static cJSON *build_sts(const char *ctl_jq, const cJSON *config, tenv *t, int wa
         assert_null(out);
     return out;
 }
+
+static char *write_temp(const char *text);
+static const char *script_of(const cJSON *container);
 
 /* ---- Controller ---------------------------------------------------------- */
 
@@ -451,6 +455,54 @@ static void test_controller_inplace_and_ha(void **state)
     tenv_free(&t);
 }
 
+/* An emptyDir is 0777 (issue 32: slurmctld logged "StateSaveLocation
+ * DIRECTORY IS WORLD WRITABLE"). The pod must make StateSaveLocation 0700
+ * and SlurmUser's before slurmctld starts: the emptyDir is mounted at the
+ * parent and an init container, as uid 401, creates the directory. Its
+ * script is run here on a 0777 directory like the kubelet's. */
+static void expect_statesave_0700(const cJSON *sts, const char *slurm_conf)
+{
+    const cJSON *ps = json_get(sts, "spec.template.spec");
+    const cJSON *ctld = named(json_get(ps, "containers"), "slurmctld");
+    expect_json(named(json_get(ctld, "volumeMounts"), "statesave"),
+                "{'name':'statesave','mountPath':'/var/spool/slurmctld'}");
+    const cJSON *init = item(json_get(ps, "initContainers"), 0);
+    assert_string_equal(json_get_str_or(init, "name", ""), "statesave");
+    assert_null(json_get(init, "restartPolicy")); /* runs to completion before slurmctld */
+    expect_json(json_get(init, "securityContext"), "{'runAsNonRoot':true,'runAsUser':401,'runAsGroup':401}");
+    expect_json(json_get(init, "volumeMounts"), "[{'name':'statesave','mountPath':'/var/spool/slurmctld'}]");
+    assert_string_equal(json_get_str_or(init, "image", ""), "slurmctld:26.05");
+    /* The directory it makes is slurm.conf's StateSaveLocation. */
+    const cJSON *env = json_get(init, "env");
+    assert_int_equal(json_len(env), 1);
+    assert_string_equal(json_get_str(env->child, "name"), "STATESAVE");
+    const char *want = strstr(slurm_conf, "\nStateSaveLocation=");
+    assert_non_null(want);
+    want += strlen("\nStateSaveLocation=");
+    const char *dir_env = json_get_str_or(env->child, "value", "");
+    assert_true(strncmp(want, dir_env, strlen(dir_env)) == 0 && want[strlen(dir_env)] == '\n');
+
+    char root[] = "/tmp/slurmop-statesave-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    assert_int_equal(chmod(root, 0777), 0);
+    char *dir = xasprintf("%s/state", root);
+    char *path = write_temp(script_of(init));
+    char cmd[512];
+    /* Twice: a restarted init container finds the directory there. */
+    snprintf(cmd, sizeof(cmd), "STATESAVE=%s sh %s && STATESAVE=%s sh %s", dir, path, dir, path);
+    assert_int_equal(system(cmd), 0);
+    struct stat st;
+    assert_int_equal(stat(dir, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0700);
+    assert_int_equal(st.st_uid, geteuid());
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    assert_int_equal(system(cmd), 0);
+    unlink(path);
+    free(path);
+    free(dir);
+}
+
 static void test_controller_persistence_table(void **state)
 {
     tenv t;
@@ -469,11 +521,16 @@ static void test_controller_persistence_table(void **state)
     cJSON_Delete(sts);
 
     /* disabled, no HA: emptyDir. */
-    sts =
-        build_sts("{" CTL_META ",'spec':{" CTL_KEYS ",'persistence':{'enabled':false}}}", NULL, &t, 0, NULL);
+#define NO_PERSIST "{" CTL_META ",'spec':{" CTL_KEYS ",'persistence':{'enabled':false},'slurmctld':{'image':'slurmctld:26.05'}}}"
+    sts = build_sts(NO_PERSIST, NULL, &t, 0, NULL);
+    cJSON *np = JQ(NO_PERSIST), *npcm = NULL;
+    assert_int_equal(ctlb_config(np, NULL, 0, &t.env, &npcm, NULL), 0);
     expect_json(named(json_get(sts, "spec.template.spec.volumes"), "statesave"),
                 "{'name':'statesave','emptyDir':{}}");
     assert_null(json_get(sts, "spec.volumeClaimTemplates"));
+    expect_statesave_0700(sts, clc_str(json_get(npcm, "data"), "slurm.conf"));
+    cJSON_Delete(npcm);
+    cJSON_Delete(np);
     cJSON_Delete(sts);
 
     /* enabled (default), no claim, HA: refused. */
@@ -1184,6 +1241,25 @@ static void test_pod_scripts(void **state)
     tenv_free(&t);
 }
 
+/* The slurmctld pod's logfile sidecar, run as PID 1 of a PID namespace: it
+ * copies the log and exits promptly on SIGTERM (issue 32: a shell loop as
+ * PID 1 ignored it and every pod delete waited 30 s). */
+static void test_controller_logfile_sigterm(void **state)
+{
+    tenv t;
+    setup_env(&t);
+    cJSON *sts = build_sts("{" CTL_META ",'spec':{" CTL_KEYS "}}", NULL, &t, 0, NULL);
+    const char *why = sh_check_logfile(script_of(named(json_get(sts, "spec.template.spec.initContainers"),
+                                                       "logfile")));
+    cJSON_Delete(sts);
+    tenv_free(&t);
+    if (why == SH_SKIP)
+        skip();
+    if (why)
+        fprintf(stderr, "logfile sidecar: %s\n", why);
+    assert_null(why);
+}
+
 /* ---- validation ----------------------------------------------------------- */
 
 static int has_msg(char *const *msgs, size_t n, const char *needle)
@@ -1335,6 +1411,7 @@ int main(void)
         cmocka_unit_test(test_controller_services),
         cmocka_unit_test(test_controller_config),
         cmocka_unit_test(test_controller_statefulset_shape),
+        cmocka_unit_test(test_controller_logfile_sigterm),
         cmocka_unit_test(test_controller_inplace_and_ha),
         cmocka_unit_test(test_controller_persistence_table),
         cmocka_unit_test(test_controller_hashes),

@@ -16,6 +16,7 @@
 #include "core/mem.h"
 #include "reconcilers/nodeset_build.h"
 #include "unit_assert.h"
+#include "sh_script.h"
 
 /* ---- fixtures ---------------------------------------------------------------------------------- */
 
@@ -331,6 +332,26 @@ static void test_quantity(void **state)
 }
 
 /* ---- the worker pod ---------------------------------------------------------------------------- */
+
+/* The worker pod's logfile sidecar, run as PID 1 of a PID namespace: it
+ * copies the log and exits promptly on SIGTERM (issue 32: a shell loop as
+ * PID 1 ignored it and every pod delete waited the 30 s grace period). */
+static void test_logfile_sigterm(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, NODESET);
+    cJSON *pod = build(&f, 0);
+    const cJSON *cmd = json_child(json_get(pod, "spec.initContainers")->child, "command");
+    const char *why = sh_check_logfile(cJSON_GetArrayItem(cmd, 2)->valuestring);
+    cJSON_Delete(pod);
+    fx_free(&f);
+    if (why == SH_SKIP)
+        skip();
+    if (why)
+        fprintf(stderr, "logfile sidecar: %s\n", why);
+    assert_null(why);
+}
 
 static void test_pod_statefulset(void **state)
 {
@@ -1599,6 +1620,7 @@ int main(void)
         cmocka_unit_test(test_victim_sort),      cmocka_unit_test(test_pod_from_json),
         cmocka_unit_test(test_max_unavailable),  cmocka_unit_test(test_split_update),
         cmocka_unit_test(test_status),           cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_logfile_sigterm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
