@@ -5,6 +5,7 @@
 
 #include "core/json.h"
 #include "reconcilers/cluster_common.h"
+#include "reconcilers/slurmconf.h"
 #include "reconcilers/token_build.h"
 
 static int named(const cJSON *o, const char *path, const char *name)
@@ -169,7 +170,8 @@ int cw_nodeset_affects(const cJSON *old_ns, const cJSON *new_ns, cw_ref out[2])
         return 0;
     if (!same_json(json_get(old_ns, "spec.partition"), json_get(new_ns, "spec.partition")) ||
         !str_eq(json_get_str(old_ns, "spec.template.spec.hostname"),
-                json_get_str(new_ns, "spec.template.spec.hostname")))
+                json_get_str(new_ns, "spec.template.spec.hostname")) ||
+        sconf_nodeset_fleet(old_ns) != sconf_nodeset_fleet(new_ns))
         out[n++] = b;
     return n;
 }

@@ -73,8 +73,10 @@ int cw_controller_uses_accounting(const cJSON *controller, const char *ns, const
  *   - add or delete: its controllerRef;
  *   - controllerRef changed (name or namespace): the old and the new one;
  *   - otherwise the NodeSet's one when a field slurm.conf shows changed:
- *     spec.partition (enabled, config) or spec.template.spec.hostname (the
- *     Slurm NodeSet name); replicas, images and the rest do not matter.
+ *     spec.partition (enabled, config), spec.template.spec.hostname (the
+ *     Slurm NodeSet name) or the NodeSet's share of MaxNodeCount
+ *     (sconf_nodeset_fleet: replicas, scaling mode, DaemonSet-mode eligible
+ *     Nodes); images and the rest do not matter.
  *  Returns 0, 1 or 2. */
 int cw_nodeset_affects(const cJSON *old_ns, const cJSON *new_ns, cw_ref out[2]);
 

@@ -239,6 +239,20 @@ char *sconf_merged_config(const char *extra, const sconf_merge *keys, size_t n_k
 
 /* ---- slurm.conf --------------------------------------------------------- */
 
+/* Whether the extraConf text sets key (case-insensitively, as Slurm reads
+ * it), by the same line rules as the merged config. */
+static int user_sets(const char *extra, const char *key)
+{
+    kvs kv = {0};
+    parse_conf(extra, &kv);
+    char *lk = lower_dup(key, strlen(key));
+    int found = sv_has(&kv.keys, lk);
+    free(lk);
+    sv_free(&kv.keys);
+    sv_free(&kv.vals);
+    return found;
+}
+
 static const char *const ctld_params[] = {"enable_configless", "reconfig_on_restart"};
 static const char *const auth_info[] = {"use_client_ids"};
 
@@ -266,6 +280,49 @@ static void accounting_lines(buf_t *b, const cJSON *controller, const cJSON *acc
             put(b, "AccountingStorageHost=%s-accounting\n", json_get_str_or(accounting, "metadata.name", ""));
         put(b, "AccountingStoragePort=%d\n", CLC_SLURMDBD_PORT);
     }
+}
+
+long long sconf_nodeset_fleet(const cJSON *nodeset)
+{
+    const char *mode = json_get_str_or(nodeset, "spec.scalingMode", "StatefulSet");
+    long long n = strcmp(mode, "DaemonSet") == 0 ? json_get_int(nodeset, "status.desired", 0)
+                                                 : json_get_int(nodeset, "spec.replicas", 1);
+    return n > 0 ? n : 0;
+}
+
+long long sconf_max_node_count(long long fleet, long long current)
+{
+    if (fleet < 0)
+        fleet = 0;
+    if (fleet > SCONF_MAX_NODES_LIMIT)
+        fleet = SCONF_MAX_NODES_LIMIT;
+    long long want = fleet + (fleet + 3) / 4, v = SCONF_MAX_NODES_MIN;
+    while (v < want && v < SCONF_MAX_NODES_LIMIT)
+        v *= 2;
+    if (current > v)
+        v = current;
+    return v > SCONF_MAX_NODES_LIMIT ? SCONF_MAX_NODES_LIMIT : v;
+}
+
+/* The MaxNodeCount of the slurm.conf stored in ConfigMap <name>-config (the
+ * first such line, ours; 0 when there is none). */
+static long long stored_max_nodes(const char *name, const clc_env *env)
+{
+    char *cm_name = xasprintf("%s-config", name);
+    const cJSON *cm = clc_get(env, "ConfigMap", cm_name);
+    free(cm_name);
+    const cJSON *conf = json_child(json_child(cm, "data"), SCONF_SLURM_CONF);
+    if (!cJSON_IsString(conf))
+        return 0;
+    static const char key[] = "\nMaxNodeCount=";
+    const char *p = strstr(conf->valuestring, key);
+    if (p == NULL)
+        return 0;
+    p += strlen(key);
+    long long v = 0;
+    while (*p >= '0' && *p <= '9' && v <= SCONF_MAX_NODES_LIMIT)
+        v = v * 10 + (*p++ - '0');
+    return v;
 }
 
 static const cJSON *find_accounting(const cJSON *controller, const clc_env *env)
@@ -366,8 +423,16 @@ int sconf_slurm_conf(const cJSON *controller, const cJSON *const *nodesets, size
     put(&b, "SlurmdUser=root\n");
     put(&b, "SlurmdPort=%d\n", CLC_SLURMD_PORT);
     put(&b, "SlurmdSpoolDir=/var/spool/slurmd\n");
-    /* Dynamic nodes need a non-zero MaxNodeCount. */
-    put(&b, "MaxNodeCount=1024\n");
+    /* Dynamic nodes need a non-zero MaxNodeCount, and one at least the fleet:
+     * slurmctld refuses a registration past it. */
+    long long fleet = 0;
+    for (size_t i = 0; i < n_nodesets; i++) {
+        const char *ref = json_get_str(nodesets[i], "spec.controllerRef.name");
+        if (ref && strcmp(ref, name) == 0)
+            fleet += sconf_nodeset_fleet(nodesets[i]);
+    }
+    if (!user_sets(extra, "MaxNodeCount"))
+        put(&b, "MaxNodeCount=%lld\n", sconf_max_node_count(fleet, stored_max_nodes(name, env)));
 
     section(&b, "LOGGING");
     put(&b, "SlurmctldLogFile=/var/log/slurm/slurmctld.log\n");

@@ -56,6 +56,24 @@ typedef struct sconf_merge {
  *  Returns "" (malloc'd) when extra sets none of the keys. */
 char *sconf_merged_config(const char *extra, const sconf_merge *keys, size_t n_keys);
 
+/* MaxNodeCount (docs/compat.md#maxnodecount): dynamic nodes need one, and
+ * slurmctld refuses to register a node past it. */
+#define SCONF_MAX_NODES_MIN 1024    /* Slinky's fixed value: small fleets keep it */
+#define SCONF_MAX_NODES_LIMIT 65536 /* the most Slurm 24.11 and 26.05 accept */
+
+/** The dynamic nodes one NodeSet may register: spec.replicas (1 when
+ *  absent) in StatefulSet mode, status.desired (the eligible Nodes) in
+ *  DaemonSet mode; never negative. */
+long long sconf_nodeset_fleet(const cJSON *nodeset);
+
+/** MaxNodeCount for a fleet of that many dynamic nodes: fleet plus a quarter
+ *  of headroom, rounded up to SCONF_MAX_NODES_MIN times a power of two
+ *  (so that scaling rewrites slurm.conf, which restarts slurmctld, only when
+ *  the fleet outgrows the value), at least current (the value slurm.conf
+ *  has now, 0 when unknown: it never shrinks, as a shrink would restart
+ *  slurmctld for nothing), at most SCONF_MAX_NODES_LIMIT. */
+long long sconf_max_node_count(long long fleet, long long current);
+
 /** slurm.conf for a Controller that runs in Kubernetes (docs/compat.md#slurmconf).
  *
  *  controller: the Controller CR as stored (defaults applied on the fly).
@@ -76,6 +94,10 @@ char *sconf_merged_config(const char *extra, const sconf_merge *keys, size_t n_k
  *    epilogSlurmctldScriptRefs (their data keys are the script file names:
  *    all names of one kind sorted bytewise; Prolog/Epilog are bare names,
  *    PrologSlurmctld/EpilogSlurmctld are under /etc/slurm).
+ *  MaxNodeCount is sconf_max_node_count() of the sum of sconf_nodeset_fleet()
+ *  over those NodeSets, with current read from the MaxNodeCount line of the
+ *  stored `<name>-config` ConfigMap that env resolves; the line is left out
+ *  when spec.extraConf sets MaxNodeCount (the user's value then stands).
  *  Returns 0 and the text in *out, or OP_ENOTFOUND when a script ConfigMap
  *  is missing (message in *why). For an external Controller this is the
  *  minimal configuration of sconf_slurm_conf_external(). */

@@ -84,11 +84,17 @@ static void test_nodeset_affects(void **state)
     assert_int_equal(cw_nodeset_affects(a, NULL, out), 1);
     expect_ref(out[0], "ns", "c1");
 
-    /* Replicas, image: slurm.conf does not show them. */
-    cJSON *b = JQ(NS("c1", ",'replicas':5,'partition':{'enabled':true,'config':'Default=YES'},"
+    /* Image, status: slurm.conf does not show them. */
+    cJSON *b = JQ(NS("c1", ",'replicas':2,'partition':{'enabled':true,'config':'Default=YES'},"
                            "'slurmd':{'image':'x'}"));
     assert_int_equal(cw_nodeset_affects(a, b, out), 0);
     assert_null(out[0].name);
+    cJSON_Delete(b);
+
+    /* Replicas: MaxNodeCount is sized from them (issue 32). */
+    b = JQ(NS("c1", ",'replicas':5000,'partition':{'enabled':true,'config':'Default=YES'}"));
+    assert_int_equal(cw_nodeset_affects(a, b, out), 1);
+    expect_ref(out[0], "ns", "c1");
     cJSON_Delete(b);
 
     /* Partition config / enabled. */

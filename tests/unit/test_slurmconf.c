@@ -131,6 +131,77 @@ static void test_accounting_nodesets_scripts(void **state)
     tenv_free(&t);
 }
 
+/* MaxNodeCount (issue 32: it was 1024 whatever the fleet, an eighth of what
+ * slurmop is for): the sum of the NodeSets' nodes plus a quarter, in steps of
+ * 1024 times a power of two, never below what slurm.conf has, at most what
+ * Slurm accepts (26.05 refuses 65537: "higher than the maximum allowed
+ * (65536)"). */
+static void test_max_node_count(void **state)
+{
+    static const long long table[][3] = {
+        /* fleet, current, want */
+        {0, 0, 1024},          {1, 0, 1024},         {819, 0, 1024},   {820, 0, 2048},
+        {1638, 0, 2048},       {1639, 0, 4096},      {8000, 0, 16384}, {52428, 0, 65536},
+        {60000, 0, 65536},     {1000000, 0, 65536},  {-5, 0, 1024},    {10, 4096, 4096},
+        {10000, 4096, 16384},  {10, 1000000, 65536}, {10, 512, 1024},
+    };
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        long long got = sconf_max_node_count(table[i][0], table[i][1]);
+        if (got != table[i][2])
+            fprintf(stderr, "fleet %lld current %lld: got %lld want %lld\n", table[i][0], table[i][1], got,
+                    table[i][2]);
+        assert_int_equal(got, table[i][2]);
+    }
+
+    cJSON *sts = JQ("{'spec':{'replicas':5000}}"), *dflt = JQ("{'spec':{}}"),
+          *ds = JQ("{'spec':{'scalingMode':'DaemonSet','replicas':3},'status':{'desired':700}}"),
+          *neg = JQ("{'spec':{'replicas':-4}}");
+    assert_int_equal(sconf_nodeset_fleet(sts), 5000);
+    assert_int_equal(sconf_nodeset_fleet(dflt), 1);
+    assert_int_equal(sconf_nodeset_fleet(ds), 700);
+    assert_int_equal(sconf_nodeset_fleet(neg), 0);
+    cJSON_Delete(sts);
+    cJSON_Delete(dflt);
+    cJSON_Delete(ds);
+    cJSON_Delete(neg);
+
+    /* In slurm.conf: 3000 + 2000 replicas + 900 eligible Nodes of a
+     * DaemonSet-mode NodeSet (another Controller's 9000 do not count):
+     * 5900 * 1.25 = 7375 -> 8192. */
+    cJSON *ns[3] = {
+        JQ("{'metadata':{'name':'a'},'spec':{'controllerRef':{'name':'slurm'},'replicas':3000}}"),
+        JQ("{'metadata':{'name':'b'},'spec':{'controllerRef':{'name':'slurm'},'replicas':2000,"
+           "'scalingMode':'StatefulSet'}}"),
+        JQ("{'metadata':{'name':'c'},'spec':{'controllerRef':{'name':'slurm'},'scalingMode':'DaemonSet'},"
+           "'status':{'desired':900}}"),
+    };
+    cJSON *other = JQ("{'metadata':{'name':'o'},'spec':{'controllerRef':{'name':'other'},'replicas':9000}}");
+    const cJSON *all[4] = {ns[0], ns[1], ns[2], other};
+    char *s = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS "}}", all, 4, NULL);
+    assert_non_null(strstr(s, "\nSlurmdSpoolDir=/var/spool/slurmd\nMaxNodeCount=8192\n"));
+    free(s);
+
+    /* It never shrinks below the stored slurm.conf's value. */
+    tenv t;
+    tenv_init(&t);
+    tenv_add(&t, "ConfigMap", "slurm-config",
+             "{'data':{'slurm.conf':'#\\n### GENERAL ###\\nClusterName=x\\nMaxNodeCount=32768\\n'}}");
+    s = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS "}}", all, 4, &t);
+    assert_non_null(strstr(s, "\nMaxNodeCount=32768\n"));
+    free(s);
+    tenv_free(&t);
+
+    /* The user's extraConf value stands alone (any case, as Slurm reads it). */
+    s = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'extraConf':'maxnodecount=50000\\nFoo=bar'}}", all, 4, NULL);
+    assert_null(strstr(s, "MaxNodeCount="));
+    assert_non_null(strstr(s, "### EXTRA CONFIG ###\nmaxnodecount=50000\n"));
+    free(s);
+
+    for (int i = 0; i < 3; i++)
+        cJSON_Delete(ns[i]);
+    cJSON_Delete(other);
+}
+
 static void test_missing_script_configmap(void **state)
 {
     tenv t;
@@ -335,6 +406,7 @@ int main(void)
         cmocka_unit_test(test_plain),
         cmocka_unit_test(test_ha_metrics_jwks),
         cmocka_unit_test(test_accounting_nodesets_scripts),
+        cmocka_unit_test(test_max_node_count),
         cmocka_unit_test(test_missing_script_configmap),
         cmocka_unit_test(test_extraconf_merge),
         cmocka_unit_test(test_external),
