@@ -1,7 +1,7 @@
 /* bindhook: the mutating admission webhook on pods/binding that puts a
  * Node's topology on a NodeSet pod at the moment it is bound.
  *
- * Why: slurmd reads its topology (SLINKY_TOPOLOGY, from the pod annotation
+ * Why: slurmd reads its topology (POD_TOPOLOGY, from the pod annotation
  * topology.slinky.slurm.net/spec through the downward API) once, when it
  * starts and registers. The NodeSet reconciler copies the Node's annotation
  * onto the pod only after it sees the pod scheduled, which races with the

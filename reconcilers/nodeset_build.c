@@ -372,6 +372,16 @@ static conf_item *conf_find(conf_item *items, size_t n, const char *key)
     return NULL;
 }
 
+int nsb_shell_unsafe(const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f || strchr("'\"\\$`;&|<>(){}[]*?~", c))
+            return c;
+    }
+    return 0;
+}
+
 char *nsb_slurmd_conf(const cJSON *nodeset, char *err, size_t errlen)
 {
     const char *extra = json_get_str_or(nodeset, "spec.extraConf", "");
@@ -382,14 +392,17 @@ char *nsb_slurmd_conf(const cJSON *nodeset, char *err, size_t errlen)
     int bad = 0;
 
     feats[nfeat++] = nsb_slurm_nodeset_name(nodeset);
-    items[nitems].key = xstrdup("Topology");
-    buf_init(&items[nitems].val, BUF_UNLIMITED);
-    put(&items[nitems++].val, "'\"$SLINKY_TOPOLOGY\"'");
 
     for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
         char *eq = strchr(tok, '=');
         if (eq == NULL || eq == tok) {
             errf(err, errlen, "malformed extraConf item \"%s\" (want Key=Value)", tok);
+            bad = 1;
+            break;
+        }
+        int c = nsb_shell_unsafe(tok);
+        if (c) {
+            errf(err, errlen, "extraConf item \"%s\" has '%c', which a shell would interpret", tok, c);
             bad = 1;
             break;
         }
@@ -441,14 +454,12 @@ char *nsb_slurmd_conf(const cJSON *nodeset, char *err, size_t errlen)
         qsort(lines, nl, sizeof(*lines), cmp_str);
         buf_t out;
         buf_init(&out, BUF_UNLIMITED);
-        putch(&out, '\'');
         for (size_t i = 0; i < nl; i++) {
             if (i)
-                putch(&out, ' ');
+                putch(&out, NSB_CONF_SEP);
             put(&out, lines[i]);
             free(lines[i]);
         }
-        putch(&out, '\'');
         free(lines);
         res = buf_detach(&out, NULL);
     }
@@ -557,7 +568,7 @@ static cJSON *slurmd_container(const cJSON *nodeset, const char *conf_server, co
     char num[32];
     cJSON *env = cJSON_CreateArray();
     cJSON *topo = cJSON_CreateObject();
-    json_set_str(topo, "name", "SLINKY_TOPOLOGY");
+    json_set_str(topo, "name", NSB_ENV_TOPOLOGY);
     json_set_str(json_obj_path_ensure(topo, "valueFrom.fieldRef"), "fieldPath",
                  "metadata.annotations['" NSB_ANN_TOPOLOGY "']");
     cJSON_AddItemToArray(env, topo);
@@ -1857,8 +1868,17 @@ size_t nsb_validate(const cJSON *nodeset, const cJSON *old, nsb_msgs *out)
         char *copy = xstrdup(extra), *save = NULL;
         for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
             char *eq = strchr(tok, '=');
+            int c = nsb_shell_unsafe(tok);
             if (eq == NULL || eq == tok)
                 msg(out, "spec.extraConf item \"%s\" is not Key=Value", tok);
+            else if (c >= 0x20 && c != 0x7f)
+                msg(out,
+                    "spec.extraConf item \"%s\" has '%c': slurmd's arguments may pass through a shell, "
+                    "which would interpret it",
+                    tok, c);
+            else if (c)
+                msg(out, "spec.extraConf item \"%s\" has a control character (items are separated by spaces)",
+                    tok);
         }
         free(copy);
     }

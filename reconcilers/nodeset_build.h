@@ -135,14 +135,36 @@ cJSON *nsb_controller_ref(const cJSON *nodeset);
 
 /* ---- slurmd configuration (docs/compat.md#nodeset-pod) ---------------------------------------- */
 
-/** The value of slurmd's --conf argument: single-quoted, space-separated,
- *  sorted Key=Value items. Features = the Slurm NodeSet name plus every
- *  Feature/Features value of extraConf (comma lists split, sorted,
- *  de-duplicated); Topology = '"$SLINKY_TOPOLOGY"' (expanded by the image's
- *  shell) joined with any extraConf Topology; every other extraConf key is
- *  title-cased ("gres" -> "Gres") and repeated keys are comma-joined.
- *  Empty extraConf tokens are skipped; a token without '=' gives NULL with a
- *  message in err (the webhook rejects such a NodeSet). malloc'd. */
+/* The environment variable that carries the pod's topology (the Node's
+ * topology.slinky.slurm.net/spec annotation) into the slurmd container: the
+ * image's entrypoint appends Topology=<it> to --conf when it is not empty
+ * (Slinky's images and slurmop's do). */
+#define NSB_ENV_TOPOLOGY "POD_TOPOLOGY"
+/* The separator of --conf items: a vertical tab. Slurm splits node
+ * parameters on any white space (POSIX [[:space:]]); a shell splits words on
+ * space, tab and newline only. So the argument is one word with the same
+ * bytes whether the image's entrypoint hands it to slurmd as it is or
+ * evaluates its arguments in a shell (as Slinky's images do), and an
+ * entrypoint that appends " Item" to it still yields separate items. */
+#define NSB_CONF_SEP '\v'
+
+/** The first character of s a POSIX shell would not take literally inside
+ *  a word (quotes, backslash, $, `, ;, &, |, <, >, parentheses, braces,
+ *  brackets, *, ?, ~, control characters), or 0 when there is none. */
+int nsb_shell_unsafe(const char *s);
+
+/** The value of slurmd's --conf argument: the sorted Key=Value items,
+ *  unquoted, separated by NSB_CONF_SEP, so that it means the same passed to
+ *  slurmd literally or evaluated by a shell. Features = the Slurm NodeSet
+ *  name plus every Feature/Features value of extraConf (comma lists split,
+ *  sorted, de-duplicated); every other extraConf key is title-cased ("gres"
+ *  -> "Gres") and repeated keys are comma-joined. There is no Topology item
+ *  (the entrypoint adds one from NSB_ENV_TOPOLOGY only when it is not
+ *  empty: an empty "Topology=" fails the registration once the entrypoint
+ *  appends CoreSpecCount/MemSpecLimit, Slinky's issue 261) unless extraConf
+ *  has one. Empty extraConf tokens are skipped; a token without '=', or
+ *  with a character nsb_shell_unsafe() reports, gives NULL with a message
+ *  in err (validation rejects such a NodeSet). malloc'd. */
 char *nsb_slurmd_conf(const cJSON *nodeset, char *err, size_t errlen);
 /** slurmd's --conf-server value: "<ctl>-controller.<ns>:6817", or
  *  "<host>:<port>" of spec.externalConfig when the Controller is external;

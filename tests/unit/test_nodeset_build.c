@@ -6,10 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/buf.h"
 #include "core/crypto.h"
 #include "core/err.h"
 #include "core/json.h"
@@ -265,13 +268,13 @@ static void test_slurmd_conf(void **state)
     char err[128];
     char *conf = nsb_slurmd_conf(f.nodeset, err, sizeof(err));
     assert_non_null(conf);
-    assert_string_equal(conf, "'Features=a100,cpu,gpu Gres=gpu:1 Topology='\"$SLINKY_TOPOLOGY\"' Weight=10'");
+    assert_string_equal(conf, "Features=a100,cpu,gpu\vGres=gpu:1\vWeight=10");
     free(conf);
     fx_free(&f);
 
     cJSON *n = J("{\"metadata\":{\"name\":\"cpu\"},\"spec\":{}}");
     conf = nsb_slurmd_conf(n, err, sizeof(err));
-    assert_string_equal(conf, "'Features=cpu Topology='\"$SLINKY_TOPOLOGY\"''");
+    assert_string_equal(conf, "Features=cpu");
     free(conf);
     cJSON_Delete(n);
 
@@ -280,8 +283,7 @@ static void test_slurmd_conf(void **state)
     n = J("{\"metadata\":{\"name\":\"cpu\"},\"spec\":{\"extraConf\":\"gres=a  GRES=b RealMemory=100 "
           "cpu_spec=2\"}}");
     conf = nsb_slurmd_conf(n, err, sizeof(err));
-    assert_string_equal(conf,
-                        "'Cpu_spec=2 Features=cpu Gres=a,b Realmemory=100 Topology='\"$SLINKY_TOPOLOGY\"''");
+    assert_string_equal(conf, "Cpu_spec=2\vFeatures=cpu\vGres=a,b\vRealmemory=100");
     free(conf);
     cJSON_Delete(n);
 
@@ -290,6 +292,143 @@ static void test_slurmd_conf(void **state)
     assert_null(nsb_slurmd_conf(n, err, sizeof(err)));
     assert_non_null(strstr(err, "oops"));
     cJSON_Delete(n);
+
+    /* A user's Topology item is kept as given. */
+    n = J("{\"metadata\":{\"name\":\"cpu\"},\"spec\":{\"extraConf\":\"Topology=default:s1\"}}");
+    conf = nsb_slurmd_conf(n, err, sizeof(err));
+    assert_string_equal(conf, "Features=cpu\vTopology=default:s1");
+    free(conf);
+    cJSON_Delete(n);
+
+    /* What a shell would not take literally is refused, here and by validation. */
+    static const char *const bad[] = {"Weight=$HOME", "Features=a'b", "Gres=\\\"x\\\"", "Weight=`id`", "Gres=a;b",
+                                      "Features={a,b}", "Gres=gpu:*", "Weight=1|2", "Features=~x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *js = xasprintf("{\"metadata\":{\"name\":\"cpu\"},\"spec\":{\"controllerRef\":{\"name\":\"c\"},"
+                             "\"extraConf\":\"Weight=1 %s\"}}",
+                             bad[i]);
+        n = J(js);
+        err[0] = '\0';
+        conf = nsb_slurmd_conf(n, err, sizeof(err));
+        if (conf)
+            fprintf(stderr, "accepted %s as %s\n", bad[i], conf);
+        assert_null(conf);
+        assert_non_null(strstr(err, "shell"));
+        nsb_msgs msgs = {0};
+        nsb_validate(n, NULL, &msgs);
+        int found = 0;
+        for (size_t k = 0; k < msgs.n; k++)
+            found |= strstr(msgs.v[k], "shell") != NULL;
+        assert_true(found);
+        nsb_msgs_free(&msgs);
+        cJSON_Delete(n);
+        free(js);
+    }
+}
+
+/* Run script with bash; return its stdout (NUL-separated words). */
+static char *bash_words(const char *script, size_t *len)
+{
+    char path[] = "/tmp/slurmop-args-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, script, strlen(script)), (ssize_t)strlen(script));
+    close(fd);
+    char *cmd = xasprintf("bash %s", path);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    char *out = xcalloc(1, 65536);
+    *len = fread(out, 1, 65535, f);
+    assert_int_equal(pclose(f), 0);
+    unlink(path);
+    free(cmd);
+    return out;
+}
+
+/* Split a Slurm node line as slurmctld does (on any white space). */
+static size_t slurm_items(const char *conf, char items[][128], size_t max)
+{
+    size_t n = 0;
+    const char *p = conf;
+    while (*p && n < max) {
+        while (*p && isspace((unsigned char)*p))
+            p++;
+        size_t k = 0;
+        while (*p && !isspace((unsigned char)*p) && k < 127)
+            items[n][k++] = *p++;
+        items[n][k] = '\0';
+        if (k)
+            n++;
+    }
+    return n;
+}
+
+/* Issue 32: slurmd's arguments only worked when the image's entrypoint
+ * re-evaluated them in a shell ('...' quotes, "$SLINKY_TOPOLOGY"), and an
+ * empty topology left "Topology=" behind (Slinky issue 261). Now the args
+ * are the same words whether passed literally or through a shell as
+ * Slinky's entrypoints do ("exec slurmd $SLURMD_OPTIONS", SLURMD_OPTIONS
+ * being the arguments joined by spaces), also after the entrypoint appends
+ * an item to --conf; and no item is an empty Topology. */
+static void test_slurmd_args_shell(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, NODESET);
+    cJSON *pod = build(&f, 1);
+    const cJSON *args = json_child(json_get(pod, "spec.containers")->child, "args");
+    const char *conf = NULL;
+    buf_t joined;
+    buf_init(&joined, BUF_UNLIMITED);
+    for (const cJSON *a = args->child; a; a = a->next) {
+        if (a->prev && a != args->child && strcmp(a->prev->valuestring, "--conf") == 0)
+            conf = a->valuestring;
+        assert_int_equal(buf_printf(&joined, "%s%s", joined.len ? " " : "", a->valuestring), 0);
+    }
+    assert_non_null(conf);
+
+    /* Literally: slurmd gets the items, and no Topology. */
+    char items[16][128];
+    size_t n = slurm_items(conf, items, 16);
+    assert_int_equal(n, 3);
+    assert_string_equal(items[0], "Features=a100,cpu,gpu");
+    assert_string_equal(items[1], "Gres=gpu:1");
+    assert_string_equal(items[2], "Weight=10");
+
+    /* Through a shell, with POD_TOPOLOGY / SLINKY_TOPOLOGY empty: the same words. */
+    char *script = xasprintf("POD_TOPOLOGY=; SLINKY_TOPOLOGY=; printf '%%s\\0' %s\n", buf_cstr(&joined));
+    size_t len = 0;
+    char *out = bash_words(script, &len);
+    size_t i = 0;
+    for (const cJSON *a = args->child; a; a = a->next) {
+        assert_true(i < len);
+        assert_string_equal(out + i, a->valuestring);
+        i += strlen(out + i) + 1;
+    }
+    assert_int_equal(i, len);
+    free(out);
+    free(script);
+
+    /* An entrypoint that appends " CoreSpecCount=2" to the --conf value and
+     * single-quotes the result (as Slinky's does when the pod's CPU limit is
+     * below the machine's), evaluated by a shell: separate items, no empty
+     * Topology. */
+    script = xasprintf("printf '%%s\\0' '%s CoreSpecCount=2'\n", conf);
+    out = bash_words(script, &len);
+    n = slurm_items(out, items, 16);
+    assert_int_equal(n, 4);
+    assert_string_equal(items[3], "CoreSpecCount=2");
+    for (size_t k = 0; k < n; k++)
+        assert_true(strncmp(items[k], "Topology=", 9) != 0);
+    free(out);
+    free(script);
+
+    /* The topology reaches the entrypoint in POD_TOPOLOGY. */
+    const cJSON *env = json_child(json_get(pod, "spec.containers")->child, "env");
+    assert_string_equal(json_get_str_or(env->child, "name", ""), "POD_TOPOLOGY");
+    buf_free(&joined);
+    cJSON_Delete(pod);
+    fx_free(&f);
 }
 
 static void test_conf_server(void **state)
@@ -410,9 +549,9 @@ static void test_pod_statefulset(void **state)
     expect_json(
         json_child(slurmd, "args"),
         "[\"-Z\",\"--conf-server\",\"slurm-controller.slurm:6817\",\"--conf\","
-        "\"'Features=a100,cpu,gpu Gres=gpu:1 Topology='\\\"$SLINKY_TOPOLOGY\\\"' Weight=10'\",\"-vvv\"]");
+        "\"Features=a100,cpu,gpu\\u000bGres=gpu:1\\u000bWeight=10\",\"-vvv\"]");
     expect_json(json_child(slurmd, "env"),
-                "[{\"name\":\"SLINKY_TOPOLOGY\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":"
+                "[{\"name\":\"POD_TOPOLOGY\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":"
                 "\"metadata.annotations['topology.slinky.slurm.net/spec']\"}}},"
                 "{\"name\":\"POD_CPUS\",\"value\":\"4\"},{\"name\":\"POD_MEMORY\",\"value\":\"8192\"}]");
     expect_json(json_child(slurmd, "ports"),
@@ -1621,6 +1760,7 @@ int main(void)
         cmocka_unit_test(test_max_unavailable),  cmocka_unit_test(test_split_update),
         cmocka_unit_test(test_status),           cmocka_unit_test(test_validate),
         cmocka_unit_test(test_logfile_sigterm),
+        cmocka_unit_test(test_slurmd_args_shell),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
