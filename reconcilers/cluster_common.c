@@ -395,6 +395,34 @@ const char *clc_logfile_script(void)
     return logfile_script;
 }
 
+int clc_image_slurm_version(const char *image)
+{
+    if (image == NULL)
+        return 0;
+    /* The tag is what follows the last ':' after the last '/' (a registry's
+     * port comes before a '/'), up to a digest. */
+    const char *slash = strrchr(image, '/');
+    const char *name = slash ? slash + 1 : image;
+    const char *colon = strchr(name, ':');
+    if (colon == NULL)
+        return 0;
+    const char *t = colon + 1;
+    if (*t == 'v')
+        t++;
+    if (!isdigit((unsigned char)t[0]) || !isdigit((unsigned char)t[1]) || t[2] != '.' ||
+        !isdigit((unsigned char)t[3]) || !isdigit((unsigned char)t[4]) || isdigit((unsigned char)t[5]))
+        return 0;
+    int yy = (t[0] - '0') * 10 + (t[1] - '0'), mm = (t[3] - '0') * 10 + (t[4] - '0');
+    if (mm < 1 || mm > 12)
+        return 0;
+    return yy * 100 + mm;
+}
+
+int clc_image_http_probes(const char *image)
+{
+    return clc_image_slurm_version(image) >= 2505;
+}
+
 cJSON *clc_security_context(int id, int with_fs_group)
 {
     cJSON *s = cJSON_CreateObject();

@@ -191,6 +191,16 @@ cJSON *clc_tcp_socket(int port);
  *  0: as PID 1 of its container a shell without a trap ignores SIGTERM, and
  *  every pod delete would wait out the grace period. */
 const char *clc_logfile_script(void);
+/** The Slurm version an image reference names in its tag: the tag's leading
+ *  "YY.MM" (an optional 'v' first; "24.11", "25.11-ubuntu24.04", "26.05.5"
+ *  all count), as YY * 100 + MM (2411); 0 when the reference has no tag or
+ *  the tag does not start so ("latest", a digest only). */
+int clc_image_slurm_version(const char *image);
+/** Whether the daemons of image answer HTTP /livez and /readyz on their
+ *  Slurm port: Slurm 25.05 and later do, 24.11 and earlier do not (their
+ *  HTTP probes never pass). An unknown version gets 0, TCP probes, which
+ *  fit every version. */
+int clc_image_http_probes(const char *image);
 /** {runAsNonRoot: true, runAsUser: id, runAsGroup: id[, fsGroup: id]}. */
 cJSON *clc_security_context(int id, int with_fs_group);
 

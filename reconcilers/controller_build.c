@@ -247,13 +247,21 @@ static cJSON *slurmctld_container(const cJSON *c, const char *cluster, int repli
     json_set_str(p, "protocol", "TCP");
     cJSON_AddItemToArray(ports, p);
     json_set(k, "ports", ports);
-    json_set(k, "startupProbe", clc_probe(clc_http_get("/livez", CTLB_APP), 6, 10));
-    /* Only the active slurmctld answers /readyz; with backups that would keep
-     * the standbys NotReady forever and wedge rolling updates, so HA gates
-     * readiness on /livez (the Service picks the active pod by label). */
-    json_set(k, "readinessProbe",
-             clc_probe(clc_http_get(replicas > 1 ? "/livez" : "/readyz", CTLB_APP), 0, 0));
-    json_set(k, "livenessProbe", clc_probe(clc_http_get("/livez", CTLB_APP), 6, 10));
+    if (clc_image_http_probes(json_get_str(c, "spec.slurmctld.image"))) {
+        json_set(k, "startupProbe", clc_probe(clc_http_get("/livez", CTLB_APP), 6, 10));
+        /* Only the active slurmctld answers /readyz; with backups that would keep
+         * the standbys NotReady forever and wedge rolling updates, so HA gates
+         * readiness on /livez (the Service picks the active pod by label). */
+        json_set(k, "readinessProbe",
+                 clc_probe(clc_http_get(replicas > 1 ? "/livez" : "/readyz", CTLB_APP), 0, 0));
+        json_set(k, "livenessProbe", clc_probe(clc_http_get("/livez", CTLB_APP), 6, 10));
+    } else {
+        /* Slurm 24.11 (or a version the tag does not say) has no /livez: its
+         * HTTP probes would never pass. A listening port is what all have. */
+        json_set(k, "startupProbe", clc_probe(clc_tcp_socket(CLC_SLURMCTLD_PORT), 6, 10));
+        json_set(k, "readinessProbe", clc_probe(clc_tcp_socket(CLC_SLURMCTLD_PORT), 0, 0));
+        json_set(k, "livenessProbe", clc_probe(clc_tcp_socket(CLC_SLURMCTLD_PORT), 6, 10));
+    }
     json_set(k, "securityContext", clc_security_context(CLC_SLURM_UID, 0));
     cJSON *mounts = cJSON_CreateArray();
     char *spool = xasprintf("%s/%s", SCONF_SPOOL_DIR, cluster);

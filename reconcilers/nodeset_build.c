@@ -593,9 +593,16 @@ static cJSON *slurmd_container(const cJSON *nodeset, const char *conf_server, co
     }
     json_set(c, "ports", ports);
 
-    json_set(c, "startupProbe", http_probe("/livez", 1));
-    json_set(c, "livenessProbe", http_probe("/livez", 1));
-    json_set(c, "readinessProbe", http_probe("/readyz", 0));
+    if (clc_image_http_probes(json_get_str(nodeset, "spec.slurmd.image"))) {
+        json_set(c, "startupProbe", http_probe("/livez", 1));
+        json_set(c, "livenessProbe", http_probe("/livez", 1));
+        json_set(c, "readinessProbe", http_probe("/readyz", 0));
+    } else {
+        /* Slurm 24.11 (or a version the tag does not say) has no /livez. */
+        json_set(c, "startupProbe", clc_probe(clc_tcp_socket(NSB_SLURMD_PORT), 6, 10));
+        json_set(c, "livenessProbe", clc_probe(clc_tcp_socket(NSB_SLURMD_PORT), 6, 10));
+        json_set(c, "readinessProbe", clc_probe(clc_tcp_socket(NSB_SLURMD_PORT), 0, 0));
+    }
 
     cJSON *sc = cJSON_CreateObject();
     json_set_bool(sc, "privileged", 1);

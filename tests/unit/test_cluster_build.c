@@ -404,6 +404,49 @@ static void test_controller_statefulset_shape(void **state)
     tenv_free(&t);
 }
 
+/* Issue 32: Slurm 24.11 has no /livez or /readyz, so HTTP probes never
+ * passed. The version comes from the image tag; 25.05 and later get HTTP,
+ * 24.11 and unknown versions TCP on the daemon's port. slurmrestd and
+ * slurmdbd have TCP probes for every version. */
+static void test_probes_by_version(void **state)
+{
+    static const struct {
+        const char *image;
+        int version;
+    } tags[] = {
+        {"ghcr.io/slinkyproject/slurmctld:25.11-ubuntu24.04", 2511},
+        {"localhost/slurmop/slurmctld:24.11", 2411},
+        {"registry.example:5000/slurmctld:26.05.5@sha256:abcd", 2605},
+        {"slurmctld:v25.05", 2505},
+        {"registry.example:5000/slurmctld", 0},
+        {"slurmctld:latest", 0},
+        {"slurmctld@sha256:abcd", 0},
+        {"slurmctld:24.115", 0},
+        {"slurmctld:24.13", 0},
+        {NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof(tags) / sizeof(tags[0]); i++)
+        assert_int_equal(clc_image_slurm_version(tags[i].image), tags[i].version);
+    assert_true(clc_image_http_probes("slurmctld:25.05"));
+    assert_false(clc_image_http_probes("slurmctld:24.11"));
+    assert_false(clc_image_http_probes("slurmctld:latest"));
+
+    tenv t;
+    setup_env(&t);
+    static const char *const old[] = {"'slurmctld':{'image':'localhost/slurmop/slurmctld:24.11'}", ""};
+    for (size_t i = 0; i < 2; i++) {
+        char *jq = xasprintf("{" CTL_META ",'spec':{" CTL_KEYS "%s%s}}", *old[i] ? "," : "", old[i]);
+        cJSON *sts = build_sts(jq, NULL, &t, 0, NULL);
+        const cJSON *k = item(json_get(sts, "spec.template.spec.containers"), 0);
+        expect_json(json_get(k, "startupProbe"), "{'tcpSocket':{'port':6817},'failureThreshold':6,'periodSeconds':10}");
+        expect_json(json_get(k, "livenessProbe"), "{'tcpSocket':{'port':6817},'failureThreshold':6,'periodSeconds':10}");
+        expect_json(json_get(k, "readinessProbe"), "{'tcpSocket':{'port':6817}}");
+        cJSON_Delete(sts);
+        free(jq);
+    }
+    tenv_free(&t);
+}
+
 static void test_controller_inplace_and_ha(void **state)
 {
     tenv t;
@@ -411,7 +454,7 @@ static void test_controller_inplace_and_ha(void **state)
     tenv_add(&t, "PersistentVolumeClaim", "rwx", "{'spec':{'accessModes':['ReadWriteMany']}}");
     cJSON *sts = build_sts("{" CTL_META ",'spec':{" CTL_KEYS ",'inplaceReconfigure':true,"
                            "'ha':{'enabled':true,'backups':2},'persistence':{'existingClaim':'rwx'},"
-                           "'slurmctld':{'image':'ctld:1'}}}",
+                           "'slurmctld':{'image':'ctld:26.05'}}}",
                            NULL, &t, 0, NULL);
     const cJSON *spec = json_get(sts, "spec");
     assert_int_equal(json_get_int(spec, "replicas", 0), 3);
@@ -427,7 +470,7 @@ static void test_controller_inplace_and_ha(void **state)
     assert_int_equal(json_len(ics), 2);
     const cJSON *rc = item(ics, 0);
     assert_string_equal(json_get_str(rc, "name"), "reconfigure");
-    assert_string_equal(json_get_str(rc, "image"), "ctld:1");
+    assert_string_equal(json_get_str(rc, "image"), "ctld:26.05");
     assert_string_equal(json_get_str(rc, "restartPolicy"), "Always");
     const cJSON *cmd = json_get(rc, "command");
     assert_string_equal(item(cmd, 0)->valuestring, "tini");
@@ -1412,6 +1455,7 @@ int main(void)
         cmocka_unit_test(test_controller_config),
         cmocka_unit_test(test_controller_statefulset_shape),
         cmocka_unit_test(test_controller_logfile_sigterm),
+        cmocka_unit_test(test_probes_by_version),
         cmocka_unit_test(test_controller_inplace_and_ha),
         cmocka_unit_test(test_controller_persistence_table),
         cmocka_unit_test(test_controller_hashes),

@@ -326,6 +326,37 @@ static void test_slurmd_conf(void **state)
     }
 }
 
+/* Issue 32: slurmd 24.11 has no /livez or /readyz: TCP probes for it and for
+ * images whose tag does not say the version; HTTP from 25.05 on. */
+static void test_slurmd_probes_by_version(void **state)
+{
+    (void)state;
+    static const char *const images[] = {"localhost/slurmop/slurmd:24.11", "slurmd:latest",
+                                         "ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04"};
+    for (size_t i = 0; i < 3; i++) {
+        char *js = xasprintf("{\"metadata\":{\"name\":\"cpu\",\"namespace\":\"slurm\",\"uid\":\"u\"},"
+                             "\"spec\":{\"controllerRef\":{\"name\":\"slurm\"},\"slurmd\":{\"image\":\"%s\"}}}",
+                             images[i]);
+        fx f;
+        fx_init(&f, js);
+        cJSON *pod = build(&f, 0);
+        const cJSON *slurmd = json_get(pod, "spec.containers")->child;
+        if (i < 2) {
+            expect_json(json_child(slurmd, "startupProbe"),
+                        "{\"tcpSocket\":{\"port\":6818},\"failureThreshold\":6,\"periodSeconds\":10}");
+            expect_json(json_child(slurmd, "livenessProbe"),
+                        "{\"tcpSocket\":{\"port\":6818},\"failureThreshold\":6,\"periodSeconds\":10}");
+            expect_json(json_child(slurmd, "readinessProbe"), "{\"tcpSocket\":{\"port\":6818}}");
+        } else {
+            expect_json(json_child(slurmd, "readinessProbe"),
+                        "{\"httpGet\":{\"path\":\"/readyz\",\"port\":\"slurmd\"}}");
+        }
+        cJSON_Delete(pod);
+        fx_free(&f);
+        free(js);
+    }
+}
+
 /* Run script with bash; return its stdout (NUL-separated words). */
 static char *bash_words(const char *script, size_t *len)
 {
@@ -1761,6 +1792,7 @@ int main(void)
         cmocka_unit_test(test_status),           cmocka_unit_test(test_validate),
         cmocka_unit_test(test_logfile_sigterm),
         cmocka_unit_test(test_slurmd_args_shell),
+        cmocka_unit_test(test_slurmd_probes_by_version),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
