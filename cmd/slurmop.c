@@ -85,6 +85,9 @@ static const char usage[] =
     "                               for every user but root and the SlurmUser (slurm), which are allowed\n"
     "                               only when listed by name (default \"*\")\n"
     "  --token-max-lifetime DUR     longest spec.lifetime a Token may ask for, a Go duration (default 24h)\n"
+    "  --allow-node-taints          let NodeSets with taintKubeNodes taint the Kubernetes Nodes of their\n"
+    "                               pods (cluster-scoped objects; off: such NodeSets are Valid=False and no\n"
+    "                               Node is written; the RBAC then needs no patch on Nodes)\n"
     "  --ref-poll-interval SECONDS  the Secrets and ConfigMaps custom resources reference (keys, passwords,\n"
     "                               config files) are read by name, never watched: each is read again this\n"
     "                               often to notice a rotation (default 30; fractions allowed)\n"
@@ -138,6 +141,7 @@ enum {
     OPT_GRACE,
     OPT_TOKEN_USERS,
     OPT_TOKEN_MAX_LIFETIME,
+    OPT_ALLOW_NODE_TAINTS,
     OPT_REF_POLL,
     OPT_TOPOLOGY_WEBHOOK,
     OPT_WEBHOOK_ADDR,
@@ -180,6 +184,7 @@ static const struct option long_opts[] = {
     {"shutdown-grace", required_argument, NULL, OPT_GRACE},
     {"token-users", required_argument, NULL, OPT_TOKEN_USERS},
     {"token-max-lifetime", required_argument, NULL, OPT_TOKEN_MAX_LIFETIME},
+    {"allow-node-taints", no_argument, NULL, OPT_ALLOW_NODE_TAINTS},
     {"ref-poll-interval", required_argument, NULL, OPT_REF_POLL},
     {"topology-webhook", optional_argument, NULL, OPT_TOPOLOGY_WEBHOOK},
     {"webhook-addr", required_argument, NULL, OPT_WEBHOOK_ADDR},
@@ -388,6 +393,7 @@ int main(int argc, char **argv)
             break;
         case OPT_TOKEN_USERS: token_users = optarg; break;
         case OPT_TOKEN_MAX_LIFETIME: token_max_lifetime = optarg; break;
+        case OPT_ALLOW_NODE_TAINTS: o.allow_node_taints = 1; break;
         case OPT_REF_POLL:
             if ((o.ref_poll_ms = parse_seconds_ms(optarg)) == 0 || o.ref_poll_ms < 100)
                 return die_usage("--ref-poll-interval: want seconds between 0.1 and 86400, got %s", optarg);

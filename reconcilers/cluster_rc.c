@@ -11,6 +11,7 @@
 #include "core/mem.h"
 #include "core/rfc3339.h"
 #include "reconcilers/cluster_watch.h"
+#include "reconcilers/tenancy.h"
 #include "reconcilers/objsync.h"
 
 /* While the caches fill, a pass would see owned objects as missing and
@@ -385,6 +386,27 @@ void crc_requeue_after(crc_pass *p, uint32_t ms)
         p->requeue_ms = ms;
 }
 
+/* A Controller or Accounting of another namespace only when it admits ours
+ * (tenancy.h); "not there" reads the same as "not admitted". */
+static void refs_admitted(crc_pass *p, vclu_result *r)
+{
+    static const struct {
+        const char *ref, *kind;
+        enum op_kind k;
+    } refs[] = {{"spec.controllerRef", "Controller", OPK_CONTROLLERS},
+                {"spec.accountingRef", "Accounting", OPK_ACCOUNTINGS}};
+    for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "%s.name", refs[i].ref);
+        const char *name = json_get_str(p->cr, path), *ns = cw_ref_ns(p->cr, refs[i].ref);
+        if (name == NULL || *name == '\0' || ns == NULL || strcmp(ns, p->o->ns) == 0)
+            continue;
+        const sobj *o = store_get(op_store(p->op, refs[i].k), ns, name);
+        if (o == NULL || !tnc_admits(o->json, p->o->ns))
+            vclu_add_error(r, tnc_refused(refs[i].ref, refs[i].kind, ns, name, p->o->ns));
+    }
+}
+
 int crc_validated(crc_pass *p, int rc, vclu_result *r)
 {
     /* With --namespace, a reference into a namespace slurmop does not watch
@@ -395,6 +417,8 @@ int crc_validated(crc_pass *p, int rc, vclu_result *r)
     if (field) {
         char *m = xasprintf("%s.namespace: %s is not among the namespaces slurmop watches (--namespace)", field, rns);
         vclu_add_error(r, m);
+    } else {
+        refs_admitted(p, r);
     }
     if (p->ref_wait && (rc != 0 || r->n_errors > 0)) {
         /* Maybe only the object still being read: judge on the next pass. */

@@ -12,6 +12,7 @@
 #include "reconcilers/cluster_watch.h"
 #include "reconcilers/controller_build.h"
 #include "reconcilers/objsync.h"
+#include "reconcilers/tenancy.h"
 #include "watchers/kinds.h"
 #include "watchers/slinky.h"
 
@@ -531,17 +532,36 @@ static void sync_active(crc_pass *p)
 /* ------------------------------------------------------------------ */
 /* one pass */
 
-/* The NodeSets that reference this Controller, from any namespace
- * (controllerRef.namespace). */
-static const cJSON **collect_nodesets(crc_pass *p, size_t *n)
+/* The NodeSets that reference this Controller, from its namespace and the
+ * namespaces it admits (controllerRef.namespace, tenancy.h). What a NodeSet
+ * adds to slurm.conf is checked first (partconf.h): a bad Slurm name leaves
+ * the NodeSet out, a bad partition config is left out of its partition line
+ * (copies without it are kept in *copies, to be deleted after use), so no
+ * NodeSet's text can make the file unparsable. */
+static const cJSON **collect_nodesets(crc_pass *p, size_t *n, cJSON *copies)
 {
     store *s = op_store(p->op, OPK_NODESETS);
     const cJSON **v = xcalloc(store_count(s) + 1, sizeof(*v));
     size_t it = 0, k = 0;
     const sobj *o;
+    char why[512];
     while ((o = store_next(s, &it))) {
-        if (cw_ref_is(o->json, "spec.controllerRef", p->o->ns, p->o->name))
+        if (!cw_ref_is(o->json, "spec.controllerRef", p->o->ns, p->o->name) || !tnc_admits(p->cr, o->ns))
+            continue;
+        if (tnc_nodeset_conf_check(o->json, why, sizeof(why)) == 0) {
             v[k++] = o->json;
+            continue;
+        }
+        cJSON *c = cJSON_Duplicate(o->json, 1);
+        cJSON *part = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "spec"), "partition");
+        if (cJSON_IsObject(part))
+            cJSON_DeleteItemFromObjectCaseSensitive(part, "config");
+        if (tnc_nodeset_conf_check(c, why, sizeof(why)) == 0) {
+            cJSON_AddItemToArray(copies, c);
+            v[k++] = c;
+        } else {
+            cJSON_Delete(c);
+        }
     }
     *n = k;
     return v;
@@ -591,11 +611,13 @@ static void reconcile(crc_pass *p)
     crc_apply(p, "Service", rc, why, OPK_SERVICES, &KUBE_SERVICES, obj);
 
     size_t n = 0;
-    const cJSON **nodesets = collect_nodesets(p, &n);
+    cJSON *copies = cJSON_CreateArray();
+    const cJSON **nodesets = collect_nodesets(p, &n, copies);
     cJSON *config = NULL;
     why = NULL;
     rc = ctlb_config(p->cr, nodesets, n, &p->env, &config, &why);
     free(nodesets);
+    cJSON_Delete(copies);
     if (rc < 0) {
         crc_step_failed(p, "Config", rc, why);
         config = NULL;

@@ -255,13 +255,30 @@ static const cJSON *host_keys(crc_pass *p, cJSON **built)
 /* ------------------------------------------------------------------ */
 /* one pass */
 
+/* Status: replicas of the Deployment and the pods' selector. */
+static cJSON *status_of(crc_pass *p)
+{
+    cJSON *st = cJSON_CreateObject();
+    const sobj *d = store_get(op_store(p->op, OPK_DEPLOYMENTS), p->o->ns, p->o->name);
+    long long replicas = 0;
+    if (d && d->owner_kind && strcmp(d->owner_kind, LSB_KIND) == 0)
+        replicas = json_get_int(d->json, "status.replicas", 0);
+    json_set_int(st, "replicas", replicas);
+    char *sel = xasprintf("%s=%s,%s=%s", CLC_LABEL_INSTANCE, p->o->name, CLC_LABEL_NAME, LSB_APP);
+    json_set_str(st, "selector", sel);
+    free(sel);
+    return st;
+}
+
 static void reconcile(crc_pass *p)
 {
     vclu_result r;
     memset(&r, 0, sizeof(r));
     int rc = vclu_loginset(p->cr, crc_accepted(p), &r);
     if (crc_validated(p, rc, &r)) {
-        crc_status(p, NULL);
+        /* The CRD requires status.selector (the scale subresource): without
+         * it the API server refuses the Valid=False status too. */
+        crc_status(p, status_of(p));
         return;
     }
 
@@ -294,17 +311,7 @@ static void reconcile(crc_pass *p)
     cJSON_Delete(keys_copy);
     cJSON_Delete(cfg_copy);
 
-    /* Status: replicas of the Deployment and the pods' selector. */
-    cJSON *st = cJSON_CreateObject();
-    const sobj *d = store_get(op_store(p->op, OPK_DEPLOYMENTS), p->o->ns, p->o->name);
-    long long replicas = 0;
-    if (d && d->owner_kind && strcmp(d->owner_kind, LSB_KIND) == 0)
-        replicas = json_get_int(d->json, "status.replicas", 0);
-    json_set_int(st, "replicas", replicas);
-    char *sel = xasprintf("%s=%s,%s=%s", CLC_LABEL_INSTANCE, p->o->name, CLC_LABEL_NAME, LSB_APP);
-    json_set_str(st, "selector", sel);
-    free(sel);
-    crc_status(p, st);
+    crc_status(p, status_of(p));
 }
 
 static int start(operator *op)

@@ -21,6 +21,7 @@
 #include "reconcilers/nodeset_immut.h"
 #include "reconcilers/nodeset_slurm.h"
 #include "reconcilers/objsync.h"
+#include "reconcilers/tenancy.h"
 #include "watchers/kinds.h"
 #include "watchers/slinky.h"
 
@@ -2492,6 +2493,18 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         msgs.v[msgs.n++] = xasprintf("spec.controllerRef.namespace: %s is not among the namespaces slurmop "
                                      "watches (--namespace)", out_ns);
     }
+    /* A Controller of another namespace only when it admits ours, and only
+     * text slurmctld can parse for its slurm.conf (tenancy.h). */
+    const char *ref_ns = cw_ref_ns(p.ns, "spec.controllerRef");
+    const sobj *ref_ctl = ref_ns ? store_get(op_store(op, OPK_CONTROLLERS), ref_ns,
+                                             json_get_str_or(p.ns, "spec.controllerRef.name", ""))
+                                 : NULL;
+    char *refused = o->deleting || out_ns ? NULL : tnc_nodeset_refusal(p.ns, ref_ctl ? ref_ctl->json : NULL,
+                                                                            op->opts.allow_node_taints);
+    if (refused) {
+        msgs.v = xrealloc(msgs.v, (msgs.n + 1) * sizeof(*msgs.v));
+        msgs.v[msgs.n++] = refused;
+    }
     const sobj *twin = o->deleting ? NULL : name_twin(c, o, p.ns);
     if (twin) {
         msgs.v = xrealloc(msgs.v, (msgs.n + 1) * sizeof(*msgs.v));
@@ -2516,6 +2529,17 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
     const char *ctlname = json_get_str_or(p.ns, "spec.controllerRef.name", "");
     const char *ctlns = cw_ref_ns(p.ns, "spec.controllerRef");
     const sobj *ctl = ctlns ? store_get(op_store(op, OPK_CONTROLLERS), ctlns, ctlname) : NULL;
+    if (o->deleting && ctl && ctl->json && !tnc_nodeset_admitted(p.ns, ctl->json)) {
+        /* Draining through a Controller that does not admit this namespace
+         * would write into another tenant's cluster: nothing is drained, the
+         * drain finalizer (if any) stays until the Controller admits the
+         * namespace again, goes, or the NodeSet's owner removes it. */
+        op_warn(op, o, NSB_KIND, "ControllerRefFailed", "%s",
+                "deleted while its Controller does not admit this namespace: its pods are not drained through it");
+        incr_drop(c, key);
+        cJSON_Delete(p.ns);
+        return WQ_RESULT_OK;
+    }
     if (o->deleting) {
         incr_drop(c, key);
         p.ctl = ctl ? ctl->json : NULL;

@@ -280,6 +280,8 @@ static void setup(operator *op)
 {
     nodetaint_state *S = op->nodetaint;
     S->op = op;
+    if (!op->opts.allow_node_taints)
+        return; /* nothing watched, nothing written (operator.h) */
     S->ix_pod_node = store_add_index(op_store(op, OPK_PODS), pod_node_index, NULL);
     if (S->ix_pod_node < 0)
         log_error("nodetaint: cannot index pods by node: %s", op_strerror(S->ix_pod_node));
@@ -292,6 +294,8 @@ static int start(operator *op)
 {
     nodetaint_state *S = op->nodetaint;
     int err = 0;
+    if (!op->opts.allow_node_taints)
+        return 0;
     wq_opts o = {.name = NODETAINT_CONTROLLER, .handler = handle, .data = S, .metrics = op->metrics};
     S->q = wq_new(op->loop, &o, &err);
     if (S->q == NULL)

@@ -98,6 +98,11 @@ typedef struct operator_opts {
     /* --token-users, --token-max-lifetime (tokb_policy_parse; borrowed: it
      * must outlive the operator); NULL: the default policy */
     const struct tokb_policy *token_policy;
+    /* --allow-node-taints: NodeSet taintKubeNodes may write the worker taint
+     * on Nodes (cluster-scoped: a tenant's NodeSet would otherwise taint any
+     * Node its pods land on). Off: the nodetaint reconciler does not run and
+     * such a NodeSet is Valid=False. */
+    int allow_node_taints;
     /* Called once the operator has stopped (after op_stop, or by itself when
      * it lost the leader lease), with the process exit code to use. */
     void (*on_stopped)(void *data, int exit_code);

@@ -14,6 +14,7 @@
 #include "core/mem.h"
 #include "reconcilers/cluster_common.h"
 #include "reconcilers/cluster_watch.h"
+#include "reconcilers/tenancy.h"
 #include "reconcilers/controller.h"
 #include "slurmio/backend.h"
 #include "slurmio/rest.h"
@@ -153,9 +154,14 @@ static const sobj *restapi_of(operator *op, const char *ns, const char *ctl)
     const sobj *best = NULL;
     size_t it = 0;
     const sobj *o;
+    const sobj *c = store_get(op_store(op, OPK_CONTROLLERS), ns, ctl);
     while ((o = store_next(op_store(op, OPK_RESTAPIS), &it))) {
-        /* controllerRef.namespace: a RestApi may serve a Controller of another namespace. */
-        if (!o->json || o->deleting || !cw_ref_is(o->json, "spec.controllerRef", ns, ctl))
+        /* controllerRef.namespace: a RestApi may serve a Controller of another
+         * namespace that admits it (tenancy.h); any other would let a tenant
+         * stand a slurmrestd of theirs between the operator and somebody
+         * else's cluster, and answer its drain reads. */
+        if (!o->json || o->deleting || !cw_ref_is(o->json, "spec.controllerRef", ns, ctl) ||
+            !tnc_admits(c ? c->json : NULL, o->ns))
             continue;
         if (!best || o->created < best->created ||
             (o->created == best->created && strcmp(o->name, best->name) < 0))

@@ -14,6 +14,7 @@
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
 #include "reconcilers/objsync.h"
+#include "reconcilers/tenancy.h"
 #include "reconcilers/token_build.h"
 #include "slurmio/jwt.h"
 #include "watchers/slinky.h"
@@ -62,11 +63,27 @@ static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *
             crc_enqueue(m, t->ns, t->name);
 }
 
+/* A Controller's JWT key ref or allowed-namespaces annotation decides which
+ * Tokens may sign with the keys of its namespace. */
+static void on_controller(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    crc_module *m = data;
+    const sobj *o = new_obj ? new_obj : old_obj;
+    size_t it = 0;
+    const sobj *t;
+    while ((t = store_next(op_store(m->op, OPK_TOKENS), &it))) {
+        const char *kns = cw_token_key_ns(t->json);
+        if (kns && strcmp(kns, o->ns) == 0)
+            crc_enqueue(m, t->ns, t->name);
+    }
+}
+
 static void setup(operator *op)
 {
     crc_module *m = &op->token->m;
     crc_setup(m, op);
     store_on_change(op_store(op, OPK_SECRETS), on_secret, m);
+    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, m);
 }
 
 /* ------------------------------------------------------------------ */
@@ -100,6 +117,34 @@ static void wipe_free(uint8_t *p, size_t n)
             v[i] = 0;
         free(p);
     }
+}
+
+/* A Controller of key_ns vouches for the key (tenancy.h: tnc_vouches).
+ * key_secret (as stored) may be NULL: then only naming counts. Before the
+ * Secret is read, "some Controller there admits us" is enough to read it. */
+static int key_admitted(crc_pass *p, const char *key_ns, const char *name, const char *key, const cJSON *key_secret)
+{
+    size_t it = 0;
+    const sobj *c;
+    store *ctls = op_store(p->op, OPK_CONTROLLERS);
+    while ((c = store_next(ctls, &it))) {
+        if (c->json == NULL || strcmp(c->ns, key_ns) != 0)
+            continue;
+        if (key_secret ? tnc_vouches(c->json, p->o->ns, name, key, key_secret) : tnc_admits(c->json, p->o->ns))
+            return 1;
+    }
+    return 0;
+}
+
+/* Nothing is minted: Valid=False and a KeyRefused Warning. From another
+ * namespace the message is the same whatever the reason (tenancy.h). */
+static void refuse_key(crc_pass *p, const char *key_ns, const char *name, const char *key, const char *why)
+{
+    char *m = tnc_key_refused(p->o->ns, key_ns, name, key, why);
+    op_warn(p->op, p->o, TOKB_KIND, "KeyRefused", "%s", m);
+    free(p->invalid);
+    p->invalid = m;
+    crc_status(p, NULL);
 }
 
 static uint32_t clamp_requeue(int64_t ms)
@@ -137,19 +182,39 @@ static void reconcile(crc_pass *p)
     const char *key_key = json_get_str_or(s.jwt_ref, "key", "");
     int key_pending = 0;
     const char *key_ns = cw_token_key_ns(p->cr); /* jwtKeyRef.namespace, else the Token's */
-    const sobj *key_sec = op_ref_get(p->op, OPK_SECRETS, key_ns ? key_ns : p->o->ns, key_name, &key_pending);
+    if (key_ns == NULL)
+        key_ns = p->o->ns;
+    /* Only a Controller's JWT key signs, and only for namespaces that
+     * Controller admits: anything else lets whoever may create a Token sign
+     * for a cluster not theirs, or use any Secret value (a database
+     * password) as an HMAC key and recover it offline. A Secret of another
+     * namespace is not even read unless a Controller there admits us. */
+    if (!key_admitted(p, key_ns, key_name, key_key, NULL)) {
+        refuse_key(p, key_ns, key_name, key_key, "no Controller of the namespace names it as its JWT key");
+        return;
+    }
+    const sobj *key_sec = op_ref_get(p->op, OPK_SECRETS, key_ns, key_name, &key_pending);
     if (key_pending) {
         crc_ref_wait(p); /* the key Secret's first read is on its way */
         return;
     }
     size_t klen = 0;
     uint8_t *key = key_sec ? secret_value(key_sec->json, key_key, &klen) : NULL;
-    if (key == NULL || klen == 0) {
-        /* The Secret's creation (seen by the next poll) queues us again. */
-        op_warn(p->op, p->o, TOKB_KIND, "SyncFailed", "JWT signing key Secret %s (key %s) not found or empty",
-                key_name, key_key);
+    if (key_sec && !key_admitted(p, key_ns, key_name, key_key, key_sec->json)) {
         wipe_free(key, klen);
-        crc_status(p, NULL);
+        refuse_key(p, key_ns, key_name, key_key, "no Controller of the namespace names or owns it as its JWT key");
+        return;
+    }
+    if (key == NULL || klen < TNC_JWT_KEY_MIN_BYTES) {
+        /* The Secret's creation or change (seen by the next poll) queues
+         * us again. */
+        char why[96];
+        if (key == NULL)
+            snprintf(why, sizeof(why), "the Secret or its key is not there");
+        else
+            snprintf(why, sizeof(why), "the key is %zu bytes long", klen);
+        wipe_free(key, klen);
+        refuse_key(p, key_ns, key_name, key_key, why);
         return;
     }
 

@@ -1,8 +1,10 @@
 #include "reconcilers/token_build.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/crypto.h"
 #include "core/err.h"
@@ -176,13 +178,70 @@ void tokb_policy_free(tokb_policy *p)
     memset(p, 0, sizeof(*p));
 }
 
+/* Slurm reads a JWT's user name with uid_from_string (src/common/uid.c): a
+ * name the password database does not know is then parsed as a decimal uid
+ * by strtol, which skips leading white space and takes a sign ("-0" passes
+ * its l < 0 test). So "0", "00", "+0", "-0" and " 0" are root, and "401"
+ * the SlurmUser, whatever the policy says about names. Any name that strtol
+ * would read as a number is refused, listed or not. */
+static int numeric_name(const char *u)
+{
+    while (*u && isspace((unsigned char)*u))
+        u++;
+    if (*u == '+' || *u == '-')
+        u++;
+    if (!isdigit((unsigned char)*u))
+        return 0;
+    while (isdigit((unsigned char)*u))
+        u++;
+    return *u == '\0';
+}
+
+/* No Unix user name holds white space or control characters; a name with
+ * them is either a typo or an attempt at a name that some lookup trims
+ * (getpwnam does not, an LDAP or sssd back end may). */
+static int odd_chars(const char *u)
+{
+    for (; *u; u++)
+        if (isspace((unsigned char)*u) || iscntrl((unsigned char)*u))
+            return 1;
+    return 0;
+}
+
+/* root and the SlurmUser in any case: sssd with case_sensitive = false
+ * resolves "ROOT" as "root". */
+static int privileged_name(const char *u)
+{
+    return strcasecmp(u, "root") == 0 || strcasecmp(u, CLC_SLURM_USER) == 0;
+}
+
+int tokb_username_check(const char *user, char **why)
+{
+    if (user == NULL || *user == '\0')
+        return clc_fail(why, OP_EFORBIDDEN, "spec.username is empty");
+    if (numeric_name(user))
+        return clc_fail(why, OP_EFORBIDDEN,
+                        "spec.username \"%s\" is numeric: Slurm reads a name it cannot find as a uid (\"0\" "
+                        "is root), so numeric names are refused whatever --token-users says; name the user",
+                        user);
+    if (odd_chars(user))
+        return clc_fail(why, OP_EFORBIDDEN,
+                        "spec.username \"%s\" holds white space or control characters: no Slurm user is "
+                        "named so, and the name is refused whatever --token-users says",
+                        user);
+    return 0;
+}
+
 int tokb_policy_check(const tokb_policy *p, const tokb_settings *s, char **why)
 {
+    int rc = tokb_username_check(s->username, why);
+    if (rc != 0)
+        return rc;
     int listed = 0;
     for (size_t i = 0; i < p->n_users; i++)
         if (strcmp(p->users[i], s->username) == 0)
             listed = 1;
-    int privileged = strcmp(s->username, "root") == 0 || strcmp(s->username, CLC_SLURM_USER) == 0;
+    int privileged = privileged_name(s->username);
     if (!listed && (privileged || !p->any))
         return clc_fail(why, OP_EFORBIDDEN,
                         privileged ? "the operator's token policy does not allow tokens for Slurm user \"%s\" "

@@ -79,9 +79,18 @@ typedef struct tokb_policy {
 int tokb_policy_parse(const char *users, const char *max_lifetime, tokb_policy *p, char **why);
 void tokb_policy_free(tokb_policy *p);
 
+/** 0 when user is a name Slurm resolves as a name, else OP_EFORBIDDEN with the
+ *  reason in *why: empty, holding white space or control characters, or
+ *  numeric as Slurm's uid_from_string reads a uid (optional leading white
+ *  space, an optional sign, decimal digits: "0", "00", "+0", "-0", " 0",
+ *  the SlurmUser's "401"). No policy lets such a name through. */
+int tokb_username_check(const char *user, char **why);
+
 /** 0 when the Token (settings s) is within the policy, else OP_EFORBIDDEN with
- *  the reason in *why: root and the SlurmUser only when listed by name,
- *  other users when listed or with "*", spec.lifetime at most the maximum. */
+ *  the reason in *why: the name as tokb_username_check; root and the
+ *  SlurmUser (compared without case: a case-insensitive directory resolves
+ *  "Root" as root) only when listed by name; other users when listed or
+ *  with "*"; spec.lifetime at most the maximum. */
 int tokb_policy_check(const tokb_policy *p, const tokb_settings *s, char **why);
 
 /** What the Token reconciler should do now. */

@@ -4,7 +4,10 @@
 cross_namespace: a Controller in `xns-ctl` whose accountingRef names an
 Accounting in `xns-db`; in `xns-work` NodeSets, a RestApi, a LoginSet whose
 controllerRef names that Controller (controllerRef.namespace), and a Token
-whose jwtKeyRef names the Controller's JWT key Secret in `xns-ctl`. Checked:
+whose jwtKeyRef names the Controller's JWT key Secret in `xns-ctl`; the
+Controller admits xns-work and xns-db and the Accounting xns-ctl (annotation
+slinky.slurm.net/allowed-namespaces: without it each reference is refused,
+test_tenants.py). Checked:
 the fields survive the API server (the CRDs declare them); the NodeSets' pods
 are created in xns-work with slurmd's --conf-server in the Controller's
 namespace; the Controller's slurm.conf lists the NodeSets of the other
@@ -18,7 +21,8 @@ Token (an ownerReference cannot cross namespaces). Then slurmop runs again
 with --namespace xns-work only: the NodeSet whose Controller is outside gets
 Valid=False naming the namespace and a ValidationFailed Warning Event.
 
-taint_kube_nodes: a NodeSet with taintKubeNodes: true taints exactly the
+taint_kube_nodes: without --allow-node-taints a NodeSet with taintKubeNodes
+is Valid=False and no Node is tainted; with it, such a NodeSet taints exactly the
 Nodes that run its Running pods with nodeset.slinky.slurm.net/worker
 (NoExecute), keeps a foreign taint on one of them, removes the taint from a
 Node whose pod went (scale-in) and from every Node when taintKubeNodes is
@@ -39,6 +43,7 @@ from slurmop import NO_DRAIN, NS_API, Slurmop, apply_crds, make_cluster, pods_of
 IMAGES = {"slurmd": {"image": "ghcr.io/slinkyproject/slurmd:test"}, "logfile": {"image": "alpine:test"}}
 TAINT = "nodeset.slinky.slurm.net/worker"
 CTL, DB, WORK = "xns-ctl", "xns-db", "xns-work"
+ALLOWED = "slinky.slurm.net/allowed-namespaces"
 
 
 def ensure_ns(c, ns):
@@ -53,7 +58,7 @@ def secret(c, ns, name, key, value):
     assert r.status in (201, 409), r.text
 
 
-def cr(c, ns, kind, plural, name, spec, annotations=None):
+def cr(c, ns, kind, plural, name, spec=None, annotations=None):
     meta = {"name": name}
     if annotations:
         meta["annotations"] = annotations
@@ -96,8 +101,12 @@ def test_cross_namespace():
         # The Controller and its keys in xns-ctl; the same key names in xns-work for the pods
         # there (a pod mounts Secrets of its own namespace only, as with Slinky).
         make_cluster(c, ns=CTL)
+        # The Controller admits the NodeSets, RestApi, LoginSet and Token of xns-work (and the twin
+        # NodeSet of xns-db), the Accounting the Controller of xns-ctl: without it every reference
+        # below is refused (test_tenants.py).
         r = c.patch(NS_API + "/namespaces/%s/controllers/slurm" % CTL,
-                    {"spec": {"accountingRef": {"name": "acct", "namespace": DB}}})
+                    {"metadata": {"annotations": {ALLOWED: "%s, %s" % (WORK, DB)}},
+                     "spec": {"accountingRef": {"name": "acct", "namespace": DB}}})
         assert r.status == 200, r.text
         assert r.json()["spec"]["accountingRef"] == {"name": "acct", "namespace": DB}, "pruned: %r" % r.json()
         for ns in (DB, WORK):
@@ -105,7 +114,7 @@ def test_cross_namespace():
             secret(c, ns, "slurm-auth-jwt", "jwt.key", b"j" * 64)
         secret(c, DB, "db-pass", "password", b"secret")
         secret(c, WORK, "login-sssd", "sssd.conf", b"[sssd]\n")
-        cr(c, DB, "Accounting", "accountings", "acct", {
+        cr(c, DB, "Accounting", "accountings", "acct", annotations={ALLOWED: CTL}, spec={
             "slurmKeyRef": {"name": "slurm-auth-slurm", "key": "slurm.key"},
             "jwtKeyRef": {"name": "slurm-auth-jwt", "key": "jwt.key"},
             "storageConfig": {"host": "mariadb", "passwordKeyRef": {"name": "db-pass", "key": "password"}},
@@ -164,6 +173,9 @@ def test_cross_namespace():
             # Controller → NodeSets across namespaces: "late" waits for its Controller.
             assert pods_of(c, "late", ns=WORK) == []
             make_cluster(c, ns=CTL, ctl="later")
+            r = c.patch(NS_API + "/namespaces/%s/controllers/later" % CTL,
+                        {"metadata": {"annotations": {ALLOWED: WORK}}})
+            assert r.status == 200, r.text
             late = wait_for(lambda: pods_of(c, "late", ns=WORK), 30, what="late's pod once its Controller exists")
             assert "slurm-controller" not in slurmd_args(late[0])
             assert "--conf-server later-controller.%s:6817" % CTL in slurmd_args(late[0]), slurmd_args(late[0])
@@ -231,7 +243,20 @@ def test_taint_kube_nodes():
         apply_crds(c)
         make_cluster(c, nodesets={"plain": dict(replicas=1, **IMAGES),
                                   "tainted": dict(replicas=2, taintKubeNodes=True, **IMAGES)}, no_drain=True)
+        # Without --allow-node-taints (the default): Nodes are cluster-scoped, a NodeSet may not write
+        # them. The NodeSet is refused (Valid=False naming the flag), no Node is tainted, the other
+        # NodeSet runs.
         with Slurmop(ks.kubeconfig) as op:
+            op.wait_ready()
+            wait_for(lambda: len(running_nodes(c, "plain")) == 1, 30, what="the plain pod Running")
+            cd = wait_for(lambda: (lambda x: x if x and x["status"] == "False" else None)(
+                condition(get(c, NS_API + "/namespaces/default/nodesets/tainted"), "Valid")), 30,
+                what="Valid=False on the taintKubeNodes NodeSet")
+            assert "--allow-node-taints" in cd["message"], cd
+            time.sleep(1.0)
+            assert tainted(c) == [] and pods_of(c, "tainted") == [], (tainted(c), len(pods_of(c, "tainted")))
+            op.check_no_forbidden()
+        with Slurmop(ks.kubeconfig, allow_node_taints=True) as op:
             op.wait_ready()
             wait_for(lambda: len(running_nodes(c, "tainted")) == 2 and len(running_nodes(c, "plain")) == 1, 30,
                      what="pods Running")

@@ -69,8 +69,8 @@ def _expected_cluster_permissions():
     grant("", ["configmaps", "secrets"], ["get", "list", "watch", "create", "patch", "delete"])
     grant("", ["pods/status"], ["get", "update", "patch"])
     grant("", ["secrets/finalizers"], ["update"])
-    # patch: only the taintKubeNodes taint.
-    grant("", ["nodes"], ["get", "list", "watch", "patch"])
+    # patch (the taintKubeNodes taint) only with --allow-node-taints and optional/node-taints.yaml.
+    grant("", ["nodes"], ["get", "list", "watch"])
     grant("", ["events"], ["create", "patch"])
     grant("events.k8s.io", ["events"], ["create", "patch"])
     grant("apps", ["statefulsets", "deployments", "controllerrevisions"], OWNED)
@@ -264,8 +264,8 @@ class OperatorChecks:
             if missing:
                 problems.append("missing: %s %s %s" % (key[0] or "core", key[1], sorted(missing)))
         self.assertEqual(problems, [], "ClusterRole differs from the operator's permission table")
-        self.assertEqual(granted[("", "nodes")], {"get", "list", "watch", "patch"},
-                         "Nodes are read, and patched only for the taintKubeNodes taint")
+        self.assertEqual(granted[("", "nodes")], {"get", "list", "watch"},
+                         "Nodes are read; patched (taintKubeNodes) only with optional/node-taints.yaml")
         self.assertNotIn(("coordination.k8s.io", "leases"), granted, "Leases belong in the namespaced Role")
         return cr
 

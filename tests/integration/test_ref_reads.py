@@ -39,6 +39,12 @@ def test_failed_read_retried_before_the_poll():
         r = c.post(CORE + "/secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "auth-jwt"},
                                        "data": {"jwt.key": base64.b64encode(os.urandom(32)).decode()}})
         assert r.status == 201, r.text
+        # A Token signs only with a Controller's JWT key (test_tenants.py): an external one naming it.
+        r = c.post(NS_API + "/namespaces/default/controllers",
+                   {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "Controller", "metadata": {"name": "ext"},
+                    "spec": {"external": True, "externalConfig": {"host": "slurmctld", "port": 6817},
+                             "jwtKeyRef": {"name": "auth-jwt", "key": "jwt.key"}}})
+        assert r.status == 201, r.text
         ks.admin("POST", "/kubesim/faults", {"rate500": 1.0, "faultPath": "/secrets/auth-jwt"})
         with Slurmop(ks.kubeconfig) as op:
             op.wait_ready()

@@ -79,6 +79,17 @@ def wait_for(what, fn, timeout=60):
     fail("timed out waiting for " + what)
 
 
+def hs256(key, claims):
+    """An HS256 JWT signed here (not by slurmop), to show what a numeric name would get."""
+    import hashlib
+    import hmac
+
+    def b64u(b):
+        return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+    head = b64u(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()) + "." + b64u(json.dumps(claims).encode())
+    return head + "." + b64u(hmac.new(key, head.encode(), hashlib.sha256).digest())
+
+
 def main():
     skip_unless_runnable()
     check(os.access(SLURMOP, os.X_OK), "no %s" % SLURMOP)
@@ -100,17 +111,35 @@ def main():
                 "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "lab-jwt", "namespace": NS},
                 "data": {"jwt.key": base64.b64encode(key).decode()}})
             check(r.status == 201, r.text)
+            # A Token signs only with a Controller's JWT key: the lab's slurmctld as an external Controller.
+            r = c.post("/apis/slinky.slurm.net/v1beta1/namespaces/%s/controllers" % NS, {
+                "apiVersion": "slinky.slurm.net/v1beta1", "kind": "Controller",
+                "metadata": {"name": "lab", "namespace": NS},
+                "spec": {"external": True, "externalConfig": {"host": "127.0.0.1", "port": 6817},
+                         "jwtKeyRef": {"name": "lab-jwt", "key": "jwt.key"}}})
+            check(r.status == 201, r.text)
             r = c.post("/apis/slinky.slurm.net/v1beta1/namespaces/%s/tokens" % NS, {
                 "apiVersion": "slinky.slurm.net/v1beta1", "kind": "Token",
                 "metadata": {"name": "admin", "namespace": NS},
                 "spec": {"username": "root", "lifetime": "10m", "jwtKeyRef": {"name": "lab-jwt", "key": "jwt.key"}}})
             check(r.status == 201, r.text)
+            # Issue 39, finding 5: Slurm resolves "0" (and " 0", "+0", "00") as uid 0. Such a JWT is
+            # root's (shown below with one the test signs itself); slurmop must never mint one, even
+            # with root allowed by name.
+            for name, user in (("zero", "0"), ("zeros", "00"), ("plus", "+0"), ("space", " 0")):
+                r = c.post("/apis/slinky.slurm.net/v1beta1/namespaces/%s/tokens" % NS, {
+                    "apiVersion": "slinky.slurm.net/v1beta1", "kind": "Token",
+                    "metadata": {"name": name, "namespace": NS},
+                    "spec": {"username": user, "lifetime": "10m", "secretRef": {"name": "out-" + name, "key": "t"},
+                             "jwtKeyRef": {"name": "lab-jwt", "key": "jwt.key"}}})
+                check(r.status == 201, r.text)
 
-            # root is outside the default token policy: listed by name. On
+            # root is outside the default token policy: listed by name ("*": any other name, so the
+            # numeric names below are refused for being numeric, not for being unlisted). On
             # leaving the block Slurmop checks slurmop's exit status, its log
             # for a sanitizer report and, on k8s, every 403 it was answered
             # (deploy/'s RBAC must allow all the Token reconciler does).
-            with Slurmop(ks.kubeconfig, token_users="root", ref_poll_interval=0.5):
+            with Slurmop(ks.kubeconfig, token_users="*,root", ref_poll_interval=0.5):
                 path = "/api/v1/namespaces/%s/secrets/admin-jwt-root" % NS
 
                 def token():
@@ -121,6 +150,22 @@ def main():
                 check(ok, "slurmrestd refused the Token's JWT: HTTP %d %s" % (status, doc))
                 check(sorted(n["name"] for n in doc["nodes"]) == NODES, "nodes %s" % doc["nodes"])
                 print("ok: slurmrestd accepts the JWT minted by the Token reconciler")
+
+                # The numeric names: refused (Valid=False), no Secret; a JWT for "0" is root's.
+                for name in ("zero", "zeros", "plus", "space"):
+                    def refused(name=name):
+                        r = c.get("/apis/slinky.slurm.net/v1beta1/namespaces/%s/tokens/%s" % (NS, name))
+                        conds = (r.json().get("status") or {}).get("conditions") or []
+                        return [x for x in conds if x["type"] == "Valid" and x["status"] == "False"]
+                    cond = wait_for("Valid=False on Token " + name, refused)
+                    check("numeric" in cond[0]["message"], repr(cond))
+                    check(c.get("/api/v1/namespaces/%s/secrets/out-%s" % (NS, name)).status == 404,
+                          "a JWT was minted for Token " + name)
+                zero = hs256(key, {"sun": "0", "iat": int(time.time()), "exp": int(time.time()) + 300})
+                ok, status, doc = accepted(url, api, zero)
+                print("a JWT for user \"0\" signed with the lab's key: slurmrestd %s (HTTP %d)"
+                      % ("accepts it" if ok else "refuses it", status))
+                print("ok: no JWT minted for the numeric names")
 
                 # A forged signature is refused (the check above is not vacuous).
                 h, pl, sig = tok.split(".")

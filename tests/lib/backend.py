@@ -73,6 +73,8 @@ OPERATOR_SA = "slurmop"
 RBAC_FILES = [os.path.join(SRC, "deploy", "manifests", "operator", f)
               for f in ("00-namespace.yaml", "10-serviceaccount.yaml", "20-rbac.yaml", "25-metrics-auth.yaml",
                         "26-topology-webhook-rbac.yaml")]
+# The tests that run slurmop with --allow-node-taints need what an administrator grants with it.
+RBAC_FILES.append(os.path.join(SRC, "deploy", "manifests", "optional", "node-taints.yaml"))
 
 if BACKEND not in ("kubesim", "k8s"):
     raise SystemExit("SLURMOP_TEST_BACKEND must be kubesim or k8s, not %r" % BACKEND)

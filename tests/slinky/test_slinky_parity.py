@@ -135,10 +135,11 @@ def inputs():
     def cm(name, data):
         return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": lab}, "data": data}
 
-    def cr(kind, name, spec, labels=None):
-        return {"apiVersion": GROUP + "/v1beta1", "kind": kind,
-                "metadata": {"name": name, "labels": dict(labels or {}, **{"app.kubernetes.io/part-of": "parity"})},
-                "spec": spec}
+    def cr(kind, name, spec, labels=None, annotations=None):
+        meta = {"name": name, "labels": dict(labels or {}, **{"app.kubernetes.io/part-of": "parity"})}
+        if annotations:
+            meta["annotations"] = annotations
+        return {"apiVersion": GROUP + "/v1beta1", "kind": kind, "metadata": meta, "spec": spec}
 
     keys = {"slurmKeyRef": {"name": "slurm-key", "key": "slurm.key"},
             "jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"}}
@@ -172,7 +173,9 @@ def inputs():
         cm("prolog", {"00-prolog.sh": "#!/bin/sh\nexit 0\n"}),
         cm("epilog", {"00-epilog.sh": "#!/bin/sh\nexit 0\n"}),
         cr("Accounting", "acct", acct),
-        cr("Controller", "slurm", ctl, labels={"team": "hpc"}),
+        # slurmop lets the neighbour's LoginSet join only with this annotation (Slinky ignores it).
+        cr("Controller", "slurm", ctl, labels={"team": "hpc"},
+           annotations={"slinky.slurm.net/allowed-namespaces": NS_PLACEHOLDER + XNS}),
         cr("RestApi", "slurm", {"controllerRef": {"name": "slurm", "namespace": NS_PLACEHOLDER}, "replicas": 1,
                                 "slurmrestd": {"image": IMG % "slurmrestd"}}),
         # StatefulSet mode, two replicas, a claim template.
@@ -714,7 +717,7 @@ def main():
     t0 = time.monotonic()
     with Slurmop(cl.operator_kubeconfig, namespace=[NS_SLURMOP, NS_SLURMOP + XNS],
                  leader_elect_namespace=backend.OPERATOR_NS,
-                 token_users="*,slurm", log_level="info") as op:
+                 token_users="*,slurm", allow_node_taints=True, log_level="info") as op:
         op._cluster = cl
         try:
             b = run_side(cl, NS_SLURMOP)

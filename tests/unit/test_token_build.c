@@ -308,13 +308,47 @@ static void test_policy(void **state)
     tokb_policy_free(&p);
 }
 
+/* Issue 39, finding 5: Slurm resolves a name it cannot find as a numeric
+ * uid (strtol: leading white space and a sign accepted), so every spelling
+ * of 0 is root; white space and case variants of root and the SlurmUser are
+ * refused too, even with "*" and even when the name is listed. */
+static void test_names_as_slurm_reads_them(void **state)
+{
+    (void)state;
+    tokb_policy p;
+    char *why = NULL;
+    assert_int_equal(tokb_policy_parse("*,0,401, 0", NULL, &p, &why), 0);
+    static const char *const refused[] = {"0",     "00",   "+0",    "-0",    " 0",     "\t0",  "\n0",  "000000",
+                                          "401",   "+401", "12345", " 1000", "root ", " root", "ROOT", "Root",
+                                          "SLURM", "Slurm", "slurm\n", "al ice", "bob\t", "\x01x", ""};
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        if (allowed(&p, refused[i], 60))
+            fail_msg("token user \"%s\" allowed", refused[i]);
+    }
+    assert_true(allowed(&p, "alice", 60));
+    assert_true(allowed(&p, "u0", 60));     /* strtol stops at 'u': a name */
+    assert_true(allowed(&p, "0x1", 60));    /* base 10: "0" then "x1" left over, Slurm refuses it as a uid */
+    assert_true(allowed(&p, "1000a", 60));
+    assert_true(allowed(&p, "root2", 60));
+    tokb_policy_free(&p);
+    /* Listed by name, root passes; its spellings do not. */
+    assert_int_equal(tokb_policy_parse("root", NULL, &p, &why), 0);
+    assert_true(allowed(&p, "root", 60));
+    assert_false(allowed(&p, "Root", 60));
+    assert_false(allowed(&p, "0", 60));
+    tokb_policy_free(&p);
+    assert_int_equal(tokb_username_check("0", &why), OP_EFORBIDDEN);
+    assert_non_null(strstr(why, "numeric"));
+    free(why);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_settings_defaults), cmocka_unit_test(test_lifetime_clamp_and_errors),
         cmocka_unit_test(test_go_durations),      cmocka_unit_test(test_secret),
         cmocka_unit_test(test_refresh_schedule),  cmocka_unit_test(test_issue240_requeue_never_zero),
-        cmocka_unit_test(test_policy),
+        cmocka_unit_test(test_policy),            cmocka_unit_test(test_names_as_slurm_reads_them),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
