@@ -278,10 +278,17 @@ char *nsb_slurm_nodeset_name(const cJSON *nodeset)
 const char *nsb_slurm_node_name(enum nsb_mode mode, int host_network, const char *node_name,
                                 const char *hostname, const char *pod_name)
 {
-    if (mode == NSB_DAEMONSET)
-        return str_or(hostname, "");
+    /* slurmd -Z without -N names itself gethostname() whole, case kept
+     * (_dynamic_init in 22.05, 24.11 and 26.05 alike; only NodeHostname is
+     * cut at the first dot). A hostNetwork pod shares its host's UTS
+     * namespace, in both modes: the host's own name, which is the Node's
+     * full name, dots and all, when the kubelet named the Node after it
+     * (lowercased, though: see nss_pod_slurm_name_exact). Otherwise the
+     * kubelet sets the kernel hostname to spec.hostname. */
     if (host_network)
         return str_or(node_name, "");
+    if (mode == NSB_DAEMONSET)
+        return str_or(hostname, "");
     if (hostname && *hostname)
         return hostname;
     return str_or(pod_name, "");
@@ -953,8 +960,12 @@ cJSON *nsb_stamp_pod(const nsb_pod_args *a, const cJSON *template, char *err, si
     if (mode == NSB_STATEFULSET)
         json_set_str(labels, NSB_LABEL_POD_INDEX, suffix);
     json_set_str(labels, NSB_LABEL_POD_NAME, name ? name : "");
+    /* DaemonSet mode: the hostname, which an unscheduled pod is matched to
+     * its Node by (scale_daemonset), whatever the Slurm name. */
     json_set_str(labels, NSB_LABEL_POD_HOSTNAME,
-                 nsb_slurm_node_name(mode, json_get_bool(spec, "hostNetwork", 0), NULL, hostname, name));
+                 mode == NSB_DAEMONSET
+                     ? hostname
+                     : nsb_slurm_node_name(mode, json_get_bool(spec, "hostNetwork", 0), NULL, hostname, name));
     json_set_str(labels, NSB_LABEL_SCALING_MODE, mode == NSB_DAEMONSET ? "DaemonSet" : "StatefulSet");
     if (a->revision && *a->revision)
         json_set_str(labels, NSB_LABEL_REVISION, a->revision);
@@ -1869,6 +1880,13 @@ size_t nsb_validate(const cJSON *nodeset, const cJSON *old, nsb_msgs *out)
             "spec.template.spec.hostname \"%s\" is not a valid hostname prefix (lowercase letters, digits "
             "and '-', starting with a letter or digit, at most 62 characters)",
             host);
+
+    /* With it the kubelet names the pod's host <hostname>.<subdomain>.<ns>.svc.<cluster domain>, and slurmd
+     * registers under that whole name; the cluster domain is the kubelet's
+     * setting, which slurmop cannot read, so the name could not be derived. */
+    if (json_get_bool(spec, "template.spec.setHostnameAsFQDN", 0))
+        msg(out, "spec.template.spec.setHostnameAsFQDN must not be true: slurmd would register under the pod's "
+                 "fully qualified name, which depends on the kubelet's cluster domain and cannot be derived");
 
     const char *extra = json_get_str(spec, "extraConf");
     if (extra) {

@@ -115,10 +115,13 @@ char *nsb_daemonset_hostname_of_node(const cJSON *node);
 /** The Slurm NodeSet name: template.spec.hostname with leading and trailing
  *  '-' trimmed when a prefix is set, else the CR name; malloc'd. */
 char *nsb_slurm_nodeset_name(const cJSON *nodeset);
-/** The Slurm node name of a pod (GetSlurmNodeName): StatefulSet mode:
- *  the k8s node name with hostNetwork, else spec.hostname, else the pod
- *  name; DaemonSet mode: spec.hostname. Arguments may be NULL (treated as
- *  ""); the result points into one of them (never NULL). */
+/** The Slurm node name of a pod, as slurmd -Z takes it (gethostname()
+ *  whole): with hostNetwork, in both modes, the name of the Node it is bound
+ *  to, in full (Slinky's GetSlurmNodeName uses spec.hostname in DaemonSet
+ *  mode, the name cut at its first dot, which slurmd never registers);
+ *  else spec.hostname; else, in StatefulSet mode, the pod name. Arguments
+ *  may be NULL (treated as ""); the result points into one of them (never
+ *  NULL). nss_pod_slurm_name() is the only caller for pods. */
 const char *nsb_slurm_node_name(enum nsb_mode mode, int host_network, const char *node_name,
                                 const char *hostname, const char *pod_name);
 

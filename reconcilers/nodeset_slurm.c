@@ -104,12 +104,25 @@ typedef struct nss_set {
      * NodeSet's registered nodes */
     int synced;
     int held;
+    /* Pods whose Slurm name is not certain by construction (hostNetwork:
+     * the host's own name) and that a read has shown under it as theirs
+     * (name_record): uid -> proved_ent. Only for these does Slurm's "no
+     * such node" count as proof (name_gone). Swept by full passes. */
+    map_t proved;
+    uint64_t status_passes; /* full nss_status passes, the sweep's clock */
 } nss_set;
+
+typedef struct proved_ent {
+    char *uid; /* map key */
+    char *name;
+    uint64_t pass; /* status_passes when last seen among the NodeSet's pods */
+} proved_ent;
 
 typedef struct drift_ent {
     char *uid; /* map key */
     uint64_t since;
     int lost_warned; /* the Event for a lost busy node was sent */
+    int unproved_warned; /* the Event for a name not proved was sent */
 } drift_ent;
 
 typedef struct deleting_ent {
@@ -190,6 +203,14 @@ static void bo_free(void *v)
     free(e);
 }
 
+static void proved_free(void *v)
+{
+    proved_ent *e = v;
+    free(e->uid);
+    free(e->name);
+    free(e);
+}
+
 static void deleting_free(void *v)
 {
     deleting_ent *e = v;
@@ -199,6 +220,7 @@ static void deleting_free(void *v)
 
 static const map_type drift_type = {.val_free = drift_free};
 static const map_type deleting_type = {.val_free = deleting_free};
+static const map_type proved_type = {.val_free = proved_free};
 static const map_type pw_type = {.val_free = pw_free};
 static const map_type bo_type = {.val_free = bo_free};
 
@@ -209,6 +231,7 @@ static void set_free(void *v)
     map_free(&s->victims);
     map_free(&s->drift_since);
     map_free(&s->deleting);
+    map_free(&s->proved);
     clear_drains(s);
     free(s->key);
     free(s->ctl_key);
@@ -235,6 +258,7 @@ static nss_set *set_get(nss_state *st, const sobj *nodeset, const cJSON *ns_json
         map_init_type(&s->victims, &map_type_free_val);
         map_init_type(&s->drift_since, &drift_type);
         map_init_type(&s->deleting, &deleting_type);
+        map_init_type(&s->proved, &proved_type);
         map_put(&st->sets, s->key, s);
     } else {
         free(ctl_key);
@@ -387,6 +411,86 @@ static const char *slurm_name_index(const sobj *pod, void *data)
 static const sobj *pod_sobj(const nsb_pod *p)
 {
     return p->ud;
+}
+
+int nss_pod_slurm_name_exact(const sobj *pod)
+{
+    /* Without hostNetwork the kubelet sets the pod's kernel hostname to
+     * spec.hostname, which the builder set (setHostnameAsFQDN is refused by
+     * nsb_validate), and slurmd registers under it: certain. With it, the
+     * host's own hostname, which may differ from the Node's name in case
+     * (the kubelet lowercases it), in dots (a Node named by its FQDN on a
+     * host with a short name, or the reverse), or altogether
+     * (--hostname-override, a cloud provider's names). */
+    return !pod_of(pod)->host_network;
+}
+
+/* A read shows node `name` (sn) as this pod's: its comment is the pod
+ * info slurmop wrote for this very pod (namespace and pod name), and its
+ * NodeHostname, which slurmd sends as its hostname cut at the first dot,
+ * is that of a host named `name` (or is not reported). Recorded for pods
+ * whose name is not certain (nss_pod_slurm_name_exact), so that a later
+ * "no such node" of that name proves something (name_gone). */
+static void name_record(nss_set *s, const sobj *pod, const char *name, const sm_node *sn)
+{
+    if (nss_pod_slurm_name_exact(pod) || !sn || !sn->comment || sn->comment[0] != '{')
+        return;
+    proved_ent *e = map_get(&s->proved, pod->uid);
+    if (e && strcmp(e->name, name) == 0) {
+        e->pass = s->status_passes;
+        return;
+    }
+    const char *h = sn->hostname ? sn->hostname : "";
+    size_t short_len = strcspn(name, ".");
+    if (*h && (strlen(h) != short_len || strncmp(h, name, short_len) != 0))
+        return;
+    cJSON *info = json_parse(sn->comment, strlen(sn->comment), NULL);
+    int mine = info && strcmp(json_get_str_or(info, "namespace", ""), pod->ns) == 0 &&
+               strcmp(json_get_str_or(info, "podName", ""), pod->name) == 0;
+    cJSON_Delete(info);
+    if (!mine)
+        return;
+    if (e == NULL) {
+        e = xcalloc(1, sizeof(*e));
+        e->uid = xstrdup(pod->uid);
+        map_put(&s->proved, e->uid, e);
+    }
+    free(e->name);
+    e->name = xstrdup(name);
+    e->pass = s->status_passes;
+}
+
+/* Drop the records of pods the last full status pass did not see (gone). */
+static void proved_sweep(nss_set *s)
+{
+    size_t it = 0, k = 0;
+    const char *key;
+    void *v;
+    proved_ent **old = NULL;
+    while (map_next(&s->proved, &it, &key, &v)) {
+        proved_ent *e = v;
+        if (e->pass == s->status_passes)
+            continue;
+        old = xrealloc(old, (k + 1) * sizeof(*old));
+        old[k++] = e;
+    }
+    for (size_t i = 0; i < k; i++)
+        map_drop(&s->proved, old[i]->uid);
+    free(old);
+}
+
+/* Slurm's "no such node" to a fresh read of the pod's name, and the name is
+ * known to be the one its slurmd took: certain by construction, or shown
+ * by a read as this pod's (name_record). Otherwise the answer is about a
+ * name the pod may never have used: no proof of anything. */
+static int name_gone(const nss_set *s, nc_cache *cache, const sobj *pod, const char *name)
+{
+    if (!nc_confirm_gone(cache, name, PROOF_FRESH_MS))
+        return 0;
+    if (nss_pod_slurm_name_exact(pod))
+        return 1;
+    const proved_ent *e = s->proved.count ? map_get(&s->proved, pod->uid) : NULL;
+    return e && strcmp(e->name, name) == 0;
 }
 
 static uint64_t now_ms(const nss_state *st)
@@ -1025,6 +1129,14 @@ static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset
     case NC_ABSENT:
         /* Not in the table: no proof of anything. Only Slurm's "no such
          * node" to a fresh read of this very name is. */
+        if (nc_confirm_gone(cache, name, PROOF_FRESH_MS) && !name_gone(s, cache, pod, name))
+            return keep(st, s, nodeset, pod, "DrainBlockedNameUnproved",
+                        "Slurm has no node %s, but that is only the name slurmop derives from the pod's Node: a "
+                        "hostNetwork pod's slurmd registers under its host's own hostname (in full, case kept), "
+                        "and no Slurm read has shown that node as this pod's (its pod info and NodeHostname). The "
+                        "pod may run jobs under another name; condemned pods stay until the node is listed and "
+                        "drains, or until the NodeSet is annotated " NSS_ANN_NO_DRAIN "=true",
+                        name);
         if (nc_confirm_gone(cache, name, PROOF_FRESH_MS)) {
             /* Unless Slurm lost a node it had (nc_vanished): then slurmd
              * may still run jobs slurmctld forgot. One that was busy is
@@ -1401,8 +1513,11 @@ static void prune_scan(const sm_node *n, void *data)
         if (!node) {
             gone = 1;
         } else {
+            /* The name a pod of this NodeSet on that Node would register
+             * under, by the same arithmetic as nss_pod_slurm_name. */
             char *host = nsb_daemonset_hostname(node->name, sobj_annotation(node, ANN_HOSTNAME_OVERRIDE));
-            gone = strcmp(host, n->name) != 0;
+            int hn = json_get_bool(x->ns, "spec.template.spec.hostNetwork", 0);
+            gone = strcmp(nsb_slurm_node_name(NSB_DAEMONSET, hn, node->name, host, NULL), n->name) != 0;
             free(host);
         }
     }
@@ -1856,6 +1971,18 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
     const char *name = slurm_name(x->st, pod);
     if (!nc_confirm_gone(x->cache, name, PROOF_FRESH_MS))
         return; /* asked by name; the answer queues us */
+    if (!name_gone(s, x->cache, pod, name)) {
+        /* The name may not be the one its slurmd took (hostNetwork): its
+         * node may be listed under another and run jobs. */
+        if (!d->unproved_warned) {
+            d->unproved_warned = 1;
+            op_warn(x->op, x->nodeset, NSB_KIND, "SlurmNameUnproved",
+                    "Pod %s is Ready but Slurm has no node %s, the name slurmop derives from its Node; its slurmd "
+                    "registers under its host's own hostname, which may differ (case, dots): keeping the pod",
+                    pod->name, name);
+        }
+        return;
+    }
     /* A node Slurm lost while it ran jobs (nc_vanished) may still run them
      * under slurmd: "no such node" proves nothing for it, here as in a
      * scale-in. The pod stays until the node registers again. */
@@ -2150,7 +2277,9 @@ static void status_pod(nss_state *st, nss_set *s, nc_cache *cache, const sobj *n
     /* The protection goes only when Slurm shows the node idle, or says
      * by name that it does not exist: not because a table lacks it. */
     int protected = sobj_label(pod, NSB_LABEL_POD_PROTECT) != NULL;
-    if (busy || sn || !wdp || !protected || !*name || nc_confirm_gone(cache, name, PROOF_FRESH_MS))
+    if (sn)
+        name_record(s, pod, name, sn);
+    if (busy || sn || !wdp || !protected || !*name || name_gone(s, cache, pod, name))
         set_pod_meta(st, s->key, pod, 1, NSB_LABEL_POD_PROTECT, busy && wdp ? "true" : NULL);
     if (sn && nsb_pod_running_ready(p) && pod_of(pod)->node_name)
         sync_pod_info(st, s, cache, nodeset, pod, name, sn);
@@ -2200,10 +2329,14 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
         free(sn_of);
         return;
     }
+    s->status_passes++;
     for (size_t i = 0; i < n; i++) {
         const sobj *pod = pod_sobj(&pods[i]);
         const char *name = slurm_name(st, pod);
         const sm_node *sn = sn_of[i];
+        proved_ent *pe = s->proved.count ? map_get(&s->proved, pod->uid) : NULL;
+        if (pe)
+            pe->pass = s->status_passes;
         unsigned b = slurm_bits(sn);
         out->idle += (b & NSI_SLURM_IDLE) != 0;
         out->allocated += (b & NSI_SLURM_ALLOCATED) != 0;
@@ -2213,6 +2346,7 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
             status_pod(st, s, cache, nodeset, &pods[i], name, sn, wdp);
     }
     free(sn_of);
+    proved_sweep(s);
     s->counts = *out;
     s->counts_known = 1;
 }

@@ -17,10 +17,13 @@
  *       than any seen before our drain was sent (nc_drain_proved: an older
  *       answer replayed cannot), or
  *   (b) Slurm answered a read of that very name, at most PROOF_FRESH_MS
- *       old, with "Invalid node name" (nc_confirm_gone), and the pod cannot
- *       have registered under another name: nss_pod_slurm_name() is the
- *       one mapping of pods to names, for every mode (hostNetwork: the
- *       Node's name; a hostNetwork pod never bound to a Node has none).
+ *       old, with "Invalid node name" (nc_confirm_gone), and the name is
+ *       the one the pod's slurmd took: nss_pod_slurm_name() is the one
+ *       mapping of pods to names, for every mode, and where it cannot be
+ *       certain (hostNetwork: the host's own name) a read must have shown
+ *       that node as the pod's (its pod info in the comment, a matching
+ *       NodeHostname) before; otherwise the pod is kept (a hostNetwork pod
+ *       never bound to a Node has no name and no node).
  * Absence from a table is never proof. A table that lists none of the
  * registered nodes of a NodeSet is held: no drift, no label or condition
  * change. Unknown, unreachable, erring or suspect Slurm means wait, with
@@ -184,13 +187,22 @@ int nss_has_finalizer(const cJSON *obj, const char *name);
 void nss_set_finalizer(operator *op, const sobj *nodeset, const char *name, int want);
 /** Whether the NodeSet opted out of drain before delete (NSS_ANN_NO_DRAIN). */
 int nss_delete_without_drain(const sobj *nodeset);
-/** The Slurm node name of a pod, for every mode: with hostNetwork the name
- *  of the Node it is bound to (slurmd takes the host's name; "" while not
+/** The Slurm node name of a pod, for every mode, as slurmd -Z takes it
+ *  (gethostname() whole, case kept: 22.05, 24.11 and 26.05): with
+ *  hostNetwork (both modes) the full name of the Node it is bound to ("" while not
  *  bound: no Slurm node can exist), else spec.hostname (StatefulSet
- *  ordinal hostnames, DaemonSet hostnames with the Node's override), else
- *  the pod name. The only mapping: nothing else may derive it. Points into
- *  the pod's cached data. */
+ *  ordinal hostnames, DaemonSet hostnames: the Node's name to its first
+ *  dot, or its override), else the pod name. The only mapping: nothing
+ *  else may derive it (nsb_slurm_node_name does the arithmetic). Points
+ *  into the pod's cached data. */
 const char *nss_pod_slurm_name(const sobj *pod);
+/** 1 when nss_pod_slurm_name() is certainly the name the pod's slurmd
+ *  registers under (no hostNetwork: the kubelet sets the kernel hostname
+ *  the builder chose); 0 when it is the host's own name, only guessed from
+ *  the Node's (case, dots, overrides may differ), so that Slurm's "no such
+ *  node" for it proves nothing until a read has shown the node as the
+ *  pod's. */
+int nss_pod_slurm_name_exact(const sobj *pod);
 
 /* ---- pure helpers (exposed for tests) ---- */
 

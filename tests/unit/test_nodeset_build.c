@@ -249,7 +249,13 @@ static void test_hostnames(void **state)
     assert_string_equal(nsb_slurm_node_name(NSB_STATEFULSET, 0, "k8s-1", "cpu-0", "nss-0"), "cpu-0");
     assert_string_equal(nsb_slurm_node_name(NSB_STATEFULSET, 0, "k8s-1", "", "nss-0"), "nss-0");
     assert_string_equal(nsb_slurm_node_name(NSB_STATEFULSET, 1, "k8s-1", "cpu-0", "nss-0"), "k8s-1");
-    assert_string_equal(nsb_slurm_node_name(NSB_DAEMONSET, 1, "k8s-1", "h", "nss-abcde"), "h");
+    /* hostNetwork, both modes: the host's name as slurmd -Z takes it
+     * (gethostname() whole), the Node's full name; not spec.hostname. */
+    assert_string_equal(nsb_slurm_node_name(NSB_DAEMONSET, 1, "k8s-1", "h", "nss-abcde"), "k8s-1");
+    assert_string_equal(nsb_slurm_node_name(NSB_DAEMONSET, 1, "n1.a.example", "n1", NULL), "n1.a.example");
+    assert_string_equal(nsb_slurm_node_name(NSB_STATEFULSET, 1, "n1.a.example", "cpu-0", "nss-0"), "n1.a.example");
+    assert_string_equal(nsb_slurm_node_name(NSB_DAEMONSET, 1, NULL, "h", NULL), "");
+    assert_string_equal(nsb_slurm_node_name(NSB_DAEMONSET, 0, "n1.a.example", "n1", NULL), "n1");
 
     s = nsb_selector_string("cpu");
     assert_string_equal(s, "app.kubernetes.io/instance=cpu,app.kubernetes.io/name=slurmd");
@@ -1741,6 +1747,8 @@ static void test_validate(void **state)
     expect_one("{" OK_SPEC ",\"ssh\":{\"enabled\":true}}", NULL, "ssh.sssdConfRef.name");
     expect_one("{" OK_SPEC ",\"template\":{\"spec\":{\"hostname\":\"CPU_\"}}}", NULL, "hostname prefix");
     expect_one("{" OK_SPEC ",\"template\":{\"spec\":{\"hostname\":\"-cpu\"}}}", NULL, "hostname prefix");
+    /* The kubelet would name the host <hostname>.<subdomain>.<ns>.svc.<cluster domain>: not derivable. */
+    expect_one("{" OK_SPEC ",\"template\":{\"spec\":{\"setHostnameAsFQDN\":true}}}", NULL, "setHostnameAsFQDN");
     expect_one("{" OK_SPEC ",\"extraConf\":\"Weight=1 =x\"}", NULL, "\"=x\" is not Key=Value");
     expect_one("{" OK_SPEC ",\"extraConf\":\"Weight\"}", NULL, "\"Weight\" is not Key=Value");
     expect_one("{" OK_SPEC ",\"scalingMode\":\"ReplicaSet\"}", NULL, "scalingMode");

@@ -256,6 +256,18 @@ static void expect_name(const cJSON *pod, const char *want)
     free(got);
 }
 
+/* nss_pod_slurm_name_exact of a pod once cached by a pods store. */
+static int name_exact(const cJSON *pod)
+{
+    store *s = store_new(&KIND_PODS);
+    assert_int_equal(store_upsert(s, pod), 1);
+    const sobj *o = store_get(s, json_get_str(pod, "metadata.namespace"), json_get_str(pod, "metadata.name"));
+    assert_non_null(o);
+    int v = nss_pod_slurm_name_exact(o);
+    store_free(s);
+    return v;
+}
+
 static void test_slurm_name_statefulset(void **state)
 {
     /* A hostname prefix other than the NodeSet's name: the ordinal hostname,
@@ -265,9 +277,11 @@ static void test_slurm_name_statefulset(void **state)
     assert_string_equal(json_get_str(pod, "metadata.name"), "cpu-3");
     assert_string_equal(json_get_str(pod, "spec.hostname"), "node-3");
     expect_name(pod, "node-3");
+    assert_int_equal(name_exact(pod), 1); /* the kubelet sets the kernel hostname to it */
     cJSON_Delete(pod);
     pod = pod_for(ns, 3, NULL, NULL, "kn-1.example.com");
     expect_name(pod, "node-3");
+    assert_int_equal(name_exact(pod), 1);
     cJSON_Delete(pod);
     cJSON_Delete(ns);
 
@@ -291,6 +305,8 @@ static void test_slurm_name_host_network(void **state)
     cJSON *pod = pod_for(ns, 2, NULL, NULL, "kn-4.example.com");
     assert_true(json_get_bool(pod, "spec.hostNetwork", 0));
     expect_name(pod, "kn-4.example.com");
+    /* ... which is only the Node's: the host may be "KN-4" or "kn-4" */
+    assert_int_equal(name_exact(pod), 0);
     cJSON_Delete(pod);
     /* Not bound yet: no Slurm node can exist, so no name (not the
      * hostname, which would let another node's record pass for it). */
@@ -310,17 +326,35 @@ static void test_slurm_name_daemonset(void **state)
     assert_string_equal(cJSON_GetStringValue(mode), "DaemonSet");
     assert_string_equal(json_get_str(pod, "spec.hostname"), "gpu-a");
     expect_name(pod, "gpu-a");
+    assert_int_equal(name_exact(pod), 1);
     cJSON_Delete(pod);
-    /* ... else the Node's short name; the pod's generated name never. */
+    /* ... else the Node's short name (spec.hostname is one DNS label, and
+     * the kernel hostname is it); the pod's generated name never. */
     pod = pod_for(ns, 0, "kn-7.example.com", NULL, "kn-7.example.com");
+    assert_string_equal(json_get_str(pod, "spec.hostname"), "kn-7");
     expect_name(pod, "kn-7");
+    assert_int_equal(name_exact(pod), 1);
     cJSON_Delete(pod);
     cJSON_Delete(ns);
-    /* hostNetwork in DaemonSet mode: still the built hostname (the
-     * override names the host). */
+    /* hostNetwork in DaemonSet mode: the pod shares the host's UTS
+     * namespace, the kubelet ignores spec.hostname, and slurmd -Z takes
+     * gethostname() whole: the Node's full name, dots and all, with or
+     * without an override (which only names the pod's own hostname). It
+     * used to be the built hostname, "kn-8" or "gpu-b": Slurm answered "no
+     * such node" for it while kn-8.example.com ran jobs (issue 39). */
     ns = ns_of("DaemonSet", NULL, 1);
     pod = pod_for(ns, 0, "kn-8.example.com", "gpu-b", "kn-8.example.com");
-    expect_name(pod, "gpu-b");
+    expect_name(pod, "kn-8.example.com");
+    assert_int_equal(name_exact(pod), 0);
+    cJSON_Delete(pod);
+    pod = pod_for(ns, 0, "kn-8.example.com", NULL, "kn-8.example.com");
+    assert_string_equal(json_get_str(pod, "spec.hostname"), "kn-8");
+    expect_name(pod, "kn-8.example.com");
+    assert_int_equal(name_exact(pod), 0);
+    cJSON_Delete(pod);
+    /* Not bound yet: no name, as in StatefulSet mode. */
+    pod = pod_for(ns, 0, "kn-8.example.com", NULL, NULL);
+    expect_name(pod, "");
     cJSON_Delete(pod);
     cJSON_Delete(ns);
 }
