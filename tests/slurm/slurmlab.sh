@@ -59,7 +59,9 @@
 #   SLURMLAB_CTLD_PORT, SLURMLAB_REST_PORT, SLURMLAB_SLURMD_PORT  (free ones when unset)
 #   SLURMLAB_EXTRA_NODES  count of extra nodes without slurmd (partition "extra"),
 #   SLURMLAB_EXTRA_PREFIX named PREFIX00001.. (default "g", 5 digits)
-#   SLURMLAB_DYNAMIC=1    also run one dynamic node (slurmd -Z) named dyn1
+#   SLURMLAB_DYNAMIC=1    also run one dynamic node (slurmd -Z) named dyn1, or
+#   SLURMLAB_DYNAMIC_NAME (any name Slurm takes: "kn-3.lab.example", "KN-3"); its
+#                         slurmd's files keep the name slurmd.dyn1
 #   SLURMLAB_CPUS, SLURMLAB_MEM   per-node CPUs and RealMemory (default 2, 1000)
 #   SLURMLAB_REST_USER    user slurmrestd runs as (default nobody)
 #   SLURMLAB_SLURM_USER   SlurmUser, the user slurmctld runs as (default root);
@@ -650,6 +652,7 @@ do_start() {
         EXTRA_HOSTLIST=$(printf '%s[00001-%05d]' "${SLURMLAB_EXTRA_PREFIX:-g}" "$EXTRA")
     fi
     DYNAMIC=${SLURMLAB_DYNAMIC:-0}
+    DYN_NAME=${SLURMLAB_DYNAMIC_NAME:-dyn1}
     CPUS=${SLURMLAB_CPUS:-2}
     MEM=${SLURMLAB_MEM:-1000}
     EXTRA_CONF=${SLURMLAB_EXTRA_CONF:-}
@@ -686,10 +689,11 @@ do_start() {
     done
     local want=$nn
     if [ "$DYNAMIC" = 1 ]; then
-        mkdir -p "$LAB/spool/dyn1"
+        mkdir -p "$LAB/spool/$DYN_NAME"
+        echo "$DYN_NAME" > "$LAB/etc/dynamic"
         # A dynamic node registers itself and is reached on SlurmdPort, so
         # there can be one per host.
-        launch slurmd.dyn1 "${RUN[@]+"${RUN[@]}"}" slurmd -D -Z -N dyn1 --conf "CPUs=$CPUS RealMemory=$MEM Feature=dyn" -f "$CONF"
+        launch slurmd.dyn1 "${RUN[@]+"${RUN[@]}"}" slurmd -D -Z -N "$DYN_NAME" --conf "CPUs=$CPUS RealMemory=$MEM Feature=dyn" -f "$CONF"
         want=$((want + 1))
     fi
     if ! poll 30000 "" nodes_idle "$want"; then
@@ -822,9 +826,10 @@ do_restart_dynamic() {
     CPUS=${SLURMLAB_CPUS:-2}
     MEM=${SLURMLAB_MEM:-1000}
     export SLURM_CONF=$CONF
-    launch slurmd.dyn1 "${RUN[@]+"${RUN[@]}"}" slurmd -D -Z -N dyn1 --conf "CPUs=$CPUS RealMemory=$MEM Feature=dyn" -f "$CONF"
-    poll 30000 "" node_known dyn1 || die "dyn1 did not register again (log/slurmd.dyn1.log)"
-    say "dyn1's slurmd restarted"
+    local dyn; dyn=$(cat "$LAB/etc/dynamic" 2>/dev/null || echo dyn1)
+    launch slurmd.dyn1 "${RUN[@]+"${RUN[@]}"}" slurmd -D -Z -N "$dyn" --conf "CPUs=$CPUS RealMemory=$MEM Feature=dyn" -f "$CONF"
+    poll 30000 "" node_known "$dyn" || die "$dyn did not register again (log/slurmd.dyn1.log)"
+    say "$dyn's slurmd restarted"
 }
 
 node_known() { SLURM_CONF=$CONF slurm scontrol show node "$1" >/dev/null 2>&1; }
