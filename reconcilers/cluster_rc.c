@@ -691,9 +691,12 @@ void crc_status(crc_pass *p, cJSON *fields)
     const cJSON *status = json_child(p->cr, "status");
     char now[32];
     rfc3339_now(now, 0);
-    cJSON *conds =
-        crc_conditions_set(json_child(status, "conditions"), CRC_COND_VALID, p->invalid ? "False" : NULL,
-                           "ValidationFailed", p->invalid, p->o->generation, now);
+    /* fields may bring the conditions with the reconciler's own types set
+     * (built from the current ones with crc_conditions_set). */
+    const cJSON *base = json_child(want, "conditions");
+    cJSON *conds = crc_conditions_set(base ? base : json_child(status, "conditions"), CRC_COND_VALID,
+                                      p->invalid ? "False" : NULL, "ValidationFailed", p->invalid,
+                                      p->o->generation, now);
     cJSON *c2 = crc_conditions_set(conds, CRC_COND_CONFLICT, p->conflict ? "True" : NULL, CRC_REASON_NOT_OWNED,
                                    p->conflict, p->o->generation, now);
     cJSON_Delete(conds);

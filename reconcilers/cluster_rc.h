@@ -25,7 +25,8 @@
  * Validation: an invalid CR gets a Warning event, the status condition
  * "Valid" = False (reason ValidationFailed, message = the errors) and no
  * other write. The condition is removed once the CR is valid again (Slinky
- * itself sets no conditions, so a valid CR carries none of ours). The last
+ * itself sets no conditions, so a valid CR carries none of ours but the
+ * Controller's SlurmVersionSupported, controller_build.h). The last
  * accepted version of each CR is remembered for the immutability checks
  * (in memory: a restarted operator checks only create-time rules until the
  * first accepted pass).
@@ -213,7 +214,8 @@ void crc_note_write(crc_pass *p);
 void crc_requeue_after(crc_pass *p, uint32_t ms);
 
 /** Converge the CR's status: fields (taken, may be NULL) holds the status
- *  members this reconciler owns; the validation condition is added or
+ *  members this reconciler owns (with "conditions": all of them, the
+ *  current ones with this reconciler's types set); the validation condition is added or
  *  removed from the current status.conditions, and so is CRC_COND_CONFLICT. A merge patch of what
  *  differs goes to the status subresource, or nothing when nothing does. */
 void crc_status(crc_pass *p, cJSON *fields);

@@ -8,6 +8,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/rfc3339.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
 #include "reconcilers/controller_build.h"
@@ -590,6 +591,27 @@ static void sync_statefulset(crc_pass *p, int rc, char *why, cJSON *sts)
     crc_ensure(p, OPK_STATEFULSETS, &KUBE_STATEFULSETS, sts);
 }
 
+/* The status fields of a valid Controller: its conditions with
+ * SlurmVersionSupported set (or removed for an external one). */
+static cJSON *version_status(crc_pass *p)
+{
+    const char *st, *reason;
+    char *msg;
+    ctlb_version_condition(p->cr, &st, &reason, &msg);
+    char now[32];
+    rfc3339_now(now, 0);
+    cJSON *conds = crc_conditions_set(json_get(p->cr, "status.conditions"), CTLB_COND_SLURM_VERSION, st, reason,
+                                      msg, p->o->generation, now);
+    free(msg);
+    cJSON *fields = cJSON_CreateObject();
+    /* No conditions at all stay absent (an empty list would be one more write). */
+    if (cJSON_GetArraySize(conds) > 0 || json_len(json_get(p->cr, "status.conditions")) > 0)
+        json_set(fields, "conditions", conds);
+    else
+        cJSON_Delete(conds);
+    return fields;
+}
+
 static void reconcile(crc_pass *p)
 {
     vclu_result r;
@@ -636,7 +658,7 @@ static void reconcile(crc_pass *p)
     if (!clc_is_external(p->cr))
         sync_service_monitor(p);
     sync_active(p);
-    crc_status(p, NULL);
+    crc_status(p, version_status(p));
 }
 
 static int start(operator *op)

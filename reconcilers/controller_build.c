@@ -599,3 +599,35 @@ int ctlb_service_monitor(const cJSON *controller, cJSON **out, char **why)
     cJSON_Delete(c);
     return 0;
 }
+
+/* ---- Slurm versions ------------------------------------------------------ */
+
+void ctlb_version_condition(const cJSON *controller, const char **status, const char **reason, char **message)
+{
+    *status = *reason = NULL;
+    *message = NULL;
+    if (clc_is_external(controller))
+        return;
+    const char *image = json_get_str_or(controller, "spec.slurmctld.image", "");
+    int v = clc_image_slurm_version(image);
+    if (v == 0) {
+        *status = "Unknown";
+        *reason = "VersionUnknown";
+        *message = xasprintf("the tag of spec.slurmctld.image (%s) names no Slurm version; a cluster slurmop "
+                             "deploys needs Slurm 23.11 or later (24.11 and 26.05 are tested)",
+                             *image ? image : "unset");
+    } else if (v < CTLB_MIN_DEPLOYED_VERSION) {
+        *status = "False";
+        *reason = "Unsupported";
+        *message = xasprintf("Slurm %02d.%02d (the tag of spec.slurmctld.image) has no auth/slurm, which the "
+                             "generated slurm.conf uses: a cluster slurmop deploys needs Slurm 23.11 or later; "
+                             "an older Slurm works only as an external Controller (slurmop as its client)",
+                             v / 100, v % 100);
+    } else {
+        *status = "True";
+        *reason = "Supported";
+        *message = xasprintf("Slurm %02d.%02d (the tag of spec.slurmctld.image); a cluster slurmop deploys needs "
+                             "Slurm 23.11 or later (24.11 and 26.05 are tested)",
+                             v / 100, v % 100);
+    }
+}

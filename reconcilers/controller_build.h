@@ -123,4 +123,20 @@ int ctlb_statefulset(const cJSON *controller, const cJSON *config, const clc_env
  *  serviceMonitor.annotations. */
 int ctlb_service_monitor(const cJSON *controller, cJSON **out, char **why);
 
+/* ---- Slurm versions (docs/compat.md#slurm-versions) ---------------------- */
+
+/* The condition that says whether slurmop can deploy the Controller's Slurm. */
+#define CTLB_COND_SLURM_VERSION "SlurmVersionSupported"
+/* auth/slurm and cred/slurm, which the generated configuration uses, came
+ * with Slurm 23.11. */
+#define CTLB_MIN_DEPLOYED_VERSION 2311
+
+/** The SlurmVersionSupported condition of a Controller: *status "True"
+ *  (reason "Supported") when spec.slurmctld.image's tag names Slurm 23.11
+ *  or later, "False" ("Unsupported") when it names an older one, "Unknown"
+ *  ("VersionUnknown") when it names none; NULL (no condition) for an
+ *  external Controller, whose Slurm the user runs. *message is a sentence
+ *  (malloc'd; NULL with *status NULL). */
+void ctlb_version_condition(const cJSON *controller, const char **status, const char **reason, char **message);
+
 #endif

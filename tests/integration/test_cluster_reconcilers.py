@@ -543,7 +543,9 @@ def run(ks, api, op):
     time.sleep(3)
     after = get_all(api)
     w = writes(ks.counters())
-    want = {("patch", "controllers.slinky.slurm.net"): 1, ("patch", "configmaps"): 1, ("patch", "statefulsets.apps"): 1}
+    # The status write: SlurmVersionSupported records the generation it was computed for.
+    want = {("patch", "controllers.slinky.slurm.net"): 1, ("patch", "configmaps"): 1, ("patch", "statefulsets.apps"): 1,
+            ("patch", "controllers.slinky.slurm.net/status"): 1}
     if is_k8s():
         # The audit log counts the operator's writes only, not the test's
         # patch. (The real API server drops an empty annotations map; the
@@ -587,6 +589,23 @@ def run(ks, api, op):
     after = get_all(api)
     changed = sorted(k for k in before if before[k]["metadata"]["resourceVersion"] != after[k]["metadata"]["resourceVersion"])
     check(changed == ["sec-tok", "sts-acct", "sts-ctl"], "key rotation touched %r" % changed)
+
+    # ---- which Slurm a deployed cluster supports (issue 32: 22.05 has no auth/slurm) -------
+    def version_cond(name):
+        st = api.get(GROUP + "/controllers/" + name).get("status") or {}
+        return [c for c in st.get("conditions", []) if c["type"] == "SlurmVersionSupported"]
+    wait_for("SlurmVersionSupported on c1", lambda: version_cond("c1"))
+    c = version_cond("c1")[0]
+    check(c["status"] == "True" and c["reason"] == "Supported" and "25.11" in c["message"], "c1 condition %r" % c)
+    api.patch(GROUP + "/controllers/c1", {"spec": {"slurmctld": {"image": "slurmctld:22.05"}}})
+    wait_for("22.05 is refused in the status", lambda: version_cond("c1") and version_cond("c1")[0]["status"] == "False")
+    c = version_cond("c1")[0]
+    check(c["reason"] == "Unsupported" and "auth/slurm" in c["message"] and "23.11" in c["message"],
+          "22.05 condition %r" % c)
+    api.patch(GROUP + "/controllers/c1", {"spec": {"slurmctld": {"image": "slurmctld:latest"}}})
+    wait_for("an untagged version is Unknown", lambda: version_cond("c1")[0]["status"] == "Unknown")
+    api.patch(GROUP + "/controllers/c1", {"spec": {"slurmctld": {"image": "ghcr.io/slinkyproject/slurmctld:25.11"}}})
+    wait_for("back to Supported", lambda: version_cond("c1")[0]["status"] == "True")
 
     # ---- watches: a config file ConfigMap and NodeSets regenerate slurm.conf ---------------
     api.patch(CORE + "/configmaps/c1-files", {"data": {"cgroup.conf": "CgroupPlugin=autodetect\n"}})

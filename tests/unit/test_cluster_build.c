@@ -447,6 +447,44 @@ static void test_probes_by_version(void **state)
     tenv_free(&t);
 }
 
+/* Issue 32: the generated slurm.conf uses auth/slurm, which Slurm 22.05
+ * lacks; the Controller's status says which Slurm a deployed cluster needs. */
+static void test_version_condition(void **state)
+{
+    static const struct {
+        const char *spec, *status, *reason, *in_message;
+    } cases[] = {
+        {"'slurmctld':{'image':'ghcr.io/slinkyproject/slurmctld:25.11-ubuntu24.04'}", "True", "Supported", "25.11"},
+        {"'slurmctld':{'image':'localhost/slurmop/slurmctld:24.11'}", "True", "Supported", "24.11"},
+        {"'slurmctld':{'image':'slurmctld:23.11'}", "True", "Supported", "23.11"},
+        {"'slurmctld':{'image':'slurmctld:23.02'}", "False", "Unsupported", "auth/slurm"},
+        {"'slurmctld':{'image':'debian/slurmctld:22.05'}", "False", "Unsupported", "external Controller"},
+        {"'slurmctld':{'image':'slurmctld:latest'}", "Unknown", "VersionUnknown", "23.11 or later"},
+        {"'x':1", "Unknown", "VersionUnknown", "(unset)"},
+        {"'external':true,'externalConfig':{'host':'h','port':6817}", NULL, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *jq = xasprintf("{" CTL_META ",'spec':{%s}}", cases[i].spec);
+        cJSON *c = JQ(jq);
+        const char *st, *reason;
+        char *msg;
+        ctlb_version_condition(c, &st, &reason, &msg);
+        if (cases[i].status == NULL) {
+            assert_null(st);
+            assert_null(msg);
+        } else {
+            assert_string_equal(st, cases[i].status);
+            assert_string_equal(reason, cases[i].reason);
+            if (strstr(msg, cases[i].in_message) == NULL)
+                fprintf(stderr, "%s: %s\n", cases[i].spec, msg);
+            assert_non_null(strstr(msg, cases[i].in_message));
+        }
+        free(msg);
+        cJSON_Delete(c);
+        free(jq);
+    }
+}
+
 static void test_controller_inplace_and_ha(void **state)
 {
     tenv t;
@@ -1456,6 +1494,7 @@ int main(void)
         cmocka_unit_test(test_controller_statefulset_shape),
         cmocka_unit_test(test_controller_logfile_sigterm),
         cmocka_unit_test(test_probes_by_version),
+        cmocka_unit_test(test_version_condition),
         cmocka_unit_test(test_controller_inplace_and_ha),
         cmocka_unit_test(test_controller_persistence_table),
         cmocka_unit_test(test_controller_hashes),
