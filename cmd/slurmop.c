@@ -104,11 +104,14 @@ static const char usage[] =
     "                               made at start\n"
     "  --log-format text|json       log line format (default text)\n"
     "  --log-level LEVEL            error, warn, info, debug or trace, or 0-4 (default info)\n"
-    "  --shutdown-grace SECONDS     how long writes in flight may finish at SIGTERM (default 10)\n"
+    "  --shutdown-grace SECONDS     how long writes in flight may finish at a stop signal (default 10)\n"
     "  --help                       show this help\n"
     "  --version                    print the version\n"
     "\n"
-    "SIGTERM or SIGINT stops the watches, lets writes in flight finish, releases the lease and exits 0.\n"
+    "SIGTERM, SIGINT, SIGHUP or SIGQUIT stops the watches, lets writes in flight finish, releases the\n"
+    "lease and exits 0 (SIGHUP re-reads nothing: flags are fixed; token and certificate files are re-read\n"
+    "on their own). A second signal cancels the writes still in flight and releases the lease at once; a\n"
+    "third exits at once.\n"
     "A leader that loses its lease cancels every write not yet sent (and refuses new ones), lets writes\n"
     "already sent finish within the shutdown grace, and exits 1.\n";
 
@@ -199,12 +202,19 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* Every signal whose default action would end the process without
+ * releasing the leader Lease takes the graceful path instead (SIGHUP too:
+ * there is no configuration file to re-read, flags are fixed at start, and
+ * the token and certificate files are re-read on their own). */
+static const int stop_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+#define N_STOP_SIGNALS (sizeof(stop_signals) / sizeof(stop_signals[0]))
+
 struct app {
     uv_loop_t loop;
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sig[N_STOP_SIGNALS];
     operator *op;
     int exit_code;
-    int stopping;
+    int stopping; /* stop signals received */
 };
 
 static void on_operator_stopped(void *data, int code)
@@ -212,19 +222,39 @@ static void on_operator_stopped(void *data, int code)
     struct app *a = data;
     a->exit_code = code;
     a->op = NULL;
-    uv_close((uv_handle_t *)&a->sigterm, NULL);
-    uv_close((uv_handle_t *)&a->sigint, NULL);
+    for (size_t i = 0; i < N_STOP_SIGNALS; i++)
+        uv_close((uv_handle_t *)&a->sig[i], NULL);
 }
 
+static const char *signal_name(int signum)
+{
+    switch (signum) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    case SIGQUIT: return "SIGQUIT";
+    default: return "a signal";
+    }
+}
+
+/* First signal: graceful stop. Second: no grace for writes in flight, but
+ * the lease is still released (a successor then starts at once instead of
+ * after a whole lease duration). Third: exit now. */
 static void on_signal(uv_signal_t *h, int signum)
 {
     struct app *a = h->data;
-    if (a->stopping) {
-        log_warn("second signal %d: exiting now", signum);
+    a->stopping++;
+    if (a->stopping >= 3) {
+        log_warn("received %s a third time: exiting now (the lease is not released)", signal_name(signum));
         exit(1);
     }
-    a->stopping = 1;
-    log_info("received %s", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    if (a->stopping == 2) {
+        log_warn("received %s again: canceling writes in flight, then releasing the lease", signal_name(signum));
+        if (a->op)
+            op_stop_hurry(a->op);
+        return;
+    }
+    log_info("received %s", signal_name(signum));
     if (a->op)
         op_stop(a->op);
 }
@@ -445,11 +475,11 @@ int main(int argc, char **argv)
     log_setup(level, format);
     signal(SIGPIPE, SIG_IGN);
     uv_loop_init(&a.loop);
-    uv_signal_init(&a.loop, &a.sigterm);
-    uv_signal_init(&a.loop, &a.sigint);
-    a.sigterm.data = a.sigint.data = &a;
-    uv_signal_start(&a.sigterm, on_signal, SIGTERM);
-    uv_signal_start(&a.sigint, on_signal, SIGINT);
+    for (size_t i = 0; i < N_STOP_SIGNALS; i++) {
+        uv_signal_init(&a.loop, &a.sig[i]);
+        a.sig[i].data = &a;
+        uv_signal_start(&a.sig[i], on_signal, stop_signals[i]);
+    }
     o.on_stopped = on_operator_stopped;
     o.stopped_data = &a;
 

@@ -82,6 +82,7 @@ struct priv {
     lease_elector *lease;
     uv_timer_t grace;
     uint64_t grace_deadline;
+    int hurry; /* op_stop_hurry: no grace period */
     uv_timer_t trim; /* mem_trim every TRIM_MS */
     int pending; /* things op_stop waits for */
     int exit_code;
@@ -439,7 +440,10 @@ static int listen_on(operator *op, const char *addr, hs_server **out, char *err,
         snprintf(err, errlen, "bad listen address \"%s\" (want host:port or :port)", addr);
         return OP_EINVAL;
     }
-    hs_opts ho = {.handler = serve, .data = op};
+    hs_opts ho;
+    hs_opts_get_only(&ho);
+    ho.handler = serve;
+    ho.data = op;
     *out = hs_listen(op->loop, host, port, &ho, &rc);
     if (*out == NULL) {
         snprintf(err, errlen, "cannot listen on %s: %s", addr, op_strerror(rc));
@@ -913,6 +917,8 @@ static void on_reflector_stopped(void *data)
     if (--p->pending > 0)
         return;
     p->grace_deadline = uv_now(op->loop) + (op->opts.shutdown_grace_ms ? op->opts.shutdown_grace_ms : 10000);
+    if (p->hurry)
+        p->grace_deadline = 0;
     on_grace_tick(&p->grace);
 }
 
@@ -941,4 +947,17 @@ void op_stop(operator *op)
         return;
     }
     on_reflector_stopped(op);
+}
+
+void op_stop_hurry(operator *op)
+{
+    struct priv *p = P(op);
+    p->hurry = 1;
+    if (!op->stopping) {
+        op_stop(op);
+        return;
+    }
+    /* Already waiting out the grace: the next tick cancels what is left
+     * and goes on to release the lease. */
+    p->grace_deadline = 0;
 }

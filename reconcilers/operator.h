@@ -170,6 +170,10 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
  *  the client's write fence was closed first, so only writes already on the
  *  wire finish during the grace period). */
 void op_stop(operator *op);
+/** Stop without waiting out the grace period (a second signal): as
+ *  op_stop, but writes still in flight are canceled as soon as the watches
+ *  are stopped, and the lease is still released. */
+void op_stop_hurry(operator *op);
 
 /** True once every cache completed its first list. */
 int op_caches_synced(const operator *op);

@@ -77,6 +77,84 @@ def test_one_leader_and_failover():
             a.stop()
 
 
+def test_sighup_and_sigquit_release_the_lease():
+    """SIGHUP and SIGQUIT (whose default actions end the process without a
+    word) take the graceful path: exit 0 with the Lease released, so a
+    standby takes over within about a retry period, not a lease duration."""
+    timing = dict(leader_elect_lease_duration=15, leader_elect_renew_deadline=10, leader_elect_retry_period=1)
+    with api_server(nodes=8) as ks:
+        c = ks.client()
+        apply_crds(c)
+        procs = []
+        try:
+            a = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace=ks.lease_namespace,
+                        **timing).start()
+            procs.append(a)
+            wait_for(lambda: leader(a), 20, what="the first process leads")
+            for sig in (signal.SIGHUP, signal.SIGQUIT):
+                b = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace=ks.lease_namespace,
+                            **timing).start()
+                procs.append(b)
+                b.wait_ready()
+                time.sleep(1.5)  # more than a retry period: b saw the Lease held
+                assert leader(a) and not leader(b)
+                holder = lease(c, ks.lease_namespace)["spec"]["holderIdentity"]
+                t0 = time.monotonic()
+                a.proc.send_signal(sig)
+                wait_for(lambda: leader(b), 20, what="the standby takes over after %s" % sig.name)
+                took = time.monotonic() - t0
+                print("%s: the standby led %.2f s after the signal (lease duration 15 s)" % (sig.name, took))
+                assert took < 4, "failover after %s took %.1f s: the Lease was not released" % (sig.name, took)
+                assert lease(c, ks.lease_namespace)["spec"]["holderIdentity"] != holder
+                assert "received %s" % sig.name in a.stderr(), a.stderr()[-3000:]
+                rc = a.stop(timeout=20)  # already exiting: waits, checks exit 0 and the log
+                assert rc == 0, rc
+                a = b
+        finally:
+            for p in procs:
+                if p.proc:
+                    p.stop(check=False)
+
+
+def test_second_signal_still_releases_the_lease():
+    """A second SIGTERM while writes wait out the shutdown grace cancels
+    them and still releases the Lease (it used to exit 1 at once, leaving
+    the successor a whole lease duration to wait)."""
+    kubesim_only("it needs a pile-up of writes behind a 2 QPS limiter, which kubesim answers at once")
+    timing = dict(leader_elect_lease_duration=15, leader_elect_renew_deadline=10, leader_elect_retry_period=1)
+    with api_server(nodes=8) as ks:
+        c = ks.client()
+        apply_crds(c)
+        make_cluster(c, nodesets={"cpu": dict(replicas=1, **IMAGES)})
+        a = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace=ks.lease_namespace, qps=2, burst=2,
+                    shutdown_grace=60, **timing).start()
+        b = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace=ks.lease_namespace, **timing)
+        try:
+            wait_for(lambda: leader(a), 20, what="the first process leads")
+            b.start()
+            b.wait_ready()
+            wait_for(lambda: len(pods_of(c, "cpu")) == 1, 30, what="1 pod")
+            set_replicas(c, "cpu", 40)
+            wait_for(lambda: a.metric("slurmop_api_requests_waiting") >= 8, 20, what="writes queued in the limiter")
+            a.proc.send_signal(signal.SIGTERM)
+            wait_for(lambda: "shutting down" in a.stderr(), 10, what="the graceful stop begins")
+            time.sleep(1)
+            assert not leader(b), "the Lease went before the grace was over"
+            t0 = time.monotonic()
+            a.proc.send_signal(signal.SIGTERM)
+            wait_for(lambda: leader(b), 20, what="the standby takes over after the second SIGTERM")
+            took = time.monotonic() - t0
+            print("second SIGTERM: the standby led %.2f s later (lease duration 15 s)" % took)
+            assert took < 4, "failover took %.1f s: the Lease was not released" % took
+            assert "canceling writes in flight, then releasing the lease" in a.stderr(), a.stderr()[-3000:]
+            rc = a.stop(timeout=20)
+            assert rc == 0, rc
+        finally:
+            b.stop()
+            if a.proc:
+                a.stop(check=False)
+
+
 class Recorder:
     """Every event of a watch, collected by a thread."""
 
