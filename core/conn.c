@@ -94,6 +94,8 @@ struct conn {
     int connect_reported;
     int pending_err; /* connect error to report from the timer */
     int defer_wanted;
+    int drain_armed; /* conn_notify_drain: on_drain once conn_queued() <= drain_low */
+    size_t drain_low;
     int drain_wanted;
     int prep_active;
     int shutdown_started;
@@ -334,6 +336,15 @@ static void write_failed(conn *c, int err)
     read_end(c, err);
 }
 
+static void check_drain(conn *c)
+{
+    if (!c->drain_armed || c->closing || c->ended || c->q_bytes + c->inflight_bytes > c->drain_low)
+        return;
+    c->drain_armed = 0;
+    if (c->cbs->on_drain)
+        c->cbs->on_drain(c);
+}
+
 static void write_cb(uv_write_t *req, int status)
 {
     wreq *w = container_of(req, wreq, req);
@@ -346,6 +357,7 @@ static void write_cb(uv_write_t *req, int status)
     free(w);
     if (status < 0 && status != UV_ECANCELED && !c->closing)
         write_failed(c, status);
+    check_drain(c);
 }
 
 /* Hand entries [from, to) to one uv_write; they leave the queue. */
@@ -431,6 +443,15 @@ int conn_write_ref(conn *c, const char *p, size_t len, void (*release)(void *arg
 size_t conn_queued(const conn *c)
 {
     return c->q_bytes + c->inflight_bytes;
+}
+
+void conn_notify_drain(conn *c, size_t low)
+{
+    if (c->closing || c->ended)
+        return;
+    c->drain_armed = 1;
+    c->drain_low = low;
+    schedule_prep(c); /* checked after the next flush */
 }
 
 static void conn_flush(conn *c)
@@ -652,6 +673,7 @@ static void prep_cb(uv_prepare_t *h)
         }
     }
     conn_flush(c);
+    check_drain(c);
 }
 
 static void schedule_prep(conn *c)

@@ -51,6 +51,8 @@ typedef struct conn_cbs {
     void (*on_defer)(conn *c);
     /* Last callback; the conn is freed when it returns. */
     void (*on_close)(conn *c);
+    /* conn_notify_drain() was requested and the queue fell to its mark. */
+    void (*on_drain)(conn *c);
 } conn_cbs;
 
 typedef struct conn_connect_opts {
@@ -90,6 +92,11 @@ int conn_write_ref(conn *c, const char *p, size_t len, void (*release)(void *arg
 /** Bytes accepted by conn_write* and not yet handed to the kernel: the
  *  measure for capping slow readers. */
 size_t conn_queued(const conn *c);
+/** Ask for one on_drain call, from the loop, once conn_queued() is at most
+ *  low (at the next flush when it already is). A server that stops reading
+ *  a client with too many answers queued uses it to start again. A failed
+ *  write empties the queue, so it fires then too. */
+void conn_notify_drain(conn *c, size_t low);
 
 /** Arm the user timer: on_timer runs after ms milliseconds (restarts a
  *  running one). conn_timer_stop disarms it. */

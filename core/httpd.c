@@ -29,6 +29,7 @@
 #include "core/err.h"
 #include "core/list.h"
 #include "core/log.h"
+#include "core/map.h"
 #include "core/mem.h"
 #include "core/tls.h"
 
@@ -36,6 +37,10 @@
 #define DEF_MAX_BODY (3 * 1024 * 1024)
 #define DEF_MAX_WQ (64 * 1024 * 1024)
 #define DEF_IDLE_MS 120000
+#define DEF_REQUEST_MS 30000
+#define DEF_PENDING_OUT (1024 * 1024)
+#define DEF_MAX_CONNS 1024
+#define BODY_RESERVE_CAP (64 * 1024) /* a declared length is reserved up to this; the rest as it arrives */
 #define HANDSHAKE_MS 10000
 #define LINGER_MS 2000
 #define KEEP_BODY_CAP (64 * 1024) /* larger body buffers are freed between requests */
@@ -48,6 +53,22 @@ enum rq_state {
 };
 
 typedef struct hs_conn hs_conn;
+
+/* What the connection's one timer measures now (it is armed when the phase
+ * changes, never by the bytes of a request, so a client that trickles
+ * cannot push a deadline back). */
+enum hc_phase {
+    PH_NONE,    /* a request is with the handler (or streaming): no deadline */
+    PH_IDLE,    /* waiting for a request: idle_timeout_ms */
+    PH_REQUEST, /* a request has begun: request_timeout_ms for all of it */
+    PH_OUTPUT,  /* not reading: answers wait for the client: idle_timeout_ms */
+};
+
+/* Open connections of one peer address (srv->peers). */
+typedef struct peer_count {
+    int n;
+    char ip[64];
+} peer_count;
 
 struct hs_req {
     hs_conn *hc;
@@ -69,7 +90,8 @@ struct hs_req {
     const char *method;
     int head;
     int keep_alive;
-    int reject; /* 413 / 431 / 400 decided by a parser callback */
+    int has_body; /* Content-Length > 0 or chunked */
+    int reject; /* 413 / 431 / 400 (or on_head's status) decided by a parser callback */
     void *udata;
     void (*on_close)(hs_req *req, void *data);
     void *close_data;
@@ -87,6 +109,10 @@ struct hs_conn {
     int in_dispatch;
     int closing;
     int read_stopped;
+    int out_wait;     /* too many answers queued: neither read nor parsed until they drain */
+    int phase;        /* enum hc_phase */
+    uint64_t since;   /* loop time of the accept or of the last finished request (eviction order) */
+    peer_count *peer; /* NULL once closing */
 };
 
 struct hs_server {
@@ -97,7 +123,9 @@ struct hs_server {
     list_node conns;
     int closing;
     int listener_open;
-    int n_conns;
+    int n_conns; /* allocated (closing ones included) */
+    int n_live;  /* not closing: what the caps count */
+    map_t peers; /* ip -> peer_count, live connections */
     int port;
     void (*on_closed)(void *data);
     void *closed_data;
@@ -109,6 +137,7 @@ static llhttp_settings_t req_settings;
 static int settings_ready;
 
 static void process(hs_conn *hc);
+static void set_phase(hs_conn *hc, int phase);
 
 /* --- small helpers ------------------------------------------------------- */
 
@@ -137,6 +166,8 @@ static const char *reason(int status)
         return "Not Found";
     case 405:
         return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
     case 409:
         return "Conflict";
     case 410:
@@ -224,6 +255,7 @@ static void req_reset(hs_req *r)
     r->method = NULL;
     r->head = 0;
     r->keep_alive = 0;
+    r->has_body = 0;
     r->reject = 0;
     r->udata = NULL;
     r->on_close = NULL;
@@ -265,6 +297,8 @@ static int on_message_begin(llhttp_t *p)
     hs_req *r = preq(p);
     if (r->state != RQ_PARSING)
         req_reset(r);
+    /* The request deadline starts with its first byte and stays put. */
+    set_phase(p->data, PH_REQUEST);
     return 0;
 }
 
@@ -362,13 +396,27 @@ static int on_headers_complete(llhttp_t *p)
 
     uint64_t want = p->content_length;
     int has_body = (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && want > 0);
-    if ((p->flags & F_CONTENT_LENGTH) && want > hc->srv->opts.max_body_bytes) {
+    r->has_body = has_body;
+    hs_server *srv = hc->srv;
+    if (srv->opts.on_head) {
+        /* Before the body: a request refused here costs its headers only. */
+        int status = srv->opts.on_head(r, srv->opts.data);
+        if (status) {
+            srv->stats.head_refused++;
+            r->reject = status >= 400 && status < 600 ? status : 400;
+            llhttp_set_error_reason(p, "refused before the body");
+            return HPE_USER;
+        }
+    }
+    if ((p->flags & F_CONTENT_LENGTH) && want > srv->opts.max_body_bytes) {
         r->reject = 413;
         llhttp_set_error_reason(p, "request body too large");
         return HPE_USER;
     }
     if ((p->flags & F_CONTENT_LENGTH) && want > 0) {
-        if (buf_reserve(&r->body, (size_t)want) != 0) {
+        /* A declared length costs nothing until its bytes come. */
+        size_t reserve = want < BODY_RESERVE_CAP ? (size_t)want : BODY_RESERVE_CAP;
+        if (buf_reserve(&r->body, reserve) != 0) {
             r->reject = 413;
             return HPE_USER;
         }
@@ -424,25 +472,106 @@ static void settings_init(void)
 
 /* --- connection ---------------------------------------------------------- */
 
-/* Close now, also when a graceful end (client_end) is lingering. */
-static void client_close(hs_conn *hc)
+/* "1.2.3.4:80" -> "1.2.3.4", "[::1]:80" -> "::1". */
+static void peer_ip(const char *peer, char *out, size_t cap)
 {
-    hc->closing = 1;
-    conn_close(hc->c);
+    const char *end = strrchr(peer, ':');
+    size_t n = end ? (size_t)(end - peer) : strlen(peer);
+    if (n >= 2 && peer[0] == '[' && peer[n - 1] == ']') {
+        peer++;
+        n -= 2;
+    }
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(out, peer, n);
+    out[n] = '\0';
 }
 
-static void client_end(hs_conn *hc, unsigned linger)
+static void peer_release(hs_conn *hc)
+{
+    peer_count *pc = hc->peer;
+    hc->peer = NULL;
+    if (pc && --pc->n == 0) {
+        map_del(&hc->srv->peers, pc->ip);
+        free(pc);
+    }
+}
+
+/* The one way a connection ends. linger < 0: now (also when a graceful end
+ * is already lingering); otherwise flush what was answered, then close
+ * within linger ms. The caps stop counting it at once. */
+static void hc_close(hs_conn *hc, int linger, const char *why)
+{
+    if (hc->closing) {
+        if (linger < 0)
+            conn_close(hc->c);
+        return;
+    }
+    hc->closing = 1;
+    hc->srv->n_live--;
+    peer_release(hc);
+    if (why)
+        log_debug("httpd %s: closing: %s", conn_peer(hc->c), why);
+    if (linger < 0)
+        conn_close(hc->c);
+    else
+        conn_end(hc->c, (unsigned)linger);
+}
+
+static void set_phase(hs_conn *hc, int phase)
+{
+    if (hc->closing || hc->phase == phase)
+        return;
+    hc->phase = phase;
+    const hs_opts *o = &hc->srv->opts;
+    unsigned ms = phase == PH_REQUEST ? o->request_timeout_ms : phase == PH_NONE ? 0 : o->idle_timeout_ms;
+    if (ms)
+        conn_timer_start(hc->c, ms);
+    else
+        conn_timer_stop(hc->c);
+}
+
+/* Nothing is under way: the idle deadline runs (from now, unless it already
+ * ran: bytes that start no request, such as empty lines, do not restart it). */
+static void settle(hs_conn *hc)
+{
+    if (!hc->paused && !hc->out_wait && hc->phase == PH_NONE)
+        set_phase(hc, PH_IDLE);
+}
+
+/* Read unless answers wait for the client, or the input held aside while a
+ * request is with the handler is past the header cap already. */
+static void update_reading(hs_conn *hc)
 {
     if (hc->closing)
         return;
-    hc->closing = 1;
-    conn_end(hc->c, linger);
+    size_t pending = hc->in.len - hc->in_off;
+    int stop = hc->out_wait || (hc->paused && pending > hc->srv->opts.max_header_bytes);
+    if (stop && !hc->read_stopped) {
+        hc->read_stopped = 1;
+        conn_read_stop(hc->c);
+    } else if (!stop && hc->read_stopped) {
+        hc->read_stopped = 0;
+        conn_read_start(hc->c);
+    }
 }
 
-static void idle_arm(hs_conn *hc)
+/* Too many answers queued to this client: stop taking its requests until
+ * half of them were sent. Without this a client that pipelines requests
+ * and never reads makes the server queue answers without end. */
+static int out_blocked(hs_conn *hc)
 {
-    if (!hc->closing && hc->srv->opts.idle_timeout_ms)
-        conn_timer_start(hc->c, hc->srv->opts.idle_timeout_ms);
+    if (hc->out_wait)
+        return 1;
+    size_t cap = hc->srv->opts.max_pending_out;
+    if (conn_queued(hc->c) <= cap)
+        return 0;
+    hc->out_wait = 1;
+    hc->srv->stats.reads_paused++;
+    set_phase(hc, PH_OUTPUT);
+    update_reading(hc);
+    conn_notify_drain(hc->c, cap / 2);
+    return 1;
 }
 
 /* Answer a request the parser refused, then close. */
@@ -460,7 +589,7 @@ static void reject(hs_conn *hc, int status)
 {
     log_debug("httpd %s: rejecting request with %d", conn_peer(hc->c), status);
     write_simple(hc, status, 0);
-    client_end(hc, LINGER_MS);
+    hc_close(hc, LINGER_MS, NULL);
 }
 
 /* A request was finished (responded, stream ended or aborted). */
@@ -470,8 +599,9 @@ static void req_finished(hs_req *r)
     r->state = RQ_DONE;
     if (hc->closing)
         return;
+    hc->since = uv_now(conn_loop(hc->c));
     if (!r->keep_alive) {
-        client_end(hc, LINGER_MS);
+        hc_close(hc, LINGER_MS, NULL);
         return;
     }
     if (!hc->in_dispatch && hc->paused) {
@@ -485,18 +615,19 @@ static void dispatch(hs_conn *hc)
     hs_server *srv = hc->srv;
     hs_req *r = &hc->req;
     srv->stats.requests++;
-    conn_timer_stop(hc->c);
+    set_phase(hc, PH_NONE);
     hc->in_dispatch = 1;
     srv->opts.handler(r, srv->opts.data);
     hc->in_dispatch = 0;
 }
 
 /* Parse from p[0..n); returns how many bytes were consumed. Stops when a
- * request stays with the handler or the connection ends. */
+ * request stays with the handler, answers pile up unread, or the
+ * connection ends. */
 static size_t parse(hs_conn *hc, const char *p, size_t n)
 {
     size_t done = 0;
-    while (done < n && !hc->closing && !hc->paused) {
+    while (done < n && !hc->closing && !hc->paused && !out_blocked(hc)) {
         llhttp_errno_t err = llhttp_execute(&hc->parser, p + done, n - done);
         if (err == HPE_OK) {
             done = n;
@@ -506,7 +637,7 @@ static size_t parse(hs_conn *hc, const char *p, size_t n)
             /* The request asked to switch protocols (or was a CONNECT). It
              * has been answered; what follows is not HTTP/1.1, which is all
              * we speak, so the connection ends here. */
-            client_end(hc, 0);
+            hc_close(hc, 0, NULL);
             return n;
         }
         if (err != HPE_PAUSED) {
@@ -545,34 +676,28 @@ static void hold(hs_conn *hc, const char *p, size_t n)
         /* The bound is the header and body caps together: a client this far
          * ahead of a deferred response is not an HTTP client we serve (and
          * an error response now would jump the queue). */
-        client_close(hc);
+        hc_close(hc, -1, "too far ahead of its answers");
         return;
     }
-    size_t pending = hc->in.len - hc->in_off;
-    if (!hc->read_stopped && pending > hc->srv->opts.max_header_bytes) {
-        hc->read_stopped = 1;
-        conn_read_stop(hc->c);
-    }
+    update_reading(hc);
 }
 
 static void process(hs_conn *hc)
 {
-    while (!hc->closing && !hc->paused && hc->in.len > hc->in_off) {
+    while (!hc->closing && !hc->paused && !out_blocked(hc) && hc->in.len > hc->in_off) {
         size_t used = parse(hc, hc->in.data + hc->in_off, hc->in.len - hc->in_off);
         if (hc->closing)
             return;
         hc->in_off += used;
     }
+    if (hc->closing)
+        return;
     if (hc->in_off >= hc->in.len) {
         buf_reset(&hc->in);
         hc->in_off = 0;
     }
-    if (hc->read_stopped && !hc->paused && !hc->closing) {
-        hc->read_stopped = 0;
-        conn_read_start(hc->c);
-    }
-    if (!hc->paused)
-        idle_arm(hc);
+    update_reading(hc);
+    settle(hc);
 }
 
 static void on_read(conn *c, ssize_t nread, const char *bytes)
@@ -584,17 +709,17 @@ static void on_read(conn *c, ssize_t nread, const char *bytes)
         if (hc->paused) {
             /* The client went away while its request was being handled:
              * close so that on_close reaches the handler. */
-            client_close(hc);
+            hc_close(hc, -1, NULL);
         } else if (nread == UV_EOF && hc->req.state != RQ_PARSING) {
-            client_end(hc, 0); /* flush what was answered, then close */
+            hc_close(hc, 0, NULL); /* flush what was answered, then close */
         } else {
-            client_close(hc);
+            hc_close(hc, -1, NULL);
         }
         return;
     }
-    if (hc->paused || hc->in.len > hc->in_off) {
+    if (hc->paused || hc->out_wait || hc->in.len > hc->in_off) {
         hold(hc, bytes, (size_t)nread);
-        if (!hc->paused)
+        if (!hc->paused && !hc->out_wait)
             process(hc);
         return;
     }
@@ -603,8 +728,7 @@ static void on_read(conn *c, ssize_t nread, const char *bytes)
         return;
     if (used < (size_t)nread)
         hold(hc, bytes + used, (size_t)nread - used);
-    if (!hc->paused)
-        idle_arm(hc);
+    settle(hc);
 }
 
 static void on_defer(conn *c)
@@ -616,13 +740,38 @@ static void on_defer(conn *c)
     process(hc);
 }
 
+/* Half of the queued answers went out: take requests again. */
+static void on_drain(conn *c)
+{
+    hs_conn *hc = conn_data(c);
+    if (hc->closing || !hc->out_wait)
+        return;
+    hc->out_wait = 0;
+    hc->srv->stats.reads_paused--;
+    set_phase(hc, PH_NONE);
+    process(hc);
+}
+
 static void on_timer(conn *c)
 {
     hs_conn *hc = conn_data(c);
     if (hc->paused)
         return; /* a request is being handled: not idle */
-    log_debug("httpd %s: idle timeout", conn_peer(c));
-    client_close(hc);
+    hc->srv->stats.timeouts++;
+    switch (hc->phase) {
+    case PH_REQUEST:
+        /* Answered, for an honest but slow client; the close does not wait
+         * for a client that does not read. */
+        write_simple(hc, 408, 0);
+        hc_close(hc, 0, "request not complete in time");
+        break;
+    case PH_OUTPUT:
+        hc_close(hc, -1, "answers left unread too long");
+        break;
+    default:
+        hc_close(hc, -1, "idle timeout");
+        break;
+    }
 }
 
 static void maybe_free_server(hs_server *srv);
@@ -632,6 +781,13 @@ static void on_conn_close(conn *c)
     hs_conn *hc = conn_data(c);
     hs_server *srv = hc->srv;
     hs_req *r = &hc->req;
+    if (!hc->closing) { /* not through hc_close: cannot happen, keep the counts right anyway */
+        hc->closing = 1;
+        srv->n_live--;
+        peer_release(hc);
+    }
+    if (hc->out_wait)
+        srv->stats.reads_paused--;
     if (r->state == RQ_STREAMING)
         srv->stats.open_streams--;
     if ((r->state == RQ_HANDLER || r->state == RQ_STREAMING) && r->on_close) {
@@ -652,7 +808,47 @@ static const conn_cbs hs_conn_cbs = {
     .on_timer = on_timer,
     .on_defer = on_defer,
     .on_close = on_conn_close,
+    .on_drain = on_drain,
 };
+
+/* The connection that has waited longest for its next request, of one peer
+ * (pc) or of all (NULL). One with the handler or streaming is never taken:
+ * that would cut a request off. */
+static hs_conn *oldest_waiting(hs_server *srv, const peer_count *pc)
+{
+    hs_conn *best = NULL;
+    list_node *pos;
+    list_foreach(pos, &srv->conns)
+    {
+        hs_conn *hc = list_entry(pos, hs_conn, link);
+        if (hc->closing || hc->paused || hc->req.state == RQ_STREAMING || (pc && hc->peer != pc))
+            continue;
+        if (best == NULL || hc->since < best->since)
+            best = hc;
+    }
+    return best;
+}
+
+/* Make room for a new connection from pc (NULL: a new peer). 0, or -1
+ * when a cap is reached and nothing can be taken. */
+static int make_room(hs_server *srv, const peer_count *pc)
+{
+    if (pc && pc->n >= srv->opts.max_conns_per_peer) {
+        hs_conn *victim = oldest_waiting(srv, pc);
+        if (victim == NULL)
+            return -1;
+        srv->stats.evicted++;
+        hc_close(victim, -1, "its peer's connection cap: a newer connection takes its place");
+    }
+    if (srv->n_live >= srv->opts.max_conns) {
+        hs_conn *victim = oldest_waiting(srv, NULL);
+        if (victim == NULL)
+            return -1;
+        srv->stats.evicted++;
+        hc_close(victim, -1, "the connection cap: a newer connection takes its place");
+    }
+    return 0;
+}
 
 static void on_connection(uv_stream_t *server, int status)
 {
@@ -666,6 +862,8 @@ static void on_connection(uv_stream_t *server, int status)
     unsigned hs_ms = HANDSHAKE_MS;
     if (srv->opts.idle_timeout_ms && srv->opts.idle_timeout_ms < hs_ms)
         hs_ms = srv->opts.idle_timeout_ms;
+    if (srv->opts.request_timeout_ms && srv->opts.request_timeout_ms < hs_ms)
+        hs_ms = srv->opts.request_timeout_ms;
     hc->c = conn_accept(server, srv->tls, hs_ms, &hs_conn_cbs, hc, &err);
     if (!hc->c) {
         log_warn("httpd: accept failed: %s", op_strerror(err));
@@ -673,6 +871,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     hc->srv = srv;
+    hc->since = uv_now(srv->loop);
     list_init(&hc->link);
     list_insert_tail(&srv->conns, &hc->link);
     llhttp_init(&hc->parser, HTTP_REQUEST, &req_settings);
@@ -682,8 +881,33 @@ static void on_connection(uv_stream_t *server, int status)
     srv->n_conns++;
     srv->stats.connections++;
     srv->stats.open_conns++;
+
+    char ip[sizeof(((peer_count *)0)->ip)];
+    peer_ip(conn_peer(hc->c), ip, sizeof(ip));
+    peer_count *pc = map_get(&srv->peers, ip);
+    int room = make_room(srv, pc);
+    pc = map_get(&srv->peers, ip); /* an eviction may have freed it */
+    if (room != 0) {
+        /* Every connection in the way is mid-request: this one waits for
+         * none of them. */
+        srv->stats.refused++;
+        log_debug("httpd %s: connection cap reached (%d open, %d from %s): refused", conn_peer(hc->c),
+                  srv->n_live, pc ? pc->n : 0, ip);
+        hc->closing = 1; /* never counted */
+        write_simple(hc, 503, 0);
+        conn_end(hc->c, 0);
+        return;
+    }
+    if (pc == NULL) {
+        pc = xcalloc(1, sizeof(*pc));
+        memcpy(pc->ip, ip, sizeof(ip));
+        map_put(&srv->peers, pc->ip, pc);
+    }
+    pc->n++;
+    hc->peer = pc;
+    srv->n_live++;
     conn_read_start(hc->c);
-    idle_arm(hc);
+    set_phase(hc, PH_IDLE);
 }
 
 /* --- server -------------------------------------------------------------- */
@@ -696,6 +920,7 @@ static void maybe_free_server(hs_server *srv)
     void *data = srv->closed_data;
     tls_config_unref(srv->tls);
     buf_free(&srv->scratch);
+    map_free(&srv->peers); /* empty: every connection released its peer */
     free(srv);
     if (cb)
         cb(data);
@@ -752,7 +977,16 @@ hs_server *hs_listen(uv_loop_t *loop, const char *host, int port, const hs_opts 
         srv->opts.max_write_queue = DEF_MAX_WQ;
     if (!srv->opts.idle_timeout_ms)
         srv->opts.idle_timeout_ms = DEF_IDLE_MS;
+    if (!srv->opts.max_pending_out)
+        srv->opts.max_pending_out = DEF_PENDING_OUT;
+    if (!srv->opts.request_timeout_ms)
+        srv->opts.request_timeout_ms = DEF_REQUEST_MS;
+    if (srv->opts.max_conns <= 0)
+        srv->opts.max_conns = DEF_MAX_CONNS;
+    if (srv->opts.max_conns_per_peer <= 0 || srv->opts.max_conns_per_peer > srv->opts.max_conns)
+        srv->opts.max_conns_per_peer = srv->opts.max_conns;
     list_init(&srv->conns);
+    map_init(&srv->peers);
     buf_init(&srv->scratch, BUF_UNLIMITED);
     int rc = 0;
     if (!opts->handler) {
@@ -805,6 +1039,30 @@ hs_server *hs_listen(uv_loop_t *loop, const char *host, int port, const hs_opts 
     return srv;
 }
 
+int hs_get_only(hs_req *req, void *data)
+{
+    (void)data;
+    const char *m = hs_req_method(req);
+    if (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0)
+        return 405;
+    return hs_req_has_body(req) ? 413 : 0;
+}
+
+void hs_opts_get_only(hs_opts *o)
+{
+    /* Scrapers and probes send a few hundred bytes of headers and read
+     * what they asked for; nothing here needs more. */
+    memset(o, 0, sizeof(*o));
+    o->max_header_bytes = 16 * 1024;
+    o->max_body_bytes = 1; /* 0 would mean the default; hs_get_only refuses any body first */
+    o->max_pending_out = 256 * 1024;
+    o->idle_timeout_ms = 60000;
+    o->request_timeout_ms = 10000;
+    o->max_conns = 128;
+    o->max_conns_per_peer = 32;
+    o->on_head = hs_get_only;
+}
+
 int hs_port(const hs_server *srv)
 {
     return srv->port;
@@ -816,7 +1074,7 @@ void hs_drop_connections(hs_server *srv)
     list_foreach_safe(pos, tmp, &srv->conns)
     {
         hs_conn *hc = list_entry(pos, hs_conn, link);
-        client_close(hc);
+        hc_close(hc, -1, NULL);
     }
 }
 
@@ -834,6 +1092,13 @@ void hs_close(hs_server *srv, void (*on_closed)(void *data), void *data)
 void hs_server_stats(const hs_server *srv, hs_stats *out)
 {
     *out = srv->stats;
+    out->queued_out = 0;
+    const list_node *pos;
+    list_foreach(pos, &srv->conns)
+    {
+        const hs_conn *hc = list_entry(pos, hs_conn, link);
+        out->queued_out += conn_queued(hc->c);
+    }
 }
 
 /* --- request accessors --------------------------------------------------- */
@@ -910,6 +1175,11 @@ const char *hs_req_body(const hs_req *req, size_t *len)
     if (len)
         *len = req->body.len;
     return buf_cstr(&req->body);
+}
+
+int hs_req_has_body(const hs_req *req)
+{
+    return req->has_body;
 }
 
 const char *hs_req_client_cn(const hs_req *req)
@@ -1008,7 +1278,7 @@ int hs_stream_write(hs_req *req, const char *bytes, size_t len)
     if (conn_queued(hc->c) + len > hc->srv->opts.max_write_queue) {
         log_warn("httpd %s: client too slow (%zu bytes queued), dropping it", conn_peer(hc->c),
                  conn_queued(hc->c));
-        client_close(hc);
+        hc_close(hc, -1, NULL);
         return OP_ETOOBIG;
     }
     char head[24];
@@ -1037,5 +1307,5 @@ void hs_stream_abort(hs_req *req)
         return;
     req->hc->srv->stats.open_streams--;
     req->state = RQ_DONE; /* finished by the handler: no on_close */
-    client_close(req->hc);
+    hc_close(req->hc, -1, NULL);
 }

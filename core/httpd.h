@@ -8,6 +8,13 @@
  * certificate verification, and hard limits on request headers and bodies
  * (413 / 431 answered, then the connection is closed).
  *
+ * Bounded for clients that mean harm (hs_opts): answers queued to a client
+ * that does not read them (past max_pending_out it is neither read nor
+ * parsed until they drain), connections in all and per peer address (a new
+ * one takes the place of the one idle longest), bodies refused at the
+ * headers (on_head), and deadlines that request bytes cannot push back
+ * (one for a whole request, one for idleness).
+ *
  * Each request is handed to the handler exactly once, after its whole body
  * arrived. On one connection, a request reaches the handler only after the
  * previous one was finished (a deferred response holds the pipeline; its
@@ -43,12 +50,40 @@ typedef struct hs_tls_opts {
 typedef struct hs_opts {
     size_t max_header_bytes;   /* request line + headers (default 64 KiB) -> 431 */
     size_t max_body_bytes;     /* request body (default 3 MiB, as kube-apiserver) -> 413 */
-    size_t max_write_queue;    /* bytes queued to a slow client before it is dropped (default 64 MiB) */
-    unsigned idle_timeout_ms;  /* close a keep-alive connection idle this long (default 120 s) */
+    size_t max_write_queue;    /* bytes a stream may queue to a slow client before it is dropped (default 64 MiB) */
+    size_t max_pending_out;    /* answers queued to a client that does not read them: past this the connection is
+                                  neither read nor parsed until half of it drained (default 1 MiB; one answer may
+                                  be larger: it is checked between answers) */
+    unsigned idle_timeout_ms;  /* close a connection with no request under way this long: before the first,
+                                  between requests, or with its answers unread (default 120 s) */
+    unsigned request_timeout_ms; /* a request's line, headers and body must all arrive within this of its first
+                                  byte, however it trickles in (default 30 s) -> 408 and close */
+    int max_conns;             /* open connections (default 1024) */
+    int max_conns_per_peer;    /* open connections from one IP address (default: max_conns) */
+    /* Past either cap a new connection takes the place of the one that has
+     * waited longest for its next request (none with the handler or
+     * streaming is ever taken); when there is none it is answered 503 and
+     * closed. */
+    /* Called once a request's line and headers have arrived, before any of
+     * its body is read: 0 to go on, or an HTTP status (4xx/5xx) to answer
+     * at once and close the connection (the body is never read, the
+     * handler never sees the request). NULL: every request goes on. */
+    int (*on_head)(hs_req *req, void *data);
     const hs_tls_opts *tls;    /* NULL = plain HTTP */
     hs_handler handler;
     void *data;
 } hs_opts;
+
+/** An on_head for endpoints that take GET and HEAD without a body: 405 for
+ *  another method, 413 for a body, both before any of it is read. */
+int hs_get_only(hs_req *req, void *data);
+/** Fill o (zeroed first) with the limits of a server of small GET-only
+ *  endpoints that anyone may reach (the operator's /metrics, /healthz,
+ *  /readyz): hs_get_only, 16 KiB of headers, no body, 256 KiB of unread
+ *  answers per connection, 128 connections (32 per address), 10 s for a
+ *  request, 60 s idle. Worst case about 128 x (16 KiB + 256 KiB + one
+ *  answer). The caller sets handler, data and tls. */
+void hs_opts_get_only(hs_opts *o);
 
 /** Create a server and listen on host:port (port 0 picks a free port, see
  *  hs_port). host is a numeric IPv4/IPv6 address or "localhost" (NULL:
@@ -79,6 +114,9 @@ const char *hs_req_query(const hs_req *req);    /* raw query without '?', "" whe
 const char *hs_req_param(hs_req *req, const char *name);
 const char *hs_req_header(const hs_req *req, const char *name); /* case-insensitive */
 const char *hs_req_body(const hs_req *req, size_t *len);        /* NUL-terminated */
+/** The request announced a body (Content-Length > 0 or chunked): for on_head,
+ *  before any of it is read. */
+int hs_req_has_body(const hs_req *req);
 /** Subject common name of a verified client certificate, or NULL. */
 const char *hs_req_client_cn(const hs_req *req);
 /** Peer address as "ip:port". */
@@ -114,8 +152,14 @@ void hs_stream_abort(hs_req *req);
 typedef struct hs_stats {
     unsigned long long connections;
     unsigned long long requests;
-    int open_conns;
+    unsigned long long refused;  /* new connections answered 503 at a cap */
+    unsigned long long evicted;  /* connections closed to make room for a new one */
+    unsigned long long timeouts; /* idle, request or unread-answer deadlines */
+    unsigned long long head_refused; /* requests refused by on_head */
+    int open_conns;   /* including those still closing */
     int open_streams;
+    int reads_paused; /* connections not read because their answers wait for the client */
+    size_t queued_out; /* answer bytes queued over all connections, now */
 } hs_stats;
 void hs_server_stats(const hs_server *srv, hs_stats *out);
 

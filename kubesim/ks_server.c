@@ -317,6 +317,9 @@ ks_server *ks_server_new(uv_loop_t *loop, ks *k, const ks_server_opts *o, int *e
     memset(&ho, 0, sizeof(ho));
     ho.max_body_bytes = 8u * 1024 * 1024; /* the engine answers 413 above 3 MiB itself */
     ho.max_write_queue = o->max_write_queue ? o->max_write_queue : (size_t)256 * 1024 * 1024;
+    /* A simulator for benches that open thousands of watches: no
+     * connection cap to speak of. */
+    ho.max_conns = 65536;
     ho.handler = on_request;
     ho.data = s;
     if (o->https_port >= 0) {

@@ -212,6 +212,16 @@ static void on_pod_read(int err, const cJSON *obj, const kube_status *st, void *
     maybe_free(h);
 }
 
+/* Only POST to the webhook's path: anything else is refused before its
+ * body is read. */
+static int head_check(hs_req *req, void *data)
+{
+    (void)data;
+    if (strcmp(hs_req_path(req), BH_PATH) != 0)
+        return 404;
+    return strcmp(hs_req_method(req), "POST") != 0 ? 405 : 0;
+}
+
 static void serve(hs_req *req, void *data)
 {
     bindhook *h = data;
@@ -541,7 +551,22 @@ bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t
         kl = strlen(h->key);
     }
     hs_tls_opts tls = {.cert_pem = h->cert, .cert_len = cl, .key_pem = h->key, .key_len = kl};
-    hs_opts ho = {.tls = &tls, .handler = serve, .data = h, .max_body_bytes = 1u << 20};
+    hs_opts ho = {
+        .tls = &tls,
+        .handler = serve,
+        .on_head = head_check,
+        .data = h,
+        /* An AdmissionReview of a Binding is a few KiB. */
+        .max_header_bytes = 16 * 1024,
+        .max_body_bytes = 128 * 1024,
+        .max_pending_out = 256 * 1024,
+        .request_timeout_ms = 10000,
+        .idle_timeout_ms = 60000,
+        /* The API server opens a connection per call in flight (HTTP/1.1):
+         * room for a burst from each of a few API servers. */
+        .max_conns = 128,
+        .max_conns_per_peer = 64,
+    };
     h->srv = hs_listen(loop, o->host, o->port, &ho, rc);
     if (h->srv == NULL) {
         snprintf(err, errlen, "cannot serve the topology webhook on %s:%d: %s%s", o->host ? o->host : "0.0.0.0",

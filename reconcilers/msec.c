@@ -125,7 +125,11 @@ msec *msec_start(uv_loop_t *loop, const msec_opts *o, int *rc, char *err, size_t
     m->render = o->render;
     m->data = o->data;
     hs_tls_opts tls = {.cert_pem = cert, .cert_len = cert_len, .key_pem = key, .key_len = key_len};
-    hs_opts ho = {.tls = &tls, .handler = serve, .data = m};
+    hs_opts ho;
+    hs_opts_get_only(&ho);
+    ho.tls = &tls;
+    ho.handler = serve;
+    ho.data = m;
     m->srv = hs_listen(loop, o->host, o->port, &ho, rc);
     memset(key, 0, key_len);
     free(key);

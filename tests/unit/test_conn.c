@@ -94,7 +94,7 @@ static void s_close(conn *c)
     buf_free(&s->in);
 }
 
-static const conn_cbs cbs = {s_connect, s_read, s_timer, s_defer, s_close};
+static const conn_cbs cbs = {s_connect, s_read, s_timer, s_defer, s_close, NULL};
 
 typedef struct pair {
     test_loop tl;

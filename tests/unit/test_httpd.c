@@ -27,6 +27,7 @@ typedef struct srv_state {
     uv_timer_t timer;
     int timer_ready;
     int server_closed;
+    int big_answers; /* /big requests handled */
     char cn[128];
 } srv_state;
 
@@ -135,6 +136,11 @@ static void handler(hs_req *req, void *data)
         hs_req_on_close(req, req_closed, NULL);
         hs_stream_begin(req, 200, "application/octet-stream", NULL);
         uv_timer_start(&S.timer, flood_tick, 1, 1);
+    } else if (strcmp(path, "/big") == 0) {
+        static char big[8192];
+        memset(big, 'b', sizeof(big));
+        S.big_answers++;
+        hs_respond(req, 200, "text/plain", NULL, big, sizeof(big));
     } else if (strcmp(path, "/cn") == 0) {
         const char *cn = hs_req_client_cn(req);
         snprintf(S.cn, sizeof(S.cn), "%s", cn ? cn : "(none)");
@@ -627,6 +633,279 @@ static void test_slow_reader_cap(void **state)
     tl_finish(&tl);
 }
 
+/* This process's resident set, in bytes. */
+static long rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb * 1024;
+}
+
+/* A client that pipelines requests and never reads its answers: the server
+ * stops taking its requests once max_pending_out of answers wait, so its
+ * memory stays put (it used to answer every request, queuing 48 MB here),
+ * and serves the rest, in order, once the client reads. */
+static void test_pipeline_unread_bounded(void **state)
+{
+    (void)state;
+    enum { N = 6000 };
+    test_loop tl;
+    uv_loop_t *loop = tl_start(&tl, 60000);
+    hs_opts o = {.max_pending_out = 64 * 1024};
+    server_start(loop, &o);
+    static const char one[] = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
+    size_t n1 = sizeof(one) - 1;
+    char *blob = xmalloc(N * n1);
+    for (int i = 0; i < N; i++)
+        memcpy(blob + (size_t)i * n1, one, n1);
+    long rss0 = rss_bytes();
+    raw_client *cl = rcl_connect(loop, S.port, blob, N * n1);
+    free(blob);
+    while (!cl->connected)
+        uv_run(loop, UV_RUN_ONCE);
+    uv_read_stop((uv_stream_t *)&cl->tcp); /* never read (for now) */
+    tl_run_for(&tl, 1000);
+    hs_stats st;
+    hs_server_stats(S.srv, &st);
+    long grown = rss_bytes() - rss0;
+    print_message("unread pipeline: %d of %d answered, %zu bytes queued, RSS +%ld KiB\n", S.big_answers, N,
+                  st.queued_out, grown / 1024);
+    assert_true(S.big_answers < N / 2); /* the kernel's buffers hold a few MB at most */
+    assert_true(st.queued_out <= 64 * 1024 + 8192 + 512);
+    assert_int_equal(st.reads_paused, 1);
+    assert_true(grown < 16L << 20);
+    /* The client reads: every answer comes, in order, and nothing waits. */
+    uv_read_start((uv_stream_t *)&cl->tcp, raw_alloc, rcl_read);
+    uv_ref((uv_handle_t *)&tl.watchdog);
+    while (S.big_answers < N || cl->in.len < (size_t)N * 8192)
+        uv_run(loop, UV_RUN_ONCE);
+    tl_run_for(&tl, 50);
+    uv_unref((uv_handle_t *)&tl.watchdog);
+    /* memmem, not rcl_count: ASan's strstr measures the whole 49 MB each call */
+    int answers = 0;
+    const char *p = cl->in.data, *end = cl->in.data + cl->in.len;
+    while ((p = memmem(p, (size_t)(end - p), "HTTP/1.1 200 OK", 15)) != NULL) {
+        answers++;
+        p += 15;
+    }
+    assert_int_equal(answers, N);
+    hs_server_stats(S.srv, &st);
+    assert_int_equal(st.reads_paused, 0);
+    assert_int_equal((int)st.queued_out, 0);
+    rcl_close(cl);
+    server_stop(&tl);
+    tl_finish(&tl);
+}
+
+/* An endpoint that takes no body refuses one before reading it. */
+static int get_only(hs_req *req, void *data)
+{
+    (void)data;
+    if (strcmp(hs_req_method(req), "GET") != 0 && strcmp(hs_req_method(req), "HEAD") != 0)
+        return 405;
+    return hs_req_has_body(req) ? 413 : 0;
+}
+
+/* 120 clients each send the headers of a 3 MB body and 1 MB of it, then
+ * hold: with on_head every one is refused at its headers (the 120 MB are
+ * never buffered), and a plain GET still works. */
+static void test_partial_bodies_refused_before_buffering(void **state)
+{
+    (void)state;
+    enum { N = 120, PART = 1 << 20 };
+    test_loop tl;
+    uv_loop_t *loop = tl_start(&tl, 60000);
+    hs_opts o = {.on_head = get_only};
+    server_start(loop, &o);
+    static const char post[] = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3000000\r\n\r\n";
+    static const char get[] = "GET /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3000000\r\n\r\n";
+    char *blob = xmalloc(sizeof(post) + PART);
+    raw_client *cl[N];
+    for (int i = 0; i < N; i++) {
+        const char *head = i % 2 ? post : get;
+        size_t hn = strlen(head);
+        memcpy(blob, head, hn);
+        memset(blob + hn, 'x', PART);
+        cl[i] = rcl_connect(loop, S.port, blob, hn + PART);
+    }
+    free(blob);
+    tl_run_for(&tl, 1500);
+    hs_stats st;
+    hs_server_stats(S.srv, &st);
+    print_message("partial bodies: %llu refused at their headers\n", st.head_refused);
+    int refused = 0;
+    for (int i = 0; i < N; i++) {
+        refused += strstr(buf_cstr(&cl[i]->in), i % 2 ? "HTTP/1.1 405 " : "HTTP/1.1 413 ") != NULL;
+        rcl_close(cl[i]);
+    }
+    assert_int_equal(refused, N);
+    assert_int_equal((int)st.head_refused, N);
+    assert_string_equal(S.order, ""); /* the handler saw none of them */
+    /* (RSS here counts the clients' own copies of what they send too: the
+     * operator's is measured by tests/integration/test_server_bounds.py) */
+    hc_pool *pool = client(loop, 1);
+    result r;
+    res_init(&r, loop);
+    submit_h(pool, "GET", "/n/g", NULL, 0, NULL, 0, &r, 0);
+    tl_run_until(&tl, &r.done);
+    assert_int_equal(r.http_status, 200);
+    buf_free(&r.body);
+    client_close(&tl, pool);
+    server_stop(&tl);
+    tl_finish(&tl);
+}
+
+/* A raw client from a given loopback address (127.0.0.x). */
+static raw_client *rcl_connect_from(uv_loop_t *loop, int port, const char *src)
+{
+    raw_client *cl = xcalloc(1, sizeof(*cl));
+    buf_init(&cl->in, 1 << 20);
+    uv_tcp_init(loop, &cl->tcp);
+    cl->tcp.data = cl;
+    cl->creq.data = cl;
+    struct sockaddr_in a, b;
+    uv_ip4_addr(src, 0, &b);
+    assert_int_equal(uv_tcp_bind(&cl->tcp, (const struct sockaddr *)&b, 0), 0);
+    uv_ip4_addr("127.0.0.1", port, &a);
+    assert_int_equal(uv_tcp_connect(&cl->creq, &cl->tcp, (const struct sockaddr *)&a, rcl_connected), 0);
+    return cl;
+}
+
+/* A flood of connections that send nothing: past the per-peer and total
+ * caps each new one takes the place of the one that waited longest, so at
+ * most the caps stay open, and a normal request still gets through. When
+ * every connection is with the handler a new one is refused with 503. */
+static void test_connection_caps(void **state)
+{
+    (void)state;
+    enum { PER_PEER = 16, TOTAL = 40, N = 300 };
+    test_loop tl;
+    uv_loop_t *loop = tl_start(&tl, 60000);
+    hs_opts o = {.max_conns = TOTAL, .max_conns_per_peer = PER_PEER};
+    server_start(loop, &o);
+    raw_client *cl[N];
+    for (int i = 0; i < N; i++)
+        cl[i] = rcl_connect(loop, S.port, NULL, 0);
+    tl_run_for(&tl, 500);
+    int open = 0;
+    for (int i = 0; i < N; i++)
+        open += cl[i]->connected && !cl[i]->eof;
+    hs_stats st;
+    hs_server_stats(S.srv, &st);
+    print_message("one peer, %d connections: %d still open, %llu evicted\n", N, open, st.evicted);
+    assert_true(open <= PER_PEER);
+    assert_true(st.evicted >= N - PER_PEER);
+    hc_pool *pool = client(loop, 1);
+    result r;
+    res_init(&r, loop);
+    submit_h(pool, "GET", "/n/a", NULL, 0, NULL, 0, &r, 0);
+    tl_run_until(&tl, &r.done);
+    assert_int_equal(r.http_status, 200);
+    buf_free(&r.body);
+    /* Many peers: the total cap. */
+    raw_client *more[N];
+    char src[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(src, sizeof(src), "127.0.0.%d", 2 + i % 20);
+        more[i] = rcl_connect_from(loop, S.port, src);
+    }
+    tl_run_for(&tl, 500);
+    hs_server_stats(S.srv, &st);
+    print_message("20 peers, %d connections: %d open\n", N, st.open_conns);
+    assert_true(st.open_conns <= TOTAL);
+    res_init(&r, loop);
+    submit_h(pool, "GET", "/n/b", NULL, 0, NULL, 0, &r, 0);
+    tl_run_until(&tl, &r.done);
+    assert_int_equal(r.http_status, 200);
+    buf_free(&r.body);
+    client_close(&tl, pool);
+    for (int i = 0; i < N; i++) {
+        rcl_close(cl[i]);
+        rcl_close(more[i]);
+    }
+    server_stop(&tl);
+    tl_finish(&tl);
+
+    /* Both slots streaming: nothing may be taken, the third is refused. */
+    loop = tl_start(&tl, 20000);
+    hs_opts o2 = {.max_conns = 2};
+    server_start(loop, &o2);
+    static const char watch[] = "GET /watch HTTP/1.1\r\nHost: x\r\n\r\n";
+    raw_client *w1 = rcl_connect(loop, S.port, watch, strlen(watch));
+    raw_client *w2 = rcl_connect(loop, S.port, watch, strlen(watch));
+    wait_raw(&tl, w1, "{}", 1);
+    wait_raw(&tl, w2, "{}", 1);
+    raw_client *w3 = rcl_connect(loop, S.port, watch, strlen(watch));
+    wait_raw(&tl, w3, NULL, -1);
+    assert_non_null(strstr(buf_cstr(&w3->in), "HTTP/1.1 503 "));
+    hs_server_stats(S.srv, &st);
+    assert_int_equal((int)st.refused, 1);
+    assert_int_equal(st.open_streams, 2);
+    rcl_close(w1);
+    rcl_close(w2);
+    rcl_close(w3);
+    server_stop(&tl);
+    tl_finish(&tl);
+}
+
+typedef struct trickle {
+    raw_client *cl;
+    const char *bytes;
+    size_t off, len;
+} trickle;
+
+static void trickle_tick(uv_timer_t *t)
+{
+    trickle *tr = t->data;
+    if (tr->cl->eof) {
+        uv_timer_stop(t);
+        return;
+    }
+    rcl_write(tr->cl, tr->bytes + tr->off, 1);
+    if (++tr->off == tr->len)
+        tr->off = 0; /* header lines without end */
+}
+
+/* A request that trickles in a byte at a time is cut off at its deadline
+ * (408), however steady the bytes: they used to re-arm the idle timer. */
+static void test_trickle_cannot_extend_the_deadline(void **state)
+{
+    (void)state;
+    test_loop tl;
+    uv_loop_t *loop = tl_start(&tl, 20000);
+    hs_opts o = {.request_timeout_ms = 400, .idle_timeout_ms = 10000};
+    server_start(loop, &o);
+    static const char head[] = "GET /n/a HTTP/1.1\r\n";
+    raw_client *cl = rcl_connect(loop, S.port, head, strlen(head));
+    while (!cl->connected)
+        uv_run(loop, UV_RUN_ONCE);
+    trickle tr = {.cl = cl, .bytes = "X-A: b\r\n", .len = 8};
+    uv_timer_t t;
+    uv_timer_init(loop, &t);
+    t.data = &tr;
+    uint64_t t0 = uv_hrtime();
+    uv_timer_start(&t, trickle_tick, 30, 30);
+    wait_raw(&tl, cl, NULL, -1);
+    uint64_t ms = (uv_hrtime() - t0) / 1000000;
+    uv_close((uv_handle_t *)&t, NULL);
+    print_message("trickling request closed after %llu ms\n", (unsigned long long)ms);
+    assert_true(ms >= 350 && ms < 2000);
+    assert_non_null(strstr(buf_cstr(&cl->in), "HTTP/1.1 408 "));
+    assert_string_equal(S.order, "");
+    rcl_close(cl);
+    hs_stats st;
+    hs_server_stats(S.srv, &st);
+    assert_int_equal((int)st.timeouts, 1);
+    server_stop(&tl);
+    tl_finish(&tl);
+}
+
 /* Hostile requests: each is refused with 400 and a close; the handler never
  * sees any of them. */
 static void test_malformed_requests(void **state)
@@ -686,6 +965,10 @@ int main(void)
         cmocka_unit_test(test_idle_timeout),
         cmocka_unit_test(test_slow_reader_cap),
         cmocka_unit_test(test_malformed_requests),
+        cmocka_unit_test(test_pipeline_unread_bounded),
+        cmocka_unit_test(test_partial_bodies_refused_before_buffering),
+        cmocka_unit_test(test_connection_caps),
+        cmocka_unit_test(test_trickle_cannot_extend_the_deadline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
