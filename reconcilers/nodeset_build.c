@@ -482,6 +482,27 @@ char *nsb_slurmd_conf(const cJSON *nodeset, char *err, size_t errlen)
     return res;
 }
 
+char *nsb_slurmd_features(const cJSON *nodeset)
+{
+    char err[256];
+    char *conf = nsb_slurmd_conf(nodeset, err, sizeof(err));
+    if (conf == NULL)
+        return NULL;
+    char *res = NULL;
+    for (char *item = conf; item && *item;) {
+        char *end = strchr(item, NSB_CONF_SEP);
+        if (end)
+            *end = '\0';
+        if (strncmp(item, "Features=", 9) == 0) {
+            res = xstrdup(item + 9);
+            break;
+        }
+        item = end ? end + 1 : NULL;
+    }
+    free(conf);
+    return res;
+}
+
 char *nsb_conf_server(const cJSON *controller, const char *ns)
 {
     if (json_get_bool(controller, "spec.external", 0)) {

@@ -156,6 +156,11 @@ cJSON *nsb_controller_ref(const cJSON *nodeset);
  *  brackets, *, ?, ~, control characters), or 0 when there is none. */
 int nsb_shell_unsafe(const char *s);
 
+/** The Features value of nsb_slurmd_conf() (comma-separated, sorted: the
+ *  Slurm NodeSet name and extraConf's features); NULL when the --conf
+ *  cannot be built. malloc'd. */
+char *nsb_slurmd_features(const cJSON *nodeset);
+
 /** The value of slurmd's --conf argument: the sorted Key=Value items,
  *  unquoted, separated by NSB_CONF_SEP, so that it means the same passed to
  *  slurmd literally or evaluated by a shell. Features = the Slurm NodeSet

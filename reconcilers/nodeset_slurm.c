@@ -110,6 +110,10 @@ typedef struct nss_set {
      * such node" count as proof (name_gone). Swept by full passes. */
     map_t proved;
     uint64_t status_passes; /* full nss_status passes, the sweep's clock */
+    /* the features slurmd's --conf gives the NodeSet's update revision
+     * (nsb_slurmd_features), for the generation it was computed at */
+    char *features;
+    int64_t features_gen;
 } nss_set;
 
 typedef struct proved_ent {
@@ -233,6 +237,7 @@ static void set_free(void *v)
     map_free(&s->deleting);
     map_free(&s->proved);
     clear_drains(s);
+    free(s->features);
     free(s->key);
     free(s->ctl_key);
     free(s);
@@ -917,14 +922,26 @@ static char *join_csv(char **v, size_t n)
 
 char *nss_merge_features(const char *current, const char *spec)
 {
-    char **cur, **want;
-    size_t nc = split_csv(current, &cur), nw = split_csv(spec, &want);
-    /* The result: the non-k8s/ part of current plus k8s/<spec value>. */
-    char **res = xcalloc(nc + nw + 1, sizeof(char *));
+    return nss_merge_features_base(current, NULL, spec);
+}
+
+char *nss_merge_features_base(const char *current, const char *base, const char *spec)
+{
+    char **cur, **want, **bv = NULL;
+    size_t nc = split_csv(current, &cur), nw = split_csv(spec, &want), nb = base ? split_csv(base, &bv) : 0;
+    /* The result: base (or the non-k8s/ part of current) plus k8s/<spec value>. */
+    char **res = xcalloc(nc + nw + nb + 1, sizeof(char *));
     size_t nr = 0;
-    for (size_t i = 0; i < nc; i++)
-        if (strncmp(cur[i], "k8s/", 4) != 0)
-            res[nr++] = xstrdup(cur[i]);
+    if (base) {
+        for (size_t i = 0; i < nb; i++)
+            if (strncmp(bv[i], "k8s/", 4) != 0)
+                res[nr++] = xstrdup(bv[i]);
+        free_list(bv, nb);
+    } else {
+        for (size_t i = 0; i < nc; i++)
+            if (strncmp(cur[i], "k8s/", 4) != 0)
+                res[nr++] = xstrdup(cur[i]);
+    }
     for (size_t i = 0; i < nw; i++)
         res[nr++] = xasprintf("k8s/%s", want[i]);
     nr = uniq(res, nr);
@@ -1461,13 +1478,41 @@ static void sync_topology(sync_ctx *x, const sobj *pod, const char *name, const 
     slurm_update(x->st, x->cache, x->s, name, &u);
 }
 
-static void sync_features(sync_ctx *x, const char *name, const sm_node *n, const sobj *node)
+/* The features of the NodeSet's update revision, computed once per
+ * generation (NULL when its --conf cannot be built). */
+static const char *revision_features(sync_ctx *x)
+{
+    int64_t gen = json_get_int(x->ns, "metadata.generation", 0);
+    if (x->s->features == NULL || x->s->features_gen != gen) {
+        free(x->s->features);
+        x->s->features = nsb_slurmd_features(x->ns);
+        x->s->features_gen = gen;
+    }
+    return x->s->features;
+}
+
+/* A dynamic node keeps the features of its first registration: a pod that
+ * registers again under the same name with other --conf features changes
+ * nothing in Slurm until the record is deleted (issue 32). So the features
+ * of a pod of the update revision are set over Slurm's API to what its
+ * --conf says (plus the k8s/ ones of its Node); an older pod's are left as
+ * they are (it still runs the old --conf, and a rolling update replaces
+ * it). The NodeSet owns them: features set by hand on such a node are
+ * replaced too (as Slinky's records, deleted and made anew with every pod). */
+static void sync_features(sync_ctx *x, const nsb_pod *p, const char *name, const sm_node *n,
+                          const sobj *node)
 {
     if (!node || nc_settling(x->cache, name))
         return;
     const char *spec = sobj_annotation(node, ANN_FEATURES);
-    char *avail = nss_merge_features(n->features, spec);
-    char *active = nss_merge_features(n->active_features, spec);
+    /* Only a dynamic node: a node of slurm.conf takes its features from
+     * there again at every reconfigure. */
+    int dynamic = n->flags_known && (n->flags & SM_NF(DYNAMIC_NORM));
+    const char *base = dynamic && p->revision && nsb_revision_same(p->revision, x->update_hash, x->nodeset->name)
+                           ? revision_features(x)
+                           : NULL;
+    char *avail = nss_merge_features_base(n->features, base, spec);
+    char *active = nss_merge_features_base(n->active_features, base, spec);
     if (avail || active) {
         sm_node_update u = {.set = 0};
         if (avail) {
@@ -2041,7 +2086,7 @@ static void sync_pod(sync_ctx *x, const nsb_pod *p, const char *name, const sm_n
     sync_topology(x, pod, name, sn, node);
     if (sn) {
         sync_cordon(x, p, pod, name, sn);
-        sync_features(x, name, sn, node);
+        sync_features(x, p, name, sn, node);
         drift_clear(x->s, pod->uid);
     }
 }

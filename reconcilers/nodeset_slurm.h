@@ -219,5 +219,10 @@ char *nss_pod_info(const char *ns, const char *pod, const char *node, const char
  *  every other feature of current is kept. Sorted, de-duplicated; NULL when
  *  nothing would change. */
 char *nss_merge_features(const char *current, const char *spec);
+/** The same with the non-"k8s/" features taken from base (comma-separated)
+ *  instead of current when base is not NULL: what slurmd's --conf gives the
+ *  pod (nsb_slurmd_features), which Slurm does not take from a dynamic
+ *  node's later registrations. */
+char *nss_merge_features_base(const char *current, const char *base, const char *spec);
 
 #endif

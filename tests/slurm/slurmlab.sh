@@ -62,6 +62,9 @@
 #   SLURMLAB_DYNAMIC=1    also run one dynamic node (slurmd -Z) named dyn1, or
 #   SLURMLAB_DYNAMIC_NAME (any name Slurm takes: "kn-3.lab.example", "KN-3"); its
 #                         slurmd's files keep the name slurmd.dyn1
+#   SLURMLAB_DYNAMIC_CONF the dynamic node's --conf value, passed to slurmd as
+#                         one argument (default "CPUs=<cpus> RealMemory=<mem>
+#                         Feature=dyn"); restart-dynamic takes a new one
 #   SLURMLAB_CPUS, SLURMLAB_MEM   per-node CPUs and RealMemory (default 2, 1000)
 #   SLURMLAB_REST_USER    user slurmrestd runs as (default nobody)
 #   SLURMLAB_SLURM_USER   SlurmUser, the user slurmctld runs as (default root);
@@ -693,7 +696,9 @@ do_start() {
         echo "$DYN_NAME" > "$LAB/etc/dynamic"
         # A dynamic node registers itself and is reached on SlurmdPort, so
         # there can be one per host.
-        launch slurmd.dyn1 "${RUN[@]+"${RUN[@]}"}" slurmd -D -Z -N "$DYN_NAME" --conf "CPUs=$CPUS RealMemory=$MEM Feature=dyn" -f "$CONF"
+        local dyn_conf=${SLURMLAB_DYNAMIC_CONF:-"CPUs=$CPUS RealMemory=$MEM Feature=dyn"}
+        printf '%s' "$dyn_conf" > "$LAB/etc/dynamic.conf"
+        launch slurmd.dyn1 "${RUN[@]+"${RUN[@]}"}" slurmd -D -Z -N "$DYN_NAME" --conf "$dyn_conf" -f "$CONF"
         want=$((want + 1))
     fi
     if ! poll 30000 "" nodes_idle "$want"; then
@@ -827,7 +832,16 @@ do_restart_dynamic() {
     MEM=${SLURMLAB_MEM:-1000}
     export SLURM_CONF=$CONF
     local dyn; dyn=$(cat "$LAB/etc/dynamic" 2>/dev/null || echo dyn1)
-    launch slurmd.dyn1 "${RUN[@]+"${RUN[@]}"}" slurmd -D -Z -N "$dyn" --conf "CPUs=$CPUS RealMemory=$MEM Feature=dyn" -f "$CONF"
+    local dyn_conf
+    if [ -n "${SLURMLAB_DYNAMIC_CONF:-}" ]; then
+        dyn_conf=$SLURMLAB_DYNAMIC_CONF
+        printf '%s' "$dyn_conf" > "$LAB/etc/dynamic.conf"
+    elif [ -f "$LAB/etc/dynamic.conf" ]; then
+        dyn_conf=$(cat "$LAB/etc/dynamic.conf")
+    else
+        dyn_conf="CPUs=$CPUS RealMemory=$MEM Feature=dyn"
+    fi
+    launch slurmd.dyn1 "${RUN[@]+"${RUN[@]}"}" slurmd -D -Z -N "$dyn" --conf "$dyn_conf" -f "$CONF"
     poll 30000 "" node_known "$dyn" || die "$dyn did not register again (log/slurmd.dyn1.log)"
     say "$dyn's slurmd restarted"
 }

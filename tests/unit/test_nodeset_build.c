@@ -299,6 +299,16 @@ static void test_slurmd_conf(void **state)
     assert_non_null(strstr(err, "oops"));
     cJSON_Delete(n);
 
+    /* The features alone (what a dynamic node should carry). */
+    n = J("{\"metadata\":{\"name\":\"cpu\"},\"spec\":{\"extraConf\":\"Weight=3 features=z,b\"}}");
+    conf = nsb_slurmd_features(n);
+    assert_string_equal(conf, "b,cpu,z");
+    free(conf);
+    cJSON_Delete(n);
+    n = J("{\"metadata\":{\"name\":\"cpu\"},\"spec\":{\"extraConf\":\"Weight\"}}");
+    assert_null(nsb_slurmd_features(n));
+    cJSON_Delete(n);
+
     /* A user's Topology item is kept as given. */
     n = J("{\"metadata\":{\"name\":\"cpu\"},\"spec\":{\"extraConf\":\"Topology=default:s1\"}}");
     conf = nsb_slurmd_conf(n, err, sizeof(err));

@@ -176,6 +176,19 @@ static void test_merge_features(void **state)
     s = nss_merge_features(NULL, "x,x");
     assert_string_equal(s, "k8s/x");
     free(s);
+
+    /* With the --conf features (issue 32: a dynamic node registering again
+     * keeps its first features): they replace the other features. */
+    s = nss_merge_features_base("dyn,old,k8s/a100", "dyn,fresh", "a100");
+    assert_string_equal(s, "dyn,fresh,k8s/a100");
+    free(s);
+    assert_null(nss_merge_features_base("fresh,k8s/a100,dyn", "dyn,fresh", "a100"));
+    s = nss_merge_features_base("dyn,fresh", "dyn", NULL);
+    assert_string_equal(s, "dyn");
+    free(s);
+    s = nss_merge_features_base("", "dyn,fresh", NULL);
+    assert_string_equal(s, "dyn,fresh");
+    free(s);
 }
 
 /* ---- nss_pod_slurm_name, per mode ---- */

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""slurmd's arguments and a dynamic node's features, on the real slurmd of
+the lab (tests/lib/slurmlab.py, SLURMLAB_VERSION 22.05, 24.11 or 26.05) with
+slurmop against kubesim (issue 32, defects 2 and 3).
+
+The lab runs one dynamic node (slurmd -Z) named dyn-0, the Slurm name of the
+first pod of NodeSet "dyn" (hostname prefix "dyn-"); neither kubesim nor kwok
+runs slurmd, so the lab's slurmd stands in for the pod's and is started with
+the pod's arguments.
+
+  1. The --conf argument slurmop gives the pod (extraConf "Features=fresh
+     Weight=7") is the same list of words when a shell evaluates the
+     arguments joined by spaces (as Slinky's image entrypoints do) as when
+     they are passed literally; it has no empty Topology= item.
+  2. A dynamic node started with exactly those arguments (the record deleted
+     first, so that this is a first registration) registers with the
+     NodeSet's features (dyn, fresh) and Weight=7: slurmd read every item.
+  3. The NodeSet's extraConf changes to "Features=fresher Weight=7": the
+     rolling update replaces the pod, the lab's slurmd registers again with
+     the new pod's arguments, and Slurm, which keeps a dynamic node's first
+     features, is corrected by slurmop: the node's features become
+     dyn,fresher (before the fix they stayed dyn,fresh for good).
+Exit 77 (skipped) without the Slurm binaries or root, or when the lab's root
+file system cannot be built (24.11, 26.05).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+
+from backend import api_server  # noqa: E402
+from slurmlab import LAB_SH, Lab, lab_cluster, skip_unless_runnable  # noqa: E402
+from slurmop import NS_API, Slurmop, apply_crds, pods_of, wait_for  # noqa: E402
+
+IMAGES = {"slurmd": {"image": "ghcr.io/slinkyproject/slurmd:test"}, "logfile": {"image": "alpine:test"}}
+NODE = "dyn-0"
+T0 = time.monotonic()
+
+
+def log(msg):
+    print("%8.2f %s" % (time.monotonic() - T0, msg), flush=True)
+
+
+def slurmd_args(c, want_revision=None):
+    pods = [p for p in pods_of(c, "dyn", include_terminating=False)
+            if want_revision is None or p["metadata"]["labels"].get("controller-revision-hash") != want_revision]
+    if not pods:
+        return None, None
+    p = pods[0]
+    slurmd = [x for x in p["spec"]["containers"] if x["name"] == "slurmd"][0]
+    return slurmd["args"], p["metadata"]["labels"].get("controller-revision-hash")
+
+
+def conf_of(args):
+    return args[args.index("--conf") + 1]
+
+
+def shell_words(args):
+    """What a shell makes of the arguments joined by spaces (the contract of
+    Slinky's entrypoints: SLURMD_OPTIONS="$*", then `exec slurmd $SLURMD_OPTIONS`
+    inside `bash -c`)."""
+    p = subprocess.run(["bash", "-c", "printf '%s\\0' " + " ".join(args)], capture_output=True, check=True)
+    return p.stdout.decode().split("\0")[:-1]
+
+
+def features(lab):
+    n = lab.node(NODE) or {}
+    return set(f for f in (n.get("features") or "").split(",") if f and not f.startswith("k8s/"))
+
+
+def restart_dynamic(lab, conf):
+    env = dict(lab.env, SLURMLAB_DYNAMIC_CONF=conf)
+    p = subprocess.run(["bash", LAB_SH, "restart-dynamic"], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+
+
+def show_node(lab):
+    return lab.scontrol("show", "node", NODE)
+
+
+def scenario(ks, lab):
+    c = ks.client()
+    apply_crds(c)
+    lab_cluster(c, lab, {"dyn": dict(replicas=1, extraConf="Features=fresh Weight=7", **IMAGES)})
+    with Slurmop(ks.kubeconfig, **lab.slurmop_flags()) as op:
+        op.wait_ready()
+        wait_for(lambda: slurmd_args(c)[0], 30, what="pod dyn-0")
+        args, rev = slurmd_args(c)
+        conf = conf_of(args)
+        assert shell_words(args) == args, (shell_words(args), args)
+        items = conf.split()
+        assert "Topology=" not in items and all(not i.startswith("Topology=") for i in items), items
+        assert sorted(items) == ["Features=dyn,fresh", "Weight=7"], items
+        log("ok 1: the args are the same words through a shell: %r" % args)
+
+        # A first registration with exactly the pod's --conf: delete the
+        # record (the lab registered dyn-0 with its own conf), then start.
+        lab.scontrol("delete", "nodename=" + NODE, check=False)
+        restart_dynamic(lab, conf)
+        wait_for(lambda: "Weight=7" in (show_node(lab) or ""), 30, what="dyn-0 registered with Weight=7")
+        wait_for(lambda: features(lab) == {"dyn", "fresh"}, 30, what="dyn-0's features dyn,fresh")
+        log("ok 2: Slurm %s registered the literal --conf: %s" % (
+            lab.version, [x.strip() for x in show_node(lab).split("\n") if "Features" in x or "Weight" in x]))
+
+        r = c.patch(NS_API + "/namespaces/default/nodesets/dyn", {"spec": {"extraConf": "Features=fresher Weight=7"}})
+        assert r.status == 200, r.text
+        wait_for(lambda: slurmd_args(c, want_revision=rev)[0], 60, what="dyn-0 replaced by the new revision")
+        args2, _ = slurmd_args(c, want_revision=rev)
+        assert sorted(conf_of(args2).split()) == ["Features=dyn,fresher", "Weight=7"], args2
+        restart_dynamic(lab, conf_of(args2))
+        wait_for(lambda: features(lab) == {"dyn", "fresher"}, 30,
+                 what="dyn-0's features corrected to dyn,fresher (Slurm kept %r)" % features(lab))
+        log("ok 3: the features of the re-registered node follow the NodeSet: %s" % sorted(features(lab)))
+    log("ok: slurmop stopped")
+
+
+def main():
+    skip_unless_runnable(())
+    tmp = tempfile.mkdtemp(prefix="test_slurm_dynconf.")
+    os.chmod(tmp, 0o755)  # munged needs every folder above its socket searchable
+    lab = Lab(tmp, ["static-0"], extra_env={"SLURMLAB_DYNAMIC": "1", "SLURMLAB_DYNAMIC_NAME": NODE})
+    try:
+        lab.start()
+        log("Slurm %s lab started in %.1f s" % (lab.version, lab.start_s))
+        with api_server(nodes=1, max_grace="200ms") as ks:
+            scenario(ks, lab)
+    except Exception as e:
+        if type(e).__name__ != "Skip":
+            raise
+        print("SKIP: %s" % e)
+        sys.exit(77)
+    finally:
+        lab.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
