@@ -193,6 +193,7 @@ void crc_write_failed(crc_module *m, const char *key)
 static void forget_key(crc_module *m, const char *key)
 {
     map_drop(&m->backoff, key);
+    map_drop(&m->full_warned, key);
     map_drop(&m->accepted, key);
     if (m->forget)
         m->forget(m, key);
@@ -282,12 +283,27 @@ static void on_cr(store *s, const sobj *old_obj, const sobj *new_obj, void *data
     crc_enqueue_key(data, o->key);
 }
 
+struct full_warned {
+    char *key;
+    uint64_t at_ms;
+};
+
+static void full_warned_free(void *v)
+{
+    struct full_warned *w = v;
+    free(w->key);
+    free(w);
+}
+
+static const map_type full_warned_type = {.val_free = full_warned_free};
+
 void crc_setup(crc_module *m, operator *op)
 {
     m->op = op;
     store_on_change(op_store(op, m->store), on_cr, m);
     map_init_type(&m->accepted, &accepted_type);
     map_init_type(&m->backoff, &backoff_type);
+    map_init_type(&m->full_warned, &full_warned_type);
     map_init(&m->status_gates.m);
 }
 
@@ -312,6 +328,7 @@ void crc_stop(crc_module *m)
     m->q = NULL;
     map_free(&m->accepted);
     map_free(&m->backoff);
+    map_free(&m->full_warned);
     crc_gates_clear(&m->status_gates);
 }
 
@@ -330,7 +347,9 @@ const cJSON *crc_env_get(void *ud, const char *kind, const char *name)
     if (strcmp(kind, "Secret") == 0 || strcmp(kind, "ConfigMap") == 0) {
         int pending = 0;
         const sobj *o = op_ref_get(p->op, kind[0] == 'S' ? OPK_SECRETS : OPK_CONFIGMAPS, p->o->ns, name, &pending);
-        if (pending)
+        if (pending == OP_REF_FULL)
+            crc_ref_full(p, kind, p->o->ns, name);
+        else if (pending)
             crc_ref_wait(p);
         return o ? o->json : NULL;
     }
@@ -360,6 +379,41 @@ void crc_ref_wait(crc_pass *p)
         log_debug("%s %s: waiting for the first read of a referenced object", p->m->kind, p->o->key);
     p->ref_wait = 1;
     crc_requeue_after(p, CRC_REF_WAIT_MS);
+}
+
+
+void crc_ref_full(crc_pass *p, const char *kind, const char *ns, const char *name)
+{
+    crc_ref_wait(p);
+    crc_requeue_after(p, CRC_REF_FULL_RETRY_MS);
+    if (p->requeue_ms < CRC_REF_FULL_RETRY_MS)
+        p->requeue_ms = CRC_REF_FULL_RETRY_MS; /* not every 200 ms while the table stays full */
+    if (p->ref_full)
+        return;
+    p->ref_full = 1;
+    crc_module *m = p->m;
+    uint64_t now = now_ms();
+    struct full_warned *w = map_get(&m->full_warned, p->o->key);
+    if (w && now - w->at_ms < CRC_REF_FULL_WARN_MS)
+        return;
+    if (now - m->full_window_ms >= 10000) {
+        m->full_window_ms = now;
+        m->full_window_n = 0;
+    }
+    if (m->full_window_n >= CRC_REF_FULL_WARN_BURST)
+        return;
+    m->full_window_n++;
+    if (w == NULL) {
+        w = xcalloc(1, sizeof(*w));
+        w->key = xstrdup(p->o->key);
+        map_put(&m->full_warned, w->key, w);
+    }
+    w->at_ms = now;
+    op_warn(p->op, p->o, p->m->kind, CRC_REASON_REF_FULL,
+            "%s %s/%s is not read yet: the operator's table of referenced objects has no room for it (the "
+            "namespace's share or the whole table is full); this object waits and retries, nothing of it "
+            "changes meanwhile",
+            kind, ns, name);
 }
 
 const cJSON *crc_accepted(const crc_pass *p)

@@ -105,6 +105,9 @@ struct crc_module {
     map_t accepted;         /* key -> struct accepted (last valid CR) */
     crc_gates status_gates; /* status writes per CR key */
     map_t backoff;          /* key -> struct backoff (failed writes) */
+    map_t full_warned;      /* key -> struct full_warned: the last ReferenceTableFull Warning (crc_ref_full) */
+    uint64_t full_window_ms; /* start of the current 10 s window of such Warnings */
+    unsigned full_window_n;  /* Warnings sent in it */
 };
 
 struct crc_pass {
@@ -121,6 +124,7 @@ struct crc_pass {
     char *conflict;      /* objects not ours with our names ("; "-joined), NULL when none */
     clc_env env;         /* looks up the CR's namespace in the caches */
     int ref_wait;        /* a referenced object's first read is on its way (crc_ref_wait) */
+    int ref_full;        /* a referenced object found no room (crc_ref_full): warned once */
 };
 
 /** A reconciler's state whose first member is its crc_module: size bytes,
@@ -176,6 +180,18 @@ const cJSON *crc_env_get(void *ud, const char *kind, const char *name);
  * so every reference of the pass is read at once. */
 #define CRC_REF_WAIT_MS 200
 void crc_ref_wait(crc_pass *p);
+/* The same for a reference op_ref_get could not take in (OP_REF_FULL): the
+ * pass waits as for a first read, retries after CRC_REF_FULL_RETRY_MS, and
+ * says so with a ReferenceTableFull Warning on the CR, at most once per CR
+ * every CRC_REF_FULL_WARN_MS and CRC_REF_FULL_WARN_BURST per 10 s for the
+ * module: whoever fills the table must not also fill the API budget with
+ * Events that delay everyone's writes (the metric
+ * slurmop_referenced_full_total counts every lookup). */
+#define CRC_REF_FULL_WARN_MS (10u * 60u * 1000u)
+#define CRC_REF_FULL_WARN_BURST 10
+#define CRC_REF_FULL_RETRY_MS 5000
+#define CRC_REASON_REF_FULL "ReferenceTableFull"
+void crc_ref_full(crc_pass *p, const char *kind, const char *ns, const char *name);
 
 /** The last accepted version of the CR (same uid), or NULL. */
 const cJSON *crc_accepted(const crc_pass *p);

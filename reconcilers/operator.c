@@ -96,6 +96,7 @@ struct priv {
     mx_family *mx_in_flight;
     mx_family *mx_ref_objects;
     mx_family *mx_ref_gets;
+    mx_family *mx_ref_full;
     unsigned long long fenced_total; /* read just before the client closes */
 };
 
@@ -167,6 +168,7 @@ static void on_scrape(void *data)
         const char *res = kinds[ref_kinds[i]].res->plural;
         mx_gauge_set(mx_gauge_get(p->mx_ref_objects, MX_LV(res)), (double)bs.entries);
         mx_gauge_set(mx_gauge_get(p->mx_ref_gets, MX_LV(res)), (double)bs.gets);
+        mx_gauge_set(mx_gauge_get(p->mx_ref_full, MX_LV(res)), (double)bs.full);
     }
     mx_gauge_set(mx_gauge_get(p->mx_leader, MX_LV("slurmop")), op->leading ? 1 : 0);
     kube_stats ks;
@@ -264,8 +266,12 @@ static int setup_metrics(operator *op)
     p->mx_ref_gets = mx_family_new(r, MX_GAUGE, "slurmop_referenced_gets_total",
                                    "GETs of referenced objects (first reads and rotation polls)", "resource", NULL,
                                    0, NULL);
+    p->mx_ref_full = mx_family_new(r, MX_GAUGE, "slurmop_referenced_full_total",
+                                   "Lookups of referenced objects not read for want of room (the namespace's share "
+                                   "or the whole table full): they wait, never read as missing",
+                                   "resource", NULL, 0, NULL);
     if (!op->mx_reconcile_seconds || !op->mx_event_to_action || !op->mx_event_to_pod_write || !p->mx_ref_objects ||
-        !p->mx_ref_gets || !op->mx_api_requests || !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_watch_lists ||
+        !p->mx_ref_gets || !p->mx_ref_full || !op->mx_api_requests || !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_watch_lists ||
         !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader || !p->mx_fenced || !p->mx_waiting || !p->mx_in_flight)
         return OP_EINVAL;
     mx_registry_on_scrape(r, on_scrape, op);

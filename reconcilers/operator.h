@@ -189,10 +189,17 @@ static inline store *op_store(const operator *op, enum op_kind k)
  *  operator owns it, else the user's object read by name (watchers/byname.h:
  *  a GET at the first lookup, then one per poll interval; changes run the
  *  kind's store handlers like watch events). NULL when absent; *pending
- *  (when not NULL) is then 1 while the first read is still on its way, so
- *  the caller must not conclude "missing" yet (it is queued again by the
- *  answer, or retries shortly). Other kinds: the store lookup. */
+ *  (when not NULL) is then OP_REF_PENDING while the first read is still on
+ *  its way, or OP_REF_FULL when there was no room to read it, so the caller
+ *  must not conclude "missing" yet (it is queued again by the answer, or
+ *  retries shortly). Other kinds: the store lookup. */
 const sobj *op_ref_get(operator *op, enum op_kind k, const char *ns, const char *name, int *pending);
+/* *pending of op_ref_get: the first read is on its way; or the name could
+ * not be taken in at all (the namespace's share of the referenced-object
+ * table, or the table, is full: watchers/byname.h). Either way the object
+ * is not known to be missing. */
+#define OP_REF_PENDING 1
+#define OP_REF_FULL 2
 /** Read the user's object behind op_ref_get(op, k, ns, name) again now
  *  instead of at its next poll (bn_refresh: at most once a second per
  *  name); nothing for an object the operator owns (its watch is current). */

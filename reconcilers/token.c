@@ -194,6 +194,10 @@ static void reconcile(crc_pass *p)
         return;
     }
     const sobj *key_sec = op_ref_get(p->op, OPK_SECRETS, key_ns, key_name, &key_pending);
+    if (key_pending == OP_REF_FULL) {
+        crc_ref_full(p, "Secret", key_ns, key_name); /* waits: never "not found" */
+        return;
+    }
     if (key_pending) {
         crc_ref_wait(p); /* the key Secret's first read is on its way */
         return;

@@ -32,6 +32,8 @@ struct byname {
     bn_opts o;
     uv_timer_t timer;
     map_t entries; /* key -> struct entry */
+    map_t per_ns;  /* namespace -> struct nscount (its names in entries) */
+    uint64_t full_logged_ms; /* the last "no room" warning (one per 10 s) */
     int in_flight;
     int stopping;
     int timer_closed;
@@ -50,12 +52,60 @@ static void entry_free(void *v)
 }
 
 static const map_type entry_type = {.val_free = entry_free};
+/* Names of one namespace in the table (the key is the struct's ns). */
+struct nscount {
+    char *ns;
+    size_t n;
+};
+
+static void nscount_free(void *v)
+{
+    struct nscount *c = v;
+    free(c->ns);
+    free(c);
+}
+
+static const map_type count_type = {.val_free = nscount_free};
+
+static void ns_take(byname *b, const char *ns)
+{
+    struct nscount *c = map_get(&b->per_ns, ns);
+    if (c == NULL) {
+        c = xcalloc(1, sizeof(*c));
+        c->ns = xstrdup(ns);
+        map_put(&b->per_ns, c->ns, c);
+    }
+    c->n++;
+}
+
+static void ns_release(byname *b, const char *ns)
+{
+    struct nscount *c = map_get(&b->per_ns, ns);
+    if (c && --c->n == 0)
+        map_drop(&b->per_ns, ns);
+}
+
+static size_t ns_names(const byname *b, const char *ns)
+{
+    const struct nscount *c = map_get(&b->per_ns, ns);
+    return c ? c->n : 0;
+}
+
+/* Room for one more name of namespace ns (see byname.h). */
+static int room_for(const byname *b, const char *ns)
+{
+    size_t have = ns_names(b, ns);
+    if (have >= BN_NS_SHARE || b->entries.count >= BN_HARD_MAX)
+        return 0;
+    return b->entries.count < BN_MAX_ENTRIES || have < BN_NS_RESERVE;
+}
 
 static void maybe_free(byname *b)
 {
     if (!b->stopping || !b->timer_closed || b->in_flight > 0)
         return;
     map_free(&b->entries);
+    map_free(&b->per_ns);
     void (*cb)(void *) = b->on_stopped;
     void *data = b->stopped_data;
     free(b);
@@ -74,14 +124,15 @@ static void on_got(int err, const cJSON *obj, const kube_status *st, void *data)
         return;
     }
     b->stats.gets++;
-    e->resolved = 1;
     if (err == 0 && obj) {
+        e->resolved = 1;
         if (e->failing)
             log_info("%s %s readable again", b->o.res->kind, e->key);
         e->failing = 0;
         e->retry_ms = 0;
         store_upsert(b->o.store, obj);
     } else if (err == OP_ENOTFOUND) {
+        e->resolved = 1;
         b->stats.not_found++;
         e->failing = 0;
         e->retry_ms = 0;
@@ -142,6 +193,7 @@ static void on_tick(uv_timer_t *t)
     }
     for (size_t i = 0; i < n_drop; i++) {
         struct entry *e = drop[i];
+        ns_release(b, e->ns);
         map_del(&b->entries, e->key);
         b->stats.dropped++;
         log_debug("%s %s: no longer referenced, forgotten", b->o.res->kind, e->key);
@@ -167,6 +219,7 @@ byname *bn_start(uv_loop_t *loop, const bn_opts *opts)
     if (b->o.idle_ms == 0)
         b->o.idle_ms = DEFAULT_IDLE_MS;
     map_init_type(&b->entries, &entry_type);
+    map_init_type(&b->per_ns, &count_type);
     uv_timer_init(loop, &b->timer);
     b->timer.data = b;
     uint32_t t = tick_ms(b->o.poll_ms);
@@ -210,8 +263,20 @@ const sobj *bn_get(byname *b, const char *ns, const char *name, int *pending)
     uint64_t now = uv_now(b->loop);
     struct entry *e = map_get(&b->entries, key);
     if (e == NULL) {
-        if (b->entries.count >= BN_MAX_ENTRIES)
+        if (!room_for(b, ns)) {
+            b->stats.full++;
+            if (b->full_logged_ms == 0 || now - b->full_logged_ms >= 10000) {
+                log_warn("%s %s: not read, no room (%zu names in all, %zu of namespace %s; at most %d per "
+                         "namespace, %d in all): the lookup waits",
+                         b->o.res->kind, key, (size_t)b->entries.count, ns_names(b, ns), ns, BN_NS_SHARE,
+                         BN_MAX_ENTRIES);
+                b->full_logged_ms = now ? now : 1;
+            }
+            if (pending)
+                *pending = BN_PENDING_FULL;
             return NULL;
+        }
+        ns_take(b, ns);
         e = xcalloc(1, sizeof(*e));
         e->b = b;
         e->key = xstrdup(key);
@@ -226,7 +291,7 @@ const sobj *bn_get(byname *b, const char *ns, const char *name, int *pending)
     e->touched = 0;
     if (!e->resolved) {
         if (pending)
-            *pending = 1;
+            *pending = BN_PENDING_READ;
         return NULL;
     }
     return store_get(b->o.store, ns, name);

@@ -25,13 +25,22 @@
  * the unchanged object, so the reconcilers that use it look it up again);
  * when no lookup follows within one more interval it is dropped from the
  * store. Lookups of names that were never asked for cost one GET each, and
- * entries are bounded (BN_MAX_ENTRIES; beyond, lookups just answer NULL).
+ * entries are bounded, in all and per namespace: one namespace may hold at
+ * most BN_NS_SHARE names, so a tenant who names thousands of Secrets fills
+ * only its own share; the table holds BN_MAX_ENTRIES names in all, but a
+ * namespace holding fewer than BN_NS_RESERVE may always add one more (up to
+ * BN_HARD_MAX), so a namespace with a handful of references is never shut
+ * out by the others. A lookup refused for want of room is never "absent":
+ * it answers pending (BN_PENDING_FULL), is counted (bn_stats.full) and
+ * logged, and the caller retries; a Controller must not read a key it could
+ * not look up as a key that is not there (an empty hash rolls slurmctld).
  *
  * Errors other than 404 (403 when RBAC lacks get or a restarted API server's
  * authorizer has not synced yet, a transport failure) keep the last object,
  * are retried sooner than the poll (BN_RETRY_MIN_MS, doubling) and are logged
  * at warn level when they start and when they stop; a name whose first GET
- * failed is reported absent until one succeeds.
+ * failed is reported pending, not absent, until one succeeds or answers 404
+ * (a failed read proves nothing about the object).
  *
  * Everything runs on the loop thread.
  */
@@ -45,6 +54,12 @@
 #include "core/store.h"
 
 #define BN_MAX_ENTRIES 4096
+#define BN_NS_SHARE 512
+#define BN_NS_RESERVE 32
+#define BN_HARD_MAX (2 * BN_MAX_ENTRIES)
+/* *pending of bn_get: the first GET is on its way / no room for the name. */
+#define BN_PENDING_READ 1
+#define BN_PENDING_FULL 2
 #define BN_REFRESH_MIN_MS 1000
 /* A failed GET (not 404) is retried after this, doubling up to the poll
  * interval, at the resolution of the poll timer (poll/8, 0.1-5 s). */
@@ -65,6 +80,7 @@ typedef struct bn_stats {
     unsigned long long not_found; /* ... with 404 */
     unsigned long long failures;  /* ... with any other error */
     unsigned long long dropped;   /* names forgotten after the idle time */
+    unsigned long long full;      /* lookups of new names refused for want of room (BN_PENDING_FULL) */
     size_t entries;               /* names currently wanted */
 } bn_stats;
 
@@ -73,8 +89,11 @@ byname *bn_start(uv_loop_t *loop, const bn_opts *opts);
 void bn_stop(byname *b, void (*on_stopped)(void *data), void *data);
 
 /** The object ns/name from the store, noting that it is wanted (and fetched
- *  from now on). NULL when absent; then *pending (when not NULL) is 1 while
- *  the first GET of the name has not been answered yet, else 0. */
+ *  from now on). NULL when absent; then *pending (when not NULL) is
+ *  BN_PENDING_READ while no GET of the name has been answered with the
+ *  object or 404 yet, BN_PENDING_FULL when the name could not be taken in
+ *  (the table or the namespace's share is full: retry later), else 0 (the
+ *  object is not there). */
 const sobj *bn_get(byname *b, const char *ns, const char *name, int *pending);
 
 /** Fetch ns/name again now, ahead of its poll, for a caller with a reason to
