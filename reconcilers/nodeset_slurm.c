@@ -1442,8 +1442,19 @@ static void sync_cordon(sync_ctx *x, const nsb_pod *p, const sobj *pod, const ch
     } else if (condemned) {
         return; /* its cordon annotation is on its way */
     }
-    /* 4. Not cordoned: undo our own drain, never anybody else's. */
+    /* 4. Not cordoned: undo our own drain, never anybody else's. A node
+     *    that is also DOWN (the old pod's preStop, after our cordon drain)
+     *    is undrained without a reason: a reason would replace the preStop's
+     *    and leave a DOWN that reads "was uncordoned" (seen on 24.11, which
+     *    does not return it to service when slurmd registers), which
+     *    sync_stale_down, looking for the preStop's reason, then never
+     *    resumes. Keeping the reason lets it resume once the pod is Ready. */
     if (sm_node_drain(n) && our_reason(n->reason)) {
+        if (n->base == SM_NODE_DOWN) {
+            sm_node_update u = {.set = SM_UPD_STATE, .state = SM_REQ_UNDRAIN};
+            slurm_update(x->st, x->cache, x->s, name, &u);
+            return;
+        }
         snprintf(reason, sizeof(reason), NSS_REASON_PREFIX "Pod (%s/%s) was uncordoned", pod->ns, pod->name);
         undrain(x->st, x->cache, x->s, name, reason);
     }
