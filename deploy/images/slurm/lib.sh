@@ -1,0 +1,84 @@
+# lib.sh: shared by the entrypoints of slurmop's Slurm images (sourced).
+#
+# The contract these entrypoints keep is the one Slinky's images keep, so
+# that a pod spec written for Slinky's images works with these:
+#   - a daemon's options are "$<DAEMON>_OPTIONS $*" (the environment variable
+#     first, then the container's args), and that string is evaluated ONCE by
+#     a shell, as Slinky's supervisord command lines do (`bash -c "exec
+#     slurmd ... $SLURMD_OPTIONS"`): quotes group words, and $VARS from the
+#     container's environment expand (e.g. --conf 'Topology='"$SLINKY_TOPOLOGY"'');
+#   - configuration is found the way the daemons find it by default
+#     (/etc/slurm/slurm.conf, /etc/slurm/slurm.key), or fetched with
+#     --conf-server (configless);
+#   - the daemons run in the foreground (-D), so they log to stderr as well.
+# Unlike Slinky's, there is no supervisord: tini is PID 1 and reaps orphans,
+# a daemon that runs alone is exec'd, and where two run (slurmd + sshd,
+# sshd + sackd) this shell waits for them (see supervise below).
+
+log() { printf '[%s] %s: %s\n' "$(date -u +%FT%TZ)" "${0##*/}" "$*" >&2; }
+
+# eval_options STRING: sets OPTS to the words of STRING as a shell parses
+# them (quotes removed, $VARS expanded). Evaluated once here, so what
+# follows never re-splits a value.
+eval_options() {
+    OPTS=()
+    eval "OPTS=($1)"
+}
+
+# as_slurm CMD...: run CMD as SlurmUser (slurm, uid 401) when started as
+# root, as the caller otherwise (a pod that already sets runAsUser).
+as_slurm() {
+    if [ "$(id -u)" = 0 ]; then
+        exec setpriv --reuid=slurm --regid=slurm --init-groups -- "$@"
+    fi
+    exec "$@"
+}
+
+# host_keys: make the SSH host keys that are missing (mounted ones are kept).
+host_keys() {
+    mkdir -p /run/sshd
+    chmod 0755 /run/sshd
+    ssh-keygen -A >/dev/null
+}
+
+# supervise MAIN -- SIDE...: MAIN and SIDE are names of shell functions that
+# exec a daemon. Starts them all; SIGTERM/SIGINT are passed on to every one;
+# a side daemon that exits is started again after a second (like
+# supervisord's autorestart); when MAIN exits, the others are stopped and the
+# container exits with MAIN's status.
+supervise() {
+    local main=$1; shift
+    [ "${1:-}" = -- ] && shift
+    local -A name_of=()
+    local pid main_pid rc stopping=0
+    "$main" & main_pid=$!
+    name_of[$main_pid]=$main
+    local s
+    for s in "$@"; do
+        "$s" & pid=$!
+        name_of[$pid]=$s
+    done
+    trap 'stopping=1; kill -TERM "${!name_of[@]}" 2>/dev/null || true' TERM INT
+    while :; do
+        pid=""
+        wait -n -p pid
+        rc=$?
+        [ -n "$pid" ] || continue # a trapped signal interrupted wait
+        s=${name_of[$pid]}
+        unset "name_of[$pid]"
+        if [ "$pid" = "$main_pid" ]; then
+            log "$s exited ($rc); stopping the others"
+            if [ ${#name_of[@]} -gt 0 ]; then
+                kill -TERM "${!name_of[@]}" 2>/dev/null || true
+                wait || true
+            fi
+            exit "$rc"
+        fi
+        if [ "$stopping" = 0 ]; then
+            log "$s exited ($rc); starting it again"
+            sleep 1
+            "$s" & pid=$!
+            name_of[$pid]=$s
+        fi
+    done
+}

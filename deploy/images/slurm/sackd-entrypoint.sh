@@ -1,0 +1,12 @@
+#!/bin/bash
+# sackd's entrypoint: `sackd -D $SACKD_OPTIONS <args>` (evaluated by the
+# shell once, see lib.sh), as SlurmUser (slurm, uid 401) in /run/slurm,
+# where it keeps its configless cache and sack.socket.
+set -euo pipefail
+. /usr/local/lib/slurmop/lib.sh
+
+eval_options "${SACKD_OPTIONS:-} $*"
+mkdir -p /run/slurm
+[ "$(id -u)" != 0 ] || chown slurm:slurm /run/slurm
+cd /run/slurm
+as_slurm sackd -D "${OPTS[@]}"
