@@ -88,17 +88,23 @@ if ! flock -n 9; then
 fi
 
 TMP=$(mktemp -d "$CACHE/.tmp.XXXXXX")
-# What buildah writes outside its storage, and whether it was there before.
-OUTSIDE=(/var/lib/containers/cache /etc/cni/net.d /run/containers /run/runc)
+# What buildah writes outside its storage even so (a lock, its blob-info
+# cache), and whether each was there before: ours are removed at the end,
+# with the folders they made when those are left empty (never a file or a
+# folder someone else put there meanwhile).
+OUTSIDE=(/etc/cni/net.d/cni.lock /var/lib/containers/cache/blob-info-cache-v1.boltdb)
+OUTSIDE_DIRS=(/etc/cni/net.d /etc/cni /var/lib/containers/cache /var/lib/containers /run/containers /run/runc)
 declare -A WAS_THERE=()
-for p in "${OUTSIDE[@]}"; do [ -e "$p" ] && WAS_THERE[$p]=1; done
+for p in "${OUTSIDE[@]}" "${OUTSIDE_DIRS[@]}"; do [ ! -e "$p" ] || WAS_THERE[$p]=1; done
 cleanup() {
     rm -rf "$TMP"
+    local p
     for p in "${OUTSIDE[@]}"; do
-        if [ -z "${WAS_THERE[$p]:-}" ] && [ -e "$p" ]; then rm -rf "$p"; fi
+        [ -n "${WAS_THERE[$p]:-}" ] || rm -f "$p"
     done
-    # /var/lib/containers stays when it held something before us.
-    [ -n "${WAS_THERE[/var/lib/containers/cache]:-}" ] || rmdir /var/lib/containers 2>/dev/null || true
+    for p in "${OUTSIDE_DIRS[@]}"; do
+        [ -n "${WAS_THERE[$p]:-}" ] || rmdir "$p" 2>/dev/null || true
+    done
 }
 trap cleanup EXIT
 
@@ -391,7 +397,9 @@ build_operator() {
     local ref=docker.io/library/slurmop:$ver
     base=$(rootfs debian-bookworm bookworm "")
     local srchash
-    srchash=$(cd "$ROOT" && operator_sources | while read -r f; do [ -f "$f" ] && printf '%s %s\n' "$f" "$(sha256sum < "$f" | cut -c1-64)"; done | sha256sum | cut -c1-16)
+    # One sha256sum for all the files (a process per file takes seconds).
+    srchash=$(cd "$ROOT" && operator_sources | while read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done \
+        | xargs -r -d '\n' sha256sum | sha256sum | cut -c1-16)
     key=$(hash_of "$HERE/build.sh" "$HERE/ocipack.py" "$ROOT/deploy/Dockerfile" "$ROOT/deploy/Dockerfile.dockerignore" \
         "$base/.images-rootfs" "$srchash" "$ver")
     out=$CACHE/out/slurmop-$ver-$key.tar
@@ -420,12 +428,22 @@ Suites: bookworm-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
+            # As in the official images: apt keeps no package cache, no
+            # downloaded packages and no lists in an image's layers.
+            cat > "$STAGE/etc/apt/apt.conf.d/docker-clean" <<'EOF'
+// Container image: keep no downloaded packages or package caches in a layer.
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+EOF
             # Both tags slimmed the same way (this image is built, not run):
             # the official debian:12 differs from -slim by its docs only.
             slim "$STAGE"
             pack "$bases" "$(spec docker.io/library/debian:12 '' '[]' '["bash"]')" \
                 "$(spec docker.io/library/debian:12-slim '' '[]' '["bash"]')"
             rm -rf "$STAGE"
+            rm -f $(ls "$CACHE/out/debian-12-"*.tar | grep -v -F "$bases") 2>/dev/null || true
         fi
         say "operator image $ref: buildah bud -f deploy/Dockerfile"
         mkdir -p "$CACHE/buildah/root"
@@ -444,8 +462,8 @@ EOF
                 --ignorefile "$4/deploy/Dockerfile.dockerignore" -f "$4/deploy/Dockerfile" -t "$5" "$4"
             rm -f "$6.part"
             "${B[@]}" push --quiet "$5" "docker-archive:$6.part:$5"
-            # Keep the cached layers (warm rebuilds), drop dangling images.
-            "${B[@]}" rmi --prune >/dev/null 2>&1 || true
+            # The intermediate images stay: they are the layer cache of the
+            # next build (rm -rf the buildah folder of the cache to reclaim).
             ' _ "$CACHE/buildah" "$TMP" "$bases" "$ROOT" "$ref" "$out" >"$log" 2>&1; then
             tail -n 20 "$log" >&2
             die "buildah failed (log: $log)"

@@ -196,7 +196,13 @@ def main():
                 ti.type = tarfile.DIRTYPE
                 ti.mode = 0o755
                 tar.addfile(ti)
-            tar.add(layer_path, arcname="blobs/sha256/" + layer_digest[7:], recursive=False)
+            # Fixed metadata (mtime 0, root) so that the archive, not only
+            # the layer, is the same for the same tree.
+            ti = tarfile.TarInfo("blobs/sha256/" + layer_digest[7:])
+            ti.size = layer_size
+            ti.mode = 0o644
+            with open(layer_path, "rb") as lf:
+                tar.addfile(ti, lf)
             for d in sorted(blobs):
                 add_bytes(tar, "blobs/sha256/" + d[7:], blobs[d])
             add_bytes(tar, "index.json", json.dumps(index, sort_keys=True, indent=1).encode())

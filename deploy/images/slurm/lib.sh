@@ -60,9 +60,9 @@ supervise() {
     done
     trap 'stopping=1; kill -TERM "${!name_of[@]}" 2>/dev/null || true' TERM INT
     while :; do
-        pid=""
-        wait -n -p pid
-        rc=$?
+        pid="" rc=0
+        # (|| keeps set -e from ending the script on a daemon's failure.)
+        wait -n -p pid || rc=$?
         [ -n "$pid" ] || continue # a trapped signal interrupted wait
         s=${name_of[$pid]}
         unset "name_of[$pid]"
@@ -71,6 +71,7 @@ supervise() {
             if [ ${#name_of[@]} -gt 0 ]; then
                 kill -TERM "${!name_of[@]}" 2>/dev/null || true
                 wait || true
+                log "all stopped"
             fi
             exit "$rc"
         fi

@@ -5,7 +5,8 @@
 # daemon: the container ends when it does; sackd is started again when it
 # exits. Host keys that are not mounted are made at start.
 set -euo pipefail
-. /usr/local/lib/slurmop/lib.sh
+# lib.sh sits in ../lib/slurmop/ (in the image: /usr/local/lib/slurmop/lib.sh).
+. "$(dirname "$(readlink -f "$0")")/../lib/slurmop/lib.sh"
 
 SSHD_OPTIONS="${SSHD_OPTIONS:-} $*"
 run_sshd() {
@@ -14,7 +15,7 @@ run_sshd() {
 }
 run_sackd() {
     eval_options "${SACKD_OPTIONS:-}"
-    cd /run/slurm
+    cd /run/slurm 2>/dev/null || log "no /run/slurm"
     as_slurm sackd -D "${OPTS[@]}"
 }
 

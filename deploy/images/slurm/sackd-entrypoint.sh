@@ -3,10 +3,11 @@
 # shell once, see lib.sh), as SlurmUser (slurm, uid 401) in /run/slurm,
 # where it keeps its configless cache and sack.socket.
 set -euo pipefail
-. /usr/local/lib/slurmop/lib.sh
+# lib.sh sits in ../lib/slurmop/ (in the image: /usr/local/lib/slurmop/lib.sh).
+. "$(dirname "$(readlink -f "$0")")/../lib/slurmop/lib.sh"
 
 eval_options "${SACKD_OPTIONS:-} $*"
 mkdir -p /run/slurm
 [ "$(id -u)" != 0 ] || chown slurm:slurm /run/slurm
-cd /run/slurm
+cd /run/slurm 2>/dev/null || log "no /run/slurm"
 as_slurm sackd -D "${OPTS[@]}"

@@ -15,7 +15,8 @@
 # topology variable) is dropped from --conf instead of being passed on,
 # since slurmd would register with it and the items after it misparse.
 set -euo pipefail
-. /usr/local/lib/slurmop/lib.sh
+# lib.sh sits in ../lib/slurmop/ (in the image: /usr/local/lib/slurmop/lib.sh).
+. "$(dirname "$(readlink -f "$0")")/../lib/slurmop/lib.sh"
 
 eval_options "${SLURMD_OPTIONS:-} $*"
 ARGS=("${OPTS[@]}")

@@ -1,0 +1,467 @@
+#!/usr/bin/env python3
+"""The container images of deploy/images: their packer, their entrypoints'
+contract, and the images themselves.
+
+Without building anything (any user, no network):
+  - ocipack.py packs a tree into an archive whose index names every image for
+    `ctr images import` (io.containerd.image.name), whose blobs match their
+    digests, whose layer keeps modes, owners, symlinks and hard links, and
+    which is the same byte for byte when packed again;
+  - the Slurm entrypoints, run on this host against stand-in daemons that
+    print their arguments, keep the contract of Slinky's images: options are
+    $<DAEMON>_OPTIONS then the container's args, evaluated by a shell once
+    ($VARS expand, quotes group); slurmd gets CoreSpecCount, MemSpecLimit and
+    Topology from POD_CPUS, POD_MEMORY, POD_TOPOLOGY joined to its --conf, and
+    an empty "Topology=" is dropped; the two-daemon supervisor restarts a side
+    daemon that exits, passes SIGTERM on and exits with the main daemon's
+    status;
+  - pause exits 0 on SIGTERM and reaps orphans as PID 1.
+
+With root (CI), `deploy/images/build.sh` builds (cached: seconds when warm)
+the operator, pause, Slurm 26.05 and 24.11, and MariaDB images; each archive's
+config has the expected entrypoint, user and ports; the operator binary runs
+`--version` as its numeric user in its root file system mounted read-only; the
+Slurm binaries are the expected version and the slurm user is uid 401; a warm
+second run is a no-op. SLURMOP_IMAGES_TEST_TARGETS narrows the targets (e.g.
+"pause operator"); exit 77 when not root.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+SRC = os.environ.get("OP_SOURCE_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+IMAGES = os.path.join(SRC, "deploy", "images")
+FAILS = []
+
+
+def check(cond, what):
+    if cond:
+        print("ok: " + what)
+    else:
+        print("FAIL: " + what)
+        FAILS.append(what)
+    return cond
+
+
+def sha(data):
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def read_archive(path):
+    """{name: bytes} of the small members, and the open tar for the rest."""
+    tf = tarfile.open(path)
+    return tf, {m.name: m for m in tf.getmembers()}
+
+
+def blob(tf, members, digest):
+    return tf.extractfile(members["blobs/sha256/" + digest.split(":", 1)[1]]).read()
+
+
+def oci_images(path):
+    """ref -> (config dict, [layer digests]) from an OCI archive's index."""
+    tf, members = read_archive(path)
+    index = json.loads(tf.extractfile(members["index.json"]).read())
+    out = {}
+    for m in index["manifests"]:
+        ref = m["annotations"]["io.containerd.image.name"]
+        man_b = blob(tf, members, m["digest"])
+        check(sha(man_b) == m["digest"], "%s: manifest digest" % ref)
+        man = json.loads(man_b)
+        cfg_b = blob(tf, members, man["config"]["digest"])
+        check(sha(cfg_b) == man["config"]["digest"], "%s: config digest" % ref)
+        out[ref] = (json.loads(cfg_b), [l["digest"] for l in man["layers"]])
+    return tf, members, out
+
+
+def docker_images(path):
+    """ref -> (config dict, [layer member names]) from a docker archive."""
+    tf, members = read_archive(path)
+    mf = json.loads(tf.extractfile(members["manifest.json"]).read())
+    out = {}
+    for e in mf:
+        cfg = json.loads(tf.extractfile(members[e["Config"]]).read())
+        for ref in e["RepoTags"]:
+            out[ref] = (cfg, e["Layers"])
+    return tf, members, out
+
+
+# ---- ocipack ------------------------------------------------------------------
+
+
+def test_ocipack(tmp):
+    tree = os.path.join(tmp, "tree")
+    os.makedirs(os.path.join(tree, "usr", "bin"))
+    os.makedirs(os.path.join(tree, "etc"))
+    with open(os.path.join(tree, "usr", "bin", "tool"), "w") as f:
+        f.write("#!/bin/sh\necho hi\n")
+    os.chmod(os.path.join(tree, "usr", "bin", "tool"), 0o4755)
+    os.link(os.path.join(tree, "usr", "bin", "tool"), os.path.join(tree, "usr", "bin", "tool2"))
+    os.symlink("tool", os.path.join(tree, "usr", "bin", "link"))
+    with open(os.path.join(tree, "etc", "secret"), "w") as f:
+        f.write("x")
+    os.chmod(os.path.join(tree, "etc", "secret"), 0o600)
+    if os.geteuid() == 0:
+        os.chown(os.path.join(tree, "etc", "secret"), 401, 401)
+    os.mkfifo(os.path.join(tree, "fifo"))
+    specs = [
+        {"ref": "localhost/t/a:1", "entrypoint": ["/usr/bin/tool"], "cmd": ["x"], "user": "401:401",
+         "ports": ["80/tcp"]},
+        {"ref": "localhost/t/b:1", "entrypoint": ["/usr/bin/link"], "cmd": []},
+    ]
+    outs = []
+    for n in ("a.tar", "b.tar"):
+        out = os.path.join(tmp, n)
+        args = [sys.executable, os.path.join(IMAGES, "ocipack.py"), "--rootfs", tree, "--out", out]
+        for s in specs:
+            args += ["--image", json.dumps(s)]
+        subprocess.run(args, check=True)
+        outs.append(out)
+    with open(outs[0], "rb") as f1, open(outs[1], "rb") as f2:
+        check(f1.read() == f2.read(), "ocipack: the same tree packs to the same bytes")
+    tf, members, imgs = oci_images(outs[0])
+    check(sorted(imgs) == ["localhost/t/a:1", "localhost/t/b:1"], "ocipack: index names both images")
+    cfg, layers = imgs["localhost/t/a:1"]
+    check(cfg["config"]["Entrypoint"] == ["/usr/bin/tool"] and cfg["config"]["Cmd"] == ["x"]
+          and cfg["config"]["User"] == "401:401" and "80/tcp" in cfg["config"]["ExposedPorts"],
+          "ocipack: entrypoint, cmd, user and ports in the config")
+    check(imgs["localhost/t/b:1"][1] == layers, "ocipack: the images share their layer")
+    lb = blob(tf, members, layers[0])
+    check(sha(lb) == layers[0] and cfg["rootfs"]["diff_ids"] == layers,
+          "ocipack: layer digest and diff_id (uncompressed)")
+    docker = json.loads(tf.extractfile(members["manifest.json"]).read())
+    check(sorted(t for e in docker for t in e["RepoTags"]) == ["localhost/t/a:1", "localhost/t/b:1"],
+          "ocipack: docker manifest.json names both images")
+    import io
+    lt = tarfile.open(fileobj=io.BytesIO(lb))
+    m = {x.name: x for x in lt.getmembers()}
+    check(m["usr/bin/tool"].mode == 0o4755, "ocipack: setuid mode kept")
+    check(m["usr/bin/tool2"].islnk() and m["usr/bin/tool2"].linkname == "usr/bin/tool",
+          "ocipack: hard link kept as a link")
+    check(m["usr/bin/link"].issym() and m["usr/bin/link"].linkname == "tool", "ocipack: symlink kept")
+    if os.geteuid() == 0:
+        check(m["etc/secret"].uid == 401 and m["etc/secret"].mode == 0o600, "ocipack: owner and mode kept")
+    check("fifo" not in m, "ocipack: FIFOs left out")
+    names = [x.name for x in lt.getmembers()]
+    check(names.index("usr") < names.index("usr/bin") < names.index("usr/bin/tool"),
+          "ocipack: parents before children")
+
+
+# ---- entrypoints ----------------------------------------------------------------
+
+FAKE_SLURMD = r"""#!/bin/bash
+# stand-in: `slurmd -C` prints a machine; otherwise print the args as JSON
+if [ "$1" = -C ]; then
+  echo "NodeName=x CPUs=8 Boards=1 SocketsPerBoard=2 CoresPerSocket=2 ThreadsPerCore=2 RealMemory=4000"
+  echo "UpTime=1"
+  exit 0
+fi
+exec python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$(basename "$0")" "$@"
+"""
+
+
+def install_entrypoints(tmp):
+    """A copy of the image's /usr/local layout with stand-in daemons first in
+    PATH."""
+    root = os.path.join(tmp, "ep")
+    os.makedirs(os.path.join(root, "bin"))
+    os.makedirs(os.path.join(root, "lib", "slurmop"))
+    os.makedirs(os.path.join(root, "fake"))
+    for f in os.listdir(os.path.join(IMAGES, "slurm")):
+        src = os.path.join(IMAGES, "slurm", f)
+        dst = os.path.join(root, "lib", "slurmop", f) if f == "lib.sh" else os.path.join(root, "bin", f)
+        shutil.copy(src, dst)
+    for d in ("slurmd", "slurmctld", "sackd", "sshd"):
+        p = os.path.join(root, "fake", d)
+        with open(p, "w") as f:
+            f.write(FAKE_SLURMD)
+        os.chmod(p, 0o755)
+    return root
+
+
+def run_ep(root, name, args, env=None):
+    e = {"PATH": os.path.join(root, "fake") + ":/usr/bin:/bin", "HOME": "/nonexistent", "SLURMD_SSHD": "0"}
+    e.update(env or {})
+    p = subprocess.run(["bash", os.path.join(root, "bin", name)] + args, env=e, capture_output=True,
+                       text=True, timeout=30)
+    if p.returncode != 0:
+        print(p.stdout, p.stderr)
+    return p.returncode, p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "", p.stderr
+
+
+def test_entrypoints(tmp):
+    root = install_entrypoints(tmp)
+    # mkdir of /run/slurm etc. needs root; a stub keeps the test runnable as
+    # any user without touching the host's /run.
+    stubs = {"mkdir": "exit 0", "chown": "exit 0",
+             # setpriv [options] -- CMD...: run CMD as is
+             "setpriv": 'while [ $# -gt 0 ] && [ "$1" != -- ]; do shift; done; shift; exec "$@"'}
+    for name, body in stubs.items():
+        stub = os.path.join(root, "fake", name)
+        with open(stub, "w") as f:
+            f.write("#!/bin/bash\n" + body + "\n")
+        os.chmod(stub, 0o755)
+
+    conf = "'Features=slinky Topology='\"$SLINKY_TOPOLOGY\"''"  # what slurmop's NodeSet pods pass
+    rc, out, _ = run_ep(root, "slurmd-entrypoint.sh", ["-Z", "--conf-server", "c:6817", "--conf", conf],
+                        {"SLINKY_TOPOLOGY": "topo1:s1"})
+    check(rc == 0 and json.loads(out) == ["slurmd", "-D", "-Z", "--conf-server", "c:6817", "--conf",
+                                          "Features=slinky Topology=topo1:s1"],
+          "slurmd: --conf evaluated by the shell once ($SLINKY_TOPOLOGY expands): %s" % out)
+    rc, out, _ = run_ep(root, "slurmd-entrypoint.sh", ["-Z", "--conf", conf], {"SLINKY_TOPOLOGY": ""})
+    check(rc == 0 and json.loads(out) == ["slurmd", "-D", "-Z", "--conf", "Features=slinky"],
+          "slurmd: an empty Topology= is dropped: %s" % out)
+    # 2 sockets x 2 cores = 4 cores, 2 threads each: POD_CPUS=4 -> 2 cores
+    # for the pod, CoreSpecCount=2; RealMemory 4000 - 1000 -> MemSpecLimit=3000.
+    rc, out, _ = run_ep(root, "slurmd-entrypoint.sh", ["--conf", conf],
+                        {"SLINKY_TOPOLOGY": "", "POD_CPUS": "4", "POD_MEMORY": "1000"})
+    check(rc == 0 and json.loads(out) == ["slurmd", "-D", "--conf",
+                                          "Features=slinky CoreSpecCount=2 MemSpecLimit=3000"],
+          "slurmd: CoreSpecCount and MemSpecLimit join --conf: %s" % out)
+    rc, out, _ = run_ep(root, "slurmd-entrypoint.sh", ["--conf=Features=a"], {"POD_TOPOLOGY": "t:b"})
+    check(rc == 0 and json.loads(out) == ["slurmd", "-D", "--conf=Features=a Topology=t:b"],
+          "slurmd: POD_TOPOLOGY joins a --conf=VALUE: %s" % out)
+    rc, out, _ = run_ep(root, "slurmd-entrypoint.sh", ["-Z"], {"POD_TOPOLOGY": "t:b"})
+    check(rc == 0 and json.loads(out) == ["slurmd", "-D", "-Z", "--conf", "Topology=t:b"],
+          "slurmd: without --conf one is added: %s" % out)
+    rc, out, _ = run_ep(root, "slurmd-entrypoint.sh", ["-N", "$HOSTX"],
+                        {"SLURMD_OPTIONS": "-v '--conf-server' \"a b\"", "HOSTX": "n1"})
+    check(rc == 0 and json.loads(out) == ["slurmd", "-D", "-v", "--conf-server", "a b", "-N", "n1"],
+          "slurmd: $SLURMD_OPTIONS first, then the args, quotes and $VARS evaluated: %s" % out)
+    rc, out, _ = run_ep(root, "slurmctld-entrypoint.sh", ["-i", "$X"],
+                        {"SLURMCTLD_OPTIONS": "-vv", "X": "-c"})
+    check(rc == 0 and json.loads(out) == ["slurmctld", "-D", "-vv", "-i", "-c"],
+          "slurmctld: -D, $SLURMCTLD_OPTIONS, then the args: %s" % out)
+    rc, out, _ = run_ep(root, "sackd-entrypoint.sh", ["--conf-server", "c:6817"], {"SACKD_OPTIONS": "-v"})
+    if True:
+        check(rc == 0 and json.loads(out) == ["sackd", "-D", "-v", "--conf-server", "c:6817"],
+              "sackd: -D, $SACKD_OPTIONS, then the args: %s" % out)
+
+    # supervise: a side daemon that exits starts again; SIGTERM reaches both;
+    # the exit status is the main daemon's.
+    script = os.path.join(tmp, "sup.sh")
+    marks = os.path.join(tmp, "marks")
+    with open(script, "w") as f:
+        f.write("""set -euo pipefail
+. %s
+main() { trap 'echo main-term >> %s; exit 7' TERM; echo main >> %s; while :; do sleep 0.05; done; }
+side() { trap 'echo side-term >> %s; exit 0' TERM; echo side >> %s; sleep 0.3; exit 3; }
+supervise main -- side
+""" % (os.path.join(root, "lib", "slurmop", "lib.sh"), marks, marks, marks, marks))
+    p = subprocess.Popen(["bash", script], stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)
+    p.send_signal(signal.SIGTERM)
+    try:
+        rc = p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rc = None
+    err = p.stderr.read()
+    lines = open(marks).read().split()
+    check(lines.count("side") >= 2, "supervise: the side daemon was started again after it exited (%s)" % lines)
+    check("main-term" in lines, "supervise: SIGTERM reached the main daemon")
+    check(rc == 7, "supervise: exit status is the main daemon's (%s)" % rc)
+    check("side exited (3); starting it again" in err, "supervise: the restart is logged")
+
+
+# ---- pause ----------------------------------------------------------------------
+
+
+def test_pause(tmp):
+    exe = os.path.join(tmp, "pause")
+    if shutil.which("gcc") is None:
+        print("skip: pause (no gcc)")
+        return
+    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe, os.path.join(IMAGES, "pause.c")],
+                   check=True)
+    p = subprocess.Popen([exe])
+    time.sleep(0.2)
+    check(p.poll() is None, "pause: keeps running")
+    p.send_signal(signal.SIGHUP)  # blocked: ignored
+    time.sleep(0.1)
+    check(p.poll() is None, "pause: SIGHUP does not end it")
+    p.send_signal(signal.SIGTERM)
+    check(p.wait(timeout=5) == 0, "pause: SIGTERM ends it with status 0")
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("nsenter") is None:
+        print("skip: pause reaping (needs root for a PID namespace)")
+        return
+    # PID 1 of a new PID namespace: an orphan made inside is reparented to it
+    # and must not stay a zombie.
+    p = subprocess.Popen(["unshare", "--pid", "--fork", exe])
+    pid1 = None
+    for _ in range(100):
+        kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+        if kids:
+            pid1 = kids[0]
+            break
+        time.sleep(0.05)
+    check(pid1 is not None, "pause: runs as PID 1 of a PID namespace")
+    if pid1:
+        subprocess.run(["nsenter", "-t", pid1, "-p", "--", "sh", "-c", "sleep 0.2 & exit 0"], check=True)
+        time.sleep(0.8)
+        zombies = []
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    st = open("/proc/%s/stat" % d).read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if st[1] == pid1 and st[0] == "Z":
+                    zombies.append(d)
+        check(not zombies, "pause: the orphan was reaped (zombies: %s)" % zombies)
+        os.kill(int(pid1), signal.SIGTERM)
+    check(p.wait(timeout=5) == 0, "pause: PID 1 exits 0 on SIGTERM")
+
+
+# ---- built images -----------------------------------------------------------------
+
+
+def build(targets, slurm=None):
+    args = ["bash", os.path.join(IMAGES, "build.sh")] + (["--slurm", slurm] if slurm else []) + targets
+    t0 = time.monotonic()
+    p = subprocess.run(args, capture_output=True, text=True, timeout=3000)
+    dt = time.monotonic() - t0
+    sys.stderr.write(p.stderr[-4000:])
+    if not check(p.returncode == 0, "build.sh %s: exit 0 (%.1f s)" % (" ".join(args[2:]), dt)):
+        return {}, dt
+    out = {}
+    for line in p.stdout.splitlines():
+        ref, path = line.split(" ", 1)
+        check(os.path.isabs(path) and os.path.isfile(path), "%s: archive %s exists" % (ref, path))
+        out[ref] = path
+    return out, dt
+
+
+def extract_layers(tf, members, layer_names, dest):
+    import io
+    for name in layer_names:
+        data = tf.extractfile(members[name])
+        with tarfile.open(fileobj=data, mode="r|*") as lt:
+            lt.extractall(dest, numeric_owner=True, filter="fully_trusted") if sys.version_info >= (3, 12) \
+                else lt.extractall(dest, numeric_owner=True)
+
+
+def chroot_ro(root, argv, user=None):
+    """argv in root mounted read-only (a private mount namespace)."""
+    cmd = "mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro \"$0\" && exec chroot %s \"$0\" \"$@\"" % (
+        "--userspec=%s" % user if user else "")
+    return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd, root] + argv,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_built(tmp):
+    targets = os.environ.get("SLURMOP_IMAGES_TEST_TARGETS", "pause operator slurm mariadb").split()
+    if "pause" in targets:
+        imgs, _ = build(["pause"])
+        for ref, path in imgs.items():
+            tf, members, cfgs = oci_images(path)
+            cfg = cfgs[ref][0]["config"]
+            check(ref == "registry.k8s.io/pause:3.10" and cfg["Entrypoint"] == ["/pause"]
+                  and cfg["User"] == "65535:65535", "pause: entrypoint /pause, user 65535")
+    if "operator" in targets:
+        imgs, _ = build(["operator"])
+        for ref, path in imgs.items():
+            check(ref.startswith("docker.io/library/slurmop:"), "operator: ref %s" % ref)
+            tf, members, cfgs = docker_images(path)
+            cfg, layers = cfgs[ref]
+            c = cfg["config"]
+            check(c.get("User") == "65532:65532", "operator: runs as 65532:65532 (%s)" % c.get("User"))
+            check(c.get("Entrypoint") == ["/usr/local/bin/slurmop"], "operator: entrypoint slurmop")
+            size = sum(members[n].size for n in layers)
+            print("operator image: %d layers, %.1f MB uncompressed" % (len(layers), size / 1e6))
+            r = os.path.join(tmp, "op-root")
+            os.makedirs(r)
+            extract_layers(tf, members, layers, r)
+            p = chroot_ro(r, ["/usr/local/bin/slurmop", "--version"], user="65532:65532")
+            check(p.returncode == 0 and "slurmop" in p.stdout,
+                  "operator: `slurmop --version` as 65532 on a read-only root: %s%s" % (p.stdout.strip(), p.stderr))
+            p = chroot_ro(r, ["/bin/sh", "-c", "ldd /usr/local/bin/slurmop"])
+            check("libslurm" not in p.stdout, "operator: no libslurm linked (OP_WITH_LIBSLURM=OFF)")
+            check("not found" not in p.stdout, "operator: every shared library present")
+    if "slurm" in targets:
+        for ver in ("26.05", "24.11"):
+            imgs, _ = build(["slurm"], ver)
+            names = sorted(r.split("/")[-1] for r in imgs)
+            check(names == sorted(n + ":" + ver for n in
+                                  ("slurmctld", "slurmd", "slurmrestd", "slurmdbd", "login", "sackd")),
+                  "slurm %s: six images (%s)" % (ver, names))
+            paths = set(imgs.values())
+            check(len(paths) == 1, "slurm %s: one archive" % ver)
+            if not paths:
+                continue
+            tf, members, cfgs = oci_images(paths.pop())
+            want = {
+                "slurmctld": ["tini", "--", "/usr/local/bin/slurmctld-entrypoint.sh"],
+                "slurmd": ["tini", "--", "/usr/local/bin/slurmd-entrypoint.sh"],
+                "slurmrestd": ["tini", "-g", "--", "slurmrestd"],
+                "slurmdbd": ["tini", "-g", "--", "slurmdbd", "-D"],
+                "login": ["tini", "--", "/usr/local/bin/login-entrypoint.sh"],
+                "sackd": ["tini", "--", "/usr/local/bin/sackd-entrypoint.sh"],
+            }
+            for ref, (cfg, layers) in cfgs.items():
+                n = ref.split("/")[-1].split(":")[0]
+                check(cfg["config"].get("Entrypoint") == want.get(n), "slurm %s: %s entrypoint" % (ver, n))
+            check(cfgs["localhost/slurmop/slurmrestd:" + ver][0]["config"].get("Cmd") == ["0.0.0.0:6820"],
+                  "slurm %s: slurmrestd listens on 0.0.0.0:6820 by default" % ver)
+            layers = cfgs["localhost/slurmop/slurmd:" + ver][1]
+            r = os.path.join(tmp, "slurm-" + ver)
+            os.makedirs(r)
+            tf2, m2 = read_archive(tf.name)
+            extract_layers(tf2, m2, ["blobs/sha256/" + d.split(":")[1] for d in layers], r)
+            for b in ("slurmctld", "slurmd", "slurmrestd", "slurmdbd", "sackd", "sinfo"):
+                p = chroot_ro(r, [b, "-V"])
+                check(p.returncode == 0 and p.stdout.strip().startswith("slurm") and (" " + ver + ".") in p.stdout,
+                      "slurm %s: %s -V: %s" % (ver, b, (p.stdout + p.stderr).strip()))
+            p = chroot_ro(r, ["id", "slurm"])
+            check("uid=401(slurm) gid=401(slurm)" in p.stdout, "slurm %s: slurm is 401:401 (%s)" % (ver, p.stdout.strip()))
+            for b in ("tini", "sshd", "ps", "setpriv", "bash"):
+                p = chroot_ro(r, ["sh", "-c", "command -v " + b])
+                check(p.returncode == 0, "slurm %s: %s present" % (ver, b))
+            check(not any(n.startswith("ssh_host_") for n in os.listdir(os.path.join(r, "etc", "ssh"))),
+                  "slurm %s: no SSH host keys baked in" % ver)
+    if "mariadb" in targets:
+        imgs, _ = build(["mariadb"])
+        for ref, path in imgs.items():
+            check(ref.startswith("localhost/slurmop/mariadb:"), "mariadb: ref %s" % ref)
+            tf, members, cfgs = oci_images(path)
+            cfg, layers = cfgs[ref]
+            check(cfg["config"].get("Entrypoint") == ["tini", "--", "/usr/local/bin/mariadb-entrypoint.sh"]
+                  and cfg["config"].get("Cmd") == ["mariadbd"], "mariadb: entrypoint and cmd")
+            r = os.path.join(tmp, "mariadb")
+            os.makedirs(r)
+            extract_layers(tf, members, ["blobs/sha256/" + d.split(":")[1] for d in layers], r)
+            p = chroot_ro(r, ["mariadbd", "--version"])
+            check(p.returncode == 0 and ref.split(":")[-1] in p.stdout, "mariadb: %s" % p.stdout.strip())
+            p = chroot_ro(r, ["id", "mysql"])
+            check("uid=999(mysql)" in p.stdout, "mariadb: mysql is uid 999 (%s)" % p.stdout.strip())
+    # Warm: everything above is cached, so a second run only prints.
+    warm = [t for t in targets if t in ("pause", "operator", "slurm", "mariadb")]
+    if warm:
+        _, dt = build(warm)
+        check(dt < 30, "build.sh %s warm: %.1f s (< 30 s)" % (" ".join(warm), dt))
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="test-images.") as tmp:
+        os.chmod(tmp, 0o755)
+        test_ocipack(tmp)
+        test_entrypoints(tmp)
+        test_pause(tmp)
+        if os.geteuid() != 0:
+            print("%d passed, %d failed" % (0, len(FAILS)))
+            print("skip: the image builds need root")
+            sys.exit(1 if FAILS else 77)
+        test_built(tmp)
+    print("%s" % ("FAILED: %d check(s): %s" % (len(FAILS), "; ".join(FAILS)) if FAILS else "all checks passed"))
+    sys.exit(1 if FAILS else 0)
+
+
+if __name__ == "__main__":
+    main()
