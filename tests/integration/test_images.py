@@ -158,6 +158,12 @@ def test_ocipack(tmp):
 
 FAKE_SLURMD = r"""#!/bin/bash
 # stand-in: `slurmd -C` prints a machine; otherwise print the args as JSON
+if [ "$1" = -h ]; then
+  echo "usage: $(basename "$0") [OPTIONS]"
+  [ -n "${FAKE_NO_D:-}" ] || echo "    -D                          Run daemon in foreground."
+  echo "    -v                          Verbose mode."
+  exit 0
+fi
 if [ "$1" = -C ]; then
   echo "NodeName=x CPUs=8 Boards=1 SocketsPerBoard=2 CoresPerSocket=2 ThreadsPerCore=2 RealMemory=4000"
   echo "UpTime=1"
@@ -240,9 +246,24 @@ def test_entrypoints(tmp):
     check(rc == 0 and json.loads(out) == ["slurmctld", "-D", "-vv", "-i", "-c"],
           "slurmctld: -D, $SLURMCTLD_OPTIONS, then the args: %s" % out)
     rc, out, _ = run_ep(root, "sackd-entrypoint.sh", ["--conf-server", "c:6817"], {"SACKD_OPTIONS": "-v"})
-    if True:
-        check(rc == 0 and json.loads(out) == ["sackd", "-D", "-v", "--conf-server", "c:6817"],
-              "sackd: -D, $SACKD_OPTIONS, then the args: %s" % out)
+    check(rc == 0 and json.loads(out) == ["sackd", "-D", "-v", "--conf-server", "c:6817"],
+          "sackd: -D, $SACKD_OPTIONS, then the args: %s" % out)
+    # Slurm 24.11's sackd has no -D (it always runs in the foreground).
+    rc, out, _ = run_ep(root, "sackd-entrypoint.sh", ["--conf-server", "c:6817"], {"FAKE_NO_D": "1"})
+    check(rc == 0 and json.loads(out) == ["sackd", "--conf-server", "c:6817"],
+          "sackd: no -D where sackd does not take it (24.11): %s" % out)
+    # slurmop's operator joins the --conf items with a vertical tab: the value
+    # stays one word, items are added after a space, nothing else changes.
+    vt = "Features=slinky\x0bWeight=5"
+    rc, out, _ = run_ep(root, "slurmd-entrypoint.sh", ["-Z", "--conf", vt], {"POD_CPUS": "4", "POD_TOPOLOGY": ""})
+    check(rc == 0 and json.loads(out) == ["slurmd", "-D", "-Z", "--conf", vt + " CoreSpecCount=2"],
+          "slurmd: a vertical-tab-joined --conf is kept, CoreSpecCount added, empty POD_TOPOLOGY adds nothing: %r" % out)
+    rc, out, _ = run_ep(root, "slurmd-entrypoint.sh", ["--conf", "Features=a\x0bTopology=\x0bWeight=1"])
+    check(rc == 0 and json.loads(out) == ["slurmd", "-D", "--conf", "Features=a Weight=1"],
+          "slurmd: an empty Topology= between vertical tabs is dropped: %r" % out)
+    rc, out, _ = run_ep(root, "slurmd-entrypoint.sh", ["--conf", "Gres=gpu:[0-1]*"])
+    check(rc == 0 and json.loads(out) == ["slurmd", "-D", "--conf", "Gres=gpu:[0-1]*"],
+          "slurmd: no pathname expansion of the options: %r" % out)
 
     # supervise: a side daemon that exits starts again; SIGTERM reaches both;
     # the exit status is the main daemon's.
@@ -348,12 +369,17 @@ def extract_layers(tf, members, layer_names, dest):
                 else lt.extractall(dest, numeric_owner=True)
 
 
-def chroot_ro(root, argv, user=None):
-    """argv in root mounted read-only (a private mount namespace)."""
-    cmd = "mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro \"$0\" && exec chroot %s \"$0\" \"$@\"" % (
+def chroot_ro(root, argv, user=None, env_extra=None):
+    """argv in root mounted read-only (a private mount namespace), with a
+    tmpfs on /run and /tmp as a runtime gives a container."""
+    cmd = ("mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro \"$0\" && "
+           "mount -t tmpfs tmpfs \"$0/run\" && mount -t tmpfs tmpfs \"$0/tmp\" && "
+           "mount -t proc proc \"$0/proc\" && exec chroot %s \"$0\" \"$@\"") % (
         "--userspec=%s" % user if user else "")
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+    env.update(env_extra or {})
     return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd, root] + argv,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env=env)
 
 
 def test_built(tmp):
@@ -415,10 +441,20 @@ def test_built(tmp):
             os.makedirs(r)
             tf2, m2 = read_archive(tf.name)
             extract_layers(tf2, m2, ["blobs/sha256/" + d.split(":")[1] for d in layers], r)
-            for b in ("slurmctld", "slurmd", "slurmrestd", "slurmdbd", "sackd", "sinfo"):
+            for b in ("slurmctld", "slurmd", "slurmrestd"):
                 p = chroot_ro(r, [b, "-V"])
                 check(p.returncode == 0 and p.stdout.strip().startswith("slurm") and (" " + ver + ".") in p.stdout,
                       "slurm %s: %s -V: %s" % (ver, b, (p.stdout + p.stderr).strip()))
+            # slurmdbd, sackd and the clients want a configuration even for -V.
+            pk = ("slurmctld", "slurmd", "slurmrestd", "slurmdbd", "sackd", "slurm-client",
+                  "slurm-wlm-basic-plugins", "slurm-wlm-jwt-plugin")
+            p = chroot_ro(r, ["dpkg-query", "-W", "-f", "${Package} ${Version}\\n"] + list(pk))
+            got = dict(l.split(" ", 1) for l in p.stdout.splitlines() if " " in l)
+            check(all(got.get(k, "").startswith(ver + ".") for k in pk),
+                  "slurm %s: every Slurm package is %s.x: %s" % (ver, ver, got))
+            p = chroot_ro(r, ["/usr/local/bin/slurmd-entrypoint.sh", "-V"], env_extra={"SLURMD_SSHD": "0"})
+            check(p.returncode == 0 and (" " + ver + ".") in p.stdout,
+                  "slurm %s: slurmd-entrypoint.sh -V runs slurmd in the image: %s" % (ver, (p.stdout + p.stderr).strip()))
             p = chroot_ro(r, ["id", "slurm"])
             check("uid=401(slurm) gid=401(slurm)" in p.stdout, "slurm %s: slurm is 401:401 (%s)" % (ver, p.stdout.strip()))
             for b in ("tini", "sshd", "ps", "setpriv", "bash"):

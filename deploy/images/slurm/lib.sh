@@ -22,7 +22,17 @@ log() { printf '[%s] %s: %s\n' "$(date -u +%FT%TZ)" "${0##*/}" "$*" >&2; }
 # follows never re-splits a value.
 eval_options() {
     OPTS=()
+    # No pathname expansion: a '[' or '*' in a value (a hostlist, a GRES)
+    # stays as written, whatever files the working folder holds.
+    set -f
     eval "OPTS=($1)"
+    set +f
+}
+
+# foreground_flag DAEMON: "-D" when DAEMON takes it. sackd took no -D before
+# Slurm 25.05 (it always ran in the foreground); the other daemons always do.
+foreground_flag() {
+    if "$1" -h 2>&1 | grep -q -E '^[[:space:]]+-D([[:space:],]|$)'; then echo -D; fi
 }
 
 # as_slurm CMD...: run CMD as SlurmUser (slurm, uid 401) when started as

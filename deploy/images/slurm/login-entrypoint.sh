@@ -16,7 +16,8 @@ run_sshd() {
 run_sackd() {
     eval_options "${SACKD_OPTIONS:-}"
     cd /run/slurm 2>/dev/null || log "no /run/slurm"
-    as_slurm sackd -D "${OPTS[@]}"
+    fg=$(foreground_flag sackd)
+    as_slurm sackd ${fg:+"$fg"} "${OPTS[@]}"
 }
 
 mkdir -p /run/slurm /root/.ssh

@@ -10,4 +10,5 @@ eval_options "${SACKD_OPTIONS:-} $*"
 mkdir -p /run/slurm
 [ "$(id -u)" != 0 ] || chown slurm:slurm /run/slurm
 cd /run/slurm 2>/dev/null || log "no /run/slurm"
-as_slurm sackd -D "${OPTS[@]}"
+fg=$(foreground_flag sackd)
+as_slurm sackd ${fg:+"$fg"} "${OPTS[@]}"

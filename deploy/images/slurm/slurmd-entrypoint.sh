@@ -33,21 +33,29 @@ conf_add() {
     ARGS+=(--conf "$1")
 }
 
-# conf_tidy: drop empty Topology= items and stray spaces from --conf values.
+# conf_tidy: drop empty "Topology=" items from --conf values. Items may be
+# separated by any white space, the vertical tab included (slurmop's
+# operator joins them with one); a value with nothing to drop is kept as
+# it was, separators and all.
 conf_tidy() {
-    local i n=${#ARGS[@]} v w out
+    local i n=${#ARGS[@]} v w out pre
     for ((i = 0; i < n; i++)); do
-        local pre=""
+        pre=""
         case ${ARGS[$i]} in
             --conf=*) pre=--conf=; v=${ARGS[$i]#--conf=} ;;
             --conf) ((i + 1 < n)) || continue; i=$((i + 1)); v=${ARGS[$i]} ;;
             *) continue ;;
         esac
+        case " $v " in *[[:space:]]Topology=[[:space:]]*) ;; *) continue ;; esac
         out=""
+        local IFS=$' \t\n\v'
+        set -f
         for w in $v; do
             [ "$w" = Topology= ] && continue
             out+="${out:+ }$w"
         done
+        set +f
+        unset IFS
         ARGS[$i]="$pre$out"
     done
 }
