@@ -48,6 +48,9 @@
 #   SLURMOP_IMAGES_REFRESH=1 debootstrap again even when a root file system is cached
 set -euo pipefail
 
+# Everything is in main, which bash reads whole before it runs: a run is not
+# thrown off when the script is changed (git checkout, an edit) under it.
+main() {
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 SLURM_VERSION=26.05
@@ -94,7 +97,7 @@ TMP=$(mktemp -d "$CACHE/.tmp.XXXXXX")
 # folder someone else put there meanwhile).
 OUTSIDE=(/etc/cni/net.d/cni.lock /var/lib/containers/cache/blob-info-cache-v1.boltdb)
 OUTSIDE_DIRS=(/etc/cni/net.d /etc/cni /var/lib/containers/cache /var/lib/containers /run/containers /run/runc)
-declare -A WAS_THERE=()
+declare -gA WAS_THERE=()
 for p in "${OUTSIDE[@]}" "${OUTSIDE_DIRS[@]}"; do [ ! -e "$p" ] || WAS_THERE[$p]=1; done
 cleanup() {
     rm -rf "$TMP"
@@ -196,8 +199,10 @@ stage() {
 slim() {
     local t=$1
     rm -rf "$t"/usr/share/doc/* "$t"/usr/share/man/* "$t"/usr/share/info/* "$t"/usr/share/lintian \
-        "$t"/var/lib/apt/lists/* "$t"/var/cache/apt/* "$t"/var/cache/debconf/*-old "$t"/var/log/* \
+        "$t"/var/lib/apt/lists/* "$t"/var/cache/apt/* "$t"/var/cache/debconf/*-old \
         "$t"/var/cache/ldconfig/aux-cache "$t"/debootstrap
+    # Logs go, the folders stay (an image's daemons log into some of them).
+    find "$t/var/log" -type f -delete
     find "$t/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name 'locale.alias' -exec rm -rf {} + 2>/dev/null || true
     mkdir -p "$t/etc/dpkg/dpkg.cfg.d"
     cat > "$t/etc/dpkg/dpkg.cfg.d/slurmop-slim" <<'EOF'
@@ -477,7 +482,7 @@ EOF
 
 # ---- main ----------------------------------------------------------------------
 
-declare -A DONE=()
+declare -gA DONE=()
 for t in "${TARGETS[@]}"; do
     [ -z "${DONE[$t]:-}" ] || continue
     DONE[$t]=1
@@ -486,3 +491,7 @@ for t in "${TARGETS[@]}"; do
     say "$t: $(( $(now_ms) - t0 )) ms"
 done
 for r in "${RESULTS[@]}"; do echo "$r"; done
+}
+
+main "$@"
+exit

@@ -371,10 +371,10 @@ def extract_layers(tf, members, layer_names, dest):
 
 def chroot_ro(root, argv, user=None, env_extra=None):
     """argv in root mounted read-only (a private mount namespace), with a
-    tmpfs on /run and /tmp as a runtime gives a container."""
+    /proc, /dev and a tmpfs on /run and /tmp, as a runtime gives a container."""
     cmd = ("mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro \"$0\" && "
            "mount -t tmpfs tmpfs \"$0/run\" && mount -t tmpfs tmpfs \"$0/tmp\" && "
-           "mount -t proc proc \"$0/proc\" && exec chroot %s \"$0\" \"$@\"") % (
+           "mount -t proc proc \"$0/proc\" && mount --rbind /dev \"$0/dev\" && exec chroot %s \"$0\" \"$@\"") % (
         "--userspec=%s" % user if user else "")
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
     env.update(env_extra or {})
@@ -382,8 +382,18 @@ def chroot_ro(root, argv, user=None, env_extra=None):
                           capture_output=True, text=True, timeout=60, env=env)
 
 
+def leftovers(cache):
+    """Mounts below the cache and the files buildah writes outside it."""
+    mounts = [l.split()[4] for l in open("/proc/self/mountinfo") if l.split()[4].startswith(cache)]
+    files = [p for p in ("/etc/cni/net.d/cni.lock", "/var/lib/containers/cache/blob-info-cache-v1.boltdb")
+             if os.path.exists(p)]
+    return mounts, files
+
+
 def test_built(tmp):
     targets = os.environ.get("SLURMOP_IMAGES_TEST_TARGETS", "pause operator slurm mariadb").split()
+    cache = os.path.join(os.environ.get("SLURMOP_K8S_CACHE") or os.path.expanduser("~/.cache/slurmop"), "images-v1")
+    before = leftovers(cache)[1]
     if "pause" in targets:
         imgs, _ = build(["pause"])
         for ref, path in imgs.items():
@@ -477,6 +487,16 @@ def test_built(tmp):
             check(p.returncode == 0 and ref.split(":")[-1] in p.stdout, "mariadb: %s" % p.stdout.strip())
             p = chroot_ro(r, ["id", "mysql"])
             check("uid=999(mysql)" in p.stdout, "mariadb: mysql is uid 999 (%s)" % p.stdout.strip())
+    # Checked under the build lock, so that another build running meanwhile
+    # (the real-pods suite's) cannot be mistaken for a leftover of ours.
+    import fcntl
+    with open(os.path.join(cache, ".lock"), "a") as lk:
+        fcntl.flock(lk, fcntl.LOCK_EX)
+        mounts, files = leftovers(cache)
+        check(not mounts, "nothing left mounted below %s (%s)" % (cache, mounts))
+        check(set(files) <= set(before), "buildah's files outside the cache removed (%s)" % files)
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+        check(not [l for l in ps if l.startswith(("buildah ", "debootstrap "))], "no buildah or debootstrap left running")
     # Warm: everything above is cached, so a second run only prints.
     warm = [t for t in targets if t in ("pause", "operator", "slurm", "mariadb")]
     if warm:

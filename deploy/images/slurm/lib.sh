@@ -32,7 +32,11 @@ eval_options() {
 # foreground_flag DAEMON: "-D" when DAEMON takes it. sackd took no -D before
 # Slurm 25.05 (it always ran in the foreground); the other daemons always do.
 foreground_flag() {
-    if "$1" -h 2>&1 | grep -q -E '^[[:space:]]+-D([[:space:],]|$)'; then echo -D; fi
+    # The whole usage first: grep -q stopping early would kill the writer
+    # with SIGPIPE, which pipefail turns into a failed test.
+    local usage
+    usage=$("$1" -h 2>&1 || true)
+    if printf '%s\n' "$usage" | grep -E '^[[:space:]]+-D([[:space:],]|$)' >/dev/null; then echo -D; fi
 }
 
 # as_slurm CMD...: run CMD as SlurmUser (slurm, uid 401) when started as
