@@ -301,7 +301,9 @@ slurm_customize() {
     local f
     for f in "$HERE"/slurm/*-entrypoint.sh; do install -m 0755 "$f" "$t/usr/local/bin/"; done
     # Folders the daemons expect (the pods mount most of them over).
-    install -d -m 0755 -o 401 -g 401 "$t/var/spool/slurmctld" "$t/var/log/slurm" "$t/run/slurm" "$t/run/slurmctld"
+    # Not /run/slurm: slurmd (as root) refuses a RuntimeDir that is not its
+    # user's, sackd (as slurm) wants its own; each entrypoint makes it.
+    install -d -m 0755 -o 401 -g 401 "$t/var/spool/slurmctld" "$t/var/log/slurm" "$t/run/slurmctld"
     install -d -m 0755 "$t/var/spool/slurmd" "$t/run/sshd" "$t/root/.ssh"
     install -d -m 0755 "$t/etc/slurm"
     chmod 0700 "$t/root/.ssh"

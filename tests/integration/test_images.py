@@ -470,6 +470,11 @@ def test_built(tmp):
             for b in ("tini", "sshd", "ps", "setpriv", "bash"):
                 p = chroot_ro(r, ["sh", "-c", "command -v " + b])
                 check(p.returncode == 0, "slurm %s: %s present" % (ver, b))
+            # slurmd (root) refuses a /run/slurm owned by someone else (seen on
+            # real pods: "_prepare_run_dir: /run/slurm exists but is owned by 401").
+            rs = os.path.join(r, "run", "slurm")
+            check(not os.path.exists(rs) or os.stat(rs).st_uid == 0,
+                  "slurm %s: no /run/slurm of another owner than root in the image" % ver)
             check(not any(n.startswith("ssh_host_") for n in os.listdir(os.path.join(r, "etc", "ssh"))),
                   "slurm %s: no SSH host keys baked in" % ver)
     if "mariadb" in targets:

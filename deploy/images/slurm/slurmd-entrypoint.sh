@@ -86,6 +86,10 @@ if [ -n "${POD_TOPOLOGY:-}" ]; then conf_add "Topology=$POD_TOPOLOGY"; fi
 conf_tidy
 
 mkdir -p /run/slurm /var/spool/slurmd /var/log/slurm
+# slurmd refuses a RuntimeDir (/run/slurm) that is not its own user's
+# ("exists but is owned by ..."): a volume or an older image may have left
+# one of another owner.
+if [ "$(id -u)" = 0 ] && [ "$(stat -c %u /run/slurm)" != 0 ]; then chown root:root /run/slurm; fi
 
 run_slurmd() { exec slurmd -D "${ARGS[@]}"; }
 run_sshd() {
