@@ -954,6 +954,26 @@ class TestChartsRendered(unittest.TestCase):
         self.assertEqual(len([o for o in objs if o["kind"] == "Role" and o["metadata"].get("namespace") == "leases"]),
                          1)
 
+    def test_slurmop_chart_node_taints_only_when_allowed(self):
+        """taintKubeNodes writes cluster-scoped Nodes: off by default (no flag, no patch on Nodes), on with
+        allowNodeTaints (the flag and a ClusterRole of its own that patches Nodes)."""
+        def node_verbs(objs):
+            return {v for o in objs if o["kind"] == "ClusterRole" for rule in o["rules"]
+                    if "nodes" in rule.get("resources", []) for v in rule["verbs"]}
+
+        def args(objs):
+            d = [o for o in objs if o["kind"] == "Deployment"][0]
+            return d["spec"]["template"]["spec"]["containers"][0]["args"]
+        off = render("slurmop", "slurmop", OP_NS)
+        self.assertNotIn("patch", node_verbs(off))
+        self.assertNotIn("--allow-node-taints", args(off))
+        on = render("slurmop", "slurmop", OP_NS, "--set", "allowNodeTaints=true")
+        self.assertIn("patch", node_verbs(on))
+        self.assertIn("--allow-node-taints", args(on))
+        crb = [o for o in on if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"].endswith("-node-taints")]
+        self.assertEqual(len(crb), 1, "the node-taints ClusterRole is bound")
+        self.assertEqual(crb[0]["subjects"][0]["namespace"], OP_NS)
+
     def test_slurmop_chart_refuses_replicas_without_leader_election(self):
         r = helm("template", "x", chart_dirs()["slurmop"], "--set", "replicas=2", "--set",
                  "leaderElection.enabled=false", check=False)

@@ -15,9 +15,12 @@ identity, nothing secret in logs or Events.
   (a foreign Secret or ConfigMap, which the operator's cache does not hold,
   is tried again by a pass 30 s after its 409, or 60 s when that pass comes
   a moment before the 30 s are over: this step takes 30 to 60 s).
-- test_token_policy: Tokens for root, for the SlurmUser and with a lifetime
-  over the maximum get PolicyDenied and Valid=False and no Secret; an
-  ordinary user gets one; --token-users root lets root through.
+- test_token_policy: Tokens for root, for the SlurmUser, for the names
+  Slurm resolves as root or the SlurmUser ("0", "00", "+0", "-0", " 0",
+  "401", "Root", "root ", "SLURM": a name it cannot find is a strtol uid)
+  and with a lifetime over the maximum get PolicyDenied and Valid=False and
+  no Secret; an ordinary user gets one; --token-users root lets root through
+  but none of its numeric spellings, even listed.
 - test_no_secret_in_logs: a whole cluster (Tokens, LoginSet host keys,
   JWT key, slurm.key, a database password, the operator's own API
   credential) at --log-level trace: no secret value, raw or base64, in the
