@@ -79,6 +79,13 @@ static const char usage[] =
     "  --webhook-cert-rotate SECONDS  make a new self-signed certificate this often (default 15724800, 182\n"
     "                               days; it is valid for 365), served once NAME trusts it\n"
     "  --webhook-resync SECONDS     how often the caBundle is checked and the files re-read (default 60)\n"
+    "  --webhook-client-ca FILE     CA bundle (PEM): callers must present a client certificate it signed (the\n"
+    "                               one kube-apiserver presents to webhooks, set in the kubeconfig of its\n"
+    "                               --admission-control-config-file); without it anyone may call. Either\n"
+    "                               way the webhook's pod reads have their own budget (20/s, 4 connections,\n"
+    "                               64 in flight, 16 per caller address), never the reconcilers'\n"
+    "  --webhook-client-names LIST  with --webhook-client-ca: the subject CNs answered (comma-separated;\n"
+    "                               others get 403)\n"
     "\n"
     "Security:\n"
     "  --token-users LIST           Slurm users a Token may mint a JWT for (comma-separated); \"*\" stands\n"
@@ -154,6 +161,8 @@ enum {
     OPT_WEBHOOK_CONFIG,
     OPT_WEBHOOK_ROTATE,
     OPT_WEBHOOK_RESYNC,
+    OPT_WEBHOOK_CLIENT_CA,
+    OPT_WEBHOOK_CLIENT_NAMES,
     OPT_HELP,
     OPT_VERSION,
 };
@@ -197,6 +206,8 @@ static const struct option long_opts[] = {
     {"webhook-config", required_argument, NULL, OPT_WEBHOOK_CONFIG},
     {"webhook-cert-rotate", required_argument, NULL, OPT_WEBHOOK_ROTATE},
     {"webhook-resync", required_argument, NULL, OPT_WEBHOOK_RESYNC},
+    {"webhook-client-ca", required_argument, NULL, OPT_WEBHOOK_CLIENT_CA},
+    {"webhook-client-names", required_argument, NULL, OPT_WEBHOOK_CLIENT_NAMES},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -441,6 +452,8 @@ int main(int argc, char **argv)
         case OPT_WEBHOOK_KEY: o.webhook_key_file = optarg; break;
         case OPT_WEBHOOK_NAMES: o.webhook_names = optarg; break;
         case OPT_WEBHOOK_CONFIG: o.webhook_config = optarg; break;
+        case OPT_WEBHOOK_CLIENT_CA: o.webhook_client_ca = optarg; break;
+        case OPT_WEBHOOK_CLIENT_NAMES: o.webhook_client_names = optarg; break;
         case OPT_WEBHOOK_ROTATE: {
             double v;
             /* Below the certificate's 365 days, so the previous one is still valid when replaced. */

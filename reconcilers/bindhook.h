@@ -33,6 +33,19 @@
  *
  * A self-signed certificate is per process: with several operator replicas
  * behind one Service, give them one certificate (files, cert-manager).
+ *
+ * Who may call it: anyone who reaches the port, unless client_ca_file is
+ * given: then the TLS handshake requires a client certificate signed by that
+ * CA (the one that signs the certificate the API server presents to
+ * webhooks, from its --admission-control-config-file kubeconfig), and with
+ * client_names only those subject CNs are answered (403 otherwise).
+ *
+ * Budget: the pod reads go through the client given here, which the operator
+ * makes for the webhook alone (its own QPS limiter and connections), never
+ * the reconcilers' client; at most BH_MAX_READS of them are in flight, and
+ * BH_MAX_READS_PER_PEER per caller address. A review past either bound is
+ * answered at once, allowed and unchanged ("throttled"): the NodeSet
+ * reconciler copies the topology later, as when the webhook is down.
  */
 #ifndef OP_BINDHOOK_H
 #define OP_BINDHOOK_H
@@ -48,6 +61,8 @@
 #include "core/store.h"
 
 #define BH_PATH "/mutate-pods-binding"
+#define BH_MAX_READS 64
+#define BH_MAX_READS_PER_PEER 16
 
 typedef struct bindhook bindhook;
 
@@ -61,7 +76,9 @@ typedef struct bh_opts {
     const char *config_name; /* MutatingWebhookConfiguration whose caBundle is kept (self-signed only); NULL: none */
     uint64_t rotate_ms;      /* self-signed: a new certificate this often (0: 182 days; it is valid 365) */
     unsigned resync_ms;      /* caBundle checked / files re-read this often (0: 60 s) */
-    kube_client *client;     /* pod reads and configuration patches; must outlive the webhook */
+    const char *client_ca_file; /* PEM CA bundle: callers must present a certificate it signed; NULL: anyone */
+    const char *client_names;   /* with client_ca_file: comma list of the subject CNs answered; NULL: any */
+    kube_client *client;     /* pod reads and configuration patches (the webhook's own budget); must outlive it */
     const store *pods;       /* the operator's pod cache */
     const store *nodes;      /* the operator's Node cache */
     mx_registry *metrics;

@@ -77,6 +77,7 @@ struct priv {
     hs_server *metrics_srv;
     msec *metrics_sec; /* --metrics-secure: instead of metrics_srv */
     bindhook *webhook; /* --topology-webhook */
+    kube_client *webhook_client; /* the webhook's own API budget (never the reconcilers') */
     hs_server *health_srv;
     loopstat *loopstat; /* slurmop_loop_* metrics */
     lease_elector *lease;
@@ -502,7 +503,9 @@ static int start_webhook(operator *op, char *err, size_t errlen)
         .config_name = op->opts.webhook_config,
         .rotate_ms = op->opts.webhook_rotate_ms,
         .resync_ms = op->opts.webhook_resync_ms,
-        .client = op->client,
+        .client_ca_file = op->opts.webhook_client_ca,
+        .client_names = op->opts.webhook_client_names,
+        .client = P(op)->webhook_client,
         .pods = op->stores[OPK_PODS],
         .nodes = op->stores[OPK_NODES],
         .metrics = op->metrics,
@@ -704,6 +707,23 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
         snprintf(err, errlen, "cannot create the API client for %s: %s", op->cfg->server, op_strerror(rc));
         return rc;
     }
+    if (opts->topology_webhook) {
+        /* The webhook answers whoever reaches it: its pod reads get their
+         * own limiter and connections, so a flood of reviews cannot spend
+         * the reconcilers' budget (a flood once slowed a 100-pod scale-out
+         * from 0.12 s to 21.6 s). 20 reads a second is far more than the
+         * bindings of a scale-out whose pods the cache has not seen yet. */
+        kube_client_opts wko = kco;
+        wko.qps = 20;
+        wko.burst = 40;
+        wko.max_conns = 4;
+        P(op)->webhook_client = kube_client_new(loop, &wko, &rc);
+        if (P(op)->webhook_client == NULL) {
+            snprintf(err, errlen, "cannot create the webhook's API client for %s: %s", op->cfg->server,
+                     op_strerror(rc));
+            return rc;
+        }
+    }
     op->events = evrec_new(loop, op->client, "slinky.slurm.net/slurmop", host);
     /* objsync looks a create answered AlreadyExists up with a GET where the
      * cache cannot show a foreign object: the caches filtered to our label. */
@@ -841,9 +861,9 @@ static void on_client_closed(void *data)
         cb(cb_data, code);
 }
 
-static void on_grace_closed(uv_handle_t *h)
+static void close_main_client(void *data)
 {
-    operator *op = h->data;
+    operator *op = data;
     if (op->client) {
         kube_stats st;
         kube_client_stats(op->client, &st);
@@ -852,6 +872,17 @@ static void on_grace_closed(uv_handle_t *h)
     }
     else
         on_client_closed(op);
+}
+
+static void on_grace_closed(uv_handle_t *h)
+{
+    operator *op = h->data;
+    kube_client *wc = P(op)->webhook_client;
+    P(op)->webhook_client = NULL;
+    if (wc)
+        kube_client_close(wc, close_main_client, op);
+    else
+        close_main_client(op);
 }
 
 static void on_trim_closed(uv_handle_t *h)

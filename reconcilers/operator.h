@@ -94,6 +94,8 @@ typedef struct operator_opts {
     const char *webhook_names;     /* --webhook-dns-names: comma list for the self-signed certificate */
     uint64_t webhook_rotate_ms;    /* --webhook-cert-rotate (0: 182 days) */
     unsigned webhook_resync_ms;    /* --webhook-resync (0: 60 s) */
+    const char *webhook_client_ca; /* --webhook-client-ca: callers need a client certificate it signed */
+    const char *webhook_client_names; /* --webhook-client-names: their allowed CNs (comma list) */
     unsigned ref_poll_ms;     /* --ref-poll-interval: referenced Secrets/ConfigMaps read again this often (0: 30 s) */
     /* --token-users, --token-max-lifetime (tokb_policy_parse; borrowed: it
      * must outlive the operator); NULL: the default policy */
