@@ -18,6 +18,7 @@
 #include "reconcilers/expect.h"
 #include "reconcilers/nodeset_build.h"
 #include "reconcilers/nodeset_incr.h"
+#include "reconcilers/nodeset_names.h"
 #include "reconcilers/nodeset_immut.h"
 #include "reconcilers/nodeset_slurm.h"
 #include "reconcilers/objsync.h"
@@ -58,6 +59,7 @@ struct nodeset_state {
     map_t incrs;          /* NodeSet key -> struct incr ("incremental passes") */
     map_t ds_backoffs;    /* "<nodeset uid>/<node>" -> struct backoff */
     map_t held_names;     /* "<nodeset uid>/#<ordinal>" -> struct backoff (see held_key) */
+    map_t rivals;         /* NodeSet key -> struct rival: it shares Slurm names with an earlier one */
     /* Interned keys for the per-pod lookups of every pass (pointer
      * compares): references taken at setup, dropped at stop. */
     struct {
@@ -391,6 +393,149 @@ static void enqueue_full(nodeset_state *c, const char *key, const char *why)
         wq_add(c->q, key);
 }
 
+/* ---- Slurm names unique per Controller (DRAIN-SAFETY.md#names) ----
+ *
+ * Two pods whose slurmds take one Slurm name share one Slurm node: a drain
+ * read of it can license deleting either, and the one kept undoes by its
+ * cordon sync the drain the other's delete needs. So a name belongs to one
+ * NodeSet of a Controller (any namespace): of two that would share one, the
+ * later (creation time, then namespace, then name) is invalid (Valid=False,
+ * nothing acted on, its pods kept), and no pod is created under a name a
+ * live pod of the Controller's NodeSets holds. A collision is found by the
+ * spec (StatefulSet-mode schemes, nodeset_names.h), by a create (the pods
+ * index by Slurm name), or by a full pass over the NodeSet's own pods; the
+ * last two are remembered for the later NodeSet for RIVAL_TTL_MS, and found
+ * again by the earlier's passes while the collision lasts. */
+#define RIVAL_TTL_MS 90000u
+
+struct rival {
+    char *key; /* the later NodeSet's (map key) */
+    char *msg;
+    uint64_t until;
+};
+
+static void rival_free(void *v)
+{
+    struct rival *r = v;
+    free(r->key);
+    free(r->msg);
+    free(r);
+}
+
+static const map_type rival_type = {.val_free = rival_free};
+
+/* a was created before b (ties: namespace, then name). */
+static int ns_earlier(const sobj *a, const sobj *b)
+{
+    if (a->created != b->created)
+        return a->created < b->created;
+    int c = strcmp(a->ns, b->ns);
+    return c ? c < 0 : strcmp(a->name, b->name) < 0;
+}
+
+/* NodeSet later_key shares a Slurm name with an earlier one: remember it
+ * (msg is taken) and queue it, so that its next pass is invalid. */
+static void rival_note(nodeset_state *c, const char *later_key, char *msg)
+{
+    uint64_t now = uv_now(c->op->loop);
+    struct rival *r = map_get(&c->rivals, later_key);
+    int news = r == NULL || r->until <= now || strcmp(r->msg, msg) != 0;
+    if (r == NULL) {
+        r = xcalloc(1, sizeof(*r));
+        r->key = xstrdup(later_key);
+        map_put(&c->rivals, r->key, r);
+    }
+    free(r->msg);
+    r->msg = msg;
+    r->until = now + RIVAL_TTL_MS;
+    if (news)
+        enqueue_full(c, later_key, "nodeset");
+}
+
+/* The remembered collision of NodeSet key, while fresh; NULL when none. */
+static const char *rival_get(nodeset_state *c, const char *key)
+{
+    struct rival *r = c->rivals.count ? map_get(&c->rivals, key) : NULL;
+    if (r == NULL)
+        return NULL;
+    if (r->until <= uv_now(c->op->loop)) {
+        map_drop(&c->rivals, key);
+        return NULL;
+    }
+    return r->msg;
+}
+
+/* The StatefulSet-mode name scheme of a NodeSet (prefix into buf); 0 when
+ * its names are not a scheme (DaemonSet mode: the Nodes'; hostNetwork:
+ * the hosts'). */
+static int scheme_of(const cJSON *ns, const char *name, nsn_scheme *out, char *buf, size_t len)
+{
+    if (nsb_mode_of(ns) != NSB_STATEFULSET || json_get_bool(ns, "spec.template.spec.hostNetwork", 0))
+        return 0;
+    const char *h = json_get_str(ns, "spec.template.spec.hostname");
+    if (h && *h)
+        snprintf(buf, len, "%s", h);
+    else
+        snprintf(buf, len, "%s-", name);
+    long long pad = json_get_int(ns, "spec.ordinalPadding", 0);
+    *out = (nsn_scheme){.prefix = buf, .pad = pad < 0 ? 0 : pad > 64 ? 64 : (int)pad, .count = nsb_replicas(ns)};
+    return 1;
+}
+
+/* The Controller key ("ns/name") a NodeSet uses. */
+static void ctl_key_of(const cJSON *ns, const char *own_ns, char *buf, size_t len)
+{
+    const char *cns = cw_ref_ns(ns, "spec.controllerRef");
+    snprintf(buf, len, "%s/%s", cns ? cns : own_ns, json_get_str_or(ns, "spec.controllerRef.name", ""));
+}
+
+/* Why NodeSet o may not use its Slurm names (malloc'd), NULL when it may:
+ * an earlier NodeSet of its Controller whose StatefulSet-mode scheme shares
+ * one (O(NodeSets of the Controller), through the index, each check
+ * arithmetic), or a collision a create or a pass found (rival_note). */
+static char *names_rival(nodeset_state *c, const sobj *o, const cJSON *ns)
+{
+    char v[512], pa[128], pb[128], ex[160];
+    nsn_scheme mine, theirs;
+    ctl_key_of(ns, o->ns, v, sizeof(v));
+    int has = scheme_of(ns, o->name, &mine, pa, sizeof(pa));
+    store_cursor cur;
+    for (const sobj *t = has ? store_index_first(op_store(c->op, OPK_NODESETS), c->ix_ns_ctl, v, &cur) : NULL; t;
+         t = store_index_next(&cur)) {
+        if (t == o || !t->json || !ns_earlier(t, o) || !scheme_of(t->json, t->name, &theirs, pb, sizeof(pb)))
+            continue;
+        if (nsn_overlap(&theirs, &mine, ex, sizeof(ex)))
+            return xasprintf("NodeSet %s/%s of the same Controller, created first, also names a pod's Slurm node "
+                             "%s: two pods would share one Slurm node, and one's rules could undo the drain the "
+                             "other's delete needs (change this NodeSet's template hostname, ordinalPadding or "
+                             "replicas)",
+                             t->ns, t->name, ex);
+    }
+    const char *r = rival_get(c, o->key);
+    return r ? xstrdup(r) : NULL;
+}
+
+/* Pod holder (of NodeSet owner) holds Slurm name `name` that NodeSet o has
+ * or wants: the later of the two NodeSets is told. Returns 1 when that is
+ * o (the message then also goes into *why when why is not NULL). */
+static int names_collide(nodeset_state *c, const sobj *o, const sobj *holder, const char *name, char **why)
+{
+    const sobj *owner = holder->owner_name ? store_get(op_store(c->op, OPK_NODESETS), holder->ns, holder->owner_name)
+                                           : NULL;
+    if (owner == NULL || owner == o)
+        return 0;
+    const sobj *earlier = ns_earlier(owner, o) ? owner : o, *later = earlier == o ? owner : o;
+    char *msg = xasprintf("Slurm node %s is the name of pod %s/%s of NodeSet %s/%s and of a pod of NodeSet %s/%s, "
+                          "which use the same Controller: the later NodeSet, %s/%s, is invalid until they no longer "
+                          "share names (its pods are kept; no pod is created under a shared name)",
+                          name, holder->ns, holder->name, owner->ns, owner->name, o->ns, o->name, later->ns,
+                          later->name);
+    if (later == o && why)
+        *why = xstrdup(msg);
+    rival_note(c, later->key, msg);
+    return later == o;
+}
+
 void nodeset_enqueue(operator *op, const char *key)
 {
     enqueue_full(op->nodeset, key, "slurm");
@@ -568,8 +713,19 @@ static void on_nodeset(store *s, const sobj *old, const sobj *new, void *data)
     const sobj *o = new ? new : old;
     if (c->exp && (new == NULL || (old && strcmp(old->uid, new->uid) != 0)))
         exp_drop(c->exp, o->key);
-    if (nodeset_changed(old, new))
+    if (nodeset_changed(old, new)) {
         incr_mark_full(c, o->key, "nodeset");
+        /* Its Controller's other NodeSets: one made invalid by sharing Slurm
+         * names with this one may be valid now (names_rival), or the
+         * reverse. Not for status writes (nodeset_changed): no cascade. */
+        char v[512];
+        store_cursor cur;
+        ctl_key_of(o->json, o->ns, v, sizeof(v));
+        for (const sobj *t = o->json ? store_index_first(s, c->ix_ns_ctl, v, &cur) : NULL; t;
+             t = store_index_next(&cur))
+            if (t != o && strcmp(t->key, o->key) != 0)
+                enqueue_full(c, t->key, "nodeset");
+    }
     if (c->q)
         wq_add(c->q, o->key);
 }
@@ -1363,14 +1519,28 @@ static int is_mode_pod(struct pass *p, const sobj *o)
 
 /* StatefulSet mode: create pods at these ordinals (ascending); their
  * claims are already there. Returns 0 when the template cannot be built. */
-static int create_ordinals(struct pass *p, const int *ords, int n, int replicas)
+static int slurm_name_held(struct pass *p, int ordinal);
+static char *pods_rival(struct pass *p);
+
+static int create_ordinals(struct pass *p, const int *ords_in, int n_in, int replicas)
 {
     char err[256];
     nsb_pod_args a;
+    /* No pod under a Slurm name that a pod of another NodeSet of the
+     * Controller holds (names_collide): the ordinal waits. */
+    int *ords = xcalloc((size_t)n_in + 1, sizeof(int)), n = 0;
+    for (int i = 0; i < n_in; i++)
+        if (!slurm_name_held(p, ords_in[i]))
+            ords[n++] = ords_in[i];
+    if (n == 0) {
+        free(ords);
+        return 0;
+    }
     fill_args(p, &a);
     cJSON *tmpl = nsb_build_template(&a, err, sizeof(err));
     if (tmpl == NULL) {
         op_warn(p->op, p->o, NSB_KIND, "ControllerRefFailed", "Cannot build the worker pod: %s", err);
+        free(ords);
         return 0;
     }
     struct create_job *job = job_new(p, tmpl);
@@ -1392,7 +1562,31 @@ static int create_ordinals(struct pass *p, const int *ords, int n, int replicas)
         incr_creating_set(r, ords[i], 1);
     submit_creates(p, job, items, (size_t)n);
     free(items);
+    free(ords);
     return 1;
+}
+
+/* The ordinal's Slurm name is held by a pod of another NodeSet of the
+ * Controller: said (Conflict, and the later NodeSet told), and waited for.
+ * hostNetwork: the name is the Node's, not known before the pod is bound
+ * (a full pass finds a collision then). */
+static int slurm_name_held(struct pass *p, int ordinal)
+{
+    if (json_get_bool(p->ns, "spec.template.spec.hostNetwork", 0))
+        return 0;
+    char ctl[512];
+    ctl_key_of(p->ns, p->nsname, ctl, sizeof(ctl));
+    char *name = nsb_statefulset_hostname(p->ns, ordinal);
+    const sobj *h = nss_name_holder(p->op, ctl, name, NULL, p->o->uid);
+    if (h) {
+        names_collide(p->c, p->o, h, name, NULL);
+        set_conflict(p, xasprintf("Slurm node %s is the name of pod %s/%s of another NodeSet of the Controller: "
+                                  "ordinal %d waits",
+                                  name, h->ns, h->name, ordinal));
+        want_requeue(p, CRC_CONFLICT_RETRY_MS);
+    }
+    free(name);
+    return h != NULL;
 }
 
 /* Is the ordinal's pod name held by a pod that is not ours (an earlier
@@ -1561,6 +1755,21 @@ static int ds_may_replace(struct pass *p, const char *node)
     return 1;
 }
 
+/* A Node to get a pod, by the Slurm name the pod would take. */
+struct ds_want {
+    char *name; /* map key */
+    const sobj *node;
+};
+
+static void ds_want_free(void *v)
+{
+    struct ds_want *w = v;
+    free(w->name);
+    free(w);
+}
+
+static const map_type ds_want_type = {.val_free = ds_want_free};
+
 /* DaemonSet mode: one pod on every Node where it should run. */
 static int scale_daemonset(struct pass *p)
 {
@@ -1638,17 +1847,60 @@ static int scale_daemonset(struct pass *p)
     struct create_job *job = tmpl ? job_new(p, tmpl) : NULL;
     tmpl = NULL; /* the job owns it now */
     const sobj *n;
+    /* The Nodes to get a pod, by the Slurm name it would take: two Nodes
+     * whose names map to one ("n1.a" and "n1.b" both give hostname "n1")
+     * get one pod, on the Node created first (then by name); a name a live
+     * pod of the Controller's NodeSets holds gets none (names_collide). */
+    int hn = json_get_bool(p->ns, "spec.template.spec.hostNetwork", 0);
+    char ctl[512];
+    ctl_key_of(p->ns, p->nsname, ctl, sizeof(ctl));
+    map_t want; /* Slurm name -> struct ds_want */
+    map_init_type(&want, &ds_want_type);
     while (job && (n = store_next(nodes, &it))) {
         fit_result fr;
         node_fit(sim, n, &fr);
         if (!fr.should_run || map_get(&by_node, n->name))
             continue;
-        const char *override = sobj_annotation(n, NSB_ANN_HOSTNAME_OVERRIDE);
-        char *host = nsb_daemonset_hostname(n->name, override);
+        char *host = nsb_daemonset_hostname(n->name, sobj_annotation(n, NSB_ANN_HOSTNAME_OVERRIDE));
         if (map_get(&by_node, host)) {
             free(host);
             continue;
         }
+        const char *sname = nsb_slurm_node_name(NSB_DAEMONSET, hn, n->name, host, NULL);
+        const sobj *h = nss_name_holder(p->op, ctl, sname, NULL, NULL);
+        struct ds_want *w = map_get(&want, sname);
+        const sobj *other = w ? w->node : NULL;
+        if (h) {
+            names_collide(p->c, p->o, h, sname, NULL);
+            set_conflict(p, xasprintf("Node %s would give its pod Slurm node name %s, which pod %s/%s holds: it "
+                                      "gets no pod of this NodeSet",
+                                      n->name, sname, h->ns, h->name));
+            want_requeue(p, CRC_CONFLICT_RETRY_MS);
+        } else if (other == NULL || ns_earlier(n, other)) {
+            if (other)
+                op_warn(p->op, p->o, NSB_KIND, "SlurmNameConflict",
+                        "Nodes %s and %s would both give their pods Slurm node name %s: only %s gets a pod", n->name,
+                        other->name, sname, n->name);
+            if (w == NULL) {
+                w = xcalloc(1, sizeof(*w));
+                w->name = xstrdup(sname);
+                map_put(&want, w->name, w);
+            }
+            w->node = n;
+        } else {
+            op_warn(p->op, p->o, NSB_KIND, "SlurmNameConflict",
+                    "Nodes %s and %s would both give their pods Slurm node name %s: only %s gets a pod", other->name,
+                    n->name, sname, other->name);
+        }
+        free(host);
+    }
+    size_t wit = 0;
+    const char *wk;
+    void *wv;
+    while (job && map_next(&want, &wit, &wk, &wv)) {
+        n = ((struct ds_want *)wv)->node;
+        const char *override = sobj_annotation(n, NSB_ANN_HOSTNAME_OVERRIDE);
+        char *host = nsb_daemonset_hostname(n->name, override);
         sync_claims(p, -1, host, NULL, 0);
         free(host);
         if (made == cap) {
@@ -1657,6 +1909,7 @@ static int scale_daemonset(struct pass *p)
         }
         items[made++] = item_new(job, -1, n->name, override, NULL);
     }
+    map_free(&want);
     if (made) {
         op_event(p->op, p->o, NSB_KIND, "ScalingUp", "Scale", "Creating %zu pod(s) on eligible nodes", made);
         changed = 1;
@@ -2511,6 +2764,12 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         msgs.v[msgs.n++] = xasprintf("metadata.name: NodeSet %s/%s of the same Controller has this name; their pods "
                                      "would share Slurm node names (rename one)", twin->ns, twin->name);
     }
+    char *rival = o->deleting || twin ? NULL : names_rival(c, o, p.ns);
+    int by_rival = rival != NULL;
+    if (rival) {
+        msgs.v = xrealloc(msgs.v, (msgs.n + 1) * sizeof(*msgs.v));
+        msgs.v[msgs.n++] = rival;
+    }
     if (msgs.n > 0) {
         /* Nothing of an invalid spec is acted on (a replicas beyond the
          * maximum would allocate and loop for it): Events and a condition
@@ -2521,7 +2780,10 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         nsb_msgs_free(&msgs);
         incr_drop(c, key);
         cJSON_Delete(p.ns);
-        return WQ_RESULT_OK;
+        /* A collision a pass found is remembered for RIVAL_TTL_MS: look
+         * again then (the earlier NodeSet's passes note it again while it
+         * lasts). */
+        return by_rival ? WQ_RESULT_AFTER(RIVAL_TTL_MS + 1000u) : WQ_RESULT_OK;
     }
     nsb_msgs_free(&msgs);
     nsim_remember(op->nodeset_immut, o->key, o->uid, p.ns);
@@ -2619,6 +2881,22 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
     if (c->mx_full_why)
         mx_counter_inc(mx_counter_get(c->mx_full_why, MX_LV(p.full_why ? p.full_why : "other")));
     collect_pods(&p);
+    char *prival = pods_rival(&p);
+    if (prival) {
+        /* A pod of this NodeSet shares its Slurm name with one of an
+         * earlier NodeSet: nothing is acted on, as for an invalid spec. */
+        nsb_msgs rm = {0};
+        rm.v = xcalloc(1, sizeof(*rm.v));
+        rm.v[rm.n++] = prival;
+        op_warn(op, o, NSB_KIND, "ValidationFailed", "%s", prival);
+        write_invalid(&p, &rm);
+        nsb_msgs_free(&rm);
+        incr_drop(c, key);
+        free(p.conflict);
+        free(p.pods);
+        cJSON_Delete(p.ns);
+        return WQ_RESULT_AFTER(RIVAL_TTL_MS);
+    }
     sync_revisions(&p);
     nss_observe(op, o);
     if (exp_satisfied(c->exp, key, o->uid, uv_now(op->loop))) {
@@ -2652,6 +2930,25 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
     if (p.soft_ms && p.soft_ms < after)
         after = p.soft_ms;
     return WQ_RESULT_AFTER(after);
+}
+
+/* A full pass over the NodeSet's own pods: one whose Slurm name a pod of
+ * another NodeSet of the Controller holds (the pods index: O(1) a pod).
+ * Returns why this NodeSet is the later of such a pair (malloc'd), NULL
+ * when it is not; the later one is told either way (names_collide). */
+static char *pods_rival(struct pass *p)
+{
+    char ctl[512];
+    ctl_key_of(p->ns, p->nsname, ctl, sizeof(ctl));
+    char *why = NULL;
+    for (size_t i = 0; i < p->n_pods && why == NULL; i++) {
+        const sobj *pod = pod_sobj(&p->pods[i]);
+        const char *name = nss_pod_slurm_name(pod);
+        const sobj *h = *name ? nss_name_holder(p->op, ctl, name, NULL, p->o->uid) : NULL;
+        if (h)
+            names_collide(p->c, p->o, h, name, &why);
+    }
+    return why;
 }
 
 static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
@@ -2722,6 +3019,7 @@ static void stop(operator *op)
     map_free(&c->failed_keys);
     map_free(&c->ds_backoffs);
     map_free(&c->held_names);
+    map_free(&c->rivals);
     map_free(&c->wait_passes);
     map_free(&c->incrs);
     map_free(&c->status_busy);
@@ -2755,6 +3053,7 @@ nodeset_state *nodeset_state_new(void)
     map_init_type(&c->incrs, &incr_type);
     map_init_type(&c->ds_backoffs, &backoff_type);
     map_init_type(&c->held_names, &backoff_type);
+    map_init_type(&c->rivals, &rival_type);
     map_init_type(&c->status_busy, &status_busy_type);
     return c;
 }
@@ -2766,6 +3065,7 @@ void nodeset_state_free(nodeset_state *c)
     map_free(&c->failed_keys);
     map_free(&c->ds_backoffs);
     map_free(&c->held_names);
+    map_free(&c->rivals);
     map_free(&c->wait_passes);
     map_free(&c->incrs);
     map_free(&c->status_busy);

@@ -430,6 +430,51 @@ int nss_pod_slurm_name_exact(const sobj *pod)
     return !pod_of(pod)->host_network;
 }
 
+/* The Controller key ("ns/name") of the NodeSet that owns pod into buf;
+ * 0 when no NodeSet in the store owns it. */
+static int pod_ctl_key(operator *op, const sobj *pod, char *buf, size_t len)
+{
+    if (!pod->owner_name || !pod->owner_kind || strcmp(pod->owner_kind, NSB_KIND) != 0)
+        return 0;
+    const sobj *ns = store_get(op_store(op, OPK_NODESETS), pod->ns, pod->owner_name);
+    if (!ns || !ns->json)
+        return 0;
+    const char *ctl = json_get_str(ns->json, "spec.controllerRef.name");
+    const char *cns = cw_ref_ns(ns->json, "spec.controllerRef");
+    if (!ctl || !*ctl)
+        return 0;
+    snprintf(buf, len, "%s/%s", cns ? cns : pod->ns, ctl);
+    return 1;
+}
+
+const sobj *nss_name_holder(operator *op, const char *ctl_key, const char *name, const char *except_uid,
+                            const char *except_owner_uid)
+{
+    nss_state *st = op->nodeset_slurm;
+    if (!st || !name || !*name || st->ix_slurm_name < 0)
+        return NULL;
+    store_cursor cur;
+    for (const sobj *o = store_index_first(op_store(op, OPK_PODS), st->ix_slurm_name, name, &cur); o;
+         o = store_index_next(&cur)) {
+        char k[512];
+        if ((except_uid && strcmp(o->uid, except_uid) == 0) ||
+            (except_owner_uid && o->owner_uid && strcmp(o->owner_uid, except_owner_uid) == 0))
+            continue;
+        if (pod_ctl_key(op, o, k, sizeof(k)) && strcmp(k, ctl_key) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+/* Another pod (of any NodeSet of the Controller, any namespace) whose slurmd
+ * takes the same Slurm name: the node is not this pod's alone, and what its
+ * own rules would write (an undrain, its pod info, a resumed DOWN) could
+ * undo what the other's need (a drain before its delete). */
+static int name_shared(const nss_state *st, const nss_set *s, const sobj *pod, const char *name)
+{
+    return nss_name_holder(st->op, s->ctl_key, name, pod->uid, NULL) != NULL;
+}
+
 /* A read shows node `name` (sn) as this pod's: its comment is the pod
  * info slurmop wrote for this very pod (namespace and pod name), and its
  * NodeHostname, which slurmd sends as its hostname cut at the first dot,
@@ -966,6 +1011,7 @@ nss_state *nss_state_new(void)
     map_init_type(&st->writes, &pw_type);
     map_init_type(&st->backoff, &bo_type);
     st->ik_mode = istr_get(NSB_LABEL_SCALING_MODE);
+    st->ix_slurm_name = -1; /* until nss_setup */
     return st;
 }
 
@@ -1442,14 +1488,17 @@ static void sync_cordon(sync_ctx *x, const nsb_pod *p, const sobj *pod, const ch
     } else if (condemned) {
         return; /* its cordon annotation is on its way */
     }
-    /* 4. Not cordoned: undo our own drain, never anybody else's. A node
-     *    that is also DOWN (the old pod's preStop, after our cordon drain)
-     *    is undrained without a reason: a reason would replace the preStop's
-     *    and leave a DOWN that reads "was uncordoned" (seen on 24.11, which
-     *    does not return it to service when slurmd registers), which
-     *    sync_stale_down, looking for the preStop's reason, then never
-     *    resumes. Keeping the reason lets it resume once the pod is Ready. */
-    if (sm_node_drain(n) && our_reason(n->reason)) {
+    /* 4. Not cordoned: undo our own drain, never anybody else's, and not
+     *    on a node another pod shares: its drain may be the one that
+     *    licenses that pod's delete (issue 39: the kept pod's sync undid the
+     *    condemned one's drain). A node that is also DOWN (the old pod's
+     *    preStop, after our cordon drain) is undrained without a reason: a
+     *    reason would replace the preStop's and leave a DOWN that reads "was
+     *    uncordoned" (seen on 24.11, which does not return it to service
+     *    when slurmd registers), which sync_stale_down, looking for the
+     *    preStop's reason, then never resumes. Keeping the reason lets it
+     *    resume once the pod is Ready. */
+    if (sm_node_drain(n) && our_reason(n->reason) && !name_shared(x->st, x->s, pod, name)) {
         if (n->base == SM_NODE_DOWN) {
             sm_node_update u = {.set = SM_UPD_STATE, .state = SM_REQ_UNDRAIN};
             slurm_update(x->st, x->cache, x->s, name, &u);
@@ -2337,9 +2386,12 @@ static void status_pod(nss_state *st, nss_set *s, nc_cache *cache, const sobj *n
         name_record(s, pod, name, sn);
     if (busy || sn || !wdp || !protected || !*name || name_gone(s, cache, pod, name))
         set_pod_meta(st, s->key, pod, 1, NSB_LABEL_POD_PROTECT, busy && wdp ? "true" : NULL);
-    if (sn && nsb_pod_running_ready(p) && pod_of(pod)->node_name)
+    /* A node another pod shares gets neither pod's info nor a resumed
+     * DOWN: the two would take turns, and a DOWN may be the other's. */
+    int shared = sn && nsb_pod_running_ready(p) && name_shared(st, s, pod, name);
+    if (sn && nsb_pod_running_ready(p) && pod_of(pod)->node_name && !shared)
         sync_pod_info(st, s, cache, nodeset, pod, name, sn);
-    if (sn && nsb_pod_running_ready(p))
+    if (sn && nsb_pod_running_ready(p) && !shared)
         sync_stale_down(st, s, cache, pod, name, sn);
 }
 

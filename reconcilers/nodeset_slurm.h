@@ -203,6 +203,14 @@ const char *nss_pod_slurm_name(const sobj *pod);
  *  node" for it proves nothing until a read has shown the node as the
  *  pod's. */
 int nss_pod_slurm_name_exact(const sobj *pod);
+/** A pod (other than the one of uid except_uid, and not one owned by
+ *  except_owner_uid; NULL: none) whose Slurm name is `name` and whose
+ *  NodeSet (any namespace) uses the Controller ctl_key ("ns/name"); NULL
+ *  when none. Through the pods store's index by Slurm name: O(pods of that
+ *  name). Names must be unique per Controller
+ *  (docs/internals/DRAIN-SAFETY.md#names). */
+const sobj *nss_name_holder(operator *op, const char *ctl_key, const char *name, const char *except_uid,
+                            const char *except_owner_uid);
 
 /* ---- pure helpers (exposed for tests) ---- */
 
