@@ -2770,6 +2770,17 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         msgs.v = xrealloc(msgs.v, (msgs.n + 1) * sizeof(*msgs.v));
         msgs.v[msgs.n++] = rival;
     }
+    if (msgs.n > 0 && o->deleting) {
+        /* Being deleted: its pods are drained and deleted, and its
+         * finalizers go, whatever its validity (returning here kept the drain
+         * finalizer of a NodeSet made invalid after its pods existed, so it
+         * could never be deleted). Every pod still goes through the drain
+         * proof (nss_condemn), shared Slurm name or not. */
+        for (size_t i = 0; i < msgs.n; i++)
+            log_info("nodeset %s: being deleted with an invalid spec (%s); draining its pods all the same", key,
+                     msgs.v[i]);
+        nsb_msgs_free(&msgs);
+    }
     if (msgs.n > 0) {
         /* Nothing of an invalid spec is acted on (a replicas beyond the
          * maximum would allocate and loop for it): Events and a condition

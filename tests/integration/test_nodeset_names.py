@@ -16,7 +16,9 @@ to one name puts one pod there. Checked, with one Controller:
   - DaemonSet mode on Nodes n1.a and n1.b (both hostname n1): one pod, on
     n1.a, and a SlurmNameConflict Warning;
   - the earlier gpu- NodeSet deleted: the later one becomes valid and gets
-    its pods.
+    its pods;
+  - a NodeSet made invalid after its pods exist can still be deleted (its
+    pods drained, here opted out, and its drain finalizer removed).
 """
 # backends: kubesim k8s
 import json
@@ -34,9 +36,9 @@ ALLOWED = "slinky.slurm.net/allowed-namespaces"
 IMAGES = {"slurmd": {"image": "ghcr.io/slinkyproject/slurmd:test"}, "logfile": {"image": "alpine:test"}}
 
 
-def nodeset(c, ns, name, spec):
+def nodeset(c, ns, name, spec, no_drain=True):
     body = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet",
-            "metadata": {"name": name, "annotations": {NO_DRAIN: "true"}},
+            "metadata": {"name": name, "annotations": {NO_DRAIN: "true"} if no_drain else {}},
             "spec": dict({"controllerRef": {"name": "slurm", "namespace": "default"}, "replicas": 1}, **IMAGES,
                          **spec)}
     r = c.post(NS_API + "/namespaces/%s/nodesets" % ns, body)
@@ -126,6 +128,27 @@ def test_names_unique():
             assert r.status in (200, 202), r.text
             wait_for(lambda: hosts(c, "a2") == ["gpu-0", "gpu-1"], 60, what="a2's pods once a1 is gone")
             assert (valid(c, "default", "a2") or ("True",))[0] != "False", valid(c, "default", "a2")
+            # A NodeSet made invalid once its pods exist (here by a field
+            # validation refuses) can still be deleted: its pods are drained
+            # and deleted as always (opted out here: no Slurm) and its drain
+            # finalizer goes. The invalid branch used to return first, so
+            # it stayed forever.
+            nodeset(c, "default", "e1", {"template": {"spec": {"hostname": "zpu-"}}}, no_drain=False)
+            wait_for(lambda: hosts(c, "e1") == ["zpu-0"], 30, what="e1's pod")
+            wait_for(lambda: "nodeset.slinky.slurm.net/drain" in
+                     (c.get(NS_API + "/namespaces/default/nodesets/e1").json()["metadata"].get("finalizers") or []),
+                     30, what="e1's drain finalizer")
+            r = c.patch(NS_API + "/namespaces/default/nodesets/e1",
+                        {"spec": {"template": {"spec": {"hostname": "zpu-", "setHostnameAsFQDN": True}}}})
+            assert r.status == 200, r.text
+            wait_for(lambda: (valid(c, "default", "e1") or ("",))[0] == "False", 30, what="e1 Valid=False")
+            r = c.patch(NS_API + "/namespaces/default/nodesets/e1", {"metadata": {"annotations": {NO_DRAIN: "true"}}})
+            assert r.status == 200, r.text
+            r = c.delete(NS_API + "/namespaces/default/nodesets/e1")
+            assert r.status in (200, 202), r.text
+            wait_for(lambda: c.get(NS_API + "/namespaces/default/nodesets/e1").status == 404, 30,
+                     what="the invalid NodeSet e1 deleted (its drain finalizer removed)")
+            assert hosts(c, "e1") == [], hosts(c, "e1")
             op.check_no_forbidden()
 
 
