@@ -351,6 +351,16 @@ skip-name-resolve
 innodb_buffer_pool_size = 128M
 innodb_lock_wait_timeout = 900
 EOF
+        # Offline table tools and clients an Accounting's database never
+        # runs (about 5 MB each): the server, its set-up (mariadb-install-db,
+        # my_print_defaults, resolveip), mariadb, mariadb-admin, mariadb-dump
+        # and mariadb-upgrade (with mariadb-check) stay.
+        (cd "$t/usr/bin" && rm -f aria_* myisam* mariadb-binlog mariadb-slap mariadb-import mariadb-show \
+            mariadb-conv mariadb-plugin innochecksum perror mariadb-waitpid mariadb-hotcopy mariadb-find-rows \
+            mariadb-dumpslow mariadb-access mariadb-setpermission mariadb-convert-table-format mariadb-report \
+            mysqlbinlog mysqlslap mysqlimport mysqlshow mysqlhotcopy mysql_plugin mysql_waitpid mysql_find_rows \
+            mysqldumpslow mysqlaccess mysql_setpermission mysql_convert_table_format mysqlreport \
+            2>/dev/null || true)
         slim "$t"
         pack "$out" "$(spec "localhost/slurmop/mariadb:$ver" 0:0 '["tini","--","/usr/local/bin/mariadb-entrypoint.sh"]' '["mariadbd"]' '["3306/tcp"]')"
         rm -rf "$STAGE"
@@ -469,8 +479,13 @@ EOF
                 --ignorefile "$4/deploy/Dockerfile.dockerignore" -f "$4/deploy/Dockerfile" -t "$5" "$4"
             rm -f "$6.part"
             "${B[@]}" push --quiet "$5" "docker-archive:$6.part:$5"
-            # The intermediate images stay: they are the layer cache of the
-            # next build (rm -rf the buildah folder of the cache to reclaim).
+            # The intermediate images stay as the layer cache of the next
+            # build (the apt steps, a minute each), until the storage passes
+            # 2 GB: each source change adds its compile layers.
+            if [ "$(du -sm "$1/root" | cut -f1)" -gt 2048 ]; then
+                "${B[@]}" rm --all >/dev/null 2>&1 || true
+                "${B[@]}" rmi --prune >/dev/null 2>&1 || true
+            fi
             ' _ "$CACHE/buildah" "$TMP" "$bases" "$ROOT" "$ref" "$out" >"$log" 2>&1; then
             tail -n 20 "$log" >&2
             die "buildah failed (log: $log)"
