@@ -238,7 +238,13 @@ class Slurmop:
             return e.code, e.read().decode()
 
     def ready(self):
-        return self.get(self.health_url + "/readyz")[0] == 200
+        # Polled until true: a refused connection (not listening yet) or an
+        # answer slower than get's timeout (a loaded CI machine) is "not yet",
+        # and the caller's deadline decides.
+        try:
+            return self.get(self.health_url + "/readyz")[0] == 200
+        except (OSError, urllib.error.URLError):
+            return False
 
     def wait_ready(self, timeout=30):
         wait_for(self.ready, timeout, what="slurmop /readyz")
