@@ -546,10 +546,11 @@ static const cJSON **collect_nodesets(crc_pass *p, size_t *n, cJSON *copies)
     size_t it = 0, k = 0;
     const sobj *o;
     char why[512];
+    int version = tnc_controller_slurm_version(p->cr);
     while ((o = store_next(s, &it))) {
         if (!cw_ref_is(o->json, "spec.controllerRef", p->o->ns, p->o->name) || !tnc_admits(p->cr, o->ns))
             continue;
-        if (tnc_nodeset_conf_check(o->json, why, sizeof(why)) == 0) {
+        if (tnc_nodeset_conf_check(o->json, version, why, sizeof(why)) == 0) {
             v[k++] = o->json;
             continue;
         }
@@ -557,7 +558,7 @@ static const cJSON **collect_nodesets(crc_pass *p, size_t *n, cJSON *copies)
         cJSON *part = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "spec"), "partition");
         if (cJSON_IsObject(part))
             cJSON_DeleteItemFromObjectCaseSensitive(part, "config");
-        if (tnc_nodeset_conf_check(c, why, sizeof(why)) == 0) {
+        if (tnc_nodeset_conf_check(c, version, why, sizeof(why)) == 0) {
             cJSON_AddItemToArray(copies, c);
             v[k++] = c;
         } else {

@@ -7,25 +7,32 @@
 
 enum vkind { V_ANY, V_BOOL, V_STATE, V_COUNT };
 
+/* since: the oldest Slurm (YY * 100 + MM) whose slurmctld takes the key; 0
+ * for every version slurmop supports (22.05 on). Measured on the Slurm labs
+ * (tests/integration/test_slurm_partconf.py): 22.05 refuses ExclusiveTopo,
+ * MaxCPUsPerSocket and PowerDownOnIdle, which 24.11 takes; 24.11 refuses
+ * Topology, which came with 25.05's multiple topologies (26.05 takes it).
+ * Versions between the labs' are not assumed. */
 static const struct key {
     const char *name;
     enum vkind v;
+    int since;
 } keys[] = {
-    {"AllocNodes", V_ANY},        {"AllowAccounts", V_ANY},     {"AllowGroups", V_ANY},
-    {"AllowQos", V_ANY},          {"Alternate", V_ANY},         {"CpuBind", V_ANY},
-    {"Default", V_BOOL},          {"DefaultTime", V_ANY},       {"DefCpuPerGPU", V_COUNT},
-    {"DefMemPerCPU", V_COUNT},    {"DefMemPerGPU", V_COUNT},    {"DefMemPerNode", V_COUNT},
-    {"DenyAccounts", V_ANY},      {"DenyQos", V_ANY},           {"DisableRootJobs", V_BOOL},
-    {"ExclusiveTopo", V_BOOL},    {"ExclusiveUser", V_BOOL},    {"GraceTime", V_COUNT},
-    {"Hidden", V_BOOL},           {"LLN", V_BOOL},              {"MaxCPUsPerNode", V_COUNT},
-    {"MaxCPUsPerSocket", V_COUNT}, {"MaxMemPerCPU", V_COUNT},   {"MaxMemPerNode", V_COUNT},
-    {"MaxNodes", V_COUNT},        {"MaxTime", V_ANY},           {"MinNodes", V_COUNT},
-    {"OverSubscribe", V_ANY},     {"OverTimeLimit", V_COUNT},   {"PowerDownOnIdle", V_BOOL},
-    {"PreemptMode", V_ANY},       {"PriorityJobFactor", V_COUNT}, {"PriorityTier", V_COUNT},
-    {"QOS", V_ANY},               {"ReqResv", V_BOOL},          {"ResumeTimeout", V_COUNT},
-    {"RootOnly", V_BOOL},         {"SelectTypeParameters", V_ANY}, {"State", V_STATE},
-    {"SuspendTime", V_ANY},       {"SuspendTimeout", V_COUNT},  {"Topology", V_ANY},
-    {"TRESBillingWeights", V_ANY},
+    {"AllocNodes", V_ANY, 0},         {"AllowAccounts", V_ANY, 0},       {"AllowGroups", V_ANY, 0},
+    {"AllowQos", V_ANY, 0},           {"Alternate", V_ANY, 0},           {"CpuBind", V_ANY, 0},
+    {"Default", V_BOOL, 0},           {"DefaultTime", V_ANY, 0},         {"DefCpuPerGPU", V_COUNT, 0},
+    {"DefMemPerCPU", V_COUNT, 0},     {"DefMemPerGPU", V_COUNT, 0},      {"DefMemPerNode", V_COUNT, 0},
+    {"DenyAccounts", V_ANY, 0},       {"DenyQos", V_ANY, 0},             {"DisableRootJobs", V_BOOL, 0},
+    {"ExclusiveTopo", V_BOOL, 2411},  {"ExclusiveUser", V_BOOL, 0},      {"GraceTime", V_COUNT, 0},
+    {"Hidden", V_BOOL, 0},            {"LLN", V_BOOL, 0},                {"MaxCPUsPerNode", V_COUNT, 0},
+    {"MaxCPUsPerSocket", V_COUNT, 2411}, {"MaxMemPerCPU", V_COUNT, 0},   {"MaxMemPerNode", V_COUNT, 0},
+    {"MaxNodes", V_COUNT, 0},         {"MaxTime", V_ANY, 0},             {"MinNodes", V_COUNT, 0},
+    {"OverSubscribe", V_ANY, 0},      {"OverTimeLimit", V_COUNT, 0},     {"PowerDownOnIdle", V_BOOL, 2411},
+    {"PreemptMode", V_ANY, 0},        {"PriorityJobFactor", V_COUNT, 0}, {"PriorityTier", V_COUNT, 0},
+    {"QOS", V_ANY, 0},                {"ReqResv", V_BOOL, 0},            {"ResumeTimeout", V_COUNT, 0},
+    {"RootOnly", V_BOOL, 0},          {"SelectTypeParameters", V_ANY, 0}, {"State", V_STATE, 0},
+    {"SuspendTime", V_ANY, 0},        {"SuspendTimeout", V_COUNT, 0},    {"Topology", V_ANY, 2505},
+    {"TRESBillingWeights", V_ANY, 0},
 };
 
 /* Written by the operator on the same line: a second Nodes= would put other
@@ -75,7 +82,7 @@ static int value_ok(enum vkind kind, const char *v, size_t n)
     return 1;
 }
 
-int pcf_check(const char *config, char *why, size_t size)
+int pcf_check(const char *config, int slurm_version, char *why, size_t size)
 {
     if (config == NULL)
         return 0;
@@ -109,6 +116,14 @@ int pcf_check(const char *config, char *why, size_t size)
         if (k == sizeof(keys) / sizeof(keys[0]))
             return fail(why, size, "%.*s is not a key Slurm accepts on a partition line (slurm.conf(5))", word,
                         klen);
+        if (keys[k].since && slurm_version < keys[k].since) {
+            if (why && size)
+                snprintf(why, size,
+                         "%.*s needs Slurm %d.%02d or later, and the Controller's slurmctld image %s", (int)klen,
+                         word, keys[k].since / 100, keys[k].since % 100,
+                         slurm_version ? "is older" : "names no version (its tag)");
+            return -1;
+        }
         if (seen[k])
             return fail(why, size, "%.*s is given twice", word, klen);
         seen[k] = word;

@@ -15,7 +15,11 @@
  * printable characters without blanks, quotes, '#' or '\', or a double-quoted
  * string of printable characters without quotes, '#' or '\'. Yes/no keys take
  * YES or NO, State one of UP, DOWN, DRAIN, INACTIVE, and count keys a number
- * or UNLIMITED/INFINITE: values slurmctld would stop on.
+ * or UNLIMITED/INFINITE: values slurmctld would stop on. Keys newer than
+ * Slurm 22.05 only when the Controller's slurmctld image names a version
+ * that has them (clc_image_slurm_version; an image without a version in its
+ * tag gets the 22.05 keys only). Names are not checked against Slurm's
+ * database: a QOS or account that does not exist is slurmctld's to report.
  */
 #ifndef OP_PARTCONF_H
 #define OP_PARTCONF_H
@@ -26,10 +30,10 @@
  * a partition line never needs this much). */
 #define PCF_MAX_LEN 4096
 
-/** 0 when config (NULL or "" is fine) is a partition config slurmctld
- *  accepts, else -1 with a sentence naming the first bad word in
- *  why[0..size-1]. */
-int pcf_check(const char *config, char *why, size_t size);
+/** 0 when config (NULL or "" is fine) is a partition config a slurmctld of
+ *  slurm_version (YY * 100 + MM, 0 unknown) accepts, else -1 with a sentence
+ *  naming the first bad word in why[0..size-1]. */
+int pcf_check(const char *config, int slurm_version, char *why, size_t size);
 
 /** 0 when name (a Slurm NodeSet name, written as NodeSet=, Feature= and
  *  PartitionName=) holds only letters, digits, '-', '_' and '.', at most 253

@@ -96,7 +96,13 @@ int tnc_nodeset_admitted(const cJSON *nodeset, const cJSON *controller)
     return tnc_admits(controller, own);
 }
 
-int tnc_nodeset_conf_check(const cJSON *nodeset, char *why, size_t size)
+int tnc_controller_slurm_version(const cJSON *controller)
+{
+    const char *image = json_get_str(controller, "spec.slurmctld.image");
+    return image ? clc_image_slurm_version(image) : 0;
+}
+
+int tnc_nodeset_conf_check(const cJSON *nodeset, int slurm_version, char *why, size_t size)
 {
     char nb[256], w[384];
     if (pcf_check_name(clc_nodeset_name(nodeset, nb, sizeof(nb)), w, sizeof(w)) != 0) {
@@ -104,7 +110,7 @@ int tnc_nodeset_conf_check(const cJSON *nodeset, char *why, size_t size)
         return -1;
     }
     if (json_get_bool(nodeset, "spec.partition.enabled", 0) &&
-        pcf_check(json_get_str(nodeset, "spec.partition.config"), w, sizeof(w)) != 0) {
+        pcf_check(json_get_str(nodeset, "spec.partition.config"), slurm_version, w, sizeof(w)) != 0) {
         snprintf(why, size, "spec.partition.config: %s; the partition is written without it until it is fixed", w);
         return -1;
     }
@@ -127,7 +133,7 @@ char *tnc_nodeset_refusal(const cJSON *nodeset, const cJSON *controller, int all
     if (*name && ctlns && !tnc_nodeset_admitted(nodeset, controller))
         out = tnc_refused("spec.controllerRef", "Controller", ctlns, name, own);
     char why[512];
-    if (tnc_nodeset_conf_check(nodeset, why, sizeof(why)) != 0)
+    if (tnc_nodeset_conf_check(nodeset, tnc_controller_slurm_version(controller), why, sizeof(why)) != 0)
         append(&out, why);
     if (!allow_taints && json_get_bool(nodeset, "spec.taintKubeNodes", 0))
         append(&out, "spec.taintKubeNodes: tainting Kubernetes Nodes (cluster-scoped objects) is off in this "

@@ -62,11 +62,15 @@ char *tnc_key_refused(const char *token_ns, const char *key_ns, const char *secr
  *  the NodeSet's. */
 int tnc_nodeset_admitted(const cJSON *nodeset, const cJSON *controller);
 
+/** The Slurm version of a Controller's slurmctld image (spec.slurmctld.image,
+ *  clc_image_slurm_version), 0 when unknown (external, no tag). */
+int tnc_controller_slurm_version(const cJSON *controller);
+
 /** What the NodeSet would write into its Controller's slurm.conf passes
- *  partconf.h: the Slurm NodeSet name (pcf_check_name) and, with
+ *  partconf.h for a slurmctld of slurm_version (tnc_controller_slurm_version): the Slurm NodeSet name (pcf_check_name) and, with
  *  spec.partition.enabled, spec.partition.config (pcf_check). 0, or -1 with
  *  a sentence naming the field in why. */
-int tnc_nodeset_conf_check(const cJSON *nodeset, char *why, size_t size);
+int tnc_nodeset_conf_check(const cJSON *nodeset, int slurm_version, char *why, size_t size);
 
 /** Every refusal of a NodeSet (tnc_nodeset_admitted with a cross-namespace
  *  controller, tnc_nodeset_conf_check, spec.taintKubeNodes without

@@ -6,12 +6,17 @@
 #include "reconcilers/partconf.h"
 #include "reconcilers/tenancy.h"
 
-static int ok(const char *c)
+static int ok_for(const char *c, int version)
 {
     char why[256] = "";
-    int rc = pcf_check(c, why, sizeof(why));
+    int rc = pcf_check(c, version, why, sizeof(why));
     assert_true(rc == 0 ? why[0] == '\0' : why[0] != '\0');
     return rc == 0;
+}
+
+static int ok(const char *c)
+{
+    return ok_for(c, 2605);
 }
 
 static void test_accepted(void **state)
@@ -63,8 +68,27 @@ static void test_refused(void **state)
     big[sizeof(big) - 1] = '\0';
     assert_false(ok(big));
     char why[256];
-    assert_int_equal(pcf_check("Default=YES Bogus=1", why, sizeof(why)), -1);
+    assert_int_equal(pcf_check("Default=YES Bogus=1", 2605, why, sizeof(why)), -1);
     assert_non_null(strstr(why, "Bogus"));
+}
+
+/* Keys newer than 22.05 only for a slurmctld that has them (measured on the
+ * labs: 22.05 refuses these four, 24.11 Topology). */
+static void test_versions(void **state)
+{
+    (void)state;
+    static const char *const newer[] = {"ExclusiveTopo=NO", "MaxCPUsPerSocket=4", "PowerDownOnIdle=NO"};
+    for (size_t i = 0; i < sizeof(newer) / sizeof(newer[0]); i++) {
+        assert_false(ok_for(newer[i], 0));
+        assert_false(ok_for(newer[i], 2205));
+        assert_true(ok_for(newer[i], 2411));
+    }
+    assert_false(ok_for("Topology=default", 2411));
+    assert_true(ok_for("Topology=default", 2505));
+    assert_true(ok_for("Default=YES MaxTime=60", 0)); /* 22.05's keys need no version */
+    char why[256];
+    assert_int_equal(pcf_check("Topology=t", 0, why, sizeof(why)), -1);
+    assert_non_null(strstr(why, "25.05"));
 }
 
 static void test_names(void **state)
@@ -131,6 +155,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accepted),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_versions),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_nodeset),
     };
