@@ -22,7 +22,14 @@ host's slurmd; a Kubernetes Node plays the host. Issue 39, finding 2:
           (DrainBlockedNameUnproved Event, DrainBlocked=True) until a person
           sets the opt-out annotation.
 
-NAMES_SCENARIOS=dotted,case runs a subset. Exit 77 (skipped) without the
+  shared  Node "kn-5.lab.example", two hostNetwork NodeSets on it (kubesim
+          only: kube-scheduler binds only one pod with slurmd's port on the
+          host's network per Node): both pods take that one Slurm node. The
+          later NodeSet is Valid=False; the earlier one's scale-in drains the
+          node and keeps its pod while a job runs, the drain never undone
+          (issue 39, finding 3: the later pod's cordon sync undid it).
+
+NAMES_SCENARIOS=dotted,case,shared runs a subset. Exit 77 (skipped) without the
 Slurm binaries or root.
 """
 # backends: kubesim k8s
@@ -146,7 +153,62 @@ def scenario_case(ks, lab, host):
         log("ok 3: the opt-out annotation let pod %s go" % name)
 
 
-SCENARIOS = [("dotted", "kn-3.lab.example", scenario_dotted), ("case", "KN-3", scenario_case)]
+def scenario_shared(ks, lab, host):
+    """Two hostNetwork NodeSets on one Node: both pods take the host's name,
+    one Slurm node. The later NodeSet is Valid=False (its pod kept, nothing
+    acted on); the earlier one's scale-in drains the node and keeps its pod
+    while a job runs, and the drain is never undone meanwhile (the later
+    pod's cordon sync used to undrain it, being "not cordoned")."""
+    c = ks.client()
+    apply_crds(c)
+    add_node(ks, c, host)
+    tmpl = lambda prefix: {"spec": {"hostname": prefix, "hostNetwork": True,  # noqa: E731
+                                    "nodeSelector": {"kubernetes.io/hostname": host}}}
+    # oversubscribeNode: no anti-affinity between the Controller's workers,
+    # or hb-0 could not join ha-0 on the Node.
+    lab_cluster(c, lab, {"ha": dict(replicas=1, template=tmpl("ha-"), oversubscribeNode=True, **IMAGES)})
+    with Slurmop(ks.kubeconfig, **lab.slurmop_flags()) as op:
+        op.wait_ready()
+        wait_for(lambda: json.loads((lab.node(host) or {}).get("comment") or "{}").get("podName") == "ha-0", 30,
+                 what="ha-0's pod info on %s" % host)
+        time.sleep(1.1)  # a later creation second: ha is the earlier NodeSet by time, not only by name
+        r = c.post(NS_API + "/namespaces/default/nodesets",
+                   {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet", "metadata": {"name": "hb"},
+                    "spec": dict(controllerRef={"name": "slurm"}, replicas=1, template=tmpl("hb-"),
+                                 oversubscribeNode=True, **IMAGES)})
+        assert r.status == 201, r.text
+        wait_for(lambda: [p for p in live(c, "hb") if p["spec"].get("nodeName") == host] or None, 30,
+                 what="hb-0 on Node %s" % host)
+        time.sleep(3)  # hb's passes run (its pod Ready, its cordon sync)
+        job = lab.sbatch([host], 10)
+        wait_for(lambda: lab.job_state(job)[0] == "RUNNING", 30, what="job %s running on %s" % (job, host))
+        set_replicas(c, "ha", 0)
+        drained = False
+        while lab.job_state(job)[0] in ("RUNNING", "COMPLETING"):
+            assert "ha-0" in [p["metadata"]["name"] for p in live(c, "ha")], "ha-0 deleted while job %s ran" % job
+            d = "DRAIN" in set((lab.node(host) or {}).get("state_flags") or [])
+            assert d or not drained, "the drain of %s was undone while ha-0 waited for job %s" % (host, job)
+            drained = drained or d
+            time.sleep(0.05)
+        assert drained, "%s was never drained" % host
+        log("ok 1: scale-in of ha drained %s and kept ha-0 until job %s ended; the drain was never undone" %
+            (host, job))
+
+        def hb_valid():
+            st = c.get(NS_API + "/namespaces/default/nodesets/hb").json().get("status") or {}
+            return [x for x in st.get("conditions") or [] if x["type"] == "Valid"]
+        v = wait_for(lambda: hb_valid() and hb_valid()[0]["status"] == "False" and hb_valid(), 30,
+                     what="hb Valid=False")
+        assert host in v[0].get("message", ""), v
+        log("ok 2: ha-0 and hb-0 both take Slurm node %s; the later NodeSet hb is Valid=False: %s" %
+            (host, v[0].get("message")))
+        wait_for(lambda: not live(c, "ha"), 30, what="ha-0 deleted after the job")
+        assert [p["metadata"]["name"] for p in live(c, "hb")] == ["hb-0"], "the later NodeSet's pod went"
+        log("ok 3: ha-0 deleted once its node drained idle; hb-0 (of the invalid NodeSet) kept")
+
+
+SCENARIOS = [("dotted", "kn-3.lab.example", scenario_dotted), ("case", "KN-3", scenario_case),
+             ("shared", "kn-5.lab.example", scenario_shared)]
 
 
 def main():
@@ -162,6 +224,11 @@ def main():
             lab.start()
             with api_server(nodes=1, max_grace="200ms") as ks:
                 log("scenario %s (Slurm %s, dynamic node %s)" % (label, lab.version, host))
+                if label == "shared" and is_k8s():
+                    # kube-scheduler puts two pods with slurmd's port on
+                    # the host's network on one Node only once.
+                    log("skip shared: the real scheduler never binds both hostNetwork pods to one Node")
+                    continue
                 fn(ks, lab, host)
         except Exception as e:
             if type(e).__name__ != "Skip":
