@@ -212,6 +212,86 @@ static void pass_init(crc_pass *p, crc_module *m, const sobj *o, uint64_t first_
     p->env.cluster_domain = m->op->cluster_domain;
 }
 
+int crc_has_finalizer(const cJSON *obj, const char *name)
+{
+    const cJSON *f;
+    cJSON_ArrayForEach(f, json_get(obj, "metadata.finalizers"))
+    {
+        if (cJSON_IsString(f) && strcmp(f->valuestring, name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+size_t crc_nodesets_of(operator *op, const char *ns, const char *name)
+{
+    size_t n = 0, it = 0;
+    const sobj *o;
+    while ((o = store_next(op_store(op, OPK_NODESETS), &it)))
+        n += o->json && cw_ref_is(o->json, "spec.controllerRef", ns, name);
+    return n;
+}
+
+struct fin_ctx {
+    crc_module *m;
+    crc_gate *t;
+    char *key;
+};
+
+static void fin_written(int err, const cJSON *obj, const kube_status *st, void *data)
+{
+    struct fin_ctx *c = data;
+    crc_gate_end(&c->m->fin_gates, c->t, err, err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
+    if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && c->m->q) {
+        log_warn("%s %s: finalizer update failed: %s (%s)", c->m->kind, c->key, op_strerror(err),
+                 st ? st->message : "");
+        crc_write_failed(c->m, c->key);
+    }
+    free(c->key);
+    free(c);
+}
+
+/* CRC_NODESETS_FINALIZER: added while NodeSets of the CR's cluster exist,
+ * removed once the CR is being deleted and none is left (NodeSet events
+ * queue the CR). It is not removed from a live CR whose NodeSets went: that
+ * would be a write for nothing, and one may come back. */
+static void hold_for_nodesets(crc_module *m, const sobj *o)
+{
+    const char *ns = NULL, *name = NULL;
+    m->cluster_of(o, &ns, &name);
+    int has = crc_has_finalizer(o->json, CRC_NODESETS_FINALIZER);
+    int busy = ns && name && crc_nodesets_of(m->op, ns, name) > 0;
+    int want;
+    if (o->deleting)
+        want = has && busy;
+    else
+        want = has || busy;
+    if (want == has || crc_gate_busy(&m->fin_gates, o->key, o->rv))
+        return;
+    if (o->deleting)
+        log_info("%s %s: no NodeSet of Controller %s/%s is left: releasing it", m->kind, o->key, ns ? ns : "",
+                 name ? name : "");
+    cJSON *list = cJSON_CreateArray();
+    const cJSON *f;
+    cJSON_ArrayForEach(f, json_get(o->json, "metadata.finalizers"))
+    {
+        if (cJSON_IsString(f) && strcmp(f->valuestring, CRC_NODESETS_FINALIZER) != 0)
+            cJSON_AddItemToArray(list, cJSON_CreateString(f->valuestring));
+    }
+    if (want)
+        cJSON_AddItemToArray(list, cJSON_CreateString(CRC_NODESETS_FINALIZER));
+    cJSON *patch = cJSON_CreateObject();
+    cJSON *meta = json_obj_ensure(patch, "metadata");
+    json_set(meta, "finalizers", list);
+    json_set_str(meta, "resourceVersion", o->rv);
+    struct fin_ctx *c = xcalloc(1, sizeof(*c));
+    c->m = m;
+    c->key = xstrdup(o->key);
+    c->t = crc_gate_begin(&m->fin_gates, o->key, o->rv);
+    kube_patch(m->op->client, m->res, o->ns, o->name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0, fin_written, c);
+    cJSON_Delete(patch);
+}
+
 static wq_result run(crc_module *m, const char *key, uint64_t first_add_ns)
 {
     operator *op = m->op;
@@ -225,6 +305,8 @@ static wq_result run(crc_module *m, const char *key, uint64_t first_add_ns)
     struct accepted *a = map_get(&m->accepted, key);
     if (a && strcmp(a->uid, o->uid) != 0)
         forget_key(m, key); /* deleted and created again: a new object */
+    if (m->cluster_of)
+        hold_for_nodesets(m, o);
     if (o->deleting)
         return WQ_RESULT_OK; /* owned objects go with the garbage collector */
     struct backoff *b = map_get(&m->backoff, key);
@@ -265,6 +347,7 @@ void *crc_state_new(size_t size, const crc_module *tmpl)
     m->res = tmpl->res;
     m->sync = tmpl->sync;
     m->forget = tmpl->forget;
+    m->cluster_of = tmpl->cluster_of;
     return m;
 }
 
@@ -305,6 +388,7 @@ void crc_setup(crc_module *m, operator *op)
     map_init_type(&m->backoff, &backoff_type);
     map_init_type(&m->full_warned, &full_warned_type);
     map_init(&m->status_gates.m);
+    map_init(&m->fin_gates.m);
 }
 
 int crc_start(crc_module *m)
@@ -330,6 +414,7 @@ void crc_stop(crc_module *m)
     map_free(&m->backoff);
     map_free(&m->full_warned);
     crc_gates_clear(&m->status_gates);
+    crc_gates_clear(&m->fin_gates);
 }
 
 void crc_fini(crc_module *m)

@@ -98,6 +98,10 @@ struct crc_module {
     void (*sync)(crc_pass *p);
     /* Optional: the CR key is gone (deleted, or replaced by a new uid). */
     void (*forget)(crc_module *m, const char *key);
+    /* Optional: the cluster the CR serves (its Controller's namespace and
+     * name, pointers into o). Set, the CR holds CRC_NODESETS_FINALIZER while
+     * NodeSets of that Controller exist (crc_hold_for_nodesets). */
+    void (*cluster_of)(const sobj *o, const char **ns, const char **name);
     /* read-only, set by crc_setup */
     operator *op;
     /* private */
@@ -105,6 +109,7 @@ struct crc_module {
     map_t accepted;         /* key -> struct accepted (last valid CR) */
     crc_gates status_gates; /* status writes per CR key */
     map_t backoff;          /* key -> struct backoff (failed writes) */
+    crc_gates fin_gates;    /* finalizer writes per CR key */
     map_t full_warned;      /* key -> struct full_warned: the last ReferenceTableFull Warning (crc_ref_full) */
     uint64_t full_window_ms; /* start of the current 10 s window of such Warnings */
     unsigned full_window_n;  /* Warnings sent in it */
@@ -126,6 +131,20 @@ struct crc_pass {
     int ref_wait;        /* a referenced object's first read is on its way (crc_ref_wait) */
     int ref_full;        /* a referenced object found no room (crc_ref_full): warned once */
 };
+
+/* The finalizer a Controller and a RestApi hold while NodeSets of their
+ * cluster exist (docs/compat.md#deleting-a-cluster): a NodeSet being deleted
+ * drains its pods through Slurm, and slurmctld and slurmrestd must outlive
+ * it. With it, deleting everything at once (helm uninstall) ends with every
+ * pod drained: the NodeSets go first, then the Controller and the RestApi,
+ * whose objects the garbage collector then removes. */
+#define CRC_NODESETS_FINALIZER "slinky.slurm.net/nodesets"
+
+/** Whether obj's metadata.finalizers has name. */
+int crc_has_finalizer(const cJSON *obj, const char *name);
+/** The NodeSets (any namespace, deleting ones too) whose controllerRef is
+ *  ns/name. */
+size_t crc_nodesets_of(operator *op, const char *ns, const char *name);
 
 /** A reconciler's state whose first member is its crc_module: size bytes,
  *  zeroed, the module's reconciler fields (name, kind, store, res, sync,

@@ -64,6 +64,13 @@ static controller_state *of(crc_module *m)
     return container_of(m, controller_state, m);
 }
 
+/* A Controller's cluster is itself: it outlives its NodeSets. */
+static void cluster_of(const sobj *o, const char **ns, const char **name)
+{
+    *ns = o->ns;
+    *name = o->name;
+}
+
 static const crc_module module = {
     .name = CONTROLLER_CONTROLLER,
     .kind = CTLB_KIND,
@@ -71,6 +78,7 @@ static const crc_module module = {
     .res = &SLINKY_CONTROLLERS,
     .sync = reconcile,
     .forget = forget,
+    .cluster_of = cluster_of,
 };
 
 controller_state *controller_state_new(void)

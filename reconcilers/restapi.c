@@ -17,12 +17,21 @@ struct restapi_state {
     crc_module m; /* first: crc_state_new */
 };
 
+/* A RestApi serves its controllerRef's cluster: the NodeSets of that
+ * Controller drain through it, so it outlives them. */
+static void cluster_of(const sobj *o, const char **ns, const char **name)
+{
+    *ns = cw_ref_ns(o->json, "spec.controllerRef");
+    *name = cw_controller_ref(o->json);
+}
+
 static const crc_module module = {
     .name = RESTAPI_CONTROLLER,
     .kind = RAB_KIND,
     .store = OPK_RESTAPIS,
     .res = &SLINKY_RESTAPIS,
     .sync = reconcile,
+    .cluster_of = cluster_of,
 };
 
 restapi_state *restapi_state_new(void)
@@ -72,6 +81,18 @@ static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *
     }
 }
 
+/* A NodeSet added or gone: the RestApis of its Controller take or may drop
+ * CRC_NODESETS_FINALIZER. */
+static void on_nodeset(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    if (old_obj && new_obj)
+        return;
+    const sobj *o = new_obj ? new_obj : old_obj;
+    const char *ns = cw_ref_ns(o->json, "spec.controllerRef"), *ctl = cw_controller_ref(o->json);
+    if (ns && ctl)
+        enqueue_of_controller(data, ns, ctl);
+}
+
 static void setup(operator *op)
 {
     crc_module *m = &op->restapi->m;
@@ -81,6 +102,7 @@ static void setup(operator *op)
     store_on_change(op_store(op, OPK_CONFIGMAPS), crc_on_owned, m);
     store_on_change(op_store(op, OPK_SECRETS), on_secret, m);
     store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, m);
+    store_on_change(op_store(op, OPK_NODESETS), on_nodeset, m);
 }
 
 /* ------------------------------------------------------------------ */

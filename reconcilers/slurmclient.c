@@ -1,5 +1,7 @@
 #include "reconcilers/slurmclient.h"
 
+#include "reconcilers/cluster_rc.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "core/map.h"
 #include "core/mem.h"
 #include "reconcilers/cluster_common.h"
+#include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
 #include "reconcilers/tenancy.h"
 #include "reconcilers/controller.h"
@@ -148,6 +151,13 @@ static void on_secret(store *s, const sobj *old, const sobj *new, void *data)
 
 /* ---- lookups ---- */
 
+/* A CR being deleted still serves while it holds CRC_NODESETS_FINALIZER:
+ * NodeSets of its cluster drain through it (its objects stay until then). */
+static int serving(const sobj *o)
+{
+    return !o->deleting || crc_has_finalizer(o->json, CRC_NODESETS_FINALIZER);
+}
+
 /* The RestApi serving a Controller: the oldest of those referencing it. */
 static const sobj *restapi_of(operator *op, const char *ns, const char *ctl)
 {
@@ -160,7 +170,7 @@ static const sobj *restapi_of(operator *op, const char *ns, const char *ctl)
          * namespace that admits it (tenancy.h); any other would let a tenant
          * stand a slurmrestd of theirs between the operator and somebody
          * else's cluster, and answer its drain reads. */
-        if (!o->json || o->deleting || !cw_ref_is(o->json, "spec.controllerRef", ns, ctl) ||
+        if (!o->json || !serving(o) || !cw_ref_is(o->json, "spec.controllerRef", ns, ctl) ||
             !tnc_admits(c ? c->json : NULL, o->ns))
             continue;
         if (!best || o->created < best->created ||
@@ -439,7 +449,7 @@ static wq_result sync_one(slurmclient_state *st, const char *key)
     operator *op = st->op;
     cluster *c = map_get(&st->clusters, key);
     const sobj *ctl = store_get_key(op_store(op, OPK_CONTROLLERS), key);
-    if (!ctl || !ctl->json || ctl->deleting) {
+    if (!ctl || !ctl->json || !serving(ctl)) {
         if (c) {
             cluster_close(c, "the Controller is gone");
             notify_all(st, key);
@@ -460,6 +470,13 @@ static wq_result sync_one(slurmclient_state *st, const char *key)
     uint8_t *jwt = jwt_key_of(op, ctl, &klen, &pending, why, sizeof(why));
     if (!jwt && pending)
         return WQ_RESULT_AFTER(200);
+    if (!jwt && c && ctl->deleting) {
+        /* The cluster is being deleted and its JWT Secret went first (helm
+         * uninstall deletes it with the rest): the key already in hand
+         * serves until the NodeSets are drained. */
+        log_info("slurm %s: %s; the Controller is being deleted: keeping the key in hand", key, why);
+        return WQ_RESULT_OK;
+    }
     if (!jwt) {
         if (c) {
             cluster_close(c, why);

@@ -526,6 +526,16 @@ def scenario_delete(ks, lab):
         wait_for(lambda: lab.job_state(job)[0] == "RUNNING", 30, what="job %s running" % job)
         r = c.delete(NS_API + "/namespaces/default/restapis/slurm")
         assert r.status in (200, 202), r.text
+        # A deleted RestApi stays, and serves, while NodeSets of its cluster
+        # exist (its finalizer slinky.slurm.net/nodesets); one that goes
+        # anyway (the finalizer taken off by hand) leaves no way to drain.
+        wait_for(lambda: "slinky.slurm.net/nodesets" in (c.get(NS_API + "/namespaces/default/restapis/slurm").json()
+                                                          .get("metadata", {}).get("finalizers") or []),
+                 10, what="the deleted RestApi held by its finalizer")
+        r = c.patch(NS_API + "/namespaces/default/restapis/slurm", {"metadata": {"finalizers": None}})
+        assert r.status == 200, r.text
+        wait_for(lambda: c.get(NS_API + "/namespaces/default/restapis/slurm").status == 404, 10,
+                 what="the RestApi gone")
         time.sleep(1)
         set_replicas(c, "slinky", 2)
         cd = wait_for(blocked, 10, what="DrainBlocked condition")
