@@ -20,6 +20,8 @@ test_tenant_refused: the tenant tries every way into the victim's cluster:
 - a Token with the tenant's own database password (no Controller of the
   tenant names it as its JWT key) and with a Controller's key that is too
   short (12 bytes): refused, nothing minted;
+- a NodeSet of its own with taintKubeNodes (Nodes are cluster-scoped):
+  Valid=False naming --allow-node-taints, no Node tainted;
 - a NodeSet whose controllerRef is the victim's Controller (the victim's
   hostname prefix, an unknown partition key), a RestApi and a LoginSet of
   that Controller, a Controller whose accountingRef is the victim's
@@ -207,6 +209,10 @@ def test_tenant_refused():
                 "accountingRef": {"name": "acct", "namespace": VICTIM},
                 "slurmctld": {"image": "ghcr.io/slinkyproject/slurmctld:test"}, "logfile": {"image": "alpine:test"},
                 "persistence": {"enabled": False}})
+            # A NodeSet of the tenant's own cluster that would taint the (cluster-scoped) Nodes its pods land on.
+            cr(t, TENANT, "NodeSet", "taint", dict(controllerRef={"name": "short"}, replicas=1, taintKubeNodes=True,
+                                                   template={"spec": {"hostname": "tn-"}}, **IMAGES),
+               annotations={NO_DRAIN: "true"})
             # The victim's own NodeSet with a key slurmctld does not know.
             cr(c, VICTIM, "NodeSet", "typo", dict(controllerRef={"name": "slurm"}, replicas=1,
                                                   template={"spec": {"hostname": "typo-"}},
@@ -238,6 +244,8 @@ def test_tenant_refused():
             assert msgs["grab"].split(";")[0].replace("victim/slurm", "X") == \
                 msgs["ghost"].split(";")[0].replace("victim/nope", "X"), (msgs["grab"], msgs["ghost"])
             assert "Bogus" in msgs["grab"], msgs["grab"]
+            cd = wait_refused(t, TENANT, "nodesets", "taint")
+            assert "--allow-node-taints" in cd["message"], cd
             cd = wait_refused(c, VICTIM, "nodesets", "typo")
             assert "Bogus" in cd["message"] and "partition" in cd["message"], cd
 
@@ -245,6 +253,10 @@ def test_tenant_refused():
             for s in ("out-t-victim-key", "out-t-victim-pw", "out-t-ghost", "out-t-own-pw", "out-t-short"):
                 assert c.get("/api/v1/namespaces/%s/secrets/%s" % (TENANT, s)).status == 404, s
             assert pods_of(c, "grab", ns=TENANT) == [] and pods_of(c, "ghost", ns=TENANT) == []
+            tainted = [n["metadata"]["name"] for n in c.get("/api/v1/nodes").json()["items"]
+                       if any(x.get("key") == "nodeset.slinky.slurm.net/worker" for x in
+                              (n.get("spec") or {}).get("taints") or [])]
+            assert tainted == [], tainted
             assert c.get("/apis/apps/v1/namespaces/%s/deployments/ra-restapi" % TENANT).status == 404
             assert c.get("/apis/apps/v1/namespaces/%s/deployments/login" % TENANT).status == 404
             assert c.get("/apis/apps/v1/namespaces/%s/statefulsets/ctl-controller" % TENANT).status == 404
