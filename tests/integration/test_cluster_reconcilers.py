@@ -620,20 +620,21 @@ def run(ks, api, op):
     wait_for("partition change in slurm.conf", lambda: "PartitionName=mem Nodes=mem MaxTime=120" in
              api.get(CORE + "/configmaps/c1-config")["data"]["slurm.conf"].split("\n"))
     # MaxNodeCount follows the fleet (issue 32: it was 1024 whatever the NodeSets): 3000 replicas
-    # more make it 4096. The malformed extraConf keeps the NodeSet from making its 3000 pods (it
-    # cannot build the slurmd arguments); the Controller counts the replicas all the same.
+    # more make it 4096. An extraConf that slurmop refuses (a '$' a shell would expand; the CRD's
+    # pattern lets it through) keeps the NodeSet from making its 3000 pods; the Controller counts
+    # the replicas all the same.
     def max_nodes():
         conf = api.get(CORE + "/configmaps/c1-config")["data"]["slurm.conf"].split("\n")
         return [l for l in conf if l.startswith("MaxNodeCount=")]
     check(max_nodes() == ["MaxNodeCount=1024"], "a small fleet keeps MaxNodeCount=1024: %r" % max_nodes())
-    api.patch(GROUP + "/nodesets/mem", {"spec": {"replicas": 3000, "extraConf": "malformed"}})
+    api.patch(GROUP + "/nodesets/mem", {"spec": {"replicas": 3000, "extraConf": "Weight=$HOME"}})
     wait_for("MaxNodeCount sized from 3000 replicas", lambda: max_nodes() == ["MaxNodeCount=4096"])
     cm = api.get(CORE + "/configmaps/c1-config")
     wait_for("slurmctld rolls for the new MaxNodeCount", lambda: api.get(APPS + "/statefulsets/c1-controller")
              ["spec"]["template"]["metadata"]["annotations"]["slinky.slurm.net/slurm-config-hash"]
              == map_hash(cm["data"], False))
     check(not api.get(CORE + "/pods?labelSelector=app.kubernetes.io%2Finstance%3Dmem")["items"],
-          "the malformed NodeSet made no pods")
+          "the refused NodeSet made no pods")
     # Scaling back down does not shrink it (that would restart slurmctld for nothing).
     api.patch(GROUP + "/nodesets/mem", {"spec": {"replicas": 0, "extraConf": None}})
     time.sleep(1)
