@@ -29,7 +29,13 @@ host's slurmd; a Kubernetes Node plays the host. Issue 39, finding 2:
           node and keeps its pod while a job runs, the drain never undone
           (issue 39, finding 3: the later pod's cordon sync undid it).
 
-NAMES_SCENARIOS=dotted,case,shared runs a subset. Exit 77 (skipped) without the
+  proved  the dynamic node named after this machine (so its NodeHostname
+          agrees, as for a real hostNetwork slurmd), a DaemonSet-mode
+          hostNetwork pod on a Node of that name: once its pod info is read
+          back, Slurm's "no such node" (slurmctld restarted without its
+          state) frees the pod when its NodeSet is deleted: the record works.
+
+NAMES_SCENARIOS=dotted,case,shared,proved runs a subset. Exit 77 (skipped) without the
 Slurm binaries or root.
 """
 # backends: kubesim k8s
@@ -207,8 +213,51 @@ def scenario_shared(ks, lab, host):
         log("ok 3: ha-0 deleted once its node drained idle; hb-0 (of the invalid NodeSet) kept")
 
 
+def scenario_proved(ks, lab, host):
+    """The record that makes "no such node" count for a hostNetwork pod: the
+    dynamic node is named after this machine (as slurmd -Z without -N would
+    name it), so its NodeHostname agrees; the pod's info reaches it. Then
+    slurmctld loses its state (and the idle node), and the NodeSet is
+    deleted: Slurm's "no such node" for a name a read showed as the pod's
+    frees the pod (after the grace a lost idle node gets), instead of
+    keeping it as unproved."""
+    c = ks.client()
+    apply_crds(c)
+    add_node(ks, c, host)
+    tmpl = {"spec": {"hostNetwork": True, "nodeSelector": {"kubernetes.io/hostname": host}}}
+    lab_cluster(c, lab, {"dp": dict(scalingMode="DaemonSet", template=tmpl, **IMAGES)})
+    with Slurmop(ks.kubeconfig, **lab.slurmop_flags()) as op:
+        op.wait_ready()
+        pods = wait_for(lambda: [p for p in live(c, "dp") if p["spec"].get("nodeName") == host] or None, 30,
+                        what="the DaemonSet pod on Node %s" % host)
+        name = pods[0]["metadata"]["name"]
+        wait_for(lambda: json.loads((lab.node(host) or {}).get("comment") or "{}").get("podName") == name, 30,
+                 what="%s's pod info on %s" % (name, host))
+        assert (lab.node(host) or {}).get("hostname") in (None, "", host.split(".")[0]), lab.node(host)
+        time.sleep(2)  # a status pass reads the comment back: the name is recorded
+        log("ok 1: pod %s's info is on Slurm node %s (NodeHostname %s)" % (name, host, lab.node(host).get("hostname")))
+        lab.restart_ctld("--lose-state")
+        wait_for(lambda: lab.node("static-0") is not None, 30, what="slurmctld back")
+        assert lab.node(host) is None, "slurmctld kept %s after losing its state" % host
+        r = c.delete(NS_API + "/namespaces/default/nodesets/dp")
+        assert r.status in (200, 202), r.text
+        wait_for(lambda: not live(c, "dp"), 45, what="the pod deleted on Slurm's 'no such node' for a proved name")
+        assert not events(c, "DrainBlockedNameUnproved"), events(c, "DrainBlockedNameUnproved")
+        log("ok 2: slurmctld lost %s; deleting the NodeSet deleted pod %s on 'no such node' (name proved)" %
+            (host, name))
+
+
+def machine_name():
+    """This machine's hostname when a Kubernetes Node may carry it (a
+    lowercase DNS subdomain), else None."""
+    import re
+    import socket
+    h = socket.gethostname()
+    return h if re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?", h) else None
+
+
 SCENARIOS = [("dotted", "kn-3.lab.example", scenario_dotted), ("case", "KN-3", scenario_case),
-             ("shared", "kn-5.lab.example", scenario_shared)]
+             ("shared", "kn-5.lab.example", scenario_shared), ("proved", machine_name(), scenario_proved)]
 
 
 def main():
@@ -217,6 +266,14 @@ def main():
     for label, host, fn in SCENARIOS:
         if want and label not in want:
             continue
+        if host is None:
+            log("skip %s: this machine's hostname cannot name a Kubernetes Node" % label)
+            continue
+        if label == "shared" and is_k8s():
+            # kube-scheduler binds one pod with slurmd's port on the host's
+            # network per Node.
+            log("skip shared: the real scheduler never binds both hostNetwork pods to one Node")
+            continue
         tmp = tempfile.mkdtemp(prefix="test_slurm_names." + label + ".")
         os.chmod(tmp, 0o755)  # munged needs every folder above its socket searchable
         lab = Lab(tmp, ["static-0"], extra_env={"SLURMLAB_DYNAMIC": "1", "SLURMLAB_DYNAMIC_NAME": host})
@@ -224,11 +281,6 @@ def main():
             lab.start()
             with api_server(nodes=1, max_grace="200ms") as ks:
                 log("scenario %s (Slurm %s, dynamic node %s)" % (label, lab.version, host))
-                if label == "shared" and is_k8s():
-                    # kube-scheduler puts two pods with slurmd's port on
-                    # the host's network on one Node only once.
-                    log("skip shared: the real scheduler never binds both hostNetwork pods to one Node")
-                    continue
                 fn(ks, lab, host)
         except Exception as e:
             if type(e).__name__ != "Skip":
