@@ -1165,6 +1165,10 @@ static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *po
                     "condemned pods stay (cordoned) until it has one, or until the NodeSet is annotated "
                     NSS_ANN_NO_DRAIN "=true",
                     s->ctl_key);
+    if (avail == SC_READY && nc_suspect_why(cache))
+        return keep(st, s, nodeset, pod, "DrainHeldSlurmContradiction",
+                    "Slurm's answer cannot be trusted (%s); condemned pods stay while it is read again",
+                    nc_suspect_why(cache));
     if (avail != SC_READY || !nc_ready(cache))
         return keep(st, s, nodeset, pod, "DrainBlockedSlurmUnknown",
                     "Slurm of Controller %s cannot be read right now (unreachable, answering errors, or its "
@@ -1178,6 +1182,30 @@ static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *po
     if (v == NSS_WAIT)
         set_pod_meta(st, s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
     return v;
+}
+
+/* The node reads drained (or unknown to Slurm by name): the job list must
+ * say the same. A node's state does not show every job that holds it: a
+ * SUSPENDED job leaves it IDLE (22.05 and 26.05 both), its processes
+ * stopped there. 1 when a job read sent after the drain showed (at most
+ * PROOF_FRESH_MS ago) lists no job that may hold it; else 0 (the read is
+ * asked for, or a job holds it: the list's change brings the NodeSet
+ * back). */
+static int jobs_free(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod,
+                     const char *name)
+{
+    if (nc_jobs_free(cache, name, PROOF_FRESH_MS))
+        return 1;
+    int holds = nc_job_holds(cache, name);
+    if (holds == 1)
+        log_debug("nodeset %s: Slurm node %s of pod %s reads drained, but a job still holds it", s->key, name,
+                  pod->name);
+    else if (holds < 0 && nc_jobs_failed(cache))
+        keep(st, s, nodeset, pod, "DrainBlockedSlurmUnknown",
+             "Slurm's job list of Controller %s cannot be read (or does not read cleanly), so no node can be "
+             "shown free of jobs; condemned pods stay until it can",
+             s->ctl_key);
+    return 0;
 }
 
 /* condemn's verdict on a pod whose Slurm node is name, Slurm readable. */
@@ -1219,6 +1247,8 @@ static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset
                 enqueue_after(st, s->key, (uint32_t)(REGISTER_GRACE_MS - lost_ago) + 100u);
                 return NSS_WAIT;
             }
+            if (!jobs_free(st, s, cache, nodeset, pod, name))
+                return NSS_WAIT;
             log_info("nodeset %s: Slurm says it has no node %s (read by name); pod %s can go", s->key, name,
                      pod->name);
             return NSS_DELETE;
@@ -1231,6 +1261,11 @@ static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset
     }
     if (nc_settling(cache, name))
         return NSS_WAIT; /* a write is not read back yet: decide on fresh data */
+    if (nc_contradicted(cache, name))
+        return keep(st, s, nodeset, pod, "DrainHeldSlurmContradiction",
+                    "Slurm's last read of node %s shows a reason time from the future; every decision about it "
+                    "waits until a second read settles it",
+                    name);
     if (sm_node_drain(n) && our_reason(n->reason) && !nc_drain_proved(cache, name)) {
         /* Our reason, but no drain of ours that this process saw accepted
          * and then read back with a newer reason time: the answer may be an
@@ -1259,7 +1294,12 @@ static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset
             nc_read_soon(cache, name); /* its event brings us back */
             return NSS_WAIT;
         }
-        log_info("nodeset %s: Slurm node %s is drained; deleting pod %s (%s)", s->key, name, pod->name, why);
+        if (!jobs_free(st, s, cache, nodeset, pod, name)) {
+            nc_track(cache, name, TRACK_MS);
+            return NSS_WAIT;
+        }
+        log_info("nodeset %s: Slurm node %s is drained and holds no job; deleting pod %s (%s)", s->key, name,
+                 pod->name, why);
         /* No more reads needed for it; tracked by the hundred, the nodes
          * of deleted pods would leave the busy ones still condemned to the
          * table's slower poll (a job's end seen seconds late). */

@@ -382,10 +382,14 @@ static void apply_state_word(const char *w, int *base, int *have_base, uint64_t 
     int b, f;
     switch (sm_node_state_word(w, &b, &f)) {
     case 1:
-        /* The first base word wins; a second one would be a server bug. */
+        /* The first base word wins. A second, different one is a state
+         * Slurm never reports (a node has one base state): the node is
+         * marked with an unknown word, which proves it busy. */
         if (!*have_base) {
             *base = b;
             *have_base = 1;
+        } else if (b != *base) {
+            *flags |= SM_NF(OTHER);
         }
         break;
     case 2:
@@ -457,6 +461,11 @@ static int parse_node(const cJSON *o, sm_node *n)
     n->hostname = get_text(o, "hostname");
     n->cpus = get_int(o, "cpus", -1);
     n->alloc_cpus = get_int(o, "alloc_cpus", -1);
+    int64_t mem = -1;
+    n->alloc_memory = get_num(o, "alloc_memory", &mem) == NUM_VALUE ? mem : -1;
+    /* v0.0.40+ (a state list) count what jobs hold; 22.05 shows 0 while a
+     * job runs, so only the newer shape may betray work this way. */
+    n->alloc_known = cJSON_IsArray(st);
     n->reason_changed_at = get_time(o, "reason_changed_at", 0);
     return 0;
 }
@@ -479,13 +488,30 @@ static void apply_job_word(const char *w, int *state, int *have_state, uint32_t 
             if (!*have_state) {
                 *state = i;
                 *have_state = 1;
+            } else if (*state != i) {
+                *flags |= SM_JF_OTHER; /* two states at once: Slurm never says that */
             }
             return;
         }
     }
-    if (strcasecmp(w, "COMPLETING") == 0) {
-        *flags |= SM_JF_COMPLETING;
-    } else if (strcasecmp(w, "CONFIGURING") == 0) {
+    static const struct {
+        const char *w;
+        uint32_t f;
+    } words[] = {
+        {"COMPLETING", SM_JF_COMPLETING},   {"REQUEUED", SM_JF_REQUEUED},     {"REQUEUE_HOLD", SM_JF_REQUEUED},
+        {"REQUEUE_FED", SM_JF_REQUEUED},    {"SPECIAL_EXIT", SM_JF_REQUEUED}, {"STOPPED", SM_JF_STOPPED},
+        {"SIGNALING", SM_JF_SIGNALING},     {"STAGE_OUT", SM_JF_STAGE_OUT},   {"RESIZING", SM_JF_RESIZING},
+        {"UPDATE_DB", SM_JF_BENIGN},        {"REVOKED", SM_JF_BENIGN},        {"LAUNCH_FAILED", SM_JF_BENIGN},
+        {"RECONFIG_FAIL", SM_JF_BENIGN},    {"POWER_UP_NODE", SM_JF_BENIGN},  {"RESV_DEL_HOLD", SM_JF_BENIGN},
+        {"EXPEDITING", SM_JF_BENIGN},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(words); i++) {
+        if (strcasecmp(w, words[i].w) == 0) {
+            *flags |= words[i].f;
+            return;
+        }
+    }
+    if (strcasecmp(w, "CONFIGURING") == 0) {
         /* A configuring job holds its nodes; 22.05 writes only this word
          * for a running job whose nodes are still booting. */
         *flags |= SM_JF_CONFIGURING;
@@ -526,6 +552,33 @@ static int parse_job(const cJSON *o, sm_job *j)
     /* v0.0.38: null means unlimited; v0.0.40+: infinite, or not set. */
     j->time_limit = get_num(o, "time_limit", &lim) == NUM_VALUE ? lim : SM_INFINITE;
     return 0;
+}
+
+int sm_job_holds_nodes(const sm_job *j)
+{
+    switch (j->state) {
+    case SM_JOB_COMPLETED:
+    case SM_JOB_CANCELLED:
+    case SM_JOB_FAILED:
+    case SM_JOB_TIMEOUT:
+    case SM_JOB_NODE_FAIL:
+    case SM_JOB_PREEMPTED:
+    case SM_JOB_BOOT_FAIL:
+    case SM_JOB_DEADLINE:
+    case SM_JOB_OUT_OF_MEMORY:
+        /* Ended; its nodes are free once nothing of it runs there any more
+         * (COMPLETING: epilog, processes being killed) and nothing is on
+         * its way to them. REQUEUED on an ended job means it goes back to
+         * PENDING: it holds nothing on the node then (slurmctld clears
+         * its node list), but until then it is the kill phase. */
+        return (j->flags & ~(SM_JF_BENIGN | SM_JF_CONFIGURING)) != 0;
+    default:
+        /* PENDING (a requeued job keeps its nodes listed until they are
+         * released), RUNNING, SUSPENDED (processes stopped on the node, the
+         * node reads IDLE: found on 22.05), OTHER (a state word this module
+         * does not know, or only a flag such as 22.05's COMPLETING). */
+        return 1;
+    }
 }
 
 int64_t sm_job_deadline(const sm_job *j)

@@ -44,7 +44,9 @@
  *
  * Derived facts (Slinky's semantics, spec 3.9, made fail-closed) — the
  * reconcilers use these:
- *   idle-proof = base IDLE, DOWN or FUTURE, and neither flag COMPLETING nor
+ *   idle-proof = base IDLE, DOWN or FUTURE, nothing allocated where Slurm
+ *              reports it reliably (v0.0.40+: alloc_cpus, alloc_memory),
+ *              and neither flag COMPLETING nor
  *              a state word this module does not know (OTHER: it might
  *              mean jobs; each data_parser version fixes its flag list,
  *              so OTHER only comes from a server this model was not
@@ -220,6 +222,12 @@ typedef struct sm_node {
     char *hostname;
     int cpus;                  /* -1 when not reported */
     int alloc_cpus;            /* -1 when not reported (22.05 reports 0 while jobs run: unreliable) */
+    int64_t alloc_memory;      /* MB; -1 when not reported (22.05: 0 while jobs run, unreliable too) */
+    /* alloc_cpus and alloc_memory are Slurm's count of what jobs hold on
+     * the node (v0.0.40+: the state is a list; 22.05 reports 0 while jobs
+     * run). Then a jobless base state with anything allocated betrays a
+     * job (sm_node_jobless). */
+    int alloc_known;
     int64_t reason_changed_at; /* epoch seconds, 0 when unknown */
 } sm_node;
 
@@ -234,7 +242,8 @@ void sm_node_clear(sm_node *n);
 static inline int sm_node_jobless(const sm_node *n)
 {
     return n->flags_known && (n->base == SM_NODE_IDLE || n->base == SM_NODE_DOWN || n->base == SM_NODE_FUTURE) &&
-           !(n->flags & (SM_NF(COMPLETING) | SM_NF(OTHER)));
+           !(n->flags & (SM_NF(COMPLETING) | SM_NF(OTHER))) &&
+           !(n->alloc_known && (n->alloc_cpus > 0 || n->alloc_memory > 0));
 }
 /** Jobs are, were or may be running: anything not proven jobless,
  *  including an UNKNOWN or ERROR base state. v0.0.36 (flags unknown) keeps
@@ -291,9 +300,17 @@ enum sm_job_state {
     SM_JOB_OUT_OF_MEMORY,
     SM_JOB_OTHER, /* only a flag was given (22.05 writes "COMPLETING") or a new name */
 };
-/* Job state flags the operator may care about. */
+/* Job state flags (v0.0.40+ list them with the state; 22.05 writes one
+ * word). Known flags are kept so that only a word this module has never
+ * seen is OTHER. */
 #define SM_JF_COMPLETING (1u << 0)
 #define SM_JF_CONFIGURING (1u << 1)
+#define SM_JF_REQUEUED (1u << 2)    /* REQUEUED, REQUEUE_HOLD, REQUEUE_FED, SPECIAL_EXIT */
+#define SM_JF_STOPPED (1u << 3)     /* SIGSTOP sent to the job: its processes stay on the nodes */
+#define SM_JF_SIGNALING (1u << 4)   /* a signal on its way to the nodes */
+#define SM_JF_STAGE_OUT (1u << 5)   /* burst buffer stage-out: the allocation is kept */
+#define SM_JF_RESIZING (1u << 6)
+#define SM_JF_BENIGN (1u << 7)      /* words that say nothing about nodes (UPDATE_DB, REVOKED, ...) */
 #define SM_JF_OTHER (1u << 31)
 
 /** No limit: time_limit of an unlimited job, deadline of a job without one. */
@@ -307,6 +324,16 @@ typedef struct sm_job {
     int64_t start_time; /* epoch seconds; 0 when unset */
     int64_t time_limit; /* minutes; SM_INFINITE when unlimited or unset */
 } sm_job;
+
+/** Whether the job may hold (processes, an allocation, an epilog, state
+ *  to come back to) the nodes its list names: every job except one in a
+ *  final state (COMPLETED, CANCELLED, FAILED, TIMEOUT, NODE_FAIL,
+ *  PREEMPTED, BOOT_FAIL, DEADLINE, OUT_OF_MEMORY) that shows none of
+ *  COMPLETING, STOPPED, SIGNALING, STAGE_OUT, RESIZING or a word this
+ *  module does not know. A PENDING job holds the nodes it still lists (a
+ *  requeued one does until slurmctld clears them); a state word this module
+ *  does not know holds. Fail closed: new states are busy. */
+int sm_job_holds_nodes(const sm_job *j);
 
 /** When the job's time is up: start_time + time_limit minutes, or
  *  SM_INFINITE (unlimited, or no start time yet). */

@@ -26,6 +26,13 @@
 /* The same update asked for again after Slurm accepted it and a read showed
  * it had no effect: retried after 1 s, 2 s, ... up to this. */
 #define REPEAT_BACKOFF_MAX_MS 60000u
+/* Why a full answer is held (nc_cache.suspect_kind). */
+#define SUSPECT_SHRINK 1
+#define SUSPECT_CONTRADICTION 2
+/* A reason time more than this far ahead of the answer's own clock (the
+ * server's time when the answer carries one, else ours) is a contradiction:
+ * slurmctld stamps a reason with its time() before it packs the answer. */
+#define FUTURE_MAX_S 10
 /* Slurm's error for a node name it does not know (ESLURM_INVALID_NODE_NAME):
  * the only answer that proves a node does not exist. */
 #define SLURM_INVALID_NODE_NAME 2018
@@ -62,6 +69,21 @@ typedef struct nc_node {
     int deleted;
     uint64_t lost_ms;
     uint64_t listed_gen; /* c->table_gen of the last full table that listed it */
+    /* c->order when an answer first showed the node with DRAIN (0 while
+     * the last read showed none) and when an answer said Slurm has no such
+     * node: a job read sent after that can prove that no job holds it (no
+     * job starts on a drained node). */
+    uint64_t drain_seen_order;
+    uint64_t gone_seen_order;
+    /* A read showed a reason time from the future (FUTURE_MAX_S past the
+     * answer's clock): future_at that time, future_ms when the read that
+     * first showed it was sent. Held (nc_contradicted) until a read by
+     * name sent suspect_confirm_ms later shows a sane time, or the same one
+     * (then it is Slurm's own state, future_ok: a clock that jumped back).
+     * Never taken into max_reason_at, which it would stall for good. */
+    int64_t future_at;
+    uint64_t future_ms;
+    int future_ok;
     /* The same update asked for again after Slurm accepted it and a read
      * showed no effect: backoff, and a wake-up once it has passed. */
     unsigned repeats;
@@ -102,6 +124,8 @@ typedef struct nc_rq {
     uint64_t sent_ns;  /* uv_hrtime() */
     int64_t sent_wall; /* epoch seconds */
     int64_t update_time;
+    int64_t ref_time; /* the answer's clock for FUTURE_MAX_S (0: use ours when it arrived) */
+    uint64_t order;   /* c->order when sent */
     int negotiating; /* the version was not known when sent: the time includes negotiation */
     nc_write_cb cb;
     void *data;
@@ -124,6 +148,9 @@ struct nc_cache {
     nc_opts o;
     map_t nodes; /* name -> nc_node */
     uint64_t seq;
+    /* Orders what happened on the loop exactly (uv_now() has a millisecond
+     * and one value per iteration): answers applied, job reads sent. */
+    uint64_t order;
     /* the node table */
     uv_timer_t poll_timer;
     int polling;
@@ -136,6 +163,7 @@ struct nc_cache {
      * is read again; only a second answer sent suspect_confirm_ms later that
      * agrees is applied. */
     int suspect;
+    int suspect_kind; /* SUSPECT_* */
     uint64_t suspect_ms;
     int64_t table_last_update; /* "last_update" of the applied table (v0.0.40+) */
     uint64_t last_ok_ms;
@@ -168,8 +196,20 @@ struct nc_cache {
     uv_timer_t jobs_timer;
     int want_jobs, jobs_polling, jobs_ok;
     uint64_t jobs_ok_ms;
+    uint64_t jobs_ok_order; /* c->order when that read was sent */
     int64_t jobs_update_time;
+    int64_t jobs_last_update; /* "last_update" of the applied job list (v0.0.40+) */
+    int jobs_failed;          /* the last job read failed */
+    int jobs_again;           /* a read was asked for while one was in flight */
     map_t deadlines; /* name -> deadline_ent */
+    /* Nodes some job of the current list holds (sm_job_holds_nodes):
+     * name -> name. jobs_bad: the list named nodes in a form that does not
+     * expand; every node is then held. */
+    map_t holders;
+    int jobs_bad;
+    map_t job_waiters; /* name -> name: told (on_node) when the next job read completes */
+    /* Why the table is held (c->suspect): for logs and the owner's Event. */
+    char suspect_why[160];
     /* pings */
     uv_timer_t ping_timer;
     int want_ping, ping_polling, ping_ok;
@@ -192,7 +232,7 @@ struct nc_cache {
     void *close_data;
     nc_stats stats;
     /* metrics */
-    mx_family *mx_polls, *mx_bytes, *mx_last, *mx_up, *mx_nodes, *mx_interval, *mx_writes;
+    mx_family *mx_polls, *mx_bytes, *mx_last, *mx_up, *mx_nodes, *mx_interval, *mx_writes, *mx_contra;
 };
 
 /* ---- helpers ---- */
@@ -345,6 +385,7 @@ static nc_rq *rq_new(nc_cache *c, const char *name)
     r->sent_ms = uv_now(c->loop);
     r->sent_ns = uv_hrtime();
     r->sent_wall = wall();
+    r->order = ++c->order;
     c->requests++;
     return r;
 }
@@ -408,21 +449,75 @@ static void schedule_poll(nc_cache *c, unsigned ms)
 static unsigned poll_ok(nc_cache *c, const nc_rq *r);
 static void poll_finish(nc_cache *c, nc_rq *r, unsigned next);
 
+static void arm_track(nc_cache *c, unsigned ms);
+
+static void contradiction(nc_cache *c, const char *kind)
+{
+    c->stats.contradictions++;
+    if (c->mx_contra)
+        mx_counter_inc(mx_counter_get(c->mx_contra, MX_LV(c->name, kind)));
+}
+
+/* The reason time of n, as read with r, against the answer's clock: a
+ * time from the future is held (see nc_node.future_at) and never taken
+ * into max_reason_at; the node is read again by name once
+ * suspect_confirm_ms have passed. */
+static void check_reason_time(nc_cache *c, nc_node *e, const sm_node *n, const nc_rq *r)
+{
+    int64_t ref = r->ref_time > 0 ? r->ref_time : wall();
+    int64_t at = n->reason_changed_at;
+    if (at <= ref + FUTURE_MAX_S) {
+        if (e->future_ms)
+            log_info("slurm %s: node %s: reason time back to %" PRId64 " (was %" PRId64 ", in the future)",
+                     c->name, e->name, at, e->future_at);
+        e->future_at = 0;
+        e->future_ms = 0;
+        e->future_ok = 0;
+        if (at > e->max_reason_at)
+            e->max_reason_at = at;
+        return;
+    }
+    if (e->future_ms == 0 || e->future_at != at) {
+        e->future_at = at;
+        e->future_ms = r->sent_ms ? r->sent_ms : 1;
+        e->future_ok = 0;
+        contradiction(c, "future_time");
+        log_warn("slurm %s: node %s: reason time %" PRId64 " is %" PRId64 " s ahead of the answer's clock; "
+                 "holding every decision about the node until a read %u ms later says the same or otherwise",
+                 c->name, e->name, at, at - ref, c->o.suspect_confirm_ms);
+        watch(c, e);
+        arm_track(c, c->o.suspect_confirm_ms);
+    } else if (!e->future_ok && r->sent_ms >= e->future_ms + c->o.suspect_confirm_ms) {
+        /* Two reads a while apart agree: Slurm's own state (its clock ran
+         * ahead when it stamped the reason). Not a proof of our drain:
+         * a drain of ours gets a new stamp, on the clock it has now. */
+        e->future_ok = 1;
+        log_warn("slurm %s: node %s: reason time %" PRId64 " in the future confirmed by a second read; no longer "
+                 "held, never taken as proof of a drain",
+                 c->name, e->name, at);
+    }
+}
+
 /* A read listed e as n (sent with r): n's contents move into e, n is left
  * empty. 1 when the owner should look again (new to us, or different). */
-static int take_listed(nc_node *e, sm_node *n, const nc_rq *r)
+static int take_listed(nc_cache *c, nc_node *e, sm_node *n, const nc_rq *r)
 {
     keep_local_comment(e, n, r->seq);
     int changed = !e->present || node_differs(&e->n, n);
+    int was_drain = e->present && sm_node_drain(&e->n);
+    check_reason_time(c, e, n, r);
     sm_node_clear(&e->n);
     e->n = *n;
-    if (e->n.reason_changed_at > e->max_reason_at)
-        e->max_reason_at = e->n.reason_changed_at;
+    if (!sm_node_drain(&e->n))
+        e->drain_seen_order = 0;
+    else if (!was_drain || !e->drain_seen_order)
+        e->drain_seen_order = ++c->order;
     if (e->n.base == SM_NODE_UNKNOWN)
         e->unknown_ms = r->sent_ms ? r->sent_ms : 1;
     memset(n, 0, sizeof(*n));
     e->present = 1;
     e->gone_ms = 0;
+    e->gone_seen_order = 0;
     mark_present(e);
     return changed;
 }
@@ -434,7 +529,7 @@ static void apply_node(nc_cache *c, sm_node *n)
     if (!n->name || !n->name[0])
         return;
     nc_node *e = node_ensure(c, n->name);
-    int changed = take_listed(e, n, r);
+    int changed = take_listed(c, e, n, r);
     e->read_seq = r->seq;
     e->read_ms = r->sent_ms;
     if (e->listed_gen != c->table_gen) {
@@ -542,15 +637,40 @@ static void apply_table(nc_cache *c, nc_rq *r, sm_response *resp, int was_ok)
 
 static void set_suspect(nc_cache *c, int on)
 {
+    if (!on)
+        c->suspect_why[0] = '\0';
     if (c->suspect == on)
         return;
     c->suspect = on;
     fire(c, NULL); /* every owner looks again (and finds unknown, or the new table) */
 }
 
+/* The first name listed twice in a full answer, NULL when none. A node has
+ * one state: an answer with two (a buggy or hostile server, a proxy that
+ * joins answers) is a contradiction, and which entry is true cannot be
+ * told. */
+static const char *duplicate_name(const sm_response *resp)
+{
+    map_t seen;
+    map_init(&seen);
+    const char *dup = NULL;
+    for (size_t i = 0; i < resp->n_nodes && !dup; i++) {
+        const char *name = resp->nodes[i].name;
+        if (!name || !*name)
+            continue;
+        if (map_get(&seen, name))
+            dup = name;
+        else
+            map_put(&seen, name, (void *)name);
+    }
+    map_free(&seen);
+    return dup;
+}
+
 /* Whether a full answer may replace the table: 0 yes; 1 hold it (the
  * table would shrink by more than shrink_pct: read again and apply only
- * when a second answer agrees); OP_EPROTO when it is older than the table
+ * when a second answer agrees; or it lists a node twice: read again, and
+ * never apply such an answer); OP_EPROTO when it is older than the table
  * we have (a replayed answer). Absence never proves anything on its own,
  * but a table that suddenly lacks nodes is more likely a lie or a partial
  * answer than a fleet that vanished, and nodes missing from it would lose
@@ -563,6 +683,19 @@ static int check_table(nc_cache *c, const sm_response *resp, const nc_rq *r)
                  c->name, resp->last_update, c->table_last_update);
         return OP_EPROTO;
     }
+    const char *dup = duplicate_name(resp);
+    if (dup) {
+        contradiction(c, "duplicate");
+        if (c->suspect_kind != SUSPECT_CONTRADICTION)
+            log_warn("slurm %s: the node table answer lists node %s twice; holding every decision and reading it "
+                     "again",
+                     c->name, dup);
+        snprintf(c->suspect_why, sizeof(c->suspect_why), "the node table answer listed node %.64s twice", dup);
+        c->suspect_kind = SUSPECT_CONTRADICTION;
+        c->suspect_ms = r->sent_ms;
+        set_suspect(c, 1);
+        return 1;
+    }
     size_t kept = 0;
     for (size_t i = 0; i < resp->n_nodes; i++) {
         const char *name = resp->nodes[i].name;
@@ -573,21 +706,28 @@ static int check_table(nc_cache *c, const sm_response *resp, const nc_rq *r)
     size_t allowed = c->n_present * c->o.shrink_pct / 100u;
     if (vanished <= allowed) {
         if (c->suspect)
-            log_info("slurm %s: node table back to %zu nodes; the shrunken answer was not confirmed", c->name,
+            log_info("slurm %s: node table back to %zu nodes; the held answer was not confirmed", c->name,
                      resp->n_nodes);
+        c->suspect_kind = 0;
         set_suspect(c, 0);
         return 0;
     }
-    if (c->suspect && r->sent_ms >= c->suspect_ms + c->o.suspect_confirm_ms) {
+    if (c->suspect && c->suspect_kind == SUSPECT_SHRINK && r->sent_ms >= c->suspect_ms + c->o.suspect_confirm_ms) {
         log_warn("slurm %s: node table shrank from %zu to %zu nodes, confirmed by a second read; applied",
                  c->name, c->n_present, kept);
         c->suspect = 0; /* the owners are told by the table's own events */
+        c->suspect_kind = 0;
+        c->suspect_why[0] = '\0';
         return 0;
     }
-    if (!c->suspect) {
+    if (!c->suspect || c->suspect_kind != SUSPECT_SHRINK) {
+        /* A shrink after a contradiction starts its own confirmation. */
         log_warn("slurm %s: node table answer lacks %zu of %zu known nodes; holding every decision and "
                  "reading it again",
                  c->name, vanished, c->n_present);
+        snprintf(c->suspect_why, sizeof(c->suspect_why), "the node table answer lacked %zu of %zu known nodes",
+                 vanished, c->n_present);
+        c->suspect_kind = SUSPECT_SHRINK;
         c->suspect_ms = r->sent_ms;
         set_suspect(c, 1);
     }
@@ -709,6 +849,7 @@ static void on_nodes(int status, sm_response *resp, void *data)
                   c->name, resp->n_nodes, r->update_time, took_ms, want);
         c->interval_ms = (unsigned)want;
         c->polling = 1; /* until the last slice is in (apply_done) */
+        r->ref_time = resp->server_time_src != SM_TIME_NONE ? resp->server_time : 0;
         apply_table(c, r, resp, was_ok);
         return;
     }
@@ -778,9 +919,21 @@ static void on_node_read(int status, sm_response *resp, void *data)
     /* Only the node asked for counts: an answer without it (an empty list,
      * another node) proves nothing and changes nothing. */
     sm_node *got = NULL;
+    size_t hits = 0;
     for (size_t i = 0; status == 0 && i < resp->n_nodes; i++)
-        if (resp->nodes[i].name && strcmp(resp->nodes[i].name, r->name) == 0)
+        if (resp->nodes[i].name && strcmp(resp->nodes[i].name, r->name) == 0) {
             got = &resp->nodes[i];
+            hits++;
+        }
+    if (hits > 1) {
+        /* The node twice in one answer: a contradiction, never a reading. */
+        contradiction(c, "duplicate");
+        log_warn("slurm %s: the answer to a read of node %s lists it %zu times; ignored", c->name, r->name, hits);
+        got = NULL;
+        status = OP_EPROTO;
+    }
+    if (got)
+        r->ref_time = resp->server_time_src != SM_TIME_NONE ? resp->server_time : 0;
     /* And only Slurm's own "no such node" says it does not exist. */
     int unknown_to_slurm = status == OP_ENOTFOUND && (resp->err.slurm_errno == SLURM_INVALID_NODE_NAME ||
                                                       (resp->err.no_such_node && r->name &&
@@ -794,13 +947,15 @@ static void on_node_read(int status, sm_response *resp, void *data)
         int changed;
         if (got) {
             c->n_present += !e->present;
-            changed = take_listed(e, got, r);
+            changed = take_listed(c, e, got, r);
         } else {
             changed = e->present;
             c->n_present -= e->present && c->n_present > 0;
             e->present = 0;
             sm_node_clear(&e->n);
             e->gone_ms = r->sent_ms ? r->sent_ms : 1;
+            e->gone_seen_order = ++c->order;
+            e->drain_seen_order = 0;
             mark_absent(e, r->sent_ms);
         }
         if (r->seq >= e->read_seq) {
@@ -860,7 +1015,13 @@ static void track_tick(uv_timer_t *t)
         waking += (size_t)e->prove;
         int track = e->track_until > now;
         tracked += (size_t)track;
-        if (!e->retry_notify && !e->prove && !track) {
+        int future = e->future_ms && !e->future_ok && e->present;
+        if (future && now >= e->future_ms + c->o.suspect_confirm_ms && !e->reading && !e->want_read &&
+            !e->prove && n < c->o.max_tracked)
+            due[n++] = e; /* the re-read that settles a reason time from the future */
+        else if (future)
+            waking++;
+        if (!e->retry_notify && !e->prove && !track && !future) {
             list_remove(&e->watch_link);
             c->n_watched--;
             continue;
@@ -872,7 +1033,7 @@ static void track_tick(uv_timer_t *t)
                 proofs[n_proofs++] = e;
             continue;
         }
-        if (track && c->interval_ms > c->o.track_ms && !e->want_read && !e->reading)
+        if (track && !future && c->interval_ms > c->o.track_ms && !e->want_read && !e->reading)
             due[n++] = e; /* a node also in c->reread is taken below */
     }
     while ((l = list_first(&c->reread))) {
@@ -1128,21 +1289,55 @@ static void deadline_free(void *v)
 
 static const map_type deadline_type = {.val_free = deadline_free};
 
+/* Put name in set (key and value one copy); 1 when it was not there. */
+static int name_set_add(map_t *set, const char *name)
+{
+    if (map_get(set, name))
+        return 0;
+    char *k = xstrdup(name);
+    map_put(set, k, k);
+    return 1;
+}
+
+/* Fire for every name in a that b lacks. */
+static void fire_missing(nc_cache *c, const map_t *a, const map_t *b)
+{
+    size_t it = 0;
+    const char *k;
+    void *v;
+    while (map_next(a, &it, &k, &v))
+        if (!map_get(b, k))
+            fire(c, k);
+}
+
 static void apply_jobs(nc_cache *c, const sm_response *resp)
 {
-    map_t nm;
+    map_t nm, holders;
     map_init_type(&nm, &deadline_type);
+    map_init_type(&holders, &map_type_free_val);
+    int bad = 0;
     for (size_t i = 0; i < resp->n_jobs; i++) {
         const sm_job *j = &resp->jobs[i];
-        if (j->state != SM_JOB_RUNNING || !j->nodes || !j->nodes[0])
+        int run = j->state == SM_JOB_RUNNING, holds = sm_job_holds_nodes(j);
+        if ((!run && !holds) || !j->nodes || !j->nodes[0])
             continue;
         hostlist_names hn;
         if (hostlist_expand(j->nodes, 0, &hn) < 0) {
+            /* Which nodes it holds cannot be told: none is proven free. */
+            if (!bad)
+                log_warn("slurm %s: job %" PRIu32 " lists nodes \"%.64s\" that do not read as a hostlist; no "
+                         "node counts as free of jobs until the list reads cleanly",
+                         c->name, j->id, j->nodes);
+            bad = 1;
             hostlist_names_free(&hn);
             continue;
         }
         int64_t dl = sm_job_deadline(j);
         for (size_t k = 0; k < hn.n; k++) {
+            if (holds)
+                name_set_add(&holders, hn.names[k]);
+            if (!run)
+                continue;
             deadline_ent *d = map_get(&nm, hn.names[k]);
             if (!d) {
                 d = xcalloc(1, sizeof(*d));
@@ -1168,7 +1363,31 @@ static void apply_jobs(nc_cache *c, const sm_response *resp)
         if (!map_get(&nm, k))
             fire(c, k);
     map_free(&c->deadlines);
+    map_free(&c->holders);
+    map_free(&c->job_waiters);
     c->deadlines = nm;
+    /* ... and for every node a job took or left (a drained node's pod may
+     * go once the last one left it). */
+    fire_missing(c, &holders, &c->holders);
+    fire_missing(c, &c->holders, &holders);
+    map_free(&c->holders);
+    c->holders = holders;
+    c->jobs_bad = bad;
+}
+
+/* A job read ended (either way): tell those who wait for one. */
+static void wake_job_waiters(nc_cache *c)
+{
+    if (!c->job_waiters.count)
+        return;
+    map_t w = c->job_waiters;
+    map_init_type(&c->job_waiters, &map_type_free_val);
+    size_t it = 0;
+    const char *k;
+    void *v;
+    while (map_next(&w, &it, &k, &v))
+        fire(c, k);
+    map_free(&w);
 }
 
 static void on_jobs(int status, sm_response *resp, void *data)
@@ -1190,6 +1409,15 @@ static void on_jobs(int status, sm_response *resp, void *data)
             uv_timer_start(&c->jobs_timer, do_jobs, 0, 0);
         return;
     }
+    if (status == 0 && !resp->not_modified && resp->last_update > 0 && c->jobs_last_update > 0 &&
+        resp->last_update < c->jobs_last_update) {
+        /* Older than the list we have: a replayed answer, never applied. */
+        log_warn("slurm %s: a job list answer is older than the one we have (last_update %" PRId64 " < %" PRId64
+                 "); ignored",
+                 c->name, resp->last_update, c->jobs_last_update);
+        status = OP_EPROTO;
+    }
+    c->jobs_failed = status < 0;
     if (status < 0) {
         if (c->jobs_ok)
             log_debug("slurm %s: job poll failed: %s", c->name, resp->err.message ? resp->err.message : "");
@@ -1198,15 +1426,30 @@ static void on_jobs(int status, sm_response *resp, void *data)
     } else {
         if (!resp->not_modified) {
             apply_jobs(c, resp);
-            c->jobs_update_time =
-                resp->last_update > 0 ? resp->last_update : r->sent_wall - c->o.skew_margin_s;
+            if (resp->last_update > 0)
+                c->jobs_last_update = resp->last_update;
+            /* As for the node table: slurmctld's clock when the answer
+             * says it (v0.0.40+), or the estimate from diag (22.05), else
+             * ours minus the margin. */
+            if (resp->last_update > 0)
+                c->jobs_update_time = resp->last_update;
+            else if (resp->server_time > 0 && resp->server_time_src != SM_TIME_HTTP_DATE)
+                c->jobs_update_time = resp->server_time;
+            else
+                c->jobs_update_time = r->sent_wall - c->o.skew_margin_s;
         }
         c->jobs_ok = 1;
         c->jobs_ok_ms = r->sent_ms;
+        c->jobs_ok_order = r->order;
     }
+    wake_job_waiters(c);
     if (rq_done(r))
         return;
-    uv_timer_start(&c->jobs_timer, do_jobs, status < 0 ? FAIL_BACKOFF_MAX_MS / 2 : c->o.jobs_ms, 0);
+    unsigned next = status < 0 ? FAIL_BACKOFF_MAX_MS / 2 : c->o.jobs_ms;
+    if (c->jobs_again)
+        next = 0;
+    c->jobs_again = 0;
+    uv_timer_start(&c->jobs_timer, do_jobs, next, 0);
 }
 
 static void do_jobs(uv_timer_t *t)
@@ -1221,6 +1464,48 @@ static void do_jobs(uv_timer_t *t)
         c->jobs_polling = 0;
         rq_done(r);
     }
+}
+
+/* A job read sent from now on, as soon as possible. */
+static void jobs_read_soon(nc_cache *c)
+{
+    if (c->closing)
+        return;
+    if (c->jobs_polling)
+        c->jobs_again = 1;
+    else
+        uv_timer_start(&c->jobs_timer, do_jobs, 0, 0);
+}
+
+int nc_jobs_free(nc_cache *c, const char *name, unsigned max_age_ms)
+{
+    if (c->closing || !name || !*name)
+        return 0;
+    nc_want_jobs(c);
+    const nc_node *e = node_get(c, name);
+    uint64_t since = !e ? 0 : e->present ? e->drain_seen_order : e->gone_seen_order;
+    if (since == 0)
+        return 0; /* no read showed it drained (or gone): nothing to prove against */
+    int listed = nc_jobs_ready(c) && !c->jobs_bad;
+    if (listed && map_get(&c->holders, name))
+        return 0; /* a job holds it: the list's change brings the owner back */
+    if (listed && c->jobs_ok_order > since && uv_now(c->loop) - c->jobs_ok_ms <= max_age_ms)
+        return 1;
+    name_set_add(&c->job_waiters, name);
+    jobs_read_soon(c);
+    return 0;
+}
+
+int nc_jobs_failed(const nc_cache *c)
+{
+    return c->jobs_failed || c->jobs_bad;
+}
+
+int nc_job_holds(const nc_cache *c, const char *name)
+{
+    if (!nc_jobs_ready(c) || c->jobs_bad)
+        return -1;
+    return map_get(&c->holders, name) != NULL;
 }
 
 void nc_want_jobs(nc_cache *c)
@@ -1576,7 +1861,18 @@ int nc_drain_proved(const nc_cache *c, const char *name)
         return 0;
     const nc_node *e = node_get(c, name);
     return e && e->present && e->drain_state == 2 && !settling(c, e) && sm_node_drain(&e->n) &&
-           e->n.reason_changed_at > e->drain_floor;
+           e->future_ms == 0 && e->n.reason_changed_at > e->drain_floor;
+}
+
+int nc_contradicted(const nc_cache *c, const char *name)
+{
+    const nc_node *e = node_get(c, name);
+    return e && e->present && e->future_ms && !e->future_ok;
+}
+
+const char *nc_suspect_why(const nc_cache *c)
+{
+    return c->suspect && c->suspect_why[0] ? c->suspect_why : NULL;
 }
 
 int nc_drain_state(const nc_cache *c, const char *name, uint64_t *accepted_ago_ms)
@@ -1671,6 +1967,10 @@ static void setup_metrics(nc_cache *c, mx_registry *r)
     c->mx_writes =
         mx_family_new(r, MX_COUNTER, "slurmop_slurm_node_writes_total",
                       "Node writes (drain, undrain, comment ...) by result", "cluster,result", NULL, 0, NULL);
+    c->mx_contra = mx_family_new(r, MX_COUNTER, "slurmop_slurm_contradictions_total",
+                                 "Slurm answers that contradict themselves (kind: duplicate, a node listed twice; "
+                                 "future_time, a reason time ahead of the answer's clock), held and read again",
+                                 "cluster,kind", NULL, 0, NULL);
     if (c->mx_up)
         mx_gauge_set(mx_gauge_get(c->mx_up, MX_LV(c->name)), 0);
 }
@@ -1684,6 +1984,10 @@ static void remove_metrics(nc_cache *c)
     if (c->mx_writes) {
         mx_child_remove(c->mx_writes, MX_LV(c->name, "ok"));
         mx_child_remove(c->mx_writes, MX_LV(c->name, "error"));
+    }
+    if (c->mx_contra) {
+        mx_child_remove(c->mx_contra, MX_LV(c->name, "duplicate"));
+        mx_child_remove(c->mx_contra, MX_LV(c->name, "future_time"));
     }
     mx_family *single[] = {c->mx_bytes, c->mx_last, c->mx_up, c->mx_nodes, c->mx_interval};
     for (size_t i = 0; i < ARRAY_SIZE(single); i++)
@@ -1725,6 +2029,8 @@ int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
     c->active = OP_EUNKNOWN;
     map_init_type(&c->nodes, &node_type);
     map_init_type(&c->deadlines, &deadline_type);
+    map_init_type(&c->holders, &map_type_free_val);
+    map_init_type(&c->job_waiters, &map_type_free_val);
     list_init(&c->reread);
     list_init(&c->watched);
     nb_opts bo = {.rest = c->rest, .lib = c->lib, .name = c->name};
@@ -1759,6 +2065,8 @@ static void on_handle_closed(uv_handle_t *h)
     void *data = c->close_data;
     map_free(&c->nodes);
     map_free(&c->deadlines);
+    map_free(&c->holders);
+    map_free(&c->job_waiters);
     resvs_free(c->resvs, c->n_resvs);
     free(c->name);
     free(c);

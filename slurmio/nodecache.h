@@ -59,7 +59,8 @@
  * cached node takes the new comment (and keeps it against answers to reads
  * sent before), nothing settles and no event fires.
  *
- * Jobs (for deadlines), controller pings (HA) and reservations are polled
+ * Jobs (for deadlines, and for the proof that no job holds a drained node:
+ * nc_jobs_free), controller pings (HA) and reservations are polled
  * only once somebody asked for them (nc_want_*), on their own timers.
  *
  * Lifetime: nc_close() is the one close path; callbacks never fire after it
@@ -168,8 +169,20 @@ int nc_vanished(const nc_cache *c, const char *name, uint64_t *ago_ms);
  *  (slurmctld restarted, slurmd not registered again yet), UINT64_MAX when
  *  none did. */
 uint64_t nc_unknown_ago(const nc_cache *c, const char *name);
-/** 1 while a shrunken table answer is held for confirmation. */
+/** 1 while a shrunken table answer is held for confirmation, or a table
+ *  answer contradicted itself (a node listed twice): the cache is then not
+ *  ready, and the table is read again. */
 int nc_suspect(const nc_cache *c);
+/** Why the table is held ("the node table answer listed node x twice"),
+ *  NULL when it is not. Valid until the loop runs again. */
+const char *nc_suspect_why(const nc_cache *c);
+/** 1 while the node's last read showed a reason time more than 10 s ahead
+ *  of the answer's clock (slurmctld's when the answer says it, else ours),
+ *  and no read by name sent suspect_confirm_ms later has settled it: every
+ *  decision about the node waits. Bounded: the re-read is sent by the
+ *  cache itself; when it shows the same time, that is Slurm's own state
+ *  and the hold ends (such a time never proves a drain, nc_drain_proved). */
+int nc_contradicted(const nc_cache *c, const char *name);
 
 /** Wall-clock time (epoch seconds) at which the current node table was last
  *  confirmed by a successful poll (the request's start), 0 when never. */
@@ -206,6 +219,21 @@ int nc_delete_node(nc_cache *c, const char *name, nc_write_cb cb, void *data);
 void nc_want_jobs(nc_cache *c);
 /** 1 when the job list is current. */
 int nc_jobs_ready(const nc_cache *c);
+/** 1 when a job read proves that no job holds the node: the job list is
+ *  current and read cleanly, the last job read was sent after the first
+ *  read that showed the node drained (or Slurm's "no such node" for it)
+ *  and at most max_age_ms ago, and no job of it (any state that may hold a
+ *  node: sm_job_holds_nodes) lists the node. No job starts on a drained
+ *  node, so one such read is proof for as long as the drain stays.
+ *  Otherwise 0, and when only the read is missing one is sent at once and
+ *  on_node(name) fires when it completes. Starts job polling if needed. */
+int nc_jobs_free(nc_cache *c, const char *name, unsigned max_age_ms);
+/** 1 when the last job read failed, or its list named nodes that do not
+ *  read as a hostlist (no node is then free of jobs). */
+int nc_jobs_failed(const nc_cache *c);
+/** 1 when a job of the current list holds the node, 0 when none does, -1
+ *  when the list is not current or did not read cleanly. */
+int nc_job_holds(const nc_cache *c, const char *name);
 /** The latest deadline (sm_job_deadline) of the running jobs on a node:
  *  0 when none runs there, SM_INFINITE when one has no limit. */
 int64_t nc_deadline(const nc_cache *c, const char *name);
@@ -261,6 +289,7 @@ typedef struct nc_stats {
     uint64_t local_applies; /* comment-only writes applied to the cache without a read back */
     uint64_t held;         /* full answers held as suspect (shrunken table) */
     uint64_t bad_reads;    /* reads by name whose answer did not list the node */
+    uint64_t contradictions; /* answers listing a node twice, reason times from the future */
     uint64_t events;       /* on_node calls (NULL included) */
     uint64_t bytes;        /* response bytes of every request of this cache */
     uint64_t last_full_ms; /* duration of the last full fetch (request to decoded) */
