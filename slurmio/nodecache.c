@@ -26,6 +26,9 @@
 /* The same update asked for again after Slurm accepted it and a read showed
  * it had no effect: retried after 1 s, 2 s, ... up to this. */
 #define REPEAT_BACKOFF_MAX_MS 60000u
+/* How long nc_jobs_free keeps the job list read every track_ms after it
+ * found a jobless node held by a job. */
+#define JOBS_FAST_MS 60000u
 /* Why a full answer is held (nc_cache.suspect_kind). */
 #define SUSPECT_SHRINK 1
 #define SUSPECT_CONTRADICTION 2
@@ -201,6 +204,7 @@ struct nc_cache {
     int64_t jobs_last_update; /* "last_update" of the applied job list (v0.0.40+) */
     int jobs_failed;          /* the last job read failed */
     int jobs_again;           /* a read was asked for while one was in flight */
+    uint64_t jobs_fast_until; /* uv_now() until which the list is read every track_ms (nc_jobs_free) */
     map_t deadlines; /* name -> deadline_ent */
     /* Nodes some job of the current list holds (sm_job_holds_nodes):
      * name -> name. jobs_bad: the list named nodes in a form that does not
@@ -1363,8 +1367,6 @@ static void apply_jobs(nc_cache *c, const sm_response *resp)
         if (!map_get(&nm, k))
             fire(c, k);
     map_free(&c->deadlines);
-    map_free(&c->holders);
-    map_free(&c->job_waiters);
     c->deadlines = nm;
     /* ... and for every node a job took or left (a drained node's pod may
      * go once the last one left it). */
@@ -1418,6 +1420,8 @@ static void on_jobs(int status, sm_response *resp, void *data)
         status = OP_EPROTO;
     }
     c->jobs_failed = status < 0;
+    log_debug("slurm %s: job read (update_time %" PRId64 "): %s, %zu jobs", c->name, r->update_time,
+              status < 0 ? op_strerror(status) : resp->not_modified ? "not modified" : "list", resp->n_jobs);
     if (status < 0) {
         if (c->jobs_ok)
             log_debug("slurm %s: job poll failed: %s", c->name, resp->err.message ? resp->err.message : "");
@@ -1446,6 +1450,8 @@ static void on_jobs(int status, sm_response *resp, void *data)
     if (rq_done(r))
         return;
     unsigned next = status < 0 ? FAIL_BACKOFF_MAX_MS / 2 : c->o.jobs_ms;
+    if (status == 0 && uv_now(c->loop) < c->jobs_fast_until && next > c->o.track_ms)
+        next = c->o.track_ms;
     if (c->jobs_again)
         next = 0;
     c->jobs_again = 0;
@@ -1487,8 +1493,24 @@ int nc_jobs_free(nc_cache *c, const char *name, unsigned max_age_ms)
     if (since == 0)
         return 0; /* no read showed it drained (or gone): nothing to prove against */
     int listed = nc_jobs_ready(c) && !c->jobs_bad;
-    if (listed && map_get(&c->holders, name))
-        return 0; /* a job holds it: the list's change brings the owner back */
+    if (listed && map_get(&c->holders, name)) {
+        /* A job holds it: the list's change brings the owner back. When the
+         * node was read after the list (it may read jobless now: the job
+         * ended), the list is read again at once rather than at its next
+         * poll; once, as the list is then the newer. */
+        if (e->read_ms > c->jobs_ok_ms && sm_node_jobless(&e->n)) {
+            name_set_add(&c->job_waiters, name);
+            jobs_read_soon(c);
+        }
+        /* A node that reads jobless while a job holds it (SUSPENDED) shows
+         * the job's end in the job list only, and nothing else wakes its
+         * owner: read the list every track_ms instead of every jobs_ms for
+         * the next minute (a "no change" answer: 0 B on 22.05, 842 B on
+         * 26.05). */
+        if (sm_node_jobless(&e->n))
+            c->jobs_fast_until = uv_now(c->loop) + JOBS_FAST_MS;
+        return 0;
+    }
     if (listed && c->jobs_ok_order > since && uv_now(c->loop) - c->jobs_ok_ms <= max_age_ms)
         return 1;
     name_set_add(&c->job_waiters, name);

@@ -103,7 +103,7 @@ set -euo pipefail
 
 SLURM_BINS=(munged mungekey munge unmunge slurmctld slurmd slurmrestd scontrol sinfo squeue scancel setpriv python3 curl)
 HOST_BINS=(python3 curl unshare chroot mount ss flock) # what a chrooted lab needs of the host
-CLIENTS=(scontrol sbatch squeue sinfo srun scancel sacct munge unmunge) # the wrappers of SLURMLAB_BIN
+CLIENTS=(scontrol sbatch salloc squeue sinfo srun scancel sacct munge unmunge) # the wrappers of SLURMLAB_BIN
 # Packages of a root file system (comma-separated, for debootstrap --include);
 # changing the list makes every cached root file system stale.
 ROOTFS_PKGS=slurmctld,slurmd,slurmrestd,slurm-client,munge,slurm-wlm-basic-plugins,slurm-wlm-jwt-plugin
