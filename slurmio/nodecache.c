@@ -204,6 +204,7 @@ struct nc_cache {
     int64_t jobs_last_update; /* "last_update" of the applied job list (v0.0.40+) */
     int jobs_failed;          /* the last job read failed */
     int jobs_again;           /* a read was asked for while one was in flight */
+    int jobs_confirm;         /* a vanished holder waits for a confirming read */
     uint64_t jobs_fast_until; /* uv_now() until which the list is read every track_ms (nc_jobs_free) */
     map_t deadlines; /* name -> deadline_ent */
     /* Nodes some job of the current list holds (sm_job_holds_nodes):
@@ -212,6 +213,7 @@ struct nc_cache {
     map_t holders;
     int jobs_bad;
     map_t job_waiters; /* name -> name: told (on_node) when the next job read completes */
+    map_t jobs_vanished; /* name -> uint64_t ms: its holder left the list unseen ended (apply_jobs) */
     /* Why the table is held (c->suspect): for logs and the owner's Event. */
     char suspect_why[160];
     /* pings */
@@ -1293,6 +1295,13 @@ static void deadline_free(void *v)
 
 static const map_type deadline_type = {.val_free = deadline_free};
 
+/* jobs_vanished: the key is its own copy, the value a uint64_t. */
+static void free_key(char *key)
+{
+    free(key);
+}
+static const map_type vanished_type = {.val_free = free, .key_free = free_key};
+
 /* Put name in set (key and value one copy); 1 when it was not there. */
 static int name_set_add(map_t *set, const char *name)
 {
@@ -1314,16 +1323,17 @@ static void fire_missing(nc_cache *c, const map_t *a, const map_t *b)
             fire(c, k);
 }
 
-static void apply_jobs(nc_cache *c, const sm_response *resp)
+static void apply_jobs(nc_cache *c, const sm_response *resp, const nc_rq *r)
 {
-    map_t nm, holders;
+    map_t nm, holders, named;
     map_init_type(&nm, &deadline_type);
     map_init_type(&holders, &map_type_free_val);
+    map_init_type(&named, &map_type_free_val);
     int bad = 0;
     for (size_t i = 0; i < resp->n_jobs; i++) {
         const sm_job *j = &resp->jobs[i];
         int run = j->state == SM_JOB_RUNNING, holds = sm_job_holds_nodes(j);
-        if ((!run && !holds) || !j->nodes || !j->nodes[0])
+        if (!j->nodes || !j->nodes[0])
             continue;
         hostlist_names hn;
         if (hostlist_expand(j->nodes, 0, &hn) < 0) {
@@ -1338,6 +1348,7 @@ static void apply_jobs(nc_cache *c, const sm_response *resp)
         }
         int64_t dl = sm_job_deadline(j);
         for (size_t k = 0; k < hn.n; k++) {
+            name_set_add(&named, hn.names[k]);
             if (holds)
                 name_set_add(&holders, hn.names[k]);
             if (!run)
@@ -1353,10 +1364,47 @@ static void apply_jobs(nc_cache *c, const sm_response *resp)
         }
         hostlist_names_free(&hn);
     }
-    /* Fire for every node whose deadline changed, appeared or went. */
+    /* A job that held a node does not leave the list without being seen
+     * ended (slurmctld keeps ended jobs for MinJobAge, 300 s by default):
+     * a list where the node's holder is simply gone (an empty or partial
+     * answer, a proxy) keeps the node held until a list sent
+     * suspect_confirm_ms later says the same (slurmctld restarted without
+     * its state, or the job was purged while we did not look). */
     size_t it = 0;
     const char *k;
     void *v;
+    while (map_next(&c->holders, &it, &k, &v)) {
+        if (map_get(&holders, k) || map_get(&named, k))
+            continue;
+        uint64_t *since = map_get(&c->jobs_vanished, k);
+        if (since == NULL) {
+            since = xmalloc(sizeof(*since));
+            *since = r->sent_ms ? r->sent_ms : 1;
+            map_put(&c->jobs_vanished, xstrdup(k), since);
+            contradiction(c, "job_vanished");
+            log_warn("slurm %s: the job list no longer shows the job that held node %s, nor its end; the node "
+                     "stays held until a read %u ms later agrees",
+                     c->name, k, c->o.suspect_confirm_ms);
+        }
+        if (r->sent_ms < *since + c->o.suspect_confirm_ms) {
+            name_set_add(&holders, k);
+            c->jobs_confirm = 1; /* the confirming read, suspect_confirm_ms from now */
+        }
+    }
+    it = 0;
+    size_t n_drop = 0;
+    char **drop = xcalloc(c->jobs_vanished.count + 1, sizeof(*drop));
+    while (map_next(&c->jobs_vanished, &it, &k, &v))
+        if (!map_get(&holders, k))
+            drop[n_drop++] = xstrdup(k);
+    for (size_t i = 0; i < n_drop; i++) {
+        map_drop(&c->jobs_vanished, drop[i]);
+        free(drop[i]);
+    }
+    free(drop);
+    map_free(&named);
+    /* Fire for every node whose deadline changed, appeared or went. */
+    it = 0;
     while (map_next(&nm, &it, &k, &v)) {
         deadline_ent *o = map_get(&c->deadlines, k);
         if (!o || o->deadline != ((deadline_ent *)v)->deadline)
@@ -1429,7 +1477,7 @@ static void on_jobs(int status, sm_response *resp, void *data)
         c->jobs_update_time = 0;
     } else {
         if (!resp->not_modified) {
-            apply_jobs(c, resp);
+            apply_jobs(c, resp, r);
             if (resp->last_update > 0)
                 c->jobs_last_update = resp->last_update;
             /* As for the node table: slurmctld's clock when the answer
@@ -1452,6 +1500,9 @@ static void on_jobs(int status, sm_response *resp, void *data)
     unsigned next = status < 0 ? FAIL_BACKOFF_MAX_MS / 2 : c->o.jobs_ms;
     if (status == 0 && uv_now(c->loop) < c->jobs_fast_until && next > c->o.track_ms)
         next = c->o.track_ms;
+    if (c->jobs_confirm && next > c->o.suspect_confirm_ms)
+        next = c->o.suspect_confirm_ms;
+    c->jobs_confirm = 0;
     if (c->jobs_again)
         next = 0;
     c->jobs_again = 0;
@@ -1990,8 +2041,9 @@ static void setup_metrics(nc_cache *c, mx_registry *r)
         mx_family_new(r, MX_COUNTER, "slurmop_slurm_node_writes_total",
                       "Node writes (drain, undrain, comment ...) by result", "cluster,result", NULL, 0, NULL);
     c->mx_contra = mx_family_new(r, MX_COUNTER, "slurmop_slurm_contradictions_total",
-                                 "Slurm answers that contradict themselves (kind: duplicate, a node listed twice; "
-                                 "future_time, a reason time ahead of the answer's clock), held and read again",
+                                 "Slurm answers that contradict themselves or earlier ones (kind: duplicate, a node listed "
+                                 "twice; future_time, a reason time ahead of the answer's clock; job_vanished, a "
+                                 "job holding a node gone from the list unseen ended), held and read again",
                                  "cluster,kind", NULL, 0, NULL);
     if (c->mx_up)
         mx_gauge_set(mx_gauge_get(c->mx_up, MX_LV(c->name)), 0);
@@ -2010,6 +2062,7 @@ static void remove_metrics(nc_cache *c)
     if (c->mx_contra) {
         mx_child_remove(c->mx_contra, MX_LV(c->name, "duplicate"));
         mx_child_remove(c->mx_contra, MX_LV(c->name, "future_time"));
+        mx_child_remove(c->mx_contra, MX_LV(c->name, "job_vanished"));
     }
     mx_family *single[] = {c->mx_bytes, c->mx_last, c->mx_up, c->mx_nodes, c->mx_interval};
     for (size_t i = 0; i < ARRAY_SIZE(single); i++)
@@ -2053,6 +2106,7 @@ int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
     map_init_type(&c->deadlines, &deadline_type);
     map_init_type(&c->holders, &map_type_free_val);
     map_init_type(&c->job_waiters, &map_type_free_val);
+    map_init_type(&c->jobs_vanished, &vanished_type);
     list_init(&c->reread);
     list_init(&c->watched);
     nb_opts bo = {.rest = c->rest, .lib = c->lib, .name = c->name};
@@ -2089,6 +2143,7 @@ static void on_handle_closed(uv_handle_t *h)
     map_free(&c->deadlines);
     map_free(&c->holders);
     map_free(&c->job_waiters);
+    map_free(&c->jobs_vanished);
     resvs_free(c->resvs, c->n_resvs);
     free(c->name);
     free(c);

@@ -40,6 +40,7 @@ typedef struct sim {
     int openapi_status;  /* 0 = 200, else answer this status */
     char *nodes;         /* the node table document (a fixture or set by the test) */
     char *jobs;          /* the jobs document */
+    char *single;        /* reads of one node take it from this table when set (else from nodes) */
     char *ping;          /* the ping document (NULL: the version's fixture) */
     int unchanged;       /* answer 304 to GET nodes/jobs with update_time */
     int nodes_status;    /* 0 = normal; else answer the bad-token error with this status */
@@ -107,7 +108,8 @@ static void sim_fixture_reply(hs_req *req, int status, const char *name)
 /* {"nodes":[<the node called name>],"errors":[]} from the current table. */
 static char *sim_one_node(const char *name)
 {
-    cJSON *doc = json_parse(SIM.nodes, strlen(SIM.nodes), NULL);
+    const char *table = SIM.single ? SIM.single : SIM.nodes;
+    cJSON *doc = json_parse(table, strlen(table), NULL);
     cJSON *out = NULL;
     const cJSON *n;
     cJSON_ArrayForEach(n, json_child(doc, "nodes"))
@@ -248,6 +250,7 @@ OP_UNUSED static void sim_start(uv_loop_t *loop, int version, const char *nodes_
     free(SIM.nodes);
     free(SIM.jobs);
     free(SIM.ping);
+    free(SIM.single);
     memset(&SIM, 0, sizeof(SIM));
     SIM.version = version;
     SIM.nodes = nodes_fixture ? sim_fixture(nodes_fixture) : xstrdup("{\"nodes\":[],\"errors\":[]}");
@@ -308,7 +311,8 @@ OP_UNUSED static void sim_stop(test_loop *tl)
     free(SIM.nodes);
     free(SIM.jobs);
     free(SIM.ping);
-    SIM.nodes = SIM.jobs = SIM.ping = NULL;
+    free(SIM.single);
+    SIM.nodes = SIM.jobs = SIM.ping = SIM.single = NULL;
     SIM.srv = NULL;
 }
 

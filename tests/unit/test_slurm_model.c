@@ -937,6 +937,15 @@ static void test_drained_from_answers(void **state)
         {44, "{\"name\":\"a\",\"state\":[\"IDLE\",\"DRAIN\",\"COMPLETING\"]}", 0, 1},
         {44, "{\"name\":\"a\",\"state\":[\"IDLE\",\"DRAIN\",\"POWERED_DOWN\"]}", 1, 0},
         {44, "{\"name\":\"a\",\"state\":[]}", 0, 1},
+        /* Two base states at once: Slurm never says that; busy. */
+        {44, "{\"name\":\"a\",\"state\":[\"IDLE\",\"ALLOCATED\",\"DRAIN\"]}", 0, 1},
+        {44, "{\"name\":\"a\",\"state\":[\"IDLE\",\"IDLE\",\"DRAIN\"]}", 1, 0},
+        /* v0.0.40+: anything allocated betrays a job whatever the state says. */
+        {44, "{\"name\":\"a\",\"state\":[\"IDLE\",\"DRAIN\"],\"alloc_cpus\":1,\"alloc_memory\":0}", 0, 1},
+        {44, "{\"name\":\"a\",\"state\":[\"IDLE\",\"DRAIN\"],\"alloc_cpus\":0,\"alloc_memory\":512}", 0, 1},
+        {44, "{\"name\":\"a\",\"state\":[\"IDLE\",\"DRAIN\"],\"alloc_cpus\":0,\"alloc_memory\":0}", 1, 0},
+        /* 22.05 shows 0 allocated while jobs run, and nothing else either. */
+        {38, "{\"name\":\"a\",\"state\":\"idle\",\"state_flags\":[\"DRAIN\"],\"alloc_cpus\":2}", 1, 0},
         {36, "{\"name\":\"a\",\"state\":\"idle\"}", 0, 0}, /* v0.0.36: never drained */
         {36, "{\"name\":\"a\",\"state\":\"unknown\"}", 0, 1},
     };
@@ -950,6 +959,60 @@ static void test_drained_from_answers(void **state)
             fail_msg("case %zu (%s): drained %d busy %d", i, cases[i].json, sm_node_drained(n), sm_node_busy(n));
         sm_response_free(&r);
         free(doc);
+    }
+}
+
+/* Which jobs hold the nodes they list: every state and flag word that
+ * slurmrestd writes, in both shapes; only an ended job with nothing left
+ * on its nodes lets go, and a word never seen holds. */
+static void test_job_holds(void **state)
+{
+    struct {
+        const char *v38, *v44;
+        int holds;
+    } cases[] = {
+        {"\"PENDING\"", "[\"PENDING\"]", 1},
+        {"\"RUNNING\"", "[\"RUNNING\"]", 1},
+        {"\"SUSPENDED\"", "[\"SUSPENDED\"]", 1},
+        {"\"STOPPED\"", "[\"RUNNING\",\"STOPPED\"]", 1},
+        {"\"COMPLETING\"", "[\"COMPLETED\",\"COMPLETING\"]", 1},
+        {"\"CONFIGURING\"", "[\"RUNNING\",\"CONFIGURING\"]", 1},
+        {"\"COMPLETED\"", "[\"COMPLETED\"]", 0},
+        {"\"CANCELLED\"", "[\"CANCELLED\"]", 0},
+        {"\"FAILED\"", "[\"FAILED\"]", 0},
+        {"\"TIMEOUT\"", "[\"TIMEOUT\"]", 0},
+        {"\"NODE_FAIL\"", "[\"NODE_FAIL\"]", 0},
+        {"\"PREEMPTED\"", "[\"PREEMPTED\"]", 0},
+        {"\"BOOT_FAIL\"", "[\"BOOT_FAIL\"]", 0},
+        {"\"DEADLINE\"", "[\"DEADLINE\"]", 0},
+        {"\"OUT_OF_MEMORY\"", "[\"OUT_OF_MEMORY\"]", 0},
+        {"\"REQUEUED\"", "[\"PREEMPTED\",\"REQUEUED\"]", 1},
+        {"\"REQUEUE_HOLD\"", "[\"PENDING\",\"REQUEUE_HOLD\"]", 1},
+        {"\"SPECIAL_EXIT\"", "[\"FAILED\",\"SPECIAL_EXIT\"]", 1},
+        {"\"STAGE_OUT\"", "[\"COMPLETED\",\"STAGE_OUT\"]", 1},
+        {"\"SIGNALING\"", "[\"CANCELLED\",\"SIGNALING\"]", 1},
+        {"\"RESIZING\"", "[\"RUNNING\",\"RESIZING\"]", 1},
+        {"\"SHINY\"", "[\"COMPLETED\",\"SHINY\"]", 1},
+        {"\"SHINY\"", "[\"SHINY\"]", 1},
+        {"\"COMPLETED\"", "[\"COMPLETED\",\"UPDATE_DB\"]", 0},
+        {"\"RUNNING\"", "[\"CANCELLED\",\"RUNNING\"]", 1}, /* v0.0.44: two states, never so */
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        for (int g = 0; g < 2; g++) {
+            int v = g ? 44 : 38;
+            char *doc = xasprintf("{\"jobs\":[{\"job_id\":7,\"job_state\":%s,\"nodes\":\"a1\"}]%s}",
+                                  g ? cases[i].v44 : cases[i].v38,
+                                  g ? ",\"last_update\":{\"set\":true,\"infinite\":false,\"number\":100}" : "");
+            sm_response r;
+            if (sm_parse(v, SM_KIND_JOBS, 200, doc, strlen(doc), &r) != 0)
+                fail_msg("case %zu v%d: %s", i, v, r.err.message);
+            assert_int_equal(r.n_jobs, 1);
+            if (!!sm_job_holds_nodes(&r.jobs[0]) != cases[i].holds)
+                fail_msg("case %zu v%d (%s): holds %d, want %d", i, v, g ? cases[i].v44 : cases[i].v38,
+                         sm_job_holds_nodes(&r.jobs[0]), cases[i].holds);
+            sm_response_free(&r);
+            free(doc);
+        }
     }
 }
 
@@ -1089,7 +1152,7 @@ int main(void)
         cmocka_unit_test(test_malformed),        cmocka_unit_test(test_state_words),
         cmocka_unit_test(test_node_update_json), cmocka_unit_test(test_resv_desc_json),
         cmocka_unit_test(test_drained_matrix),   cmocka_unit_test(test_drained_from_answers),
-        cmocka_unit_test(test_no_such_node), cmocka_unit_test(test_server_time),      cmocka_unit_test(test_http_date),
+        cmocka_unit_test(test_no_such_node), cmocka_unit_test(test_job_holds), cmocka_unit_test(test_server_time),      cmocka_unit_test(test_http_date),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -125,6 +125,12 @@ static int setup(void **state)
     return 0;
 }
 
+static int setup_long(void **state)
+{
+    tl_start(&TL, 120000);
+    return 0;
+}
+
 static int teardown(void **state)
 {
     tl_finish(&TL);
@@ -786,6 +792,399 @@ static void on_big_node(const char *name, void *data)
  * between slices, each node shows its previous read until its slice is in,
  * nodes the table no longer lists go only once the last slice is in, and a
  * close with a table half applied loses nothing (ASan checks the rest). */
+/* ---- the verdict's reads: jobs, contradictions ---- */
+
+/* A v0.0.42 node: state words (JSON list body), reason time, allocated CPUs. */
+static void node42(buf_t *b, const char *name, const char *words, int64_t reason_at, int alloc)
+{
+    int rc = buf_printf(b,
+               "%s{\"name\":\"%s\",\"state\":[%s],\"reason\":\"%s\",\"reason_changed_at\":{\"set\":true,"
+               "\"infinite\":false,\"number\":%lld},\"alloc_cpus\":%d,\"alloc_memory\":0}",
+               b->len && buf_cstr(b)[b->len - 1] != '[' ? "," : "", name, words, reason_at ? "r" : "",
+               (long long)reason_at, alloc);
+    assert_int_equal(rc, 0);
+}
+
+static char *table42(buf_t *b, int64_t last_update)
+{
+    int rc = buf_printf(b, "],\"last_update\":{\"set\":true,\"infinite\":false,\"number\":%lld},\"errors\":[]}",
+               (long long)last_update);
+    assert_int_equal(rc, 0);
+    char *s = xstrdup(buf_cstr(b));
+    buf_free(b);
+    return s;
+}
+
+static char *jobs42(const char *job_state, const char *nodes, int64_t last_update)
+{
+    if (!job_state)
+        return xasprintf("{\"jobs\":[],\"last_update\":{\"set\":true,\"infinite\":false,\"number\":%lld},"
+                         "\"errors\":[]}",
+                         (long long)last_update);
+    return xasprintf("{\"jobs\":[{\"job_id\":9,\"job_state\":[%s],\"nodes\":\"%s\"}],\"last_update\":{\"set\":"
+                     "true,\"infinite\":false,\"number\":%lld},\"errors\":[]}",
+                     job_state, nodes, (long long)last_update);
+}
+
+static char *one_table(const char *name, const char *words, int64_t reason_at, int64_t lu)
+{
+    buf_t b;
+    buf_init(&b, BUF_UNLIMITED);
+    assert_int_equal(buf_puts(&b, "{\"nodes\":["), 0);
+    node42(&b, name, words, reason_at, 0);
+    return table42(&b, lu);
+}
+
+static void settle(unsigned ms)
+{
+    run_for(&TL, ms);
+}
+
+/* A suspended job leaves its node IDLE+DRAIN; only the job list shows it
+ * (issue 39, finding 1). Free once a job read after the drain lists no job
+ * that holds it; a list that simply lost the job holds until confirmed. */
+static void test_jobs_proof(void **state)
+{
+    int64_t t = 1700000000;
+    sim_start(&TL.loop, 42, NULL);
+    sim_set(&SIM.nodes, one_table("v1", "\"IDLE\",\"DRAIN\"", t - 5, t));
+    SIM.jobs = jobs42("\"SUSPENDED\"", "v1", t);
+    cluster cl = open_cluster(42, 20, 50);
+    nc_want_jobs(cl.cache);
+    wait_ready(&cl);
+    for (int i = 0; i < 200 && !nc_jobs_ready(cl.cache); i++)
+        settle(5);
+    const sm_node *n;
+    assert_int_equal(nc_lookup(cl.cache, "v1", &n), NC_PRESENT);
+    assert_true(sm_node_drained(n)); /* the node's own state shows nothing */
+    assert_int_equal(nc_job_holds(cl.cache, "v1"), 1);
+    assert_false(nc_jobs_free(cl.cache, "v1", 10000));
+    /* The job list loses the job without its end: held until a read a
+     * second later agrees. */
+    sim_set(&SIM.jobs, jobs42(NULL, NULL, t + 1));
+    settle(300);
+    assert_int_equal(nc_job_holds(cl.cache, "v1"), 1);
+    assert_false(nc_jobs_free(cl.cache, "v1", 10000));
+    nc_stats st;
+    nc_get_stats(cl.cache, &st);
+    assert_true(st.contradictions >= 1);
+    /* It ends (CANCELLED, still listed): free, and the owner is told. */
+    sim_set(&SIM.jobs, jobs42("\"CANCELLED\"", "v1", t + 2));
+    EV.wait_for = "v1";
+    EV.seen = 0;
+    run_until(&TL, &EV.seen);
+    for (int i = 0; i < 200 && !nc_jobs_free(cl.cache, "v1", 10000); i++)
+        settle(5);
+    assert_true(nc_jobs_free(cl.cache, "v1", 10000));
+    /* A list older than the one applied is not applied. */
+    sim_set(&SIM.jobs, jobs42("\"RUNNING\"", "v1", t));
+    settle(200);
+    assert_int_equal(nc_job_holds(cl.cache, "v1"), -1); /* the read failed: unknown */
+    assert_true(nc_jobs_failed(cl.cache));
+    assert_false(nc_jobs_free(cl.cache, "v1", 10000));
+    /* Nodes that do not read as a hostlist: nothing is free. */
+    sim_set(&SIM.jobs, jobs42("\"COMPLETED\"", "v[1-", t + 3));
+    settle(200);
+    assert_false(nc_jobs_free(cl.cache, "v1", 10000));
+    assert_true(nc_jobs_failed(cl.cache));
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
+/* A node listed twice in one answer (finding 4): the table is held, the
+ * cache not ready, the reason said; a clean answer ends it. */
+static void test_duplicate_held(void **state)
+{
+    int64_t t = 1700000000;
+    sim_start(&TL.loop, 42, NULL);
+    sim_set(&SIM.nodes, one_table("v1", "\"ALLOCATED\"", 0, t));
+    cluster cl = open_cluster(42, 20, 50);
+    wait_ready(&cl);
+    buf_t b;
+    buf_init(&b, BUF_UNLIMITED);
+    assert_int_equal(buf_puts(&b, "{\"nodes\":["), 0);
+    node42(&b, "v1", "\"ALLOCATED\",\"DRAIN\"", t, 2);
+    node42(&b, "v1", "\"IDLE\",\"DRAIN\"", t, 0);
+    sim_set(&SIM.nodes, table42(&b, t + 1));
+    for (int i = 0; i < 200 && nc_ready(cl.cache); i++)
+        settle(5);
+    assert_false(nc_ready(cl.cache));
+    assert_true(nc_suspect(cl.cache));
+    assert_non_null(nc_suspect_why(cl.cache));
+    assert_non_null(strstr(nc_suspect_why(cl.cache), "v1 twice"));
+    assert_int_equal(nc_lookup(cl.cache, "v1", NULL), NC_UNKNOWN);
+    /* Held for good while it repeats (never applied once "confirmed"). */
+    settle(1500);
+    assert_false(nc_ready(cl.cache));
+    nc_stats st;
+    nc_get_stats(cl.cache, &st);
+    assert_true(st.contradictions >= 2);
+    sim_set(&SIM.nodes, one_table("v1", "\"ALLOCATED\",\"DRAIN\"", t, t + 2));
+    wait_ready(&cl);
+    assert_null(nc_suspect_why(cl.cache));
+    const sm_node *n;
+    assert_int_equal(nc_lookup(cl.cache, "v1", &n), NC_PRESENT);
+    assert_false(sm_node_drained(n));
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
+/* A reason time from the future (finding 12): held until a read by name a
+ * second later settles it, and never taken into the drain's proof, which
+ * it would have blocked for as long as it stayed ahead. */
+static void test_future_reason_time(void **state)
+{
+    int64_t t = 1700000000;
+    sim_start(&TL.loop, 42, NULL);
+    sim_set(&SIM.nodes, one_table("v1", "\"IDLE\"", 0, t));
+    cluster cl = open_cluster(42, 20, 50);
+    wait_ready(&cl);
+    sim_set(&SIM.nodes, one_table("v1", "\"IDLE\"", t + 3600, t + 1));
+    for (int i = 0; i < 200 && !nc_contradicted(cl.cache, "v1"); i++)
+        settle(5);
+    assert_true(nc_contradicted(cl.cache, "v1"));
+    /* The truth again: the hold ends. */
+    sim_set(&SIM.nodes, one_table("v1", "\"IDLE\"", 0, t + 2));
+    for (int i = 0; i < 400 && nc_contradicted(cl.cache, "v1"); i++)
+        settle(5);
+    assert_false(nc_contradicted(cl.cache, "v1"));
+    /* Our drain: Slurm stamps its own time, which proves it (the future
+     * time was never the floor). */
+    sm_node_update u = {.set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_DRAIN, .reason = "slurm-operator: x"};
+    wr w = {0};
+    assert_int_equal(nc_update(cl.cache, "v1", &u, on_write, &w), 0);
+    run_until(&TL, &w.done);
+    sim_set(&SIM.nodes, one_table("v1", "\"IDLE\",\"DRAIN\"", t + 3, t + 3));
+    free(SIM.single);
+    SIM.single = NULL;
+    for (int i = 0; i < 400 && !nc_drain_proved(cl.cache, "v1"); i++)
+        settle(5);
+    assert_true(nc_drain_proved(cl.cache, "v1"));
+    /* A future time that stays is Slurm's own (a clock that jumped back):
+     * the hold is bounded by one confirming read, and it proves nothing. */
+    sim_set(&SIM.nodes, one_table("v1", "\"IDLE\",\"DRAIN\"", t + 7200, t + 4));
+    for (int i = 0; i < 200 && !nc_contradicted(cl.cache, "v1"); i++)
+        settle(5);
+    assert_true(nc_contradicted(cl.cache, "v1"));
+    assert_false(nc_drain_proved(cl.cache, "v1"));
+    for (int i = 0; i < 600 && nc_contradicted(cl.cache, "v1"); i++)
+        settle(5);
+    assert_false(nc_contradicted(cl.cache, "v1"));
+    assert_false(nc_drain_proved(cl.cache, "v1"));
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
+/* The property: random truths (node state x drain x the job on it) and
+ * answers (honest, empty, partial, a node listed twice, an older answer
+ * replayed, a reason time from the future, errors; job lists honest,
+ * emptied, replayed, erring, unreadable), each lie lasting one step; reads
+ * by name honest. Whenever the cache's facts would license a delete (as
+ * judge() combines them), Slurm's truth of this step or the one before
+ * proves the node free: drained, no job base state, nothing completing, no
+ * job that holds it (or absent and no job holding it). Slurm's own rule is
+ * kept: no job starts on a drained node. */
+static int verdict(nc_cache *c, const char *name)
+{
+    const sm_node *n;
+    switch (nc_lookup(c, name, &n)) {
+    case NC_UNKNOWN:
+        return 0;
+    case NC_ABSENT:
+        return nc_confirm_gone(c, name, 10000) && nc_jobs_free(c, name, 10000);
+    case NC_PRESENT:
+        break;
+    }
+    if (nc_settling(c, name) || nc_contradicted(c, name) || !sm_node_drained(n) || !nc_fresh(c, name, 10000))
+        return 0;
+    return nc_jobs_free(c, name, 10000);
+}
+
+typedef struct truth {
+    int exists, base, drain, completing, job; /* job: index into JOBS */
+} truth;
+
+static const char *const BASES[] = {"\"IDLE\"", "\"ALLOCATED\"", "\"MIXED\"", "\"DOWN\"",
+                                    "\"UNKNOWN\"", "\"ERROR\"", "\"FUTURE\""};
+static const int BASE_JOBLESS[] = {1, 0, 0, 1, 0, 0, 1};
+/* NULL: no job. */
+static const char *const JOBS[] = {NULL, "\"RUNNING\"", "\"SUSPENDED\"", "\"COMPLETED\",\"COMPLETING\"",
+                                   "\"PENDING\"", "\"COMPLETED\"", "\"CANCELLED\"", "\"SHINY\"",
+                                   "\"RUNNING\",\"STOPPED\""};
+static const int JOB_HOLDS[] = {0, 1, 1, 1, 1, 0, 0, 1, 1};
+
+static int truth_free(const truth *t)
+{
+    if (JOB_HOLDS[t->job])
+        return 0;
+    if (!t->exists)
+        return 1;
+    return t->drain && BASE_JOBLESS[t->base] && !t->completing;
+}
+
+static unsigned prng(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return (*s >> 16) & 0x7fff;
+}
+
+#define LIFE 30
+
+static void test_verdict_property(void **state)
+{
+    unsigned seed = 12345;
+    const char *env = getenv("VERDICT_SEED");
+    if (env)
+        seed = (unsigned)strtoul(env, NULL, 10);
+    int steps = 5 * LIFE, licensed = 0, violations = 0;
+    int64_t lu = 1700000000, reason_at = lu - 100;
+    sim_start(&TL.loop, 42, NULL);
+    truth t = {.exists = 1, .base = 1, .drain = 0, .completing = 0, .job = 1};
+    char name[16] = "v1";
+    char *honest_nodes = NULL, *old_nodes = NULL, *old_jobs = NULL;
+    cluster cl = {0};
+    for (int s = 0; s < steps; s++) {
+        /* The truth moves as Slurm's can: a condemned node, once drained,
+         * stays drained (nobody undrains it); no job starts on a drained
+         * node or one Slurm no longer has; a node Slurm deleted does not
+         * come back under that name; once free it stays free. Each pod's
+         * life (LIFE steps) has its own node name. */
+        if (s % LIFE == 0) {
+            snprintf(name, sizeof(name), "v%d", s / LIFE + 1);
+            t = (truth){.exists = 1, .base = 1, .drain = 0, .completing = 0, .job = 1};
+        }
+
+        truth nt = t;
+        if (prng(&seed) % 3 == 0) nt.base = (int)(prng(&seed) % ARRAY_SIZE(BASES));
+        if (prng(&seed) % 4 == 0) nt.drain = 1;
+        if (prng(&seed) % 4 == 0) nt.completing = !nt.completing;
+        if (prng(&seed) % 15 == 0) nt.exists = 0;
+        if (prng(&seed) % 3 == 0) {
+            int j = (int)(prng(&seed) % ARRAY_SIZE(JOBS));
+            if (!((t.drain || !t.exists) && JOB_HOLDS[j] && !JOB_HOLDS[t.job]))
+                nt.job = j;
+        }
+        if ((t.drain || !t.exists) && !BASE_JOBLESS[nt.base] && BASE_JOBLESS[t.base])
+            nt.base = t.base; /* no job starts: no busy base state comes back */
+        if (truth_free(&t) && !truth_free(&nt))
+            nt = t;
+        if (!t.exists)
+            nt.exists = 0;
+        if (nt.drain && !t.drain)
+            reason_at++;
+        t = nt;
+        lu++;
+        buf_t b;
+        buf_init(&b, BUF_UNLIMITED);
+        assert_int_equal(buf_puts(&b, "{\"nodes\":["), 0);
+        char words[128];
+        snprintf(words, sizeof(words), "%s%s%s", BASES[t.base], t.drain ? ",\"DRAIN\"" : "",
+                 t.completing ? ",\"COMPLETING\"" : "");
+        node42(&b, "other", "\"IDLE\"", 0, 0);
+        if (t.exists)
+            node42(&b, name, words, t.drain ? reason_at : 0, BASE_JOBLESS[t.base] ? 0 : 2);
+        char *honest = table42(&b, lu);
+        char *hjobs = jobs42(JOBS[t.job], name, lu);
+        /* This step's answer (honest for the first steps: a lie can only
+         * be caught against what an honest read showed). */
+        int mode = s < 3 ? 0 : (int)(prng(&seed) % 12), jmode = s < 3 ? 0 : (int)(prng(&seed) % 8);
+        char *nodes = NULL, *jobs = NULL;
+        switch (mode) {
+        case 1: /* empty */
+            nodes = xasprintf("{\"nodes\":[],\"last_update\":{\"set\":true,\"infinite\":false,\"number\":%lld},"
+                              "\"errors\":[]}", (long long)lu);
+            break;
+        case 2: /* partial: without v1 */
+            buf_init(&b, BUF_UNLIMITED);
+            assert_int_equal(buf_puts(&b, "{\"nodes\":["), 0);
+            node42(&b, "other", "\"IDLE\"", 0, 0);
+            nodes = table42(&b, lu);
+            break;
+        case 3: /* v1 twice: the truth, then idle and drained */
+            buf_init(&b, BUF_UNLIMITED);
+            assert_int_equal(buf_puts(&b, "{\"nodes\":["), 0);
+            node42(&b, "other", "\"IDLE\"", 0, 0);
+            node42(&b, name, words, reason_at, 2);
+            node42(&b, name, "\"IDLE\",\"DRAIN\"", reason_at, 0);
+            nodes = table42(&b, lu);
+            break;
+        case 4: /* an older answer replayed */
+            nodes = old_nodes ? xstrdup(old_nodes) : NULL;
+            break;
+        case 5: /* idle, drained, and a reason time from the future */
+            buf_init(&b, BUF_UNLIMITED);
+            assert_int_equal(buf_puts(&b, "{\"nodes\":["), 0);
+            node42(&b, "other", "\"IDLE\"", 0, 0);
+            node42(&b, name, "\"IDLE\",\"DRAIN\"", lu + 3600, 0);
+            nodes = table42(&b, lu);
+            break;
+        case 6: /* errors */
+            nodes = xstrdup("{\"nodes\":[],\"errors\":[{\"error\":\"x\",\"error_number\":1007}]}");
+            break;
+        default:
+            break;
+        }
+        switch (jmode) {
+        case 1: /* emptied */
+            jobs = jobs42(NULL, NULL, lu);
+            break;
+        case 2: /* replayed */
+            jobs = old_jobs ? xstrdup(old_jobs) : NULL;
+            break;
+        case 3: /* erring */
+            jobs = xstrdup("{\"jobs\":[],\"errors\":[{\"error\":\"x\",\"error_number\":1007}]}");
+            break;
+        case 4: /* unreadable node list */
+            jobs = jobs42("\"COMPLETED\"", "v[1-", lu);
+            break;
+        default:
+            break;
+        }
+        if (s == 0) {
+            sim_set(&SIM.nodes, xstrdup(honest));
+            SIM.jobs = xstrdup(hjobs);
+            cl = open_cluster(42, 20, 50);
+            nc_want_jobs(cl.cache);
+            wait_ready(&cl);
+        }
+        sim_set(&SIM.nodes, nodes ? nodes : xstrdup(honest));
+        sim_set(&SIM.jobs, jobs ? jobs : xstrdup(hjobs));
+        sim_set(&SIM.single, xstrdup(honest));
+        for (int k = 0; k < 12; k++) {
+            settle(5);
+            if (verdict(cl.cache, name)) {
+                licensed++;
+                if (!truth_free(&t)) {
+                    violations++;
+                    print_error("step %d (%s) seed %u: delete licensed; truth exists %d %s drain %d completing %d job %s "
+                                "(node answer mode %d, job mode %d; cache: job holds %d, lookup %d)\n",
+                                s, name, seed, t.exists, BASES[t.base], t.drain, t.completing,
+                                JOBS[t.job] ? JOBS[t.job] : "none", mode, jmode, nc_job_holds(cl.cache, name),
+                                (int)nc_lookup(cl.cache, name, NULL));
+                }
+                break;
+            }
+        }
+        if (prng(&seed) % 3 == 0) {
+            free(old_nodes);
+            old_nodes = xstrdup(honest);
+            free(old_jobs);
+            old_jobs = xstrdup(hjobs);
+        }
+        free(honest_nodes);
+        honest_nodes = honest;
+        free(hjobs);
+    }
+    print_message("verdict property: %d steps, %d deletes licensed, %d violations\n", steps, licensed, violations);
+    assert_int_equal(violations, 0);
+    assert_true(licensed > 0); /* the property is not vacuous */
+    free(honest_nodes);
+    free(old_nodes);
+    free(old_jobs);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
 static void test_big_table_slices(void **state)
 {
     sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
@@ -867,6 +1266,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_jobs_and_ping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ping_failover, setup, teardown),
         cmocka_unit_test_setup_teardown(test_big_table_slices, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_jobs_proof, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_duplicate_held, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_future_reason_time, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_verdict_property, setup_long, teardown),
     };
     if (getenv("TEST_FILTER"))
         cmocka_set_test_filter(getenv("TEST_FILTER"));
