@@ -7,6 +7,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "op_commit.h" /* generated: OP_GIT_COMMIT */
 #include "core/err.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -113,7 +114,7 @@ static const char usage[] =
     "  --log-level LEVEL            error, warn, info, debug or trace, or 0-4 (default info)\n"
     "  --shutdown-grace SECONDS     how long writes in flight may finish at a stop signal (default 10)\n"
     "  --help                       show this help\n"
-    "  --version                    print the version\n"
+    "  --version                    print the version, then the git commit it was built from\n"
     "\n"
     "SIGTERM, SIGINT, SIGHUP or SIGQUIT stops the watches, lets writes in flight finish, releases the\n"
     "lease and exits 0 (SIGHUP re-reads nothing: flags are fixed; token and certificate files are re-read\n"
@@ -466,7 +467,10 @@ int main(int argc, char **argv)
             if ((o.webhook_resync_ms = parse_seconds_ms(optarg)) == 0 || o.webhook_resync_ms < 100)
                 return die_usage("--webhook-resync: want seconds between 0.1 and 86400, got %s", optarg);
             break;
-        case OPT_VERSION: printf("slurmop %s\n", OP_VERSION); return 0;
+        case OPT_VERSION:
+            /* First line unchanged ("slurmop X.Y.Z") for scripts that read it. */
+            printf("slurmop %s\ncommit %s\n", OP_VERSION, OP_GIT_COMMIT);
+            return 0;
         case 'h':
         case OPT_HELP: fputs(usage, stdout); return 0;
         default: return die_usage("%s", "unknown flag");
@@ -496,7 +500,7 @@ int main(int argc, char **argv)
     o.on_stopped = on_operator_stopped;
     o.stopped_data = &a;
 
-    log_info("slurmop %s starting", OP_VERSION);
+    log_info("slurmop %s (commit %s) starting", OP_VERSION, OP_GIT_COMMIT);
     int rc = op_start(&a.loop, &o, &a.op, err, sizeof(err));
     if (rc) {
         log_error("%s", err);
