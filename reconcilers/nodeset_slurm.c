@@ -1132,6 +1132,10 @@ static int keep(nss_state *st, nss_set *s, const sobj *nodeset, const sobj *pod,
     return NSS_WAIT;
 }
 
+/* judge(): wait, but only for a job read that is on its way (no need to
+ * cordon the pod for those milliseconds). Never returned by nss_condemn. */
+#define JUDGE_WAIT_READ (-100)
+
 static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod, const char *name,
                  const char *why);
 
@@ -1179,6 +1183,8 @@ static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *po
      * trusted yet (a reason not proven ours, a replayed answer). Only a
      * pod deleted now goes without. */
     int v = judge(st, s, cache, nodeset, pod, name, why);
+    if (v == JUDGE_WAIT_READ)
+        return NSS_WAIT; /* only a job read on its way is missing: decided within milliseconds */
     if (v == NSS_WAIT)
         set_pod_meta(st, s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
     return v;
@@ -1295,6 +1301,8 @@ static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset
             return NSS_WAIT;
         }
         if (!jobs_free(st, s, cache, nodeset, pod, name)) {
+            if (nc_job_holds(cache, name) == 0)
+                return JUDGE_WAIT_READ; /* the read was asked for; its end brings us back */
             nc_track(cache, name, TRACK_MS);
             return NSS_WAIT;
         }

@@ -78,6 +78,7 @@ typedef struct nc_node {
      * job starts on a drained node). */
     uint64_t drain_seen_order;
     uint64_t gone_seen_order;
+    uint64_t drain_ok_order; /* c->order when our last drain was accepted */
     /* A read showed a reason time from the future (FUTURE_MAX_S past the
      * answer's clock): future_at that time, future_ms when the read that
      * first showed it was sent. Held (nc_contradicted) until a read by
@@ -1128,6 +1129,8 @@ static int apply_comment(nc_cache *c, nc_node *e, const char *comment)
     return 1;
 }
 
+static void jobs_read_soon(nc_cache *c);
+
 static void on_written(const char *node, int status, void *data)
 {
     nc_write *w = data;
@@ -1156,6 +1159,13 @@ static void on_written(const char *node, int status, void *data)
                 if (w->drain && e->drain_state == 1) {
                     e->drain_state = 2;
                     e->drain_ok_ms = uv_now(c->loop);
+                    /* From now on no job starts there: a job read sent
+                     * after this proves what holds the node (nc_jobs_free).
+                     * Sent now, it is back by the time the node's own read
+                     * back shows the drain: the idle victims of a scale-in
+                     * need no pass more than before. */
+                    e->drain_ok_order = ++c->order;
+                    jobs_read_soon(c);
                 }
                 if (w->del) {
                     e->deleted = 1; /* its absence from now on is ours */
@@ -1541,6 +1551,10 @@ int nc_jobs_free(nc_cache *c, const char *name, unsigned max_age_ms)
     nc_want_jobs(c);
     const nc_node *e = node_get(c, name);
     uint64_t since = !e ? 0 : e->present ? e->drain_seen_order : e->gone_seen_order;
+    /* Our own drain, accepted: no job starts after that (the node's read
+     * back must still show it drained, as judge() asks). */
+    if (e && e->present && e->drain_state == 2 && e->drain_ok_order && e->drain_ok_order < since)
+        since = e->drain_ok_order;
     if (since == 0)
         return 0; /* no read showed it drained (or gone): nothing to prove against */
     int listed = nc_jobs_ready(c) && !c->jobs_bad;
