@@ -171,47 +171,81 @@ static void test_rearm_stop_past_coarse(void **state)
 
 /* The median lateness of 40 deadlines each 100 us after a millisecond
  * boundary of the uv_hrtime() clock. */
-static uint64_t median_lateness(int coarse)
+static void sort_u64(uint64_t *v, int n)
 {
-    tctx c;
-    setup(&c, coarse);
-    uint64_t late[40];
-    for (int i = 0; i < 40; i++) {
-        uint64_t d = (uv_hrtime() / MS + 2) * MS + 100 * US;
-        uv_update_time(&c.loop);
-        int before = c.fired;
-        hrtimer_start(&c.t, on_fire_count, d);
-        uv_run(&c.loop, UV_RUN_DEFAULT);
-        assert_int_equal(c.fired, before + 1);
-        assert_true(c.fired_at[before % 64] >= d);
-        late[i] = c.fired_at[before % 64] - d;
-        if (c.fired == 64)
-            c.fired = 0;
-    }
-    finish(&c);
-    for (int i = 1; i < 40; i++) /* insertion sort */
-        for (int j = i; j > 0 && late[j] < late[j - 1]; j--) {
-            uint64_t x = late[j];
-            late[j] = late[j - 1];
-            late[j - 1] = x;
+    for (int i = 1; i < n; i++) /* insertion sort */
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            uint64_t x = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = x;
         }
-    return late[20];
+}
+
+/* One sample: arm c for 100 us after the millisecond boundary after next,
+ * run its loop until it fires, return how late it fired. */
+static uint64_t one_lateness(tctx *c)
+{
+    uint64_t d = (uv_hrtime() / MS + 2) * MS + 100 * US;
+    uv_update_time(&c->loop);
+    int before = c->fired;
+    hrtimer_start(&c->t, on_fire_count, d);
+    uv_run(&c->loop, UV_RUN_DEFAULT);
+    assert_int_equal(c->fired, before + 1);
+    assert_true(c->fired_at[before % 64] >= d);
+    uint64_t late = c->fired_at[before % 64] - d;
+    if (c->fired == 64)
+        c->fired = 0;
+    return late;
+}
+
+/* The median lateness of the timerfd (*fine) and of the uv_timer fallback
+ * (*coarse) over 40 samples each, taken in turn, so that both see the same
+ * load on the machine. */
+static void median_lateness(uint64_t *fine, uint64_t *coarse)
+{
+    tctx f, c;
+    setup(&f, 0);
+    setup(&c, 1);
+    uint64_t lf[40], lc[40];
+    for (int i = 0; i < 40; i++) {
+        lf[i] = one_lateness(&f);
+        lc[i] = one_lateness(&c);
+    }
+    finish(&f);
+    finish(&c);
+    sort_u64(lf, 40);
+    sort_u64(lc, 40);
+    *fine = lf[20];
+    *coarse = lc[20];
 }
 
 /* The timerfd meets such deadlines within the kernel's timer slack; a
  * millisecond timer cannot fire before the next boundary, 900 us later.
- * Timing on a shared machine varies, so the better of three tries counts. */
+ * Both also wait for the scheduler to run the process after the wake, which
+ * the module does not control: beside other tests on a loaded two-core
+ * machine that alone took the timerfd's median past a fixed 500 us now and
+ * then. So what is bounded is the module's gain over the uv_timer measured
+ * in the same run (the wake-up delay adds to both): the timerfd fires at
+ * least 400 us earlier (about 850 us is expected; a timerfd rounded to the
+ * millisecond as uv_timer gains nothing), the best of up to five tries. A
+ * 2 ms absolute bound stays, far above the timer slack, as a floor for a
+ * run where both are late together. */
 static void test_precision(void **state)
 {
     (void)state;
-    uint64_t best = UINT64_MAX, coarse = median_lateness(1);
-    for (int k = 0; k < 3 && best >= 500 * US; k++) {
-        uint64_t m = median_lateness(0);
-        best = m < best ? m : best;
+    uint64_t best_fine = UINT64_MAX, best_gain = 0, coarse_min = UINT64_MAX;
+    for (int k = 0; k < 5 && (best_gain < 400 * US || best_fine >= 2 * MS); k++) {
+        uint64_t fine, coarse;
+        median_lateness(&fine, &coarse);
+        printf("median lateness: timerfd %.0f us, uv_timer %.0f us\n", (double)fine / 1e3, (double)coarse / 1e3);
+        best_fine = fine < best_fine ? fine : best_fine;
+        coarse_min = coarse < coarse_min ? coarse : coarse_min;
+        if (coarse > fine && coarse - fine > best_gain)
+            best_gain = coarse - fine;
     }
-    printf("median lateness: timerfd %.0f us, uv_timer %.0f us\n", (double)best / 1e3, (double)coarse / 1e3);
-    assert_true(best < 500 * US);
-    assert_true(coarse >= 900 * US); /* rounded up to the next boundary, never early */
+    assert_true(best_gain >= 400 * US);
+    assert_true(best_fine < 2 * MS);
+    assert_true(coarse_min >= 900 * US); /* rounded up to the next boundary, never early */
 }
 
 int main(void)
