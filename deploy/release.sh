@@ -19,6 +19,9 @@
 #   slurm-VERSION.tgz              slurmop (whose values.yaml image.tag is VERSION);
 #                                  the slurm chart keeps its appVersion, the Slurm
 #                                  release its images are
+#   slurmop-VERSION.src.tar.gz     the sources (`git archive` of the work tree's tracked
+#                                  files, under slurmop-VERSION/), which build with
+#                                  `slurmop --version` saying "commit unknown"
 #   SHA256SUMS                     `sha256sum -c SHA256SUMS` in DIR checks them all
 #   RELEASE.txt                    version, commit, image ref and digest, sizes,
 #                                  and why there is no arm64 image
@@ -143,7 +146,16 @@ for c in slurmop-crds slurmop slurm; do
     [ -f "$OUT/$c-$VERSION.tgz" ] || die "helm package $c wrote no $c-$VERSION.tgz"
 done
 
-# 3. Why there is no arm64 image (measured on this host, not assumed).
+# 3. The sources: the tracked files as they are in the work tree (`git
+# stash create` makes a commit of them without touching the tree or the
+# stash; it prints nothing when the tree is clean, and HEAD is archived).
+say "sources: git archive"
+local snap
+snap=$(git -C "$ROOT" stash create 2>/dev/null) || die "git stash create failed"
+git -C "$ROOT" archive --format=tar.gz --prefix="slurmop-$VERSION/" -o "$OUT/slurmop-$VERSION.src.tar.gz" \
+    "${snap:-HEAD}" || die "git archive failed"
+
+# 4. Why there is no arm64 image (measured on this host, not assumed).
 local arm64
 if [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
     arm64="not built: this host cannot run arm64 programs (no qemu-aarch64 handler in /proc/sys/fs/binfmt_misc),"
@@ -153,7 +165,7 @@ else
     arm64="not built: deploy/images/build.sh makes amd64 base images only (a qemu-aarch64 handler is registered here)"
 fi
 
-# 4. Checksums and the summary.
+# 5. Checksums and the summary.
 local size
 size=$(du -m "$image" | cut -f1)
 {
@@ -162,9 +174,10 @@ size=$(du -m "$image" | cut -f1)
     echo "image:   $ref ($digest, linux/amd64, $size MB uncompressed)"
     echo "arm64:   $arm64"
     echo "charts:  slurmop-crds-$VERSION.tgz slurmop-$VERSION.tgz slurm-$VERSION.tgz (image.tag $VERSION)"
+    echo "sources: slurmop-$VERSION.src.tar.gz"
 } > "$OUT/RELEASE.txt"
 (cd "$OUT" && sha256sum slurmop-"$VERSION".oci.tar slurmop-crds-"$VERSION".tgz slurmop-"$VERSION".tgz \
-    slurm-"$VERSION".tgz RELEASE.txt > SHA256SUMS)
+    slurm-"$VERSION".tgz slurmop-"$VERSION".src.tar.gz RELEASE.txt > SHA256SUMS)
 cat "$OUT/RELEASE.txt"
 echo "folder:  $OUT"
 (cd "$OUT" && ls -l | sed -n '2,$p' | awk '{printf "  %10s  %s\n", $5, $9}')

@@ -19,7 +19,8 @@ cache, warm after integration.images: under a minute) writes the three
 charts with that chart version, appVersion (the slurm chart keeps the Slurm
 release) and the operator's default image tag, an OCI archive named
 docker.io/library/slurmop:<version> whose blobs match their digests, a
-SHA256SUMS that covers every file and matches, and leaves deploy/helm as it
+source tarball under slurmop-<version>/ without .git whose build says commit
+unknown, a SHA256SUMS that covers every file and matches, and leaves deploy/helm as it
 was; a second run into the same folder is refused. Exit 77 when not root or
 when helm is not built (bash tests/k8s/build.sh).
 """
@@ -223,7 +224,7 @@ def test_release(version, helm, tmp):
     check(tree_digest(helm_dir) == before, "release.sh changed deploy/helm in the tree")
     charts = {"slurmop-crds": "%s/slurmop-crds-%s.tgz", "slurmop": "%s/slurmop-%s.tgz", "slurm": "%s/slurm-%s.tgz"}
     want = sorted([os.path.basename(p % (out, v)) for p in charts.values()]
-                  + ["slurmop-%s.oci.tar" % v, "RELEASE.txt", "SHA256SUMS"])
+                  + ["slurmop-%s.oci.tar" % v, "slurmop-%s.src.tar.gz" % v, "RELEASE.txt", "SHA256SUMS"])
     check(sorted(os.listdir(out)) == want, "release folder holds %s, want %s" % (sorted(os.listdir(out)), want))
     check(out in r.stdout, "release.sh does not print the folder %s" % out)
     check("arm64" in r.stdout, "release.sh does not say what became of arm64")
@@ -268,6 +269,27 @@ def test_release(version, helm, tmp):
             cfg = json.loads(tf.extractfile("blobs/sha256/" + man["config"]["digest"].split(":")[1]).read())
             check(cfg["config"].get("User") == "65532:65532", "image user %r" % cfg["config"].get("User"))
         print("image %s: %.1f MB" % (ref, os.path.getsize(image) / 1e6))
+
+    src = os.path.join(out, "slurmop-%s.src.tar.gz" % v)
+    if check(os.path.exists(src), "no %s" % src):
+        with tarfile.open(src) as tf:
+            names = set(tf.getnames())
+        top = "slurmop-%s/" % v
+        check(all(n == top[:-1] or n.startswith(top) for n in names), "source tarball: entries outside %s" % top)
+        for n in ("CMakeLists.txt", "LICENSE", "cmake/op_commit.cmake", "cmd/slurmop.c", "deploy/release.sh"):
+            check(top + n in names, "source tarball: no %s" % n)
+        check(not any("/.git/" in n or n.endswith("/.git") for n in names), "source tarball holds .git")
+        # Configured from the tarball (about a second), the build's commit is unknown.
+        unpacked = os.path.join(tmp, "src")
+        with tarfile.open(src) as tf:
+            tf.extractall(unpacked, filter="data")
+        tree, b = os.path.join(unpacked, top), os.path.join(tmp, "src-build")
+        r = run(["cmake", "-S", tree, "-B", b, "-DBUILD_TESTING=OFF"], timeout=120)
+        if check(r.returncode == 0, "cmake configure of the source tarball: %s" % r.stderr[-2000:]):
+            r = run(["cmake", "--build", b, "--target", "op_commit"], timeout=120)
+            hdr = os.path.join(b, "gen", "op_commit.h")
+            text = open(hdr).read() if os.path.exists(hdr) else ""
+            check('OP_GIT_COMMIT "unknown"' in text, "a build of the source tarball: op_commit.h %r" % text)
 
     sums = {}
     with open(os.path.join(out, "SHA256SUMS")) as f:
