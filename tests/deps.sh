@@ -7,7 +7,8 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config libuv1-dev node-llhttp libmbedtls-dev libsodium-dev libyaml-dev libcjson-dev
       libcmocka-dev libslurm-dev slurmctld slurmd slurmrestd slurm-client slurm-wlm-basic-plugins
       slurm-wlm-jwt-plugin munge python3 curl procps iproute2 openssh-client
-      debootstrap) # debootstrap: the Slurm 24.11/26.05 labs (tests/slurm/slurmlab.sh)
+      debootstrap # debootstrap: the Slurm 24.11/26.05 labs (tests/slurm/slurmlab.sh)
+      containerd runc containernetworking-plugins iptables conntrack) # real Nodes (tests/k8s/nodes.sh)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -14,9 +14,10 @@
 # cached outside the clone; the first build takes a while, see README.md).
 #
 # Commands:
-#   start [--nodes N] [--crds DIR]
+#   start [--nodes N] [--crds DIR] [--kubelets K]
 #                      start a fresh cluster (etcd data from scratch) with N
-#                      KWOK nodes shaped like GPU nodes (default 0); prints
+#                      KWOK nodes shaped like GPU nodes (default 0) and K real
+#                      Nodes (kubelet + containerd, nodes.sh; default 0); prints
 #                      `export K8S_DIR=… KUBECONFIG=… K8S_BIN=…` lines on
 #                      stdout; exit 77 when Go is missing. --crds applies the
 #                      CustomResourceDefinitions of DIR (*.yaml) and waits
@@ -25,7 +26,8 @@
 #                      their kinds from its first discovery (see below)
 #   nodes N            add KWOK GPU nodes up to N in all to a running cluster
 #   stop [--clean]     stop every component (idempotent) and check that none
-#                      is left; --clean also removes $K8S_DIR
+#                      is left (real Nodes first: nodes.sh stop); --clean also
+#                      removes $K8S_DIR
 #   status             one line per component; exit 0 when all run and answer
 #                      their health check, 3 otherwise
 #   env                print the export lines of a started cluster
@@ -193,6 +195,9 @@ make_pki() {
     # kwok plays the kubelet of every fake node (node status, leases, pod
     # status), which Node authorization would split per node: it gets admin.
     cert kwok kwok-controller system:masters
+    # The API server's client certificate towards kubelets (logs, exec,
+    # port-forward on the real Nodes of nodes.sh).
+    cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
     # The ServiceAccount token signing key (RSA, as kubeadm makes it).
     openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$D/pki/sa.key" 2>/dev/null
     openssl pkey -in "$D/pki/sa.key" -pubout -out "$D/pki/sa.pub" 2>/dev/null
@@ -429,6 +434,9 @@ launch_apiserver() {
         --service-account-signing-key-file "$D/pki/sa.key" \
         --service-cluster-ip-range "$SERVICE_CIDR" \
         --endpoint-reconciler-type none \
+        --kubelet-client-certificate "$D/pki/apiserver-kubelet-client.crt" \
+        --kubelet-client-key "$D/pki/apiserver-kubelet-client.key" \
+        --kubelet-preferred-address-types InternalIP,Hostname \
         --allow-privileged=true \
         --audit-policy-file "$D/audit-policy.yaml" --audit-log-path "$D/log/audit.log" \
         --audit-log-format json --audit-log-mode blocking --audit-log-maxsize 1048576
@@ -469,17 +477,20 @@ print_env() {
 }
 
 do_start() {
-    local nodes=0 crds=""
+    local nodes=0 crds="" kubelets=0
     while [ $# -gt 0 ]; do
         case $1 in
             --nodes) [ $# -ge 2 ] || die "--nodes needs a count"; nodes=$2; shift 2 ;;
             --nodes=*) nodes=${1#--nodes=}; shift ;;
             --crds) [ $# -ge 2 ] || die "--crds needs a folder"; crds=$2; shift 2 ;;
             --crds=*) crds=${1#--crds=}; shift ;;
+            --kubelets) [ $# -ge 2 ] || die "--kubelets needs a count"; kubelets=$2; shift 2 ;;
+            --kubelets=*) kubelets=${1#--kubelets=}; shift ;;
             *) die "unknown start argument: $1" ;;
         esac
     done
     [[ $nodes =~ ^[0-9]+$ ]] || die "bad node count '$nodes'"
+    [[ $kubelets =~ ^[0-9]+$ ]] || die "bad kubelet count '$kubelets'"
     LEASE_S=$(lease_seconds "$nodes")
     local b
     for b in openssl curl python3 setsid; do
@@ -593,6 +604,11 @@ export K8S_DIR=$D
 export KUBECONFIG=$D/admin.kubeconfig
 export K8S_BIN=$BIN
 EOF
+    if [ "$kubelets" -gt 0 ]; then
+        rc=0
+        bash "$HERE/nodes.sh" start "$kubelets" >/dev/null || rc=$?
+        [ $rc -eq 0 ] || { [ $rc -eq 77 ] && exit 77; die "nodes.sh start $kubelets failed (exit $rc)"; }
+    fi
     trap - EXIT
     print_env
     say "started $D in $(( $(now_ms) - t0 )) ms: API server https://127.0.0.1:$API_PORT, $nodes KWOK node(s)"
@@ -602,6 +618,11 @@ EOF
 
 do_stop() {
     [ -d "$D" ] || { [ "${1:-}" = --clean ] || say "no cluster at $D"; return 0; }
+    # Real Nodes first: their pods, mounts, iptables rules and sysctls are
+    # host-wide, and their kubelets still talk to the API server.
+    if [ -d "$D/nodes" ]; then
+        K8S_DIR=$D bash "$HERE/nodes.sh" stop || die "nodes.sh stop failed"
+    fi
     # Clients first, then the API server, then etcd: each stops cleanly
     # while what it talks to is still there.
     local pids=() p n
@@ -644,6 +665,10 @@ do_status() {
     fi
     return $rc
 }
+
+# nodes.sh sources this file for its helpers; only run a command when
+# executed.
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 
 cmd=${1:-}
 [ $# -eq 0 ] || shift
