@@ -6,7 +6,9 @@
 # The real Kubernetes control plane (tests/k8s/) is built first: a no-op when
 # its binaries are cached, exit 77 when Go is missing, in which case the k8s
 # tests (label k8s: integration.k8s.*, integration.k8s_*) skip themselves.
-# Then Slinky's manager (tests/slinky/build.sh, for slinky_parity), cached the
+# As root, the real Nodes' binaries (tests/k8s/build-node.sh) and the
+# images of deploy/images/build.sh (both Slurm versions) follow, for the
+# tests of label pods. Then Slinky's manager (tests/slinky/build.sh, for slinky_parity), cached the
 # same way; SLURMOP_SLINKY=0 leaves it out, and a failed build only warns
 # (the test then skips).
 set -euo pipefail
@@ -22,6 +24,14 @@ case $rc in
     77) echo "tests/run.sh: Go is missing: the k8s tests will be skipped" >&2 ;;
     *) echo "tests/run.sh: tests/k8s/build.sh failed (exit $rc)" >&2; exit "$rc" ;;
 esac
+if [ "$rc" = 0 ] && [ "$(id -u)" = 0 ]; then
+    # The real-pod tests (label pods): the node binaries and the images,
+    # cached outside the clone like the control plane (a no-op when warm).
+    bash tests/k8s/build-node.sh >/dev/null
+    if [ -f deploy/images/build.sh ]; then
+        for v in 26.05 24.11; do bash deploy/images/build.sh --slurm "$v" operator slurm >/dev/null; done
+    fi
+fi
 if [ "$rc" = 0 ] && [ "${SLURMOP_SLINKY:-1}" != 0 ]; then
     # Slinky is the peer we compare with, not the product: when its module
     # cannot be fetched or built, slinky_parity skips (say so loudly) and

@@ -210,13 +210,16 @@ EOF
 
 write_kubelet_config() {
     local i=$1 n=$ND/n$1 port=$2 hport=$3
-    mkdir -p "$n/kubelet"
+    mkdir -p "$n/kubelet" "$n/pod-logs"
     cat > "$n/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: $(node_ip "$i")
 port: $port
 readOnlyPort: 0
+# A log folder per Node: each kubelet removes the folders of pods it does
+# not know from its podLogsDir (a shared /var/log/pods loses the others').
+podLogsDir: $n/pod-logs
 healthzBindAddress: 127.0.0.1
 healthzPort: $hport
 authentication:
@@ -384,10 +387,10 @@ kill_node_procs() {
     for round in $(seq 50); do
         any=""
         while read -r f; do
-            while read -r p; do
-                [ -n "$p" ] || continue
+            # (a cgroup may go between the listing and the read)
+            for p in $(cat "$f/cgroup.procs" 2>/dev/null); do
                 kill -KILL "$p" 2>/dev/null || true; any=1
-            done < "$f/cgroup.procs"
+            done
         done < <(node_cgroups "$i")
         [ -n "$any" ] || return 0
         sleep 0.1
@@ -561,10 +564,10 @@ do_nodes_start() {
 # ---- stop -------------------------------------------------------------------------
 
 do_nodes_stop() {
-    [ -d "$ND" ] || return 0
+    [ -f "$ND/count" ] || return 0
     N=$(node_count_started)
     NODE_BIN=$(cat "$ND/bin" 2>/dev/null || true)
-    local i p pids=() rc=0
+    local i p pids=() rc=0 t0; t0=$(now_ms)
     for ((i = 0; i < N; i++)); do p=$(pid_of "node-$i-kubelet"); alive "$p" && pids+=("$p"); done
     for n in kube-proxy coredns; do p=$(pid_of "$n"); alive "$p" && pids+=("$p"); done
     terminate 10000 "${pids[@]+"${pids[@]}"}"
@@ -619,6 +622,7 @@ do_nodes_stop() {
     rm -f "$ND/count" "$D"/run/node-*.pid "$D/run/kube-proxy.pid" "$D/run/coredns.pid"
     release_host_lock
     [ $rc -eq 0 ] || say "stopped, with leftovers (see above)"
+    say "$N real Node(s) stopped in $(( $(now_ms) - t0 )) ms"
     return $rc
 }
 
