@@ -75,9 +75,9 @@ ENV = dict(os.environ)
 # the test reports them ("KNOWN DEFECT") and goes on. The commit that fixes
 # one removes it here, so the test fails before the fix and passes after.
 # SLURMOP_PODS_STRICT=1 fails on them anyway.
-#   8: helm uninstall of the cluster chart hangs (the NodeSet's drain
-#      finalizer waits for the RestApi deleted in the same uninstall).
-KNOWN_OPEN = set() if os.environ.get("SLURMOP_PODS_STRICT") == "1" else {8}
+# (Defect 8, helm uninstall hanging on the NodeSet's drain finalizer, was
+# here until the Controller and RestApi got their nodesets finalizer.)
+KNOWN_OPEN = set() if os.environ.get("SLURMOP_PODS_STRICT") == "1" else set()
 
 
 def known_defect(n, what):
