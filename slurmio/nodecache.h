@@ -220,9 +220,9 @@ void nc_want_jobs(nc_cache *c);
 /** 1 when the job list is current. */
 int nc_jobs_ready(const nc_cache *c);
 /** 1 when a job read proves that no job holds the node: the job list is
- *  current and read cleanly, the last job read was sent after the first
- *  read that showed the node drained (or Slurm's "no such node" for it)
- *  and at most max_age_ms ago, and no job of it (any state that may hold a
+ *  current and read cleanly, the last job read was sent after our drain
+ *  of the node was accepted (else after the first read that showed it
+ *  drained, or Slurm's "no such node" for it) and at most max_age_ms ago, and no job of it (any state that may hold a
  *  node: sm_job_holds_nodes) lists the node. No job starts on a drained
  *  node, so one such read is proof for as long as the drain stays.
  *  Otherwise 0, and when only the read is missing one is sent at once and
