@@ -247,7 +247,22 @@ EOF
 }
 
 RESULTS=()
-emit() { RESULTS+=("$1 $2"); }
+# emit REF ARCHIVE: an output line; the archive's time is refreshed, so that
+# evict keeps what is in use.
+emit() { touch -c "$2"; RESULTS+=("$1 $2"); }
+
+# evict PREFIX KEEP_PATH: of the archives PREFIX*.tar keep KEEP_PATH and the
+# three newest others. Several checkouts (worktrees, CI's clone) share the
+# cache with different sources, so other keys' archives stay: removing them
+# would make each checkout's next run a cold one.
+evict() {
+    local f n=0
+    for f in $(ls -t "$1"*.tar 2>/dev/null); do
+        [ "$f" = "$2" ] && continue
+        n=$((n + 1))
+        [ "$n" -lt 4 ] || rm -f "$f"
+    done
+}
 
 # ---- slurm ---------------------------------------------------------------------
 
@@ -278,7 +293,7 @@ build_slurm() {
             "$(spec "$r/sackd:$SLURM_VERSION" 0:0 "[\"tini\",\"--\",\"$e/sackd-entrypoint.sh\"]" '[]' '[]')"
         rm -rf "$STAGE"
         say "slurm $SLURM_VERSION: $(du -m "$out" | cut -f1) MB archive in $(( ($(now_ms) - t0) / 1000 )) s"
-        rm -f $(ls "$CACHE/out/slurm-$SLURM_VERSION-"*.tar | grep -v -F "$out") 2>/dev/null || true
+        evict "$CACHE/out/slurm-$SLURM_VERSION-" "$out"
     fi
     for n in "${SLURM_IMAGES[@]}"; do emit "localhost/slurmop/$n:$SLURM_VERSION" "$out"; done
 }
@@ -365,7 +380,7 @@ EOF
         pack "$out" "$(spec "localhost/slurmop/mariadb:$ver" 0:0 '["tini","--","/usr/local/bin/mariadb-entrypoint.sh"]' '["mariadbd"]' '["3306/tcp"]')"
         rm -rf "$STAGE"
         say "mariadb $ver: $(du -m "$out" | cut -f1) MB archive in $(( ($(now_ms) - t0) / 1000 )) s"
-        rm -f $(ls "$CACHE/out/mariadb-"*.tar | grep -v -F "$out") 2>/dev/null || true
+        evict "$CACHE/out/mariadb-" "$out"
     fi
     emit "localhost/slurmop/mariadb:$ver" "$out"
 }
@@ -389,7 +404,7 @@ build_pause() {
         python3 "$HERE/ocipack.py" --rootfs "$STAGE" --out "$out" \
             --image "$(spec registry.k8s.io/pause:3.10 65535:65535 '["/pause"]' '[]')"
         rm -rf "$STAGE"
-        rm -f $(ls "$CACHE/out/pause-"*.tar | grep -v -F "$out") 2>/dev/null || true
+        evict "$CACHE/out/pause-" "$out"
     fi
     emit registry.k8s.io/pause:3.10 "$out"
 }
@@ -460,7 +475,7 @@ EOF
             pack "$bases" "$(spec docker.io/library/debian:12 '' '[]' '["bash"]')" \
                 "$(spec docker.io/library/debian:12-slim '' '[]' '["bash"]')"
             rm -rf "$STAGE"
-            rm -f $(ls "$CACHE/out/debian-12-"*.tar | grep -v -F "$bases") 2>/dev/null || true
+            evict "$CACHE/out/debian-12-" "$bases"
         fi
         say "operator image $ref: buildah bud -f deploy/Dockerfile"
         mkdir -p "$CACHE/buildah/root"
@@ -492,7 +507,7 @@ EOF
         fi
         mv "$out.part" "$out"
         say "operator: $(du -m "$out" | cut -f1) MB archive in $(( ($(now_ms) - t0) / 1000 )) s (log: $log)"
-        rm -f $(ls "$CACHE/out/slurmop-$ver-"*.tar | grep -v -F "$out") 2>/dev/null || true
+        evict "$CACHE/out/slurmop-$ver-" "$out"
     fi
     emit "$ref" "$out"
 }
