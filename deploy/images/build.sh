@@ -432,8 +432,17 @@ build_operator() {
     # One sha256sum for all the files (a process per file takes seconds).
     srchash=$(cd "$ROOT" && operator_sources | while read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done \
         | xargs -r -d '\n' sha256sum | sha256sum | cut -c1-16)
+    # The commit slurmop --version reports ("-dirty" when the tree differs
+    # from it; "unknown" outside git). The sources' hash changes with every
+    # commit anyway, so it costs no cache hit.
+    local commit=unknown
+    if commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null); then
+        git -C "$ROOT" diff --quiet HEAD 2>/dev/null || commit=$commit-dirty
+    else
+        commit=unknown
+    fi
     key=$(hash_of "$HERE/build.sh" "$HERE/ocipack.py" "$ROOT/deploy/Dockerfile" "$ROOT/deploy/Dockerfile.dockerignore" \
-        "$base/.images-rootfs" "$srchash" "$ver")
+        "$base/.images-rootfs" "$srchash" "$ver" "$commit")
     out=$CACHE/out/slurmop-$ver-$key.tar
     if [ ! -f "$out" ]; then
         t0=$(now_ms)
@@ -490,7 +499,7 @@ EOF
                 id=$("${B[@]}" pull --quiet "oci-archive:$3:docker.io/library/debian:$tag")
                 "${B[@]}" tag "$id" "docker.io/library/debian:$tag"
             done
-            "${B[@]}" bud --pull=never --isolation chroot --network host --layers \
+            "${B[@]}" bud --pull=never --isolation chroot --network host --layers --build-arg "OP_GIT_COMMIT=$7" \
                 --ignorefile "$4/deploy/Dockerfile.dockerignore" -f "$4/deploy/Dockerfile" -t "$5" "$4"
             rm -f "$6.part"
             "${B[@]}" push --quiet "$5" "docker-archive:$6.part:$5"
@@ -501,7 +510,7 @@ EOF
                 "${B[@]}" rm --all >/dev/null 2>&1 || true
                 "${B[@]}" rmi --prune >/dev/null 2>&1 || true
             fi
-            ' _ "$CACHE/buildah" "$TMP" "$bases" "$ROOT" "$ref" "$out" >"$log" 2>&1; then
+            ' _ "$CACHE/buildah" "$TMP" "$bases" "$ROOT" "$ref" "$out" "$commit" >"$log" 2>&1; then
             tail -n 20 "$log" >&2
             die "buildah failed (log: $log)"
         fi

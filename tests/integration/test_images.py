@@ -420,6 +420,9 @@ def test_built(tmp):
             p = chroot_ro(r, ["/usr/local/bin/slurmop", "--version"], user="65532:65532")
             check(p.returncode == 0 and "slurmop" in p.stdout,
                   "operator: `slurmop --version` as 65532 on a read-only root: %s%s" % (p.stdout.strip(), p.stderr))
+            head = subprocess.run(["git", "-C", SRC, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+            if head:
+                check(("commit " + head) in p.stdout, "operator: `slurmop --version` names the checkout's commit %s" % head[:12])
             p = chroot_ro(r, ["/bin/sh", "-c", "ldd /usr/local/bin/slurmop"])
             check("libslurm" not in p.stdout, "operator: no libslurm linked (OP_WITH_LIBSLURM=OFF)")
             check("not found" not in p.stdout, "operator: every shared library present")
