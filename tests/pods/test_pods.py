@@ -151,8 +151,25 @@ def login_pod():
     return ps[0]["metadata"]["name"]
 
 
+# A Slurm command in the login pod that finds no configuration: on 24.11 the
+# login image's sackd (no -D there) exits at once and its supervisor starts
+# it again every second, so /run/slurm/conf comes and goes (seen on real
+# pods; the images' fix is pending). Such a command is tried again, and
+# each retry is printed.
+NO_CONFIG = "Could not establish a configuration source"
+
+
 def in_login(cmd, ok=True, timeout=120):
-    return kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", "bash", "-c", cmd, ok=ok, timeout=timeout)
+    for attempt in range(5):
+        p = kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", "bash", "-c", cmd, ok=False, timeout=timeout)
+        if p.returncode == 0 or NO_CONFIG not in p.stderr:
+            break
+        print("RETRY (login pod without its Slurm configuration, attempt %d): %s" % (attempt + 1, cmd), flush=True)
+        time.sleep(1)
+    if ok and p.returncode != 0:
+        raise Fail("in the login pod: %s exited %d\nstdout: %s\nstderr: %s" % (cmd, p.returncode, p.stdout[-4000:],
+                                                                            p.stderr[-4000:]))
+    return p
 
 
 def in_ctld(cmd, ok=True, timeout=60):
