@@ -411,15 +411,19 @@ build_pause() {
 
 # ---- operator --------------------------------------------------------------------
 
-# The files deploy/Dockerfile's `COPY . .` takes: the repository's files less
-# what deploy/Dockerfile.dockerignore leaves out (its root-level patterns).
+# The files deploy/Dockerfile's `COPY . .` takes: the paths of the "!" lines
+# of deploy/Dockerfile.dockerignore (a whitelist after "*"), less its
+# exclusions that follow (Markdown, Python caches, objects).
 operator_sources() {
+    local paths
+    paths=$(sed -n 's/^!//p' "$ROOT/deploy/Dockerfile.dockerignore")
+    [ -n "$paths" ] || die "deploy/Dockerfile.dockerignore lists no paths"
+    # shellcheck disable=SC2086
     if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
-        git -C "$ROOT" ls-files -co --exclude-standard
+        git -C "$ROOT" ls-files -co --exclude-standard -- $paths
     else
-        (cd "$ROOT" && find . -type f ! -path './.git/*' | sed 's|^\./||')
-    fi | grep -v -E '^(\.git/|build[^/]*/|out/|bench-out/|run/|compile_commands\.json$)' \
-       | grep -v -E '(^|/)__pycache__/|\.pyc$|\.o$' | LC_ALL=C sort
+        (cd "$ROOT" && find $paths -type f 2>/dev/null)
+    fi | grep -v -E '\.md$|(^|/)__pycache__/|\.pyc$|\.o$' | LC_ALL=C sort
 }
 
 build_operator() {
