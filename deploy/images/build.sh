@@ -436,12 +436,15 @@ build_operator() {
     # One sha256sum for all the files (a process per file takes seconds).
     srchash=$(cd "$ROOT" && operator_sources | while read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done \
         | xargs -r -d '\n' sha256sum | sha256sum | cut -c1-16)
-    # The commit slurmop --version reports ("-dirty" when the tree differs
-    # from it; "unknown" outside git). The sources' hash changes with every
-    # commit anyway, so it costs no cache hit.
-    local commit=unknown
-    if commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null); then
-        git -C "$ROOT" diff --quiet HEAD 2>/dev/null || commit=$commit-dirty
+    # The commit slurmop --version reports: the last one that changed the
+    # build context (not HEAD, so that a commit to tests or docs keeps the
+    # cached image), "-dirty" when the context differs from it, "unknown"
+    # outside git.
+    local commit=unknown cpaths
+    cpaths=$(sed -n 's/^!//p' "$ROOT/deploy/Dockerfile.dockerignore")
+    # shellcheck disable=SC2086
+    if commit=$(git -C "$ROOT" log -1 --format=%H -- $cpaths 2>/dev/null) && [ -n "$commit" ]; then
+        git -C "$ROOT" diff --quiet HEAD -- $cpaths 2>/dev/null || commit=$commit-dirty
     else
         commit=unknown
     fi

@@ -420,9 +420,16 @@ def test_built(tmp):
             p = chroot_ro(r, ["/usr/local/bin/slurmop", "--version"], user="65532:65532")
             check(p.returncode == 0 and "slurmop" in p.stdout,
                   "operator: `slurmop --version` as 65532 on a read-only root: %s%s" % (p.stdout.strip(), p.stderr))
-            head = subprocess.run(["git", "-C", SRC, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-            if head:
-                check(("commit " + head) in p.stdout, "operator: `slurmop --version` names the checkout's commit %s" % head[:12])
+            # The last commit that changed the build context (the "!" paths of
+            # deploy/Dockerfile.dockerignore), so that a commit to tests or
+            # docs keeps the cached image.
+            paths = [l[1:].strip() for l in open(os.path.join(SRC, "deploy", "Dockerfile.dockerignore"))
+                     if l.startswith("!")]
+            last = subprocess.run(["git", "-C", SRC, "log", "-1", "--format=%H", "--"] + paths,
+                                  capture_output=True, text=True).stdout.strip()
+            if last:
+                check(("commit " + last) in p.stdout,
+                      "operator: `slurmop --version` names the build context's last commit %s: %s" % (last[:12], p.stdout))
             p = chroot_ro(r, ["/bin/sh", "-c", "ldd /usr/local/bin/slurmop"])
             check("libslurm" not in p.stdout, "operator: no libslurm linked (OP_WITH_LIBSLURM=OFF)")
             check("not found" not in p.stdout, "operator: every shared library present")
