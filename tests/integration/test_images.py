@@ -161,6 +161,7 @@ FAKE_SLURMD = r"""#!/bin/bash
 if [ "$1" = -h ]; then
   echo "usage: $(basename "$0") [OPTIONS]"
   [ -n "${FAKE_NO_D:-}" ] || echo "    -D                          Run daemon in foreground."
+  echo "    --systemd                   Started from a systemd unit file."
   echo "    -v                          Verbose mode."
   exit 0
 fi
@@ -250,8 +251,8 @@ def test_entrypoints(tmp):
           "sackd: -D, $SACKD_OPTIONS, then the args: %s" % out)
     # Slurm 24.11's sackd has no -D (it always runs in the foreground).
     rc, out, _ = run_ep(root, "sackd-entrypoint.sh", ["--conf-server", "c:6817"], {"FAKE_NO_D": "1"})
-    check(rc == 0 and json.loads(out) == ["sackd", "--conf-server", "c:6817"],
-          "sackd: no -D where sackd does not take it (24.11): %s" % out)
+    check(rc == 0 and json.loads(out) == ["sackd", "--systemd", "--conf-server", "c:6817"],
+          "sackd: --systemd where sackd takes no -D (24.11, which forks away without either): %s" % out)
     # slurmop's operator joins the --conf items with a vertical tab: the value
     # stays one word, items are added after a space, nothing else changes.
     vt = "Features=slinky\x0bWeight=5"

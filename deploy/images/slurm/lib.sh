@@ -29,14 +29,20 @@ eval_options() {
     set +f
 }
 
-# foreground_flag DAEMON: "-D" when DAEMON takes it. sackd took no -D before
-# Slurm 25.05 (it always ran in the foreground); the other daemons always do.
+# foreground_flag DAEMON: "-D" when DAEMON takes it, else "--systemd" when it
+# takes that: sackd had no -D before Slurm 25.05.
 foreground_flag() {
     # The whole usage first: grep -q stopping early would kill the writer
     # with SIGPIPE, which pipefail turns into a failed test.
     local usage
     usage=$("$1" -h 2>&1 || true)
-    if printf '%s\n' "$usage" | grep -E '^[[:space:]]+-D([[:space:],]|$)' >/dev/null; then echo -D; fi
+    if printf '%s\n' "$usage" | grep -E '^[[:space:]]+-D([[:space:],]|$)' >/dev/null; then
+        echo -D
+    elif printf '%s\n' "$usage" | grep -E '^[[:space:]]+--systemd' >/dev/null; then
+        # 24.11's sackd forks into the background unless told it runs
+        # under systemd (then it stays in the foreground, as Slinky's runs it).
+        echo --systemd
+    fi
 }
 
 # as_slurm CMD...: run CMD as SlurmUser (slurm, uid 401) when started as
