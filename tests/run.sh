@@ -6,15 +6,26 @@
 # The real Kubernetes control plane (tests/k8s/) is built first: a no-op when
 # its binaries are cached, exit 77 when Go is missing, in which case the k8s
 # tests (label k8s: integration.k8s.*, integration.k8s_*) skip themselves.
-# As root, the real Nodes' binaries (tests/k8s/build-node.sh) and the
-# images of deploy/images/build.sh (both Slurm versions) follow, for the
-# tests of label pods. Then Slinky's manager (tests/slinky/build.sh, for slinky_parity), cached the
+# As root, the images of deploy/images/build.sh (both Slurm versions, built
+# in the background from the start) and the real Nodes' binaries
+# (tests/k8s/build-node.sh) are made for the tests of label pods. Then Slinky's manager (tests/slinky/build.sh, for slinky_parity), cached the
 # same way; SLURMOP_SLINKY=0 leaves it out, and a failed build only warns
 # (the test then skips).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/deps.sh
 BUILD=${OP_TEST_BUILD_DIR:-build-test}
+mkdir -p "$BUILD"
+img_pid=""
+if [ "$(id -u)" = 0 ] && [ -f deploy/images/build.sh ]; then
+    # The images of the pods and images tests. A cold build is mostly
+    # debootstrap's downloads and buildah's apt steps, so it runs beside the
+    # compile and the Go builds below instead of after them (a fresh machine's
+    # first run is then shorter by most of it); a no-op in seconds when warm.
+    ( bash deploy/images/build.sh --slurm 26.05 all &&
+      bash deploy/images/build.sh --slurm 24.11 slurm ) >"$BUILD/images-build.log" 2>&1 &
+    img_pid=$!
+fi
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Debug -DOP_WERROR=ON -DOP_ASAN=ON -DOP_UBSAN=ON >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
 rc=0
@@ -28,9 +39,6 @@ if [ "$rc" = 0 ] && [ "$(id -u)" = 0 ]; then
     # The real-pod tests (label pods): the node binaries and the images,
     # cached outside the clone like the control plane (a no-op when warm).
     bash tests/k8s/build-node.sh >/dev/null
-    if [ -f deploy/images/build.sh ]; then
-        for v in 26.05 24.11; do bash deploy/images/build.sh --slurm "$v" operator slurm >/dev/null; done
-    fi
 fi
 if [ "$rc" = 0 ] && [ "${SLURMOP_SLINKY:-1}" != 0 ]; then
     # Slinky is the peer we compare with, not the product: when its module
@@ -38,6 +46,11 @@ if [ "$rc" = 0 ] && [ "${SLURMOP_SLINKY:-1}" != 0 ]; then
     # the rest of the suite still runs.
     bash tests/slinky/build.sh >/dev/null ||
         echo "tests/run.sh: WARNING: tests/slinky/build.sh failed (exit $?): slinky_parity will be skipped" >&2
+fi
+if [ -n "$img_pid" ] && ! wait "$img_pid"; then
+    # The tests that need an image then fail, saying which one is missing.
+    echo "tests/run.sh: WARNING: deploy/images/build.sh failed (log: $BUILD/images-build.log)" >&2
+    tail -n 20 "$BUILD/images-build.log" >&2 || true
 fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
