@@ -176,10 +176,14 @@ def test_scale_in_figures_or_skip_reason():
     assert s["busyDeletedAfterJob"] == s["busy"], s
     # Once per pod: its DELETE, and its cordon before the drain. A pod whose
     # delete is decided gets no status write any more (each one was a PATCH
-    # queued ahead of the next DELETEs); the busy pods' own status (their
-    # drain, their job's end) is the little room left.
+    # queued ahead of the next DELETEs); the busy pods' own writes are the
+    # little room left: protect label and deadline cleared, and one condition
+    # write per Slurm state their node shows on the way out (MIXED+DRAIN,
+    # COMPLETING+DRAIN when a read catches the epilog, IDLE+DRAIN): 5 each.
+    # An idle victim that took a second write would show as N + 1 or more
+    # past that.
     assert s["podDeletes"] >= N, s
-    assert s["podPatches"] <= N + 4 * s["busy"], s
+    assert s["podPatches"] <= N + 5 * s["busy"], s
 
 
 def cleanup():
