@@ -262,7 +262,10 @@ class Suite:
                  15, what="slinky-2/3 busy on their pods")
         return job
 
-    def converge(self, problems, timeout=30):
+    # 60 s: the lost-state round alone waits 20 s for an idle lost node and a
+    # slurmd's re-registration, then a job read after the drain (30 s ran out
+    # once on a loaded CI machine, every pod kept: liveness, not safety).
+    def converge(self, problems, timeout=60):
         c, lab = self.c, self.lab
         t = time.monotonic()
         try:
