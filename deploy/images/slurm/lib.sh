@@ -29,8 +29,10 @@ eval_options() {
     set +f
 }
 
-# foreground_flag DAEMON: "-D" when DAEMON takes it, else "--systemd" when it
-# takes that: sackd had no -D before Slurm 25.05.
+# foreground_flag DAEMON: "-D" when DAEMON takes it, else nothing: sackd had
+# no -D before Slurm 25.05 and forks into the background (its --systemd keeps
+# it in front only with a systemd notify socket to answer, which these images
+# do not run); run_forking then waits for the process it leaves.
 foreground_flag() {
     # The whole usage first: grep -q stopping early would kill the writer
     # with SIGPIPE, which pipefail turns into a failed test.
@@ -38,11 +40,23 @@ foreground_flag() {
     usage=$("$1" -h 2>&1 || true)
     if printf '%s\n' "$usage" | grep -E '^[[:space:]]+-D([[:space:],]|$)' >/dev/null; then
         echo -D
-    elif printf '%s\n' "$usage" | grep -E '^[[:space:]]+--systemd' >/dev/null; then
-        # 24.11's sackd forks into the background unless told it runs
-        # under systemd (then it stays in the foreground, as Slinky's runs it).
-        echo --systemd
     fi
+}
+
+# run_forking NAME CMD...: run CMD, a daemon called NAME that forks into the
+# background and whose first process exits; then wait while the newest NAME
+# process runs, passing SIGTERM/SIGINT on to it, so that whoever started this
+# (the container, or supervise below) sees the daemon's end as this one's.
+# Returns 1 when the daemon is gone (or never stayed).
+run_forking() {
+    local name=$1 pid; shift
+    ( "$@" ) || return
+    pid=$(pgrep -n -x "$name") || { log "$name left no process"; return 1; }
+    trap 'kill -TERM "$pid" 2>/dev/null' TERM INT
+    while kill -0 "$pid" 2>/dev/null; do sleep 1; done
+    trap - TERM INT
+    log "$name (pid $pid) ended"
+    return 1
 }
 
 # as_slurm CMD...: run CMD as SlurmUser (slurm, uid 401) when started as

@@ -17,7 +17,8 @@ run_sackd() {
     eval_options "${SACKD_OPTIONS:-}"
     cd /run/slurm 2>/dev/null || log "no /run/slurm"
     fg=$(foreground_flag sackd)
-    as_slurm sackd ${fg:+"$fg"} "${OPTS[@]}"
+    [ -z "$fg" ] || as_slurm sackd "$fg" "${OPTS[@]}"
+    run_forking sackd as_slurm sackd "${OPTS[@]}"
 }
 
 mkdir -p /run/slurm /root/.ssh

@@ -11,4 +11,5 @@ mkdir -p /run/slurm
 [ "$(id -u)" != 0 ] || chown slurm:slurm /run/slurm
 cd /run/slurm 2>/dev/null || log "no /run/slurm"
 fg=$(foreground_flag sackd)
-as_slurm sackd ${fg:+"$fg"} "${OPTS[@]}"
+[ -z "$fg" ] || as_slurm sackd "$fg" "${OPTS[@]}"
+run_forking sackd as_slurm sackd "${OPTS[@]}"
