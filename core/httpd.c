@@ -472,8 +472,7 @@ static void settings_init(void)
 
 /* --- connection ---------------------------------------------------------- */
 
-/* "1.2.3.4:80" -> "1.2.3.4", "[::1]:80" -> "::1". */
-static void peer_ip(const char *peer, char *out, size_t cap)
+void hs_peer_ip(const char *peer, char *out, size_t cap)
 {
     const char *end = strrchr(peer, ':');
     size_t n = end ? (size_t)(end - peer) : strlen(peer);
@@ -883,7 +882,7 @@ static void on_connection(uv_stream_t *server, int status)
     srv->stats.open_conns++;
 
     char ip[sizeof(((peer_count *)0)->ip)];
-    peer_ip(conn_peer(hc->c), ip, sizeof(ip));
+    hs_peer_ip(conn_peer(hc->c), ip, sizeof(ip));
     peer_count *pc = map_get(&srv->peers, ip);
     int room = make_room(srv, pc);
     pc = map_get(&srv->peers, ip); /* an eviction may have freed it */

@@ -121,6 +121,10 @@ int hs_req_has_body(const hs_req *req);
 const char *hs_req_client_cn(const hs_req *req);
 /** Peer address as "ip:port". */
 const char *hs_req_peer(const hs_req *req);
+/* The address part of a peer string ("1.2.3.4:80" -> "1.2.3.4",
+ * "[::1]:80" -> "::1"), cut to fit cap bytes with its NUL: the key that
+ * per-address limits count by. */
+void hs_peer_ip(const char *peer, char *out, size_t cap);
 
 /** Attach the handler's own pointer to the request. */
 void hs_req_set_data(hs_req *req, void *data);

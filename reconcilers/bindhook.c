@@ -284,21 +284,6 @@ static void throttle(bindhook *h, hs_req *req, const bh_review *rv)
     uv_timer_start(&ho->timer, hold_done, THROTTLE_HOLD_MS, 0);
 }
 
-/* "1.2.3.4:80" -> "1.2.3.4", "[::1]:80" -> "::1". */
-static void peer_ip(const char *peer, char *out, size_t cap)
-{
-    const char *end = strrchr(peer, ':');
-    size_t n = end ? (size_t)(end - peer) : strlen(peer);
-    if (n >= 2 && peer[0] == '[' && peer[n - 1] == ']') {
-        peer++;
-        n -= 2;
-    }
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(out, peer, n);
-    out[n] = '\0';
-}
-
 static int name_allowed(const bindhook *h, const char *cn)
 {
     if (h->client_names == NULL)
@@ -368,7 +353,7 @@ static void serve(hs_req *req, void *data)
      * nobody has must not queue reads without end (it once slowed a
      * 100-pod scale-out from 0.12 s to 21.6 s through the shared budget). */
     char ip[sizeof(((bh_peer *)0)->ip)];
-    peer_ip(hs_req_peer(req), ip, sizeof(ip));
+    hs_peer_ip(hs_req_peer(req), ip, sizeof(ip));
     bh_peer *peer = map_get(&h->peers, ip);
     if (h->n_reads >= BH_MAX_READS || (peer && peer->n >= BH_MAX_READS_PER_PEER)) {
         throttle(h, req, &rv);
