@@ -8,6 +8,8 @@ built):
   below; a rule without a case fails the test, so a new rule needs one);
 - the defaults of the schemas come back as the CRDs say (every `default`
   whose parent object the test's minimal objects hold);
+- every field of spec and status has its description in the server's
+  OpenAPI v3 (what `kubectl explain` prints), and `kubectl explain` shows it;
 - the server's printer columns (the Table `kubectl get` prints) are the
   CRDs' additionalPrinterColumns, with the values of their JSON paths;
 - `kubectl scale nodeset` through the scale subresource; `kubectl describe
@@ -309,6 +311,47 @@ def test_printer_columns_and_kubectl():
                     continue
                 assert cell == want, "%s %s column %s: %r, object has %r" % (kind, name, col["name"], cell, want)
         print(k.kubectl("get", PLURAL[kind], "-n", NS, "-o", "wide").stdout.rstrip())
+
+
+def described_paths(schema, path, out):
+    """Every property path of a CRD schema below path, with its description."""
+    for name, sub in (schema.get("properties") or {}).items():
+        out[path + "." + name] = sub.get("description")
+        described_paths(sub, path + "." + name, out)
+    for inner in ("items", "additionalProperties"):
+        if isinstance(schema.get(inner), dict):
+            described_paths(schema[inner], path + "[]", out)
+    return out
+
+
+def test_kubectl_explain_describes_every_field():
+    """What `kubectl explain` reads (the server's OpenAPI v3 of the group) carries a description for
+    every field of spec and status of the six kinds, and kubectl prints the one of a nested field."""
+    k = ks()
+    c = k.client()
+    r = c.get("/openapi/v3/apis/slinky.slurm.net/v1beta1")
+    assert r.status == 200, r.text
+    published = r.json()["components"]["schemas"]
+    checked = 0
+    for crd in crd_docs():
+        kind = crd["spec"]["names"]["kind"]
+        ours = schema_of(crd)["schema"]["openAPIV3Schema"]
+        served = published["net.slurm.slinky.v1beta1." + kind]
+        assert served.get("description") == ours["description"], kind
+        for top in ("spec", "status"):
+            want = described_paths(ours["properties"][top], top, {})
+            got = described_paths(served["properties"][top], top, {})
+            for path, d in want.items():
+                assert d, "%s.%s has no description in crds/" % (kind, path)
+                assert got.get(path) == d, "%s.%s served as %r" % (kind, path, got.get(path))
+                checked += 1
+    assert checked >= 250, checked
+    print("  %d fields described by the server" % checked)
+    out = k.kubectl("explain", "nodesets.spec.persistentVolumeClaimRetentionPolicy.whenScaled").stdout
+    print(out.rstrip())
+    want = described_paths(schema_of([d for d in crd_docs() if d["spec"]["names"]["kind"] == "NodeSet"][0])
+                           ["schema"]["openAPIV3Schema"]["properties"]["spec"], "spec", {})
+    assert " ".join(want["spec.persistentVolumeClaimRetentionPolicy.whenScaled"].split()) in " ".join(out.split()), out
 
 
 def write_secrets(k, ns):
