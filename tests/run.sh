@@ -55,4 +55,12 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 cd "$BUILD"
-ctest --output-on-failure --timeout 600 -j2 "$@"
+# Most tests wait on an API server, a Slurm lab or a kubelet rather than
+# compute, so more run at once than there are cores (OP_TEST_JOBS); the
+# Slurm labs, whose checks are timing-bound, are held to OP_TEST_LABS at once
+# by the resource spec below (tests/CMakeLists.txt, RESOURCE_GROUPS slurmlab).
+jobs=${OP_TEST_JOBS:-4}
+labs=${OP_TEST_LABS:-2}
+printf '{"version":{"major":1,"minor":0},"local":[{"slurmlab":[{"id":"labs","slots":%d}]}]}\n' "$labs" \
+    >resource-spec.json
+ctest --output-on-failure --timeout 600 -j"$jobs" --resource-spec-file resource-spec.json "$@"
