@@ -26,7 +26,7 @@ const char *cw_controller_ref(const cJSON *cr);
  *  when set and non-empty, else cr's own metadata.namespace. Slinky's
  *  manager reads an empty namespace as the namespace "" (cluster-wide lists
  *  match nothing); slurmop reads it as the CR's own, so definitions written
- *  without it keep working (README, "Known differences from Slinky"). NULL
+ *  without it keep working (docs/slinky.md, "Known differences from Slinky"). NULL
  *  when cr has neither. */
 const char *cw_ref_ns(const cJSON *cr, const char *ref);
 

@@ -37,7 +37,7 @@ iat/exp; SSH host keys by their type) and compared: kind, name, labels,
 annotations, spec, data. The generated files in ConfigMaps and Secrets are
 compared byte for byte. A difference fails the test unless
 tests/slinky/known-differences.txt lists it with its reason; every listed
-reason must also be in README.md's "Known differences from Slinky", and a
+reason must also be in docs/slinky.md's "Known differences from Slinky", and a
 listed difference that no longer occurs fails too (the list stays exact).
 
 Skipped (77) when Go is missing, the control plane or Slinky's manager is not
@@ -75,7 +75,7 @@ SLINKY_SA_NS = "slinky-system"
 SLINKY_SA = "slinky"
 INPUT = "parity.slurmop.test/input"
 ALLOW_FILE = os.path.join(HERE, "known-differences.txt")
-README = os.path.join(SRC, "README.md")
+README = os.path.join(SRC, "docs", "slinky.md")
 
 
 def skip(why):
@@ -772,12 +772,12 @@ def main():
     for i, (k, n, p, r) in enumerate(allow):
         if i not in used:
             failures.append("known-differences.txt lists `%s %s %s` but it no longer occurs: remove it "
-                            "(and its line in README.md)" % (k, n, p))
+                            "(and its line in docs/slinky.md)" % (k, n, p))
     with open(README) as f:
         readme = f.read()
     for k, n, p, r in allow:
         if r not in readme:
-            failures.append("README.md's \"Known differences from Slinky\" lacks the reason of `%s %s %s`: %s"
+            failures.append("docs/slinky.md's \"Known differences from Slinky\" lacks the reason of `%s %s %s`: %s"
                             % (k, n, p, r))
     print("run time %.1f s" % (time.monotonic() - t_start))
     if failures:
