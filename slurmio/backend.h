@@ -4,7 +4,7 @@
  * over REST when the negotiated data_parser version has them, and otherwise
  * through the libslurm backend (slurmlib.h) when the build has it:
  *
- *   operation                 v0.0.38 (Slurm 22.05)   v0.0.40/41            v0.0.42            v0.0.43/44
+ *   operation                 v0.0.38 (Slurm 22.05)   v0.0.40/41            v0.0.42            v0.0.43-45
  *   GET nodes/node/jobs/ping  REST                    REST                  REST               REST
  *   GET reservation(s)        REST                    REST                  REST               REST
  *   update one node           libslurm                REST node/{name}      REST               REST

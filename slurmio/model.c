@@ -13,7 +13,7 @@
 
 /* ---- versions ---- */
 
-static const int supported[] = {SM_V36, SM_V37, SM_V38, SM_V40, SM_V41, SM_V42, SM_V43, SM_V44};
+static const int supported[] = {SM_V36, SM_V37, SM_V38, SM_V40, SM_V41, SM_V42, SM_V43, SM_V44, SM_V45};
 
 int sm_version_supported(int v)
 {
@@ -59,6 +59,8 @@ const char *sm_version_str(int v)
         return "v0.0.43";
     case SM_V44:
         return "v0.0.44";
+    case SM_V45:
+        return "v0.0.45";
     default:
         return "v0.0.?";
     }
@@ -193,7 +195,7 @@ int sm_path(int v, enum sm_op op, const char *arg, buf_t *out)
 }
 
 /* The versions negotiation may pick, newest first. */
-static const int preferred[] = {SM_V44, SM_V43, SM_V42, SM_V41, SM_V40, SM_V38};
+static const int preferred[] = {SM_V45, SM_V44, SM_V43, SM_V42, SM_V41, SM_V40, SM_V38};
 
 int sm_negotiate_paths(const char *const *paths, size_t n)
 {
@@ -603,7 +605,8 @@ static int parse_ping(const cJSON *o, sm_ping *p)
     if (cJSON_IsBool(r)) {
         p->responding = cJSON_IsTrue(r);
     } else {
-        /* "pinged" (v0.0.40) or "ping" (22.05): "UP" or "DOWN". */
+        /* "pinged" (v0.0.40) or "ping" (22.05): "UP" or "DOWN". v0.0.45
+         * has neither: it always sends "responding" and "primary". */
         const char *s = json_get_str(o, "pinged");
         if (!s)
             s = json_get_str(o, "ping");

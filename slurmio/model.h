@@ -3,10 +3,10 @@
  *
  * slurmrestd speaks one "data_parser" version per URL prefix
  * (/slurm/v0.0.N/...). Debian's Slurm 22.05 offers v0.0.36-v0.0.38; Slurm
- * 23.11-25.11 offer v0.0.40-v0.0.44 (Slinky requires v0.0.44). The versions
- * differ in shape, not in meaning:
+ * 23.11-25.11 offer v0.0.40-v0.0.44 (Slinky requires v0.0.44), 26.05 offers
+ * v0.0.42-v0.0.45. The versions differ in shape, not in meaning:
  *
- *   item            v0.0.36        v0.0.37/38                  v0.0.40 ... v0.0.44
+ *   item            v0.0.36        v0.0.37/38                  v0.0.40 ... v0.0.45
  *   node state      "state":"idle" + "state_flags":["DRAIN"]   "state":["IDLE","DRAIN"]
  *                   (no flags)
  *   features        "a,b"          "a,b"                       ["a","b"]
@@ -14,7 +14,8 @@
  *   times, limits   integers; time_limit null = unlimited      {set, infinite, number}
  *   job state       "RUNNING"      "RUNNING"                   ["RUNNING", ...flags]
  *   ping            "ping":"UP", "mode":"primary"              v0.0.40 "pinged":"UP";
- *                                                              v0.0.41+ "responding", "primary"
+ *                                                              v0.0.41+ "responding", "primary";
+ *                                                              v0.0.45 drops "pinged" and "mode"
  *                                                              (assumed: v0.0.40/41 documents were
  *                                                              not at hand; both forms are read)
  *   error number    "errno"        "errno" / "error_number"    "error_number"
@@ -97,14 +98,15 @@ enum sm_version {
     SM_V42 = 42,
     SM_V43 = 43,
     SM_V44 = 44,
+    SM_V45 = 45,
 };
-#define SM_VERSION_NEWEST SM_V44
+#define SM_VERSION_NEWEST SM_V45
 /** The oldest version negotiation will choose (v0.0.36/37 parse, but are
  *  never picked: v0.0.36 cannot show DRAIN). */
 #define SM_VERSION_OLDEST_USABLE SM_V38
 
 /** "v0.0.38", "0.0.38" or "openapi/v0.0.38" -> 38; OP_ENOTSUP for a
- *  well-formed version this module does not parse (v0.0.39, v0.0.45);
+ *  well-formed version this module does not parse (v0.0.39, v0.0.46);
  *  OP_EPARSE otherwise. */
 int sm_version_parse(const char *s);
 /** "v0.0.38" for 38 (static string; "v0.0.?" for unknown values). */
@@ -145,7 +147,7 @@ int sm_path(int version, enum sm_op op, const char *arg, buf_t *out);
 
 /**
  * Pick the data_parser version to use from slurmrestd's /openapi/v3 document:
- * the newest of v0.0.44 ... v0.0.40, v0.0.38 whose node list endpoint the
+ * the newest of v0.0.45 ... v0.0.40, v0.0.38 whose node list endpoint the
  * document lists.
  * @return the version, or OP_ENOTSUP when none is offered, OP_EPARSE when the
  *         document has no "paths" object.

@@ -14,7 +14,7 @@
  * replaced (sr_set_key), gets a fresh token first. There is no refresh timer
  * that could stop: a client that sends requests always has a valid token.
  *
- * Version negotiation. The data_parser version (v0.0.44 ... v0.0.38) is read
+ * Version negotiation. The data_parser version (v0.0.45 ... v0.0.38) is read
  * from GET /openapi/v3 before the first request (sm_negotiate), unless the
  * options force one. Requests made meanwhile wait for it; if negotiation
  * fails they fail with its error and the next request tries again (so a

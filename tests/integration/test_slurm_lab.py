@@ -3,7 +3,7 @@
 slurmio modules (through tools/slurmio-cli). The version is SLURMLAB_VERSION
 (22.05 by default: the host's packages; 24.11 and 26.05 run chrooted in a
 root file system slurmlab.sh builds once), and the REST data parser the one
-slurmlab.sh names for it (SLURMLAB_API: v0.0.38, v0.0.42, v0.0.44):
+slurmlab.sh names for it (SLURMLAB_API: v0.0.38, v0.0.42, v0.0.45):
 
 - a token minted by slurmio (jwt.c) is accepted by slurmctld through slurmrestd
   (GET /slurm/<api>/nodes: 200, no errors); an expired one is refused, and

@@ -10,7 +10,7 @@ NodeSet's pods, matched by name (neither kubesim nor kwok runs slurmd).
 slurmop reaches slurmrestd through --slurmrestd; on the real control plane it
 runs under deploy/'s ServiceAccount. On 22.05 (REST v0.0.38: reads only) it
 drains and reserves through the libslurm backend (--slurm-conf); on 24.11
-(v0.0.42) and 26.05 (v0.0.44) it gets no slurm.conf and writes nodes over
+(v0.0.42) and 26.05 (v0.0.45) it gets no slurm.conf and writes nodes over
 REST (the host's 22.05 libslurm cannot speak with those slurmctlds), and
 reservations over REST on 26.05; 24.11's REST API has no reservation writes,
 so there the ScheduledUpdate scenario checks that slurmop says so instead.

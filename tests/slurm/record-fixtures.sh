@@ -4,8 +4,8 @@
 #
 # SLURMLAB_VERSION picks the Slurm (default 22.05) and so the data parsers
 # recorded: 22.05 → v0.0.36, v0.0.37, v0.0.38; 24.11 → v0.0.40, v0.0.41,
-# v0.0.42; 26.05 → v0.0.43, v0.0.44 (its v0.0.42 is 24.11's; its v0.0.45 is
-# newer than slurmop). SLURMLAB_RECORD_PARSERS="42 44" overrides the list.
+# v0.0.42; 26.05 → v0.0.43, v0.0.44, v0.0.45 (its v0.0.42 is 24.11's).
+# SLURMLAB_RECORD_PARSERS="42 44" overrides the list.
 #
 # Each response is saved as v<parser>_<case>_<status>.json (the body as sent;
 # a 304 gives an empty file, the plain-text errors keep their text). The
@@ -36,7 +36,7 @@ version=${SLURMLAB_VERSION:-22.05}
 case $version in
     22.05) ALL="36 37 38" ;;
     24.11) ALL="40 41 42" ;;
-    26.05) ALL="43 44" ;;
+    26.05) ALL="43 44 45" ;;
     *) echo "record-fixtures: SLURMLAB_VERSION=$version: want 22.05, 24.11 or 26.05" >&2; exit 2 ;;
 esac
 ALL=${SLURMLAB_RECORD_PARSERS:-$ALL}

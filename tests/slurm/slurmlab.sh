@@ -88,7 +88,7 @@
 #                         run them in the root file system; links to the host's
 #                         binaries for 22.05); put it first in PATH
 #   SLURMLAB_API          the data parser a client of this version should use
-#                         (v0.0.38, v0.0.42, v0.0.44)
+#                         (v0.0.38, v0.0.42, v0.0.45)
 #   SLURMLAB_DATA_PARSERS every data parser slurmrestd serves, newest last
 #
 # Root file systems: <cache>/<suite>-<slurm version>, made by
@@ -125,7 +125,7 @@ case $VERSION in
         # would need a slurmdbd.
         OPENAPI_PLUGINS=openapi/slurmctld ;;
     26.05)
-        SUITE=forky DEBOOTSTRAP_SCRIPT=/usr/share/debootstrap/scripts/sid API=v0.0.44
+        SUITE=forky DEBOOTSTRAP_SCRIPT=/usr/share/debootstrap/scripts/sid API=v0.0.45
         OPENAPI_PLUGINS=openapi/slurmctld ;;
     *) printf 'slurmlab: error: SLURMLAB_VERSION=%s: want 22.05, 24.11 or 26.05\n' "$VERSION" >&2; exit 2 ;;
 esac

@@ -103,11 +103,14 @@ static void test_versions(void **state)
     assert_int_equal(sm_version_parse("openapi/v0.0.36"), 36);
     assert_int_equal(sm_version_parse("data_parser/v0.0.42"), 42);
     assert_int_equal(sm_version_parse("v0.0.39"), OP_ENOTSUP);
-    assert_int_equal(sm_version_parse("v0.0.45"), OP_ENOTSUP);
+    assert_int_equal(sm_version_parse("v0.0.45"), 45);
+    assert_int_equal(sm_version_parse("v0.0.46"), OP_ENOTSUP);
     assert_int_equal(sm_version_parse("v0.0.x"), OP_EPARSE);
     assert_int_equal(sm_version_parse("1.0.38"), OP_EPARSE);
     assert_int_equal(sm_version_parse(NULL), OP_EPARSE);
     assert_string_equal(sm_version_str(SM_V43), "v0.0.43");
+    assert_string_equal(sm_version_str(SM_V45), "v0.0.45");
+    assert_int_equal(SM_VERSION_NEWEST, SM_V45);
 
     assert_false(sm_version_has(38, SM_OP_UPDATE_NODE));
     assert_true(sm_version_has(40, SM_OP_UPDATE_NODE));
@@ -118,6 +121,10 @@ static void test_versions(void **state)
     assert_false(sm_version_has(36, SM_OP_GET_RESERVATIONS));
     assert_true(sm_version_has(37, SM_OP_GET_RESERVATIONS));
     assert_false(sm_version_has(39, SM_OP_PING));
+    assert_true(sm_version_has(45, SM_OP_UPDATE_NODES));
+    assert_true(sm_version_has(45, SM_OP_UPDATE_TOPOLOGY));
+    assert_true(sm_version_has(45, SM_OP_POST_RESERVATION));
+    assert_false(sm_version_has(46, SM_OP_PING));
 }
 
 static void test_paths(void **state)
@@ -141,6 +148,10 @@ static void test_paths(void **state)
         {44, SM_OP_DELETE_RESERVATION, "SlurmOperatorMaint-a",
          "/slurm/v0.0.44/reservation/SlurmOperatorMaint-a", 0},
         {43, SM_OP_GET_JOBS, NULL, "/slurm/v0.0.43/jobs/", 0},
+        {45, SM_OP_GET_NODES, NULL, "/slurm/v0.0.45/nodes/", 0},
+        {45, SM_OP_UPDATE_NODES, NULL, "/slurm/v0.0.45/nodes/", 0},
+        {45, SM_OP_GET_NODE, "n1", "/slurm/v0.0.45/node/n1", 0},
+        {45, SM_OP_DIAG, NULL, "/slurm/v0.0.45/diag/", 0},
         {44, SM_OP_GET_NODE, NULL, NULL, OP_EINVAL},
         {44, SM_OP_GET_NODES, "x", NULL, OP_EINVAL},
         {44, SM_OP_UPDATE_TOPOLOGY, NULL, NULL, OP_ENOTSUP},
@@ -176,6 +187,9 @@ static void test_negotiate(void **state)
     assert_int_equal(negotiate_file("openapi_v0.0.42_paths.json"), 42);
     assert_int_equal(negotiate_file("openapi_v0.0.43_paths.json"), 43);
     assert_int_equal(negotiate_file("openapi_v0.0.44_paths.json"), 44);
+    /* What the real slurmrestds list: 24.11 v0.0.40-42, 26.05 v0.0.42-45. */
+    assert_int_equal(negotiate_file("openapi_slurm-24.11_paths.json"), 42);
+    assert_int_equal(negotiate_file("openapi_slurm-26.05_paths.json"), 45);
 
     const char *mixed[] = {"/slurm/v0.0.38/nodes", "/slurm/v0.0.41/nodes/", "/slurm/v0.0.40/nodes/",
                            "/slurmdb/v0.0.44/jobs/"};
@@ -185,7 +199,7 @@ static void test_negotiate(void **state)
     assert_int_equal(sm_negotiate_paths(s2302, ARRAY_SIZE(s2302)), 38);
     /* Only versions negotiation must not pick. */
     const char *old[] = {"/slurm/v0.0.37/nodes", "/slurm/v0.0.36/nodes", "/slurm/v0.0.39/nodes",
-                         "/slurm/v0.0.45/nodes/"};
+                         "/slurm/v0.0.46/nodes/"};
     assert_int_equal(sm_negotiate_paths(old, ARRAY_SIZE(old)), OP_ENOTSUP);
     /* A version prefix without its node list does not count. */
     const char *partial[] = {"/slurm/v0.0.44/ping/", "/slurm/v0.0.44/nodesx", "/slurm/v0.0.40/nodes/"};
@@ -401,7 +415,7 @@ static void test_jobs_not_modified(void **state)
     assert_int_equal(parse_fixture(38, SM_KIND_JOBS, "v38_jobs_update_time_304.json", &r), 0);
     assert_true(r.not_modified);
     sm_response_free(&r);
-    static const int newer[] = {42, 43, 44};
+    static const int newer[] = {42, 43, 44, 45};
     for (size_t i = 0; i < sizeof(newer) / sizeof(newer[0]); i++) {
         int v = newer[i];
         char *name = fx(v, "jobs_update_time_200.json");
@@ -489,11 +503,11 @@ static void test_v3x_jobs_ping_resv(void **state)
     }
 }
 
-/* ---- v0.0.40-44 (from the OpenAPI documents) ---- */
+/* ---- v0.0.40-45 (from the OpenAPI documents) ---- */
 
 static void test_v4x_nodes(void **state)
 {
-    for (int v = 40; v <= 44; v++) {
+    for (int v = 40; v <= 45; v++) {
         sm_response r;
         char *name = fx(v, "nodes_states_200.json");
         if (parse_fixture(v, SM_KIND_NODES, name, &r) != 0)
@@ -585,7 +599,7 @@ static void test_v4x_nodes(void **state)
 
 static void test_v4x_jobs_ping_resv_status(void **state)
 {
-    for (int v = 40; v <= 44; v++) {
+    for (int v = 40; v <= 45; v++) {
         sm_response r;
         char *name = fx(v, "jobs_200.json");
         assert_int_equal(parse_fixture(v, SM_KIND_JOBS, name, &r), 0);
@@ -617,7 +631,8 @@ static void test_v4x_jobs_ping_resv_status(void **state)
         assert_int_equal(r.pings[0].latency_us, 412);
         assert_false(r.pings[1].responding);
         assert_false(r.pings[1].primary);
-        assert_string_equal(r.pings[1].mode, "backup1");
+        /* v0.0.45 has no "mode": "responding" and "primary" say it all. */
+        assert_string_equal(r.pings[1].mode, v >= 45 ? "" : "backup1");
         sm_response_free(&r);
 
         name = fx(v, "reservations_200.json");
@@ -646,6 +661,71 @@ static void test_v4x_jobs_ping_resv_status(void **state)
         sm_response_free(&r);
         free(name);
     }
+}
+
+/* ---- v0.0.45 as Slurm 26.05 sends it (recorded) ---- */
+
+/* What slurmop reads on 26.05 once it speaks v0.0.45: the node states of a
+ * drain (drained, draining by a human, down by the preStop), the jobs that
+ * hold nodes, a ping without "pinged" and "mode", and the errors that must
+ * stay errors (a refused state transition, slurmctld unreachable). */
+static void test_v45_recorded(void **state)
+{
+    sm_response r;
+    assert_int_equal(parse_fixture(45, SM_KIND_NODES, "v45_nodes_mixed_states_200.json", &r), 0);
+    assert_int_equal(r.n_nodes, 4);
+    ASSERT_STATE(find_node(&r, "n1"), "DOWN");
+    ASSERT_STATE(find_node(&r, "n2"), "IDLE+DRAIN");
+    assert_true(sm_node_drained(find_node(&r, "n2")));
+    ASSERT_STATE(find_node(&r, "dyn1"), "IDLE+DYNAMIC_NORM");
+    assert_true(r.last_update > 1700000000);
+    assert_int_equal(r.server_time_src, SM_TIME_LAST_UPDATE);
+    sm_response_free(&r);
+
+    r = one_node(45, "node_n3_draining_200.json");
+    assert_int_equal(r.nodes[0].base, SM_NODE_ALLOCATED);
+    assert_true(sm_node_busy(&r.nodes[0]));
+    assert_true(sm_node_draining(&r.nodes[0]));
+    assert_false(sm_node_drained(&r.nodes[0]));
+    assert_string_equal(r.nodes[0].reason, "maintenance by a human");
+    sm_response_free(&r);
+    r = one_node(45, "node_n2_drained_200.json");
+    assert_true(sm_node_drained(&r.nodes[0]));
+    sm_response_free(&r);
+
+    assert_int_equal(parse_fixture(45, SM_KIND_JOBS, "v45_jobs_running_200.json", &r), 0);
+    assert_int_equal(r.n_jobs, 2);
+    const sm_job *a = r.jobs[0].id == 1 ? &r.jobs[0] : &r.jobs[1];
+    const sm_job *b = r.jobs[0].id == 1 ? &r.jobs[1] : &r.jobs[0];
+    assert_int_equal(a->state, SM_JOB_RUNNING);
+    assert_string_equal(a->nodes, "n3");
+    assert_int_equal(a->time_limit, 30);
+    assert_string_equal(b->nodes, "n1");
+    assert_int_equal(b->time_limit, SM_INFINITE);
+    sm_response_free(&r);
+
+    assert_int_equal(parse_fixture(45, SM_KIND_PING, "v45_ping_primary_200.json", &r), 0);
+    assert_int_equal(r.n_pings, 1);
+    assert_true(r.pings[0].responding);
+    assert_true(r.pings[0].primary);
+    assert_string_equal(r.pings[0].mode, "");
+    assert_true(r.pings[0].latency_us > 0);
+    sm_response_free(&r);
+    /* slurmctld down: the ping says not responding, the node list fails. */
+    assert_int_equal(parse_fixture(45, SM_KIND_PING, "v45_err_ctld_down_ping_200.json", &r), 0);
+    assert_false(r.pings[0].responding);
+    sm_response_free(&r);
+    assert_int_equal(parse_fixture(45, SM_KIND_NODES, "v45_err_ctld_down_nodes_502.json", &r), OP_EUNAVAILABLE);
+    assert_int_equal(r.n_nodes, 0);
+    sm_response_free(&r);
+
+    assert_true(parse_fixture(45, SM_KIND_STATUS, "v45_update_node_drain_200.json", &r) == 0);
+    sm_response_free(&r);
+    assert_int_equal(parse_fixture(45, SM_KIND_STATUS, "v45_err_update_node_alloc_422.json", &r), OP_EINVALID);
+    assert_int_equal(r.err.slurm_errno, 2180);
+    sm_response_free(&r);
+    assert_int_equal(parse_fixture(45, SM_KIND_NODES, "v45_err_bad_token_nodes_511.json", &r), OP_EFORBIDDEN);
+    sm_response_free(&r);
 }
 
 /* ---- shapes that must never pass as success ---- */
@@ -768,7 +848,7 @@ static void test_node_update_json(void **state)
         assert_null(update_json(v, &drain, &rc));
         assert_int_equal(rc, OP_ENOTSUP);
     }
-    for (int v = 40; v <= 44; v++) {
+    for (int v = 40; v <= 45; v++) {
         char *s = update_json(v, &drain, &rc);
         assert_int_equal(rc, 0);
         assert_string_equal(s, "{\"state\":[\"DRAIN\"],\"reason\":\"slurm-operator: Pod (ns/p) is pending "
@@ -1030,7 +1110,7 @@ static void test_server_time(void **state)
     assert_true(r.tree_bytes > 0);
     sm_response_free(&r);
     /* v0.0.40+ lists: last_update. */
-    for (int v = 40; v <= 44; v++) {
+    for (int v = 40; v <= 45; v++) {
         name = fx(v, "nodes_states_200.json");
         assert_int_equal(parse_fixture(v, SM_KIND_NODES, name, &r), 0);
         free(name);
@@ -1114,7 +1194,7 @@ static void test_no_such_node(void **state)
         const char *f;
     } real[] = {{40, "v40_err_unknown_node_200.json"}, {41, "v41_err_unknown_node_200.json"},
                 {42, "v42_err_unknown_node_200.json"}, {43, "v43_err_unknown_node_200.json"},
-                {44, "v44_err_unknown_node_200.json"}};
+                {44, "v44_err_unknown_node_200.json"}, {45, "v45_err_unknown_node_200.json"}};
     for (size_t i = 0; i < sizeof(real) / sizeof(real[0]); i++) {
         assert_int_equal(parse_fixture(real[i].v, SM_KIND_NODE, real[i].f, &r), OP_ENOTFOUND);
         assert_non_null(r.err.no_such_node);
@@ -1149,6 +1229,7 @@ int main(void)
         cmocka_unit_test(test_not_modified),     cmocka_unit_test(test_jobs_not_modified),
         cmocka_unit_test(test_v3x_jobs_ping_resv),
         cmocka_unit_test(test_v4x_nodes),        cmocka_unit_test(test_v4x_jobs_ping_resv_status),
+        cmocka_unit_test(test_v45_recorded),
         cmocka_unit_test(test_malformed),        cmocka_unit_test(test_state_words),
         cmocka_unit_test(test_node_update_json), cmocka_unit_test(test_resv_desc_json),
         cmocka_unit_test(test_drained_matrix),   cmocka_unit_test(test_drained_from_answers),

@@ -172,6 +172,11 @@ static void test_negotiate_v44(void **state)
     negotiate_case(44, "v44_nodes_states_200.json", "/slurm/v0.0.44/nodes/");
 }
 
+static void test_negotiate_v45(void **state)
+{
+    negotiate_case(45, "v45_nodes_states_200.json", "/slurm/v0.0.45/nodes/");
+}
+
 /* A failed negotiation fails the waiting requests and is tried again. */
 static void test_negotiate_retry(void **state)
 {
@@ -898,6 +903,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_negotiate_v38, setup, teardown),
         cmocka_unit_test_setup_teardown(test_negotiate_v42, setup, teardown),
         cmocka_unit_test_setup_teardown(test_negotiate_v44, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_negotiate_v45, setup, teardown),
         cmocka_unit_test_setup_teardown(test_negotiate_retry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_time_304, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),

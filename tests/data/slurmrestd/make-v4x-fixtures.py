@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the v0.0.40-v0.0.44 slurmrestd fixtures of tests/data/slurmrestd/.
+"""Write the v0.0.40-v0.0.45 slurmrestd fixtures of tests/data/slurmrestd/.
 
 No Slurm 23.11+ runs on this machine, so these responses are written by hand
 from the OpenAPI documents of each version: every object starts as the
@@ -7,10 +7,11 @@ schema's full shape (every property present, with an empty value of its
 type) and the scenario sets the fields that matter; the result is checked
 against the schema before it is written. v0.0.40 and v0.0.41 documents were
 not available: their fixtures use v0.0.42's shapes, without the ping fields
-"responding"/"primary" in v0.0.40 (it reports "pinged" only).
+"responding"/"primary" in v0.0.40 (it reports "pinged" only); v0.0.45 has
+no "pinged" and no "mode" any more.
 
 Usage: make-v4x-fixtures.py OPENAPI_DIR [OUTDIR]
-  OPENAPI_DIR holds v0.0.42.json, v0.0.43.json, v0.0.44.json.
+  OPENAPI_DIR holds v0.0.42.json, v0.0.43.json, v0.0.44.json, v0.0.45.json.
 """
 import copy
 import json
@@ -18,7 +19,7 @@ import os
 import sys
 
 SLURM = {40: ("23", "11", "10"), 41: ("24", "05", "8"), 42: ("24", "11", "6"), 43: ("25", "05", "8"),
-         44: ("25", "11", "7")}
+         44: ("25", "11", "7"), 45: ("26", "05", "5")}
 NOW = 1795300000
 
 
@@ -157,8 +158,8 @@ def job(sch, jid, state, nodes, start, limit):
 def main():
     src = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(os.path.abspath(__file__))
-    docs = {v: json.load(open(os.path.join(src, "v0.0.%d.json" % v))) for v in (42, 43, 44)}
-    for ver in (40, 41, 42, 43, 44):
+    docs = {v: json.load(open(os.path.join(src, "v0.0.%d.json" % v))) for v in (42, 43, 44, 45)}
+    for ver in (40, 41, 42, 43, 44, 45):
         sch = Schema(docs[max(ver, 42)], max(ver, 42))
         files = {}
         nodes = [node(sch, *n) for n in NODES]
@@ -189,6 +190,9 @@ def main():
         backup = {"hostname": "slurm-controller-1", "pinged": "DOWN", "latency": 0, "mode": "backup1"}
         if ver >= 41:
             backup.update({"responding": False, "primary": False})
+        if ver >= 45:
+            for p in (ping, backup):
+                del p["pinged"], p["mode"]
         files["ping_200"] = resp(sch, ver, "openapi_ping_array_resp", {"pings": [ping, backup]})
         r = sch.empty(sch.get("reservation_info"))
         r.update({"name": "SlurmOperatorMaint-slinky", "start_time": nv(NOW + 3600), "end_time": nv(NOW + 5400),
