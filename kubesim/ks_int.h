@@ -516,6 +516,15 @@ int admin_state_load(ks *k, const char *path);
 /** A namespace was created: add what the controllers would (ServiceAccount, root CA ConfigMap). */
 void ks__namespace_created(ks *k, const char *name);
 
+/* ---- events (ks_event.c) ------------------------------------------------ */
+
+/** An Event of one group in the other's field names: to_core 1 from events.k8s.io/v1 to core/v1,
+ *  0 the other way. */
+cJSON *ks_event_convert(const cJSON *obj, int to_core);
+/** After a write of an Event in either group: the same change to its twin in the other group, at
+ *  the same rv (newobj NULL: removed). Other resources are left alone. */
+void ks_event_twin(ks *k, ks_obj *o, const cJSON *newobj, uint64_t rv);
+
 /* ---- hooks called by the store on every change ------------------------- */
 void ks_store_on_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *new_ver, const cJSON *newobj);
 

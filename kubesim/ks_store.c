@@ -633,6 +633,7 @@ static void remove_impl(ks *k, ks_obj *o, uint64_t rv, ks_ver **out)
     if (o->uid[0] && map_get(&k->uids, o->uid) == o)
         map_del(&k->uids, o->uid);
     hist_push(k, r, KS_DELETED, tomb, o->cur);
+    ks_event_twin(k, o, NULL, rv);
     ks_store_on_change(k, o, o->cur, NULL, NULL);
     ctrl_orefs_clear(k, o);
     if (list_is_linked(&o->gc_link))
@@ -816,6 +817,8 @@ void ks_store_on_change(ks *k, ks_obj *o, const ks_ver *old_ver, const ks_ver *n
             types_crd_remove(k, ver_name(old_ver));
     }
     ctrl_on_change(k, o, newobj, new_ver == NULL);
+    if (new_ver && newobj)
+        ks_event_twin(k, o, newobj, new_ver->rv);
     if (old_ver == NULL && new_ver && r->group[0] == '\0' && strcmp(r->plural, "namespaces") == 0)
         ks__namespace_created(k, ver_name(new_ver));
 }

@@ -5,7 +5,7 @@
  * CRD version's additionalPrinterColumns (or Age when it has none), each a
  * JSONPath evaluated on the object, as apiextensions-apiserver does. Pods,
  * Nodes, Namespaces, ConfigMaps, Secrets, Leases, Services, Deployments,
- * StatefulSets and CRDs get the columns of
+ * StatefulSets, Events (of both groups) and CRDs get the columns of
  * kube-apiserver's printers; other built-ins get Name and Age.
  *
  * Rows are built only when a Table is asked for, from the stored bytes of the
@@ -239,7 +239,21 @@ static const col_def created_cols[] = {
 
 static const col_def default_cols[] = {COL_NAME, COL_AGE};
 
-enum tkind { T_DEFAULT, T_POD, T_NODE, T_NS, T_CM, T_SECRET, T_LEASE, T_CREATED, T_SVC, T_DEPLOY, T_STS, T_CUSTOM };
+/* Events: the real printer's columns, in its order (Name last, shown by -o wide only). */
+static const col_def event_cols[] = {
+    {"Last Seen", "string", "", "How long ago the Event last happened.", 0},
+    {"Type", "string", "", "Normal or Warning.", 0},
+    {"Reason", "string", "", "Why the Event was recorded, in one word.", 0},
+    {"Object", "string", "", "The object the Event is about (kind/name).", 0},
+    {"Subobject", "string", "", "The part of the object the Event is about (fieldPath).", 1},
+    {"Source", "string", "", "The component that recorded the Event.", 1},
+    {"Message", "string", "", "What happened, for a person to read.", 0},
+    {"First Seen", "string", "", "How long ago the Event first happened.", 1},
+    {"Count", "string", "", "How often the Event happened.", 1},
+    {"Name", "string", "name", DESC_NAME, 1},
+};
+
+enum tkind { T_DEFAULT, T_EVENT, T_POD, T_NODE, T_NS, T_CM, T_SECRET, T_LEASE, T_CREATED, T_SVC, T_DEPLOY, T_STS, T_CUSTOM };
 
 static enum tkind kind_of(const ks_res *r)
 {
@@ -259,6 +273,9 @@ static enum tkind kind_of(const ks_res *r)
         if (strcmp(r->plural, "services") == 0)
             return T_SVC;
     }
+    /* One resource in two groups (ks_event.c), one printer. */
+    if (strcmp(r->plural, "events") == 0 && (r->group[0] == '\0' || strcmp(r->group, "events.k8s.io") == 0))
+        return T_EVENT;
     if (strcmp(r->group, "apps") == 0 && strcmp(r->plural, "deployments") == 0)
         return T_DEPLOY;
     if (strcmp(r->group, "apps") == 0 && strcmp(r->plural, "statefulsets") == 0)
@@ -298,6 +315,8 @@ static const col_def *cols_of(enum tkind t, size_t *n)
         RET(deploy_cols);
     case T_STS:
         RET(sts_cols);
+    case T_EVENT:
+        RET(event_cols);
     default:
         RET(default_cols);
     }
@@ -437,6 +456,67 @@ static const cJSON *find_by(const cJSON *arr, const char *key, const char *val)
         if (strcmp(json_get_str_or(e, key, ""), val) == 0)
             return e;
     return NULL;
+}
+
+static void cell_since(buf_t *b, const char *ts, int first)
+{
+    char age[32] = "<unknown>";
+    if (ts && *ts)
+        human_age(age, sizeof(age), ts);
+    if (!first)
+        ks_put(b, ",");
+    ks_putq(b, age);
+}
+
+/* The core/v1 Event printer: a first and last time from the legacy timestamps, else from eventTime
+ * (and series, for an Event seen again); the count the series or the legacy field gives. */
+static void event_cells(buf_t *b, const cJSON *ev)
+{
+    const char *first = json_get_str(ev, "firstTimestamp");
+    if (first == NULL)
+        first = json_get_str(ev, "eventTime");
+    const char *last = json_get_str(ev, "lastTimestamp");
+    if (last == NULL)
+        last = first;
+    long long count = json_get_int(ev, "count", 0);
+    if (cJSON_IsObject(json_child(ev, "series"))) {
+        last = json_get_str_or(ev, "series.lastObservedTime", "");
+        count = json_get_int(ev, "series.count", 0);
+    }
+    cell_since(b, last, 1);
+    cell_str(b, json_get_str_or(ev, "type", ""));
+    cell_str(b, json_get_str_or(ev, "reason", ""));
+    const char *kind = json_get_str_or(ev, "involvedObject.kind", "");
+    const char *name = json_get_str_or(ev, "involvedObject.name", "");
+    char *target = *name ? xasprintf("%s/%s", kind, name) : xstrdup(kind);
+    for (char *c = target; *c && *c != '/'; c++)
+        *c = (char)tolower((unsigned char)*c);
+    cell_str(b, target);
+    free(target);
+    cell_str(b, json_get_str_or(ev, "involvedObject.fieldPath", ""));
+    const char *comp = json_get_str_or(ev, "source.component", "");
+    const char *host = json_get_str_or(ev, "source.host", "");
+    if (!*comp)
+        comp = json_get_str_or(ev, "reportingComponent", "");
+    if (!*host)
+        host = json_get_str_or(ev, "reportingInstance", "");
+    char *src = !*comp ? xstrdup("") : *host ? xasprintf("%s, %s", comp, host) : xstrdup(comp);
+    cell_str(b, src);
+    free(src);
+    /* strings.TrimSpace of the message */
+    const char *msg = json_get_str_or(ev, "message", "");
+    while (isspace((unsigned char)*msg))
+        msg++;
+    size_t n = strlen(msg);
+    while (n && isspace((unsigned char)msg[n - 1]))
+        n--;
+    char *trimmed = xstrndup(msg, n);
+    cell_str(b, trimmed);
+    free(trimmed);
+    cell_since(b, first, 0);
+    if (buf_printf(b, ",%lld", count) != 0)
+        abort();
+    cell_str(b, json_get_str_or(ev, "metadata.name", ""));
 }
 
 static void pod_cells(buf_t *b, const cJSON *pod)
@@ -882,9 +962,19 @@ void table_row_obj(buf_t *b, const ks_res *r, int view, int table, const cJSON *
                    int include)
 {
     ks_put(b, first ? "{\"cells\":[" : ",{\"cells\":[");
-    ks_putq(b, json_get_str_or(obj, "metadata.name", ""));
     enum tkind t = kind_of(r);
+    if (t != T_EVENT)
+        ks_putq(b, json_get_str_or(obj, "metadata.name", ""));
     switch (t) {
+    case T_EVENT:
+        if (r->group[0]) {
+            cJSON *core = ks_event_convert(obj, 1);
+            event_cells(b, core);
+            cJSON_Delete(core);
+        } else {
+            event_cells(b, obj);
+        }
+        break;
     case T_CUSTOM: {
         const cJSON *cols = r->views[view].columns;
         if (cols == NULL) {
