@@ -234,7 +234,12 @@ static char *sa_kubeconfig(bx_ctx *x, const char *sa)
 static char *slinky_bin(bx_ctx *x, char **dir)
 {
     char *script = xasprintf("%s/tests/slinky/build.sh", x->src_dir), *out = NULL;
-    const char *argv[] = {"/bin/bash", script, NULL};
+    /* The version: SLURMOP_SLINKY_VERSION, else the one the peer numbers in
+     * bench/README.md were measured with. */
+    const char *version = getenv("SLURMOP_SLINKY_VERSION");
+    if (version == NULL || version[0] == '\0')
+        version = "v1.1.0";
+    const char *argv[] = {"/bin/bash", script, "--version", version, NULL};
     char *log = xasprintf("%s/slinky-build.log", x->log_dir);
     bx_step(x, "Slinky's manager: tests/slinky/build.sh");
     int rc = bx_run(x, argv, NULL, log, 7200, &out);

@@ -1,49 +1,31 @@
 #!/usr/bin/env bash
-# fetch.sh — put Slinky's slurm-operator source (a pinned release of its Go
-# module) in the module cache and print where it is:
+# fetch.sh — make Slinky's slurm-operator source available without building
+# its manager, and print where it is:
 #
 #   export SLINKY_SRC=<dir>
 #
-# Nothing of it is copied into the clone. The module goes to the Go module
-# cache shared with tests/k8s/build.sh ($SLURMOP_K8S_CACHE/go/mod, by default
-# ${XDG_CACHE_HOME:-$HOME/.cache}/slurmop/go/mod); a later run finds it there
-# and needs no network. The tree in the cache is read-only (Go's rule).
+# The work is build.sh's `--src` mode: v1.2.1 (the default) and main are
+# unpacked from their source archives ($SLURMOP_PEERS) into the cache folder
+# of that version; v1.1.0 is put in the Go module cache shared with
+# tests/k8s/build.sh (read-only there, Go's rule). Nothing is copied into the
+# clone; a later run finds it and needs no network.
 #
-# Usage: fetch.sh [--version vX.Y.Z]   (default: SLINKY_VERSION or v1.1.0)
-# Exit status: 0 fetched or present, 77 when Go is missing, 1 on failure.
+# Usage: fetch.sh [--version VERSION]   (default: SLURMOP_SLINKY_VERSION or v1.2.1)
+# Exit status: 0 fetched or present; 77 when Go is missing or the archives of
+# an archive version are absent (build.sh says which); 1 on failure.
 # Progress and errors go to stderr; stdout holds only the export line.
 set -euo pipefail
 
-VERSION=${SLINKY_VERSION:-v1.1.0}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+args=()
 case "${1:-}" in
     "") ;;
-    --version) VERSION=${2:?--version needs a value} ;;
+    --version) args=(--version "${2:?--version needs a value}") ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "slinky-fetch: unknown argument: $1" >&2; exit 2 ;;
 esac
-MODULE=github.com/SlinkyProject/slurm-operator
-
-if ! command -v go >/dev/null 2>&1; then
-    echo "slinky-fetch: go is not installed" >&2
-    exit 77
-fi
-
-ROOT=${SLURMOP_K8S_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/slurmop}
-mkdir -p "$ROOT/go/mod"
-export GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=mod GOMODCACHE=$ROOT/go/mod
-
-# Outside any module, so that no go.mod of the clone is read or changed.
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-if ! json=$(cd "$tmp" && go mod download -json "$MODULE@$VERSION"); then
-    echo "slinky-fetch: go mod download $MODULE@$VERSION failed" >&2
-    printf '%s\n' "${json:-}" >&2
-    exit 1
-fi
-dir=$(printf '%s\n' "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
-if [ -z "$dir" ] || [ ! -f "$dir/go.mod" ]; then
-    echo "slinky-fetch: no source folder in go mod download's answer:" >&2
-    printf '%s\n' "$json" >&2
-    exit 1
-fi
+out=$(bash "$HERE/build.sh" "${args[@]}" --src)
+dir=$(printf '%s\n' "$out" | sed -n 's/^export SLINKY_DIR=//p')
+[ -n "$dir" ] || { echo "slinky-fetch: build.sh --src printed no SLINKY_DIR" >&2; exit 1; }
 printf "export SLINKY_SRC='%s'\n" "$dir"
+printf '%s\n' "$out" | sed -n 's/^export SLINKY_VERSION=\(.*\)$/export SLINKY_VERSION=\1/p'
