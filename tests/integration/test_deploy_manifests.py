@@ -700,8 +700,8 @@ class TestChartsStatic(unittest.TestCase):
             "controller.slurmctld": "ghcr.io/slinkyproject/slurmctld",
             "restapi.slurmrestd": "ghcr.io/slinkyproject/slurmrestd",
             "accounting.slurmdbd": "ghcr.io/slinkyproject/slurmdbd",
-            "nodesets.slinky.slurmd": "ghcr.io/slinkyproject/slurmd",
-            "loginsets.slinky.login": "ghcr.io/slinkyproject/login",
+            "nodesetDefaults.slurmd": "ghcr.io/slinkyproject/slurmd",
+            "loginsetDefaults.login": "ghcr.io/slinkyproject/login",
         }
         for path, repo in images.items():
             node = v
@@ -709,12 +709,17 @@ class TestChartsStatic(unittest.TestCase):
                 node = node[p]
             self.assertEqual(node["image"]["repository"], repo)
             self.assertEqual(node["image"]["tag"], "26.05-ubuntu26.04")
-        self.assertEqual(v["nodesets"]["slinky"]["logfile"]["image"],
-                         {"repository": "docker.io/library/alpine", "tag": "latest"})
-        # Slinky's value names; the example entries are off by default (no
-        # worker, no login pod until asked for).
-        self.assertIs(v["nodesets"]["slinky"]["enabled"], False)
-        self.assertIs(v["loginsets"]["slinky"]["enabled"], False)
+            self.assertIsNone(node["image"]["digest"])
+        self.assertEqual(v["nodesetDefaults"]["logfile"]["image"],
+                         {"repository": "docker.io/library/alpine", "tag": "latest", "digest": None})
+        # Slinky 1.2's value names: entries start from the *Defaults, which
+        # are enabled, and there is no entry by default (no worker, no login
+        # pod until asked for).
+        self.assertEqual(v["nodesets"], {})
+        self.assertEqual(v["loginsets"], {})
+        self.assertIs(v["nodesetDefaults"]["enabled"], True)
+        self.assertIs(v["loginsetDefaults"]["enabled"], True)
+        self.assertEqual(v["extraObjects"], [])
         for k in ("slurmKey", "jwtKey", "jwksKeys", "priorityClass", "sssd", "vendor"):
             self.assertIn(k, v)
         self.assertIs(v["slurmKey"]["create"], True)
@@ -1007,7 +1012,8 @@ class TestChartsRendered(unittest.TestCase):
         self.assertEqual(ctl["spec"]["jwtKeyRef"], {"name": "slurm-auth-jwt", "key": "jwt.key"})
         self.assertEqual(ctl["spec"]["slurmctld"]["image"], "ghcr.io/slinkyproject/slurmctld:26.05-ubuntu26.04")
         self.assertNotIn("accountingRef", ctl["spec"])
-        self.assertEqual(one(objs, "RestApi")["spec"]["controllerRef"], {"name": "slurm", "namespace": "slurm"})
+        # The CR's own namespace, as Slinky 1.2's chart writes it (no namespace field).
+        self.assertEqual(one(objs, "RestApi")["spec"]["controllerRef"], {"name": "slurm"})
         self.assertEqual(find(objs, "NodeSet"), [], "no worker by default")
         with open(os.path.join(HELM_DIR, "slurm", "templates", "secrets.yaml"), encoding="utf-8") as f:
             text = f.read()
@@ -1023,11 +1029,12 @@ class TestChartsRendered(unittest.TestCase):
         self.check_crs(objs)
         # The release name does not contain the chart's: objects are lab-slurm.
         ctl = one(objs, "Controller", "lab-slurm")
-        self.assertEqual(ctl["spec"]["accountingRef"], {"name": "lab-slurm", "namespace": "hpc"})
+        # A reference without a namespace: the CR's own (Slinky 1.2's CRDs have no such field).
+        self.assertEqual(ctl["spec"]["accountingRef"], {"name": "lab-slurm"})
         self.assertEqual(ctl["spec"]["extraConf"].split("\n"), [
             "SchedulerParameters=bf_continue",
-            "PartitionName=all Nodes=ALL Default=YES MaxTime=UNLIMITED State=UP",
-            "PartitionName=gpu Nodes=cpu,gpu MaxTime=1:00:00", ""])
+            "PartitionName=all Nodes=ALL Default=YES MaxTime=UNLIMITED",
+            "PartitionName=gpu Nodes=cpu,gpu MaxTime=1:00:00"])
         self.assertEqual(ctl["spec"]["configFileRefs"], [{"name": "lab-slurm-config-extra"}])
         self.assertEqual(ctl["spec"]["persistence"]["storageClassName"], "fast")
         acct = one(objs, "Accounting", "lab-slurm")
@@ -1046,7 +1053,7 @@ class TestChartsRendered(unittest.TestCase):
         # slurmop's own NodeSet fields pass through when an entry sets them.
         self.assertIs(cpu["spec"]["oversubscribeNode"], True)
         self.assertEqual(cpu["spec"]["minReadySeconds"], 5)
-        self.assertNotIn("oversubscribeNode", gpu["spec"])
+        self.assertIs(gpu["spec"]["oversubscribeNode"], False)  # nodesetDefaults
         self.assertEqual(find(objs, "NodeSet", "lab-slurm-worker-off"), [], "enabled: false drops the entry")
         login = one(objs, "LoginSet", "lab-slurm-login-slinky")
         self.assertEqual(login["spec"]["replicas"], 2)

@@ -31,6 +31,8 @@ BUILD = os.environ.get("OP_BUILD_DIR") or os.path.join(SRC, "build-test")
 OUR_CHART = os.path.join(SRC, "deploy", "helm", "slurm")
 DATA = os.path.join(SRC, "tests", "data", "helm-values")
 KUBE_VERSION = "1.35.4"
+# The release whose chart ours is compared with (tests/slinky/build.sh).
+SLINKY_VERSION = os.environ.get("SLURMOP_SLINKY_VERSION") or "v1.2.1"
 CR_KINDS = ("Controller", "NodeSet", "LoginSet", "RestApi", "Accounting", "Token")
 # Labels whose value is the chart's own name and version: they differ
 # between any two charts by design.
@@ -68,12 +70,14 @@ def find_helm():
 
 
 def fetch_slinky():
-    # v1.1.0: this chart still follows that release's values (the move to
-    # 1.2's is a change of its own).
-    r = subprocess.run(["bash", os.path.join(SRC, "tests", "slinky", "fetch.sh"), "--version", "v1.1.0"],
+    r = subprocess.run(["bash", os.path.join(SRC, "tests", "slinky", "fetch.sh"), "--version", SLINKY_VERSION],
                        capture_output=True, text=True, timeout=600)
     if r.returncode == 77:
-        skip("Go is missing: Slinky's module cannot be fetched")
+        # Go is missing, or the source archives of the version are not on
+        # this machine: the chart follows Slinky 1.2's values, which no
+        # release the module proxy serves has, so there is nothing to
+        # compare with.
+        skip("Slinky %s's chart is not available: %s" % (SLINKY_VERSION, r.stderr.strip()[-600:]))
     if r.returncode != 0:
         print(r.stderr)
         raise SystemExit("tests/slinky/fetch.sh failed (exit %d)" % r.returncode)
@@ -110,12 +114,14 @@ class Helm:
             args += ["--kube-version", KUBE_VERSION]
         return subprocess.run([self.path] + args, capture_output=True, text=True, timeout=120)
 
-    def template(self, chart, release, ns, files, sets=()):
+    def template(self, chart, release, ns, files, sets=(), set_json=()):
         args = ["template", release, chart, "--namespace", ns]
         for f in files:
             args += ["-f", f]
         for s in sets:
             args += ["--set", s]
+        for s in set_json:
+            args += ["--set-json", s]
         r = self.run(*args)
         if r.returncode != 0:
             return None, r.stderr
@@ -174,8 +180,10 @@ def compare(case, theirs, ours, fullname):
     problems = []
     t = {key(o): o for o in theirs}
     u = {key(o): o for o in ours}
-    # The DCGM ConfigMaps: Slinky's templates for them are not in its module
-    # (see the shim); ours must exist whenever the Controller lists them.
+    # The DCGM ConfigMaps: the scripts are each chart's own text (ours are
+    # written for slurmop, check_dcgm checks what they do), so they are
+    # compared by name and keys. A chart from a Go module zip has no
+    # templates for them (see the shim): then ours must exist on their own.
     dcgm = {("ConfigMap", "%s-prolog-dcgm" % fullname), ("ConfigMap", "%s-epilog-dcgm" % fullname)}
     for k in sorted(set(t) - set(u)):
         problems.append("%s: %s %s rendered by Slinky's chart only" % (case, k[0], k[1]))
@@ -183,9 +191,9 @@ def compare(case, theirs, ours, fullname):
         problems.append("%s: %s %s rendered by our chart only" % (case, k[0], k[1]))
     for k in sorted(set(t) & set(u)):
         a, b = normalise(t[k]), normalise(u[k])
-        if k[0] == "Secret" and "data" in a:
+        if (k[0] == "Secret" and "data" in a) or k in dcgm:
             # Random keys: the same key names, not the same bytes.
-            a["data"] = sorted(a["data"])
+            a["data"] = sorted(a.get("data") or {})
             b["data"] = sorted(b.get("data") or {})
         if a != b:
             problems.append("%s: %s %s differs:\n%s" % (case, k[0], k[1], diff(a, b)))
@@ -209,20 +217,29 @@ def main():
     try:
         theirs_chart = slinky_chart(src, tmp)
         base = os.path.join(theirs_chart, "values.yaml")
-        cases = [("default", "slurm", "slurm", [base])]
+        cases = [("default", "slurm", "slurm", [base], [], [])]
         for n in sorted(os.listdir(DATA)):
             if n.endswith(".yaml"):
-                cases.append((n[:-5], "slurm", "slurm", [base, os.path.join(DATA, n)]))
+                cases.append((n[:-5], "slurm", "slurm", [base, os.path.join(DATA, n)], [], []))
         # Another release name and namespace: names become "<release>-slurm".
-        cases.append(("nodesets as release hpc-prod", "hpc-prod", "hpc", [base, os.path.join(DATA, "nodesets.yaml")]))
-        cases.append(("login-sssd with fullnameOverride", "x", "hpc", [base, os.path.join(DATA, "login-sssd.yaml")]))
+        cases.append(("nodesets as release hpc-prod", "hpc-prod", "hpc", [base, os.path.join(DATA, "nodesets.yaml")],
+                      [], []))
+        cases.append(("login-sssd with fullnameOverride", "x", "hpc", [base, os.path.join(DATA, "login-sssd.yaml")],
+                      ["fullnameOverride=lab"], []))
+        # Slinky's documented commands and examples, read from its source.
+        cases.append(("UPGRADE.md --set-json", "slurm", "slurm", [base], ["partitions.all.enabled=true"],
+                      ['nodesets={"slinky":{}}']))
+        cases.append(("--set-json login and nodeset", "slurm", "slurm", [base], [],
+                      ['nodesets={"a":{},"b":{"replicas":3}}', 'loginsets={"slinky":{}}']))
+        gpu_example = os.path.join(theirs_chart, "_vendor", "nvidia", "dcgm", "example-values.yaml")
+        if os.path.exists(gpu_example):
+            cases.append(("the DCGM (GPU) example", "slurm", "slurm", [base, gpu_example], [], []))
         total = 0
-        for case, release, ns, files in cases:
-            sets = ["fullnameOverride=lab"] if "fullnameOverride" in case else []
-            theirs, err = helm.template(theirs_chart, release, ns, files, sets)
+        for case, release, ns, files, sets, set_json in cases:
+            theirs, err = helm.template(theirs_chart, release, ns, files, sets, set_json)
             if not check(theirs is not None, "%s: Slinky's chart does not render: %s" % (case, err)):
                 continue
-            ours, err = helm.template(OUR_CHART, release, ns, files, sets)
+            ours, err = helm.template(OUR_CHART, release, ns, files, sets, set_json)
             if not check(ours is not None, "%s: our chart does not render: %s" % (case, err)):
                 continue
             fullname = one_of(theirs, "Controller", "RestApi")["metadata"]["name"]
@@ -256,6 +273,15 @@ def main():
               "self-check: a different restapi.replicas went unnoticed")
 
         refusals(helm, theirs_chart, base)
+        unknown_names(helm, theirs_chart, base, tmp)
+        a3mega = os.path.join(theirs_chart, "_vendor", "google", "a3mega", "example-values.yaml")
+        if os.path.exists(a3mega):
+            theirs, err = helm.template(theirs_chart, "slurm", "slurm", [base, a3mega])
+            check(theirs is not None, "Slinky's chart with its A3 Mega example: %s" % err)
+            ours, err = helm.template(OUR_CHART, "slurm", "slurm", [base, a3mega])
+            check(ours is None and "vendor.google.a3mega" in err,
+                  "our chart with Slinky's A3 Mega example: want a refusal naming vendor.google.a3mega, got %s"
+                  % ("success" if ours else err))
         lint(helm, base)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -299,7 +325,14 @@ REFUSALS = [
     (["loginsets.slinky.enabled=true", "sssd.secretRef.name=site-sssd"], "sssd.secretRef.key", False),
     # This chart's names before it took Slinky's: refused, naming the new one.
     (["slurmKeyRef.name=keys"], "use slurmKey.secretRef", False),
-    (["nodesetDefaults.replicas=2"], "nodesetDefaults", False),
+    # Slinky 1.2's values that this chart cannot honour.
+    (["vendor.google.a3mega[0].targetNodeSet=gpu"], "vendor.google.a3mega", False),
+    (["extraObjects[0]=just-a-string"], "extraObjects[0]", None),
+    # Types, checked by values.schema.json (Slinky's chart renders them into
+    # custom resources that the API server refuses).
+    (["restapi.replicas=two"], "/restapi/replicas", False),
+    (["nodesets.x.scalingMode=Deployment"], "scalingMode", False),
+    (["controller.slurmctld.image.digest=latest"], "/controller/slurmctld/image", False),
     (["sssdConf=x"], "use sssd.conf", False),
     (["controller.nodeSelector.a=b"], "use controller.podSpec.nodeSelector", False),
     (["nodesets.slinky.podLabels.a=b"], "use nodesets.slinky.metadata.labels", False),
@@ -317,6 +350,39 @@ def refusals(helm, theirs_chart, base):
         check(slinky_too is None or (theirs is None) == slinky_too,
               "Slinky's chart with %s: %s" % (sets, "refused" if theirs is None else "rendered"))
     print("refusals: %d values refused with their name" % len(REFUSALS))
+
+
+def unknown_names(helm, theirs_chart, base, tmp):
+    """The names the release notes list as no values of the chart: our chart
+    copied with a template that renders the notes' helper into a ConfigMap."""
+    probe = os.path.join(tmp, "probe-chart")
+    shutil.copytree(OUR_CHART, probe)
+    with open(os.path.join(probe, "templates", "zz-probe.yaml"), "w") as f:
+        f.write('apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: probe\n'
+                'data:\n  names: {{ include "slurm.unknownNames" . | quote }}\n')
+
+    def names(files, sets=()):
+        objs, err = helm.template(probe, "slurm", "slurm", files, sets)
+        if not check(objs is not None, "probe with %s: %s" % (files[1:] + list(sets), err)):
+            return None
+        cm = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "probe"]
+        return json.loads(cm[0]["data"]["names"]) if cm else None
+
+    check(names([base]) == [], "Slinky's values.yaml: names listed as unknown: %s" % names([base]))
+    gpu = os.path.join(theirs_chart, "_vendor", "nvidia", "dcgm", "example-values.yaml")
+    if os.path.exists(gpu):
+        # The example puts the image and resources beside slurmd, not in it:
+        # both charts render the NodeSet without them; ours says so.
+        got = names([base, gpu])
+        check(got == ["nodesets.gpu-nodes.image", "nodesets.gpu-nodes.resources"],
+              "the DCGM example: unknown names %s" % got)
+    got = names([base], ["nodesetDefaults.podLabels.a=b", "controller.replicas=2", "typo=1"])
+    check(got == ["controller.replicas", "nodesetDefaults.podLabels", "typo"], "typos: unknown names %s" % got)
+    for n in sorted(os.listdir(DATA)):
+        if n.endswith(".yaml"):
+            got = names([base, os.path.join(DATA, n)])
+            check(got == [], "%s: names listed as unknown: %s" % (n, got))
+    print("release notes: unknown value names listed")
 
 
 def lint(helm, base):

@@ -73,21 +73,57 @@ NodeSet's hostname prefix, the DCGM volume). */}}
 {{- toYaml (dict "metadata" (include "slurm.metadata" (dict "m" .v.metadata "root" .root) | fromYaml) "spec" $spec) }}
 {{- end }}
 
-{{/* slurm.container: dict "c" C "root" $ -> YAML of a container: image
-{repository, tag} (or one string) becomes "repository:tag", imagePullPolicy
-defaults to the chart's, every other key passes through. */}}
+{{/* slurm.image: an image value -> "repository@digest" when digest is set,
+else "repository:tag"; a string passes as it is. */}}
+{{- define "slurm.image" -}}
+{{- if kindIs "string" . }}
+{{- . }}
+{{- else }}
+{{- $image := . | default dict }}
+{{- $repo := required "an image needs image.repository" $image.repository }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $repo $image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repo (required "an image needs image.tag (or image.digest)" $image.tag | toString) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* slurm.container: dict "c" C "root" $ -> YAML of a container: the image
+value becomes one string (slurm.image), imagePullPolicy defaults to the
+chart's, every other key passes through. */}}
 {{- define "slurm.container" -}}
 {{- $src := .c | default dict }}
 {{- $c := omit $src "image" }}
-{{- $image := $src.image }}
-{{- if kindIs "string" $image }}
-{{- $_ := set $c "image" $image }}
-{{- else }}
-{{- $image = $image | default dict }}
-{{- $_ := set $c "image" (printf "%s:%s" (required "an image needs image.repository" $image.repository) (required "an image needs image.tag" $image.tag | toString)) }}
-{{- end }}
+{{- $_ := set $c "image" (include "slurm.image" $src.image) }}
 {{- $_ := set $c "imagePullPolicy" ($src.imagePullPolicy | default .root.Values.imagePullPolicy) }}
 {{- toYaml $c }}
+{{- end }}
+
+{{/* slurm.entry: dict "defaults" D "v" V -> YAML of the entry V merged over
+D (a nodesets or loginsets entry over nodesetDefaults or loginsetDefaults).
+mergeOverwrite, as Slinky's chart merges: maps key by key, anything else
+replaced by the entry's value. */}}
+{{- define "slurm.entry" -}}
+{{- toYaml (mergeOverwrite (dict) (deepCopy (.defaults | default dict)) (deepCopy (.v | default dict))) }}
+{{- end }}
+
+{{/* slurm.nodesets: the nodesets entries merged over nodesetDefaults, as
+YAML {key: entry}; slurm.loginsets the same for loginsets. */}}
+{{- define "slurm.nodesets" -}}
+{{- $out := dict }}
+{{- range $k, $v := .Values.nodesets }}
+{{- $_ := set $out $k (include "slurm.entry" (dict "defaults" $.Values.nodesetDefaults "v" $v) | fromYaml) }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}
+
+{{- define "slurm.loginsets" -}}
+{{- $out := dict }}
+{{- range $k, $v := .Values.loginsets }}
+{{- $_ := set $out $k (include "slurm.entry" (dict "defaults" $.Values.loginsetDefaults "v" $v) | fromYaml) }}
+{{- end }}
+{{- toYaml $out }}
 {{- end }}
 
 {{/* slurm.pairs: a map of Slurm options {Name: [values]} (or Name: value)
@@ -121,7 +157,7 @@ ALL. */}}
 {{- define "slurm.controllerExtraConf" -}}
 {{- $lines := include "slurm.confLines" (dict "text" .Values.controller.extraConf "map" .Values.controller.extraConfMap "sep" "\n") | fromJsonArray }}
 {{- $known := list "ALL" }}
-{{- range $name, $ns := .Values.nodesets }}
+{{- range $name, $ns := (include "slurm.nodesets" . | fromYaml) }}
 {{- if and $ns $ns.enabled }}
 {{- $known = append $known $name }}
 {{- end }}
@@ -207,8 +243,15 @@ limit. */}}
 {{- dig "nvidia" "dcgm" "jobMappingDir" "/var/lib/dcgm-exporter/job-mapping" (.Values.vendor | default dict) }}
 {{- end }}
 
+{{/* slurm.dcgm.hasGPU: a NodeSet entry whose slurmd or pod asks for
+nvidia.com/gpu (a limit or a request). */}}
 {{- define "slurm.dcgm.hasGPU" -}}
-{{- if index (dig "resources" "limits" dict (. | default dict)) "nvidia.com/gpu" }}true{{ end }}
+{{- $ns := . | default dict }}
+{{- range $part := list ($ns.slurmd | default dict) ($ns.podSpec | default dict) }}
+{{- range $kind := list "limits" "requests" }}
+{{- if index (dig "resources" $kind dict $part) "nvidia.com/gpu" }}true{{ end }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* Value names of this chart's first releases, before it took Slinky's:
@@ -219,9 +262,7 @@ name what replaced them. */}}
   "slurmKeyRef" "slurmKey.secretRef (and slurmKey.create: false)"
   "jwtKeyRef" "jwtKey.secretRef (and jwtKey.create: false)"
   "sssdConf" "sssd.conf"
-  "priorityClassName" "priorityClass.enabled and priorityClass.name"
-  "nodesetDefaults" "complete nodesets.<key> entries (copy nodesets.slinky)"
-  "loginsetDefaults" "complete loginsets.<key> entries (copy loginsets.slinky)" }}
+  "priorityClassName" "priorityClass.enabled and priorityClass.name" }}
 {{- range $k := keys $old | sortAlpha }}
 {{- if hasKey $.Values $k }}
 {{- fail (printf "%s is no longer a value of this chart: use %s" $k (index $old $k)) }}
@@ -242,4 +283,51 @@ name what replaced them. */}}
 {{- end }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* slurm.refuseUnsupported: values of Slinky's chart that this chart
+cannot honour stop the render, naming the value and why. */}}
+{{- define "slurm.refuseUnsupported" -}}
+{{- if dig "google" "a3mega" list (.Values.vendor | default dict) }}
+{{- fail "vendor.google.a3mega: not supported by this chart (the GKE A3 Mega preset adds GPUDirect-TCPX sidecars, networks and gres.conf to the NodeSets it names); write those into the NodeSet entries yourself (podSpec, slurmd) and configFiles" }}
+{{- end }}
+{{- end }}
+
+{{/* slurm.unknownNames: the value names set that mean nothing to this chart
+(nor to Slinky's, which ignores them), as a sorted JSON list of dotted
+paths, for the release notes. Top level, the controller, restapi and
+accounting sections and every nodesets and loginsets entry are checked;
+inside them the Kubernetes objects (podSpec, metadata, service, containers)
+are passed through and not checked. */}}
+{{- define "slurm.unknownNames" -}}
+{{- $out := list }}
+{{- $top := list "nameOverride" "fullnameOverride" "namespaceOverride" "asciiArt" "imagePullSecrets" "imagePullPolicy" "priorityClass" "slurmKey" "jwtKey" "jwksKeys" "clusterName" "configFiles" "prologSlurmctldScripts" "epilogSlurmctldScripts" "prologScripts" "epilogScripts" "controller" "restapi" "accounting" "sssd" "loginsetDefaults" "loginsets" "nodesetDefaults" "nodesets" "partitions" "vendor" "extraObjects" "global" }}
+{{- range $k, $_ := .Values }}
+{{- if not (has $k $top) }}{{ $out = append $out $k }}{{ end }}
+{{- end }}
+{{- $pod := list "metadata" "podSpec" "service" }}
+{{- $sections := dict
+  "controller" (concat $pod (list "external" "externalConfig" "slurmctld" "reconfigure" "logfile" "inplaceReconfigure" "persistence" "extraConf" "extraConfMap" "metrics" "ha"))
+  "restapi" (concat $pod (list "replicas" "pdb" "slurmrestd"))
+  "accounting" (concat $pod (list "enabled" "external" "externalConfig" "slurmdbd" "storageConfig" "extraConf" "extraConfMap")) }}
+{{- range $name, $keys := $sections }}
+{{- range $k, $_ := (index $.Values $name | default dict) }}
+{{- if not (has $k $keys) }}{{ $out = append $out (printf "%s.%s" $name $k) }}{{ end }}
+{{- end }}
+{{- end }}
+{{- $nsKeys := concat $pod (list "enabled" "scalingMode" "replicas" "pinToNode" "workloadDisruptionProtection" "pruneSlurmNodeRecords" "ordinalPadding" "oversubscribeNode" "slurmd" "logfile" "extraConf" "extraConfMap" "partition" "ssh" "updateStrategy" "taintKubeNodes" "minReadySeconds" "revisionHistoryLimit" "persistentVolumeClaimRetentionPolicy" "volumeClaimTemplates") }}
+{{- $lsKeys := concat $pod (list "enabled" "replicas" "strategy" "login" "initconf" "rootSshAuthorizedKeys" "extraSshdConfig") }}
+{{- range $group, $keys := dict "nodesetDefaults" $nsKeys "loginsetDefaults" $lsKeys }}
+{{- range $k, $_ := (index $.Values $group | default dict) }}
+{{- if not (has $k $keys) }}{{ $out = append $out (printf "%s.%s" $group $k) }}{{ end }}
+{{- end }}
+{{- end }}
+{{- range $group, $keys := dict "nodesets" $nsKeys "loginsets" $lsKeys }}
+{{- range $entry, $v := (index $.Values $group | default dict) }}
+{{- range $k, $_ := ($v | default dict) }}
+{{- if not (has $k $keys) }}{{ $out = append $out (printf "%s.%s.%s" $group $entry $k) }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $out | sortAlpha | toJson }}
 {{- end }}
