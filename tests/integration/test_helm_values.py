@@ -274,6 +274,7 @@ def main():
 
         refusals(helm, theirs_chart, base)
         unknown_names(helm, theirs_chart, base, tmp)
+        operator_chart(helm, src, tmp)
         a3mega = os.path.join(theirs_chart, "_vendor", "google", "a3mega", "example-values.yaml")
         if os.path.exists(a3mega):
             theirs, err = helm.template(theirs_chart, "slurm", "slurm", [base, a3mega])
@@ -383,6 +384,121 @@ def unknown_names(helm, theirs_chart, base, tmp):
             got = names([base, os.path.join(DATA, n)])
             check(got == [], "%s: names listed as unknown: %s" % (n, got))
     print("release notes: unknown value names listed")
+
+
+OPERATOR_CHART = os.path.join(SRC, "deploy", "helm", "slurmop")
+# Every value of Slinky's slurm-operator chart and what ours makes of it:
+# "same" (the same name here), "mapped" (onto another name), "refused" (the
+# render fails, naming it), "ignored" (listed in the release notes). A value
+# that Slinky's values.yaml has and this table lacks fails the test.
+OPERATOR_VALUES = {
+    "nameOverride": "same", "fullnameOverride": "same", "namespaceOverride": "refused",
+    "imagePullSecrets": "same", "imagePullPolicy": "mapped", "priorityClassName": "same",
+    "crds.enabled": "refused", "operator.enabled": "refused", "operator.replicas": "mapped",
+    "operator.imagePullPolicy": "mapped", "operator.image.repository": "mapped", "operator.image.tag": "mapped",
+    "operator.image.digest": "mapped", "operator.serviceAccount.create": "mapped",
+    "operator.serviceAccount.name": "mapped", "operator.nodeSelector": "mapped", "operator.affinity": "mapped",
+    "operator.tolerations": "mapped", "operator.topologySpreadConstraints": "mapped",
+    "operator.podSecurityContext": "mapped", "operator.resources": "mapped", "operator.securityContext": "mapped",
+    "operator.pdb.enabled": "mapped", "operator.pdb.minAvailable": "mapped", "operator.pdb.maxUnavailable": "mapped",
+    "operator.logLevel": "mapped", "operator.healthPort": "mapped", "operator.metricsPort": "mapped",
+    "operator.metricsSecure": "mapped", "operator.leaderElection": "mapped", "operator.namespaces": "mapped",
+    "operator.profile": "ignored", "operator.profileAddr": "ignored",
+    "certManager.enabled": "mapped", "certManager.secretName": "ignored", "certManager.duration": "mapped",
+    "certManager.renewBefore": "mapped", "propagatedNodeConditions": "same", "extraObjects": "same",
+}
+for _w in ("accounting", "controller", "loginset", "nodeset", "restapi", "token", "slurmclient"):
+    OPERATOR_VALUES["operator.%sWorkers" % _w] = "ignored"
+
+
+def leaves(v, prefix=""):
+    """Dotted names of a values tree; the maps Slinky's chart passes to
+    Kubernetes objects whole count as one."""
+    whole = ("nodeSelector", "affinity", "podSecurityContext", "resources", "securityContext")
+    if isinstance(v, dict) and v and prefix.rsplit(".", 1)[-1] not in whole:
+        out = []
+        for k, x in v.items():
+            out += leaves(x, prefix + "." + k if prefix else k)
+        return out
+    return [prefix]
+
+
+def operator_chart(helm, src, tmp):
+    """deploy/helm/slurmop with the value names of Slinky's slurm-operator
+    chart."""
+    theirs_values = os.path.join(src, "helm", "slurm-operator", "values.yaml")
+    r = subprocess.run([os.path.join(BUILD, "tools", "yaml2json"), theirs_values], capture_output=True, text=True)
+    if not check(r.returncode == 0, "yaml2json %s: %s" % (theirs_values, r.stderr)):
+        return
+    doc = json.loads(r.stdout)[theirs_values][0]
+    names = [n for n in leaves(doc) if not n.startswith("webhook.")]
+    for n in names:
+        check(n in OPERATOR_VALUES, "Slinky's slurm-operator value %s: not in OPERATOR_VALUES (what does ours make of it?)"
+              % n)
+    check("webhook" in doc, "Slinky's slurm-operator values.yaml has no webhook section any more")
+
+    def render(files=(), sets=()):
+        args = ["template", "x", OPERATOR_CHART, "--namespace", "slinky"]
+        for f in files:
+            args += ["-f", f]
+        for x in sets:
+            args += ["--set", x]
+        r = helm.run(*args)
+        return ([o for o in manifests.load_yaml_text(r.stdout) if o] if r.returncode == 0 else None), r.stderr
+
+    def deployment(objs):
+        d = one_of(objs, "Deployment")
+        return d, d["spec"]["template"]["spec"]["containers"][0]
+
+    ours, err = render()
+    theirs, err2 = render([theirs_values])
+    if not check(ours is not None and theirs is not None, "the operator chart with Slinky's values.yaml: %s%s" % (err, err2)):
+        return
+    d0, c0 = deployment(ours)
+    d1, c1 = deployment(theirs)
+    # Slinky's own image is not run, its empty maps keep our defaults.
+    check(c1["image"] == c0["image"], "Slinky's values.yaml: image %s, want ours %s" % (c1["image"], c0["image"]))
+    check(c1["securityContext"] == c0["securityContext"] and c1["resources"] == c0["resources"]
+          and d1["spec"]["template"]["spec"]["securityContext"] == d0["spec"]["template"]["spec"]["securityContext"],
+          "Slinky's values.yaml: its empty maps replaced our security context or resources")
+    sets = ["operator.replicas=2", "operator.namespaces=a\\,b", "operator.pdb.enabled=true", "operator.pdb.minAvailable=1",
+            "operator.logLevel=debug", "operator.image.repository=registry.example/slurmop",
+            "operator.image.digest=sha256:" + "ab" * 32, "operator.metricsSecure=true", "operator.imagePullPolicy=Always",
+            "operator.tolerations[0].operator=Exists", "certManager.enabled=false", "operator.healthPort=9091"]
+    objs, err = render([theirs_values], sets)
+    if check(objs is not None, "the operator chart with Slinky's names %s: %s" % (sets, err)):
+        d, c = deployment(objs)
+        args = c.get("args") or []
+        check(d["spec"]["replicas"] == 2, "operator.replicas: %s" % d["spec"]["replicas"])
+        check("--namespace=a" in args and "--namespace=b" in args, "operator.namespaces: %s" % args)
+        check("--log-level=debug" in args and "--metrics-secure" in args and "--health-addr=:9091" in args,
+              "operator.logLevel/metricsSecure/healthPort: %s" % args)
+        check(c["image"] == "registry.example/slurmop@sha256:" + "ab" * 32 and c["imagePullPolicy"] == "Always",
+              "operator.image: %s %s" % (c["image"], c["imagePullPolicy"]))
+        check(d["spec"]["template"]["spec"].get("tolerations") == [{"operator": "Exists"}],
+              "operator.tolerations: %s" % d["spec"]["template"]["spec"].get("tolerations"))
+        check(not any(o["kind"] == "Certificate" for o in objs), "certManager.enabled=false: a Certificate rendered")
+        pdb = [o for o in objs if o["kind"] == "PodDisruptionBudget"]
+        check(len(pdb) == 1 and pdb[0]["spec"].get("minAvailable") == 1, "operator.pdb: %s" % pdb)
+    for sets, words in ((["crds.enabled=true"], "slurmop-crds"), (["operator.enabled=false"], "operator.enabled"),
+                        (["namespaceOverride=other"], "namespaceOverride")):
+        objs, err = render([theirs_values], sets)
+        check(objs is None and words in err, "the operator chart with %s: want a refusal naming %r, got %s"
+              % (sets, words, "success" if objs else err))
+    # The release notes list what has no meaning here.
+    probe = os.path.join(tmp, "probe-operator")
+    shutil.copytree(OPERATOR_CHART, probe)
+    with open(os.path.join(probe, "templates", "zz-probe.yaml"), "w") as f:
+        f.write('apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: probe\n'
+                'data:\n  names: {{ include "slurmop.slinkyIgnored" . | quote }}\n')
+    r = helm.run("template", "x", probe, "-f", theirs_values)
+    if check(r.returncode == 0, "the operator probe: %s" % r.stderr):
+        cm = [o for o in manifests.load_yaml_text(r.stdout) if o and o.get("kind") == "ConfigMap"]
+        got = sorted(x.split(":", 1)[0] for x in json.loads(cm[0]["data"]["names"]))
+        want = sorted([n for n, w in OPERATOR_VALUES.items() if w == "ignored"] + ["webhook.*"] +
+                      ["operator.image.repository=ghcr.io/slinkyproject/slurm-operator"])
+        check(got == want, "the operator chart's notes list %s, want %s" % (got, want))
+    print("operator chart: %d of Slinky's slurm-operator values accounted for" % len(names))
 
 
 def lint(helm, base):
