@@ -1,5 +1,6 @@
 #include "core/log.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +13,67 @@
 int log__level = LOGL_INFO;
 static int log_format = LOGF_TEXT;
 
+/* The reconcile in progress (log_reconcile_begin); active 0 when none. */
+static struct {
+    int active;
+    char controller[64];
+    char ns[254];
+    char name[254];
+    char id[37];
+    uint64_t rng;
+} rc;
+
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 
 void log_setup(int level, int format)
 {
     log__level = level;
     log_format = format;
+}
+
+/* xorshift64*: reconcile IDs need to be unique in practice, not secret */
+static uint64_t next_random(void)
+{
+    if (rc.rng == 0) {
+        struct timeval tv;
+        gettimeofday(&tv, NULL);
+        rc.rng = ((uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec) ^ ((uint64_t)getpid() << 32) ^
+                 0x9e3779b97f4a7c15ull;
+    }
+    rc.rng ^= rc.rng >> 12;
+    rc.rng ^= rc.rng << 25;
+    rc.rng ^= rc.rng >> 27;
+    return rc.rng * 0x2545f4914f6cdd1dull;
+}
+
+void log_reconcile_begin(const char *controller, const char *key)
+{
+    const char *slash = key ? strchr(key, '/') : NULL;
+    snprintf(rc.controller, sizeof(rc.controller), "%s", controller ? controller : "");
+    if (slash) {
+        snprintf(rc.ns, sizeof(rc.ns), "%.*s", (int)(slash - key), key);
+        snprintf(rc.name, sizeof(rc.name), "%s", slash + 1);
+    } else {
+        rc.ns[0] = '\0';
+        snprintf(rc.name, sizeof(rc.name), "%s", key ? key : "");
+    }
+    uint64_t a = next_random(), b = next_random();
+    /* version 4, variant 1, as controller-runtime's uuid.NewUUID */
+    a = (a & ~0xf000ull) | 0x4000ull;
+    b = (b & ~(3ull << 62)) | (2ull << 62);
+    snprintf(rc.id, sizeof(rc.id), "%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32), (unsigned)((a >> 16) & 0xffff),
+             (unsigned)(a & 0xffff), (unsigned)(b >> 48), (unsigned long long)(b & 0xffffffffffffull));
+    rc.active = 1;
+}
+
+void log_reconcile_end(void)
+{
+    rc.active = 0;
+}
+
+const char *log_reconcile_id(void)
+{
+    return rc.active ? rc.id : "";
 }
 
 int log_level_parse(const char *s)
@@ -88,9 +144,19 @@ void log_msg(int level, const char *file, int line, const char *fmt, ...)
         json_escape(esc, sizeof(esc), msg);
         char ts[RFC3339_MICRO_LEN];
         rfc3339_format_micro((int64_t)tv.tv_sec, (long)tv.tv_usec, ts);
+        char fields[1400] = "";
+        if (rc.active) {
+            char c[2 * sizeof(rc.controller)], ns[2 * sizeof(rc.ns)], nm[2 * sizeof(rc.name)];
+            json_escape(c, sizeof(c), rc.controller);
+            json_escape(ns, sizeof(ns), rc.ns);
+            json_escape(nm, sizeof(nm), rc.name);
+            snprintf(fields, sizeof(fields),
+                     ",\"controller\":\"%s\",\"namespace\":\"%s\",\"name\":\"%s\",\"reconcileID\":\"%s\"", c, ns,
+                     nm, rc.id);
+        }
         n = snprintf(line_buf, sizeof(line_buf),
-                     "{\"ts\":\"%s\",\"level\":\"%s\",\"caller\":\"%s:%d\",\"msg\":\"%s\"}\n", ts,
-                     level_names[level], base, line, esc);
+                     "{\"ts\":\"%s\",\"level\":\"%s\",\"caller\":\"%s:%d\",\"msg\":\"%s\"%s}\n", ts,
+                     level_names[level], base, line, esc, fields);
     } else {
         static const char letters[] = "EWIDT";
         n = snprintf(line_buf, sizeof(line_buf), "%c%02d%02d %02d:%02d:%02d.%06ld %7d %s:%d] %s\n",

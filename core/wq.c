@@ -333,7 +333,9 @@ static void on_idle(uv_idle_t *h)
         q->current = it;
         q->current_start = t0;
         q->stats.processed++;
+        log_reconcile_begin(q->name, it->key);
         wq_result res = q->handler(it->key, first, q->data);
+        log_reconcile_end();
         uint64_t t1 = uv_hrtime();
         q->current = NULL;
         if (q->closing) {
@@ -369,12 +371,16 @@ static double running_fn(void *data)
 
 static void metrics_remove(wq_t *q)
 {
-    const char *const *lv = MX_LV(q->name);
-    mx_family *fams[] = {q->f_depth,   q->f_adds,    q->f_qdur,       q->f_wdur,
-                         q->f_retries, q->f_longest, q->f_unfinished, q->f_rerr};
+    /* The workqueue_* families carry the queue's name twice, as name and
+     * controller (controller-runtime's labels, which its dashboards key
+     * on); controller_runtime_reconcile_errors_total only as controller. */
+    const char *const *lv = MX_LV(q->name, q->name);
+    mx_family *fams[] = {q->f_depth, q->f_adds, q->f_qdur, q->f_wdur, q->f_retries, q->f_longest, q->f_unfinished};
     for (size_t i = 0; i < ARRAY_SIZE(fams); i++)
         if (fams[i])
             mx_child_remove(fams[i], lv);
+    if (q->f_rerr)
+        mx_child_remove(q->f_rerr, MX_LV(q->name));
     if (q->f_rtotal) {
         static const char *const results[] = {"success", "error", "requeue", "requeue_after"};
         for (size_t i = 0; i < ARRAY_SIZE(results); i++)
@@ -399,48 +405,48 @@ static int metrics_setup(wq_t *q, mx_registry *r)
     double b[12];
     mx_exponential_buckets(10e-9, 10, ARRAY_SIZE(b), b);
     int err = 0;
-    q->f_depth = family(r, MX_GAUGE, "workqueue_depth", "Keys ready to be processed.", "name", NULL, 0, &err);
+    q->f_depth = family(r, MX_GAUGE, "workqueue_depth", "Keys ready to be processed.", "name,controller", NULL, 0, &err);
     if (q->f_depth == NULL)
         return err;
     /* The depth child is created first: if it exists, another live queue
      * of that name owns the children and we must not touch them. */
-    int rc = mx_child_fn(q->f_depth, MX_LV(q->name), depth_fn, q);
+    int rc = mx_child_fn(q->f_depth, MX_LV(q->name, q->name), depth_fn, q);
     if (rc) {
         q->f_depth = NULL;
         return rc;
     }
     q->f_adds = family(r, MX_COUNTER, "workqueue_adds_total", "Adds handled by the queue (after dedupe).",
-                       "name", NULL, 0, &err);
+                       "name,controller", NULL, 0, &err);
     q->f_qdur = family(r, MX_HISTOGRAM, "workqueue_queue_duration_seconds",
-                       "Time a key waited in the queue before it was processed, in seconds.", "name", b,
+                       "Time a key waited in the queue before it was processed, in seconds.", "name,controller", b,
                        ARRAY_SIZE(b), &err);
     q->f_wdur = family(r, MX_HISTOGRAM, "workqueue_work_duration_seconds",
-                       "Time spent processing one key, in seconds.", "name", b, ARRAY_SIZE(b), &err);
+                       "Time spent processing one key, in seconds.", "name,controller", b, ARRAY_SIZE(b), &err);
     q->f_retries =
-        family(r, MX_COUNTER, "workqueue_retries_total", "Rate-limited re-adds.", "name", NULL, 0, &err);
+        family(r, MX_COUNTER, "workqueue_retries_total", "Rate-limited re-adds.", "name,controller", NULL, 0, &err);
     q->f_longest =
         family(r, MX_GAUGE, "workqueue_longest_running_processor_seconds",
-               "How long the key being processed has been running, in seconds.", "name", NULL, 0, &err);
+               "How long the key being processed has been running, in seconds.", "name,controller", NULL, 0, &err);
     q->f_unfinished = family(r, MX_GAUGE, "workqueue_unfinished_work_seconds",
-                             "Processing time of work still in progress, in seconds.", "name", NULL, 0, &err);
+                             "Processing time of work still in progress, in seconds.", "name,controller", NULL, 0, &err);
     q->f_rtotal = family(r, MX_COUNTER, "controller_runtime_reconcile_total",
                          "Handler calls per controller and result.", "controller,result", NULL, 0, &err);
     q->f_rerr = family(r, MX_COUNTER, "controller_runtime_reconcile_errors_total",
                        "Handler calls that ended in an error.", "controller", NULL, 0, &err);
     if (err)
         return err;
-    q->m_adds = mx_counter_get(q->f_adds, MX_LV(q->name));
-    q->m_qdur = mx_histogram_get(q->f_qdur, MX_LV(q->name));
-    q->m_wdur = mx_histogram_get(q->f_wdur, MX_LV(q->name));
-    q->m_retries = mx_counter_get(q->f_retries, MX_LV(q->name));
+    q->m_adds = mx_counter_get(q->f_adds, MX_LV(q->name, q->name));
+    q->m_qdur = mx_histogram_get(q->f_qdur, MX_LV(q->name, q->name));
+    q->m_wdur = mx_histogram_get(q->f_wdur, MX_LV(q->name, q->name));
+    q->m_retries = mx_counter_get(q->f_retries, MX_LV(q->name, q->name));
     q->m_res_ok = mx_counter_get(q->f_rtotal, MX_LV(q->name, "success"));
     q->m_res_err = mx_counter_get(q->f_rtotal, MX_LV(q->name, "error"));
     q->m_res_requeue = mx_counter_get(q->f_rtotal, MX_LV(q->name, "requeue"));
     q->m_res_after = mx_counter_get(q->f_rtotal, MX_LV(q->name, "requeue_after"));
     q->m_errors = mx_counter_get(q->f_rerr, MX_LV(q->name));
-    rc = mx_child_fn(q->f_longest, MX_LV(q->name), running_fn, q);
+    rc = mx_child_fn(q->f_longest, MX_LV(q->name, q->name), running_fn, q);
     if (rc == 0)
-        rc = mx_child_fn(q->f_unfinished, MX_LV(q->name), running_fn, q);
+        rc = mx_child_fn(q->f_unfinished, MX_LV(q->name, q->name), running_fn, q);
     return rc;
 }
 

@@ -734,6 +734,12 @@ bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t
         h->mx_rotations = mx_family_new(o->metrics, MX_COUNTER, "slurmop_topology_webhook_certificate_changes_total",
                                         "serving certificates swapped in after the first (rotations, renewed files)",
                                         NULL, NULL, 0, NULL);
+        /* Every result from the start, at 0: rate() and alerts see a
+         * series before the first review of that result. */
+        static const char *const results[] = {"patched", "no_topology", "node_unknown", "not_nodeset", "not_binding",
+                                              "error", "throttled", "forbidden", "invalid"};
+        for (size_t i = 0; h->mx_requests && i < ARRAY_SIZE(results); i++)
+            mx_counter_get(h->mx_requests, MX_LV(results[i]));
     }
     uv_timer_init(loop, &h->timer);
     h->timer.data = h;

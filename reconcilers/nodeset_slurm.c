@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/map.h"
 #include "core/mem.h"
+#include "core/metrics.h"
 #include "core/rfc3339.h"
 #include "reconcilers/cluster_common.h"
 #include "reconcilers/cluster_watch.h"
@@ -98,7 +99,15 @@ typedef struct nss_set {
     /* why this pass kept condemned pods that it could not drain (a static
      * string; NULL when none) and the message of the condition */
     const char *blocked;
-    char blocked_msg[512];
+    char blocked_msg[768];
+    /* uv_now() ms since which every full pass has kept pods for a blocked
+     * drain (0: the last one kept none), for
+     * slurmop_drain_blocked_oldest_seconds */
+    uint64_t blocked_since;
+    /* condemned pods kept by the last passes: uid -> kept_ent (the reason
+     * that keeps it, or NULL while its node drains), for
+     * slurmop_drains_blocked and slurmop_busy_pods_kept */
+    map_t kept;
     /* what the last full pass saw, for incremental passes (nss_calm):
      * nss_sync ran, and the node table was held as listing none of the
      * NodeSet's registered nodes */
@@ -115,6 +124,11 @@ typedef struct nss_set {
     char *features;
     int64_t features_gen;
 } nss_set;
+
+typedef struct kept_ent {
+    const char *reason; /* a static DrainBlocked* string; NULL: waiting for its drain */
+    char uid[];         /* map key */
+} kept_ent;
 
 typedef struct proved_ent {
     char *uid; /* map key */
@@ -166,7 +180,17 @@ struct nss_state {
      * while some are in flight is freed by the last completion. */
     unsigned inflight;
     int released;
+    /* slurmop_drains_blocked{reason}, slurmop_busy_pods_kept,
+     * slurmop_drain_blocked_oldest_seconds: refreshed at every scrape */
+    mx_family *mx_blocked;
+    mx_gauge *mx_busy, *mx_oldest;
 };
+
+/* Every reason keep() gives, so that slurmop_drains_blocked lists each
+ * one (0 when none applies) and an alert can name them. */
+static const char *const kept_reasons[] = {"DrainBlockedNoRestApi", "DrainBlockedSlurmUnknown",
+                                           "DrainBlockedNameUnproved", "DrainBlockedNodeLost",
+                                           "DrainHeldSlurmContradiction"};
 
 static void clear_drains(nss_set *s);
 
@@ -236,6 +260,7 @@ static void set_free(void *v)
     map_free(&s->drift_since);
     map_free(&s->deleting);
     map_free(&s->proved);
+    map_free(&s->kept);
     clear_drains(s);
     free(s->features);
     free(s->key);
@@ -264,6 +289,7 @@ static nss_set *set_get(nss_state *st, const sobj *nodeset, const cJSON *ns_json
         map_init_type(&s->drift_since, &drift_type);
         map_init_type(&s->deleting, &deleting_type);
         map_init_type(&s->proved, &proved_type);
+        map_init_type(&s->kept, &map_type_free_val);
         map_put(&st->sets, s->key, s);
     } else {
         free(ctl_key);
@@ -1043,6 +1069,57 @@ void nss_state_free(nss_state *st)
     state_destroy(st);
 }
 
+static void on_scrape(void *data)
+{
+    nss_state *st = data;
+    double by_reason[ARRAY_SIZE(kept_reasons)] = {0}, busy = 0, oldest = 0;
+    uint64_t now = st->op ? uv_now(st->op->loop) : 0;
+    size_t it = 0;
+    const char *k;
+    void *v;
+    while (map_next(&st->sets, &it, &k, &v)) {
+        const nss_set *set = v;
+        if (set->blocked && set->blocked_since && now > set->blocked_since &&
+            (double)(now - set->blocked_since) / 1000.0 > oldest)
+            oldest = (double)(now - set->blocked_since) / 1000.0;
+        size_t i2 = 0;
+        const char *k2;
+        void *v2;
+        while (map_next(&set->kept, &i2, &k2, &v2)) {
+            const kept_ent *e = v2;
+            if (e->reason == NULL) {
+                busy++;
+                continue;
+            }
+            for (size_t r = 0; r < ARRAY_SIZE(kept_reasons); r++)
+                if (strcmp(e->reason, kept_reasons[r]) == 0)
+                    by_reason[r]++;
+        }
+    }
+    for (size_t r = 0; r < ARRAY_SIZE(kept_reasons); r++)
+        mx_gauge_set(mx_gauge_get(st->mx_blocked, MX_LV(kept_reasons[r])), by_reason[r]);
+    mx_gauge_set(st->mx_busy, busy);
+    mx_gauge_set(st->mx_oldest, oldest);
+}
+
+static void setup_metrics(nss_state *st, mx_registry *r)
+{
+    st->mx_blocked = mx_family_new(r, MX_GAUGE, "slurmop_drains_blocked",
+                                   "Condemned pods kept because their drain cannot go on, by the reason of the "
+                                   "NodeSet's DrainBlocked condition",
+                                   "reason", NULL, 0, NULL);
+    st->mx_busy = mx_gauge_new(r, "slurmop_busy_pods_kept",
+                               "Condemned pods kept while their Slurm node drains (jobs still run on it, or the "
+                               "read that proves it free is on its way)",
+                               NULL);
+    st->mx_oldest = mx_gauge_new(r, "slurmop_drain_blocked_oldest_seconds",
+                                 "How long the longest-blocked NodeSet has kept condemned pods for a blocked drain "
+                                 "(0 when none is blocked)",
+                                 NULL);
+    if (st->mx_blocked && st->mx_busy && st->mx_oldest)
+        mx_registry_on_scrape(r, on_scrape, st);
+}
+
 void nss_setup(operator *op, const nss_queue *q)
 {
     nss_state *st = op->nodeset_slurm;
@@ -1055,6 +1132,8 @@ void nss_setup(operator *op, const nss_queue *q)
                   op_strerror(st->ix_slurm_name));
     slurmclient_on_node(op, on_slurm_node, st);
     slurmclient_on_resv(op, on_slurm_resv, st);
+    if (op->metrics)
+        setup_metrics(st, op->metrics);
 }
 
 int nss_start(operator *op)
@@ -1091,6 +1170,9 @@ void nss_observe(operator *op, const sobj *nodeset)
     }
     clear_condemned(s);
     clear_drains(s);
+    if (s->blocked == NULL)
+        s->blocked_since = 0; /* the last pass kept nothing for a blocked drain */
+    map_free(&s->kept);
     s->blocked = NULL;
     s->synced = 0;
     s->held = 0;
@@ -1119,10 +1201,25 @@ static void queue_drain(nss_set *s, const sobj *pod, const char *name)
 }
 
 /* Keep a condemned pod: cordon it, and say once per pass why. */
+static kept_ent *kept_get(nss_set *s, const sobj *pod)
+{
+    kept_ent *e = map_get(&s->kept, pod->uid);
+    if (e == NULL) {
+        size_t n = strlen(pod->uid) + 1;
+        e = xcalloc(1, sizeof(*e) + n);
+        memcpy(e->uid, pod->uid, n);
+        map_put(&s->kept, e->uid, e);
+    }
+    return e;
+}
+
 static int keep(nss_state *st, nss_set *s, const sobj *nodeset, const sobj *pod, const char *reason,
                 const char *fmt, const char *arg)
 {
     set_pod_meta(st, s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
+    kept_get(s, pod)->reason = reason;
+    if (s->blocked_since == 0)
+        s->blocked_since = now_ms(st);
     if (s->blocked == NULL) {
         s->blocked = reason;
         snprintf(s->blocked_msg, sizeof(s->blocked_msg), fmt, arg);
@@ -1166,18 +1263,21 @@ static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *po
     if (avail == SC_NO_RESTAPI)
         return keep(st, s, nodeset, pod, "DrainBlockedNoRestApi",
                     "Controller %s has no RestApi, so Slurm cannot be asked whether its nodes run jobs; "
-                    "condemned pods stay (cordoned) until it has one, or until the NodeSet is annotated "
-                    NSS_ANN_NO_DRAIN "=true",
+                    "condemned pods stay (cordoned). Next: create a RestApi whose spec.controllerRef names the "
+                    "Controller, or, if no job may run on them, annotate the NodeSet " NSS_ANN_NO_DRAIN "=true",
                     s->ctl_key);
     if (avail == SC_READY && nc_suspect_why(cache))
         return keep(st, s, nodeset, pod, "DrainHeldSlurmContradiction",
-                    "Slurm's answer cannot be trusted (%s); condemned pods stay while it is read again",
+                    "Slurm's answer cannot be trusted (%s); condemned pods stay while it is read again. Next: "
+                    "nothing, a second read within seconds settles it",
                     nc_suspect_why(cache));
-    if (avail != SC_READY || !nc_ready(cache))
-        return keep(st, s, nodeset, pod, "DrainBlockedSlurmUnknown",
-                    "Slurm of Controller %s cannot be read right now (unreachable, answering errors, or its "
-                    "node table is held as suspect); condemned pods stay until it can",
-                    s->ctl_key);
+    if (avail != SC_READY || !nc_ready(cache)) {
+        char cause[320], msg[700];
+        const char *next = slurmclient_why(op, s->ctl_key, cause, sizeof(cause));
+        snprintf(msg, sizeof(msg), "Slurm of Controller %s cannot be read: %s; condemned pods stay (cordoned). Next: %s",
+                 s->ctl_key, cause, next);
+        return keep(st, s, nodeset, pod, "DrainBlockedSlurmUnknown", "%s", msg);
+    }
     /* A condemned pod that stays is cordoned, whatever keeps it: that
      * includes a node the table shows drained when that read cannot be
      * trusted yet (a reason not proven ours, a replayed answer). Only a
@@ -1208,8 +1308,10 @@ static int jobs_free(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nod
                   pod->name);
     else if (holds < 0 && nc_jobs_failed(cache))
         keep(st, s, nodeset, pod, "DrainBlockedSlurmUnknown",
-             "Slurm's job list of Controller %s cannot be read (or does not read cleanly), so no node can be "
-             "shown free of jobs; condemned pods stay until it can",
+             "Slurm's job list of Controller %s cannot be read (the last job read failed, or named nodes that do "
+             "not read as a hostlist), so no node can be shown free of jobs; condemned pods stay (cordoned). "
+             "Next: read slurmrestd's log for the failed jobs request, and check that squeue answers in the "
+             "slurmctld pod",
              s->ctl_key);
     return 0;
 }
@@ -1231,8 +1333,9 @@ static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset
                         "Slurm has no node %s, but that is only the name slurmop derives from the pod's Node: a "
                         "hostNetwork pod's slurmd registers under its host's own hostname (in full, case kept), "
                         "and no Slurm read has shown that node as this pod's (its pod info and NodeHostname). The "
-                        "pod may run jobs under another name; condemned pods stay until the node is listed and "
-                        "drains, or until the NodeSet is annotated " NSS_ANN_NO_DRAIN "=true",
+                        "pod may run jobs under another name; condemned pods stay (cordoned). Next: find the "
+                        "pod's node in 'scontrol show nodes' (NodeHostname); once it is listed it drains as usual, "
+                        "or, if no job runs there, annotate the NodeSet " NSS_ANN_NO_DRAIN "=true",
                         name);
         if (nc_confirm_gone(cache, name, PROOF_FRESH_MS)) {
             /* Unless Slurm lost a node it had (nc_vanished): then slurmd
@@ -1246,8 +1349,9 @@ static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset
                 return keep(st, s, nodeset, pod, "DrainBlockedNodeLost",
                             "Slurm node %s ran jobs when last read and is now unknown to Slurm, though slurmop "
                             "did not delete it (slurmctld restarted without its state?): slurmd may still run "
-                            "them. Condemned pods stay until the node registers again, or until the NodeSet is "
-                            "annotated " NSS_ANN_NO_DRAIN "=true",
+                            "them; condemned pods stay (cordoned). Next: restore slurmctld's state or restart the "
+                            "pod's slurmd so the node registers again (it then drains as usual); if no job runs "
+                            "there, annotate the NodeSet " NSS_ANN_NO_DRAIN "=true",
                             name);
             if (lost == 1 && lost_ago < REGISTER_GRACE_MS) {
                 enqueue_after(st, s->key, (uint32_t)(REGISTER_GRACE_MS - lost_ago) + 100u);
@@ -1270,7 +1374,8 @@ static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset
     if (nc_contradicted(cache, name))
         return keep(st, s, nodeset, pod, "DrainHeldSlurmContradiction",
                     "Slurm's last read of node %s shows a reason time from the future; every decision about it "
-                    "waits until a second read settles it",
+                    "waits until a second read settles it. Next: nothing; if it stays, compare the clocks of "
+                    "slurmctld's host and the operator's",
                     name);
     if (sm_node_drain(n) && our_reason(n->reason) && !nc_drain_proved(cache, name)) {
         /* Our reason, but no drain of ours that this process saw accepted
@@ -1367,9 +1472,16 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
 {
     (void)ctl;
     nss_set *s = set_get(op->nodeset_slurm, nodeset, nodeset->json);
+    kept_ent *e = s->kept.count ? map_get(&s->kept, pod->uid) : NULL;
+    if (e)
+        e->reason = NULL; /* this pass says again what keeps it */
     int v = condemn(op, s, nodeset, pod, why);
-    if (v == NSS_DELETE)
+    if (v == NSS_DELETE) {
         mark_deleting(s, pod, now_ms(op->nodeset_slurm));
+        map_drop(&s->kept, pod->uid);
+    } else if (v == NSS_WAIT) {
+        kept_get(s, pod); /* its reason, if any, set by keep() */
+    }
     return v;
 }
 

@@ -99,6 +99,12 @@ struct priv {
     mx_family *mx_ref_gets;
     mx_family *mx_ref_full;
     unsigned long long fenced_total; /* read just before the client closes */
+    /* rest_client_*: the API server's host:port, as client-go's label */
+    mx_family *mx_rest_requests, *mx_rest_seconds;
+    char api_host[256];
+    /* the totals the *_total counters were last brought up to (follow_total) */
+    unsigned long long seen_lists[OPK__COUNT], seen_gone[OPK__COUNT], seen_failures[OPK__COUNT];
+    unsigned long long seen_ref_gets[2], seen_ref_full[2], seen_fenced;
 };
 
 #define P(op) ((struct priv *)(op)->priv)
@@ -133,13 +139,38 @@ void op_observe_pod_write(operator *op, const char *controller, uint64_t first_a
     observe_since(op->mx_event_to_pod_write, controller, first_add_ns);
 }
 
+/* client-go's rest_client_* carry the HTTP method, not the API verb: a
+ * LIST and a WATCH are GETs there. */
+static const char *http_method(const char *verb)
+{
+    return strcmp(verb, "LIST") == 0 || strcmp(verb, "WATCH") == 0 ? "GET" : verb;
+}
+
 static void observe_api(void *data, const char *verb, const char *resource, int code, double seconds)
 {
     operator *op = data;
-    char c[8];
+    struct priv *p = P(op);
+    char c[16];
     snprintf(c, sizeof(c), "%d", code);
     mx_counter_inc(mx_counter_get(op->mx_api_requests, MX_LV(verb, resource, c)));
     mx_histogram_observe(mx_histogram_get(op->mx_api_seconds, MX_LV(verb)), seconds);
+    /* client-go's label for a request that got no answer */
+    if (code == 0)
+        snprintf(c, sizeof(c), "<error>");
+    const char *m = http_method(verb);
+    mx_counter_inc(mx_counter_get(p->mx_rest_requests, MX_LV(c, m, p->api_host)));
+    mx_histogram_observe(mx_histogram_get(p->mx_rest_seconds, MX_LV(m, p->api_host)), seconds);
+}
+
+/* A counter that follows a running total kept elsewhere (the reflectors'
+ * and the client's statistics): only the growth is added, so a total that
+ * restarts (a client made again) never makes the counter go down. */
+static void follow_total(mx_family *f, const char *label, unsigned long long *last, unsigned long long now)
+{
+    mx_counter *c = mx_counter_get(f, MX_LV(label));
+    if (c && now > *last)
+        mx_counter_add(c, (double)(now - *last));
+    *last = now;
 }
 
 static void on_scrape(void *data)
@@ -157,9 +188,9 @@ static void on_scrape(void *data)
             fail += st.failures;
         }
         mx_gauge_set(mx_gauge_get(p->mx_cache_objects, MX_LV(res)), (double)store_count(op->stores[k]));
-        mx_gauge_set(mx_gauge_get(p->mx_watch_lists, MX_LV(res)), (double)lists);
-        mx_gauge_set(mx_gauge_get(p->mx_watch_gone, MX_LV(res)), (double)gone);
-        mx_gauge_set(mx_gauge_get(p->mx_watch_failures, MX_LV(res)), (double)fail);
+        follow_total(p->mx_watch_lists, res, &p->seen_lists[k], lists);
+        follow_total(p->mx_watch_gone, res, &p->seen_gone[k], gone);
+        follow_total(p->mx_watch_failures, res, &p->seen_failures[k], fail);
     }
     for (int i = 0; i < 2; i++) {
         if (p->bn[i] == NULL)
@@ -168,13 +199,13 @@ static void on_scrape(void *data)
         bn_get_stats(p->bn[i], &bs);
         const char *res = kinds[ref_kinds[i]].res->plural;
         mx_gauge_set(mx_gauge_get(p->mx_ref_objects, MX_LV(res)), (double)bs.entries);
-        mx_gauge_set(mx_gauge_get(p->mx_ref_gets, MX_LV(res)), (double)bs.gets);
-        mx_gauge_set(mx_gauge_get(p->mx_ref_full, MX_LV(res)), (double)bs.full);
+        follow_total(p->mx_ref_gets, res, &p->seen_ref_gets[i], bs.gets);
+        follow_total(p->mx_ref_full, res, &p->seen_ref_full[i], bs.full);
     }
     mx_gauge_set(mx_gauge_get(p->mx_leader, MX_LV("slurmop")), op->leading ? 1 : 0);
     kube_stats ks;
     kube_client_stats(op->client, &ks);
-    mx_gauge_set(mx_gauge_get(p->mx_fenced, MX_LV("slurmop")), (double)ks.fenced);
+    follow_total(p->mx_fenced, "slurmop", &p->seen_fenced, ks.fenced);
     mx_gauge_set(mx_gauge_get(p->mx_waiting, MX_LV("slurmop")), (double)ks.waiting);
     mx_gauge_set(mx_gauge_get(p->mx_in_flight, MX_LV("watch")), (double)ks.watches_open);
     mx_gauge_set(mx_gauge_get(p->mx_in_flight, MX_LV("request")), (double)(ks.in_flight - ks.watches_open));
@@ -223,6 +254,10 @@ static int setup_metrics(operator *op)
                                   0.25,    0.5,    1,       2.5,    5,       10,     30,     60};
     struct priv *p = P(op);
     mx_registry *r = op->metrics;
+    /* client-go's host label is the URL's host[:port] */
+    const char *h = strstr(op->cfg->server, "://");
+    h = h ? h + 3 : op->cfg->server;
+    snprintf(p->api_host, sizeof(p->api_host), "%.*s", (int)strcspn(h, "/"), h);
     size_t nl = sizeof(lat) / sizeof(lat[0]), nf = sizeof(fine) / sizeof(fine[0]);
     op->mx_reconcile_seconds = mx_family_new(r, MX_HISTOGRAM, "controller_runtime_reconcile_time_seconds",
                                              "Length of time per reconciliation per controller", "controller", fine, nf, NULL);
@@ -241,17 +276,25 @@ static int setup_metrics(operator *op)
                                        "Kubernetes API request latency by verb", "verb", lat, nl, NULL);
     p->mx_cache_objects = mx_family_new(r, MX_GAUGE, "slurmop_cache_objects", "Objects in the informer cache",
                                         "resource", NULL, 0, NULL);
-    p->mx_watch_lists = mx_family_new(r, MX_GAUGE, "slurmop_watch_relists_total",
+    p->mx_watch_lists = mx_family_new(r, MX_COUNTER, "slurmop_watch_relists_total",
                                       "Complete relists after the first list, per resource", "resource", NULL, 0, NULL);
-    p->mx_watch_gone = mx_family_new(r, MX_GAUGE, "slurmop_watch_expired_total",
+    p->mx_watch_gone = mx_family_new(r, MX_COUNTER, "slurmop_watch_expired_total",
                                      "Watches or lists answered 410 Gone, per resource", "resource", NULL, 0, NULL);
-    p->mx_watch_failures = mx_family_new(r, MX_GAUGE, "slurmop_watch_failures_total",
+    p->mx_watch_failures = mx_family_new(r, MX_COUNTER, "slurmop_watch_failures_total",
                                          "Failed lists and watches (restarted with backoff), per resource", "resource",
                                          NULL, 0, NULL);
+    /* client-go's buckets */
+    static const double rest_b[] = {0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60};
+    p->mx_rest_requests = mx_family_new(r, MX_COUNTER, "rest_client_requests_total",
+                                        "Number of HTTP requests, partitioned by status code, method, and host",
+                                        "code,method,host", NULL, 0, NULL);
+    p->mx_rest_seconds = mx_family_new(r, MX_HISTOGRAM, "rest_client_request_duration_seconds",
+                                       "Request latency in seconds, broken down by verb and host", "verb,host",
+                                       rest_b, sizeof(rest_b) / sizeof(rest_b[0]), NULL);
     p->mx_leader = mx_family_new(r, MX_GAUGE, "leader_election_master_status",
                                  "1 when this process holds the leader lease (or runs without election)", "name", NULL,
                                  0, NULL);
-    p->mx_fenced = mx_family_new(r, MX_GAUGE, "slurmop_fenced_writes_total",
+    p->mx_fenced = mx_family_new(r, MX_COUNTER, "slurmop_fenced_writes_total",
                                  "API writes canceled or refused because the leader lease was lost", "name", NULL, 0,
                                  NULL);
     p->mx_waiting = mx_family_new(r, MX_GAUGE, "slurmop_api_requests_waiting",
@@ -264,16 +307,17 @@ static int setup_metrics(operator *op)
     p->mx_ref_objects = mx_family_new(r, MX_GAUGE, "slurmop_referenced_objects",
                                       "Objects referenced by custom resources and read by name (not watched)",
                                       "resource", NULL, 0, NULL);
-    p->mx_ref_gets = mx_family_new(r, MX_GAUGE, "slurmop_referenced_gets_total",
+    p->mx_ref_gets = mx_family_new(r, MX_COUNTER, "slurmop_referenced_gets_total",
                                    "GETs of referenced objects (first reads and rotation polls)", "resource", NULL,
                                    0, NULL);
-    p->mx_ref_full = mx_family_new(r, MX_GAUGE, "slurmop_referenced_full_total",
+    p->mx_ref_full = mx_family_new(r, MX_COUNTER, "slurmop_referenced_full_total",
                                    "Lookups of referenced objects not read for want of room (the namespace's share "
                                    "or the whole table full): they wait, never read as missing",
                                    "resource", NULL, 0, NULL);
     if (!op->mx_reconcile_seconds || !op->mx_event_to_action || !op->mx_event_to_pod_write || !p->mx_ref_objects ||
         !p->mx_ref_gets || !p->mx_ref_full || !op->mx_api_requests || !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_watch_lists ||
-        !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader || !p->mx_fenced || !p->mx_waiting || !p->mx_in_flight)
+        !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader || !p->mx_fenced || !p->mx_waiting || !p->mx_in_flight ||
+        !p->mx_rest_requests || !p->mx_rest_seconds)
         return OP_EINVAL;
     mx_registry_on_scrape(r, on_scrape, op);
     return mx_process_collector(r);

@@ -44,6 +44,9 @@ struct slurmclient_state {
     operator *op;
     wq_t *q;
     map_t clusters; /* key -> cluster (live ones only) */
+    /* key -> why it has no client (a malloc'd "key\0why"), for the
+     * NodeSets' DrainBlockedSlurmUnknown message (slurmclient_why) */
+    map_t no_client;
     sl_backend *lib;
     int closing_clusters;
     /* The operator let go (slurmclient_state_free) while clusters were still
@@ -63,12 +66,14 @@ slurmclient_state *slurmclient_state_new(void)
 {
     slurmclient_state *st = xcalloc(1, sizeof(*st));
     map_init(&st->clusters);
+    map_init_type(&st->no_client, &map_type_free_val);
     return st;
 }
 
 static void state_destroy(slurmclient_state *st)
 {
     map_free(&st->clusters);
+    map_free(&st->no_client);
     free(st->ca_pem);
     free(st);
 }
@@ -444,12 +449,64 @@ static char *url_of(const operator *op, const sobj *restapi)
     return xasprintf("http://%s-restapi.%s:%d", restapi->name, restapi->ns, SLURMRESTD_PORT);
 }
 
+/* Remember (why) or forget (NULL) why a Controller has no client. */
+static void set_no_client(slurmclient_state *st, const char *key, const char *why)
+{
+    if (why == NULL) {
+        map_drop(&st->no_client, key);
+        return;
+    }
+    size_t kl = strlen(key), wl = strlen(why);
+    char *e = xmalloc(kl + wl + 2);
+    memcpy(e, key, kl + 1);
+    memcpy(e + kl + 1, why, wl + 1);
+    map_drop(&st->no_client, key);
+    map_put(&st->no_client, e, e);
+}
+
+const char *slurmclient_why(operator *op, const char *ctl_key, char *out, size_t n)
+{
+    nc_cache *cache = NULL;
+    int a = slurmclient_get(op, ctl_key, &cache);
+    const char *e = map_get(&op->slurmclient->no_client, ctl_key);
+    if (a == SC_READY) {
+        switch (nc_unready_why(cache, out, n)) {
+        case NC_WHY_FAILED:
+        case NC_WHY_NOT_READ:
+            return "check that the RestApi's slurmrestd pod runs and answers (its log, and its URL in the "
+                   "operator's log), and that slurmctld is up";
+        case NC_WHY_STALE:
+            return "slurmrestd answers too slowly or not at all: check its pod's load and log";
+        case NC_WHY_SUSPECT:
+            return "nothing, a second read within seconds settles it; if it stays, read the operator's warnings";
+        default:
+            return "nothing, the next pass decides";
+        }
+    }
+    if (a == SC_NO_RESTAPI) {
+        snprintf(out, n, "no RestApi references it");
+        return "create a RestApi whose spec.controllerRef names the Controller";
+    }
+    if (!op_caches_synced(op)) {
+        snprintf(out, n, "the operator's caches are still syncing");
+        return "nothing, this ends once every watch has listed";
+    }
+    if (e) {
+        snprintf(out, n, "it has no Slurm client: %s", e + strlen(e) + 1);
+        return "fix what the Controller's SlurmClientFailed Event names (kubectl describe controller), "
+               "usually its jwtKeyRef Secret";
+    }
+    snprintf(out, n, "its Slurm client is being built");
+    return "nothing, it is ready within a second; if it stays, read the operator's log";
+}
+
 static wq_result sync_one(slurmclient_state *st, const char *key)
 {
     operator *op = st->op;
     cluster *c = map_get(&st->clusters, key);
     const sobj *ctl = store_get_key(op_store(op, OPK_CONTROLLERS), key);
     if (!ctl || !ctl->json || !serving(ctl)) {
+        set_no_client(st, key, NULL);
         if (c) {
             cluster_close(c, "the Controller is gone");
             notify_all(st, key);
@@ -482,6 +539,7 @@ static wq_result sync_one(slurmclient_state *st, const char *key)
             cluster_close(c, why);
             notify_all(st, key);
         }
+        set_no_client(st, key, why);
         op_warn(op, ctl, "Controller", "SlurmClientFailed", "Cannot talk to Slurm: %s", why);
         return WQ_RESULT_OK; /* the Secret's arrival (seen by the next poll) queues us */
     }
@@ -503,6 +561,7 @@ static wq_result sync_one(slurmclient_state *st, const char *key)
         }
     } else {
         c = cluster_new(st, key, url, ra->uid, jwt, klen);
+        set_no_client(st, key, c ? NULL : "its slurmrestd client could not be created (see the operator's log)");
         if (c) {
             map_put(&st->clusters, c->key, c);
             notify_all(st, key);

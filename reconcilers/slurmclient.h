@@ -60,6 +60,12 @@ enum sc_avail {
  */
 int slurmclient_get(operator *op, const char *ctl_key, nc_cache **out);
 
+/** Why Slurm of Controller ctl_key cannot be read now, as one clause
+ *  naming the cause that applies (no client and why, the node cache's
+ *  nc_unready_why), written to out (n bytes, always terminated). Returns
+ *  the next step for that cause (a static sentence). */
+const char *slurmclient_why(operator *op, const char *ctl_key, char *out, size_t n);
+
 /**
  * Controller HA (docs/compat.md#active-slurmctld-ha): which slurmctld is active.
  * The first call for a Controller starts pinging it (every 5 s); later calls

@@ -217,6 +217,11 @@ struct nc_cache {
     map_t jobs_vanished; /* name -> uint64_t ms: its holder left the list unseen ended (apply_jobs) */
     /* Why the table is held (c->suspect): for logs and the owner's Event. */
     char suspect_why[160];
+    /* Why the last node poll failed ("" after a success): logged at info
+     * level when it changes, not at every attempt, and named by the
+     * owner's DrainBlockedSlurmUnknown Event (nc_unready_why). */
+    char down_why[200];
+    uint64_t born_ms; /* uv_now() at nc_new: the table's age before any read */
     /* pings */
     uv_timer_t ping_timer;
     int want_ping, ping_polling, ping_ok;
@@ -239,7 +244,7 @@ struct nc_cache {
     void *close_data;
     nc_stats stats;
     /* metrics */
-    mx_family *mx_polls, *mx_bytes, *mx_last, *mx_up, *mx_nodes, *mx_interval, *mx_writes, *mx_contra;
+    mx_family *mx_polls, *mx_bytes, *mx_last, *mx_up, *mx_nodes, *mx_interval, *mx_writes, *mx_contra, *mx_age;
 };
 
 /* ---- helpers ---- */
@@ -378,9 +383,26 @@ static void set_ok(nc_cache *c, int ok)
     if (ok)
         log_info("slurm %s: node table readable again", c->name);
     else
-        log_warn("slurm %s: node table unknown (Slurm unreachable or answering errors); drains wait",
-                 c->name);
+        log_warn("slurm %s: node table unknown (%s); drains wait", c->name,
+                 c->down_why[0] ? c->down_why : "Slurm unreachable or answering errors");
     fire(c, NULL);
+}
+
+/* A node poll failed: keep why, and say it at info level when it is not
+ * what the last failure said (an operator tailing logs at info sees why
+ * Slurm cannot be read once, not at every retry). */
+static void note_down(nc_cache *c, int http_status, const char *message)
+{
+    char why[sizeof(c->down_why)];
+    if (http_status > 0)
+        snprintf(why, sizeof(why), "HTTP %d: %s", http_status, message);
+    else
+        snprintf(why, sizeof(why), "%s", message);
+    if (strcmp(why, c->down_why) != 0)
+        log_info("slurm %s: cannot read the node table: %s", c->name, why);
+    else
+        log_debug("slurm %s: node poll failed again: %s", c->name, why);
+    memcpy(c->down_why, why, sizeof(why));
 }
 
 static nc_rq *rq_new(nc_cache *c, const char *name)
@@ -745,6 +767,7 @@ static int check_table(nc_cache *c, const sm_response *resp, const nc_rq *r)
  * confirmed as of r's request. The interval to the next poll. */
 static unsigned poll_ok(nc_cache *c, const nc_rq *r)
 {
+    c->down_why[0] = '\0';
     c->last_ok_ms = r->sent_ms;
     c->confirmed_at = r->sent_wall;
     c->stats.last_success = r->sent_wall;
@@ -812,7 +835,7 @@ static void on_nodes(int status, sm_response *resp, void *data)
     if (status < 0) {
         c->stats.errors++;
         count_poll(c, "error");
-        log_debug("slurm %s: node poll failed: %s", c->name, resp->err.message ? resp->err.message : "");
+        note_down(c, resp->err.http_status, resp->err.message ? resp->err.message : op_strerror(status));
         c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : FAIL_BACKOFF_MIN_MS;
         if (c->backoff_ms > FAIL_BACKOFF_MAX_MS)
             c->backoff_ms = FAIL_BACKOFF_MAX_MS;
@@ -1886,6 +1909,44 @@ int nc_ready(const nc_cache *c)
     return !c->closing && c->ok && !c->suspect && uv_now(c->loop) - c->last_ok_ms < c->o.stale_ms;
 }
 
+int nc_unready_why(const nc_cache *c, char *out, size_t n)
+{
+    uint64_t now = uv_now(c->loop);
+    if (c->closing) {
+        snprintf(out, n, "its client is being closed");
+        return NC_WHY_CLOSING;
+    }
+    if (c->suspect) {
+        snprintf(out, n, "its node table answer is held as suspect: %s", c->suspect_why);
+        return NC_WHY_SUSPECT;
+    }
+    if (c->down_why[0]) {
+        snprintf(out, n, "the last read of its node table failed: %s", c->down_why);
+        return NC_WHY_FAILED;
+    }
+    if (c->last_ok_ms == 0 || !c->ok) {
+        snprintf(out, n, "its node table has not been read yet (%.1f s since the client started)",
+                 (double)(now - c->born_ms) / 1000.0);
+        return NC_WHY_NOT_READ;
+    }
+    if (now - c->last_ok_ms >= c->o.stale_ms) {
+        snprintf(out, n, "its node table is stale: the last good read is %.0f s old (limit %u ms)",
+                 (double)(now - c->last_ok_ms) / 1000.0, c->o.stale_ms);
+        return NC_WHY_STALE;
+    }
+    snprintf(out, n, "its node table is readable");
+    return NC_WHY_READY;
+}
+
+/* slurmop_slurm_node_table_age_seconds: since the last good read, or
+ * since the cache started when none was. */
+static double table_age(void *data)
+{
+    const nc_cache *c = data;
+    uint64_t now = uv_now(c->loop), at = c->last_ok_ms ? c->last_ok_ms : c->born_ms;
+    return now > at ? (double)(now - at) / 1000.0 : 0;
+}
+
 int nc_version(const nc_cache *c)
 {
     return sr_version(c->rest);
@@ -2064,13 +2125,35 @@ static void setup_metrics(nc_cache *c, mx_registry *r)
                                  "twice; future_time, a reason time ahead of the answer's clock; job_vanished, a "
                                  "job holding a node gone from the list unseen ended), held and read again",
                                  "cluster,kind", NULL, 0, NULL);
+    c->mx_age = mx_family_new(r, MX_GAUGE, "slurmop_slurm_node_table_age_seconds",
+                              "Seconds since a cluster's node table was last read (since the client started when "
+                              "it never was)",
+                              "cluster", NULL, 0, NULL);
+    /* Every child from the start (0 until it happens), so that a dashboard
+     * or an alert sees each series before the first error or contradiction. */
+    static const char *const polls[] = {"full", "not_modified", "error", "held"};
+    static const char *const kinds_[] = {"duplicate", "future_time", "job_vanished"};
+    for (size_t i = 0; c->mx_polls && i < ARRAY_SIZE(polls); i++)
+        mx_counter_get(c->mx_polls, MX_LV(c->name, polls[i]));
+    for (size_t i = 0; c->mx_contra && i < ARRAY_SIZE(kinds_); i++)
+        mx_counter_get(c->mx_contra, MX_LV(c->name, kinds_[i]));
+    if (c->mx_writes) {
+        mx_counter_get(c->mx_writes, MX_LV(c->name, "ok"));
+        mx_counter_get(c->mx_writes, MX_LV(c->name, "error"));
+    }
+    if (c->mx_nodes)
+        mx_gauge_get(c->mx_nodes, MX_LV(c->name));
+    if (c->mx_last)
+        mx_gauge_get(c->mx_last, MX_LV(c->name));
     if (c->mx_up)
         mx_gauge_set(mx_gauge_get(c->mx_up, MX_LV(c->name)), 0);
+    if (c->mx_age)
+        mx_child_fn(c->mx_age, MX_LV(c->name), table_age, c);
 }
 
 static void remove_metrics(nc_cache *c)
 {
-    static const char *const results[] = {"full", "not_modified", "error"};
+    static const char *const results[] = {"full", "not_modified", "error", "held"};
     if (c->mx_polls)
         for (size_t i = 0; i < ARRAY_SIZE(results); i++)
             mx_child_remove(c->mx_polls, MX_LV(c->name, results[i]));
@@ -2083,7 +2166,7 @@ static void remove_metrics(nc_cache *c)
         mx_child_remove(c->mx_contra, MX_LV(c->name, "future_time"));
         mx_child_remove(c->mx_contra, MX_LV(c->name, "job_vanished"));
     }
-    mx_family *single[] = {c->mx_bytes, c->mx_last, c->mx_up, c->mx_nodes, c->mx_interval};
+    mx_family *single[] = {c->mx_bytes, c->mx_last, c->mx_up, c->mx_nodes, c->mx_interval, c->mx_age};
     for (size_t i = 0; i < ARRAY_SIZE(single); i++)
         if (single[i])
             mx_child_remove(single[i], MX_LV(c->name));
@@ -2143,6 +2226,7 @@ int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
     }
     uv_idle_init(loop, &c->apply_idle);
     c->apply_idle.data = c;
+    c->born_ms = uv_now(loop);
     setup_metrics(c, opts->metrics);
     log_info("slurm %s: node cache started (poll every %u-%u ms, stale after %u ms)", c->name,
              c->o.poll_min_ms, c->o.poll_max_ms, c->o.stale_ms);

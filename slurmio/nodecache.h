@@ -122,6 +122,11 @@ void nc_close(nc_cache *c, void (*cb)(void *data), void *data);
 
 /** 1 while the node table is current (last poll succeeded, not stale). */
 int nc_ready(const nc_cache *c);
+enum nc_why { NC_WHY_READY = 0, NC_WHY_CLOSING, NC_WHY_SUSPECT, NC_WHY_FAILED, NC_WHY_NOT_READ, NC_WHY_STALE };
+/** Why nc_ready() is 0, as one clause naming the cause that applies (the
+ *  last poll's error, a held answer, no read yet, a stale table), written
+ *  to out (n bytes, always terminated); returns which (enum nc_why). */
+int nc_unready_why(const nc_cache *c, char *out, size_t n);
 /** The negotiated REST version (0 while unknown). */
 int nc_version(const nc_cache *c);
 /** Whether this cluster's writes can use the libslurm backend. */
