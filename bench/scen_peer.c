@@ -26,7 +26,8 @@
  * read).
  *
  * The busy scale-in (busy_scale_in) then adds Slurm on the same cluster and
- * operator process: a 26.05 lab (Slinky v1.1.0 speaks REST v0.0.44 only)
+ * operator process: a 26.05 lab (Slinky v1.1.0 speaks REST v0.0.44 only;
+ * its v1.2.1 too: its client carries v0.0.45 but the operator uses v0.0.44)
  * with slurmrestd on 127.0.0.1:6820, where both operators reach it: Slinky
  * builds http://<RestApi Service>:6820, which this host cannot resolve,
  * unless DEBUG=1 (then http://localhost:6820); slurmop gets the same URL
@@ -234,11 +235,13 @@ static char *sa_kubeconfig(bx_ctx *x, const char *sa)
 static char *slinky_bin(bx_ctx *x, char **dir)
 {
     char *script = xasprintf("%s/tests/slinky/build.sh", x->src_dir), *out = NULL;
-    /* The version: SLURMOP_SLINKY_VERSION, else the one the peer numbers in
-     * bench/README.md were measured with. */
+    /* The version: SLURMOP_SLINKY_VERSION, else Slinky's newest release
+     * (build.sh builds it from its source archives; without them it exits
+     * 77 and the run says so: SLURMOP_SLINKY_VERSION=v1.1.0 then measures
+     * the newest release the module proxy serves). */
     const char *version = getenv("SLURMOP_SLINKY_VERSION");
     if (version == NULL || version[0] == '\0')
-        version = "v1.1.0";
+        version = "v1.2.1";
     const char *argv[] = {"/bin/bash", script, "--version", version, NULL};
     char *log = xasprintf("%s/slinky-build.log", x->log_dir);
     bx_step(x, "Slinky's manager: tests/slinky/build.sh");
@@ -618,7 +621,8 @@ static void busy_scale_in(bx_ctx *x, bx_api *api, const char *tag, int n, int pi
                                     "SlurmdTimeout=0",
                                     m + 16, nb, m - 1, nb, m - 1)
                         : xstrdup("");
-    /* Slinky v1.1.0 speaks REST v0.0.44 only: 26.05 whatever --slurm-version says */
+    /* Slinky v1.1.0 and v1.2.1 speak REST v0.0.44 only:
+     * 26.05 whatever --slurm-version says */
     const char *saved = x->slurm_version;
     x->slurm_version = "26.05";
     bx_step(x, "%s: busy scale-in: a Slurm 26.05 lab of %d nodes (%d with a slurmd)", tag, m, nb);
