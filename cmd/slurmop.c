@@ -11,6 +11,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "reconcilers/nodehealth.h"
 #include "reconcilers/operator.h"
 #include "reconcilers/token_build.h"
 #include "slurmio/slurmlib.h"
@@ -46,6 +47,15 @@ static const char usage[] =
     "  --propagated-node-conditions LIST\n"
     "                               Node condition types whose reason/message become the Slurm drain reason\n"
     "                               when a Node is cordoned (comma-separated)\n"
+    "  --unhealthy-node-condition TYPE[=STATUS]\n"
+    "                               a Node condition that means its Slurm node is unhealthy (repeatable;\n"
+    "                               STATUS defaults to True), e.g. GpuUnhealthy or Ready=False: the Slurm node\n"
+    "                               of a NodeSet pod there is drained (reason \"slurm-operator: TYPE: message\"),\n"
+    "                               its jobs finish, then the pod is replaced (kept off that Node); the drain\n"
+    "                               is undone once the Node is healthy. Default: none (off)\n"
+    "  --unhealthy-node-taint KEY   the same for a Node taint of that key (repeatable; default none)\n"
+    "  --unhealthy-max-share PCT    at most this share of a NodeSet drained or replaced for health at once,\n"
+    "                               at least one node (default 10%)\n"
     "\n"
     "Slurm:\n"
     "  --slurmrestd NS/NAME=URL     reach the slurmrestd of RestApi NS/NAME at URL instead of its Service DNS\n"
@@ -138,6 +148,9 @@ enum {
     OPT_LEADER_RETRY,
     OPT_CLUSTER_DOMAIN,
     OPT_PROPAGATED,
+    OPT_UNHEALTHY_COND,
+    OPT_UNHEALTHY_TAINT,
+    OPT_UNHEALTHY_SHARE,
     OPT_DRIFT_GRACE,
     OPT_SLURMRESTD,
     OPT_SLURM_CONF,
@@ -183,6 +196,9 @@ static const struct option long_opts[] = {
     {"leader-elect-retry-period", required_argument, NULL, OPT_LEADER_RETRY},
     {"cluster-domain", required_argument, NULL, OPT_CLUSTER_DOMAIN},
     {"propagated-node-conditions", required_argument, NULL, OPT_PROPAGATED},
+    {"unhealthy-node-condition", required_argument, NULL, OPT_UNHEALTHY_COND},
+    {"unhealthy-node-taint", required_argument, NULL, OPT_UNHEALTHY_TAINT},
+    {"unhealthy-max-share", required_argument, NULL, OPT_UNHEALTHY_SHARE},
     {"drift-grace", required_argument, NULL, OPT_DRIFT_GRACE},
     {"slurmrestd", required_argument, NULL, OPT_SLURMRESTD},
     {"slurm-conf", required_argument, NULL, OPT_SLURM_CONF},
@@ -340,6 +356,9 @@ int main(int argc, char **argv)
 
     memset(&a, 0, sizeof(a));
     memset(&o, 0, sizeof(o));
+    nh_config health; /* --unhealthy-*: borrowed by the operator, freed at exit */
+    nh_config_init(&health);
+    o.health = &health;
     o.metrics_addr = ":8080";
     o.health_addr = ":8081";
     o.qps = 200;
@@ -383,6 +402,24 @@ int main(int argc, char **argv)
             break;
         case OPT_CLUSTER_DOMAIN: o.cluster_domain = optarg; break;
         case OPT_PROPAGATED: o.propagated_node_conditions = optarg; break;
+        case OPT_UNHEALTHY_COND:
+        case OPT_UNHEALTHY_TAINT:
+        case OPT_UNHEALTHY_SHARE: {
+            char why[256];
+            int bad = c == OPT_UNHEALTHY_COND    ? nh_add_condition(&health, optarg, why, sizeof(why))
+                      : c == OPT_UNHEALTHY_TAINT ? nh_add_taint(&health, optarg, why, sizeof(why))
+                                                 : nh_set_share(&health, optarg, why, sizeof(why));
+            if (bad) {
+                snprintf(err, sizeof(err), "--%s: %s",
+                         c == OPT_UNHEALTHY_COND    ? "unhealthy-node-condition"
+                         : c == OPT_UNHEALTHY_TAINT ? "unhealthy-node-taint"
+                                                    : "unhealthy-max-share",
+                         why);
+                nh_config_free(&health);
+                return die_usage("%s", err);
+            }
+            break;
+        }
         case OPT_DRIFT_GRACE: {
             char *end;
             unsigned long v = strtoul(optarg, &end, 10);
@@ -515,6 +552,7 @@ int main(int argc, char **argv)
     if (uv_loop_close(&a.loop) != 0)
         log_error("loop still has open handles at exit");
     tokb_policy_free(&token_policy);
+    nh_config_free(&health);
     sl_library_fini(); /* libslurm's process-wide state, when the backend was used */
     for (int i = 0; i < o.n_slurmrestd; i++) {
         free(o.slurmrestd[i].key);

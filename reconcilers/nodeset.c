@@ -774,14 +774,16 @@ static void on_revision(store *s, const sobj *old, const sobj *new, void *data)
 }
 
 /* Node changes matter when they change where pods may run or how they are
- * cordoned: labels, annotations, taints, unschedulable (not heartbeats). */
+ * cordoned: labels, annotations, taints, unschedulable, and the conditions
+ * the trimmed Node keeps (propagated and health ones, never heartbeats). */
 static int node_changed(const sobj *old, const sobj *new)
 {
     if (!old || !new)
         return 1;
     return !sobj_labels_equal(old, new) ||
            !json_equal(json_child(old->json, "metadata"), json_child(new->json, "metadata")) ||
-           !json_equal(json_child(old->json, "spec"), json_child(new->json, "spec"));
+           !json_equal(json_child(old->json, "spec"), json_child(new->json, "spec")) ||
+           !json_equal(json_child(old->json, "status"), json_child(new->json, "status"));
 }
 
 static void on_node(store *s, const sobj *old, const sobj *new, void *data)
@@ -1074,6 +1076,10 @@ static void create_start(wbatch *b, size_t index, void *item, void *data)
         wbatch_item_done(b, index, OP_EINVAL);
         return;
     }
+    /* A StatefulSet-mode pod (not pinned) stays off unhealthy Nodes: it may
+     * replace one drained for health there. */
+    if (ci->ordinal >= 0 && ci->pin_node == NULL)
+        nss_health_avoid(j->c->op, pod);
     struct create_ctx *ctx = xmalloc(sizeof(*ctx));
     ctx->c = j->c;
     ctx->b = b;
@@ -1859,7 +1865,9 @@ static int scale_daemonset(struct pass *p)
     while (job && (n = store_next(nodes, &it))) {
         fit_result fr;
         node_fit(sim, n, &fr);
-        if (!fr.should_run || map_get(&by_node, n->name))
+        /* An unhealthy Node (--unhealthy-node-*) gets no pod until it is
+         * healthy again: its pod was drained and deleted for health. */
+        if (!fr.should_run || map_get(&by_node, n->name) || nss_health_keep_off(p->op, n->name))
             continue;
         char *host = nsb_daemonset_hostname(n->name, sobj_annotation(n, NSB_ANN_HOSTNAME_OVERRIDE));
         if (map_get(&by_node, host)) {

@@ -16,6 +16,7 @@
 #include "core/rfc3339.h"
 #include "reconcilers/cluster_common.h"
 #include "reconcilers/cluster_watch.h"
+#include "reconcilers/nodehealth.h"
 #include "reconcilers/nodeset_incr.h"
 #include "reconcilers/slurmclient.h"
 #include "slurmio/hostlist.h"
@@ -123,12 +124,27 @@ typedef struct nss_set {
      * (nsb_slurmd_features), for the generation it was computed at */
     char *features;
     int64_t features_gen;
+    /* Slurm nodes out for health (sync_health): Slurm name -> hl_ent, and
+     * how many unhealthy ones the cap held back in the last pass */
+    map_t health;
+    size_t health_waiting;
 } nss_set;
 
 typedef struct kept_ent {
     const char *reason; /* a static DrainBlocked* string; NULL: waiting for its drain */
     char uid[];         /* map key */
 } kept_ent;
+/* A Slurm node of the NodeSet drained for health, then replaced. */
+typedef struct hl_ent {
+    char *name;       /* Slurm node name (map key) */
+    char *uid;        /* the pod drained for it */
+    char *node;       /* its Kubernetes Node */
+    char *reason;     /* the drain reason ("slurm-operator: <why>") */
+    uint64_t seen_ms; /* when this process saw the Node unhealthy */
+    uint64_t gone_ms; /* when the pod's delete was decided (0: not yet) */
+    int drain_seen;   /* a read showed our drain (its latency observed) */
+    int cond_written; /* the pod condition was written */
+} hl_ent;
 
 typedef struct proved_ent {
     char *uid; /* map key */
@@ -154,6 +170,37 @@ typedef struct pw_ent {
     uint64_t at_ms;
     int inflight;
 } pw_ent;
+
+static void hl_free(void *v)
+{
+    hl_ent *e = v;
+    free(e->name);
+    free(e->uid);
+    free(e->node);
+    free(e->reason);
+    free(e);
+}
+
+static const map_type hl_type = {.val_free = hl_free};
+
+/* An unhealthy Node (nss_state.unhealthy). */
+typedef struct uh_ent {
+    char *name;  /* Node name (map key) */
+    uint64_t at; /* uv_now() ms when first seen unhealthy */
+} uh_ent;
+
+static void uh_free(void *v)
+{
+    uh_ent *e = v;
+    free(e->name);
+    free(e);
+}
+
+static const map_type uh_type = {.val_free = uh_free};
+static const nh_config *health_cfg(const operator *op);
+static void on_node_health(store *sto, const sobj *old, const sobj *new, void *data);
+struct nss_state;
+static void health_gauges(struct nss_state *st, const struct nss_set *s, const char *ns, const char *name);
 
 typedef struct bo_ent {
     char *key; /* ctl_key "\x1f" node */
@@ -184,6 +231,13 @@ struct nss_state {
      * slurmop_drain_blocked_oldest_seconds: refreshed at every scrape */
     mx_family *mx_blocked;
     mx_gauge *mx_busy, *mx_oldest;
+    /* Nodes unhealthy by --unhealthy-node-* (nodehealth.h): Node name ->
+     * uh_ent; and the metrics */
+    map_t unhealthy;
+    uint64_t healed_ms; /* when a Node last turned healthy again */
+    mx_gauge *mx_unhealthy;
+    mx_family *mx_out, *mx_waiting, *mx_replaced;
+    mx_histogram *mx_drain_s;
 };
 
 /* Every reason keep() gives, so that slurmop_drains_blocked lists each
@@ -261,6 +315,7 @@ static void set_free(void *v)
     map_free(&s->deleting);
     map_free(&s->proved);
     map_free(&s->kept);
+    map_free(&s->health);
     clear_drains(s);
     free(s->features);
     free(s->key);
@@ -290,6 +345,7 @@ static nss_set *set_get(nss_state *st, const sobj *nodeset, const cJSON *ns_json
         map_init_type(&s->deleting, &deleting_type);
         map_init_type(&s->proved, &proved_type);
         map_init_type(&s->kept, &map_type_free_val);
+        map_init_type(&s->health, &hl_type);
         map_put(&st->sets, s->key, s);
     } else {
         free(ctl_key);
@@ -1036,6 +1092,7 @@ nss_state *nss_state_new(void)
     map_init_type(&st->sets, &set_type);
     map_init_type(&st->writes, &pw_type);
     map_init_type(&st->backoff, &bo_type);
+    map_init_type(&st->unhealthy, &uh_type);
     st->ik_mode = istr_get(NSB_LABEL_SCALING_MODE);
     st->ix_slurm_name = -1; /* until nss_setup */
     return st;
@@ -1046,6 +1103,7 @@ static void free_all(nss_state *st)
     map_free(&st->sets);
     map_free(&st->writes);
     map_free(&st->backoff);
+    map_free(&st->unhealthy);
 }
 
 static void state_destroy(nss_state *st)
@@ -1134,6 +1192,32 @@ void nss_setup(operator *op, const nss_queue *q)
     slurmclient_on_resv(op, on_slurm_resv, st);
     if (op->metrics)
         setup_metrics(st, op->metrics);
+    if (health_cfg(op)) {
+        store_on_change(op_store(op, OPK_NODES), on_node_health, st);
+        if (op->metrics) {
+            static const double b[] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300};
+            mx_family *f = mx_family_new(op->metrics, MX_GAUGE, "slurmop_health_unhealthy_nodes",
+                                         "Kubernetes Nodes that --unhealthy-node-condition/--unhealthy-node-taint "
+                                         "call unhealthy",
+                                         NULL, NULL, 0, NULL);
+            st->mx_unhealthy = f ? mx_gauge_get(f, NULL) : NULL;
+            st->mx_out = mx_family_new(op->metrics, MX_GAUGE, "slurmop_health_drained_nodes",
+                                       "Slurm nodes of a NodeSet drained or being replaced for health (counted "
+                                       "against --unhealthy-max-share)",
+                                       "namespace,nodeset", NULL, 0, NULL);
+            st->mx_waiting = mx_family_new(op->metrics, MX_GAUGE, "slurmop_health_waiting_nodes",
+                                           "Pods of a NodeSet on unhealthy Nodes that the --unhealthy-max-share cap "
+                                           "holds back",
+                                           "namespace,nodeset", NULL, 0, NULL);
+            st->mx_replaced = mx_family_new(op->metrics, MX_COUNTER, "slurmop_health_replaced_pods_total",
+                                            "Pods deleted for replacement because their Node was unhealthy",
+                                            "namespace,nodeset", NULL, 0, NULL);
+            f = mx_family_new(op->metrics, MX_HISTOGRAM, "slurmop_health_drain_seconds",
+                              "From a Node seen unhealthy to a read showing its Slurm node drained",
+                              NULL, b, sizeof(b) / sizeof(b[0]), NULL);
+            st->mx_drain_s = f ? mx_histogram_get(f, NULL) : NULL;
+        }
+    }
 }
 
 int nss_start(operator *op)
@@ -1154,7 +1238,17 @@ void nss_stop(operator *op)
 
 void nss_forget(operator *op, const char *key)
 {
-    map_drop(&op->nodeset_slurm->sets, key);
+    nss_state *st = op->nodeset_slurm;
+    nss_set *s = map_get(&st->sets, key);
+    if (s && (s->health.count || s->health_waiting)) {
+        const char *slash = strchr(key, '/');
+        char ns[256];
+        snprintf(ns, sizeof(ns), "%.*s", slash ? (int)(slash - key) : 0, key);
+        map_free(&s->health);
+        s->health_waiting = 0;
+        health_gauges(st, s, ns, slash ? slash + 1 : key);
+    }
+    map_drop(&st->sets, key);
 }
 
 
@@ -1526,10 +1620,14 @@ static void flush_drains(nss_state *st, nss_set *s, nc_cache *cache, const sobj 
          * reason, and that time is what proves the drain: say it anew. */
         const sm_node *cur = NULL;
         const char *r = reason;
+        /* A node out for health keeps its health reason (sync_health). */
+        const hl_ent *h = s->health.count ? map_get(&s->health, s->drain_nodes[i]) : NULL;
+        if (h)
+            r = h->reason;
         char again[640];
         if (nc_lookup(cache, s->drain_nodes[i], &cur) == NC_PRESENT && cur->reason &&
-            strcmp(cur->reason, reason) == 0) {
-            snprintf(again, sizeof(again), "%s (drain repeated)", reason);
+            strcmp(cur->reason, r) == 0) {
+            snprintf(again, sizeof(again), "%s (drain repeated)", r);
             r = again;
         }
         int rc = drain(st, cache, s, s->drain_nodes[i], r);
@@ -1598,6 +1696,8 @@ typedef struct sync_ctx {
     int rolling;     /* RollingUpdate strategy */
 } sync_ctx;
 
+static int health_holds(const nss_set *s, const sobj *pod, const char *name);
+
 static void sync_cordon(sync_ctx *x, const nsb_pod *p, const sobj *pod, const char *name, const sm_node *n)
 {
     const pod_proj *pp = pod_of(pod);
@@ -1629,6 +1729,10 @@ static void sync_cordon(sync_ctx *x, const nsb_pod *p, const sobj *pod, const ch
         }
         return;
     }
+    /* 2b. Out for health (sync_health): that drain stays until the Node is
+     *     healthy again or the pod is gone. */
+    if (health_holds(x->s, pod, name))
+        return;
     if (p->cordoned) {
         /* 3. A cordoned pod: keep it drained, unless it is a pod to keep
          *    (no scale-in under way, not condemned now, not an old pod of a
@@ -2280,6 +2384,337 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
     drift_clear(s, pod->uid);
 }
 
+/* ---- health (nodehealth.h, docs/internals/NODE-HEALTH.md) ----
+ *
+ * A pod on a Node that --unhealthy-node-* calls unhealthy is taken out for
+ * health, at most nh_cap() of the NodeSet at once: its Slurm node is
+ * drained with the condition as the reason, and once a fresh read proves it
+ * drained with no job holding it (nss_condemn, the one rule), the pod is
+ * deleted; its replacement is kept off unhealthy Nodes (nss_health_avoid,
+ * nss_health_keep_off). A Node healthy again before that gets its node
+ * undrained by the cordon sync (rule 4) once the entry is gone. A node a
+ * person drained is left alone. */
+
+static const nh_config *health_cfg(const operator *op)
+{
+    return nh_enabled(op->opts.health) ? op->opts.health : NULL;
+}
+
+/* 1 while pod's Slurm node is out for health with this pod: the cordon
+ * sync must not undo that drain. */
+static int health_holds(const nss_set *s, const sobj *pod, const char *name)
+{
+    const hl_ent *e = s->health.count ? map_get(&s->health, name) : NULL;
+    return e && strcmp(e->uid, pod->uid) == 0;
+}
+
+static void health_gauges(nss_state *st, const nss_set *s, const char *ns, const char *name)
+{
+    if (st->mx_out)
+        mx_gauge_set(mx_gauge_get(st->mx_out, MX_LV(ns, name)), (double)s->health.count);
+    if (st->mx_waiting)
+        mx_gauge_set(mx_gauge_get(st->mx_waiting, MX_LV(ns, name)), (double)s->health_waiting);
+}
+
+/* The pod condition NH_POD_CONDITION: True with msg, or removed (NULL). */
+static void health_condition(nss_state *st, nss_set *s, const sobj *pod, const char *msg)
+{
+    pw_ent *e = pw_begin(st, pod->uid, "health condition", msg ? hash_str(msg) : 1);
+    if (!e)
+        return;
+    cJSON *c = cJSON_CreateObject();
+    json_set_str(c, "type", NH_POD_CONDITION);
+    if (msg) {
+        char t[32];
+        rfc3339_format((int64_t)time(NULL), t);
+        json_set_str(c, "status", "True");
+        json_set_str(c, "reason", "NodeUnhealthy");
+        json_set_str(c, "message", msg);
+        json_set_str(c, "lastTransitionTime", t);
+    } else {
+        json_set_str(c, "$patch", "delete");
+    }
+    cJSON *list = cJSON_CreateArray();
+    cJSON_AddItemToArray(list, c);
+    cJSON *patch = cJSON_CreateObject();
+    json_set(json_obj_ensure(patch, "status"), "conditions", list);
+    patch_pod(st, s->key, pod, "status", KUBE_PATCH_STRATEGIC, patch, e, "health condition");
+}
+
+/* What to do for a pod out for health, each pass until it is gone. */
+static void health_act(sync_ctx *x, hl_ent *e, const sobj *pod)
+{
+    const sm_node *sn = NULL;
+    enum nc_found found = nc_lookup(x->cache, e->name, &sn);
+    if (!e->cond_written) {
+        health_condition(x->st, x->s, pod, e->reason + strlen(NSS_REASON_PREFIX));
+        e->cond_written = 1;
+    }
+    if (found == NC_PRESENT) {
+        if (nc_settling(x->cache, e->name))
+            return; /* our drain is not read back yet */
+        if (!sm_node_drain(sn)) {
+            int rc = drain(x->st, x->cache, x->s, e->name, e->reason);
+            if (rc < 0 && rc != OP_EBUSY)
+                log_warn("nodeset %s: cannot drain Slurm node %s for health: %s", x->s->key, e->name,
+                         op_strerror(rc));
+            return;
+        }
+        if (!our_reason(sn->reason))
+            return; /* a person drained it meanwhile: theirs, and the pod stays (sync_health drops us) */
+        if (!e->drain_seen) {
+            e->drain_seen = 1;
+            if (x->st->mx_drain_s)
+                mx_histogram_observe(x->st->mx_drain_s, (double)(now_ms(x->st) - e->seen_ms) / 1000.0);
+            log_info("nodeset %s: Slurm node %s drained for health %.3f s after its Node %s was seen unhealthy",
+                     x->s->key, e->name, (double)(now_ms(x->st) - e->seen_ms) / 1000.0, e->node);
+        }
+        /* Our drain must be the one the read shows before the pod is
+         * condemned: judge() would otherwise drain it again with its own
+         * reason (it uses ours, flush_drains, for a node out for health). */
+        if (!nc_drain_proved(x->cache, e->name) && nc_drain_state(x->cache, e->name, NULL) != 0)
+            return;
+    }
+    if (!x->act || !x->act->condemn)
+        return;
+    char why[600];
+    snprintf(why, sizeof(why), "its Node %s is unhealthy (%s)", e->node, e->reason + strlen(NSS_REASON_PREFIX));
+    x->act->condemn(x->act->ctx, pod, why);
+    uint64_t now = now_ms(x->st);
+    if (!e->gone_ms && is_deleting(x->s, pod, now)) {
+        e->gone_ms = now;
+        if (x->st->mx_replaced)
+            mx_counter_inc(mx_counter_get(x->st->mx_replaced, MX_LV(x->nodeset->ns, x->nodeset->name)));
+        op_event(x->op, x->nodeset, NSB_KIND, "UnhealthyNodeReplaced", "Delete",
+                 "Slurm node %s is drained and holds no job: deleting pod %s on unhealthy Node %s to replace it",
+                 e->name, pod->name, e->node);
+    }
+}
+
+static void health_drop(sync_ctx *x, hl_ent *e, const sobj *pod)
+{
+    if (pod && e->cond_written && strcmp(pod->uid, e->uid) == 0)
+        health_condition(x->st, x->s, pod, NULL);
+    map_drop(&x->s->health, e->name);
+}
+
+/* How long an entry whose pod went (StatefulSet mode) waits for the
+ * replacement under its name to be Ready before it stops counting against
+ * the cap (a scale-in may have taken the ordinal). */
+#define HEALTH_GONE_TTL_MS (10u * 60u * 1000u)
+
+static void sync_health(sync_ctx *x, const nsb_pod *pods, size_t n)
+{
+    const nh_config *cfg = health_cfg(x->op);
+    nss_set *s = x->s;
+    if (cfg == NULL) {
+        if (s->health.count)
+            map_free(&s->health);
+        return;
+    }
+    store *nodes = op_store(x->op, OPK_NODES);
+    uint64_t now = now_ms(x->st);
+    int ds = nsb_mode_of(x->ns) == NSB_DAEMONSET;
+    map_t seen; /* names of entries whose name a pod holds (keys borrowed) */
+    map_init(&seen);
+    nh_cand *cands = xcalloc(n + 1, sizeof(*cands));
+    const sobj **cpods = xcalloc(n + 1, sizeof(*cpods));
+    char **cwhy = xcalloc(n + 1, sizeof(*cwhy));
+    size_t nc = 0, fleet = 0;
+    char why[512];
+    for (size_t i = 0; i < n; i++) {
+        const nsb_pod *p = &pods[i];
+        const sobj *pod = pod_sobj(p);
+        const char *name = slurm_name(x->st, pod);
+        hl_ent *e = *name ? map_get(&s->health, name) : NULL;
+        if (e)
+            map_put(&seen, e->name, e);
+        if (p->terminating || !*name)
+            continue;
+        fleet++;
+        const pod_proj *pp = pod_of(pod);
+        const sobj *node = pp->node_name ? store_get(nodes, NULL, pp->node_name) : NULL;
+        int64_t since = 0;
+        int bad = node && nh_node_unhealthy(cfg, node->json, why, sizeof(why), &since);
+        if (e && strcmp(e->uid, pod->uid) != 0) {
+            /* Another pod under the name: the replacement. Once Ready on a
+             * healthy Node the node is back in the fleet. */
+            if (!bad) {
+                if (p->ready) {
+                    map_drop(&s->health, e->name);
+                } else if (!pp->node_name && e->gone_ms && x->st->healed_ms > e->gone_ms && x->act &&
+                           x->act->delete_pod) {
+                    /* Created while Nodes were unhealthy, its affinity keeps
+                     * it off them for good, and some are healthy again: a
+                     * pod never bound to a Node runs nothing, so it goes
+                     * and its replacement gets the Nodes of now. */
+                    e->gone_ms = now;
+                    x->act->delete_pod(x->act->ctx, pod,
+                                       "it waits unscheduled, kept off Nodes that are healthy again");
+                }
+                continue;
+            }
+            /* Nothing kept it off an unhealthy Node: it is the one out now. */
+            free(e->uid);
+            e->uid = xstrdup(pod->uid);
+            free(e->node);
+            e->node = xstrdup(node->name);
+            e->gone_ms = 0;
+            e->cond_written = 0;
+        } else if (e && !bad) {
+            op_event(x->op, x->nodeset, NSB_KIND, "NodeHealthy", "Undrain",
+                     "Node %s is healthy again: Slurm node %s of pod %s returns to service", e->node, e->name,
+                     pod->name);
+            health_drop(x, e, pod);
+            continue;
+        } else if (!e) {
+            if (!bad)
+                continue;
+            const sm_node *sn = NULL;
+            if (nc_lookup(x->cache, name, &sn) == NC_PRESENT && sm_node_drain(sn) && !our_reason(sn->reason))
+                continue; /* a person's drain: theirs to undo, and no replacement of ours */
+            cands[nc].name = name;
+            cands[nc].since_s = since;
+            cpods[nc] = pod;
+            cwhy[nc] = xstrdup(why);
+            nc++;
+            continue;
+        }
+        /* A person drained it after we did: leave node and pod to them. */
+        const sm_node *sn = NULL;
+        if (!e->gone_ms && nc_lookup(x->cache, name, &sn) == NC_PRESENT && !nc_settling(x->cache, name) &&
+            sm_node_drain(sn) && sn->reason && *sn->reason && !our_reason(sn->reason)) {
+            health_drop(x, e, pod);
+            continue;
+        }
+        health_act(x, e, pod);
+    }
+    /* Entries whose name no pod holds: the pod went. */
+    size_t it = 0, ng = 0, kept_off = 0;
+    const char *k;
+    void *v;
+    hl_ent **gone = xcalloc(s->health.count + 1, sizeof(*gone));
+    while (map_next(&s->health, &it, &k, &v)) {
+        hl_ent *e = v;
+        if (map_get(&seen, e->name))
+            continue;
+        /* Kept off its Node (DaemonSet) while that Node is unhealthy; a
+         * replacement on its way (StatefulSet) for a while; a pod that
+         * went without our decision frees its place. */
+        int keep = e->gone_ms && (ds ? map_get(&x->st->unhealthy, e->node) != NULL
+                                     : now - e->gone_ms < HEALTH_GONE_TTL_MS);
+        if (keep)
+            kept_off++;
+        else
+            gone[ng++] = e;
+    }
+    for (size_t i = 0; i < ng; i++)
+        map_drop(&s->health, gone[i]->name);
+    free(gone);
+    map_free(&seen);
+    if (!ds && (size_t)nsb_replicas(x->ns) > fleet)
+        fleet = (size_t)nsb_replicas(x->ns);
+    else if (ds)
+        fleet += kept_off;
+    size_t cap = nh_cap(cfg, fleet), held = s->health.count;
+    size_t admitted = nh_admit(cands, nc, held, cap);
+    for (size_t i = 0; i < nc; i++) {
+        if (!cands[i].admit)
+            continue;
+        const pod_proj *pp = pod_of(cpods[i]);
+        hl_ent *e = xcalloc(1, sizeof(*e));
+        e->name = xstrdup(cands[i].name);
+        e->uid = xstrdup(cpods[i]->uid);
+        e->node = xstrdup(pp->node_name);
+        e->reason = nh_reason(cwhy[i]);
+        const uh_ent *at = map_get(&x->st->unhealthy, pp->node_name);
+        e->seen_ms = at ? at->at : now;
+        map_put(&s->health, e->name, e);
+        op_warn(x->op, x->nodeset, NSB_KIND, "NodeUnhealthy",
+                "Node %s is unhealthy (%s): draining Slurm node %s of pod %s; the pod is replaced once no job "
+                "holds it",
+                e->node, cwhy[i], e->name, cpods[i]->name);
+        health_act(x, e, cpods[i]);
+    }
+    size_t waiting = nc - admitted;
+    if (waiting && waiting != s->health_waiting)
+        op_warn(x->op, x->nodeset, NSB_KIND, "UnhealthyNodesCapped",
+                "%zu more pod(s) are on unhealthy Nodes; at most %zu of the NodeSet's %zu Slurm nodes are drained "
+                "or replaced for health at once (--unhealthy-max-share %u%%)",
+                waiting, cap, fleet, cfg->max_share_pct);
+    s->health_waiting = waiting;
+    for (size_t i = 0; i < nc; i++)
+        free(cwhy[i]);
+    free(cwhy);
+    free(cpods);
+    free(cands);
+    health_gauges(x->st, s, x->nodeset->ns, x->nodeset->name);
+}
+
+/* The Nodes store: keep the set of unhealthy Nodes. */
+static void on_node_health(store *sto, const sobj *old, const sobj *new, void *data)
+{
+    (void)sto;
+    (void)old;
+    nss_state *st = data;
+    const nh_config *cfg = health_cfg(st->op);
+    const sobj *o = new ? new : old;
+    char why[512];
+    int bad = new && cfg && nh_node_unhealthy(cfg, new->json, why, sizeof(why), NULL);
+    uh_ent *at = map_get(&st->unhealthy, o->name);
+    if (bad && !at) {
+        at = xmalloc(sizeof(*at));
+        at->name = xstrdup(o->name);
+        at->at = now_ms(st);
+        map_put(&st->unhealthy, at->name, at);
+        log_info("nodehealth: Node %s is unhealthy: %s", o->name, why);
+    } else if (!bad && at) {
+        map_drop(&st->unhealthy, o->name);
+        st->healed_ms = now_ms(st);
+        log_info("nodehealth: Node %s is healthy again", o->name);
+    }
+    if (st->mx_unhealthy)
+        mx_gauge_set(st->mx_unhealthy, (double)st->unhealthy.count);
+}
+
+int nss_health_keep_off(operator *op, const char *node)
+{
+    const nss_state *st = op->nodeset_slurm;
+    return st && node && st->unhealthy.count && map_get(&st->unhealthy, node) != NULL;
+}
+
+/* At most this many Nodes named in a pod's affinity: a storm on a large
+ * fleet would otherwise make every pod body huge; the cap keeps the
+ * replacements few, and the scheduler tries the others first anyway. */
+#define HEALTH_AVOID_MAX 256
+
+void nss_health_avoid(operator *op, cJSON *pod)
+{
+    const nss_state *st = op->nodeset_slurm;
+    if (st == NULL || st->unhealthy.count == 0)
+        return;
+    const char **names = xcalloc(st->unhealthy.count + 1, sizeof(*names));
+    size_t it = 0, n = 0;
+    const char *k;
+    void *v;
+    while (n < HEALTH_AVOID_MAX && map_next(&st->unhealthy, &it, &k, &v))
+        names[n++] = k;
+    (void)nh_avoid_nodes(pod, names, n);
+    free(names);
+}
+
+/* 1 when the pod's Node is unhealthy and it is not out for health yet, or
+ * the other way round: a full pass must decide (cap, drain or undrain). */
+static int health_changed(operator *op, const nss_set *s, const sobj *pod, const char *name)
+{
+    const nh_config *cfg = health_cfg(op);
+    if (cfg == NULL)
+        return 0;
+    const pod_proj *pp = pod_of(pod);
+    int bad = pp->node_name && map_get(&op->nodeset_slurm->unhealthy, pp->node_name) != NULL;
+    return bad != health_holds(s, pod, name);
+}
+
 /* A pass's context without actions, uncordons not allowed yet. */
 static sync_ctx sync_ctx_of(operator *op, nss_set *s, nc_cache *cache, const sobj *nodeset, const cJSON *ns,
                             const char *update_hash)
@@ -2332,6 +2767,9 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
     size_t expected = 0, listed = 0;
     const sobj **drifting = xcalloc(n + 1, sizeof(*drifting));
     size_t n_drifting = 0;
+    /* Before the per-pod pass, as condemn_in_maintenance: a node taken out
+     * for health here is not undrained there as a pod to keep. */
+    sync_health(&x, pods, n);
     condemn_in_maintenance(&x, pods, n);
     for (size_t i = 0; i < n; i++) {
         const nsb_pod *p = &pods[i];
@@ -2626,7 +3064,7 @@ int nss_calm(operator *op, const sobj *nodeset, const cJSON *ns)
     const nss_set *s = map_get(&op->nodeset_slurm->sets, nodeset->key);
     nc_cache *cache;
     if (s == NULL || s->condemned.count || s->n_drains || s->blocked || s->drift_since.count || s->held ||
-        !s->synced || !s->counts_known || s->resv_writing)
+        !s->synced || !s->counts_known || s->resv_writing || s->health.count)
         return 0;
     if (strcmp(json_get_str_or(ns, "spec.updateStrategy.type", "RollingUpdate"), "ScheduledUpdate") == 0)
         return 0; /* maintenance condemns pods: a decision over every pod */
@@ -2676,6 +3114,10 @@ int nss_pod_step(operator *op, const sobj *nodeset, const cJSON *ns, const nsb_p
         return NSS_STEP_FULL;
     if (found != NC_PRESENT)
         sn = NULL;
+    /* A Node that turned unhealthy (or healthy again): the cap is a
+     * decision over the NodeSet. */
+    if (health_changed(op, s, pod, name))
+        return NSS_STEP_FULL;
     if (sync) {
         const pod_proj *pp = pod_of(pod);
         const sobj *node = pp->node_name ? store_get(op_store(op, OPK_NODES), NULL, pp->node_name) : NULL;

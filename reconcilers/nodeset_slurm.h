@@ -212,6 +212,13 @@ int nss_pod_slurm_name_exact(const sobj *pod);
 const sobj *nss_name_holder(operator *op, const char *ctl_key, const char *name, const char *except_uid,
                             const char *except_owner_uid);
 
+/** Whether the Node is unhealthy by --unhealthy-node-* (nodehealth.h):
+ *  DaemonSet mode creates no pod there until it is healthy again. */
+int nss_health_keep_off(operator *op, const char *node);
+/** Keep a StatefulSet-mode pod about to be created off the unhealthy Nodes
+ *  (its required node affinity gets metadata.name NotIn them, at most 256). */
+void nss_health_avoid(operator *op, cJSON *pod);
+
 /* ---- pure helpers (exposed for tests) ---- */
 
 /** The SlurmNodeState* condition bits (PSC_*, watchers/kinds.h) of a node. */

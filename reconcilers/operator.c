@@ -16,6 +16,7 @@
 #include "reconcilers/accounting.h"
 #include "reconcilers/bindhook.h"
 #include "reconcilers/controller.h"
+#include "reconcilers/nodehealth.h"
 #include "reconcilers/loginset.h"
 #include "reconcilers/nodeset.h"
 #include "reconcilers/msec.h"
@@ -788,6 +789,11 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
         return rc;
 
     kinds_keep_node_conditions(opts->propagated_node_conditions);
+    {
+        char *types = nh_condition_types(opts->health);
+        kinds_keep_node_health(types);
+        free(types);
+    }
     /* Reconcilers add their indexes and handlers while the stores are empty. */
     for (size_t i = 0; i < op_reconciler_count; i++)
         op_reconcilers[i]->setup(op);

@@ -79,6 +79,9 @@ typedef struct operator_opts {
     unsigned retry_period_ms;   /* --leader-elect-retry-period, 0 = 2 s */
     const char *cluster_domain; /* --cluster-domain, default from /etc/resolv.conf or "cluster.local" */
     const char *propagated_node_conditions; /* comma list */
+    /* --unhealthy-node-condition, --unhealthy-node-taint, --unhealthy-max-share
+     * (borrowed: it must outlive the operator); NULL or empty: off */
+    const struct nh_config *health;
     op_slurmrestd_map slurmrestd[OP_MAX_SLURMRESTD]; /* --slurmrestd ns/name=url */
     const char *slurmrestd_ca; /* --slurmrestd-ca: CA bundle (PEM file) that https slurmrestd URLs are verified with */
     int n_slurmrestd;

@@ -113,6 +113,7 @@ static const char *const node_annotations[] = {ANN_TOPOLOGY, ANN_FEATURES, ANN_N
                                                ANN_HOSTNAME_OVERRIDE, NULL};
 
 static char *keep_conditions; /* ",Type1,Type2," or NULL */
+static char *keep_health;     /* the same for the health condition types */
 
 void kinds_keep_node_conditions(const char *csv)
 {
@@ -120,13 +121,24 @@ void kinds_keep_node_conditions(const char *csv)
     keep_conditions = (csv && *csv) ? xasprintf(",%s,", csv) : NULL;
 }
 
-static int keep_condition(const char *type)
+void kinds_keep_node_health(const char *csv)
+{
+    free(keep_health);
+    keep_health = (csv && *csv) ? xasprintf(",%s,", csv) : NULL;
+}
+
+static int in_csv(const char *list, const char *type)
 {
     char probe[256];
-    if (keep_conditions == NULL || *type == '\0')
+    if (list == NULL || *type == '\0')
         return 0;
     snprintf(probe, sizeof(probe), ",%s,", type);
-    return strstr(keep_conditions, probe) != NULL;
+    return strstr(list, probe) != NULL;
+}
+
+static int keep_condition(const char *type)
+{
+    return in_csv(keep_conditions, type);
 }
 
 /* Nodes: keep what the DaemonSet predicates, cordon sync and topology need.
@@ -155,17 +167,23 @@ static cJSON *node_trim(const cJSON *obj)
     if (json_get_bool(obj, "spec.unschedulable", 0))
         json_set_bool(spec, "unschedulable", 1);
     const cJSON *conds = json_get(obj, "status.conditions");
-    if (cJSON_IsArray(conds) && keep_conditions) {
+    if (cJSON_IsArray(conds) && (keep_conditions || keep_health)) {
         cJSON *out = cJSON_CreateArray();
         for (const cJSON *c = conds->child; c; c = c->next) {
-            if (strcmp(json_get_str_or(c, "status", ""), "True") != 0 ||
-                !keep_condition(json_get_str_or(c, "type", "")))
+            /* Health conditions (nodehealth.h) are kept whatever their
+             * status (a rule may name "Ready=False"), with the time they
+             * turned; heartbeats are never kept, so they change nothing. */
+            const char *type = json_get_str_or(c, "type", "");
+            int health = in_csv(keep_health, type);
+            if (!health && (strcmp(json_get_str_or(c, "status", ""), "True") != 0 || !keep_condition(type)))
                 continue;
             cJSON *k = cJSON_CreateObject();
-            json_set_str(k, "type", json_get_str_or(c, "type", ""));
+            json_set_str(k, "type", type);
             json_set_str(k, "status", json_get_str_or(c, "status", ""));
             json_set_str(k, "reason", json_get_str_or(c, "reason", ""));
             json_set_str(k, "message", json_get_str_or(c, "message", ""));
+            if (health && json_get_str(c, "lastTransitionTime"))
+                json_set_str(k, "lastTransitionTime", json_get_str(c, "lastTransitionTime"));
             cJSON_AddItemToArray(out, k);
         }
         json_set(json_obj_ensure(t, "status"), "conditions", out);

@@ -68,9 +68,13 @@ uint32_t pod_slurm_cond_hash1(const char *type, const char *message);
 
 /** Which Node condition types the trimmed Nodes keep (comma-separated, only
  *  while True): the --propagated-node-conditions, whose reasons become drain
- *  reasons on cordon. Nothing else reads Node conditions, and at 8,192 Nodes
+ *  reasons on cordon. Only these and the health types below are read, and at 8,192 Nodes
  *  they are most of a Node's bytes. Call before the caches fill. */
 void kinds_keep_node_conditions(const char *csv);
+/** Which Node condition types the trimmed Nodes keep whatever their status,
+ *  with lastTransitionTime: the --unhealthy-node-condition types
+ *  (reconcilers/nodehealth.h). Call before the caches fill. */
+void kinds_keep_node_health(const char *csv);
 
 /** The pod projection of an sobj from a pods store (never NULL there). */
 static inline const pod_proj *pod_of(const sobj *o)

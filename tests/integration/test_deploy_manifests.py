@@ -676,7 +676,7 @@ class TestChartsStatic(unittest.TestCase):
     def test_slurmop_values(self):
         v = self.values("slurmop")
         for key in ("image", "replicas", "leaderElection", "logLevel", "logFormat", "metricsPort", "healthPort",
-                    "namespaces", "qps", "burst", "propagatedNodeConditions", "resources", "nodeSelector",
+                    "namespaces", "qps", "burst", "propagatedNodeConditions", "unhealthyNodes", "resources", "nodeSelector",
                     "tolerations", "affinity", "podSecurityContext", "serviceMonitor"):
             self.assertIn(key, v)
         self.assertIs(v["serviceMonitor"]["enabled"], False)
@@ -923,6 +923,8 @@ class TestChartsRendered(unittest.TestCase):
         case = self
         objs = render("slurmop", "ops", "hpc", "--set", "replicas=2", "--set", "namespaces={slurm,team-a}",
                       "--set", "propagatedNodeConditions={KernelDeadlock,GPUUnhealthy}",
+                      "--set", "unhealthyNodes.conditions={GpuUnhealthy,Ready=False}",
+                      "--set", "unhealthyNodes.taints={nvidia.com/gpu-bad}", "--set", "unhealthyNodes.maxShare=5",
                       "--set", "leaderElection.namespace=leases", "--set", "clusterDomain=example.local",
                       "--set", "logLevel=debug")
 
@@ -954,6 +956,10 @@ class TestChartsRendered(unittest.TestCase):
         args = r.container()["args"]
         self.assertEqual([v for n, v in split_args(args) if n == "namespace"], ["slurm", "team-a"])
         self.assertEqual(flag_value(args, "propagated-node-conditions"), "KernelDeadlock,GPUUnhealthy")
+        self.assertEqual([v for n, v in split_args(args) if n == "unhealthy-node-condition"],
+                         ["GpuUnhealthy", "Ready=False"])
+        self.assertEqual(flag_value(args, "unhealthy-node-taint"), "nvidia.com/gpu-bad")
+        self.assertEqual(flag_value(args, "unhealthy-max-share"), "5")
         self.assertEqual(flag_value(args, "leader-elect-namespace"), "leases")
         self.assertEqual(flag_value(args, "leader-elect-lease"), "ops-slurmop")
         self.assertEqual(len([o for o in objs if o["kind"] == "Role" and o["metadata"].get("namespace") == "leases"]),
