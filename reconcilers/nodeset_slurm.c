@@ -2414,6 +2414,8 @@ static void health_gauges(nss_state *st, const nss_set *s, const char *ns, const
         mx_gauge_set(mx_gauge_get(st->mx_out, MX_LV(ns, name)), (double)s->health.count);
     if (st->mx_waiting)
         mx_gauge_set(mx_gauge_get(st->mx_waiting, MX_LV(ns, name)), (double)s->health_waiting);
+    if (st->mx_replaced)
+        (void)mx_counter_get(st->mx_replaced, MX_LV(ns, name)); /* listed from the start, at 0 */
 }
 
 /* The pod condition NH_POD_CONDITION: True with msg, or removed (NULL). */
@@ -2999,6 +3001,10 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
     nss_state *st = op->nodeset_slurm;
     nss_set *s = set_get(st, nodeset, ns);
     memset(out, 0, sizeof(*out));
+    /* The health gauges of every NodeSet exist from its first pass, at 0
+     * until a Node turns unhealthy. */
+    if (health_cfg(op))
+        health_gauges(st, s, nodeset->ns, nodeset->name);
     nc_cache *cache;
     int avail = slurmclient_get(op, s->ctl_key, &cache);
     flush_drains(st, s, avail == SC_READY && nc_ready(cache) ? cache : NULL, nodeset);

@@ -2,7 +2,8 @@
 """docs/metrics.md is the list of what /metrics serves, and a blocked drain
 says what it is, what keeps it and what to do, in metrics, status and logs.
 
-One operator on kubesim, with what makes every family show: a Controller
+One operator on kubesim, with what makes every family show (a health rule among them, for the
+slurmop_health_* families): a Controller
 with a RestApi whose slurmrestd URL (--slurmrestd) is a closed port (so
 Slurm cannot be read), a NodeSet of 2 scaled to 0 (so its 2 condemned pods
 are kept, DrainBlockedSlurmUnknown), the topology webhook on, JSON logs at
@@ -112,7 +113,8 @@ class Scenario:
                         "spec": {"controllerRef": {"name": "slurm"}}})
             assert r.status == 201, r.text
             with Slurmop(ks.kubeconfig, log_level="info", log_format="json", topology_webhook=True,
-                         webhook_addr="127.0.0.1:0", slurmrestd="default/slurm=http://127.0.0.1:%d" % port) as op:
+                         webhook_addr="127.0.0.1:0", slurmrestd="default/slurm=http://127.0.0.1:%d" % port,
+                         unhealthy_node_condition="GpuUnhealthy") as op:
                 op.wait_ready()
                 wait_for(lambda: len([p for p in pods_of(c, "cpu")
                                       if p.get("status", {}).get("phase") == "Running"]) == 2, 30,
