@@ -10,6 +10,7 @@
 #include <sys/random.h>
 
 #include "core/mem.h"
+#include "core/tls_compat.h"
 
 _Static_assert(sizeof(mbedtls_sha256_context) <= sizeof(sha256_ctx), "sha256_ctx too small");
 
@@ -25,7 +26,7 @@ void hex_encode(const uint8_t *in, size_t len, char *out)
 
 void sha256(const void *data, size_t len, uint8_t out[SHA256_LEN])
 {
-    mbedtls_sha256_ret(data, len, out, 0);
+    tlsc_sha256(data, len, out);
 }
 
 void sha256_hex(const void *data, size_t len, char out[2 * SHA256_LEN + 1])
@@ -39,18 +40,18 @@ void sha256_begin(sha256_ctx *c)
 {
     mbedtls_sha256_context *m = (mbedtls_sha256_context *)(void *)c->opaque;
     mbedtls_sha256_init(m);
-    mbedtls_sha256_starts_ret(m, 0);
+    tlsc_sha256_starts(m);
 }
 
 void sha256_update(sha256_ctx *c, const void *data, size_t len)
 {
-    mbedtls_sha256_update_ret((mbedtls_sha256_context *)(void *)c->opaque, data, len);
+    tlsc_sha256_update((mbedtls_sha256_context *)(void *)c->opaque, data, len);
 }
 
 void sha256_end(sha256_ctx *c, uint8_t out[SHA256_LEN])
 {
     mbedtls_sha256_context *m = (mbedtls_sha256_context *)(void *)c->opaque;
-    mbedtls_sha256_finish_ret(m, out);
+    tlsc_sha256_finish(m, out);
     mbedtls_sha256_free(m);
 }
 

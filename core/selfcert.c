@@ -18,6 +18,7 @@
 #include "core/crypto.h"
 #include "core/err.h"
 #include "core/mem.h"
+#include "core/tls_compat.h"
 
 #define PEM_MAX 8192
 
@@ -87,11 +88,9 @@ int selfcert_new(const char *cn, const char *const *dns, size_t n_dns, char **ce
         return OP_EINVAL;
     mbedtls_pk_context key;
     mbedtls_x509write_cert crt;
-    mbedtls_mpi serial;
     buf_t subj, san, eku;
     mbedtls_pk_init(&key);
     mbedtls_x509write_crt_init(&crt);
-    mbedtls_mpi_init(&serial);
     buf_init(&subj, 4096);
     buf_init(&san, BUF_UNLIMITED);
     buf_init(&eku, BUF_UNLIMITED);
@@ -125,8 +124,7 @@ int selfcert_new(const char *cn, const char *const *dns, size_t n_dns, char **ce
     mbedtls_x509write_crt_set_md_alg(&crt, MBEDTLS_MD_SHA256);
     mbedtls_x509write_crt_set_subject_key(&crt, &key);
     mbedtls_x509write_crt_set_issuer_key(&crt, &key);
-    if (mbedtls_mpi_read_binary(&serial, raw, sizeof(raw)) != 0 ||
-        mbedtls_x509write_crt_set_serial(&crt, &serial) != 0 ||
+    if (        tlsc_crt_set_serial(&crt, raw, sizeof(raw)) != 0 ||
         mbedtls_x509write_crt_set_validity(&crt, nb, na) != 0 ||
         mbedtls_x509write_crt_set_subject_name(&crt, buf_cstr(&subj)) != 0 ||
         mbedtls_x509write_crt_set_issuer_name(&crt, buf_cstr(&subj)) != 0 ||
@@ -156,7 +154,6 @@ done:
     buf_free(&subj);
     buf_free(&san);
     buf_free(&eku);
-    mbedtls_mpi_free(&serial);
     mbedtls_x509write_crt_free(&crt);
     mbedtls_pk_free(&key);
     return rc;

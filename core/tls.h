@@ -1,4 +1,8 @@
-/* tls: mbedtls 2.28 configurations and a byte-filter TLS session.
+/* tls: mbedtls configurations and a byte-filter TLS session.
+ *
+ * Built against mbedtls 2.28 (Debian 12) it speaks TLS 1.2; against 3.6 (Debian 13, the operator
+ * image) a server speaks TLS 1.3 and 1.2 (1.3 preferred) and a client 1.2, where it resumes sessions
+ * (tls.c says why). The version differences are in core/tls_compat.h.
  *
  * A tls_config is the shared part (trust anchors, own certificate, RNG,
  * protocol settings, fixed once built; a client's last session and a
@@ -12,7 +16,7 @@
  * Verification (client side): the peer certificate must chain to the CA
  * bundle and match the name: a DNS name is matched by mbedtls itself
  * (dNSName SANs, then CN); an IP literal is matched by our verify callback
- * against the iPAddress SANs, because mbedtls 2.28 cannot. The callback
+ * against the iPAddress SANs, because mbedtls 2.28 cannot (one path for every version). The callback
  * clears only the name-mismatch flag, only on an exact address match;
  * verification is never switched off unless insecure_skip_verify was asked
  * for explicitly.
@@ -90,6 +94,10 @@ int tls_sess_handshake_done(const tls_session *s);
  *  tickets (1 hour, a key of its own). Always 0 on the server side and with
  *  insecure_skip_verify (nothing is verified there to tell by). */
 int tls_sess_resumed(const tls_session *s);
+/** 1 when the completed handshake negotiated TLS 1.3. */
+int tls_sess_is_tls13(const tls_session *s);
+/** The negotiated protocol ("TLSv1.2", "TLSv1.3"); "" before the handshake is done. */
+const char *tls_sess_version(const tls_session *s);
 /** Decrypt into out: bytes (> 0), 0 when the input is used up, UV_EOF
  *  after close_notify (or a transport EOF mbedtls saw), or an error. Call
  *  until it is not > 0. */

@@ -23,6 +23,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/tls_compat.h"
 
 #define PEM_MAX 16384
 
@@ -146,13 +147,7 @@ static int set_serial(mbedtls_x509write_cert *crt)
     random_bytes(raw, sizeof(raw));
     raw[0] &= 0x7f; /* positive */
     raw[0] |= 0x01; /* and exactly 16 bytes long */
-    mbedtls_mpi serial;
-    mbedtls_mpi_init(&serial);
-    int rc = mbedtls_mpi_read_binary(&serial, raw, sizeof(raw));
-    if (rc == 0)
-        rc = mbedtls_x509write_crt_set_serial(crt, &serial);
-    mbedtls_mpi_free(&serial);
-    return rc ? OP_ETLS : 0;
+    return tlsc_crt_set_serial(crt, raw, sizeof(raw)) ? OP_ETLS : 0;
 }
 
 static int write_pems(mbedtls_x509write_cert *crt, mbedtls_pk_context *key, pki_pair *out)
@@ -243,8 +238,7 @@ int pki_leaf_new(const pki_pair *ca, const pki_leaf_opts *o, pki_pair *out)
 
     int rc = OP_EINVAL;
     if (mbedtls_x509_crt_parse(&ca_crt, (const unsigned char *)ca->cert_pem, strlen(ca->cert_pem) + 1) != 0 ||
-        mbedtls_pk_parse_key(&ca_key, (const unsigned char *)ca->key_pem, strlen(ca->key_pem) + 1, NULL, 0) !=
-            0 ||
+        tlsc_pk_parse_key(&ca_key, (const unsigned char *)ca->key_pem, strlen(ca->key_pem) + 1) != 0 ||
         mbedtls_x509_dn_gets(issuer, sizeof(issuer), &ca_crt.subject) < 0)
         goto done;
     rc = name_add(&subj, "CN", o->cn);

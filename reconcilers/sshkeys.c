@@ -15,6 +15,7 @@
 #include "core/crypto.h"
 #include "core/err.h"
 #include "core/mem.h"
+#include "core/tls_compat.h"
 
 /* The DRBG's entropy source: the kernel's, through getrandom. Using our own
  * callback instead of mbedtls_entropy keeps each call self-contained (no
@@ -109,12 +110,11 @@ static int public_rsa(mbedtls_pk_context *pk, char **out)
 static int public_ecdsa(mbedtls_pk_context *pk, char **out)
 {
     mbedtls_ecp_keypair *ec = mbedtls_pk_ec(*pk);
-    if (ec->grp.id != MBEDTLS_ECP_DP_SECP256R1)
+    if (tlsc_ec_group(ec) != MBEDTLS_ECP_DP_SECP256R1)
         return OP_ENOTSUP;
     uint8_t q[1 + 2 * 32];
     size_t qlen = 0;
-    if (mbedtls_ecp_point_write_binary(&ec->grp, &ec->Q, MBEDTLS_ECP_PF_UNCOMPRESSED, &qlen, q, sizeof(q)) !=
-        0)
+    if (tlsc_ec_public(ec, &qlen, q, sizeof(q)) != 0)
         return OP_ETLS;
     buf_t blob;
     buf_init(&blob, BUF_UNLIMITED);
@@ -434,7 +434,7 @@ int sshk_public_from_private(const char *pem, char **out)
     mbedtls_pk_init(&pk);
     /* mbedtls wants the terminating NUL counted for PEM input. */
     int rc = OP_EPARSE;
-    if (mbedtls_pk_parse_key(&pk, (const unsigned char *)pem, strlen(pem) + 1, NULL, 0) == 0)
+    if (tlsc_pk_parse_key(&pk, (const unsigned char *)pem, strlen(pem) + 1) == 0)
         rc = public_of(&pk, out);
     mbedtls_pk_free(&pk);
     return rc;
