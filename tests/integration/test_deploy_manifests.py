@@ -921,7 +921,7 @@ class TestChartsRendered(unittest.TestCase):
 
     def test_slurmop_chart_with_options(self):
         case = self
-        objs = render("slurmop", "ops", "hpc", "--set", "replicas=2", "--set", "namespaces={slurm,team-a}",
+        objs = render("slurmop", "ops", "hpc", "--set", "replicas=2", "--set", "topologyWebhook.certManager=true", "--set", "namespaces={slurm,team-a}",
                       "--set", "propagatedNodeConditions={KernelDeadlock,GPUUnhealthy}",
                       "--set", "unhealthyNodes.conditions={GpuUnhealthy,Ready=False}",
                       "--set", "unhealthyNodes.taints={nvidia.com/gpu-bad}", "--set", "unhealthyNodes.maxShare=5",
@@ -985,9 +985,18 @@ class TestChartsRendered(unittest.TestCase):
         self.assertEqual(len(crb), 1, "the node-taints ClusterRole is bound")
         self.assertEqual(crb[0]["subjects"][0]["namespace"], OP_NS)
 
+    def test_slurmop_chart_refuses_replicas_sharing_no_webhook_certificate(self):
+        # Self-signed (no cert-manager here): each replica would make its own.
+        r = helm("template", "x", chart_dirs()["slurmop"], "--set", "replicas=2", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("needs a certificate the replicas share", r.stderr)
+        for ok in (["--set", "topologyWebhook.certManager=true"], ["--set", "topologyWebhook.enabled=false"]):
+            r = helm("template", "x", chart_dirs()["slurmop"], "--set", "replicas=2", *ok, check=False)
+            self.assertEqual(r.returncode, 0, (ok, r.stderr))
+
     def test_slurmop_chart_refuses_replicas_without_leader_election(self):
         r = helm("template", "x", chart_dirs()["slurmop"], "--set", "replicas=2", "--set",
-                 "leaderElection.enabled=false", check=False)
+                 "leaderElection.enabled=false", "--set", "topologyWebhook.certManager=true", check=False)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("leaderElection", r.stderr)
 

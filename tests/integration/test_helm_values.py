@@ -464,7 +464,7 @@ def operator_chart(helm, src, tmp):
     sets = ["operator.replicas=2", "operator.namespaces=a\\,b", "operator.pdb.enabled=true", "operator.pdb.minAvailable=1",
             "operator.logLevel=debug", "operator.image.repository=registry.example/slurmop",
             "operator.image.digest=sha256:" + "ab" * 32, "operator.metricsSecure=true", "operator.imagePullPolicy=Always",
-            "operator.tolerations[0].operator=Exists", "certManager.enabled=false", "operator.healthPort=9091"]
+            "operator.tolerations[0].operator=Exists", "certManager.enabled=true", "operator.healthPort=9091"]
     objs, err = render([theirs_values], sets)
     if check(objs is not None, "the operator chart with Slinky's names %s: %s" % (sets, err)):
         d, c = deployment(objs)
@@ -477,10 +477,15 @@ def operator_chart(helm, src, tmp):
               "operator.image: %s %s" % (c["image"], c["imagePullPolicy"]))
         check(d["spec"]["template"]["spec"].get("tolerations") == [{"operator": "Exists"}],
               "operator.tolerations: %s" % d["spec"]["template"]["spec"].get("tolerations"))
-        check(not any(o["kind"] == "Certificate" for o in objs), "certManager.enabled=false: a Certificate rendered")
+        check(any(o["kind"] == "Certificate" for o in objs), "certManager.enabled=true: no Certificate rendered")
         pdb = [o for o in objs if o["kind"] == "PodDisruptionBudget"]
         check(len(pdb) == 1 and pdb[0]["spec"].get("minAvailable") == 1, "operator.pdb: %s" % pdb)
-    for sets, words in ((["crds.enabled=true"], "slurmop-crds"), (["operator.enabled=false"], "operator.enabled"),
+    objs, err = render([theirs_values], ["certManager.enabled=false"])
+    check(objs is not None and not any(o["kind"] == "Certificate" for o in objs),
+          "certManager.enabled=false: a Certificate rendered, or refused: %s" % err)
+    # Replicas that would each make their own self-signed webhook certificate.
+    for sets, words in ((["operator.replicas=2", "certManager.enabled=false"], "a certificate the replicas share"),
+                        (["crds.enabled=true"], "slurmop-crds"), (["operator.enabled=false"], "operator.enabled"),
                         (["namespaceOverride=other"], "namespaceOverride")):
         objs, err = render([theirs_values], sets)
         check(objs is None and words in err, "the operator chart with %s: want a refusal naming %r, got %s"
