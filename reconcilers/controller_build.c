@@ -12,11 +12,12 @@
  * emptyDir and this container copies it to its stdout, so `kubectl logs`
  * shows it (clc_logfile_script). */
 
-/* The reconfigure sidecar (inplaceReconfigure): every 5 s, hash the files of
- * the projected /etc/slurm (following the kubelet's symlinks, skipping its
- * "..data" bookkeeping entries); when the hash changes, run `scontrol
- * reconfigure` until it succeeds, retrying every 2 s. It reaches slurmctld
- * through the auth socket in the shared /run/slurmctld. */
+/* The reconfigure sidecar (always there: with inplaceReconfigure it takes
+ * every change, without it what the NodeSets add, see config_hash): every
+ * 5 s, hash the files of the projected /etc/slurm (following the kubelet's
+ * symlinks, skipping its "..data" bookkeeping entries); when the hash
+ * changes, run `scontrol reconfigure` until it succeeds, retrying every 2 s.
+ * It reaches slurmctld through the auth socket in the shared /run/slurmctld. */
 static const char reconfigure_script[] = "set -euo pipefail\n"
                                          "dir=/etc/slurm\n"
                                          "interval=5\n"
@@ -412,6 +413,29 @@ static int has_rwx(const cJSON *pvc)
     return 0;
 }
 
+/* The slurm-config-hash of a ConfigMap: its data with slurm.conf read
+ * through sconf_without_nodesets(). What the NodeSets contribute (their
+ * NodeSet and partition lines, MaxNodeCount) is taken by `scontrol
+ * reconfigure` (the reconfigure sidecar): a NodeSet created, scaled or
+ * deleted must not restart slurmctld, which, without persistence, comes back
+ * with no state and loses every dynamic node that had registered (24.11's
+ * slurmds do not register again by themselves). Everything else still rolls
+ * the pod, as it does in Slinky without inplaceReconfigure. */
+static void config_hash(const cJSON *config, char out[65])
+{
+    const cJSON *text = json_child(json_child(config, "data"), SCONF_SLURM_CONF);
+    if (!cJSON_IsString(text)) {
+        clc_hash_data(config, 0, out);
+        return;
+    }
+    cJSON *view = cJSON_Duplicate(config, 1);
+    char *stripped = sconf_without_nodesets(text->valuestring);
+    json_set_str(cJSON_GetObjectItemCaseSensitive(view, "data"), SCONF_SLURM_CONF, stripped);
+    free(stripped);
+    clc_hash_data(view, 0, out);
+    cJSON_Delete(view);
+}
+
 int ctlb_statefulset(const cJSON *controller, const cJSON *config, const clc_env *env, cJSON **out,
                      char **why)
 {
@@ -461,7 +485,7 @@ int ctlb_statefulset(const cJSON *controller, const cJSON *config, const clc_env
             config = clc_get(env, "ConfigMap", cfg);
             free(cfg);
         }
-        clc_hash_data(config, 0, h_conf);
+        config_hash(config, h_conf);
     }
     cJSON *hashes = inplace ? clc_strmap(CLC_ANN_SLURM_KEY_HASH, h_slurm, CLC_ANN_JWT_KEY_HASH, h_jwt, NULL)
                             : clc_strmap(CLC_ANN_SLURM_KEY_HASH, h_slurm, CLC_ANN_JWT_KEY_HASH, h_jwt,
@@ -489,8 +513,9 @@ int ctlb_statefulset(const cJSON *controller, const cJSON *config, const clc_env
         cJSON_AddItemToArray(inits, statesave_container(ctld, dir));
         free(dir);
     }
-    if (inplace)
-        cJSON_AddItemToArray(inits, reconfigure_container(c, ctld));
+    /* Always there: without inplaceReconfigure it is how what the NodeSets
+     * add to slurm.conf reaches slurmctld (config_hash leaves it out). */
+    cJSON_AddItemToArray(inits, reconfigure_container(c, ctld));
     cJSON_AddItemToArray(inits, logfile_container(json_get(spec, "logfile"), "/var/log/slurm/slurmctld.log"));
     json_set(pspec, "initContainers", inits);
     json_set(pspec, "securityContext", clc_security_context(CLC_SLURM_UID, 1));

@@ -80,8 +80,8 @@ int ctlb_config(const cJSON *controller, const cJSON *const *nodesets, size_t n_
  *  replicas = 1 + ha.backups (HA) else 1; serviceName
  *  `<ctl>-controller-internal`; revisionHistoryLimit 0; selector {name,
  *  instance}. Pod template: see controller_build.c for the full shape
- *  (containers slurmctld, native sidecars reconfigure (only with
- *  spec.inplaceReconfigure) and logfile, volumes slurm-etc projected 0610,
+ *  (containers slurmctld, native sidecars reconfigure (always: without
+ *  spec.inplaceReconfigure it applies what the NodeSets add) and logfile, volumes slurm-etc projected 0610,
  *  slurm-logfile, run, slurm-authsocket, statesave), with the user's
  *  spec.slurmctld / spec.reconfigure / spec.logfile container overrides and
  *  spec.template merged per reconcilers/podtemplate.h.
@@ -93,8 +93,11 @@ int ctlb_config(const cJSON *controller, const cJSON *const *nodesets, size_t n_
  *     data, concatenated in bytewise key order (keys not hashed; "" for a
  *     missing or empty Secret);
  *   slinky.slurm.net/slurm-config-hash  (only without inplaceReconfigure)
- *     clc_hash_data(config, raw): SHA-256 of the ConfigMap's data values
- *     concatenated in key order (slurm.conf then cgroup.conf).
+ *     clc_hash_data(config, raw) of the ConfigMap with slurm.conf read
+ *     through sconf_without_nodesets(): SHA-256 of the data values
+ *     concatenated in key order (slurm.conf then cgroup.conf). What the
+ *     NodeSets add (their lines, MaxNodeCount) never rolls slurmctld: the
+ *     reconfigure sidecar applies it.
  *  config is the `<ctl>-config` ConfigMap to hash: pass the one ctlb_config()
  *  just built so the hash is current in the same pass; NULL looks up the
  *  stored "ConfigMap" `<ctl>-config` in env (Slinky's behaviour, one pass

@@ -512,6 +512,39 @@ int sconf_slurm_conf(const cJSON *controller, const cJSON *const *nodesets, size
     return 0;
 }
 
+/* The section headers as section() writes them. */
+#define GENERAL_END "\n#\n### LOGGING ###\n"
+#define NODESET_HEAD "#\n### NODESET & PARTITION ###\n"
+
+char *sconf_without_nodesets(const char *conf)
+{
+    buf_t b;
+    buf_init(&b, BUF_UNLIMITED);
+    const char *p = conf;
+    /* Our MaxNodeCount line is in GENERAL, which has only generated text; a
+     * MaxNodeCount of the user's is in EXTRA CONFIG and stays. */
+    const char *gend = strstr(p, GENERAL_END);
+    const char *m = strstr(p, "\nMaxNodeCount=");
+    if (m && gend && m < gend) {
+        m++;
+        const char *eol = strchr(m, '\n');
+        if (buf_append(&b, p, (size_t)(m - p)) != 0)
+            abort();
+        p = eol ? eol + 1 : m + strlen(m);
+    }
+    /* The NodeSet section comes before every section of user text. */
+    const char *h = strstr(p, "\n" NODESET_HEAD);
+    if (h) {
+        h++;
+        const char *end = strstr(h + strlen(NODESET_HEAD), "\n#\n### ");
+        if (buf_append(&b, p, (size_t)(h - p)) != 0)
+            abort();
+        p = end ? end + 1 : h + strlen(h);
+    }
+    put(&b, "%s", p);
+    return finish(&b);
+}
+
 char *sconf_cgroup_conf(void)
 {
     return xstrdup("CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n");

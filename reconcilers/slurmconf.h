@@ -104,6 +104,15 @@ long long sconf_max_node_count(long long fleet, long long current);
 int sconf_slurm_conf(const cJSON *controller, const cJSON *const *nodesets, size_t n_nodesets,
                      const clc_env *env, char **out, char **why);
 
+/** conf (a sconf_slurm_conf() text) without what the NodeSets contribute:
+ *  the generated MaxNodeCount line of the GENERAL section and the whole
+ *  "NODESET & PARTITION" section (up to the next section or the end).
+ *  Everything else, the user's text included, is kept byte for byte. The
+ *  slurmctld pod template hashes this view (controller_build.h), so that a
+ *  NodeSet created, deleted, scaled or repartitioned reaches slurmctld by
+ *  `scontrol reconfigure` and never restarts it. */
+char *sconf_without_nodesets(const char *conf);
+
 /** The minimal slurm.conf of an external Controller (docs/compat.md#slurmconf), read only by
  *  slurmrestd: ClusterName, SlurmUser, SlurmctldHost/Port from
  *  spec.externalConfig, the auth plugins, the accounting lines for

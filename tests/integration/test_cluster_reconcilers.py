@@ -92,6 +92,35 @@ def map_hash(data, decode):
     return sha256(blob) if blob else ""
 
 
+def without_nodesets(conf):
+    """slurm.conf without what the NodeSets add: the MaxNodeCount line of the
+    GENERAL section and the NODESET & PARTITION section."""
+    lines = conf.split("\n")
+    out, i, general = [], 0, True
+    while i < len(lines):
+        if lines[i] == "#" and i + 1 < len(lines) and lines[i + 1].startswith("### "):
+            general = general and lines[i + 1] == "### GENERAL ###"
+            if lines[i + 1] == "### NODESET & PARTITION ###":
+                i += 2
+                while i < len(lines) and not (lines[i] == "#" and i + 1 < len(lines) and lines[i + 1].startswith("### ")):
+                    i += 1
+                continue
+        if not (general and lines[i].startswith("MaxNodeCount=")):
+            out.append(lines[i])
+        i += 1
+    return "\n".join(out)
+
+
+def conf_hash(data):
+    """The slurmctld template's slurm-config-hash: the ConfigMap's data with
+    slurm.conf read without what the NodeSets add (those reach slurmctld by
+    `scontrol reconfigure`, never by a restart)."""
+    data = dict(data)
+    if "slurm.conf" in data:
+        data["slurm.conf"] = without_nodesets(data["slurm.conf"])
+    return map_hash(data, False)
+
+
 def wait_for(what, fn, timeout=60, interval=0.1):
     deadline = time.monotonic() + timeout
     last = None
@@ -403,7 +432,7 @@ def run(ks, api, op):
     tmpl = sts["spec"]["template"]
     ann = tmpl["metadata"]["annotations"]
     check(labels_ok(tmpl, "slurmctld", "c1", "controller"), "slurmctld pod labels")
-    check(ann.get("slinky.slurm.net/slurm-config-hash") == map_hash(cm["data"], False), "slurm-config-hash")
+    check(ann.get("slinky.slurm.net/slurm-config-hash") == conf_hash(cm["data"]), "slurm-config-hash")
     check(ann.get("slinky.slurm.net/slurm-key-hash") == sha256(SLURM_KEY), "slurm-key-hash")
     check(ann.get("slinky.slurm.net/jwt-key-hash") == sha256(JWT_KEY), "jwt-key-hash")
     check(ann.get("kubectl.kubernetes.io/default-container") == "slurmctld", "default container")
@@ -556,7 +585,7 @@ def run(ks, api, op):
     check(changed == ["cm-ctl", "sts-ctl"], "extraConf change touched %r" % changed)
     a0 = before["sts-ctl"]["spec"]["template"]["metadata"]["annotations"]
     a1 = after["sts-ctl"]["spec"]["template"]["metadata"]["annotations"]
-    check(a1["slinky.slurm.net/slurm-config-hash"] == map_hash(after["cm-ctl"]["data"], False)
+    check(a1["slinky.slurm.net/slurm-config-hash"] == conf_hash(after["cm-ctl"]["data"])
           and a1["slinky.slurm.net/slurm-config-hash"] != a0["slinky.slurm.net/slurm-config-hash"],
           "slurm-config-hash follows the new ConfigMap")
     diff = {k for k in set(a0) | set(a1) if a0.get(k) != a1.get(k)}
@@ -611,6 +640,16 @@ def run(ks, api, op):
     api.patch(CORE + "/configmaps/c1-files", {"data": {"cgroup.conf": "CgroupPlugin=autodetect\n"}})
     wait_for("cgroup.conf supplied by a config file", lambda: "cgroup.conf" not in
              api.get(CORE + "/configmaps/c1-config")["data"])
+    # What NodeSets add to slurm.conf (their lines, MaxNodeCount) never rolls
+    # slurmctld: without persistence a restarted slurmctld forgets every
+    # dynamic node, and 24.11's slurmds never register again (real pods). The
+    # reconfigure sidecar applies it; the StatefulSet stays as it is.
+    def sts_current():
+        sts = api.get(APPS + "/statefulsets/c1-controller")
+        cm = api.get(CORE + "/configmaps/c1-config")
+        return sts if sts["spec"]["template"]["metadata"]["annotations"][
+            "slinky.slurm.net/slurm-config-hash"] == conf_hash(cm["data"]) else None
+    sts_before = wait_for("the StatefulSet rolled for the cgroup.conf change", sts_current)
     api.create(GROUP + "/nodesets", cr("NodeSet", "mem", {"controllerRef": {"name": "c1"}, "replicas": 0,
                                                           "partition": {"enabled": True, "config": "MaxTime=60"},
                                                           "slurmd": {"image": "slurmd"}, "logfile": {"image": SIDECAR}}))
@@ -630,9 +669,12 @@ def run(ks, api, op):
     api.patch(GROUP + "/nodesets/mem", {"spec": {"replicas": 3000, "extraConf": "Weight=$HOME"}})
     wait_for("MaxNodeCount sized from 3000 replicas", lambda: max_nodes() == ["MaxNodeCount=4096"])
     cm = api.get(CORE + "/configmaps/c1-config")
-    wait_for("slurmctld rolls for the new MaxNodeCount", lambda: api.get(APPS + "/statefulsets/c1-controller")
-             ["spec"]["template"]["metadata"]["annotations"]["slinky.slurm.net/slurm-config-hash"]
-             == map_hash(cm["data"], False))
+    time.sleep(1)
+    sts_now = api.get(APPS + "/statefulsets/c1-controller")
+    check(sts_now["metadata"]["resourceVersion"] == sts_before["metadata"]["resourceVersion"]
+          and sts_now["spec"]["template"]["metadata"]["annotations"]["slinky.slurm.net/slurm-config-hash"]
+          == conf_hash(cm["data"]),
+          "a NodeSet created, repartitioned and scaled past MaxNodeCount left the slurmctld StatefulSet alone")
     check(not api.get(CORE + "/pods?labelSelector=app.kubernetes.io%2Finstance%3Dmem")["items"],
           "the refused NodeSet made no pods")
     # Scaling back down does not shrink it (that would restart slurmctld for nothing).
@@ -643,8 +685,12 @@ def run(ks, api, op):
     wait_for("NodeSet mem gone from slurm.conf", lambda: "NodeSet=mem" not in
              api.get(CORE + "/configmaps/c1-config")["data"]["slurm.conf"])
     cm = api.get(CORE + "/configmaps/c1-config")
-    check(api.get(APPS + "/statefulsets/c1-controller")["spec"]["template"]["metadata"]["annotations"]
-          ["slinky.slurm.net/slurm-config-hash"] == map_hash(cm["data"], False), "config hash after the watches")
+    time.sleep(0.5)
+    sts_now = api.get(APPS + "/statefulsets/c1-controller")
+    check(sts_now["spec"]["template"]["metadata"]["annotations"]["slinky.slurm.net/slurm-config-hash"]
+          == conf_hash(cm["data"]), "config hash after the watches")
+    check(sts_now["metadata"]["resourceVersion"] == sts_before["metadata"]["resourceVersion"],
+          "a NodeSet deleted left the slurmctld StatefulSet alone")
 
     # ---- external Controller: the ConfigMap only -------------------------------------------
     ext = api.create(GROUP + "/controllers", cr("Controller", "ext", {

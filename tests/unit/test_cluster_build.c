@@ -353,10 +353,13 @@ static void test_controller_statefulset_shape(void **state)
         "{'name':'slurm-authsocket','mountPath':'/run/slurmctld'},"
         "{'name':'slurm-logfile','mountPath':'/var/log/slurm'}]");
 
-    /* Native sidecars: only logfile without inplaceReconfigure. */
+    /* Native sidecars: reconfigure (what NodeSets add to slurm.conf goes
+     * through it), then logfile. */
     const cJSON *ics = json_get(ps, "initContainers");
-    assert_int_equal(json_len(ics), 1);
-    const cJSON *lf = item(ics, 0);
+    assert_int_equal(json_len(ics), 2);
+    assert_string_equal(json_get_str(item(ics, 0), "name"), "reconfigure");
+    assert_string_equal(json_get_str(item(ics, 0), "restartPolicy"), "Always");
+    const cJSON *lf = item(ics, 1);
     assert_string_equal(json_get_str(lf, "name"), "logfile");
     assert_string_equal(json_get_str(lf, "image"), "alpine:latest");
     assert_string_equal(json_get_str(lf, "restartPolicy"), "Always");
@@ -665,7 +668,10 @@ static void test_controller_hashes(void **state)
     assert_string_equal(ann(tmpl, "slinky.slurm.net/jwt-key-hash"), want);
     const char *cg = clc_str(json_get(cm, "data"), "cgroup.conf");
     const char *sc = clc_str(json_get(cm, "data"), "slurm.conf");
-    char *cat = xasprintf("%s%s", cg, sc);
+    /* slurm.conf without its MaxNodeCount line (what NodeSets change). */
+    const char *mnc = strstr(sc, "MaxNodeCount=1024\n");
+    assert_non_null(mnc);
+    char *cat = xasprintf("%s%.*s%s", cg, (int)(mnc - sc), sc, mnc + strlen("MaxNodeCount=1024\n"));
     sha256_hex(cat, strlen(cat), want);
     free(cat);
     assert_string_equal(ann(tmpl, "slinky.slurm.net/slurm-config-hash"), want);
@@ -698,17 +704,34 @@ static void test_controller_hashes(void **state)
     assert_string_equal(ann(tmpl, "slinky.slurm.net/slurm-config-hash"), conf1);
     cJSON_Delete(b);
 
-    /* A config change (a NodeSet appears): only the config hash changes. */
+    /* A NodeSet appears, with a partition and replicas that raise
+     * MaxNodeCount: slurm.conf changes, the pod template does not (the
+     * reconfigure sidecar applies it; a roll would restart slurmctld, which
+     * without persistence forgets every dynamic node). */
     add_secret(&t, "slurm-auth-slurm", "slurm.key", "slurm-key-bytes");
-    cJSON *ns = JQ("{'metadata':{'name':'cpu'},'spec':{'controllerRef':{'name':'slurm'}}}");
+    cJSON *ns = JQ("{'metadata':{'name':'cpu'},'spec':{'controllerRef':{'name':'slurm'},'replicas':2000,"
+                   "'partition':{'enabled':true}}}");
     const cJSON *list[1] = {ns};
     cJSON *cm2 = NULL;
     assert_int_equal(ctlb_config(ctl, list, 1, &t.env, &cm2, NULL), 0);
+    assert_string_not_equal(clc_str(json_get(cm2, "data"), "slurm.conf"), sc);
+    cJSON *a2 = build_sts(jq, cm, &t, 0, NULL);
     b = build_sts(jq, cm2, &t, 0, NULL);
+    assert_true(json_equal(a2, b));
+    cJSON_Delete(a2);
+    cJSON_Delete(b);
+    /* A change of the user's (extraConf): only the config hash changes. */
+    const char *jq2 = "{" CTL_META ",'spec':{" CTL_KEYS ",'extraConf':'SchedulerParameters=bf_continue'}}";
+    cJSON *ctl2 = JQ(jq2);
+    cJSON *cm3 = NULL;
+    assert_int_equal(ctlb_config(ctl2, list, 1, &t.env, &cm3, NULL), 0);
+    b = build_sts(jq2, cm3, &t, 0, NULL);
     tmpl = json_get(b, "spec.template");
     assert_string_equal(ann(tmpl, "slinky.slurm.net/slurm-key-hash"), key1);
     assert_string_not_equal(ann(tmpl, "slinky.slurm.net/slurm-config-hash"), conf1);
     cJSON_Delete(b);
+    cJSON_Delete(cm3);
+    cJSON_Delete(ctl2);
 
     /* config NULL: the stored ConfigMap from env (and "" when none). */
     b = build_sts(jq, NULL, &t, 0, NULL);

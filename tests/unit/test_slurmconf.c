@@ -400,6 +400,54 @@ static void test_nodeset_name(void **state)
     }
 }
 
+/* What the slurmctld pod template hashes (controller_build.h): the file
+ * without what NodeSets contribute. Two NodeSets more, other replicas, a
+ * partition config: the same view as with none; the user's text (an
+ * extraConf with a MaxNodeCount and a partition line of its own) stays. */
+static void test_without_nodesets(void **state)
+{
+    const char *ctl = "{" CTL_BASE ",'spec':{" CTL_KEYS ",'extraConf':'PartitionName=all Nodes=ALL\\nFoo=bar'}}";
+    char *none = conf_of(ctl, NULL, 0, NULL);
+    cJSON *ns[2] = {
+        JQ("{'metadata':{'name':'a'},'spec':{'controllerRef':{'name':'slurm'},'replicas':3000,"
+           "'partition':{'enabled':true,'config':'MaxTime=10'}}}"),
+        JQ("{'metadata':{'name':'b'},'spec':{'controllerRef':{'name':'slurm'},'replicas':2}}"),
+    };
+    const cJSON *all[2] = {ns[0], ns[1]};
+    char *two = conf_of(ctl, all, 2, NULL);
+    assert_non_null(strstr(two, "MaxNodeCount=4096\n"));
+    assert_non_null(strstr(two, "### NODESET & PARTITION ###\nNodeSet=a Feature=a\n"));
+    char *v0 = sconf_without_nodesets(none), *v2 = sconf_without_nodesets(two);
+    assert_string_equal(v0, v2);
+    assert_null(strstr(v2, "MaxNodeCount"));
+    assert_null(strstr(v2, "NodeSet="));
+    assert_null(strstr(v2, "NODESET"));
+    assert_non_null(strstr(v2, "\nSlurmdSpoolDir=/var/spool/slurmd\n#\n### LOGGING ###\n"));
+    assert_non_null(strstr(v2, "### EXTRA CONFIG ###\nPartitionName=all Nodes=ALL\nFoo=bar\n"));
+    /* Only those lines went: the view is the file minus them, byte for byte. */
+    assert_int_equal(strlen(two) - strlen(v2),
+                     strlen("MaxNodeCount=4096\n#\n### NODESET & PARTITION ###\nNodeSet=a Feature=a\n"
+                            "PartitionName=a Nodes=a MaxTime=10\nNodeSet=b Feature=b\n"));
+    free(v0);
+    free(v2);
+    free(none);
+    free(two);
+
+    /* A MaxNodeCount of the user's is theirs: it stays in the view. */
+    char *u = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'extraConf':'MaxNodeCount=50000'}}", all, 2, NULL);
+    char *vu = sconf_without_nodesets(u);
+    assert_non_null(strstr(vu, "### EXTRA CONFIG ###\nMaxNodeCount=50000\n"));
+    assert_null(strstr(vu, "NodeSet="));
+    free(vu);
+    free(u);
+    /* A NodeSet section last in the file goes to the end. */
+    char *last = sconf_without_nodesets("#\n### GENERAL ###\nA=1\n#\n### NODESET & PARTITION ###\nNodeSet=x\n");
+    assert_string_equal(last, "#\n### GENERAL ###\nA=1\n");
+    free(last);
+    cJSON_Delete(ns[0]);
+    cJSON_Delete(ns[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -407,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_ha_metrics_jwks),
         cmocka_unit_test(test_accounting_nodesets_scripts),
         cmocka_unit_test(test_max_node_count),
+        cmocka_unit_test(test_without_nodesets),
         cmocka_unit_test(test_missing_script_configmap),
         cmocka_unit_test(test_extraconf_merge),
         cmocka_unit_test(test_external),
