@@ -171,8 +171,9 @@ static void on_pvc(store *s, const sobj *old_obj, const sobj *new_obj, void *dat
     enqueue_users(data, o->ns, o->name, cw_controller_uses_pvc);
 }
 
-/* slurmctld pods: a new or vanished pod may need the active label moved;
- * so does someone else changing the label. Readiness flaps do not matter. */
+/* slurmctld pods: a new or vanished pod may need the active label moved
+ * and its config hash set; so does someone else changing either. Readiness
+ * flaps do not matter. */
 static void on_pod(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
     const sobj *o = new_obj ? new_obj : old_obj;
@@ -182,7 +183,10 @@ static void on_pod(store *s, const sobj *old_obj, const sobj *new_obj, void *dat
     if (old_obj && new_obj) {
         const char *a = sobj_label(old_obj, CLC_LABEL_CONTROLLER_ACTIVE);
         const char *b = sobj_label(new_obj, CLC_LABEL_CONTROLLER_ACTIVE);
-        if (strcmp(a ? a : "", b ? b : "") == 0 && (old_obj->deleting != 0) == (new_obj->deleting != 0))
+        const char *ca = sobj_annotation(old_obj, ANN_CONTROLLER_CONFIG);
+        const char *cb = sobj_annotation(new_obj, ANN_CONTROLLER_CONFIG);
+        if (strcmp(a ? a : "", b ? b : "") == 0 && strcmp(ca ? ca : "", cb ? cb : "") == 0 &&
+            (old_obj->deleting != 0) == (new_obj->deleting != 0))
             return;
     }
     crc_enqueue(data, o->ns, sobj_label(o, CLC_LABEL_INSTANCE));
@@ -459,7 +463,7 @@ static void label_patched(int err, const cJSON *obj, const kube_status *st, void
     struct label_ctx *c = data;
     crc_gate_end(&c->cs->labels, c->t, err, err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
     if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && c->cs->m.q) {
-        log_warn("controller %s: labelling a slurmctld pod failed: %s", c->owner, op_strerror(err));
+        log_warn("controller %s: patching a slurmctld pod failed: %s", c->owner, op_strerror(err));
         crc_write_failed(&c->cs->m, c->owner);
     }
     free(c->owner);
@@ -483,7 +487,34 @@ static int labelled_ordinal(store *pods, const char *ns, const char *ctl, const 
     return -1;
 }
 
-static void sync_active(crc_pass *p)
+/* The hash the slurmctld pods' ANN_CONTROLLER_CONFIG should carry: that of
+ * the `<ctl>-config` ConfigMap built in this pass, once the API server has it
+ * (the cached copy is the same), so that the kubelet, syncing the pod for
+ * the new annotation, projects the new files; "" while it is not there yet
+ * (the ConfigMap's watch event queues the next pass). */
+static void config_seen_hash(crc_pass *p, const cJSON *config, char out[65])
+{
+    out[0] = '\0';
+    if (config == NULL)
+        return;
+    char *name = ctlb_config_name(p->o->name);
+    const cJSON *stored = clc_get(&p->env, "ConfigMap", name);
+    free(name);
+    char want[65], have[65];
+    clc_hash_data(config, 0, want);
+    clc_hash_data(stored, 0, have);
+    if (*want && strcmp(want, have) == 0)
+        memcpy(out, want, sizeof(want));
+}
+
+/* The active label on the slurmctld pod Slurm says is in control, and on
+ * every live slurmctld pod the hash of its current ConfigMap
+ * (ANN_CONTROLLER_CONFIG, config_seen_hash; conf "" leaves it alone). The
+ * annotation is what lets a NodeSet change, which never rolls slurmctld
+ * (controller_build.h), reach it in seconds: the kubelet refreshes a
+ * projected ConfigMap about once a minute, but at once when the pod
+ * changes, and the reconfigure sidecar then runs `scontrol reconfigure`. */
+static void sync_active(crc_pass *p, const char *conf)
 {
     if (clc_is_external(p->cr))
         return;
@@ -515,21 +546,31 @@ static void sync_active(crc_pass *p)
         const char *cur = sobj_label(pod, CLC_LABEL_CONTROLLER_ACTIVE);
         int want = i == active && !pod->deleting;
         int has = cur != NULL && strcmp(cur, "true") == 0;
-        if (want == has && (want || cur == NULL))
+        int label_ok = want == has && (want || cur == NULL);
+        const char *seen = sobj_annotation(pod, ANN_CONTROLLER_CONFIG);
+        int conf_ok = !*conf || pod->deleting || (seen && strcmp(seen, conf) == 0);
+        if (label_ok && conf_ok)
             continue;
         if (crc_gate_busy(&cs->labels, pod->key, pod->rv))
             continue;
         cJSON *patch = cJSON_CreateObject();
-        cJSON *labels = json_obj_path_ensure(patch, "metadata.labels");
-        if (want)
-            json_set_str(labels, CLC_LABEL_CONTROLLER_ACTIVE, "true");
-        else
-            json_set(labels, CLC_LABEL_CONTROLLER_ACTIVE, cJSON_CreateNull());
+        if (!label_ok) {
+            cJSON *labels = json_obj_path_ensure(patch, "metadata.labels");
+            if (want)
+                json_set_str(labels, CLC_LABEL_CONTROLLER_ACTIVE, "true");
+            else
+                json_set(labels, CLC_LABEL_CONTROLLER_ACTIVE, cJSON_CreateNull());
+            log_info("controller %s: %s is %s", p->o->key, pod->name, want ? "active" : "no longer active");
+        }
+        if (!conf_ok) {
+            json_set_str(json_obj_path_ensure(patch, "metadata.annotations"), ANN_CONTROLLER_CONFIG, conf);
+            log_info("controller %s: %s gets slurm.conf %.12s (its kubelet refreshes /etc/slurm)", p->o->key,
+                     pod->name, conf);
+        }
         struct label_ctx *c = xcalloc(1, sizeof(*c));
         c->cs = cs;
         c->t = crc_gate_begin(&cs->labels, pod->key, pod->rv);
         c->owner = xstrdup(p->o->key);
-        log_info("controller %s: %s is %s", p->o->key, pod->name, want ? "active" : "no longer active");
         kube_patch(p->op->client, &KUBE_PODS, pod->ns, pod->name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0,
                    label_patched, c);
         cJSON_Delete(patch);
@@ -661,12 +702,14 @@ static void reconcile(crc_pass *p)
     cJSON *sts = NULL;
     char *sts_why = NULL;
     int sts_rc = ctlb_statefulset(p->cr, config, &p->env, &sts, &sts_why);
+    char conf[65];
+    config_seen_hash(p, config, conf);
     crc_ensure(p, OPK_CONFIGMAPS, &KUBE_CONFIGMAPS, config);
     sync_statefulset(p, sts_rc, sts_why, sts);
 
     if (!clc_is_external(p->cr))
         sync_service_monitor(p);
-    sync_active(p);
+    sync_active(p, conf);
     crc_status(p, version_status(p));
 }
 

@@ -90,5 +90,9 @@ static inline const pod_proj *pod_of(const sobj *o)
 #define ANN_FEATURES "features.slinky.slurm.net/spec"
 #define ANN_NODE_CORDON_REASON "nodeset.slinky.slurm.net/node-cordon-reason"
 #define ANN_HOSTNAME_OVERRIDE "nodeset.slinky.slurm.net/hostname-override"
+/* On slurmctld pods: the hash of the slurm.conf ConfigMap they should see
+ * (reconcilers/controller.c); a change makes their kubelet refresh the
+ * projected /etc/slurm now instead of at its next periodic sync. */
+#define ANN_CONTROLLER_CONFIG "controller.slinky.slurm.net/config-hash"
 
 #endif

@@ -580,6 +580,12 @@ def run(ks, api, op):
         # patch. (The real API server drops an empty annotations map; the
         # diff treats that as no difference, so no no-op patch is sent.)
         want.pop(("patch", "controllers.slinky.slurm.net"))
+    # The slurmctld pod gets the new ConfigMap's hash (its kubelet refreshes
+    # /etc/slurm for it); on a real control plane the StatefulSet controller
+    # may replace the pod first (the template rolled), whose first patch then
+    # sets the active label too, or not within these 3 s.
+    pod_w = w.pop(("patch", "pods"), 0)
+    check(pod_w == 1 or (is_k8s() and pod_w <= 2), "extraConf change: %d slurmctld pod patches, want 1" % pod_w)
     check(w == want, "extraConf change: writes %r, want %r" % (w, want))
     changed = sorted(k for k in before if before[k]["metadata"]["resourceVersion"] != after[k]["metadata"]["resourceVersion"])
     check(changed == ["cm-ctl", "sts-ctl"], "extraConf change touched %r" % changed)
@@ -655,6 +661,12 @@ def run(ks, api, op):
                                                           "slurmd": {"image": "slurmd"}, "logfile": {"image": SIDECAR}}))
     wait_for("NodeSet mem in slurm.conf", lambda: "PartitionName=mem Nodes=mem MaxTime=60" in
              api.get(CORE + "/configmaps/c1-config")["data"]["slurm.conf"].split("\n"))
+    # The running slurmctld pod carries the new ConfigMap's hash: the
+    # annotation makes its kubelet project the new slurm.conf at once (not at
+    # its next sync, about a minute later) for the reconfigure sidecar.
+    wait_for("the slurmctld pod told of the new slurm.conf", lambda: (lambda pod, cm: pod and cm and (
+        pod["metadata"].get("annotations") or {}).get("controller.slinky.slurm.net/config-hash") == map_hash(
+        cm["data"], False))(api.get(CORE + "/pods/c1-controller-0"), api.get(CORE + "/configmaps/c1-config")))
     api.patch(GROUP + "/nodesets/mem", {"spec": {"partition": {"config": "MaxTime=120"}}})
     wait_for("partition change in slurm.conf", lambda: "PartitionName=mem Nodes=mem MaxTime=120" in
              api.get(CORE + "/configmaps/c1-config")["data"]["slurm.conf"].split("\n"))
