@@ -345,6 +345,52 @@ def nodeset_feature():
     raise Fail("no NodeSet line in any slurm.conf ConfigMap of %s" % NS)
 
 
+def ctld_incarnation():
+    """(StatefulSet generation, pod uid, slurmctld container restarts) of the
+    cluster's one slurmctld: what a restart of slurmctld changes."""
+    sts = jget("-n", NS, "get", "statefulsets", "-l", "app.kubernetes.io/name=slurmctld")["items"]
+    check(len(sts) == 1, "one slurmctld StatefulSet, got %d" % len(sts))
+    ps = by_component(slurm_pods(), "controller")
+    check(len(ps) == 1, "one slurmctld pod, got %d" % len(ps))
+    restarts = sum(c.get("restartCount", 0) for c in ps[0].get("status", {}).get("containerStatuses", [])
+                   if c["name"] == "slurmctld")
+    return sts[0]["metadata"]["generation"], ps[0]["metadata"]["uid"], restarts
+
+
+def check_ctld_not_restarted(first, when):
+    """slurmctld runs as it was first started: its StatefulSet never changed
+    (generation 1), the same pod, its container never restarted. Without
+    persistence a restart loses every registered dynamic node (24.11's
+    slurmds never register again: slurmop rolled slurmctld as the NodeSets
+    of a new cluster appeared)."""
+    now = ctld_incarnation()
+    check(now[0] == 1 and now[1:] == first[1:],
+          "slurmctld restarted %s: (StatefulSet generation, pod uid, restarts) %s, first %s" % (when, now, first))
+
+
+def nodeset_partition():
+    """The partition of the NodeSet's line in the generated slurm.conf."""
+    for cm in jget("-n", NS, "get", "configmaps")["items"]:
+        m = re.search(r"^PartitionName=(\S+) Nodes=\1 ", cm.get("data", {}).get("slurm.conf", ""), re.M)
+        if m:
+            return m.group(1)
+    raise Fail("no NodeSet partition line in any slurm.conf ConfigMap of %s" % NS)
+
+
+def partition_change_reconfigures(first):
+    """A NodeSet's partition changed: slurmctld takes it by `scontrol
+    reconfigure` (the reconfigure sidecar, the kubelet refreshing /etc/slurm
+    for the pod's new config hash), is not restarted, and keeps every node."""
+    part = nodeset_partition()
+    t0 = time.time()
+    kubectl("-n", NS, "patch", "nodeset.slinky.slurm.net", nodeset_name(), "--type", "merge",
+            "-p", json.dumps({"spec": {"partition": {"config": "State=UP MaxTime=90"}}}))
+    wait_for("partition %s with MaxTime=01:30:00 in slurmctld" % part,
+             lambda: "MaxTime=01:30:00" in in_ctld("scontrol show partition %s" % part, ok=False).stdout, 90, every=1)
+    measure("nodeset_partition_change_to_slurmctld", time.time() - t0)
+    check_ctld_not_restarted(first, "for a NodeSet's partition change")
+
+
 def job_state(jobid):
     return in_login("squeue -h -j %s -o %%T" % jobid, ok=False).stdout.strip()
 
@@ -465,6 +511,52 @@ def uninstall_cluster():
     measure("helm_uninstall_to_namespace_empty", time.time() - t0)
 
 
+def install_cluster(images):
+    """helm install of the cluster chart: every Slurm pod Ready, every slurmd
+    registered with its NodeSet's feature, slurmctld started once. Returns
+    (feature, slurmctld's first incarnation)."""
+    values = cluster_values(images)
+    t0 = time.time()
+    helm("install", "slurm", os.path.join(SRC, "deploy", "helm", "slurm"), "-n", NS, "--create-namespace",
+         "-f", values, "--timeout", "120s")
+    got = wait_for("all Slurm pods Ready", lambda: all_slurm_ready(KUBELETS), 240, every=1)
+    t_ready = time.time() - t0
+    measure("helm_install_cluster_to_all_slurm_pods_ready", t_ready)
+    log("Slurm pods Ready: %s" % got)
+    first = ctld_incarnation()
+    hosts = {p["spec"].get("nodeName") for p in worker_pods()}
+    check(len(hosts) == KUBELETS, "slurmd pods on %d Nodes, want %d: %s" % (len(hosts), KUBELETS, hosts))
+    feature = nodeset_feature()
+    nodes = wait_for("%d slurmd registered idle with feature %s" % (KUBELETS, feature),
+                     lambda: registered(KUBELETS, feature), 120, every=1)
+    measure("helm_install_cluster_to_slurmd_registered", time.time() - t0)
+    log("sinfo: %s" % nodes)
+    check_ctld_not_restarted(first, "during the cluster's start-up")
+
+    # StateSaveLocation: slurmctld refuses nothing but logs that a
+    # world-writable state directory is unsafe (issue 32, defect 9).
+    ssl = in_ctld("scontrol show config | sed -n 's/^StateSaveLocation *= *//p'").stdout.strip()
+    mode = in_ctld("stat -c %%a %s" % ssl).stdout.strip()
+    log("StateSaveLocation %s mode %s" % (ssl, mode))
+    check(mode and int(mode, 8) & 0o002 == 0, "StateSaveLocation %s is world-writable (mode %s)" % (ssl, mode))
+    return feature, first
+
+
+def jobs_from_login():
+    out = in_login("sinfo").stdout
+    log("sinfo from the login pod:\n" + out)
+    t1 = time.time()
+    out = in_login("srun -N%d -n%d hostname | sort" % (KUBELETS, KUBELETS), timeout=120).stdout.split()
+    measure("srun_N%d" % KUBELETS, time.time() - t1)
+    check(len(set(out)) == KUBELETS, "srun -N%d ran on %s" % (KUBELETS, out))
+
+    # Every node idle again (a step's completion must be in, or the pod
+    # deleted next would take it along).
+    t1 = time.time()
+    wait_for("every node idle after srun", lambda: all_idle(KUBELETS), 150, every=1)
+    measure("srun_end_to_nodes_idle", time.time() - t1)
+
+
 def main():
     if os.geteuid() != 0:
         skip("real Nodes need root")
@@ -481,41 +573,10 @@ def main():
         op_pod = install_operator(images)
         log("operator Ready: %s" % op_pod)
 
-        values = cluster_values(images)
-        t0 = time.time()
-        helm("install", "slurm", os.path.join(SRC, "deploy", "helm", "slurm"), "-n", NS, "--create-namespace",
-             "-f", values, "--timeout", "120s")
-        got = wait_for("all Slurm pods Ready", lambda: all_slurm_ready(KUBELETS), 240, every=1)
-        t_ready = time.time() - t0
-        measure("helm_install_cluster_to_all_slurm_pods_ready", t_ready)
-        log("Slurm pods Ready: %s" % got)
-        hosts = {p["spec"].get("nodeName") for p in worker_pods()}
-        check(len(hosts) == KUBELETS, "slurmd pods on %d Nodes, want %d: %s" % (len(hosts), KUBELETS, hosts))
-        feature = nodeset_feature()
-        nodes = wait_for("%d slurmd registered idle with feature %s" % (KUBELETS, feature),
-                         lambda: registered(KUBELETS, feature), 120, every=1)
-        measure("helm_install_cluster_to_slurmd_registered", time.time() - t0)
-        log("sinfo: %s" % nodes)
-
-        # StateSaveLocation: slurmctld refuses nothing but logs that a
-        # world-writable state directory is unsafe (issue 32, defect 9).
-        ssl = in_ctld("scontrol show config | sed -n 's/^StateSaveLocation *= *//p'").stdout.strip()
-        mode = in_ctld("stat -c %%a %s" % ssl).stdout.strip()
-        log("StateSaveLocation %s mode %s" % (ssl, mode))
-        check(mode and int(mode, 8) & 0o002 == 0, "StateSaveLocation %s is world-writable (mode %s)" % (ssl, mode))
-
-        out = in_login("sinfo").stdout
-        log("sinfo from the login pod:\n" + out)
-        t1 = time.time()
-        out = in_login("srun -N%d -n%d hostname | sort" % (KUBELETS, KUBELETS), timeout=120).stdout.split()
-        measure("srun_N%d" % KUBELETS, time.time() - t1)
-        check(len(set(out)) == KUBELETS, "srun -N%d ran on %s" % (KUBELETS, out))
-
-        # Every node idle again (a step's completion must be in, or the pod
-        # deleted next would take it along).
-        t1 = time.time()
-        wait_for("every node idle after srun", lambda: all_idle(KUBELETS), 150, every=1)
-        measure("srun_end_to_nodes_idle", time.time() - t1)
+        # The scenarios, in order; each leaves every node idle.
+        feature, first = install_cluster(images)
+        partition_change_reconfigures(first)
+        jobs_from_login()
         pod_delete_replaced(feature)
         wait_for("every node idle after the pod delete", lambda: all_idle(KUBELETS), 60, every=1)
         busy_scale_in(KUBELETS)
