@@ -29,6 +29,7 @@ Measurements go to stdout as "measure: NAME VALUE".
 Exit 77 when this machine cannot run real pods (not root, Go missing, no
 deploy/images/build.sh yet); fails otherwise.
 """
+import calendar
 import json
 import os
 import re
@@ -469,6 +470,7 @@ def pod_delete_replaced(feature):
     wait_for("replacement of %s Ready" % victim, replaced, 120)
     dt = time.time() - t0
     measure("pod_delete_to_replacement_ready", dt)
+    pod_start_breakdown(victim, t0)
     wait_for("%s registered again (idle, feature %s)" % (node, feature),
              lambda: (lambda n: node in n and n[node][0].startswith("idle") and feature in n[node][1])(
                  slurm_nodes()), 60)
@@ -476,6 +478,30 @@ def pod_delete_replaced(feature):
     # A sidecar that ignores SIGTERM holds a pod for its whole 30 s grace
     # period (issue 32, defect 7).
     check(dt < 20, "pod delete -> replacement Ready took %.1f s (a container ignoring SIGTERM?)" % dt)
+
+
+def rfc3339(ts):
+    return calendar.timegm(time.strptime(ts, "%Y-%m-%dT%H:%M:%SZ")) if ts else None
+
+
+def pod_start_breakdown(name, t0):
+    """Where a replacement pod's time went, from its own timestamps (1 s
+    resolution, the API server's clock, which is this machine's): created
+    (the old pod gone and the operator's create), each container started,
+    Ready."""
+    p = jget("-n", NS, "get", "pod", name)
+    st = p.get("status", {})
+    marks = [("created", rfc3339(p["metadata"].get("creationTimestamp")))]
+    for kind in ("initContainerStatuses", "containerStatuses"):
+        for c in st.get(kind, []):
+            run_at = (c.get("state", {}).get("running") or {}).get("startedAt")
+            marks.append(("started_" + c["name"], rfc3339(run_at)))
+    for c in st.get("conditions", []):
+        if c["type"] in ("Initialized", "ContainersReady", "Ready"):
+            marks.append((c["type"].lower(), rfc3339(c.get("lastTransitionTime"))))
+    for what, at in marks:
+        if at is not None:
+            measure("pod_delete_to_%s" % what, at - t0)
 
 
 def uninstall_cluster():
