@@ -938,6 +938,10 @@ class TestChartsRendered(unittest.TestCase):
         cr = one(operator_rbac(objs), "ClusterRole")
         cluster = {(g, res) for rule in cr["rules"] for g in rule["apiGroups"] for res in rule["resources"]}
         self.assertEqual(cluster, {("", "nodes"), ("apiextensions.k8s.io", "customresourcedefinitions")})
+        # The topology webhook is called for the watched namespaces only (where NodeSets can be).
+        mwc = one(objs, "MutatingWebhookConfiguration")
+        exprs = mwc["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+        self.assertIn({"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["slurm", "team-a"]}, exprs)
         for ns in ("slurm", "team-a"):
             roles = [o for o in objs if o["kind"] == "Role" and o["metadata"].get("namespace") == ns]
             self.assertEqual(len(roles), 1, ns)
