@@ -184,7 +184,9 @@ def test_cross_namespace():
             dep = wait_for(lambda: get(c, "/apis/apps/v1/namespaces/%s/deployments/ra-restapi" % WORK), 30,
                            what="the RestApi's Deployment in %s" % WORK)
             assert dep["spec"]["replicas"] == 1, dep["spec"]
-            login = wait_for(lambda: get(c, "/apis/apps/v1/namespaces/%s/deployments/login" % WORK), 30,
+            # The Deployment comes after the LoginSet's SSH host keys, whose
+            # RSA 4096 key took over 30 s under ASan on a loaded CI machine.
+            login = wait_for(lambda: get(c, "/apis/apps/v1/namespaces/%s/deployments/login" % WORK), 120,
                              what="the LoginSet's Deployment in %s" % WORK)
             import json
             assert "--conf-server slurm-controller.%s:6817" % CTL in json.dumps(login), "sackd's conf server"
