@@ -36,6 +36,12 @@ case $rc in
     77) echo "tests/run.sh: Go is missing: the k8s tests will be skipped" >&2 ;;
     *) echo "tests/run.sh: tests/k8s/build.sh failed (exit $rc)" >&2; exit "$rc" ;;
 esac
+if [ "$rc" = 0 ]; then
+    # promtool for integration.alerts (the chart's alert rules' unit tests),
+    # from its Go module into the same cache: a no-op when warm.
+    bash tests/alerts/build.sh >/dev/null ||
+        echo "tests/run.sh: WARNING: tests/alerts/build.sh failed: integration.alerts will fail" >&2
+fi
 if [ "$rc" = 0 ] && [ "$(id -u)" = 0 ]; then
     # The real-pod tests (label pods): the node binaries and the images,
     # cached outside the clone like the control plane (a no-op when warm).
