@@ -63,6 +63,7 @@ struct wq {
 
     /* metrics (NULL without a registry) */
     mx_family *f_depth, *f_adds, *f_qdur, *f_wdur, *f_retries, *f_longest, *f_unfinished, *f_rtotal, *f_rerr;
+    mx_family *f_active, *f_max; /* controller_runtime_active_workers, _max_concurrent_reconciles */
     mx_counter *m_adds, *m_retries, *m_res_ok, *m_res_err, *m_res_requeue, *m_res_after, *m_errors;
     mx_histogram *m_qdur, *m_wdur;
 };
@@ -369,6 +370,19 @@ static double running_fn(void *data)
     return q->current ? (double)(uv_hrtime() - q->current_start) / 1e9 : 0;
 }
 
+/* One handler at a time, on the loop thread: controller-runtime's
+ * MaxConcurrentReconciles of 1, and a worker active while it runs. */
+static double active_fn(void *data)
+{
+    return ((wq_t *)data)->current ? 1 : 0;
+}
+
+static double one_fn(void *data)
+{
+    (void)data;
+    return 1;
+}
+
 static void metrics_remove(wq_t *q)
 {
     /* The workqueue_* families carry the queue's name twice, as name and
@@ -379,8 +393,10 @@ static void metrics_remove(wq_t *q)
     for (size_t i = 0; i < ARRAY_SIZE(fams); i++)
         if (fams[i])
             mx_child_remove(fams[i], lv);
-    if (q->f_rerr)
-        mx_child_remove(q->f_rerr, MX_LV(q->name));
+    mx_family *by_controller[] = {q->f_rerr, q->f_active, q->f_max};
+    for (size_t i = 0; i < ARRAY_SIZE(by_controller); i++)
+        if (by_controller[i])
+            mx_child_remove(by_controller[i], MX_LV(q->name));
     if (q->f_rtotal) {
         static const char *const results[] = {"success", "error", "requeue", "requeue_after"};
         for (size_t i = 0; i < ARRAY_SIZE(results); i++)
@@ -433,6 +449,10 @@ static int metrics_setup(wq_t *q, mx_registry *r)
                          "Handler calls per controller and result.", "controller,result", NULL, 0, &err);
     q->f_rerr = family(r, MX_COUNTER, "controller_runtime_reconcile_errors_total",
                        "Handler calls that ended in an error.", "controller", NULL, 0, &err);
+    q->f_active = family(r, MX_GAUGE, "controller_runtime_active_workers", "Number of currently used workers per controller.",
+                         "controller", NULL, 0, &err);
+    q->f_max = family(r, MX_GAUGE, "controller_runtime_max_concurrent_reconciles",
+                      "Maximum number of concurrent reconciles per controller.", "controller", NULL, 0, &err);
     if (err)
         return err;
     q->m_adds = mx_counter_get(q->f_adds, MX_LV(q->name, q->name));
@@ -447,6 +467,10 @@ static int metrics_setup(wq_t *q, mx_registry *r)
     rc = mx_child_fn(q->f_longest, MX_LV(q->name, q->name), running_fn, q);
     if (rc == 0)
         rc = mx_child_fn(q->f_unfinished, MX_LV(q->name, q->name), running_fn, q);
+    if (rc == 0)
+        rc = mx_child_fn(q->f_active, MX_LV(q->name), active_fn, q);
+    if (rc == 0)
+        rc = mx_child_fn(q->f_max, MX_LV(q->name), one_fn, q);
     return rc;
 }
 
