@@ -6,8 +6,9 @@ One operator on kubesim, with what makes every family show (a health rule among 
 slurmop_health_* families): a Controller
 with a RestApi whose slurmrestd URL (--slurmrestd) is a closed port (so
 Slurm cannot be read), a NodeSet of 2 scaled to 0 (so its 2 condemned pods
-are kept, DrainBlockedSlurmUnknown), the topology webhook on, JSON logs at
-info level. Checked:
+are kept, DrainBlockedSlurmUnknown), a NodeSet of 1 of another Controller
+without a RestApi scaled to 0 (DrainBlockedNoRestApi), the topology webhook
+on, JSON logs at info level. Checked:
 
 - test_metric_list: every family of /metrics is in docs/metrics.md with the
   same type and label names, and every metric the page lists is served (both
@@ -15,7 +16,9 @@ info level. Checked:
   name ending in _total is a counter.
 - test_blocked_drain: the NodeSet's DrainBlocked condition and its Warning
   Event name the one cause that applies (the connection refused) and the
-  next step; slurmop_drains_blocked{reason="DrainBlockedSlurmUnknown"} is 2,
+  next step, and so does DrainBlockedNoRestApi's;
+  slurmop_drains_blocked{reason="DrainBlockedSlurmUnknown"} is 2 (1 for
+  DrainBlockedNoRestApi),
   slurmop_drain_blocked_oldest_seconds grows, the Slurm side reads down
   (slurmop_slurm_up 0, a node table age that grows), and client-go's
   rest_client_requests_total and controller-runtime's workqueue labels are
@@ -108,6 +111,9 @@ class Scenario:
             c = ks.client()
             apply_crds(c)
             make_cluster(c, nodesets={"cpu": dict(replicas=2, **IMAGES)})
+            # a second Controller without a RestApi: its scale-in is DrainBlockedNoRestApi
+            make_cluster(c, ctl="other", key_secret="other-key", jwt_secret="other-jwt",
+                         nodesets={"gpu": dict(replicas=1, **IMAGES)})
             r = c.post(NS_API + "/namespaces/default/restapis",
                        {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
                         "spec": {"controllerRef": {"name": "slurm"}}})
@@ -116,15 +122,18 @@ class Scenario:
                          webhook_addr="127.0.0.1:0", slurmrestd="default/slurm=http://127.0.0.1:%d" % port,
                          unhealthy_node_condition="GpuUnhealthy") as op:
                 op.wait_ready()
-                wait_for(lambda: len([p for p in pods_of(c, "cpu")
-                                      if p.get("status", {}).get("phase") == "Running"]) == 2, 30,
-                         what="2 pods Running")
+                for ns_name, n in (("cpu", 2), ("gpu", 1)):
+                    wait_for(lambda: len([p for p in pods_of(c, ns_name)
+                                          if p.get("status", {}).get("phase") == "Running"]) == n, 30,
+                             what="%d pods of %s Running" % (n, ns_name))
                 set_replicas(c, "cpu", 0)
+                set_replicas(c, "gpu", 0)
 
-                def blocked():
-                    st = c.get(NS_API + "/namespaces/default/nodesets/cpu").json().get("status", {})
+                def blocked(name):
+                    st = c.get(NS_API + "/namespaces/default/nodesets/" + name).json().get("status", {})
                     return [x for x in st.get("conditions", []) if x["type"] == "DrainBlocked"]
-                out["condition"] = wait_for(blocked, 20, what="DrainBlocked condition")[0]
+                out["condition"] = wait_for(lambda: blocked("cpu"), 20, what="DrainBlocked condition")[0]
+                out["norest"] = wait_for(lambda: blocked("gpu"), 20, what="DrainBlocked condition of gpu")[0]
                 out["m1"] = op.metrics()
                 # 1 + 2 + 4 s of backoff: at least 3 failed polls
                 wait_for(lambda: op.metric("slurmop_slurm_node_polls_total", result="error") >= 3, 20,
@@ -163,13 +172,17 @@ def test_blocked_drain():
     assert "connection refused" in msg and "Next: " in msg, msg
     # one cause, not the list of what it might be
     assert "unreachable, answering errors, or" not in msg, msg
-    assert sc["events"] and "Next: " in sc["events"][0]["note"], sc["events"]
+    assert sc["events"] and all("Next: " in e["note"] for e in sc["events"]), sc["events"]
+    nr = sc["norest"]
+    assert nr["reason"] == "DrainBlockedNoRestApi" and "has no RestApi" in nr["message"] and \
+        "Next: create a RestApi" in nr["message"], nr
 
     def v(m, metric, **labels):
         return sum(x for (n, ls), x in m.items() if n == metric and all((k, w) in ls for k, w in labels.items()))
     m1, m2 = sc["m1"], sc["m2"]
     assert v(m2, "slurmop_drains_blocked", reason="DrainBlockedSlurmUnknown") == 2, m2
-    assert v(m2, "slurmop_drains_blocked") == 2
+    assert v(m2, "slurmop_drains_blocked", reason="DrainBlockedNoRestApi") == 1, m2
+    assert v(m2, "slurmop_drains_blocked") == 3
     assert v(m2, "slurmop_busy_pods_kept") == 0
     assert v(m2, "slurmop_drain_blocked_oldest_seconds") > v(m1, "slurmop_drain_blocked_oldest_seconds") > 0
     assert v(m2, "slurmop_slurm_up", cluster="default/slurm") == 0
