@@ -285,6 +285,8 @@ def main():
               "self-check: a different restapi.replicas went unnoticed")
 
         refusals(helm, theirs_chart, base)
+        if theirs_chart:
+            slinky_chart_tests(helm, theirs_chart, src, tmp)
         unknown_names(helm, theirs_chart, base, tmp)
         operator_chart(helm, src, tmp)
         a3mega = os.path.join(theirs_chart or tmp, "_vendor", "google", "a3mega", "example-values.yaml")
@@ -398,6 +400,84 @@ def unknown_names(helm, theirs_chart, base, tmp):
             got = names([base, os.path.join(DATA, n)])
             check(got == [], "%s: names listed as unknown: %s" % (n, got))
     print("release notes: unknown value names listed")
+
+
+# Slinky's own chart tests (helm/slurm/tests/*_test.yaml, helm-unittest
+# suites) whose values our chart refuses on purpose, by the words of the
+# refusal: the GKE A3 Mega preset is not reproduced.
+CHART_TESTS_REFUSED = {"vendor_google_a3mega_test.yaml": "vendor.google.a3mega"}
+
+
+def slinky_chart_tests(helm, theirs_chart, src_dir, tmp):
+    """The values of every test case of Slinky's own chart tests, through
+    both charts: the same objects, or both refusing, or ours refusing a
+    value it cannot honour (CHART_TESTS_REFUSED)."""
+    import concurrent.futures
+    import glob
+    files = sorted(glob.glob(os.path.join(theirs_chart, "tests", "*_test.yaml")))
+    if not files:
+        print("Slinky's chart tests: none in this chart")
+        return
+    r = subprocess.run([os.path.join(BUILD, "tools", "yaml2json")] + files, capture_output=True, text=True)
+    if not check(r.returncode == 0, "yaml2json of Slinky's chart tests: %s" % r.stderr):
+        return
+    docs = json.loads(r.stdout)
+    jobs = []
+    for f in files:
+        suite = (docs[f] or [{}])[0] or {}
+        for i, t in enumerate(suite.get("tests") or []):
+            rel = t.get("release") or suite.get("release") or {}
+            path = os.path.join(tmp, "chart-test-%d.json" % len(jobs))
+            with open(path, "w") as out:
+                json.dump(t.get("set") or {}, out)
+            jobs.append(("%s #%d (%s)" % (os.path.basename(f), i, t.get("it")), os.path.basename(f), path,
+                         rel.get("name") or "test-release", rel.get("namespace") or "test-namespace"))
+
+    # Slinky's renders depend on nothing but the archive and the values:
+    # kept beside the unpacked archive (a folder of the version's cache),
+    # so that a warm run renders only our chart.
+    import hashlib
+    cache = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(src_dir))), "helm-renders")
+    cacheable = os.access(os.path.dirname(cache), os.W_OK) and os.path.basename(os.path.dirname(src_dir)) == "src"
+
+    def theirs_render(path, release, ns):
+        with open(path, "rb") as f:
+            key = hashlib.sha256(f.read() + ("\0%s\0%s" % (release, ns)).encode()).hexdigest()[:24]
+        hit = os.path.join(cache, key + ".json")
+        if cacheable and os.path.exists(hit):
+            with open(hit) as f:
+                got = json.load(f)
+            return got["objects"], got["error"]
+        objs, err = helm.template(theirs_chart, release, ns, [path])
+        if cacheable:
+            os.makedirs(cache, exist_ok=True)
+            tmpf = "%s.%d" % (hit, os.getpid())
+            with open(tmpf, "w") as f:
+                json.dump({"objects": objs, "error": err}, f)
+            os.replace(tmpf, hit)
+        return objs, err
+
+    def one(job):
+        case, suite, path, release, ns = job
+        theirs, err_t = theirs_render(path, release, ns)
+        ours, err_o = helm.template(OUR_CHART, release, ns, [path])
+        if theirs is None and ours is None:
+            return []
+        if theirs is None:
+            return ["%s: Slinky's chart refuses it, ours renders" % case]
+        if ours is None:
+            words = CHART_TESTS_REFUSED.get(suite)
+            return [] if words and words in err_o else ["%s: our chart refuses it: %s" % (case, err_o[-600:])]
+        fullname = one_of(theirs, "Controller", "RestApi")["metadata"]["name"]
+        return compare(case, theirs, ours, fullname)
+
+    with concurrent.futures.ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as ex:
+        results = list(ex.map(one, jobs))
+    for problems in results:
+        for p in problems:
+            check(False, p)
+    print("Slinky's chart tests: the values of %d test cases through both charts, %d with differences"
+          % (len(jobs), sum(1 for x in results if x)))
 
 
 OPERATOR_CHART = os.path.join(SRC, "deploy", "helm", "slurmop")
