@@ -626,12 +626,23 @@ static void sync_statefulset(crc_pass *p, int rc, char *why, cJSON *sts)
     }
     free(why);
     /* serviceName cannot change: a StatefulSet governed by another Service
-     * is replaced (Slinky deletes it first). */
+     * is replaced (Slinky deletes it first). Not one adopted from Slinky
+     * while what slurmop wants of it is unchanged (objsync.h): that one
+     * keeps its slurmctld running with Slinky's Service. */
     const char *name = json_get_str_or(sts, "metadata.name", "");
     const sobj *cur = store_get(op_store(p->op, OPK_STATEFULSETS), p->o->ns, name);
     const char *have = cur ? json_get_str(cur->json, "spec.serviceName") : NULL;
     const char *want = json_get_str(sts, "spec.serviceName");
+    int keep = 0;
     if (cur && have && want && strcmp(have, want) != 0) {
+        /* As crc_ensure will hand it to objsync: without the fields an
+         * update may not change. */
+        cJSON *as_sent = cJSON_Duplicate(sts, 1);
+        crc_strip_immutable(as_sent);
+        keep = objsync_adopted_keeps(as_sent, cur->json);
+        cJSON_Delete(as_sent);
+    }
+    if (cur && have && want && strcmp(have, want) != 0 && !keep) {
         log_info("controller %s: StatefulSet %s has serviceName %s, want %s: replacing it", p->o->key, name,
                  have, want);
         crc_delete(p, OPK_STATEFULSETS, &KUBE_STATEFULSETS, name);

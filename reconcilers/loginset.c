@@ -13,6 +13,8 @@
 #include "reconcilers/cluster_watch.h"
 #include "watchers/slinky.h"
 #include "reconcilers/loginset_build.h"
+#include "reconcilers/objsync.h"
+#include "reconcilers/operator.h"
 #include "reconcilers/sshkeys.h"
 
 static void reconcile(crc_pass *p);
@@ -193,7 +195,25 @@ static const cJSON *host_keys(crc_pass *p, cJSON **built)
     *built = NULL;
     char *name = lsb_host_keys_name(p->o->name);
     const sobj *cur = store_get(op_store(p->op, OPK_SECRETS), p->o->ns, name);
+    const sobj *theirs = NULL;
+    if (cur == NULL && map_get(&of(p->m)->jobs, p->o->key) == NULL) {
+        /* Not in the cache of our Secrets: one without our label may still
+         * be there, made for this LoginSet by Slinky before slurmop took
+         * over. Its keys are the ones its login pods run with: read it
+         * before any are generated (objsync.h, Adoption). */
+        int pending = 0;
+        theirs = op_ref_get(p->op, OPK_SECRETS, p->o->ns, name, &pending);
+        if (pending == OP_REF_FULL) {
+            crc_ref_full(p, "Secret", p->o->ns, name);
+        } else if (pending) {
+            crc_ref_wait(p);
+            free(name);
+            return NULL;
+        }
+    }
     free(name);
+    if (theirs && theirs->json && objsync_owned_by(theirs->json, p->o->uid))
+        return theirs->json;
     loginset_state *ls = of(p->m);
     struct keygen *j = map_get(&ls->jobs, p->o->key);
     if (j && strcmp(j->uid, p->o->uid) != 0) {

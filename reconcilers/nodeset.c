@@ -63,7 +63,7 @@ struct nodeset_state {
     /* Interned keys for the per-pod lookups of every pass (pointer
      * compares): references taken at setup, dropped at stop. */
     struct {
-        const char *revision, *cordon, *cost, *deadline, *hostname, *instance, *mode;
+        const char *revision, *revision_slinky, *cordon, *cost, *deadline, *hostname, *instance, *mode;
     } ik;
     char ctl_index_key[512]; /* nodeset_ctl_index's answer (the store copies it) */
 };
@@ -816,6 +816,7 @@ static void setup(operator *op)
     c->ix_ns_ctl = store_add_index(op_store(op, OPK_NODESETS), nodeset_ctl_index, c);
     c->ix_rev_owner = store_add_owner_index(op_store(op, OPK_REVISIONS));
     c->ik.revision = istr_get(NSB_LABEL_REVISION);
+    c->ik.revision_slinky = istr_get(NSB_LABEL_REVISION_SLINKY);
     c->ik.cordon = istr_get(NSB_ANN_POD_CORDON);
     c->ik.cost = istr_get(NSB_ANN_DELETION_COST);
     c->ik.deadline = istr_get(NSB_ANN_DEADLINE);
@@ -948,6 +949,8 @@ static void fill_pod(const nodeset_state *c, const sobj *o, const char *nss, nsb
     memset(p, 0, sizeof(*p));
     p->name = o->name;
     p->revision = sobj_label_i(o, c->ik.revision);
+    if (p->revision == NULL)
+        p->revision = sobj_label_i(o, c->ik.revision_slinky);
     p->ordinal = nsb_parse_ordinal(o->name, nss);
     p->phase = phase_of(pp);
     p->scheduled = pp->scheduled;
@@ -1378,6 +1381,10 @@ static int sync_revisions(struct pass *p)
          r = store_index_next(&c), i++) {
         revs[i].name = r->name;
         revs[i].hash = sobj_label(r, NSB_LABEL_REVISION);
+        if (revs[i].hash == NULL) {
+            revs[i].hash = sobj_label(r, NSB_LABEL_REVISION_SLINKY);
+            revs[i].slinky = revs[i].hash != NULL;
+        }
         revs[i].revision = json_get_int(r->json, "revision", 0);
         revs[i].data = json_child(r->json, "data");
     }
@@ -3044,6 +3051,7 @@ static void stop(operator *op)
     map_free(&c->status_busy);
     nsim_clear(op->nodeset_immut);
     istr_put(c->ik.revision);
+    istr_put(c->ik.revision_slinky);
     istr_put(c->ik.cordon);
     istr_put(c->ik.cost);
     istr_put(c->ik.deadline);

@@ -1151,6 +1151,53 @@ static const char *rev_hash(const nsb_rev *r, const char *nss)
     return nsb_revision_hash_part(r->name, nss);
 }
 
+/* v without the members that Go's encoding writes for zero values (see
+ * nsb_revision_equivalent); NULL when nothing is left. New object. */
+static cJSON *prune_zero(const cJSON *v)
+{
+    if (v == NULL || cJSON_IsNull(v) || cJSON_IsFalse(v))
+        return NULL;
+    if (cJSON_IsNumber(v) && v->valuedouble == 0)
+        return NULL;
+    if (cJSON_IsString(v) && (v->valuestring == NULL || v->valuestring[0] == '\0'))
+        return NULL;
+    if (cJSON_IsObject(v)) {
+        cJSON *out = cJSON_CreateObject();
+        for (const cJSON *m = v->child; m; m = m->next) {
+            cJSON *p = prune_zero(m);
+            if (p)
+                cJSON_AddItemToObject(out, m->string, p);
+        }
+        if (out->child == NULL) {
+            cJSON_Delete(out);
+            return NULL;
+        }
+        return out;
+    }
+    if (cJSON_IsArray(v)) {
+        if (v->child == NULL)
+            return NULL;
+        /* Elements stay, in order (a zero element is a value of the list),
+         * but their own members are pruned. */
+        cJSON *out = cJSON_CreateArray();
+        for (const cJSON *e = v->child; e; e = e->next) {
+            cJSON *p = cJSON_IsObject(e) ? prune_zero(e) : NULL;
+            cJSON_AddItemToArray(out, p ? p : cJSON_IsObject(e) ? cJSON_CreateObject() : cJSON_Duplicate(e, 1));
+        }
+        return out;
+    }
+    return cJSON_Duplicate(v, 1);
+}
+
+int nsb_revision_equivalent(const cJSON *a, const cJSON *b)
+{
+    cJSON *pa = prune_zero(a), *pb = prune_zero(b);
+    int same = (pa == NULL && pb == NULL) || (pa && pb && json_equal(pa, pb));
+    cJSON_Delete(pa);
+    cJSON_Delete(pb);
+    return same;
+}
+
 void nsb_plan_revisions(const nsb_rev *revs, size_t n, const cJSON *patch, int32_t collision_count,
                         const char *status_hash, const char *nss, nsb_rev_plan *out)
 {
@@ -1166,7 +1213,8 @@ void nsb_plan_revisions(const nsb_rev *revs, size_t n, const cJSON *patch, int32
             newest = (int)i;
         if (revs[i].revision > maxrev)
             maxrev = revs[i].revision;
-        if (json_equal(revs[i].data, patch) &&
+        int same = json_equal(revs[i].data, patch) || (revs[i].slinky && nsb_revision_equivalent(revs[i].data, patch));
+        if (same &&
             (equal < 0 || revs[i].revision > revs[equal].revision ||
              (revs[i].revision == revs[equal].revision && strcmp(revs[i].name, revs[equal].name) > 0)))
             equal = (int)i;
@@ -1503,6 +1551,8 @@ void nsb_pod_from_json(const cJSON *pod, const char *nss, nsb_pod *p)
     const cJSON *labels = json_child(meta, "labels"), *ann = json_child(meta, "annotations");
     p->name = json_get_str_or(meta, "name", "");
     p->revision = child_str(labels, NSB_LABEL_REVISION);
+    if (p->revision == NULL)
+        p->revision = child_str(labels, NSB_LABEL_REVISION_SLINKY);
     p->ordinal = nss ? nsb_parse_ordinal(p->name, nss) : nsb_split_pod_name(p->name, NULL);
     p->phase = nsb_phase_parse(json_get_str(pod, "status.phase"));
     const char *node = json_get_str(pod, "spec.nodeName");

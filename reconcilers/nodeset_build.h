@@ -53,6 +53,11 @@
 #define NSB_LABEL_SCALING_MODE "nodeset.slinky.slurm.net/scaling-mode"
 #define NSB_LABEL_POD_PROTECT "nodeset.slinky.slurm.net/pod-protect"
 #define NSB_LABEL_REVISION "controller-revision-hash"
+/* The revision label of Slinky's NodeSet controller (Kubernetes' history
+ * package) on the pods and ControllerRevisions it made. Read where ours is
+ * missing, so that the pods of a NodeSet taken over from Slinky count as
+ * the revision they run (docs/migrate-from-slinky.md). */
+#define NSB_LABEL_REVISION_SLINKY "controller.kubernetes.io/hash"
 
 #define NSB_ANN_POD_CORDON "nodeset.slinky.slurm.net/pod-cordon"
 #define NSB_ANN_DELETION_COST "nodeset.slinky.slurm.net/pod-deletion-cost"
@@ -295,9 +300,10 @@ cJSON *nsb_build_revision(const cJSON *nodeset, const cJSON *patch, const char *
 /** What the reconciler knows about one existing ControllerRevision. */
 typedef struct nsb_rev {
     const char *name;  /* metadata.name */
-    const char *hash;  /* controller-revision-hash label, or NULL */
+    const char *hash;  /* controller-revision-hash label (else Slinky's), or NULL */
     int64_t revision;  /* .revision */
     const cJSON *data; /* .data (borrowed) */
+    int slinky;        /* made by Slinky (its label, not ours): data is Go's serialization */
 } nsb_rev;
 
 enum nsb_rev_action {
@@ -315,9 +321,19 @@ typedef struct nsb_rev_plan {
     int32_t collision_count; /* to store in status.collisionCount */
 } nsb_rev_plan;
 
+/** Whether two revision patches describe the same NodeSet template once
+ *  the zero values that Go's encoding writes and ours leaves out are
+ *  dropped: object members that are null, false, 0, "" or empty objects or
+ *  lists (after the same pruning) do not count; array elements are kept in
+ *  order. A Slinky-made revision holds the same template as ours in Go's
+ *  serialization (`"metadata":{"creationTimestamp":null}`, `"resources":{}`,
+ *  ...), which json_equal would call different. */
+int nsb_revision_equivalent(const cJSON *a, const cJSON *b);
+
 /** Choose the update and current revisions like Kubernetes' StatefulSet
  *  history: the next revision number is the highest + 1 (1 when none); a
- *  revision whose data equals patch (json_equal) is reused, and rolled
+ *  revision whose data equals patch (json_equal; nsb_revision_equivalent
+ *  for one made by Slinky) is reused, and rolled
  *  forward (BUMP) when it is not the newest; otherwise a new one is
  *  planned, its name made unique against revs by incrementing
  *  collision_count while a revision of that name has different data.

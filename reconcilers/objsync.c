@@ -1,5 +1,6 @@
 #include "reconcilers/objsync.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +207,7 @@ static void write_free(struct write *w)
 }
 
 static void on_written(int err, const cJSON *obj, const kube_status *st, void *data);
+static cJSON *adopt_patch(const cJSON *want);
 
 /* The create of a label-filtered kind was answered AlreadyExists: the object
  * is not in our cache, so it lacks our label. Ours by an ownerReference (made
@@ -218,10 +220,13 @@ static void on_existing(int err, const cJSON *live, const kube_status *st, void 
     cJSON *want = w->want;
     w->want = NULL;
     if (err == 0 && live && objsync_owned(want, live)) {
-        cJSON *patch = objsync_diff(want, live);
+        /* Ours by an ownerReference, without our label: another operator
+         * made it for the same owner (or slurmop before the label): adopted
+         * as it is (see the header). */
+        cJSON *patch = adopt_patch(want);
         cJSON_Delete(want);
         if (patch) {
-            log_debug("objsync: %s exists without our label but is ours: patching it", w->key);
+            log_info("objsync: adopting %s as it is (it has our owner, not our label)", w->key);
             kube_patch(w->os->client, w->res, w->ns, w->name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0,
                        on_written, w);
             cJSON_Delete(patch);
@@ -420,6 +425,58 @@ static cJSON *with_label(const cJSON *desired)
     return obj;
 }
 
+static void hash_of(const cJSON *want, char out[OBJSYNC_HASH_MAX])
+{
+    char *bytes = json_canonical(want);
+    uint64_t h = 14695981039346656037ull;
+    for (const unsigned char *p = (const unsigned char *)(bytes ? bytes : ""); *p; p++) {
+        h ^= *p;
+        h *= 1099511628211ull;
+    }
+    free(bytes);
+    snprintf(out, OBJSYNC_HASH_MAX, "%016llx", (unsigned long long)h);
+}
+
+void objsync_adopted_hash(const cJSON *desired, char out[OBJSYNC_HASH_MAX])
+{
+    cJSON *want = with_label(desired);
+    hash_of(want, out);
+    cJSON_Delete(want);
+}
+
+static const char *adopted_mark(const cJSON *live)
+{
+    const cJSON *v = json_child(json_get(live, "metadata.annotations"), OBJSYNC_ADOPTED_ANNOTATION);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int objsync_adopted_keeps(const cJSON *desired, const cJSON *live)
+{
+    if (live == NULL || !objsync_owned(desired, live))
+        return 0;
+    if (!has_managed_label(live))
+        return 1;
+    const char *mark = adopted_mark(live);
+    if (mark == NULL)
+        return 0;
+    char h[OBJSYNC_HASH_MAX];
+    objsync_adopted_hash(desired, h);
+    return strcmp(mark, h) == 0;
+}
+
+/* The adoption write: our label and the hash of want (which has it), and
+ * nothing else of the object. */
+static cJSON *adopt_patch(const cJSON *want)
+{
+    char h[OBJSYNC_HASH_MAX];
+    hash_of(want, h);
+    cJSON *patch = cJSON_CreateObject();
+    cJSON *meta = json_obj_ensure(patch, "metadata");
+    json_set_str(json_obj_ensure(meta, "labels"), OBJSYNC_MANAGED_BY_LABEL, OBJSYNC_MANAGED_BY);
+    json_set_str(json_obj_ensure(meta, "annotations"), OBJSYNC_ADOPTED_ANNOTATION, h);
+    return patch;
+}
+
 /* Appends to out (size bytes, always NUL-terminated); a long list is cut. */
 static void addf(char *out, size_t size, const char *fmt, const char *a, const char *b)
 {
@@ -494,7 +551,28 @@ int objsync_ensure(objsync *os, const store *cache, const kube_res *res, const c
         return OBJSYNC_IN_SYNC;
     }
 
-    cJSON *patch = objsync_diff(want, live);
+    cJSON *patch;
+    const char *mark = adopted_mark(live);
+    if (!has_managed_label(live)) {
+        patch = adopt_patch(want);
+        log_info("objsync: adopting %s %s/%s as it is (it has our owner, not our label)", res->kind, ns, name);
+    } else if (mark) {
+        char h[OBJSYNC_HASH_MAX];
+        hash_of(want, h);
+        if (strcmp(mark, h) == 0) {
+            cJSON_Delete(want);
+            return OBJSYNC_IN_SYNC;
+        }
+        patch = objsync_diff(want, live);
+        if (patch == NULL)
+            patch = cJSON_CreateObject();
+        json_set(json_obj_ensure(json_obj_ensure(patch, "metadata"), "annotations"), OBJSYNC_ADOPTED_ANNOTATION,
+                 cJSON_CreateNull());
+        log_info("objsync: %s %s/%s was adopted as it was; what slurmop writes for it changed: converging it",
+                 res->kind, ns, name);
+    } else {
+        patch = objsync_diff(want, live);
+    }
     cJSON_Delete(want);
     if (patch == NULL)
         return OBJSYNC_IN_SYNC;

@@ -28,6 +28,18 @@
  * included; anybody else's is remembered for 25 s (OBJSYNC_NOT_OWNED without
  * a request) and the callback gets OP_EEXISTS so the caller looks again.
  *
+ * Adoption (docs/migrate-from-slinky.md): an object that is ours by an
+ * ownerReference but lacks the managed-by label was made by another
+ * operator for the same custom resource (Slinky's, before slurmop took its
+ * place). It is taken over as it is: the first write adds only the label
+ * and OBJSYNC_ADOPTED_ANNOTATION, the hash of what slurmop would have
+ * written (objsync_adopted_hash), and nothing else, so a running
+ * StatefulSet, Deployment or ConfigMap keeps its pods and its files. While
+ * what slurmop would write still has that hash, the object is left alone
+ * (OBJSYNC_IN_SYNC). Once it differs (the user changed the custom
+ * resource, a NodeSet joined the Controller, ...) the object converges as
+ * any other, and the annotation is removed in the same patch.
+ *
  * One write per object is in flight at a time: while it is, and after it
  * succeeded until the cache shows its result, further calls for the same
  * object return OBJSYNC_PENDING without writing, so passes in between
@@ -63,6 +75,19 @@ enum objsync_result {
  * caches. */
 #define OBJSYNC_MANAGED_BY_LABEL "app.kubernetes.io/managed-by"
 #define OBJSYNC_MANAGED_BY "slurmop"
+/* On an adopted object: the hash of what slurmop wanted when it adopted it. */
+#define OBJSYNC_ADOPTED_ANNOTATION "slurmop.slinky.slurm.net/adopted"
+#define OBJSYNC_HASH_MAX 17
+
+/** The adoption hash of desired (with the managed-by label, as objsync
+ *  sends it): 16 hex digits of FNV-1a 64 over its canonical JSON. */
+void objsync_adopted_hash(const cJSON *desired, char out[OBJSYNC_HASH_MAX]);
+/** 1 when objsync_ensure would leave live as it is for desired because it
+ *  is adopted: it lacks the managed-by label but is owned (adopted now), or
+ *  it carries OBJSYNC_ADOPTED_ANNOTATION equal to desired's hash. For
+ *  callers that would otherwise replace the object (an immutable field
+ *  differs). */
+int objsync_adopted_keeps(const cJSON *desired, const cJSON *live);
 
 /** 1 when live may be written for desired: live carries an ownerReference
  *  whose uid is one of desired's ownerReferences, or the managed-by label

@@ -57,7 +57,8 @@ static const struct {
     [OPK_STATEFULSETS] = {&KUBE_STATEFULSETS, &KIND_FULL_NAMESPACED, NULL},
     [OPK_DEPLOYMENTS] = {&KUBE_DEPLOYMENTS, &KIND_FULL_NAMESPACED, NULL},
     [OPK_PDBS] = {&KUBE_PDBS, &KIND_FULL_NAMESPACED, NULL},
-    [OPK_REVISIONS] = {&KUBE_CONTROLLERREVISIONS, &KIND_FULL_NAMESPACED, "app.kubernetes.io/name=slurmd"},
+    /* No selector: Slinky's revisions carry none of our labels (kinds.h). */
+    [OPK_REVISIONS] = {&KUBE_CONTROLLERREVISIONS, &KIND_REVISIONS, NULL},
     [OPK_PVCS] = {&KUBE_PVCS, &KIND_FULL_NAMESPACED, NULL},
 };
 

@@ -199,6 +199,33 @@ const store_kind KIND_NODES = {
     .annotations = node_annotations,
 };
 
+/* ControllerRevisions are watched without a label selector: those Slinky's
+ * NodeSet controller made carry only the template's labels, and a NodeSet
+ * taken over from Slinky must find them (docs/migrate-from-slinky.md). A
+ * revision whose controller is no NodeSet (a StatefulSet's, a DaemonSet's)
+ * keeps only its name and owners, not the pod template it holds. */
+static cJSON *revision_trim(const cJSON *obj)
+{
+    const cJSON *refs = json_get(obj, "metadata.ownerReferences");
+    for (const cJSON *r = cJSON_IsArray(refs) ? refs->child : NULL; r; r = r->next)
+        if (json_get_bool(r, "controller", 0) && strcmp(json_get_str_or(r, "kind", ""), "NodeSet") == 0)
+            return cJSON_Duplicate(obj, 1);
+    cJSON *t = cJSON_CreateObject();
+    cJSON *meta = json_obj_ensure(t, "metadata");
+    json_set_str(meta, "name", json_get_str_or(obj, "metadata.name", ""));
+    json_set_str(meta, "namespace", json_get_str_or(obj, "metadata.namespace", ""));
+    if (refs)
+        json_set(meta, "ownerReferences", cJSON_Duplicate(refs, 1));
+    return t;
+}
+
+const store_kind KIND_REVISIONS = {
+    .name = "controllerrevisions",
+    .namespaced = 1,
+    .keep_json = STORE_JSON_TRIM,
+    .trim = revision_trim,
+};
+
 const store_kind KIND_FULL_NAMESPACED = {
     .name = "namespaced",
     .namespaced = 1,

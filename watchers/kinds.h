@@ -56,7 +56,7 @@ typedef struct pod_proj {
     uint32_t restarts;      /* sum of container restart counts */
 } pod_proj;
 
-extern const store_kind KIND_PODS, KIND_NODES, KIND_FULL_NAMESPACED, KIND_FULL_CLUSTER;
+extern const store_kind KIND_PODS, KIND_NODES, KIND_FULL_NAMESPACED, KIND_FULL_CLUSTER, KIND_REVISIONS;
 
 /** A hash of the True SlurmNodeState* conditions with their messages:
  *  the XOR over conditions of a hash of "type\0message". For the set a pod

@@ -1180,7 +1180,7 @@ static void test_plan_revisions(void **state)
     assert_int_equal(plan.revision, 1);
     assert_int_equal(plan.collision_count, 0);
 
-    nsb_rev revs[2] = {{n1, h1, 1, p1}, {n2, h2, 2, p2}};
+    nsb_rev revs[2] = {{n1, h1, 1, p1, 0}, {n2, h2, 2, p2, 0}};
     /* The newest equals the patch: reuse; current from status (name form). */
     nsb_plan_revisions(revs, 2, p2, 0, n1, "cpu", &plan);
     assert_int_equal(plan.action, NSB_REV_REUSE);
@@ -1205,7 +1205,7 @@ static void test_plan_revisions(void **state)
     /* A listed revision holds the name p3 would get, with other data: the
      * collision count moves on and the name changes. */
     char *n3 = nsb_revision_name("cpu", h3);
-    nsb_rev clash[1] = {{n3, h3, 7, p1}};
+    nsb_rev clash[1] = {{n3, h3, 7, p1, 0}};
     nsb_plan_revisions(clash, 1, p3, 0, NULL, "cpu", &plan);
     assert_int_equal(plan.action, NSB_REV_CREATE);
     assert_int_equal(plan.collision_count, 1);
@@ -1223,14 +1223,68 @@ static void test_plan_revisions(void **state)
     cJSON_Delete(p3);
 }
 
+/* A NodeSet taken over from Slinky: its ControllerRevision holds the same
+ * template in Go's serialization (zero values written out). It is reused, so
+ * the pods it labelled are at the update revision and nothing rolls; a real
+ * change (another image) still makes a new revision, and a revision of ours
+ * keeps the strict comparison. */
+static void test_plan_revisions_slinky(void **state)
+{
+    cJSON *ns = J("{\"metadata\":{\"name\":\"cpu\"},\"spec\":{\"replicas\":2,\"extraConf\":\"Features=cpu\","
+                  "\"slurmd\":{\"image\":\"slurmd:25.11\"},"
+                  "\"template\":{\"spec\":{\"hostname\":\"cpu-\"}}}}");
+    cJSON *ours = nsb_revision_patch(ns);
+    /* What Slinky 1.2.1 stores for that NodeSet (json.Marshal of its Go types). */
+    cJSON *go = J("{\"spec\":{\"template\":{\"$patch\":\"replace\",\"metadata\":{},"
+                  "\"spec\":{\"hostname\":\"cpu-\",\"containers\":null,\"resources\":{}}},"
+                  "\"ordinalPadding\":0,\"oversubscribeNode\":false,"
+                  "\"slurmd\":{\"$patch\":\"replace\",\"image\":\"slurmd:25.11\",\"resources\":{},\"args\":[]},"
+                  "\"extraConf\":\"Features=cpu\"}}");
+    assert_false(json_equal(go, ours));
+    assert_true(nsb_revision_equivalent(go, ours));
+    assert_true(nsb_revision_equivalent(ours, go));
+    nsb_rev revs[1] = {{"cpu-7b9d5c8f4", "7b9d5c8f4", 1, go, 1}};
+    nsb_rev_plan plan;
+    nsb_plan_revisions(revs, 1, ours, 0, "cpu-7b9d5c8f4", "cpu", &plan);
+    assert_int_equal(plan.action, NSB_REV_REUSE);
+    assert_int_equal(plan.update, 0);
+    assert_int_equal(plan.current, 0);
+    assert_string_equal(plan.hash, "7b9d5c8f4");
+    assert_int_equal(plan.revision, 1);
+    /* The same data under our label: only json_equal counts. */
+    revs[0].slinky = 0;
+    nsb_plan_revisions(revs, 1, ours, 0, NULL, "cpu", &plan);
+    assert_int_equal(plan.action, NSB_REV_CREATE);
+    assert_int_equal(plan.revision, 2);
+    /* Slinky's, but for another image: a new revision (the pods roll). */
+    revs[0].slinky = 1;
+    cJSON *other = cJSON_Duplicate(go, 1);
+    json_set_str(json_obj_path_ensure(other, "spec.slurmd"), "image", "slurmd:26.05");
+    revs[0].data = other;
+    assert_false(nsb_revision_equivalent(other, ours));
+    nsb_plan_revisions(revs, 1, ours, 0, NULL, "cpu", &plan);
+    assert_int_equal(plan.action, NSB_REV_CREATE);
+    /* Zero list elements are values, not absence. */
+    cJSON *l1 = J("{\"a\":[0,\"\",{}]}"), *l2 = J("{\"a\":[0]}"), *l3 = J("{\"a\":[0,\"\",{\"x\":null}]}");
+    assert_false(nsb_revision_equivalent(l1, l2));
+    assert_true(nsb_revision_equivalent(l1, l3));
+    cJSON_Delete(l1);
+    cJSON_Delete(l2);
+    cJSON_Delete(l3);
+    cJSON_Delete(other);
+    cJSON_Delete(go);
+    cJSON_Delete(ours);
+    cJSON_Delete(ns);
+}
+
 static void test_truncate_history(void **state)
 {
     cJSON *d = J("{}");
-    nsb_rev revs[5] = {{"cpu-r1", "r1", 1, d},
-                       {"cpu-r4", "r4", 4, d},
-                       {"cpu-r2", "r2", 2, d},
-                       {"cpu-r5", "r5", 5, d},
-                       {"cpu-r3", "r3", 3, d}};
+    nsb_rev revs[5] = {{"cpu-r1", "r1", 1, d, 0},
+                       {"cpu-r4", "r4", 4, d, 0},
+                       {"cpu-r2", "r2", 2, d, 0},
+                       {"cpu-r5", "r5", 5, d, 0},
+                       {"cpu-r3", "r3", 3, d, 0}};
     /* Live: update (name form), current (hash form), a pod's label. */
     const char *live[] = {"cpu-r5", "r2", "cpu-r3"};
     size_t out[5];
@@ -1803,7 +1857,7 @@ int main(void)
         cmocka_unit_test(test_stamp_pod),        cmocka_unit_test(test_daemon_fit),
         cmocka_unit_test(test_revision_patch),   cmocka_unit_test(test_revision_hash),
         cmocka_unit_test(test_build_revision),   cmocka_unit_test(test_plan_revisions),
-        cmocka_unit_test(test_truncate_history), cmocka_unit_test(test_pvc),
+        cmocka_unit_test(test_plan_revisions_slinky), cmocka_unit_test(test_truncate_history), cmocka_unit_test(test_pvc),
         cmocka_unit_test(test_shared_objects),   cmocka_unit_test(test_victim_rules),
         cmocka_unit_test(test_victim_sort),      cmocka_unit_test(test_pod_from_json),
         cmocka_unit_test(test_max_unavailable),  cmocka_unit_test(test_split_update),

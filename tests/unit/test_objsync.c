@@ -34,6 +34,7 @@ struct server {
     hs_req *held[MAX_HELD];
     int n_held;
     int posts, patches, gets;
+    char last_patch[4096]; /* the body of the last PATCH */
 };
 
 static struct server S;
@@ -75,8 +76,12 @@ static void handler(hs_req *req, void *data)
         hs_respond(req, 200, "application/json", NULL, FOREIGN, strlen(FOREIGN));
         return;
     }
-    if (!strcmp(m, "PATCH"))
+    if (!strcmp(m, "PATCH")) {
         S.patches++;
+        size_t len = 0;
+        const char *b = hs_req_body(req, &len);
+        snprintf(S.last_patch, sizeof(S.last_patch), "%s", b ? b : "");
+    }
     else if (!strcmp(m, "POST"))
         S.posts++;
     if (S.hold_writes) {
@@ -236,6 +241,85 @@ static void test_label_filtered_cache(void **state)
     store_free(filtered);
 }
 
+/* A StatefulSet that another operator (Slinky) made for the same owner: it
+ * has the owner's ownerReference but not our label. The first write adopts
+ * it as it is (label and hash only, none of its spec); while what we want is
+ * unchanged nothing more is written, and objsync_adopted_keeps says so (the
+ * Controller does not replace it over its serviceName); once what we want
+ * changes it converges and the mark goes. */
+static void test_adopt(void **state)
+{
+    store *cache = store_new(&KIND_FULL_NAMESPACED);
+    objsync *os = objsync_new(C);
+    cJSON *want = cJSON_Parse("{\"apiVersion\":\"apps/v1\",\"kind\":\"StatefulSet\",\"metadata\":{\"name\":"
+                                 "\"slurm-controller\",\"namespace\":\"ns\",\"labels\":{\"app\":\"slurmctld\"},"
+                                 "\"ownerReferences\":[{\"kind\":\"Controller\",\"name\":\"slurm\",\"uid\":\"u1\"}]},"
+                                 "\"spec\":{\"serviceName\":\"slurm-controller-internal\",\"replicas\":1}}");
+    cJSON *live = cJSON_Parse("{\"apiVersion\":\"apps/v1\",\"kind\":\"StatefulSet\",\"metadata\":{\"name\":"
+                                 "\"slurm-controller\",\"namespace\":\"ns\",\"resourceVersion\":\"10\",\"uid\":\"s1\","
+                                 "\"labels\":{\"app\":\"slurmctld\"},"
+                                 "\"ownerReferences\":[{\"kind\":\"Controller\",\"name\":\"slurm\",\"uid\":\"u1\"}]},"
+                                 "\"spec\":{\"serviceName\":\"slurm-controller\",\"replicas\":1}}");
+    assert_non_null(want);
+    assert_non_null(live);
+    assert_true(store_upsert(cache, live) >= 0);
+    assert_true(objsync_adopted_keeps(want, live));
+
+    struct result r = {0};
+    assert_int_equal(objsync_ensure(os, cache, &KUBE_STATEFULSETS, want, on_synced, &r), OBJSYNC_WRITING);
+    tl_run_until(&TL, &r.done);
+    assert_int_equal(S.patches, 1);
+    cJSON *patch = cJSON_Parse(S.last_patch);
+    assert_non_null(patch);
+    assert_null(json_child(patch, "spec")); /* nothing of the spec: serviceName stays */
+    const cJSON *labels = json_get(patch, "metadata.labels");
+    assert_string_equal(cJSON_GetObjectItem(labels, OBJSYNC_MANAGED_BY_LABEL)->valuestring, OBJSYNC_MANAGED_BY);
+    const cJSON *mark = cJSON_GetObjectItem(json_get(patch, "metadata.annotations"), OBJSYNC_ADOPTED_ANNOTATION);
+    char h[OBJSYNC_HASH_MAX];
+    objsync_adopted_hash(want, h);
+    assert_string_equal(mark->valuestring, h);
+    cJSON_Delete(patch);
+
+    /* The cache shows the adoption: in sync, no write, kept. */
+    json_set_str(json_obj_ensure(json_obj_ensure(live, "metadata"), "labels"), OBJSYNC_MANAGED_BY_LABEL,
+                 OBJSYNC_MANAGED_BY);
+    json_set_str(json_obj_ensure(json_obj_ensure(live, "metadata"), "annotations"), OBJSYNC_ADOPTED_ANNOTATION, h);
+    json_set_str(json_obj_ensure(live, "metadata"), "resourceVersion", "11");
+    assert_true(store_upsert(cache, live) >= 0);
+    assert_int_equal(objsync_ensure(os, cache, &KUBE_STATEFULSETS, want, on_synced, &r), OBJSYNC_IN_SYNC);
+    assert_int_equal(S.patches, 1);
+    assert_true(objsync_adopted_keeps(want, live));
+
+    /* What we want changes: converge, and the mark goes. */
+    json_set_int(json_obj_ensure(want, "spec"), "replicas", 2);
+    assert_false(objsync_adopted_keeps(want, live));
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(objsync_ensure(os, cache, &KUBE_STATEFULSETS, want, on_synced, &r), OBJSYNC_WRITING);
+    tl_run_until(&TL, &r.done);
+    assert_int_equal(S.patches, 2);
+    patch = cJSON_Parse(S.last_patch);
+    assert_int_equal(json_get_int(patch, "spec.replicas", 0), 2);
+    assert_string_equal(json_get_str(patch, "spec.serviceName"), "slurm-controller-internal");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(json_get(patch, "metadata.annotations"),
+                                                 OBJSYNC_ADOPTED_ANNOTATION)));
+    cJSON_Delete(patch);
+
+    /* Our own object (label, no mark) is never "kept". */
+    cJSON *mine = cJSON_Duplicate(live, 1);
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(mine, "metadata"), "annotations");
+    assert_false(objsync_adopted_keeps(want, mine));
+    /* Nor somebody else's (no owner of ours). */
+    cJSON *foreign = cJSON_Parse(FOREIGN);
+    assert_false(objsync_adopted_keeps(want, foreign));
+
+    cJSON_Delete(foreign);
+    cJSON_Delete(mine);
+    cJSON_Delete(want);
+    cJSON_Delete(live);
+    objsync_free(os);
+    store_free(cache);
+}
+
 static void test_free_with_write_in_flight(void **state)
 {
     store *cache = store_new(&KIND_FULL_NAMESPACED);
@@ -262,6 +346,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_contexts_keep_their_own_tables, setup, teardown),
         cmocka_unit_test_setup_teardown(test_label_filtered_cache, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adopt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_with_write_in_flight, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
