@@ -93,18 +93,6 @@ def run_side(cl, ns):
     return P.settle(cl, ns, WANT)
 
 
-def rbac_dir(slinky_dir, work):
-    """A folder whose config/rbac/role.yaml is the manager's ClusterRole
-    (v1.1.0 keeps it there; v1.2 under config/rbac/manager/)."""
-    if os.path.exists(os.path.join(slinky_dir, "config", "rbac", "role.yaml")):
-        return slinky_dir
-    shim = os.path.join(work, "slinky-rbac")
-    os.makedirs(os.path.join(shim, "config", "rbac"))
-    os.symlink(os.path.join(slinky_dir, "config", "rbac", "manager", "role.yaml"),
-               os.path.join(shim, "config", "rbac", "role.yaml"))
-    return shim
-
-
 def pods(c, ns):
     """name -> (uid, deleting) of every pod of ns and ns-xns (the xns ones as name+xns)."""
     out = {}
@@ -172,7 +160,7 @@ def main():
     cl.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
     for ns in (NS, NS + P.XNS):
         cl.kubectl("create", "namespace", ns)
-    slinky_kc = P.slinky_rbac(cl, rbac_dir(senv["SLINKY_DIR"], work), work)
+    slinky_kc = P.slinky_rbac(cl, senv["SLINKY_DIR"], work)
     c = cl.client()
     failures = []
 
