@@ -12,6 +12,7 @@
 #include "core/intern.h"
 #include "core/json.h"
 #include "core/store.h"
+#include "watchers/kinds.h"
 
 struct events {
     int adds, updates, deletes;
@@ -157,12 +158,46 @@ static void test_relist_per_namespace(void **state)
     store_free(s);
 }
 
+/* ControllerRevisions are watched without a selector (Slinky's carry none of
+ * our labels): a NodeSet's keeps its data (the template the NodeSet compares),
+ * any other owner's only its name and owners, still found by owner uid. */
+static void test_revision_kind(void **state)
+{
+    store *s = store_new(&KIND_REVISIONS);
+    int ix = store_add_owner_index(s);
+    cJSON *mine = cJSON_Parse("{\"metadata\":{\"name\":\"cpu-7b9d\",\"namespace\":\"ns\",\"uid\":\"r1\","
+                              "\"resourceVersion\":\"1\",\"labels\":{\"controller.kubernetes.io/hash\":\"7b9d\"},"
+                              "\"ownerReferences\":[{\"kind\":\"NodeSet\",\"name\":\"cpu\",\"uid\":\"n1\","
+                              "\"controller\":true}]},\"revision\":1,\"data\":{\"spec\":{\"template\":{}}}}");
+    cJSON *other = cJSON_Parse("{\"metadata\":{\"name\":\"web-5f6\",\"namespace\":\"ns\",\"uid\":\"r2\","
+                               "\"resourceVersion\":\"2\",\"ownerReferences\":[{\"kind\":\"StatefulSet\","
+                               "\"name\":\"web\",\"uid\":\"s1\",\"controller\":true}]},\"revision\":3,"
+                               "\"data\":{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"big\"}]}}}}}");
+    assert_true(store_upsert(s, mine) >= 0);
+    assert_true(store_upsert(s, other) >= 0);
+    const sobj *a = store_get(s, "ns", "cpu-7b9d");
+    const sobj *b = store_get(s, "ns", "web-5f6");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(json_get(a->json, "data.spec.template"));
+    assert_int_equal(json_get_int(a->json, "revision", 0), 1);
+    assert_string_equal(sobj_label(a, "controller.kubernetes.io/hash"), "7b9d");
+    assert_null(json_get(b->json, "data"));
+    assert_string_equal(b->uid, "r2");
+    assert_int_equal(store_index_count(s, ix, "s1"), 1);
+    assert_int_equal(store_index_count(s, ix, "n1"), 1);
+    cJSON_Delete(mine);
+    cJSON_Delete(other);
+    store_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basic_and_indexes),
         cmocka_unit_test(test_relist_diff),
         cmocka_unit_test(test_relist_per_namespace),
+        cmocka_unit_test(test_revision_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
