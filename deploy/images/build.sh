@@ -6,8 +6,9 @@
 #
 # Targets:
 #   operator  docker.io/library/slurmop:<deploy/helm/slurmop appVersion>, from
-#             deploy/Dockerfile with `buildah bud`; its base images debian:12
-#             and debian:12-slim are made here from a debootstrap of bookworm
+#             deploy/Dockerfile with `buildah bud`; its base images debian:13
+#             and debian:13-slim are made here from a debootstrap of trixie
+#             (mbedtls 3.6 LTS, so that its servers speak TLS 1.3)
 #             and imported into buildah's storage (nothing is pulled)
 #   slurm     localhost/slurmop/{slurmctld,slurmd,slurmrestd,slurmdbd,login,sackd}:<version>,
 #             one debootstrap root file system (Debian trixie for 24.11, forky
@@ -431,7 +432,10 @@ build_operator() {
     ver=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$ROOT/deploy/helm/slurmop/Chart.yaml")
     [ -n "$ver" ] || die "no appVersion in deploy/helm/slurmop/Chart.yaml"
     local ref=docker.io/library/slurmop:$ver
-    base=$(rootfs debian-bookworm bookworm "")
+    # The suite of the base images (deploy/Dockerfile's DEBIAN_IMAGE and
+    # RUNTIME_IMAGE name its number).
+    local suite=trixie debver=13
+    base=$(rootfs debian-$suite $suite "")
     local srchash
     # One sha256sum for all the files (a process per file takes seconds).
     srchash=$(cd "$ROOT" && operator_sources | while read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done \
@@ -454,9 +458,9 @@ build_operator() {
     if [ ! -f "$out" ]; then
         t0=$(now_ms)
         need buildah buildah
-        local bases=$CACHE/out/debian-12-$(hash_of "$HERE/build.sh" "$HERE/ocipack.py" "$base/.images-rootfs").tar
+        local bases=$CACHE/out/debian-$debver-$(hash_of "$HERE/build.sh" "$HERE/ocipack.py" "$base/.images-rootfs").tar
         if [ ! -f "$bases" ]; then
-            say "base images debian:12, debian:12-slim from $base"
+            say "base images debian:$debver, debian:$debver-slim from $base"
             STAGE=$(stage "$base")
             # The official images' apt sources: the suite, its updates and
             # security. debootstrap wrote the suite only.
@@ -466,13 +470,13 @@ build_operator() {
             cat > "$STAGE/etc/apt/sources.list.d/debian.sources" <<EOF
 Types: deb
 URIs: $MIRROR
-Suites: bookworm bookworm-updates
+Suites: $suite $suite-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 Types: deb
 URIs: $sec
-Suites: bookworm-security
+Suites: $suite-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
@@ -486,12 +490,12 @@ Dir::Cache::pkgcache "";
 Dir::Cache::srcpkgcache "";
 EOF
             # Both tags slimmed the same way (this image is built, not run):
-            # the official debian:12 differs from -slim by its docs only.
+            # the official debian:13 differs from -slim by its docs only.
             slim "$STAGE"
-            pack "$bases" "$(spec docker.io/library/debian:12 '' '[]' '["bash"]')" \
-                "$(spec docker.io/library/debian:12-slim '' '[]' '["bash"]')"
+            pack "$bases" "$(spec docker.io/library/debian:$debver '' '[]' '["bash"]')" \
+                "$(spec docker.io/library/debian:$debver-slim '' '[]' '["bash"]')"
             rm -rf "$STAGE"
-            evict "$CACHE/out/debian-12-" "$bases"
+            evict "$CACHE/out/debian-$debver-" "$bases"
         fi
         say "operator image $ref: buildah bud -f deploy/Dockerfile"
         mkdir -p "$CACHE/buildah/root"
@@ -501,8 +505,8 @@ EOF
         # a temporary folder, so the next run starts with nothing mounted.
         if ! nice unshare -m --propagation private bash -euo pipefail -c '
             B=(buildah --root "$1/root" --runroot "$2/runroot" --storage-driver overlay)
-            "${B[@]}" rmi -f docker.io/library/debian:12 docker.io/library/debian:12-slim >/dev/null 2>&1 || true
-            for tag in 12 12-slim; do
+            "${B[@]}" rmi -f "docker.io/library/debian:$8" "docker.io/library/debian:$8-slim" >/dev/null 2>&1 || true
+            for tag in "$8" "$8-slim"; do
                 id=$("${B[@]}" pull --quiet "oci-archive:$3:docker.io/library/debian:$tag")
                 "${B[@]}" tag "$id" "docker.io/library/debian:$tag"
             done
@@ -517,7 +521,7 @@ EOF
                 "${B[@]}" rm --all >/dev/null 2>&1 || true
                 "${B[@]}" rmi --prune >/dev/null 2>&1 || true
             fi
-            ' _ "$CACHE/buildah" "$TMP" "$bases" "$ROOT" "$ref" "$out" "$commit" >"$log" 2>&1; then
+            ' _ "$CACHE/buildah" "$TMP" "$bases" "$ROOT" "$ref" "$out" "$commit" "$debver" >"$log" 2>&1; then
             tail -n 20 "$log" >&2
             die "buildah failed (log: $log)"
         fi

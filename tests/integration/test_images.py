@@ -20,7 +20,9 @@ Without building anything (any user, no network):
 With root (CI), `deploy/images/build.sh` builds (cached: seconds when warm)
 the operator, pause, Slurm 26.05 and 24.11, and MariaDB images; each archive's
 config has the expected entrypoint, user and ports; the operator binary runs
-`--version` as its numeric user in its root file system mounted read-only; the
+`--version` as its numeric user in its root file system mounted read-only,
+links mbedtls 3.6, and, run there against kubesim with --metrics-secure,
+negotiates TLS 1.3 with a client that offers only 1.3 (and still 1.2); the
 Slurm binaries are the expected version and the slurm user is uid 401; a warm
 second run is a no-op. SLURMOP_IMAGES_TEST_TARGETS narrows the targets (e.g.
 "pause operator"); exit 77 when not root.
@@ -395,6 +397,66 @@ def chroot_ro(root, argv, user=None, env_extra=None):
                           capture_output=True, text=True, timeout=60, env=env)
 
 
+def chroot_popen(root, argv, user=None):
+    """chroot_ro's environment, started in the background."""
+    cmd = ("mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro \"$0\" && "
+           "mount -t tmpfs tmpfs \"$0/run\" && mount -t tmpfs tmpfs \"$0/tmp\" && "
+           "mount -t proc proc \"$0/proc\" && mount --rbind /dev \"$0/dev\" && exec chroot %s \"$0\" \"$@\"") % (
+        "--userspec=%s" % user if user else "")
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+    return subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd, root] + argv,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def tls_versions(root):
+    """Run the image's operator (its root read-only, as 65532) against kubesim with a self-signed
+    --metrics-secure listener; the protocol a client offering only TLS 1.3, then only 1.2, gets."""
+    import socket
+    import ssl
+    sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
+    from kubesim import Kubesim
+    out = {}
+    with Kubesim(nodes=0) as ks:
+        kc = os.path.join(root, "etc", "slurmop-test-kubeconfig")
+        shutil.copy(ks.kubeconfig, kc)
+        os.chmod(kc, 0o644)
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        p = chroot_popen(root, ["/usr/local/bin/slurmop", "--kubeconfig", "/etc/slurmop-test-kubeconfig",
+                                "--metrics-secure", "--metrics-addr", "127.0.0.1:%d" % port, "--health-addr", "0"],
+                         user="65532:65532")
+        try:
+            for want in (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2):
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE  # a self-signed certificate: only the protocol is checked
+                ctx.minimum_version = ctx.maximum_version = want
+                deadline = time.monotonic() + 30
+                while True:
+                    try:
+                        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+                            with ctx.wrap_socket(raw) as t:
+                                out[want.name] = t.version()
+                        break
+                    except ConnectionRefusedError:
+                        if time.monotonic() > deadline or p.poll() is not None:
+                            out[want.name] = "refused"
+                            break
+                        time.sleep(0.2)
+                    except ssl.SSLError as e:
+                        out[want.name] = "refused: %s" % e.reason
+                        break
+        finally:
+            p.terminate()
+            log = p.communicate(timeout=30)[0]
+            os.unlink(kc)
+    if not out.get("TLSv1_3", "").startswith("TLSv1.3"):
+        print(log[-2000:])
+    return out
+
+
 def leftovers(cache):
     """Mounts below the cache and the files buildah writes outside it."""
     mounts = [l.split()[4] for l in open("/proc/self/mountinfo") if l.split()[4].startswith(cache)]
@@ -444,6 +506,10 @@ def test_built(tmp):
             p = chroot_ro(r, ["/bin/sh", "-c", "ldd /usr/local/bin/slurmop"])
             check("libslurm" not in p.stdout, "operator: no libslurm linked (OP_WITH_LIBSLURM=OFF)")
             check("not found" not in p.stdout, "operator: every shared library present")
+            check("libmbedtls.so.21" in p.stdout, "operator: linked against mbedtls 3.6 (libmbedtls.so.21)")
+            got = tls_versions(r)
+            check(got.get("TLSv1_3") == "TLSv1.3" and got.get("TLSv1_2") == "TLSv1.2",
+                  "operator: its HTTPS listener negotiates TLS 1.3 (and 1.2 when only that is offered): %s" % got)
     if "slurm" in targets:
         for ver in ("26.05", "24.11"):
             imgs, _ = build(["slurm"], ver)
