@@ -88,7 +88,7 @@ def main():
         check(row[:5] == ["gpu", "2", "2", "1", "1"], p.stdout)
         p = k("get", "nodeset", "gpu", "-o", "wide")
         check(header(p.stdout) == ["NAME", "DESIRED", "REPLICAS", "UPDATED", "READY", "IDLE", "ALLOCATED", "DOWN",
-                                   "DRAIN", "AGE"], p.stdout)
+                                   "DRAIN", "BLOCKED", "AGE"], p.stdout)
         check(p.stdout.splitlines()[1].split()[5] == "2", p.stdout)
         p = k("get", "nss", "-A")
         check(header(p.stdout)[0] == "NAMESPACE" and "default" in p.stdout, p.stdout)
