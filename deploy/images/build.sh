@@ -360,12 +360,16 @@ build_mariadb() {
         install -m 0755 "$HERE/mariadb-entrypoint.sh" "$t/usr/local/bin/mariadb-entrypoint.sh"
         cat > "$t/etc/mysql/mariadb.conf.d/90-slurmop.cnf" <<'EOF'
 # slurmop's MariaDB image: listen on every address (a pod's), no DNS
-# look-ups of clients; slurmdbd's recommended InnoDB settings.
+# look-ups of clients; slurmdbd's recommended InnoDB settings. Snapshot
+# isolation (on by default since MariaDB 11.6) fails a transaction that
+# meets a concurrent write, which slurmdbd takes as fatal (it says so at
+# start-up).
 [mariadbd]
 bind-address = 0.0.0.0
 skip-name-resolve
 innodb_buffer_pool_size = 128M
 innodb_lock_wait_timeout = 900
+innodb_snapshot_isolation = OFF
 EOF
         # Offline table tools and clients an Accounting's database never
         # runs (about 5 MB each): the server, its set-up (mariadb-install-db,

@@ -581,6 +581,12 @@ def test_built(tmp):
             check(p.returncode == 0 and ref.split(":")[-1] in p.stdout, "mariadb: %s" % p.stdout.strip())
             p = chroot_ro(r, ["id", "mysql"])
             check("uid=999(mysql)" in p.stdout, "mariadb: mysql is uid 999 (%s)" % p.stdout.strip())
+            # slurmdbd refuses to run safely on snapshot isolation, MariaDB
+            # 11.8's default (seen on real pods: "innodb_snapshot_isolation
+            # is enabled, which is not supported by Slurm").
+            p = chroot_ro(r, ["my_print_defaults", "mariadbd"])
+            check("--innodb_snapshot_isolation=OFF" in p.stdout.split(),
+                  "mariadb: innodb_snapshot_isolation=OFF in its configuration (%s)" % p.stdout.split())
     # Checked under the build lock, so that another build running meanwhile
     # (the real-pods suite's) cannot be mistaken for a leftover of ours.
     import fcntl
