@@ -8,6 +8,7 @@
 #include "reconcilers/accounting_build.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
+#include "reconcilers/tenancy.h"
 #include "watchers/slinky.h"
 
 static void reconcile(crc_pass *p);
@@ -17,12 +18,28 @@ struct accounting_state {
     crc_module m; /* first: crc_state_new */
 };
 
+/* The NodeSets of every Controller (deleting ones too) whose accountingRef
+ * names the Accounting: while they drain, slurm.conf must keep its
+ * accounting lines (docs/compat.md#deleting-a-cluster). Only Controllers
+ * the Accounting admits count: another namespace's tenant must not keep it
+ * from being deleted by naming it. */
+static size_t nodesets_served(operator *op, const sobj *o)
+{
+    size_t n = 0, it = 0;
+    const sobj *c;
+    while ((c = store_next(op_store(op, OPK_CONTROLLERS), &it)))
+        if (c->json && cw_controller_uses_accounting(c->json, o->ns, o->name) && tnc_admits(o->json, c->ns))
+            n += crc_nodesets_of(op, c->ns, c->name);
+    return n;
+}
+
 static const crc_module module = {
     .name = ACCOUNTING_CONTROLLER,
     .kind = ACB_KIND,
     .store = OPK_ACCOUNTINGS,
     .res = &SLINKY_ACCOUNTINGS,
     .sync = reconcile,
+    .nodesets_served = nodesets_served,
 };
 
 accounting_state *accounting_state_new(void)
@@ -62,6 +79,38 @@ static void on_configmap(store *s, const sobj *old_obj, const sobj *new_obj, voi
     enqueue_users(data, o->ns, o->name, cw_accounting_uses_configmap);
 }
 
+/* The Accounting that a Controller's accountingRef names (in the
+ * reference's namespace, by default the Controller's). */
+static void enqueue_of(crc_module *m, const sobj *ctl)
+{
+    if (ctl == NULL || ctl->json == NULL)
+        return;
+    const char *name = json_get_str(ctl->json, "spec.accountingRef.name");
+    const char *ns = cw_ref_ns(ctl->json, "spec.accountingRef");
+    if (name && *name && ns)
+        crc_enqueue(m, ns, name);
+}
+
+/* A Controller added, gone or naming another Accounting: the Accountings it
+ * named and names take or may drop CRC_NODESETS_FINALIZER. */
+static void on_controller(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    enqueue_of(data, old_obj);
+    enqueue_of(data, new_obj);
+}
+
+/* A NodeSet added or gone: so may the Accounting of its Controller. */
+static void on_nodeset(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
+{
+    if (old_obj && new_obj)
+        return;
+    crc_module *m = data;
+    const sobj *o = new_obj ? new_obj : old_obj;
+    const char *ns = cw_ref_ns(o->json, "spec.controllerRef"), *ctl = cw_controller_ref(o->json);
+    if (ns && ctl)
+        enqueue_of(m, store_get(op_store(m->op, OPK_CONTROLLERS), ns, ctl));
+}
+
 static void setup(operator *op)
 {
     crc_module *m = &op->accounting->m;
@@ -70,6 +119,8 @@ static void setup(operator *op)
     store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, m);
     store_on_change(op_store(op, OPK_SECRETS), on_secret, m);
     store_on_change(op_store(op, OPK_CONFIGMAPS), on_configmap, m);
+    store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, m);
+    store_on_change(op_store(op, OPK_NODESETS), on_nodeset, m);
 }
 
 /* ------------------------------------------------------------------ */

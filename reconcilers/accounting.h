@@ -8,8 +8,14 @@
  * same pass. An external Accounting (spec.external) gets nothing: the
  * Controller's slurm.conf points at its externalConfig.
  *
+ * While NodeSets of a Controller that names it (and that it admits) exist,
+ * the Accounting holds CRC_NODESETS_FINALIZER, as the Controller and the
+ * RestApi do: deleted with its cluster, it goes after the drain, so that
+ * slurm.conf keeps its accounting lines and slurmctld is not rolled meanwhile.
+ *
  * Watches: the CR; its StatefulSet, Service and Secret; a Secret it names
- * (slurm key, JWT key, database password); the ConfigMap of its jwksKeyRef.
+ * (slurm key, JWT key, database password); the ConfigMap of its jwksKeyRef;
+ * the Controllers naming it and their NodeSets (added or gone).
  * No periodic requeue.
  */
 #ifndef OP_ACCOUNTING_H

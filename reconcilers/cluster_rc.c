@@ -258,9 +258,14 @@ static void fin_written(int err, const cJSON *obj, const kube_status *st, void *
 static void hold_for_nodesets(crc_module *m, const sobj *o)
 {
     const char *ns = NULL, *name = NULL;
-    m->cluster_of(o, &ns, &name);
     int has = crc_has_finalizer(o->json, CRC_NODESETS_FINALIZER);
-    int busy = ns && name && crc_nodesets_of(m->op, ns, name) > 0;
+    int busy;
+    if (m->nodesets_served) {
+        busy = m->nodesets_served(m->op, o) > 0;
+    } else {
+        m->cluster_of(o, &ns, &name);
+        busy = ns && name && crc_nodesets_of(m->op, ns, name) > 0;
+    }
     int want;
     if (o->deleting)
         want = has && busy;
@@ -268,9 +273,10 @@ static void hold_for_nodesets(crc_module *m, const sobj *o)
         want = has || busy;
     if (want == has || crc_gate_busy(&m->fin_gates, o->key, o->rv))
         return;
-    if (o->deleting)
-        log_info("%s %s: no NodeSet of Controller %s/%s is left: releasing it", m->kind, o->key, ns ? ns : "",
-                 name ? name : "");
+    if (o->deleting && ns && name)
+        log_info("%s %s: no NodeSet of Controller %s/%s is left: releasing it", m->kind, o->key, ns, name);
+    else if (o->deleting)
+        log_info("%s %s: no NodeSet it serves is left: releasing it", m->kind, o->key);
     cJSON *list = cJSON_CreateArray();
     const cJSON *f;
     cJSON_ArrayForEach(f, json_get(o->json, "metadata.finalizers"))
@@ -305,7 +311,7 @@ static wq_result run(crc_module *m, const char *key, uint64_t first_add_ns)
     struct accepted *a = map_get(&m->accepted, key);
     if (a && strcmp(a->uid, o->uid) != 0)
         forget_key(m, key); /* deleted and created again: a new object */
-    if (m->cluster_of)
+    if (m->cluster_of || m->nodesets_served)
         hold_for_nodesets(m, o);
     if (o->deleting)
         return WQ_RESULT_OK; /* owned objects go with the garbage collector */
@@ -348,6 +354,7 @@ void *crc_state_new(size_t size, const crc_module *tmpl)
     m->sync = tmpl->sync;
     m->forget = tmpl->forget;
     m->cluster_of = tmpl->cluster_of;
+    m->nodesets_served = tmpl->nodesets_served;
     return m;
 }
 

@@ -102,6 +102,10 @@ struct crc_module {
      * name, pointers into o). Set, the CR holds CRC_NODESETS_FINALIZER while
      * NodeSets of that Controller exist (crc_hold_for_nodesets). */
     void (*cluster_of)(const sobj *o, const char **ns, const char **name);
+    /* Optional, for a CR that serves several clusters: how many NodeSets
+     * depend on it (the Accounting: those of every Controller whose
+     * accountingRef names it). Set, it decides instead of cluster_of. */
+    size_t (*nodesets_served)(operator *op, const sobj *o);
     /* read-only, set by crc_setup */
     operator *op;
     /* private */
@@ -137,7 +141,11 @@ struct crc_pass {
  * drains its pods through Slurm, and slurmctld and slurmrestd must outlive
  * it. With it, deleting everything at once (helm uninstall) ends with every
  * pod drained: the NodeSets go first, then the Controller and the RestApi,
- * whose objects the garbage collector then removes. */
+ * whose objects the garbage collector then removes. The Accounting a
+ * Controller names holds it too: gone before the Controller, it would change
+ * slurm.conf (no accounting) and so roll slurmctld, slurmrestd and the login
+ * pods in the middle of the drain, with the keys' Secrets already deleted
+ * (helm deletes Secrets and ConfigMaps before custom resources). */
 #define CRC_NODESETS_FINALIZER "slinky.slurm.net/nodesets"
 
 /** Whether obj's metadata.finalizers has name. */
