@@ -35,7 +35,12 @@ IMAGES = {"slurmd": {"image": "ghcr.io/slinkyproject/slurmd:test"}, "logfile": {
 
 
 def leader(op):
-    return op.metric("leader_election_master_status") == 1.0
+    # A process just started may not listen yet, or answer slowly on a
+    # loaded machine: that is "not leading yet", not a failure.
+    try:
+        return op.metric("leader_election_master_status") == 1.0
+    except OSError:
+        return False
 
 
 def lease(c, ns):
@@ -50,7 +55,7 @@ def test_one_leader_and_failover():
         make_cluster(c, nodesets={"cpu": dict(replicas=2, **IMAGES)})
         a = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace=ks.lease_namespace).start()
         try:
-            wait_for(lambda: leader(a), 20, what="the first process leads")
+            wait_for(lambda: leader(a), 60, what="the first process leads")
             b = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace=ks.lease_namespace).start()
             try:
                 b.wait_ready()  # caches sync on followers too
@@ -90,7 +95,7 @@ def test_sighup_and_sigquit_release_the_lease():
             a = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace=ks.lease_namespace,
                         **timing).start()
             procs.append(a)
-            wait_for(lambda: leader(a), 20, what="the first process leads")
+            wait_for(lambda: leader(a), 60, what="the first process leads")
             for sig in (signal.SIGHUP, signal.SIGQUIT):
                 b = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace=ks.lease_namespace,
                             **timing).start()
@@ -132,7 +137,7 @@ def test_second_signal_still_releases_the_lease():
                     shutdown_grace=60, **timing).start()
         b = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace=ks.lease_namespace, **timing)
         try:
-            wait_for(lambda: leader(a), 20, what="the first process leads")
+            wait_for(lambda: leader(a), 60, what="the first process leads")
             b.start()
             b.wait_ready()
             wait_for(lambda: len(pods_of(c, "cpu")) == 1, 30, what="1 pod")
@@ -205,7 +210,7 @@ def test_old_leader_fenced_after_stall():
         b = Slurmop(ks.kubeconfig, leader_elect=True, leader_elect_namespace="default", namespace="other", qps=2,
                     burst=2, **TIMING)
         try:
-            wait_for(lambda: leader(a), 20, what="the first process leads")
+            wait_for(lambda: leader(a), 60, what="the first process leads")
             b.start()
             b.wait_ready(60)
             b_id = re.search(r"campaigning for lease \S+ as (\S+)", b.stderr()).group(1)
