@@ -58,13 +58,19 @@ def yaml_to_json(paths):
 
 def wait_for(pred, timeout=30, interval=0.05, what="condition"):
     """Poll pred() until it returns a true value; return it. Fails with the
-    last value after timeout seconds."""
+    last value after timeout seconds. A pred() that raises OSError (a
+    connection refused or timed out: a process not listening yet, or slow to
+    answer on a loaded machine) is asked again; the error is the last value."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
-        last = pred()
-        if last:
-            return last
+        try:
+            last = pred()
+        except OSError as e:
+            last = e
+        else:
+            if last:
+                return last
         time.sleep(interval)
     raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
 
