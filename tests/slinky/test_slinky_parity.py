@@ -570,9 +570,11 @@ def apply_inputs(cl, ns, restapi):
         c.close()
 
 
-def settle(cl, ns, want, quiet=4.0, timeout=60):
+def settle(cl, ns, want, quiet=4.0, timeout=180):
     """Wait until the namespace holds every (kind, name) of want and nothing
-    an operator made has changed for `quiet` seconds; returns the objects."""
+    an operator made has changed for `quiet` seconds; returns the objects.
+    The LoginSets' Deployments come after their SSH host keys, whose RSA 4096
+    keys took 39-55 s under ASan on a loaded machine: hence the long bound."""
     c = cl.client()
     try:
         deadline = time.monotonic() + timeout
