@@ -27,6 +27,7 @@
 #                      wait until they are Ready; prints the export lines
 #   import ARCHIVE...  import OCI/docker image archives into every Node's
 #                      containerd (namespace k8s.io)
+#   tag SRC DST        tag image SRC as DST in every Node's containerd
 #   images             the images of Node 0's containerd
 #   stop               stop and clean up (idempotent)
 #   status             one line per process; exit 0 when all run
@@ -486,6 +487,17 @@ import_images() { # ARCHIVE...
     done
 }
 
+# tag_image SRC DST: DST names SRC's image in every Node's containerd (a
+# "new" image for a rolling update that needs no registry and no build).
+tag_image() {
+    local i
+    N=$(node_count_started)
+    [ "$N" -gt 0 ] || die "no real Nodes at $D"
+    for ((i = 0; i < N; i++)); do
+        ctr_node "$i" images tag --force "$1" "$2" >/dev/null || die "node $i: ctr images tag $1 $2 failed"
+    done
+}
+
 do_nodes_start() {
     N=${1:-}
     [[ $N =~ ^[0-9]+$ ]] && [ "$N" -ge 1 ] && [ "$N" -le 50 ] || die "usage: nodes.sh start N (1..50)"
@@ -644,6 +656,7 @@ case $cmd in
     stop) do_nodes_stop ;;
     status) do_nodes_status ;;
     import) [ $# -ge 1 ] || die "usage: nodes.sh import ARCHIVE..."; import_images "$@" ;;
+    tag) [ $# -eq 2 ] || die "usage: nodes.sh tag SRC DST"; tag_image "$1" "$2" ;;
     images) ctr_node 0 images ls -q ;;
     -h|--help|help) sed -n '2,/^set -e/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
     *) sed -n '2,/^set -e/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;

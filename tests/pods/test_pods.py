@@ -38,6 +38,8 @@ import sys
 import tempfile
 import time
 
+import day2
+
 SRC = os.environ.get("OP_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 K8S = os.path.join(SRC, "tests", "k8s")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -215,7 +217,7 @@ def build_images():
     if not os.path.isfile(script):
         skip("deploy/images/build.sh is not there yet: no images to run")
     t0 = time.time()
-    p = run(["bash", script, "--slurm", VERSION, "operator", "slurm"], ok=False, timeout=3600)
+    p = run(["bash", script, "--slurm", VERSION, "operator", "slurm", "mariadb"], ok=False, timeout=3600)
     if p.returncode == 77:
         skip("deploy/images/build.sh: " + (p.stderr.strip().splitlines() or ["exit 77"])[-1])
     if p.returncode != 0:
@@ -293,7 +295,7 @@ def operator_log_403(pod):
 def cluster_values(images):
     with open(os.path.join(HERE, "values.json.in")) as f:
         text = f.read()
-    img = {n: slurm_image(images, n) for n in ("slurmctld", "slurmd", "slurmrestd", "login")}
+    img = {n: slurm_image(images, n) for n in ("slurmctld", "slurmd", "slurmrestd", "slurmdbd", "login")}
     for n, v in img.items():
         text = text.replace("@%s_REPO@" % n.upper(), v["repository"]).replace("@%s_TAG@" % n.upper(), v["tag"])
     text = text.replace("@REPLICAS@", str(KUBELETS))
@@ -530,7 +532,7 @@ def uninstall_cluster():
         left = kubectl("-n", NS, "get", "pods,nodesets.slinky.slurm.net,controllers.slinky.slurm.net,"
                        "restapis.slinky.slurm.net,loginsets.slinky.slurm.net,accountings.slinky.slurm.net,"
                        "tokens.slinky.slurm.net,statefulsets,deployments,services,configmaps,secrets",
-                       "-o", "name").stdout.split()
+                       "-l", "!" + day2.LABEL, "-o", "name").stdout.split()
         left = [x for x in left if not x.startswith("configmap/kube-root-ca.crt")]
         return not left or None
     wait_for("nothing left in namespace %s" % NS, empty, 60)
@@ -596,6 +598,7 @@ def main():
         started = True
         start_cluster(k8s_dir)
         import_images(images)
+        day2.prepare(sys.modules[__name__], images)
         op_pod = install_operator(images)
         log("operator Ready: %s" % op_pod)
 
@@ -606,10 +609,12 @@ def main():
         pod_delete_replaced(feature)
         wait_for("every node idle after the pod delete", lambda: all_idle(KUBELETS), 60, every=1)
         busy_scale_in(KUBELETS)
+        day2.run(sys.modules[__name__])
 
         bad = operator_log_403(op_pod)
         check(not bad, "the operator's log shows RBAC refusals:\n" + "\n".join(bad[:20]))
         uninstall_cluster()
+        day2.teardown(sys.modules[__name__])
         bad = operator_log_403(op_pod)
         check(not bad, "the operator's log shows RBAC refusals:\n" + "\n".join(bad[:20]))
         helm("uninstall", "slurmop", "-n", NS_OP, "--wait", "--timeout", "60s")
