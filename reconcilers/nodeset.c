@@ -2234,7 +2234,10 @@ static size_t drain_on_delete(struct pass *p)
     }
     collect_pods(p);
     if (p->n_pods == 0) {
-        nss_set_finalizer(p->op, p->o, NSS_DRAIN_FINALIZER, 0);
+        /* Its partition leaves slurm.conf with it: not while slurmctld
+         * keeps job records that name it. */
+        if (nss_jobrec_clear(p->op, p->o, p->ns))
+            nss_set_finalizer(p->op, p->o, NSS_DRAIN_FINALIZER, 0);
         return 0;
     }
     nss_observe(p->op, p->o);

@@ -128,6 +128,11 @@ typedef struct nss_set {
      * how many unhealthy ones the cap held back in the last pass */
     map_t health;
     size_t health_waiting;
+    /* A NodeSet being deleted waits for Slurm's job records of its
+     * partition (nss_jobrec_clear): since when (uv_now ms; 0: not
+     * waiting), and whether its Event was sent */
+    uint64_t jobrec_since;
+    int jobrec_warned;
 } nss_set;
 
 typedef struct kept_ent {
@@ -2254,6 +2259,61 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
         }
     }
     free(nodes);
+}
+
+/* How long a NodeSet being deleted waits for its partition's job records
+ * (MinJobAge, 300 s by default, then slurmctld's purge every 60 s) before
+ * it goes anyway, with a Warning: every wait is bounded. */
+#define JOBREC_MAX_MS (60u * 60u * 1000u)
+#define JOBREC_RETRY_MS 3000u
+
+int nss_jobrec_clear(operator *op, const sobj *nodeset, const cJSON *ns)
+{
+    nss_state *st = op->nodeset_slurm;
+    if (nss_delete_without_drain(nodeset) || !json_get_bool(ns, "spec.partition.enabled", 0))
+        return 1; /* opted out, or no partition of ours in slurm.conf */
+    nss_set *s = set_get(st, nodeset, ns);
+    char pb[256];
+    const char *part = clc_nodeset_name(ns, pb, sizeof(pb));
+    nc_cache *cache = NULL;
+    int avail = slurmclient_get(op, s->ctl_key, &cache);
+    if (avail == SC_NO_RESTAPI)
+        return 1; /* nothing to ask; without a RestApi no drain could have been proved either */
+    uint64_t now = now_ms(st);
+    if (!s->jobrec_since)
+        s->jobrec_since = now;
+    int named = -1;
+    if (avail == SC_READY) {
+        nc_want_jobs(cache);
+        named = nc_job_in_partition(cache, part);
+    }
+    if (named == 0) {
+        if (s->jobrec_warned)
+            op_event(op, nodeset, NSB_KIND, "JobRecordsPurged", "Finalize",
+                     "Slurm keeps no job record of partition %s any more: the NodeSet leaves slurm.conf", part);
+        s->jobrec_since = 0;
+        return 1;
+    }
+    if (now - s->jobrec_since >= JOBREC_MAX_MS) {
+        op_warn(op, nodeset, NSB_KIND, "JobRecordsWaitExpired",
+                "Waited %u minutes for Slurm to purge the job records of partition %s (or to be readable); the "
+                "NodeSet leaves slurm.conf now",
+                JOBREC_MAX_MS / 60000u, part);
+        s->jobrec_since = 0;
+        return 1;
+    }
+    if (!s->jobrec_warned) {
+        s->jobrec_warned = 1;
+        op_warn(op, nodeset, NSB_KIND, "WaitingForJobRecords",
+                named > 0 ? "Every pod is gone, but Slurm still keeps records of jobs in partition %s (MinJobAge): "
+                            "the NodeSet stays in slurm.conf until they are purged (slurmctld fails to load job "
+                            "state that names a partition slurm.conf no longer has)"
+                          : "Every pod is gone, but Slurm's job list cannot be read, so it is not known whether job "
+                            "records of partition %s remain; the NodeSet stays in slurm.conf until it can be read",
+                part);
+    }
+    enqueue_after(st, s->key, JOBREC_RETRY_MS);
+    return 0;
 }
 
 int nss_finalize(operator *op, const sobj *nodeset, const cJSON *ns)

@@ -117,6 +117,18 @@ void nss_forget(operator *op, const char *key);
  *  reservation, then drop the finalizer); returns non-zero when the pass
  *  must stop here. */
 int nss_finalize(operator *op, const sobj *nodeset, const cJSON *ns);
+/** A NodeSet being deleted whose pods are all gone: 1 when its drain
+ *  finalizer may go, i.e. its partition (spec.partition.enabled) may leave
+ *  slurm.conf: Slurm's current job list has no record, in any state, in
+ *  that partition. slurmctld keeps a job's record MinJobAge (300 s by
+ *  default) after it ended, and one that names a partition slurm.conf no
+ *  longer has made slurmctld crash on its next reconfigure, again at
+ *  every start (Slinky issue 138). 0: wait (the NodeSet is queued again in
+ *  3 s; a Warning Event says why once); a job list that cannot be read
+ *  counts as naming it. 1 at once without a partition, with the opt-out
+ *  annotation or without a RestApi; bounded: after an hour, 1 with a
+ *  Warning. */
+int nss_jobrec_clear(operator *op, const sobj *nodeset, const cJSON *ns);
 /** Start of a pass: forget the last pass's condemnations and drains, and
  *  ask the Controller's node cache for job deadlines. (Slurm node events
  *  reach the owning NodeSet through an index of the pods store by Slurm

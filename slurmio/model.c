@@ -549,6 +549,7 @@ static int parse_job(const cJSON *o, sm_job *j)
         return OP_EPARSE;
     }
     j->nodes = get_text(o, "nodes");
+    j->partition = get_text(o, "partition");
     j->start_time = get_time(o, "start_time", 0);
     int64_t lim = 0;
     /* v0.0.38: null means unlimited; v0.0.40+: infinite, or not set. */
@@ -680,8 +681,10 @@ void sm_response_free(sm_response *r)
     for (size_t i = 0; i < r->n_nodes; i++)
         sm_node_clear(&r->nodes[i]);
     free(r->nodes);
-    for (size_t i = 0; i < r->n_jobs; i++)
+    for (size_t i = 0; i < r->n_jobs; i++) {
         free(r->jobs[i].nodes);
+        free(r->jobs[i].partition);
+    }
     free(r->jobs);
     for (size_t i = 0; i < r->n_pings; i++) {
         free(r->pings[i].hostname);

@@ -323,6 +323,7 @@ typedef struct sm_job {
     int state;          /* enum sm_job_state */
     uint32_t flags;     /* SM_JF_* */
     char *nodes;        /* hostlist expression; "" while pending */
+    char *partition;    /* its partition(s), comma-separated; NULL when not reported */
     int64_t start_time; /* epoch seconds; 0 when unset */
     int64_t time_limit; /* minutes; SM_INFINITE when unlimited or unset */
 } sm_job;

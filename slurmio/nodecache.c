@@ -213,6 +213,12 @@ struct nc_cache {
      * expand; every node is then held. */
     map_t holders;
     int jobs_bad;
+    /* The partitions some job record of the current list (any state, ended
+     * ones too, until MinJobAge purges them) is in: name -> name; and those
+     * that left the list, kept until a read suspect_confirm_ms later agrees
+     * (an empty or partial answer is not a purge): name -> uint64_t ms. */
+    map_t job_parts;
+    map_t job_parts_gone;
     map_t job_waiters; /* name -> name: told (on_node) when the next job read completes */
     map_t jobs_vanished; /* name -> uint64_t ms: its holder left the list unseen ended (apply_jobs) */
     /* Why the table is held (c->suspect): for logs and the owner's Event. */
@@ -1358,7 +1364,8 @@ static void fire_missing(nc_cache *c, const map_t *a, const map_t *b)
 
 static void apply_jobs(nc_cache *c, const sm_response *resp, const nc_rq *r)
 {
-    map_t nm, holders, named;
+    map_t nm, holders, named, parts;
+    map_init_type(&parts, &map_type_free_val);
     map_init_type(&nm, &deadline_type);
     map_init_type(&holders, &map_type_free_val);
     map_init_type(&named, &map_type_free_val);
@@ -1366,6 +1373,17 @@ static void apply_jobs(nc_cache *c, const sm_response *resp, const nc_rq *r)
     for (size_t i = 0; i < resp->n_jobs; i++) {
         const sm_job *j = &resp->jobs[i];
         int run = j->state == SM_JOB_RUNNING, holds = sm_job_holds_nodes(j);
+        for (const char *p = j->partition; p && *p;) {
+            const char *e = strchr(p, ',');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            char part[256];
+            if (len && len < sizeof(part)) {
+                memcpy(part, p, len);
+                part[len] = '\0';
+                name_set_add(&parts, part);
+            }
+            p = e ? e + 1 : p + len;
+        }
         if (!j->nodes || !j->nodes[0])
             continue;
         hostlist_names hn;
@@ -1456,6 +1474,43 @@ static void apply_jobs(nc_cache *c, const sm_response *resp, const nc_rq *r)
     map_free(&c->holders);
     c->holders = holders;
     c->jobs_bad = bad;
+    /* A partition whose records all left the list: slurmctld purged them,
+     * or the answer lost them. Kept until a read sent suspect_confirm_ms
+     * later agrees; one listed again starts afresh. */
+    map_t kept;
+    map_init_type(&kept, &map_type_free_val);
+    it = 0;
+    while (map_next(&c->job_parts, &it, &k, &v)) {
+        if (map_get(&parts, k))
+            continue;
+        uint64_t *since = map_get(&c->job_parts_gone, k);
+        if (since == NULL) {
+            since = xmalloc(sizeof(*since));
+            *since = r->sent_ms ? r->sent_ms : 1;
+            map_put(&c->job_parts_gone, xstrdup(k), since);
+        }
+        if (r->sent_ms < *since + c->o.suspect_confirm_ms) {
+            name_set_add(&kept, k);
+            c->jobs_confirm = 1;
+        }
+    }
+    n_drop = 0;
+    drop = xcalloc(c->job_parts_gone.count + 1, sizeof(*drop));
+    it = 0;
+    while (map_next(&c->job_parts_gone, &it, &k, &v))
+        if (!map_get(&kept, k))
+            drop[n_drop++] = xstrdup(k);
+    for (size_t i = 0; i < n_drop; i++) {
+        map_drop(&c->job_parts_gone, drop[i]);
+        free(drop[i]);
+    }
+    free(drop);
+    it = 0;
+    while (map_next(&kept, &it, &k, &v))
+        name_set_add(&parts, k);
+    map_free(&kept);
+    map_free(&c->job_parts);
+    c->job_parts = parts;
 }
 
 /* A job read ended (either way): tell those who wait for one. */
@@ -1614,6 +1669,13 @@ int nc_jobs_free(nc_cache *c, const char *name, unsigned max_age_ms)
 int nc_jobs_failed(const nc_cache *c)
 {
     return c->jobs_failed || c->jobs_bad;
+}
+
+int nc_job_in_partition(const nc_cache *c, const char *partition)
+{
+    if (!nc_jobs_ready(c) || c->jobs_failed)
+        return -1;
+    return map_get(&c->job_parts, partition) != NULL;
 }
 
 int nc_job_holds(const nc_cache *c, const char *name)
@@ -2207,6 +2269,8 @@ int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
     map_init_type(&c->nodes, &node_type);
     map_init_type(&c->deadlines, &deadline_type);
     map_init_type(&c->holders, &map_type_free_val);
+    map_init_type(&c->job_parts, &map_type_free_val);
+    map_init_type(&c->job_parts_gone, &vanished_type);
     map_init_type(&c->job_waiters, &map_type_free_val);
     map_init_type(&c->jobs_vanished, &vanished_type);
     list_init(&c->reread);
@@ -2245,6 +2309,8 @@ static void on_handle_closed(uv_handle_t *h)
     map_free(&c->nodes);
     map_free(&c->deadlines);
     map_free(&c->holders);
+    map_free(&c->job_parts);
+    map_free(&c->job_parts_gone);
     map_free(&c->job_waiters);
     map_free(&c->jobs_vanished);
     resvs_free(c->resvs, c->n_resvs);

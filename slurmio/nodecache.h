@@ -239,6 +239,11 @@ int nc_jobs_failed(const nc_cache *c);
 /** 1 when a job of the current list holds the node, 0 when none does, -1
  *  when the list is not current or did not read cleanly. */
 int nc_job_holds(const nc_cache *c, const char *name);
+/** 1 when a job record of the current list, in any state (ended ones too:
+ *  slurmctld keeps them MinJobAge, 300 s by default), is in that partition;
+ *  0 when none is; -1 when the list is not current or its last read
+ *  failed. */
+int nc_job_in_partition(const nc_cache *c, const char *partition);
 /** The latest deadline (sm_job_deadline) of the running jobs on a node:
  *  0 when none runs there, SM_INFINITE when one has no limit. */
 int64_t nc_deadline(const nc_cache *c, const char *name);

@@ -891,6 +891,49 @@ static void test_jobs_proof(void **state)
     sim_stop(&TL);
 }
 
+/* The partitions job records are in (nc_job_in_partition: a NodeSet's
+ * partition leaves slurm.conf only once none is): every state counts, ended
+ * ones too; a list that loses them keeps them until a read a second later
+ * agrees (an empty answer is not slurmctld's purge). */
+static void test_job_partitions(void **state)
+{
+    (void)state;
+    int64_t t = 1700000000;
+    sim_start(&TL.loop, 42, NULL);
+    sim_set(&SIM.nodes, one_table("v1", "\"IDLE\"", 0, t));
+    SIM.jobs = xasprintf("{\"jobs\":[{\"job_id\":9,\"job_state\":[\"COMPLETED\"],\"nodes\":\"v1\","
+                         "\"partition\":\"gpu,debug\"},{\"job_id\":10,\"job_state\":[\"PENDING\"],"
+                         "\"nodes\":\"\",\"partition\":\"cpu\"}],\"last_update\":{\"set\":true,"
+                         "\"infinite\":false,\"number\":%lld},\"errors\":[]}",
+                         (long long)t);
+    cluster cl = open_cluster(42, 20, 50);
+    assert_int_equal(nc_job_in_partition(cl.cache, "gpu"), -1); /* not read yet */
+    nc_want_jobs(cl.cache);
+    wait_ready(&cl);
+    for (int i = 0; i < 200 && !nc_jobs_ready(cl.cache); i++)
+        settle(5);
+    assert_int_equal(nc_job_in_partition(cl.cache, "gpu"), 1);
+    assert_int_equal(nc_job_in_partition(cl.cache, "debug"), 1);
+    assert_int_equal(nc_job_in_partition(cl.cache, "cpu"), 1); /* pending, no nodes */
+    assert_int_equal(nc_job_in_partition(cl.cache, "gp"), 0);
+    assert_int_equal(nc_job_holds(cl.cache, "v1"), 0); /* ended: holds nothing */
+    /* The records go (purged, or an answer lost them): kept for now ... */
+    sim_set(&SIM.jobs, jobs42(NULL, NULL, t + 1));
+    settle(300);
+    assert_int_equal(nc_job_in_partition(cl.cache, "gpu"), 1);
+    /* ... and gone once a read a second later agrees. */
+    for (int i = 0; i < 400 && nc_job_in_partition(cl.cache, "gpu") != 0; i++)
+        settle(10);
+    assert_int_equal(nc_job_in_partition(cl.cache, "gpu"), 0);
+    assert_int_equal(nc_job_in_partition(cl.cache, "cpu"), 0);
+    /* A failed read: unknown. */
+    sim_set(&SIM.jobs, jobs42("\"RUNNING\"", "v1", t));
+    settle(200);
+    assert_int_equal(nc_job_in_partition(cl.cache, "gpu"), -1);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
 /* A node listed twice in one answer (finding 4): the table is held, the
  * cache not ready, the reason said; a clean answer ends it. */
 static void test_duplicate_held(void **state)
@@ -1255,6 +1298,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_poll_304_and_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_2205_update_time_quirk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fail_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_job_partitions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_settles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_comment_applied, setup, teardown),
         cmocka_unit_test_setup_teardown(test_track, setup, teardown),
