@@ -2265,7 +2265,7 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
  * (MinJobAge, 300 s by default, then slurmctld's purge every 60 s) before
  * it goes anyway, with a Warning: every wait is bounded. */
 #define JOBREC_MAX_MS (60u * 60u * 1000u)
-#define JOBREC_RETRY_MS 3000u
+#define JOBREC_RETRY_MS 1000u
 
 int nss_jobrec_clear(operator *op, const sobj *nodeset, const cJSON *ns)
 {
@@ -2275,6 +2275,12 @@ int nss_jobrec_clear(operator *op, const sobj *nodeset, const cJSON *ns)
     nss_set *s = set_get(st, nodeset, ns);
     char pb[256];
     const char *part = clc_nodeset_name(ns, pb, sizeof(pb));
+    /* The whole cluster going (its Controller deleted, or gone): no
+     * slurmctld is reconfigured without the partition; an uninstall does
+     * not wait for MinJobAge. */
+    const sobj *ctl = store_get_key(op_store(op, OPK_CONTROLLERS), s->ctl_key);
+    if (ctl == NULL || ctl->deleting)
+        return 1;
     nc_cache *cache = NULL;
     int avail = slurmclient_get(op, s->ctl_key, &cache);
     if (avail == SC_NO_RESTAPI)

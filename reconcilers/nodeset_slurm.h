@@ -124,10 +124,11 @@ int nss_finalize(operator *op, const sobj *nodeset, const cJSON *ns);
  *  default) after it ended, and one that names a partition slurm.conf no
  *  longer has made slurmctld crash on its next reconfigure, again at
  *  every start (Slinky issue 138). 0: wait (the NodeSet is queued again in
- *  3 s; a Warning Event says why once); a job list that cannot be read
+ *  1 s, a pass of a NodeSet without pods; a Warning Event says why once); a job list that cannot be read
  *  counts as naming it. 1 at once without a partition, with the opt-out
- *  annotation or without a RestApi; bounded: after an hour, 1 with a
- *  Warning. */
+ *  annotation, without a RestApi, or when its Controller is being deleted
+ *  too (an uninstall: no slurmctld is reconfigured without it); bounded:
+ *  after an hour, 1 with a Warning. */
 int nss_jobrec_clear(operator *op, const sobj *nodeset, const cJSON *ns);
 /** Start of a pass: forget the last pass's condemnations and drains, and
  *  ask the Controller's node cache for job deadlines. (Slurm node events
