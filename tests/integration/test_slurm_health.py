@@ -107,6 +107,8 @@ def step_replace(c, op, lab):
     wait_for(lambda: health_cond(pod(c, "slinky-3")), 10, what="SlurmNodeUnhealthy on slinky-3")
     log("ok 1a: condition -> drain %.3f s (reason %r)" % (took, n["reason"]))
     while lab.job_state(job)[0] in ("RUNNING", "COMPLETING"):
+        assert time.monotonic() - t0 < 60, "job %s still %s after 60 s: %s" % (job, lab.job_state(job),
+                                                                          lab.node("slinky-3"))
         p = pod(c, "slinky-3")
         assert p and p["metadata"]["uid"] == uid and not p["metadata"].get("deletionTimestamp"), \
             "slinky-3 deleted while its job ran"
