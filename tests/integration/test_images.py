@@ -278,6 +278,49 @@ def test_entrypoints(tmp):
     check(rc == 0 and json.loads(out) == ["slurmd", "-D", "--conf", "Gres=gpu:[0-1]*"],
           "slurmd: no pathname expansion of the options: %r" % out)
 
+    # A dynamic node that slurmctld forgets (restarted without its state;
+    # 24.11's slurmd never registers again): after 3 "not found" answers by
+    # name, slurmd is stopped, so that the container starts again and
+    # registers. The stand-in slurmd runs until stopped; the stand-in
+    # scontrol knows the node for its first 2 calls, then not. Before any
+    # answer that knows the node nothing counts; another error resets.
+    fake = os.path.join(root, "fake")
+    state = os.path.join(tmp, "scontrol-calls")
+    with open(os.path.join(fake, "scontrol"), "w") as f:
+        f.write("""#!/bin/bash
+n=$(( $(cat %s 2>/dev/null || echo 0) + 1 )); echo $n > %s
+[ "$2 $3" = "node n7" ] || { echo "bad args $*"; exit 2; }
+case $n in
+  1) echo "Node n7 not found"; exit 1 ;;
+  2|3) echo "NodeName=n7 State=IDLE"; exit 0 ;;
+  4) echo "slurm_load_node error: Unable to contact slurm controller"; exit 1 ;;
+  *) echo "Node n7 not found"; exit 1 ;;
+esac
+""" % (state, state))
+    os.chmod(os.path.join(fake, "scontrol"), 0o755)
+    with open(os.path.join(fake, "slurmd-long"), "w") as f:
+        # A script keeps its name ("slurmd") for pkill -x.
+        f.write("#!/bin/bash\ntrap 'kill $!; exit 0' TERM\nsleep 60 >/dev/null 2>&1 </dev/null &\nwait\n")
+    os.chmod(os.path.join(fake, "slurmd-long"), 0o755)
+    os.rename(os.path.join(fake, "slurmd"), os.path.join(fake, "slurmd-args"))
+    shutil.copy(os.path.join(fake, "slurmd-long"), os.path.join(fake, "slurmd"))
+    t0 = time.monotonic()
+    rc, out, err = run_ep(root, "slurmd-entrypoint.sh", ["-Z", "-N", "n7", "--conf", "Features=a"],
+                          {"SLURMD_REGISTRATION_CHECK": "0.2"})
+    took = time.monotonic() - t0
+    calls = int(open(state).read())
+    check(took < 20 and "no longer has node n7" in err and calls == 7,
+          "slurmd: stopped after slurmctld forgot its dynamic node (3 answers after it had one; %d calls, "
+          "%.1f s, rc %d): %s" % (calls, took, rc, err[-600:]))
+    os.remove(state)
+    # Without -Z (a node of slurm.conf) or with the check off, no watch.
+    with open(os.path.join(fake, "slurmd"), "w") as f:
+        f.write("#!/bin/bash\nsleep 2\n")
+    rc, out, err = run_ep(root, "slurmd-entrypoint.sh", ["-Z", "-N", "n7"], {"SLURMD_REGISTRATION_CHECK": "0"})
+    check(not os.path.exists(state) and "no longer has" not in err,
+          "slurmd: SLURMD_REGISTRATION_CHECK=0 asks nothing: %s" % err[-300:])
+    shutil.copy(os.path.join(fake, "slurmd-args"), os.path.join(fake, "slurmd"))
+
     # supervise: a side daemon that exits starts again; SIGTERM reaches both;
     # the exit status is the main daemon's.
     script = os.path.join(tmp, "sup.sh")

@@ -10,6 +10,8 @@
 #   POD_TOPOLOGY  when set, Topology=<it> joins --conf
 #   SSHD_OPTIONS  sshd's extra options (evaluated like SLURMD_OPTIONS)
 #   SLURMD_SSHD=0 do not start sshd
+#   SLURMD_REGISTRATION_CHECK  seconds between the checks that slurmctld still
+#                 has this dynamic node (default 10, 0: none; watch_registration)
 # Items join the value of the first --conf (or --conf=VALUE) in the options;
 # without one, "--conf ITEMS" is added. An empty "Topology=" item (an unset
 # topology variable) is dropped from --conf instead of being passed on,
@@ -97,9 +99,62 @@ run_sshd() {
     exec /usr/sbin/sshd -D -e "${OPTS[@]}"
 }
 
+# node_name: the name slurmd registers under (-N NAME, else the host name).
+node_name() {
+    local i n=${#ARGS[@]}
+    for ((i = 0; i < n; i++)); do
+        case ${ARGS[$i]} in
+            -N) if ((i + 1 < n)); then echo "${ARGS[$((i + 1))]}"; return; fi ;;
+            -N?*) echo "${ARGS[$i]#-N}"; return ;;
+        esac
+    done
+    hostname
+}
+
+# watch_registration: slurmd -Z (a dynamic node) registers once, when it
+# starts. A slurmctld restarted without its state (no persistence) no
+# longer knows the node, and 24.11's slurmd never registers again by
+# itself. So once slurmctld has shown the node, it is asked for it every
+# SLURMD_REGISTRATION_CHECK seconds (default 10; 0: never); after 3 answers
+# in a row that it has no such node (an answer by name: slurmctld knows no
+# job there), slurmd is stopped and the container, started again by the
+# kubelet, registers the node anew. An unreachable slurmctld is no answer.
+watch_registration() {
+    local every=${SLURMD_REGISTRATION_CHECK:-10} name seen=0 misses=0 out sp=""
+    # A sleep of ours must not outlive the entrypoint (supervise's TERM).
+    trap '[ -z "$sp" ] || kill "$sp" 2>/dev/null; exit 0' TERM INT
+    nap() {
+        sleep "$every" </dev/null &
+        sp=$!
+        wait "$sp"
+        sp=""
+    }
+    name=$(node_name)
+    while nap; do
+        if out=$(scontrol show node "$name" 2>&1); then
+            seen=1 misses=0
+            continue
+        fi
+        case $out in
+            *"Node $name not found"*) [ "$seen" = 0 ] || misses=$((misses + 1)) ;;
+            *) misses=0 ;;
+        esac
+        if [ "$misses" -ge 3 ]; then
+            log "slurmctld no longer has node $name (3 reads, ${every} s apart): stopping slurmd so that it registers again"
+            pkill -TERM -x slurmd || true
+            while nap; do :; done
+        fi
+    done
+}
+
 log "slurmd -D ${ARGS[*]}"
-if [ "${SLURMD_SSHD:-1}" = 0 ] || [ "$(id -u)" != 0 ]; then
-    run_slurmd
+sides=()
+case " ${ARGS[*]} " in
+    *" -Z "*) [ "${SLURMD_REGISTRATION_CHECK:-10}" = 0 ] || sides+=(watch_registration) ;;
+esac
+if [ "${SLURMD_SSHD:-1}" != 0 ] && [ "$(id -u)" = 0 ]; then
+    host_keys
+    sides+=(run_sshd)
 fi
-host_keys
-supervise run_slurmd -- run_sshd
+[ ${#sides[@]} -gt 0 ] || run_slurmd
+supervise run_slurmd -- "${sides[@]}"
