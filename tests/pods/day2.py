@@ -221,15 +221,13 @@ def token_scenario(t, node_names):
     t.measure("day2_token_cr_to_secret", time.time() - t0)
     # The data parser versions differ by release (24.11: v0.0.40-42; 26.05
     # newer): the newest one slurmrestd serves.
-    got = None
+    tried = []
     for v in ("v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40"):
         status, body = _rest_get(t, "/slurm/%s/nodes" % v, jwt)
-        if status != 404:
-            got = (v, status, body)
+        tried.append("%s: HTTP %d %s" % (v, status, " ".join(body.split())[:300]))
+        if status == 200:
             break
-    t.check(got, "slurmrestd serves none of v0.0.40-44 /nodes")
-    v, status, body = got
-    t.check(status == 200, "GET /slurm/%s/nodes with the Token's JWT: HTTP %d %s" % (v, status, body[:1500]))
+    t.check(status == 200, "GET /slurm/v0.0.4x/nodes with the Token's JWT:\n" + "\n".join(tried))
     names = {n.get("name") for n in json.loads(body).get("nodes", [])}
     t.check(set(node_names) <= names, "slurmrestd listed nodes %s, want %s" % (sorted(names), sorted(node_names)))
     t.log("Token %s (user %s): GET /slurm/%s/nodes -> %d, nodes %s" % (TOKEN, TOKEN_USER, v, status, sorted(names)))
