@@ -299,7 +299,7 @@ def cluster_values(images):
     for n, v in img.items():
         text = text.replace("@%s_REPO@" % n.upper(), v["repository"]).replace("@%s_TAG@" % n.upper(), v["tag"])
     text = text.replace("@REPLICAS@", str(KUBELETS))
-    values = json.loads(text)
+    values = day2.adjust_values(sys.modules[__name__], json.loads(text))
     path = os.path.join(ENV["K8S_DIR"], "values-%s.json" % VERSION)
     with open(path, "w") as f:
         json.dump(values, f, indent=1)
