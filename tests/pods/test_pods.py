@@ -288,7 +288,11 @@ def install_operator(images):
 
 def operator_log_403(pod):
     out = kubectl("-n", NS_OP, "logs", pod, ok=False).stdout
-    bad = [line for line in out.splitlines() if re.search(r'\b403\b|[Ff]orbidden', line)]
+    # A refused request logs the error's name ("forbidden") and the API
+    # server's message ("... is forbidden: User ..."); a bare 403 matched a
+    # resourceVersion of 403 in a routine line.
+    bad = [line for line in out.splitlines()
+           if re.search(r'[Ff]orbidden|(?:status|code|HTTP)[ =:"]*403\b', line)]
     return bad
 
 
