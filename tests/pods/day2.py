@@ -60,7 +60,11 @@ RELEASE = "/tmp/slurmop-day2-release"  # the held job ends when this file exists
 #     slurmdbd refuses that ("should be 600 is 640 accessible for group or
 #     others") and exits, and 24.11's slurmctld then waits for slurmdbd
 #     ("Still don't know my ClusterID") and serves nothing. 26.05 accepts it.
-KNOWN_OPEN = set() if os.environ.get("SLURMOP_PODS_STRICT") == "1" else {"dbd-conf-mode"}
+#   uncordon-down: after the roll, the busy pod's replacement was uncordoned
+#     while its node was DOWN from the old pod's preStop; the node was set
+#     DOWN again, reason "slurm-operator: Pod ... was uncordoned", and stayed
+#     down though slurmd answered (issue 32, defect 5, seen once on 26.05).
+KNOWN_OPEN = set() if os.environ.get("SLURMOP_PODS_STRICT") == "1" else {"dbd-conf-mode", "uncordon-down"}
 
 
 def accounting_on(t):
@@ -378,9 +382,17 @@ def roll_scenario(t, held, queued, busy_pod):
     t.check(j.get("JobState") == "COMPLETED" and j.get("ExitCode") == "0:0",
             "job %s after the roll: %s %s, want COMPLETED 0:0" % (held, j.get("JobState"), j.get("ExitCode")))
     names = [t.slurm_node_of(p) for p in t.worker_pods()]
-    t.wait_for("the replaced nodes registered idle and job %s done" % queued,
-               lambda: (all(t.slurm_nodes().get(n, ("",))[0] == "idle" for n in names)
-                        and _state(t, queued) == "COMPLETED"), 120, every=1)
+    t.wait_for("job %s done" % queued, lambda: _state(t, queued) == "COMPLETED", 120, every=1)
+    try:
+        t.wait_for("the replaced nodes registered idle", lambda: all(
+            t.slurm_nodes().get(n, ("",))[0] == "idle" for n in names), 60, every=1)
+    except t.Fail:
+        down = {n: t.in_login("scontrol show node %s | sed -n 's/^ *Reason=//p'" % n, ok=False).stdout.strip()
+                for n in names if t.slurm_nodes().get(n, ("",))[0] != "idle"}
+        if "uncordon-down" not in KNOWN_OPEN or not all("was uncordoned" in r for r in down.values()):
+            raise
+        print("KNOWN DEFECT (day2, uncordon-down, issue 32 defect 5, not fixed on main yet): after the roll "
+              "nodes %s stay down: %s" % (sorted(down), down), flush=True)
     t.measure("day2_roll_patch_to_nodes_idle", time.time() - t0)
 
 
