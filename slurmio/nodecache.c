@@ -1603,12 +1603,15 @@ static void do_jobs(uv_timer_t *t)
     if (c->closing || c->jobs_polling)
         return;
     nc_rq *r = rq_new(c, NULL);
-    /* While a holder that vanished unseen waits for its confirming read,
-     * ask for the whole list: an answer "not changed since update_time" is
-     * never applied, so it could not confirm, and after slurmctld restarted
-     * without its state it would say so for as long as no job is submitted
-     * (the node then stayed held for good). */
-    r->update_time = c->jobs_ok && c->jobs_vanished.count == 0 ? c->jobs_update_time : 0;
+    /* While a holder that vanished unseen, or a partition whose records
+     * all left the list, waits for its confirming read, ask for the whole
+     * list: an answer "not changed since update_time" is never applied, so
+     * it could not confirm, and after slurmctld restarted without its state
+     * (or purged the last records) it would say so for as long as no job is
+     * submitted (the node then stayed held, the NodeSet kept, for good). */
+    r->update_time = c->jobs_ok && c->jobs_vanished.count == 0 && c->job_parts_gone.count == 0
+                         ? c->jobs_update_time
+                         : 0;
     c->jobs_polling = 1;
     if (sr_get_jobs(c->rest, r->update_time, on_jobs, r) < 0) {
         c->jobs_polling = 0;
