@@ -8,6 +8,7 @@
 #include "core/err.h"
 #include "core/mem.h"
 #include "core/rfc3339.h"
+#include "reconcilers/nodeset_slurm.h"
 
 void nh_config_init(nh_config *c)
 {
@@ -196,37 +197,10 @@ size_t nh_admit(nh_cand *c, size_t n, size_t held, size_t cap)
 
 char *nh_reason(const char *why)
 {
-    static const char prefix[] = "slurm-operator: ";
-    const unsigned char *p = (const unsigned char *)(why ? why : "");
-    size_t cap = sizeof(prefix) + 256 * 4, n = sizeof(prefix) - 1, runes = 0;
-    char *out = xmalloc(cap);
-    memcpy(out, prefix, n);
-    while (*p == ' ')
-        p++;
-    while (*p && runes < 256) {
-        unsigned char ch = *p;
-        if (ch == '\t' || ch == '\n' || ch == '\r') {
-            out[n++] = ' ';
-            p++;
-            runes++;
-            continue;
-        }
-        if (ch < 0x20 || ch == 0x7f) {
-            p++;
-            continue;
-        }
-        size_t len = ch < 0x80 ? 1 : (ch >> 5) == 6 ? 2 : (ch >> 4) == 14 ? 3 : (ch >> 3) == 30 ? 4 : 1;
-        size_t k = 1;
-        while (k < len && p[k] && (p[k] & 0xC0) == 0x80)
-            k++;
-        memcpy(out + n, p, k);
-        n += k;
-        p += k;
-        runes++;
-    }
-    while (n > sizeof(prefix) - 1 && out[n - 1] == ' ')
-        n--;
-    out[n] = '\0';
+    /* The same cleaning as every other reason slurmop writes. */
+    char *clean = nss_sanitize_reason(why);
+    char *out = xasprintf("slurm-operator: %s", clean);
+    free(clean);
     return out;
 }
 
