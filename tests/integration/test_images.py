@@ -212,9 +212,15 @@ def test_entrypoints(tmp):
     root = install_entrypoints(tmp)
     # mkdir of /run/slurm etc. needs root; a stub keeps the test runnable as
     # any user without touching the host's /run.
+    # `id -u` answers 0 so that the daemons go through setpriv as in the
+    # image, where the stub sees the argv[0] the daemon will get: it must be
+    # a path (sackd re-executes itself with execve(argv[0]) on reconfigure).
     stubs = {"mkdir": "exit 0", "chown": "exit 0",
+             "id": '[ "$1" = -u ] && echo 0 || exec /usr/bin/id "$@"',
              # setpriv [options] -- CMD...: run CMD as is
-             "setpriv": 'while [ $# -gt 0 ] && [ "$1" != -- ]; do shift; done; shift; exec "$@"'}
+             "setpriv": 'while [ $# -gt 0 ] && [ "$1" != -- ]; do shift; done; shift\n'
+                        'case "$1" in /*) ;; *) echo "setpriv: argv[0] $1 is not a path" >&2; exit 3 ;; esac\n'
+                        'exec "$@"'}
     for name, body in stubs.items():
         stub = os.path.join(root, "fake", name)
         with open(stub, "w") as f:

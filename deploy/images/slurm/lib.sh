@@ -60,12 +60,19 @@ run_forking() {
 }
 
 # as_slurm CMD...: run CMD as SlurmUser (slurm, uid 401) when started as
-# root, as the caller otherwise (a pod that already sets runAsUser).
+# root, as the caller otherwise (a pod that already sets runAsUser). CMD is
+# run by its full path: sackd re-executes itself on every reconfigure with
+# execve(argv[0]), which finds no "sackd" relative to its working folder, so
+# a bare name made it die on the first `scontrol reconfigure` and leave the
+# login pod without sack.socket until it was started again.
 as_slurm() {
+    local cmd
+    cmd=$(command -v "$1") || { log "$1: not found"; return 127; }
+    shift
     if [ "$(id -u)" = 0 ]; then
-        exec setpriv --reuid=slurm --regid=slurm --init-groups -- "$@"
+        exec setpriv --reuid=slurm --regid=slurm --init-groups -- "$cmd" "$@"
     fi
-    exec "$@"
+    exec "$cmd" "$@"
 }
 
 # host_keys: make the SSH host keys that are missing (mounted ones are kept).
