@@ -100,6 +100,7 @@
 # build (which holds <cache>/.lock). Builds take about a minute and need the
 # mirror; a start that cannot build one exits 77.
 set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 SLURM_BINS=(munged mungekey munge unmunge slurmctld slurmd slurmrestd scontrol sinfo squeue scancel setpriv python3 curl)
 HOST_BINS=(python3 curl unshare chroot mount ss flock) # what a chrooted lab needs of the host
@@ -137,16 +138,10 @@ die() { say "error: $*"; exit 1; }
 
 # ---- helpers -------------------------------------------------------------
 
-# Allocate $1 distinct free TCP ports on 127.0.0.1 (held open together, so
-# they differ from each other; another program could still take one later).
-free_ports() {
-    python3 -c '
-import socket, sys
-held = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); held.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in held))' "$1"
-}
+# $1 distinct free TCP ports, reserved host-wide for a while and outside the
+# ephemeral range, so that no other lab or connection takes one before our
+# daemon binds it (see tests/lib/ports.py).
+free_ports() { python3 "$HERE/../lib/ports.py" "$1"; }
 
 port_busy() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 
