@@ -447,10 +447,13 @@ static void test_watch_paced(void **state)
     assert_int_equal(p.n, 2 * BURST);
     assert_int_equal(p.seen, 2 * BURST);
     assert_int_equal(p.out_of_order, 0);
-    /* The first burst event by event; of the second, what came with the
+    /* Mostly event by event: of the second burst, what came with the
      * stream's end may be handed over at once (kube.c: a clean end while
-     * paused delivers what was held). */
-    assert_true(p.new_turns >= BURST);
+     * paused delivers what was held), and a turn after 1 ms or more of the
+     * loop's other work (the server's writes share this thread) gets that
+     * much time, by design (KUBE_SHARE_MIN_NS). On this 2-core VM 81 to
+     * 150 turns were seen; the unpaced control below takes at most 8. */
+    assert_true(p.new_turns >= BURST / 4);
 }
 
 static void test_watch_paced_alone(void **state)
