@@ -879,12 +879,6 @@ static int drain(nss_state *st, nc_cache *cache, const nss_set *s, const char *n
     return slurm_update(st, cache, s, node, &u);
 }
 
-static int undrain(nss_state *st, nc_cache *cache, const nss_set *s, const char *node, const char *reason)
-{
-    sm_node_update u = {.set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_UNDRAIN, .reason = reason};
-    return slurm_update(st, cache, s, node, &u);
-}
-
 /* ------------------------------------------------------------------ */
 /* pure helpers */
 
@@ -1760,21 +1754,19 @@ static void sync_cordon(sync_ctx *x, const nsb_pod *p, const sobj *pod, const ch
     /* 4. Not cordoned: undo our own drain, never anybody else's, and not
      *    on a node another pod shares: its drain may be the one that
      *    licenses that pod's delete (issue 39: the kept pod's sync undid the
-     *    condemned one's drain). A node that is also DOWN (the old pod's
-     *    preStop, after our cordon drain) is undrained without a reason: a
-     *    reason would replace the preStop's and leave a DOWN that reads "was
-     *    uncordoned" (seen on 24.11, which does not return it to service
-     *    when slurmd registers), which sync_stale_down, looking for the
-     *    preStop's reason, then never resumes. Keeping the reason lets it
-     *    resume once the pod is Ready. */
+     *    condemned one's drain). The undrain carries no reason: on a node
+     *    that is also DOWN (the old pod's preStop, after our cordon drain)
+     *    a reason would replace the preStop's and leave a DOWN that reads
+     *    "was uncordoned" (seen on 24.11, and on 26.05 when our cache had
+     *    not seen the DOWN yet), which sync_stale_down, looking for the
+     *    preStop's reason, then never resumes. On a node that is not DOWN
+     *    Slurm clears the reason with the drain, so a reason would only
+     *    ever be seen in that wrong case. */
     if (sm_node_drain(n) && our_reason(n->reason) && !name_shared(x->st, x->s, pod, name)) {
-        if (n->base == SM_NODE_DOWN) {
-            sm_node_update u = {.set = SM_UPD_STATE, .state = SM_REQ_UNDRAIN};
-            slurm_update(x->st, x->cache, x->s, name, &u);
-            return;
-        }
-        snprintf(reason, sizeof(reason), NSS_REASON_PREFIX "Pod (%s/%s) was uncordoned", pod->ns, pod->name);
-        undrain(x->st, x->cache, x->s, name, reason);
+        sm_node_update u = {.set = SM_UPD_STATE, .state = SM_REQ_UNDRAIN};
+        if (slurm_update(x->st, x->cache, x->s, name, &u) == 0)
+            log_info("nodeset %s: Slurm node %s undrained: pod %s/%s was uncordoned", x->s->key, name, pod->ns,
+                     pod->name);
     }
 }
 
