@@ -97,6 +97,50 @@ int acb_config_secret(const cJSON *accounting, const clc_env *env, cJSON **out, 
     return 0;
 }
 
+/* slurmdbd refuses a slurmdbd.conf that its group may read (24.11: "should
+ * be 600 is 640"), and the pod's fsGroup, which lets uid 401 read the
+ * root-owned Secret files at all, makes the kubelet add group read to every
+ * file of the projected volume. So the files are copied as uid 401 into an
+ * emptyDir where they are its own, with the modes slurmdbd wants. The
+ * kubelet's "..data" entries are skipped by the glob; cp -L follows its
+ * symlinks. A Secret change reaches the copies with the pod's roll, which
+ * the hash annotations on the template cause. */
+static const char initconf_script[] = "set -eu\n"
+                                      "src=/mnt/slurm\n"
+                                      "dst=/mnt/etc/slurm\n"
+                                      "for f in \"$src\"/*; do\n"
+                                      "  [ -f \"$f\" ] || continue\n"
+                                      "  cp -L \"$f\" \"$dst/\"\n"
+                                      "  chmod 600 \"$dst/${f##*/}\"\n"
+                                      "done\n"
+                                      "ls -lA \"$dst\"\n";
+
+/* The init container runs slurmdbd's image (a shell and cp are all it
+ * needs), so a user who pins that image pins this one too. */
+static cJSON *initconf_container(const cJSON *a)
+{
+    const cJSON *dbd = json_get(a, "spec.slurmdbd");
+    cJSON *k = cJSON_CreateObject();
+    json_set_str(k, "name", "initconf");
+    const char *image = json_get_str(dbd, "image");
+    if (image != NULL)
+        json_set_str(k, "image", image);
+    const char *pull = json_get_str(dbd, "imagePullPolicy");
+    if (pull != NULL)
+        json_set_str(k, "imagePullPolicy", pull);
+    cJSON *cmd = cJSON_CreateArray();
+    cJSON_AddItemToArray(cmd, cJSON_CreateString("sh"));
+    cJSON_AddItemToArray(cmd, cJSON_CreateString("-c"));
+    cJSON_AddItemToArray(cmd, cJSON_CreateString(initconf_script));
+    json_set(k, "command", cmd);
+    json_set(k, "securityContext", clc_security_context(CLC_SLURM_UID, 0));
+    cJSON *m = cJSON_CreateArray();
+    cJSON_AddItemToArray(m, clc_mount("slurm-etc", "/mnt/etc/slurm", NULL, 0));
+    cJSON_AddItemToArray(m, clc_mount("slurm-config", "/mnt/slurm", NULL, 1));
+    json_set(k, "volumeMounts", m);
+    return k;
+}
+
 static cJSON *slurmdbd_container(const cJSON *a)
 {
     cJSON *k = cJSON_CreateObject();
@@ -151,11 +195,15 @@ int acb_statefulset(const cJSON *accounting, const cJSON *config_secret, const c
     cJSON *containers = cJSON_CreateArray();
     cJSON_AddItemToArray(containers, slurmdbd_container(a));
     json_set(pspec, "containers", containers);
+    cJSON *inits = cJSON_CreateArray();
+    cJSON_AddItemToArray(inits, initconf_container(a));
+    json_set(pspec, "initContainers", inits);
     json_set(pspec, "securityContext", clc_security_context(CLC_SLURM_UID, 1));
 
     cJSON *vols = cJSON_CreateArray();
+    cJSON_AddItemToArray(vols, clc_empty_dir("slurm-etc", 1));
     cJSON *etc = cJSON_CreateObject();
-    json_set_str(etc, "name", "slurm-etc");
+    json_set_str(etc, "name", "slurm-config");
     cJSON *proj = json_obj_ensure(etc, "projected");
     json_set_int(proj, "defaultMode", 0600);
     cJSON *src = cJSON_CreateArray();

@@ -976,9 +976,21 @@ static void test_accounting(void **state)
     expect_json(
         json_get(k, "volumeMounts"),
         "[{'name':'slurm-etc','mountPath':'/etc/slurm','readOnly':true},{'name':'run','mountPath':'/run'}]");
+    /* slurmdbd reads its own 0600 copies: an init container of its image
+     * copies the projected files (0640 under fsGroup) into a tmpfs. */
+    const cJSON *ic = item(json_get(ps, "initContainers"), 0);
+    assert_non_null(ic);
+    assert_null(item(json_get(ps, "initContainers"), 1));
+    assert_string_equal(json_get_str(ic, "name"), "initconf");
+    assert_string_equal(json_get_str(ic, "image"), "dbd:1");
+    expect_json(json_get(ic, "volumeMounts"), "[{'name':'slurm-etc','mountPath':'/mnt/etc/slurm'},"
+                                              "{'name':'slurm-config','mountPath':'/mnt/slurm','readOnly':true}]");
+    assert_non_null(strstr(cJSON_GetStringValue(item(json_get(ic, "command"), 2)), "chmod 600"));
+    assert_int_equal(json_get_int(ic, "securityContext.runAsUser", 0), 401);
     expect_json(
         json_get(ps, "volumes"),
-        "[{'name':'slurm-etc','projected':{'defaultMode':384,'sources':["
+        "[{'name':'slurm-etc','emptyDir':{'medium':'Memory'}},"
+        "{'name':'slurm-config','projected':{'defaultMode':384,'sources':["
         "{'secret':{'name':'acct-accounting','items':[{'key':'slurmdbd.conf','path':'slurmdbd.conf'}]}},"
         "{'secret':{'name':'slurm-auth-slurm','items':[{'key':'slurm.key','path':'slurm.key'}]}},"
         "{'secret':{'name':'slurm-auth-jwt','items':[{'key':'jwt.key','path':'jwt.key'}]}}]}},"
@@ -1006,7 +1018,7 @@ static void test_accounting(void **state)
     a = JQ("{" AC_META ",'spec':{" AC_SPEC ",'jwksKeyRef':{'name':'jwks','key':'k.json'}}}");
     assert_int_equal(acb_statefulset(a, NULL, &t.env, &sts, NULL), 0);
     const cJSON *src =
-        json_get(named(json_get(sts, "spec.template.spec.volumes"), "slurm-etc"), "projected.sources");
+        json_get(named(json_get(sts, "spec.template.spec.volumes"), "slurm-config"), "projected.sources");
     expect_json(item(src, 3), "{'configMap':{'name':'jwks','items':[{'key':'k.json','path':'jwks.json'}]}}");
     cJSON_Delete(sts);
 
