@@ -54,17 +54,10 @@ RELEASE = "/tmp/slurmop-day2-release"  # the held job ends when this file exists
 
 # Defects the day-2 scenarios show that are not fixed on main yet: reported
 # ("KNOWN DEFECT") and stepped around. The commit that fixes one removes it
-# here. SLURMOP_PODS_STRICT=1 steps around nothing.
-#   dbd-conf-mode: the Accounting's pod has fsGroup 401, so the kubelet makes
-#     the projected slurmdbd.conf 0640 (not the 0600 asked for); Slurm 24.11's
-#     slurmdbd refuses that ("should be 600 is 640 accessible for group or
-#     others") and exits, and 24.11's slurmctld then waits for slurmdbd
-#     ("Still don't know my ClusterID") and serves nothing. 26.05 accepts it.
-#   uncordon-down: after the roll, the busy pod's replacement was uncordoned
-#     while its node was DOWN from the old pod's preStop; the node was set
-#     DOWN again, reason "slurm-operator: Pod ... was uncordoned", and stayed
-#     down though slurmd answered (issue 32, defect 5, seen once on 26.05).
-KNOWN_OPEN = set() if os.environ.get("SLURMOP_PODS_STRICT") == "1" else {"dbd-conf-mode", "uncordon-down"}
+# here. SLURMOP_PODS_STRICT=1 steps around nothing. None is open now (the
+# last two, fixed: 24.11's slurmdbd refusing a slurmdbd.conf its group could
+# read, and an uncordon leaving the replaced node DOWN "was uncordoned").
+KNOWN_OPEN = set()
 
 
 def accounting_on(t):
