@@ -85,8 +85,13 @@ static const char usage[] =
     "  --webhook-dns-names LIST     names of the self-signed certificate, comma-separated (the webhook\n"
     "                               Service's, e.g. slurmop-webhook.slurmop-system.svc), besides localhost,\n"
     "                               127.0.0.1 and ::1\n"
-    "  --webhook-config NAME        with a self-signed certificate: the MutatingWebhookConfiguration whose\n"
-    "                               caBundle slurmop keeps equal to its certificates (current and previous)\n"
+    "  --webhook-config NAME        the MutatingWebhookConfiguration slurmop keeps: with a self-signed\n"
+    "                               certificate its caBundle equal to its certificates (current and\n"
+    "                               previous), and its namespaceSelector as --webhook-scope says\n"
+    "  --webhook-scope SCOPE        nodesets (default): NAME's namespaceSelector admits only the namespaces\n"
+    "                               that hold NodeSets (one expression kubernetes.io/metadata.name In [...],\n"
+    "                               kept current; its other expressions stay), so no other pod's binding\n"
+    "                               waits for the webhook; registered: left as registered\n"
     "  --webhook-cert-rotate SECONDS  make a new self-signed certificate this often (default 15724800, 182\n"
     "                               days; it is valid for 365), served once NAME trusts it\n"
     "  --webhook-resync SECONDS     how often the caBundle is checked and the files re-read (default 60)\n"
@@ -178,6 +183,7 @@ enum {
     OPT_WEBHOOK_RESYNC,
     OPT_WEBHOOK_CLIENT_CA,
     OPT_WEBHOOK_CLIENT_NAMES,
+    OPT_WEBHOOK_SCOPE,
     OPT_HELP,
     OPT_VERSION,
 };
@@ -226,6 +232,7 @@ static const struct option long_opts[] = {
     {"webhook-resync", required_argument, NULL, OPT_WEBHOOK_RESYNC},
     {"webhook-client-ca", required_argument, NULL, OPT_WEBHOOK_CLIENT_CA},
     {"webhook-client-names", required_argument, NULL, OPT_WEBHOOK_CLIENT_NAMES},
+    {"webhook-scope", required_argument, NULL, OPT_WEBHOOK_SCOPE},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -493,6 +500,14 @@ int main(int argc, char **argv)
         case OPT_WEBHOOK_CONFIG: o.webhook_config = optarg; break;
         case OPT_WEBHOOK_CLIENT_CA: o.webhook_client_ca = optarg; break;
         case OPT_WEBHOOK_CLIENT_NAMES: o.webhook_client_names = optarg; break;
+        case OPT_WEBHOOK_SCOPE:
+            if (strcmp(optarg, "nodesets") == 0)
+                o.webhook_scope_registered = 0;
+            else if (strcmp(optarg, "registered") == 0)
+                o.webhook_scope_registered = 1;
+            else
+                return die_usage("--webhook-scope: want nodesets or registered, got %s", optarg);
+            break;
         case OPT_WEBHOOK_ROTATE: {
             double v;
             /* Below the certificate's 365 days, so the previous one is still valid when replaced. */

@@ -110,6 +110,62 @@ int bh_pod_is_nodeset(const cJSON *pod)
     return 0;
 }
 
+#define NS_KEY "kubernetes.io/metadata.name"
+
+static int is_name_expr(const cJSON *e, const char *op)
+{
+    return strcmp(json_get_str_or(e, "key", ""), NS_KEY) == 0 && strcmp(json_get_str_or(e, "operator", ""), op) == 0;
+}
+
+cJSON *bh_scope_selector(const cJSON *selector, const char *const *nss, size_t n)
+{
+    cJSON *out = cJSON_CreateObject();
+    const cJSON *ml = json_get(selector, "matchLabels");
+    if (cJSON_IsObject(ml) && ml->child)
+        json_set(out, "matchLabels", cJSON_Duplicate(ml, 1));
+    cJSON *exprs = cJSON_CreateArray();
+    cJSON *ours = cJSON_CreateObject();
+    json_set_str(ours, "key", NS_KEY);
+    json_set_str(ours, "operator", "In");
+    cJSON *vals = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(vals, cJSON_CreateString(nss[i]));
+    if (n == 0)
+        cJSON_AddItemToArray(vals, cJSON_CreateString(BH_NO_NAMESPACE));
+    json_set(ours, "values", vals);
+    cJSON_AddItemToArray(exprs, ours);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, json_get(selector, "matchExpressions"))
+    {
+        if (!is_name_expr(e, "In"))
+            cJSON_AddItemToArray(exprs, cJSON_Duplicate(e, 1));
+    }
+    json_set(out, "matchExpressions", exprs);
+    return out;
+}
+
+static int values_hold(const cJSON *e, const char *ns)
+{
+    const cJSON *v;
+    cJSON_ArrayForEach(v, json_get(e, "values"))
+    {
+        if (cJSON_IsString(v) && strcmp(v->valuestring, ns) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+int bh_selector_admits(const cJSON *selector, const char *ns)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, json_get(selector, "matchExpressions"))
+    {
+        if ((is_name_expr(e, "In") && !values_hold(e, ns)) || (is_name_expr(e, "NotIn") && values_hold(e, ns)))
+            return 0;
+    }
+    return 1;
+}
+
 /* ------------------------------------------------------------------ */
 /* the server */
 
@@ -143,6 +199,17 @@ struct bindhook {
 
     uv_timer_t timer;
     kube_request *cfg_req; /* GET or PATCH of the configuration */
+    int kick;              /* a check of the configuration is wanted as soon as cfg_req is done */
+
+    /* Scope (bindhook.h). */
+    int scope;
+    const store *nodesets;
+    int (*synced)(void *data);
+    void *synced_data;
+    cJSON *scope_sel;       /* the namespaceSelector of the configuration, as last read or patched; NULL: none yet */
+    cJSON *scope_pending;   /* the one a PATCH in flight writes */
+    uint64_t scope_wait_since; /* loop ms bh_covers first said no since the selector last admitted all asked; 0 */
+    int scope_gave_up;      /* the wait ran out (logged once until it admits again) */
     int n_calls;           /* pod reads in flight and throttled reviews held */
     int n_reads;           /* pod reads in flight */
     int closing;
@@ -472,6 +539,76 @@ static void promote_next(bindhook *h)
 
 static void arm(bindhook *h, uint64_t ms);
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The namespaces of the NodeSet cache, sorted, once each (pointers into the
+ * cache; *n of them). */
+static const char **nodeset_namespaces(const bindhook *h, size_t *n)
+{
+    size_t cap = store_count(h->nodesets), k = 0, it = 0;
+    const char **v = xcalloc(cap ? cap : 1, sizeof(*v));
+    const sobj *o;
+    while ((o = store_next(h->nodesets, &it)) && k < cap)
+        v[k++] = o->ns;
+    qsort(v, k, sizeof(*v), cmp_str);
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++)
+        if (u == 0 || strcmp(v[u - 1], v[i]) != 0)
+            v[u++] = v[i];
+    *n = u;
+    return v;
+}
+
+/* Patch ops (appended to ops) that give every webhook of the configuration
+ * the scope's selector; the count of webhooks changed. *sel: the selector
+ * they have after the patch. */
+static int scope_ops(bindhook *h, const cJSON *config, cJSON *ops, cJSON **sel)
+{
+    size_t n = 0;
+    const char **nss = nodeset_namespaces(h, &n);
+    int changed = 0, i = 0;
+    char path[96];
+    *sel = NULL;
+    const cJSON *wh;
+    cJSON_ArrayForEach(wh, json_get(config, "webhooks"))
+    {
+        const char *name = json_get_str(wh, "name");
+        const cJSON *cur = json_get(wh, "namespaceSelector");
+        cJSON *want = bh_scope_selector(cur, nss, n);
+        if (name && !cJSON_Compare(cur, want, 1)) {
+            cJSON *t = cJSON_CreateObject();
+            snprintf(path, sizeof(path), "/webhooks/%d/name", i);
+            json_set_str(t, "op", "test");
+            json_set_str(t, "path", path);
+            json_set_str(t, "value", name);
+            cJSON_AddItemToArray(ops, t);
+            cJSON *a = cJSON_CreateObject();
+            snprintf(path, sizeof(path), "/webhooks/%d/namespaceSelector", i);
+            json_set_str(a, "op", "add");
+            json_set_str(a, "path", path);
+            json_set(a, "value", cJSON_Duplicate(want, 1));
+            cJSON_AddItemToArray(ops, a);
+            changed++;
+        }
+        if (*sel == NULL)
+            *sel = want;
+        else
+            cJSON_Delete(want);
+        i++;
+    }
+    free(nss);
+    return changed;
+}
+
+static void scope_set(bindhook *h, cJSON *sel)
+{
+    cJSON_Delete(h->scope_sel);
+    h->scope_sel = sel;
+}
+
 static void on_cfg_patched(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     (void)obj;
@@ -482,14 +619,26 @@ static void on_cfg_patched(int err, const cJSON *obj, const kube_status *st, voi
         return;
     }
     if (err) {
-        log_warn("topology webhook: cannot update the caBundle of MutatingWebhookConfiguration %s: %s (HTTP %d) %s",
+        log_warn("topology webhook: cannot update MutatingWebhookConfiguration %s: %s (HTTP %d) %s",
                  h->config_name, op_strerror(err), st ? st->http : 0, st ? st->message : "");
+        cJSON_Delete(h->scope_pending);
+        h->scope_pending = NULL;
         arm(h, RETRY_MS);
         return;
     }
-    log_info("topology webhook: MutatingWebhookConfiguration %s trusts the serving certificate", h->config_name);
-    promote_next(h);
-    arm(h, h->next_rotation > uv_now(h->loop) ? 0 : 1);
+    if (h->scope_pending) {
+        char *t = json_dump(h->scope_pending);
+        log_info("topology webhook: MutatingWebhookConfiguration %s sends the namespaces of NodeSets: %s",
+                 h->config_name, t ? t : "");
+        free(t);
+        scope_set(h, h->scope_pending);
+        h->scope_pending = NULL;
+    }
+    if (!h->cert_file) {
+        log_info("topology webhook: MutatingWebhookConfiguration %s trusts the serving certificate", h->config_name);
+        promote_next(h);
+    }
+    arm(h, h->kick || h->next_rotation <= uv_now(h->loop) ? 1 : 0);
 }
 
 static void on_cfg_read(int err, const cJSON *obj, const kube_status *st, void *data)
@@ -506,19 +655,31 @@ static void on_cfg_read(int err, const cJSON *obj, const kube_status *st, void *
         arm(h, RETRY_MS);
         return;
     }
-    char *want = wanted_bundle(h);
-    if (want == NULL) {
-        arm(h, RETRY_MS);
-        return;
-    }
     /* A JSON patch that first tests each webhook's name, so a configuration
      * edited between this read and the patch is refused rather than patched
      * at the wrong index. */
     cJSON *ops = cJSON_CreateArray();
+    int stale = 0;
+    cJSON *sel = NULL;
+    if (h->scope && h->synced(h->synced_data)) {
+        stale += scope_ops(h, obj, ops, &sel);
+        if (stale == 0)
+            scope_set(h, sel);
+        else
+            h->scope_pending = sel;
+    }
+    char *want = h->cert_file ? NULL : wanted_bundle(h);
+    if (want == NULL && !h->cert_file) {
+        cJSON_Delete(ops);
+        cJSON_Delete(h->scope_pending);
+        h->scope_pending = NULL;
+        arm(h, RETRY_MS);
+        return;
+    }
     const cJSON *wh;
-    int i = 0, stale = 0;
+    int i = 0;
     char path[96];
-    cJSON_ArrayForEach(wh, json_get(obj, "webhooks"))
+    cJSON_ArrayForEach(wh, json_get(want ? obj : NULL, "webhooks"))
     {
         const char *name = json_get_str(wh, "name");
         if (name && strcmp(json_get_str_or(wh, "clientConfig.caBundle", ""), want) != 0) {
@@ -541,8 +702,10 @@ static void on_cfg_read(int err, const cJSON *obj, const kube_status *st, void *
     free(want);
     if (stale == 0) {
         cJSON_Delete(ops);
-        promote_next(h);
-        arm(h, 0);
+        if (!h->cert_file)
+            promote_next(h);
+        /* Not synced yet: look again soon rather than after a resync. */
+        arm(h, h->kick || (h->scope && !h->synced(h->synced_data)) ? 200 : 0);
         return;
     }
     h->cfg_req = kube_patch(h->client, &KUBE_MUTATINGWEBHOOKS, NULL, h->config_name, NULL, KUBE_PATCH_JSON, ops,
@@ -555,9 +718,14 @@ static void on_tick(uv_timer_t *t)
     bindhook *h = t->data;
     if (h->closing)
         return;
+    h->kick = 0;
     if (h->cert_file) {
         reload_files(h);
-        arm(h, 0);
+        if (!h->scope || h->config_name == NULL) {
+            arm(h, 0);
+            return;
+        }
+        h->cfg_req = kube_get(h->client, &KUBE_MUTATINGWEBHOOKS, NULL, h->config_name, NULL, on_cfg_read, h);
         return;
     }
     if (h->next_cert == NULL && uv_now(h->loop) >= h->next_rotation) {
@@ -580,6 +748,36 @@ static void on_tick(uv_timer_t *t)
         return;
     }
     h->cfg_req = kube_get(h->client, &KUBE_MUTATINGWEBHOOKS, NULL, h->config_name, NULL, on_cfg_read, h);
+}
+
+int bh_covers(bindhook *h, const char *ns)
+{
+    if (h == NULL || !h->scope || h->config_name == NULL || h->closing)
+        return 1;
+    if (h->scope_sel && bh_selector_admits(h->scope_sel, ns)) {
+        h->scope_wait_since = 0;
+        h->scope_gave_up = 0;
+        return 1;
+    }
+    uint64_t now = uv_now(h->loop);
+    if (h->scope_wait_since == 0)
+        h->scope_wait_since = now;
+    if (now - h->scope_wait_since >= BH_SCOPE_WAIT_MS) {
+        if (!h->scope_gave_up)
+            log_warn("topology webhook: MutatingWebhookConfiguration %s does not send namespace %s after %u ms "
+                     "(see the warnings above); its NodeSet pods are bound without the webhook, their topology "
+                     "copied later by the NodeSet reconciler",
+                     h->config_name, ns, BH_SCOPE_WAIT_MS);
+        h->scope_gave_up = 1;
+        return 1;
+    }
+    if (h->cfg_req)
+        h->kick = 1;
+    else if (!h->kick) {
+        h->kick = 1;
+        uv_timer_start(&h->timer, on_tick, 0, 0);
+    }
+    return 0;
 }
 
 /* Next tick in ms; 0: the resync interval, bounded by the next rotation. */
@@ -613,6 +811,8 @@ static void free_fields(bindhook *h)
     free(h->cert_file);
     free(h->key_file);
     free(h->config_name);
+    cJSON_Delete(h->scope_sel);
+    cJSON_Delete(h->scope_pending);
     free(h->client_ca);
     if (h->client_names) {
         for (char **n = h->client_names; *n; n++)
@@ -641,6 +841,12 @@ bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t
     h->pods = o->pods;
     h->nodes = o->nodes;
     h->rotate_ms = o->rotate_ms ? o->rotate_ms : DEF_ROTATE_MS;
+    h->scope = o->scope_nodesets && o->nodesets && o->synced;
+    h->nodesets = o->nodesets;
+    h->synced = o->synced;
+    h->synced_data = o->synced_data;
+    if (o->config_name && *o->config_name)
+        h->config_name = xstrdup(o->config_name);
     h->resync_ms = o->resync_ms ? o->resync_ms : DEF_RESYNC_MS;
     if (o->n_dns) {
         h->dns = xcalloc(o->n_dns, sizeof(char *));
@@ -660,8 +866,6 @@ bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t
             goto fail;
         }
     } else {
-        if (o->config_name && *o->config_name)
-            h->config_name = xstrdup(o->config_name);
         if ((*rc = self_signed(h, &h->cert, &h->key)) != 0) {
             snprintf(err, errlen, "cannot make the webhook's self-signed certificate: %s", op_strerror(*rc));
             goto fail;
@@ -745,11 +949,13 @@ bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t
     h->timer.data = h;
     h->next_rotation = uv_now(loop) + h->rotate_ms;
     /* Tests read the port from this line. */
-    log_info("serving the topology webhook %s on %s:%d (%s; %s)", BH_PATH, o->host ? o->host : "0.0.0.0",
+    log_info("serving the topology webhook %s on %s:%d (%s; %s; %s)", BH_PATH, o->host ? o->host : "0.0.0.0",
              hs_port(h->srv),
              h->cert_file ? "certificate files" : h->config_name ? "self-signed, caBundle kept" : "self-signed",
              h->client_ca ? "callers need a client certificate of --webhook-client-ca"
-                          : "any caller: no --webhook-client-ca");
+                          : "any caller: no --webhook-client-ca",
+             h->scope && h->config_name ? "namespaceSelector kept to the NodeSets' namespaces"
+                                        : "namespaceSelector as registered");
     if (h->config_name)
         uv_timer_start(&h->timer, on_tick, 0, 0);
     else

@@ -31,6 +31,23 @@
  * every resync interval; a new certificate is served only once the
  * configuration trusts it.
  *
+ * Scope (scope_nodesets, with a configuration name): the API server calls
+ * the webhook for every pod bound in the namespaces its namespaceSelector
+ * admits, so a cluster-wide registration puts a call to us in front of
+ * every pod of the cluster. The operator keeps one expression of every
+ * webhook's namespaceSelector, `kubernetes.io/metadata.name In [...]`,
+ * equal to the namespaces that hold NodeSets (BH_NO_NAMESPACE, which no
+ * namespace can be called, when none does); every other expression and the
+ * matchLabels stay as registered (the chart's NotIn exclusions). It checks
+ * it every resync interval, after its NodeSet cache has synced, and at
+ * once when bh_covers finds a namespace the selector does not admit yet:
+ * the NodeSet reconciler asks before a pass, so that the first pods of a
+ * NodeSet in a new namespace are not bound past the webhook (Slurm < 25.05
+ * cannot be given a topology after slurmd registered). bh_covers gives up
+ * waiting (answers yes) BH_SCOPE_WAIT_MS after it first said no, so a
+ * configuration that cannot be read or patched delays a NodeSet by that
+ * much once, never for good; the reason is logged.
+ *
  * A self-signed certificate is per process: with several operator replicas
  * behind one Service, give them one certificate (files, cert-manager).
  *
@@ -63,6 +80,8 @@
 #define BH_PATH "/mutate-pods-binding"
 #define BH_MAX_READS 64
 #define BH_MAX_READS_PER_PEER 16
+#define BH_NO_NAMESPACE "no_nodesets" /* an In value no namespace name can equal ('_') */
+#define BH_SCOPE_WAIT_MS 10000u
 
 typedef struct bindhook bindhook;
 
@@ -73,7 +92,12 @@ typedef struct bh_opts {
     const char *key_file;
     const char *const *dns; /* names of the self-signed certificate (besides localhost, 127.0.0.1, ::1) */
     size_t n_dns;
-    const char *config_name; /* MutatingWebhookConfiguration whose caBundle is kept (self-signed only); NULL: none */
+    const char *config_name; /* MutatingWebhookConfiguration kept: its caBundle (self-signed only) and, with
+                                scope_nodesets, its namespaceSelector; NULL: none */
+    int scope_nodesets;      /* keep the namespaceSelector to the NodeSets' namespaces (see Scope above) */
+    const store *nodesets;   /* with scope_nodesets: the operator's NodeSet cache */
+    int (*synced)(void *data); /* with scope_nodesets: 1 once the NodeSet cache has synced */
+    void *synced_data;
     uint64_t rotate_ms;      /* self-signed: a new certificate this often (0: 182 days; it is valid 365) */
     unsigned resync_ms;      /* caBundle checked / files re-read this often (0: 60 s) */
     const char *client_ca_file; /* PEM CA bundle: callers must present a certificate it signed; NULL: anyone */
@@ -89,6 +113,11 @@ typedef struct bh_opts {
  *  unparsable PEM; a bind error). */
 bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t errlen);
 int bh_port(const bindhook *h);
+/** May pods of namespace ns be bound now, their topology added by the
+ *  webhook? 1 without scope keeping (or h NULL); else 1 when the
+ *  configuration admits ns, or after BH_SCOPE_WAIT_MS of asking; 0 (and a
+ *  check of the configuration soon) otherwise. */
+int bh_covers(bindhook *h, const char *ns);
 /** Stop listening, cancel the reads and patches in flight and free
  *  everything; on_closed runs once that is done. */
 void bh_close(bindhook *h, void (*on_closed)(void *data), void *data);
@@ -117,5 +146,17 @@ int bh_build_response(const bh_review *r, const char *topology, buf_t *out) OP_W
 /** Is this pod object (JSON) a NodeSet's: a controller ownerReference of
  *  kind NodeSet in group slinky.slurm.net. */
 int bh_pod_is_nodeset(const cJSON *pod);
+
+/** The namespaceSelector a webhook should have (selector: its current one,
+ *  or NULL): selector's matchLabels and expressions, but for those of key
+ *  kubernetes.io/metadata.name and operator In, with one such expression
+ *  first whose values are nss[0..n) (BH_NO_NAMESPACE when n is 0). */
+cJSON *bh_scope_selector(const cJSON *selector, const char *const *nss, size_t n);
+
+/** Does this namespaceSelector's In expression on kubernetes.io/metadata.name
+ *  (if any) admit ns, and none of its NotIn ones exclude it? Other
+ *  expressions and matchLabels are not judged (they need the Namespace's
+ *  labels): 1 when only those remain. */
+int bh_selector_admits(const cJSON *selector, const char *ns);
 
 #endif

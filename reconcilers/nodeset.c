@@ -37,6 +37,7 @@
 #define NODESET_BACKOFF_MAX_S 60ull
 /* Caches still filling at start: look again soon. */
 #define NS_UNSYNCED_RETRY_MS 100
+#define NS_SCOPE_RETRY_MS 100 /* waiting for the topology webhook to admit a namespace */
 
 /* The reconciler's state: one per operator (op->nodeset), made before
  * setup and freed after the client closed, so that write completions that
@@ -2740,6 +2741,12 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         nsim_forget(op->nodeset_immut, key);
         return WQ_RESULT_OK;
     }
+    /* The first NodeSet of a namespace waits (a few hundred ms; at most
+     * BH_SCOPE_WAIT_MS) until the topology webhook's namespaceSelector
+     * admits its namespace: pods bound before would miss their topology,
+     * which Slurm < 25.05 cannot take once slurmd registered. */
+    if (!o->deleting && !op_webhook_covers(op, o->ns))
+        return WQ_RESULT_AFTER(NS_SCOPE_RETRY_MS);
     memset(&p, 0, sizeof(p));
     p.op = op;
     p.c = c;

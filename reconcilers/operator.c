@@ -510,6 +510,16 @@ static int listen_on(operator *op, const char *addr, hs_server **out, char *err,
 
 /* The pods/binding webhook: every replica serves it (it reads the caches
  * only), leader or not. */
+static int caches_synced_cb(void *data)
+{
+    return op_caches_synced(data);
+}
+
+int op_webhook_covers(operator *op, const char *ns)
+{
+    return op->priv == NULL || bh_covers(P(op)->webhook, ns);
+}
+
 static int start_webhook(operator *op, char *err, size_t errlen)
 {
     const char *addr = op->opts.webhook_addr ? op->opts.webhook_addr : ":9443";
@@ -547,6 +557,10 @@ static int start_webhook(operator *op, char *err, size_t errlen)
         .dns = names,
         .n_dns = n_names,
         .config_name = op->opts.webhook_config,
+        .scope_nodesets = !op->opts.webhook_scope_registered,
+        .nodesets = op->stores[OPK_NODESETS],
+        .synced = caches_synced_cb,
+        .synced_data = op,
         .rotate_ms = op->opts.webhook_rotate_ms,
         .resync_ms = op->opts.webhook_resync_ms,
         .client_ca_file = op->opts.webhook_client_ca,

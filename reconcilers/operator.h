@@ -93,7 +93,8 @@ typedef struct operator_opts {
     const char *webhook_addr; /* --webhook-addr, default ":9443" */
     const char *webhook_cert_file; /* --webhook-cert-file (PEM, re-read when it changes); NULL: self-signed */
     const char *webhook_key_file;  /* --webhook-key-file */
-    const char *webhook_config;    /* --webhook-config: MutatingWebhookConfiguration whose caBundle is kept */
+    const char *webhook_config;    /* --webhook-config: MutatingWebhookConfiguration kept (caBundle, scope) */
+    int webhook_scope_registered;  /* --webhook-scope registered: leave its namespaceSelector alone */
     const char *webhook_names;     /* --webhook-dns-names: comma list for the self-signed certificate */
     uint64_t webhook_rotate_ms;    /* --webhook-cert-rotate (0: 182 days) */
     unsigned webhook_resync_ms;    /* --webhook-resync (0: 60 s) */
@@ -182,6 +183,9 @@ void op_stop_hurry(operator *op);
 
 /** True once every cache completed its first list. */
 int op_caches_synced(const operator *op);
+/** May pods of namespace ns be created and bound now (bh_covers of the
+ *  topology webhook; 1 without it). */
+int op_webhook_covers(operator *op, const char *ns);
 
 /** The store of a kind (never NULL after op_start). */
 static inline store *op_store(const operator *op, enum op_kind k)

@@ -24,6 +24,12 @@ exit 77 when its binaries are not built):
   the caBundle written by the test as cert-manager's CA injector would): a
   NodeSet pod gets its topology; the files replaced by a new certificate
   are served within the resync interval, and new pods still get theirs;
+- scope (--webhook-scope nodesets, the default): the operator narrows the
+  configuration's namespaceSelector to the namespaces that hold NodeSets
+  (the manifest's exclusions kept), and a pod bound in a namespace without
+  one never reaches the webhook; the NodeSet's first pods, made right after
+  the cluster, are still bound with their topology (the reconciler waits
+  for the selector);
 - the control: with the operator running without --topology-webhook (the
   configuration still registered, nothing listening), failurePolicy Ignore
   lets bindings through at once and the first bound version of a new pod
@@ -72,6 +78,15 @@ def registration(port):
         assert wh["failurePolicy"] == "Ignore" and wh["rules"][0]["resources"] == ["pods/binding"], wh
         wh["clientConfig"] = {"url": "https://127.0.0.1:%d%s" % (port, wh["clientConfig"]["service"]["path"])}
     return mwc
+
+
+def scope_exprs(c, name):
+    """The matchExpressions of the configuration's webhooks (all equal)."""
+    r = c.get(MWC_API + "/" + name)
+    assert r.status == 200, r.text
+    sels = [wh.get("namespaceSelector") or {} for wh in r.json()["webhooks"]]
+    assert all(s == sels[0] for s in sels), sels
+    return sels[0].get("matchExpressions") or []
 
 
 def served_cert(port):
@@ -217,6 +232,28 @@ def run_webhook(k, c, port, name, nodes, topo):
             assert other >= 1, other
             print("ok: webhook called by the API server: %d patched, %d not a NodeSet's" % (patched, other),
                   flush=True)
+
+            # Scope: the registration now admits the NodeSets' namespace only
+            # (the manifest's exclusions kept), so a pod bound in a namespace
+            # without NodeSets is never sent to the webhook.
+            exprs = scope_exprs(c, name)
+            assert exprs[0] == {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["default"]}, exprs
+            assert any(e["operator"] == "NotIn" and "kube-system" in e["values"] for e in exprs[1:]), exprs
+            c.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "no-slurm"}})
+            calls = sum(op.metric("slurmop_topology_webhook_requests_total", result=r)
+                        for r in ("patched", "no_topology", "node_unknown", "not_nodeset", "not_binding"))
+            r = c.post("/api/v1/namespaces/no-slurm/pods",
+                       {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "elsewhere"},
+                        "spec": {"containers": [{"name": "c", "image": "busybox:test"}],
+                                 "nodeSelector": {"kubernetes.io/hostname": nodes[0]}}})
+            assert r.status == 201, r.text
+            wait_for(lambda: (c.get("/api/v1/namespaces/no-slurm/pods/elsewhere").json().get("spec") or {})
+                     .get("nodeName"), 60, what="pod no-slurm/elsewhere bound")
+            after = sum(op.metric("slurmop_topology_webhook_requests_total", result=r)
+                        for r in ("patched", "no_topology", "node_unknown", "not_nodeset", "not_binding"))
+            assert after == calls, "a binding in a namespace without NodeSets reached the webhook (%d -> %d)" % (
+                calls, after)
+            print("ok: namespaceSelector %s; a binding in namespace no-slurm was not sent" % exprs, flush=True)
         finally:
             log.close()
 

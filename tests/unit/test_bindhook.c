@@ -1,6 +1,6 @@
 /* Unit tests for reconcilers/bindhook's pure part: reading a pods/binding
- * AdmissionReview, the answer and its JSON patch, and the NodeSet owner
- * check. (The server itself is tested against a real kube-apiserver in
+ * AdmissionReview, the answer and its JSON patch, the NodeSet owner
+ * check and the namespaceSelector of the scope. (The server itself is tested against a real kube-apiserver in
  * tests/integration/test_k8s_topology_webhook.py.) */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -141,12 +141,65 @@ static void test_pod_owner(void **state)
     }
 }
 
+static void expect_selector(const char *cur, const char *const *nss, size_t n, const char *want)
+{
+    cJSON *c = cur ? cJSON_Parse(cur) : NULL;
+    cJSON *w = cJSON_Parse(want);
+    assert_non_null(w);
+    cJSON *got = bh_scope_selector(c, nss, n);
+    if (!cJSON_Compare(got, w, 1)) {
+        char *t = cJSON_PrintUnformatted(got);
+        fail_msg("selector %s, want %s", t, want);
+    }
+    cJSON_Delete(got);
+    cJSON_Delete(w);
+    cJSON_Delete(c);
+}
+
+static void test_scope_selector(void **state)
+{
+    (void)state;
+    static const char *const two[] = {"hpc", "team-a"};
+    /* The chart's registration: the exclusions stay, ours goes first. */
+    const char *chart = "{\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\",\"operator\":\"NotIn\","
+                        "\"values\":[\"kube-system\",\"slurmop\"]}]}";
+    expect_selector(chart, two, 2,
+                    "{\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\",\"operator\":\"In\","
+                    "\"values\":[\"hpc\",\"team-a\"]},{\"key\":\"kubernetes.io/metadata.name\","
+                    "\"operator\":\"NotIn\",\"values\":[\"kube-system\",\"slurmop\"]}]}");
+    /* No NodeSet: a value no namespace has; an earlier In of ours (or the
+     * chart's `namespaces`) is replaced; matchLabels and other keys stay. */
+    expect_selector("{\"matchLabels\":{\"a\":\"b\"},\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\","
+                    "\"operator\":\"In\",\"values\":[\"old\"]},{\"key\":\"tier\",\"operator\":\"In\","
+                    "\"values\":[\"x\"]}]}",
+                    NULL, 0,
+                    "{\"matchLabels\":{\"a\":\"b\"},\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\","
+                    "\"operator\":\"In\",\"values\":[\"" BH_NO_NAMESPACE "\"]},{\"key\":\"tier\","
+                    "\"operator\":\"In\",\"values\":[\"x\"]}]}");
+    /* A registration without any selector. */
+    expect_selector(NULL, two, 1,
+                    "{\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\",\"operator\":\"In\","
+                    "\"values\":[\"hpc\"]}]}");
+
+    /* What the selector admits, by namespace name. */
+    cJSON *c = cJSON_Parse(chart);
+    cJSON *sel = bh_scope_selector(c, two, 2);
+    assert_true(bh_selector_admits(sel, "hpc"));
+    assert_false(bh_selector_admits(sel, "default"));
+    cJSON_Delete(sel);
+    assert_true(bh_selector_admits(c, "default")); /* as registered: every namespace but the excluded */
+    assert_false(bh_selector_admits(c, "kube-system"));
+    assert_true(bh_selector_admits(NULL, "default"));
+    cJSON_Delete(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_response),
         cmocka_unit_test(test_pod_owner),
+        cmocka_unit_test(test_scope_selector),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
