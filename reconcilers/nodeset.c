@@ -1217,7 +1217,14 @@ static void delete_done(int err, const cJSON *obj, const kube_status *st, void *
         /* Not deleted: the deletion will not be observed. */
         if (c->exp)
             exp_deletion_observed(c->exp, d->owner_key, d->pod_key);
-        if (err != OP_ECANCELED) {
+        if (err == OP_ECONFLICT) {
+            /* A precondition: the pod changed since the pass saw it (bound to
+             * a Node, say); the next pass judges it as it is now. */
+            log_info("nodeset %s: pod %s not deleted: it changed since it was judged (%s)", d->owner_key,
+                     d->pod_key, st ? st->message : "");
+            if (c->q)
+                wq_add(c->q, d->owner_key);
+        } else if (err != OP_ECANCELED) {
             log_warn("nodeset %s: deleting pod %s failed: %s (%s)", d->owner_key, d->pod_key, op_strerror(err),
                      st ? st->message : "");
             if (c->q)
@@ -1236,15 +1243,17 @@ static void delete_done(int err, const cJSON *obj, const kube_status *st, void *
     free(d);
 }
 
-/* Delete one pod now (its Slurm node is drained, or it never joined). */
-static void delete_pod(struct pass *p, const sobj *pod, const char *why)
+/* Delete one pod now (its Slurm node is drained, or it never joined).
+ * unchanged: only as our cache has it (its resourceVersion a precondition),
+ * for a pod deleted because of what the cache shows of it. */
+static void delete_pod_as(struct pass *p, const sobj *pod, const char *why, int unchanged)
 {
     struct delete_ctx *d = xcalloc(1, sizeof(*d));
     d->c = p->c;
     d->owner_key = xstrdup(p->key);
     d->pod_key = xstrdup(pod->key);
     exp_expect_deletion(p->c->exp, p->key, p->o->uid, pod->key, uv_now(p->op->loop));
-    kube_delete_opts o = {.uid = pod->uid, .grace_seconds = -1};
+    kube_delete_opts o = {.uid = pod->uid, .resource_version = unchanged ? pod->rv : NULL, .grace_seconds = -1};
     log_info("nodeset %s: deleting pod %s (%s)", p->key, pod->name, why);
     note_write(p, 1);
     /* delete_done reads only the outcome: the pod the answer carries (~5 KB)
@@ -1254,6 +1263,11 @@ static void delete_pod(struct pass *p, const sobj *pod, const char *why)
      * scale-in of thousands it would wait seconds behind them. */
     kube_req_opts ro = {.no_answer = 1, .prio = 1, .first = p->delete_first};
     kube_delete_with(p->op->client, &ro, &KUBE_PODS, pod->ns, pod->name, &o, delete_done, d);
+}
+
+static void delete_pod(struct pass *p, const sobj *pod, const char *why)
+{
+    delete_pod_as(p, pod, why, 0);
 }
 
 /* Somebody else's object holds one of our names: a Warning event, and the
@@ -2274,6 +2288,11 @@ static void slurm_delete_pod(void *ctx, const sobj *pod, const char *why)
     p->held_ns = held;
 }
 
+static void slurm_delete_unchanged(void *ctx, const sobj *pod, const char *why)
+{
+    delete_pod_as(ctx, pod, why, 1);
+}
+
 static void slurm_condemn(void *ctx, const sobj *pod, const char *why)
 {
     condemn(ctx, pod, why);
@@ -2942,14 +2961,18 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
             rolling_update(&p);
         /* After every condemnation of the pass, so that the Slurm side
          * knows which cordoned pods are kept (and may be uncordoned). */
-        nss_actions act = {.ctx = &p, .delete_pod = slurm_delete_pod, .condemn = slurm_condemn};
+        nss_actions act = {.ctx = &p, .delete_pod = slurm_delete_pod, .delete_unchanged = slurm_delete_unchanged,
+                           .condemn = slurm_condemn};
         nss_sync(op, o, p.ctl, p.ns, p.pods, p.n_pods, p.update_hash, &act);
     } else {
         int a, d;
         exp_pending(c->exp, key, &a, &d);
         log_debug("nodeset %s: waiting for %d creation(s) and %d deletion(s) to be observed", key, a, d);
-        nss_actions act = {
-            .ctx = &p, .delete_pod = slurm_delete_pod, .condemn = slurm_condemn, .release_pod = slurm_release_pod};
+        nss_actions act = {.ctx = &p,
+                           .delete_pod = slurm_delete_pod,
+                           .delete_unchanged = slurm_delete_unchanged,
+                           .condemn = slurm_condemn,
+                           .release_pod = slurm_release_pod};
         nss_release(op, o, p.pods, p.n_pods, &act);
     }
     sync_status(&p);

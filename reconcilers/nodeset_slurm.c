@@ -2603,14 +2603,16 @@ static void sync_health(sync_ctx *x, const nsb_pod *pods, size_t n)
                 if (p->ready) {
                     map_drop(&s->health, e->name);
                 } else if (!pp->node_name && e->gone_ms && x->st->healed_ms > e->gone_ms && x->act &&
-                           x->act->delete_pod) {
+                           x->act->delete_unchanged) {
                     /* Created while Nodes were unhealthy, its affinity keeps
                      * it off them for good, and some are healthy again: a
                      * pod never bound to a Node runs nothing, so it goes
-                     * and its replacement gets the Nodes of now. */
+                     * and its replacement gets the Nodes of now. Only as
+                     * the cache shows it: bound since (our cache behind),
+                     * it may run slurmd, and the DELETE is refused. */
                     e->gone_ms = now;
-                    x->act->delete_pod(x->act->ctx, pod,
-                                       "it waits unscheduled, kept off Nodes that are healthy again");
+                    x->act->delete_unchanged(x->act->ctx, pod,
+                                             "it waits unscheduled, kept off Nodes that are healthy again");
                 }
                 continue;
             }

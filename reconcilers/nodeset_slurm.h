@@ -70,6 +70,10 @@ typedef struct nss_actions {
     void *ctx;
     /* Delete a pod now (registration drift), with the reconciler's expectations. */
     void (*delete_pod)(void *ctx, const sobj *pod, const char *why);
+    /* The same, only if the pod is still as the cache shows it (its
+     * resourceVersion a precondition of the DELETE): for a pod judged by
+     * what it has not done yet (never bound to a Node). */
+    void (*delete_unchanged)(void *ctx, const sobj *pod, const char *why);
     /* Condemn a pod (ScheduledUpdate maintenance): drain, then delete. */
     void (*condemn)(void *ctx, const sobj *pod, const char *why);
     /* Delete a condemned pod whose wait is over (nss_release), ahead of the
