@@ -551,15 +551,23 @@ void nsb_conf_hash(const void *data, size_t len, char out[65])
     sha256_hex(data, len, out);
 }
 
-static cJSON *http_probe(const char *path, int thresholds)
+/* slurmd's startup probe asks every second, with the same 60 s budget as
+ * its liveness probe's 6 x 10 s: its first probe comes before slurmd
+ * listens, and with a 10 s period a replaced pod then waited up to 10 s
+ * more for Ready (pod delete -> replacement Ready took 12-13 s on real
+ * pods). */
+#define STARTUP_PERIOD_S 1
+#define STARTUP_FAILURES 60
+
+static cJSON *http_probe(const char *path, int failures, int period)
 {
     cJSON *p = cJSON_CreateObject();
     cJSON *g = json_obj_ensure(p, "httpGet");
     json_set_str(g, "path", path);
     json_set_str(g, "port", "slurmd");
-    if (thresholds) {
-        json_set_int(p, "failureThreshold", 6);
-        json_set_int(p, "periodSeconds", 10);
+    if (failures) {
+        json_set_int(p, "failureThreshold", failures);
+        json_set_int(p, "periodSeconds", period);
     }
     return p;
 }
@@ -622,12 +630,13 @@ static cJSON *slurmd_container(const cJSON *nodeset, const char *conf_server, co
     json_set(c, "ports", ports);
 
     if (clc_image_http_probes(json_get_str(nodeset, "spec.slurmd.image"))) {
-        json_set(c, "startupProbe", http_probe("/livez", 1));
-        json_set(c, "livenessProbe", http_probe("/livez", 1));
-        json_set(c, "readinessProbe", http_probe("/readyz", 0));
+        json_set(c, "startupProbe", http_probe("/livez", STARTUP_FAILURES, STARTUP_PERIOD_S));
+        json_set(c, "livenessProbe", http_probe("/livez", 6, 10));
+        json_set(c, "readinessProbe", http_probe("/readyz", 0, 0));
     } else {
         /* Slurm 24.11 (or a version the tag does not say) has no /livez. */
-        json_set(c, "startupProbe", clc_probe(clc_tcp_socket(NSB_SLURMD_PORT), 6, 10));
+        json_set(c, "startupProbe",
+                 clc_probe(clc_tcp_socket(NSB_SLURMD_PORT), STARTUP_FAILURES, STARTUP_PERIOD_S));
         json_set(c, "livenessProbe", clc_probe(clc_tcp_socket(NSB_SLURMD_PORT), 6, 10));
         json_set(c, "readinessProbe", clc_probe(clc_tcp_socket(NSB_SLURMD_PORT), 0, 0));
     }

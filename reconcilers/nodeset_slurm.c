@@ -2996,10 +2996,13 @@ static void sync_pod_info(nss_state *st, nss_set *s, nc_cache *cache, const sobj
  * pod recreated under the same name on the same Node registers a node that
  * stays DOWN (Slurm returns an admin's DOWN to service only with
  * ReturnToService=2, which slurm.conf does not set), and the pod-info move
- * check does not fire. A DOWN of ours set well before the current pod
- * became Ready came from an earlier pod: resume it. A DOWN set after (this
+ * check does not fire. A DOWN of ours set before the slurmd now registered
+ * started came from an earlier pod: resume it. A DOWN set after (this
  * pod's own preStop, while its deletion is on its way to our cache) is
- * left alone; the margin covers the two clocks. */
+ * left alone. Both times are Slurm's, so a startup probe of any period
+ * works; where Slurm gives no slurmd start time, the pod's Ready time
+ * stands in, later than the DOWN by a margin that covers the two clocks
+ * (which a Ready within that margin of the old pod's end never passes). */
 #define STALE_DOWN_MARGIN_S 5
 #define PRESTOP_REASON NSS_REASON_PREFIX "Pod is terminating"
 
@@ -3008,8 +3011,11 @@ static void sync_stale_down(nss_state *st, nss_set *s, nc_cache *cache, const so
 {
     const pod_proj *pp = pod_of(pod);
     if (sn->base != SM_NODE_DOWN || !sn->reason || strncmp(sn->reason, PRESTOP_REASON, strlen(PRESTOP_REASON)) != 0 ||
-        sn->reason_changed_at <= 0 || pp->ready_since <= sn->reason_changed_at + STALE_DOWN_MARGIN_S ||
-        nc_settling(cache, name))
+        sn->reason_changed_at <= 0 || nc_settling(cache, name))
+        return;
+    int earlier = sn->slurmd_started_at > 0 ? sn->slurmd_started_at > sn->reason_changed_at
+                                            : pp->ready_since > sn->reason_changed_at + STALE_DOWN_MARGIN_S;
+    if (!earlier)
         return;
     sm_node_update r = {.set = SM_UPD_STATE, .state = SM_REQ_RESUME};
     if (slurm_update(st, cache, s, name, &r) == 0)

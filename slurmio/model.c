@@ -469,6 +469,7 @@ static int parse_node(const cJSON *o, sm_node *n)
      * job runs, so only the newer shape may betray work this way. */
     n->alloc_known = cJSON_IsArray(st);
     n->reason_changed_at = get_time(o, "reason_changed_at", 0);
+    n->slurmd_started_at = get_time(o, "slurmd_start_time", 0);
     return 0;
 }
 

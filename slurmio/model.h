@@ -231,6 +231,7 @@ typedef struct sm_node {
      * job (sm_node_jobless). */
     int alloc_known;
     int64_t reason_changed_at; /* epoch seconds, 0 when unknown */
+    int64_t slurmd_started_at; /* when the slurmd now registered started (epoch seconds), 0 when unknown */
 } sm_node;
 
 /** Release the strings of a node (the struct itself is the caller's). The

@@ -6,6 +6,9 @@ version (SLURMOP_PODS_SLURM: 26.05 or 24.11).
 
 1. cluster.sh start --kubelets 3 (a real control plane and 3 real Nodes);
    the images imported into each Node's containerd.
+   With SLURMOP_PODS_RELEASE=1, deploy/release.sh makes a release first
+   (its SHA256SUMS checked), and its packaged charts and operator image are
+   what steps 2, 3 and 7 install, with no image values for the operator.
 2. helm install the CRD chart and the operator chart: the operator runs
    in-cluster from its image with the chart's ServiceAccount and RBAC and
    leader election on; it takes the Lease, its /metrics answers from the
@@ -45,6 +48,12 @@ K8S = os.path.join(SRC, "tests", "k8s")
 HERE = os.path.dirname(os.path.abspath(__file__))
 VERSION = os.environ.get("SLURMOP_PODS_SLURM", "26.05")
 KUBELETS = 3
+# SLURMOP_PODS_RELEASE=1 (ctest sets it for 26.05): the operator, its CRDs and
+# the cluster are installed from what `deploy/release.sh` makes (packaged
+# charts, the operator image's OCI archive, checked against SHA256SUMS), as
+# a platform team would install a release; otherwise from deploy/helm/.
+FROM_RELEASE = os.environ.get("SLURMOP_PODS_RELEASE") == "1"
+RELEASE = {}  # chart name -> packaged chart (.tgz), "oci" -> the image archive, "version"
 NS_OP = "slurmop"
 NS = "slurm"
 T_START = time.time()
@@ -231,6 +240,40 @@ def build_images():
     return images
 
 
+def project_version():
+    with open(os.path.join(SRC, "CMakeLists.txt")) as f:
+        return re.search(r"project\(slurmop VERSION ([0-9.]+)", f.read()).group(1)
+
+
+def make_release(images, tmp):
+    """deploy/release.sh VERSION-pods.1 into tmp: its charts and image
+    replace the tree's (images gets the release's operator image)."""
+    t0 = time.time()
+    v = project_version() + "-pods.1"
+    out = os.path.join(tmp, "release")
+    env = dict(os.environ, HELM=os.path.join(ENV["K8S_BIN"], "helm"))
+    p = subprocess.run(["bash", os.path.join(SRC, "deploy", "release.sh"), "--out", out, v], env=env,
+                       capture_output=True, text=True, timeout=1800)
+    if p.returncode != 0:
+        raise Fail("deploy/release.sh %s exited %d:\n%s" % (v, p.returncode, p.stderr[-4000:]))
+    sums = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=out, capture_output=True, text=True)
+    check(sums.returncode == 0, "the release's SHA256SUMS do not match: %s" % sums.stdout + sums.stderr)
+    for chart in ("slurmop-crds", "slurmop", "slurm"):
+        f = os.path.join(out, "%s-%s.tgz" % (chart, v))
+        check(os.path.isfile(f), "release.sh wrote no %s" % f)
+        RELEASE[chart] = f
+    RELEASE["oci"] = os.path.join(out, "slurmop-%s.oci.tar" % v)
+    check(os.path.isfile(RELEASE["oci"]), "release.sh wrote no %s" % RELEASE["oci"])
+    RELEASE["version"] = v
+    images["docker.io/library/slurmop:" + v] = RELEASE["oci"]
+    measure("release_sh", time.time() - t0)
+    log("installing release %s (%s)" % (v, out))
+
+
+def chart_path(chart):
+    return RELEASE.get(chart) or os.path.join(SRC, "deploy", "helm", chart)
+
+
 def import_images(images):
     t0 = time.time()
     run(["bash", os.path.join(K8S, "nodes.sh"), "import"] + sorted(set(images.values())), timeout=900)
@@ -252,14 +295,18 @@ def slurm_image(images, name):
 
 def install_operator(images):
     t0 = time.time()
-    app = chart_app_version("slurmop")
+    app = RELEASE.get("version") or chart_app_version("slurmop")
     ref = "docker.io/library/slurmop:%s" % app
     check(ref in images, "deploy/images/build.sh gave no %s (gave %s)" % (ref, sorted(images)))
-    helm("install", "slurmop-crds", os.path.join(SRC, "deploy", "helm", "slurmop-crds"), "-n", NS_OP,
+    helm("install", "slurmop-crds", chart_path("slurmop-crds"), "-n", NS_OP,
          "--create-namespace", "--wait", "--timeout", "60s")
-    helm("install", "slurmop", os.path.join(SRC, "deploy", "helm", "slurmop"), "-n", NS_OP,
-         "--set", "image.repository=docker.io/library/slurmop", "--set", "image.tag=" + app,
+    # A release's chart names its own image by default: no image values.
+    image = [] if RELEASE else ["--set", "image.repository=docker.io/library/slurmop", "--set", "image.tag=" + app]
+    helm("install", "slurmop", chart_path("slurmop"), "-n", NS_OP, *image,
          "--set", "leaderElection.enabled=true", "--set", "logLevel=debug", "--wait", "--timeout", "120s")
+    if RELEASE:
+        got = jget("-n", NS_OP, "get", "deploy", "slurmop")["spec"]["template"]["spec"]["containers"][0]["image"]
+        check(got.endswith("slurmop:" + app), "the release's chart runs image %s, want its own slurmop:%s" % (got, app))
     measure("helm_install_operator_to_ready", time.time() - t0)
     op = [p for p in pods(NS_OP) if ready(p)]
     check(len(op) == 1, "one Ready operator pod, got %d" % len(op))
@@ -550,7 +597,7 @@ def install_cluster(images):
     (feature, slurmctld's first incarnation)."""
     values = cluster_values(images)
     t0 = time.time()
-    helm("install", "slurm", os.path.join(SRC, "deploy", "helm", "slurm"), "-n", NS, "--create-namespace",
+    helm("install", "slurm", chart_path("slurm"), "-n", NS, "--create-namespace",
          "-f", values, "--timeout", "120s")
     got = wait_for("all Slurm pods Ready", lambda: all_slurm_ready(KUBELETS), 240, every=1)
     t_ready = time.time() - t0
@@ -612,6 +659,8 @@ def main():
         images = build_images()
         started = True
         start_cluster(k8s_dir)
+        if FROM_RELEASE:
+            make_release(images, k8s_dir)
         import_images(images)
         day2.prepare(sys.modules[__name__], images)
         op_pod = install_operator(images)

@@ -359,7 +359,7 @@ static void test_slurmd_probes_by_version(void **state)
         const cJSON *slurmd = json_get(pod, "spec.containers")->child;
         if (i < 2) {
             expect_json(json_child(slurmd, "startupProbe"),
-                        "{\"tcpSocket\":{\"port\":6818},\"failureThreshold\":6,\"periodSeconds\":10}");
+                        "{\"tcpSocket\":{\"port\":6818},\"failureThreshold\":60,\"periodSeconds\":1}");
             expect_json(json_child(slurmd, "livenessProbe"),
                         "{\"tcpSocket\":{\"port\":6818},\"failureThreshold\":6,\"periodSeconds\":10}");
             expect_json(json_child(slurmd, "readinessProbe"), "{\"tcpSocket\":{\"port\":6818}}");
@@ -605,7 +605,7 @@ static void test_pod_statefulset(void **state)
                 "[{\"name\":\"slurmd\",\"containerPort\":6818,\"protocol\":\"TCP\"}]");
     expect_json(json_child(slurmd, "startupProbe"),
                 "{\"httpGet\":{\"path\":\"/"
-                "livez\",\"port\":\"slurmd\"},\"failureThreshold\":6,\"periodSeconds\":10}");
+                "livez\",\"port\":\"slurmd\"},\"failureThreshold\":60,\"periodSeconds\":1}");
     expect_json(json_child(slurmd, "livenessProbe"),
                 "{\"httpGet\":{\"path\":\"/"
                 "livez\",\"port\":\"slurmd\"},\"failureThreshold\":6,\"periodSeconds\":10}");

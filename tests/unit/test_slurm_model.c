@@ -228,6 +228,8 @@ static void test_v3x_node_states(void **state)
         assert_int_equal(n->cpus, 2);
         assert_int_equal(n->alloc_cpus, v >= 37 ? 0 : -1);
         assert_string_equal(n->topology, "");
+        /* When the slurmd now registered started (sync_stale_down's clock). */
+        assert_true(n->slurmd_started_at > 1700000000 || v <= 37);
         sm_response_free(&r);
 
         /* Drained by the operator, no job: v0.0.36 cannot show it. */
@@ -787,12 +789,13 @@ static void test_malformed(void **state)
     }
     /* v0.0.4x fields given in the older shapes are still read. */
     const char *tolerant = "{\"nodes\":[{\"name\":\"a\",\"state\":[\"idle\",\"drain\"],\"features\":\"x,y\","
-                           "\"reason_changed_at\":17}]}";
+                           "\"reason_changed_at\":17,\"slurmd_start_time\":16}]}";
     sm_response r;
     assert_int_equal(sm_parse(44, SM_KIND_NODES, 200, tolerant, strlen(tolerant), &r), 0);
     ASSERT_STATE(&r.nodes[0], "IDLE+DRAIN");
     assert_string_equal(r.nodes[0].features, "x,y");
     assert_int_equal(r.nodes[0].reason_changed_at, 17);
+    assert_int_equal(r.nodes[0].slurmd_started_at, 16);
     sm_response_free(&r);
     /* An unknown state word is kept visible as OTHER. */
     const char *odd = "{\"nodes\":[{\"name\":\"a\",\"state\":[\"IDLE\",\"SHINY_NEW_FLAG\"]}]}";
