@@ -75,11 +75,14 @@ cd "$BUILD"
 # compute, so more run at once than there are cores (OP_TEST_JOBS); the
 # Slurm labs, whose checks are timing-bound, are held to OP_TEST_LABS at once
 # by the resource spec below (tests/CMakeLists.txt, RESOURCE_GROUPS slurmlab).
-# Their turns are the suite's critical path, so two at once; their ports are
-# reserved host-wide outside the ephemeral range (tests/lib/ports.py), which
-# two labs started within a second once got into each other's way without.
+# Their turns are the suite's critical path (two at once cut a warm run from
+# about 33 to 21-23 minutes), but with two at once one lab test failed in
+# each of two full runs: one a wait too short for two labs under ASan (since
+# widened), the other a 26.05 job that never ended while another 26.05 lab
+# ran (not explained yet). So one, until two pass. Their ports are reserved
+# host-wide outside the ephemeral range either way (tests/lib/ports.py).
 jobs=${OP_TEST_JOBS:-3}
-labs=${OP_TEST_LABS:-2}
+labs=${OP_TEST_LABS:-1}
 printf '{"version":{"major":1,"minor":0},"local":[{"slurmlab":[{"id":"labs","slots":%d}]}]}\n' "$labs" \
     >resource-spec.json
 ctest --output-on-failure --timeout 600 -j"$jobs" --resource-spec-file resource-spec.json "$@"
