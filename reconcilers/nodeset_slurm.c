@@ -2999,10 +2999,12 @@ static void sync_pod_info(nss_state *st, nss_set *s, nc_cache *cache, const sobj
  * check does not fire. A DOWN of ours set before the slurmd now registered
  * started came from an earlier pod: resume it. A DOWN set after (this
  * pod's own preStop, while its deletion is on its way to our cache) is
- * left alone. Both times are Slurm's, so a startup probe of any period
- * works; where Slurm gives no slurmd start time, the pod's Ready time
- * stands in, later than the DOWN by a margin that covers the two clocks
- * (which a Ready within that margin of the old pod's end never passes). */
+ * left alone. Either of two signs tells: the slurmd now registered started
+ * after the DOWN (both times Slurm's, so a 1 s startup probe passes it), or
+ * the current pod became Ready well after it (the margin covers the two
+ * clocks; this one also holds where slurmd was not restarted with the pod,
+ * or Slurm gives no start time). Each is false for the pod's own preStop,
+ * which comes after its slurmd started and after it was Ready. */
 #define STALE_DOWN_MARGIN_S 5
 #define PRESTOP_REASON NSS_REASON_PREFIX "Pod is terminating"
 
@@ -3013,8 +3015,8 @@ static void sync_stale_down(nss_state *st, nss_set *s, nc_cache *cache, const so
     if (sn->base != SM_NODE_DOWN || !sn->reason || strncmp(sn->reason, PRESTOP_REASON, strlen(PRESTOP_REASON)) != 0 ||
         sn->reason_changed_at <= 0 || nc_settling(cache, name))
         return;
-    int earlier = sn->slurmd_started_at > 0 ? sn->slurmd_started_at > sn->reason_changed_at
-                                            : pp->ready_since > sn->reason_changed_at + STALE_DOWN_MARGIN_S;
+    int earlier = sn->slurmd_started_at > sn->reason_changed_at ||
+                  pp->ready_since > sn->reason_changed_at + STALE_DOWN_MARGIN_S;
     if (!earlier)
         return;
     sm_node_update r = {.set = SM_UPD_STATE, .state = SM_REQ_RESUME};
