@@ -539,6 +539,27 @@ static void promote_next(bindhook *h)
 
 static void arm(bindhook *h, uint64_t ms);
 
+/* Two JSON patch ops for webhook i of the configuration: a test of its
+ * name, so that a configuration edited between our read and the patch is
+ * refused rather than patched at the wrong index, then field (a path below
+ * the webhook) set to value (taken). */
+static void webhook_op(cJSON *ops, int i, const char *name, const char *field, cJSON *value)
+{
+    char path[128];
+    cJSON *t = cJSON_CreateObject();
+    snprintf(path, sizeof(path), "/webhooks/%d/name", i);
+    json_set_str(t, "op", "test");
+    json_set_str(t, "path", path);
+    json_set_str(t, "value", name);
+    cJSON_AddItemToArray(ops, t);
+    cJSON *a = cJSON_CreateObject();
+    snprintf(path, sizeof(path), "/webhooks/%d/%s", i, field);
+    json_set_str(a, "op", "add");
+    json_set_str(a, "path", path);
+    json_set(a, "value", value);
+    cJSON_AddItemToArray(ops, a);
+}
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -570,7 +591,6 @@ static int scope_ops(bindhook *h, const cJSON *config, cJSON *ops, cJSON **sel)
     size_t n = 0;
     const char **nss = nodeset_namespaces(h, &n);
     int changed = 0, i = 0;
-    char path[96];
     *sel = NULL;
     const cJSON *wh;
     cJSON_ArrayForEach(wh, json_get(config, "webhooks"))
@@ -579,18 +599,7 @@ static int scope_ops(bindhook *h, const cJSON *config, cJSON *ops, cJSON **sel)
         const cJSON *cur = json_get(wh, "namespaceSelector");
         cJSON *want = bh_scope_selector(cur, nss, n);
         if (name && !cJSON_Compare(cur, want, 1)) {
-            cJSON *t = cJSON_CreateObject();
-            snprintf(path, sizeof(path), "/webhooks/%d/name", i);
-            json_set_str(t, "op", "test");
-            json_set_str(t, "path", path);
-            json_set_str(t, "value", name);
-            cJSON_AddItemToArray(ops, t);
-            cJSON *a = cJSON_CreateObject();
-            snprintf(path, sizeof(path), "/webhooks/%d/namespaceSelector", i);
-            json_set_str(a, "op", "add");
-            json_set_str(a, "path", path);
-            json_set(a, "value", cJSON_Duplicate(want, 1));
-            cJSON_AddItemToArray(ops, a);
+            webhook_op(ops, i, name, "namespaceSelector", cJSON_Duplicate(want, 1));
             changed++;
         }
         if (*sel == NULL)
@@ -655,9 +664,7 @@ static void on_cfg_read(int err, const cJSON *obj, const kube_status *st, void *
         arm(h, RETRY_MS);
         return;
     }
-    /* A JSON patch that first tests each webhook's name, so a configuration
-     * edited between this read and the patch is refused rather than patched
-     * at the wrong index. */
+    /* One JSON patch for the scope and the caBundle (webhook_op). */
     cJSON *ops = cJSON_CreateArray();
     int stale = 0;
     cJSON *sel = NULL;
@@ -678,23 +685,11 @@ static void on_cfg_read(int err, const cJSON *obj, const kube_status *st, void *
     }
     const cJSON *wh;
     int i = 0;
-    char path[96];
     cJSON_ArrayForEach(wh, json_get(want ? obj : NULL, "webhooks"))
     {
         const char *name = json_get_str(wh, "name");
         if (name && strcmp(json_get_str_or(wh, "clientConfig.caBundle", ""), want) != 0) {
-            cJSON *t = cJSON_CreateObject();
-            snprintf(path, sizeof(path), "/webhooks/%d/name", i);
-            json_set_str(t, "op", "test");
-            json_set_str(t, "path", path);
-            json_set_str(t, "value", name);
-            cJSON_AddItemToArray(ops, t);
-            cJSON *a = cJSON_CreateObject();
-            snprintf(path, sizeof(path), "/webhooks/%d/clientConfig/caBundle", i);
-            json_set_str(a, "op", "add");
-            json_set_str(a, "path", path);
-            json_set_str(a, "value", want);
-            cJSON_AddItemToArray(ops, a);
+            webhook_op(ops, i, name, "clientConfig/caBundle", cJSON_CreateString(want));
             stale++;
         }
         i++;
