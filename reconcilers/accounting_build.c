@@ -128,11 +128,7 @@ static cJSON *initconf_container(const cJSON *a)
     const char *pull = json_get_str(dbd, "imagePullPolicy");
     if (pull != NULL)
         json_set_str(k, "imagePullPolicy", pull);
-    cJSON *cmd = cJSON_CreateArray();
-    cJSON_AddItemToArray(cmd, cJSON_CreateString("sh"));
-    cJSON_AddItemToArray(cmd, cJSON_CreateString("-c"));
-    cJSON_AddItemToArray(cmd, cJSON_CreateString(initconf_script));
-    json_set(k, "command", cmd);
+    json_set(k, "command", clc_sh_command(initconf_script));
     json_set(k, "securityContext", clc_security_context(CLC_SLURM_UID, 0));
     cJSON *m = cJSON_CreateArray();
     cJSON_AddItemToArray(m, clc_mount("slurm-etc", "/mnt/etc/slurm", NULL, 0));

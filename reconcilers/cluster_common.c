@@ -339,6 +339,15 @@ cJSON *clc_empty_dir(const char *name, int memory)
     return v;
 }
 
+cJSON *clc_sh_command(const char *script)
+{
+    cJSON *cmd = cJSON_CreateArray();
+    cJSON_AddItemToArray(cmd, cJSON_CreateString("sh"));
+    cJSON_AddItemToArray(cmd, cJSON_CreateString("-c"));
+    cJSON_AddItemToArray(cmd, cJSON_CreateString(script));
+    return cmd;
+}
+
 cJSON *clc_probe(cJSON *handler_kv, int failure_threshold, int period_seconds)
 {
     cJSON *p = cJSON_CreateObject();

@@ -176,6 +176,8 @@ cJSON *clc_secret_projection(const char *name, const char *key, const char *path
 cJSON *clc_configmap_projection(const char *name, const char *key, const char *path);
 /** {name, emptyDir:{[medium: "Memory"]}}. */
 cJSON *clc_empty_dir(const char *name, int memory);
+/** A container's command ["sh", "-c", script]. */
+cJSON *clc_sh_command(const char *script);
 /** A probe {<handler>, [failureThreshold, periodSeconds]} where handler is
  *  taken over; thresholds <= 0 are omitted. */
 cJSON *clc_probe(cJSON *handler_kv, int failure_threshold, int period_seconds);

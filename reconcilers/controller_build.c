@@ -217,11 +217,7 @@ static cJSON *statesave_container(const cJSON *slurmctld, const char *state_dir)
     const char *img = json_get_str(slurmctld, "image");
     if (img)
         json_set_str(k, "image", img);
-    cJSON *cmd = cJSON_CreateArray();
-    cJSON_AddItemToArray(cmd, cJSON_CreateString("sh"));
-    cJSON_AddItemToArray(cmd, cJSON_CreateString("-c"));
-    cJSON_AddItemToArray(cmd, cJSON_CreateString(statesave_script));
-    json_set(k, "command", cmd);
+    json_set(k, "command", clc_sh_command(statesave_script));
     cJSON *env = cJSON_CreateArray();
     cJSON *e = cJSON_CreateObject();
     json_set_str(e, "name", "STATESAVE");
@@ -286,11 +282,7 @@ static cJSON *logfile_container(const cJSON *user, const char *fifo)
     json_set_str(e, "value", fifo);
     cJSON_AddItemToArray(env, e);
     json_set(k, "env", env);
-    cJSON *cmd = cJSON_CreateArray();
-    cJSON_AddItemToArray(cmd, cJSON_CreateString("sh"));
-    cJSON_AddItemToArray(cmd, cJSON_CreateString("-c"));
-    cJSON_AddItemToArray(cmd, cJSON_CreateString(clc_logfile_script()));
-    json_set(k, "command", cmd);
+    json_set(k, "command", clc_sh_command(clc_logfile_script()));
     json_set_str(k, "restartPolicy", "Always");
     cJSON *mounts = cJSON_CreateArray();
     cJSON_AddItemToArray(mounts, clc_mount("slurm-logfile", "/var/log/slurm", NULL, 0));

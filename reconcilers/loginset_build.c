@@ -281,11 +281,7 @@ static cJSON *initconf_container(const cJSON *l)
     json_set_str(e, "value", CLC_SLURM_USER);
     cJSON_AddItemToArray(env, e);
     json_set(k, "env", env);
-    cJSON *cmd = cJSON_CreateArray();
-    cJSON_AddItemToArray(cmd, cJSON_CreateString("sh"));
-    cJSON_AddItemToArray(cmd, cJSON_CreateString("-c"));
-    cJSON_AddItemToArray(cmd, cJSON_CreateString(initconf_script));
-    json_set(k, "command", cmd);
+    json_set(k, "command", clc_sh_command(initconf_script));
     cJSON *m = cJSON_CreateArray();
     cJSON_AddItemToArray(m, clc_mount("slurm-etc", "/mnt/etc/slurm", NULL, 0));
     cJSON_AddItemToArray(m, clc_mount("slurm-config", "/mnt/slurm", NULL, 1));
