@@ -453,6 +453,10 @@ def normalize(o, ns):
         out["ownerReferences"] = refs
     out["labels"] = m.get("labels") or {}
     out["annotations"] = m.get("annotations") or {}
+    # The Deployment controller writes the revision, not either operator, and
+    # on a loaded machine it may come after the quiet period settle() waits:
+    # one side then has it and the other not.
+    out["annotations"].pop("deployment.kubernetes.io/revision", None)
     if m.get("finalizers"):
         out["finalizers"] = m["finalizers"]
     if "spec" in o:
