@@ -57,10 +57,12 @@ die() { say "error: $*"; exit 1; }
 
 # ---- helpers ---------------------------------------------------------------
 
-# $1 distinct free TCP ports, reserved host-wide for a while and outside the
-# ephemeral range, so that no other lab or connection takes one before our
-# daemon binds it (see tests/lib/ports.py).
-free_ports() { python3 "$HERE/../lib/ports.py" "$1"; }
+# $1 distinct free TCP ports, reserved host-wide and outside the ephemeral
+# range, so that no other lab or connection takes one before our daemon
+# binds it or while it restarts; held until do_stop gives them back (see
+# tests/lib/ports.py).
+free_ports() { python3 "$HERE/../lib/ports.py" "$1" --owner "$D"; }
+release_ports() { python3 "$HERE/../lib/ports.py" --release "$D" || true; }
 
 # A zombie counts as gone: it has exited and only waits to be collected.
 alive() {
@@ -635,6 +637,7 @@ do_stop() {
         [ ${#rest[@]} -eq 0 ] || die "still running: ${rest[*]}"
     fi
     rm -f "$D"/run/*.pid
+    release_ports
     if [ "${1:-}" = --clean ]; then rm -rf "$D"; fi
     return 0
 }

@@ -14,6 +14,14 @@ and Kubernetes' NodePort range starts at 30000), and each one handed out is
 written into a host-wide reservation list under a lock, so that no other
 caller gets it for RESERVE_S seconds, by which time its daemon listens on
 it (a port still taken then fails the bind test below).
+
+A lab restarts its daemons (slurmd, slurmrestd, slurmctld) and the port is
+unbound for that moment; a lab that outlived a 600 s lease could then see
+another lab's daemon take it, and one lab's slurmctld talk to the other
+lab's slurmd. So a caller that names an owner (--owner DIR: the lab's or
+the cluster's folder) keeps its ports for OWNED_S seconds, long past any
+test, and gives them back when it stops (--release DIR); a lab that died
+without stopping frees them when OWNED_S ends.
 """
 
 import fcntl
@@ -26,6 +34,7 @@ import time
 
 LOW, HIGH = 20000, 29999
 RESERVE_S = 600
+OWNED_S = 3 * 3600
 STATE = os.environ.get("SLURMOP_TEST_PORTS", "/tmp/slurmop-test-ports-%d.json" % os.getuid())
 
 
@@ -42,16 +51,39 @@ def bindable(port):
         s.close()
 
 
-def reserve(n, now=None):
-    now = time.time() if now is None else now
+def load(now):
+    """{port: (until, owner)} of the reservations still held."""
+    try:
+        with open(STATE) as f:
+            raw = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    held = {}
+    for k, v in raw.items():
+        until, owner = (v, "") if isinstance(v, (int, float)) else (v.get("until", 0), v.get("owner", ""))
+        if until > now:
+            held[int(k)] = (until, owner)
+    return held
+
+
+def save(held):
+    tmp = STATE + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({str(p): {"until": u, "owner": o} for p, (u, o) in held.items()}, f)
+    os.replace(tmp, STATE)
+
+
+def locked(fn):
     with open(STATE + ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            with open(STATE) as f:
-                held = {int(k): v for k, v in json.load(f).items()}
-        except (OSError, ValueError):
-            held = {}
-        held = {p: t for p, t in held.items() if t > now}
+        return fn()
+
+
+def reserve(n, owner="", now=None):
+    now = time.time() if now is None else now
+
+    def take():
+        held = load(now)
         candidates = [p for p in range(LOW, HIGH + 1) if p not in held]
         random.shuffle(candidates)
         got = []
@@ -63,18 +95,41 @@ def reserve(n, now=None):
         if len(got) < n:
             raise SystemExit("ports.py: only %d of %d free ports in %d-%d" % (len(got), n, LOW, HIGH))
         for p in got:
-            held[p] = now + RESERVE_S
-        tmp = STATE + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({str(p): t for p, t in held.items()}, f)
-        os.replace(tmp, STATE)
-    return got
+            held[p] = (now + (OWNED_S if owner else RESERVE_S), owner)
+        save(held)
+        return got
+    return locked(take)
+
+
+def release(owner, now=None):
+    """Drops owner's reservations; returns how many there were."""
+    now = time.time() if now is None else now
+
+    def drop():
+        held = load(now)
+        mine = [p for p, (_, o) in held.items() if o == owner]
+        for p in mine:
+            del held[p]
+        save(held)
+        return len(mine)
+    return locked(drop)
+
+
+USAGE = "usage: ports.py N [--owner DIR] | ports.py --release DIR"
 
 
 def main():
-    if len(sys.argv) != 2 or not sys.argv[1].isdigit() or int(sys.argv[1]) < 1:
-        raise SystemExit("usage: ports.py N")
-    print(" ".join(str(p) for p in reserve(int(sys.argv[1]))))
+    args = sys.argv[1:]
+    if len(args) == 2 and args[0] == "--release":
+        release(os.path.abspath(args[1]))
+        return
+    owner = ""
+    if len(args) == 3 and args[1] == "--owner":
+        owner = os.path.abspath(args[2])
+        args = args[:1]
+    if len(args) != 1 or not args[0].isdigit() or int(args[0]) < 1:
+        raise SystemExit(USAGE)
+    print(" ".join(str(p) for p in reserve(int(args[0]), owner)))
 
 
 if __name__ == "__main__":

@@ -138,10 +138,12 @@ die() { say "error: $*"; exit 1; }
 
 # ---- helpers -------------------------------------------------------------
 
-# $1 distinct free TCP ports, reserved host-wide for a while and outside the
-# ephemeral range, so that no other lab or connection takes one before our
-# daemon binds it (see tests/lib/ports.py).
-free_ports() { python3 "$HERE/../lib/ports.py" "$1"; }
+# $1 distinct free TCP ports, reserved host-wide and outside the ephemeral
+# range, so that no other lab or connection takes one before our daemon
+# binds it or while it restarts; held until do_stop gives them back (see
+# tests/lib/ports.py).
+free_ports() { python3 "$HERE/../lib/ports.py" "$1" --owner "$LAB"; }
+release_ports() { python3 "$HERE/../lib/ports.py" --release "$LAB" || true; }
 
 port_busy() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 
@@ -781,6 +783,7 @@ do_stop() {
             while rmdir "$ROOTFS$d" 2>/dev/null && [ "$d" != "$top" ]; do d=$(dirname "$d"); done
         fi
     fi
+    release_ports
     if [ "${1:-}" = --clean ]; then rm -rf "$LAB"; fi
     return 0
 }
