@@ -2131,7 +2131,7 @@ static void write_status(struct pass *p, const nsb_counts *counts, const nsb_slu
 static void sync_status(struct pass *p)
 {
     nsb_counts counts;
-    nsb_slurm_counts sc = {0, 0, 0, 0};
+    nsb_slurm_counts sc = {0};
     int32_t desired = nsb_replicas(p->ns);
     if (p->mode == NSB_DAEMONSET) {
         char err[256];
@@ -2719,7 +2719,7 @@ static int incr_pass(struct pass *p, wq_result *res)
         p->wait_state = plan.action == NSI_WAIT ? WAIT_SHORT : WAIT_NONE;
     wait_net(p, r, now);
     nsb_counts counts;
-    nsb_slurm_counts sc = {0, 0, 0, 0};
+    nsb_slurm_counts sc = {0};
     nsi_counts(&r->st, replicas, &counts);
     if (slurm) /* calm: the counts of the pods' nodes as nss_status adds them up */
         sc = (nsb_slurm_counts){.idle = r->st.slurm_idle,

@@ -1797,6 +1797,10 @@ cJSON *nsb_build_status(const cJSON *nodeset, const nsb_counts *c, const nsb_slu
     json_set_int(st, "slurmAllocated", s ? s->allocated : 0);
     json_set_int(st, "slurmDown", s ? s->down : 0);
     json_set_int(st, "slurmDrain", s ? s->drain : 0);
+    if (s && s->demand_known) {
+        json_set_int(st, "slurmPendingNodes", s->pending_nodes);
+        json_set_int(st, "slurmIdleCooledNodes", s->idle_cooled);
+    }
     json_set_int(st, "observedGeneration", json_get_int(nodeset, "metadata.generation", 0));
     json_set_str(st, "nodeSetHash", str_or(hash, ""));
     json_set_int(st, "collisionCount", collision_count);

@@ -505,6 +505,11 @@ void nsb_count(const nsb_pod *pods, size_t n, const char *update_rev, const char
 
 typedef struct nsb_slurm_counts {
     int32_t idle, allocated, down, drain; /* allocated = ALLOCATED + MIXED */
+    /* A NodeSet that follows the queue (nodedemand.h): what its pending
+     * jobs ask for and its nodes idle past the cool-down; in the status
+     * only when demand_known. */
+    int demand_known;
+    int32_t pending_nodes, idle_cooled;
 } nsb_slurm_counts;
 
 /** The NodeSet status object: counts, Slurm counts, observedGeneration

@@ -1,5 +1,6 @@
 #include "reconcilers/nodeset_slurm.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "core/rfc3339.h"
 #include "reconcilers/cluster_common.h"
 #include "reconcilers/cluster_watch.h"
+#include "reconcilers/nodedemand.h"
 #include "reconcilers/nodehealth.h"
 #include "reconcilers/nodeset_incr.h"
 #include "reconcilers/slurmclient.h"
@@ -133,6 +135,17 @@ typedef struct nss_set {
      * waiting), and whether its Event was sent */
     uint64_t jobrec_since;
     int jobrec_warned;
+    /* Following the queue (nodedemand.h, demand_step): whether the
+     * annotation parsed, its policy, the partitions this NodeSet's nodes
+     * serve (its siblings route jobs by them), since when each Slurm node
+     * reads idle (name -> uint64_t uv_now ms), the annotation text whose
+     * error was reported, the last job reported as never fitting */
+    int demand_on;
+    nd_policy demand;
+    char *demand_parts;
+    map_t idle_since;
+    char *demand_bad;
+    uint32_t unfit_job;
 } nss_set;
 
 typedef struct kept_ent {
@@ -243,6 +256,8 @@ struct nss_state {
     mx_gauge *mx_unhealthy;
     mx_family *mx_out, *mx_waiting, *mx_replaced;
     mx_histogram *mx_drain_s;
+    /* NodeSets that follow the queue (demand_step) */
+    mx_family *mx_pending, *mx_cooled, *mx_scaled;
 };
 
 /* Every reason keep() gives, so that slurmop_drains_blocked lists each
@@ -321,6 +336,9 @@ static void set_free(void *v)
     map_free(&s->proved);
     map_free(&s->kept);
     map_free(&s->health);
+    map_free(&s->idle_since);
+    free(s->demand_parts);
+    free(s->demand_bad);
     clear_drains(s);
     free(s->features);
     free(s->key);
@@ -351,6 +369,7 @@ static nss_set *set_get(nss_state *st, const sobj *nodeset, const cJSON *ns_json
         map_init_type(&s->proved, &proved_type);
         map_init_type(&s->kept, &map_type_free_val);
         map_init_type(&s->health, &hl_type);
+        map_init_type(&s->idle_since, &map_type_free_val);
         map_put(&st->sets, s->key, s);
     } else {
         free(ctl_key);
@@ -1161,6 +1180,16 @@ static void on_scrape(void *data)
 
 static void setup_metrics(nss_state *st, mx_registry *r)
 {
+    st->mx_pending = mx_family_new(r, MX_GAUGE, "slurmop_nodeset_pending_nodes",
+                                   "Nodes that Slurm's pending jobs counted on a NodeSet that follows the queue "
+                                   "ask for",
+                                   "namespace,nodeset", NULL, 0, NULL);
+    st->mx_cooled = mx_family_new(r, MX_GAUGE, "slurmop_nodeset_idle_cooled_nodes",
+                                  "Slurm nodes of a NodeSet that follows the queue idle past its cool-down",
+                                  "namespace,nodeset", NULL, 0, NULL);
+    st->mx_scaled = mx_family_new(r, MX_COUNTER, "slurmop_nodeset_autoscale_total",
+                                  "Replicas writes of NodeSets that follow the queue, by direction (up, down)",
+                                  "namespace,nodeset,direction", NULL, 0, NULL);
     st->mx_blocked = mx_family_new(r, MX_GAUGE, "slurmop_drains_blocked",
                                    "Condemned pods kept because their drain cannot go on, by the reason of the "
                                    "NodeSet's DrainBlocked condition",
@@ -2825,7 +2854,7 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
     x.uncordon_ok = nsb_mode_of(ns) == NSB_DAEMONSET || (int)active <= nsb_replicas(ns);
     int32_t min_ready = (int32_t)json_get_int(ns, "spec.minReadySeconds", 0);
     int64_t now = (int64_t)time(NULL);
-    nsb_slurm_counts counts = {0, 0, 0, 0};
+    nsb_slurm_counts counts = {0};
     size_t expected = 0, listed = 0;
     const sobj **drifting = xcalloc(n + 1, sizeof(*drifting));
     size_t n_drifting = 0;
@@ -3063,6 +3092,241 @@ static void status_pod(nss_state *st, nss_set *s, nc_cache *cache, const sobj *n
         sync_stale_down(st, s, cache, pod, name, sn);
 }
 
+/* ---- following the queue (nodedemand.h, docs/internals/NODE-DEMAND.md) ----
+ *
+ * A NodeSet with ND_ANNOTATION is looked at by a full pass every
+ * DEMAND_TICK_MS while the job list is read every track_ms: a job queued
+ * now is seen within about two ticks. Its spec.replicas is written; the
+ * scale-in then goes the normal way: victims in their
+ * order (idle ones first), drained, deleted once proved free. */
+#define DEMAND_TICK_MS 1000u
+#define DEMAND_JOBS_FAST_MS 5000u
+
+/* Add each item of the comma-separated list to the name set. */
+static void parts_add(map_t *set, const char *list)
+{
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char part[256];
+        if (len && len < sizeof(part)) {
+            memcpy(part, p, len);
+            part[len] = '\0';
+            if (!map_get(set, part))
+                map_put(set, xstrdup(part), xstrdup(part));
+        }
+        p = e ? e + 1 : p + len;
+    }
+}
+
+static int cmp_set_key(const void *a, const void *b)
+{
+    return strcmp((*(nss_set *const *)a)->key, (*(nss_set *const *)b)->key);
+}
+
+static void demand_off(nss_set *s)
+{
+    s->demand_on = 0;
+    map_free(&s->idle_since);
+    map_init_type(&s->idle_since, &map_type_free_val);
+    free(s->demand_parts);
+    s->demand_parts = NULL;
+}
+
+static const char *demand_text(const sobj *nodeset)
+{
+    /* The NodeSets store keeps whole objects, not chosen annotations. */
+    return cJSON_GetStringValue(json_child(json_get(nodeset->json, "metadata.annotations"), ND_ANNOTATION));
+}
+
+/* The demand series of a NodeSet with the annotation exist from its first
+ * pass (at 0 until Slurm is read), as the health ones do. */
+static void demand_gauges(nss_state *st, const sobj *nodeset)
+{
+    if (!st->mx_pending || demand_text(nodeset) == NULL)
+        return;
+    (void)mx_gauge_get(st->mx_pending, MX_LV(nodeset->ns, nodeset->name));
+    (void)mx_gauge_get(st->mx_cooled, MX_LV(nodeset->ns, nodeset->name));
+    (void)mx_counter_get(st->mx_scaled, MX_LV(nodeset->ns, nodeset->name, "up"));
+    (void)mx_counter_get(st->mx_scaled, MX_LV(nodeset->ns, nodeset->name, "down"));
+}
+
+/* Whether the annotation asks to follow the queue and parses; a text that
+ * does not parse is reported once (Event and log) and changes nothing. */
+static int demand_policy(nss_state *st, nss_set *s, const sobj *nodeset, const cJSON *ns)
+{
+    const char *text = demand_text(nodeset);
+    if (text == NULL || nodeset->deleting) {
+        demand_off(s);
+        return 0;
+    }
+    char err[256];
+    const char *why = NULL;
+    if (nd_parse(text, &s->demand, err, sizeof(err)) != 0)
+        why = err;
+    else if (nsb_mode_of(ns) == NSB_DAEMONSET)
+        why = "a DaemonSet-mode NodeSet has one pod per eligible Node: its size follows the Nodes, not replicas";
+    if (why) {
+        if (s->demand_bad == NULL || strcmp(s->demand_bad, text) != 0) {
+            free(s->demand_bad);
+            s->demand_bad = xstrdup(text);
+            log_warn("nodeset %s: annotation %s=\"%.128s\" is not used: %s", nodeset->key, ND_ANNOTATION, text, why);
+            op_event(st->op, nodeset, NSB_KIND, "AutoscaleInvalid", "Autoscale",
+                     "annotation %s=\"%.128s\" is not used: %s", ND_ANNOTATION, text, why);
+        }
+        demand_off(s);
+        return 0;
+    }
+    free(s->demand_bad);
+    s->demand_bad = NULL;
+    s->demand_on = 1;
+    return 1;
+}
+
+/* The NodeSet's share of the queue: nodes its pending jobs ask for, and
+ * the one job (if any) that no NodeSet of the Controller can ever hold. */
+static int32_t demand_of(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, int32_t *jobs)
+{
+    nss_set **sibs = xcalloc(st->sets.count + 1, sizeof(*sibs));
+    size_t n_sibs = 0, it = 0;
+    const char *k;
+    void *v;
+    while (map_next(&st->sets, &it, &k, &v)) {
+        nss_set *o = v;
+        if (o->demand_on && o->demand_parts && strcmp(o->ctl_key, s->ctl_key) == 0)
+            sibs[n_sibs++] = o;
+    }
+    qsort(sibs, n_sibs, sizeof(*sibs), cmp_set_key);
+    nd_set *view = xcalloc(n_sibs + 1, sizeof(*view));
+    int self = -1;
+    for (size_t i = 0; i < n_sibs; i++) {
+        view[i].partitions = sibs[i]->demand_parts;
+        view[i].max = sibs[i]->demand.max;
+        if (sibs[i] == s)
+            self = (int)i;
+    }
+    const nc_pending *pj;
+    size_t n = nc_pending_jobs(cache, &pj);
+    int32_t demand = 0;
+    *jobs = 0;
+    for (size_t i = 0; i < n && self >= 0; i++) {
+        if (!nd_waits(pj[i].reason))
+            continue;
+        int r = nd_route(pj[i].partitions, pj[i].nodes, view, n_sibs);
+        if (r == self) {
+            demand = pj[i].nodes > INT32_MAX - demand ? INT32_MAX : demand + pj[i].nodes;
+            (*jobs)++;
+        } else if (r == ND_NEVER_FITS && nd_lists_meet(pj[i].partitions, s->demand_parts) &&
+                   pj[i].id != s->unfit_job) {
+            s->unfit_job = pj[i].id;
+            log_warn("nodeset %s: job %" PRIu32 " asks for %d nodes in partition(s) %.128s: no NodeSet that follows "
+                     "the queue there may grow that far (this one: max=%d)",
+                     nodeset->key, pj[i].id, (int)pj[i].nodes, pj[i].partitions, (int)s->demand.max);
+            op_event(st->op, nodeset, NSB_KIND, "JobNeverFits", "Autoscale",
+                     "job %" PRIu32 " asks for %d nodes in partition(s) %.128s: no NodeSet that follows the queue "
+                     "there may grow that far (this one: max=%d); raise max or cancel the job",
+                     pj[i].id, (int)pj[i].nodes, pj[i].partitions, (int)s->demand.max);
+        }
+    }
+    free(view);
+    free(sibs);
+    return demand;
+}
+
+/* Count the NodeSet's busy nodes and those idle past the cool-down, note
+ * the partitions its nodes serve, then write replicas when the queue
+ * wants another number. sn_of[i]: pods[i]'s Slurm node, NULL when not
+ * listed. */
+static void demand_step(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const cJSON *ns,
+                        const nsb_pod *pods, size_t n, const sm_node *const *sn_of, nsb_slurm_counts *out)
+{
+    if (!demand_policy(st, s, nodeset, ns))
+        return;
+    nc_jobs_fast(cache, DEMAND_JOBS_FAST_MS);
+    enqueue_after(st, s->key, DEMAND_TICK_MS);
+    uint64_t now = now_ms(st);
+    map_t parts, idle;
+    map_init_type(&parts, &map_type_free_val);
+    map_init_type(&idle, &map_type_free_val);
+    if (json_get_bool(ns, "spec.partition.enabled", 0)) {
+        char pb[256];
+        parts_add(&parts, clc_nodeset_name(ns, pb, sizeof(pb)));
+    }
+    int32_t busy = 0, cooled = 0;
+    for (size_t i = 0; i < n; i++) {
+        const sm_node *sn = sn_of[i];
+        if (sn == NULL)
+            continue;
+        parts_add(&parts, sn->partitions);
+        if (pods[i].terminating)
+            continue;
+        if (sm_node_busy(sn)) {
+            busy++;
+            continue;
+        }
+        if (sn->base != SM_NODE_IDLE || (sn->flags & SM_NF(DRAIN)) || !nsb_pod_running_ready(&pods[i]))
+            continue;
+        const uint64_t *was = map_get(&s->idle_since, sn->name);
+        uint64_t *since = xmalloc(sizeof(*since));
+        *since = was ? *was : now;
+        if (now - *since >= (uint64_t)s->demand.cooldown_s * 1000u)
+            cooled++;
+        map_put(&idle, xstrdup(sn->name), since);
+    }
+    /* Nodes no longer idle start their cool-down again next time. */
+    map_free(&s->idle_since);
+    s->idle_since = idle;
+    buf_t b;
+    buf_init(&b, BUF_UNLIMITED);
+    size_t it = 0;
+    const char *k;
+    void *v;
+    int rc = 0;
+    while (map_next(&parts, &it, &k, &v)) {
+        if (b.len)
+            rc |= buf_putc(&b, ',');
+        rc |= buf_puts(&b, k);
+    }
+    (void)rc; /* unlimited: cannot fail */
+    map_free(&parts);
+    free(s->demand_parts);
+    s->demand_parts = b.data ? buf_detach(&b, NULL) : xstrdup("");
+    int32_t jobs = 0, demand = demand_of(st, s, cache, nodeset, &jobs);
+    out->demand_known = 1;
+    out->pending_nodes = demand;
+    out->idle_cooled = cooled;
+    if (st->mx_pending)
+        mx_gauge_set(mx_gauge_get(st->mx_pending, MX_LV(nodeset->ns, nodeset->name)), (double)demand);
+    if (st->mx_cooled)
+        mx_gauge_set(mx_gauge_get(st->mx_cooled, MX_LV(nodeset->ns, nodeset->name)), (double)cooled);
+    int32_t replicas = nsb_replicas(ns);
+    int32_t want = nd_want(&s->demand, replicas, busy, demand, cooled);
+    if (want == replicas)
+        return;
+    pw_ent *e = pw_begin(st, nodeset->uid, "autoscale replicas", (uint64_t)want + 1);
+    if (!e)
+        return;
+    const char *dir = want > replicas ? "up" : "down";
+    log_info("nodeset %s: following the queue: replicas %d -> %d (%d busy, %d node(s) asked for by %d pending "
+             "job(s), %d idle past %us)",
+             nodeset->key, (int)replicas, (int)want, (int)busy, (int)demand, (int)jobs, (int)cooled,
+             s->demand.cooldown_s);
+    op_event(st->op, nodeset, NSB_KIND, want > replicas ? "ScaledUp" : "ScaledDown", "Autoscale",
+             "replicas %d -> %d: %d busy, %d node(s) asked for by %d pending job(s), %d idle past %us (min=%d, "
+             "max=%d)",
+             (int)replicas, (int)want, (int)busy, (int)demand, (int)jobs, (int)cooled, s->demand.cooldown_s,
+             (int)s->demand.min, (int)s->demand.max);
+    if (st->mx_scaled)
+        mx_counter_inc(mx_counter_get(st->mx_scaled, MX_LV(nodeset->ns, nodeset->name, dir)));
+    /* spec.replicas alone (the operator's RBAC has no nodesets/scale), and
+     * without a resourceVersion: the annotation hands replicas to the
+     * queue, as an HPA holds them, and our own status writes would make a
+     * precondition fail once per step. */
+    cJSON *patch = cJSON_CreateObject();
+    json_set_int(json_obj_ensure(patch, "spec"), "replicas", want);
+    patch_nodeset(st, nodeset, NULL, patch, e);
+}
+
 void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                           const nsb_pod *pods, size_t n, nsb_slurm_counts *out)
 {
@@ -3073,6 +3337,7 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
      * until a Node turns unhealthy. */
     if (health_cfg(op))
         health_gauges(st, s, nodeset->ns, nodeset->name);
+    demand_gauges(st, nodeset);
     nc_cache *cache;
     int avail = slurmclient_get(op, s->ctl_key, &cache);
     flush_drains(st, s, avail == SC_READY && nc_ready(cache) ? cache : NULL, nodeset);
@@ -3125,6 +3390,7 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
         if (!pods[i].terminating)
             status_pod(st, s, cache, nodeset, &pods[i], name, sn, wdp);
     }
+    demand_step(st, s, cache, nodeset, ns, pods, n, sn_of, out);
     free(sn_of);
     proved_sweep(s);
     s->counts = *out;
@@ -3138,7 +3404,7 @@ int nss_calm(operator *op, const sobj *nodeset, const cJSON *ns)
     const nss_set *s = map_get(&op->nodeset_slurm->sets, nodeset->key);
     nc_cache *cache;
     if (s == NULL || s->condemned.count || s->n_drains || s->blocked || s->drift_since.count || s->held ||
-        !s->synced || !s->counts_known || s->resv_writing || s->health.count)
+        !s->synced || !s->counts_known || s->resv_writing || s->health.count || s->demand_on)
         return 0;
     if (strcmp(json_get_str_or(ns, "spec.updateStrategy.type", "RollingUpdate"), "ScheduledUpdate") == 0)
         return 0; /* maintenance condemns pods: a decision over every pod */

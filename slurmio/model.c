@@ -412,6 +412,7 @@ void sm_node_clear(sm_node *n)
     free(n->active_features);
     free(n->topology);
     free(n->reservation);
+    free(n->partitions);
     free(n->address);
     free(n->hostname);
     memset(n, 0, sizeof(*n));
@@ -459,6 +460,7 @@ static int parse_node(const cJSON *o, sm_node *n)
     n->active_features = get_text(o, "active_features");
     n->topology = get_text(o, "topology");
     n->reservation = get_text(o, "reservation");
+    n->partitions = get_text(o, "partitions");
     n->address = get_text(o, "address");
     n->hostname = get_text(o, "hostname");
     n->cpus = get_int(o, "cpus", -1);
@@ -555,6 +557,9 @@ static int parse_job(const cJSON *o, sm_job *j)
     int64_t lim = 0;
     /* v0.0.38: null means unlimited; v0.0.40+: infinite, or not set. */
     j->time_limit = get_num(o, "time_limit", &lim) == NUM_VALUE ? lim : SM_INFINITE;
+    int64_t nc = 0;
+    j->node_count = get_num(o, "node_count", &nc) == NUM_VALUE && nc > 0 && nc <= INT32_MAX ? (int32_t)nc : 0;
+    j->reason = get_text(o, "state_reason");
     return 0;
 }
 
@@ -685,6 +690,7 @@ void sm_response_free(sm_response *r)
     for (size_t i = 0; i < r->n_jobs; i++) {
         free(r->jobs[i].nodes);
         free(r->jobs[i].partition);
+        free(r->jobs[i].reason);
     }
     free(r->jobs);
     for (size_t i = 0; i < r->n_pings; i++) {

@@ -220,6 +220,7 @@ typedef struct sm_node {
     char *active_features;
     char *topology;    /* v0.0.43+; "" otherwise */
     char *reservation; /* v0.0.40+; "" otherwise */
+    char *partitions;  /* the partitions it is in, comma-separated, "" when none */
     char *address;
     char *hostname;
     int cpus;                  /* -1 when not reported */
@@ -327,6 +328,8 @@ typedef struct sm_job {
     char *partition;    /* its partition(s), comma-separated; NULL when not reported */
     int64_t start_time; /* epoch seconds; 0 when unset */
     int64_t time_limit; /* minutes; SM_INFINITE when unlimited or unset */
+    int32_t node_count; /* nodes it asks for (pending) or holds; 0 when not reported */
+    char *reason;       /* why it waits ("Resources", "Priority", ...); "" when not reported */
 } sm_job;
 
 /** Whether the job may hold (processes, an allocation, an epilog, state

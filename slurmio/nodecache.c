@@ -220,6 +220,9 @@ struct nc_cache {
     map_t job_parts;
     map_t job_parts_gone;
     map_t job_waiters; /* name -> name: told (on_node) when the next job read completes */
+    /* The PENDING jobs of the current list, in its order (nc_pending_jobs). */
+    nc_pending *pending;
+    size_t n_pending;
     map_t jobs_vanished; /* name -> uint64_t ms: its holder left the list unseen ended (apply_jobs) */
     /* Why the table is held (c->suspect): for logs and the owner's Event. */
     char suspect_why[160];
@@ -272,7 +275,8 @@ static int node_differs(const sm_node *a, const sm_node *b)
            strcmp(str0(a->features), str0(b->features)) != 0 ||
            strcmp(str0(a->active_features), str0(b->active_features)) != 0 ||
            strcmp(str0(a->topology), str0(b->topology)) != 0 ||
-           strcmp(str0(a->reservation), str0(b->reservation)) != 0;
+           strcmp(str0(a->reservation), str0(b->reservation)) != 0 ||
+           strcmp(str0(a->partitions), str0(b->partitions)) != 0;
 }
 
 static nc_node *node_get(const nc_cache *c, const char *name)
@@ -1362,6 +1366,17 @@ static void fire_missing(nc_cache *c, const map_t *a, const map_t *b)
             fire(c, k);
 }
 
+static void pending_clear(nc_cache *c)
+{
+    for (size_t i = 0; i < c->n_pending; i++) {
+        free(c->pending[i].partitions);
+        free(c->pending[i].reason);
+    }
+    free(c->pending);
+    c->pending = NULL;
+    c->n_pending = 0;
+}
+
 static void apply_jobs(nc_cache *c, const sm_response *resp, const nc_rq *r)
 {
     map_t nm, holders, named, parts;
@@ -1370,9 +1385,18 @@ static void apply_jobs(nc_cache *c, const sm_response *resp, const nc_rq *r)
     map_init_type(&holders, &map_type_free_val);
     map_init_type(&named, &map_type_free_val);
     int bad = 0;
+    pending_clear(c);
+    c->pending = xcalloc(resp->n_jobs + 1, sizeof(*c->pending));
     for (size_t i = 0; i < resp->n_jobs; i++) {
         const sm_job *j = &resp->jobs[i];
         int run = j->state == SM_JOB_RUNNING, holds = sm_job_holds_nodes(j);
+        if (j->state == SM_JOB_PENDING && !(j->flags & SM_JF_OTHER)) {
+            nc_pending *pj = &c->pending[c->n_pending++];
+            pj->id = j->id;
+            pj->nodes = j->node_count > 0 ? j->node_count : 1;
+            pj->partitions = xstrdup(str0(j->partition));
+            pj->reason = xstrdup(str0(j->reason));
+        }
         for (const char *p = j->partition; p && *p;) {
             const char *e = strchr(p, ',');
             size_t len = e ? (size_t)(e - p) : strlen(p);
@@ -1672,6 +1696,23 @@ int nc_jobs_free(nc_cache *c, const char *name, unsigned max_age_ms)
 int nc_jobs_failed(const nc_cache *c)
 {
     return c->jobs_failed || c->jobs_bad;
+}
+
+size_t nc_pending_jobs(const nc_cache *c, const nc_pending **out)
+{
+    *out = NULL;
+    if (!nc_jobs_ready(c) || c->jobs_failed)
+        return 0;
+    *out = c->pending;
+    return c->n_pending;
+}
+
+void nc_jobs_fast(nc_cache *c, unsigned ms)
+{
+    nc_want_jobs(c);
+    uint64_t until = uv_now(c->loop) + ms;
+    if (until > c->jobs_fast_until)
+        c->jobs_fast_until = until;
 }
 
 int nc_job_in_partition(const nc_cache *c, const char *partition)
@@ -2312,6 +2353,7 @@ static void on_handle_closed(uv_handle_t *h)
     map_free(&c->nodes);
     map_free(&c->deadlines);
     map_free(&c->holders);
+    pending_clear(c);
     map_free(&c->job_parts);
     map_free(&c->job_parts_gone);
     map_free(&c->job_waiters);

@@ -236,6 +236,20 @@ int nc_jobs_free(nc_cache *c, const char *name, unsigned max_age_ms);
 /** 1 when the last job read failed, or its list named nodes that do not
  *  read as a hostlist (no node is then free of jobs). */
 int nc_jobs_failed(const nc_cache *c);
+/** A PENDING job of the current list. */
+typedef struct nc_pending {
+    uint32_t id;
+    int32_t nodes;    /* the node count it asks for (1 when Slurm did not say) */
+    char *partitions; /* comma-separated; "" when not reported */
+    char *reason;     /* Slurm's state_reason; "" when not reported */
+} nc_pending;
+/** The PENDING jobs of the current job list, in the list's order; *out is
+ *  valid until the loop runs again. 0 (and *out NULL) while the list is not
+ *  current or its last read failed: no demand is inferred then. */
+size_t nc_pending_jobs(const nc_cache *c, const nc_pending **out);
+/** Read the job list every track_ms (instead of jobs_ms) for the next ms
+ *  milliseconds; starts job polling. For owners that follow the queue. */
+void nc_jobs_fast(nc_cache *c, unsigned ms);
 /** 1 when a job of the current list holds the node, 0 when none does, -1
  *  when the list is not current or did not read cleanly. */
 int nc_job_holds(const nc_cache *c, const char *name);

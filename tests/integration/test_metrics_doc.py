@@ -118,6 +118,11 @@ class Scenario:
                        {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "RestApi", "metadata": {"name": "slurm"},
                         "spec": {"controllerRef": {"name": "slurm"}}})
             assert r.status == 201, r.text
+            # gpu follows the queue (for the slurmop_nodeset_* demand families;
+            # with no RestApi nothing is read, so nothing is scaled)
+            r = c.patch(NS_API + "/namespaces/default/nodesets/gpu",
+                        {"metadata": {"annotations": {"slurmop.slinky.slurm.net/autoscale": "max=1"}}})
+            assert r.status == 200, r.text
             with Slurmop(ks.kubeconfig, log_level="info", log_format="json", topology_webhook=True,
                          webhook_addr="127.0.0.1:0", slurmrestd="default/slurm=http://127.0.0.1:%d" % port,
                          unhealthy_node_condition="GpuUnhealthy") as op:
