@@ -3291,6 +3291,15 @@ static void demand_step(nss_state *st, nss_set *s, nc_cache *cache, const sobj *
     map_free(&parts);
     free(s->demand_parts);
     s->demand_parts = b.data ? buf_detach(&b, NULL) : xstrdup("");
+    if (!nc_jobs_ready(cache) || nc_jobs_failed(cache)) {
+        /* The queue is unknown (the job list is not current, or did not
+         * read cleanly): no job is assumed absent, nothing is scaled; the
+         * status keeps what was last known. */
+        out->demand_known = s->counts.demand_known;
+        out->pending_nodes = s->counts.pending_nodes;
+        out->idle_cooled = cooled;
+        return;
+    }
     int32_t jobs = 0, demand = demand_of(st, s, cache, nodeset, &jobs);
     out->demand_known = 1;
     out->pending_nodes = demand;

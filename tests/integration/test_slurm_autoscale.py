@@ -17,7 +17,10 @@ four nodes, and they pend while those two are drained). Then, with
   3. with max=3, a 4-node job is reported (Event JobNeverFits) and not
      counted; an annotation that does not parse is reported (Event
      AutoscaleInvalid) and changes nothing; without the annotation the
-     status fields go away.
+     status fields go away;
+  4. while every job read fails (a proxy in front of slurmrestd), idle
+     nodes past the cool-down are not given back; once reads succeed they
+     are, down to min=0.
 Exit 77 without the Slurm binaries or root (24.11, 26.05).
 """
 import os
@@ -29,6 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from backend import api_server  # noqa: E402
 from slurmop import NS_API, Slurmop, apply_crds, pods_of, set_replicas, wait_for  # noqa: E402
 from slurmlab import VERSION, lab_cluster, run_in_lab  # noqa: E402
+from faultproxy import FaultProxy  # noqa: E402
 
 NODES = ["slinky-0", "slinky-1", "slinky-2", "slinky-3"]
 IMAGES = {"slurmd": {"image": "ghcr.io/slinkyproject/slurmd:test"}, "logfile": {"image": "alpine:test"}}
@@ -81,7 +85,7 @@ def scenario(ks, lab):
     c = ks.client()
     apply_crds(c)
     lab_cluster(c, lab, {"slinky": dict(replicas=4, **IMAGES)})
-    with Slurmop(ks.kubeconfig, **lab.slurmop_flags()) as op:
+    with FaultProxy(lab.url) as fp, Slurmop(ks.kubeconfig, **lab.slurmop_flags(url=fp.url)) as op:
         op.wait_ready()
         wait_for(lambda: live(c) == NODES, 30, what="4 pods")
         wait_for(lambda: nodeset(c).get("status", {}).get("slurmIdle") == 4, 30, what="4 idle nodes")
@@ -146,6 +150,7 @@ def scenario(ks, lab):
         assert replicas(c) == 2, "scaled for a job it can never hold: %r" % replicas(c)
         assert nodeset(c)["status"]["slurmPendingNodes"] == 0, nodeset(c)["status"]
         lab.scancel(big)
+        wait_for(lambda: lab.job_state(big)[0] in ("CANCELLED", None), 10, what="job %s cancelled" % big)
         annotate(c, "max=two")
         ev = wait_for(lambda: events(c, "AutoscaleInvalid"), 15, what="AutoscaleInvalid Event")
         assert "max=two" in ev[0].get("note", ""), ev[0]
@@ -155,6 +160,18 @@ def scenario(ks, lab):
                  what="status.slurmPendingNodes gone without the annotation")
         assert replicas(c) == 2
         log("ok 3: JobNeverFits and AutoscaleInvalid reported, nothing scaled; opting out clears the status")
+
+        # 4. The queue unknown (every job read fails): nothing is given back,
+        #    however long the nodes have been idle; once it reads, they go.
+        rid = fp.add_rule("error", method="GET", path=r"/jobs", status=500, error="Unable to read jobs")
+        wait_for(lambda: fp.count(rid) >= 2, 20, what="2 failed job reads")
+        annotate(c, "min=0,max=4,cooldown=2")
+        time.sleep(5)
+        assert replicas(c) == 2, "scaled to %r while the job list could not be read" % replicas(c)
+        fp.remove_rule(rid)
+        wait_for(lambda: replicas(c) == 0, 20, what="replicas 0 once the job list reads")
+        wait_for(lambda: not live(c), 30, what="the idle pods deleted")
+        log("ok 4: nothing given back while the job list failed; min=0 reached once it read")
     for n in NODES:
         if "DRAIN" in flags(lab.node(n)):
             lab.scontrol("update", "nodename=" + n, "state=resume")
