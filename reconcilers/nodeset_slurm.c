@@ -143,6 +143,9 @@ typedef struct nss_set {
     int demand_on;
     nd_policy demand;
     char *demand_parts;
+    /* Every partition a read showed one of its nodes in, in this process's
+     * life: a NodeSet scaled to 0 still serves them (note_parts). */
+    char *seen_parts;
     map_t idle_since;
     char *demand_bad;
     uint32_t unfit_job;
@@ -338,6 +341,7 @@ static void set_free(void *v)
     map_free(&s->health);
     map_free(&s->idle_since);
     free(s->demand_parts);
+    free(s->seen_parts);
     free(s->demand_bad);
     clear_drains(s);
     free(s->features);
@@ -3119,6 +3123,27 @@ static void parts_add(map_t *set, const char *list)
     }
 }
 
+/* Add to s->seen_parts the partitions of list it lacks: one scan of a short
+ * list per pod and pass, and nothing allocated while they are known. */
+static void note_parts(nss_set *s, const char *list)
+{
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char item[256];
+        if (len && len < sizeof(item)) {
+            memcpy(item, p, len);
+            item[len] = '\0';
+            if (!nd_lists_meet(item, s->seen_parts)) {
+                char *u = s->seen_parts && *s->seen_parts ? xasprintf("%s,%s", s->seen_parts, item) : xstrdup(item);
+                free(s->seen_parts);
+                s->seen_parts = u;
+            }
+        }
+        p = e ? e + 1 : p + len;
+    }
+}
+
 static int cmp_set_key(const void *a, const void *b)
 {
     return strcmp((*(nss_set *const *)a)->key, (*(nss_set *const *)b)->key);
@@ -3252,12 +3277,12 @@ static void demand_step(nss_state *st, nss_set *s, nc_cache *cache, const sobj *
         char pb[256];
         parts_add(&parts, clc_nodeset_name(ns, pb, sizeof(pb)));
     }
+    parts_add(&parts, s->seen_parts);
     int32_t busy = 0, cooled = 0;
     for (size_t i = 0; i < n; i++) {
         const sm_node *sn = sn_of[i];
         if (sn == NULL)
             continue;
-        parts_add(&parts, sn->partitions);
         if (pods[i].terminating)
             continue;
         if (sm_node_busy(sn)) {
@@ -3391,6 +3416,8 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
         proved_ent *pe = s->proved.count ? map_get(&s->proved, pod->uid) : NULL;
         if (pe)
             pe->pass = s->status_passes;
+        if (sn)
+            note_parts(s, sn->partitions);
         unsigned b = slurm_bits(sn);
         out->idle += (b & NSI_SLURM_IDLE) != 0;
         out->allocated += (b & NSI_SLURM_ALLOCATED) != 0;
