@@ -329,6 +329,13 @@ static const map_type proved_type = {.val_free = proved_free};
 static const map_type pw_type = {.val_free = pw_free};
 static const map_type bo_type = {.val_free = bo_free};
 
+/* idle_since: the key is its own copy, the value a uint64_t. */
+static void free_idle_key(char *key)
+{
+    free(key);
+}
+static const map_type idle_type = {.val_free = free, .key_free = free_idle_key};
+
 static void set_free(void *v)
 {
     nss_set *s = v;
@@ -373,7 +380,7 @@ static nss_set *set_get(nss_state *st, const sobj *nodeset, const cJSON *ns_json
         map_init_type(&s->proved, &proved_type);
         map_init_type(&s->kept, &map_type_free_val);
         map_init_type(&s->health, &hl_type);
-        map_init_type(&s->idle_since, &map_type_free_val);
+        map_init_type(&s->idle_since, &idle_type);
         map_put(&st->sets, s->key, s);
     } else {
         free(ctl_key);
@@ -3116,8 +3123,10 @@ static void parts_add(map_t *set, const char *list)
         if (len && len < sizeof(part)) {
             memcpy(part, p, len);
             part[len] = '\0';
-            if (!map_get(set, part))
-                map_put(set, xstrdup(part), xstrdup(part));
+            if (!map_get(set, part)) {
+                char *k = xstrdup(part); /* the key is the value: freed once */
+                map_put(set, k, k);
+            }
         }
         p = e ? e + 1 : p + len;
     }
@@ -3153,7 +3162,7 @@ static void demand_off(nss_set *s)
 {
     s->demand_on = 0;
     map_free(&s->idle_since);
-    map_init_type(&s->idle_since, &map_type_free_val);
+    map_init_type(&s->idle_since, &idle_type);
     free(s->demand_parts);
     s->demand_parts = NULL;
 }
@@ -3272,7 +3281,7 @@ static void demand_step(nss_state *st, nss_set *s, nc_cache *cache, const sobj *
     uint64_t now = now_ms(st);
     map_t parts, idle;
     map_init_type(&parts, &map_type_free_val);
-    map_init_type(&idle, &map_type_free_val);
+    map_init_type(&idle, &idle_type);
     if (json_get_bool(ns, "spec.partition.enabled", 0)) {
         char pb[256];
         parts_add(&parts, clc_nodeset_name(ns, pb, sizeof(pb)));

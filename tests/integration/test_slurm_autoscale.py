@@ -20,7 +20,9 @@ four nodes, and they pend while those two are drained). Then, with
      status fields go away;
   4. while every job read fails (a proxy in front of slurmrestd), idle
      nodes past the cool-down are not given back; once reads succeed they
-     are, down to min=0.
+     are, down to min=0;
+  5. from no pod at all, a job in the partitions its nodes were seen in
+     grows it again, and runs.
 Exit 77 without the Slurm binaries or root (24.11, 26.05).
 """
 import os
@@ -172,6 +174,17 @@ def scenario(ks, lab):
         wait_for(lambda: replicas(c) == 0, 20, what="replicas 0 once the job list reads")
         wait_for(lambda: not live(c), 30, what="the idle pods deleted")
         log("ok 4: nothing given back while the job list failed; min=0 reached once it read")
+
+        # 5. From no pod at all: the partitions its nodes were seen in are
+        #    still served, so a job there grows the NodeSet again.
+        t = time.monotonic()
+        d = submit(lab, 2, 3)
+        wait_for(lambda: replicas(c) == 2, 15, what="replicas 2 from an empty NodeSet")
+        up = time.monotonic() - t
+        state, code, _ = wait_for(lambda: (lambda s: s if s[0] == "COMPLETED" else None)(lab.job_state(d)), 60,
+                                  what="job D completed")
+        assert code == "0:0", code
+        log("ok 5: an empty NodeSet grown for job D in %.2f s; the job completed" % up)
     for n in NODES:
         if "DRAIN" in flags(lab.node(n)):
             lab.scontrol("update", "nodename=" + n, "state=resume")

@@ -560,7 +560,16 @@ do_nodes_start() {
             --node-labels "slurmop.test/real=true,type=real,topology.kubernetes.io/zone=real-zone-$((i % 2))" \
             --v=1
     done
-    poll 60000 "$(pid_of node-0-kubelet)" all_ready || die "the real Nodes did not become Ready (log/node-*-kubelet.log)"
+    # Seconds when the machine is idle; one CI run saw more than 60 with the
+    # suite's first tests starting beside it: the kubelets' last lines are
+    # printed, since the folder may be gone when the failure is read.
+    if ! poll 120000 "$(pid_of node-0-kubelet)" all_ready; then
+        for ((i = 0; i < N; i++)); do
+            say "node-$i-kubelet.log, last lines:"
+            tail -n 15 "$D/log/node-$i-kubelet.log" >&2 || true
+        done
+        die "the real Nodes did not become Ready (log/node-*-kubelet.log)"
+    fi
     poll 30000 "$(pid_of coredns)" curl -fsS -m 2 "http://127.0.0.1:$(cat "$D/run/coredns.port")/ready" ||
         die "CoreDNS is not ready (log/coredns.log)"
     poll 30000 "$(pid_of kube-proxy)" curl -fsS -m 2 "http://127.0.0.1:$(cat "$D/run/kube-proxy.port")/healthz" ||
