@@ -119,7 +119,7 @@ def main():
                     ("undrained", "%d nodes undrained" % n), ("running", "job RUNNING")):
         q, i = rows.get("queue", {}).get(k), rows.get("ideal", {}).get(k)
         fmt = (lambda v: "%.2f s" % v if v is not None else "not reached")
-        ratio = "%.2f×" % (q / i) if q is not None and i else ""
+        ratio = "%.2f×" % (q / i) if q is not None and i and i >= 0.05 else ""
         print("| %s | %s | %s | %s |" % (what, fmt(q), fmt(i), ratio))
 
 
