@@ -3113,25 +3113,6 @@ static void status_pod(nss_state *st, nss_set *s, nc_cache *cache, const sobj *n
 #define DEMAND_TICK_MS 1000u
 #define DEMAND_JOBS_FAST_MS 5000u
 
-/* Add each item of the comma-separated list to the name set. */
-static void parts_add(map_t *set, const char *list)
-{
-    for (const char *p = list; p && *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        char part[256];
-        if (len && len < sizeof(part)) {
-            memcpy(part, p, len);
-            part[len] = '\0';
-            if (!map_get(set, part)) {
-                char *k = xstrdup(part); /* the key is the value: freed once */
-                map_put(set, k, k);
-            }
-        }
-        p = e ? e + 1 : p + len;
-    }
-}
-
 /* Add to s->seen_parts the partitions of list it lacks: one scan of a short
  * list per pod and pass, and nothing allocated while they are known. */
 static void note_parts(nss_set *s, const char *list)
@@ -3279,14 +3260,12 @@ static void demand_step(nss_state *st, nss_set *s, nc_cache *cache, const sobj *
     nc_jobs_fast(cache, DEMAND_JOBS_FAST_MS);
     enqueue_after(st, s->key, DEMAND_TICK_MS);
     uint64_t now = now_ms(st);
-    map_t parts, idle;
-    map_init_type(&parts, &map_type_free_val);
+    map_t idle;
     map_init_type(&idle, &idle_type);
     if (json_get_bool(ns, "spec.partition.enabled", 0)) {
         char pb[256];
-        parts_add(&parts, clc_nodeset_name(ns, pb, sizeof(pb)));
+        note_parts(s, clc_nodeset_name(ns, pb, sizeof(pb)));
     }
-    parts_add(&parts, s->seen_parts);
     int32_t busy = 0, cooled = 0;
     for (size_t i = 0; i < n; i++) {
         const sm_node *sn = sn_of[i];
@@ -3310,21 +3289,8 @@ static void demand_step(nss_state *st, nss_set *s, nc_cache *cache, const sobj *
     /* Nodes no longer idle start their cool-down again next time. */
     map_free(&s->idle_since);
     s->idle_since = idle;
-    buf_t b;
-    buf_init(&b, BUF_UNLIMITED);
-    size_t it = 0;
-    const char *k;
-    void *v;
-    int rc = 0;
-    while (map_next(&parts, &it, &k, &v)) {
-        if (b.len)
-            rc |= buf_putc(&b, ',');
-        rc |= buf_puts(&b, k);
-    }
-    (void)rc; /* unlimited: cannot fail */
-    map_free(&parts);
     free(s->demand_parts);
-    s->demand_parts = b.data ? buf_detach(&b, NULL) : xstrdup("");
+    s->demand_parts = xstrdup(s->seen_parts ? s->seen_parts : "");
     if (!nc_jobs_ready(cache) || nc_jobs_failed(cache)) {
         /* The queue is unknown (the job list is not current, or did not
          * read cleanly): no job is assumed absent, nothing is scaled; the
