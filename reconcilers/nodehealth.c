@@ -9,6 +9,7 @@
 #include "core/mem.h"
 #include "core/rfc3339.h"
 #include "reconcilers/nodeset_slurm.h"
+#include "watchers/kinds.h"
 
 void nh_config_init(nh_config *c)
 {
@@ -236,6 +237,41 @@ int nh_avoid_nodes(cJSON *pod, const char *const *nodes, size_t n)
             cJSON_AddItemToArray(vals, cJSON_CreateString(nodes[i]));
         json_set(r, "values", vals);
         cJSON_AddItemToArray(fields, r);
+    }
+    size_t len = 1;
+    for (size_t i = 0; i < n; i++)
+        len += strlen(nodes[i]) + 1;
+    char *names = xmalloc(len), *w = names;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(nodes[i]);
+        if (i)
+            *w++ = ',';
+        memcpy(w, nodes[i], l);
+        w += l;
+    }
+    *w = '\0';
+    json_set_str(json_obj_path_ensure(pod, "metadata.annotations"), ANN_POD_AVOIDED, names);
+    free(names);
+    return 0;
+}
+
+int nh_avoids_usable(const char *avoided, int (*usable)(const char *node, void *data), void *data)
+{
+    /* Node names are DNS subdomains (at most 253 characters, no ','): a
+     * longer item is not one of ours and is passed over. */
+    char name[254];
+    for (const char *p = avoided; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t l = end ? (size_t)(end - p) : strlen(p);
+        if (l > 0 && l < sizeof(name)) {
+            memcpy(name, p, l);
+            name[l] = '\0';
+            if (usable(name, data))
+                return 1;
+        }
+        p += l;
+        if (*p == ',')
+            p++;
     }
     return 0;
 }

@@ -88,8 +88,16 @@ char *nh_reason(const char *why);
 
 /** Add to a pod's required node affinity (every nodeSelectorTerm, or one
  *  term when it has none) the field requirement metadata.name NotIn nodes,
- *  so that the scheduler keeps it off them. n 0: nothing. Returns 0, or
- *  OP_EINVAL for a pod that is not an object. */
+ *  so that the scheduler keeps it off them, and name them in the annotation
+ *  ANN_POD_AVOIDED (watchers/kinds.h): a user sees why the pod waits
+ *  unscheduled, and the operator knows which NotIn names are its own (the
+ *  template may have some too). n 0: nothing. Returns 0, or OP_EINVAL for a pod that is
+ *  not an object. */
 int nh_avoid_nodes(cJSON *pod, const char *const *nodes, size_t n);
+
+/** 1 when the ANN_POD_AVOIDED value avoided (NULL: none) names a Node for
+ *  which usable(node, data) is 1: one healthy again, that the pod's
+ *  affinity still keeps it off. */
+int nh_avoids_usable(const char *avoided, int (*usable)(const char *node, void *data), void *data);
 
 #endif

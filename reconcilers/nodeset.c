@@ -623,9 +623,17 @@ static struct keyref *keyref_new(nodeset_state *c, const char *key)
 /* ------------------------------------------------------------------ */
 /* indexes and event handlers */
 
+/* Unbound pods that nh_avoid_nodes kept off unhealthy Nodes are indexed
+ * under a value no Node is named: a Node's change (healthy again) reaches
+ * their NodeSets too, whose pass sweeps them (nss_sync). */
+#define POD_NODE_AVOIDING "\x01avoiding"
+
 static const char *pod_node_index(const sobj *o, void *data)
 {
+    (void)data;
     const pod_proj *p = pod_of(o);
+    if (p && !p->node_name && sobj_annotation(o, ANN_POD_AVOIDED))
+        return POD_NODE_AVOIDING;
     return p ? p->node_name : NULL;
 }
 
@@ -796,6 +804,11 @@ static void on_node(store *s, const sobj *old, const sobj *new, void *data)
     /* NodeSets with pods on this Node (cordon sync, DaemonSet predicates) ... */
     store_cursor cur;
     for (const sobj *p = store_index_first(op_store(c->op, OPK_PODS), c->ix_pod_node, o->name, &cur); p;
+         p = store_index_next(&cur))
+        enqueue_owner(c, p);
+    /* ... NodeSets whose unbound pods avoid unhealthy Nodes (this one may
+     * be healthy again) ... */
+    for (const sobj *p = store_index_first(op_store(c->op, OPK_PODS), c->ix_pod_node, POD_NODE_AVOIDING, &cur); p;
          p = store_index_next(&cur))
         enqueue_owner(c, p);
     /* ... and every DaemonSet-mode NodeSet (the Node may become eligible). */

@@ -130,6 +130,10 @@ typedef struct nss_set {
      * how many unhealthy ones the cap held back in the last pass */
     map_t health;
     size_t health_waiting;
+    /* Unbound pods deleted for avoiding Nodes healthy again
+     * (sweep_avoiding): uid -> swept_ent, pruned by each sync_health */
+    map_t swept;
+    uint64_t health_passes;
     /* A NodeSet being deleted waits for Slurm's job records of its
      * partition (nss_jobrec_clear): since when (uv_now ms; 0: not
      * waiting), and whether its Event was sent */
@@ -166,6 +170,15 @@ typedef struct hl_ent {
     int drain_seen;   /* a read showed our drain (its latency observed) */
     int cond_written; /* the pod condition was written */
 } hl_ent;
+
+/* A pod whose delete sweep_avoiding sent, at the resourceVersion it sent
+ * as the precondition: the same pod at the same version is not sent
+ * again; a changed one (the delete was refused) is judged anew. */
+typedef struct swept_ent {
+    uint64_t rv_hash;
+    uint64_t pass; /* health_passes when last among the NodeSet's pods */
+    char uid[];    /* map key */
+} swept_ent;
 
 typedef struct proved_ent {
     char *uid; /* map key */
@@ -255,7 +268,6 @@ struct nss_state {
     /* Nodes unhealthy by --unhealthy-node-* (nodehealth.h): Node name ->
      * uh_ent; and the metrics */
     map_t unhealthy;
-    uint64_t healed_ms; /* when a Node last turned healthy again */
     mx_gauge *mx_unhealthy;
     mx_family *mx_out, *mx_waiting, *mx_replaced;
     mx_histogram *mx_drain_s;
@@ -346,6 +358,7 @@ static void set_free(void *v)
     map_free(&s->proved);
     map_free(&s->kept);
     map_free(&s->health);
+    map_free(&s->swept);
     map_free(&s->idle_since);
     free(s->demand_parts);
     free(s->seen_parts);
@@ -380,6 +393,7 @@ static nss_set *set_get(nss_state *st, const sobj *nodeset, const cJSON *ns_json
         map_init_type(&s->proved, &proved_type);
         map_init_type(&s->kept, &map_type_free_val);
         map_init_type(&s->health, &hl_type);
+        map_init_type(&s->swept, &map_type_free_val);
         map_init_type(&s->idle_since, &idle_type);
         map_put(&st->sets, s->key, s);
     } else {
@@ -2603,6 +2617,62 @@ static void health_drop(sync_ctx *x, hl_ent *e, const sobj *pod)
  * the cap (a scale-in may have taken the ordinal). */
 #define HEALTH_GONE_TTL_MS (10u * 60u * 1000u)
 
+/* A Node a pod could go to now: known and not unhealthy. */
+static int node_usable(const char *node, void *data)
+{
+    const sync_ctx *x = data;
+    return store_get(op_store(x->op, OPK_NODES), NULL, node) != NULL && map_get(&x->st->unhealthy, node) == NULL;
+}
+
+/* A pod created while Nodes were unhealthy has an affinity that keeps it
+ * off them for good (nss_health_avoid). Unbound, it runs nothing: once one
+ * of those Nodes is usable again it goes, and its replacement gets the
+ * Nodes of now. Only as the cache shows it (its resourceVersion the
+ * precondition): bound since, it may run slurmd, and the DELETE is
+ * refused; the pod then reads changed and is judged again. Returns 1 when
+ * its delete was sent (now or by an earlier pass). */
+static int sweep_avoiding(sync_ctx *x, const sobj *pod)
+{
+    const pod_proj *pp = pod_of(pod);
+    const char *avoided = pp->node_name ? NULL : sobj_annotation(pod, ANN_POD_AVOIDED);
+    if (avoided == NULL || x->act == NULL || x->act->delete_unchanged == NULL)
+        return 0;
+    uint64_t h = hash_str(pod->rv ? pod->rv : "");
+    swept_ent *e = map_get(&x->s->swept, pod->uid);
+    if (e && e->rv_hash == h) {
+        e->pass = x->s->health_passes;
+        return 1;
+    }
+    if (!nh_avoids_usable(avoided, node_usable, x))
+        return 0;
+    if (e == NULL) {
+        size_t l = strlen(pod->uid) + 1;
+        e = xmalloc(sizeof(*e) + l);
+        memcpy(e->uid, pod->uid, l);
+        map_put(&x->s->swept, e->uid, e);
+    }
+    e->rv_hash = h;
+    e->pass = x->s->health_passes;
+    x->act->delete_unchanged(x->act->ctx, pod, "it waits unscheduled, kept off Nodes that are healthy again");
+    return 1;
+}
+
+static void sweep_prune(nss_set *s)
+{
+    if (s->swept.count == 0)
+        return;
+    size_t it = 0, ng = 0;
+    const char *k;
+    void *v;
+    const char **gone = xcalloc(s->swept.count, sizeof(*gone));
+    while (map_next(&s->swept, &it, &k, &v))
+        if (((const swept_ent *)v)->pass != s->health_passes)
+            gone[ng++] = k;
+    for (size_t i = 0; i < ng; i++)
+        map_drop(&s->swept, gone[i]);
+    free(gone);
+}
+
 static void sync_health(sync_ctx *x, const nsb_pod *pods, size_t n)
 {
     const nh_config *cfg = health_cfg(x->op);
@@ -2610,8 +2680,11 @@ static void sync_health(sync_ctx *x, const nsb_pod *pods, size_t n)
     if (cfg == NULL) {
         if (s->health.count)
             map_free(&s->health);
+        if (s->swept.count)
+            map_free(&s->swept);
         return;
     }
+    s->health_passes++;
     store *nodes = op_store(x->op, OPK_NODES);
     uint64_t now = now_ms(x->st);
     int ds = nsb_mode_of(x->ns) == NSB_DAEMONSET;
@@ -2629,7 +2702,10 @@ static void sync_health(sync_ctx *x, const nsb_pod *pods, size_t n)
         hl_ent *e = *name ? map_get(&s->health, name) : NULL;
         if (e)
             map_put(&seen, e->name, e);
-        if (p->terminating || !*name)
+        if (p->terminating)
+            continue;
+        int swept = sweep_avoiding(x, pod);
+        if (!*name)
             continue;
         fleet++;
         const pod_proj *pp = pod_of(pod);
@@ -2640,20 +2716,10 @@ static void sync_health(sync_ctx *x, const nsb_pod *pods, size_t n)
             /* Another pod under the name: the replacement. Once Ready on a
              * healthy Node the node is back in the fleet. */
             if (!bad) {
-                if (p->ready) {
+                if (p->ready)
                     map_drop(&s->health, e->name);
-                } else if (!pp->node_name && e->gone_ms && x->st->healed_ms > e->gone_ms && x->act &&
-                           x->act->delete_unchanged) {
-                    /* Created while Nodes were unhealthy, its affinity keeps
-                     * it off them for good, and some are healthy again: a
-                     * pod never bound to a Node runs nothing, so it goes
-                     * and its replacement gets the Nodes of now. Only as
-                     * the cache shows it: bound since (our cache behind),
-                     * it may run slurmd, and the DELETE is refused. */
-                    e->gone_ms = now;
-                    x->act->delete_unchanged(x->act->ctx, pod,
-                                             "it waits unscheduled, kept off Nodes that are healthy again");
-                }
+                else if (swept)
+                    e->gone_ms = now; /* its replacement's wait starts again */
                 continue;
             }
             /* Nothing kept it off an unhealthy Node: it is the one out now. */
@@ -2750,6 +2816,7 @@ static void sync_health(sync_ctx *x, const nsb_pod *pods, size_t n)
     free(cwhy);
     free(cpods);
     free(cands);
+    sweep_prune(s);
     health_gauges(x->st, s, x->nodeset->ns, x->nodeset->name);
 }
 
@@ -2772,7 +2839,6 @@ static void on_node_health(store *sto, const sobj *old, const sobj *new, void *d
         log_info("nodehealth: Node %s is unhealthy: %s", o->name, why);
     } else if (!bad && at) {
         map_drop(&st->unhealthy, o->name);
-        st->healed_ms = now_ms(st);
         log_info("nodehealth: Node %s is healthy again", o->name);
     }
     if (st->mx_unhealthy)

@@ -39,7 +39,7 @@ uint32_t pod_slurm_cond_hash(uint32_t bits, const char *message)
 }
 
 static const char *const pod_annotations[] = {ANN_POD_CORDON, ANN_POD_DELETION_COST, ANN_POD_DEADLINE, ANN_TOPOLOGY,
-                                              ANN_CONTROLLER_CONFIG, NULL};
+                                              ANN_CONTROLLER_CONFIG, ANN_POD_AVOIDED, NULL};
 
 static void pod_project(const cJSON *obj, void *proj)
 {

@@ -94,5 +94,8 @@ static inline const pod_proj *pod_of(const sobj *o)
  * (reconcilers/controller.c); a change makes their kubelet refresh the
  * projected /etc/slurm now instead of at its next periodic sync. */
 #define ANN_CONTROLLER_CONFIG "controller.slinky.slurm.net/config-hash"
+/* On a NodeSet pod created while Nodes were unhealthy: the Nodes its
+ * affinity keeps it off, comma-separated (reconcilers/nodehealth.h). */
+#define ANN_POD_AVOIDED "slurmop.slinky.slurm.net/avoided-unhealthy-nodes"
 
 #endif

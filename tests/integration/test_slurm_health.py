@@ -87,6 +87,27 @@ def idle_undrained(lab, name):
     return n.get("state") == "idle" and "DRAIN" not in flags(n)
 
 
+class StateList:
+    """A wait's description that reads the nodes' states when printed: the
+    timeout message then names the node that did not come back and what
+    Slurm says of it at that moment."""
+
+    def __init__(self, what, c, lab, names):
+        self.what, self.c, self.lab, self.names = what, c, lab, names
+
+    def __str__(self):
+        out = []
+        for name in self.names:
+            n = self.lab.node(name) or {}
+            p = pod(self.c, name) or {}
+            md = p.get("metadata") or {}
+            out.append("%s=%s%s %r (pod on %s, annotations %s)" %
+                       (name, n.get("state"), "+" + "+".join(sorted(flags(n))) if flags(n) else "",
+                        n.get("reason") or "", (p.get("spec") or {}).get("nodeName"),
+                        {k: v for k, v in (md.get("annotations") or {}).items() if "slinky" in k}))
+        return "%s (now: %s)" % (self.what, ", ".join(out))
+
+
 def events(c, reason):
     r = c.get("/apis/events.k8s.io/v1/namespaces/default/events")
     assert r.status == 200, r.text
@@ -200,7 +221,8 @@ def step_storm(c, op, lab):
     for n in nodes:
         set_taint(c, n, False)
     wait_for(lambda: live_names(c) == NODES, 30, what="4 pods again")
-    wait_for(lambda: all(idle_undrained(lab, n) for n in NODES[1:]), 30, what="slinky-1..3 idle and undrained")
+    wait_for(lambda: all(idle_undrained(lab, n) for n in NODES[1:]) or None, 30,
+             what=StateList("slinky-1..3 idle and undrained", c, lab, NODES[1:]))
     wait_for(lambda: op.metric("slurmop_health_drained_nodes", namespace="default", nodeset="slinky") == 0, 30,
              what="nothing out for health")
     log("ok 4b: the taints gone, every node is back")

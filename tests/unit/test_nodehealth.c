@@ -8,6 +8,7 @@
 #include "core/json.h"
 #include "core/mem.h"
 #include "reconcilers/nodehealth.h"
+#include "watchers/kinds.h"
 
 static void test_parse(void **state)
 {
@@ -231,6 +232,10 @@ static void test_avoid(void **state)
     assert_string_equal(json_get_str(f->child, "key"), "metadata.name");
     assert_string_equal(json_get_str(f->child, "operator"), "NotIn");
     assert_int_equal(json_len(json_child(f->child, "values")), 2);
+    /* The annotation names them, for a user and for nh_avoids_usable. */
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(json_get(pod, "metadata.annotations"), ANN_POD_AVOIDED);
+    assert_non_null(ann);
+    assert_string_equal(ann->valuestring, "n1,n2");
     cJSON_Delete(pod);
     /* Every term of the template's own affinity gets it (terms are ORed). */
     pod = JQ("{'spec':{'affinity':{'nodeAffinity':{'requiredDuringSchedulingIgnoredDuringExecution':"
@@ -252,12 +257,43 @@ static void test_avoid(void **state)
     assert_int_equal(nh_avoid_nodes(NULL, nodes, 1), OP_EINVAL);
 }
 
+static int usable_in(const char *node, void *data)
+{
+    for (const char *const *n = data; *n; n++)
+        if (strcmp(*n, node) == 0)
+            return 1;
+    return 0;
+}
+
+static void test_avoids_usable(void **state)
+{
+    (void)state;
+    const char *none[] = {NULL}, *n2[] = {"n2", NULL}, *n1[] = {"n1", NULL}, *n3[] = {"n3", NULL};
+    assert_int_equal(nh_avoids_usable("n1,n2", usable_in, (void *)none), 0);
+    assert_int_equal(nh_avoids_usable("n1,n2", usable_in, (void *)n2), 1);
+    assert_int_equal(nh_avoids_usable("n1,n2", usable_in, (void *)n1), 1);
+    assert_int_equal(nh_avoids_usable("n1,n2", usable_in, (void *)n3), 0);
+    /* No prefix matches: "n1" is not "n10". */
+    const char *n10[] = {"n10", NULL};
+    assert_int_equal(nh_avoids_usable("n1,n2", usable_in, (void *)n10), 0);
+    assert_int_equal(nh_avoids_usable("n10", usable_in, (void *)n1), 0);
+    /* Empty items, a missing annotation and an overlong item are passed over. */
+    assert_int_equal(nh_avoids_usable(",,n2,", usable_in, (void *)n2), 1);
+    assert_int_equal(nh_avoids_usable(NULL, usable_in, (void *)n2), 0);
+    assert_int_equal(nh_avoids_usable("", usable_in, (void *)n2), 0);
+    char longname[400];
+    memset(longname, 'a', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    const char *lng[] = {longname, NULL};
+    assert_int_equal(nh_avoids_usable(longname, usable_in, (void *)lng), 0);
+}
+
 int main(void)
 {
     mem_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),  cmocka_unit_test(test_unhealthy), cmocka_unit_test(test_cap),
-        cmocka_unit_test(test_admit),  cmocka_unit_test(test_storm),     cmocka_unit_test(test_reason),
+        cmocka_unit_test(test_admit),  cmocka_unit_test(test_storm),     cmocka_unit_test(test_reason), cmocka_unit_test(test_avoids_usable),
         cmocka_unit_test(test_avoid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
