@@ -290,6 +290,33 @@ long long sconf_nodeset_fleet(const cJSON *nodeset)
     return n > 0 ? n : 0;
 }
 
+int sconf_tree_width(long long fleet)
+{
+    long long w = SCONF_TREE_WIDTH_MIN;
+    while (w < 65533 && w + w * w + w * w * w < fleet)
+        w++;
+    return (int)w;
+}
+
+/* What a fleet past SCONF_LARGE_FLEET needs (docs/compat.md#large-fleets):
+ * RPCs that wait on a busy slurmctld (a registration storm, a fan-out to
+ * thousands of slurmd) outlive Slurm's 10 s default and are retried, which
+ * adds to the load; and a tree wide enough that a message reaches every
+ * node in three hops. Sized by max_nodes, the MaxNodeCount the fleet gets,
+ * not by the fleet itself: that value moves in powers of two, so scaling
+ * rewrites these lines (and reconfigures slurmctld) only when it does. A
+ * key of the user's extraConf wins. */
+static void large_fleet_lines(buf_t *b, long long max_nodes, const char *extra)
+{
+    if (max_nodes <= SCONF_LARGE_FLEET)
+        return;
+    put(b, "# a large fleet\n");
+    if (!user_sets(extra, "MessageTimeout"))
+        put(b, "MessageTimeout=%d\n", SCONF_LARGE_MESSAGE_TIMEOUT);
+    if (!user_sets(extra, "TreeWidth"))
+        put(b, "TreeWidth=%d\n", sconf_tree_width(max_nodes));
+}
+
 long long sconf_max_node_count(long long fleet, long long current)
 {
     if (fleet < 0)
@@ -431,8 +458,9 @@ int sconf_slurm_conf(const cJSON *controller, const cJSON *const *nodesets, size
         if (ref && strcmp(ref, name) == 0)
             fleet += sconf_nodeset_fleet(nodesets[i]);
     }
+    long long max_nodes = sconf_max_node_count(fleet, stored_max_nodes(name, env));
     if (!user_sets(extra, "MaxNodeCount"))
-        put(&b, "MaxNodeCount=%lld\n", sconf_max_node_count(fleet, stored_max_nodes(name, env)));
+        put(&b, "MaxNodeCount=%lld\n", max_nodes);
 
     section(&b, "LOGGING");
     put(&b, "SlurmctldLogFile=/var/log/slurm/slurmctld.log\n");
@@ -479,6 +507,7 @@ int sconf_slurm_conf(const cJSON *controller, const cJSON *const *nodesets, size
     qsort(items, n_items, sizeof(*items), cmp_ns);
     if (n_items) {
         section(&b, "NODESET & PARTITION");
+        large_fleet_lines(&b, max_nodes, extra);
         for (size_t i = 0; i < n_items; i++) {
             char nb[256];
             const char *n = clc_nodeset_name(items[i].ns, nb, sizeof(nb));

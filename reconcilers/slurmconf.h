@@ -74,6 +74,19 @@ long long sconf_nodeset_fleet(const cJSON *nodeset);
  *  slurmctld for nothing), at most SCONF_MAX_NODES_LIMIT. */
 long long sconf_max_node_count(long long fleet, long long current);
 
+/** Above a MaxNodeCount of this many (Slurm's own large-cluster guide starts
+ *  at 1,024 nodes) the NodeSet section opens with a large fleet's settings. */
+#define SCONF_LARGE_FLEET 1024
+/** MessageTimeout of a large fleet, seconds (Slurm's default is 10). */
+#define SCONF_LARGE_MESSAGE_TIMEOUT 60
+/** TreeWidth below which a large fleet's is never set (Slurm's default). */
+#define SCONF_TREE_WIDTH_MIN 16
+
+/** The TreeWidth that reaches a fleet of that many nodes within three hops
+ *  of slurmd fan-out (w + w^2 + w^3 >= fleet), at least
+ *  SCONF_TREE_WIDTH_MIN, at most 65533 (the most Slurm accepts). */
+int sconf_tree_width(long long fleet);
+
 /** slurm.conf for a Controller that runs in Kubernetes (docs/compat.md#slurmconf).
  *
  *  controller: the Controller CR as stored (defaults applied on the fly).
@@ -98,6 +111,13 @@ long long sconf_max_node_count(long long fleet, long long current);
  *  over those NodeSets, with current read from the MaxNodeCount line of the
  *  stored `<name>-config` ConfigMap that env resolves; the line is left out
  *  when spec.extraConf sets MaxNodeCount (the user's value then stands).
+ *  A MaxNodeCount above SCONF_LARGE_FLEET (our value, also when extraConf
+ *  sets its own) opens the NodeSet section with "# a large fleet",
+ *  MessageTimeout=SCONF_LARGE_MESSAGE_TIMEOUT and TreeWidth=
+ *  sconf_tree_width(MaxNodeCount), each left out when extraConf sets it;
+ *  being in that section they are, as MaxNodeCount, outside
+ *  sconf_without_nodesets() (a growing fleet never rolls slurmctld for
+ *  them), and they change only when MaxNodeCount does.
  *  Returns 0 and the text in *out, or OP_ENOTFOUND when a script ConfigMap
  *  is missing (message in *why). For an external Controller this is the
  *  minimal configuration of sconf_slurm_conf_external(). */

@@ -136,6 +136,22 @@ static void test_accounting_nodesets_scripts(void **state)
  * 1024 times a power of two, never below what slurm.conf has, at most what
  * Slurm accepts (26.05 refuses 65537: "higher than the maximum allowed
  * (65536)"). */
+static void test_tree_width(void **state)
+{
+    (void)state;
+    /* 16 + 256 + 4096 = 4368 nodes in three hops at Slurm's default. */
+    assert_int_equal(sconf_tree_width(0), 16);
+    assert_int_equal(sconf_tree_width(4368), 16);
+    assert_int_equal(sconf_tree_width(4369), 17);
+    assert_int_equal(sconf_tree_width(32768), 32);
+    assert_int_equal(sconf_tree_width(65536), 40);
+    for (long long n = 1; n <= 70000; n += 97) {
+        long long w = sconf_tree_width(n);
+        assert_true(w + w * w + w * w * w >= n);
+        assert_true(w == 16 || (w - 1) + (w - 1) * (w - 1) + (w - 1) * (w - 1) * (w - 1) < n);
+    }
+}
+
 static void test_max_node_count(void **state)
 {
     static const long long table[][3] = {
@@ -179,6 +195,20 @@ static void test_max_node_count(void **state)
     const cJSON *all[4] = {ns[0], ns[1], ns[2], other};
     char *s = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS "}}", all, 4, NULL);
     assert_non_null(strstr(s, "\nSlurmdSpoolDir=/var/spool/slurmd\nMaxNodeCount=8192\n"));
+    /* A large fleet's settings open the NodeSet section, sized by the
+     * MaxNodeCount (20 + 20^2 + 20^3 = 8420 >= 8192 > 19 + 361 + 6859). */
+    assert_non_null(strstr(s, "### NODESET & PARTITION ###\n# a large fleet\nMessageTimeout=60\n"
+                              "TreeWidth=20\nNodeSet="));
+    /* ... and are not in what the slurmctld pods' hash covers. */
+    char *view = sconf_without_nodesets(s);
+    assert_null(strstr(view, "MessageTimeout"));
+    assert_null(strstr(view, "TreeWidth"));
+    free(view);
+    free(s);
+    /* A key of the user's wins; the other stays. */
+    s = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'extraConf':'treewidth=64'}}", all, 4, NULL);
+    assert_null(strstr(s, "TreeWidth="));
+    assert_non_null(strstr(s, "\nMessageTimeout=60\n"));
     free(s);
 
     /* It never shrinks below the stored slurm.conf's value. */
@@ -416,7 +446,8 @@ static void test_without_nodesets(void **state)
     const cJSON *all[2] = {ns[0], ns[1]};
     char *two = conf_of(ctl, all, 2, NULL);
     assert_non_null(strstr(two, "MaxNodeCount=4096\n"));
-    assert_non_null(strstr(two, "### NODESET & PARTITION ###\nNodeSet=a Feature=a\n"));
+    assert_non_null(strstr(two, "### NODESET & PARTITION ###\n# a large fleet\nMessageTimeout=60\n"
+                                "TreeWidth=16\nNodeSet=a Feature=a\n"));
     char *v0 = sconf_without_nodesets(none), *v2 = sconf_without_nodesets(two);
     assert_string_equal(v0, v2);
     assert_null(strstr(v2, "MaxNodeCount"));
@@ -426,7 +457,8 @@ static void test_without_nodesets(void **state)
     assert_non_null(strstr(v2, "### EXTRA CONFIG ###\nPartitionName=all Nodes=ALL\nFoo=bar\n"));
     /* Only those lines went: the view is the file minus them, byte for byte. */
     assert_int_equal(strlen(two) - strlen(v2),
-                     strlen("MaxNodeCount=4096\n#\n### NODESET & PARTITION ###\nNodeSet=a Feature=a\n"
+                     strlen("MaxNodeCount=4096\n#\n### NODESET & PARTITION ###\n# a large fleet\n"
+                            "MessageTimeout=60\nTreeWidth=16\nNodeSet=a Feature=a\n"
                             "PartitionName=a Nodes=a MaxTime=10\nNodeSet=b Feature=b\n"));
     free(v0);
     free(v2);
@@ -455,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_ha_metrics_jwks),
         cmocka_unit_test(test_accounting_nodesets_scripts),
         cmocka_unit_test(test_max_node_count),
+        cmocka_unit_test(test_tree_width),
         cmocka_unit_test(test_without_nodesets),
         cmocka_unit_test(test_missing_script_configmap),
         cmocka_unit_test(test_extraconf_merge),
