@@ -134,6 +134,14 @@ typedef struct nss_set {
      * (sweep_avoiding): uid -> swept_ent, pruned by each sync_health */
     map_t swept;
     uint64_t health_passes;
+    /* Pods whose Slurm node's record is out of date (sync_record): uid ->
+     * record_ent; and the resources of the update revision's --conf, for
+     * the generation they were read at */
+    map_t records;
+    uint64_t sync_passes;
+    int res_cpus;
+    int64_t res_mem;
+    int64_t res_gen;
     /* A NodeSet being deleted waits for Slurm's job records of its
      * partition (nss_jobrec_clear): since when (uv_now ms; 0: not
      * waiting), and whether its Event was sent */
@@ -170,6 +178,14 @@ typedef struct hl_ent {
     int drain_seen;   /* a read showed our drain (its latency observed) */
     int cond_written; /* the pod condition was written */
 } hl_ent;
+
+/* A pod of the update revision whose Slurm node record differs from its
+ * --conf (sync_record). */
+typedef struct record_ent {
+    int deleted;   /* our DELETE of the record was sent */
+    uint64_t pass; /* sync_passes when last seen */
+    char uid[];    /* map key */
+} record_ent;
 
 /* A pod whose delete sweep_avoiding sent, at the resourceVersion it sent
  * as the precondition: the same pod at the same version is not sent
@@ -359,6 +375,7 @@ static void set_free(void *v)
     map_free(&s->kept);
     map_free(&s->health);
     map_free(&s->swept);
+    map_free(&s->records);
     map_free(&s->idle_since);
     free(s->demand_parts);
     free(s->seen_parts);
@@ -394,6 +411,8 @@ static nss_set *set_get(nss_state *st, const sobj *nodeset, const cJSON *ns_json
         map_init_type(&s->kept, &map_type_free_val);
         map_init_type(&s->health, &hl_type);
         map_init_type(&s->swept, &map_type_free_val);
+        map_init_type(&s->records, &map_type_free_val);
+        s->res_gen = -1;
         map_init_type(&s->idle_since, &idle_type);
         map_put(&st->sets, s->key, s);
     } else {
@@ -1904,6 +1923,156 @@ static void sync_features(sync_ctx *x, const nsb_pod *p, const char *name, const
     free(active);
 }
 
+void nss_conf_resources(const char *conf, int *cpus, int64_t *mem_mb)
+{
+    *cpus = -1;
+    *mem_mb = -1;
+    for (const char *item = conf; item && *item;) {
+        const char *end = strchr(item, NSB_CONF_SEP);
+        size_t len = end ? (size_t)(end - item) : strlen(item);
+        const char *eq = memchr(item, '=', len);
+        if (eq) {
+            size_t kl = (size_t)(eq - item);
+            long long v = 0;
+            const char *d = eq + 1;
+            int ok = d < item + len;
+            for (; d < item + len && ok; d++) {
+                ok = *d >= '0' && *d <= '9' && v < 1000000000000LL;
+                v = v * 10 + (*d - '0');
+            }
+            if (kl == 4 && strncasecmp(item, "CPUs", 4) == 0)
+                *cpus = ok && v <= 1000000 ? (int)v : -1;
+            else if (kl == 10 && strncasecmp(item, "RealMemory", 10) == 0)
+                *mem_mb = ok ? (int64_t)v : -1;
+        }
+        item = end ? end + 1 : item + len;
+    }
+}
+
+/* The update revision's CPUs and RealMemory, read once per generation. */
+static void revision_resources(sync_ctx *x, int *cpus, int64_t *mem)
+{
+    int64_t gen = json_get_int(x->ns, "metadata.generation", 0);
+    if (x->s->res_gen != gen) {
+        char err[256];
+        char *conf = nsb_slurmd_conf(x->ns, err, sizeof(err));
+        nss_conf_resources(conf, &x->s->res_cpus, &x->s->res_mem);
+        free(conf);
+        x->s->res_gen = gen;
+    }
+    *cpus = x->s->res_cpus;
+    *mem = x->s->res_mem;
+}
+
+#define RECORD_REASON NSS_REASON_PREFIX "node record out of date"
+
+/* A dynamic node keeps the CPUs and RealMemory of its first registration:
+ * a pod of a new revision that registers under the same name with another
+ * --conf changes neither, and Slurm cannot update them (scontrol refuses;
+ * they are not fields of a node update). Too much memory in the record
+ * means jobs the pod cannot hold; too little, capacity lost. Only deleting
+ * the record helps, and slurmd does not register again by itself, so the
+ * pod restarts. Safely: the node is drained first (reason RECORD_REASON);
+ * the record is deleted once a read after that drain shows no job holding
+ * it and no job record of any state naming it (slurmctld keeps ended jobs
+ * MinJobAge, and deleting a node they name crashes some versions); the
+ * pod is deleted once a read shows the record gone (sync_record_gone), and
+ * its replacement registers anew. Returns 1 when this owns the node's
+ * drain (the cordon sync must leave it alone). */
+static int sync_record(sync_ctx *x, const nsb_pod *p, const sobj *pod, const char *name, const sm_node *n)
+{
+    record_ent *e = x->s->records.count ? map_get(&x->s->records, pod->uid) : NULL;
+    int dynamic = n->flags_known && (n->flags & SM_NF(DYNAMIC_NORM));
+    if (!dynamic || !p->revision || !nsb_revision_same(p->revision, x->update_hash, x->nodeset->name) ||
+        nc_settling(x->cache, name) || health_holds(x->s, pod, name)) {
+        if (e)
+            map_drop(&x->s->records, pod->uid);
+        return 0;
+    }
+    int cpus;
+    int64_t mem;
+    revision_resources(x, &cpus, &mem);
+    char what[192] = "";
+    size_t w = 0;
+    if (cpus > 0 && n->cpus > 0 && n->cpus != cpus)
+        w += (size_t)snprintf(what, sizeof(what), "CPUs %d, --conf %d", n->cpus, cpus);
+    if (mem > 0 && n->real_memory > 0 && n->real_memory != mem)
+        snprintf(what + w, sizeof(what) - w, "%sRealMemory %" PRId64 ", --conf %" PRId64, w ? "; " : "",
+                 n->real_memory, mem);
+    if (!what[0]) {
+        if (e)
+            map_drop(&x->s->records, pod->uid);
+        return 0;
+    }
+    /* Someone else's drain stays theirs; the record waits for it to go. */
+    int ours = n->reason && strncmp(n->reason, RECORD_REASON, strlen(RECORD_REASON)) == 0;
+    if (sm_node_drain(n) && n->reason && n->reason[0] && !ours && !our_reason(n->reason))
+        return 0;
+    if (e == NULL) {
+        size_t l = strlen(pod->uid) + 1;
+        e = xcalloc(1, sizeof(*e) + l);
+        memcpy(e->uid, pod->uid, l);
+        map_put(&x->s->records, e->uid, e);
+    }
+    e->pass = x->s->sync_passes;
+    if (!sm_node_drain(n) || !ours) {
+        char reason[256];
+        snprintf(reason, sizeof(reason), RECORD_REASON " (%s)", what);
+        if (drain(x->st, x->cache, x->s, name, reason) == 0)
+            op_warn(x->op, x->nodeset, NSB_KIND, "SlurmRecordStale",
+                    "Slurm node %s of pod %s keeps the resources of its first registration (%s): draining it; "
+                    "its record is made anew, and the pod restarted, once no job holds or names it",
+                    name, pod->name, what);
+        return 1;
+    }
+    if (e->deleted)
+        return 1;
+    if (!nc_drain_proved(x->cache, name) || nc_jobs_free(x->cache, name, 5000) != 1 ||
+        nc_job_names(x->cache, name) != 0 || (n->alloc_known && (n->alloc_cpus > 0 || n->alloc_memory > 0)))
+        return 1; /* a job holds it, or its record is still listed: wait (the job list is polled) */
+    if (slurm_delete(x->st, x->cache, x->s, name) == 0) {
+        e->deleted = 1;
+        op_event(x->op, x->nodeset, NSB_KIND, "SlurmRecordDeleted", "Delete",
+                 "Deleted the record of Slurm node %s (%s): no job holds or names it; pod %s restarts to "
+                 "register it anew",
+                 name, what, pod->name);
+    }
+    return 1;
+}
+
+/* The pod of a record sync_record deleted: once a read shows the record
+ * gone (and not lost some other way: nc_vanished), the pod restarts. The
+ * node was proved free before the delete, and no job lands on a node
+ * Slurm does not have. Returns 1 when it was handled here. */
+static int sync_record_gone(sync_ctx *x, const sobj *pod, const char *name)
+{
+    record_ent *e = x->s->records.count ? map_get(&x->s->records, pod->uid) : NULL;
+    if (e == NULL || !e->deleted)
+        return 0;
+    e->pass = x->s->sync_passes;
+    if (x->act == NULL || nc_vanished(x->cache, name, NULL))
+        return 1;
+    map_drop(&x->s->records, pod->uid);
+    x->act->delete_pod(x->act->ctx, pod, "its Slurm node's out-of-date record was deleted: it registers anew");
+    return 1;
+}
+
+static void record_prune(nss_set *s)
+{
+    if (s->records.count == 0)
+        return;
+    size_t it = 0, ng = 0;
+    const char *k;
+    void *v;
+    const char **gone = xcalloc(s->records.count, sizeof(*gone));
+    while (map_next(&s->records, &it, &k, &v))
+        if (((const record_ent *)v)->pass + 1 < s->sync_passes)
+            gone[ng++] = k;
+    for (size_t i = 0; i < ng; i++)
+        map_drop(&s->records, gone[i]);
+    free(gone);
+}
+
 /* DaemonSet mode, pruneSlurmNodeRecords: NodeNotFound. */
 typedef struct prune_ctx {
     sync_ctx *x;
@@ -2908,7 +3077,8 @@ static void sync_pod(sync_ctx *x, const nsb_pod *p, const char *name, const sm_n
     sync_deadline(x, pod, name);
     sync_topology(x, pod, name, sn, node);
     if (sn) {
-        sync_cordon(x, p, pod, name, sn);
+        if (!sync_record(x, p, pod, name, sn))
+            sync_cordon(x, p, pod, name, sn);
         sync_features(x, p, name, sn, node);
         drift_clear(x->s, pod->uid);
     }
@@ -2937,6 +3107,7 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
     size_t n_drifting = 0;
     /* Before the per-pod pass, as condemn_in_maintenance: a node taken out
      * for health here is not undrained there as a pod to keep. */
+    s->sync_passes++;
     sync_health(&x, pods, n);
     condemn_in_maintenance(&x, pods, n);
     for (size_t i = 0; i < n; i++) {
@@ -2959,6 +3130,8 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
             listed += settled;
             counts.idle += sn->base == SM_NODE_IDLE;
             counts.allocated += sn->base == SM_NODE_ALLOCATED || sn->base == SM_NODE_MIXED;
+        } else if (found == NC_ABSENT && sync_record_gone(&x, pod, name)) {
+            drift_clear(s, pod->uid);
         } else if (found == NC_ABSENT && nsb_pod_available(p, min_ready, now) && p->ready_since > 0 &&
                    !map_get(&s->condemned, pod->uid)) {
             drifting[n_drifting++] = pod;
@@ -3003,6 +3176,7 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
         strcmp(json_get_str_or(ns, "spec.pruneSlurmNodeRecords", "Never"), "NodeNotFound") == 0)
         sync_prune(&x);
     sync_reservation(&x, pods, n, &counts);
+    record_prune(s);
     s->synced = 1;
     s->cond_gen = nodeset->generation;
 }

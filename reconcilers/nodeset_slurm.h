@@ -257,4 +257,9 @@ char *nss_merge_features(const char *current, const char *spec);
  *  node's later registrations. */
 char *nss_merge_features_base(const char *current, const char *base, const char *spec);
 
+/** The CPUs and RealMemory (MB) a slurmd --conf (nsb_slurmd_conf: items
+ *  separated by NSB_CONF_SEP, keys in any case) gives the node; -1 for one
+ *  it does not set, or sets to something other than a plain count. */
+void nss_conf_resources(const char *conf, int *cpus, int64_t *mem_mb);
+
 #endif

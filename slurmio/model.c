@@ -467,6 +467,7 @@ static int parse_node(const cJSON *o, sm_node *n)
     n->alloc_cpus = get_int(o, "alloc_cpus", -1);
     int64_t mem = -1;
     n->alloc_memory = get_num(o, "alloc_memory", &mem) == NUM_VALUE ? mem : -1;
+    n->real_memory = get_num(o, "real_memory", &mem) == NUM_VALUE ? mem : -1;
     /* v0.0.40+ (a state list) count what jobs hold; 22.05 shows 0 while a
      * job runs, so only the newer shape may betray work this way. */
     n->alloc_known = cJSON_IsArray(st);

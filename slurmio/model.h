@@ -226,6 +226,7 @@ typedef struct sm_node {
     int cpus;                  /* -1 when not reported */
     int alloc_cpus;            /* -1 when not reported (22.05 reports 0 while jobs run: unreliable) */
     int64_t alloc_memory;      /* MB; -1 when not reported (22.05: 0 while jobs run, unreliable too) */
+    int64_t real_memory;       /* MB, the record's RealMemory; -1 when not reported */
     /* alloc_cpus and alloc_memory are Slurm's count of what jobs hold on
      * the node (v0.0.40+: the state is a list; 22.05 reports 0 while jobs
      * run). Then a jobless base state with anything allocated betrays a

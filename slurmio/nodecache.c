@@ -212,6 +212,7 @@ struct nc_cache {
      * name -> name. jobs_bad: the list named nodes in a form that does not
      * expand; every node is then held. */
     map_t holders;
+    map_t named; /* nodes a job record of the current list names (any state) */
     int jobs_bad;
     /* The partitions some job record of the current list (any state, ended
      * ones too, until MinJobAge purges them) is in: name -> name; and those
@@ -1477,7 +1478,11 @@ static void apply_jobs(nc_cache *c, const sm_response *resp, const nc_rq *r)
         free(drop[i]);
     }
     free(drop);
-    map_free(&named);
+    /* A node no job record names any more may have its record deleted
+     * (nc_job_names): its owner hears of it. */
+    fire_missing(c, &c->named, &named);
+    map_free(&c->named);
+    c->named = named;
     /* Fire for every node whose deadline changed, appeared or went. */
     it = 0;
     while (map_next(&nm, &it, &k, &v)) {
@@ -1720,6 +1725,13 @@ int nc_job_in_partition(const nc_cache *c, const char *partition)
     if (!nc_jobs_ready(c) || c->jobs_failed)
         return -1;
     return map_get(&c->job_parts, partition) != NULL;
+}
+
+int nc_job_names(const nc_cache *c, const char *name)
+{
+    if (!nc_jobs_ready(c) || c->jobs_bad)
+        return -1;
+    return map_get(&c->named, name) != NULL;
 }
 
 int nc_job_holds(const nc_cache *c, const char *name)
@@ -2313,6 +2325,7 @@ int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
     map_init_type(&c->nodes, &node_type);
     map_init_type(&c->deadlines, &deadline_type);
     map_init_type(&c->holders, &map_type_free_val);
+    map_init_type(&c->named, &map_type_free_val);
     map_init_type(&c->job_parts, &map_type_free_val);
     map_init_type(&c->job_parts_gone, &vanished_type);
     map_init_type(&c->job_waiters, &map_type_free_val);
@@ -2353,6 +2366,7 @@ static void on_handle_closed(uv_handle_t *h)
     map_free(&c->nodes);
     map_free(&c->deadlines);
     map_free(&c->holders);
+    map_free(&c->named);
     pending_clear(c);
     map_free(&c->job_parts);
     map_free(&c->job_parts_gone);

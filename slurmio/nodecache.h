@@ -258,6 +258,11 @@ int nc_job_holds(const nc_cache *c, const char *name);
  *  0 when none is; -1 when the list is not current or its last read
  *  failed. */
 int nc_job_in_partition(const nc_cache *c, const char *partition);
+/** 1 when a job record of the current list, in any state (ended ones
+ *  too), names the node; 0 when none does; -1 when the list is not current
+ *  or did not read cleanly. A node record deleted while a job record still
+ *  names it is what crashes some slurmctld versions. */
+int nc_job_names(const nc_cache *c, const char *name);
 /** The latest deadline (sm_job_deadline) of the running jobs on a node:
  *  0 when none runs there, SM_INFINITE when one has no limit. */
 int64_t nc_deadline(const nc_cache *c, const char *name);

@@ -20,6 +20,14 @@ the pod's arguments.
      the new pod's arguments, and Slurm, which keeps a dynamic node's first
      features, is corrected by slurmop: the node's features become
      dyn,fresher (before the fix they stayed dyn,fresh for good).
+  4. A new revision (OnDelete) sets RealMemory, which Slurm neither takes
+     from a registration nor lets anyone update (issue 33); the pod is
+     deleted by hand while a job runs on dyn-0, and the lab's slurmd
+     registers again with the new pod's arguments. slurmop drains the node
+     (reason "node record out of date") and keeps record and pod while the
+     job runs; once it has ended and its record aged out (MinJobAge=2
+     here), it deletes the node's record, then the pod; the node registers
+     anew with the new RealMemory, undrained.
 Exit 77 (skipped) without the Slurm binaries or root, or when the lab's root
 file system cannot be built (24.11, 26.05).
 """
@@ -79,7 +87,30 @@ def restart_dynamic(lab, conf):
 
 
 def show_node(lab):
-    return lab.scontrol("show", "node", NODE)
+    return lab.scontrol("show", "node", NODE, check=False)
+
+
+def node_field(lab, key):
+    for w in (show_node(lab) or "").split():
+        if w.startswith(key + "="):
+            return w.split("=", 1)[1]
+    return None
+
+
+def real_memory(lab):
+    v = node_field(lab, "RealMemory")
+    return int(v) if v is not None else None
+
+
+def pod_uid(c):
+    r = c.get("/api/v1/namespaces/default/pods/" + NODE)
+    return r.json()["metadata"]["uid"] if r.status == 200 else None
+
+
+def events(c, reason):
+    r = c.get("/apis/events.k8s.io/v1/namespaces/default/events")
+    assert r.status == 200, r.text
+    return [e for e in r.json().get("items") or [] if e.get("reason") == reason]
 
 
 def scenario(ks, lab):
@@ -115,6 +146,48 @@ def scenario(ks, lab):
         wait_for(lambda: features(lab) == {"dyn", "fresher"}, 30,
                  what="dyn-0's features corrected to dyn,fresher (Slurm kept %r)" % features(lab))
         log("ok 3: the features of the re-registered node follow the NodeSet: %s" % sorted(features(lab)))
+
+        mem0 = real_memory(lab)
+        want = 500 if mem0 != 500 else 400
+        # OnDelete: the pod goes when a person deletes it, here while a job
+        # runs on its node (the lab's slurmd runs on; a real one would be
+        # the new pod's, registering while the job's record still names the
+        # node). Slurm could also schedule a job in the moment between a
+        # registration and slurmop's drain; either way the job must end
+        # before the record goes.
+        r = c.patch(NS_API + "/namespaces/default/nodesets/dyn",
+                    {"spec": {"updateStrategy": {"type": "OnDelete"},
+                              "extraConf": "Features=fresher Weight=7 RealMemory=%d" % want}})
+        assert r.status == 200, r.text
+        job = lab.sbatch([NODE], 8)
+        wait_for(lambda: lab.job_state(job)[0] == "RUNNING", 30, what="job %s running on %s" % (job, NODE))
+        rev2 = slurmd_args(c)[1]
+        r = c.delete("/api/v1/namespaces/default/pods/" + NODE)
+        assert r.status in (200, 202), r.text
+        wait_for(lambda: slurmd_args(c, want_revision=rev2)[0], 60, what="dyn-0 of the RealMemory revision")
+        args3, _ = slurmd_args(c, want_revision=rev2)
+        assert "realmemory=%d" % want in conf_of(args3).lower().split(), args3
+        restart_dynamic(lab, conf_of(args3))
+        assert real_memory(lab) == mem0, "Slurm took RealMemory from a registration: %r" % real_memory(lab)
+        wait_for(lambda: "record out of date" in (lab.node(NODE) or {}).get("reason", ""), 30,
+                 what="dyn-0 drained for its record")
+        uid = pod_uid(c)
+        while lab.job_state(job)[0] in ("RUNNING", "COMPLETING"):
+            assert real_memory(lab) == mem0, "the record went while job %s ran" % job
+            assert pod_uid(c) == uid, "the pod went while job %s ran" % job
+            time.sleep(0.2)
+        ended = time.monotonic()
+        wait_for(lambda: pod_uid(c) not in (None, uid), 90, what="dyn-0's pod restarted after its record went")
+        took = time.monotonic() - ended
+        # slurmctld purged the job's record before slurmop deleted the node's.
+        assert lab.job_state(job)[0] is None, "the node's record went while job %s's record named it" % job
+        assert events(c, "SlurmRecordStale") and events(c, "SlurmRecordDeleted")
+        restart_dynamic(lab, conf_of(slurmd_args(c)[0]))
+        wait_for(lambda: real_memory(lab) == want, 30, what="dyn-0 registered anew with RealMemory=%d" % want)
+        wait_for(lambda: node_field(lab, "State") and "DRAIN" not in node_field(lab, "State"), 30,
+                 what="dyn-0 not drained")
+        log("ok 4: RealMemory %d -> %d: record and pod kept while job %s ran, both made anew %.1f s after it ended"
+            % (mem0, want, job, took))
     log("ok: slurmop stopped")
 
 
@@ -122,7 +195,8 @@ def main():
     skip_unless_runnable(())
     tmp = tempfile.mkdtemp(prefix="test_slurm_dynconf.")
     os.chmod(tmp, 0o755)  # munged needs every folder above its socket searchable
-    lab = Lab(tmp, ["static-0"], extra_env={"SLURMLAB_DYNAMIC": "1", "SLURMLAB_DYNAMIC_NAME": NODE})
+    lab = Lab(tmp, ["static-0"], extra_env={"SLURMLAB_DYNAMIC": "1", "SLURMLAB_DYNAMIC_NAME": NODE,
+                                            "SLURMLAB_EXTRA_CONF": "MinJobAge=2"})
     try:
         lab.start()
         log("Slurm %s lab started in %.1f s" % (lab.version, lab.start_s))

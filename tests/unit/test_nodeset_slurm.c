@@ -191,6 +191,30 @@ static void test_merge_features(void **state)
     free(s);
 }
 
+/* The resources a --conf gives: keys in any case (nsb_slurmd_conf title-
+ * cases them: "Cpus", "Realmemory"), only plain counts. */
+static void test_conf_resources(void **state)
+{
+    (void)state;
+    int cpus;
+    int64_t mem;
+    nss_conf_resources("Features=dyn\vCpus=8\vRealmemory=64000\vWeight=7", &cpus, &mem);
+    assert_int_equal(cpus, 8);
+    assert_int_equal(mem, 64000);
+    nss_conf_resources("Features=dyn\vWeight=7", &cpus, &mem);
+    assert_int_equal(cpus, -1);
+    assert_int_equal(mem, -1);
+    nss_conf_resources("CPUs=4x\vREALMEMORY=\vRealMemoryX=5", &cpus, &mem);
+    assert_int_equal(cpus, -1);
+    assert_int_equal(mem, -1);
+    nss_conf_resources("cpus=99999999999999999999\vrealmemory=12", &cpus, &mem);
+    assert_int_equal(cpus, -1);
+    assert_int_equal(mem, 12);
+    nss_conf_resources(NULL, &cpus, &mem);
+    assert_int_equal(cpus, -1);
+    assert_int_equal(mem, -1);
+}
+
 /* ---- nss_pod_slurm_name, per mode ---- */
 
 static const char NS_CONTROLLER[] =
@@ -416,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_sanitize_reason),
         cmocka_unit_test(test_pod_info),
         cmocka_unit_test(test_merge_features),
+        cmocka_unit_test(test_conf_resources),
         cmocka_unit_test(test_slurm_name_statefulset),
         cmocka_unit_test(test_slurm_name_host_network),
         cmocka_unit_test(test_slurm_name_daemonset),
