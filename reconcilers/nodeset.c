@@ -11,6 +11,7 @@
 #include "core/intern.h"
 #include "core/map.h"
 #include "core/mem.h"
+#include "core/ratelimit.h"
 #include "core/rfc3339.h"
 #include "reconcilers/batch.h"
 #include "reconcilers/cluster_rc.h"
@@ -980,14 +981,16 @@ static void fill_pod(const nodeset_state *c, const sobj *o, const char *nss, nsb
 
 /* ---- writes ---- */
 
-/* A retry that doubles: 1 s, then twice the last delay up to a cap. Two
- * maps hold them, keyed by NodeSet uid: DaemonSet mode replaces failed pods
- * with a per-node backoff (to 15 min), as Kubernetes' DaemonSet controller
- * does, so that a pod failing at once on one bad node does not spin
- * ("<nodeset uid>/<node>"); held_names is below. */
+/* A retry that doubles: 1 s, then twice the last delay up to a cap, and 1 s
+ * again once a whole cap has passed since the last try (as client-go's
+ * flowcontrol.Backoff: a pod that ran that long was not failing at once).
+ * Two maps hold them, keyed by NodeSet uid: DaemonSet mode replaces failed
+ * pods with a per-node backoff (to 15 min), as Kubernetes' DaemonSet
+ * controller does, so that a pod failing at once on one bad node does not
+ * spin ("<nodeset uid>/<node>"); held_names is below. */
 struct backoff {
     char *key;
-    unsigned delay_ms;
+    rl_backoff bo;
     uint64_t next_ms;
 };
 static void backoff_free(void *v)
@@ -1006,12 +1009,11 @@ static void backoff_bump(map_t *m, const char *key, unsigned max_ms, uint64_t no
     if (b == NULL) {
         b = xcalloc(1, sizeof(*b));
         b->key = xstrdup(key);
+        uint64_t cap = (uint64_t)max_ms * RL_NS_PER_MS;
+        rl_backoff_init(&b->bo, 1000 * RL_NS_PER_MS, cap, 2.0, 0.0, cap);
         map_put(m, b->key, b);
     }
-    b->delay_ms = b->delay_ms ? b->delay_ms * 2 : 1000;
-    if (b->delay_ms > max_ms)
-        b->delay_ms = max_ms;
-    b->next_ms = now + b->delay_ms;
+    b->next_ms = now + rl_backoff_next(&b->bo, now * RL_NS_PER_MS) / RL_NS_PER_MS;
 }
 
 /* A StatefulSet-mode create answered 409 for a name the pod cache does not

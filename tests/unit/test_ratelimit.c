@@ -95,6 +95,26 @@ static void test_exp_delay(void **state)
     assert_int_equal(rl_exp_delay(0, cap, 5), 0);
 }
 
+/* The DaemonSet replacement backoff (reconcilers/nodeset.c): a pod that
+ * fails at once on its Node waits 1 s, 2 s, ... up to 15 min; one that then
+ * ran 20 minutes before it failed starts over at 1 s (it stayed at 15 min for
+ * every later replacement when the delay only ever doubled). */
+static void test_backoff_daemonset(void **state)
+{
+    (void)state;
+    const uint64_t cap = 15 * 60 * SEC;
+    rl_backoff b;
+    rl_backoff_init(&b, 1 * SEC, cap, 2.0, 0.0, cap);
+    uint64_t now = 0, d = 0;
+    for (int i = 0; i < 12; i++) {
+        d = rl_backoff_next(&b, now);
+        now += d / 2; /* the replacement failed halfway through its wait's length */
+    }
+    assert_int_equal(d, cap);
+    now += 20 * 60 * SEC;
+    assert_int_equal(rl_backoff_next(&b, now), 1 * SEC);
+}
+
 static void test_backoff_sequence_and_reset(void **state)
 {
     rl_backoff b;
@@ -173,6 +193,7 @@ int main(void)
         cmocka_unit_test(test_bucket_burst_then_steady),   cmocka_unit_test(test_bucket_try_and_cancel),
         cmocka_unit_test(test_bucket_unlimited),           cmocka_unit_test(test_exp_delay),
         cmocka_unit_test(test_backoff_sequence_and_reset), cmocka_unit_test(test_backoff_jitter_bounds),
+        cmocka_unit_test(test_backoff_daemonset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
