@@ -16,7 +16,9 @@ slurmlab.sh names for it (SLURMLAB_API: v0.0.38, v0.0.42, v0.0.45):
   is ENOTFOUND;
 - a reservation is created, updated, read back over REST and deleted;
 - a node record is deleted, and is then unknown over REST;
-- stopping the lab leaves no process, no listener and no mount behind.
+- stopping the lab leaves no process, no listener and no mount behind, and
+  signals no process the lab did not start (one whose PID a dead daemon's
+  PID file still names).
 
 Exit 77 (ctest: skipped) when the Slurm binaries are not installed (22.05),
 when not root, or when the root file system cannot be built (24.11, 26.05:
@@ -25,6 +27,7 @@ no network).
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -354,11 +357,26 @@ def main():
         else:
             rest_writes(sbin, conf, rest, tok, api, tmp)
 
-        # 7. Stop: nothing left running, nothing listening.
+        # 7. Stop: nothing left running, nothing listening, and nothing
+        # signalled that the lab did not start. A daemon killed by a test
+        # leaves its PID file, and PIDs are reused (pid_max 32768 here): an
+        # unrelated process under that PID (here a sleep standing in for a
+        # job of another lab) must survive the stop.
+        slurmd_pid_file = sorted(f for f in os.listdir(os.path.join(lab, "run")) if f.startswith("slurmd."))[0]
+        with open(os.path.join(lab, "run", slurmd_pid_file)) as f:
+            os.kill(int(f.read().strip()), signal.SIGKILL)
+        bystander = subprocess.Popen(["sleep", "300"])
+        with open(os.path.join(lab, "run", slurmd_pid_file), "w") as f:
+            f.write("%d\n" % bystander.pid)
         t0 = time.monotonic()
         run(["bash", LAB_SH, "stop"], env=env, timeout=120)
         started = False
         print("lab stopped in %.2f s" % (time.monotonic() - t0))
+        alive = bystander.poll() is None
+        bystander.kill()
+        bystander.wait()
+        check(alive, "stop signalled pid %d, named by a stale PID file (%s) but not the lab's"
+              % (bystander.pid, slurmd_pid_file))
         left = lab_processes(lab)
         check(not left, "processes left behind: %s" % left)
         check(not mounts_below(lab) and not (rootfs and mounts_below(rootfs)), "mounts left behind: %s"

@@ -99,7 +99,26 @@ launch() {
     echo $! > "$D/run/$name.pid"
 }
 
-pid_of() { cat "$D/run/$1.pid" 2>/dev/null || true; }
+# launched PID TAG VALUE: PID is a process this script started: it carries
+# TAG=VALUE in its environment (launch puts it there), or it is still the
+# fork of this very run that is about to exec into the daemon.
+launched() {
+    [ -n "${1:-}" ] && [ -r "/proc/$1/environ" ] || return 1
+    if tr '\0' '\n' < "/proc/$1/environ" 2>/dev/null | grep -qxF "$2=$3"; then return 0; fi
+    [ "$(cut -d')' -f2 "/proc/$1/stat" 2>/dev/null | cut -d' ' -f3)" = "$$" ]
+}
+
+# pid_of NAME: the PID of run/NAME.pid while that process is this cluster's,
+# nothing otherwise. PIDs are reused (pid_max is 32768 on the CI machine):
+# the file of a process that died can name another one by the time the
+# cluster stops (a Slurm daemon or job process in a pod, a Slurm lab's),
+# which stop would then have signalled.
+pid_of() {
+    local p
+    p=$(cat "$D/run/$1.pid" 2>/dev/null) || return 0
+    if launched "$p" K8S_CLUSTER_TAG "$D"; then echo "$p"; fi
+    return 0
+}
 port_of() { cat "$D/run/$1.port" 2>/dev/null || true; }
 
 # PIDs of processes carrying this cluster's tag.

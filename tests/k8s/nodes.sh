@@ -96,7 +96,7 @@ take_host_lock() {
         local p f live=""
         for f in "$owner"/run/node-*.pid; do
             [ -f "$f" ] || continue
-            p=$(cat "$f"); alive "$p" && live=$p
+            p=$(cat "$f"); alive "$p" && launched "$p" K8S_CLUSTER_TAG "$owner" && live=$p
         done
         [ -z "$live" ] || die "real Nodes of $owner are running (pid $live): one set at a time on a host (stop them first: K8S_DIR=$owner $0 stop)"
         say "taking over the stale lock of $owner"

@@ -185,7 +185,27 @@ launch() {
     echo $! > "$LAB/run/$name.pid"
 }
 
-pid_of() { cat "$LAB/run/$1.pid" 2>/dev/null || true; }
+# launched PID TAG VALUE: PID is a process this script started: it carries
+# TAG=VALUE in its environment (launch puts it there), or it is still the
+# fork of this very run that is about to exec into the daemon.
+launched() {
+    [ -n "${1:-}" ] && [ -r "/proc/$1/environ" ] || return 1
+    if tr '\0' '\n' < "/proc/$1/environ" 2>/dev/null | grep -qxF "$2=$3"; then return 0; fi
+    [ "$(cut -d')' -f2 "/proc/$1/stat" 2>/dev/null | cut -d' ' -f3)" = "$$" ]
+}
+
+# pid_of NAME: the PID of run/NAME.pid while that process is this lab's,
+# nothing otherwise. PIDs are reused (pid_max is 32768 on the CI machine):
+# the file of a daemon that died (tests kill slurmd and slurmrestd on
+# purpose) can name another process by the time the lab stops, another
+# lab's slurmd or a job's process, which stop would then have signalled
+# (jobs of a lab beside it that ended or never started).
+pid_of() {
+    local p
+    p=$(cat "$LAB/run/$1.pid" 2>/dev/null) || return 0
+    if launched "$p" SLURMLAB_TAG "$LAB"; then echo "$p"; fi
+    return 0
+}
 
 # Names of everything launched (from the PID files), in start order.
 daemons() {
