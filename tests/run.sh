@@ -75,16 +75,14 @@ cd "$BUILD"
 # compute, so more run at once than there are cores (OP_TEST_JOBS); the
 # Slurm labs, whose checks are timing-bound, are held to OP_TEST_LABS at once
 # by the resource spec below (tests/CMakeLists.txt, RESOURCE_GROUPS slurmlab).
-# Their turns are the suite's critical path (two at once cut a warm run from
-# about 33 to 21-23 minutes), but with two at once a lab test failed in each
-# of three full runs, each time a job that did not do what its idle nodes
-# allow: a 26.05 job that never ended beside another 26.05 lab, and (after
-# the ports were held for a lab's whole life) a 22.05 job on two idle,
-# undrained nodes that never started beside 22.05 and 26.05 labs; not
-# explained yet. So one, until two pass. Their ports are reserved host-wide
-# outside the ephemeral range either way (tests/lib/ports.py).
+# Their turns are the suite's critical path: two at once cut a warm run from
+# about 35 to 22 minutes. (Two at once used to fail: a lab's stop signalled
+# the PIDs of its PID files, and the file of a daemon a test had killed could
+# name, PIDs being reused, a process of the other lab or one of its jobs.
+# slurmlab.sh now signals only processes that carry its tag.) Their ports
+# are reserved host-wide outside the ephemeral range (tests/lib/ports.py).
 jobs=${OP_TEST_JOBS:-3}
-labs=${OP_TEST_LABS:-1}
+labs=${OP_TEST_LABS:-2}
 printf '{"version":{"major":1,"minor":0},"local":[{"slurmlab":[{"id":"labs","slots":%d}]}]}\n' "$labs" \
     >resource-spec.json
 ctest --output-on-failure --timeout 600 -j"$jobs" --resource-spec-file resource-spec.json "$@"

@@ -247,6 +247,10 @@ def main():
             with Op(ks.kubeconfig, **flags_) as op:
                 op.wait_ready()
                 wait_for(lambda: live_names(c) == NODES, 30, what="4 pods")
+                # Bound too: on the real control plane the scheduler binds
+                # them a moment after they exist.
+                wait_for(lambda: all((pod(c, n) or {}).get("spec", {}).get("nodeName") for n in NODES), 30,
+                         what="4 pods bound to Nodes")
                 wait_for(lambda: all(idle_undrained(lab, n) for n in NODES), 30, what="4 idle nodes")
                 took = step_replace(c, op, lab)
                 step_clear(c, op, lab)
