@@ -76,13 +76,17 @@ cd "$BUILD"
 # Slurm labs, whose checks are timing-bound, are held to OP_TEST_LABS at once
 # by the resource spec below (tests/CMakeLists.txt, RESOURCE_GROUPS slurmlab).
 # Their turns are the suite's critical path: two at once cut a warm run from
-# about 35 to 22 minutes. (Two at once used to fail: a lab's stop signalled
-# the PIDs of its PID files, and the file of a daemon a test had killed could
-# name, PIDs being reused, a process of the other lab or one of its jobs.
-# slurmlab.sh now signals only processes that carry its tag.) Their ports
-# are reserved host-wide outside the ephemeral range (tests/lib/ports.py).
+# about 35 to 22-25 minutes. Two at once failed in every full run: one cause
+# was a lab's stop signalling the PIDs of its PID files, when the file of a
+# daemon a test had killed named, PIDs being reused, a process of the other
+# lab or one of its jobs (slurmlab.sh signals only its own processes now).
+# Since that fix, one of two such runs still failed: slurm_safety (22.05),
+# whose jobs stopped starting from its eleventh round on; it prints Slurm's
+# view of the job when that happens (Lab.job_report). One, until two pass.
+# Their ports are reserved host-wide outside the ephemeral range
+# (tests/lib/ports.py).
 jobs=${OP_TEST_JOBS:-3}
-labs=${OP_TEST_LABS:-2}
+labs=${OP_TEST_LABS:-1}
 printf '{"version":{"major":1,"minor":0},"local":[{"slurmlab":[{"id":"labs","slots":%d}]}]}\n' "$labs" \
     >resource-spec.json
 ctest --output-on-failure --timeout 600 -j"$jobs" --resource-spec-file resource-spec.json "$@"

@@ -257,7 +257,11 @@ class Suite:
     def start_job(self):
         c, lab = self.c, self.lab
         job = lab.sbatch_busy(JOB_S)
-        wait_for(lambda: lab.job_state(job)[0] == "RUNNING", 30, what="job %s running" % job)
+        try:
+            wait_for(lambda: lab.job_state(job)[0] == "RUNNING", 30, what="job %s running" % job)
+        except AssertionError:
+            print(lab.job_report(job), flush=True)
+            raise
         wait_for(lambda: all({"SlurmNodeStateMixed", "SlurmNodeStateAllocated"} & conds(pod(c, n)) for n in BUSY),
                  15, what="slinky-2/3 busy on their pods")
         return job

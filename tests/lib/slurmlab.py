@@ -213,6 +213,20 @@ class Lab:
         p = self.run("sbatch", *(args + ["--wrap", wrap or "sleep %d" % seconds]))
         return p.stdout.strip().split(";")[0]
 
+    def job_report(self, job, log_lines=20):
+        """What Slurm says of a job and its nodes, and the end of
+        slurmctld's log: for the message of a wait on the job that timed out
+        (the lab's folder is gone by the time a CI failure is read)."""
+        out = ["scontrol show job %s: %s" % (job, (self.scontrol("show", "job", job, "-o", check=False) or "?").strip()),
+               "sinfo: " + " | ".join((self.run("sinfo", "-N", "-h", "-o", "%N %T %E", check=False).stdout or "?")
+                                      .strip().splitlines())]
+        try:
+            with open(os.path.join(self.dir, "log", "slurmctld.log"), errors="replace") as f:
+                out.append("slurmctld.log (last %d lines):\n  " % log_lines + "\n  ".join(f.read().splitlines()[-log_lines:]))
+        except OSError as e:
+            out.append("slurmctld.log: %s" % e)
+        return "\n".join(out)
+
     def scancel(self, job):
         self.run("scancel", job, check=False)
 
