@@ -182,10 +182,14 @@ typedef struct hl_ent {
 /* A pod of the update revision whose Slurm node record differs from its
  * --conf (sync_record). */
 typedef struct record_ent {
-    int deleted;   /* our DELETE of the record was sent */
-    uint64_t pass; /* sync_passes when last seen */
-    char uid[];    /* map key */
+    uint64_t deleted_ms; /* when our DELETE of the record was sent (0: not yet) */
+    uint64_t pass;       /* sync_passes when last seen */
+    char uid[];          /* map key */
 } record_ent;
+
+/* How long a record whose DELETE was sent may still read present before
+ * the delete counts as failed and the node is judged again. */
+#define RECORD_DELETE_WAIT_MS 30000u
 
 /* A pod whose delete sweep_avoiding sent, at the resourceVersion it sent
  * as the precondition: the same pod at the same version is not sent
@@ -1982,6 +1986,16 @@ static void revision_resources(sync_ctx *x, int *cpus, int64_t *mem)
 static int sync_record(sync_ctx *x, const nsb_pod *p, const sobj *pod, const char *name, const sm_node *n)
 {
     record_ent *e = x->s->records.count ? map_get(&x->s->records, pod->uid) : NULL;
+    if (e && e->deleted_ms) {
+        /* Our DELETE is sent: the node's drain stays ours until a read
+         * shows the record gone (settling meanwhile, or still listed); a
+         * record still there long after was not deleted (refused, lost),
+         * and the node is judged again. */
+        e->pass = x->s->sync_passes;
+        if (nc_settling(x->cache, name) || now_ms(x->st) - e->deleted_ms < RECORD_DELETE_WAIT_MS)
+            return 1;
+        e->deleted_ms = 0;
+    }
     int dynamic = n->flags_known && (n->flags & SM_NF(DYNAMIC_NORM));
     if (!dynamic || !p->revision || !nsb_revision_same(p->revision, x->update_hash, x->nodeset->name) ||
         nc_settling(x->cache, name) || health_holds(x->s, pod, name)) {
@@ -2025,13 +2039,12 @@ static int sync_record(sync_ctx *x, const nsb_pod *p, const sobj *pod, const cha
                     name, pod->name, what);
         return 1;
     }
-    if (e->deleted)
-        return 1;
     if (!nc_drain_proved(x->cache, name) || nc_jobs_free(x->cache, name, 5000) != 1 ||
         nc_job_names(x->cache, name) != 0 || (n->alloc_known && (n->alloc_cpus > 0 || n->alloc_memory > 0)))
         return 1; /* a job holds it, or its record is still listed: wait (the job list is polled) */
     if (slurm_delete(x->st, x->cache, x->s, name) == 0) {
-        e->deleted = 1;
+        uint64_t t = now_ms(x->st);
+        e->deleted_ms = t ? t : 1;
         op_event(x->op, x->nodeset, NSB_KIND, "SlurmRecordDeleted", "Delete",
                  "Deleted the record of Slurm node %s (%s): no job holds or names it; pod %s restarts to "
                  "register it anew",
@@ -2047,7 +2060,7 @@ static int sync_record(sync_ctx *x, const nsb_pod *p, const sobj *pod, const cha
 static int sync_record_gone(sync_ctx *x, const sobj *pod, const char *name)
 {
     record_ent *e = x->s->records.count ? map_get(&x->s->records, pod->uid) : NULL;
-    if (e == NULL || !e->deleted)
+    if (e == NULL || !e->deleted_ms)
         return 0;
     e->pass = x->s->sync_passes;
     if (x->act == NULL || nc_vanished(x->cache, name, NULL))
