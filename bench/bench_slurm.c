@@ -157,6 +157,27 @@ int bx_lab_start_nodes(bx_ctx *x, bx_lab *lab, int n)
     return rc;
 }
 
+/* 1 when process pid carries the lab's tag (slurmlab.sh puts
+ * SLURMLAB_TAG=<lab dir> in its daemons' environments): a PID file may name
+ * a process that has died, and PIDs are reused. */
+static int lab_owns(const bx_lab *lab, long pid)
+{
+    char *path = xasprintf("/proc/%ld/environ", pid), *env = NULL;
+    size_t len = 0;
+    int rc = file_read_all(path, 1u << 20, &env, &len);
+    free(path);
+    if (rc != 0)
+        return 0;
+    char *want = xasprintf("SLURMLAB_TAG=%s", lab->dir);
+    size_t wl = strlen(want);
+    int found = 0;
+    for (size_t i = 0; i < len && !found; i += strlen(env + i) + 1)
+        found = len - i >= wl && strcmp(env + i, want) == 0;
+    free(want);
+    free(env);
+    return found;
+}
+
 int bx_lab_kill_rest(bx_lab *lab)
 {
     if (!lab->started || !lab->dir)
@@ -169,7 +190,7 @@ int bx_lab_kill_rest(bx_lab *lab)
         return rc;
     long pid = strtol(text, NULL, 10);
     free(text);
-    if (pid <= 1)
+    if (pid <= 1 || !lab_owns(lab, pid))
         return OP_EINVAL;
     return kill((pid_t)pid, SIGKILL) == 0 ? 0 : OP_ERRNO(errno);
 }
