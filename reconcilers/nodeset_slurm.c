@@ -1,6 +1,7 @@
 #include "reconcilers/nodeset_slurm.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -664,37 +665,51 @@ static void name_record(nss_set *s, const sobj *pod, const char *name, const sm_
     e->pass = s->status_passes;
 }
 
+/* Drop the entries of m last seen before pass `oldest`: every value is a
+ * struct with a uint64_t pass counter at pass_off (offsetof) and its key
+ * inside it. Keys are collected first: a map is not changed while walked. */
+static void drop_older(map_t *m, size_t pass_off, uint64_t oldest)
+{
+    if (m->count == 0)
+        return;
+    size_t it = 0, n = 0;
+    const char *k;
+    void *v;
+    const char **gone = xcalloc(m->count, sizeof(*gone));
+    while (map_next(m, &it, &k, &v)) {
+        uint64_t pass;
+        memcpy(&pass, (const char *)v + pass_off, sizeof(pass));
+        if (pass < oldest)
+            gone[n++] = k;
+    }
+    for (size_t i = 0; i < n; i++)
+        map_drop(m, gone[i]);
+    free(gone);
+}
+
 /* Drop the records of pods the last full status pass did not see (gone). */
 static void proved_sweep(nss_set *s)
 {
-    size_t it = 0, k = 0;
-    const char *key;
-    void *v;
-    proved_ent **old = NULL;
-    while (map_next(&s->proved, &it, &key, &v)) {
-        proved_ent *e = v;
-        if (e->pass == s->status_passes)
-            continue;
-        old = xrealloc(old, (k + 1) * sizeof(*old));
-        old[k++] = e;
-    }
-    for (size_t i = 0; i < k; i++)
-        map_drop(&s->proved, old[i]->uid);
-    free(old);
+    drop_older(&s->proved, offsetof(proved_ent, pass), s->status_passes);
 }
 
 /* Slurm's "no such node" to a fresh read of the pod's name, and the name is
  * known to be the one its slurmd took: certain by construction, or shown
  * by a read as this pod's (name_record). Otherwise the answer is about a
  * name the pod may never have used: no proof of anything. */
-static int name_gone(const nss_set *s, nc_cache *cache, const sobj *pod, const char *name)
+/* The name is known to be the one the pod's slurmd took: certain by
+ * construction, or shown by a read as this pod's (name_record). */
+static int name_known(const nss_set *s, const sobj *pod, const char *name)
 {
-    if (!nc_confirm_gone(cache, name, PROOF_FRESH_MS))
-        return 0;
     if (nss_pod_slurm_name_exact(pod))
         return 1;
     const proved_ent *e = s->proved.count ? map_get(&s->proved, pod->uid) : NULL;
     return e && strcmp(e->name, name) == 0;
+}
+
+static int name_gone(const nss_set *s, nc_cache *cache, const sobj *pod, const char *name)
+{
+    return nc_confirm_gone(cache, name, PROOF_FRESH_MS) && name_known(s, pod, name);
 }
 
 static uint64_t now_ms(const nss_state *st)
@@ -1997,8 +2012,10 @@ static int sync_record(sync_ctx *x, const nsb_pod *p, const sobj *pod, const cha
         e->deleted_ms = 0;
     }
     int dynamic = n->flags_known && (n->flags & SM_NF(DYNAMIC_NORM));
+    /* Only a record known to be this pod's: the drain, the record's
+     * delete and the pod's delete all rest on that. */
     if (!dynamic || !p->revision || !nsb_revision_same(p->revision, x->update_hash, x->nodeset->name) ||
-        nc_settling(x->cache, name) || health_holds(x->s, pod, name)) {
+        !name_known(x->s, pod, name) || nc_settling(x->cache, name) || health_holds(x->s, pod, name)) {
         if (e)
             map_drop(&x->s->records, pod->uid);
         return 0;
@@ -2068,22 +2085,6 @@ static int sync_record_gone(sync_ctx *x, const sobj *pod, const char *name)
     map_drop(&x->s->records, pod->uid);
     x->act->delete_pod(x->act->ctx, pod, "its Slurm node's out-of-date record was deleted: it registers anew");
     return 1;
-}
-
-static void record_prune(nss_set *s)
-{
-    if (s->records.count == 0)
-        return;
-    size_t it = 0, ng = 0;
-    const char *k;
-    void *v;
-    const char **gone = xcalloc(s->records.count, sizeof(*gone));
-    while (map_next(&s->records, &it, &k, &v))
-        if (((const record_ent *)v)->pass + 1 < s->sync_passes)
-            gone[ng++] = k;
-    for (size_t i = 0; i < ng; i++)
-        map_drop(&s->records, gone[i]);
-    free(gone);
 }
 
 /* DaemonSet mode, pruneSlurmNodeRecords: NodeNotFound. */
@@ -2839,22 +2840,6 @@ static int sweep_avoiding(sync_ctx *x, const sobj *pod)
     return 1;
 }
 
-static void sweep_prune(nss_set *s)
-{
-    if (s->swept.count == 0)
-        return;
-    size_t it = 0, ng = 0;
-    const char *k;
-    void *v;
-    const char **gone = xcalloc(s->swept.count, sizeof(*gone));
-    while (map_next(&s->swept, &it, &k, &v))
-        if (((const swept_ent *)v)->pass != s->health_passes)
-            gone[ng++] = k;
-    for (size_t i = 0; i < ng; i++)
-        map_drop(&s->swept, gone[i]);
-    free(gone);
-}
-
 static void sync_health(sync_ctx *x, const nsb_pod *pods, size_t n)
 {
     const nh_config *cfg = health_cfg(x->op);
@@ -2998,7 +2983,7 @@ static void sync_health(sync_ctx *x, const nsb_pod *pods, size_t n)
     free(cwhy);
     free(cpods);
     free(cands);
-    sweep_prune(s);
+    drop_older(&s->swept, offsetof(swept_ent, pass), s->health_passes);
     health_gauges(x->st, s, x->nodeset->ns, x->nodeset->name);
 }
 
@@ -3189,7 +3174,8 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
         strcmp(json_get_str_or(ns, "spec.pruneSlurmNodeRecords", "Never"), "NodeNotFound") == 0)
         sync_prune(&x);
     sync_reservation(&x, pods, n, &counts);
-    record_prune(s);
+    /* (incremental steps see some pods only: two full passes' grace) */
+    drop_older(&s->records, offsetof(record_ent, pass), s->sync_passes - 1);
     s->synced = 1;
     s->cond_gen = nodeset->generation;
 }

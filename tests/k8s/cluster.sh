@@ -46,6 +46,8 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib/procs.sh
+source "$HERE/../lib/procs.sh"
 D=${K8S_DIR:-/tmp/slurmop-k8s}
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 SERVICE_CIDR=10.96.0.0/16
@@ -97,15 +99,6 @@ launch() {
         exec setsid env K8S_CLUSTER_TAG="$D" "$@"
     ) </dev/null >>"$D/log/$name.log" 2>&1 &
     echo $! > "$D/run/$name.pid"
-}
-
-# launched PID TAG VALUE: PID is a process this script started: it carries
-# TAG=VALUE in its environment (launch puts it there), or it is still the
-# fork of this very run that is about to exec into the daemon.
-launched() {
-    [ -n "${1:-}" ] && [ -r "/proc/$1/environ" ] || return 1
-    if tr '\0' '\n' < "/proc/$1/environ" 2>/dev/null | grep -qxF "$2=$3"; then return 0; fi
-    [ "$(cut -d')' -f2 "/proc/$1/stat" 2>/dev/null | cut -d' ' -f3)" = "$$" ]
 }
 
 # pid_of NAME: the PID of run/NAME.pid while that process is this cluster's,

@@ -101,6 +101,8 @@
 # mirror; a start that cannot build one exits 77.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib/procs.sh
+source "$HERE/../lib/procs.sh"
 
 SLURM_BINS=(munged mungekey munge unmunge slurmctld slurmd slurmrestd scontrol sinfo squeue scancel setpriv python3 curl)
 HOST_BINS=(python3 curl unshare chroot mount ss flock) # what a chrooted lab needs of the host
@@ -183,15 +185,6 @@ launch() {
         exec setsid env SLURMLAB_TAG="$LAB" "$@"
     ) </dev/null >>"$LAB/log/$name.out" 2>&1 &
     echo $! > "$LAB/run/$name.pid"
-}
-
-# launched PID TAG VALUE: PID is a process this script started: it carries
-# TAG=VALUE in its environment (launch puts it there), or it is still the
-# fork of this very run that is about to exec into the daemon.
-launched() {
-    [ -n "${1:-}" ] && [ -r "/proc/$1/environ" ] || return 1
-    if tr '\0' '\n' < "/proc/$1/environ" 2>/dev/null | grep -qxF "$2=$3"; then return 0; fi
-    [ "$(cut -d')' -f2 "/proc/$1/stat" 2>/dev/null | cut -d' ' -f3)" = "$$" ]
 }
 
 # pid_of NAME: the PID of run/NAME.pid while that process is this lab's,
