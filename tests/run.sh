@@ -89,4 +89,6 @@ jobs=${OP_TEST_JOBS:-3}
 labs=${OP_TEST_LABS:-1}
 printf '{"version":{"major":1,"minor":0},"local":[{"slurmlab":[{"id":"labs","slots":%d}]}]}\n' "$labs" \
     >resource-spec.json
-ctest --output-on-failure --timeout 600 -j"$jobs" --resource-spec-file resource-spec.json "$@"
+# The JUnit report is what .ci/run checks for skipped tests (tests/ci_skips.py).
+ctest --output-on-failure --timeout 600 -j"$jobs" --resource-spec-file resource-spec.json \
+    --output-junit "$PWD/ctest-junit.xml" "$@"

@@ -165,8 +165,10 @@ def test_scale_in_figures_or_skip_reason():
         return
     s = run_bench()["summary"]["results"]["scale-in"]
     if "skipped" in s:
+        # On a developer's machine without root or Slurm; in CI (root, the
+        # lab's packages installed by tests/deps.sh) the scenario must run.
         print("scale-in skipped: " + s["skipped"])
-        assert s["skipped"], s
+        assert os.environ.get("CI") != "true", "scale-in skipped in CI: " + s["skipped"]
         return
     assert s["n"] == N and s["busy"] >= 1, s
     positive(s["limitOneRpcSeconds"], "limit")
