@@ -57,6 +57,9 @@
  * labels, pod info) for this long; once it is seen terminating it gets
  * none anyway, and if the delete failed, the next decision marks it again. */
 #define DELETING_MS 60000u
+/* A drained idle victim waiting only for its job read gets no status write
+ * for this long (mark_deciding; the read answers in milliseconds). */
+#define DECIDING_MS 2000u
 /* Failed Slurm writes back off per node: 1 s, 2 s, ... 60 s. */
 #define BACKOFF_MAX_MS 60000u
 /* A pass that condemns more pods than this drains them with one reason (the
@@ -216,7 +219,8 @@ typedef struct drift_ent {
 
 typedef struct deleting_ent {
     char *uid; /* map key */
-    uint64_t until;
+    uint64_t until;       /* its delete was decided: no writes, not judged again */
+    uint64_t quiet_until; /* its verdict is due (mark_deciding): no status writes */
 } deleting_ent;
 
 typedef struct pw_ent {
@@ -1414,7 +1418,7 @@ static int keep(nss_state *st, nss_set *s, const sobj *nodeset, const sobj *pod,
     return NSS_WAIT;
 }
 
-/* judge(): wait, but only for a job read that is on its way (no need to
+/* judge() and condemn(): wait, but only for a job read that is on its way (no need to
  * cordon the pod for those milliseconds). Never returned by nss_condemn. */
 #define JUDGE_WAIT_READ (-100)
 
@@ -1469,7 +1473,7 @@ static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *po
      * pod deleted now goes without. */
     int v = judge(st, s, cache, nodeset, pod, name, why);
     if (v == JUDGE_WAIT_READ)
-        return NSS_WAIT; /* only a job read on its way is missing: decided within milliseconds */
+        return v; /* only a job read on its way is missing: decided within milliseconds */
     if (v == NSS_WAIT)
         set_pod_meta(st, s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
     return v;
@@ -1614,7 +1618,7 @@ static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset
     return NSS_WAIT;
 }
 
-static void mark_deleting(nss_set *s, const sobj *pod, uint64_t now)
+static deleting_ent *deleting_get(nss_set *s, const sobj *pod)
 {
     deleting_ent *e = map_get(&s->deleting, pod->uid);
     if (e == NULL) {
@@ -1622,6 +1626,23 @@ static void mark_deleting(nss_set *s, const sobj *pod, uint64_t now)
         e->uid = xstrdup(pod->uid);
         map_put(&s->deleting, e->uid, e);
     }
+    return e;
+}
+
+/* A drained idle victim waiting only for the job read sent after its drain:
+ * the delete is most likely milliseconds away, and a status write now (the
+ * node's IDLE+DRAIN conditions) would be one more PATCH per victim queued
+ * ahead of the deletes. Its status writes wait DECIDING_MS; it is judged
+ * again as soon as the read is in, and if that shows a job its writes
+ * resume. */
+static void mark_deciding(nss_set *s, const sobj *pod, uint64_t now)
+{
+    deleting_get(s, pod)->quiet_until = now + DECIDING_MS;
+}
+
+static void mark_deleting(nss_set *s, const sobj *pod, uint64_t now)
+{
+    deleting_ent *e = deleting_get(s, pod);
     e->until = now + DELETING_MS;
     if (s->deleting.count < s->deleting_sweep_at)
         return;
@@ -1632,7 +1653,7 @@ static void mark_deleting(nss_set *s, const sobj *pod, uint64_t now)
     void *v;
     deleting_ent **old = xcalloc(s->deleting.count + 1, sizeof(*old));
     while (map_next(&s->deleting, &it, &k, &v))
-        if (((deleting_ent *)v)->until <= now)
+        if (((deleting_ent *)v)->until <= now && ((deleting_ent *)v)->quiet_until <= now)
             old[n++] = v;
     for (size_t i = 0; i < n; i++)
         map_drop(&s->deleting, old[i]->uid);
@@ -1649,8 +1670,19 @@ static int is_deleting(nss_set *s, const sobj *pod, uint64_t now)
         return 0;
     if (e->until > now)
         return 1;
-    map_drop(&s->deleting, pod->uid);
+    if (e->quiet_until <= now)
+        map_drop(&s->deleting, pod->uid);
     return 0;
+}
+
+/* 1 while pod gets no status writes: its delete was decided, or its
+ * verdict is due within milliseconds (mark_deciding). */
+static int is_quiet(nss_set *s, const sobj *pod, uint64_t now)
+{
+    if (is_deleting(s, pod, now))
+        return 1;
+    const deleting_ent *e = s->deleting.count ? map_get(&s->deleting, pod->uid) : NULL;
+    return e && e->quiet_until > now;
 }
 
 int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod, const char *why)
@@ -1664,6 +1696,10 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
     if (v == NSS_DELETE) {
         mark_deleting(s, pod, now_ms(op->nodeset_slurm));
         map_drop(&s->kept, pod->uid);
+    } else if (v == JUDGE_WAIT_READ) {
+        mark_deciding(s, pod, now_ms(op->nodeset_slurm));
+        kept_get(s, pod);
+        v = NSS_WAIT;
     } else if (v == NSS_WAIT) {
         kept_get(s, pod); /* its reason, if any, set by keep() */
     }
@@ -3322,7 +3358,7 @@ static void status_pod(nss_state *st, nss_set *s, nc_cache *cache, const sobj *n
                        const char *name, const sm_node *sn, int wdp)
 {
     const sobj *pod = pod_sobj(p);
-    if (is_deleting(s, pod, now_ms(st)))
+    if (is_quiet(s, pod, now_ms(st)))
         return;
     sync_conditions(st, s, pod, sn);
     int busy = sn && sm_node_busy(sn);
