@@ -1661,28 +1661,29 @@ static void mark_deleting(nss_set *s, const sobj *pod, uint64_t now)
     s->deleting_sweep_at = 2 * s->deleting.count > 64 ? 2 * s->deleting.count : 64;
 }
 
-/* 1 while pod's delete, decided here, may still be on its way; drops the
- * mark once it is stale. */
-static int is_deleting(nss_set *s, const sobj *pod, uint64_t now)
+/* pod's mark, or NULL; a mark past both its times is dropped. */
+static deleting_ent *mark_of(nss_set *s, const sobj *pod, uint64_t now)
 {
     deleting_ent *e = s->deleting.count ? map_get(&s->deleting, pod->uid) : NULL;
-    if (e == NULL)
-        return 0;
-    if (e->until > now)
-        return 1;
-    if (e->quiet_until <= now)
+    if (e && e->until <= now && e->quiet_until <= now) {
         map_drop(&s->deleting, pod->uid);
-    return 0;
+        return NULL;
+    }
+    return e;
+}
+
+/* 1 while pod's delete, decided here, may still be on its way. */
+static int is_deleting(nss_set *s, const sobj *pod, uint64_t now)
+{
+    const deleting_ent *e = mark_of(s, pod, now);
+    return e && e->until > now;
 }
 
 /* 1 while pod gets no status writes: its delete was decided, or its
  * verdict is due within milliseconds (mark_deciding). */
 static int is_quiet(nss_set *s, const sobj *pod, uint64_t now)
 {
-    if (is_deleting(s, pod, now))
-        return 1;
-    const deleting_ent *e = s->deleting.count ? map_get(&s->deleting, pod->uid) : NULL;
-    return e && e->quiet_until > now;
+    return mark_of(s, pod, now) != NULL;
 }
 
 int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod, const char *why)

@@ -55,7 +55,7 @@ def skipped(report):
                 continue
             text = "".join(e.text or "" for e in case.iter() if e.tag in ("system-out", "skipped"))
             text += (skip.get("message", "") if skip is not None else "")
-            disabled = status == "disabled" or "Disabled" in text[:200]
+            disabled = status == "disabled"
             out.append((case.get("name", "?"), text, disabled))
     return out
 
