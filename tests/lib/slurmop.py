@@ -320,6 +320,10 @@ class Slurmop:
             self.stop(check=exc_type is None)
         finally:
             if exc_type is not None:
+                # The failure first: a CI report that keeps only the head of
+                # a test's output must still say why (the traceback comes
+                # after this log's tail).
+                print("---- failed: %s: %s" % (exc_type.__name__, str(exc)[:2000]), flush=True)
                 self._keep_log()
             self.tmp.cleanup()
 
