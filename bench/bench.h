@@ -369,6 +369,15 @@ uint64_t bx_obs_deleted_at(const bx_obs *o, const char *pod);
 /** Time of the last ADDED event of a pod of that name since start (0: none):
  *  with bx_obs_deleted_at, how long a deleted pod took to come back. */
 uint64_t bx_obs_added_at(const bx_obs *o, const char *pod);
+/** History of every pod name's terminations and creations, kept while on
+ *  (off by default: it grows with every event); off also forgets it. */
+void bx_obs_history(bx_obs *o, int on);
+enum { BX_OBS_TERMINATING = 1, BX_OBS_ADDED = 2 };
+/** With the history on: the first event of kind (BX_OBS_*) of a pod name at
+ *  or after t (uv_hrtime ns); 0 when none was seen. */
+uint64_t bx_obs_first_after(const bx_obs *o, const char *pod, int kind, uint64_t t);
+/** The observer's view of a pod now: 0 absent, 1 present, 2 terminating. */
+int bx_obs_pod_state(const bx_obs *o, const char *pod);
 
 /* ------------------------------------------------------------------ */
 /* the pipelined create client (bench_load.c) */

@@ -23,6 +23,16 @@ typedef struct tstamp {
     char name[];
 } tstamp;
 
+/* Every termination start and creation of one pod name, in arrival order
+ * (so by time), while the history is on: a churn that fails a pod name
+ * again and again matches each failure with the first action after it. */
+typedef struct ohist {
+    size_t n, cap;
+    uint64_t *t;
+    unsigned char *kind;
+    char name[];
+} ohist;
+
 struct owatch;
 typedef void (*item_fn)(bx_obs *o, int type, const cJSON *obj, int listing);
 
@@ -49,6 +59,8 @@ struct bx_obs {
     map_t deleted_at; /* name -> tstamp (last deletion) */
     map_t added_at;   /* name -> tstamp (last ADDED after start) */
     map_t term_at;    /* name -> tstamp (deletionTimestamp first seen, or the deletion) */
+    map_t hist;       /* name -> ohist, while history is on */
+    int history;
     owatch pw, nw;
     unsigned gen;
     int initial; /* the first list is the baseline: nothing counted */
@@ -70,6 +82,36 @@ static void push_time(bx_obs *o, int kind, uint64_t t)
         o->t[kind] = xrealloc(o->t[kind], o->cap[kind] * sizeof(uint64_t));
     }
     o->t[kind][o->n[kind]++] = t;
+}
+
+static void ohist_free(void *v)
+{
+    ohist *h = v;
+    free(h->t);
+    free(h->kind);
+    free(h);
+}
+
+static const map_type ohist_type = {.val_free = ohist_free, .key_free = NULL};
+
+static void hist_push(bx_obs *o, const char *name, int kind, uint64_t t)
+{
+    if (!o->history)
+        return;
+    ohist *h = map_get(&o->hist, name);
+    if (h == NULL) {
+        size_t len = strlen(name);
+        h = xcalloc(1, sizeof(*h) + len + 1);
+        memcpy(h->name, name, len + 1);
+        map_put(&o->hist, h->name, h);
+    }
+    if (h->n == h->cap) {
+        h->cap = h->cap ? h->cap * 2 : 8;
+        h->t = xrealloc(h->t, h->cap * sizeof(*h->t));
+        h->kind = xrealloc(h->kind, h->cap);
+    }
+    h->t[h->n] = t;
+    h->kind[h->n++] = (unsigned char)kind;
 }
 
 static int pod_ready(const cJSON *pod)
@@ -110,8 +152,10 @@ static void pod_gone(bx_obs *o, opod *p, uint64_t now)
     o->c.deleted++;
     push_time(o, 2, now);
     stamp(&o->deleted_at, p->name, now, 0);
-    if (!p->terminating)
+    if (!p->terminating) {
         stamp(&o->term_at, p->name, now, 1);
+        hist_push(o, p->name, BX_OBS_TERMINATING, now);
+    }
     map_del(&o->pods, p->name);
     free(p);
 }
@@ -139,6 +183,7 @@ static void on_pod(bx_obs *o, int type, const cJSON *obj, int listing)
             push_time(o, 0, now);
             stamp(&o->added_at, name, now, 0);
             map_drop(&o->term_at, name); /* a new pod of that name: its own first termination */
+            hist_push(o, name, BX_OBS_ADDED, now);
         }
     }
     p->gen = o->gen;
@@ -156,8 +201,10 @@ static void on_pod(bx_obs *o, int type, const cJSON *obj, int listing)
     }
     if (term != p->terminating)
         o->c.terminating += term ? 1 : -1;
-    if (term && !p->terminating && !o->initial)
+    if (term && !p->terminating && !o->initial) {
         stamp(&o->term_at, name, now, 1);
+        hist_push(o, name, BX_OBS_TERMINATING, now);
+    }
     p->ready = ready;
     p->terminating = term;
     (void)listing;
@@ -317,6 +364,7 @@ bx_obs *bx_obs_start(bx_ctx *x, bx_api *api, const char *ns)
     map_init_type(&o->deleted_at, &map_type_free_val);
     map_init_type(&o->added_at, &map_type_free_val);
     map_init_type(&o->term_at, &map_type_free_val);
+    map_init_type(&o->hist, &ohist_type);
     ow_init(o, &o->pw, &KUBE_PODS, NULL, on_pod);
     /* Only NodeSet gpu's pods (and the limit's, built alike): on a real
      * cluster the Controller's StatefulSet runs a slurmctld pod beside them */
@@ -369,6 +417,7 @@ void bx_obs_stop(bx_ctx *x, bx_obs *o)
     map_free(&o->deleted_at);
     map_free(&o->added_at);
     map_free(&o->term_at);
+    map_free(&o->hist);
     for (int k = 0; k < 3; k++)
         free(o->t[k]);
     free(o->ns);
@@ -413,4 +462,36 @@ uint64_t bx_obs_terminating_at(const bx_obs *o, const char *pod)
 {
     const tstamp *d = map_get(&o->term_at, pod);
     return d ? d->t : 0;
+}
+
+void bx_obs_history(bx_obs *o, int on)
+{
+    o->history = on;
+    if (!on)
+        map_free(&o->hist);
+}
+
+uint64_t bx_obs_first_after(const bx_obs *o, const char *pod, int kind, uint64_t t)
+{
+    const ohist *h = map_get(&o->hist, pod);
+    if (h == NULL)
+        return 0;
+    size_t lo = 0, hi = h->n; /* the first entry at or after t */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (h->t[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < h->n; i++)
+        if (h->kind[i] == kind)
+            return h->t[i];
+    return 0;
+}
+
+int bx_obs_pod_state(const bx_obs *o, const char *pod)
+{
+    const opod *p = map_get(&o->pods, pod);
+    return p == NULL ? 0 : p->terminating ? 2 : 1;
 }

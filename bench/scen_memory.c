@@ -95,12 +95,23 @@ static long settle_rss(bx_ctx *x, bx_slurmop *op)
     return bx_rss_kib(bx_proc_pid(op->proc));
 }
 
-/* Bytes of heap in use in the operator: glibc's malloc_stats(), called in
- * the process through gdb, prints them on its stderr (our log). RSS keeps
- * every page the allocator ever touched; this is what is live. -1 when gdb
- * is missing or the build has sanitizers (their allocator). */
+/* Bytes of heap in use in the operator: its slurmop_heap_inuse_bytes, or
+ * for an operator without it glibc's malloc_stats(), called in the process
+ * through gdb, which prints them on its stderr (our log). RSS keeps every
+ * page the allocator ever touched; this is what is live. -1 when neither
+ * works or the build has sanitizers (their allocator). */
 static long long heap_in_use(bx_ctx *x, bx_slurmop *op)
 {
+    /* The operator's own allocator statistics first (glibc mallinfo2 on
+     * /metrics): no debugger, no stop of the process, and they work where
+     * ptrace does not. */
+    bx_metrics m;
+    if (bx_scrape(x, op, &m) == 0) {
+        double v = bx_metric(&m, "slurmop_heap_inuse_bytes", NULL);
+        bx_metrics_free(&m);
+        if (isfinite(v) && v > 0)
+            return (long long)v;
+    }
     static int no_gdb = -1;
     if (no_gdb < 0) {
         const char *argv[] = {"gdb", "--version", NULL};
@@ -439,8 +450,8 @@ int scen_memory(bx_ctx *x)
                      "≤ 1 KB");
     }
     bx_table_note(t,
-                  "RSS: VmRSS once the queue was quiet for 1 s; live heap: glibc malloc_stats() \"in use\" "
-                  "(called through gdb); per object: the step's growth / %d. A JSON pod as served is %.0f B.",
+                  "RSS: VmRSS once the queue was quiet for 1 s; live heap: the operator's "
+                  "slurmop_heap_inuse_bytes (glibc mallinfo2); per object: the step's growth / %d. A JSON pod as served is %.0f B.",
                   n, pod_json);
     if (want_slurm && version)
         bx_table_note(t, "Slurm: %s, REST %s; node writes through %s.", version, api,

@@ -2,6 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +17,26 @@
 #include "core/log.h"
 #include "core/map.h"
 #include "core/mem.h"
+
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+#define MX_HAVE_MALLINFO2 1
+
+/* AddressSanitizer replaces malloc: glibc's arenas then hold nothing of ours. */
+static int mx_sanitized(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return 1;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return 1;
+#else
+    return 0;
+#endif
+#else
+    return 0;
+#endif
+}
+#endif
 
 #define MAX_HOOKS 16
 /* Lookup keys up to this size are built on the stack (no allocation). */
@@ -662,6 +685,8 @@ struct proc_collector {
     mx_gauge *start;
     mx_gauge *open_fds;
     mx_gauge *max_fds;
+    mx_gauge *heap_used; /* NULL without glibc's mallinfo2 */
+    mx_gauge *heap_free;
     long ticks;
     long page_size;
     double boot_time; /* seconds since the epoch, from /proc/stat btime */
@@ -780,6 +805,15 @@ static void proc_refresh(void *data)
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
         mx_gauge_set(pc->max_fds, rl.rlim_cur == RLIM_INFINITY ? INFINITY : (double)rl.rlim_cur);
+#if defined(MX_HAVE_MALLINFO2)
+    if (pc->heap_used) {
+        /* A walk of the arenas under their locks: cheap next to a scrape's
+         * rendering, and only done on a scrape. */
+        struct mallinfo2 mi = mallinfo2();
+        mx_gauge_set(pc->heap_used, (double)(mi.uordblks + mi.hblkhd));
+        mx_gauge_set(pc->heap_free, (double)mi.fordblks);
+    }
+#endif
 }
 
 int mx_process_collector(mx_registry *r)
@@ -811,6 +845,24 @@ int mx_process_collector(mx_registry *r)
         mx_gauge_new(r, "process_max_fds", "Soft limit on the number of open file descriptors.", &err);
     if (!pc.cpu || !pc.rss || !pc.vsize || !pc.start || !pc.open_fds || !pc.max_fds)
         return err ? err : OP_EEXISTS;
+#if defined(MX_HAVE_MALLINFO2)
+    /* RSS keeps every page the allocator ever touched; these say how much
+     * of it is live and how much is free inside the heap (fragmentation),
+     * which is what a memory figure per pod needs. Sanitizer builds have
+     * their own allocator, which glibc's statistics do not see. */
+    if (!mx_sanitized()) {
+        pc.heap_used = mx_gauge_new(r, "slurmop_heap_inuse_bytes",
+                                    "Bytes of heap allocated and not yet freed (glibc mallinfo2: "
+                                    "uordblks plus hblkhd).",
+                                    &err);
+        pc.heap_free = mx_gauge_new(r, "slurmop_heap_free_bytes",
+                                    "Bytes free inside the heap's arenas (glibc mallinfo2 fordblks): held "
+                                    "by the process, in RSS when touched, but not in use.",
+                                    &err);
+        if (!pc.heap_used || !pc.heap_free)
+            return err ? err : OP_EEXISTS;
+    }
+#endif
 
     /* The registry owns the collector's state and frees it with itself. */
     struct proc_collector *heap = xmalloc(sizeof(*heap));

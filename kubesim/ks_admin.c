@@ -437,10 +437,19 @@ static void pods_fail(ks *k, ks_resp *resp, const cJSON *body)
         resp_bad_request(resp, "%s", err);
         return;
     }
-    size_t n;
-    ks_ver **vs = ks_store_sorted(pr, ns, &n);
-    char **keys = xcalloc(n + 1, sizeof(char *));
-    size_t nk = 0;
+    /* One pod by name: a lookup, not a sort of every pod (a churn of 1,000
+     * failures a second at 16,384 pods was applied at a fifth of that rate
+     * when each one sorted the store). */
+    int direct = name && ns && !ls;
+    size_t n = 0, nk = 0;
+    ks_ver **vs = direct ? NULL : ks_store_sorted(pr, ns, &n);
+    char **keys = xcalloc(n + 2, sizeof(char *));
+    if (direct) {
+        char kb[600];
+        obj_key(kb, sizeof(kb), ns, name);
+        if (map_get(&pr->objs, kb))
+            keys[nk++] = xstrdup(kb);
+    }
     for (size_t i = 0; i < n; i++) {
         if (name && strcmp(ver_name(vs[i]), name) != 0)
             continue;
