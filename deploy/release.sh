@@ -166,8 +166,9 @@ else
 fi
 
 # 5. Checksums and the summary.
+# In MB (10^6 bytes), as the docs give image sizes; du -m would give MiB, rounded up.
 local size
-size=$(du -m "$image" | cut -f1)
+size=$(awk -v b="$(stat -c %s "$image")" 'BEGIN { printf "%.1f", b / 1e6 }')
 {
     echo "slurmop $VERSION"
     echo "commit:  $commit"

@@ -3,7 +3,8 @@
 metrics, and the alerts fire when they should.
 
 - test_dashboard_metrics: every query of deploy/grafana/slurmop.json (panel
-  targets, template variables) names at least one metric, and every metric
+  targets, those of panels inside collapsed rows included, template
+  variables) names at least one metric, and every metric
   it names is listed in docs/metrics.md (which integration.metrics_doc
   checks against /metrics); the JSON is a dashboard Grafana imports (uid,
   panels with unique ids, a datasource variable).
@@ -107,12 +108,19 @@ def test_metric_names_parser():
 def test_dashboard_metrics():
     d = json.load(open(DASHBOARD))
     assert d.get("uid") and d.get("title") and d.get("panels"), "not a dashboard"
-    ids = [p["id"] for p in d["panels"]]
+    # A collapsed row holds its panels inside it (Grafana saves it so when
+    # a row is folded in the editor): those are queries too.
+    panels = []
+    for p in d["panels"]:
+        panels.append(p)
+        panels.extend(p.get("panels") or [])
+    ids = [p["id"] for p in panels]
     assert len(ids) == len(set(ids)), "panel ids repeat"
     assert any(v.get("type") == "datasource" for v in d["templating"]["list"]), "no datasource variable"
     exprs = []
-    for p in d["panels"]:
+    for p in panels:
         for t in p.get("targets", []):
+            assert t.get("expr"), "panel %r has a target without a PromQL expr: %r" % (p["title"], t)
             exprs.append(("panel %r" % p["title"], t["expr"]))
     for v in d["templating"]["list"]:
         q = v.get("query")
