@@ -806,7 +806,10 @@ static void proc_refresh(void *data)
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
         mx_gauge_set(pc->max_fds, rl.rlim_cur == RLIM_INFINITY ? INFINITY : (double)rl.rlim_cur);
 #if defined(MX_HAVE_MALLINFO2)
-    if (pc->heap_used) {
+    if (pc->heap_used && mx_sanitized()) {
+        mx_gauge_set(pc->heap_used, NAN);
+        mx_gauge_set(pc->heap_free, NAN);
+    } else if (pc->heap_used) {
         /* A walk of the arenas under their locks: cheap next to a scrape's
          * rendering, and only done on a scrape. */
         struct mallinfo2 mi = mallinfo2();
@@ -849,8 +852,8 @@ int mx_process_collector(mx_registry *r)
     /* RSS keeps every page the allocator ever touched; these say how much
      * of it is live and how much is free inside the heap (fragmentation),
      * which is what a memory figure per pod needs. Sanitizer builds have
-     * their own allocator, which glibc's statistics do not see. */
-    if (!mx_sanitized()) {
+     * their own allocator, which glibc's statistics do not see: NaN there. */
+    {
         pc.heap_used = mx_gauge_new(r, "slurmop_heap_inuse_bytes",
                                     "Bytes of heap allocated and not yet freed (glibc mallinfo2: "
                                     "uordblks plus hblkhd).",
