@@ -1002,10 +1002,37 @@ static void backoff_free(void *v)
 
 static const map_type backoff_type = {.val_free = backoff_free};
 
+/* Entries whose backoff would start over anyway (a whole cap since their
+ * last try) say nothing: without this sweep a NodeSet's or Node's entries
+ * outlived it, one per Node and NodeSet uid ever replaced. */
+static void backoff_sweep(map_t *m, unsigned max_ms, uint64_t now)
+{
+    size_t it = 0;
+    const char *k;
+    void *v;
+    size_t n = 0;
+    char **stale = NULL;
+    while (map_next(m, &it, &k, &v)) {
+        const struct backoff *b = v;
+        if (b->next_ms + max_ms < now) {
+            stale = xrealloc(stale, (n + 1) * sizeof(*stale));
+            stale[n++] = b->key;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        map_drop(m, stale[i]); /* frees the entry, whose key stale[i] was */
+    free(stale);
+}
+
 /* Record one more try under key: the next may come after the doubled delay. */
 static void backoff_bump(map_t *m, const char *key, unsigned max_ms, uint64_t now)
 {
     struct backoff *b = map_get(m, key);
+    if (b == NULL && m->count >= 64 && (m->count & (m->count - 1)) == 0) {
+        /* A sweep each time a new entry finds the map at a power of two:
+         * linear in the entries added since the last one. */
+        backoff_sweep(m, max_ms, now);
+    }
     if (b == NULL) {
         b = xcalloc(1, sizeof(*b));
         b->key = xstrdup(key);
