@@ -635,8 +635,9 @@ static void harness_table(bx_ctx *x, const rate_result *rr, int done, int n)
         if (real)
             snprintf(d, sizeof(d), "n/a");
         else
-            snprintf(d, sizeof(d), "%s / %s / %s", bx_fmt_s(s1, sizeof(s1), quantile(r->e2e_del, r->n_del, 0.5)),
-                     bx_fmt_s(s2, sizeof(s2), d99), bx_fmt_s(s3, sizeof(s3), quantile(r->e2e_del, r->n_del, 1)));
+            snprintf(d, sizeof(d), "%s / %s / %s",
+                     bx_fmt_s(s1, sizeof(s1), quantile(r->e2e_del, r->n_del, 0.5)), bx_fmt_s(s2, sizeof(s2), d99),
+                     bx_fmt_s(s3, sizeof(s3), quantile(r->e2e_del, r->n_del, 1)));
         snprintf(e, sizeof(e), "%ld", r->del_unseen);
         snprintf(f, sizeof(f), "%s / %s / %s", bx_fmt_s(s1, sizeof(s1), quantile(r->e2e_add, r->n_add, 0.5)),
                  bx_fmt_s(s2, sizeof(s2), a99), bx_fmt_s(s3, sizeof(s3), quantile(r->e2e_add, r->n_add, 1)));
@@ -650,22 +651,24 @@ static void harness_table(bx_ctx *x, const rate_result *rr, int done, int n)
             snprintf(mv, sizeof(mv), "p99 %s at %d pods", bx_fmt_s(s1, sizeof(s1), mine), n);
             snprintf(note, sizeof(note), "%zu failures timed; achieved %.0f events/s of 1,000 sent",
                      real ? r->n_add : r->n_del, r->achieved);
-            bx_target(x, real ? "pod deleted → replacement seen by the harness, p99 ≤ 1 ms at 1,000 events/s"
-                              : "pod failed → its delete seen by the harness, p99 ≤ 1 ms at 1,000 events/s",
-                      mv, "1 ms", mine / 0.001, mine <= 0.001 ? "met" : "missed", note);
+            const char *what = real ? "pod deleted → replacement seen by the harness, p99 ≤ 1 ms at 1,000/s"
+                                    : "pod failed → its delete seen by the harness, p99 ≤ 1 ms at 1,000/s";
+            bx_target(x, what, mv, "1 ms", mine / 0.001, mine <= 0.001 ? "met" : "missed", note);
         }
         if (r->rate == 100 && isfinite(a99)) {
             char mv[96], note[160];
             snprintf(mv, sizeof(mv), "p99 %s at %d pods", bx_fmt_s(s1, sizeof(s1), a99), n);
-            snprintf(note, sizeof(note), "%zu failures timed (half of the events are pod failures)", r->n_add);
+            snprintf(note, sizeof(note), "%zu failures timed (half of the events are pod failures)",
+                     r->n_add);
             bx_target(x, "pod failed → replacement seen by the harness, p99 ≤ 100 ms at 100 events/s", mv,
                       "100 ms", a99 / 0.1, a99 <= 0.1 ? "met" : "missed", note);
         }
     }
     bx_table_note(t, "achieved: events answered with success per second, from the window's start to the last "
                      "answer (the API server's pace, not the send rate).");
-    bx_table_note(t, "A failure sent to a pod the harness saw absent or terminating is left out: the earlier "
-                     "failure's action covers it. Quantiles are exact (nearest rank) over every timed failure.");
+    bx_table_note(t, "A failure sent to a pod the harness saw absent or terminating is left out: the "
+                     "earlier failure's action covers it. Quantiles are exact (nearest rank) over every "
+                     "timed failure.");
     if (real)
         bx_table_note(t, "On a real cluster the harness deletes the pod itself: only the replacement is the "
                          "operator's action.");

@@ -1,5 +1,6 @@
 #include "reconcilers/nodeset.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "reconcilers/cluster_watch.h"
 #include "reconcilers/expect.h"
 #include "reconcilers/nodeset_build.h"
+#include "reconcilers/nodeset_choose.h"
 #include "reconcilers/nodeset_incr.h"
 #include "reconcilers/nodeset_names.h"
 #include "reconcilers/nodeset_immut.h"
@@ -2783,31 +2785,85 @@ static int incr_pass(struct pass *p, wq_result *res)
     return 1;
 }
 
+/* The spec's problems (nsb_msgs): validation, the immutable fields, the
+ * Controller reference, the tenancy rules and name collisions. *by_rival:
+ * one of them is a collision a pass found, which is looked at again later. */
+static void spec_problems(struct pass *p, nsb_msgs *msgs, int *by_rival)
+{
+    operator *op = p->op;
+    const sobj *o = p->o;
+    /* A change of an immutable field that got past the API server (see
+     * nodeset_immut.h); never in the way of a deletion. */
+    if (nsb_validate(p->ns, NULL, msgs) == 0 && !o->deleting)
+        nsim_check(op->nodeset_immut, o->key, o->uid, p->ns, msgs);
+    /* With --namespace, a Controller outside the watched namespaces can never be found. */
+    const char *out_ns = NULL;
+    if (!o->deleting && cw_ref_outside(p->ns, op->opts.namespaces, (size_t)op->opts.n_namespaces, &out_ns)) {
+        msgs->v = xrealloc(msgs->v, (msgs->n + 1) * sizeof(*msgs->v));
+        msgs->v[msgs->n++] = xasprintf("spec.controllerRef.namespace: %s is not among the namespaces slurmop "
+                                       "watches (--namespace)", out_ns);
+    }
+    /* A Controller of another namespace only when it admits ours, and only
+     * text slurmctld can parse for its slurm.conf (tenancy.h). */
+    const char *ref_ns = cw_ref_ns(p->ns, "spec.controllerRef");
+    const sobj *ref_ctl = ref_ns ? store_get(op_store(op, OPK_CONTROLLERS), ref_ns,
+                                             json_get_str_or(p->ns, "spec.controllerRef.name", ""))
+                                 : NULL;
+    char *refused = o->deleting || out_ns ? NULL : tnc_nodeset_refusal(p->ns, ref_ctl ? ref_ctl->json : NULL,
+                                                                             op->opts.allow_node_taints);
+    if (refused) {
+        msgs->v = xrealloc(msgs->v, (msgs->n + 1) * sizeof(*msgs->v));
+        msgs->v[msgs->n++] = refused;
+    }
+    const sobj *twin = o->deleting ? NULL : name_twin(p->c, o, p->ns);
+    if (twin) {
+        msgs->v = xrealloc(msgs->v, (msgs->n + 1) * sizeof(*msgs->v));
+        msgs->v[msgs->n++] = xasprintf("metadata.name: NodeSet %s/%s of the same Controller has this name; "
+                                       "their pods would share Slurm node names (rename one)",
+                                       twin->ns, twin->name);
+    }
+    char *rival = o->deleting || twin ? NULL : names_rival(p->c, o, p->ns);
+    *by_rival = rival != NULL;
+    if (rival) {
+        msgs->v = xrealloc(msgs->v, (msgs->n + 1) * sizeof(*msgs->v));
+        msgs->v[msgs->n++] = rival;
+    }
+}
+
+static wq_result full_pass(struct pass *p);
+
+/* One reconcile: the facts gathered in the order nsc_choose weighs them,
+ * each step acted on as it chooses (nodeset_choose.h). */
 static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_ns)
 {
     operator *op = c->op;
     const sobj *o = store_get_key(op_store(op, OPK_NODESETS), key);
+    nsc_facts f = {0};
     struct pass p;
-    char err[256];
 
-    /* A pass over half-filled caches would create pods that already exist
-     * (AlreadyExists on every restart) or delete ones it cannot see yet. */
-    if (!op_caches_synced(op))
+    f.synced = op_caches_synced(op) != 0;
+    f.exists = o != NULL && o->json != NULL;
+    f.deleting = f.exists && o->deleting;
+    /* The first NodeSet of a namespace waits (a few hundred ms; at most
+     * BH_SCOPE_WAIT_MS) until the topology webhook's namespaceSelector
+     * admits its namespace: pods bound before would miss their topology,
+     * which Slurm < 25.05 cannot take once slurmd registered. */
+    f.covered = f.exists && (o->deleting || op_webhook_covers(op, o->ns));
+    switch (nsc_choose(&f)) {
+    case NSC_UNSYNCED:
         return WQ_RESULT_AFTER(NS_UNSYNCED_RETRY_MS);
-    if (o == NULL || o->json == NULL) {
+    case NSC_FORGET:
         exp_drop(c->exp, key);
         status_forget(c, key);
         nss_forget(op, key);
         incr_drop(c, key);
         nsim_forget(op->nodeset_immut, key);
         return WQ_RESULT_OK;
-    }
-    /* The first NodeSet of a namespace waits (a few hundred ms; at most
-     * BH_SCOPE_WAIT_MS) until the topology webhook's namespaceSelector
-     * admits its namespace: pods bound before would miss their topology,
-     * which Slurm < 25.05 cannot take once slurmd registered. */
-    if (!o->deleting && !op_webhook_covers(op, o->ns))
+    case NSC_SCOPE_WAIT:
         return WQ_RESULT_AFTER(NS_SCOPE_RETRY_MS);
+    default:
+        break;
+    }
     memset(&p, 0, sizeof(p));
     p.op = op;
     p.c = c;
@@ -2821,53 +2877,16 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
     p.mode = nsb_mode_of(p.ns);
 
     nsb_msgs msgs = {0};
-    /* A change of an immutable field that got past the API server (see
-     * nodeset_immut.h); never in the way of a deletion. */
-    if (nsb_validate(p.ns, NULL, &msgs) == 0 && !o->deleting)
-        nsim_check(op->nodeset_immut, o->key, o->uid, p.ns, &msgs);
-    /* With --namespace, a Controller outside the watched namespaces can never be found. */
-    const char *out_ns = NULL;
-    if (!o->deleting && cw_ref_outside(p.ns, op->opts.namespaces, (size_t)op->opts.n_namespaces, &out_ns)) {
-        msgs.v = xrealloc(msgs.v, (msgs.n + 1) * sizeof(*msgs.v));
-        msgs.v[msgs.n++] = xasprintf("spec.controllerRef.namespace: %s is not among the namespaces slurmop "
-                                     "watches (--namespace)", out_ns);
-    }
-    /* A Controller of another namespace only when it admits ours, and only
-     * text slurmctld can parse for its slurm.conf (tenancy.h). */
-    const char *ref_ns = cw_ref_ns(p.ns, "spec.controllerRef");
-    const sobj *ref_ctl = ref_ns ? store_get(op_store(op, OPK_CONTROLLERS), ref_ns,
-                                             json_get_str_or(p.ns, "spec.controllerRef.name", ""))
-                                 : NULL;
-    char *refused = o->deleting || out_ns ? NULL : tnc_nodeset_refusal(p.ns, ref_ctl ? ref_ctl->json : NULL,
-                                                                            op->opts.allow_node_taints);
-    if (refused) {
-        msgs.v = xrealloc(msgs.v, (msgs.n + 1) * sizeof(*msgs.v));
-        msgs.v[msgs.n++] = refused;
-    }
-    const sobj *twin = o->deleting ? NULL : name_twin(c, o, p.ns);
-    if (twin) {
-        msgs.v = xrealloc(msgs.v, (msgs.n + 1) * sizeof(*msgs.v));
-        msgs.v[msgs.n++] = xasprintf("metadata.name: NodeSet %s/%s of the same Controller has this name; their pods "
-                                     "would share Slurm node names (rename one)", twin->ns, twin->name);
-    }
-    char *rival = o->deleting || twin ? NULL : names_rival(c, o, p.ns);
-    int by_rival = rival != NULL;
-    if (rival) {
-        msgs.v = xrealloc(msgs.v, (msgs.n + 1) * sizeof(*msgs.v));
-        msgs.v[msgs.n++] = rival;
-    }
-    if (msgs.n > 0 && o->deleting) {
-        /* Being deleted: its pods are drained and deleted, and its
-         * finalizers go, whatever its validity (returning here kept the drain
-         * finalizer of a NodeSet made invalid after its pods existed, so it
-         * could never be deleted). Every pod still goes through the drain
-         * proof (nss_condemn), shared Slurm name or not. */
-        for (size_t i = 0; i < msgs.n; i++)
-            log_info("nodeset %s: being deleted with an invalid spec (%s); draining its pods all the same", key,
-                     msgs.v[i]);
-        nsb_msgs_free(&msgs);
-    }
-    if (msgs.n > 0) {
+    int by_rival = 0;
+    spec_problems(&p, &msgs, &by_rival);
+    f.invalid = msgs.n > 0;
+    const char *ctlname = json_get_str_or(p.ns, "spec.controllerRef.name", "");
+    const char *ctlns = cw_ref_ns(p.ns, "spec.controllerRef");
+    const sobj *ctl = ctlns ? store_get(op_store(op, OPK_CONTROLLERS), ctlns, ctlname) : NULL;
+    f.ctl_found = ctl != NULL && ctl->json != NULL;
+    f.ctl_refuses = f.ctl_found && f.deleting && !tnc_nodeset_admitted(p.ns, ctl->json);
+    nsc_step step = nsc_choose(&f);
+    if (step == NSC_INVALID) {
         /* Nothing of an invalid spec is acted on (a replicas beyond the
          * maximum would allocate and loop for it): Events and a condition
          * say why, and a spec change queues it again. */
@@ -2882,13 +2901,17 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
          * lasts). */
         return by_rival ? WQ_RESULT_AFTER(RIVAL_TTL_MS + 1000u) : WQ_RESULT_OK;
     }
+    /* Being deleted: its pods are drained and deleted, and its finalizers
+     * go, whatever its validity (a NodeSet made invalid after its pods
+     * existed must stay deletable). Every pod still goes through the drain
+     * proof (nss_condemn), shared Slurm name or not. */
+    for (size_t i = 0; i < msgs.n; i++)
+        log_info("nodeset %s: being deleted with an invalid spec (%s); draining its pods all the same", key,
+                 msgs.v[i]);
     nsb_msgs_free(&msgs);
     nsim_remember(op->nodeset_immut, o->key, o->uid, p.ns);
 
-    const char *ctlname = json_get_str_or(p.ns, "spec.controllerRef.name", "");
-    const char *ctlns = cw_ref_ns(p.ns, "spec.controllerRef");
-    const sobj *ctl = ctlns ? store_get(op_store(op, OPK_CONTROLLERS), ctlns, ctlname) : NULL;
-    if (o->deleting && ctl && ctl->json && !tnc_nodeset_admitted(p.ns, ctl->json)) {
+    if (step == NSC_DELETE_REFUSED) {
         /* Draining through a Controller that does not admit this namespace
          * would write into another tenant's cluster: nothing is drained, the
          * drain finalizer (if any) stays until the Controller admits the
@@ -2899,7 +2922,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         cJSON_Delete(p.ns);
         return WQ_RESULT_OK;
     }
-    if (o->deleting) {
+    if (step == NSC_DELETE) {
         incr_drop(c, key);
         p.ctl = ctl ? ctl->json : NULL;
         size_t left = drain_on_delete(&p);
@@ -2916,7 +2939,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
     /* Before any pod exists: a deleted NodeSet drains its pods first. */
     if (!nss_delete_without_drain(o))
         nss_set_finalizer(op, o, NSS_DRAIN_FINALIZER, 1);
-    if (ctl == NULL || ctl->json == NULL) {
+    if (step == NSC_NO_CONTROLLER) {
         op_warn(op, o, NSB_KIND, "ControllerRefFailed", "Controller %s/%s not found", o->ns, ctlname);
         incr_drop(c, key);
         cJSON_Delete(p.ns);
@@ -2927,15 +2950,29 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
     int adds = 0, dels = 0;
     if (!exp_satisfied(c->exp, key, o->uid, uv_now(op->loop)))
         exp_pending(c->exp, key, &adds, &dels);
-    if (adds > 0 || dels > 0) {
-        /* Writes in flight bring event storms (several events per pod: an
-         * 8,192-pod scale-in kept the loop busy with passes that could only
-         * refresh status, and the deletions themselves went out slower). */
+    f.writes_pending = adds > 0 || dels > 0;
+    if (!f.writes_pending) {
         p.held_ns = wait_pass_take(c, key);
-        int looked = incr_pending(&p);
-        busy_defer(&p, p.first_add_ns);
-        uint64_t wait = wait_pass_delay(c, key, uv_now(op->loop));
-        if (wait) {
+        wait_pass_drop(c, key);
+    }
+    int looked = 0;
+    wq_result res;
+    for (;;) {
+        step = nsc_choose(&f);
+        assert(step >= NSC_PENDING);
+        switch (step) {
+        case NSC_PENDING:
+            /* Writes in flight bring event storms (several events per pod:
+             * an 8,192-pod scale-in kept the loop busy with passes that could
+             * only refresh status, and the deletions themselves went out
+             * slower). */
+            p.held_ns = wait_pass_take(c, key);
+            looked = incr_pending(&p);
+            busy_defer(&p, p.first_add_ns);
+            f.wait_ms = wait_pass_delay(c, key, uv_now(op->loop));
+            f.pending_done = 1;
+            break;
+        case NSC_WAIT:
             /* Events the incremental step looked at needed no pod write
              * when it made none; others wait for the held pass. */
             if (!looked && !p.wrote_pod) {
@@ -2943,42 +2980,54 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
                 wait_pass_hold(c, key, p.first_add_ns);
             }
             cJSON_Delete(p.ns);
-            return WQ_RESULT_AFTER(wait);
+            return WQ_RESULT_AFTER(f.wait_ms);
+        case NSC_INCR:
+            if (incr_pass(&p, &res)) {
+                if (c->mx_passes)
+                    mx_counter_inc(mx_counter_get(c->mx_passes, MX_LV("incremental")));
+                cJSON_Delete(p.ns);
+                return res;
+            }
+            f.incr_tried = 1;
+            f.slurm_busy = p.slurm_busy != 0;
+            f.gap_ms = p.slurm_busy ? busy_gap_left(map_get(&c->incrs, key)) : 0;
+            break;
+        case NSC_K8S_SHARE:
+            /* Slurm busy: the Kubernetes share now, the full pass at the
+             * end of the gap. */
+            incr_pending(&p);
+            busy_defer(&p, first_add_ns);
+            if (c->mx_passes)
+                mx_counter_inc(mx_counter_get(c->mx_passes, MX_LV("kubernetes-share")));
+            cJSON_Delete(p.ns);
+            return WQ_RESULT_AFTER(f.gap_ms);
+        default:
+            assert(step == NSC_FULL);
+            return full_pass(&p);
         }
-    } else {
-        p.held_ns = wait_pass_take(c, key);
-        wait_pass_drop(c, key);
     }
-    wq_result res;
-    if (incr_pass(&p, &res)) {
-        if (c->mx_passes)
-            mx_counter_inc(mx_counter_get(c->mx_passes, MX_LV("incremental")));
-        cJSON_Delete(p.ns);
-        return res;
-    }
+}
+
+/* Every pod of the NodeSet looked at: revisions, scale, rolling update,
+ * the Slurm side's rules, status; the incremental state rebuilt from it. */
+static wq_result full_pass(struct pass *p)
+{
+    nodeset_state *c = p->c;
+    operator *op = p->op;
+    const sobj *o = p->o;
+    const char *key = p->key;
     struct incr *r = map_get(&c->incrs, key);
-    uint64_t gap = p.slurm_busy ? busy_gap_left(r) : 0;
-    if (gap) {
-        /* Slurm busy: the Kubernetes share now, the full pass at the end
-         * of the gap. */
-        incr_pending(&p);
-        busy_defer(&p, first_add_ns);
-        if (c->mx_passes)
-            mx_counter_inc(mx_counter_get(c->mx_passes, MX_LV("kubernetes-share")));
-        cJSON_Delete(p.ns);
-        return WQ_RESULT_AFTER(gap);
-    }
     if (r) {
-        p.busy_held_ns = r->busy_held_ns;
+        p->busy_held_ns = r->busy_held_ns;
         r->busy_held_ns = 0;
     }
     uint64_t full_t0 = uv_hrtime();
     if (c->mx_passes)
         mx_counter_inc(mx_counter_get(c->mx_passes, MX_LV("full")));
     if (c->mx_full_why)
-        mx_counter_inc(mx_counter_get(c->mx_full_why, MX_LV(p.full_why ? p.full_why : "other")));
-    collect_pods(&p);
-    char *prival = pods_rival(&p);
+        mx_counter_inc(mx_counter_get(c->mx_full_why, MX_LV(p->full_why ? p->full_why : "other")));
+    collect_pods(p);
+    char *prival = pods_rival(p);
     if (prival) {
         /* A pod of this NodeSet shares its Slurm name with one of an
          * earlier NodeSet: nothing is acted on, as for an invalid spec. */
@@ -2986,50 +3035,49 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         rm.v = xcalloc(1, sizeof(*rm.v));
         rm.v[rm.n++] = prival;
         op_warn(op, o, NSB_KIND, "ValidationFailed", "%s", prival);
-        write_invalid(&p, &rm);
+        write_invalid(p, &rm);
         nsb_msgs_free(&rm);
         incr_drop(c, key);
-        free(p.conflict);
-        free(p.pods);
-        cJSON_Delete(p.ns);
+        free(p->conflict);
+        free(p->pods);
+        cJSON_Delete(p->ns);
         return WQ_RESULT_AFTER(RIVAL_TTL_MS);
     }
-    sync_revisions(&p);
+    sync_revisions(p);
     nss_observe(op, o);
     if (exp_satisfied(c->exp, key, o->uid, uv_now(op->loop))) {
-        sync_shared_objects(&p);
-        int scaled = p.mode == NSB_DAEMONSET ? scale_daemonset(&p) : scale_statefulset(&p);
+        sync_shared_objects(p);
+        int scaled = p->mode == NSB_DAEMONSET ? scale_daemonset(p) : scale_statefulset(p);
         if (!scaled)
-            rolling_update(&p);
+            rolling_update(p);
         /* After every condemnation of the pass, so that the Slurm side
          * knows which cordoned pods are kept (and may be uncordoned). */
-        nss_actions act = {.ctx = &p, .delete_pod = slurm_delete_pod, .delete_unchanged = slurm_delete_unchanged,
+        nss_actions act = {.ctx = p, .delete_pod = slurm_delete_pod, .delete_unchanged = slurm_delete_unchanged,
                            .condemn = slurm_condemn};
-        nss_sync(op, o, p.ctl, p.ns, p.pods, p.n_pods, p.update_hash, &act);
+        nss_sync(op, o, p->ctl, p->ns, p->pods, p->n_pods, p->update_hash, &act);
     } else {
         int a, d;
         exp_pending(c->exp, key, &a, &d);
         log_debug("nodeset %s: waiting for %d creation(s) and %d deletion(s) to be observed", key, a, d);
-        nss_actions act = {.ctx = &p,
+        nss_actions act = {.ctx = p,
                            .delete_pod = slurm_delete_pod,
                            .delete_unchanged = slurm_delete_unchanged,
                            .condemn = slurm_condemn,
                            .release_pod = slurm_release_pod};
-        nss_release(op, o, p.pods, p.n_pods, &act);
+        nss_release(op, o, p->pods, p->n_pods, &act);
     }
-    sync_status(&p);
-    (void)err;
-    wait_net(&p, map_get(&c->incrs, key), uv_now(op->loop));
-    incr_rebuild(&p, p.requeue_ms ? p.requeue_ms : RESYNC_MS);
+    sync_status(p);
+    wait_net(p, map_get(&c->incrs, key), uv_now(op->loop));
+    incr_rebuild(p, p->requeue_ms ? p->requeue_ms : RESYNC_MS);
     r = map_get(&c->incrs, key);
     r->full_end_ns = uv_hrtime();
     r->full_cost_ns = r->full_end_ns - full_t0;
-    free(p.conflict);
-    free(p.pods);
-    cJSON_Delete(p.ns);
-    uint32_t after = p.requeue_ms ? p.requeue_ms : RESYNC_MS;
-    if (p.soft_ms && p.soft_ms < after)
-        after = p.soft_ms;
+    free(p->conflict);
+    free(p->pods);
+    cJSON_Delete(p->ns);
+    uint32_t after = p->requeue_ms ? p->requeue_ms : RESYNC_MS;
+    if (p->soft_ms && p->soft_ms < after)
+        after = p->soft_ms;
     return WQ_RESULT_AFTER(after);
 }
 
