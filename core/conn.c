@@ -324,7 +324,7 @@ static void write_failed(conn *c, int err)
         return;
     c->wr_failed = 1;
     drop_queue(c);
-    log_debug("conn %p: write failed: %s", (void *)c, op_strerror(err));
+    log_debug("conn %p: write failed: %s", (void *)c, err_str(err));
     if (c->state == CS_ENDING) {
         conn_close(c);
         return;
@@ -785,7 +785,7 @@ static void connect_cb(uv_connect_t *req, int status)
     if (c->closing || status == UV_ECANCELED || c->state != CS_CONNECTING)
         return;
     if (status < 0) {
-        log_debug("conn %p: connect to %s:%d failed: %s", (void *)c, c->host, c->port, op_strerror(status));
+        log_debug("conn %p: connect to %s:%d failed: %s", (void *)c, c->host, c->port, err_str(status));
         if (c->ai_next) {
             close_tcp(c);
             c->tcp = NULL;

@@ -130,7 +130,7 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
         return;
     if (err) {
         r->stats.failed++;
-        log_debug("event recorder: write failed: %s (%s)", op_strerror(err), st ? st->message : "");
+        log_debug("event recorder: write failed: %s (%s)", err_str(err), st ? st->message : "");
     }
 }
 

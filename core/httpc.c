@@ -394,7 +394,7 @@ static void req_deliver(hc_req *r, int status)
         resp.body_len = r->body.len;
     }
     if (status < 0)
-        log_debug("httpc %s: request failed: %s", r->pool->host_hdr, op_strerror(status));
+        log_debug("httpc %s: request failed: %s", r->pool->host_hdr, err_str(status));
     r->on_done(r, status, &resp, r->data);
     uv_close((uv_handle_t *)&r->timer, req_closed);
 }
@@ -806,7 +806,7 @@ static void hc_on_connect(conn *c, int status)
     hc_pool *pool = hc->pool;
     hc_req *r = hc->req;
     if (status < 0) {
-        log_debug("httpc %s: connect failed: %s", pool->host_hdr, op_strerror(status));
+        log_debug("httpc %s: connect failed: %s", pool->host_hdr, err_str(status));
         hc->req = NULL;
         hconn_close(hc);
         if (r) {

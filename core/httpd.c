@@ -853,7 +853,7 @@ static void on_connection(uv_stream_t *server, int status)
 {
     hs_server *srv = server->data;
     if (status < 0 || srv->closing) {
-        log_warn("httpd: accept failed: %s", op_strerror(status));
+        log_warn("httpd: accept failed: %s", err_str(status));
         return;
     }
     hs_conn *hc = xcalloc(1, sizeof(*hc));
@@ -865,7 +865,7 @@ static void on_connection(uv_stream_t *server, int status)
         hs_ms = srv->opts.request_timeout_ms;
     hc->c = conn_accept(server, srv->tls, hs_ms, &hs_conn_cbs, hc, &err);
     if (!hc->c) {
-        log_warn("httpd: accept failed: %s", op_strerror(err));
+        log_warn("httpd: accept failed: %s", err_str(err));
         free(hc);
         return;
     }

@@ -215,9 +215,9 @@ static void on_sar(int err, const cJSON *obj, const kube_status *st, void *data)
         return;
     }
     if (err) {
-        log_warn("metrics auth: SubjectAccessReview failed: %s (%d %s)", op_strerror(err), st ? st->http : 0,
+        log_warn("metrics auth: SubjectAccessReview failed: %s (%d %s)", err_str(err), st ? st->http : 0,
                  st ? st->message : "");
-        set_answer(c, 500, c->user, "authorization check failed: %s", op_strerror(err));
+        set_answer(c, 500, c->user, "authorization check failed: %s", err_str(err));
         finish(c, 0);
         return;
     }
@@ -240,9 +240,9 @@ static void on_token_review(int err, const cJSON *obj, const kube_status *st, vo
         return;
     }
     if (err) {
-        log_warn("metrics auth: TokenReview failed: %s (%d %s)", op_strerror(err), st ? st->http : 0,
+        log_warn("metrics auth: TokenReview failed: %s (%d %s)", err_str(err), st ? st->http : 0,
                  st ? st->message : "");
-        set_answer(c, 500, NULL, "authentication check failed: %s", op_strerror(err));
+        set_answer(c, 500, NULL, "authentication check failed: %s", err_str(err));
         finish(c, 0);
         return;
     }

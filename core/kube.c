@@ -749,7 +749,7 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
         } else if (status != 0) {
             err = status;
             st.http = 0;
-            snprintf(st.message, sizeof(st.message), "%s", op_strerror(status));
+            snprintf(st.message, sizeof(st.message), "%s", err_str(status));
             observe(r, 0);
             if (!r->http_status)
                 note_unanswered(r, status);
@@ -779,7 +779,7 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
 
     if (status != 0) {
         st.http = 0;
-        snprintf(st.message, sizeof(st.message), "%s %s: %s", r->method, r->path, op_strerror(status));
+        snprintf(st.message, sizeof(st.message), "%s %s: %s", r->method, r->path, err_str(status));
         observe(r, 0);
         note_unanswered(r, status);
         if (!r->canceled && maybe_retry(r, status, &st, NULL))

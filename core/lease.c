@@ -203,7 +203,7 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
     if (le->lost)
         return;
     if (err) {
-        log_debug("leader election: write failed: %s (%s)", op_strerror(err), st ? st->message : "");
+        log_debug("leader election: write failed: %s (%s)", err_str(err), st ? st->message : "");
         /* The cached copy is stale (409) or unusable: read it again next
          * time. A leader keeps trying until the deadline timer says no. */
         cJSON_Delete(le->cached);
@@ -257,7 +257,7 @@ static void on_read(int err, const cJSON *obj, const kube_status *st, void *data
         return;
     }
     if (err) {
-        log_debug("leader election: read failed: %s (%s)", op_strerror(err), st ? st->message : "");
+        log_debug("leader election: read failed: %s (%s)", err_str(err), st ? st->message : "");
         schedule(le, le->o.retry_ms);
         return;
     }

@@ -505,7 +505,7 @@ wq_t *wq_new(uv_loop_t *loop, const wq_opts *o, int *err)
         int rc = metrics_setup(q, o->metrics);
         if (rc) {
             log_error("Work queue metrics could not be registered. queue=%s err=%s", q->name,
-                      op_strerror(rc));
+                      err_str(rc));
             metrics_remove(q);
             free(q->name);
             free(q);

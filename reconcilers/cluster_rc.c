@@ -243,7 +243,7 @@ static void fin_written(int err, const cJSON *obj, const kube_status *st, void *
     struct fin_ctx *c = data;
     crc_gate_end(&c->m->fin_gates, c->t, err, err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
     if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && c->m->q) {
-        log_warn("%s %s: finalizer update failed: %s (%s)", c->m->kind, c->key, op_strerror(err),
+        log_warn("%s %s: finalizer update failed: %s (%s)", c->m->kind, c->key, err_str(err),
                  st ? st->message : "");
         crc_write_failed(c->m, c->key);
     }
@@ -599,7 +599,7 @@ void crc_step_failed(crc_pass *p, const char *step, int rc, char *why)
         free(why);
         return;
     }
-    op_warn(p->op, p->o, p->m->kind, "SyncFailed", "%s: %s", step, why ? why : op_strerror(rc));
+    op_warn(p->op, p->o, p->m->kind, "SyncFailed", "%s: %s", step, why ? why : err_str(rc));
     free(why);
     p->failed = 1;
 }
@@ -634,7 +634,7 @@ static void written(int err, const char *key, void *data)
                              : strcmp(w->verb, "patch") == 0 ? "PatchFailed"
                                                              : "DeleteFailed";
         if (cr)
-            op_warn(m->op, cr, m->kind, reason, "Failed to %s %s: %s", w->verb, w->what, op_strerror(err));
+            op_warn(m->op, cr, m->kind, reason, "Failed to %s %s: %s", w->verb, w->what, err_str(err));
         crc_write_failed(m, w->owner);
     }
 out:
@@ -818,7 +818,7 @@ static void status_written(int err, const cJSON *obj, const kube_status *st, voi
     crc_gate_end(&m->status_gates, c->t, err,
                  err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
     if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && m->q) {
-        log_warn("%s %s: status update failed: %s (%s)", m->kind, c->key, op_strerror(err),
+        log_warn("%s %s: status update failed: %s (%s)", m->kind, c->key, err_str(err),
                  st ? st->message : "");
         crc_write_failed(m, c->key);
     }

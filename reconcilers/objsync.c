@@ -277,7 +277,7 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
     if (err == OP_EEXISTS || err == OP_ENOTFOUND)
         err = 0; /* the cache was behind; the next pass sees the truth */
     if (err && err != OP_ECANCELED)
-        log_warn("objsync: writing %s failed: %s (%s)", w->key, op_strerror(err), st ? st->message : "");
+        log_warn("objsync: writing %s failed: %s (%s)", w->key, err_str(err), st ? st->message : "");
     if (w->cb)
         w->cb(err, w->key, w->data);
     write_free(w);

@@ -499,7 +499,7 @@ static int listen_on(operator *op, const char *addr, hs_server **out, char *err,
     ho.data = op;
     *out = hs_listen(op->loop, host, port, &ho, &rc);
     if (*out == NULL) {
-        snprintf(err, errlen, "cannot listen on %s: %s", addr, op_strerror(rc));
+        snprintf(err, errlen, "cannot listen on %s: %s", addr, err_str(rc));
         return rc;
     }
     /* Tests read the bound ports from these lines. */
@@ -585,7 +585,7 @@ static void start_reconcilers(operator *op)
     for (size_t i = 0; i < op_reconciler_count; i++) {
         int rc = op_reconcilers[i]->start(op);
         if (rc)
-            log_error("reconciler %s failed to start: %s", op_reconcilers[i]->name, op_strerror(rc));
+            log_error("reconciler %s failed to start: %s", op_reconcilers[i]->name, err_str(rc));
     }
     log_info("reconcilers started (%zu)", op_reconciler_count);
 }
@@ -734,12 +734,12 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
 
     rc = setup_metrics(op);
     if (rc) {
-        snprintf(err, errlen, "metrics setup failed: %s", op_strerror(rc));
+        snprintf(err, errlen, "metrics setup failed: %s", err_str(rc));
         return rc;
     }
     P(op)->loopstat = loopstat_new(loop, op->metrics, &rc);
     if (P(op)->loopstat == NULL)
-        log_warn("loop metrics unavailable: %s", op_strerror(rc)); /* not worth refusing to start */
+        log_warn("loop metrics unavailable: %s", err_str(rc)); /* not worth refusing to start */
     warn_insecure_transport(op);
     hc_tls_opts tls = {
         .ca_pem = op->cfg->ca_pem,
@@ -764,7 +764,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
     };
     op->client = kube_client_new(loop, &kco, &rc);
     if (op->client == NULL) {
-        snprintf(err, errlen, "cannot create the API client for %s: %s", op->cfg->server, op_strerror(rc));
+        snprintf(err, errlen, "cannot create the API client for %s: %s", op->cfg->server, err_str(rc));
         return rc;
     }
     if (opts->topology_webhook) {
@@ -780,7 +780,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
         P(op)->webhook_client = kube_client_new(loop, &wko, &rc);
         if (P(op)->webhook_client == NULL) {
             snprintf(err, errlen, "cannot create the webhook's API client for %s: %s", op->cfg->server,
-                     op_strerror(rc));
+                     err_str(rc));
             return rc;
         }
     }
@@ -861,7 +861,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
         p->lease = lease_start(loop, &lo, &rc);
         if (p->lease == NULL) {
             snprintf(err, errlen, "leader election setup failed: %s (want lease duration > renew deadline > 1.2 x retry period)",
-                     op_strerror(rc));
+                     err_str(rc));
             return rc;
         }
         log_info("leader election: campaigning for lease %s/%s as %s", ns, lo.name, op->identity);

@@ -222,13 +222,13 @@ static void request_done(nb_batcher *b, nb_group *g, int status, const char *mes
                  g->is_delete                   ? "delete"
                  : sm_node_req_name(g->u.state) ? sm_node_req_name(g->u.state)
                                                 : "update",
-                 g->hostlist, g->n, g->n == 1 ? "" : "s", path, ms, message ? message : op_strerror(status));
+                 g->hostlist, g->n, g->n == 1 ? "" : "s", path, ms, message ? message : err_str(status));
     else
         log_debug("slurm %s: %s of %s (%zu node%s) via %s: %s in %.1f ms", b->name,
                   g->is_delete                   ? "delete"
                   : sm_node_req_name(g->u.state) ? sm_node_req_name(g->u.state)
                                                  : "update",
-                  g->hostlist, g->n, g->n == 1 ? "" : "s", path, op_strerror(status), ms);
+                  g->hostlist, g->n, g->n == 1 ? "" : "s", path, err_str(status), ms);
     if (status == OP_ENOTFOUND && g->n > 1 && !g->no_split && !b->closing) {
         /* One missing node refuses the whole hostlist: retry node by node
          * so that the others are updated and only that one fails. */

@@ -834,7 +834,7 @@ static void on_nodes(int status, sm_response *resp, void *data)
     }
     if (status < 0 && r->update_time > 0 && resp->err.http_status >= 500) {
         log_debug("slurm %s: node poll with update_time failed (%s); reading the whole table", c->name,
-                  resp->err.message ? resp->err.message : op_strerror(status));
+                  resp->err.message ? resp->err.message : err_str(status));
         c->stats.retried++;
         c->update_time = 0;
         c->force_full = 1;
@@ -846,7 +846,7 @@ static void on_nodes(int status, sm_response *resp, void *data)
     if (status < 0) {
         c->stats.errors++;
         count_poll(c, "error");
-        note_down(c, resp->err.http_status, resp->err.message ? resp->err.message : op_strerror(status));
+        note_down(c, resp->err.http_status, resp->err.message ? resp->err.message : err_str(status));
         c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : FAIL_BACKOFF_MIN_MS;
         if (c->backoff_ms > FAIL_BACKOFF_MAX_MS)
             c->backoff_ms = FAIL_BACKOFF_MAX_MS;
@@ -1586,7 +1586,7 @@ static void on_jobs(int status, sm_response *resp, void *data)
     }
     c->jobs_failed = status < 0;
     log_debug("slurm %s: job read (update_time %" PRId64 "): %s, %zu jobs", c->name, r->update_time,
-              status < 0 ? op_strerror(status) : resp->not_modified ? "not modified" : "list", resp->n_jobs);
+              status < 0 ? err_str(status) : resp->not_modified ? "not modified" : "list", resp->n_jobs);
     if (status < 0) {
         if (c->jobs_ok)
             log_debug("slurm %s: job poll failed: %s", c->name, resp->err.message ? resp->err.message : "");
@@ -1944,7 +1944,7 @@ static void resv_written(nc_rw *w, int status, const char *message)
 {
     nc_cache *c = w->c;
     if (status < 0 && status != OP_ECANCELED)
-        log_warn("slurm %s: reservation write failed: %s", c->name, message ? message : op_strerror(status));
+        log_warn("slurm %s: reservation write failed: %s", c->name, message ? message : err_str(status));
     if (w->cb)
         w->cb(status, w->data);
     free(w);

@@ -176,7 +176,7 @@ static void deliver_all(uv_timer_t *t)
         } else if (r->cb) {
             if (r->status < 0 && r->resp.err.code == 0) {
                 r->resp.err.code = r->status;
-                r->resp.err.message = xstrdup(op_strerror(r->status));
+                r->resp.err.message = xstrdup(err_str(r->status));
             }
             r->cb(r->status, &r->resp, r->data);
         }
@@ -453,7 +453,7 @@ static void on_clock(int status, sm_response *resp, void *data)
     c->clock_syncing = 0;
     if (status < 0 && status != OP_ECANCELED)
         log_debug("slurmrestd %s: GET diag for slurmctld's clock failed: %s", c->url,
-                  resp->err.message ? resp->err.message : op_strerror(status));
+                  resp->err.message ? resp->err.message : err_str(status));
 }
 
 static int simple(sr_client *c, enum sm_op op, enum sm_kind kind, const char *arg, int64_t update_time,
@@ -583,7 +583,7 @@ static void on_openapi(hc_req *hr, int status, const hc_response *resp, void *da
             sm_response tmp;
             rc = sm_parse(SM_V38, SM_KIND_STATUS, resp->status, resp->body, resp->body_len, &tmp);
             log_warn("slurmrestd %s: GET /openapi/v3 failed: %s", c->url,
-                     tmp.err.message ? tmp.err.message : op_strerror(rc));
+                     tmp.err.message ? tmp.err.message : err_str(rc));
             sm_response_free(&tmp);
             if (rc == 0)
                 rc = OP_EHTTP;
@@ -598,11 +598,11 @@ static void on_openapi(hc_req *hr, int status, const hc_response *resp, void *da
                 log_info("slurmrestd %s: using data_parser %s", c->url, sm_version_str(rc));
                 rc = 0;
             } else {
-                log_warn("slurmrestd %s: no usable API version offered (%s)", c->url, op_strerror(rc));
+                log_warn("slurmrestd %s: no usable API version offered (%s)", c->url, err_str(rc));
             }
         }
     } else {
-        log_debug("slurmrestd %s: GET /openapi/v3: %s", c->url, op_strerror(rc));
+        log_debug("slurmrestd %s: GET /openapi/v3: %s", c->url, err_str(rc));
     }
     flush_waiting(c, rc);
 }

@@ -73,13 +73,19 @@ int sl_available(void)
 #define DEFAULT_TIMEOUT_MS 60000
 #define DEFAULT_CONF "/etc/slurm/slurm.conf"
 
-enum op_kind { OPK_UPDATE_NODES, OPK_DELETE_NODES, OPK_RESV_CREATE, OPK_RESV_UPDATE, OPK_RESV_DELETE };
+enum sl_op_kind {
+    SL_OP_UPDATE_NODES,
+    SL_OP_DELETE_NODES,
+    SL_OP_RESV_CREATE,
+    SL_OP_RESV_UPDATE,
+    SL_OP_RESV_DELETE,
+};
 
 typedef struct sl_op {
     list_node link; /* in b->queue while waiting */
     uv_work_t work;
     sl_backend *b;
-    enum op_kind kind;
+    enum sl_op_kind kind;
     uint64_t deadline; /* uv_now() milliseconds */
     sl_done_cb cb;
     void *data;
@@ -232,12 +238,12 @@ static void work_cb(uv_work_t *w)
     int ok = 0;
     errno = 0;
     switch (op->kind) {
-    case OPK_UPDATE_NODES:
-    case OPK_DELETE_NODES: {
+    case SL_OP_UPDATE_NODES:
+    case SL_OP_DELETE_NODES: {
         update_node_msg_t m;
         slurm_init_update_node_msg(&m);
         m.node_names = op->names;
-        if (op->kind == OPK_DELETE_NODES) {
+        if (op->kind == SL_OP_DELETE_NODES) {
             ok = slurm_delete_node(&m) == SLURM_SUCCESS;
             break;
         }
@@ -250,7 +256,7 @@ static void work_cb(uv_work_t *w)
         ok = slurm_update_node(&m) == SLURM_SUCCESS;
         break;
     }
-    case OPK_RESV_CREATE: {
+    case SL_OP_RESV_CREATE: {
         resv_desc_msg_t d;
         fill_resv(op, &d);
         char *name = slurm_create_reservation(&d);
@@ -263,13 +269,13 @@ static void work_cb(uv_work_t *w)
         }
         break;
     }
-    case OPK_RESV_UPDATE: {
+    case SL_OP_RESV_UPDATE: {
         resv_desc_msg_t d;
         fill_resv(op, &d);
         ok = slurm_update_reservation(&d) == SLURM_SUCCESS;
         break;
     }
-    case OPK_RESV_DELETE: {
+    case SL_OP_RESV_DELETE: {
         reservation_name_msg_t r = {.name = op->names};
         ok = slurm_delete_reservation(&r) == SLURM_SUCCESS;
         break;
@@ -289,7 +295,7 @@ static void work_cb(uv_work_t *w)
 
 /* ---- the loop side ---- */
 
-static void op_free(sl_op *op)
+static void sl_op_free(sl_op *op)
 {
     free(op->names);
     free(op->reason);
@@ -312,7 +318,7 @@ static void deliver(sl_op *op, int status, const char *message)
                    .slurm_errno = status == op->rc ? op->slurm_errno : 0,
                    .message = message
                                   ? message
-                                  : (status == op->rc && op->errtext[0] ? op->errtext : op_strerror(status)),
+                                  : (status == op->rc && op->errtext[0] ? op->errtext : err_str(status)),
                    .resv_name = status == 0 ? op->resv_name : NULL,
                    .elapsed_ns = op->elapsed_ns};
     sl_done_cb cb = op->cb;
@@ -374,7 +380,7 @@ static void submit_next(sl_backend *b)
         /* Cannot happen with a valid loop; fail the op rather than hang. */
         b->running = NULL;
         deliver(op, rc, NULL);
-        op_free(op);
+        sl_op_free(op);
     }
 }
 
@@ -385,12 +391,12 @@ static void after_work_cb(uv_work_t *w, int status)
     b->running = NULL;
     if (op->delivered && status == 0)
         log_warn("libslurm call finished after its timeout; result dropped names=%s rc=%s ms=%.1f",
-                 op->names ? op->names : "", op_errname(op->rc), (double)op->elapsed_ns / 1e6);
+                 op->names ? op->names : "", err_name(op->rc), (double)op->elapsed_ns / 1e6);
     else
         log_debug("libslurm call done kind=%d names=%s rc=%s ms=%.1f", (int)op->kind,
-                  op->names ? op->names : "", op_errname(op->rc), (double)op->elapsed_ns / 1e6);
+                  op->names ? op->names : "", err_name(op->rc), (double)op->elapsed_ns / 1e6);
     deliver(op, status == UV_ECANCELED ? OP_ECANCELED : op->rc, NULL);
-    op_free(op);
+    sl_op_free(op);
     if (b->closing) {
         maybe_finish(b);
         return;
@@ -407,7 +413,7 @@ static void on_timer(uv_timer_t *t)
             sl_op *op = container_of(list_first(&b->queue), sl_op, link);
             list_remove(&op->link);
             deliver(op, OP_ECANCELED, NULL);
-            op_free(op);
+            sl_op_free(op);
         }
         maybe_finish(b);
         return;
@@ -426,7 +432,7 @@ static void on_timer(uv_timer_t *t)
             break;
         list_remove(&op->link);
         deliver(op, OP_ETIMEOUT, "timed out waiting behind an earlier libslurm call");
-        op_free(op);
+        sl_op_free(op);
         if (b->closing)
             return;
     }
@@ -447,7 +453,7 @@ void sl_backend_close(sl_backend *b, sl_close_cb cb, void *data)
     uv_timer_start(&b->timer, on_timer, 0, 0);
 }
 
-static sl_op *op_new(sl_backend *b, enum op_kind kind, sl_done_cb cb, void *data)
+static sl_op *sl_op_new(sl_backend *b, enum sl_op_kind kind, sl_done_cb cb, void *data)
 {
     sl_op *op = xcalloc(1, sizeof(*op));
     list_init(&op->link);
@@ -509,7 +515,7 @@ int sl_update_nodes(sl_backend *b, const char *hostlist, const sm_node_update *u
             (!(u->set & SM_UPD_REASON) || !u->reason || !u->reason[0]))
             return OP_EINVAL;
     }
-    sl_op *op = op_new(b, OPK_UPDATE_NODES, cb, data);
+    sl_op *op = sl_op_new(b, SL_OP_UPDATE_NODES, cb, data);
     op->names = xstrdup(hostlist);
     op->has_state = !!(u->set & SM_UPD_STATE);
     op->node_state = state;
@@ -530,14 +536,14 @@ int sl_delete_nodes(sl_backend *b, const char *hostlist, sl_done_cb cb, void *da
         return OP_ECANCELED;
     if (!hostlist || !hostlist[0])
         return OP_EINVAL;
-    sl_op *op = op_new(b, OPK_DELETE_NODES, cb, data);
+    sl_op *op = sl_op_new(b, SL_OP_DELETE_NODES, cb, data);
     op->names = xstrdup(hostlist);
     return enqueue(b, op);
 }
 
-static sl_op *resv_op(sl_backend *b, enum op_kind kind, const sm_resv_desc *d, sl_done_cb cb, void *data)
+static sl_op *resv_op(sl_backend *b, enum sl_op_kind kind, const sm_resv_desc *d, sl_done_cb cb, void *data)
 {
-    sl_op *op = op_new(b, kind, cb, data);
+    sl_op *op = sl_op_new(b, kind, cb, data);
     op->names = dup_or_null(d->name && d->name[0] ? d->name : NULL);
     op->users = dup_or_null(d->users);
     op->node_list = dup_or_null(d->node_list);
@@ -553,7 +559,7 @@ int sl_create_reservation(sl_backend *b, const sm_resv_desc *d, sl_done_cb cb, v
         return OP_ECANCELED;
     if (!d || !d->node_list || !d->node_list[0] || !d->users || !d->users[0] || d->duration == 0)
         return OP_EINVAL;
-    return enqueue(b, resv_op(b, OPK_RESV_CREATE, d, cb, data));
+    return enqueue(b, resv_op(b, SL_OP_RESV_CREATE, d, cb, data));
 }
 
 int sl_update_reservation(sl_backend *b, const sm_resv_desc *d, sl_done_cb cb, void *data)
@@ -562,7 +568,7 @@ int sl_update_reservation(sl_backend *b, const sm_resv_desc *d, sl_done_cb cb, v
         return OP_ECANCELED;
     if (!d || !d->name || !d->name[0])
         return OP_EINVAL;
-    return enqueue(b, resv_op(b, OPK_RESV_UPDATE, d, cb, data));
+    return enqueue(b, resv_op(b, SL_OP_RESV_UPDATE, d, cb, data));
 }
 
 int sl_delete_reservation(sl_backend *b, const char *name, sl_done_cb cb, void *data)
@@ -571,7 +577,7 @@ int sl_delete_reservation(sl_backend *b, const char *name, sl_done_cb cb, void *
         return OP_ECANCELED;
     if (!name || !name[0])
         return OP_EINVAL;
-    sl_op *op = op_new(b, OPK_RESV_DELETE, cb, data);
+    sl_op *op = sl_op_new(b, SL_OP_RESV_DELETE, cb, data);
     op->names = xstrdup(name);
     return enqueue(b, op);
 }

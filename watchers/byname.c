@@ -145,7 +145,7 @@ static void on_got(int err, const cJSON *obj, const kube_status *st, void *data)
         b->stats.failures++;
         if (!e->failing)
             log_warn("cannot read %s %s: %s (%s); keeping the last copy, retrying", b->o.res->kind, e->key,
-                     op_strerror(err), st && st->message[0] ? st->message : "no detail");
+                     err_str(err), st && st->message[0] ? st->message : "no detail");
         e->failing = 1;
         e->retry_ms = e->retry_ms ? e->retry_ms * 2 : BN_RETRY_MIN_MS;
         if (e->retry_ms > b->o.poll_ms)

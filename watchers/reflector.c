@@ -170,7 +170,7 @@ static void on_list_page(int err, const cJSON *obj, const kube_status *st, void 
             return;
         }
         unsigned d = next_backoff(rf);
-        log_warn("reflector %s: list failed: %s (%s); retrying in %u ms", rf->name, op_strerror(err),
+        log_warn("reflector %s: list failed: %s (%s); retrying in %u ms", rf->name, err_str(err),
                  st ? st->message : "", d);
         back_off(rf, NEXT_LIST, d);
         return;
@@ -309,7 +309,7 @@ static void on_watch_done(int err, const kube_status *st, int events_seen, void 
     rf->stats.failures++;
     unsigned d = next_backoff(rf);
     int rewatch = (st && (st->http == 0 || st->http == 429));
-    log_warn("reflector %s: watch failed: %s (%s); %s in %u ms", rf->name, op_strerror(err),
+    log_warn("reflector %s: watch failed: %s (%s); %s in %u ms", rf->name, err_str(err),
              st ? st->message : "", rewatch ? "watching again" : "relisting", d);
     back_off(rf, rewatch ? NEXT_WATCH : NEXT_LIST, d);
 }
