@@ -18,6 +18,7 @@
  */
 #include "core/conn.h"
 
+#include <assert.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,10 +140,20 @@ static void schedule_prep(conn *c);
 /* --- state --------------------------------------------------------------- */
 
 #define set_state(c, s) set_state_at((c), (s), __LINE__)
+/* The transitions conn.h describes: a server conn starts open (and goes
+ * back to the handshake when it is TLS), a client one resolving; failed
+ * and ending are reached only from the states that lead to them; closing
+ * is final. */
 static void set_state_at(conn *c, int s, int line)
 {
+    assert(s >= CS_RESOLVING && s <= CS_CLOSING);
     if (c->state == s)
         return;
+    assert(c->state != CS_CLOSING);
+    assert(s != CS_OPEN || c->state == CS_CONNECTING || c->state == CS_HANDSHAKE);
+    assert(s != CS_HANDSHAKE || c->state == CS_CONNECTING || (c->server && c->state == CS_OPEN));
+    assert(s != CS_FAILED || (!c->server && c->state < CS_OPEN));
+    assert(s != CS_ENDING || c->state == CS_OPEN);
     log_trace("conn %p %s -> %s (line %d)", (void *)c, state_names[c->state], state_names[s], line);
     c->state = s;
 }
@@ -150,6 +161,7 @@ static void set_state_at(conn *c, int s, int line)
 static void handle_closed(uv_handle_t *h)
 {
     conn *c = h->data;
+    assert(c->handles > 0);
     if (h == (uv_handle_t *)c->tcp)
         c->tcp = NULL;
     if (h->type == UV_TCP)
@@ -197,6 +209,7 @@ static void uv_reading_update(conn *c)
  * reading starts again). */
 static void read_end(conn *c, int code)
 {
+    assert(code < 0);
     if (c->rd_done)
         return;
     c->rd_done = 1;
@@ -210,6 +223,7 @@ static void read_end(conn *c, int code)
 
 static void deliver(conn *c, const char *p, size_t n)
 {
+    assert(n <= READ_BUF_SIZE);
     if (n == 0 || !c->reading || c->closing || c->ended)
         return;
     c->cbs->on_read(c, (ssize_t)n, p);
@@ -217,6 +231,9 @@ static void deliver(conn *c, const char *p, size_t n)
 
 static void connect_failed(conn *c, int err)
 {
+    /* A server conn's failures end its read side instead (handshake_failed). */
+    assert(!c->server);
+    assert(err < 0);
     if (c->connect_reported || c->closing)
         return;
     c->connect_reported = 1;
@@ -235,6 +252,8 @@ static void connect_failed(conn *c, int err)
 
 static void became_open(conn *c)
 {
+    assert(c->state == CS_CONNECTING || c->state == CS_HANDSHAKE);
+    assert(!c->closing);
     set_state(c, CS_OPEN);
     uv_timer_stop(&c->timer);
     if (!c->server && !c->connect_reported) {
@@ -262,6 +281,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     (void)buf;
     if (nread == 0 || c->closing || (uv_tcp_t *)s != c->tcp)
         return;
+    assert(nread < 0 || (buf->base == read_buf && (size_t)nread <= sizeof(read_buf)));
     if (nread < 0) {
         if (c->state == CS_ENDING) {
             conn_close(c);
@@ -292,6 +312,7 @@ static void release_entry(wentry *e)
 
 static void drop_queue(conn *c)
 {
+    assert(c->qh <= c->qn && c->qn <= c->qcap);
     for (size_t i = c->qh; i < c->qn; i++)
         release_entry(&c->q[i]);
     c->qh = c->qn = 0;
@@ -313,6 +334,7 @@ static wentry *queue_push(conn *c)
             c->q = xrealloc(c->q, c->qcap * sizeof(wentry));
         }
     }
+    assert(c->qn < c->qcap);
     wentry *e = &c->q[c->qn++];
     memset(e, 0, sizeof(*e));
     return e;
@@ -349,6 +371,7 @@ static void write_cb(uv_write_t *req, int status)
 {
     wreq *w = container_of(req, wreq, req);
     conn *c = w->c;
+    assert(c->inflight_bytes >= w->bytes);
     c->inflight_bytes -= w->bytes;
     if (status == 0)
         c->bytes_out += w->bytes;
@@ -398,6 +421,7 @@ static int queue_check(conn *c)
 
 int conn_write(conn *c, const void *p, size_t len)
 {
+    assert(p != NULL || len == 0);
     int rc = queue_check(c);
     if (rc || len == 0)
         return rc;
@@ -407,6 +431,7 @@ int conn_write(conn *c, const void *p, size_t len)
     if (last && last->cap && last->cap - last->len >= len && !(c->tls && c->qn - 1 == c->qh && c->tls_off)) {
         memcpy((char *)last->p + last->len, p, len);
         last->len += len;
+        assert(last->len <= last->cap);
     } else {
         wentry *e = queue_push(c);
         e->cap = len < PACK_BLOCK ? PACK_BLOCK : len;
@@ -423,6 +448,7 @@ int conn_write(conn *c, const void *p, size_t len)
 
 int conn_write_ref(conn *c, const char *p, size_t len, void (*release)(void *arg), void *arg)
 {
+    assert(p != NULL || len == 0);
     int rc = queue_check(c);
     if (rc || len == 0) {
         if (release)
@@ -470,6 +496,7 @@ static void tcp_on_bytes(conn *c, const char *p, size_t n)
 
 static void tcp_flush(conn *c)
 {
+    assert(c->qh <= c->qn && c->tls_off == 0);
     size_t n = c->qn - c->qh;
     if (n == 0)
         return;
@@ -535,6 +562,7 @@ static void tls_keep_leftover(conn *c)
     size_t left = tls_sess_input_left(c->tls, &p);
     if (c->saved && p >= c->saved && p <= c->saved + c->saved_len) {
         c->saved_off = (size_t)(p - c->saved);
+        assert(c->saved_off <= c->saved_len);
         if (c->saved_off == c->saved_len) {
             free(c->saved);
             c->saved = NULL;
@@ -602,6 +630,8 @@ static void tls_flush(conn *c)
 {
     while (c->qn > c->qh) {
         wentry *e = &c->q[c->qh];
+        /* A fully encrypted entry leaves the queue at once (below). */
+        assert(c->tls_off < e->len);
         int r = tls_sess_write(c->tls, e->p + c->tls_off, e->len - c->tls_off);
         if (r == 0)
             break; /* retried later with the same pointer and length */
@@ -610,6 +640,7 @@ static void tls_flush(conn *c)
             write_failed(c, r);
             return;
         }
+        assert((size_t)r <= e->len - c->tls_off && (size_t)r <= c->q_bytes);
         c->tls_off += (size_t)r;
         c->q_bytes -= (size_t)r;
         if (c->tls_off == e->len) {
@@ -646,6 +677,7 @@ static const struct transport tls_transport = {"tls", tls_on_bytes, tls_flush, t
 static void prep_cb(uv_prepare_t *h)
 {
     conn *c = h->data;
+    assert(c->prep_active);
     uv_prepare_stop(h);
     c->prep_active = 0;
     if (c->closing)
@@ -834,6 +866,9 @@ static void try_connect(conn *c)
 static void gai_cb(int status, struct addrinfo *res, void *data)
 {
     conn *c = data;
+    /* An abandoned lookup never calls back (core/resolve.h), and both
+     * conn_close and connect_failed abandon it. */
+    assert(c->gai_active && c->gai != NULL);
     c->gai_active = 0;
     c->gai = NULL;
     if (c->closing || c->state != CS_RESOLVING) {
@@ -1063,6 +1098,9 @@ static void shutdown_cb(uv_shutdown_t *req, int status)
 
 void conn_end(conn *c, unsigned linger_ms)
 {
+    /* Only conn_close may follow conn_end, and nothing but a user's
+     * conn_close or conn_end starts the close path. */
+    assert(!c->closing && !c->ended);
     if (c->closing || c->ended)
         return;
     c->ended = 1;
@@ -1090,6 +1128,9 @@ void conn_end(conn *c, unsigned linger_ms)
     uv_timer_start(&c->timer, timer_cb, END_DRAIN_MS, 0);
 }
 
+/* A second call is a legitimate no-op: the ending paths above reach it from
+ * several callbacks, and a server cuts a lingering conn_end short with it
+ * (core/httpd hc_close). */
 void conn_close(conn *c)
 {
     if (c->closing)
@@ -1113,8 +1154,13 @@ void conn_close(conn *c)
  * TCP close callback, so by now nothing refers to the conn. */
 static void finish_close(conn *c)
 {
+    assert(c->handles >= 0);
     if (!c->closing || c->handles > 0 || c->gai_active)
         return;
+    /* Every write callback ran (cancelled ones too) before the last handle
+     * closed, and nothing is queued after conn_close. */
+    assert(c->state == CS_CLOSING);
+    assert(c->inflight_bytes == 0 && c->q_bytes == 0 && c->qh == c->qn);
     if (c->cbs->on_close)
         c->cbs->on_close(c);
     if (c->ai)
