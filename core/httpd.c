@@ -17,6 +17,7 @@
 #include "core/httpd.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <ctype.h>
 #include <llhttp.h>
 #include <stdio.h>
@@ -364,6 +365,7 @@ static int on_header_value_complete(llhttp_t *p)
         r->hcap = r->hcap ? r->hcap * 2 : 16;
         r->hoff = xrealloc(r->hoff, r->hcap * 2 * sizeof(size_t));
     }
+    assert(r->nh < r->hcap && r->name_off < r->val_off && r->val_off < r->hdr.len);
     r->hoff[2 * r->nh] = r->name_off;
     r->hoff[2 * r->nh + 1] = r->val_off;
     r->nh++;
@@ -447,6 +449,8 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
 static int on_message_complete(llhttp_t *p)
 {
     hs_req *r = preq(p);
+    /* The parser runs only while no request is with the handler. */
+    assert(r->state == RQ_PARSING && !((hs_conn *)p->data)->paused);
     r->keep_alive = llhttp_should_keep_alive(p);
     r->state = RQ_HANDLER;
     /* Hand the request over outside the parser. */
@@ -489,6 +493,7 @@ void hs_peer_ip(const char *peer, char *out, size_t cap)
 static void peer_release(hs_conn *hc)
 {
     peer_count *pc = hc->peer;
+    assert(pc == NULL || (pc->n > 0 && map_get(&hc->srv->peers, pc->ip) == pc));
     hc->peer = NULL;
     if (pc && --pc->n == 0) {
         map_del(&hc->srv->peers, pc->ip);
@@ -506,6 +511,7 @@ static void hc_close(hs_conn *hc, int linger, const char *why)
             conn_close(hc->c);
         return;
     }
+    assert(hc->srv->n_live > 0);
     hc->closing = 1;
     hc->srv->n_live--;
     peer_release(hc);
@@ -519,6 +525,7 @@ static void hc_close(hs_conn *hc, int linger, const char *why)
 
 static void set_phase(hs_conn *hc, int phase)
 {
+    assert(phase >= PH_NONE && phase <= PH_OUTPUT);
     if (hc->closing || hc->phase == phase)
         return;
     hc->phase = phase;
@@ -595,6 +602,7 @@ static void reject(hs_conn *hc, int status)
 static void req_finished(hs_req *r)
 {
     hs_conn *hc = r->hc;
+    assert(r->state == RQ_HANDLER || r->state == RQ_STREAMING);
     r->state = RQ_DONE;
     if (hc->closing)
         return;
@@ -613,6 +621,9 @@ static void dispatch(hs_conn *hc)
 {
     hs_server *srv = hc->srv;
     hs_req *r = &hc->req;
+    /* Each request reaches the handler once, and never from inside the
+     * handler of another. */
+    assert(!hc->in_dispatch && hc->paused && r->state == RQ_HANDLER);
     srv->stats.requests++;
     set_phase(hc, PH_NONE);
     hc->in_dispatch = 1;
@@ -649,6 +660,7 @@ static size_t parse(hs_conn *hc, const char *p, size_t n)
             return n;
         }
         const char *pos = llhttp_get_error_pos(&hc->parser);
+        assert(pos >= p + done && pos <= p + n);
         done = (size_t)(pos - p);
         llhttp_resume(&hc->parser);
         hc->paused = 1;
@@ -665,6 +677,7 @@ static size_t parse(hs_conn *hc, const char *p, size_t n)
  * time overall. */
 static void hold(hs_conn *hc, const char *p, size_t n)
 {
+    assert(hc->in_off <= hc->in.len);
     if (n == 0)
         return;
     if (hc->in_off && hc->in_off >= hc->in.len / 2) {
@@ -688,6 +701,7 @@ static void process(hs_conn *hc)
         if (hc->closing)
             return;
         hc->in_off += used;
+        assert(hc->in_off <= hc->in.len);
     }
     if (hc->closing)
         return;
@@ -745,6 +759,7 @@ static void on_drain(conn *c)
     hs_conn *hc = conn_data(c);
     if (hc->closing || !hc->out_wait)
         return;
+    assert(hc->srv->stats.reads_paused > 0);
     hc->out_wait = 0;
     hc->srv->stats.reads_paused--;
     set_phase(hc, PH_NONE);
@@ -780,6 +795,7 @@ static void on_conn_close(conn *c)
     hs_conn *hc = conn_data(c);
     hs_server *srv = hc->srv;
     hs_req *r = &hc->req;
+    assert(hc->closing && hc->peer == NULL && srv->n_conns > 0);
     if (!hc->closing) { /* not through hc_close: cannot happen, keep the counts right anyway */
         hc->closing = 1;
         srv->n_live--;
@@ -915,6 +931,7 @@ static void maybe_free_server(hs_server *srv)
 {
     if (!srv->closing || srv->listener_open || srv->n_conns > 0)
         return;
+    assert(list_empty(&srv->conns) && srv->n_live == 0 && srv->peers.count == 0);
     void (*cb)(void *) = srv->on_closed;
     void *data = srv->closed_data;
     tls_config_unref(srv->tls);
@@ -1235,6 +1252,9 @@ static int write_head(hs_req *r, int status, const char *ctype, const char *extr
 void hs_respond(hs_req *req, int status, const char *content_type, const char *extra_headers,
                 const char *body, size_t len)
 {
+    /* Exactly one answer per request (httpd.h); a release build logs and
+     * ignores a second one. */
+    assert(req->state == RQ_HANDLER);
     if (req->state != RQ_HANDLER) {
         log_error("httpd: hs_respond on a request in state %d (ignored)", req->state);
         return;
@@ -1255,6 +1275,7 @@ void hs_respond(hs_req *req, int status, const char *content_type, const char *e
 
 void hs_stream_begin(hs_req *req, int status, const char *content_type, const char *extra_headers)
 {
+    assert(req->state == RQ_HANDLER);
     if (req->state != RQ_HANDLER) {
         log_error("httpd: hs_stream_begin on a request in state %d (ignored)", req->state);
         return;
@@ -1294,6 +1315,7 @@ void hs_stream_end(hs_req *req)
 {
     if (req->state != RQ_STREAMING)
         return;
+    assert(req->hc->srv->stats.open_streams > 0);
     req->hc->srv->stats.open_streams--;
     if (!req->hc->closing && !req->head)
         (void)conn_write(req->hc->c, "0\r\n\r\n", 5);
