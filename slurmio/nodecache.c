@@ -1,5 +1,6 @@
 #include "slurmio/nodecache.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -439,6 +440,7 @@ static int rq_done(nc_rq *r)
     nc_cache *c = r->c;
     free(r->name);
     free(r);
+    assert(c->requests > 0);
     c->requests--;
     if (c->closing) {
         maybe_finish(c);
@@ -1063,6 +1065,7 @@ static void track_tick(uv_timer_t *t)
         else if (future)
             waking++;
         if (!e->retry_notify && !e->prove && !track && !future) {
+            assert(c->n_watched > 0);
             list_remove(&e->watch_link);
             c->n_watched--;
             continue;
@@ -1171,7 +1174,11 @@ static void on_written(const char *node, int status, void *data)
     nc_cache *c = w->c;
     if (!c->closing) {
         nc_node *e = node_get(c, w->name);
+        /* A node with a write in flight is never dropped (node_idle_entry). */
+        assert(e != NULL);
         if (e) {
+            assert(e->writing > 0 && (!w->comment || e->writing_comment > 0));
+            assert(e->drain_state >= 0 && e->drain_state <= 2);
             e->writing--;
             if (w->comment && --e->writing_comment == 0) {
                 free(e->ckey); /* only needed to spot a repeat in flight */
@@ -1228,6 +1235,7 @@ static void on_written(const char *node, int status, void *data)
     free(w->comment);
     free(w->name);
     free(w);
+    assert(c->requests > 0);
     c->requests--;
     if (c->closing)
         maybe_finish(c);
@@ -1295,6 +1303,7 @@ static int start_write(nc_cache *c, const char *name, const char *key, const sm_
     e->writing++;
     if (comment_only) {
         e->writing_comment++;
+        assert(e->writing_comment <= e->writing);
         free(e->ckey);
         e->ckey = xstrdup(key);
         return 0;
@@ -1561,6 +1570,7 @@ static void on_jobs(int status, sm_response *resp, void *data)
 {
     nc_rq *r = data;
     nc_cache *c = r->c;
+    assert(c->jobs_polling); /* one job read at a time */
     c->jobs_polling = 0;
     if (c->closing) {
         rq_done(r);
@@ -1768,6 +1778,7 @@ static void on_ping(int status, sm_response *resp, void *data)
 {
     nc_rq *r = data;
     nc_cache *c = r->c;
+    assert(c->ping_polling);
     c->ping_polling = 0;
     if (c->closing) {
         rq_done(r);
@@ -1855,6 +1866,7 @@ static void on_resvs(int status, sm_response *resp, void *data)
 {
     nc_rq *r = data;
     nc_cache *c = r->c;
+    assert(c->resv_polling && r->seq > c->resv_read);
     c->resv_polling = 0;
     if (c->closing) {
         rq_done(r);
@@ -1948,6 +1960,7 @@ static void resv_written(nc_rw *w, int status, const char *message)
     if (w->cb)
         w->cb(status, w->data);
     free(w);
+    assert(c->requests > 0);
     c->requests--;
     if (c->closing)
         maybe_finish(c);
@@ -2359,8 +2372,10 @@ int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
 static void on_handle_closed(uv_handle_t *h)
 {
     nc_cache *c = h->data;
+    assert(c->closing && c->handles > 0);
     if (--c->handles > 0)
         return;
+    assert(c->requests == 0 && !c->batch_open);
     void (*cb)(void *) = c->close_cb;
     void *data = c->close_data;
     map_free(&c->nodes);
