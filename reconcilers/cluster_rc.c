@@ -1,5 +1,6 @@
 #include "reconcilers/cluster_rc.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,12 +85,14 @@ crc_gate *crc_gate_begin(crc_gates *g, const char *key, const char *cur_rv)
     t->key = xstrdup(key);
     t->rv_seen = xstrdup(cur_rv ? cur_rv : "");
     t->in_flight = 1;
+    assert(map_get(&g->m, key) == NULL);
     map_put(&g->m, t->key, t);
     return t;
 }
 
 void crc_gate_end(crc_gates *g, crc_gate *t, int err, const char *rv_new)
 {
+    assert(t->in_flight); /* a gate's write ends once */
     t->in_flight = 0;
     if (map_get(&g->m, t->key) != t) {
         gate_free(t); /* cleared or replaced meanwhile */

@@ -1,5 +1,6 @@
 #include "reconcilers/operator.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,6 +335,7 @@ const sobj *op_ref_get(operator *op, enum op_kind k, const char *ns, const char 
         *pending = 0;
     if (name == NULL || *name == '\0')
         return NULL;
+    assert(k >= OPK_NODESETS && k < OPK__COUNT);
     const sobj *o = store_get(op->stores[k], ns, name);
     int i = ref_index(k);
     if (o || i < 0 || P(op)->bn[i] == NULL)
@@ -639,6 +641,8 @@ static void on_synced(reflector *rf, void *data)
 {
     operator *op = data;
     struct priv *p = P(op);
+    /* on_synced runs once per reflector (reflector.h). */
+    assert(p->n_synced < p->n_reflectors);
     p->n_synced++;
     if (p->n_synced == p->n_reflectors) {
         log_info("all %d caches synced", p->n_reflectors);
@@ -880,6 +884,7 @@ static void one_done(void *data)
 {
     operator *op = data;
     struct priv *p = P(op);
+    assert(op->stopping && p->pending > 0);
     if (--p->pending == 0)
         finish_stop(op);
 }
@@ -1016,6 +1021,7 @@ static void on_reflector_stopped(void *data)
 {
     operator *op = data;
     struct priv *p = P(op);
+    assert(op->stopping && p->pending > 0);
     if (--p->pending > 0)
         return;
     p->grace_deadline = uv_now(op->loop) + (op->opts.shutdown_grace_ms ? op->opts.shutdown_grace_ms : 10000);
