@@ -1,5 +1,6 @@
 #include "slurmio/rest.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +134,8 @@ static void req_free(sr_req *r)
 static void on_timer_closed(uv_handle_t *h)
 {
     sr_client *c = h->data;
+    assert(c->in_flight == 0 && c->works == 0 && c->in_http == 0 && !c->negotiating);
+    assert(list_empty(&c->done) && list_empty(&c->waiting) && list_empty(&c->decode_q));
     void (*cb)(void *) = c->close_cb;
     void *data = c->close_data;
     free(c->url);
@@ -165,6 +168,7 @@ static void deliver_all(uv_timer_t *t)
     while ((n = list_first(&q))) {
         sr_req *r = list_entry(n, sr_req, link);
         list_remove(n);
+        assert(c->in_flight > 0);
         c->in_flight--;
         if (r->raw_len >= TRIM_AFTER_BYTES)
             big++;
@@ -195,6 +199,9 @@ static void deliver_all(uv_timer_t *t)
 /* Queue r for its callback on a later loop iteration. */
 static void complete(sr_client *c, sr_req *r, int status)
 {
+    /* Every request completes exactly once (rest.h): never while it is
+     * queued anywhere, and never after the timer that delivers is gone. */
+    assert(!list_is_linked(&r->link) && !c->timer_closing && status <= 0);
     r->status = status;
     list_insert_tail(&c->done, &r->link);
     if (!c->timer_closing)
@@ -320,6 +327,7 @@ static void start_decode(sr_client *c)
         }
         if (uv_queue_work(c->loop, &r->work, decode_work, decode_done) == 0) {
             c->works++;
+            assert(c->works == 1);
             c->stats.offloaded++;
             return;
         }
@@ -368,6 +376,7 @@ static void decode_done(uv_work_t *w, int status)
 {
     sr_req *r = container_of(w, sr_req, work);
     sr_client *c = r->c;
+    assert(c->works == 1);
     c->works--;
     free(r->raw);
     r->raw = NULL;
@@ -385,6 +394,7 @@ static void on_http_done(hc_req *hr, int status, const hc_response *resp, void *
 {
     sr_req *r = data;
     sr_client *c = r->c;
+    assert(c->in_http > 0 && !list_is_linked(&r->link));
     c->in_http--;
     if (status < 0) {
         if (status == OP_ETOOBIG && !c->closing) {
@@ -569,6 +579,7 @@ static void flush_waiting(sr_client *c, int status)
 static void on_openapi(hc_req *hr, int status, const hc_response *resp, void *data)
 {
     sr_client *c = data;
+    assert(c->in_http > 0 && c->negotiating);
     c->in_http--;
     c->negotiating = 0;
     if (c->closing) {

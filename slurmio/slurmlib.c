@@ -1,5 +1,6 @@
 #include "slurmio/slurmlib.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,6 +238,7 @@ static void work_cb(uv_work_t *w)
     uint64_t t0 = uv_hrtime();
     int ok = 0;
     errno = 0;
+    assert(op->kind >= SL_OP_UPDATE_NODES && op->kind <= SL_OP_RESV_DELETE);
     switch (op->kind) {
     case SL_OP_UPDATE_NODES:
     case SL_OP_DELETE_NODES: {
@@ -297,6 +299,9 @@ static void work_cb(uv_work_t *w)
 
 static void sl_op_free(sl_op *op)
 {
+    /* Every op's callback ran (or was due) before it goes: once, and never
+     * while the threadpool still has it. */
+    assert(op->delivered && op->b->running != op && !list_is_linked(&op->link));
     free(op->names);
     free(op->reason);
     free(op->comment);
@@ -311,7 +316,8 @@ static void sl_op_free(sl_op *op)
 static void deliver(sl_op *op, int status, const char *message)
 {
     if (op->delivered)
-        return;
+        return; /* timed out already: the late result is dropped */
+    assert(op->b->pending > 0);
     op->delivered = 1;
     op->b->pending--;
     sl_result r = {.status = status,
@@ -333,6 +339,7 @@ static void after_work_cb(uv_work_t *w, int status);
 static void on_timer_closed(uv_handle_t *h)
 {
     sl_backend *b = container_of((uv_timer_t *)h, sl_backend, timer);
+    assert(b->closing && b->running == NULL && list_empty(&b->queue) && b->pending == 0);
     sl_close_cb cb = b->close_cb;
     void *data = b->close_data;
     free(b);
@@ -388,6 +395,7 @@ static void after_work_cb(uv_work_t *w, int status)
 {
     sl_op *op = container_of(w, sl_op, work);
     sl_backend *b = op->b;
+    assert(b->running == op); /* one libslurm call at a time */
     b->running = NULL;
     if (op->delivered && status == 0)
         log_warn("libslurm call finished after its timeout; result dropped names=%s rc=%s ms=%.1f",
