@@ -1,5 +1,6 @@
 #include "reconcilers/bindhook.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +289,7 @@ static void on_pod_read(int err, const cJSON *obj, const kube_status *st, void *
     (void)st;
     bh_call *c = data;
     bindhook *h = c->h;
+    assert(c->kr != NULL && h->n_reads > 0 && h->n_calls > 0);
     c->kr = NULL;
     if (c->req) {
         if (err == 0 && bh_pod_is_nodeset(obj))
@@ -295,6 +297,7 @@ static void on_pod_read(int err, const cJSON *obj, const kube_status *st, void *
         else
             respond(h, c->req, &c->rv, NULL, err == 0 || err == OP_ENOTFOUND ? "not_nodeset" : "error");
     }
+    assert(c->peer == NULL || (c->peer->n > 0 && map_get(&h->peers, c->peer->ip) == c->peer));
     if (c->peer && --c->peer->n == 0) {
         map_del(&h->peers, c->peer->ip);
         free(c->peer);
@@ -310,6 +313,7 @@ static void hold_closed(uv_handle_t *t)
     bh_hold *ho = t->data;
     bindhook *h = ho->h;
     free(ho);
+    assert(h->n_calls > 0);
     h->n_calls--;
     maybe_free(h);
 }
@@ -436,6 +440,7 @@ static void serve(hs_req *req, void *data)
     c->h = h;
     c->peer = peer;
     h->n_reads++;
+    assert(h->n_reads <= BH_MAX_READS && peer->n <= BH_MAX_READS_PER_PEER);
     c->req = req;
     c->rv = rv;
     h->n_calls++;

@@ -1,6 +1,7 @@
 /* msec: HTTPS /metrics behind TokenReview + SubjectAccessReview. See msec.h. */
 #include "reconcilers/msec.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,7 @@ int msec_port(const msec *m)
 static void one_closed(void *data)
 {
     msec *m = data;
+    assert(m->pending > 0);
     if (--m->pending > 0)
         return;
     void (*cb)(void *) = m->on_closed;

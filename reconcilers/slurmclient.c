@@ -2,6 +2,7 @@
 
 #include "reconcilers/cluster_rc.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,9 +230,11 @@ int slurmclient_active_controller(operator *op, const char *ctl_key)
 static void cluster_freed(void *data)
 {
     cluster *c = data;
+    assert(c->closing > 0);
     if (--c->closing > 0)
         return;
     slurmclient_state *st = c->st;
+    assert(st->closing_clusters > 0);
     log_debug("slurm %s: client closed", c->key);
     free(c->key);
     free(c->url);
