@@ -1,6 +1,7 @@
 /* kauth: TokenReview + SubjectAccessReview with a small verdict cache. See kauth.h. */
 #include "core/kauth.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +185,8 @@ static kauth_check *answer_later(kauth_check *c)
 static void finish(kauth_check *c, int cache)
 {
     kauth *a = c->a;
+    /* Only a check that sent a review is on the waiting list and counted. */
+    assert(list_is_linked(&c->link) && a->in_flight > 0);
     list_remove(&c->link);
     a->in_flight--;
     if (cache && !a->closing)
@@ -330,6 +333,7 @@ kauth_check *kauth_check_start(kauth *a, const char *authorization, const char *
     json_set_str(spec, "token", tok); /* bearer() checked that it ends the header value */
     list_insert_tail(&a->waiting, &c->link);
     a->in_flight++;
+    assert(a->in_flight <= KAUTH_MAX_INFLIGHT);
     c->req = post(c, &RES_TOKENREVIEWS, tr, on_token_review);
     return c;
 }

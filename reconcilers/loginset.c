@@ -1,5 +1,6 @@
 #include "reconcilers/loginset.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +174,7 @@ static void keygen_done(uv_work_t *req, int status)
 {
     struct keygen *j = container_of(req, struct keygen, req);
     loginset_state *ls = j->ls;
+    assert(j->running && ls->running > 0); /* one completion per generation started */
     j->running = 0;
     ls->running--;
     if (j->detached) {
