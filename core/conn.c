@@ -101,6 +101,7 @@ struct conn {
     int prep_active;
     int shutdown_started;
     int handles; /* open handles (timers, prepare, tcp) */
+    int in_api;  /* conn_* calls under way: no user callback may run inside one (conn.h) */
     int gai_active;
     uv_tcp_t *tcp;
     uv_timer_t timer;
@@ -217,6 +218,7 @@ static void read_end(conn *c, int code)
     uv_reading_update(c);
     if (c->reading && !c->ended && !c->closing) {
         c->end_reported = 1;
+        assert(c->in_api == 0);
         c->cbs->on_read(c, code, NULL);
     }
 }
@@ -226,6 +228,7 @@ static void deliver(conn *c, const char *p, size_t n)
     assert(n <= READ_BUF_SIZE);
     if (n == 0 || !c->reading || c->closing || c->ended)
         return;
+    assert(c->in_api == 0);
     c->cbs->on_read(c, (ssize_t)n, p);
 }
 
@@ -247,6 +250,7 @@ static void connect_failed(conn *c, int err)
         uv_read_stop((uv_stream_t *)c->tcp);
         c->uv_reading = 0;
     }
+    assert(c->in_api == 0);
     c->cbs->on_connect(c, err);
 }
 
@@ -258,6 +262,7 @@ static void became_open(conn *c)
     uv_timer_stop(&c->timer);
     if (!c->server && !c->connect_reported) {
         c->connect_reported = 1;
+        assert(c->in_api == 0);
         c->cbs->on_connect(c, 0);
         if (c->closing)
             return;
@@ -363,6 +368,7 @@ static void check_drain(conn *c)
     if (!c->drain_armed || c->closing || c->ended || c->q_bytes + c->inflight_bytes > c->drain_low)
         return;
     c->drain_armed = 0;
+    assert(c->in_api == 0);
     if (c->cbs->on_drain)
         c->cbs->on_drain(c);
 }
@@ -419,7 +425,7 @@ static int queue_check(conn *c)
     return 0;
 }
 
-int conn_write(conn *c, const void *p, size_t len)
+static int conn_write_in(conn *c, const void *p, size_t len)
 {
     assert(p != NULL || len == 0);
     int rc = queue_check(c);
@@ -446,7 +452,18 @@ int conn_write(conn *c, const void *p, size_t len)
     return 0;
 }
 
-int conn_write_ref(conn *c, const char *p, size_t len, void (*release)(void *arg), void *arg)
+/* The calls that do work count themselves in c->in_api, and every user
+ * callback site asserts it is 0: a callback run from inside a conn_* call
+ * (conn.h forbids it) trips a debug build at once. */
+int conn_write(conn *c, const void *p, size_t len)
+{
+    c->in_api++;
+    int rc = conn_write_in(c, p, len);
+    c->in_api--;
+    return rc;
+}
+
+static int conn_write_ref_in(conn *c, const char *p, size_t len, void (*release)(void *arg), void *arg)
 {
     assert(p != NULL || len == 0);
     int rc = queue_check(c);
@@ -464,6 +481,14 @@ int conn_write_ref(conn *c, const char *p, size_t len, void (*release)(void *arg
     if (c->state == CS_OPEN || c->state == CS_ENDING)
         schedule_prep(c);
     return 0;
+}
+
+int conn_write_ref(conn *c, const char *p, size_t len, void (*release)(void *arg), void *arg)
+{
+    c->in_api++;
+    int rc = conn_write_ref_in(c, p, len, release, arg);
+    c->in_api--;
+    return rc;
 }
 
 size_t conn_queued(const conn *c)
@@ -684,6 +709,7 @@ static void prep_cb(uv_prepare_t *h)
         return;
     if (c->defer_wanted) {
         c->defer_wanted = 0;
+        assert(c->in_api == 0);
         if (!c->ended && c->cbs->on_defer)
             c->cbs->on_defer(c);
         if (c->closing)
@@ -694,6 +720,7 @@ static void prep_cb(uv_prepare_t *h)
         if (c->reading && !c->ended) {
             if (c->rd_done && !c->end_reported) {
                 c->end_reported = 1;
+                assert(c->in_api == 0);
                 c->cbs->on_read(c, c->end_code, NULL);
                 if (c->closing)
                     return;
@@ -751,6 +778,7 @@ static void timer_cb(uv_timer_t *t)
 static void utimer_cb(uv_timer_t *t)
 {
     conn *c = t->data;
+    assert(c->in_api == 0);
     if (!c->closing && !c->ended && c->cbs->on_timer)
         c->cbs->on_timer(c);
 }
@@ -894,9 +922,8 @@ static void fail_soon(conn *c, int err)
     uv_timer_start(&c->timer, timer_cb, 0, 0);
 }
 
-conn *conn_connect(uv_loop_t *loop, const conn_connect_opts *o, const conn_cbs *cbs, void *data)
+static void connect_begin(conn *c, const conn_connect_opts *o)
 {
-    conn *c = conn_alloc(loop, cbs, data);
     c->state = CS_RESOLVING;
     c->host = xstrdup(o->host ? o->host : "");
     c->port = o->port;
@@ -912,12 +939,12 @@ conn *conn_connect(uv_loop_t *loop, const conn_connect_opts *o, const conn_cbs *
         int rc = tls_config_is_server(o->tls) ? OP_EINVAL : start_tls(c, c->host);
         if (rc) {
             fail_soon(c, rc);
-            return c;
+            return;
         }
     }
     if (!*c->host || o->port <= 0 || o->port > 65535) {
         fail_soon(c, OP_EINVAL);
-        return c;
+        return;
     }
     if (o->timeout_ms)
         uv_timer_start(&c->timer, timer_cb, o->timeout_ms, 0);
@@ -936,7 +963,7 @@ conn *conn_connect(uv_loop_t *loop, const conn_connect_opts *o, const conn_cbs *
             c->tcp = NULL;
             fail_soon(c, rc);
         }
-        return c;
+        return;
     }
     char port[16];
     snprintf(port, sizeof(port), "%d", o->port);
@@ -945,11 +972,19 @@ conn *conn_connect(uv_loop_t *loop, const conn_connect_opts *o, const conn_cbs *
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_ADDRCONFIG;
-    int rc = rsv_lookup(loop, c->host, port, &hints, gai_cb, c, &c->gai);
+    int rc = rsv_lookup(c->loop, c->host, port, &hints, gai_cb, c, &c->gai);
     if (rc < 0)
         fail_soon(c, rc);
     else
         c->gai_active = 1;
+}
+
+conn *conn_connect(uv_loop_t *loop, const conn_connect_opts *o, const conn_cbs *cbs, void *data)
+{
+    conn *c = conn_alloc(loop, cbs, data);
+    c->in_api++;
+    connect_begin(c, o);
+    c->in_api--;
     return c;
 }
 
@@ -1052,7 +1087,7 @@ unsigned long long conn_bytes_out(const conn *c)
 
 /* --- read control -------------------------------------------------------- */
 
-void conn_read_start(conn *c)
+static void conn_read_start_in(conn *c)
 {
     if (c->closing || c->ended || c->reading)
         return;
@@ -1071,6 +1106,13 @@ void conn_read_start(conn *c)
             schedule_prep(c);
         }
     }
+}
+
+void conn_read_start(conn *c)
+{
+    c->in_api++;
+    conn_read_start_in(c);
+    c->in_api--;
 }
 
 void conn_read_stop(conn *c)
@@ -1096,7 +1138,7 @@ static void shutdown_cb(uv_shutdown_t *req, int status)
     uv_timer_start(&c->timer, timer_cb, c->linger_ms, 0);
 }
 
-void conn_end(conn *c, unsigned linger_ms)
+static void conn_end_in(conn *c, unsigned linger_ms)
 {
     /* Only conn_close may follow conn_end, and nothing but a user's
      * conn_close or conn_end starts the close path. */
@@ -1128,10 +1170,17 @@ void conn_end(conn *c, unsigned linger_ms)
     uv_timer_start(&c->timer, timer_cb, END_DRAIN_MS, 0);
 }
 
+void conn_end(conn *c, unsigned linger_ms)
+{
+    c->in_api++;
+    conn_end_in(c, linger_ms);
+    c->in_api--;
+}
+
 /* A second call is a legitimate no-op: the ending paths above reach it from
  * several callbacks, and a server cuts a lingering conn_end short with it
  * (core/httpd hc_close). */
-void conn_close(conn *c)
+static void conn_close_in(conn *c)
 {
     if (c->closing)
         return;
@@ -1149,6 +1198,13 @@ void conn_close(conn *c)
     close_tcp(c);
 }
 
+void conn_close(conn *c)
+{
+    c->in_api++;
+    conn_close_in(c);
+    c->in_api--;
+}
+
 /* Free once every handle is closed and the resolver has answered. Pending
  * write, connect and shutdown callbacks run (with UV_ECANCELED) before the
  * TCP close callback, so by now nothing refers to the conn. */
@@ -1161,6 +1217,7 @@ static void finish_close(conn *c)
      * closed, and nothing is queued after conn_close. */
     assert(c->state == CS_CLOSING);
     assert(c->inflight_bytes == 0 && c->q_bytes == 0 && c->qh == c->qn);
+    assert(c->in_api == 0);
     if (c->cbs->on_close)
         c->cbs->on_close(c);
     if (c->ai)

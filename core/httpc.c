@@ -135,6 +135,7 @@ struct hc_pool {
     int n_live_conns;
     int n_live_reqs;
     int closing;
+    int in_api; /* hc_* calls under way: on_done never runs inside one (httpc.h) */
     int timer_open;
     uv_timer_t timer; /* only closed, to make the final callback asynchronous */
     void (*on_closed)(void *data);
@@ -394,6 +395,7 @@ static void req_deliver(hc_req *r, int status)
      * holds any more. */
     assert(r->state != RQ_DONE);
     assert(r->hconn == NULL && !list_is_linked(&r->link));
+    assert(r->pool->in_api == 0);
     r->state = RQ_DONE;
     uv_timer_stop(&r->timer);
     hc_response resp;
@@ -608,6 +610,7 @@ static int on_headers_complete(llhttp_t *p)
     if (r->on_headers) {
         hc_response resp;
         make_resp(r, &resp);
+        assert(r->pool->in_api == 0);
         r->on_headers(r, &resp, r->data);
         if (hc->req != r)
             return HPE_USER; /* canceled from the callback */
@@ -625,6 +628,7 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
     if (!r)
         return HPE_USER;
     if (r->streaming) {
+        assert(r->pool->in_api == 0);
         if (r->on_data(r, at, n, r->data) != 0) {
             if (hc->req == r)
                 r->err = OP_ECANCELED;
@@ -1112,7 +1116,7 @@ hc_pool *hc_pool_new(uv_loop_t *loop, const char *base_url, const hc_pool_opts *
     return pool;
 }
 
-void hc_pool_close(hc_pool *pool, void (*on_closed)(void *data), void *data)
+static void hc_pool_close_in(hc_pool *pool, void (*on_closed)(void *data), void *data)
 {
     if (pool->closing)
         return;
@@ -1134,7 +1138,14 @@ void hc_pool_close(hc_pool *pool, void (*on_closed)(void *data), void *data)
     uv_close((uv_handle_t *)&pool->timer, pool_timer_closed);
 }
 
-hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts)
+void hc_pool_close(hc_pool *pool, void (*on_closed)(void *data), void *data)
+{
+    pool->in_api++;
+    hc_pool_close_in(pool, on_closed, data);
+    pool->in_api--;
+}
+
+static hc_req *hc_request_in(hc_pool *pool, const hc_req_opts *opts)
 {
     hc_req *r = xcalloc(1, sizeof(*r));
     r->pool = pool;
@@ -1183,13 +1194,33 @@ hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts)
     return r;
 }
 
-void hc_cancel(hc_req *req)
+/* The API calls count themselves in pool->in_api, which every user callback
+ * site asserts is 0 (httpc.h: completions are always asynchronous). */
+hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts)
+{
+    pool->in_api++;
+    hc_req *r = hc_request_in(pool, opts);
+    pool->in_api--;
+    return r;
+}
+
+static void hc_cancel_in(hc_req *req)
 {
     if (!req || req->state == RQ_DONE || req->state == RQ_COMPLETING)
         return;
     hc_pool *pool = req->pool;
     req_complete_async(req, OP_ECANCELED);
     pump(pool);
+}
+
+void hc_cancel(hc_req *req)
+{
+    if (!req)
+        return;
+    hc_pool *pool = req->pool;
+    pool->in_api++;
+    hc_cancel_in(req);
+    pool->in_api--;
 }
 
 void hc_pause(hc_req *req)
