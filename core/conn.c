@@ -1179,7 +1179,7 @@ void conn_end(conn *c, unsigned linger_ms)
 
 /* A second call is a legitimate no-op: the ending paths above reach it from
  * several callbacks, and a server cuts a lingering conn_end short with it
- * (core/httpd hc_close). */
+ * (core/httpd close_hc). */
 static void conn_close_in(conn *c)
 {
     if (c->closing)

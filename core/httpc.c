@@ -733,7 +733,7 @@ static int is_reset(int err)
 }
 
 /* The read side ended while a request was active. */
-static void conn_ended(hc_conn *hc, int err)
+static void hconn_ended(hc_conn *hc, int err)
 {
     hc_pool *pool = hc->pool;
     hc_req *r = hc->req;
@@ -792,7 +792,7 @@ static void hc_on_read(conn *c, ssize_t nread, const char *bytes)
     if (hc->state == HCS_CLOSING)
         return;
     if (nread < 0) {
-        conn_ended(hc, (int)nread);
+        hconn_ended(hc, (int)nread);
         return;
     }
     hc_req *r = hc->req;

@@ -504,7 +504,7 @@ static void peer_release(hs_conn *hc)
 /* The one way a connection ends. linger < 0: now (also when a graceful end
  * is already lingering); otherwise flush what was answered, then close
  * within linger ms. The caps stop counting it at once. */
-static void hc_close(hs_conn *hc, int linger, const char *why)
+static void close_hc(hs_conn *hc, int linger, const char *why)
 {
     if (hc->closing) {
         if (linger < 0)
@@ -595,7 +595,7 @@ static void reject(hs_conn *hc, int status)
 {
     log_debug("httpd %s: rejecting request with %d", conn_peer(hc->c), status);
     write_simple(hc, status, 0);
-    hc_close(hc, LINGER_MS, NULL);
+    close_hc(hc, LINGER_MS, NULL);
 }
 
 /* A request was finished (responded, stream ended or aborted). */
@@ -608,7 +608,7 @@ static void req_finished(hs_req *r)
         return;
     hc->since = uv_now(conn_loop(hc->c));
     if (!r->keep_alive) {
-        hc_close(hc, LINGER_MS, NULL);
+        close_hc(hc, LINGER_MS, NULL);
         return;
     }
     if (!hc->in_dispatch && hc->paused) {
@@ -647,7 +647,7 @@ static size_t parse(hs_conn *hc, const char *p, size_t n)
             /* The request asked to switch protocols (or was a CONNECT). It
              * has been answered; what follows is not HTTP/1.1, which is all
              * we speak, so the connection ends here. */
-            hc_close(hc, 0, NULL);
+            close_hc(hc, 0, NULL);
             return n;
         }
         if (err != HPE_PAUSED) {
@@ -688,7 +688,7 @@ static void hold(hs_conn *hc, const char *p, size_t n)
         /* The bound is the header and body caps together: a client this far
          * ahead of a deferred response is not an HTTP client we serve (and
          * an error response now would jump the queue). */
-        hc_close(hc, -1, "too far ahead of its answers");
+        close_hc(hc, -1, "too far ahead of its answers");
         return;
     }
     update_reading(hc);
@@ -722,11 +722,11 @@ static void on_read(conn *c, ssize_t nread, const char *bytes)
         if (hc->paused) {
             /* The client went away while its request was being handled:
              * close so that on_close reaches the handler. */
-            hc_close(hc, -1, NULL);
+            close_hc(hc, -1, NULL);
         } else if (nread == UV_EOF && hc->req.state != RQ_PARSING) {
-            hc_close(hc, 0, NULL); /* flush what was answered, then close */
+            close_hc(hc, 0, NULL); /* flush what was answered, then close */
         } else {
-            hc_close(hc, -1, NULL);
+            close_hc(hc, -1, NULL);
         }
         return;
     }
@@ -777,13 +777,13 @@ static void on_timer(conn *c)
         /* Answered, for an honest but slow client; the close does not wait
          * for a client that does not read. */
         write_simple(hc, 408, 0);
-        hc_close(hc, 0, "request not complete in time");
+        close_hc(hc, 0, "request not complete in time");
         break;
     case PH_OUTPUT:
-        hc_close(hc, -1, "answers left unread too long");
+        close_hc(hc, -1, "answers left unread too long");
         break;
     default:
-        hc_close(hc, -1, "idle timeout");
+        close_hc(hc, -1, "idle timeout");
         break;
     }
 }
@@ -796,7 +796,7 @@ static void on_conn_close(conn *c)
     hs_server *srv = hc->srv;
     hs_req *r = &hc->req;
     assert(hc->closing && hc->peer == NULL && srv->n_conns > 0);
-    if (!hc->closing) { /* not through hc_close: cannot happen, keep the counts right anyway */
+    if (!hc->closing) { /* not through close_hc: cannot happen, keep the counts right anyway */
         hc->closing = 1;
         srv->n_live--;
         peer_release(hc);
@@ -853,14 +853,14 @@ static int make_room(hs_server *srv, const peer_count *pc)
         if (victim == NULL)
             return -1;
         srv->stats.evicted++;
-        hc_close(victim, -1, "its peer's connection cap: a newer connection takes its place");
+        close_hc(victim, -1, "its peer's connection cap: a newer connection takes its place");
     }
     if (srv->n_live >= srv->opts.max_conns) {
         hs_conn *victim = oldest_waiting(srv, NULL);
         if (victim == NULL)
             return -1;
         srv->stats.evicted++;
-        hc_close(victim, -1, "the connection cap: a newer connection takes its place");
+        close_hc(victim, -1, "the connection cap: a newer connection takes its place");
     }
     return 0;
 }
@@ -1090,7 +1090,7 @@ void hs_drop_connections(hs_server *srv)
     list_foreach_safe(pos, tmp, &srv->conns)
     {
         hs_conn *hc = list_entry(pos, hs_conn, link);
-        hc_close(hc, -1, NULL);
+        close_hc(hc, -1, NULL);
     }
 }
 
@@ -1298,7 +1298,7 @@ int hs_stream_write(hs_req *req, const char *bytes, size_t len)
     if (conn_queued(hc->c) + len > hc->srv->opts.max_write_queue) {
         log_warn("httpd %s: client too slow (%zu bytes queued), dropping it", conn_peer(hc->c),
                  conn_queued(hc->c));
-        hc_close(hc, -1, NULL);
+        close_hc(hc, -1, NULL);
         return OP_ETOOBIG;
     }
     char head[24];
@@ -1328,5 +1328,5 @@ void hs_stream_abort(hs_req *req)
         return;
     req->hc->srv->stats.open_streams--;
     req->state = RQ_DONE; /* finished by the handler: no on_close */
-    hc_close(req->hc, -1, NULL);
+    close_hc(req->hc, -1, NULL);
 }
