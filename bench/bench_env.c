@@ -136,7 +136,7 @@ int bx_admin(bx_ctx *x, bx_kubesim *ks, const char *method, const char *path, co
     if (rc == 0 && r.status >= 300)
         rc = OP_EHTTP;
     if (rc)
-        bx_say(x, "bench: kubesim admin %s %s: %s (HTTP %d) %.200s", method, path, op_strerror(rc), r.status,
+        bx_say(x, "bench: kubesim admin %s %s: %s (HTTP %d) %.200s", method, path, err_str(rc), r.status,
                r.body ? r.body : "");
     if (out)
         *out = rc == 0 ? cJSON_Parse(r.body) : NULL;

@@ -101,7 +101,7 @@ int bx_clean_pods(bx_ctx *x, bx_api *api)
             continue;
         }
         if (rc != 0) {
-            bx_say(x, "bench: listing the pods to clean up: %s", op_strerror(rc));
+            bx_say(x, "bench: listing the pods to clean up: %s", err_str(rc));
             return rc;
         }
         const cJSON *it;
@@ -126,7 +126,7 @@ int bx_clean_pods(bx_ctx *x, bx_api *api)
         cJSON *list = NULL;
         int rc = bx_list(x, api, &KUBE_PODS, x->ns, CLEAN_SEL "&limit=1", &list);
         if (rc != 0) {
-            bx_say(x, "bench: waiting for the pods to go: %s", op_strerror(rc));
+            bx_say(x, "bench: waiting for the pods to go: %s", err_str(rc));
             return rc;
         }
         int n = json_len(json_get(list, "items"));

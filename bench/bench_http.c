@@ -80,7 +80,7 @@ hc_pool *bx_pool_new(bx_ctx *x, const char *base_url)
     o.max_body_bytes = 256u << 20;
     hc_pool *p = hc_pool_new(x->loop, base_url, &o, &err);
     if (p == NULL)
-        bx_say(x, "bench: bad URL %s: %s", base_url, op_strerror(err));
+        bx_say(x, "bench: bad URL %s: %s", base_url, err_str(err));
     return p;
 }
 
@@ -145,7 +145,7 @@ int bx_api_open(bx_ctx *x, const char *kubeconfig_path, bx_api *api)
     };
     api->kc = kube_client_new(x->loop, &ko, &rc);
     if (api->kc == NULL) {
-        bx_say(x, "bench: API client for %s: %s", api->cfg->server, op_strerror(rc));
+        bx_say(x, "bench: API client for %s: %s", api->cfg->server, err_str(rc));
         kcfg_free(api->cfg);
         api->cfg = NULL;
         return rc;
@@ -222,7 +222,7 @@ int bx_create(bx_ctx *x, bx_api *api, const kube_res *res, const char *ns, const
     kube_create(api->kc, res, ns, obj, kcb, w);
     int rc = kfinish(x, w, "POST", out);
     if (rc && rc != OP_ETIMEOUT && rc != OP_EEXISTS)
-        bx_say(x, "bench: create %s: %s (%s)", res->plural, op_strerror(rc), w->st.message);
+        bx_say(x, "bench: create %s: %s (%s)", res->plural, err_str(rc), w->st.message);
     if (rc != OP_ETIMEOUT)
         free(w);
     return rc;
@@ -239,7 +239,7 @@ int bx_patch(bx_ctx *x, bx_api *api, const kube_res *res, const char *ns, const 
     cJSON_Delete(patch);
     int rc = kfinish(x, w, "PATCH", out);
     if (rc && rc != OP_ETIMEOUT)
-        bx_say(x, "bench: patch %s/%s: %s (%s)", res->plural, name, op_strerror(rc), w->st.message);
+        bx_say(x, "bench: patch %s/%s: %s (%s)", res->plural, name, err_str(rc), w->st.message);
     if (rc != OP_ETIMEOUT)
         free(w);
     return rc;

@@ -114,7 +114,7 @@ static void on_connect(conn *c, int status)
 {
     lconn *lc = conn_data(c);
     if (status) {
-        bx_say(lc->L->x, "bench: load: connect: %s", op_strerror(status));
+        bx_say(lc->L->x, "bench: load: connect: %s", err_str(status));
         lc->L->failed_connects++;
         lc->dead = 1;
         return;
@@ -163,7 +163,7 @@ static void watch_on_connect(conn *c, int status)
 {
     struct load *L = conn_data(c);
     if (status) {
-        bx_say(L->x, "bench: load: watch connect: %s", op_strerror(status));
+        bx_say(L->x, "bench: load: watch connect: %s", err_str(status));
         L->watch_state = W_FAILED;
         return;
     }
@@ -242,7 +242,7 @@ static int load_inline(bx_ctx *x, const kcfg *cfg, const char *path, char *const
         int err = 0;
         tls = tls_client_config_new(&to, &err);
         if (tls == NULL) {
-            bx_say(x, "bench: load: TLS configuration: %s", op_strerror(err));
+            bx_say(x, "bench: load: TLS configuration: %s", err_str(err));
             return err;
         }
     }

@@ -86,7 +86,7 @@ static void ev_done_http(hc_req *req, int status, const hc_response *r, void *da
         c->failed++;
         if (!c->first_error[0])
             snprintf(c->first_error, sizeof(c->first_error), "%s: HTTP %d %.100s",
-                     status ? op_strerror(status) : "answer", r->status, r->body ? r->body : "");
+                     status ? err_str(status) : "answer", r->status, r->body ? r->body : "");
     }
 }
 
@@ -102,7 +102,7 @@ static void ev_done_kube(int err, const cJSON *obj, const kube_status *st, void 
     } else {
         c->failed++;
         if (!c->first_error[0])
-            snprintf(c->first_error, sizeof(c->first_error), "%s (%.100s)", op_strerror(err),
+            snprintf(c->first_error, sizeof(c->first_error), "%s (%.100s)", err_str(err),
                      st ? st->message : "");
     }
 }
@@ -278,7 +278,7 @@ static void outage_cb(uv_timer_t *t)
     churn *c = t->data;
     int e = bx_lab_kill_rest(c->lab);
     if (e)
-        bx_say(c->x, "bench: churn: could not kill the lab's slurmrestd: %s", op_strerror(e));
+        bx_say(c->x, "bench: churn: could not kill the lab's slurmrestd: %s", err_str(e));
     else
         c->killed = 1;
 }

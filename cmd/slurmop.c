@@ -1,4 +1,5 @@
 /* slurmop: the operator's main: flags, logging, signals, the loop. */
+#include <assert.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdint.h>
@@ -256,6 +257,8 @@ struct app {
 static void on_operator_stopped(void *data, int code)
 {
     struct app *a = data;
+    assert(a->op != NULL); /* the operator stops once (operator.h) */
+    assert(code == 0 || code == 1);
     a->exit_code = code;
     a->op = NULL;
     for (size_t i = 0; i < N_STOP_SIGNALS; i++)
@@ -564,6 +567,9 @@ int main(int argc, char **argv)
     } else {
         uv_run(&a.loop, UV_RUN_DEFAULT);
     }
+    /* The loop runs dry only after the operator said it stopped: every
+     * handle of it is closed by then, and the signal handles with it. */
+    assert(a.op == NULL);
     if (uv_loop_close(&a.loop) != 0)
         log_error("loop still has open handles at exit");
     tokb_policy_free(&token_policy);

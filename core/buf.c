@@ -1,11 +1,17 @@
 #include "core/buf.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/err.h"
+
+/* What every mutating call relies on and leaves true: len within max, and
+ * room for the terminator behind the bytes once memory is held. */
+#define BUF_SANE(b)                                                                                          \
+    ((b)->len <= (b)->max && ((b)->data ? (b)->len < (b)->cap : (b)->len == 0 && (b)->cap == 0))
 
 void buf_init(buf_t *b, size_t max)
 {
@@ -25,6 +31,7 @@ void buf_free(buf_t *b)
 
 void buf_reset(buf_t *b)
 {
+    assert(BUF_SANE(b));
     b->len = 0;
     if (b->data)
         b->data[0] = '\0';
@@ -32,6 +39,7 @@ void buf_reset(buf_t *b)
 
 int buf_reserve(buf_t *b, size_t n)
 {
+    assert(BUF_SANE(b));
     if (n > b->max || b->len > b->max - n)
         return OP_ETOOBIG;
     size_t need = b->len + n + 1; /* room for the terminator */
@@ -42,11 +50,13 @@ int buf_reserve(buf_t *b, size_t n)
         cap = cap * 2 > cap ? cap * 2 : need;
     b->data = xrealloc(b->data, cap);
     b->cap = cap;
+    assert(b->len + n < b->cap);
     return 0;
 }
 
 int buf_append(buf_t *b, const void *p, size_t n)
 {
+    assert(p != NULL || n == 0);
     int rc = buf_reserve(b, n);
     if (rc)
         return rc;
@@ -54,6 +64,7 @@ int buf_append(buf_t *b, const void *p, size_t n)
         memcpy(b->data + b->len, p, n);
     b->len += n;
     b->data[b->len] = '\0';
+    assert(BUF_SANE(b));
     return 0;
 }
 
@@ -79,14 +90,20 @@ int buf_printf(buf_t *b, const char *fmt, ...)
     if (rc)
         return rc;
     va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    int m = vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
+    /* The arguments were read twice: both passes must agree on the size. */
+    assert(m == n);
+    (void)m;
     b->len += (size_t)n;
+    assert(BUF_SANE(b));
     return 0;
 }
 
 void buf_consume(buf_t *b, size_t n)
 {
+    assert(n <= b->len);
+    assert(BUF_SANE(b));
     if (n >= b->len) {
         buf_reset(b);
         return;
@@ -98,6 +115,7 @@ void buf_consume(buf_t *b, size_t n)
 
 char *buf_detach(buf_t *b, size_t *len)
 {
+    assert(BUF_SANE(b));
     char *p = b->data ? b->data : xstrdup("");
     if (len)
         *len = b->len;

@@ -18,6 +18,7 @@
  */
 #include "core/conn.h"
 
+#include <assert.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,7 @@ struct conn {
     int prep_active;
     int shutdown_started;
     int handles; /* open handles (timers, prepare, tcp) */
+    int in_api;  /* conn_* calls under way: no user callback may run inside one (conn.h) */
     int gai_active;
     uv_tcp_t *tcp;
     uv_timer_t timer;
@@ -139,10 +141,20 @@ static void schedule_prep(conn *c);
 /* --- state --------------------------------------------------------------- */
 
 #define set_state(c, s) set_state_at((c), (s), __LINE__)
+/* The transitions conn.h describes: a server conn starts open (and goes
+ * back to the handshake when it is TLS), a client one resolving; failed
+ * and ending are reached only from the states that lead to them; closing
+ * is final. */
 static void set_state_at(conn *c, int s, int line)
 {
+    assert(s >= CS_RESOLVING && s <= CS_CLOSING);
     if (c->state == s)
         return;
+    assert(c->state != CS_CLOSING);
+    assert(s != CS_OPEN || c->state == CS_CONNECTING || c->state == CS_HANDSHAKE);
+    assert(s != CS_HANDSHAKE || c->state == CS_CONNECTING || (c->server && c->state == CS_OPEN));
+    assert(s != CS_FAILED || (!c->server && c->state < CS_OPEN));
+    assert(s != CS_ENDING || c->state == CS_OPEN);
     log_trace("conn %p %s -> %s (line %d)", (void *)c, state_names[c->state], state_names[s], line);
     c->state = s;
 }
@@ -150,6 +162,7 @@ static void set_state_at(conn *c, int s, int line)
 static void handle_closed(uv_handle_t *h)
 {
     conn *c = h->data;
+    assert(c->handles > 0);
     if (h == (uv_handle_t *)c->tcp)
         c->tcp = NULL;
     if (h->type == UV_TCP)
@@ -197,6 +210,7 @@ static void uv_reading_update(conn *c)
  * reading starts again). */
 static void read_end(conn *c, int code)
 {
+    assert(code < 0);
     if (c->rd_done)
         return;
     c->rd_done = 1;
@@ -204,19 +218,25 @@ static void read_end(conn *c, int code)
     uv_reading_update(c);
     if (c->reading && !c->ended && !c->closing) {
         c->end_reported = 1;
+        assert(c->in_api == 0);
         c->cbs->on_read(c, code, NULL);
     }
 }
 
 static void deliver(conn *c, const char *p, size_t n)
 {
+    assert(n <= READ_BUF_SIZE);
     if (n == 0 || !c->reading || c->closing || c->ended)
         return;
+    assert(c->in_api == 0);
     c->cbs->on_read(c, (ssize_t)n, p);
 }
 
 static void connect_failed(conn *c, int err)
 {
+    /* A server conn's failures end its read side instead (handshake_failed). */
+    assert(!c->server);
+    assert(err < 0);
     if (c->connect_reported || c->closing)
         return;
     c->connect_reported = 1;
@@ -230,15 +250,19 @@ static void connect_failed(conn *c, int err)
         uv_read_stop((uv_stream_t *)c->tcp);
         c->uv_reading = 0;
     }
+    assert(c->in_api == 0);
     c->cbs->on_connect(c, err);
 }
 
 static void became_open(conn *c)
 {
+    assert(c->state == CS_CONNECTING || c->state == CS_HANDSHAKE);
+    assert(!c->closing);
     set_state(c, CS_OPEN);
     uv_timer_stop(&c->timer);
     if (!c->server && !c->connect_reported) {
         c->connect_reported = 1;
+        assert(c->in_api == 0);
         c->cbs->on_connect(c, 0);
         if (c->closing)
             return;
@@ -262,6 +286,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     (void)buf;
     if (nread == 0 || c->closing || (uv_tcp_t *)s != c->tcp)
         return;
+    assert(nread < 0 || (buf->base == read_buf && (size_t)nread <= sizeof(read_buf)));
     if (nread < 0) {
         if (c->state == CS_ENDING) {
             conn_close(c);
@@ -292,6 +317,7 @@ static void release_entry(wentry *e)
 
 static void drop_queue(conn *c)
 {
+    assert(c->qh <= c->qn && c->qn <= c->qcap);
     for (size_t i = c->qh; i < c->qn; i++)
         release_entry(&c->q[i]);
     c->qh = c->qn = 0;
@@ -313,6 +339,7 @@ static wentry *queue_push(conn *c)
             c->q = xrealloc(c->q, c->qcap * sizeof(wentry));
         }
     }
+    assert(c->qn < c->qcap);
     wentry *e = &c->q[c->qn++];
     memset(e, 0, sizeof(*e));
     return e;
@@ -324,7 +351,7 @@ static void write_failed(conn *c, int err)
         return;
     c->wr_failed = 1;
     drop_queue(c);
-    log_debug("conn %p: write failed: %s", (void *)c, op_strerror(err));
+    log_debug("conn %p: write failed: %s", (void *)c, err_str(err));
     if (c->state == CS_ENDING) {
         conn_close(c);
         return;
@@ -341,6 +368,7 @@ static void check_drain(conn *c)
     if (!c->drain_armed || c->closing || c->ended || c->q_bytes + c->inflight_bytes > c->drain_low)
         return;
     c->drain_armed = 0;
+    assert(c->in_api == 0);
     if (c->cbs->on_drain)
         c->cbs->on_drain(c);
 }
@@ -349,6 +377,7 @@ static void write_cb(uv_write_t *req, int status)
 {
     wreq *w = container_of(req, wreq, req);
     conn *c = w->c;
+    assert(c->inflight_bytes >= w->bytes);
     c->inflight_bytes -= w->bytes;
     if (status == 0)
         c->bytes_out += w->bytes;
@@ -396,8 +425,9 @@ static int queue_check(conn *c)
     return 0;
 }
 
-int conn_write(conn *c, const void *p, size_t len)
+static int conn_write_in(conn *c, const void *p, size_t len)
 {
+    assert(p != NULL || len == 0);
     int rc = queue_check(c);
     if (rc || len == 0)
         return rc;
@@ -407,6 +437,7 @@ int conn_write(conn *c, const void *p, size_t len)
     if (last && last->cap && last->cap - last->len >= len && !(c->tls && c->qn - 1 == c->qh && c->tls_off)) {
         memcpy((char *)last->p + last->len, p, len);
         last->len += len;
+        assert(last->len <= last->cap);
     } else {
         wentry *e = queue_push(c);
         e->cap = len < PACK_BLOCK ? PACK_BLOCK : len;
@@ -421,8 +452,20 @@ int conn_write(conn *c, const void *p, size_t len)
     return 0;
 }
 
-int conn_write_ref(conn *c, const char *p, size_t len, void (*release)(void *arg), void *arg)
+/* The calls that do work count themselves in c->in_api, and every user
+ * callback site asserts it is 0: a callback run from inside a conn_* call
+ * (conn.h forbids it) trips a debug build at once. */
+int conn_write(conn *c, const void *p, size_t len)
 {
+    c->in_api++;
+    int rc = conn_write_in(c, p, len);
+    c->in_api--;
+    return rc;
+}
+
+static int conn_write_ref_in(conn *c, const char *p, size_t len, void (*release)(void *arg), void *arg)
+{
+    assert(p != NULL || len == 0);
     int rc = queue_check(c);
     if (rc || len == 0) {
         if (release)
@@ -438,6 +481,14 @@ int conn_write_ref(conn *c, const char *p, size_t len, void (*release)(void *arg
     if (c->state == CS_OPEN || c->state == CS_ENDING)
         schedule_prep(c);
     return 0;
+}
+
+int conn_write_ref(conn *c, const char *p, size_t len, void (*release)(void *arg), void *arg)
+{
+    c->in_api++;
+    int rc = conn_write_ref_in(c, p, len, release, arg);
+    c->in_api--;
+    return rc;
 }
 
 size_t conn_queued(const conn *c)
@@ -470,6 +521,7 @@ static void tcp_on_bytes(conn *c, const char *p, size_t n)
 
 static void tcp_flush(conn *c)
 {
+    assert(c->qh <= c->qn && c->tls_off == 0);
     size_t n = c->qn - c->qh;
     if (n == 0)
         return;
@@ -535,6 +587,7 @@ static void tls_keep_leftover(conn *c)
     size_t left = tls_sess_input_left(c->tls, &p);
     if (c->saved && p >= c->saved && p <= c->saved + c->saved_len) {
         c->saved_off = (size_t)(p - c->saved);
+        assert(c->saved_off <= c->saved_len);
         if (c->saved_off == c->saved_len) {
             free(c->saved);
             c->saved = NULL;
@@ -602,6 +655,8 @@ static void tls_flush(conn *c)
 {
     while (c->qn > c->qh) {
         wentry *e = &c->q[c->qh];
+        /* A fully encrypted entry leaves the queue at once (below). */
+        assert(c->tls_off < e->len);
         int r = tls_sess_write(c->tls, e->p + c->tls_off, e->len - c->tls_off);
         if (r == 0)
             break; /* retried later with the same pointer and length */
@@ -610,6 +665,7 @@ static void tls_flush(conn *c)
             write_failed(c, r);
             return;
         }
+        assert((size_t)r <= e->len - c->tls_off && (size_t)r <= c->q_bytes);
         c->tls_off += (size_t)r;
         c->q_bytes -= (size_t)r;
         if (c->tls_off == e->len) {
@@ -646,12 +702,14 @@ static const struct transport tls_transport = {"tls", tls_on_bytes, tls_flush, t
 static void prep_cb(uv_prepare_t *h)
 {
     conn *c = h->data;
+    assert(c->prep_active);
     uv_prepare_stop(h);
     c->prep_active = 0;
     if (c->closing)
         return;
     if (c->defer_wanted) {
         c->defer_wanted = 0;
+        assert(c->in_api == 0);
         if (!c->ended && c->cbs->on_defer)
             c->cbs->on_defer(c);
         if (c->closing)
@@ -662,6 +720,7 @@ static void prep_cb(uv_prepare_t *h)
         if (c->reading && !c->ended) {
             if (c->rd_done && !c->end_reported) {
                 c->end_reported = 1;
+                assert(c->in_api == 0);
                 c->cbs->on_read(c, c->end_code, NULL);
                 if (c->closing)
                     return;
@@ -719,6 +778,7 @@ static void timer_cb(uv_timer_t *t)
 static void utimer_cb(uv_timer_t *t)
 {
     conn *c = t->data;
+    assert(c->in_api == 0);
     if (!c->closing && !c->ended && c->cbs->on_timer)
         c->cbs->on_timer(c);
 }
@@ -785,7 +845,7 @@ static void connect_cb(uv_connect_t *req, int status)
     if (c->closing || status == UV_ECANCELED || c->state != CS_CONNECTING)
         return;
     if (status < 0) {
-        log_debug("conn %p: connect to %s:%d failed: %s", (void *)c, c->host, c->port, op_strerror(status));
+        log_debug("conn %p: connect to %s:%d failed: %s", (void *)c, c->host, c->port, err_str(status));
         if (c->ai_next) {
             close_tcp(c);
             c->tcp = NULL;
@@ -834,6 +894,9 @@ static void try_connect(conn *c)
 static void gai_cb(int status, struct addrinfo *res, void *data)
 {
     conn *c = data;
+    /* An abandoned lookup never calls back (core/resolve.h), and both
+     * conn_close and connect_failed abandon it. */
+    assert(c->gai_active && c->gai != NULL);
     c->gai_active = 0;
     c->gai = NULL;
     if (c->closing || c->state != CS_RESOLVING) {
@@ -859,9 +922,8 @@ static void fail_soon(conn *c, int err)
     uv_timer_start(&c->timer, timer_cb, 0, 0);
 }
 
-conn *conn_connect(uv_loop_t *loop, const conn_connect_opts *o, const conn_cbs *cbs, void *data)
+static void connect_begin(conn *c, const conn_connect_opts *o)
 {
-    conn *c = conn_alloc(loop, cbs, data);
     c->state = CS_RESOLVING;
     c->host = xstrdup(o->host ? o->host : "");
     c->port = o->port;
@@ -877,12 +939,12 @@ conn *conn_connect(uv_loop_t *loop, const conn_connect_opts *o, const conn_cbs *
         int rc = tls_config_is_server(o->tls) ? OP_EINVAL : start_tls(c, c->host);
         if (rc) {
             fail_soon(c, rc);
-            return c;
+            return;
         }
     }
     if (!*c->host || o->port <= 0 || o->port > 65535) {
         fail_soon(c, OP_EINVAL);
-        return c;
+        return;
     }
     if (o->timeout_ms)
         uv_timer_start(&c->timer, timer_cb, o->timeout_ms, 0);
@@ -901,7 +963,7 @@ conn *conn_connect(uv_loop_t *loop, const conn_connect_opts *o, const conn_cbs *
             c->tcp = NULL;
             fail_soon(c, rc);
         }
-        return c;
+        return;
     }
     char port[16];
     snprintf(port, sizeof(port), "%d", o->port);
@@ -910,11 +972,19 @@ conn *conn_connect(uv_loop_t *loop, const conn_connect_opts *o, const conn_cbs *
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_ADDRCONFIG;
-    int rc = rsv_lookup(loop, c->host, port, &hints, gai_cb, c, &c->gai);
+    int rc = rsv_lookup(c->loop, c->host, port, &hints, gai_cb, c, &c->gai);
     if (rc < 0)
         fail_soon(c, rc);
     else
         c->gai_active = 1;
+}
+
+conn *conn_connect(uv_loop_t *loop, const conn_connect_opts *o, const conn_cbs *cbs, void *data)
+{
+    conn *c = conn_alloc(loop, cbs, data);
+    c->in_api++;
+    connect_begin(c, o);
+    c->in_api--;
     return c;
 }
 
@@ -1017,7 +1087,7 @@ unsigned long long conn_bytes_out(const conn *c)
 
 /* --- read control -------------------------------------------------------- */
 
-void conn_read_start(conn *c)
+static void conn_read_start_in(conn *c)
 {
     if (c->closing || c->ended || c->reading)
         return;
@@ -1036,6 +1106,13 @@ void conn_read_start(conn *c)
             schedule_prep(c);
         }
     }
+}
+
+void conn_read_start(conn *c)
+{
+    c->in_api++;
+    conn_read_start_in(c);
+    c->in_api--;
 }
 
 void conn_read_stop(conn *c)
@@ -1061,8 +1138,11 @@ static void shutdown_cb(uv_shutdown_t *req, int status)
     uv_timer_start(&c->timer, timer_cb, c->linger_ms, 0);
 }
 
-void conn_end(conn *c, unsigned linger_ms)
+static void conn_end_in(conn *c, unsigned linger_ms)
 {
+    /* Only conn_close may follow conn_end, and nothing but a user's
+     * conn_close or conn_end starts the close path. */
+    assert(!c->closing && !c->ended);
     if (c->closing || c->ended)
         return;
     c->ended = 1;
@@ -1090,7 +1170,17 @@ void conn_end(conn *c, unsigned linger_ms)
     uv_timer_start(&c->timer, timer_cb, END_DRAIN_MS, 0);
 }
 
-void conn_close(conn *c)
+void conn_end(conn *c, unsigned linger_ms)
+{
+    c->in_api++;
+    conn_end_in(c, linger_ms);
+    c->in_api--;
+}
+
+/* A second call is a legitimate no-op: the ending paths above reach it from
+ * several callbacks, and a server cuts a lingering conn_end short with it
+ * (core/httpd close_hc). */
+static void conn_close_in(conn *c)
 {
     if (c->closing)
         return;
@@ -1108,13 +1198,26 @@ void conn_close(conn *c)
     close_tcp(c);
 }
 
+void conn_close(conn *c)
+{
+    c->in_api++;
+    conn_close_in(c);
+    c->in_api--;
+}
+
 /* Free once every handle is closed and the resolver has answered. Pending
  * write, connect and shutdown callbacks run (with UV_ECANCELED) before the
  * TCP close callback, so by now nothing refers to the conn. */
 static void finish_close(conn *c)
 {
+    assert(c->handles >= 0);
     if (!c->closing || c->handles > 0 || c->gai_active)
         return;
+    /* Every write callback ran (cancelled ones too) before the last handle
+     * closed, and nothing is queued after conn_close. */
+    assert(c->state == CS_CLOSING);
+    assert(c->inflight_bytes == 0 && c->q_bytes == 0 && c->qh == c->qn);
+    assert(c->in_api == 0);
     if (c->cbs->on_close)
         c->cbs->on_close(c);
     if (c->ai)

@@ -23,8 +23,10 @@
  * handshake). After n < 0 nothing more is read. While reading is stopped no
  * on_read runs, even for bytes already decrypted.
  *
- * Lifetime: the user calls conn_close() (or conn_end()) exactly once, on
- * every path including failed connects. No user callback except on_close
+ * Lifetime: the user calls conn_close() (or conn_end()) on every path
+ * including failed connects; conn_end at most once and never after
+ * conn_close (asserted), conn_close also after conn_end (to cut the
+ * lingering short) or again (a no-op). No user callback except on_close
  * runs after that; on_close runs once, after every handle and request is
  * finished, and the conn is freed right after it returns. Every callback
  * runs from the loop, never from inside the conn_* call that caused it.
@@ -110,7 +112,8 @@ void conn_defer(conn *c);
  *  EOF or after linger_ms (0: close right after the flush). Counts as the
  *  user's close: only on_close runs afterwards. */
 void conn_end(conn *c, unsigned linger_ms);
-/** Close now; queued writes are dropped. Idempotent. */
+/** Close now; queued writes are dropped. Idempotent, and allowed after
+ *  conn_end. */
 void conn_close(conn *c);
 int conn_is_closing(const conn *c);
 

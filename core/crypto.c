@@ -1,5 +1,6 @@
 #include "core/crypto.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <mbedtls/base64.h>
 #include <mbedtls/md.h>
@@ -69,6 +70,7 @@ char *base64_encode(const void *data, size_t len)
     char *out = xmalloc(olen + 1);
     if (mbedtls_base64_encode((unsigned char *)out, olen + 1, &olen, data, len) != 0)
         abort();
+    assert(olen == (len + 2) / 3 * 4);
     out[olen] = '\0';
     return out;
 }
@@ -114,6 +116,7 @@ uint8_t *base64_decode(const char *s, size_t len, size_t *out_len)
         return NULL;
     }
     free(norm);
+    assert(olen <= n / 4 * 3); /* the room given to mbedtls */
     out[olen] = '\0';
     if (out_len)
         *out_len = olen;

@@ -19,7 +19,7 @@ static int is_ours(int code)
     return code > OP__ERR_FIRST && code < OP__ERR_LAST;
 }
 
-const char *op_strerror(int code)
+const char *err_str(int code)
 {
     if (code == 0)
         return "success";
@@ -28,7 +28,7 @@ const char *op_strerror(int code)
     return uv_strerror(code);
 }
 
-const char *op_errname(int code)
+const char *err_name(int code)
 {
     if (code == 0)
         return "OK";

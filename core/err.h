@@ -2,8 +2,8 @@
  *
  * Functions return 0 on success or a negative code. Codes from libuv
  * (UV_E*, i.e. negated errno) pass through unchanged; the project's own codes
- * live below OP_ERR_BASE so the two ranges never overlap. op_strerror() and
- * op_errname() accept both. Convert errno with OP_ERRNO() and nothing else.
+ * live below OP_ERR_BASE so the two ranges never overlap. err_str() and
+ * err_name() accept both. Convert errno with OP_ERRNO() and nothing else.
  */
 #ifndef OP_ERR_H
 #define OP_ERR_H
@@ -42,7 +42,7 @@
     X(IO, "I/O error")                                                                                       \
     X(UNKNOWN, "state unknown")
 
-enum op_err {
+enum err_code {
     OP_OK = 0,
     OP__ERR_FIRST = OP_ERR_BASE,
 #define OP_ERR_ENUM(name, msg) OP_E##name,
@@ -55,8 +55,8 @@ enum op_err {
 #define OP_ERRNO(e) (-(e))
 
 /** Human-readable message for any code (project, libuv or negated errno). */
-const char *op_strerror(int code);
+const char *err_str(int code);
 /** Short symbolic name: "ETIMEOUT", "ECONNREFUSED", ... */
-const char *op_errname(int code);
+const char *err_name(int code);
 
 #endif

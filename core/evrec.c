@@ -1,5 +1,6 @@
 #include "core/evrec.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +103,7 @@ static int take_token(evrec *r, const char *uid, uint64_t now)
     if (b->tokens < 1)
         return 0;
     b->tokens -= 1;
+    assert(b->tokens >= 0 && b->tokens <= BURST);
     return 1;
 }
 
@@ -130,7 +132,7 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
         return;
     if (err) {
         r->stats.failed++;
-        log_debug("event recorder: write failed: %s (%s)", op_strerror(err), st ? st->message : "");
+        log_debug("event recorder: write failed: %s (%s)", err_str(err), st ? st->message : "");
     }
 }
 
@@ -155,6 +157,7 @@ void evrec_emit(evrec *r, const evrec_ref *ref, const char *type, const char *re
     snprintf(key, sizeof(key), "%s|%s|%s|%s", ref->uid ? ref->uid : ref->name, type, reason, note);
     struct series *s = map_get(&r->series, key);
     if (s && now - s->last_ms <= EVREC_SERIES_MS) {
+        assert(s->count > 0);
         s->count++;
         s->last_ms = now;
         cJSON *patch = cJSON_CreateObject();

@@ -1,5 +1,6 @@
 #include "core/hrtimer.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +16,11 @@
 #define NS_PER_MS 1000000ull
 #define NS_PER_SEC 1000000000ull
 
+/* hrtimer.h: never before the deadline. */
 static void fire(hrtimer *t)
 {
+    assert(t->armed && t->cb != NULL && uv_hrtime() >= t->deadline_ns);
+    assert(!uv_is_closing(&t->h.handle));
     t->armed = 0;
     t->cb(t);
 }
@@ -110,6 +114,7 @@ void hrtimer_init(uv_loop_t *loop, hrtimer *t)
 
 void hrtimer_start(hrtimer *t, hrtimer_cb cb, uint64_t deadline_ns)
 {
+    assert(cb != NULL && !uv_is_closing(&t->h.handle));
     t->cb = cb;
     t->deadline_ns = deadline_ns;
 #ifdef __linux__
@@ -164,6 +169,7 @@ static void on_handle_closed(uv_handle_t *h)
 
 void hrtimer_close(hrtimer *t, hrtimer_cb on_closed)
 {
+    assert(!uv_is_closing(&t->h.handle)); /* closed once, as any libuv handle */
     hrtimer_stop(t);
     t->on_closed = on_closed;
     uv_close(&t->h.handle, on_handle_closed);

@@ -23,6 +23,7 @@
  */
 #include "core/httpc.h"
 
+#include <assert.h>
 #include <llhttp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -134,6 +135,7 @@ struct hc_pool {
     int n_live_conns;
     int n_live_reqs;
     int closing;
+    int in_api; /* hc_* calls under way: on_done never runs inside one (httpc.h) */
     int timer_open;
     uv_timer_t timer; /* only closed, to make the final callback asynchronous */
     void (*on_closed)(void *data);
@@ -155,6 +157,7 @@ static void maybe_free_pool(hc_pool *pool);
 static void wire_unref(void *arg)
 {
     wire *w = arg;
+    assert(w->refs > 0);
     if (--w->refs == 0)
         free(w);
 }
@@ -249,6 +252,7 @@ static int build_wire(hc_pool *pool, hc_req *r, const hc_req_opts *o)
 #undef PUT
 #undef PUTS
     w->len = (size_t)(p - w->data);
+    assert(w->len == total);
     r->w = w;
     return 0;
 }
@@ -259,6 +263,7 @@ static void req_closed(uv_handle_t *h)
 {
     hc_req *r = h->data;
     hc_pool *pool = r->pool;
+    assert(r->state == RQ_DONE && pool->n_live_reqs > 0);
     if (r->w)
         wire_unref(r->w);
     buf_free(&r->hdr);
@@ -313,6 +318,8 @@ static void req_arm(hc_req *r)
 static void queue_put(hc_pool *pool, hc_req *r, int again)
 {
     list_node *q = r->urgent || r->prio || r->first ? &pool->queue_prio : &pool->queue;
+    /* A closing pool completes requests instead of queueing them. */
+    assert(!pool->closing && r->hconn == NULL && !list_is_linked(&r->link));
     r->state = RQ_QUEUED;
     if (r->urgent || r->first || again)
         list_insert_head(q, &r->link);
@@ -337,11 +344,13 @@ static void req_detach(hc_req *r)
     hc_pool *pool = r->pool;
     switch (r->state) {
     case RQ_QUEUED:
+        assert(pool->n_queued > 0 && list_is_linked(&r->link));
         list_remove(&r->link);
         pool->n_queued--;
         break;
     case RQ_CONNECTING: {
         hc_conn *hc = r->hconn;
+        assert(hc != NULL && hc->req == r);
         hc->req = NULL;
         if (hc->streaming)
             hconn_close(hc);
@@ -349,6 +358,7 @@ static void req_detach(hc_req *r)
     }
     case RQ_ACTIVE: {
         hc_conn *hc = r->hconn;
+        assert(hc != NULL && hc->req == r);
         hc->req = NULL;
         hconn_close(hc);
         break;
@@ -381,6 +391,11 @@ static void req_fail(hc_req *r, int status)
 
 static void req_deliver(hc_req *r, int status)
 {
+    /* on_done runs exactly once, for a request no queue or connection
+     * holds any more. */
+    assert(r->state != RQ_DONE);
+    assert(r->hconn == NULL && !list_is_linked(&r->link));
+    assert(r->pool->in_api == 0);
     r->state = RQ_DONE;
     uv_timer_stop(&r->timer);
     hc_response resp;
@@ -394,7 +409,7 @@ static void req_deliver(hc_req *r, int status)
         resp.body_len = r->body.len;
     }
     if (status < 0)
-        log_debug("httpc %s: request failed: %s", r->pool->host_hdr, op_strerror(status));
+        log_debug("httpc %s: request failed: %s", r->pool->host_hdr, err_str(status));
     r->on_done(r, status, &resp, r->data);
     uv_close((uv_handle_t *)&r->timer, req_closed);
 }
@@ -544,6 +559,7 @@ static int on_header_value_complete(llhttp_t *p)
         r->hcap = r->hcap ? r->hcap * 2 : 16;
         r->hoff = xrealloc(r->hoff, r->hcap * 2 * sizeof(size_t));
     }
+    assert(r->nh < r->hcap && r->name_off < r->val_off && r->val_off < r->hdr.len);
     r->hoff[2 * r->nh] = r->name_off;
     r->hoff[2 * r->nh + 1] = r->val_off;
     r->nh++;
@@ -576,6 +592,7 @@ static int on_headers_complete(llhttp_t *p)
     if (r->nh) {
         r->harr = xmalloc(r->nh * sizeof(hc_header));
         for (size_t i = 0; i < r->nh; i++) {
+            assert(r->hoff[2 * i] < r->hoff[2 * i + 1] && r->hoff[2 * i + 1] < r->hdr.len);
             r->harr[i].name = r->hdr.data + r->hoff[2 * i];
             r->harr[i].value = r->hdr.data + r->hoff[2 * i + 1];
         }
@@ -593,6 +610,7 @@ static int on_headers_complete(llhttp_t *p)
     if (r->on_headers) {
         hc_response resp;
         make_resp(r, &resp);
+        assert(r->pool->in_api == 0);
         r->on_headers(r, &resp, r->data);
         if (hc->req != r)
             return HPE_USER; /* canceled from the callback */
@@ -610,6 +628,7 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
     if (!r)
         return HPE_USER;
     if (r->streaming) {
+        assert(r->pool->in_api == 0);
         if (r->on_data(r, at, n, r->data) != 0) {
             if (hc->req == r)
                 r->err = OP_ECANCELED;
@@ -661,6 +680,9 @@ static void settings_init(void)
 static void hconn_make_idle(hc_conn *hc)
 {
     hc_pool *pool = hc->pool;
+    /* Only a pooled connection with no request goes idle; a streaming one
+     * is closed after its one request. */
+    assert(hc->req == NULL && !hc->streaming && hc->state != HCS_CLOSING && !pool->closing);
     hc->state = HCS_IDLE;
     list_remove(&hc->link);
     list_insert_head(&pool->idle, &hc->link);
@@ -673,9 +695,11 @@ static void hconn_close(hc_conn *hc)
     if (hc->state == HCS_CLOSING)
         return;
     hc_pool *pool = hc->pool;
+    assert(pool->n_open > 0 && list_is_linked(&hc->link));
     hc->state = HCS_CLOSING;
     list_remove(&hc->link);
     if (hc->counted) {
+        assert(pool->n_counted > 0);
         hc->counted = 0;
         pool->n_counted--;
     }
@@ -688,6 +712,7 @@ static void response_done(hc_conn *hc, int extra_bytes)
 {
     hc_pool *pool = hc->pool;
     hc_req *r = hc->req;
+    assert(r != NULL && r->hconn == hc && r->state == RQ_ACTIVE && hc->state == HCS_BUSY);
     int keep = hc->keep_alive && !extra_bytes && !hc->streaming && !r->close_after && !pool->closing;
     hc->req = NULL;
     r->hconn = NULL;
@@ -708,7 +733,7 @@ static int is_reset(int err)
 }
 
 /* The read side ended while a request was active. */
-static void conn_ended(hc_conn *hc, int err)
+static void hconn_ended(hc_conn *hc, int err)
 {
     hc_pool *pool = hc->pool;
     hc_req *r = hc->req;
@@ -767,7 +792,7 @@ static void hc_on_read(conn *c, ssize_t nread, const char *bytes)
     if (hc->state == HCS_CLOSING)
         return;
     if (nread < 0) {
-        conn_ended(hc, (int)nread);
+        hconn_ended(hc, (int)nread);
         return;
     }
     hc_req *r = hc->req;
@@ -805,8 +830,12 @@ static void hc_on_connect(conn *c, int status)
     hc_conn *hc = conn_data(c);
     hc_pool *pool = hc->pool;
     hc_req *r = hc->req;
+    /* conn reports no connect after hconn_close (it calls no user callback
+     * once closed), and a request detached from a connecting conn left it. */
+    assert(hc->state == HCS_CONNECTING);
+    assert(r == NULL || (r->hconn == hc && r->state == RQ_CONNECTING));
     if (status < 0) {
-        log_debug("httpc %s: connect failed: %s", pool->host_hdr, op_strerror(status));
+        log_debug("httpc %s: connect failed: %s", pool->host_hdr, err_str(status));
         hc->req = NULL;
         hconn_close(hc);
         if (r) {
@@ -838,6 +867,7 @@ static void hc_on_close(conn *c)
 {
     hc_conn *hc = conn_data(c);
     hc_pool *pool = hc->pool;
+    assert(hc->state == HCS_CLOSING && hc->req == NULL && pool->n_live_conns > 0);
     pool->n_live_conns--;
     free(hc);
     maybe_free_pool(pool);
@@ -852,6 +882,7 @@ static const conn_cbs hc_conn_cbs = {
 
 static hc_conn *hconn_new(hc_pool *pool, hc_req *r, int streaming)
 {
+    assert((r->state == RQ_NEW || r->state == RQ_QUEUED) && !list_is_linked(&r->link) && r->hconn == NULL);
     hc_conn *hc = xcalloc(1, sizeof(*hc));
     hc->pool = pool;
     hc->state = HCS_CONNECTING;
@@ -883,6 +914,9 @@ static hc_conn *hconn_new(hc_pool *pool, hc_req *r, int streaming)
 static void send_req(hc_conn *hc, hc_req *r)
 {
     hc_pool *pool = hc->pool;
+    assert(hc->state == HCS_IDLE || hc->state == HCS_CONNECTING);
+    assert(hc->req == NULL || hc->req == r);
+    assert(r->w != NULL && r->w->refs > 0 && !list_is_linked(&r->link));
     if (hc->state == HCS_IDLE)
         conn_timer_stop(hc->c);
     hc->state = HCS_BUSY;
@@ -944,6 +978,9 @@ static void maybe_free_pool(hc_pool *pool)
 {
     if (!pool->closing || pool->timer_open || pool->n_live_conns > 0 || pool->n_live_reqs > 0)
         return;
+    assert(pool->n_live_conns == 0 && pool->n_live_reqs == 0 && pool->n_open == 0 && pool->n_queued == 0);
+    assert(list_empty(&pool->idle) && list_empty(&pool->active) && list_empty(&pool->queue_prio) &&
+           list_empty(&pool->queue));
     void (*cb)(void *) = pool->on_closed;
     void *data = pool->closed_data;
     tls_config_unref(pool->tls);
@@ -1079,7 +1116,7 @@ hc_pool *hc_pool_new(uv_loop_t *loop, const char *base_url, const hc_pool_opts *
     return pool;
 }
 
-void hc_pool_close(hc_pool *pool, void (*on_closed)(void *data), void *data)
+static void hc_pool_close_in(hc_pool *pool, void (*on_closed)(void *data), void *data)
 {
     if (pool->closing)
         return;
@@ -1097,10 +1134,18 @@ void hc_pool_close(hc_pool *pool, void (*on_closed)(void *data), void *data)
     }
     while (!list_empty(&pool->idle))
         hconn_close(list_entry(list_first(&pool->idle), hc_conn, link));
+    assert(pool->n_queued == 0 && pool->n_open == 0 && pool->n_counted == 0);
     uv_close((uv_handle_t *)&pool->timer, pool_timer_closed);
 }
 
-hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts)
+void hc_pool_close(hc_pool *pool, void (*on_closed)(void *data), void *data)
+{
+    pool->in_api++;
+    hc_pool_close_in(pool, on_closed, data);
+    pool->in_api--;
+}
+
+static hc_req *hc_request_in(hc_pool *pool, const hc_req_opts *opts)
 {
     hc_req *r = xcalloc(1, sizeof(*r));
     r->pool = pool;
@@ -1149,13 +1194,33 @@ hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts)
     return r;
 }
 
-void hc_cancel(hc_req *req)
+/* The API calls count themselves in pool->in_api, which every user callback
+ * site asserts is 0 (httpc.h: completions are always asynchronous). */
+hc_req *hc_request(hc_pool *pool, const hc_req_opts *opts)
+{
+    pool->in_api++;
+    hc_req *r = hc_request_in(pool, opts);
+    pool->in_api--;
+    return r;
+}
+
+static void hc_cancel_in(hc_req *req)
 {
     if (!req || req->state == RQ_DONE || req->state == RQ_COMPLETING)
         return;
     hc_pool *pool = req->pool;
     req_complete_async(req, OP_ECANCELED);
     pump(pool);
+}
+
+void hc_cancel(hc_req *req)
+{
+    if (!req)
+        return;
+    hc_pool *pool = req->pool;
+    pool->in_api++;
+    hc_cancel_in(req);
+    pool->in_api--;
 }
 
 void hc_pause(hc_req *req)

@@ -17,6 +17,7 @@
 #include "core/httpd.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <ctype.h>
 #include <llhttp.h>
 #include <stdio.h>
@@ -364,6 +365,7 @@ static int on_header_value_complete(llhttp_t *p)
         r->hcap = r->hcap ? r->hcap * 2 : 16;
         r->hoff = xrealloc(r->hoff, r->hcap * 2 * sizeof(size_t));
     }
+    assert(r->nh < r->hcap && r->name_off < r->val_off && r->val_off < r->hdr.len);
     r->hoff[2 * r->nh] = r->name_off;
     r->hoff[2 * r->nh + 1] = r->val_off;
     r->nh++;
@@ -447,6 +449,8 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
 static int on_message_complete(llhttp_t *p)
 {
     hs_req *r = preq(p);
+    /* The parser runs only while no request is with the handler. */
+    assert(r->state == RQ_PARSING && !((hs_conn *)p->data)->paused);
     r->keep_alive = llhttp_should_keep_alive(p);
     r->state = RQ_HANDLER;
     /* Hand the request over outside the parser. */
@@ -489,6 +493,7 @@ void hs_peer_ip(const char *peer, char *out, size_t cap)
 static void peer_release(hs_conn *hc)
 {
     peer_count *pc = hc->peer;
+    assert(pc == NULL || (pc->n > 0 && map_get(&hc->srv->peers, pc->ip) == pc));
     hc->peer = NULL;
     if (pc && --pc->n == 0) {
         map_del(&hc->srv->peers, pc->ip);
@@ -499,13 +504,14 @@ static void peer_release(hs_conn *hc)
 /* The one way a connection ends. linger < 0: now (also when a graceful end
  * is already lingering); otherwise flush what was answered, then close
  * within linger ms. The caps stop counting it at once. */
-static void hc_close(hs_conn *hc, int linger, const char *why)
+static void close_hc(hs_conn *hc, int linger, const char *why)
 {
     if (hc->closing) {
         if (linger < 0)
             conn_close(hc->c);
         return;
     }
+    assert(hc->srv->n_live > 0);
     hc->closing = 1;
     hc->srv->n_live--;
     peer_release(hc);
@@ -519,6 +525,7 @@ static void hc_close(hs_conn *hc, int linger, const char *why)
 
 static void set_phase(hs_conn *hc, int phase)
 {
+    assert(phase >= PH_NONE && phase <= PH_OUTPUT);
     if (hc->closing || hc->phase == phase)
         return;
     hc->phase = phase;
@@ -588,19 +595,20 @@ static void reject(hs_conn *hc, int status)
 {
     log_debug("httpd %s: rejecting request with %d", conn_peer(hc->c), status);
     write_simple(hc, status, 0);
-    hc_close(hc, LINGER_MS, NULL);
+    close_hc(hc, LINGER_MS, NULL);
 }
 
 /* A request was finished (responded, stream ended or aborted). */
 static void req_finished(hs_req *r)
 {
     hs_conn *hc = r->hc;
+    assert(r->state == RQ_HANDLER || r->state == RQ_STREAMING);
     r->state = RQ_DONE;
     if (hc->closing)
         return;
     hc->since = uv_now(conn_loop(hc->c));
     if (!r->keep_alive) {
-        hc_close(hc, LINGER_MS, NULL);
+        close_hc(hc, LINGER_MS, NULL);
         return;
     }
     if (!hc->in_dispatch && hc->paused) {
@@ -613,6 +621,9 @@ static void dispatch(hs_conn *hc)
 {
     hs_server *srv = hc->srv;
     hs_req *r = &hc->req;
+    /* Each request reaches the handler once, and never from inside the
+     * handler of another. */
+    assert(!hc->in_dispatch && hc->paused && r->state == RQ_HANDLER);
     srv->stats.requests++;
     set_phase(hc, PH_NONE);
     hc->in_dispatch = 1;
@@ -636,7 +647,7 @@ static size_t parse(hs_conn *hc, const char *p, size_t n)
             /* The request asked to switch protocols (or was a CONNECT). It
              * has been answered; what follows is not HTTP/1.1, which is all
              * we speak, so the connection ends here. */
-            hc_close(hc, 0, NULL);
+            close_hc(hc, 0, NULL);
             return n;
         }
         if (err != HPE_PAUSED) {
@@ -649,6 +660,7 @@ static size_t parse(hs_conn *hc, const char *p, size_t n)
             return n;
         }
         const char *pos = llhttp_get_error_pos(&hc->parser);
+        assert(pos >= p + done && pos <= p + n);
         done = (size_t)(pos - p);
         llhttp_resume(&hc->parser);
         hc->paused = 1;
@@ -665,6 +677,7 @@ static size_t parse(hs_conn *hc, const char *p, size_t n)
  * time overall. */
 static void hold(hs_conn *hc, const char *p, size_t n)
 {
+    assert(hc->in_off <= hc->in.len);
     if (n == 0)
         return;
     if (hc->in_off && hc->in_off >= hc->in.len / 2) {
@@ -675,7 +688,7 @@ static void hold(hs_conn *hc, const char *p, size_t n)
         /* The bound is the header and body caps together: a client this far
          * ahead of a deferred response is not an HTTP client we serve (and
          * an error response now would jump the queue). */
-        hc_close(hc, -1, "too far ahead of its answers");
+        close_hc(hc, -1, "too far ahead of its answers");
         return;
     }
     update_reading(hc);
@@ -688,6 +701,7 @@ static void process(hs_conn *hc)
         if (hc->closing)
             return;
         hc->in_off += used;
+        assert(hc->in_off <= hc->in.len);
     }
     if (hc->closing)
         return;
@@ -708,11 +722,11 @@ static void on_read(conn *c, ssize_t nread, const char *bytes)
         if (hc->paused) {
             /* The client went away while its request was being handled:
              * close so that on_close reaches the handler. */
-            hc_close(hc, -1, NULL);
+            close_hc(hc, -1, NULL);
         } else if (nread == UV_EOF && hc->req.state != RQ_PARSING) {
-            hc_close(hc, 0, NULL); /* flush what was answered, then close */
+            close_hc(hc, 0, NULL); /* flush what was answered, then close */
         } else {
-            hc_close(hc, -1, NULL);
+            close_hc(hc, -1, NULL);
         }
         return;
     }
@@ -745,6 +759,7 @@ static void on_drain(conn *c)
     hs_conn *hc = conn_data(c);
     if (hc->closing || !hc->out_wait)
         return;
+    assert(hc->srv->stats.reads_paused > 0);
     hc->out_wait = 0;
     hc->srv->stats.reads_paused--;
     set_phase(hc, PH_NONE);
@@ -762,13 +777,13 @@ static void on_timer(conn *c)
         /* Answered, for an honest but slow client; the close does not wait
          * for a client that does not read. */
         write_simple(hc, 408, 0);
-        hc_close(hc, 0, "request not complete in time");
+        close_hc(hc, 0, "request not complete in time");
         break;
     case PH_OUTPUT:
-        hc_close(hc, -1, "answers left unread too long");
+        close_hc(hc, -1, "answers left unread too long");
         break;
     default:
-        hc_close(hc, -1, "idle timeout");
+        close_hc(hc, -1, "idle timeout");
         break;
     }
 }
@@ -780,7 +795,8 @@ static void on_conn_close(conn *c)
     hs_conn *hc = conn_data(c);
     hs_server *srv = hc->srv;
     hs_req *r = &hc->req;
-    if (!hc->closing) { /* not through hc_close: cannot happen, keep the counts right anyway */
+    assert(hc->closing && hc->peer == NULL && srv->n_conns > 0);
+    if (!hc->closing) { /* not through close_hc: cannot happen, keep the counts right anyway */
         hc->closing = 1;
         srv->n_live--;
         peer_release(hc);
@@ -837,14 +853,14 @@ static int make_room(hs_server *srv, const peer_count *pc)
         if (victim == NULL)
             return -1;
         srv->stats.evicted++;
-        hc_close(victim, -1, "its peer's connection cap: a newer connection takes its place");
+        close_hc(victim, -1, "its peer's connection cap: a newer connection takes its place");
     }
     if (srv->n_live >= srv->opts.max_conns) {
         hs_conn *victim = oldest_waiting(srv, NULL);
         if (victim == NULL)
             return -1;
         srv->stats.evicted++;
-        hc_close(victim, -1, "the connection cap: a newer connection takes its place");
+        close_hc(victim, -1, "the connection cap: a newer connection takes its place");
     }
     return 0;
 }
@@ -853,7 +869,7 @@ static void on_connection(uv_stream_t *server, int status)
 {
     hs_server *srv = server->data;
     if (status < 0 || srv->closing) {
-        log_warn("httpd: accept failed: %s", op_strerror(status));
+        log_warn("httpd: accept failed: %s", err_str(status));
         return;
     }
     hs_conn *hc = xcalloc(1, sizeof(*hc));
@@ -865,7 +881,7 @@ static void on_connection(uv_stream_t *server, int status)
         hs_ms = srv->opts.request_timeout_ms;
     hc->c = conn_accept(server, srv->tls, hs_ms, &hs_conn_cbs, hc, &err);
     if (!hc->c) {
-        log_warn("httpd: accept failed: %s", op_strerror(err));
+        log_warn("httpd: accept failed: %s", err_str(err));
         free(hc);
         return;
     }
@@ -915,6 +931,7 @@ static void maybe_free_server(hs_server *srv)
 {
     if (!srv->closing || srv->listener_open || srv->n_conns > 0)
         return;
+    assert(list_empty(&srv->conns) && srv->n_live == 0 && srv->peers.count == 0);
     void (*cb)(void *) = srv->on_closed;
     void *data = srv->closed_data;
     tls_config_unref(srv->tls);
@@ -1073,7 +1090,7 @@ void hs_drop_connections(hs_server *srv)
     list_foreach_safe(pos, tmp, &srv->conns)
     {
         hs_conn *hc = list_entry(pos, hs_conn, link);
-        hc_close(hc, -1, NULL);
+        close_hc(hc, -1, NULL);
     }
 }
 
@@ -1235,6 +1252,9 @@ static int write_head(hs_req *r, int status, const char *ctype, const char *extr
 void hs_respond(hs_req *req, int status, const char *content_type, const char *extra_headers,
                 const char *body, size_t len)
 {
+    /* Exactly one answer per request (httpd.h); a release build logs and
+     * ignores a second one. */
+    assert(req->state == RQ_HANDLER);
     if (req->state != RQ_HANDLER) {
         log_error("httpd: hs_respond on a request in state %d (ignored)", req->state);
         return;
@@ -1255,6 +1275,7 @@ void hs_respond(hs_req *req, int status, const char *content_type, const char *e
 
 void hs_stream_begin(hs_req *req, int status, const char *content_type, const char *extra_headers)
 {
+    assert(req->state == RQ_HANDLER);
     if (req->state != RQ_HANDLER) {
         log_error("httpd: hs_stream_begin on a request in state %d (ignored)", req->state);
         return;
@@ -1277,7 +1298,7 @@ int hs_stream_write(hs_req *req, const char *bytes, size_t len)
     if (conn_queued(hc->c) + len > hc->srv->opts.max_write_queue) {
         log_warn("httpd %s: client too slow (%zu bytes queued), dropping it", conn_peer(hc->c),
                  conn_queued(hc->c));
-        hc_close(hc, -1, NULL);
+        close_hc(hc, -1, NULL);
         return OP_ETOOBIG;
     }
     char head[24];
@@ -1294,6 +1315,7 @@ void hs_stream_end(hs_req *req)
 {
     if (req->state != RQ_STREAMING)
         return;
+    assert(req->hc->srv->stats.open_streams > 0);
     req->hc->srv->stats.open_streams--;
     if (!req->hc->closing && !req->head)
         (void)conn_write(req->hc->c, "0\r\n\r\n", 5);
@@ -1306,5 +1328,5 @@ void hs_stream_abort(hs_req *req)
         return;
     req->hc->srv->stats.open_streams--;
     req->state = RQ_DONE; /* finished by the handler: no on_close */
-    hc_close(req->hc, -1, NULL);
+    close_hc(req->hc, -1, NULL);
 }

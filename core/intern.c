@@ -1,5 +1,6 @@
 #include "core/intern.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ const char *istr_getn(const char *s, size_t n)
         return NULL;
     struct istr *h = map_getn(&table, s, n);
     if (h) {
+        assert(h->refs > 0 && h->refs < UINT32_MAX);
         h->refs++;
         return h->s;
     }
@@ -49,8 +51,11 @@ const char *istr_get(const char *s)
 
 const char *istr_ref(const char *is)
 {
-    if (is)
+    if (is) {
+        /* Only a live interned string, never a plain copy of one. */
+        assert(map_get(&table, is) == hdr(is) && hdr(is)->refs > 0);
         hdr(is)->refs++;
+    }
     return is;
 }
 
@@ -59,9 +64,12 @@ void istr_put(const char *is)
     if (is == NULL)
         return;
     struct istr *h = hdr(is);
+    /* A reference count never drops below zero: one put per get or ref. */
+    assert(map_get(&table, is) == h && h->refs > 0);
     if (--h->refs > 0)
         return;
     map_del(&table, h->s);
+    assert(bytes >= sizeof(*h) + h->len + 1);
     bytes -= sizeof(*h) + h->len + 1;
     free(h);
     if (table.count == 0)

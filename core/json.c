@@ -1,5 +1,6 @@
 #include "core/json.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -122,6 +123,7 @@ static void *arena_alloc(json_arena *a, size_t n)
             if (a->limit - a->bytes < size)
                 size = a->limit - a->bytes;
         }
+        assert(size >= n);
         struct arena_chunk *nc = xmalloc(sizeof(*nc) + size);
         nc->size = size;
         nc->used = 0;
@@ -135,6 +137,7 @@ static void *arena_alloc(json_arena *a, size_t n)
     }
     void *p = (char *)c->data + c->used;
     c->used += n;
+    assert(c->used <= c->size && (a->limit == 0 || a->bytes <= a->limit));
     return p;
 }
 
@@ -142,6 +145,8 @@ void json_arena_reset(json_arena *a)
 {
     if (a == NULL)
         return;
+    /* Not while a parse on this thread allocates from it. */
+    assert(a != cur_arena);
     a->exhausted = 0;
     if (a->chunks == NULL)
         return;

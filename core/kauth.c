@@ -1,6 +1,7 @@
 /* kauth: TokenReview + SubjectAccessReview with a small verdict cache. See kauth.h. */
 #include "core/kauth.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +185,8 @@ static kauth_check *answer_later(kauth_check *c)
 static void finish(kauth_check *c, int cache)
 {
     kauth *a = c->a;
+    /* Only a check that sent a review is on the waiting list and counted. */
+    assert(list_is_linked(&c->link) && a->in_flight > 0);
     list_remove(&c->link);
     a->in_flight--;
     if (cache && !a->closing)
@@ -215,9 +218,9 @@ static void on_sar(int err, const cJSON *obj, const kube_status *st, void *data)
         return;
     }
     if (err) {
-        log_warn("metrics auth: SubjectAccessReview failed: %s (%d %s)", op_strerror(err), st ? st->http : 0,
+        log_warn("metrics auth: SubjectAccessReview failed: %s (%d %s)", err_str(err), st ? st->http : 0,
                  st ? st->message : "");
-        set_answer(c, 500, c->user, "authorization check failed: %s", op_strerror(err));
+        set_answer(c, 500, c->user, "authorization check failed: %s", err_str(err));
         finish(c, 0);
         return;
     }
@@ -240,9 +243,9 @@ static void on_token_review(int err, const cJSON *obj, const kube_status *st, vo
         return;
     }
     if (err) {
-        log_warn("metrics auth: TokenReview failed: %s (%d %s)", op_strerror(err), st ? st->http : 0,
+        log_warn("metrics auth: TokenReview failed: %s (%d %s)", err_str(err), st ? st->http : 0,
                  st ? st->message : "");
-        set_answer(c, 500, NULL, "authentication check failed: %s", op_strerror(err));
+        set_answer(c, 500, NULL, "authentication check failed: %s", err_str(err));
         finish(c, 0);
         return;
     }
@@ -330,6 +333,7 @@ kauth_check *kauth_check_start(kauth *a, const char *authorization, const char *
     json_set_str(spec, "token", tok); /* bearer() checked that it ends the header value */
     list_insert_tail(&a->waiting, &c->link);
     a->in_flight++;
+    assert(a->in_flight <= KAUTH_MAX_INFLIGHT);
     c->req = post(c, &RES_TOKENREVIEWS, tr, on_token_review);
     return c;
 }

@@ -1,5 +1,6 @@
 #include "core/kube.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,6 +259,9 @@ static void maybe_closed(kube_client *c)
     if (!c->closing || !c->pool_closed || !c->timer_closed || !c->turn_closed || !c->awake_closed ||
         c->outstanding > 0)
         return;
+    assert(c->outstanding == 0 && c->watches_open == 0);
+    assert(list_empty(&c->delayed) && list_empty(&c->finishing) && list_empty(&c->inflight) &&
+           list_empty(&c->paused));
     void (*cb)(void *) = c->on_closed;
     void *data = c->closed_data;
     free(c->user_agent);
@@ -272,6 +276,9 @@ static void deliver(kube_request *r);
 static void finish(kube_request *r, int err, const kube_status *st)
 {
     kube_client *c = r->c;
+    /* Every call completes exactly once (kube.h), and not while its HTTP
+     * request is still out. */
+    assert(r->state != RS_FINISHING && r->hreq == NULL);
     if (list_is_linked(&r->link))
         list_remove(&r->link);
     r->state = RS_FINISHING;
@@ -294,6 +301,8 @@ static void finish(kube_request *r, int err, const kube_status *st)
 static void deliver(kube_request *r)
 {
     kube_client *c = r->c;
+    assert(r->state == RS_FINISHING && c->outstanding > 0);
+    assert(!r->is_watch || c->watches_open > 0);
     if (list_is_linked(&r->link))
         list_remove(&r->link);
     if (r->is_watch) {
@@ -329,6 +338,7 @@ static uint64_t limiter_reserve(kube_client *c)
 static void schedule(kube_request *r, uint64_t delay_ms)
 {
     kube_client *c = r->c;
+    assert(r->state != RS_FINISHING && r->hreq == NULL && !list_is_linked(&r->link));
     r->state = RS_DELAYED;
     r->ready_at = uv_now(c->loop) + delay_ms;
     list_insert_tail(&c->delayed, &r->link);
@@ -352,6 +362,7 @@ static void on_timer(uv_timer_t *t)
     list_foreach_safe(pos, tmp, &c->delayed)
     {
         kube_request *r = list_entry(pos, kube_request, link);
+        assert(r->state == RS_DELAYED);
         if (r->ready_at <= now) {
             list_remove(pos);
             start_request(r);
@@ -546,6 +557,7 @@ static void watch_pause(kube_request *r)
 {
     if (r->paused)
         return;
+    assert(r->is_watch && r->hreq != NULL && (r->plink.next == NULL || r->plink.next == &r->plink));
     r->paused = 1;
     hc_pause(r->hreq);
     list_insert_tail(&r->c->paused, &r->plink);
@@ -557,6 +569,7 @@ static void watch_unpause(kube_request *r)
 {
     if (!r->paused)
         return;
+    assert(list_is_linked(&r->plink));
     r->paused = 0;
     list_remove(&r->plink);
     if (list_empty(&r->c->paused))
@@ -632,6 +645,7 @@ static void turn_cb(uv_prepare_t *h)
             /* Still paused; the others' turn next. */
             r->yield = 0;
             r->held_off += used;
+            assert(r->held_off <= r->held.len);
             list_remove(&r->plink);
             list_insert_tail(&c->paused, &r->plink);
             continue;
@@ -734,6 +748,7 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
 {
     kube_request *r = data;
     kube_status st;
+    assert(r->hreq == hr && r->state == RS_IN_FLIGHT);
     r->hreq = NULL;
     if (list_is_linked(&r->link))
         list_remove(&r->link); /* from c->inflight */
@@ -749,7 +764,7 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
         } else if (status != 0) {
             err = status;
             st.http = 0;
-            snprintf(st.message, sizeof(st.message), "%s", op_strerror(status));
+            snprintf(st.message, sizeof(st.message), "%s", err_str(status));
             observe(r, 0);
             if (!r->http_status)
                 note_unanswered(r, status);
@@ -779,7 +794,7 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
 
     if (status != 0) {
         st.http = 0;
-        snprintf(st.message, sizeof(st.message), "%s %s: %s", r->method, r->path, op_strerror(status));
+        snprintf(st.message, sizeof(st.message), "%s %s: %s", r->method, r->path, err_str(status));
         observe(r, 0);
         note_unanswered(r, status);
         if (!r->canceled && maybe_retry(r, status, &st, NULL))
@@ -829,6 +844,8 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
  * asynchronously with respect to the caller. */
 static void deliver_parsed(kube_request *r, cJSON *obj, int had_body)
 {
+    /* Straight from on_done or the parse offload: out of every list. */
+    assert(r->state == RS_IN_FLIGHT && r->hreq == NULL && !list_is_linked(&r->link));
     kube_status st;
     memset(&st, 0, sizeof(st));
     st.http = r->http_status;
@@ -883,6 +900,7 @@ static void start_request(kube_request *r)
     char *auth = NULL;
     const char *tok = c->opts.token ? c->opts.token(c->opts.token_data) : NULL;
 
+    assert(r->state == RS_DELAYED && r->hreq == NULL && !list_is_linked(&r->link));
     if (r->canceled || c->closing) {
         finish(r, OP_ECANCELED, NULL);
         return;

@@ -234,7 +234,7 @@ static int merge_file(struct merged *mg, const char *path, int must_exist, char 
         return 0;
     }
     if (rc)
-        return fail(err, errlen, rc, "kubeconfig %s: %s", path, op_strerror(rc));
+        return fail(err, errlen, rc, "kubeconfig %s: %s", path, err_str(rc));
     char yerr[256];
     cJSON *docs = yaml_parse_all(text, len, yerr, sizeof(yerr));
     free(text);
@@ -341,7 +341,7 @@ static int get_blob(const cJSON *body, const char *field, const char *dir, char 
         size_t n;
         rc = file_read_all(full, KCFG_MAX_FILE, out, &n);
         if (rc) {
-            rc = fail(err, errlen, rc, "%s: field \"%s\": %s: %s", what, field, full, op_strerror(rc));
+            rc = fail(err, errlen, rc, "%s: field \"%s\": %s: %s", what, field, full, err_str(rc));
             free(full);
             return rc;
         }
@@ -446,7 +446,7 @@ static int load_user(kcfg *c, const char *name, const struct entry *e, char *err
         rc = read_trimmed(c->token_file, &t);
         if (rc)
             return fail(err, errlen, rc, "%s: field \"tokenFile\": %s: %s", what, c->token_file,
-                        op_strerror(rc));
+                        err_str(rc));
         if (*t == '\0') {
             free(t);
             return fail(err, errlen, OP_ECONFIG, "%s: field \"tokenFile\": %s is empty", what, c->token_file);
@@ -574,7 +574,7 @@ int kcfg_in_cluster(const char *sa_dir, kcfg **out, char *err, size_t errlen)
     int rc = read_trimmed(c->token_file, &c->_token);
     if (rc) {
         rc =
-            fail(err, errlen, rc, "in-cluster: service account token %s: %s", c->token_file, op_strerror(rc));
+            fail(err, errlen, rc, "in-cluster: service account token %s: %s", c->token_file, err_str(rc));
         goto bad;
     }
     if (*c->_token == '\0') {
@@ -584,7 +584,7 @@ int kcfg_in_cluster(const char *sa_dir, kcfg **out, char *err, size_t errlen)
     char *ca_path = xasprintf("%s/ca.crt", sa_dir);
     rc = file_read_all(ca_path, KCFG_MAX_FILE, &c->ca_pem, &c->ca_len);
     if (rc) {
-        rc = fail(err, errlen, rc, "in-cluster: CA bundle %s: %s", ca_path, op_strerror(rc));
+        rc = fail(err, errlen, rc, "in-cluster: CA bundle %s: %s", ca_path, err_str(rc));
         free(ca_path);
         goto bad;
     }
@@ -699,7 +699,7 @@ const char *kcfg_token(kcfg *c, uint64_t now)
         if (rc == 0)
             free(t);
         log_warn("Could not re-read the bearer token file; keeping the previous token. file=%s err=%s",
-                 c->token_file, rc ? op_strerror(rc) : "file is empty");
+                 c->token_file, rc ? err_str(rc) : "file is empty");
     }
     return c->_token;
 }

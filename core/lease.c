@@ -1,5 +1,6 @@
 #include "core/lease.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,7 @@ static void maybe_done(lease_elector *le)
 {
     if (!le->stopping || le->req || le->handles_closed < 2)
         return;
+    assert(le->handles_closed == 2);
     void (*cb)(void *) = le->on_stopped;
     void *data = le->stopped_data;
     cJSON_Delete(le->cached);
@@ -106,6 +108,8 @@ static void schedule(lease_elector *le, unsigned ms)
  * time plus the renew deadline. */
 static void become_leader(lease_elector *le)
 {
+    /* Stepping down is final (lease.h): nothing leads again after it. */
+    assert(!le->lost && !le->stopping);
     le->last_ok_sent_ms = le->attempt_ms;
     uint64_t now = uv_now(le->loop);
     uint64_t due = le->last_ok_sent_ms + le->o.renew_deadline_ms;
@@ -125,6 +129,7 @@ static void lose(lease_elector *le, const char *fmt, ...)
 {
     if (!le->leader)
         return;
+    assert(!le->lost && !le->stopping);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(le->lost_reason, sizeof(le->lost_reason), fmt, ap);
@@ -159,6 +164,7 @@ static void observe_record(lease_elector *le, const cJSON *lease)
  * holder and a 1 s duration let a successor take over at once). */
 static void release_or_done(lease_elector *le)
 {
+    assert(le->stopping && le->req == NULL && !le->releasing);
     if (!le->leader || !le->cached ||
         strcmp(json_get_str_or(le->cached, "spec.holderIdentity", ""), le->identity) != 0) {
         /* Not ours (any more): never write over another holder's record. */
@@ -182,6 +188,7 @@ static void release_or_done(lease_elector *le)
 static void on_written(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     lease_elector *le = data;
+    assert(le->req != NULL); /* one request of ours at a time, and this is it */
     le->req = NULL;
     if (le->stopping) {
         if (le->releasing) {
@@ -203,7 +210,7 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
     if (le->lost)
         return;
     if (err) {
-        log_debug("leader election: write failed: %s (%s)", op_strerror(err), st ? st->message : "");
+        log_debug("leader election: write failed: %s (%s)", err_str(err), st ? st->message : "");
         /* The cached copy is stale (409) or unusable: read it again next
          * time. A leader keeps trying until the deadline timer says no. */
         cJSON_Delete(le->cached);
@@ -235,6 +242,7 @@ static cJSON *build_spec(lease_elector *le, const cJSON *prev)
 static void on_read(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     lease_elector *le = data;
+    assert(le->req != NULL);
     le->req = NULL;
     if (le->stopping) {
         if (!err && obj)
@@ -257,7 +265,7 @@ static void on_read(int err, const cJSON *obj, const kube_status *st, void *data
         return;
     }
     if (err) {
-        log_debug("leader election: read failed: %s (%s)", op_strerror(err), st ? st->message : "");
+        log_debug("leader election: read failed: %s (%s)", err_str(err), st ? st->message : "");
         schedule(le, le->o.retry_ms);
         return;
     }
@@ -298,6 +306,7 @@ static void try_acquire_or_renew(lease_elector *le)
         return;
     }
     le->req = kube_get_with(le->o.client, &le->ro, &KUBE_LEASES, le->ns, le->name, on_read, le);
+    assert(le->req != NULL); /* kube calls back later, never from inside the call */
 }
 
 lease_elector *lease_start(uv_loop_t *loop, const lease_opts *opts, int *err)
@@ -332,6 +341,7 @@ lease_elector *lease_start(uv_loop_t *loop, const lease_opts *opts, int *err)
 
 int lease_is_leader(const lease_elector *le)
 {
+    assert(!(le->leader && le->lost));
     return le->leader;
 }
 
@@ -343,6 +353,7 @@ const char *lease_lost_reason(const lease_elector *le)
 static void on_handle_closed(uv_handle_t *h)
 {
     lease_elector *le = h->data;
+    assert(le->stopping && le->handles_closed < 2);
     le->handles_closed++;
     maybe_done(le);
 }

@@ -7,6 +7,7 @@
 #ifndef OP_LIST_H
 #define OP_LIST_H
 
+#include <assert.h>
 #include <stddef.h>
 
 #include "core/mem.h"
@@ -33,8 +34,12 @@ static inline int list_is_linked(const list_node *n)
     return n->next != n;
 }
 
+/* Inserting a node that is still in a list would corrupt both lists: n is
+ * either fresh (zeroed or list_init'ed) or removed. */
 static inline void list_insert_after(list_node *pos, list_node *n)
 {
+    assert(n->next == NULL || n->next == n);
+    assert(pos->next->prev == pos);
     n->next = pos->next;
     n->prev = pos;
     pos->next->prev = n;
@@ -53,6 +58,7 @@ static inline void list_insert_head(list_node *h, list_node *n)
 
 static inline void list_remove(list_node *n)
 {
+    assert(n->next->prev == n && n->prev->next == n);
     n->prev->next = n->next;
     n->next->prev = n->prev;
     list_init(n);
@@ -68,6 +74,7 @@ static inline void list_splice_tail(list_node *dst, list_node *src)
 {
     if (list_empty(src))
         return;
+    assert(src != dst);
     src->next->prev = dst->prev;
     dst->prev->next = src->next;
     src->prev->next = dst;

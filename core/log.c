@@ -1,5 +1,6 @@
 #include "core/log.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,7 @@ static uint64_t next_random(void)
 
 void log_reconcile_begin(const char *controller, const char *key)
 {
+    assert(!rc.active); /* handlers do not nest (log.h) */
     const char *slash = key ? strchr(key, '/') : NULL;
     snprintf(rc.controller, sizeof(rc.controller), "%s", controller ? controller : "");
     if (slash) {
@@ -68,6 +70,7 @@ void log_reconcile_begin(const char *controller, const char *key)
 
 void log_reconcile_end(void)
 {
+    assert(rc.active);
     rc.active = 0;
 }
 
@@ -115,6 +118,7 @@ static size_t json_escape(char *out, size_t cap, const char *s)
             out[n++] = (char)c;
         }
     }
+    assert(n < cap);
     out[n] = '\0';
     return n;
 }

@@ -1,5 +1,6 @@
 #include "core/map.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,8 @@ static map_slot *find(const map_t *m, const char *key, size_t n, uint32_t h)
 {
     if (m->cap == 0)
         return NULL;
+    /* A free slot ends every probe run: the load factor stays below 1. */
+    assert(m->count < m->cap && (m->cap & (m->cap - 1)) == 0);
     size_t mask = m->cap - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         map_slot *s = &m->slots[i];
@@ -105,10 +108,12 @@ static void grow(map_t *m)
         m->slots[j] = old[i];
     }
     free(old);
+    assert((ncap & (ncap - 1)) == 0 && m->count * 4 <= ncap * 3);
 }
 
 void *map_put(map_t *m, const char *key, void *val)
 {
+    assert(key != NULL);
     size_t n = strlen(key);
     uint32_t h = map_hash(key, n);
     map_slot *s = find(m, key, n, h);
@@ -129,6 +134,7 @@ void *map_put(map_t *m, const char *key, void *val)
     m->slots[i].val = val;
     m->slots[i].hash = h;
     m->count++;
+    assert(m->count * 4 <= m->cap * 3);
     return NULL;
 }
 
@@ -139,6 +145,7 @@ void *map_del(map_t *m, const char *key)
     map_slot *s = find(m, key, n, h);
     if (s == NULL)
         return NULL;
+    assert(m->count > 0);
     void *val = s->val;
     size_t mask = m->cap - 1;
     size_t i = (size_t)(s - m->slots);
@@ -173,6 +180,7 @@ int map_drop(map_t *m, const char *key)
 
 int map_next(const map_t *m, size_t *it, const char **key, void **val)
 {
+    assert(*it <= m->cap);
     while (*it < m->cap) {
         map_slot *s = &m->slots[(*it)++];
         if (s->key) {

@@ -1,5 +1,6 @@
 #include "core/metrics.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <fcntl.h>
 #if defined(__GLIBC__)
@@ -254,6 +255,7 @@ static size_t make_key(const mx_family *f, const char *const *values, char *stac
         memcpy(k + len, values[i], vl);
         len += vl;
     }
+    assert(len < need);
     k[len] = '\0';
     *key = k;
     return len;
@@ -332,6 +334,8 @@ static struct mx_child *child_lookup(mx_family *f, const char *const *values, in
     map_put(&f->by_key, c->key, c);
     list_insert_tail(&f->children, &c->link);
     f->n_children++;
+    /* Every exported child is both in the key map and on the list. */
+    assert(f->n_children == f->by_key.count && f->n_children <= f->max_children);
     return c;
 }
 
@@ -563,9 +567,11 @@ int mx_child_remove(mx_family *f, const char *const *values)
     struct mx_child *c = child_lookup(f, values, 0, NULL);
     if (c == NULL)
         return 0;
+    assert(c != f->overflow && f->n_children > 0);
     map_del(&f->by_key, c->key);
     list_remove(&c->link);
     f->n_children--;
+    assert(f->n_children == f->by_key.count);
     child_free(c, f->type);
     if (f->n_labels == 0)
         (void)child_lookup(f, NULL, 1, NULL); /* keep the single child's invariant */

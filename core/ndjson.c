@@ -1,5 +1,6 @@
 #include "core/ndjson.h"
 
+#include <assert.h>
 #include <string.h>
 
 #include "core/err.h"
@@ -30,6 +31,7 @@ static int deliver(const char *p, size_t n, ndjson_line_fn fn, void *data)
         n--;
     if (n == 0)
         return 0;
+    assert(memchr(p, '\n', n) == NULL); /* one record, never two */
     return fn(p, n, data) ? OP_ECANCELED : 0;
 }
 
@@ -42,6 +44,8 @@ int ndjson_feed(ndjson *s, const char *p, size_t n, ndjson_line_fn fn, void *dat
 int ndjson_feed_upto(ndjson *s, const char *p, size_t n, ndjson_line_fn fn, void *data, size_t *used)
 {
     const char *start = p;
+    const char *end = p + n; /* for the assert below */
+    (void)end;
     *used = 0;
     while (n > 0) {
         const char *nl = memchr(p, '\n', n);
@@ -64,6 +68,7 @@ int ndjson_feed_upto(ndjson *s, const char *p, size_t n, ndjson_line_fn fn, void
         p += k + 1;
         n -= k + 1;
         *used = (size_t)(p - start);
+        assert(p + n == end && s->tail.len == 0);
         if (rc)
             return rc;
     }

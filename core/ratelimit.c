@@ -1,5 +1,6 @@
 #include "core/ratelimit.h"
 
+#include <assert.h>
 #include <math.h>
 
 #include "core/crypto.h"
@@ -25,6 +26,7 @@ static void advance(rl_bucket *b, uint64_t now)
     if (b->tokens > b->burst)
         b->tokens = b->burst;
     b->last = now;
+    assert(b->tokens <= b->burst);
 }
 
 uint64_t rl_bucket_reserve(rl_bucket *b, uint64_t now)
@@ -79,6 +81,7 @@ uint64_t rl_exp_delay(uint64_t base, uint64_t cap, unsigned failures)
     if (failures >= 64 || base > (UINT64_MAX >> failures))
         return cap;
     uint64_t d = base << failures;
+    assert(d >> failures == base); /* the check above ruled out overflow */
     return d > cap ? cap : d;
 }
 
@@ -135,6 +138,8 @@ uint64_t rl_backoff_next(rl_backoff *b, uint64_t now)
     uint64_t d = b->current;
     double grown = (double)b->current * b->factor;
     b->current = grown >= (double)b->cap ? b->cap : (uint64_t)grown;
+    /* The un-jittered delay grows from initial and never passes cap. */
+    assert(b->current >= d && b->current <= b->cap && d >= b->initial);
 
     if (b->jitter > 0)
         d += (uint64_t)(rl_backoff_rand(b) * b->jitter * (double)d);

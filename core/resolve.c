@@ -1,6 +1,7 @@
 /* Host name lookups on detached threads (see resolve.h). */
 #include "core/resolve.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -32,6 +33,7 @@ static atomic_int live_threads;
 static void req_release(rsv_req *q)
 {
     pthread_mutex_lock(&q->mu);
+    assert(q->refs > 0); /* the loop's handle and the thread: one release each */
     int last = --q->refs == 0;
     pthread_mutex_unlock(&q->mu);
     if (!last)
@@ -86,7 +88,9 @@ static void *lookup_thread(void *arg)
         uv_async_send(&q->async);
     pthread_mutex_unlock(&q->mu);
     req_release(q);
-    atomic_fetch_sub(&live_threads, 1);
+    int before = atomic_fetch_sub(&live_threads, 1);
+    assert(before > 0);
+    (void)before;
     return NULL;
 }
 
@@ -99,6 +103,7 @@ static void async_cb(uv_async_t *h)
 {
     rsv_req *q = (rsv_req *)h;
     pthread_mutex_lock(&q->mu);
+    assert(q->refs > 0);
     int deliver = q->done && !q->abandoned;
     struct addrinfo *res = q->res;
     int status = q->status;

@@ -1,6 +1,7 @@
 /* RFC 3339 timestamps: see rfc3339.h. */
 #include "core/rfc3339.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <sys/time.h>
@@ -94,14 +95,19 @@ static struct civil civil(int64_t t)
 void rfc3339_format(int64_t t, char out[RFC3339_LEN])
 {
     struct civil c = civil(t);
-    snprintf(out, RFC3339_LEN, "%04u-%02u-%02uT%02u:%02u:%02uZ", c.y, c.mo, c.d, c.h, c.mi, c.s);
+    int n = snprintf(out, RFC3339_LEN, "%04u-%02u-%02uT%02u:%02u:%02uZ", c.y, c.mo, c.d, c.h, c.mi, c.s);
+    /* civil() keeps every field to its width: the text is never cut. */
+    assert(n == RFC3339_LEN - 1);
+    (void)n;
 }
 
 void rfc3339_format_micro(int64_t t, long usec, char out[RFC3339_MICRO_LEN])
 {
     struct civil c = civil(t);
-    snprintf(out, RFC3339_MICRO_LEN, "%04u-%02u-%02uT%02u:%02u:%02u.%06luZ", c.y, c.mo, c.d, c.h, c.mi, c.s,
-             (unsigned long)usec % 1000000ul);
+    int n = snprintf(out, RFC3339_MICRO_LEN, "%04u-%02u-%02uT%02u:%02u:%02u.%06luZ", c.y, c.mo, c.d, c.h,
+                     c.mi, c.s, (unsigned long)usec % 1000000ul);
+    assert(n == RFC3339_MICRO_LEN - 1);
+    (void)n;
 }
 
 void rfc3339_now(char out[RFC3339_LEN], int64_t offset_s)

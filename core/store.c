@@ -1,5 +1,6 @@
 #include "core/store.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,8 +88,11 @@ static void obj_free(const store *s, sobj *o)
         istr_put(o->labels[i]);
     for (int i = 0; i < o->n_annotations * 2; i++)
         istr_put(o->annotations[i]);
-    for (int i = 0; i < s->n_idx; i++)
+    for (int i = 0; i < s->n_idx; i++) {
+        /* Unlinked from every index bucket before it goes. */
+        assert(!list_is_linked(&o->links[i].node));
         istr_put(o->links[i].value);
+    }
     istr_put(o->ns);
     istr_put(o->owner_kind);
     istr_put(o->owner_name);
@@ -129,6 +133,7 @@ static void intern_pairs(const cJSON *map, const char *const *only, const char *
         pairs[i++] = istr_get(kv->string);
         pairs[i++] = istr_get(kv->valuestring);
     }
+    assert(i == 2 * n); /* count_pairs counted the same pairs */
 }
 
 /* An object is one allocation: the sobj, its index links, its projection,
@@ -176,6 +181,7 @@ static sobj *obj_build(const store *s, const cJSON *obj)
     o->name = key + (ns_len ? ns_len + 1 : 0);
     o->rv = key + key_len + 1;
     memcpy(o->rv, rv, rv_len + 1);
+    assert(o->rv + rv_len + 1 == (char *)o + head + pairs + key_len + 1 + rv_len + 1);
     o->ns = istr_get(ns);
     snprintf(o->uid, sizeof(o->uid), "%s", json_get_str_or(meta, "uid", ""));
     o->generation = json_get_int(meta, "generation", 0);
@@ -209,6 +215,7 @@ static void index_link(store *s, sobj *o)
         const char *v = ix->fn(o, ix->data);
         if (v == NULL || *v == '\0')
             continue;
+        assert(o->links[i].value == NULL && !list_is_linked(&o->links[i].node));
         struct bucket *b = map_get(&ix->buckets, v);
         if (b == NULL) {
             b = xcalloc(1, sizeof(*b));
@@ -230,6 +237,8 @@ static void index_unlink(store *s, sobj *o)
         if (l->value == NULL)
             continue;
         struct bucket *b = map_get(&s->idx[i].buckets, l->value);
+        /* A linked object is in its bucket, so the bucket exists. */
+        assert(b != NULL && b->count > 0 && b->value == l->value);
         list_remove(&l->node);
         if (b && --b->count == 0) {
             map_del(&s->idx[i].buckets, b->value);
@@ -254,6 +263,8 @@ void store_notify(store *s, const sobj *old_obj, const sobj *new_obj)
 
 static void unlink_obj(store *s, sobj *o)
 {
+    assert(map_get(&s->by_key, o->key) == o);
+    assert(s->bytes >= obj_bytes(s, o));
     map_del(&s->by_key, o->key);
     if (o->uid[0] && map_get(&s->by_uid, o->uid) == o)
         map_del(&s->by_uid, o->uid);
@@ -263,6 +274,8 @@ static void unlink_obj(store *s, sobj *o)
 
 static void link_obj(store *s, sobj *o)
 {
+    /* An object replaced under the same key was unlinked first. */
+    assert(map_get(&s->by_key, o->key) == NULL);
     map_put(&s->by_key, o->key, o);
     if (o->uid[0])
         map_put(&s->by_uid, o->uid, o);
@@ -305,6 +318,8 @@ int store_upsert(store *s, const cJSON *obj)
     sobj *o = obj_build(s, obj);
     if (o == NULL)
         return OP_EINVAL;
+    /* The key the old object was looked up by is the new object's key. */
+    assert(strcmp(o->key, keybuf) == 0);
     o->seen_gen = gen ? gen : (old ? old->seen_gen : 0);
     if (old)
         unlink_obj(s, old);
@@ -519,6 +534,7 @@ void store_free(store *s)
     size_t n = 0;
     while (map_next(&s->by_key, &it, NULL, &v))
         all[n++] = v;
+    assert(n == s->by_key.count);
     for (size_t i = 0; i < n; i++) {
         index_unlink(s, all[i]);
         obj_free(s, all[i]);

@@ -2,6 +2,7 @@
 #include "core/tls.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <mbedtls/chachapoly.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
@@ -328,12 +329,14 @@ fail:
 
 tls_config *tls_config_ref(tls_config *cfg)
 {
+    assert(cfg->refs > 0); /* only a live config gains a reference */
     cfg->refs++;
     return cfg;
 }
 
 void tls_config_unref(tls_config *c)
 {
+    assert(c == NULL || c->refs > 0);
     if (!c || --c->refs > 0)
         return;
     mbedtls_ssl_config_free(&c->conf);
@@ -483,6 +486,7 @@ void tls_sess_free(tls_session *s)
 
 void tls_sess_set_input(tls_session *s, const char *p, size_t n)
 {
+    assert(p != NULL || n == 0);
     s->in = (const unsigned char *)p;
     s->in_len = n;
 }
@@ -580,8 +584,10 @@ int tls_sess_read(tls_session *s, char *out, size_t cap)
         return OP_ETLS;
     for (;;) {
         int rc = mbedtls_ssl_read(&s->ssl, (unsigned char *)out, cap);
-        if (rc > 0)
+        if (rc > 0) {
+            assert((size_t)rc <= cap);
             return rc;
+        }
         switch (rc) {
         case MBEDTLS_ERR_SSL_WANT_READ:
         case MBEDTLS_ERR_SSL_WANT_WRITE:
@@ -609,8 +615,10 @@ int tls_sess_write(tls_session *s, const char *p, size_t len)
     if (s->dead)
         return OP_ETLS;
     int rc = mbedtls_ssl_write(&s->ssl, (const unsigned char *)p, len);
-    if (rc > 0)
+    if (rc > 0) {
+        assert((size_t)rc <= len); /* conn.c advances its queue by it */
         return rc;
+    }
     if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE || rc == 0)
         return 0;
     return map_error(s, "write", rc);

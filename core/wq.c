@@ -1,5 +1,6 @@
 #include "core/wq.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +99,8 @@ static void item_maybe_free(wq_t *q, struct wq_item *it)
 {
     if (it->flags || it->heap_idx != NOT_WAITING || it->failures || it == q->current)
         return;
+    assert(!list_is_linked(&it->link));
+    assert(map_get(&q->items, it->key) == it);
     map_del(&q->items, it->key);
     free(it);
 }
@@ -106,6 +109,7 @@ static void item_maybe_free(wq_t *q, struct wq_item *it)
 
 static void heap_set(wq_t *q, uint32_t i, struct wq_item *it)
 {
+    assert(i < q->heap_len && q->heap_len <= q->heap_cap);
     q->heap[i] = it;
     it->heap_idx = i;
 }
@@ -121,6 +125,7 @@ static void heap_up(wq_t *q, uint32_t i)
         i = parent;
     }
     heap_set(q, i, it);
+    assert(i == 0 || q->heap[(i - 1) / 2]->deadline_ns <= it->deadline_ns);
 }
 
 static void heap_down(wq_t *q, uint32_t i)
@@ -141,10 +146,12 @@ static void heap_down(wq_t *q, uint32_t i)
         i = m;
     }
     heap_set(q, i, it);
+    assert(2 * i + 1 >= q->heap_len || it->deadline_ns <= q->heap[2 * i + 1]->deadline_ns);
 }
 
 static void heap_push(wq_t *q, struct wq_item *it)
 {
+    assert(it->heap_idx == NOT_WAITING);
     if (q->heap_len == q->heap_cap) {
         q->heap_cap = q->heap_cap ? q->heap_cap * 2 : 64;
         q->heap = xrealloc(q->heap, q->heap_cap * sizeof(*q->heap));
@@ -155,7 +162,9 @@ static void heap_push(wq_t *q, struct wq_item *it)
 
 static struct wq_item *heap_pop(wq_t *q)
 {
+    assert(q->heap_len > 0);
     struct wq_item *top = q->heap[0];
+    assert(top->heap_idx == 0);
     top->heap_idx = NOT_WAITING;
     if (--q->heap_len > 0) {
         heap_set(q, 0, q->heap[q->heap_len]);
@@ -186,8 +195,12 @@ static void timer_arm(wq_t *q)
     q->armed_deadline = deadline;
 }
 
+/* The item invariant: on the ready list <=> DIRTY && !PROCESSING. */
 static void ready_push(wq_t *q, struct wq_item *it)
 {
+    assert((it->flags & F_DIRTY) && !(it->flags & F_PROCESSING));
+    assert(!list_is_linked(&it->link));
+    assert(!q->closing);
     list_insert_tail(&q->ready, &it->link);
     q->n_ready++;
     if (!uv_is_active((uv_handle_t *)&q->idle))
@@ -218,6 +231,7 @@ static void add_after_ns(wq_t *q, struct wq_item *it, uint64_t delay_ns)
         add_item(q, it, now);
         return;
     }
+    assert(it->heap_idx == NOT_WAITING || (it->heap_idx < q->heap_len && q->heap[it->heap_idx] == it));
     uint64_t deadline = now + delay_ns;
     if (it->heap_idx != NOT_WAITING) {
         if (deadline < it->deadline_ns) {
@@ -272,9 +286,11 @@ static struct wq_item *get(wq_t *q)
     list_node *n = list_first(&q->ready);
     if (n == NULL)
         return NULL;
+    assert(q->n_ready > 0);
     list_remove(n);
     q->n_ready--;
     struct wq_item *it = list_entry(n, struct wq_item, link);
+    assert((it->flags & F_DIRTY) && !(it->flags & F_PROCESSING));
     it->flags = (uint8_t)((it->flags | F_PROCESSING) & ~F_DIRTY);
     return it;
 }
@@ -282,6 +298,7 @@ static struct wq_item *get(wq_t *q)
 /* Done: processing is over; re-queue when it was dirtied meanwhile. */
 static void done(wq_t *q, struct wq_item *it)
 {
+    assert((it->flags & F_PROCESSING) && !list_is_linked(&it->link));
     it->flags &= (uint8_t)~F_PROCESSING;
     if (it->flags & F_DIRTY)
         ready_push(q, it);
@@ -290,6 +307,10 @@ static void done(wq_t *q, struct wq_item *it)
 
 static void apply(wq_t *q, struct wq_item *it, wq_result res)
 {
+    /* The default branch keeps a release build going on a handler's stray
+     * value; a debug build wants to hear of it. */
+    assert(res.action == WQ_OK || res.action == WQ_REQUEUE || res.action == WQ_REQUEUE_AFTER ||
+           res.action == WQ_ERROR);
     switch (res.action) {
     case WQ_OK:
         it->failures = 0;
@@ -331,6 +352,9 @@ static void on_idle(uv_idle_t *h)
         uint64_t t0 = uv_hrtime();
         if (q->m_qdur)
             mx_histogram_observe(q->m_qdur, (double)(t0 - (first < t0 ? first : t0)) / 1e9);
+        /* One handler at a time: it is never re-entered, not even by a
+         * handler that runs the loop. */
+        assert(q->current == NULL);
         q->current = it;
         q->current_start = t0;
         q->stats.processed++;
@@ -346,11 +370,13 @@ static void on_idle(uv_idle_t *h)
         }
         if (q->m_wdur)
             mx_histogram_observe(q->m_wdur, (double)(t1 - t0) / 1e9);
+        assert(item_find(q, it->key) == it);
         apply(q, it, res);
         done(q, it);
         if (++n >= q->max_per_tick || t1 - start >= q->max_tick_ns)
             break;
     }
+    assert(q->closing || (q->n_ready == 0) == list_empty(&q->ready));
     if ((q->closing || q->n_ready == 0) && uv_is_active((uv_handle_t *)h))
         uv_idle_stop(h);
 }
@@ -505,7 +531,7 @@ wq_t *wq_new(uv_loop_t *loop, const wq_opts *o, int *err)
         int rc = metrics_setup(q, o->metrics);
         if (rc) {
             log_error("Work queue metrics could not be registered. queue=%s err=%s", q->name,
-                      op_strerror(rc));
+                      err_str(rc));
             metrics_remove(q);
             free(q->name);
             free(q);
@@ -523,6 +549,7 @@ wq_t *wq_new(uv_loop_t *loop, const wq_opts *o, int *err)
 
 int wq_add(wq_t *q, const char *key)
 {
+    assert(key != NULL);
     if (q->closing)
         return OP_ECANCELED;
     add_item(q, item_get(q, key), uv_hrtime());
@@ -593,6 +620,7 @@ const wq_stats *wq_get_stats(const wq_t *q)
 
 static void closed_one(wq_t *q)
 {
+    assert(q->closing && q->pending_close > 0);
     if (--q->pending_close > 0)
         return;
     if (q->on_closed)

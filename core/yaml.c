@@ -220,7 +220,7 @@ cJSON *yaml_parse_file(const char *path, size_t max, char *err, size_t errlen)
     int rc = file_read_all(path, max, &s, &n);
     if (rc) {
         if (err && errlen)
-            snprintf(err, errlen, "%s: %s", path, op_strerror(rc));
+            snprintf(err, errlen, "%s: %s", path, err_str(rc));
         return NULL;
     }
     cJSON *doc = yaml_parse(s, n, err, errlen);

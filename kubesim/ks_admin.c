@@ -593,7 +593,7 @@ void admin_handle(ks *k, const ks_req *req, ks_resp *resp)
         const char *path = json_get_str(body, "path");
         int rc = ks_state_save(k, path);
         if (rc) {
-            resp_statusf(resp, 500, "InternalError", "saving state: %s", op_strerror(rc));
+            resp_statusf(resp, 500, "InternalError", "saving state: %s", err_str(rc));
         } else {
             cJSON *o = ok_obj();
             json_set_str(o, "path", path ? path : k->cfg.state_file);

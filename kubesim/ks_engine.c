@@ -157,7 +157,7 @@ ks *ks_new(uv_loop_t *loop, const ks_config *cfg, int *err)
     if (k->cfg.state_file && access(k->cfg.state_file, F_OK) == 0) {
         rc = admin_state_load(k, k->cfg.state_file);
         if (rc) {
-            log_error("kubesim: cannot load state from %s: %s", k->cfg.state_file, op_strerror(rc));
+            log_error("kubesim: cannot load state from %s: %s", k->cfg.state_file, err_str(rc));
             ks_close(k, NULL, NULL);
             if (err)
                 *err = rc;

@@ -152,7 +152,7 @@ static void array_insert(cJSON *arr, int idx, cJSON *item)
 }
 
 /* Add value at path (takes value). */
-static int op_add(cJSON **doc, const char *path, cJSON *value)
+static int add_at(cJSON **doc, const char *path, cJSON *value)
 {
     cJSON *parent;
     char *last;
@@ -187,7 +187,7 @@ static int op_add(cJSON **doc, const char *path, cJSON *value)
 }
 
 /* Detach the value at path; NULL when missing. */
-static cJSON *op_detach(cJSON *doc, const char *path)
+static cJSON *detach_at(cJSON *doc, const char *path)
 {
     cJSON *parent;
     char *last;
@@ -231,13 +231,13 @@ int patch_json_apply(cJSON **doc, const char *patch, size_t len, char *msg, size
             if (value == NULL) {
                 snprintf(msg, msglen, "add operation does not apply: missing value");
                 fail = 1;
-            } else if (op_add(doc, path, cJSON_Duplicate(value, 1)) != 0) {
+            } else if (add_at(doc, path, cJSON_Duplicate(value, 1)) != 0) {
                 snprintf(msg, msglen,
                          "add operation does not apply: doc is missing path: \"%s\": missing value", path);
                 fail = 1;
             }
         } else if (strcmp(name, "remove") == 0) {
-            cJSON *v = op_detach(*doc, path);
+            cJSON *v = detach_at(*doc, path);
             if (v == NULL) {
                 snprintf(msg, msglen,
                          "remove operation does not apply: doc is missing path: \"%s\": missing value", path);
@@ -252,14 +252,14 @@ int patch_json_apply(cJSON **doc, const char *patch, size_t len, char *msg, size
                 cJSON_Delete(*doc);
                 *doc = cJSON_Duplicate(value, 1);
             } else {
-                cJSON *v = op_detach(*doc, path);
+                cJSON *v = detach_at(*doc, path);
                 if (v == NULL) {
                     snprintf(msg, msglen,
                              "replace operation does not apply: doc is missing key: %s: missing value", path);
                     fail = 1;
                 } else {
                     cJSON_Delete(v);
-                    if (op_add(doc, path, cJSON_Duplicate(value, 1)) != 0) {
+                    if (add_at(doc, path, cJSON_Duplicate(value, 1)) != 0) {
                         snprintf(msg, msglen, "replace operation does not apply: doc is missing key: %s",
                                  path);
                         fail = 1;
@@ -278,13 +278,13 @@ int patch_json_apply(cJSON **doc, const char *patch, size_t len, char *msg, size
                 snprintf(msg, msglen, "move operation does not apply: from path is a prefix of path");
                 fail = 1;
             } else {
-                cJSON *v = move ? op_detach(*doc, from) : cJSON_Duplicate(get_at(*doc, from), 1);
+                cJSON *v = move ? detach_at(*doc, from) : cJSON_Duplicate(get_at(*doc, from), 1);
                 if (v == NULL) {
                     snprintf(msg, msglen,
                              "%s operation does not apply: doc is missing from path: %s: missing value", name,
                              from);
                     fail = 1;
-                } else if (op_add(doc, path, v) != 0) {
+                } else if (add_at(doc, path, v) != 0) {
                     snprintf(msg, msglen, "%s operation does not apply: doc is missing destination path: %s",
                              name, path);
                     fail = 1;

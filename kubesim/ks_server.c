@@ -218,7 +218,7 @@ static int read_pem(const char *path, char **out)
     size_t len;
     int rc = file_read_all(path, 1 << 20, out, &len);
     if (rc)
-        log_error("kubesim: cannot read %s: %s", path, op_strerror(rc));
+        log_error("kubesim: cannot read %s: %s", path, err_str(rc));
     return rc;
 }
 

@@ -119,7 +119,7 @@ static void on_signal(uv_signal_t *s, int signum)
     if (a->state_file) {
         int rc = ks_state_save(a->k, a->state_file);
         if (rc)
-            log_error("kubesim: saving state to %s: %s", a->state_file, op_strerror(rc));
+            log_error("kubesim: saving state to %s: %s", a->state_file, err_str(rc));
         else
             log_info("kubesim: state saved to %s", a->state_file);
     }
@@ -402,14 +402,14 @@ int main(int argc, char **argv)
     ks *k = NULL;
     ks_server *srv = ks_server_new(loop, NULL, &so, &err);
     if (srv == NULL) {
-        fprintf(stderr, "kubesim: cannot listen: %s\n", op_strerror(err));
+        fprintf(stderr, "kubesim: cannot listen: %s\n", err_str(err));
         uv_run(loop, UV_RUN_DEFAULT);
         return 1;
     }
     cfg.root_ca_pem = ks_server_ca_pem(srv);
     k = ks_new(loop, &cfg, &err);
     if (k == NULL) {
-        fprintf(stderr, "kubesim: cannot start: %s\n", op_strerror(err));
+        fprintf(stderr, "kubesim: cannot start: %s\n", err_str(err));
         ks_server_close(srv, NULL, NULL);
         uv_run(loop, UV_RUN_DEFAULT);
         uv_loop_close(loop);
@@ -423,7 +423,7 @@ int main(int argc, char **argv)
     if (kubeconfig) {
         int rc = ks_server_write_kubeconfig(srv, kubeconfig, cfg.n_tokens ? cfg.tokens[0] : NULL);
         if (rc) {
-            fprintf(stderr, "kubesim: cannot write %s: %s\n", kubeconfig, op_strerror(rc));
+            fprintf(stderr, "kubesim: cannot write %s: %s\n", kubeconfig, err_str(rc));
             return 1;
         }
     }
@@ -457,7 +457,7 @@ int main(int argc, char **argv)
     uv_run(loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(loop);
     if (rc)
-        log_error("kubesim: loop not empty at exit: %s", op_strerror(rc));
+        log_error("kubesim: loop not empty at exit: %s", err_str(rc));
     free(labels);
     free(taints);
     free(tokens);

@@ -1,5 +1,6 @@
 #include "reconcilers/batch.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,7 @@ static void start_more(wbatch *b)
         b->in_flight++;
         b->start(b, i, b->items[i], b->data);
     }
+    assert(b->in_flight <= WBATCH_WINDOW);
     b->starting = 0;
 }
 
@@ -48,6 +50,7 @@ static void start_more(wbatch *b)
 static int advance(wbatch *b)
 {
     for (;;) {
+        assert(b->next <= b->n && b->batch_end <= b->n && b->in_flight <= b->next);
         if (b->starting)
             return 0;
         if (!b->stop && b->next < b->batch_end && b->in_flight < WBATCH_WINDOW) {
@@ -66,6 +69,8 @@ static int advance(wbatch *b)
         }
         wbatch_end_fn end = b->end;
         void *data = b->data;
+        /* Every item was started and done, or skipped. */
+        assert(b->in_flight == 0 && b->next == b->n && b->failed + b->skipped <= b->n);
         size_t sent = b->n - b->skipped, failed = b->failed, skipped = b->skipped;
         free(b->items);
         free(b);
@@ -93,6 +98,8 @@ wbatch *wbatch_run(void *const *items, size_t n, wbatch_start_fn start, wbatch_i
 
 void wbatch_item_done(wbatch *b, size_t index, int err)
 {
+    /* Only a started item is done, and the window counted it. */
+    assert(b->in_flight > 0 && index < b->next);
     if (err) {
         b->failed++;
         b->stop = 1;

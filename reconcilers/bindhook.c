@@ -1,5 +1,6 @@
 #include "reconcilers/bindhook.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +289,7 @@ static void on_pod_read(int err, const cJSON *obj, const kube_status *st, void *
     (void)st;
     bh_call *c = data;
     bindhook *h = c->h;
+    assert(c->kr != NULL && h->n_reads > 0 && h->n_calls > 0);
     c->kr = NULL;
     if (c->req) {
         if (err == 0 && bh_pod_is_nodeset(obj))
@@ -295,6 +297,7 @@ static void on_pod_read(int err, const cJSON *obj, const kube_status *st, void *
         else
             respond(h, c->req, &c->rv, NULL, err == 0 || err == OP_ENOTFOUND ? "not_nodeset" : "error");
     }
+    assert(c->peer == NULL || (c->peer->n > 0 && map_get(&h->peers, c->peer->ip) == c->peer));
     if (c->peer && --c->peer->n == 0) {
         map_del(&h->peers, c->peer->ip);
         free(c->peer);
@@ -310,6 +313,7 @@ static void hold_closed(uv_handle_t *t)
     bh_hold *ho = t->data;
     bindhook *h = ho->h;
     free(ho);
+    assert(h->n_calls > 0);
     h->n_calls--;
     maybe_free(h);
 }
@@ -436,6 +440,7 @@ static void serve(hs_req *req, void *data)
     c->h = h;
     c->peer = peer;
     h->n_reads++;
+    assert(h->n_reads <= BH_MAX_READS && peer->n <= BH_MAX_READS_PER_PEER);
     c->req = req;
     c->rv = rv;
     h->n_calls++;
@@ -483,7 +488,7 @@ static void reload_files(bindhook *h)
         int rc = serve_with(h, cert, key);
         if (rc) {
             log_warn("topology webhook: the new %s / %s do not parse or match (%s); serving the old ones",
-                     h->cert_file, h->key_file, op_strerror(rc));
+                     h->cert_file, h->key_file, err_str(rc));
         } else {
             log_info("topology webhook: serving the renewed certificate of %s", h->cert_file);
             if (h->mx_rotations)
@@ -521,7 +526,7 @@ static void promote_next(bindhook *h)
         return;
     int rc = serve_with(h, h->next_cert, h->next_key);
     if (rc) {
-        log_error("topology webhook: the new self-signed certificate does not load (%s)", op_strerror(rc));
+        log_error("topology webhook: the new self-signed certificate does not load (%s)", err_str(rc));
         free(h->next_cert);
         wipe_free(h->next_key);
     } else {
@@ -629,7 +634,7 @@ static void on_cfg_patched(int err, const cJSON *obj, const kube_status *st, voi
     }
     if (err) {
         log_warn("topology webhook: cannot update MutatingWebhookConfiguration %s: %s (HTTP %d) %s",
-                 h->config_name, op_strerror(err), st ? st->http : 0, st ? st->message : "");
+                 h->config_name, err_str(err), st ? st->http : 0, st ? st->message : "");
         cJSON_Delete(h->scope_pending);
         h->scope_pending = NULL;
         arm(h, RETRY_MS);
@@ -660,7 +665,7 @@ static void on_cfg_read(int err, const cJSON *obj, const kube_status *st, void *
     }
     if (err) {
         log_warn("topology webhook: cannot read MutatingWebhookConfiguration %s: %s (HTTP %d) %s", h->config_name,
-                 op_strerror(err), st ? st->http : 0, st ? st->message : "");
+                 err_str(err), st ? st->http : 0, st ? st->message : "");
         arm(h, RETRY_MS);
         return;
     }
@@ -728,7 +733,7 @@ static void on_tick(uv_timer_t *t)
         int rc = self_signed(h, &cert, &key);
         h->next_rotation = uv_now(h->loop) + h->rotate_ms;
         if (rc) {
-            log_error("topology webhook: cannot make a new self-signed certificate: %s", op_strerror(rc));
+            log_error("topology webhook: cannot make a new self-signed certificate: %s", err_str(rc));
         } else {
             h->next_cert = cert;
             h->next_key = key;
@@ -856,13 +861,13 @@ bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t
         if ((*rc = file_read_all(h->cert_file, MAX_PEM, &h->cert, &cl)) != 0 ||
             (*rc = file_read_all(h->key_file, MAX_PEM, &h->key, &kl)) != 0) {
             snprintf(err, errlen, "--webhook-cert-file %s / --webhook-key-file %s: %s", o->cert_file, o->key_file,
-                     op_strerror(*rc));
+                     err_str(*rc));
             *rc = OP_ECONFIG;
             goto fail;
         }
     } else {
         if ((*rc = self_signed(h, &h->cert, &h->key)) != 0) {
-            snprintf(err, errlen, "cannot make the webhook's self-signed certificate: %s", op_strerror(*rc));
+            snprintf(err, errlen, "cannot make the webhook's self-signed certificate: %s", err_str(*rc));
             goto fail;
         }
         cl = strlen(h->cert);
@@ -871,7 +876,7 @@ bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t
     if (o->client_ca_file && *o->client_ca_file) {
         size_t cal = 0;
         if ((*rc = file_read_all(o->client_ca_file, MAX_PEM, &h->client_ca, &cal)) != 0) {
-            snprintf(err, errlen, "--webhook-client-ca %s: %s", o->client_ca_file, op_strerror(*rc));
+            snprintf(err, errlen, "--webhook-client-ca %s: %s", o->client_ca_file, err_str(*rc));
             *rc = OP_ECONFIG;
             goto fail;
         }
@@ -920,7 +925,7 @@ bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t
     h->srv = hs_listen(loop, o->host, o->port, &ho, rc);
     if (h->srv == NULL) {
         snprintf(err, errlen, "cannot serve the topology webhook on %s:%d: %s%s", o->host ? o->host : "0.0.0.0",
-                 o->port, op_strerror(*rc),
+                 o->port, err_str(*rc),
                  *rc == OP_ECONFIG ? " (certificate or key does not parse, or they do not match)" : "");
         goto fail;
     }

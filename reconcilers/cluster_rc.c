@@ -1,5 +1,6 @@
 #include "reconcilers/cluster_rc.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,12 +85,14 @@ crc_gate *crc_gate_begin(crc_gates *g, const char *key, const char *cur_rv)
     t->key = xstrdup(key);
     t->rv_seen = xstrdup(cur_rv ? cur_rv : "");
     t->in_flight = 1;
+    assert(map_get(&g->m, key) == NULL);
     map_put(&g->m, t->key, t);
     return t;
 }
 
 void crc_gate_end(crc_gates *g, crc_gate *t, int err, const char *rv_new)
 {
+    assert(t->in_flight); /* a gate's write ends once */
     t->in_flight = 0;
     if (map_get(&g->m, t->key) != t) {
         gate_free(t); /* cleared or replaced meanwhile */
@@ -243,7 +246,7 @@ static void fin_written(int err, const cJSON *obj, const kube_status *st, void *
     struct fin_ctx *c = data;
     crc_gate_end(&c->m->fin_gates, c->t, err, err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
     if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && c->m->q) {
-        log_warn("%s %s: finalizer update failed: %s (%s)", c->m->kind, c->key, op_strerror(err),
+        log_warn("%s %s: finalizer update failed: %s (%s)", c->m->kind, c->key, err_str(err),
                  st ? st->message : "");
         crc_write_failed(c->m, c->key);
     }
@@ -599,7 +602,7 @@ void crc_step_failed(crc_pass *p, const char *step, int rc, char *why)
         free(why);
         return;
     }
-    op_warn(p->op, p->o, p->m->kind, "SyncFailed", "%s: %s", step, why ? why : op_strerror(rc));
+    op_warn(p->op, p->o, p->m->kind, "SyncFailed", "%s: %s", step, why ? why : err_str(rc));
     free(why);
     p->failed = 1;
 }
@@ -634,7 +637,7 @@ static void written(int err, const char *key, void *data)
                              : strcmp(w->verb, "patch") == 0 ? "PatchFailed"
                                                              : "DeleteFailed";
         if (cr)
-            op_warn(m->op, cr, m->kind, reason, "Failed to %s %s: %s", w->verb, w->what, op_strerror(err));
+            op_warn(m->op, cr, m->kind, reason, "Failed to %s %s: %s", w->verb, w->what, err_str(err));
         crc_write_failed(m, w->owner);
     }
 out:
@@ -818,7 +821,7 @@ static void status_written(int err, const cJSON *obj, const kube_status *st, voi
     crc_gate_end(&m->status_gates, c->t, err,
                  err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
     if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && m->q) {
-        log_warn("%s %s: status update failed: %s (%s)", m->kind, c->key, op_strerror(err),
+        log_warn("%s %s: status update failed: %s (%s)", m->kind, c->key, err_str(err),
                  st ? st->message : "");
         crc_write_failed(m, c->key);
     }

@@ -17,12 +17,12 @@
 #include "watchers/kinds.h"
 #include "watchers/slinky.h"
 
-#define SM_CRD_NAME "servicemonitors.monitoring.coreos.com"
+#define SMON_CRD_NAME "servicemonitors.monitoring.coreos.com"
 /* How long the answer "is the ServiceMonitor CRD installed" is trusted. */
 #define CRD_TTL_MS (5 * 60 * 1000)
 /* ServiceMonitors are not watched: one we converged is checked again after
  * this long (someone may have deleted or edited it). */
-#define SM_TTL_MS (10 * 60 * 1000)
+#define SMON_TTL_MS (10 * 60 * 1000)
 
 static void reconcile(crc_pass *p);
 static void forget(crc_module *m, const char *key);
@@ -30,7 +30,7 @@ static void forget(crc_module *m, const char *key);
 enum crd_state { CRD_UNKNOWN = 0, CRD_PRESENT, CRD_ABSENT };
 
 /* What we last did about one Controller's ServiceMonitor. */
-struct sm_state {
+struct smon_state {
     char *key;
     int busy;            /* a GET/create/patch/delete chain is running */
     int want;            /* 1: present with `hash`, 0: absent */
@@ -38,14 +38,14 @@ struct sm_state {
     uint64_t checked_ms; /* when that was last confirmed */
 };
 
-static void sm_state_free(void *v)
+static void smon_state_free(void *v)
 {
-    struct sm_state *st = v;
+    struct smon_state *st = v;
     free(st->key);
     free(st);
 }
 
-static const map_type sm_state_type = {.val_free = sm_state_free};
+static const map_type smon_state_type = {.val_free = smon_state_free};
 
 struct controller_state {
     crc_module m; /* first: crc_state_new */
@@ -54,7 +54,7 @@ struct controller_state {
     enum crd_state crd;
     int crd_checking;
     uint64_t crd_checked_ms;
-    map_t sm;         /* key -> struct sm_state */
+    map_t smon;       /* key -> struct smon_state */
     crc_gates labels; /* pod key -> active-label patch */
     unsigned epoch;   /* bumped at stop: completions of an older epoch only clean up */
 };
@@ -84,7 +84,7 @@ static const crc_module module = {
 controller_state *controller_state_new(void)
 {
     controller_state *cs = crc_state_new(sizeof(*cs), &module);
-    map_init_type(&cs->sm, &sm_state_type);
+    map_init_type(&cs->smon, &smon_state_type);
     return cs;
 }
 
@@ -92,7 +92,7 @@ void controller_state_free(controller_state *cs)
 {
     if (cs == NULL)
         return;
-    map_free(&cs->sm);
+    map_free(&cs->smon);
     crc_gates_clear(&cs->labels);
     crc_state_free(cs);
 }
@@ -211,7 +211,7 @@ static void setup(operator *op)
 
 static void forget(crc_module *m, const char *key)
 {
-    map_drop(&of(m)->sm, key);
+    map_drop(&of(m)->smon, key);
 }
 
 static void enqueue_all(crc_module *m)
@@ -244,8 +244,8 @@ static void crd_got(int err, const cJSON *obj, const kube_status *st, void *data
         cs->crd = CRD_PRESENT;
     } else {
         if (err != OP_ENOTFOUND)
-            log_warn("controller: cannot read CRD %s (%s); ServiceMonitors are skipped", SM_CRD_NAME,
-                     op_strerror(err));
+            log_warn("controller: cannot read CRD %s (%s); ServiceMonitors are skipped", SMON_CRD_NAME,
+                     err_str(err));
         cs->crd = CRD_ABSENT;
     }
     cs->crd_checked_ms = now_ms();
@@ -262,12 +262,12 @@ static enum crd_state crd_state(controller_state *cs)
         c->cs = cs;
         c->epoch = cs->epoch;
         cs->crd_checking = 1;
-        kube_get(cs->m.op->client, &KUBE_CRDS, NULL, SM_CRD_NAME, NULL, crd_got, c);
+        kube_get(cs->m.op->client, &KUBE_CRDS, NULL, SMON_CRD_NAME, NULL, crd_got, c);
     }
     return cs->crd;
 }
 
-struct sm_ctx {
+struct smon_ctx {
     controller_state *cs;
     unsigned epoch;
     char *key; /* Controller key */
@@ -277,7 +277,7 @@ struct sm_ctx {
     const char *verb;
 };
 
-static void sm_ctx_free(struct sm_ctx *c)
+static void smon_ctx_free(struct smon_ctx *c)
 {
     free(c->key);
     free(c->ns);
@@ -287,15 +287,15 @@ static void sm_ctx_free(struct sm_ctx *c)
     free(c);
 }
 
-static void sm_done(struct sm_ctx *c, int err)
+static void smon_done(struct smon_ctx *c, int err)
 {
     controller_state *cs = c->cs;
     operator *op = cs->m.op;
     if (c->epoch != cs->epoch || err == OP_ECANCELED) {
-        sm_ctx_free(c);
+        smon_ctx_free(c);
         return;
     }
-    struct sm_state *st = map_get(&cs->sm, c->key);
+    struct smon_state *st = map_get(&cs->smon, c->key);
     if (st)
         st->busy = 0;
     if (err) {
@@ -308,7 +308,7 @@ static void sm_done(struct sm_ctx *c, int err)
                                                               : "SyncFailed";
         if (cr)
             op_warn(op, cr, CTLB_KIND, reason, "Failed to %s ServiceMonitor %s: %s", c->verb, c->name,
-                    op_strerror(err));
+                    err_str(err));
         crc_write_failed(&cs->m, c->key);
     } else {
         if (st)
@@ -320,15 +320,15 @@ static void sm_done(struct sm_ctx *c, int err)
                          c->name);
         }
     }
-    sm_ctx_free(c);
+    smon_ctx_free(c);
 }
 
-static void sm_written(int err, const cJSON *obj, const kube_status *st, void *data)
+static void smon_written(int err, const cJSON *obj, const kube_status *st, void *data)
 {
-    struct sm_ctx *c = data;
+    struct smon_ctx *c = data;
     if (err == OP_ENOTFOUND && strcmp(c->verb, "delete") == 0)
         err = 0;
-    sm_done(c, err);
+    smon_done(c, err);
 }
 
 static int owned_by(const cJSON *obj, const char *uid)
@@ -340,11 +340,11 @@ static int owned_by(const cJSON *obj, const char *uid)
     return 0;
 }
 
-static void sm_got(int err, const cJSON *obj, const kube_status *st, void *data)
+static void smon_got(int err, const cJSON *obj, const kube_status *st, void *data)
 {
-    struct sm_ctx *c = data;
+    struct smon_ctx *c = data;
     if (c->epoch != c->cs->epoch || err == OP_ECANCELED || (err && err != OP_ENOTFOUND)) {
-        sm_done(c, err);
+        smon_done(c, err);
         return;
     }
     operator *op = c->cs->m.op;
@@ -352,7 +352,7 @@ static void sm_got(int err, const cJSON *obj, const kube_status *st, void *data)
     if (c->desired) {
         if (err == OP_ENOTFOUND) {
             c->verb = "create";
-            kube_create(kc, &KUBE_SERVICEMONITORS, c->ns, c->desired, sm_written, c);
+            kube_create(kc, &KUBE_SERVICEMONITORS, c->ns, c->desired, smon_written, c);
             return;
         }
         if (!objsync_owned(c->desired, obj)) {
@@ -362,14 +362,14 @@ static void sm_got(int err, const cJSON *obj, const kube_status *st, void *data)
                 op_warn(op, cr, CTLB_KIND, CRC_REASON_NOT_OWNED,
                         "ServiceMonitor %s/%s exists and is not owned by Controller %s: left alone", c->ns, c->name,
                         cr->name);
-            sm_done(c, 0);
+            smon_done(c, 0);
             return;
         }
         cJSON *patch = objsync_diff(c->desired, obj);
         if (patch) {
             c->verb = "patch";
             kube_patch(kc, &KUBE_SERVICEMONITORS, c->ns, c->name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0,
-                       sm_written, c);
+                       smon_written, c);
             cJSON_Delete(patch);
             return;
         }
@@ -377,10 +377,10 @@ static void sm_got(int err, const cJSON *obj, const kube_status *st, void *data)
         c->verb = "delete";
         kube_delete_opts o = {
             .uid = json_get_str(obj, "metadata.uid"), .grace_seconds = -1, .propagation = "Background"};
-        kube_delete(kc, &KUBE_SERVICEMONITORS, c->ns, c->name, &o, sm_written, c);
+        kube_delete(kc, &KUBE_SERVICEMONITORS, c->ns, c->name, &o, smon_written, c);
         return;
     }
-    sm_done(c, 0);
+    smon_done(c, 0);
 }
 
 static void sync_service_monitor(crc_pass *p)
@@ -400,7 +400,8 @@ static void sync_service_monitor(crc_pass *p)
         /* Unknown: the answer queues every Controller. Absent: nothing to
          * create, and nothing of ours can exist. */
         if (want && crd == CRD_ABSENT)
-            log_debug("controller %s: ServiceMonitor skipped, CRD %s not installed", p->o->key, SM_CRD_NAME);
+            log_debug("controller %s: ServiceMonitor skipped, CRD %s not installed", p->o->key,
+                      SMON_CRD_NAME);
         forget(p->m, p->o->key);
         cJSON_Delete(sm);
         return;
@@ -411,24 +412,24 @@ static void sync_service_monitor(crc_pass *p)
         clc_hash_str(text, hash);
         free(text);
     }
-    struct sm_state *st = map_get(&cs->sm, p->o->key);
+    struct smon_state *st = map_get(&cs->smon, p->o->key);
     uint64_t now = now_ms();
     if (st && (st->busy || (st->want == want && strcmp(st->hash, hash) == 0 &&
-                            (!want || now - st->checked_ms < SM_TTL_MS)))) {
+                            (!want || now - st->checked_ms < SMON_TTL_MS)))) {
         if (want)
-            crc_requeue_after(p, SM_TTL_MS);
+            crc_requeue_after(p, SMON_TTL_MS);
         cJSON_Delete(sm);
         return;
     }
     if (st == NULL) {
         st = xcalloc(1, sizeof(*st));
         st->key = xstrdup(p->o->key);
-        map_put(&cs->sm, st->key, st);
+        map_put(&cs->smon, st->key, st);
     }
     st->busy = 1;
     st->want = want;
     snprintf(st->hash, sizeof(st->hash), "%s", hash);
-    struct sm_ctx *c = xcalloc(1, sizeof(*c));
+    struct smon_ctx *c = xcalloc(1, sizeof(*c));
     c->cs = cs;
     c->epoch = cs->epoch;
     c->key = xstrdup(p->o->key);
@@ -437,9 +438,9 @@ static void sync_service_monitor(crc_pass *p)
     c->uid = xstrdup(p->o->uid);
     c->desired = sm;
     c->verb = "read";
-    kube_get(p->op->client, &KUBE_SERVICEMONITORS, c->ns, c->name, NULL, sm_got, c);
+    kube_get(p->op->client, &KUBE_SERVICEMONITORS, c->ns, c->name, NULL, smon_got, c);
     if (want)
-        crc_requeue_after(p, SM_TTL_MS);
+        crc_requeue_after(p, SMON_TTL_MS);
 }
 
 /* ------------------------------------------------------------------ */
@@ -463,7 +464,7 @@ static void label_patched(int err, const cJSON *obj, const kube_status *st, void
     struct label_ctx *c = data;
     crc_gate_end(&c->cs->labels, c->t, err, err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
     if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && c->cs->m.q) {
-        log_warn("controller %s: patching a slurmctld pod failed: %s", c->owner, op_strerror(err));
+        log_warn("controller %s: patching a slurmctld pod failed: %s", c->owner, err_str(err));
         crc_write_failed(&c->cs->m, c->owner);
     }
     free(c->owner);
@@ -736,7 +737,7 @@ static void stop(operator *op)
     cs->epoch++;
     cs->crd = CRD_UNKNOWN;
     cs->crd_checking = 0;
-    map_free(&cs->sm);
+    map_free(&cs->smon);
     crc_gates_clear(&cs->labels);
 }
 

@@ -1,5 +1,6 @@
 #include "reconcilers/loginset.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +174,7 @@ static void keygen_done(uv_work_t *req, int status)
 {
     struct keygen *j = container_of(req, struct keygen, req);
     loginset_state *ls = j->ls;
+    assert(j->running && ls->running > 0); /* one completion per generation started */
     j->running = 0;
     ls->running--;
     if (j->detached) {
@@ -183,7 +185,7 @@ static void keygen_done(uv_work_t *req, int status)
     }
     if (status == UV_ECANCELED)
         j->rc = OP_ECANCELED;
-    log_info("loginset %s: SSH host keys %s", j->key, j->rc ? op_strerror(j->rc) : "generated");
+    log_info("loginset %s: SSH host keys %s", j->key, j->rc ? err_str(j->rc) : "generated");
     crc_enqueue_key(&ls->m, j->key);
 }
 
@@ -240,7 +242,7 @@ static const cJSON *host_keys(crc_pass *p, cJSON **built)
             map_del(&ls->jobs, j->key);
             keygen_free(j);
             crc_step_failed(p, "SSH host keys", rc,
-                            xasprintf("cannot start key generation: %s", op_strerror(rc)));
+                            xasprintf("cannot start key generation: %s", err_str(rc)));
             return NULL;
         }
         log_info("loginset %s: generating SSH host keys", p->o->key);
@@ -250,7 +252,7 @@ static const cJSON *host_keys(crc_pass *p, cJSON **built)
         return NULL;
     if (j->rc) {
         crc_step_failed(p, "SSH host keys", j->rc,
-                        xasprintf("key generation failed: %s", op_strerror(j->rc)));
+                        xasprintf("key generation failed: %s", err_str(j->rc)));
         forget(p->m, p->o->key);
         return NULL;
     }

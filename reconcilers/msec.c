@@ -1,6 +1,7 @@
 /* msec: HTTPS /metrics behind TokenReview + SubjectAccessReview. See msec.h. */
 #include "reconcilers/msec.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,12 +87,12 @@ static int load_cert(const msec_opts *o, char **cert, size_t *cert_len, char **k
     if (have_cert) {
         int rc = file_read_all(o->cert_file, 1u << 20, cert, cert_len);
         if (rc) {
-            snprintf(err, errlen, "--metrics-cert-file %s: %s", o->cert_file, op_strerror(rc));
+            snprintf(err, errlen, "--metrics-cert-file %s: %s", o->cert_file, err_str(rc));
             return OP_ECONFIG;
         }
         rc = file_read_all(o->key_file, 1u << 20, key, key_len);
         if (rc) {
-            snprintf(err, errlen, "--metrics-key-file %s: %s", o->key_file, op_strerror(rc));
+            snprintf(err, errlen, "--metrics-key-file %s: %s", o->key_file, err_str(rc));
             free(*cert);
             *cert = NULL;
             return OP_ECONFIG;
@@ -104,7 +105,7 @@ static int load_cert(const msec_opts *o, char **cert, size_t *cert_len, char **k
     const char *names[] = {host};
     int rc = selfcert_new("localhost", names, host[0] ? 1 : 0, cert, key);
     if (rc) {
-        snprintf(err, errlen, "cannot make a self-signed metrics certificate: %s", op_strerror(rc));
+        snprintf(err, errlen, "cannot make a self-signed metrics certificate: %s", err_str(rc));
         return rc;
     }
     *cert_len = strlen(*cert);
@@ -135,9 +136,9 @@ msec *msec_start(uv_loop_t *loop, const msec_opts *o, int *rc, char *err, size_t
     free(key);
     free(cert);
     if (m->srv == NULL) {
-        snprintf(err, errlen, "cannot serve HTTPS /metrics on %s:%d: %s%s", o->host ? o->host : "0.0.0.0", o->port,
-                 op_strerror(*rc), *rc == OP_ECONFIG ? " (certificate or key does not parse, or they do not match)"
-                                                     : "");
+        snprintf(err, errlen, "cannot serve HTTPS /metrics on %s:%d: %s%s", o->host ? o->host : "0.0.0.0",
+                 o->port, err_str(*rc),
+                 *rc == OP_ECONFIG ? " (certificate or key does not parse, or they do not match)" : "");
         free(m);
         return NULL;
     }
@@ -155,6 +156,7 @@ int msec_port(const msec *m)
 static void one_closed(void *data)
 {
     msec *m = data;
+    assert(m->pending > 0);
     if (--m->pending > 0)
         return;
     void (*cb)(void *) = m->on_closed;

@@ -1149,7 +1149,7 @@ static void create_done(int err, const cJSON *obj, const kube_status *st, void *
     wbatch *b = ctx->b;
     size_t index = ctx->index;
     if (err && err != OP_ECANCELED)
-        log_warn("nodeset %s: creating a pod failed: %s (%s)", ctx->owner_key, op_strerror(err),
+        log_warn("nodeset %s: creating a pod failed: %s (%s)", ctx->owner_key, err_str(err),
                  st ? st->message : "");
     if (err == 0 && c->op) {
         const sobj *o = store_get_key(op_store(c->op, OPK_NODESETS), ctx->owner_key);
@@ -1189,7 +1189,7 @@ static void create_item_done(void *item, int err, void *data)
             if (o)
                 op_warn(c->op, o, NSB_KIND, "FailedCreate", "Failed to create a pod (%s%s%d): %s",
                         ci->node ? "node " : "ordinal ", ci->node ? ci->node : "", ci->node ? 0 : ci->ordinal,
-                        op_strerror(err));
+                        err_str(err));
         }
     }
     free(ci->node);
@@ -1269,7 +1269,7 @@ static void delete_done(int err, const cJSON *obj, const kube_status *st, void *
             if (c->q)
                 wq_add(c->q, d->owner_key);
         } else if (err != OP_ECANCELED) {
-            log_warn("nodeset %s: deleting pod %s failed: %s (%s)", d->owner_key, d->pod_key, op_strerror(err),
+            log_warn("nodeset %s: deleting pod %s failed: %s (%s)", d->owner_key, d->pod_key, err_str(err),
                      st ? st->message : "");
             if (c->q)
                 mark_failed(c, d->owner_key);
@@ -1499,7 +1499,7 @@ static void adopted(int err, const cJSON *obj, const kube_status *st, void *data
 {
     struct keyref *k = data;
     if (err && err != OP_ECANCELED)
-        log_warn("nodeset %s: adopting a pod failed: %s (%s)", k->key, op_strerror(err), st ? st->message : "");
+        log_warn("nodeset %s: adopting a pod failed: %s (%s)", k->key, err_str(err), st ? st->message : "");
     if (k->c->q && err != OP_ECANCELED)
         enqueue_full(k->c, k->key, "adopted");
     free(k);
@@ -2094,7 +2094,7 @@ static void status_written(int err, const cJSON *obj, const kube_status *st, voi
     if (err == OP_ECANCELED) {
         /* stopping: nothing more to send */
     } else if (err && err != OP_ENOTFOUND) {
-        log_warn("nodeset %s: status update failed: %s (%s)", k->key, op_strerror(err), st ? st->message : "");
+        log_warn("nodeset %s: status update failed: %s (%s)", k->key, err_str(err), st ? st->message : "");
         if (k->c->q)
             mark_failed(k->c, k->key);
     } else if (again && k->c->q) {

@@ -795,7 +795,7 @@ static void pod_written(int err, const cJSON *obj, const kube_status *st, void *
         if (e)
             map_drop(&ss->writes, e->key);
         if (err != OP_ENOTFOUND) {
-            log_warn("nodeset %s: writing the %s of a pod failed: %s (%s)", c->set, c->what, op_strerror(err),
+            log_warn("nodeset %s: writing the %s of a pod failed: %s (%s)", c->set, c->what, err_str(err),
                      st ? st->message : "");
             enqueue_after(ss, c->set, 1000);
         }
@@ -900,7 +900,7 @@ static void slurm_written(const char *node, int status, void *data)
         b->next_ms = now_ms(st) + delay;
         if (status != OP_ENOTFOUND)
             log_warn("nodeset %s: Slurm write to node %s failed (%s); retrying in %u ms", c->set, node,
-                     op_strerror(status), delay);
+                     err_str(status), delay);
         retry_node(st, c->set, node, delay);
     }
     free(c->set);
@@ -1282,7 +1282,7 @@ void nss_setup(operator *op, const nss_queue *q)
     if (st->ix_slurm_name < 0)
         log_error("nodeset: cannot index pods by Slurm node name (%s); Slurm node changes will wait for the "
                   "periodic resync",
-                  op_strerror(st->ix_slurm_name));
+                  err_str(st->ix_slurm_name));
     slurmclient_on_node(op, on_slurm_node, st);
     slurmclient_on_resv(op, on_slurm_resv, st);
     if (op->metrics)
@@ -1761,7 +1761,7 @@ static void flush_drains(nss_state *st, nss_set *s, nc_cache *cache, const sobj 
         int rc = drain(st, cache, s, s->drain_nodes[i], r);
         if (rc < 0 && rc != OP_EBUSY)
             log_warn("nodeset %s: cannot drain Slurm node %s: %s", s->key, s->drain_nodes[i],
-                     op_strerror(rc));
+                     err_str(rc));
     }
     clear_drains(s);
 }
@@ -2252,7 +2252,7 @@ static void nodeset_written(int err, const cJSON *obj, const kube_status *st, vo
         if (e)
             map_drop(&ss->writes, e->key);
         if (err != OP_ENOTFOUND) {
-            log_info("nodeset %s: metadata/status write failed: %s (%s); retrying", c->set, op_strerror(err),
+            log_info("nodeset %s: metadata/status write failed: %s (%s); retrying", c->set, err_str(err),
                      st ? st->message : "");
             enqueue_after(ss, c->set, 1000);
         }
@@ -2791,7 +2791,7 @@ static void health_act(sync_ctx *x, hl_ent *e, const sobj *pod)
             int rc = drain(x->st, x->cache, x->s, e->name, e->reason);
             if (rc < 0 && rc != OP_EBUSY)
                 log_warn("nodeset %s: cannot drain Slurm node %s for health: %s", x->s->key, e->name,
-                         op_strerror(rc));
+                         err_str(rc));
             return;
         }
         if (!our_reason(sn->reason))

@@ -217,7 +217,7 @@ static void patched(int err, const cJSON *obj, const kube_status *st, void *data
             /* 409: the Node changed under us; anything else: try again later. Either way
              * the next pass starts from the cache. */
             if (err != OP_ECONFLICT)
-                log_warn("nodetaint: patching Node %s: %s", c->node, op_strerror(err));
+                log_warn("nodetaint: patching Node %s: %s", c->node, err_str(err));
             map_drop(&S->pending, c->node);
             if (S->q)
                 wq_add_rate_limited(S->q, c->node);
@@ -284,7 +284,7 @@ static void setup(operator *op)
         return; /* nothing watched, nothing written (operator.h) */
     S->ix_pod_node = store_add_index(op_store(op, OPK_PODS), pod_node_index, NULL);
     if (S->ix_pod_node < 0)
-        log_error("nodetaint: cannot index pods by node: %s", op_strerror(S->ix_pod_node));
+        log_error("nodetaint: cannot index pods by node: %s", err_str(S->ix_pod_node));
     store_on_change(op_store(op, OPK_PODS), on_pod, S);
     store_on_change(op_store(op, OPK_NODES), on_node, S);
     store_on_change(op_store(op, OPK_NODESETS), on_nodeset, S);

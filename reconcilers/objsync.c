@@ -1,5 +1,6 @@
 #include "reconcilers/objsync.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +144,7 @@ static int is_filtered(const objsync *os, const store *cache)
 
 static void free_now(objsync *os)
 {
+    assert(os->in_flight.count == 0);
     map_free(&os->in_flight);
     map_free(&os->foreign);
     map_free(&os->settling);
@@ -188,6 +190,8 @@ static int foreign_fresh(objsync *os, const char *key)
 static void write_done(struct write *w)
 {
     objsync *os = w->os;
+    /* One write per object in flight, and this is it. */
+    assert(map_get(&os->in_flight, w->key) == w);
     map_del(&os->in_flight, w->key);
     if (os->in_flight.count == 0) {
         map_free(&os->in_flight);
@@ -217,6 +221,7 @@ static cJSON *adopt_patch(const cJSON *want);
 static void on_existing(int err, const cJSON *live, const kube_status *st, void *data)
 {
     struct write *w = data;
+    assert(w->want != NULL && map_get(&w->os->in_flight, w->key) == w);
     cJSON *want = w->want;
     w->want = NULL;
     if (err == 0 && live && objsync_owned(want, live)) {
@@ -277,7 +282,7 @@ static void on_written(int err, const cJSON *obj, const kube_status *st, void *d
     if (err == OP_EEXISTS || err == OP_ENOTFOUND)
         err = 0; /* the cache was behind; the next pass sees the truth */
     if (err && err != OP_ECANCELED)
-        log_warn("objsync: writing %s failed: %s (%s)", w->key, op_strerror(err), st ? st->message : "");
+        log_warn("objsync: writing %s failed: %s (%s)", w->key, err_str(err), st ? st->message : "");
     if (w->cb)
         w->cb(err, w->key, w->data);
     write_free(w);

@@ -1,5 +1,6 @@
 #include "reconcilers/operator.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,6 +335,7 @@ const sobj *op_ref_get(operator *op, enum op_kind k, const char *ns, const char 
         *pending = 0;
     if (name == NULL || *name == '\0')
         return NULL;
+    assert(k >= OPK_NODESETS && k < OPK__COUNT);
     const sobj *o = store_get(op->stores[k], ns, name);
     int i = ref_index(k);
     if (o || i < 0 || P(op)->bn[i] == NULL)
@@ -499,7 +501,7 @@ static int listen_on(operator *op, const char *addr, hs_server **out, char *err,
     ho.data = op;
     *out = hs_listen(op->loop, host, port, &ho, &rc);
     if (*out == NULL) {
-        snprintf(err, errlen, "cannot listen on %s: %s", addr, op_strerror(rc));
+        snprintf(err, errlen, "cannot listen on %s: %s", addr, err_str(rc));
         return rc;
     }
     /* Tests read the bound ports from these lines. */
@@ -585,7 +587,7 @@ static void start_reconcilers(operator *op)
     for (size_t i = 0; i < op_reconciler_count; i++) {
         int rc = op_reconcilers[i]->start(op);
         if (rc)
-            log_error("reconciler %s failed to start: %s", op_reconcilers[i]->name, op_strerror(rc));
+            log_error("reconciler %s failed to start: %s", op_reconcilers[i]->name, err_str(rc));
     }
     log_info("reconcilers started (%zu)", op_reconciler_count);
 }
@@ -639,6 +641,8 @@ static void on_synced(reflector *rf, void *data)
 {
     operator *op = data;
     struct priv *p = P(op);
+    /* on_synced runs once per reflector (reflector.h). */
+    assert(p->n_synced < p->n_reflectors);
     p->n_synced++;
     if (p->n_synced == p->n_reflectors) {
         log_info("all %d caches synced", p->n_reflectors);
@@ -734,12 +738,12 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
 
     rc = setup_metrics(op);
     if (rc) {
-        snprintf(err, errlen, "metrics setup failed: %s", op_strerror(rc));
+        snprintf(err, errlen, "metrics setup failed: %s", err_str(rc));
         return rc;
     }
     P(op)->loopstat = loopstat_new(loop, op->metrics, &rc);
     if (P(op)->loopstat == NULL)
-        log_warn("loop metrics unavailable: %s", op_strerror(rc)); /* not worth refusing to start */
+        log_warn("loop metrics unavailable: %s", err_str(rc)); /* not worth refusing to start */
     warn_insecure_transport(op);
     hc_tls_opts tls = {
         .ca_pem = op->cfg->ca_pem,
@@ -764,7 +768,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
     };
     op->client = kube_client_new(loop, &kco, &rc);
     if (op->client == NULL) {
-        snprintf(err, errlen, "cannot create the API client for %s: %s", op->cfg->server, op_strerror(rc));
+        snprintf(err, errlen, "cannot create the API client for %s: %s", op->cfg->server, err_str(rc));
         return rc;
     }
     if (opts->topology_webhook) {
@@ -780,7 +784,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
         P(op)->webhook_client = kube_client_new(loop, &wko, &rc);
         if (P(op)->webhook_client == NULL) {
             snprintf(err, errlen, "cannot create the webhook's API client for %s: %s", op->cfg->server,
-                     op_strerror(rc));
+                     err_str(rc));
             return rc;
         }
     }
@@ -861,7 +865,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
         p->lease = lease_start(loop, &lo, &rc);
         if (p->lease == NULL) {
             snprintf(err, errlen, "leader election setup failed: %s (want lease duration > renew deadline > 1.2 x retry period)",
-                     op_strerror(rc));
+                     err_str(rc));
             return rc;
         }
         log_info("leader election: campaigning for lease %s/%s as %s", ns, lo.name, op->identity);
@@ -880,6 +884,7 @@ static void one_done(void *data)
 {
     operator *op = data;
     struct priv *p = P(op);
+    assert(op->stopping && p->pending > 0);
     if (--p->pending == 0)
         finish_stop(op);
 }
@@ -1016,6 +1021,7 @@ static void on_reflector_stopped(void *data)
 {
     operator *op = data;
     struct priv *p = P(op);
+    assert(op->stopping && p->pending > 0);
     if (--p->pending > 0)
         return;
     p->grace_deadline = uv_now(op->loop) + (op->opts.shutdown_grace_ms ? op->opts.shutdown_grace_ms : 10000);

@@ -17,6 +17,7 @@
 #ifndef OP_OPERATOR_H
 #define OP_OPERATOR_H
 
+#include <assert.h>
 #include <uv.h>
 
 #include "core/evrec.h"
@@ -190,6 +191,7 @@ int op_webhook_covers(operator *op, const char *ns);
 /** The store of a kind (never NULL after op_start). */
 static inline store *op_store(const operator *op, enum op_kind k)
 {
+    assert(k >= OPK_NODESETS && k < OPK__COUNT);
     return op->stores[k];
 }
 

@@ -2,6 +2,7 @@
 
 #include "reconcilers/cluster_rc.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,9 +230,11 @@ int slurmclient_active_controller(operator *op, const char *ctl_key)
 static void cluster_freed(void *data)
 {
     cluster *c = data;
+    assert(c->closing > 0);
     if (--c->closing > 0)
         return;
     slurmclient_state *st = c->st;
+    assert(st->closing_clusters > 0);
     log_debug("slurm %s: client closed", c->key);
     free(c->key);
     free(c->url);
@@ -365,7 +368,7 @@ static cluster *cluster_new(slurmclient_state *st, const char *key, const char *
     };
     int rc = sr_client_new(op->loop, &ro, &c->rest);
     if (rc < 0) {
-        log_warn("slurm %s: cannot create a slurmrestd client for %s: %s", key, url, op_strerror(rc));
+        log_warn("slurm %s: cannot create a slurmrestd client for %s: %s", key, url, err_str(rc));
         goto fail;
     }
     nc_opts no = {
@@ -380,7 +383,7 @@ static cluster *cluster_new(slurmclient_state *st, const char *key, const char *
     };
     rc = nc_new(op->loop, &no, &c->cache);
     if (rc < 0) {
-        log_warn("slurm %s: cannot create the node cache: %s", key, op_strerror(rc));
+        log_warn("slurm %s: cannot create the node cache: %s", key, err_str(rc));
         goto fail;
     }
     log_info("slurm %s: Slurm client for %s (libslurm backend: %s)", key, url, st->lib ? "yes" : "no");
@@ -606,7 +609,7 @@ static int start(operator *op)
             sl_options so = {.conf = op->opts.slurm_conf};
             int rc = sl_backend_new(op->loop, &so, &st->lib);
             if (rc < 0)
-                log_error("libslurm backend with %s: %s", op->opts.slurm_conf, op_strerror(rc));
+                log_error("libslurm backend with %s: %s", op->opts.slurm_conf, err_str(rc));
             else
                 log_info("libslurm backend: %s (node and reservation writes that the REST API cannot do)",
                          op->opts.slurm_conf);
@@ -616,7 +619,7 @@ static int start(operator *op)
         int rc = file_read_all(op->opts.slurmrestd_ca, 4u << 20, &st->ca_pem, &st->ca_len);
         if (rc < 0)
             log_error("--slurmrestd-ca %s: %s; https slurmrestd URLs cannot be verified", op->opts.slurmrestd_ca,
-                      op_strerror(rc));
+                      err_str(rc));
     }
     wq_opts o = {.name = SLURMCLIENT_CONTROLLER, .handler = handle, .data = st, .metrics = op->metrics};
     st->q = wq_new(op->loop, &o, &err);

@@ -1,5 +1,6 @@
 #include "slurmio/hostlist.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -238,6 +239,8 @@ static int walk(const char *expr, size_t max, size_t *count, hostlist_names *out
                     if (i < en.ng)
                         len += (size_t)snprintf(name + len, sizeof(name) - len, "%0*" PRIu64,
                                                 en.g[i].r[ri[i]].width, v[i]);
+                    /* parse_entry refused entries whose names could be longer. */
+                    assert(len <= HOSTLIST_NAME_MAX);
                 }
                 name[len] = '\0';
                 out->names[out->n++] = xstrndup(name, len);
@@ -254,6 +257,7 @@ static int walk(const char *expr, size_t max, size_t *count, hostlist_names *out
                     v[i] = en.g[i].r[0].lo;
                 }
             }
+            assert(out->n <= *cap);
         }
         entry_free(&en);
     }
@@ -287,6 +291,8 @@ int hostlist_expand(const char *expr, size_t max, hostlist_names *out)
     rc = walk(expr, max, NULL, out, &cap);
     if (rc < 0)
         hostlist_names_free(out);
+    /* The same walk counted and expanded: the two agree. */
+    assert(rc < 0 || out->n == n);
     return rc;
 }
 
@@ -464,6 +470,7 @@ char *hostlist_compress(const char *const *names, size_t n)
                 hi = h[m].num;
                 m++;
             }
+            assert(m > k && hi >= lo);
             if (!first)
                 rc |= buf_putc(&out, ',');
             first = 0;

@@ -307,6 +307,7 @@ static int get_int(const cJSON *o, const char *key, int dflt)
 /* ---- nodes ---- */
 
 static const char *const base_names[] = {"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE"};
+_Static_assert(ARRAY_SIZE(base_names) == SM_NODE_FUTURE + 1, "base_names follows enum sm_node_base");
 
 static const char *const flag_names[] = {
 #define SM_NFB_NAME(name, str) str,
@@ -481,6 +482,7 @@ static int parse_node(const cJSON *o, sm_node *n)
 static const char *const job_names[] = {"PENDING",  "RUNNING",       "SUSPENDED", "COMPLETED", "CANCELLED",
                                         "FAILED",   "TIMEOUT",       "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
                                         "DEADLINE", "OUT_OF_MEMORY", "OTHER"};
+_Static_assert(ARRAY_SIZE(job_names) == SM_JOB_OTHER + 1, "job_names follows enum sm_job_state");
 
 const char *sm_job_state_name(int state)
 {

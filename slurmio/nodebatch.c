@@ -1,5 +1,6 @@
 #include "slurmio/nodebatch.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,6 +148,7 @@ static void add_item(nb_group *g, const char *node, nb_done_cb cb, void *data)
 /* A copy of g's content holding only the item it (which moves over). */
 static nb_group *split_one(nb_group *g, nb_item *it)
 {
+    assert(g->n > 0 && !g->no_split);
     nb_group *s = group_new(g->b, g->key, g->is_delete, g->is_delete ? NULL : &g->u);
     s->no_split = 1;
     list_remove(&it->link);
@@ -185,6 +187,7 @@ static void finish(nb_batcher *b, nb_group *g, int status)
         free(it->node);
         free(it);
     }
+    assert(g->n == 0); /* each node's callback ran once */
     group_free(g);
 }
 
@@ -203,6 +206,9 @@ static void deliver_failed(uv_timer_t *t)
 /* Complete g later, from the timer (never inside the caller's call). */
 static void fail_later(nb_batcher *b, nb_group *g, int status)
 {
+    /* The handles close only once nothing is pending or in flight, so no
+     * group can fail after that. */
+    assert(!b->handles_closing && !list_is_linked(&g->link) && status < 0);
     g->status = status;
     list_insert_tail(&b->failed, &g->link);
     if (!b->handles_closing)
@@ -211,8 +217,10 @@ static void fail_later(nb_batcher *b, nb_group *g, int status)
 
 static void request_done(nb_batcher *b, nb_group *g, int status, const char *message, const char *path)
 {
+    assert(b->in_flight > 0 && !list_is_linked(&g->link));
     b->in_flight--;
     if (g->counted) {
+        assert(b->unbatched_inflight > 0);
         g->counted = 0;
         b->unbatched_inflight--;
     }
@@ -222,13 +230,13 @@ static void request_done(nb_batcher *b, nb_group *g, int status, const char *mes
                  g->is_delete                   ? "delete"
                  : sm_node_req_name(g->u.state) ? sm_node_req_name(g->u.state)
                                                 : "update",
-                 g->hostlist, g->n, g->n == 1 ? "" : "s", path, ms, message ? message : op_strerror(status));
+                 g->hostlist, g->n, g->n == 1 ? "" : "s", path, ms, message ? message : err_str(status));
     else
         log_debug("slurm %s: %s of %s (%zu node%s) via %s: %s in %.1f ms", b->name,
                   g->is_delete                   ? "delete"
                   : sm_node_req_name(g->u.state) ? sm_node_req_name(g->u.state)
                                                  : "update",
-                  g->hostlist, g->n, g->n == 1 ? "" : "s", path, op_strerror(status), ms);
+                  g->hostlist, g->n, g->n == 1 ? "" : "s", path, err_str(status), ms);
     if (status == OP_ENOTFOUND && g->n > 1 && !g->no_split && !b->closing) {
         /* One missing node refuses the whole hostlist: retry node by node
          * so that the others are updated and only that one fails. */
@@ -276,6 +284,7 @@ static char *hostlist_of(const nb_group *g)
     size_t i = 0;
     list_node *n;
     list_foreach(n, &g->items) names[i++] = list_entry(n, nb_item, link)->node;
+    assert(i == g->n);
     char *h = hostlist_compress(names, i);
     free(names);
     return h;
@@ -283,6 +292,7 @@ static char *hostlist_of(const nb_group *g)
 
 static void dispatch(nb_batcher *b, nb_group *g)
 {
+    assert(!list_is_linked(&g->link) && g->n > 0);
     if (b->closing) {
         fail_later(b, g, OP_ECANCELED);
         return;
@@ -309,6 +319,7 @@ static void dispatch(nb_batcher *b, nb_group *g)
         }
         g->counted = 1;
         b->unbatched_inflight++;
+        assert(b->unbatched_inflight <= b->max_unbatched);
     }
     free(g->hostlist);
     g->hostlist = hostlist_of(g);
@@ -350,6 +361,7 @@ static void dispatch(nb_batcher *b, nb_group *g)
 static void on_version(int status, int version, void *data)
 {
     nb_batcher *b = data;
+    assert(b->negotiating);
     b->negotiating = 0;
     list_node q;
     list_init(&q);
@@ -407,6 +419,7 @@ static void on_prepare(uv_prepare_t *p)
 static int queue(nb_batcher *b, const char *node, const char *key, int is_delete, const sm_node_update *u,
                  nb_done_cb cb, void *data)
 {
+    assert(!b->closing);
     nb_group *g = map_get(&b->open, key);
     if (g == NULL) {
         g = group_new(b, key, is_delete, u);
@@ -480,6 +493,9 @@ static void on_handle_closed(uv_handle_t *h)
     nb_batcher *b = h->data;
     if (--b->handles_closing > 0)
         return;
+    assert(b->in_flight == 0 && !b->negotiating && b->unbatched_inflight == 0);
+    assert(list_empty(&b->failed) && list_empty(&b->queued) && list_empty(&b->waiting) &&
+           list_empty(&b->throttled) && b->open.count == 0);
     void (*cb)(void *) = b->close_cb;
     void *data = b->close_data;
     map_free(&b->open);

@@ -1,5 +1,6 @@
 #include "slurmio/nodecache.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -439,6 +440,7 @@ static int rq_done(nc_rq *r)
     nc_cache *c = r->c;
     free(r->name);
     free(r);
+    assert(c->requests > 0);
     c->requests--;
     if (c->closing) {
         maybe_finish(c);
@@ -834,7 +836,7 @@ static void on_nodes(int status, sm_response *resp, void *data)
     }
     if (status < 0 && r->update_time > 0 && resp->err.http_status >= 500) {
         log_debug("slurm %s: node poll with update_time failed (%s); reading the whole table", c->name,
-                  resp->err.message ? resp->err.message : op_strerror(status));
+                  resp->err.message ? resp->err.message : err_str(status));
         c->stats.retried++;
         c->update_time = 0;
         c->force_full = 1;
@@ -846,7 +848,7 @@ static void on_nodes(int status, sm_response *resp, void *data)
     if (status < 0) {
         c->stats.errors++;
         count_poll(c, "error");
-        note_down(c, resp->err.http_status, resp->err.message ? resp->err.message : op_strerror(status));
+        note_down(c, resp->err.http_status, resp->err.message ? resp->err.message : err_str(status));
         c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : FAIL_BACKOFF_MIN_MS;
         if (c->backoff_ms > FAIL_BACKOFF_MAX_MS)
             c->backoff_ms = FAIL_BACKOFF_MAX_MS;
@@ -1063,6 +1065,7 @@ static void track_tick(uv_timer_t *t)
         else if (future)
             waking++;
         if (!e->retry_notify && !e->prove && !track && !future) {
+            assert(c->n_watched > 0);
             list_remove(&e->watch_link);
             c->n_watched--;
             continue;
@@ -1171,7 +1174,11 @@ static void on_written(const char *node, int status, void *data)
     nc_cache *c = w->c;
     if (!c->closing) {
         nc_node *e = node_get(c, w->name);
+        /* A node with a write in flight is never dropped (node_idle_entry). */
+        assert(e != NULL);
         if (e) {
+            assert(e->writing > 0 && (!w->comment || e->writing_comment > 0));
+            assert(e->drain_state >= 0 && e->drain_state <= 2);
             e->writing--;
             if (w->comment && --e->writing_comment == 0) {
                 free(e->ckey); /* only needed to spot a repeat in flight */
@@ -1228,6 +1235,7 @@ static void on_written(const char *node, int status, void *data)
     free(w->comment);
     free(w->name);
     free(w);
+    assert(c->requests > 0);
     c->requests--;
     if (c->closing)
         maybe_finish(c);
@@ -1295,6 +1303,7 @@ static int start_write(nc_cache *c, const char *name, const char *key, const sm_
     e->writing++;
     if (comment_only) {
         e->writing_comment++;
+        assert(e->writing_comment <= e->writing);
         free(e->ckey);
         e->ckey = xstrdup(key);
         return 0;
@@ -1561,6 +1570,7 @@ static void on_jobs(int status, sm_response *resp, void *data)
 {
     nc_rq *r = data;
     nc_cache *c = r->c;
+    assert(c->jobs_polling); /* one job read at a time */
     c->jobs_polling = 0;
     if (c->closing) {
         rq_done(r);
@@ -1586,7 +1596,7 @@ static void on_jobs(int status, sm_response *resp, void *data)
     }
     c->jobs_failed = status < 0;
     log_debug("slurm %s: job read (update_time %" PRId64 "): %s, %zu jobs", c->name, r->update_time,
-              status < 0 ? op_strerror(status) : resp->not_modified ? "not modified" : "list", resp->n_jobs);
+              status < 0 ? err_str(status) : resp->not_modified ? "not modified" : "list", resp->n_jobs);
     if (status < 0) {
         if (c->jobs_ok)
             log_debug("slurm %s: job poll failed: %s", c->name, resp->err.message ? resp->err.message : "");
@@ -1768,6 +1778,7 @@ static void on_ping(int status, sm_response *resp, void *data)
 {
     nc_rq *r = data;
     nc_cache *c = r->c;
+    assert(c->ping_polling);
     c->ping_polling = 0;
     if (c->closing) {
         rq_done(r);
@@ -1855,6 +1866,7 @@ static void on_resvs(int status, sm_response *resp, void *data)
 {
     nc_rq *r = data;
     nc_cache *c = r->c;
+    assert(c->resv_polling && r->seq > c->resv_read);
     c->resv_polling = 0;
     if (c->closing) {
         rq_done(r);
@@ -1944,10 +1956,11 @@ static void resv_written(nc_rw *w, int status, const char *message)
 {
     nc_cache *c = w->c;
     if (status < 0 && status != OP_ECANCELED)
-        log_warn("slurm %s: reservation write failed: %s", c->name, message ? message : op_strerror(status));
+        log_warn("slurm %s: reservation write failed: %s", c->name, message ? message : err_str(status));
     if (w->cb)
         w->cb(status, w->data);
     free(w);
+    assert(c->requests > 0);
     c->requests--;
     if (c->closing)
         maybe_finish(c);
@@ -2359,8 +2372,10 @@ int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
 static void on_handle_closed(uv_handle_t *h)
 {
     nc_cache *c = h->data;
+    assert(c->closing && c->handles > 0);
     if (--c->handles > 0)
         return;
+    assert(c->requests == 0 && !c->batch_open);
     void (*cb)(void *) = c->close_cb;
     void *data = c->close_data;
     map_free(&c->nodes);

@@ -1,5 +1,6 @@
 #include "slurmio/rest.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +134,8 @@ static void req_free(sr_req *r)
 static void on_timer_closed(uv_handle_t *h)
 {
     sr_client *c = h->data;
+    assert(c->in_flight == 0 && c->works == 0 && c->in_http == 0 && !c->negotiating);
+    assert(list_empty(&c->done) && list_empty(&c->waiting) && list_empty(&c->decode_q));
     void (*cb)(void *) = c->close_cb;
     void *data = c->close_data;
     free(c->url);
@@ -165,6 +168,7 @@ static void deliver_all(uv_timer_t *t)
     while ((n = list_first(&q))) {
         sr_req *r = list_entry(n, sr_req, link);
         list_remove(n);
+        assert(c->in_flight > 0);
         c->in_flight--;
         if (r->raw_len >= TRIM_AFTER_BYTES)
             big++;
@@ -176,7 +180,7 @@ static void deliver_all(uv_timer_t *t)
         } else if (r->cb) {
             if (r->status < 0 && r->resp.err.code == 0) {
                 r->resp.err.code = r->status;
-                r->resp.err.message = xstrdup(op_strerror(r->status));
+                r->resp.err.message = xstrdup(err_str(r->status));
             }
             r->cb(r->status, &r->resp, r->data);
         }
@@ -195,6 +199,9 @@ static void deliver_all(uv_timer_t *t)
 /* Queue r for its callback on a later loop iteration. */
 static void complete(sr_client *c, sr_req *r, int status)
 {
+    /* Every request completes exactly once (rest.h): never while it is
+     * queued anywhere, and never after the timer that delivers is gone. */
+    assert(!list_is_linked(&r->link) && !c->timer_closing && status <= 0);
     r->status = status;
     list_insert_tail(&c->done, &r->link);
     if (!c->timer_closing)
@@ -320,6 +327,7 @@ static void start_decode(sr_client *c)
         }
         if (uv_queue_work(c->loop, &r->work, decode_work, decode_done) == 0) {
             c->works++;
+            assert(c->works == 1);
             c->stats.offloaded++;
             return;
         }
@@ -368,6 +376,7 @@ static void decode_done(uv_work_t *w, int status)
 {
     sr_req *r = container_of(w, sr_req, work);
     sr_client *c = r->c;
+    assert(c->works == 1);
     c->works--;
     free(r->raw);
     r->raw = NULL;
@@ -385,6 +394,7 @@ static void on_http_done(hc_req *hr, int status, const hc_response *resp, void *
 {
     sr_req *r = data;
     sr_client *c = r->c;
+    assert(c->in_http > 0 && !list_is_linked(&r->link));
     c->in_http--;
     if (status < 0) {
         if (status == OP_ETOOBIG && !c->closing) {
@@ -453,7 +463,7 @@ static void on_clock(int status, sm_response *resp, void *data)
     c->clock_syncing = 0;
     if (status < 0 && status != OP_ECANCELED)
         log_debug("slurmrestd %s: GET diag for slurmctld's clock failed: %s", c->url,
-                  resp->err.message ? resp->err.message : op_strerror(status));
+                  resp->err.message ? resp->err.message : err_str(status));
 }
 
 static int simple(sr_client *c, enum sm_op op, enum sm_kind kind, const char *arg, int64_t update_time,
@@ -569,6 +579,7 @@ static void flush_waiting(sr_client *c, int status)
 static void on_openapi(hc_req *hr, int status, const hc_response *resp, void *data)
 {
     sr_client *c = data;
+    assert(c->in_http > 0 && c->negotiating);
     c->in_http--;
     c->negotiating = 0;
     if (c->closing) {
@@ -583,7 +594,7 @@ static void on_openapi(hc_req *hr, int status, const hc_response *resp, void *da
             sm_response tmp;
             rc = sm_parse(SM_V38, SM_KIND_STATUS, resp->status, resp->body, resp->body_len, &tmp);
             log_warn("slurmrestd %s: GET /openapi/v3 failed: %s", c->url,
-                     tmp.err.message ? tmp.err.message : op_strerror(rc));
+                     tmp.err.message ? tmp.err.message : err_str(rc));
             sm_response_free(&tmp);
             if (rc == 0)
                 rc = OP_EHTTP;
@@ -598,11 +609,11 @@ static void on_openapi(hc_req *hr, int status, const hc_response *resp, void *da
                 log_info("slurmrestd %s: using data_parser %s", c->url, sm_version_str(rc));
                 rc = 0;
             } else {
-                log_warn("slurmrestd %s: no usable API version offered (%s)", c->url, op_strerror(rc));
+                log_warn("slurmrestd %s: no usable API version offered (%s)", c->url, err_str(rc));
             }
         }
     } else {
-        log_debug("slurmrestd %s: GET /openapi/v3: %s", c->url, op_strerror(rc));
+        log_debug("slurmrestd %s: GET /openapi/v3: %s", c->url, err_str(rc));
     }
     flush_waiting(c, rc);
 }

@@ -1,5 +1,6 @@
 #include "slurmio/slurmlib.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,13 +74,19 @@ int sl_available(void)
 #define DEFAULT_TIMEOUT_MS 60000
 #define DEFAULT_CONF "/etc/slurm/slurm.conf"
 
-enum op_kind { OPK_UPDATE_NODES, OPK_DELETE_NODES, OPK_RESV_CREATE, OPK_RESV_UPDATE, OPK_RESV_DELETE };
+enum sl_op_kind {
+    SL_OP_UPDATE_NODES,
+    SL_OP_DELETE_NODES,
+    SL_OP_RESV_CREATE,
+    SL_OP_RESV_UPDATE,
+    SL_OP_RESV_DELETE,
+};
 
 typedef struct sl_op {
     list_node link; /* in b->queue while waiting */
     uv_work_t work;
     sl_backend *b;
-    enum op_kind kind;
+    enum sl_op_kind kind;
     uint64_t deadline; /* uv_now() milliseconds */
     sl_done_cb cb;
     void *data;
@@ -231,13 +238,14 @@ static void work_cb(uv_work_t *w)
     uint64_t t0 = uv_hrtime();
     int ok = 0;
     errno = 0;
+    assert(op->kind >= SL_OP_UPDATE_NODES && op->kind <= SL_OP_RESV_DELETE);
     switch (op->kind) {
-    case OPK_UPDATE_NODES:
-    case OPK_DELETE_NODES: {
+    case SL_OP_UPDATE_NODES:
+    case SL_OP_DELETE_NODES: {
         update_node_msg_t m;
         slurm_init_update_node_msg(&m);
         m.node_names = op->names;
-        if (op->kind == OPK_DELETE_NODES) {
+        if (op->kind == SL_OP_DELETE_NODES) {
             ok = slurm_delete_node(&m) == SLURM_SUCCESS;
             break;
         }
@@ -250,7 +258,7 @@ static void work_cb(uv_work_t *w)
         ok = slurm_update_node(&m) == SLURM_SUCCESS;
         break;
     }
-    case OPK_RESV_CREATE: {
+    case SL_OP_RESV_CREATE: {
         resv_desc_msg_t d;
         fill_resv(op, &d);
         char *name = slurm_create_reservation(&d);
@@ -263,13 +271,13 @@ static void work_cb(uv_work_t *w)
         }
         break;
     }
-    case OPK_RESV_UPDATE: {
+    case SL_OP_RESV_UPDATE: {
         resv_desc_msg_t d;
         fill_resv(op, &d);
         ok = slurm_update_reservation(&d) == SLURM_SUCCESS;
         break;
     }
-    case OPK_RESV_DELETE: {
+    case SL_OP_RESV_DELETE: {
         reservation_name_msg_t r = {.name = op->names};
         ok = slurm_delete_reservation(&r) == SLURM_SUCCESS;
         break;
@@ -289,8 +297,11 @@ static void work_cb(uv_work_t *w)
 
 /* ---- the loop side ---- */
 
-static void op_free(sl_op *op)
+static void sl_op_free(sl_op *op)
 {
+    /* Every op's callback ran (or was due) before it goes: once, and never
+     * while the threadpool still has it. */
+    assert(op->delivered && op->b->running != op && !list_is_linked(&op->link));
     free(op->names);
     free(op->reason);
     free(op->comment);
@@ -305,14 +316,15 @@ static void op_free(sl_op *op)
 static void deliver(sl_op *op, int status, const char *message)
 {
     if (op->delivered)
-        return;
+        return; /* timed out already: the late result is dropped */
+    assert(op->b->pending > 0);
     op->delivered = 1;
     op->b->pending--;
     sl_result r = {.status = status,
                    .slurm_errno = status == op->rc ? op->slurm_errno : 0,
                    .message = message
                                   ? message
-                                  : (status == op->rc && op->errtext[0] ? op->errtext : op_strerror(status)),
+                                  : (status == op->rc && op->errtext[0] ? op->errtext : err_str(status)),
                    .resv_name = status == 0 ? op->resv_name : NULL,
                    .elapsed_ns = op->elapsed_ns};
     sl_done_cb cb = op->cb;
@@ -327,6 +339,7 @@ static void after_work_cb(uv_work_t *w, int status);
 static void on_timer_closed(uv_handle_t *h)
 {
     sl_backend *b = container_of((uv_timer_t *)h, sl_backend, timer);
+    assert(b->closing && b->running == NULL && list_empty(&b->queue) && b->pending == 0);
     sl_close_cb cb = b->close_cb;
     void *data = b->close_data;
     free(b);
@@ -374,7 +387,7 @@ static void submit_next(sl_backend *b)
         /* Cannot happen with a valid loop; fail the op rather than hang. */
         b->running = NULL;
         deliver(op, rc, NULL);
-        op_free(op);
+        sl_op_free(op);
     }
 }
 
@@ -382,15 +395,16 @@ static void after_work_cb(uv_work_t *w, int status)
 {
     sl_op *op = container_of(w, sl_op, work);
     sl_backend *b = op->b;
+    assert(b->running == op); /* one libslurm call at a time */
     b->running = NULL;
     if (op->delivered && status == 0)
         log_warn("libslurm call finished after its timeout; result dropped names=%s rc=%s ms=%.1f",
-                 op->names ? op->names : "", op_errname(op->rc), (double)op->elapsed_ns / 1e6);
+                 op->names ? op->names : "", err_name(op->rc), (double)op->elapsed_ns / 1e6);
     else
         log_debug("libslurm call done kind=%d names=%s rc=%s ms=%.1f", (int)op->kind,
-                  op->names ? op->names : "", op_errname(op->rc), (double)op->elapsed_ns / 1e6);
+                  op->names ? op->names : "", err_name(op->rc), (double)op->elapsed_ns / 1e6);
     deliver(op, status == UV_ECANCELED ? OP_ECANCELED : op->rc, NULL);
-    op_free(op);
+    sl_op_free(op);
     if (b->closing) {
         maybe_finish(b);
         return;
@@ -407,7 +421,7 @@ static void on_timer(uv_timer_t *t)
             sl_op *op = container_of(list_first(&b->queue), sl_op, link);
             list_remove(&op->link);
             deliver(op, OP_ECANCELED, NULL);
-            op_free(op);
+            sl_op_free(op);
         }
         maybe_finish(b);
         return;
@@ -426,7 +440,7 @@ static void on_timer(uv_timer_t *t)
             break;
         list_remove(&op->link);
         deliver(op, OP_ETIMEOUT, "timed out waiting behind an earlier libslurm call");
-        op_free(op);
+        sl_op_free(op);
         if (b->closing)
             return;
     }
@@ -447,7 +461,7 @@ void sl_backend_close(sl_backend *b, sl_close_cb cb, void *data)
     uv_timer_start(&b->timer, on_timer, 0, 0);
 }
 
-static sl_op *op_new(sl_backend *b, enum op_kind kind, sl_done_cb cb, void *data)
+static sl_op *sl_op_new(sl_backend *b, enum sl_op_kind kind, sl_done_cb cb, void *data)
 {
     sl_op *op = xcalloc(1, sizeof(*op));
     list_init(&op->link);
@@ -509,7 +523,7 @@ int sl_update_nodes(sl_backend *b, const char *hostlist, const sm_node_update *u
             (!(u->set & SM_UPD_REASON) || !u->reason || !u->reason[0]))
             return OP_EINVAL;
     }
-    sl_op *op = op_new(b, OPK_UPDATE_NODES, cb, data);
+    sl_op *op = sl_op_new(b, SL_OP_UPDATE_NODES, cb, data);
     op->names = xstrdup(hostlist);
     op->has_state = !!(u->set & SM_UPD_STATE);
     op->node_state = state;
@@ -530,14 +544,14 @@ int sl_delete_nodes(sl_backend *b, const char *hostlist, sl_done_cb cb, void *da
         return OP_ECANCELED;
     if (!hostlist || !hostlist[0])
         return OP_EINVAL;
-    sl_op *op = op_new(b, OPK_DELETE_NODES, cb, data);
+    sl_op *op = sl_op_new(b, SL_OP_DELETE_NODES, cb, data);
     op->names = xstrdup(hostlist);
     return enqueue(b, op);
 }
 
-static sl_op *resv_op(sl_backend *b, enum op_kind kind, const sm_resv_desc *d, sl_done_cb cb, void *data)
+static sl_op *resv_op(sl_backend *b, enum sl_op_kind kind, const sm_resv_desc *d, sl_done_cb cb, void *data)
 {
-    sl_op *op = op_new(b, kind, cb, data);
+    sl_op *op = sl_op_new(b, kind, cb, data);
     op->names = dup_or_null(d->name && d->name[0] ? d->name : NULL);
     op->users = dup_or_null(d->users);
     op->node_list = dup_or_null(d->node_list);
@@ -553,7 +567,7 @@ int sl_create_reservation(sl_backend *b, const sm_resv_desc *d, sl_done_cb cb, v
         return OP_ECANCELED;
     if (!d || !d->node_list || !d->node_list[0] || !d->users || !d->users[0] || d->duration == 0)
         return OP_EINVAL;
-    return enqueue(b, resv_op(b, OPK_RESV_CREATE, d, cb, data));
+    return enqueue(b, resv_op(b, SL_OP_RESV_CREATE, d, cb, data));
 }
 
 int sl_update_reservation(sl_backend *b, const sm_resv_desc *d, sl_done_cb cb, void *data)
@@ -562,7 +576,7 @@ int sl_update_reservation(sl_backend *b, const sm_resv_desc *d, sl_done_cb cb, v
         return OP_ECANCELED;
     if (!d || !d->name || !d->name[0])
         return OP_EINVAL;
-    return enqueue(b, resv_op(b, OPK_RESV_UPDATE, d, cb, data));
+    return enqueue(b, resv_op(b, SL_OP_RESV_UPDATE, d, cb, data));
 }
 
 int sl_delete_reservation(sl_backend *b, const char *name, sl_done_cb cb, void *data)
@@ -571,7 +585,7 @@ int sl_delete_reservation(sl_backend *b, const char *name, sl_done_cb cb, void *
         return OP_ECANCELED;
     if (!name || !name[0])
         return OP_EINVAL;
-    sl_op *op = op_new(b, OPK_RESV_DELETE, cb, data);
+    sl_op *op = sl_op_new(b, SL_OP_RESV_DELETE, cb, data);
     op->names = xstrdup(name);
     return enqueue(b, op);
 }

@@ -1,5 +1,6 @@
 #include "watchers/byname.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,7 @@ static void ns_take(byname *b, const char *ns)
 static void ns_release(byname *b, const char *ns)
 {
     struct nscount *c = map_get(&b->per_ns, ns);
+    assert(c != NULL && c->n > 0); /* every entry took its namespace's count */
     if (c && --c->n == 0)
         map_drop(&b->per_ns, ns);
 }
@@ -104,6 +106,7 @@ static void maybe_free(byname *b)
 {
     if (!b->stopping || !b->timer_closed || b->in_flight > 0)
         return;
+    assert(b->in_flight == 0 && b->per_ns.count <= b->entries.count);
     map_free(&b->entries);
     map_free(&b->per_ns);
     void (*cb)(void *) = b->on_stopped;
@@ -117,6 +120,7 @@ static void on_got(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     struct entry *e = data;
     byname *b = e->b;
+    assert(e->req != NULL && b->in_flight > 0);
     e->req = NULL;
     b->in_flight--;
     if (b->stopping || err == OP_ECANCELED) {
@@ -145,7 +149,7 @@ static void on_got(int err, const cJSON *obj, const kube_status *st, void *data)
         b->stats.failures++;
         if (!e->failing)
             log_warn("cannot read %s %s: %s (%s); keeping the last copy, retrying", b->o.res->kind, e->key,
-                     op_strerror(err), st && st->message[0] ? st->message : "no detail");
+                     err_str(err), st && st->message[0] ? st->message : "no detail");
         e->failing = 1;
         e->retry_ms = e->retry_ms ? e->retry_ms * 2 : BN_RETRY_MIN_MS;
         if (e->retry_ms > b->o.poll_ms)
@@ -159,9 +163,11 @@ static void fetch(byname *b, struct entry *e, uint64_t now)
     e->due_ms = now + b->o.poll_ms;
     if (e->req)
         return;
+    assert(!b->stopping);
     e->sent_ms = now;
     b->in_flight++;
     e->req = kube_get(b->o.client, b->o.res, e->ns, e->name, NULL, on_got, e);
+    assert(e->req != NULL);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -193,6 +199,8 @@ static void on_tick(uv_timer_t *t)
     }
     for (size_t i = 0; i < n_drop; i++) {
         struct entry *e = drop[i];
+        /* Only an entry with no GET out is dropped: on_got uses it. */
+        assert(e->req == NULL);
         ns_release(b, e->ns);
         map_del(&b->entries, e->key);
         b->stats.dropped++;

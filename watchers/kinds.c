@@ -1,5 +1,6 @@
 #include "watchers/kinds.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +42,14 @@ uint32_t pod_slurm_cond_hash(uint32_t bits, const char *message)
 static const char *const pod_annotations[] = {ANN_POD_CORDON, ANN_POD_DELETION_COST, ANN_POD_DEADLINE, ANN_TOPOLOGY,
                                               ANN_CONTROLLER_CONFIG, ANN_POD_AVOIDED, NULL};
 
+_Static_assert(PSC_COUNT <= 32, "pod_proj.slurm_conds holds one bit per PSC_ type");
+
 static void pod_project(const cJSON *obj, void *proj)
 {
     pod_proj *p = proj;
+    /* The store hands over a zeroed projection (store.h): the interned
+     * strings below are taken once, and pod_release drops them once. */
+    assert(p->node_name == NULL && p->hostname == NULL && p->slurm_conds == 0 && p->restarts == 0);
     const char *phase = json_get_str_or(obj, "status.phase", "");
     if (!*phase)
         p->phase = POD_NONE;

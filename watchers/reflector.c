@@ -1,5 +1,6 @@
 #include "watchers/reflector.h"
 
+#include <assert.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,8 +57,10 @@ static void start_watch(reflector *rf);
 
 static void set_state(reflector *rf, enum rf_state s, int line)
 {
+    assert(s >= RF_IDLE && s <= RF_STOPPING);
     if (rf->state == s)
         return;
+    assert(rf->state != RF_STOPPING); /* stopping is final */
     log_trace("reflector %s: %s -> %s (line %d)", rf->name, state_names[rf->state], state_names[s], line);
     rf->state = s;
 }
@@ -80,6 +83,7 @@ static void maybe_free(reflector *rf)
     /* Still waiting for the timer's close callback? */
     if (rf->timer.data != NULL)
         return;
+    assert(!list_is_linked(&rf->reach.link));
     void (*cb)(void *) = rf->on_stopped;
     void *data = rf->stopped_data;
     free(rf->name);
@@ -96,6 +100,9 @@ static void maybe_free(reflector *rf)
 static void on_timer(uv_timer_t *t)
 {
     reflector *rf = t->data;
+    /* The timer runs only for a backoff: rf_stop stops it, and a list or
+     * watch starts only from a completion or from here. */
+    assert(rf->state == RF_BACKOFF && rf->req == NULL);
     if (rf->state != RF_BACKOFF)
         return;
     if (rf->next == NEXT_WATCH && rf->last_rv)
@@ -122,6 +129,7 @@ static unsigned next_backoff(reflector *rf)
 
 static void back_off(reflector *rf, enum rf_next next, unsigned delay_ms)
 {
+    assert(rf->req == NULL);
     SET_STATE(rf, RF_BACKOFF);
     rf->next = next;
     uv_timer_start(&rf->timer, on_timer, delay_ms, 0);
@@ -152,6 +160,8 @@ static void on_reached(kube_reach_hook *h)
 static void on_list_page(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     reflector *rf = data;
+    /* One request in flight, and this is its answer. */
+    assert(rf->req != NULL && (rf->state == RF_LISTING || rf->state == RF_STOPPING));
     rf->req = NULL;
     if (rf->state == RF_STOPPING) {
         maybe_free(rf);
@@ -170,7 +180,7 @@ static void on_list_page(int err, const cJSON *obj, const kube_status *st, void 
             return;
         }
         unsigned d = next_backoff(rf);
-        log_warn("reflector %s: list failed: %s (%s); retrying in %u ms", rf->name, op_strerror(err),
+        log_warn("reflector %s: list failed: %s (%s); retrying in %u ms", rf->name, err_str(err),
                  st ? st->message : "", d);
         back_off(rf, NEXT_LIST, d);
         return;
@@ -223,6 +233,7 @@ static void start_list(reflector *rf)
     buf_t q;
     buf_init(&q, 16384);
     int rc = 0;
+    assert(rf->req == NULL);
     SET_STATE(rf, RF_LISTING);
     if (rf->cont == NULL) {
         rf->list_t0 = uv_hrtime();
@@ -245,6 +256,7 @@ static void start_list(reflector *rf)
     }
     rf->stats.lists++;
     rf->req = kube_list(rf->o.client, rf->o.res, rf->ns, buf_cstr(&q), on_list_page, rf);
+    assert(rf->req != NULL); /* kube answers later, never from inside the call */
     buf_free(&q);
 }
 
@@ -274,6 +286,7 @@ static void on_watch_event(int type, const cJSON *obj, void *data)
 static void on_watch_done(int err, const kube_status *st, int events_seen, void *data)
 {
     reflector *rf = data;
+    assert(rf->req != NULL && (rf->state == RF_WATCHING || rf->state == RF_STOPPING));
     rf->req = NULL;
     if (rf->state == RF_STOPPING || err == OP_ECANCELED) {
         maybe_free(rf);
@@ -309,7 +322,7 @@ static void on_watch_done(int err, const kube_status *st, int events_seen, void 
     rf->stats.failures++;
     unsigned d = next_backoff(rf);
     int rewatch = (st && (st->http == 0 || st->http == 429));
-    log_warn("reflector %s: watch failed: %s (%s); %s in %u ms", rf->name, op_strerror(err),
+    log_warn("reflector %s: watch failed: %s (%s); %s in %u ms", rf->name, err_str(err),
              st ? st->message : "", rewatch ? "watching again" : "relisting", d);
     back_off(rf, rewatch ? NEXT_WATCH : NEXT_LIST, d);
 }
@@ -325,10 +338,12 @@ static void start_watch(reflector *rf)
         .timeout_seconds = 300 + (int)(r % 300),
         .bookmarks = 1,
     };
+    assert(rf->req == NULL);
     SET_STATE(rf, RF_WATCHING);
     rf->watch_t0 = uv_hrtime();
     rf->stats.watches++;
     rf->req = kube_watch_start(rf->o.client, rf->o.res, rf->ns, &wo, on_watch_event, on_watch_done, rf);
+    assert(rf->req != NULL);
 }
 
 /* ---------------- lifecycle ---------------- */
@@ -357,6 +372,7 @@ reflector *rf_start(uv_loop_t *loop, const rf_opts *opts)
 static void on_timer_closed(uv_handle_t *h)
 {
     reflector *rf = container_of((uv_timer_t *)(void *)h, reflector, timer);
+    assert(rf->state == RF_STOPPING && rf->timer.data == rf);
     rf->timer.data = NULL;
     maybe_free(rf);
 }

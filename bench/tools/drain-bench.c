@@ -226,7 +226,7 @@ int main(int argc, char **argv)
     sl_options so = {.conf = conf, .timeout_ms = 600000};
     int rc = sl_backend_new(loop, &so, &lib);
     if (rc < 0)
-        fprintf(stderr, "no libslurm backend (%s): writes need REST v0.0.42+\n", op_strerror(rc));
+        fprintf(stderr, "no libslurm backend (%s): writes need REST v0.0.42+\n", err_str(rc));
     nc_opts no = {.name = "bench", .rest = rest, .lib = lib, .stale_ms = 600000};
     if (nc_new(loop, &no, &cache) < 0)
         return 1;

@@ -150,7 +150,7 @@ static int cmd_verify(int argc, char **argv)
     int rc = jwt_verify(argv[optind], k, klen, (int64_t)time(NULL), &cl);
     free(k);
     if (rc < 0) {
-        fprintf(stderr, "slurmio-cli: token refused: %s\n", op_strerror(rc));
+        fprintf(stderr, "slurmio-cli: token refused: %s\n", err_str(rc));
         return 1;
     }
     cJSON *o = cJSON_CreateObject();
@@ -183,7 +183,7 @@ static int cmd_expand(int argc, char **argv)
     hostlist_names hn;
     int rc = hostlist_expand(argv[optind], max, &hn);
     if (rc < 0) {
-        fprintf(stderr, "slurmio-cli: %s: %s\n", argv[optind], op_strerror(rc));
+        fprintf(stderr, "slurmio-cli: %s: %s\n", argv[optind], err_str(rc));
         return 1;
     }
     for (size_t i = 0; i < hn.n; i++)
@@ -281,7 +281,7 @@ static cJSON *response_json(const sm_response *r, int rc)
     json_set_bool(o, "ok", rc == 0);
     json_set_str(o, "version", sm_version_str(r->version));
     if (rc < 0) {
-        json_set_str(o, "code", op_errname(rc));
+        json_set_str(o, "code", err_name(rc));
         json_set_int(o, "http_status", r->err.http_status);
         json_set_int(o, "slurm_errno", r->err.slurm_errno);
         json_set_str(o, "message", r->err.message ? r->err.message : "");
@@ -390,7 +390,7 @@ static int cmd_negotiate(int argc, char **argv)
     int v = doc ? sm_negotiate(doc) : OP_EPARSE;
     cJSON_Delete(doc);
     if (v < 0) {
-        fprintf(stderr, "slurmio-cli: no usable version: %s\n", op_strerror(v));
+        fprintf(stderr, "slurmio-cli: no usable version: %s\n", err_str(v));
         return 1;
     }
     puts(sm_version_str(v));
@@ -449,7 +449,7 @@ static void on_done(void *data, const sl_result *res)
         if (!what)
             what = r->resv.name ? r->resv.name : "reservation";
         fprintf(stderr, "slurmio-cli: %s: %s (%s, slurm errno %d)\n", what, res->message,
-                op_errname(res->status), res->slurm_errno);
+                err_name(res->status), res->slurm_errno);
     } else if (res->resv_name) {
         printf("reservation %s\n", res->resv_name);
     }
@@ -594,7 +594,7 @@ static int cmd_backend(const char *cmd, int argc, char **argv, const char *conf,
     sl_options opts = {.conf = conf, .timeout_ms = timeout_ms};
     int rc = sl_backend_new(&r.loop, &opts, &r.b);
     if (rc < 0) {
-        fprintf(stderr, "slurmio-cli: libslurm backend: %s\n", op_strerror(rc));
+        fprintf(stderr, "slurmio-cli: libslurm backend: %s\n", err_str(rc));
         uv_loop_close(&r.loop);
         hostlist_names_free(&r.each);
         return 1;
@@ -608,7 +608,7 @@ static int cmd_backend(const char *cmd, int argc, char **argv, const char *conf,
         rc = submit(&r, r.target);
     }
     if (rc < 0) {
-        fprintf(stderr, "slurmio-cli: %s refused: %s\n", cmd, op_strerror(rc));
+        fprintf(stderr, "slurmio-cli: %s refused: %s\n", cmd, err_str(rc));
         sl_backend_close(r.b, NULL, NULL);
         r.first_error = rc;
     }

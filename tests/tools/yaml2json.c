@@ -32,7 +32,7 @@ static cJSON *load(const char *path)
     size_t len;
     int rc = strcmp(path, "-") == 0 ? file_read_stream(stdin, MAX_FILE, &text, &len) : file_read_all(path, MAX_FILE, &text, &len);
     if (rc) {
-        fprintf(stderr, "%s: %s\n", path, op_strerror(rc));
+        fprintf(stderr, "%s: %s\n", path, err_str(rc));
         return NULL;
     }
     cJSON *docs = yaml_parse_all(text, len, err, sizeof(err));

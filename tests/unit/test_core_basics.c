@@ -24,10 +24,10 @@
 
 static void test_err_table(void **state)
 {
-    assert_string_equal(op_strerror(OP_ETIMEOUT), "timed out");
-    assert_string_equal(op_errname(OP_ETOOBIG), "ETOOBIG");
-    assert_string_equal(op_errname(UV_ECONNREFUSED), "ECONNREFUSED");
-    assert_string_equal(op_strerror(0), "success");
+    assert_string_equal(err_str(OP_ETIMEOUT), "timed out");
+    assert_string_equal(err_name(OP_ETOOBIG), "ETOOBIG");
+    assert_string_equal(err_name(UV_ECONNREFUSED), "ECONNREFUSED");
+    assert_string_equal(err_str(0), "success");
     assert_true((int)OP_ENOMEM < (int)UV_EAI_ADDRFAMILY && (int)OP_EUNKNOWN < -4096);
 }
 

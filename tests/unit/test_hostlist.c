@@ -26,7 +26,7 @@ static char *expand_str(const char *expr, size_t max)
     if (rc < 0) {
         assert_null(hn.names);
         assert_int_equal(hn.n, 0);
-        return xstrdup(op_errname(rc));
+        return xstrdup(err_name(rc));
     }
     buf_t b;
     buf_init(&b, BUF_UNLIMITED);

@@ -189,7 +189,7 @@ static void run_canned(const char *resp, int streaming, int want_status, const c
         requests++;
         tl_run_until(&tl, &r.done);
         if (r.status != 0)
-            fail_msg("split at %zu: %s", split, op_strerror(r.status));
+            fail_msg("split at %zu: %s", split, err_str(r.status));
         assert_int_equal(r.done, 1);
         assert_int_equal(r.http_status, want_status);
         assert_int_equal(r.body.len, strlen(want_body));
@@ -522,7 +522,7 @@ static void test_queue_wait_not_timed(void **state)
     tl_run_until(&tl, &r[2].done);
     for (int i = 0; i < 3; i++) {
         if (r[i].status != 0)
-            fail_msg("request %d: %s", i, op_strerror(r[i].status));
+            fail_msg("request %d: %s", i, err_str(r[i].status));
         assert_int_equal(r[i].http_status, 200);
         res_reset(&r[i]);
     }
@@ -840,7 +840,7 @@ static void test_malformed_responses(void **state)
         submit(pool, "GET", "/bad", NULL, &r, 0, 2000, 0);
         tl_run_until(&tl, &r.done);
         if (r.status != cases[i].want)
-            fail_msg("case %zu: got %s, want %s", i, op_errname(r.status), op_errname(cases[i].want));
+            fail_msg("case %zu: got %s, want %s", i, err_name(r.status), err_name(cases[i].want));
         if (cases[i].want == 0) {
             /* Valid response followed by junk: delivered, connection not reused. */
             assert_string_equal(buf_cstr(&r.body), "abc");

@@ -389,7 +389,7 @@ static void expect_error(const char *body, const char *context, int code, const 
     fx.err[0] = '\0';
     int rc = kcfg_load_file(path_of("bad/config"), context, &c, fx.err, sizeof(fx.err));
     if (rc != code || (frag1 && !strstr(fx.err, frag1)) || (frag2 && !strstr(fx.err, frag2)))
-        fprintf(stderr, "rc=%d (%s) err=%s\n", rc, op_errname(rc), fx.err);
+        fprintf(stderr, "rc=%d (%s) err=%s\n", rc, err_name(rc), fx.err);
     assert_int_equal(rc, code);
     assert_null(c);
     assert_non_null(strstr(fx.err, path_of("bad/config")));

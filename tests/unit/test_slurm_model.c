@@ -779,8 +779,8 @@ static void test_malformed(void **state)
         sm_response r;
         int rc = sm_parse(38, cases[i].kind, cases[i].status, cases[i].body, strlen(cases[i].body), &r);
         if (rc != cases[i].code)
-            fail_msg("case %zu (%s): got %s, want %s", i, cases[i].body, op_errname(rc),
-                     op_errname(cases[i].code));
+            fail_msg("case %zu (%s): got %s, want %s", i, cases[i].body, err_name(rc),
+                     err_name(cases[i].code));
         assert_int_equal(r.err.code, rc);
         assert_non_null(r.err.message);
         assert_int_equal(r.n_nodes + r.n_jobs + r.n_pings + r.n_resvs, 0);

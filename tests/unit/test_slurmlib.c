@@ -289,7 +289,7 @@ int main(void)
     sl_backend *b = (sl_backend *)1;
     int rc = sl_backend_new(&loop, NULL, &b);
     uv_loop_close(&loop);
-    printf("built without libslurm: sl_backend_new -> %s\n", op_errname(rc));
+    printf("built without libslurm: sl_backend_new -> %s\n", err_name(rc));
     return rc == OP_ENOTSUP && b == NULL ? 0 : 1;
 #endif
 }
