@@ -305,8 +305,11 @@ static int load_inline(bx_ctx *x, const kcfg *cfg, const char *path, char *const
         }
     }
     x->cleanup++;
+    /* A connection closed after a bad response may be freed already (its
+     * on_close ran): only the others are closed here. */
     for (int i = 0; i < conns; i++)
-        conn_close(L.cs[i].c);
+        if (!L.cs[i].closed)
+            conn_close(L.cs[i].c);
     (void)bx_wait(x, all_closed, &L, 10);
     if (L.watch) {
         conn_close(L.watch);
