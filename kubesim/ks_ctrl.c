@@ -225,6 +225,15 @@ static void free_refs(objref *v, int n)
 static void process_owner(ks *k, const char *uid)
 {
     ks_obj *owner = map_get(&k->uids, uid);
+    cJSON *oo = NULL;
+    /* An owner that is not being deleted waits for nothing: its dependents
+     * are not collected (a pod's deletion marks its NodeSet, and collecting
+     * the NodeSet's thousands of pods for every one made each delete cost
+     * the fleet). */
+    if (owner && !is_deleting(owner, &oo)) {
+        cJSON_Delete(oo);
+        return;
+    }
     int n;
     objref *deps = collect_deps(k, uid, &n, NULL);
     if (owner == NULL) {
@@ -234,12 +243,6 @@ static void process_owner(ks *k, const char *uid)
             if (d && !list_is_linked(&d->gc_link))
                 list_insert_tail(&k->gc_queue, &d->gc_link);
         }
-        free_refs(deps, n);
-        return;
-    }
-    cJSON *oo = NULL;
-    if (!is_deleting(owner, &oo)) {
-        cJSON_Delete(oo);
         free_refs(deps, n);
         return;
     }
