@@ -549,7 +549,21 @@ do_nodes_start() {
     echo "${ports[2]}" > "$D/run/kube-proxy.port"
     launch kube-proxy "$NODE_BIN/kube-proxy" --config "$ND/kube-proxy.yaml" --v=1
 
+    # A kubelet binds its device-plugin socket at a fixed host path
+    # (/var/lib/kubelet/device-plugins/kubelet.sock, whatever --root-dir
+    # says) after removing any file there; two kubelets doing that at the
+    # same instant fail one with "address already in use", and it exits
+    # ("Failed to start ContainerManager"). So each kubelet starts once the
+    # one before has bound it (it is then replaced, unused: no test runs a
+    # device plugin).
+    local dp=/var/lib/kubelet/device-plugins/kubelet.sock mark="$ND/kubelet-start.mark"
     for ((i = 0; i < N; i++)); do
+        if ((i > 0)); then
+            poll 30000 "$(pid_of "node-$((i - 1))-kubelet")" test "$dp" -nt "$mark" ||
+                say "kubelet $((i - 1)) has not bound $dp in 30 s; starting kubelet $i all the same"
+        fi
+        touch "$mark"
+        sleep 0.01 # a socket created within the mark's second still compares newer
         ports=($(free_ports 2))
         write_kubelet_config "$i" "${ports[0]}" "${ports[1]}"
         echo "${ports[1]}" > "$D/run/node-$i-kubelet.port"
