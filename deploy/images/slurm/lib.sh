@@ -47,13 +47,24 @@ foreground_flag() {
 # background and whose first process exits; then wait while the newest NAME
 # process runs, passing SIGTERM/SIGINT on to it, so that whoever started this
 # (the container, or supervise below) sees the daemon's end as this one's.
+# A daemon in the background restarts itself as a new process on every
+# reconfigure (Slurm 24.05 and later fork, and the old process exits once
+# the new one runs), so the wait follows the newest NAME process: waiting on
+# the first PID alone took the first reconfigure for the daemon's end, and
+# the second daemon started then failed on the first one's socket every
+# second (24.11's sackd, which has no -D).
 # Returns 1 when the daemon is gone (or never stayed).
 run_forking() {
-    local name=$1 pid; shift
+    local name=$1 pid next; shift
     ( "$@" ) || return
     pid=$(pgrep -n -x "$name") || { log "$name left no process"; return 1; }
     trap 'kill -TERM "$pid" 2>/dev/null' TERM INT
-    while kill -0 "$pid" 2>/dev/null; do sleep 1; done
+    while :; do
+        while kill -0 "$pid" 2>/dev/null; do sleep 1; done
+        next=$(pgrep -n -x "$name") || break
+        log "$name (pid $pid) restarted itself as pid $next"
+        pid=$next
+    done
     trap - TERM INT
     log "$name (pid $pid) ended"
     return 1
