@@ -8,6 +8,7 @@
 #include "reconcilers/accounting_build.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
+#include "reconcilers/reconcilers.h"
 #include "reconcilers/tenancy.h"
 #include "watchers/slinky.h"
 
@@ -42,14 +43,14 @@ static const crc_module module = {
     .nodesets_served = nodesets_served,
 };
 
-accounting_state *accounting_state_new(void)
+static void *state_new(void)
 {
     return crc_state_new(sizeof(accounting_state), &module);
 }
 
-void accounting_state_free(accounting_state *st)
+accounting_state *accounting_of(const operator *op)
 {
-    crc_state_free(st);
+    return op_state(op, OPR_ACCOUNTING);
 }
 
 /* ------------------------------------------------------------------ */
@@ -113,7 +114,7 @@ static void on_nodeset(store *s, const sobj *old_obj, const sobj *new_obj, void 
 
 static void setup(operator *op)
 {
-    crc_module *m = &op->accounting->m;
+    crc_module *m = &accounting_of(op)->m;
     crc_setup(m, op);
     store_on_change(op_store(op, OPK_STATEFULSETS), crc_on_owned, m);
     store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, m);
@@ -161,16 +162,19 @@ static void reconcile(crc_pass *p)
 
 static int start(operator *op)
 {
-    return crc_start(&op->accounting->m);
+    return crc_start(&accounting_of(op)->m);
 }
 
 static void stop(operator *op)
 {
-    crc_stop(&op->accounting->m);
+    crc_stop(&accounting_of(op)->m);
 }
 
 const op_reconciler RC_ACCOUNTING = {
     .name = ACCOUNTING_CONTROLLER,
+    .slot = OPR_ACCOUNTING,
+    .new_state = state_new,
+    .free_state = crc_state_free,
     .setup = setup,
     .start = start,
     .stop = stop,

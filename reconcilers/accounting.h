@@ -27,11 +27,11 @@
 
 extern const op_reconciler RC_ACCOUNTING;
 
-/** The reconciler's own state (its crc_module), which the operator owns
- *  (operator.accounting): made before setup, freed once the operator's
- *  client has closed (NULL: nothing). */
+/** The reconciler's own state (its crc_module), made before setup and
+ *  freed once the operator's client has closed, through the registry
+ *  (RC_ACCOUNTING). */
 typedef struct accounting_state accounting_state;
-accounting_state *accounting_state_new(void);
-void accounting_state_free(accounting_state *st);
+/** op's (never NULL from op_start on). */
+accounting_state *accounting_of(const operator *op);
 
 #endif

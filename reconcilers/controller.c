@@ -13,6 +13,7 @@
 #include "reconcilers/cluster_watch.h"
 #include "reconcilers/controller_build.h"
 #include "reconcilers/objsync.h"
+#include "reconcilers/reconcilers.h"
 #include "reconcilers/tenancy.h"
 #include "watchers/kinds.h"
 #include "watchers/slinky.h"
@@ -81,15 +82,16 @@ static const crc_module module = {
     .cluster_of = cluster_of,
 };
 
-controller_state *controller_state_new(void)
+static void *state_new(void)
 {
     controller_state *cs = crc_state_new(sizeof(*cs), &module);
     map_init_type(&cs->smon, &smon_state_type);
     return cs;
 }
 
-void controller_state_free(controller_state *cs)
+static void state_free(void *state)
 {
+    controller_state *cs = state;
     if (cs == NULL)
         return;
     map_free(&cs->smon);
@@ -97,15 +99,21 @@ void controller_state_free(controller_state *cs)
     crc_state_free(cs);
 }
 
+controller_state *controller_of(const operator *op)
+{
+    return op_state(op, OPR_CONTROLLER);
+}
+
 void controller_enqueue(operator *op, const char *key)
 {
-    crc_enqueue_key(&op->controller->m, key);
+    crc_enqueue_key(&controller_of(op)->m, key);
 }
 
 void controller_set_ping_hook(operator *op, controller_ping_fn fn, void *data)
 {
-    op->controller->ping = fn;
-    op->controller->ping_data = data;
+    controller_state *cs = controller_of(op);
+    cs->ping = fn;
+    cs->ping_data = data;
 }
 
 static uint64_t now_ms(void)
@@ -194,7 +202,7 @@ static void on_pod(store *s, const sobj *old_obj, const sobj *new_obj, void *dat
 
 static void setup(operator *op)
 {
-    crc_module *m = &op->controller->m;
+    crc_module *m = &controller_of(op)->m;
     crc_setup(m, op);
     store_on_change(op_store(op, OPK_STATEFULSETS), crc_on_owned, m);
     store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, m);
@@ -727,12 +735,12 @@ static void reconcile(crc_pass *p)
 
 static int start(operator *op)
 {
-    return crc_start(&op->controller->m);
+    return crc_start(&controller_of(op)->m);
 }
 
 static void stop(operator *op)
 {
-    controller_state *cs = op->controller;
+    controller_state *cs = controller_of(op);
     crc_stop(&cs->m);
     cs->epoch++;
     cs->crd = CRD_UNKNOWN;
@@ -743,6 +751,9 @@ static void stop(operator *op)
 
 const op_reconciler RC_CONTROLLER = {
     .name = CONTROLLER_CONTROLLER,
+    .slot = OPR_CONTROLLER,
+    .new_state = state_new,
+    .free_state = state_free,
     .setup = setup,
     .start = start,
     .stop = stop,

@@ -32,13 +32,12 @@
 extern const op_reconciler RC_CONTROLLER;
 
 /** The reconciler's own state (its queue and per-CR memory, the
- *  ServiceMonitor checks, the active-label writes, the ping hook), which the
- *  operator owns (operator.controller): made before setup, freed once the
- *  operator's client has closed. */
+ *  ServiceMonitor checks, the active-label writes, the ping hook), made before
+ *  setup and freed once the operator's client has closed, through the
+ *  registry (RC_CONTROLLER). */
 typedef struct controller_state controller_state;
-controller_state *controller_state_new(void);
-/** Free it (NULL: nothing). */
-void controller_state_free(controller_state *cs);
+/** op's (never NULL from op_start on). */
+controller_state *controller_of(const operator *op);
 
 /** Queue a Controller ("ns/name") of op for reconciliation (no-op when not
  *  leading). */

@@ -16,6 +16,7 @@
 #include "reconcilers/loginset_build.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/operator.h"
+#include "reconcilers/reconcilers.h"
 #include "reconcilers/sshkeys.h"
 
 static void reconcile(crc_pass *p);
@@ -54,12 +55,12 @@ struct loginset_state {
     crc_module m; /* first: crc_state_new */
     map_t jobs; /* LoginSet key -> struct keygen */
     int running;
-    /* loginset_state_free was called while generations were still on the
-     * threadpool: the last completion frees the state */
+    /* The operator freed the state (free_late) while generations were
+     * still on the threadpool: the last completion frees it. */
     int freeing;
 };
 
-loginset_state *loginset_state_new(void)
+static void *state_new(void)
 {
     loginset_state *ls = crc_state_new(sizeof(*ls), &module);
     map_init(&ls->jobs);
@@ -71,8 +72,14 @@ static loginset_state *of(crc_module *m)
     return container_of(m, loginset_state, m);
 }
 
-void loginset_state_free(loginset_state *ls)
+loginset_state *loginset_of(const operator *op)
 {
+    return op_state(op, OPR_LOGINSET);
+}
+
+static void state_free(void *state)
+{
+    loginset_state *ls = state;
     if (ls == NULL)
         return;
     crc_fini(&ls->m);
@@ -137,7 +144,7 @@ static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *
 
 static void setup(operator *op)
 {
-    crc_module *m = &op->loginset->m;
+    crc_module *m = &loginset_of(op)->m;
     crc_setup(m, op);
     store_on_change(op_store(op, OPK_DEPLOYMENTS), crc_on_owned, m);
     store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, m);
@@ -338,12 +345,12 @@ static void reconcile(crc_pass *p)
 
 static int start(operator *op)
 {
-    return crc_start(&op->loginset->m);
+    return crc_start(&loginset_of(op)->m);
 }
 
 static void stop(operator *op)
 {
-    loginset_state *ls = op->loginset;
+    loginset_state *ls = loginset_of(op);
     crc_stop(&ls->m);
     const char *k;
     void *v;
@@ -365,6 +372,10 @@ static void stop(operator *op)
 
 const op_reconciler RC_LOGINSET = {
     .name = LOGINSET_CONTROLLER,
+    .slot = OPR_LOGINSET,
+    .new_state = state_new,
+    .free_state = state_free,
+    .free_late = 1, /* a host key generation on the threadpool frees it */
     .setup = setup,
     .start = start,
     .stop = stop,

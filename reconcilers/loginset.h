@@ -29,14 +29,14 @@
 
 extern const op_reconciler RC_LOGINSET;
 
-/** The reconciler's own state (its crc_module and the host key
- *  generations), which the operator owns (operator.loginset): made before
- *  setup, freed once the operator's client has closed. */
+/** The reconciler's own state (its crc_module and the host key generations),
+ *  made before setup and freed once the operator's client has closed,
+ *  through the registry (RC_LOGINSET). It is freed late (free_late): a
+ *  generation still on the threadpool keeps it until its completion, which
+ *  then frees it. */
 typedef struct loginset_state loginset_state;
-loginset_state *loginset_state_new(void);
-/** Free it (NULL: nothing). A generation still on the threadpool keeps the
- *  state until its completion, which then frees it. */
-void loginset_state_free(loginset_state *ls);
+/** op's (never NULL from op_start on). */
+loginset_state *loginset_of(const operator *op);
 
 /** Host key generations running on the threadpool (for tests and shutdown). */
 int loginset_keygen_running(const loginset_state *ls);

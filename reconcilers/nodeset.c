@@ -25,6 +25,7 @@
 #include "reconcilers/nodeset_immut.h"
 #include "reconcilers/nodeset_slurm.h"
 #include "reconcilers/objsync.h"
+#include "reconcilers/reconcilers.h"
 #include "reconcilers/tenancy.h"
 #include "watchers/kinds.h"
 #include "watchers/slinky.h"
@@ -42,14 +43,15 @@
 #define NS_UNSYNCED_RETRY_MS 100
 #define NS_SCOPE_RETRY_MS 100 /* waiting for the topology webhook to admit a namespace */
 
-/* The reconciler's state: one per operator (op->nodeset), made before
- * setup and freed after the client closed, so that write completions that
- * arrive after stop still find it. Every function reaches it through the
- * operator or the context of a write. */
+/* The reconciler's state: one per operator (nodeset_of), made through the
+ * registry before setup and freed after the client closed, so that write
+ * completions that arrive after stop still find it. Every function reaches
+ * it through the operator or the context of a write. */
 struct nodeset_state {
     operator *op;
     wq_t *q;
     expect_table *exp;
+    nsim_table *immut;   /* the last valid immutable fields per NodeSet (nodeset_immut.h) */
     int ix_pod_owner;    /* pods by controller owner uid */
     int ix_pod_instance; /* pods by app.kubernetes.io/instance (orphan adoption) */
     int ix_pod_node;     /* pods by spec.nodeName */
@@ -542,12 +544,12 @@ static int names_collide(nodeset_state *c, const sobj *o, const sobj *holder, co
 
 void nodeset_enqueue(operator *op, const char *key)
 {
-    enqueue_full(op->nodeset, key, "slurm");
+    enqueue_full(nodeset_of(op), key, "slurm");
 }
 
 void nodeset_enqueue_after(operator *op, const char *key, uint64_t ms)
 {
-    nodeset_state *c = op->nodeset;
+    nodeset_state *c = nodeset_of(op);
     /* Whenever the next pass runs, it is a full one. */
     incr_mark_full(c, key, "requeue");
     if (c->q)
@@ -824,7 +826,7 @@ static void on_node(store *s, const sobj *old, const sobj *new, void *data)
 
 static void setup(operator *op)
 {
-    nodeset_state *c = op->nodeset;
+    nodeset_state *c = nodeset_of(op);
     c->op = op;
     store *pods = op_store(op, OPK_PODS);
     c->ix_pod_owner = store_add_owner_index(pods);
@@ -858,7 +860,7 @@ struct pass {
     int slurm_busy;       /* ... and that was the Slurm side not being calm (incr_usable) */
     int k8s_share;        /* the incremental step skipped the Slurm share (incr_usable) */
     operator *op;
-    nodeset_state *c; /* op->nodeset */
+    nodeset_state *c; /* nodeset_of(op) */
     const sobj *o;
     cJSON *ns;       /* the NodeSet with defaults */
     const char *key; /* ns/name */
@@ -2795,7 +2797,7 @@ static void spec_problems(struct pass *p, nsb_msgs *msgs, int *by_rival)
     /* A change of an immutable field that got past the API server (see
      * nodeset_immut.h); never in the way of a deletion. */
     if (nsb_validate(p->ns, NULL, msgs) == 0 && !o->deleting)
-        nsim_check(op->nodeset_immut, o->key, o->uid, p->ns, msgs);
+        nsim_check(p->c->immut, o->key, o->uid, p->ns, msgs);
     /* With --namespace, a Controller outside the watched namespaces can never be found. */
     const char *out_ns = NULL;
     if (!o->deleting && cw_ref_outside(p->ns, op->opts.namespaces, (size_t)op->opts.n_namespaces, &out_ns)) {
@@ -2857,7 +2859,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         status_forget(c, key);
         nss_forget(op, key);
         incr_drop(c, key);
-        nsim_forget(op->nodeset_immut, key);
+        nsim_forget(c->immut, key);
         return WQ_RESULT_OK;
     case NSC_SCOPE_WAIT:
         return WQ_RESULT_AFTER(NS_SCOPE_RETRY_MS);
@@ -2909,7 +2911,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         log_info("nodeset %s: being deleted with an invalid spec (%s); draining its pods all the same", key,
                  msgs.v[i]);
     nsb_msgs_free(&msgs);
-    nsim_remember(op->nodeset_immut, o->key, o->uid, p.ns);
+    nsim_remember(c->immut, o->key, o->uid, p.ns);
 
     if (step == NSC_DELETE_REFUSED) {
         /* Draining through a Controller that does not admit this namespace
@@ -3117,7 +3119,7 @@ static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
 
 static int start(operator *op)
 {
-    nodeset_state *c = op->nodeset;
+    nodeset_state *c = nodeset_of(op);
     int err = 0;
     /* Failed writes back off per NodeSet up to a minute, not the queue's
      * default 1000 s: status PATCHes timing out under load for a while drove
@@ -3160,7 +3162,7 @@ static int start(operator *op)
 
 static void stop(operator *op)
 {
-    nodeset_state *c = op->nodeset;
+    nodeset_state *c = nodeset_of(op);
     nss_stop(op);
     if (c->q)
         wq_shutdown(c->q, NULL, NULL);
@@ -3172,7 +3174,7 @@ static void stop(operator *op)
     map_free(&c->wait_passes);
     map_free(&c->incrs);
     map_free(&c->status_busy);
-    nsim_clear(op->nodeset_immut);
+    nsim_clear(c->immut);
     istr_put(c->ik.revision);
     istr_put(c->ik.revision_slinky);
     istr_put(c->ik.cordon);
@@ -3188,16 +3190,10 @@ static void stop(operator *op)
     c->exp = NULL;
 }
 
-const op_reconciler RC_NODESET = {
-    .name = NODESET_CONTROLLER,
-    .setup = setup,
-    .start = start,
-    .stop = stop,
-};
-
-nodeset_state *nodeset_state_new(void)
+static void *state_new(void)
 {
     nodeset_state *c = xcalloc(1, sizeof(*c));
+    c->immut = nsim_new();
     map_init_type(&c->wait_passes, &wait_pass_type);
     map_init_type(&c->failed_keys, &map_type_free_val);
     map_init_type(&c->incrs, &incr_type);
@@ -3208,10 +3204,12 @@ nodeset_state *nodeset_state_new(void)
     return c;
 }
 
-void nodeset_state_free(nodeset_state *c)
+static void state_free(void *state)
 {
+    nodeset_state *c = state;
     if (c == NULL)
         return;
+    nsim_free(c->immut);
     map_free(&c->failed_keys);
     map_free(&c->ds_backoffs);
     map_free(&c->held_names);
@@ -3222,3 +3220,18 @@ void nodeset_state_free(nodeset_state *c)
     exp_free(c->exp);
     free(c);
 }
+
+nodeset_state *nodeset_of(const operator *op)
+{
+    return op_state(op, OPR_NODESET);
+}
+
+const op_reconciler RC_NODESET = {
+    .name = NODESET_CONTROLLER,
+    .slot = OPR_NODESET,
+    .new_state = state_new,
+    .free_state = state_free,
+    .setup = setup,
+    .start = start,
+    .stop = stop,
+};

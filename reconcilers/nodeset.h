@@ -27,11 +27,12 @@
 extern const op_reconciler RC_NODESET;
 
 /** The reconciler's state (queue, expectations, incremental state, failed
- *  keys, backoffs): the operator owns it as op->nodeset, made before setup
- *  and freed after the client has closed (write completions use it). */
+ *  keys, backoffs, the last valid immutable fields: nodeset_immut.h), made
+ *  before setup and freed once the operator's client has closed (write
+ *  completions use it), through the registry (RC_NODESET). */
 typedef struct nodeset_state nodeset_state;
-nodeset_state *nodeset_state_new(void);
-void nodeset_state_free(nodeset_state *c);
+/** op's (never NULL from op_start on). */
+nodeset_state *nodeset_of(const operator *op);
 
 /** Queue a NodeSet ("ns/name") for a full pass (no-op when not leading). */
 void nodeset_enqueue(operator *op, const char *key);

@@ -9,8 +9,8 @@
  * generation that passed validation, and checks every later generation
  * against them with nsb_validate(new, remembered).
  *
- * The memory is a table the operator owns (operator.nodeset_immut), handed
- * to every call: after a restart the first valid generation seen becomes
+ * The memory is a table the NodeSet reconciler's state owns (nodeset.h),
+ * handed to every call: after a restart the first valid generation seen becomes
  * the reference. A NodeSet recreated under the same name (new uid) starts
  * again. Loop thread only.
  */

@@ -21,6 +21,7 @@
 #include "reconcilers/nodedemand.h"
 #include "reconcilers/nodehealth.h"
 #include "reconcilers/nodeset_incr.h"
+#include "reconcilers/reconcilers.h"
 #include "reconcilers/slurmclient.h"
 #include "slurmio/hostlist.h"
 #include "slurmio/nodecache.h"
@@ -267,7 +268,7 @@ typedef struct bo_ent {
     uint64_t next_ms;
 } bo_ent;
 
-/* The Slurm side's state: one per operator (op->nodeset_slurm). Hooks get
+/* The Slurm side's state: one per operator (nss_of). Hooks get
  * it as their data, write completions through their context; the public
  * functions reach it through the operator. */
 struct nss_state {
@@ -282,8 +283,8 @@ struct nss_state {
     int stopped;         /* late completions touch nothing but the count below */
     /* Kubernetes and Slurm writes sent whose completion has not run yet.
      * Slurm writes complete through the Controller's node cache, which may
-     * close after the operator let go of this state: a state released
-     * while some are in flight is freed by the last completion. */
+     * close after the operator freed this state (free_late): a state
+     * released while some are in flight is freed by the last completion. */
     unsigned inflight;
     int released;
     /* slurmop_drains_blocked{reason}, slurmop_busy_pods_kept,
@@ -609,7 +610,7 @@ static int pod_ctl_key(operator *op, const sobj *pod, char *buf, size_t len)
 const sobj *nss_name_holder(operator *op, const char *ctl_key, const char *name, const char *except_uid,
                             const char *except_owner_uid)
 {
-    nss_state *st = op->nodeset_slurm;
+    nss_state *st = nss_of(op);
     if (!st || !name || !*name || st->ix_slurm_name < 0)
         return NULL;
     store_cursor cur;
@@ -1171,7 +1172,7 @@ char *nss_merge_features_base(const char *current, const char *base, const char 
 /* ------------------------------------------------------------------ */
 /* hooks */
 
-nss_state *nss_state_new(void)
+static void *state_new(void)
 {
     nss_state *st = xcalloc(1, sizeof(*st));
     map_init_type(&st->sets, &set_type);
@@ -1198,8 +1199,9 @@ static void state_destroy(nss_state *st)
     free(st);
 }
 
-void nss_state_free(nss_state *st)
+static void state_free(void *state)
 {
+    nss_state *st = state;
     if (st == NULL)
         return;
     /* The operator is going: a completion still to come must touch
@@ -1211,6 +1213,19 @@ void nss_state_free(nss_state *st)
     }
     state_destroy(st);
 }
+
+nss_state *nss_of(const operator *op)
+{
+    return op_state(op, OPR_NODESET_SLURM);
+}
+
+const op_reconciler RC_NODESET_SLURM = {
+    .name = "nodeset-slurm",
+    .slot = OPR_NODESET_SLURM,
+    .new_state = state_new,
+    .free_state = state_free,
+    .free_late = 1, /* the last Slurm write in flight frees it */
+};
 
 static void on_scrape(void *data)
 {
@@ -1275,7 +1290,7 @@ static void setup_metrics(nss_state *st, mx_registry *r)
 
 void nss_setup(operator *op, const nss_queue *q)
 {
-    nss_state *st = op->nodeset_slurm;
+    nss_state *st = nss_of(op);
     st->op = op;
     st->q = *q;
     st->ix_slurm_name = store_add_index(op_store(op, OPK_PODS), slurm_name_index, st);
@@ -1317,23 +1332,23 @@ void nss_setup(operator *op, const nss_queue *q)
 
 int nss_start(operator *op)
 {
-    op->nodeset_slurm->stopped = 0;
+    nss_of(op)->stopped = 0;
     return 0;
 }
 
 void nss_stop(operator *op)
 {
     /* Writes still in flight complete later, through the state their
-     * context points to (nss_state_free waits for the last of them); once
+     * context points to (state_free leaves the state to the last of them); once
      * stopped they change nothing. */
-    nss_state *st = op->nodeset_slurm;
+    nss_state *st = nss_of(op);
     st->stopped = 1;
     free_all(st);
 }
 
 void nss_forget(operator *op, const char *key)
 {
-    nss_state *st = op->nodeset_slurm;
+    nss_state *st = nss_of(op);
     nss_set *s = map_get(&st->sets, key);
     if (s && (s->health.count || s->health_waiting)) {
         const char *slash = strchr(key, '/');
@@ -1349,7 +1364,7 @@ void nss_forget(operator *op, const char *key)
 
 void nss_observe(operator *op, const sobj *nodeset)
 {
-    nss_set *s = set_get(op->nodeset_slurm, nodeset, nodeset->json);
+    nss_set *s = set_get(nss_of(op), nodeset, nodeset->json);
     if (s->synced) {
         /* the last pass decided: its condemnations are the victims (moved) */
         map_free(&s->victims);
@@ -1427,7 +1442,7 @@ static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset
 
 static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *pod, const char *why)
 {
-    nss_state *st = op->nodeset_slurm;
+    nss_state *st = nss_of(op);
     if (!map_get(&s->condemned, pod->uid)) {
         char *k = xstrdup(pod->uid);
         map_put(&s->condemned, k, k);
@@ -1689,16 +1704,16 @@ static int is_quiet(nss_set *s, const sobj *pod, uint64_t now)
 int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod, const char *why)
 {
     (void)ctl;
-    nss_set *s = set_get(op->nodeset_slurm, nodeset, nodeset->json);
+    nss_set *s = set_get(nss_of(op), nodeset, nodeset->json);
     kept_ent *e = s->kept.count ? map_get(&s->kept, pod->uid) : NULL;
     if (e)
         e->reason = NULL; /* this pass says again what keeps it */
     int v = condemn(op, s, nodeset, pod, why);
     if (v == NSS_DELETE) {
-        mark_deleting(s, pod, now_ms(op->nodeset_slurm));
+        mark_deleting(s, pod, now_ms(nss_of(op)));
         map_drop(&s->kept, pod->uid);
     } else if (v == JUDGE_WAIT_READ) {
-        mark_deciding(s, pod, now_ms(op->nodeset_slurm));
+        mark_deciding(s, pod, now_ms(nss_of(op)));
         kept_get(s, pod);
         v = NSS_WAIT;
     } else if (v == NSS_WAIT) {
@@ -1710,7 +1725,7 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
 /* A hook for the NodeSet reconciler's incremental passes (nodeset.c); reads only. */
 int nss_quiet(operator *op, const sobj *nodeset)
 {
-    const nss_set *s = map_get(&op->nodeset_slurm->sets, nodeset->key);
+    const nss_set *s = map_get(&nss_of(op)->sets, nodeset->key);
     nc_cache *cache;
     if (s == NULL || s->condemned.count || s->n_drains || s->blocked)
         return 0;
@@ -1719,7 +1734,7 @@ int nss_quiet(operator *op, const sobj *nodeset)
 
 const char *nss_blocked(operator *op, const sobj *nodeset, const char **message)
 {
-    const nss_set *s = map_get(&op->nodeset_slurm->sets, nodeset->key);
+    const nss_set *s = map_get(&nss_of(op)->sets, nodeset->key);
     if (message)
         *message = s && s->blocked ? s->blocked_msg : NULL;
     return s ? s->blocked : NULL;
@@ -1813,7 +1828,7 @@ static char *cordon_reason(const operator *op, const sobj *node, const sobj *pod
 
 typedef struct sync_ctx {
     operator *op;
-    nss_state *st; /* op->nodeset_slurm */
+    nss_state *st; /* nss_of(op) */
     const sobj *nodeset;
     const cJSON *ns;
     nss_set *s;
@@ -2300,7 +2315,7 @@ void nss_set_finalizer(operator *op, const sobj *nodeset, const char *name, int 
         return;
     char what[128];
     snprintf(what, sizeof(what), "finalizer %s", name);
-    pw_ent *e = pw_begin(op->nodeset_slurm, nodeset->uid, what, (uint64_t)want + 1);
+    pw_ent *e = pw_begin(nss_of(op), nodeset->uid, what, (uint64_t)want + 1);
     if (!e)
         return;
     cJSON *list = cJSON_CreateArray();
@@ -2316,7 +2331,7 @@ void nss_set_finalizer(operator *op, const sobj *nodeset, const char *name, int 
     cJSON *meta = json_obj_ensure(patch, "metadata");
     json_set(meta, "finalizers", list);
     json_set_str(meta, "resourceVersion", nodeset->rv);
-    patch_nodeset(op->nodeset_slurm, nodeset, NULL, patch, e);
+    patch_nodeset(nss_of(op), nodeset, NULL, patch, e);
 }
 
 static void set_finalizer(operator *op, const sobj *nodeset, int want)
@@ -2535,7 +2550,7 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
 
 int nss_jobrec_clear(operator *op, const sobj *nodeset, const cJSON *ns)
 {
-    nss_state *st = op->nodeset_slurm;
+    nss_state *st = nss_of(op);
     if (nss_delete_without_drain(nodeset) || !json_get_bool(ns, "spec.partition.enabled", 0))
         return 1; /* opted out, or no partition of ours in slurm.conf */
     nss_set *s = set_get(st, nodeset, ns);
@@ -2592,7 +2607,7 @@ int nss_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
 {
     if (!nodeset->deleting || !nodeset->json || !has_finalizer(nodeset->json))
         return 0;
-    nss_set *s = set_get(op->nodeset_slurm, nodeset, ns);
+    nss_set *s = set_get(nss_of(op), nodeset, ns);
     const char *ctl = json_get_str_or(ns, "spec.controllerRef.name", "");
     const char *ctl_ns = cw_ref_ns(ns, "spec.controllerRef");
     if (!store_get(op_store(op, OPK_CONTROLLERS), ctl_ns ? ctl_ns : nodeset->ns, ctl)) {
@@ -2619,7 +2634,7 @@ int nss_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
         sm_resv_desc d = {.name = resv_name};
         if (!resv_settled(s, cache))
             break; /* a write is on its way; its completion queues us */
-        if (resv_write(op->nodeset_slurm, cache, s, NC_RESV_DELETE, &d) == OP_ENOTSUP) {
+        if (resv_write(nss_of(op), cache, s, NC_RESV_DELETE, &d) == OP_ENOTSUP) {
             log_warn("nodeset %s: cannot delete reservation %s with this Slurm; dropping the finalizer",
                      s->key, resv_name);
             set_finalizer(op, nodeset, 0);
@@ -2627,7 +2642,7 @@ int nss_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
         break;
     }
     case NC_UNKNOWN:
-        enqueue_after(op->nodeset_slurm, s->key, 5000);
+        enqueue_after(nss_of(op), s->key, 5000);
         break;
     }
     return 1;
@@ -3051,7 +3066,7 @@ static void on_node_health(store *sto, const sobj *old, const sobj *new, void *d
 
 int nss_health_keep_off(operator *op, const char *node)
 {
-    const nss_state *st = op->nodeset_slurm;
+    const nss_state *st = nss_of(op);
     return st && node && st->unhealthy.count && map_get(&st->unhealthy, node) != NULL;
 }
 
@@ -3062,7 +3077,7 @@ int nss_health_keep_off(operator *op, const char *node)
 
 void nss_health_avoid(operator *op, cJSON *pod)
 {
-    const nss_state *st = op->nodeset_slurm;
+    const nss_state *st = nss_of(op);
     if (st == NULL || st->unhealthy.count == 0)
         return;
     const char **names = xcalloc(st->unhealthy.count + 1, sizeof(*names));
@@ -3083,7 +3098,7 @@ static int health_changed(operator *op, const nss_set *s, const sobj *pod, const
     if (cfg == NULL)
         return 0;
     const pod_proj *pp = pod_of(pod);
-    int bad = pp->node_name && map_get(&op->nodeset_slurm->unhealthy, pp->node_name) != NULL;
+    int bad = pp->node_name && map_get(&nss_of(op)->unhealthy, pp->node_name) != NULL;
     return bad != health_holds(s, pod, name);
 }
 
@@ -3093,7 +3108,7 @@ static sync_ctx sync_ctx_of(operator *op, nss_set *s, nc_cache *cache, const sob
 {
     return (sync_ctx){
         .op = op,
-        .st = op->nodeset_slurm,
+        .st = nss_of(op),
         .nodeset = nodeset,
         .ns = ns,
         .s = s,
@@ -3122,7 +3137,7 @@ static void sync_pod(sync_ctx *x, const nsb_pod *p, const char *name, const sm_n
 void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                         const nsb_pod *pods, size_t n, const char *update_hash, const nss_actions *act)
 {
-    nss_state *st = op->nodeset_slurm;
+    nss_state *st = nss_of(op);
     nss_set *s = set_get(st, nodeset, ns);
     nc_cache *cache;
     if (slurmclient_get(op, s->ctl_key, &cache) != SC_READY || !nc_ready(cache))
@@ -3219,7 +3234,7 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
 
 void nss_release(operator *op, const sobj *nodeset, const nsb_pod *pods, size_t n, const nss_actions *act)
 {
-    nss_state *st = op->nodeset_slurm;
+    nss_state *st = nss_of(op);
     nss_set *s = map_get(&st->sets, nodeset->key);
     if (s == NULL || s->victims.count == 0 || s->victims_gen != nodeset->generation)
         return;
@@ -3615,7 +3630,7 @@ static void demand_step(nss_state *st, nss_set *s, nc_cache *cache, const sobj *
 void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
                           const nsb_pod *pods, size_t n, nsb_slurm_counts *out)
 {
-    nss_state *st = op->nodeset_slurm;
+    nss_state *st = nss_of(op);
     nss_set *s = set_get(st, nodeset, ns);
     memset(out, 0, sizeof(*out));
     /* The health gauges of every NodeSet exist from its first pass, at 0
@@ -3688,7 +3703,7 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
 
 int nss_calm(operator *op, const sobj *nodeset, const cJSON *ns)
 {
-    const nss_set *s = map_get(&op->nodeset_slurm->sets, nodeset->key);
+    const nss_set *s = map_get(&nss_of(op)->sets, nodeset->key);
     nc_cache *cache;
     if (s == NULL || s->condemned.count || s->n_drains || s->blocked || s->drift_since.count || s->held ||
         !s->synced || !s->counts_known || s->resv_writing || s->health.count || s->demand_on)
@@ -3700,7 +3715,7 @@ int nss_calm(operator *op, const sobj *nodeset, const cJSON *ns)
 
 unsigned nss_pod_slurm_bits(operator *op, const sobj *nodeset, const sobj *pod)
 {
-    nss_state *st = op->nodeset_slurm;
+    nss_state *st = nss_of(op);
     const nss_set *s = map_get(&st->sets, nodeset->key);
     nc_cache *cache;
     const sm_node *sn = NULL;
@@ -3715,7 +3730,7 @@ unsigned nss_pod_slurm_bits(operator *op, const sobj *nodeset, const sobj *pod)
 int nss_pod_step(operator *op, const sobj *nodeset, const cJSON *ns, const nsb_pod *p, const char *update_hash,
                  int uncordon_ok, int sync)
 {
-    nss_state *st = op->nodeset_slurm;
+    nss_state *st = nss_of(op);
     nss_set *s = map_get(&st->sets, nodeset->key);
     nc_cache *cache;
     if (s == NULL || slurmclient_get(op, s->ctl_key, &cache) != SC_READY || !nc_ready(cache))

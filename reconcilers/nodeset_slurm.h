@@ -101,17 +101,20 @@ typedef struct nss_queue {
 
 /** The Slurm side's state (the NodeSets' condemnations, drains, drift and
  *  reservation bookkeeping, the pod write tracker, the Slurm write
- *  backoffs, the queue hook), which the operator owns (op->nodeset_slurm):
- *  made before setup, freed after the API client has closed. Slurm writes
- *  complete through the Controller's node cache, which may close later
- *  still, so the state counts the writes it sent whose completion has not
- *  run: freeing it while some are in flight only marks it released, and
- *  the last completion frees it (as slurmclient_state_free). NULL: nothing. */
+ *  backoffs, the queue hook), a part of the NodeSet reconciler in the
+ *  registry (RC_NODESET_SLURM: its state only; the NodeSet reconciler sets
+ *  it up, starts and stops it), freed once the API client has closed.
+ *  Slurm writes complete through the Controller's node cache, which may
+ *  close later still, so the state counts the writes it sent whose
+ *  completion has not run, and is freed late (free_late): freeing it while
+ *  some are in flight only marks it released, and the last completion
+ *  frees it (as slurmclient's). */
 typedef struct nss_state nss_state;
-nss_state *nss_state_new(void);
-void nss_state_free(nss_state *st);
+extern const op_reconciler RC_NODESET_SLURM;
+/** op's (never NULL from op_start on). */
+nss_state *nss_of(const operator *op);
 
-/** Set up the Slurm side (op->nodeset_slurm made); q is copied. */
+/** Set up the Slurm side; q is copied. */
 void nss_setup(operator *op, const nss_queue *q);
 int nss_start(operator *op);
 void nss_stop(operator *op);

@@ -10,6 +10,7 @@
 #include "core/mem.h"
 #include "core/wq.h"
 #include "reconcilers/nodeset_build.h"
+#include "reconcilers/reconcilers.h"
 #include "watchers/kinds.h"
 
 #define EFFECT "NoExecute"
@@ -45,7 +46,7 @@ struct nodetaint_state {
     unsigned epoch;  /* bumped at stop: older completions only free */
 };
 
-nodetaint_state *nodetaint_state_new(void)
+static void *state_new(void)
 {
     nodetaint_state *st = xcalloc(1, sizeof(*st));
     map_init_type(&st->pending, &pending_type);
@@ -53,12 +54,18 @@ nodetaint_state *nodetaint_state_new(void)
     return st;
 }
 
-void nodetaint_state_free(nodetaint_state *st)
+static void state_free(void *state)
 {
+    nodetaint_state *st = state;
     if (st == NULL)
         return;
     map_free(&st->pending);
     free(st);
+}
+
+nodetaint_state *nodetaint_of(const operator *op)
+{
+    return op_state(op, OPR_NODETAINT);
 }
 
 static uint64_t now_ms(void)
@@ -278,7 +285,7 @@ static wq_result handle(const char *node, uint64_t first_add_ns, void *data)
 
 static void setup(operator *op)
 {
-    nodetaint_state *S = op->nodetaint;
+    nodetaint_state *S = nodetaint_of(op);
     S->op = op;
     if (!op->opts.allow_node_taints)
         return; /* nothing watched, nothing written (operator.h) */
@@ -292,7 +299,7 @@ static void setup(operator *op)
 
 static int start(operator *op)
 {
-    nodetaint_state *S = op->nodetaint;
+    nodetaint_state *S = nodetaint_of(op);
     int err = 0;
     if (!op->opts.allow_node_taints)
         return 0;
@@ -310,7 +317,7 @@ static int start(operator *op)
 
 static void stop(operator *op)
 {
-    nodetaint_state *S = op->nodetaint;
+    nodetaint_state *S = nodetaint_of(op);
     if (S->q)
         wq_shutdown(S->q, NULL, NULL);
     S->q = NULL;
@@ -320,6 +327,9 @@ static void stop(operator *op)
 
 const op_reconciler RC_NODETAINT = {
     .name = NODETAINT_CONTROLLER,
+    .slot = OPR_NODETAINT,
+    .new_state = state_new,
+    .free_state = state_free,
     .setup = setup,
     .start = start,
     .stop = stop,

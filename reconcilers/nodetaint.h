@@ -28,11 +28,11 @@
 extern const op_reconciler RC_NODETAINT;
 
 /** The reconciler's state (queue, pending patches, the pods-by-node index),
- *  which the operator owns (operator.nodetaint): made before setup, freed
- *  once the operator's client has closed (NULL: nothing). */
+ *  made before setup and freed once the operator's client has closed,
+ *  through the registry (RC_NODETAINT). */
 typedef struct nodetaint_state nodetaint_state;
-nodetaint_state *nodetaint_state_new(void);
-void nodetaint_state_free(nodetaint_state *st);
+/** op's (never NULL from op_start on). */
+nodetaint_state *nodetaint_of(const operator *op);
 
 /** Whether the taints array (a Node's spec.taints, may be NULL) holds the
  *  worker taint (key nodeset.slinky.slurm.net/worker, effect NoExecute). */

@@ -14,21 +14,11 @@
 #include "core/log.h"
 #include "core/loopstat.h"
 #include "core/mem.h"
-#include "reconcilers/accounting.h"
 #include "reconcilers/bindhook.h"
-#include "reconcilers/controller.h"
-#include "reconcilers/nodehealth.h"
-#include "reconcilers/loginset.h"
-#include "reconcilers/nodeset.h"
 #include "reconcilers/msec.h"
-#include "reconcilers/nodeset_immut.h"
-#include "reconcilers/nodeset_slurm.h"
-#include "reconcilers/nodetaint.h"
+#include "reconcilers/nodehealth.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"
-#include "reconcilers/restapi.h"
-#include "reconcilers/slurmclient.h"
-#include "reconcilers/token.h"
 #include "watchers/byname.h"
 #include "watchers/kinds.h"
 #include "watchers/slinky.h"
@@ -579,25 +569,69 @@ static int start_webhook(operator *op, char *err, size_t errlen)
 /* ------------------------------------------------------------------ */
 /* reconcilers */
 
+/* Every module's state, in registry order, before any setup: setups reach
+ * each other's (slurmclient's sets the Controller's ping hook). */
+static void new_states(operator *op)
+{
+    op->state = xcalloc(OPR__COUNT, sizeof(*op->state));
+    for (size_t i = 0; i < OPR__COUNT; i++) {
+        const op_reconciler *r = op_reconcilers[i];
+        assert(r != NULL && r->slot == i);
+        assert((r->new_state == NULL) == (r->free_state == NULL));
+        assert(!r->free_late || r->free_state);
+        assert(r->setup || (!r->start && !r->stop)); /* a part is driven by its reconciler */
+        if (r->new_state) {
+            op->state[i] = r->new_state();
+            assert(op->state[i] != NULL);
+        }
+    }
+}
+
+/* Once the API client has closed: first the states that go at once, then
+ * those free_late may leave alive until their last completion, which
+ * reaches nothing of the operator. Each slot is emptied as it is freed, so
+ * a state reached after its free asserts in op_state. */
+static void free_states(operator *op)
+{
+    for (int late = 0; late <= 1; late++)
+        for (size_t i = 0; i < OPR__COUNT; i++) {
+            const op_reconciler *r = op_reconcilers[i];
+            if ((r->free_late != 0) != late || op->state[i] == NULL)
+                continue;
+            void *st = op->state[i];
+            op->state[i] = NULL;
+            r->free_state(st);
+        }
+    for (size_t i = 0; i < OPR__COUNT; i++)
+        assert(op->state[i] == NULL);
+    free(op->state);
+    op->state = NULL;
+}
+
 static void start_reconcilers(operator *op)
 {
     if (op->leading || op->stopping)
         return;
     op->leading = 1;
-    for (size_t i = 0; i < op_reconciler_count; i++) {
+    size_t n = 0;
+    for (size_t i = 0; i < OPR__COUNT; i++) {
+        if (op_reconcilers[i]->start == NULL)
+            continue;
         int rc = op_reconcilers[i]->start(op);
         if (rc)
             log_error("reconciler %s failed to start: %s", op_reconcilers[i]->name, err_str(rc));
+        n++;
     }
-    log_info("reconcilers started (%zu)", op_reconciler_count);
+    log_info("reconcilers started (%zu)", n);
 }
 
 static void stop_reconcilers(operator *op)
 {
     if (!op->leading)
         return;
-    for (size_t i = 0; i < op_reconciler_count; i++)
-        op_reconcilers[i]->stop(op);
+    for (size_t i = 0; i < OPR__COUNT; i++)
+        if (op_reconcilers[i]->stop)
+            op_reconcilers[i]->stop(op);
     op->leading = 0;
 }
 
@@ -714,16 +748,7 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
     op->metrics = mx_registry_new();
     for (int k = 0; k < OPK__COUNT; k++)
         op->stores[k] = store_new(kinds[k].kind);
-    op->controller = controller_state_new();
-    op->restapi = restapi_state_new();
-    op->accounting = accounting_state_new();
-    op->loginset = loginset_state_new();
-    op->token = token_state_new();
-    op->nodetaint = nodetaint_state_new();
-    op->slurmclient = slurmclient_state_new();
-    op->nodeset_immut = nsim_new();
-    op->nodeset = nodeset_state_new();
-    op->nodeset_slurm = nss_state_new();
+    new_states(op);
     for (int i = 0; i < 2; i++) {
         p->ref_store[i] = store_new(&KIND_FULL_NAMESPACED);
         store_on_change(p->ref_store[i], forward_ref_change, op->stores[ref_kinds[i]]);
@@ -814,8 +839,9 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
         free(types);
     }
     /* Reconcilers add their indexes and handlers while the stores are empty. */
-    for (size_t i = 0; i < op_reconciler_count; i++)
-        op_reconcilers[i]->setup(op);
+    for (size_t i = 0; i < OPR__COUNT; i++)
+        if (op_reconcilers[i]->setup)
+            op_reconcilers[i]->setup(op);
 
     for (int k = 0; k < OPK__COUNT; k++) {
         int scoped = kinds[k].res->namespaced && opts->n_namespaces > 0;
@@ -905,16 +931,7 @@ static void on_client_closed(void *data)
     int code = p->exit_code;
     evrec_free(op->events);
     objsync_free(op->objsync);
-    controller_state_free(op->controller);
-    restapi_state_free(op->restapi);
-    accounting_state_free(op->accounting);
-    loginset_state_free(op->loginset);
-    token_state_free(op->token);
-    nodetaint_state_free(op->nodetaint);
-    slurmclient_state_free(op->slurmclient);
-    nsim_free(op->nodeset_immut);
-    nodeset_state_free(op->nodeset);
-    nss_state_free(op->nodeset_slurm);
+    free_states(op);
     for (int k = 0; k < OPK__COUNT; k++)
         store_free(op->stores[k]);
     for (int i = 0; i < 2; i++)

@@ -118,10 +118,33 @@ typedef struct operator_opts {
 
 typedef struct operator operator;
 
-/* A reconciler module, registered in operator.c. */
+/* A module of the registry (reconcilers.c): a reconciler, or a part of one
+ * that keeps a state of its own (the NodeSet reconciler's Slurm side).
+ *
+ * The operator makes every module's state before any setup, in registry
+ * order, and frees them once its API client has closed (write completions
+ * use them until then): first the states free_state frees at once, then
+ * the free_late ones, each phase in registry order. A freed state's slot
+ * is emptied: op_state asserts on a state reached after its free. */
 typedef struct op_reconciler {
-    const char *name; /* "nodeset-controller": metrics label and queue name */
-    /* Add indexes and store handlers (stores are empty). */
+    const char *name; /* "nodeset-controller": metrics label and queue name (a part: its name in logs) */
+    /* Its place in the registry (enum op_rc, reconcilers.h): op_state finds
+     * its state there. */
+    unsigned slot;
+    /* Make its state (NULL: it has none; then free_state is NULL too). No
+     * state needs the operator before setup, where each records it. */
+    void *(*new_state)(void);
+    /* Free a state new_state made (NULL: nothing). */
+    void (*free_state)(void *state);
+    /* free_state may leave the state alive past the call: the last of its
+     * own completions still in flight (closing Slurm clusters, Slurm
+     * writes, work on the threadpool) frees it then, and those completions
+     * reach nothing of the operator, which is gone by then. The operator
+     * frees these after every other state, so a state freed at once can
+     * still reach them through the operator while it goes. */
+    int free_late;
+    /* Add indexes and store handlers (stores are empty). NULL for a part:
+     * its reconciler sets it up, starts and stops it (nss_setup, ...). */
     void (*setup)(operator *op);
     /* The lease is ours: create the queue, enqueue every existing object. */
     int (*start)(operator *op);
@@ -141,19 +164,10 @@ struct operator {
     char *cluster_domain;
     store *stores[OPK__COUNT];
     objsync *objsync;         /* owned objects' writes (reconcilers/objsync.h) */
-    /* Each reconciler's own state, made before setup and freed once the
-     * client has closed (write completions still use it until then); see
-     * each reconciler's header. */
-    struct controller_state *controller;
-    struct restapi_state *restapi;
-    struct accounting_state *accounting;
-    struct loginset_state *loginset;
-    struct token_state *token;
-    struct nodetaint_state *nodetaint;
-    struct slurmclient_state *slurmclient; /* Slurm clients per Controller (slurmclient.h: freed late) */
-    struct nsim_table *nodeset_immut; /* the NodeSet reconciler's last valid immutable fields */
-    struct nodeset_state *nodeset;    /* the NodeSet reconciler's state (reconcilers/nodeset.h) */
-    struct nss_state *nodeset_slurm;  /* its Slurm side's (reconcilers/nodeset_slurm.h: freed late) */
+    /* The registry's states by slot (op_reconcilers' order, OPR__COUNT of
+     * them): a module reaches its own through its typed accessor
+     * (controller_of, nss_of, ...), which calls op_state (reconcilers.h). */
+    void **state;
     int leading;              /* reconcilers are running */
     int stopping;
 

@@ -4,14 +4,20 @@
 #include "reconcilers/controller.h"
 #include "reconcilers/loginset.h"
 #include "reconcilers/nodeset.h"
+#include "reconcilers/nodeset_slurm.h"
 #include "reconcilers/nodetaint.h"
 #include "reconcilers/restapi.h"
 #include "reconcilers/slurmclient.h"
 #include "reconcilers/token.h"
 
-const op_reconciler *const op_reconcilers[] = {
-    &RC_SLURMCLIENT, /* first: the NodeSets and the Controllers ask it for Slurm clients */
-    &RC_NODESET, &RC_CONTROLLER, &RC_RESTAPI, &RC_ACCOUNTING, &RC_LOGINSET, &RC_TOKEN, &RC_NODETAINT,
+const op_reconciler *const op_reconcilers[OPR__COUNT] = {
+    [OPR_SLURMCLIENT] = &RC_SLURMCLIENT,
+    [OPR_NODESET] = &RC_NODESET,
+    [OPR_NODESET_SLURM] = &RC_NODESET_SLURM,
+    [OPR_CONTROLLER] = &RC_CONTROLLER,
+    [OPR_RESTAPI] = &RC_RESTAPI,
+    [OPR_ACCOUNTING] = &RC_ACCOUNTING,
+    [OPR_LOGINSET] = &RC_LOGINSET,
+    [OPR_TOKEN] = &RC_TOKEN,
+    [OPR_NODETAINT] = &RC_NODETAINT,
 };
-
-const size_t op_reconciler_count = sizeof(op_reconcilers) / sizeof(op_reconcilers[0]);

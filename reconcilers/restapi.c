@@ -7,6 +7,7 @@
 #include "core/mem.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
+#include "reconcilers/reconcilers.h"
 #include "watchers/slinky.h"
 #include "reconcilers/restapi_build.h"
 
@@ -34,14 +35,14 @@ static const crc_module module = {
     .cluster_of = cluster_of,
 };
 
-restapi_state *restapi_state_new(void)
+static void *state_new(void)
 {
     return crc_state_new(sizeof(restapi_state), &module);
 }
 
-void restapi_state_free(restapi_state *st)
+restapi_state *restapi_of(const operator *op)
 {
-    crc_state_free(st);
+    return op_state(op, OPR_RESTAPI);
 }
 
 /* ------------------------------------------------------------------ */
@@ -95,7 +96,7 @@ static void on_nodeset(store *s, const sobj *old_obj, const sobj *new_obj, void 
 
 static void setup(operator *op)
 {
-    crc_module *m = &op->restapi->m;
+    crc_module *m = &restapi_of(op)->m;
     crc_setup(m, op);
     store_on_change(op_store(op, OPK_DEPLOYMENTS), crc_on_owned, m);
     store_on_change(op_store(op, OPK_SERVICES), crc_on_owned, m);
@@ -131,16 +132,19 @@ static void reconcile(crc_pass *p)
 
 static int start(operator *op)
 {
-    return crc_start(&op->restapi->m);
+    return crc_start(&restapi_of(op)->m);
 }
 
 static void stop(operator *op)
 {
-    crc_stop(&op->restapi->m);
+    crc_stop(&restapi_of(op)->m);
 }
 
 const op_reconciler RC_RESTAPI = {
     .name = RESTAPI_CONTROLLER,
+    .slot = OPR_RESTAPI,
+    .new_state = state_new,
+    .free_state = crc_state_free,
     .setup = setup,
     .start = start,
     .stop = stop,

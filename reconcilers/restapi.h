@@ -19,11 +19,11 @@
 
 extern const op_reconciler RC_RESTAPI;
 
-/** The reconciler's own state (its crc_module), which the operator owns
- *  (operator.restapi): made before setup, freed once the operator's client
- *  has closed (NULL: nothing). */
+/** The reconciler's own state (its crc_module), made before setup and
+ *  freed once the operator's client has closed, through the registry
+ *  (RC_RESTAPI). */
 typedef struct restapi_state restapi_state;
-restapi_state *restapi_state_new(void);
-void restapi_state_free(restapi_state *st);
+/** op's (never NULL from op_start on). */
+restapi_state *restapi_of(const operator *op);
 
 #endif

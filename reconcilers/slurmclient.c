@@ -18,6 +18,7 @@
 #include "reconcilers/cluster_common.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
+#include "reconcilers/reconcilers.h"
 #include "reconcilers/tenancy.h"
 #include "reconcilers/controller.h"
 #include "slurmio/backend.h"
@@ -50,8 +51,8 @@ struct slurmclient_state {
     map_t no_client;
     sl_backend *lib;
     int closing_clusters;
-    /* The operator let go (slurmclient_state_free) while clusters were still
-     * closing: the last one to close frees the state. */
+    /* The operator freed the state (free_late) while clusters were still
+     * closing: the last one to close frees it. */
     int released;
     void (*on_ping)(const char *, void *);
     void *ping_data;
@@ -63,7 +64,7 @@ struct slurmclient_state {
     size_t ca_len;
 };
 
-slurmclient_state *slurmclient_state_new(void)
+static void *state_new(void)
 {
     slurmclient_state *st = xcalloc(1, sizeof(*st));
     map_init(&st->clusters);
@@ -79,8 +80,9 @@ static void state_destroy(slurmclient_state *st)
     free(st);
 }
 
-void slurmclient_state_free(slurmclient_state *st)
+static void state_free(void *state)
 {
+    slurmclient_state *st = state;
     if (st == NULL)
         return;
     if (st->closing_clusters > 0) {
@@ -90,24 +92,32 @@ void slurmclient_state_free(slurmclient_state *st)
     state_destroy(st);
 }
 
+slurmclient_state *slurmclient_of(const operator *op)
+{
+    return op_state(op, OPR_SLURMCLIENT);
+}
+
 void slurmclient_on_ping(operator *op, void (*fn)(const char *ctl_key, void *data), void *data)
 {
-    op->slurmclient->on_ping = fn;
-    op->slurmclient->ping_data = data;
+    slurmclient_state *st = slurmclient_of(op);
+    st->on_ping = fn;
+    st->ping_data = data;
 }
 
 void slurmclient_on_node(operator *op, void (*fn)(const char *ctl_key, const char *node, void *data),
                          void *data)
 {
-    op->slurmclient->on_node = fn;
-    op->slurmclient->node_data = data;
+    slurmclient_state *st = slurmclient_of(op);
+    st->on_node = fn;
+    st->node_data = data;
 }
 
 void slurmclient_on_resv(operator *op, void (*fn)(const char *ctl_key, const char *resv, void *data),
                          void *data)
 {
-    op->slurmclient->on_resv = fn;
-    op->slurmclient->resv_data = data;
+    slurmclient_state *st = slurmclient_of(op);
+    st->on_resv = fn;
+    st->resv_data = data;
 }
 
 static void enqueue(slurmclient_state *st, const char *key)
@@ -165,7 +175,7 @@ static int serving(const sobj *o)
 }
 
 /* The RestApi serving a Controller: the oldest of those referencing it. */
-static const sobj *restapi_of(operator *op, const char *ns, const char *ctl)
+static const sobj *serving_restapi(operator *op, const char *ns, const char *ctl)
 {
     const sobj *best = NULL;
     size_t it = 0;
@@ -204,9 +214,9 @@ int slurmclient_get(operator *op, const char *ctl_key, nc_cache **out)
     const char *name;
     if (!op_caches_synced(op) || split_key(ctl_key, ns, sizeof(ns), &name) != 0)
         return SC_NOT_READY;
-    if (!restapi_of(op, ns, name))
+    if (!serving_restapi(op, ns, name))
         return SC_NO_RESTAPI;
-    cluster *c = map_get(&op->slurmclient->clusters, ctl_key);
+    cluster *c = map_get(&slurmclient_of(op)->clusters, ctl_key);
     if (!c)
         return SC_NOT_READY;
     *out = c->cache;
@@ -471,7 +481,7 @@ const char *slurmclient_why(operator *op, const char *ctl_key, char *out, size_t
 {
     nc_cache *cache = NULL;
     int a = slurmclient_get(op, ctl_key, &cache);
-    const char *e = map_get(&op->slurmclient->no_client, ctl_key);
+    const char *e = map_get(&slurmclient_of(op)->no_client, ctl_key);
     if (a == SC_READY) {
         switch (nc_unready_why(cache, out, n)) {
         case NC_WHY_FAILED:
@@ -516,7 +526,7 @@ static wq_result sync_one(slurmclient_state *st, const char *key)
         }
         return WQ_RESULT_OK;
     }
-    const sobj *ra = restapi_of(op, ctl->ns, ctl->name);
+    const sobj *ra = serving_restapi(op, ctl->ns, ctl->name);
     if (!ra) {
         if (c) {
             cluster_close(c, "no RestApi references the Controller");
@@ -590,7 +600,7 @@ static wq_result handle(const char *key, uint64_t first_add_ns, void *data)
 
 static void setup(operator *op)
 {
-    slurmclient_state *st = op->slurmclient;
+    slurmclient_state *st = slurmclient_of(op);
     st->op = op;
     store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, st);
     store_on_change(op_store(op, OPK_RESTAPIS), on_restapi, st);
@@ -600,7 +610,7 @@ static void setup(operator *op)
 
 static int start(operator *op)
 {
-    slurmclient_state *st = op->slurmclient;
+    slurmclient_state *st = slurmclient_of(op);
     int err = 0;
     if (op->opts.slurm_conf && *op->opts.slurm_conf && !st->lib) {
         if (!sl_available()) {
@@ -634,7 +644,7 @@ static int start(operator *op)
 
 static void stop(operator *op)
 {
-    slurmclient_state *st = op->slurmclient;
+    slurmclient_state *st = slurmclient_of(op);
     if (st->q)
         wq_shutdown(st->q, NULL, NULL);
     st->q = NULL;
@@ -661,6 +671,10 @@ static void stop(operator *op)
 
 const op_reconciler RC_SLURMCLIENT = {
     .name = SLURMCLIENT_CONTROLLER,
+    .slot = OPR_SLURMCLIENT,
+    .new_state = state_new,
+    .free_state = state_free,
+    .free_late = 1, /* the last cluster to close frees it */
     .setup = setup,
     .start = start,
     .stop = stop,

@@ -38,13 +38,14 @@ extern const op_reconciler RC_SLURMCLIENT;
 
 /** The reconciler's state (its queue, the clusters by Controller key, the
  *  libslurm backend, the --slurmrestd-ca bundle, the three hooks below),
- *  which the operator owns (operator.slurmclient): made before setup. A
- *  cluster's cache and client call back into it through the cluster, and
- *  their closes complete after stop: freeing it while some are still
- *  closing leaves it to the last of them (NULL: nothing). */
+ *  made before setup and freed once the operator's client has closed,
+ *  through the registry (RC_SLURMCLIENT). A cluster's cache and client call
+ *  back into it through the cluster, and their closes complete after stop,
+ *  so it is freed late (free_late): freed while some are still closing, it
+ *  is left to the last of them. */
 typedef struct slurmclient_state slurmclient_state;
-slurmclient_state *slurmclient_state_new(void);
-void slurmclient_state_free(slurmclient_state *st);
+/** op's (never NULL from op_start on). */
+slurmclient_state *slurmclient_of(const operator *op);
 
 enum sc_avail {
     SC_NO_RESTAPI = 0, /* no RestApi references the Controller: Slurm cannot be asked at all */

@@ -13,6 +13,7 @@
 #include "core/rfc3339.h"
 #include "reconcilers/cluster_rc.h"
 #include "reconcilers/cluster_watch.h"
+#include "reconcilers/reconcilers.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/tenancy.h"
 #include "reconcilers/token_build.h"
@@ -34,14 +35,14 @@ static const crc_module module = {
     .sync = reconcile,
 };
 
-token_state *token_state_new(void)
+static void *state_new(void)
 {
     return crc_state_new(sizeof(token_state), &module);
 }
 
-void token_state_free(token_state *st)
+token_state *token_of(const operator *op)
 {
-    crc_state_free(st);
+    return op_state(op, OPR_TOKEN);
 }
 
 /* The policy when the operator was given none: tokb_policy_parse's default
@@ -80,7 +81,7 @@ static void on_controller(store *s, const sobj *old_obj, const sobj *new_obj, vo
 
 static void setup(operator *op)
 {
-    crc_module *m = &op->token->m;
+    crc_module *m = &token_of(op)->m;
     crc_setup(m, op);
     store_on_change(op_store(op, OPK_SECRETS), on_secret, m);
     store_on_change(op_store(op, OPK_CONTROLLERS), on_controller, m);
@@ -302,16 +303,19 @@ static void reconcile(crc_pass *p)
 
 static int start(operator *op)
 {
-    return crc_start(&op->token->m);
+    return crc_start(&token_of(op)->m);
 }
 
 static void stop(operator *op)
 {
-    crc_stop(&op->token->m);
+    crc_stop(&token_of(op)->m);
 }
 
 const op_reconciler RC_TOKEN = {
     .name = TOKEN_CONTROLLER,
+    .slot = OPR_TOKEN,
+    .new_state = state_new,
+    .free_state = crc_state_free,
     .setup = setup,
     .start = start,
     .stop = stop,

@@ -40,12 +40,12 @@
 
 extern const op_reconciler RC_TOKEN;
 
-/** The reconciler's own state (its crc_module), which the operator owns
- *  (operator.token): made before setup, freed once the operator's client
- *  has closed (NULL: nothing). The policy is not in it: it is the
- *  operator's configuration (operator_opts.token_policy). */
+/** The reconciler's own state (its crc_module), made before setup and
+ *  freed once the operator's client has closed, through the registry
+ *  (RC_TOKEN). The policy is not in it: it is the operator's configuration
+ *  (operator_opts.token_policy). */
 typedef struct token_state token_state;
-token_state *token_state_new(void);
-void token_state_free(token_state *st);
+/** op's (never NULL from op_start on). */
+token_state *token_of(const operator *op);
 
 #endif

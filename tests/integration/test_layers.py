@@ -13,8 +13,17 @@ itself and the folders under it:
     bench/                                  all of the above and kubesim/, never tests/
 
 tests/ may include anything. An include without a folder ("ks_int.h") is
-its own folder's. The checker first proves on made-up files that it flags
-an include from a higher layer, so a broken parser cannot pass vacuously.
+its own folder's.
+
+Inside reconcilers/, the operator (operator.c) includes no reconciler: it
+makes, runs and frees them through the registry (reconcilers.h). Of
+reconcilers/ it may include only OPERATOR_MAY_INCLUDE (the modules it runs
+itself, which are not in the registry), and never a header that declares a
+registry module (`extern const op_reconciler`), whatever the list says.
+
+The checker first proves on made-up files that it flags an include from a
+higher layer and a reconciler included by the operator, so a broken parser
+cannot pass vacuously.
 """
 import os
 import posixpath
@@ -37,6 +46,19 @@ ALLOWED = {
 FOLDERS = set(ALLOWED) | {"tests", "crds", "deploy", "docs"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+OPERATOR = "reconcilers/operator.c"
+# What the operator may include of reconcilers/: its own header, the
+# registry, and the modules it runs itself (none of them in the registry).
+OPERATOR_MAY_INCLUDE = {
+    "reconcilers/operator.h",
+    "reconcilers/reconcilers.h",  # the registry: every module's state, setup, start, stop
+    "reconcilers/objsync.h",  # owned objects' writes: a context the operator makes for all
+    "reconcilers/msec.h",  # the --metrics-secure server
+    "reconcilers/bindhook.h",  # the --topology-webhook server
+    "reconcilers/nodehealth.h",  # pure: the Node condition types the caches keep
+}
+REGISTERED = re.compile(r"^\s*extern\s+const\s+op_reconciler\s+\w+", re.M)
 
 
 def tracked_files():
@@ -81,6 +103,25 @@ def violations(files):
     return bad
 
 
+def operator_violations(files):
+    """The reconciler headers the operator includes: ["path:line: ..."]."""
+    registered = {p for p, t in files.items() if p.startswith("reconcilers/") and p.endswith(".h")
+                  and REGISTERED.search(t)}
+    bad = []
+    for n, line in enumerate(files.get(OPERATOR, "").splitlines(), 1):
+        m = INCLUDE.match(line)
+        if not m or target_folder(OPERATOR, m.group(1)) != "reconcilers":
+            continue
+        inc = m.group(1) if "/" in m.group(1) else "reconcilers/" + m.group(1)
+        if inc in registered:
+            bad.append('%s:%d: includes "%s", a reconciler of the registry (reach it through reconcilers.h)'
+                       % (OPERATOR, n, m.group(1)))
+        elif inc not in OPERATOR_MAY_INCLUDE:
+            bad.append('%s:%d: includes "%s" (of reconcilers/ it may include only %s)'
+                       % (OPERATOR, n, m.group(1), ", ".join(sorted(OPERATOR_MAY_INCLUDE))))
+    return bad
+
+
 def self_check():
     made_up = {
         "core/a.c": '#include "core/a.h"\n#include "reconcilers/operator.h"\n',
@@ -93,6 +134,19 @@ def self_check():
     want = ["bench/d.c:2:", "core/a.c:2:", "kubesim/c.c:2:", "watchers/b.c:2:"]
     if [g.split(" ")[0] for g in got] != want:
         print("self-check failed: expected violations %s, got %s" % (want, got))
+        return False
+    made_up = {
+        OPERATOR: '#include "reconcilers/operator.h"\n#include "reconcilers/reconcilers.h"\n'
+        '#include "reconcilers/objsync.h"\n#include "core/log.h"\n#include "reconcilers/nodeset.h"\n'
+        '#include "token.h"\n#include "reconcilers/nodeset_immut.h"\n',
+        "reconcilers/nodeset.h": "extern const op_reconciler RC_NODESET;\n",
+        "reconcilers/token.h": "#include <x.h>\n  extern const op_reconciler RC_TOKEN;\n",
+        "reconcilers/nodeset_immut.h": "typedef struct nsim_table nsim_table;\n",
+    }
+    got = operator_violations(made_up)
+    want = [OPERATOR + ":5:", OPERATOR + ":6:", OPERATOR + ":7:"]
+    if [g.split(" ")[0] for g in got] != want or "registry" not in got[1] or "may include only" not in got[2]:
+        print("self-check failed: expected the operator's violations %s, got %s" % (want, got))
         return False
     return True
 
@@ -110,7 +164,10 @@ def main():
     if len(files) < 50:
         print("only %d C files found under %s: not the source tree?" % (len(files), ROOT))
         return 1
-    bad = violations(files)
+    if OPERATOR not in files:
+        print("%s not found: not the source tree?" % OPERATOR)
+        return 1
+    bad = violations(files) + operator_violations(files)
     for b in bad:
         print(b)
     n_inc = sum(1 for t in files.values() for line in t.splitlines() if INCLUDE.match(line))

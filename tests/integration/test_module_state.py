@@ -2,7 +2,8 @@
 """Reconcilers keep their state where their parameters say.
 
 A reconciler's memory belongs to the operator that runs it (operator.h:
-op->objsync, op->controller, op->nodeset_immut, ...), so a function's
+op->objsync, and every reconciler's state in the registry's slots,
+reached with controller_of(op), nss_of(op), ...), so a function's
 parameters say what it touches. This test reads every tracked C file of
 reconcilers/ and lists each writable `static` variable, at file scope or in
 a function: a `static` declaration that is not a function and has no

@@ -1,4 +1,4 @@
-/* The lifetime of nodeset_slurm's state (nss_state, op->nodeset_slurm):
+/* The lifetime of nodeset_slurm's state (nss_state, nss_of):
  * write completions reach it through their context, Slurm ones may arrive
  * after the operator let go of it, so freeing it with writes in flight
  * only marks it released and the last completion frees it. The module is
@@ -39,13 +39,19 @@ static void q_pod(void *ctx, const char *key, const sobj *pod)
     q_now(ctx, key);
 }
 
+/* The registry's slots of the bare operators below. */
+static void *slots[OPR__COUNT];
+
 /* A state as nss_setup leaves it, on a bare operator that has a loop. */
 static nss_state *state_on(operator *op, uv_loop_t *loop)
 {
     memset(op, 0, sizeof(*op));
     op->loop = loop;
-    nss_state *st = nss_state_new();
-    op->nodeset_slurm = st;
+    memset(slots, 0, sizeof(slots));
+    op->state = slots;
+    nss_state *st = RC_NODESET_SLURM.new_state();
+    slots[OPR_NODESET_SLURM] = st;
+    assert_ptr_equal(nss_of(op), st);
     st->op = op;
     st->q = (nss_queue){.now = q_now, .after = q_after, .pod = q_pod};
     queued_now = queued_after = 0;
@@ -95,10 +101,11 @@ static resv_ctx *resv_ctx_new(nss_state *st)
 static void test_free_idle(void **state)
 {
     (void)state;
-    nss_state_free(NULL);
-    nss_state *st = nss_state_new();
+    assert_true(RC_NODESET_SLURM.free_late); /* its completions may outlive the free */
+    RC_NODESET_SLURM.free_state(NULL);
+    nss_state *st = RC_NODESET_SLURM.new_state();
     assert_non_null(st->ik_mode);
-    nss_state_free(st); /* nothing in flight: freed now (LSan) */
+    RC_NODESET_SLURM.free_state(st); /* nothing in flight: freed now (LSan) */
 }
 
 /* While running, a failed write backs off and queues its NodeSet; the
@@ -125,7 +132,7 @@ static void test_released_state_freed_by_last_completion(void **state)
     assert_int_equal(st->inflight, 4);
 
     nss_stop(op);
-    nss_state_free(st);
+    RC_NODESET_SLURM.free_state(st);
     free(op); /* the operator is gone before the completions arrive */
     /* Released, not freed: ASan would report these reads otherwise. */
     assert_int_equal(st->released, 1);
@@ -155,7 +162,7 @@ static void test_free_without_stop(void **state)
     resv_done(0, resv_ctx_new(st));
     assert_int_equal(queued_now, 1); /* a reservation write that completed queues its NodeSet */
     assert_int_equal(st->inflight, 0);
-    nss_state_free(st);
+    RC_NODESET_SLURM.free_state(st);
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
