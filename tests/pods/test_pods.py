@@ -163,11 +163,12 @@ def login_pod():
     return ps[0]["metadata"]["name"]
 
 
-# A Slurm command in the login pod that finds no configuration: on 24.11 the
-# login image's sackd (no -D there) exits at once and its supervisor starts
-# it again every second, so /run/slurm/conf comes and goes (seen on real
-# pods; the images' fix is pending). Such a command is tried again, and
-# each retry is printed.
+# A Slurm command in the login pod that finds no configuration (sackd has not
+# fetched it yet, or is being started again) is tried again, and each retry
+# is printed. On 24.11 that was once every few commands: the login image's
+# sackd (no -D there) restarts itself as a new process on a reconfigure, the
+# entrypoint took that for its end, and the sackd it started then exited at
+# once, every second (check_sackd_kept below fails on it).
 NO_CONFIG = "Could not establish a configuration source"
 
 
@@ -182,6 +183,20 @@ def in_login(cmd, ok=True, timeout=120):
         raise Fail("in the login pod: %s exited %d\nstdout: %s\nstderr: %s" % (cmd, p.returncode, p.stdout[-4000:],
                                                                             p.stderr[-4000:]))
     return p
+
+
+def check_sackd_kept(when):
+    """The login pod's sackd was never started again by its entrypoint
+    (deploy/images/slurm/lib.sh logs "run_sackd exited" when it does): one
+    sackd from the start, through every reconfigure."""
+    lp = login_pod()
+    out = kubectl("-n", NS, "logs", lp, "-c", "login", ok=False).stdout
+    again = [line for line in out.splitlines() if "run_sackd exited" in line]
+    follow = [line for line in out.splitlines() if "restarted itself" in line]
+    if follow:
+        log("login pod %s: %s" % (lp, follow[-1]))
+    check(not again, "the login pod's sackd was started again %s (%d times):\n%s" % (
+        when, len(again), "\n".join(again[:5])))
 
 
 def in_ctld(cmd, ok=True, timeout=60):
@@ -625,8 +640,12 @@ def install_cluster(images):
 def jobs_from_login():
     out = in_login("sinfo").stdout
     log("sinfo from the login pod:\n" + out)
+    check_sackd_kept("after the partition change's reconfigure")
     t1 = time.time()
-    out = in_login("srun -N%d -n%d hostname | sort" % (KUBELETS, KUBELETS), timeout=120).stdout.split()
+    # srun's own account (-vv, each line stamped) is printed when it is slow.
+    p = in_login("srun -vv -N%d -n%d hostname 2> >(while IFS= read -r l; do echo \"$(date +%%T.%%N) $l\"; done >&2)"
+                 " | sort" % (KUBELETS, KUBELETS), timeout=120)
+    out = p.stdout.split()
     dt = time.time() - t1
     measure("srun_N%d" % KUBELETS, dt)
     check(len(set(out)) == KUBELETS, "srun -N%d ran on %s" % (KUBELETS, out))
@@ -640,7 +659,9 @@ def jobs_from_login():
     log("the login pod's name from slurmctld: %r" % in_ctld("getent hosts %s || echo unresolved" % lp,
                                                             ok=False).stdout.strip())
     if dt >= 5:
-        print("NOTE: srun -N%d from the login pod took %.1f s (usually under 2 s)" % (KUBELETS, dt), flush=True)
+        print("NOTE: srun -N%d from the login pod took %.1f s (usually under 2 s); its -vv output:\n%s" % (
+            KUBELETS, dt, p.stderr[-6000:]), flush=True)
+        slow_step_logs()
     check(dt < 30, "srun -N%d from the login pod took %.1f s" % (KUBELETS, dt))
 
     # Every node idle again (a step's completion must be in, or the pod
@@ -656,6 +677,17 @@ def jobs_from_login():
     measure("srun_end_to_nodes_idle", dt)
     if dt >= 20:
         print("NOTE: the nodes were idle %.1f s after srun ended (its step stayed COMPLETING)" % dt, flush=True)
+        slow_step_logs()
+
+
+def slow_step_logs():
+    """What slurmctld and each slurmd logged last: where a slow step's time
+    went."""
+    for p in by_component(slurm_pods(), "controller") + worker_pods():
+        for c in [c["name"] for c in p["spec"]["containers"] if c["name"] in ("slurmctld", "slurmd", "logfile")]:
+            out = kubectl("-n", NS, "logs", p["metadata"]["name"], "-c", c, "--tail", "25", "--timestamps",
+                          ok=False)
+            print("--- %s/%s (last 25 lines)\n%s" % (p["metadata"]["name"], c, out.stdout), flush=True)
 
 
 def main():
