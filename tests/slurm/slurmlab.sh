@@ -110,7 +110,7 @@
 #                         on, which dynamic nodes need; 22.05's is cons_res); the
 #                         newer versions keep auth/slurm and cred/slurm with a
 #                         slurm.key made in etc/ beside slurm.conf (where
-#                         Slurm looks for it; SLURMLAB_SACK_KEY names it)
+#                         Slurm looks for it; SLURMLAB_SLURM_KEY names it)
 # Every change is listed in etc/slurm.conf.rewrites ("- old" / "+ new" lines,
 # SLURMLAB_CONF_REWRITES) and printed by start.
 #
@@ -134,7 +134,7 @@
 #   SLURMLAB_SLURMD_PORT  SlurmdPort
 #   SLURMLAB_CONF_REWRITES  the lines a given slurm.conf had rewritten (empty
 #                         file for the lab's own slurm.conf)
-#   SLURMLAB_SACK_KEY     auth/slurm's key (24.11, 26.05; made for every lab)
+#   SLURMLAB_SLURM_KEY     auth/slurm's key (24.11, 26.05; made for every lab)
 #
 # Root file systems: <cache>/<suite>-<slurm version>, made by
 #   debootstrap --variant=minbase --include=<the packages below> <suite>
@@ -821,12 +821,9 @@ do_start() {
     head -c 32 /dev/urandom > "$JWT_KEY"
     chmod 600 "$JWT_KEY"
     # auth/slurm and cred/slurm (a given slurm.conf of 23.11 or later) look
-    # for slurm.key beside slurm.conf; slurmrestd runs as another user and
-    # gets a copy of its own (SLURM_SACK_KEY).
+    # for slurm.key beside slurm.conf.
     head -c 1024 /dev/urandom > "$LAB/etc/slurm.key"
     chmod 600 "$LAB/etc/slurm.key"
-    cp "$LAB/etc/slurm.key" "$LAB/etc/slurm.key.rest"
-    slurm chown "$rest_user:" "$LAB/etc/slurm.key.rest"
     : > "$LAB/etc/plugstack.conf"
     : > "$CONF.rewrites"
     if [ -n "$CONF_FROM" ]; then
@@ -873,7 +870,7 @@ do_start() {
     # slurmrestd refuses to run as root; SLURM_JWT=daemon makes auth/jwt its
     # primary authentication, without which every user token is rejected.
     launch slurmrestd "${RUN[@]+"${RUN[@]}"}" setpriv --reuid="$rest_user" --regid="$(id -gn "$rest_user")" --clear-groups \
-        env SLURM_CONF="$CONF" SLURM_JWT=daemon SLURM_SACK_KEY="$LAB/etc/slurm.key.rest" \
+        env SLURM_CONF="$CONF" SLURM_JWT=daemon \
         slurmrestd -a rest_auth/jwt -s "$OPENAPI_PLUGINS" "127.0.0.1:$REST_PORT"
     local token; token=$(mint "$JWT_KEY" root 86400)
     poll 20000 "$(pid_of slurmrestd)" curl -fsS -o /dev/null -H "X-SLURM-USER-NAME: root" \
@@ -897,7 +894,7 @@ export SLURMLAB_DATA_PARSERS="$(data_parsers)"
 export SLURMLAB_RUN=${RUN[0]:-}
 export SLURMLAB_SLURMD_PORT=$SLURMD_PORT
 export SLURMLAB_CONF_REWRITES=$CONF.rewrites
-export SLURMLAB_SACK_KEY=$LAB/etc/slurm.key
+export SLURMLAB_SLURM_KEY=$LAB/etc/slurm.key
 EOF
     trap - EXIT
     cat "$LAB/env"
