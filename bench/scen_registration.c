@@ -131,6 +131,9 @@ static void start_slurmd(reg_run *r, int i, int slot)
     else
         snprintf(conf, sizeof(conf), "%s\vPort=%d", r->conf, r->ports[slot]);
     snprintf(tag, sizeof(tag), "SLURMLAB_TAG=%s", r->lab->dir);
+    /* its own /run/slurm, as in a pod: slurmd binds its auth socket there */
+    char run_dir[512];
+    snprintf(run_dir, sizeof(run_dir), "SLURMLAB_RUN_DIR=%s/spool/run.%s", r->lab->dir, name);
     const char *argv[12];
     int a = 0;
     if (r->lab->run && *r->lab->run)
@@ -145,7 +148,7 @@ static void start_slurmd(reg_run *r, int i, int slot)
     argv[a++] = "-f";
     argv[a++] = r->lab->slurm_conf;
     argv[a] = NULL;
-    const char *env[] = {tag, NULL};
+    const char *env[] = {tag, run_dir, NULL};
     nd->proc = bx_proc_start(r->x, name, argv, env, r->out_log);
     nd->started = uv_hrtime();
     nd->slot = slot;
@@ -562,6 +565,7 @@ int scen_registration(bx_ctx *x)
         r.cycle = 1;
     }
     r.one_port = one_port;
+    r.next_cycled = r.real; /* the cycled nodes follow the kept ones */
     r.pace = x->reg_pace;
     r.nodes = xcalloc((size_t)n, sizeof(*r.nodes));
     r.slot_use = xcalloc((size_t)(r.cycle + 1), 1);

@@ -120,7 +120,10 @@
 # (SLURMLAB_RUN is the root file system's runner, empty for 22.05) with
 # their PID in $SLURMLAB_DIR/run/slurmd.NAME.pid: stop stops them with the
 # lab's own. Several slurmd -Z on this host need a port each: 24.11 and 26.05
-# take Port= in --conf (22.05 refuses it).
+# take Port= in --conf (22.05 refuses it); and a /run/slurm each, where they
+# bind their auth socket (two binding the root file system's one at once
+# made one exit): SLURMLAB_RUN_DIR=<a folder of the lab> in the runner's
+# environment is bound there.
 #
 # Exported by start/env besides the paths and ports:
 #   SLURMLAB_BIN          a folder of scontrol sbatch squeue sinfo sdiag srun
@@ -466,6 +469,12 @@ mount -t proc proc "\$R/proc"
 mount --rbind /dev "\$R/dev"
 mount --bind /sys "\$R/sys"
 mount --bind /etc/hosts "\$R/etc/hosts"
+# A /run/slurm of its own (a folder of the lab): slurmd from 24.11 on binds
+# its auth socket there (sack.socket), as every pod does in its own /run.
+if [ -n "\${SLURMLAB_RUN_DIR:-}" ]; then
+    mkdir -p "\$R/run/slurm" "\$SLURMLAB_RUN_DIR"
+    mount --bind "\$SLURMLAB_RUN_DIR" "\$R/run/slurm"
+fi
 # The root file system's own PATH: the host's folders mean nothing in there,
 # and SLURMLAB_BIN (the lab is bound at its own path) would loop back here.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
