@@ -109,11 +109,15 @@ static int *reserve_ports(bx_ctx *x, const char *owner, int n)
     return ports;
 }
 
+/* Runs to the end even when the run is being interrupted: ports left
+ * reserved would be withheld from every lab of this host for hours. */
 static void release_ports(bx_ctx *x, const char *owner)
 {
     char *script = xasprintf("%s/tests/lib/ports.py", x->src_dir);
     const char *argv[] = {"python3", script, "--release", owner, NULL};
+    x->cleanup++;
     (void)bx_run(x, argv, NULL, NULL, 60, NULL);
+    x->cleanup--;
     free(script);
 }
 
@@ -257,6 +261,7 @@ static void poll_nodes(reg_run *r)
 
 static void stop_all(reg_run *r)
 {
+    r->x->cleanup++;
     for (int i = 0; i < r->n; i++)
         if (r->nodes[i].proc && !bx_proc_exited(r->nodes[i].proc))
             kill(bx_proc_pid(r->nodes[i].proc), SIGTERM);
@@ -265,6 +270,7 @@ static void stop_all(reg_run *r)
             (void)bx_proc_stop(r->x, r->nodes[i].proc, SIGTERM, 15);
             r->nodes[i].proc = NULL;
         }
+    r->x->cleanup--;
 }
 
 /* ---- what the operator, slurmctld and its log say ------------------------------------------------ */
