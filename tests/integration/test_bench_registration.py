@@ -45,7 +45,8 @@ def run_bench():
     t0 = time.monotonic()
     p = subprocess.run([os.path.join(BUILD, "slurmop-bench"), "--quick", "--scenario", "registration",
                         "--out", OUT], capture_output=True, text=True, timeout=400)
-    print("slurmop-bench --quick --scenario registration: exit %d in %.0f s" % (p.returncode, time.monotonic() - t0))
+    print("slurmop-bench --quick --scenario registration: exit %d in %.0f s"
+          % (p.returncode, time.monotonic() - t0))
     if p.returncode != 0:
         print(p.stdout[-6000:])
         print(p.stderr[-6000:])

@@ -154,7 +154,8 @@ source "$HERE/../lib/procs.sh"
 
 SLURM_BINS=(munged mungekey munge unmunge slurmctld slurmd slurmrestd scontrol sinfo squeue scancel setpriv python3 curl)
 HOST_BINS=(python3 curl unshare chroot mount ss flock) # what a chrooted lab needs of the host
-CLIENTS=(scontrol sbatch salloc squeue sinfo sdiag srun scancel sacct munge unmunge) # the wrappers of SLURMLAB_BIN
+# the wrappers of SLURMLAB_BIN
+CLIENTS=(scontrol sbatch salloc squeue sinfo sdiag srun scancel sacct munge unmunge)
 # Packages of a root file system (comma-separated, for debootstrap --include);
 # changing the list makes every cached root file system stale.
 ROOTFS_PKGS=slurmctld,slurmd,slurmrestd,slurm-client,munge,slurm-wlm-basic-plugins,slurm-wlm-jwt-plugin
@@ -637,7 +638,8 @@ write_conf_from() {
     [ -n "$SUITE" ] || munge=1
     read -r -a ports_arr <<< "$NODE_PORTS"
     for name in $NODE_NAMES; do
-        static_lines+="NodeName=$name NodeHostname=localhost NodeAddr=127.0.0.1 Port=${ports_arr[$i]} CPUs=$CPUS RealMemory=$MEM State=UNKNOWN"$'\n'
+        static_lines+="NodeName=$name NodeHostname=localhost NodeAddr=127.0.0.1 Port=${ports_arr[$i]}"
+        static_lines+=" CPUs=$CPUS RealMemory=$MEM State=UNKNOWN"$'\n'
         i=$((i + 1))
     done
     if [ -n "$NODE_NAMES" ]; then
