@@ -9,6 +9,7 @@ wrote each one's pod info, and the lab ran the generated MaxNodeCount with
 only host-specific lines rewritten. No timing is asserted (a shared machine).
 Skipped (77) without root; never skipped in CI."""
 
+import atexit
 import json
 import os
 import shutil
@@ -41,6 +42,7 @@ def run_bench():
         RESULT["skip"] = "the Slurm lab needs root"
         raise Skip(RESULT["skip"])
     OUT = tempfile.mkdtemp(prefix="bench-registration.")
+    atexit.register(shutil.rmtree, OUT, True)
     os.chmod(OUT, 0o755)  # the lab's munged wants every folder above its socket searchable
     t0 = time.monotonic()
     p = subprocess.run([os.path.join(BUILD, "slurmop-bench"), "--quick", "--scenario", "registration",
@@ -97,13 +99,5 @@ def test_the_lab_ran_the_generated_file():
     assert not keys & {"MaxNodeCount", "TreeWidth", "MessageTimeout", "NodeSet", "PartitionName"}, rewritten
 
 
-def cleanup():
-    if OUT:
-        shutil.rmtree(OUT, ignore_errors=True)
-
-
 if __name__ == "__main__":
-    try:
-        run_tests(globals())
-    finally:
-        cleanup()
+    run_tests(globals())
