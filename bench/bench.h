@@ -63,6 +63,7 @@ struct bx_ctx {
     char *k8s_dir;           /* ... its K8S_DIR (state, logs, the admin kubeconfig) */
     int k8s_reuse;           /* --k8s-dir: a cluster.sh cluster already running there, left running */
     const char *slurm_version; /* SLURMLAB_VERSION of the labs: 22.05 (default), 24.11, 26.05 */
+    int slurm_version_given;   /* ... named by --slurm-version */
     const char *slurmrestd;  /* external Slurm: NS/NAME=URL (with --kubeconfig) */
     const char *slurm_conf;  /* external Slurm: slurm.conf for libslurm */
     int no_slurm;            /* skip everything that needs the Slurm lab */
@@ -70,6 +71,9 @@ struct bx_ctx {
     int churn_outage;        /* ... and its slurmrestd killed 0.5 s into the 1,000 events/s window */
     int churn_latency_ms;    /* > 0: kubesim answers non-watch requests this late during churn windows */
     double scalein_write_rate; /* > 0: kubesim applies writes at most this many per second during scale-in */
+    int reg_real;            /* registration: slurmd kept running (the rest are cycled) */
+    int reg_cycle;           /* ... cycled slurmd running at once */
+    int reg_pace;            /* ... slurmd started and not yet registered, at most (0: no cap) */
     int pin_cpu;             /* --pin-operator: the CPU of the operator under test, -1: not pinned */
     const char *op_args[16]; /* --slurmop-arg: extra flags for every slurmop */
     int n_op_args;
@@ -440,6 +444,10 @@ typedef struct bx_lab {
     char *bin;     /* SLURMLAB_BIN: the clients of the lab's version */
     char *api;     /* SLURMLAB_API: the data parser of that version (v0.0.38, v0.0.42, v0.0.44) */
     int newer;     /* not 22.05: node writes go through REST (no libslurm, no --slurm-conf) */
+    char *run;      /* SLURMLAB_RUN: the runner of the lab's programs ("" for 22.05: the host's) */
+    char *rewrites; /* SLURMLAB_CONF_REWRITES: the lines a given slurm.conf had rewritten */
+    int ctld_port;  /* SlurmctldPort */
+    int slurmd_port; /* SlurmdPort */
     int started;
 } bx_lab;
 
@@ -452,6 +460,11 @@ int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *e
 /** bx_lab_start with slurmrestd on 127.0.0.1:rest_port (0: a free port, as
  *  bx_lab_start). A busy port fails the start. */
 int bx_lab_start_at(bx_ctx *x, bx_lab *lab, const char *static_names, const char *extra_conf, int rest_port);
+/** bx_lab_start_at for a lab that runs conf_path, a slurm.conf the
+ *  operator generated (slurmlab.sh SLURMLAB_CONF_FROM: the host-specific
+ *  lines rewritten, listed in lab->rewrites, the rest kept), with no static
+ *  node. */
+int bx_lab_start_from(bx_ctx *x, bx_lab *lab, const char *conf_path, int rest_port);
 /** A lab whose slurm.conf defines gpu-0 .. gpu-(n-1), the Slurm names of
  *  NodeSet gpu's pods, without slurmds (State=UNKNOWN, never timed out):
  *  the operator caches n Slurm nodes and mirrors them onto the pods. */
@@ -560,6 +573,9 @@ int scen_scale_in(bx_ctx *x);
 int scen_churn(bx_ctx *x);
 int scen_restart(bx_ctx *x);
 int scen_memory(bx_ctx *x);
+/** N dynamic nodes register with a slurmctld that runs the operator's own
+ *  slurm.conf (24.11 or 26.05; named only, not part of the default set). */
+int scen_registration(bx_ctx *x);
 /** --peer slinky: slurmop and Slinky's manager side by side, each on a fresh
  *  real control plane per --sizes (results under peers.slinky). */
 int scen_peer_slinky(bx_ctx *x);

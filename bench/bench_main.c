@@ -17,6 +17,16 @@
 #include "core/json.h"
 #include "core/log.h"
 
+/* registration: the defaults of --registration-real, -cycle and -pace */
+#define REG_REAL_DEFAULT 128
+#define REG_CYCLE_DEFAULT 16
+#define REG_PACE_DEFAULT 0
+#define STR_(v) #v
+#define STR(v) STR_(v)
+#define REG_REAL_DEFAULT_S STR(REG_REAL_DEFAULT)
+#define REG_CYCLE_DEFAULT_S STR(REG_CYCLE_DEFAULT)
+#define REG_PACE_DEFAULT_S STR(REG_PACE_DEFAULT)
+
 static const char usage[] =
     "Usage: slurmop-bench [--quick] [--out DIR] [--scenario NAME ...] [--cluster kubesim|real]\n"
     "                     [--kubeconfig FILE] [--slurm-version 22.05|24.11|26.05]\n"
@@ -39,6 +49,10 @@ static const char usage[] =
     "              LIST calls, reconciles, writes\n"
     "  memory      RSS with N Nodes, N pods and N Slurm nodes cached; idle CPU; bytes per idle\n"
     "              Slurm poll\n"
+    "  registration  (only when named) N dynamic nodes register with a slurmctld running the\n"
+    "              operator's own slurm.conf (Slurm 26.05, or 24.11 by --slurm-version; N = 32 with\n"
+    "              --quick): time to all registered and idle, sdiag's RPC counts, the operator's\n"
+    "              Slurm reads and writes, slurmctld's refusals\n"
     "\n"
     "Flags:\n"
     "  --quick               N = 1,024 only, shorter windows (CI smoke; about 2 minutes)\n"
@@ -81,6 +95,13 @@ static const char usage[] =
     "                        node writes through libslurm), 24.11 or 26.05 (tests/slurm/slurmlab.sh\n"
     "                        SLURMLAB_VERSION: a cached Debian root file system; node writes through REST)\n"
     "  --no-slurm            skip everything that needs the Slurm lab\n"
+    "  --registration-real K  registration: slurmd kept running, one per node, as pods run them\n"
+    "                        (default " REG_REAL_DEFAULT_S "; all of them with --quick); the other nodes\n"
+    "                        are registered by cycled slurmd, each stopped once its node is listed\n"
+    "  --registration-cycle C  registration: cycled slurmd running at once (default "
+    REG_CYCLE_DEFAULT_S ")\n"
+    "  --registration-pace M  registration: at most M slurmd started and not yet registered (default\n"
+    "                        " REG_PACE_DEFAULT_S "; 0: no cap)\n"
     "  --churn-slurm         churn with a RestApi: the NodeSet's Controller reads a Slurm lab of N nodes\n"
     "                        (named like the pods, no slurmds), so every event also runs the Slurm side\n"
     "                        (cordon sync, conditions, counts); default: churn without Slurm\n"
@@ -119,8 +140,12 @@ static const char usage[] =
     "The Slurm lab needs root and Debian's slurm-wlm packages (tests/deps.sh); without them the\n"
     "Slurm parts are skipped and the report says so.\n";
 
-static const char *const all_scenarios[] = {"scale-out", "limit", "scale-in", "churn", "restart", "memory"};
-#define N_SCEN 6
+/* registration runs only when named: it needs Slurm 24.11 or 26.05 and
+ * starts a slurmd per node */
+static const char *const all_scenarios[] = {"scale-out", "limit",  "scale-in",    "churn",
+                                            "restart",   "memory", "registration"};
+#define N_SCEN 7
+#define N_DEFAULT_SCEN 6
 
 enum {
     OPT_QUICK = 256,
@@ -150,6 +175,9 @@ enum {
     OPT_CHURN_LATENCY,
     OPT_POD_SHAPE,
     OPT_K8S_DIR,
+    OPT_REG_REAL,
+    OPT_REG_CYCLE,
+    OPT_REG_PACE,
     OPT_HELP,
 };
 
@@ -181,6 +209,9 @@ static const struct option long_opts[] = {
     {"churn-outage", no_argument, NULL, OPT_CHURN_OUTAGE},
     {"scalein-write-rate", required_argument, NULL, OPT_SCALEIN_WRITE_RATE},
     {"churn-latency-ms", required_argument, NULL, OPT_CHURN_LATENCY},
+    {"registration-real", required_argument, NULL, OPT_REG_REAL},
+    {"registration-cycle", required_argument, NULL, OPT_REG_CYCLE},
+    {"registration-pace", required_argument, NULL, OPT_REG_PACE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -461,6 +492,9 @@ int main(int argc, char **argv)
     x.churn_s = -1;
     x.idle_s = -1;
     x.pin_cpu = -1;
+    x.reg_real = REG_REAL_DEFAULT;
+    x.reg_cycle = REG_CYCLE_DEFAULT;
+    x.reg_pace = REG_PACE_DEFAULT;
     mem_init();
 
     while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
@@ -476,7 +510,7 @@ int main(int argc, char **argv)
             for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
                 int found = 0;
                 for (int i = 0; i < N_SCEN; i++)
-                    if (strcmp(tok, all_scenarios[i]) == 0 || strcmp(tok, "all") == 0)
+                    if (strcmp(tok, all_scenarios[i]) == 0 || (strcmp(tok, "all") == 0 && i < N_DEFAULT_SCEN))
                         want[i] = found = 1;
                 if (!found) {
                     int rc = die_usage("unknown scenario: ", tok);
@@ -581,6 +615,7 @@ int main(int argc, char **argv)
             if (strcmp(optarg, "22.05") != 0 && strcmp(optarg, "24.11") != 0 && strcmp(optarg, "26.05") != 0)
                 return die_usage("--slurm-version: want 22.05, 24.11 or 26.05, got ", optarg);
             x.slurm_version = optarg;
+            x.slurm_version_given = 1;
             break;
         case OPT_PEER:
             if (strcmp(optarg, "slinky") != 0)
@@ -588,6 +623,21 @@ int main(int argc, char **argv)
             peer = 1;
             x.real_k8s = 1;
             break;
+        case OPT_REG_REAL:
+        case OPT_REG_CYCLE:
+        case OPT_REG_PACE: {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || v < (c == OPT_REG_PACE ? 0 : 1) || v > 100000)
+                return die_usage("--registration-real/-cycle/-pace: want a count, not ", optarg);
+            if (c == OPT_REG_REAL)
+                x.reg_real = (int)v;
+            else if (c == OPT_REG_CYCLE)
+                x.reg_cycle = (int)v;
+            else
+                x.reg_pace = (int)v;
+            break;
+        }
         case 'h':
         case OPT_HELP:
             fputs(usage, stdout);
@@ -611,7 +661,7 @@ int main(int argc, char **argv)
             parse_sizes(&x, "1024,4096,8192");
     }
     if (!any)
-        for (int i = 0; i < N_SCEN; i++)
+        for (int i = 0; i < N_DEFAULT_SCEN; i++)
             want[i] = 1;
     if (want[0])
         want[1] = 0; /* scale-out includes the limit */
@@ -721,6 +771,8 @@ int main(int argc, char **argv)
         rc |= scen_restart(&x) != 0;
     if (want[5] && !x.interrupted)
         rc |= scen_memory(&x) != 0;
+    if (want[6] && !x.interrupted)
+        rc |= scen_registration(&x) != 0;
 
     if (x.k8s_dir && !peer)
         bx_k8s_stop(&x);

@@ -50,7 +50,10 @@ int bx_lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *e
     return bx_lab_start_at(x, lab, static_names, extra_conf, 0);
 }
 
-int bx_lab_start_at(bx_ctx *x, bx_lab *lab, const char *static_names, const char *extra_conf, int rest_port)
+/* conf_from: a slurm.conf for slurmlab.sh to run (SLURMLAB_CONF_FROM) in
+ * place of its own; static_names and extra_conf are then unused. */
+static int lab_start(bx_ctx *x, bx_lab *lab, const char *static_names, const char *extra_conf, int rest_port,
+                     const char *conf_from)
 {
     static const char *const bins[] = {"slurmctld", "slurmd", "slurmrestd", "munged",
                                        "scontrol",  "sbatch", "sinfo"};
@@ -81,8 +84,9 @@ int bx_lab_start_at(bx_ctx *x, bx_lab *lab, const char *static_names, const char
     lab->dir = xasprintf("%s/lab", tmpl);
     char *script = xasprintf("%s/tests/slurm/slurmlab.sh", x->src_dir);
     char *e_dir = xasprintf("SLURMLAB_DIR=%s", lab->dir);
-    char *e_names = xasprintf("SLURMLAB_NODE_NAMES=%s", static_names ? static_names : "lab-0");
-    char *e_conf = xasprintf("SLURMLAB_EXTRA_CONF=%s", extra_conf ? extra_conf : "");
+    char *e_names = conf_from ? xasprintf("SLURMLAB_CONF_FROM=%s", conf_from)
+                              : xasprintf("SLURMLAB_NODE_NAMES=%s", static_names ? static_names : "lab-0");
+    char *e_conf = xasprintf("SLURMLAB_EXTRA_CONF=%s", conf_from || !extra_conf ? "" : extra_conf);
     char *e_ver = xasprintf("SLURMLAB_VERSION=%s", version);
     /* a free port unless the caller needs a fixed one (--peer: Slinky's
      * manager under DEBUG=1 reaches slurmrestd at localhost:6820 only) */
@@ -115,6 +119,14 @@ int bx_lab_start_at(bx_ctx *x, bx_lab *lab, const char *static_names, const char
         lab->jwt_key_path = env_value(lab->env_text, "SLURMLAB_JWT_KEY");
         lab->bin = env_value(lab->env_text, "SLURMLAB_BIN");
         lab->api = env_value(lab->env_text, "SLURMLAB_API");
+        lab->run = env_value(lab->env_text, "SLURMLAB_RUN");
+        lab->rewrites = env_value(lab->env_text, "SLURMLAB_CONF_REWRITES");
+        char *port = env_value(lab->env_text, "SLURMLAB_CTLD_PORT");
+        lab->ctld_port = port ? atoi(port) : 0;
+        free(port);
+        port = env_value(lab->env_text, "SLURMLAB_SLURMD_PORT");
+        lab->slurmd_port = port ? atoi(port) : 0;
+        free(port);
         lab->newer = newer;
         if (lab->api == NULL)
             lab->api = xstrdup("v0.0.38");
@@ -142,6 +154,16 @@ int bx_lab_start_at(bx_ctx *x, bx_lab *lab, const char *static_names, const char
     if (rc)
         bx_lab_stop(x, lab);
     return rc;
+}
+
+int bx_lab_start_at(bx_ctx *x, bx_lab *lab, const char *static_names, const char *extra_conf, int rest_port)
+{
+    return lab_start(x, lab, static_names, extra_conf, rest_port, NULL);
+}
+
+int bx_lab_start_from(bx_ctx *x, bx_lab *lab, const char *conf_path, int rest_port)
+{
+    return lab_start(x, lab, NULL, NULL, rest_port, conf_path);
 }
 
 int bx_lab_start_nodes(bx_ctx *x, bx_lab *lab, int n)
@@ -243,6 +265,8 @@ void bx_lab_stop(bx_ctx *x, bx_lab *lab)
     free(lab->version);
     free(lab->bin);
     free(lab->api);
+    free(lab->run);
+    free(lab->rewrites);
     memset(lab, 0, sizeof(*lab));
     x->cleanup--;
 }

@@ -74,6 +74,12 @@
 #                         update nodes, so slurmop's REST writes (24.11, 26.05)
 #                         need it
 #   SLURMLAB_EXTRA_CONF   lines appended to slurm.conf (e.g. "SlurmdTimeout=10")
+#   SLURMLAB_CONF_FROM    a slurm.conf to run instead of the lab's own (one that
+#                         slurmop generated, taken from its ConfigMap): start
+#                         rewrites only what names this host (see "a given
+#                         slurm.conf" below) and keeps every other line; the
+#                         static nodes default to none then (SLURMLAB_NODES
+#                         still adds some, partition "debug")
 #   SLURMLAB_VERSION      22.05 (default, the host's packages), 24.11 (Debian
 #                         trixie) or 26.05 (Debian forky)
 #   SLURMLAB_ROOTFS_CACHE where root file systems are kept (default
@@ -82,14 +88,56 @@
 #   SLURMLAB_ROOTFS_REFRESH=1  build a new root file system even when one is cached
 #                         (a newer Slurm in the suite gets a folder of its own)
 #
+# A given slurm.conf (SLURMLAB_CONF_FROM): these keys are rewritten, every
+# other line is copied as it is (MaxNodeCount, TreeWidth, MessageTimeout, the
+# NodeSet and PartitionName lines, SlurmctldParameters, ...):
+#   SlurmctldHost         the first becomes "localhost", the others (backup
+#                         controllers) are dropped; SlurmctldAddr is dropped
+#   SlurmctldPort, SlurmdPort   the lab's ports
+#   SlurmUser             SLURMLAB_SLURM_USER (default root)
+#   StateSaveLocation, SlurmdSpoolDir, SlurmctldLogFile, SlurmdLogFile,
+#   SlurmSchedLogFile, SlurmctldPidFile, SlurmdPidFile   the lab's folders
+#   AuthAltParameters     jwt_key= the lab's key; jwks= dropped (no JWKS here)
+#   AccountingStorage*    accounting_storage/none (the lab has no slurmdbd)
+#   ProctrackType, TaskPlugin   proctrack/linuxproc, task/none, and cgroup.conf
+#                         CgroupPlugin=disabled (24.11, 26.05): the root file
+#                         system has no cgroup file system to use and this
+#                         machine runs cgroup v1, where a pod's image has
+#                         cgroup/v2
+#   22.05 only: AuthType, CredType, AuthInfo  auth/munge and cred/munge over
+#                         the lab's munged (22.05 has no auth/slurm), and
+#                         SelectType=select/cons_tres (the default of 23.11
+#                         on, which dynamic nodes need; 22.05's is cons_res); the
+#                         newer versions keep auth/slurm and cred/slurm with a
+#                         slurm.key made in etc/ beside slurm.conf (where
+#                         Slurm looks for it; SLURMLAB_SLURM_KEY names it)
+# Every change is listed in etc/slurm.conf.rewrites ("- old" / "+ new" lines,
+# SLURMLAB_CONF_REWRITES) and printed by start.
+#
+# Daemons of the caller's own: a program that starts more slurmd in a lab
+# (dynamic nodes, slurmd -Z) runs them as
+#   env SLURMLAB_TAG=$SLURMLAB_DIR $SLURMLAB_RUN slurmd -D -Z -N NAME ...
+# (SLURMLAB_RUN is the root file system's runner, empty for 22.05) with
+# their PID in $SLURMLAB_DIR/run/slurmd.NAME.pid: stop stops them with the
+# lab's own. Several slurmd -Z on this host need a port each: 24.11 and 26.05
+# take Port= in --conf (22.05 refuses it); and a /run/slurm each, where they
+# bind their auth socket (two binding the root file system's one at once
+# made one exit): SLURMLAB_RUN_DIR=<a folder of the lab> in the runner's
+# environment is bound there.
+#
 # Exported by start/env besides the paths and ports:
-#   SLURMLAB_BIN          a folder of scontrol sbatch squeue sinfo srun scancel
-#                         sacct munge unmunge for this lab's version (wrappers that
+#   SLURMLAB_BIN          a folder of scontrol sbatch squeue sinfo sdiag srun
+#                         scancel sacct munge unmunge for this lab's version (wrappers that
 #                         run them in the root file system; links to the host's
 #                         binaries for 22.05); put it first in PATH
 #   SLURMLAB_API          the data parser a client of this version should use
 #                         (v0.0.38, v0.0.42, v0.0.45)
 #   SLURMLAB_DATA_PARSERS every data parser slurmrestd serves, newest last
+#   SLURMLAB_RUN          the runner of a chrooted lab's programs (empty: 22.05)
+#   SLURMLAB_SLURMD_PORT  SlurmdPort
+#   SLURMLAB_CONF_REWRITES  the lines a given slurm.conf had rewritten (empty
+#                         file for the lab's own slurm.conf)
+#   SLURMLAB_SLURM_KEY     auth/slurm's key (24.11, 26.05; made for every lab)
 #
 # Root file systems: <cache>/<suite>-<slurm version>, made by
 #   debootstrap --variant=minbase --include=<the packages below> <suite>
@@ -106,7 +154,8 @@ source "$HERE/../lib/procs.sh"
 
 SLURM_BINS=(munged mungekey munge unmunge slurmctld slurmd slurmrestd scontrol sinfo squeue scancel setpriv python3 curl)
 HOST_BINS=(python3 curl unshare chroot mount ss flock) # what a chrooted lab needs of the host
-CLIENTS=(scontrol sbatch salloc squeue sinfo srun scancel sacct munge unmunge) # the wrappers of SLURMLAB_BIN
+# the wrappers of SLURMLAB_BIN
+CLIENTS=(scontrol sbatch salloc squeue sinfo sdiag srun scancel sacct munge unmunge)
 # Packages of a root file system (comma-separated, for debootstrap --include);
 # changing the list makes every cached root file system stale.
 ROOTFS_PKGS=slurmctld,slurmd,slurmrestd,slurm-client,munge,slurm-wlm-basic-plugins,slurm-wlm-jwt-plugin
@@ -421,6 +470,12 @@ mount -t proc proc "\$R/proc"
 mount --rbind /dev "\$R/dev"
 mount --bind /sys "\$R/sys"
 mount --bind /etc/hosts "\$R/etc/hosts"
+# A /run/slurm of its own (a folder of the lab): slurmd from 24.11 on binds
+# its auth socket there (sack.socket), as every pod does in its own /run.
+if [ -n "\${SLURMLAB_RUN_DIR:-}" ]; then
+    mkdir -p "\$R/run/slurm" "\$SLURMLAB_RUN_DIR"
+    mount --bind "\$SLURMLAB_RUN_DIR" "\$R/run/slurm"
+fi
 # The root file system's own PATH: the host's folders mean nothing in there,
 # and SLURMLAB_BIN (the lab is bound at its own path) would loop back here.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -497,7 +552,8 @@ own_ctld_files() {
     [ "$SLURM_USER" != root ] || return 0
     touch "$LAB/log/slurmctld.log" "$LAB/run/ctld.selfpid"
     slurm chown -R "$SLURM_USER:" "$LAB/state"
-    slurm chown "$SLURM_USER:" "$LAB/log/slurmctld.log" "$LAB/run/ctld.selfpid" "$JWT_KEY"
+    slurm chown "$SLURM_USER:" "$LAB/log/slurmctld.log" "$LAB/run/ctld.selfpid" "$JWT_KEY" \
+        "$LAB/etc/slurm.key"
 }
 
 write_conf() {
@@ -573,6 +629,97 @@ EOF
     fi
 }
 
+# The lab's slurm.conf from SLURMLAB_CONF_FROM: the host-specific keys
+# rewritten (the header lists them), everything else kept line for line;
+# the changes go to etc/slurm.conf.rewrites.
+write_conf_from() {
+    [ -r "$CONF_FROM" ] || die "SLURMLAB_CONF_FROM=$CONF_FROM: cannot read it"
+    local munge=0 static_lines="" name port i=0 ports_arr
+    [ -n "$SUITE" ] || munge=1
+    read -r -a ports_arr <<< "$NODE_PORTS"
+    for name in $NODE_NAMES; do
+        static_lines+="NodeName=$name NodeHostname=localhost NodeAddr=127.0.0.1 Port=${ports_arr[$i]}"
+        static_lines+=" CPUs=$CPUS RealMemory=$MEM State=UNKNOWN"$'\n'
+        i=$((i + 1))
+    done
+    if [ -n "$NODE_NAMES" ]; then
+        static_lines+="PartitionName=debug Nodes=$(echo $NODE_NAMES | tr ' ' ',')"
+        static_lines+=" MaxTime=INFINITE State=UP"$'\n'
+    fi
+    python3 - "$CONF_FROM" "$CONF" "$CONF.rewrites" "$LAB" "$CTLD_PORT" "$SLURMD_PORT" "$SLURM_USER" \
+        "$JWT_KEY" "$munge" "$static_lines" <<'PY'
+import sys
+src, dst, rew, lab, ctld_port, slurmd_port, user, jwt_key, munge, static = sys.argv[1:]
+munge = munge == "1"
+# key (lower case) -> the lab's value; None drops the line
+fixed = {
+    "slurmctldport": ctld_port,
+    "slurmdport": slurmd_port,
+    "slurmuser": user,
+    "statesavelocation": lab + "/state",
+    "slurmdspooldir": lab + "/spool/%n",
+    "slurmctldlogfile": lab + "/log/slurmctld.log",
+    "slurmdlogfile": lab + "/log/slurmd.%n.log",
+    "slurmschedlogfile": lab + "/log/sched.log",
+    "slurmctldpidfile": lab + "/run/ctld.selfpid",
+    "slurmdpidfile": lab + "/run/%n.selfpid",
+    "slurmctldaddr": None,
+    "accountingstoragetype": "accounting_storage/none",
+    "accountingstoragehost": None,
+    "accountingstorageport": None,
+    "proctracktype": "proctrack/linuxproc",
+    "taskplugin": "task/none",
+}
+# what the lab needs whether the file has it or not
+wanted = ["slurmctldpidfile", "slurmdpidfile", "proctracktype", "taskplugin"]
+names = {"slurmctldpidfile": "SlurmctldPidFile", "slurmdpidfile": "SlurmdPidFile",
+         "proctracktype": "ProctrackType", "taskplugin": "TaskPlugin", "selecttype": "SelectType"}
+if munge:
+    fixed.update({"authtype": "auth/munge", "credtype": "cred/munge",
+                  "authinfo": "socket=" + lab + "/munge/socket",
+                  "selecttype": "select/cons_tres"})
+    wanted.append("selecttype")
+out, changes, seen, hosts = [], [], set(), 0
+for line in open(src).read().split("\n"):
+    body = line.split("#", 1)[0].strip()
+    key, eq, val = body.partition("=")
+    k = key.strip().lower()
+    new = line
+    if eq and " " not in key.strip():
+        if k == "slurmctldhost":
+            hosts += 1
+            new = "SlurmctldHost=localhost" if hosts == 1 else None
+        elif k == "authaltparameters":
+            opts = [o for o in val.strip().split(",") if o and not o.lower().startswith("jwks=")]
+            opts = ["jwt_key=" + jwt_key if o.lower().startswith("jwt_key=") else o for o in opts]
+            new = key.strip() + "=" + ",".join(opts)
+        elif k in fixed:
+            seen.add(k)
+            new = None if fixed[k] is None else key.strip() + "=" + fixed[k]
+    if new != line:
+        changes.append("- " + line)
+        if new is not None:
+            changes.append("+ " + new)
+    if new is not None:
+        out.append(new)
+while out and out[-1] == "":
+    out.pop()
+added = ["# the lab's additions (slurmlab.sh)"]
+added += [names[k] + "=" + fixed[k] for k in wanted if k not in seen]
+added += [l for l in static.split("\n") if l]
+if len(added) > 1:
+    out += added
+    changes += ["+ " + l for l in added[1:]]
+open(dst, "w").write("\n".join(out) + "\n")
+open(rew, "w").write("\n".join(changes) + ("\n" if changes else ""))
+PY
+    chmod 644 "$CONF" "$CONF.rewrites"
+    if [ -n "$SUITE" ]; then
+        printf '# cgroup.conf of a slurmlab.sh lab\nCgroupPlugin=disabled\n' > "$LAB/etc/cgroup.conf"
+        chmod 644 "$LAB/etc/cgroup.conf"
+    fi
+}
+
 nodes_idle() { # all static (and the dynamic) nodes report idle
     local want=$1 got
     got=$(SLURM_CONF=$CONF slurm sinfo -h -N -p debug -t idle -o '%N' | sort -u | wc -l)
@@ -641,11 +788,15 @@ do_start() {
     JWT_KEY=$LAB/etc/jwt.key
 
     # Node names and ports.
-    local count=${1:-${SLURMLAB_NODES:-3}}
+    CONF_FROM=${SLURMLAB_CONF_FROM:-}
+    # A given slurm.conf brings its own nodes (dynamic ones, usually): no
+    # static node unless asked for.
+    local count=${1:-${SLURMLAB_NODES:-3}} least=1
+    if [ -n "$CONF_FROM" ]; then count=${1:-${SLURMLAB_NODES:-0}}; least=0; fi
     if [ -n "${SLURMLAB_NODE_NAMES:-}" ]; then
         NODE_NAMES=${SLURMLAB_NODE_NAMES}
     else
-        [[ $count =~ ^[0-9]+$ ]] && [ "$count" -ge 1 ] || die "bad node count '$count'"
+        [[ $count =~ ^[0-9]+$ ]] && [ "$count" -ge "$least" ] || die "bad node count '$count'"
         NODE_NAMES=$(seq -f "${SLURMLAB_NODE_PREFIX:-n}%g" 1 "$count" | tr '\n' ' ')
     fi
     NODE_NAMES=$(echo $NODE_NAMES)
@@ -680,8 +831,19 @@ do_start() {
     chmod 600 "$LAB/munge/munge.key"
     head -c 32 /dev/urandom > "$JWT_KEY"
     chmod 600 "$JWT_KEY"
+    # auth/slurm and cred/slurm (a given slurm.conf of 23.11 or later) look
+    # for slurm.key beside slurm.conf.
+    head -c 1024 /dev/urandom > "$LAB/etc/slurm.key"
+    chmod 600 "$LAB/etc/slurm.key"
     : > "$LAB/etc/plugstack.conf"
-    write_conf
+    : > "$CONF.rewrites"
+    if [ -n "$CONF_FROM" ]; then
+        write_conf_from
+        say "slurm.conf from $CONF_FROM; rewritten for this host:"
+        sed 's/^/slurmlab:   /' "$CONF.rewrites" >&2
+    else
+        write_conf
+    fi
     echo "$NODE_NAMES" > "$LAB/etc/nodes"
 
     # munged: the socket directory must be searchable by everyone.
@@ -711,7 +873,7 @@ do_start() {
         launch slurmd.dyn1 "${RUN[@]+"${RUN[@]}"}" slurmd -D -Z -N "$DYN_NAME" --conf "$dyn_conf" -f "$CONF"
         want=$((want + 1))
     fi
-    if ! poll 30000 "" nodes_idle "$want"; then
+    if [ "$want" -gt 0 ] && ! poll 30000 "" nodes_idle "$want"; then
         slurm sinfo -N >&2 || true
         die "nodes did not become idle (log/slurmd.*.log)"
     fi
@@ -719,7 +881,8 @@ do_start() {
     # slurmrestd refuses to run as root; SLURM_JWT=daemon makes auth/jwt its
     # primary authentication, without which every user token is rejected.
     launch slurmrestd "${RUN[@]+"${RUN[@]}"}" setpriv --reuid="$rest_user" --regid="$(id -gn "$rest_user")" --clear-groups \
-        env SLURM_CONF="$CONF" SLURM_JWT=daemon slurmrestd -a rest_auth/jwt -s "$OPENAPI_PLUGINS" "127.0.0.1:$REST_PORT"
+        env SLURM_CONF="$CONF" SLURM_JWT=daemon \
+        slurmrestd -a rest_auth/jwt -s "$OPENAPI_PLUGINS" "127.0.0.1:$REST_PORT"
     local token; token=$(mint "$JWT_KEY" root 86400)
     poll 20000 "$(pid_of slurmrestd)" curl -fsS -o /dev/null -H "X-SLURM-USER-NAME: root" \
         -H "X-SLURM-USER-TOKEN: $token" "http://127.0.0.1:$REST_PORT/slurm/$API/ping" \
@@ -739,6 +902,10 @@ export SLURMLAB_VERSION=$VERSION
 export SLURMLAB_BIN=$LAB/bin
 export SLURMLAB_API=$API
 export SLURMLAB_DATA_PARSERS="$(data_parsers)"
+export SLURMLAB_RUN=${RUN[0]:-}
+export SLURMLAB_SLURMD_PORT=$SLURMD_PORT
+export SLURMLAB_CONF_REWRITES=$CONF.rewrites
+export SLURMLAB_SLURM_KEY=$LAB/etc/slurm.key
 EOF
     trap - EXIT
     cat "$LAB/env"
