@@ -76,18 +76,18 @@ cd "$BUILD"
 # Slurm labs, whose checks are timing-bound, are held to OP_TEST_LABS at once
 # by the resource spec below (tests/CMakeLists.txt, RESOURCE_GROUPS slurmlab).
 # Their turns are the suite's critical path: two at once cut a warm run from
-# about 38 to 26 minutes of tests, and two is the default (OP_TEST_LABS=1
-# runs them one by one). Two labs failed before in the same way, slurm_safety
-# finding its nodes "not responding" from some round on: at least once, and
-# likely every time, because a lab started by hand beside the run kept its
-# ports in another reservation file (SLURMOP_TEST_PORTS), so the two lab
-# sets could take each other's slurmd ports when a daemon restarted; a lab's
-# stop also signalled the PIDs of stale PID files (it signals only its own
-# processes now). Labs run beside the suite must share its reservation file.
+# about 38 to 24 minutes of tests, but one is the default (OP_TEST_LABS=2
+# runs two): in two of the last four full runs with two labs a job's end
+# never reached slurmctld in one of them (slurm_safety's jobs stopped
+# starting; slurm_autoscale_26.05's 5 s job was not COMPLETED 40 s on).
+# The cause is not known; the load of two labs beside the real-pod tests is
+# the suspect, so the default is the slower run with less of it. Labs beside
+# the suite must share its port reservation file (SLURMOP_TEST_PORTS), and a
+# lab's stop signals only its own processes.
 # Their ports are reserved host-wide outside the ephemeral range
 # (tests/lib/ports.py).
 jobs=${OP_TEST_JOBS:-3}
-labs=${OP_TEST_LABS:-2}
+labs=${OP_TEST_LABS:-1}
 printf '{"version":{"major":1,"minor":0},"local":[{"slurmlab":[{"id":"labs","slots":%d}]}]}\n' "$labs" \
     >resource-spec.json
 # The JUnit report is what .ci/run checks for skipped tests (tests/ci_skips.py).

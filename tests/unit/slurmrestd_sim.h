@@ -52,7 +52,8 @@ typedef struct sim {
     const char *date;    /* a Date header for every JSON answer (22.05 sends none) */
     sim_rec recs[SIM_MAX_RECS];
     int n;
-    int posts; /* node writes seen */
+    int served; /* every request answered or not, past SIM_MAX_RECS too */
+    int posts;  /* node writes seen */
 } sim;
 
 static sim SIM;
@@ -138,6 +139,7 @@ static void sim_handler(hs_req *req, void *data)
     const char *method = hs_req_method(req);
     size_t blen;
     const char *body = hs_req_body(req, &blen);
+    SIM.served++;
     if (SIM.n < SIM_MAX_RECS) {
         sim_rec *r = &SIM.recs[SIM.n++];
         const char *u = hs_req_header(req, "X-SLURM-USER-NAME");
