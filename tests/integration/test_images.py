@@ -174,7 +174,10 @@ if [ "$1" = -C ]; then
 fi
 python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$(basename "$0")" "$@"
 # A daemon without -D forks away: a process of the same name stays a while.
-if [ -n "${FAKE_NO_D:-}" ]; then ( sleep 2; : ) & fi
+# FAKE_RESTART: and then restarts itself as a new process, as a reconfigure
+# does.
+if [ -n "${FAKE_NO_D:-}" ] && [ -n "${FAKE_RESTART:-}" ]; then ( sleep 1; ( sleep 2; : ) & ) &
+elif [ -n "${FAKE_NO_D:-}" ]; then ( sleep 2; : ) & fi
 exit 0
 """
 
@@ -271,6 +274,14 @@ def test_entrypoints(tmp):
           "sackd: neither -D nor --systemd where sackd takes no -D (24.11): %s" % out)
     check(rc == 1 and took >= 1.5 and "ended" in err,
           "sackd: the entrypoint waits for the forked daemon and ends with it (rc %d after %.1f s): %s" % (rc, took, err))
+    # ... and through its restarts as a new process (each reconfigure): a
+    # second sackd started when the first PID ended would fail on its socket.
+    t0 = time.monotonic()
+    rc, out, err = run_ep(root, "sackd-entrypoint.sh", [], {"FAKE_NO_D": "1", "FAKE_RESTART": "1"})
+    took = time.monotonic() - t0
+    check(rc == 1 and took >= 2.5 and "restarted itself" in err and "ended" in err,
+          "sackd: the entrypoint follows the daemon's restart as a new process (rc %d after %.1f s): %s" % (
+              rc, took, err))
     # slurmop's operator joins the --conf items with a vertical tab: the value
     # stays one word, items are added after a space, nothing else changes.
     vt = "Features=slinky\x0bWeight=5"
