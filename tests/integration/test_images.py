@@ -204,7 +204,11 @@ def install_entrypoints(tmp):
 def run_ep(root, name, args, env=None):
     e = {"PATH": os.path.join(root, "fake") + ":/usr/bin:/bin", "HOME": "/nonexistent", "SLURMD_SSHD": "0"}
     e.update(env or {})
-    p = subprocess.run(["bash", os.path.join(root, "bin", name)] + args, env=e, capture_output=True,
+    # In a PID namespace of its own, as in a container: the entrypoint looks
+    # for its daemon by name (pgrep), which on this host would also find the
+    # daemons of real pods that tests run beside this one.
+    ns = ["unshare", "--pid", "--fork", "--mount-proc"] if os.geteuid() == 0 and shutil.which("unshare") else []
+    p = subprocess.run(ns + ["bash", os.path.join(root, "bin", name)] + args, env=e, capture_output=True,
                        text=True, timeout=30)
     if p.returncode != 0:
         print(p.stdout, p.stderr)

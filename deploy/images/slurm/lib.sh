@@ -52,18 +52,18 @@ foreground_flag() {
 # the new one runs), so the wait follows the newest NAME process: waiting on
 # the first PID alone took the first reconfigure for the daemon's end, and
 # the second daemon started then failed on the first one's socket every
-# second (24.11's sackd, which has no -D). Only this PID namespace's
-# processes count (a container's own; on a host that runs containers, pgrep
-# would otherwise see theirs too).
+# second (24.11's sackd, which has no -D). pgrep sees the container's own
+# processes only (its PID namespace: --ns would need CAP_SYS_PTRACE to read
+# another user's namespace links, which a pod does not have).
 # Returns 1 when the daemon is gone (or never stayed).
 run_forking() {
     local name=$1 pid next; shift
     ( "$@" ) || return
-    pid=$(pgrep -n -x --ns $$ --nslist pid "$name") || { log "$name left no process"; return 1; }
+    pid=$(pgrep -n -x "$name") || { log "$name left no process"; return 1; }
     trap 'kill -TERM "$pid" 2>/dev/null' TERM INT
     while :; do
         while kill -0 "$pid" 2>/dev/null; do sleep 1; done
-        next=$(pgrep -n -x --ns $$ --nslist pid "$name") || break
+        next=$(pgrep -n -x "$name") || break
         log "$name (pid $pid) restarted itself as pid $next"
         pid=$next
     done
