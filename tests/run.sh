@@ -80,8 +80,9 @@ cd "$BUILD"
 # runs two): in two of the last four full runs with two labs a job's end
 # never reached slurmctld in one of them (slurm_safety's jobs stopped
 # starting; slurm_autoscale_26.05's 5 s job was not COMPLETED 40 s on).
-# The cause is not known; the load of two labs beside the real-pod tests is
-# the suspect, so the default is the slower run with less of it. Labs beside
+# The cause is not known; load is the suspect, so the default is the slower
+# run with less of it (and the real-pod tests take a lab's slot, so that no
+# lab runs beside them: tests/CMakeLists.txt). Labs beside
 # the suite must share its port reservation file (SLURMOP_TEST_PORTS), and a
 # lab's stop signals only its own processes.
 # Their ports are reserved host-wide outside the ephemeral range
