@@ -135,8 +135,11 @@ def scenario(ks, lab):
         wait_for(lambda: live(c) == NODES, 20, what="4 pods")
         wait_for(lambda: lab.job_state(b)[0] in ("RUNNING", "COMPLETING", "COMPLETED"), 40, what="job B started")
         ran = time.monotonic() - t
-        state, code, where = wait_for(lambda: (lambda s: s if s[0] == "COMPLETED" else None)(lab.job_state(b)), 40,
-                                      what="job B completed")
+        try:
+            state, code, where = wait_for(lambda: (lambda s: s if s[0] == "COMPLETED" else None)(lab.job_state(b)),
+                                          40, what="job B completed")
+        except AssertionError as e:
+            raise AssertionError("%s\n%s" % (e, lab.job_report(b)))
         assert code == "0:0", (state, code)
         assert lab.job_state(a)[0] == "RUNNING", lab.job_state(a)
         log("ok 1: job B queued -> replicas 4 in %.2f s, running in %.2f s (on %s)" % (up, ran, where))

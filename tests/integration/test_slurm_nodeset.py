@@ -560,9 +560,12 @@ def scenario_delete(ks, lab):
         r = c.delete(nsp)
         assert r.status in (200, 202), r.text
         wait_for(lambda: live_names(c) == ["slinky-2"], 20, what="idle pods of the deleted NodeSet gone")
+        limit = time.monotonic() + 90  # a 15 s job
         while lab.job_state(job)[0] in ("RUNNING", "COMPLETING"):
             assert "slinky-2" in live_names(c), "busy pod deleted with its NodeSet while its job ran"
             assert c.get(nsp).status == 200, "NodeSet gone before its pods"
+            # A job whose end never reaches slurmctld: say what Slurm shows.
+            assert time.monotonic() < limit, "job %s did not end within 90 s:\n%s" % (job, lab.job_report(job))
             time.sleep(0.1)
         state, code, _ = lab.job_state(job)
         assert state == "COMPLETED" and code == "0:0", (state, code)
