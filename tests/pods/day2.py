@@ -183,6 +183,27 @@ def _controller_pod(t):
     return ps[0]
 
 
+def _controller_settled(t, timeout=180):
+    """Wait until the slurmctld StatefulSet has rolled out its current
+    revision and its one pod is Ready: the pod that answers from then on is
+    the one that stays."""
+    def settled():
+        sts = [s for s in t.jget("-n", t.NS, "get", "statefulsets")["items"]
+               if s["metadata"]["name"].endswith("-controller")]
+        t.check(len(sts) == 1, "one slurmctld StatefulSet, got %s" % [s["metadata"]["name"] for s in sts])
+        s = sts[0]
+        st = s.get("status", {})
+        if st.get("observedGeneration", 0) < s["metadata"]["generation"]:
+            return False
+        if st.get("updateRevision") != st.get("currentRevision"):
+            return False
+        if st.get("readyReplicas", 0) != s["spec"].get("replicas", 1):
+            return False
+        ps = t.by_component(t.pods(t.NS), "controller")
+        return len(ps) == 1 and t.ready(ps[0]) and ps[0]
+    return t.wait_for("the slurmctld StatefulSet rolled out and its pod Ready", settled, timeout, every=1)
+
+
 def _b64url(b):
     return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
 
@@ -285,10 +306,20 @@ def conf_scenario(t, held, queued):
         return p.returncode == 0 and p.stdout.split("=", 1)[1].split()[0] == val and p.stdout.strip()
     got = t.wait_for("%s in scontrol show config" % line, shown, 150, every=1)
     t.measure("day2_conf_patch_to_scontrol_show_config", time.time() - t0)
+    # Without inplaceReconfigure an extraConf change also rolls slurmctld
+    # (its config hash), as in Slinky: the old pod may reconfigure first
+    # and show the line, then be replaced. The jobs are judged once the
+    # rollout is over and the slurmctld that remains answers.
+    _controller_settled(t)
     rolled = _controller_pod(t)["metadata"]["uid"] != uid
+
+    def answered():
+        st = (_state(t, held), _state(t, queued))
+        return st[0] and st
+    st = t.wait_for("slurmctld to answer for jobs %s %s" % (held, queued), answered, 60, every=1)
+    t.measure("day2_conf_patch_to_settled", time.time() - t0)
     t.log("Controller extraConf + %s: slurmctld shows %r (%s)" % (line, got, "pod replaced" if rolled else
                                                                    "same pod, reconfigured"))
-    st = (_state(t, held), _state(t, queued))
     t.check(st == ("RUNNING", "PENDING"), "after the slurm.conf change jobs %s %s are %s, want RUNNING PENDING" % (
         held, queued, st))
 
