@@ -72,8 +72,10 @@ struct bx_ctx {
     int churn_latency_ms;    /* > 0: kubesim answers non-watch requests this late during churn windows */
     double scalein_write_rate; /* > 0: kubesim applies writes at most this many per second during scale-in */
     int reg_real;            /* registration: slurmd kept running (the rest are cycled) */
+    int reg_real_given;      /* ... named on the command line (--quick keeps all unless it was) */
     int reg_cycle;           /* ... cycled slurmd running at once */
     int reg_pace;            /* ... slurmd started and not yet registered, at most (0: no cap) */
+    int reg_scalein;         /* ... then a scale-in to 0 with busy nodes (bx_scalein_run) */
     int pin_cpu;             /* --pin-operator: the CPU of the operator under test, -1: not pinned */
     const char *op_args[16]; /* --slurmop-arg: extra flags for every slurmop */
     int n_op_args;
@@ -570,6 +572,40 @@ char *bx_out_path(bx_ctx *x, const char *name);
 
 int scen_scale_out(bx_ctx *x, int with_operator, int with_limit);
 int scen_scale_in(bx_ctx *x);
+
+/* One busy node of a scale-in: its job and what became of both. */
+typedef struct bx_busy_job {
+    char node[32];
+    char id[32];
+    uint64_t ended;   /* first poll that no longer saw it running */
+    uint64_t deleted; /* its pod started terminating */
+    double decided;   /* the operator logged its delete (seconds after time 0), NAN: not seen */
+} bx_busy_job;
+
+/* A scale-in N -> 0 measured (scen_scalein.c), for the scenarios that end
+ * with one: in, the first five fields; out, the rest (NAN: not seen). */
+typedef struct bx_scalein {
+    int n, nb;           /* pods gpu-0 .. gpu-(n-1); the first nb run a slurmd and get a job */
+    double job_s;        /* each busy node's job */
+    const char *partition;
+    bx_busy_job *jobs;   /* nb of them, the caller's */
+    double patch_s;      /* the scale PATCH answered, after time 0 */
+    double drains_s;     /* the operator's node writes answered grew by n */
+    double gone_s;       /* the harness's watch saw every pod gone */
+    double idle_gone_s;  /* the last idle pod terminating */
+    double writes;       /* node writes answered ok in the window */
+    double drained;      /* nodes drained in Slurm at the end */
+    double logged, first_drain_s, last_drain_s; /* drains the operator's log issued */
+    double busy_lag_max, decided_lag_max; /* busy pods: job end -> terminating / -> delete decided */
+    double pod_patches, pod_deletes;      /* the operator's pod requests in the window */
+    double write_rate;   /* --scalein-write-rate applied, 0: none */
+    int violations;      /* busy pods deleted before their job ended */
+    int busy_deleted_after;
+} bx_scalein;
+
+/* Jobs on the busy nodes, the NodeSet scaled to 0, watched until every pod
+ * is gone (or a window of job_s + 120 s): 0, or the scale PATCH's error. */
+int bx_scalein_run(bx_ctx *x, bx_fleet *f, bx_lab *lab, bx_scalein *si);
 int scen_churn(bx_ctx *x);
 int scen_restart(bx_ctx *x);
 int scen_memory(bx_ctx *x);

@@ -96,12 +96,15 @@ static const char usage[] =
     "                        SLURMLAB_VERSION: a cached Debian root file system; node writes through REST)\n"
     "  --no-slurm            skip everything that needs the Slurm lab\n"
     "  --registration-real K  registration: slurmd kept running, one per node, as pods run them\n"
-    "                        (default " REG_REAL_DEFAULT_S "; all of them with --quick); the other nodes\n"
-    "                        are registered by cycled slurmd, each stopped once its node is listed\n"
+    "                        (default " REG_REAL_DEFAULT_S "; all of them with --quick unless given); the\n"
+    "                        other nodes are registered by cycled slurmd, each stopped once its node\n"
+    "                        is listed\n"
     "  --registration-cycle C  registration: cycled slurmd running at once (default "
     REG_CYCLE_DEFAULT_S ")\n"
     "  --registration-pace M  registration: at most M slurmd started and not yet registered (default\n"
     "                        " REG_PACE_DEFAULT_S "; 0: no cap)\n"
+    "  --registration-scalein  registration: then scale the NodeSet to 0 with jobs on some kept\n"
+    "                        nodes: drains answered, pods gone, no busy pod deleted before its job\n"
     "  --churn-slurm         churn with a RestApi: the NodeSet's Controller reads a Slurm lab of N nodes\n"
     "                        (named like the pods, no slurmds), so every event also runs the Slurm side\n"
     "                        (cordon sync, conditions, counts); default: churn without Slurm\n"
@@ -178,6 +181,7 @@ enum {
     OPT_REG_REAL,
     OPT_REG_CYCLE,
     OPT_REG_PACE,
+    OPT_REG_SCALEIN,
     OPT_HELP,
 };
 
@@ -212,6 +216,7 @@ static const struct option long_opts[] = {
     {"registration-real", required_argument, NULL, OPT_REG_REAL},
     {"registration-cycle", required_argument, NULL, OPT_REG_CYCLE},
     {"registration-pace", required_argument, NULL, OPT_REG_PACE},
+    {"registration-scalein", no_argument, NULL, OPT_REG_SCALEIN},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -623,6 +628,9 @@ int main(int argc, char **argv)
             peer = 1;
             x.real_k8s = 1;
             break;
+        case OPT_REG_SCALEIN:
+            x.reg_scalein = 1;
+            break;
         case OPT_REG_REAL:
         case OPT_REG_CYCLE:
         case OPT_REG_PACE: {
@@ -630,8 +638,10 @@ int main(int argc, char **argv)
             long v = strtol(optarg, &end, 10);
             if (*optarg == '\0' || *end != '\0' || v < (c == OPT_REG_PACE ? 0 : 1) || v > 100000)
                 return die_usage("--registration-real/-cycle/-pace: want a count, not ", optarg);
-            if (c == OPT_REG_REAL)
+            if (c == OPT_REG_REAL) {
                 x.reg_real = (int)v;
+                x.reg_real_given = 1;
+            }
             else if (c == OPT_REG_CYCLE)
                 x.reg_cycle = (int)v;
             else

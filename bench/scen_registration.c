@@ -17,7 +17,9 @@
  *     them (--registration-real) keep running, as pods do; the other N - K
  *     are "cycled": each is started the same way, and stopped once
  *     slurmctld lists its node, with at most C (--registration-cycle)
- *     running at once. Every node is registered by a real slurmd's
+ *     running at once, each on a port no later slurmd takes (up to
+ *     REG_UNIQUE_MAX nodes; past it the C slots share their ports, and the
+ *     run says so). Every node is registered by a real slurmd's
  *     MESSAGE_NODE_REGISTRATION_STATUS; a cycled node's record stays (IDLE,
  *     until slurmctld's pings find no slurmd). --registration-pace M caps the
  *     slurmd started and not yet registered (0: no cap).
@@ -46,6 +48,10 @@
 #define REG_QUICK_N 32
 #define REG_POLL_S 0.3
 #define REG_ERR_KINDS 8
+/* tests/lib/ports.py hands out 20000-29999; leave room for other users */
+#define REG_UNIQUE_MAX 9000
+/* --registration-scalein: kept nodes given a job before the scale-in */
+#define REG_SCALEIN_BUSY 16
 
 enum { NODE_WAITING, NODE_STARTED, NODE_REGISTERED, NODE_FAILED };
 
@@ -63,8 +69,10 @@ typedef struct reg_run {
     bx_lab *lab;
     int n, real, cycle, pace;
     reg_node *nodes;
-    int *ports;     /* real + cycle ports: [0, real) the kept slurmd, then the cycle slots */
-    char *slot_use; /* cycle slots in use */
+    int *ports;     /* [0, real) the kept slurmd, then the cycle slots, then slurmrestd's */
+    int n_ports;
+    int unique;     /* a port per node (n slots): no cycled node's port is used again */
+    char *slot_use; /* cycle slots in use (not unique) */
     const char *conf;
     char *out_log;
     int one_port; /* 22.05: every slurmd on SlurmdPort, one at a time */
@@ -182,6 +190,15 @@ static void launch_more(reg_run *r)
         start_slurmd(r, r->next_real, r->next_real);
         r->next_real++;
     }
+    if (r->unique) {
+        while (r->running_cycled < r->cycle && r->next_cycled < r->n && may_start(r)) {
+            int i = r->next_cycled++;
+            r->nodes[i].cycled = 1;
+            r->running_cycled++;
+            start_slurmd(r, i, i);
+        }
+        return;
+    }
     for (int s = 0; s < r->cycle && r->next_cycled < r->n && may_start(r); s++) {
         if (r->slot_use[s])
             continue;
@@ -208,7 +225,8 @@ static void reap(reg_run *r)
             r->failed++;
             r->starting--;
         }
-        r->slot_use[nd->slot - r->real] = 0;
+        if (!r->unique)
+            r->slot_use[nd->slot - r->real] = 0;
         r->running_cycled--;
     }
     for (int i = 0; i < r->next_real; i++) {
@@ -531,6 +549,63 @@ static void skip(bx_ctx *x, const char *why)
               "N", NAN, "not measured", why);
 }
 
+/* The scale-in after the storm: its table, its JSON under "scaleIn" and
+ * its target (every pod gone, none before its job ended). */
+static void report_scalein(bx_ctx *x, cJSON *o, const bx_scalein *si, int si_rc, const char *version)
+{
+    char title[160], v[96], t1[32], t2[32], t3[32];
+    snprintf(title, sizeof(title), "Scale-in %d → 0 after the storm (%s, the operator's slurm.conf, %d busy)",
+             si->n, version, si->nb);
+    bx_table *tb = bx_table_new(title, 2, "measure", "value");
+    bx_table_row(tb, "scale PATCH answered", fmt_s(t1, 32, si->patch_s));
+    bx_table_row(tb, "first drain batch issued (operator's log)", fmt_s(t1, 32, si->first_drain_s));
+    snprintf(v, sizeof(v), "%s (%.0f nodes logged)", fmt_s(t1, 32, si->last_drain_s), si->logged);
+    bx_table_row(tb, "last drain batch issued (operator's log)", v);
+    snprintf(v, sizeof(v), "%s (%.0f node writes ok)", fmt_s(t1, 32, si->drains_s), si->writes);
+    bx_table_row(tb, "all N drains answered by slurmctld", v);
+    bx_table_row(tb, "idle pods: the last one terminating", fmt_s(t1, 32, si->idle_gone_s));
+    bx_table_row(tb, "all pods gone (the harness's watch)", fmt_s(t1, 32, si->gone_s));
+    snprintf(v, sizeof(v), "%d of %d, ≤ %s after the job's end (decided ≤ %s)", si->busy_deleted_after, si->nb,
+             fmt_s(t2, 32, si->busy_lag_max), fmt_s(t3, 32, si->decided_lag_max));
+    bx_table_row(tb, "busy pods deleted after their job", v);
+    snprintf(v, sizeof(v), "%d", si->violations);
+    bx_table_row(tb, "busy pods deleted while their job ran", v);
+    snprintf(v, sizeof(v), "%.0f DELETE, %.0f PATCH", si->pod_deletes, si->pod_patches);
+    bx_table_row(tb, "operator's pod requests", v);
+    snprintf(v, sizeof(v), "%.0f", si->drained);
+    bx_table_row(tb, "nodes drained in Slurm at the end", v);
+    bx_table_note(tb,
+                  "Time 0: the scale PATCH. gpu-0 .. gpu-%d run a kept slurmd and a %.0f s job each "
+                  "(partition gpu); the other nodes registered and lost their slurmd (cycled), as pods "
+                  "that went away would.",
+                  si->nb - 1, si->job_s);
+    bx_table_emit(x, tb);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "busy", si->nb);
+    cJSON_AddNumberToObject(j, "jobSeconds", si->job_s);
+    cJSON_AddItemToObject(j, "scalePatchAnsweredSeconds", bx_num(si->patch_s));
+    cJSON_AddItemToObject(j, "firstDrainSeconds", bx_num(si->first_drain_s));
+    cJSON_AddItemToObject(j, "lastDrainSeconds", bx_num(si->last_drain_s));
+    cJSON_AddItemToObject(j, "drainsLogged", bx_num(si->logged));
+    cJSON_AddItemToObject(j, "nodeWritesReachedNSeconds", bx_num(si->drains_s));
+    cJSON_AddItemToObject(j, "nodeWrites", bx_num(si->writes));
+    cJSON_AddItemToObject(j, "idlePodsLastDeleteSeconds", bx_num(si->idle_gone_s));
+    cJSON_AddItemToObject(j, "allPodsGoneSeconds", bx_num(si->gone_s));
+    cJSON_AddNumberToObject(j, "busyDeletedAfterJob", si->busy_deleted_after);
+    cJSON_AddNumberToObject(j, "deletedWhileBusy", si->violations);
+    cJSON_AddItemToObject(j, "busyDeleteLagMaxSeconds", bx_num(si->busy_lag_max));
+    cJSON_AddItemToObject(j, "podDeletes", bx_num(si->pod_deletes));
+    cJSON_AddItemToObject(j, "podPatches", bx_num(si->pod_patches));
+    cJSON_AddItemToObject(j, "drainedInSlurm", bx_num(si->drained));
+    cJSON_AddItemToObject(o, "scaleIn", j);
+    int ok = si_rc == 0 && isfinite(si->gone_s) && si->violations == 0;
+    snprintf(v, sizeof(v), "gone in %s, %d deleted while busy", fmt_s(t1, 32, si->gone_s), si->violations);
+    bx_target(x, "registration scale-in: N → 0 with the operator's slurm.conf, no busy pod deleted", v,
+              "all gone, 0 while busy", isfinite(si->gone_s) ? 1.0 : 0.0, ok ? "met" : "MISSED", "");
+    if (!ok)
+        x->failures++;
+}
+
 int scen_registration(bx_ctx *x)
 {
     int n = 0;
@@ -563,7 +638,7 @@ int scen_registration(bx_ctx *x)
     r.x = x;
     r.n = n;
     r.real = x->reg_real < n ? x->reg_real : n;
-    if (x->quick)
+    if (x->quick && !x->reg_real_given)
         r.real = n;
     r.cycle = r.real < n ? x->reg_cycle : 0;
     if (one_port) {
@@ -591,17 +666,33 @@ int scen_registration(bx_ctx *x)
     cJSON_AddNumberToObject(o, "pace", r.pace);
     int rc = have_owner ? 0 : OP_EIO;
     char *conf_path = NULL, *pod_conf = NULL, *pod_server = NULL, *conf_text = NULL;
+    /* A port of its own for every node when the host's range holds them:
+     * slurmctld keeps a registered node's port and pings it later; were a
+     * cycled node's port handed to the next slurmd, that slurmd would
+     * answer for a node it is not (past about 2,000 nodes the pings
+     * catch up with the cycle), and the run would measure its own mix-ups. */
     int *ports = NULL;
-    if (rc == 0)
-        ports = reserve_ports(x, owner, r.real + r.cycle + 1);
+    if (rc == 0 && !one_port && r.cycle > 0 && n + 1 <= REG_UNIQUE_MAX) {
+        ports = reserve_ports(x, owner, n + 1);
+        r.unique = ports != NULL;
+        r.n_ports = n + 1;
+    }
+    if (rc == 0 && ports == NULL) {
+        r.n_ports = r.real + r.cycle + 1;
+        ports = reserve_ports(x, owner, r.n_ports);
+        if (ports && r.cycle > 0)
+            bx_say(x, "bench: registration: %d cycle slots share their ports: slurmctld's pings of a stopped node "
+                   "may reach the slurmd that took its port", r.cycle);
+    }
     if (ports == NULL)
         rc = OP_EIO;
     r.ports = ports;
+    cJSON_AddBoolToObject(o, "portPerNode", r.unique || r.cycle == 0);
 
     /* 1. the fleet and the operator's slurm.conf */
     char rest_url[64] = "";
     if (rc == 0) {
-        snprintf(rest_url, sizeof(rest_url), "http://127.0.0.1:%d", ports[r.real + r.cycle]);
+        snprintf(rest_url, sizeof(rest_url), "http://127.0.0.1:%d", ports[r.n_ports - 1]);
         bx_fleet_slurm fs = {rest_url, NULL, NULL, 0, 0};
         bx_step(x, "registration: kubesim, slurmop, Controller and NodeSet");
         rc = bx_fleet_open(x, &f, "registration", x->k8s_nodes > n ? x->k8s_nodes : n, 0, &fs);
@@ -635,7 +726,7 @@ int scen_registration(bx_ctx *x)
     /* 2. slurmctld from that file */
     if (rc == 0) {
         bx_step(x, "registration: a Slurm %s lab from the operator's slurm.conf", x->slurm_version);
-        rc = bx_lab_start_from(x, &lab, conf_path, ports[r.real + r.cycle]);
+        rc = bx_lab_start_from(x, &lab, conf_path, ports[r.n_ports - 1]);
         if (rc)
             bx_say(x, "bench: registration: the lab did not start from %s", conf_path);
     }
@@ -744,6 +835,21 @@ int scen_registration(bx_ctx *x)
         qsort(rpcs, n_rpcs, sizeof(rpcs[0]), cmp_rpc);
         errors = slurmctld_errors(log_path, log_from, kinds, &n_kinds, &max_nodes, &bad_name);
         add_rss(&r, o, &rss_mean, &rss_max, &rss_n);
+    }
+    /* 5. the scale-in (--registration-scalein) while the kept slurmd still
+     * run: the busy nodes' jobs need them */
+    bx_scalein si;
+    memset(&si, 0, sizeof(si));
+    int si_rc = -1;
+    if (rc == 0 && x->reg_scalein && r.real > 0) {
+        si.n = n;
+        si.nb = r.real < REG_SCALEIN_BUSY ? r.real : REG_SCALEIN_BUSY;
+        si.job_s = x->quick ? 8 : 12;
+        si.partition = "gpu";
+        si.jobs = xcalloc((size_t)si.nb, sizeof(*si.jobs));
+        si_rc = bx_scalein_run(x, &f, &lab, &si);
+    } else if (rc == 0 && x->reg_scalein) {
+        bx_say(x, "bench: registration: no scale-in: no slurmd is kept running to hold a job");
     }
     stop_all(&r);
 
@@ -871,9 +977,10 @@ int scen_registration(bx_ctx *x)
                       pod_conf, pod_server ? pod_server : "?");
         bx_table_note(tb,
                       "real: %d slurmd keep running; emulated: the other %d are cycled (each a real "
-                      "slurmd -Z that registers its node and is stopped once sinfo lists it, %d at once), "
+                      "slurmd -Z that registers its node and is stopped once sinfo lists it, %d at once, %s), "
                       "so those nodes are registered by real RPCs but have no slurmd afterwards",
-                      r.real, n - r.real, r.cycle);
+                      r.real, n - r.real, r.cycle,
+                      r.unique ? "each on a port no other slurmd takes" : "sharing their slots' ports");
         for (int i = 0; i < n_kinds; i++)
             bx_table_note(tb, "slurmctld error ×%d: %s", kinds[i].count, kinds[i].text);
         bx_table_emit(x, tb);
@@ -881,6 +988,8 @@ int scen_registration(bx_ctx *x)
         snprintf(v, sizeof(v), "%d of %d in %s", r.registered, n, fmt_s(t[6], 32, reg_s));
         bx_target(x, "registration: N dynamic nodes register from the operator's slurm.conf", v,
                   "N, 0 refused", (double)r.registered / n, all ? "met" : "MISSED", "");
+        if (si_rc >= 0)
+            report_scalein(x, o, &si, si_rc, lab.version ? lab.version : x->slurm_version);
     } else {
         cJSON_AddStringToObject(o, "error", err_str(rc));
         bx_target(x, "registration: N dynamic nodes register from the operator's slurm.conf", "failed", "N",
@@ -908,6 +1017,7 @@ int scen_registration(bx_ctx *x)
     free(r.nodes);
     free(r.slot_use);
     free(r.out_log);
+    free(si.jobs);
     x->slurm_version = saved_version;
     return rc;
 }

@@ -31,13 +31,7 @@
 #include "core/file.h"
 #include "core/json.h"
 
-typedef struct busy_job {
-    char node[32];
-    char id[32];
-    uint64_t ended;   /* first poll that no longer saw it running */
-    uint64_t deleted; /* its pod started terminating */
-    double decided;   /* the operator logged its delete (seconds after time 0), NAN: not seen */
-} busy_job;
+typedef bx_busy_job busy_job;
 
 static int all_running(bx_ctx *x, bx_lab *lab, int want)
 {
@@ -221,6 +215,124 @@ static int slurm_seen(void *arg)
     return v >= w->want;
 }
 
+/* The scale-in itself, on a fleet whose Slurm nodes are registered: a job
+ * of si->job_s seconds on each of gpu-0 .. gpu-(nb-1) (partition
+ * si->partition; those nodes run a slurmd), then the NodeSet scaled to 0,
+ * watched until every pod is gone or the window ends. Fills si's results;
+ * si->jobs is the caller's, nb long. */
+int bx_scalein_run(bx_ctx *x, bx_fleet *f, bx_lab *lab, bx_scalein *si)
+{
+    int n = si->n, nb = si->nb;
+    busy_job *jobs = si->jobs;
+    int rc = 0;
+    si->drains_s = si->gone_s = si->writes = si->drained = NAN;
+    si->logged = si->first_drain_s = si->last_drain_s = si->patch_s = NAN;
+    si->idle_gone_s = si->decided_lag_max = si->pod_patches = si->pod_deletes = NAN;
+    si->busy_lag_max = 0;
+    si->write_rate = 0;
+    si->violations = si->busy_deleted_after = 0;
+    bx_step(x, "scale-in: %d jobs on the nodes with a slurmd", nb);
+    for (int i = 0; i < nb; i++) {
+        snprintf(jobs[i].node, sizeof(jobs[i].node), "gpu-%d", i);
+        char wrap[64];
+        snprintf(wrap, sizeof(wrap), "sleep %.0f", si->job_s);
+        const char *sb[] = {"sbatch", "--parsable", "-p", si->partition, "-w",        jobs[i].node, "-N1",
+                            "-n1",    "-D",         "/tmp", "-o",        "/dev/null", "--wrap",     wrap,
+                            NULL};
+        char *out = NULL;
+        if (bx_lab_cmd(x, lab, sb, &out) == 0)
+            snprintf(jobs[i].id, sizeof(jobs[i].id), "%.*s", (int)strcspn(out, ";\n"), out);
+        else
+            bx_say(x, "bench: sbatch on %s failed", jobs[i].node);
+        free(out);
+    }
+    uint64_t dl = uv_hrtime() + 60000000000ull;
+    while (!all_running(x, lab, nb) && uv_hrtime() < dl && !bx_stop_requested(x))
+        bx_sleep(x, 0.2);
+    /* let the operator see them busy */
+    bx_sleep(x, 1.5);
+    (void)bx_wait_quiet(x, &f->op, 0.5, 30);
+    bx_step(x, "scale-in: %d -> 0", n);
+    double w0 = node_writes(x, &f->op);
+    double p0 = pod_requests(x, &f->op, "PATCH"), d0 = pod_requests(x, &f->op, "DELETE");
+    double t0_day = day_seconds_now();
+    uint64_t t0 = uv_hrtime(), last_jobs = 0;
+    int slowed = 0;
+    if (x->scalein_write_rate > 0 && f->have_ks) {
+        char body[64];
+        snprintf(body, sizeof(body), "{\"writeRate\":%g}", x->scalein_write_rate);
+        slowed = bx_admin(x, &f->ks, "POST", "/kubesim/faults", body, NULL) == 0;
+        if (!slowed)
+            bx_say(x, "bench: scale-in: kubesim refused the write-rate fault");
+    }
+    rc = bx_scale(x, &f->api, 0);
+    si->patch_s = bx_secs(t0, uv_hrtime());
+    /* a real API server took the deletes at ~62 a second at 8,192
+     * pods: the busy pods' came after 132 s, past a fixed window */
+    double window_s = si->job_s + 120 + (x->real_k8s ? 0.05 * n : 0);
+    uint64_t deadline = t0 + (uint64_t)(window_s * 1e9);
+    while (rc == 0 && uv_hrtime() < deadline && !bx_stop_requested(x)) {
+        uint64_t now = uv_hrtime();
+        if (!isfinite(si->drains_s) && node_writes(x, &f->op) - w0 >= n)
+            si->drains_s = bx_secs(t0, uv_hrtime());
+        if (now - last_jobs > 200000000ull) {
+            poll_jobs(x, lab, jobs, nb);
+            last_jobs = now;
+        }
+        bx_obs_counts c;
+        bx_obs_counts_get(f->obs, &c);
+        if (c.exist == 0 && !isfinite(si->gone_s))
+            si->gone_s = bx_secs(t0, uv_hrtime());
+        if (isfinite(si->gone_s))
+            break;
+        bx_sleep(x, 0.05);
+    }
+    if (slowed)
+        (void)bx_admin(x, &f->ks, "POST", "/kubesim/faults", "{\"writeRate\":0}", NULL);
+    si->write_rate = slowed ? x->scalein_write_rate : 0;
+    si->writes = node_writes(x, &f->op) - w0;
+    double p1 = pod_requests(x, &f->op, "PATCH"), d1 = pod_requests(x, &f->op, "DELETE");
+    if (p0 >= 0 && p1 >= 0)
+        si->pod_patches = p1 - p0;
+    if (d0 >= 0 && d1 >= 0)
+        si->pod_deletes = d1 - d0;
+    if (!isfinite(si->gone_s))
+        bx_say(x, "bench: scale-in: pods still present after %.0f s", window_s);
+    /* the busy pods against their jobs */
+    logged_deletes(f->op.log, t0_day, jobs, nb);
+    for (int i = 0; i < nb; i++) {
+        if (jobs[i].ended && isfinite(jobs[i].decided)) {
+            double lag = jobs[i].decided - (double)((int64_t)jobs[i].ended - (int64_t)t0) / 1e9;
+            if (!isfinite(si->decided_lag_max) || lag > si->decided_lag_max)
+                si->decided_lag_max = lag;
+        }
+        jobs[i].deleted = bx_obs_terminating_at(f->obs, jobs[i].node);
+        if (jobs[i].deleted && jobs[i].ended && jobs[i].deleted + 200000000ull < jobs[i].ended)
+            si->violations++;
+        else if (jobs[i].deleted)
+            si->busy_deleted_after++;
+        if (jobs[i].deleted && jobs[i].ended) {
+            double lag = (double)((int64_t)jobs[i].deleted - (int64_t)jobs[i].ended) / 1e9;
+            if (lag > si->busy_lag_max)
+                si->busy_lag_max = lag;
+        }
+    }
+    /* the idle pods: the last one to start terminating */
+    uint64_t last_idle = 0;
+    for (int i = nb; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "gpu-%d", i);
+        uint64_t tt = bx_obs_terminating_at(f->obs, name);
+        if (tt > last_idle)
+            last_idle = tt;
+    }
+    if (last_idle)
+        si->idle_gone_s = bx_secs(t0, last_idle);
+    si->drained = drained_count(x, lab);
+    logged_drains(f->op.log, t0_day, &si->logged, &si->first_drain_s, &si->last_drain_s);
+    return rc;
+}
+
 int scen_scale_in(bx_ctx *x)
 {
     int n = 0;
@@ -340,106 +452,24 @@ int scen_scale_in(bx_ctx *x)
         if (left != 0)
             bx_say(x, "bench: scale-in: %.0f nodes still drained after the limit's resume", left);
         (void)bx_wait_quiet(x, &f.op, 2.0, 60);
-        /* busy nodes */
-        bx_step(x, "scale-in: %d jobs on the nodes with a slurmd", nb);
-        for (int i = 0; i < nb; i++) {
-            snprintf(jobs[i].node, sizeof(jobs[i].node), "gpu-%d", i);
-            char wrap[64];
-            snprintf(wrap, sizeof(wrap), "sleep %.0f", job_s);
-            const char *sb[] = {"sbatch",     "--parsable", "-p",     "debug", "-w",
-                                jobs[i].node, "-N1",        "-n1",    "-D",    "/tmp",
-                                "-o",         "/dev/null",  "--wrap", wrap,    NULL};
-            char *out = NULL;
-            if (bx_lab_cmd(x, &lab, sb, &out) == 0)
-                snprintf(jobs[i].id, sizeof(jobs[i].id), "%.*s", (int)strcspn(out, ";\n"), out);
-            else
-                bx_say(x, "bench: sbatch on %s failed", jobs[i].node);
-            free(out);
-        }
-        uint64_t dl = uv_hrtime() + 60000000000ull;
-        while (!all_running(x, &lab, nb) && uv_hrtime() < dl && !bx_stop_requested(x))
-            bx_sleep(x, 0.2);
-        /* let the operator see them busy */
-        bx_sleep(x, 1.5);
-        (void)bx_wait_quiet(x, &f.op, 0.5, 30);
-        bx_step(x, "scale-in: %d -> 0", n);
-        double w0 = node_writes(x, &f.op);
-        double p0 = pod_requests(x, &f.op, "PATCH"), d0 = pod_requests(x, &f.op, "DELETE");
-        double t0_day = day_seconds_now();
-        uint64_t t0 = uv_hrtime(), last_jobs = 0;
-        int slowed = 0;
-        if (x->scalein_write_rate > 0 && f.have_ks) {
-            char body[64];
-            snprintf(body, sizeof(body), "{\"writeRate\":%g}", x->scalein_write_rate);
-            slowed = bx_admin(x, &f.ks, "POST", "/kubesim/faults", body, NULL) == 0;
-            if (!slowed)
-                bx_say(x, "bench: scale-in: kubesim refused the write-rate fault");
-        }
-        rc = bx_scale(x, &f.api, 0);
-        patch_s = bx_secs(t0, uv_hrtime());
-        /* a real API server took the deletes at ~62 a second at 8,192
-         * pods: the busy pods' came after 132 s, past a fixed window */
-        double window_s = job_s + 120 + (x->real_k8s ? 0.05 * n : 0);
-        uint64_t deadline = t0 + (uint64_t)(window_s * 1e9);
-        while (rc == 0 && uv_hrtime() < deadline && !bx_stop_requested(x)) {
-            uint64_t now = uv_hrtime();
-            if (!isfinite(drains_s) && node_writes(x, &f.op) - w0 >= n)
-                drains_s = bx_secs(t0, uv_hrtime());
-            if (now - last_jobs > 200000000ull) {
-                poll_jobs(x, &lab, jobs, nb);
-                last_jobs = now;
-            }
-            bx_obs_counts c;
-            bx_obs_counts_get(f.obs, &c);
-            if (c.exist == 0 && !isfinite(gone_s))
-                gone_s = bx_secs(t0, uv_hrtime());
-            if (isfinite(gone_s))
-                break;
-            bx_sleep(x, 0.05);
-        }
-        if (slowed)
-            (void)bx_admin(x, &f.ks, "POST", "/kubesim/faults", "{\"writeRate\":0}", NULL);
-        write_rate = slowed ? x->scalein_write_rate : 0;
-        writes = node_writes(x, &f.op) - w0;
-        double p1 = pod_requests(x, &f.op, "PATCH"), d1 = pod_requests(x, &f.op, "DELETE");
-        if (p0 >= 0 && p1 >= 0)
-            pod_patches = p1 - p0;
-        if (d0 >= 0 && d1 >= 0)
-            pod_deletes = d1 - d0;
-        if (!isfinite(gone_s))
-            bx_say(x, "bench: scale-in: pods still present after %.0f s", window_s);
-        /* the busy pods against their jobs */
-        logged_deletes(f.op.log, t0_day, jobs, nb);
-        for (int i = 0; i < nb; i++) {
-            if (jobs[i].ended && isfinite(jobs[i].decided)) {
-                double lag = jobs[i].decided - (double)((int64_t)jobs[i].ended - (int64_t)t0) / 1e9;
-                if (!isfinite(decided_lag_max) || lag > decided_lag_max)
-                    decided_lag_max = lag;
-            }
-            jobs[i].deleted = bx_obs_terminating_at(f.obs, jobs[i].node);
-            if (jobs[i].deleted && jobs[i].ended && jobs[i].deleted + 200000000ull < jobs[i].ended)
-                violations++;
-            else if (jobs[i].deleted)
-                busy_deleted_after++;
-            if (jobs[i].deleted && jobs[i].ended) {
-                double lag = (double)((int64_t)jobs[i].deleted - (int64_t)jobs[i].ended) / 1e9;
-                if (lag > busy_lag_max)
-                    busy_lag_max = lag;
-            }
-        }
-        /* the idle pods: the last one to start terminating */
-        uint64_t last_idle = 0;
-        for (int i = nb; i < n; i++) {
-            char name[32];
-            snprintf(name, sizeof(name), "gpu-%d", i);
-            uint64_t tt = bx_obs_terminating_at(f.obs, name);
-            if (tt > last_idle)
-                last_idle = tt;
-        }
-        if (last_idle)
-            idle_gone_s = bx_secs(t0, last_idle);
-        drained = drained_count(x, &lab);
-        logged_drains(f.op.log, t0_day, &logged, &first_drain_s, &last_drain_s);
+        bx_scalein si = {.n = n, .nb = nb, .job_s = job_s, .partition = "debug", .jobs = jobs};
+        rc = bx_scalein_run(x, &f, &lab, &si);
+        drains_s = si.drains_s;
+        gone_s = si.gone_s;
+        writes = si.writes;
+        drained = si.drained;
+        logged = si.logged;
+        first_drain_s = si.first_drain_s;
+        last_drain_s = si.last_drain_s;
+        patch_s = si.patch_s;
+        violations = si.violations;
+        busy_deleted_after = si.busy_deleted_after;
+        busy_lag_max = si.busy_lag_max;
+        idle_gone_s = si.idle_gone_s;
+        write_rate = si.write_rate;
+        decided_lag_max = si.decided_lag_max;
+        pod_patches = si.pod_patches;
+        pod_deletes = si.pod_deletes;
     }
     bx_fleet_close(x, &f);
     char *version = lab.version ? xstrdup(lab.version) : xstrdup("Slurm 22.05");

@@ -1,13 +1,17 @@
 """The benchmark's registration scenario end to end, quick: `slurmop-bench
---quick --scenario registration` scales NodeSet gpu to 32 pods on kubesim,
-starts a Slurm 26.05 lab from the slurm.conf the operator generated, and
-starts the 32 pods' slurmd (all real, each kept running). Checked: it
-completes, its report has the scenario's table, every node registered and
-turned idle, none was refused (slurmctld's log) and no slurmd died first,
-sdiag counted a registration RPC per node, the operator read the nodes and
-wrote each one's pod info, and the lab ran the generated MaxNodeCount with
-only host-specific lines rewritten. No timing is asserted (a shared machine).
-Skipped (77) without root; never skipped in CI."""
+--quick --scenario registration --registration-real 24 --registration-cycle 4
+--registration-scalein` scales NodeSet gpu to 32 pods on kubesim, starts a
+Slurm 26.05 lab from the slurm.conf the operator generated, and starts the
+32 pods' slurmd: 24 kept running, 8 cycled (each registers on a port of its
+own and is stopped). Then 16 kept nodes get a job and the NodeSet is scaled
+to 0. Checked: it completes, its report has the scenario's tables, every
+node registered and turned idle, none was refused (slurmctld's log) and no
+slurmd died first, sdiag counted a registration RPC per node, the operator
+read the nodes and wrote each one's pod info, the lab ran the generated
+MaxNodeCount with only host-specific lines rewritten; in the scale-in every
+pod went, every drain was answered, and no busy pod started terminating
+before its job ended. No timing is asserted (a shared machine). Skipped (77)
+without root; never skipped in CI."""
 
 import atexit
 import json
@@ -24,6 +28,7 @@ from kubesim import run_tests  # noqa: E402
 
 BUILD = os.environ.get("OP_BUILD_DIR") or os.path.join(os.path.dirname(__file__), "..", "..", "build")
 N = 32  # the scenario's --quick size
+KEPT, CYCLE, BUSY = 24, 4, 16
 OUT = None
 RESULT = {}
 
@@ -45,10 +50,11 @@ def run_bench():
     atexit.register(shutil.rmtree, OUT, True)
     os.chmod(OUT, 0o755)  # the lab's munged wants every folder above its socket searchable
     t0 = time.monotonic()
-    p = subprocess.run([os.path.join(BUILD, "slurmop-bench"), "--quick", "--scenario", "registration",
-                        "--out", OUT], capture_output=True, text=True, timeout=400)
-    print("slurmop-bench --quick --scenario registration: exit %d in %.0f s"
-          % (p.returncode, time.monotonic() - t0))
+    argv = [os.path.join(BUILD, "slurmop-bench"), "--quick", "--scenario", "registration",
+            "--registration-real", str(KEPT), "--registration-cycle", str(CYCLE), "--registration-scalein",
+            "--out", OUT]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=500)
+    print("%s: exit %d in %.0f s" % (" ".join(argv[1:-2]), p.returncode, time.monotonic() - t0))
     if p.returncode != 0:
         print(p.stdout[-6000:])
         print(p.stderr[-6000:])
@@ -70,13 +76,14 @@ def test_completes_with_every_node_registered():
     assert r["rc"] == 0, "slurmop-bench failed"
     assert "### Registration storm: %d dynamic nodes" % N in r["report"], r["report"][:800]
     g = r["summary"]["results"]["registration"]
-    assert g["n"] == N and g["realSlurmd"] == N and g["cycledSlurmd"] == 0, g
+    assert g["n"] == N and g["realSlurmd"] == KEPT and g["cycledSlurmd"] == N - KEPT, g
+    assert g["portPerNode"] is True, g
     assert g["registered"] == N, g
     assert g["idle"] == N, g
     assert g["failedBeforeRegistering"] == 0, g
     assert g["refusedMaxNodeCount"] == 0 and g["refusedInvalidNodeName"] == 0, g
     assert g["allRegisteredSeconds"] > 0 and g["allIdleSeconds"] >= g["allRegisteredSeconds"], g
-    assert g["slurmdRunning"] == N and g["slurmdRssMeanKiB"] > 0, g
+    assert g["slurmdRunning"] == KEPT and g["slurmdRssMeanKiB"] > 0, g
 
 
 def test_slurmctld_and_the_operator_saw_the_storm():
@@ -97,6 +104,19 @@ def test_the_lab_ran_the_generated_file():
     assert "SlurmctldHost" in keys and "StateSaveLocation" in keys, rewritten
     # what the fleet's size sets, and the NodeSet's lines, are the operator's
     assert not keys & {"MaxNodeCount", "TreeWidth", "MessageTimeout", "NodeSet", "PartitionName"}, rewritten
+
+
+def test_the_scale_in_kept_busy_pods_until_their_jobs_ended():
+    r = run_bench()
+    assert "### Scale-in %d → 0 after the storm" % N in r["report"], r["report"][-2000:]
+    si = r["summary"]["results"]["registration"]["scaleIn"]
+    assert si["busy"] == BUSY, si
+    assert si["allPodsGoneSeconds"] is not None and si["allPodsGoneSeconds"] > 0, si
+    assert si["deletedWhileBusy"] == 0, si
+    assert si["busyDeletedAfterJob"] == BUSY, si
+    # every node's drain answered by slurmctld, cycled (slurmd gone) ones too
+    assert si["nodeWritesReachedNSeconds"] is not None and si["nodeWrites"] >= N, si
+    assert si["drainsLogged"] >= N, si
 
 
 if __name__ == "__main__":
