@@ -83,7 +83,8 @@ struct bx_ctx {
     char *bin_dir;    /* where slurmop and kubesim are */
     char *src_dir;    /* the source tree (crds/, tests/slurm/) */
     int tolerate_unready; /* NodeSet pods tolerate not-ready/unreachable Nodes (--peer) */
-    int gpu_shape;    /* --pod-shape gpu: slurmd asks for the Node's 8 GPUs, oversubscribeNode (no anti-affinity) */
+    int gpu_shape; /* --pod-shape gpu: slurmd asks for the Node's 8 GPUs, oversubscribeNode (no anti-affinity)
+                    */
     const char *crd_dir; /* CRDs to install, NULL = <src_dir>/crds (--peer: Slinky's own for its runs) */
     char *log_dir;    /* <out>/logs */
     char *build_type; /* CMAKE_BUILD_TYPE of bin_dir, or "unknown" */
@@ -252,7 +253,8 @@ int bx_hist_read(const bx_metrics *m, const char *name, const char *filter, bx_h
 void bx_hist_sub(bx_hist *a, const bx_hist *b);
 /** Histogram name in m1 minus the same in m0 (the observations between the
  *  two scrapes); 0 or OP_ENOTFOUND when m1 lacks it. */
-int bx_hist_delta(const bx_metrics *m0, const bx_metrics *m1, const char *name, const char *filter, bx_hist *h);
+int bx_hist_delta(const bx_metrics *m0, const bx_metrics *m1, const char *name, const char *filter,
+                  bx_hist *h);
 /** bx_metric of m1 minus that of m0; NAN when m1 lacks the metric. */
 double bx_metric_delta(const bx_metrics *m0, const bx_metrics *m1, const char *name, const char *filter);
 /** Every sample of name that grew from m0 to m1: {"its labels": growth}. */

@@ -309,7 +309,8 @@ static int nodeset_queue(const bx_metrics *m, double *value)
 {
     const char *q = "name=\"" NODESET_CONTROLLER "\"";
     *value = bx_metric(m, "workqueue_adds_total", q);
-    return bx_metric(m, "workqueue_depth", q) <= 0 && bx_metric(m, "workqueue_unfinished_work_seconds", q) <= 0;
+    return bx_metric(m, "workqueue_depth", q) <= 0 &&
+           bx_metric(m, "workqueue_unfinished_work_seconds", q) <= 0;
 }
 
 int bx_wait_slurm_quiet(bx_ctx *x, bx_slurmop *op, double quiet_s, double timeout_s)
@@ -446,7 +447,8 @@ static int wait_nodeset_gone(bx_ctx *x, bx_api *api)
              * its pods and lift the drain finalizer, so the harness does
              * (its own cluster; the garbage collector then takes the pods). */
             bx_say(x, "bench: NodeSet gpu of an earlier scenario is being deleted: lifting its finalizers");
-            (void)bx_patch(x, api, &SLINKY_NODESETS, x->ns, "gpu", NULL, "{\"metadata\":{\"finalizers\":null}}", NULL);
+            (void)bx_patch(x, api, &SLINKY_NODESETS, x->ns, "gpu", NULL,
+                           "{\"metadata\":{\"finalizers\":null}}", NULL);
         }
         bx_sleep(x, 0.5);
     }
@@ -518,9 +520,9 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
         "\"spec\":{\"controllerRef\":{\"name\":\"slurm\",\"namespace\":\"%s\"},\"replicas\":%d,"
         "\"template\":{\"spec\":{\"hostname\":\"gpu-\"%s}},"
         "\"slurmd\":{\"image\":\"%s\"%s%s},\"logfile\":{\"image\":\"%s\"}%s}}",
-        no_drain ? ",\"annotations\":{\"nodeset.slinky.slurm.net/delete-without-drain\":\"true\"}" : "", x->ns,
-        replicas, x->tolerate_unready ? tolerations : "",
-        x->image, probes, x->gpu_shape ? gpus : "", sidecar, x->gpu_shape ? ",\"oversubscribeNode\":true" : "");
+        no_drain ? ",\"annotations\":{\"nodeset.slinky.slurm.net/delete-without-drain\":\"true\"}" : "",
+        x->ns, replicas, x->tolerate_unready ? tolerations : "", x->image, probes, x->gpu_shape ? gpus : "",
+        sidecar, x->gpu_shape ? ",\"oversubscribeNode\":true" : "");
     /* On a shared cluster the previous scenario's NodeSet may still be
      * terminating (its drain finalizer waits for its pods): a create then
      * answers 409 and the NodeSet vanishes later, leaving the run without
@@ -534,10 +536,13 @@ int bx_make_cluster(bx_ctx *x, bx_api *api, int replicas, const char *jwt_key, s
     /* a NodeSet left by an earlier scenario keeps that scenario's drain
      * annotation otherwise (a scale-in without drains after a run without Slurm) */
     if (rc == 0 && x->kubeconfig)
-        rc = bx_patch(x, api, &SLINKY_NODESETS, x->ns, "gpu", NULL,
-                      no_drain ? "{\"metadata\":{\"annotations\":{\"nodeset.slinky.slurm.net/delete-without-drain\":\"true\"}}}"
-                               : "{\"metadata\":{\"annotations\":{\"nodeset.slinky.slurm.net/delete-without-drain\":null}}}",
-                      NULL);
+        rc = bx_patch(
+            x, api, &SLINKY_NODESETS, x->ns, "gpu", NULL,
+            no_drain
+                ? "{\"metadata\":{\"annotations\":{\"nodeset.slinky.slurm.net/"
+                  "delete-without-drain\":\"true\"}}}"
+                : "{\"metadata\":{\"annotations\":{\"nodeset.slinky.slurm.net/delete-without-drain\":null}}}",
+            NULL);
     return rc;
 }
 

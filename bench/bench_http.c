@@ -412,7 +412,8 @@ int bx_hist_read(const bx_metrics *m, const char *name, const char *filter, bx_h
     return 0;
 }
 
-int bx_hist_delta(const bx_metrics *m0, const bx_metrics *m1, const char *name, const char *filter, bx_hist *h)
+int bx_hist_delta(const bx_metrics *m0, const bx_metrics *m1, const char *name, const char *filter,
+                  bx_hist *h)
 {
     int rc = bx_hist_read(m1, name, filter, h);
     bx_hist h0;

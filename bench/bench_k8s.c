@@ -75,8 +75,8 @@ int bx_k8s_start(bx_ctx *x, int nodes)
     }
     x->kubeconfig = xasprintf("%s/admin.kubeconfig", x->k8s_dir);
     x->real_k8s = 1;
-    bx_say(x, "bench: real control plane up with %d KWOK Nodes in %.0f s (%s)", nodes, bx_secs(t0, uv_hrtime()),
-           x->k8s_dir);
+    bx_say(x, "bench: real control plane up with %d KWOK Nodes in %.0f s (%s)", nodes,
+           bx_secs(t0, uv_hrtime()), x->k8s_dir);
     return 0;
 }
 

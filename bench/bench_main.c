@@ -99,8 +99,8 @@ static const char usage[] =
     "                        (default " REG_REAL_DEFAULT_S "; all of them with --quick unless given); the\n"
     "                        other nodes are registered by cycled slurmd, each stopped once its node\n"
     "                        is listed\n"
-    "  --registration-cycle C  registration: cycled slurmd running at once (default "
-    REG_CYCLE_DEFAULT_S ")\n"
+    "  --registration-cycle C  registration: cycled slurmd running at once (default " REG_CYCLE_DEFAULT_S
+    ")\n"
     "  --registration-pace M  registration: at most M slurmd started and not yet registered (default\n"
     "                        " REG_PACE_DEFAULT_S "; 0: no cap)\n"
     "  --registration-scalein  registration: then scale the NodeSet to 0 with jobs on some kept\n"
@@ -117,7 +117,8 @@ static const char usage[] =
     "                        cannot be read (the NodeSet's full passes then wait for their gap)\n"
     "  --churn-latency-ms N  during each churn window, kubesim answers every non-watch request N ms late\n"
     "                        (its latency fault: the round trip of a real API server's writes, 1-2.5 ms\n"
-    "                        on a loaded one), so writes that wait for the one before show it (kubesim only)\n"
+    "                        on a loaded one), so writes that wait for the one before show it (kubesim "
+    "only)\n"
     "  --peer slinky         instead of the scenarios: slurmop (its defaults, then with Slinky's client\n"
     "                        QPS) and Slinky's slurm-operator (tests/slinky/build.sh) each on a fresh real\n"
     "                        control plane (implies --cluster real): scale-out 0 -> N, churn (100 pods\n"
@@ -425,13 +426,16 @@ static void write_report(bx_ctx *x, int argc, char **argv, double total_s)
                                      : "in-repo",
                      total_s);
     if (x->pin_cpu >= 0)
-        rc |= buf_printf(&md, "The operator under test ran alone on CPU %d (--pin-operator); everything else on the "
-                              "other cores.\n\n",
-                         x->pin_cpu);
+        rc |=
+            buf_printf(&md,
+                       "The operator under test ran alone on CPU %d (--pin-operator); everything else on the "
+                       "other cores.\n\n",
+                       x->pin_cpu);
     rc |= buf_printf(&md, "Pod shape: %s.\n\n",
-                     x->gpu_shape ? "gpu (each slurmd asks for its Node's 8 nvidia.com/gpu; oversubscribeNode, no "
-                                    "pod anti-affinity)"
-                                  : "anti (one slurmd per Node by the NodeSet's required pod anti-affinity)");
+                     x->gpu_shape
+                         ? "gpu (each slurmd asks for its Node's 8 nvidia.com/gpu; oversubscribeNode, no "
+                           "pod anti-affinity)"
+                         : "anti (one slurmd per Node by the NodeSet's required pod anti-affinity)");
     rc |= buf_append(&md, x->report.data, x->report.len);
     rc |= buf_puts(&md, "## Scenarios\n\n");
     rc |= buf_append(&md, tables.data ? tables.data : "", tables.len);
@@ -590,7 +594,8 @@ int main(int argc, char **argv)
             char *end;
             long v = strtol(optarg, &end, 10);
             if (*optarg == '\0' || *end != '\0' || v < 1 || v > 10000) {
-                fprintf(stderr, "slurmop-bench: --churn-latency-ms wants 1 to 10000 milliseconds, not %s\n", optarg);
+                fprintf(stderr, "slurmop-bench: --churn-latency-ms wants 1 to 10000 milliseconds, not %s\n",
+                        optarg);
                 return 2;
             }
             x.churn_latency_ms = (int)v;
@@ -702,7 +707,8 @@ int main(int argc, char **argv)
     if (pod_shape < 0)
         pod_shape = x.real_k8s && !peer;
     if (pod_shape && peer)
-        return die_usage("--pod-shape gpu: ", "not with --peer (Slinky's pods always carry the anti-affinity)");
+        return die_usage("--pod-shape gpu: ",
+                         "not with --peer (Slinky's pods always carry the anti-affinity)");
     x.gpu_shape = pod_shape;
     if (peer && x.k8s_reuse)
         return die_usage("--k8s-dir: ", "not with --peer (each operator gets a fresh control plane)");
@@ -752,9 +758,10 @@ int main(int argc, char **argv)
     if (pin)
         x.pin_cpu = bx_pin_setup(&x);
     if (pin && x.pin_cpu >= 0 && x.real_k8s && !x.k8s_reuse)
-        bx_say(&x, "bench: note: --pin-operator with --cluster real: the control plane this run starts (etcd, "
-                   "kube-apiserver, scheduler, kwok) inherits the harness's CPUs and shares them with it; on "
-                   "two cores that is one core, and 8,192 creates took 220 s instead of ~100 s");
+        bx_say(&x,
+               "bench: note: --pin-operator with --cluster real: the control plane this run starts (etcd, "
+               "kube-apiserver, scheduler, kwok) inherits the harness's CPUs and shares them with it; on "
+               "two cores that is one core, and 8,192 creates took 220 s instead of ~100 s");
 
     int rc = 0;
     if (peer) {

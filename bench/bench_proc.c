@@ -244,8 +244,9 @@ int bx_pin_setup(bx_ctx *x)
         bx_say(x, "bench: --pin-operator: sched_setaffinity: %s; running unpinned", strerror(errno));
         return -1;
     }
-    bx_say(x, "bench: --pin-operator: the operator under test on CPU %d, the harness and everything else on the "
-              "other %d",
+    bx_say(x,
+           "bench: --pin-operator: the operator under test on CPU %d, the harness and everything else on the "
+           "other %d",
            last, CPU_COUNT(&rest));
     return last;
 }

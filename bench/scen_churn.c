@@ -635,9 +635,9 @@ static void harness_table(bx_ctx *x, const rate_result *rr, int done, int n)
         if (real)
             snprintf(d, sizeof(d), "n/a");
         else
-            snprintf(d, sizeof(d), "%s / %s / %s",
-                     bx_fmt_s(s1, sizeof(s1), quantile(r->e2e_del, r->n_del, 0.5)), bx_fmt_s(s2, sizeof(s2), d99),
-                     bx_fmt_s(s3, sizeof(s3), quantile(r->e2e_del, r->n_del, 1)));
+            snprintf(
+                d, sizeof(d), "%s / %s / %s", bx_fmt_s(s1, sizeof(s1), quantile(r->e2e_del, r->n_del, 0.5)),
+                bx_fmt_s(s2, sizeof(s2), d99), bx_fmt_s(s3, sizeof(s3), quantile(r->e2e_del, r->n_del, 1)));
         snprintf(e, sizeof(e), "%ld", r->del_unseen);
         snprintf(f, sizeof(f), "%s / %s / %s", bx_fmt_s(s1, sizeof(s1), quantile(r->e2e_add, r->n_add, 0.5)),
                  bx_fmt_s(s2, sizeof(s2), a99), bx_fmt_s(s3, sizeof(s3), quantile(r->e2e_add, r->n_add, 1)));
@@ -697,8 +697,8 @@ int scen_churn(bx_ctx *x)
      * not timed here, unlike in scale-out, where it keeps both). */
     int moved = x->real_k8s && x->k8s_reuse ? bx_pin_tagged_away(x, x->k8s_dir, 1) : 0;
     if (moved)
-        bx_say(x, "bench: churn: the control plane in %s moved off the operator's CPU (%d threads)", x->k8s_dir,
-               moved);
+        bx_say(x, "bench: churn: the control plane in %s moved off the operator's CPU (%d threads)",
+               x->k8s_dir, moved);
     if (with_ref) {
         bx_step(x, "churn: the reference fleet of %d pods", CHURN_REF_N);
         if (churn_fleet(x, CHURN_REF_N, ref, &ref_done, &ref_slurm, &ref_nodes) != 0)
@@ -708,11 +708,11 @@ int scen_churn(bx_ctx *x)
     if (moved)
         (void)bx_pin_tagged_away(x, x->k8s_dir, 0);
 
-    bx_table *t =
-        bx_table_new("Churn: event → action latency of the NodeSet controller (operator's histogram)", 14,
-                     "events/s", "sent (failed)", "actions", "p50", "p90", "p99", "p99 at 1,024 (ratio)", "max ≤",
-                     "≤ 1 ms", "pod writes: n, p99, ≤ 1 ms", "reconcile p50 / p99", "reconciles (full passes)", "queue depth max / mean",
-                     "loop busy / CPU, iterations > 1 ms busy / CPU");
+    bx_table *t = bx_table_new(
+        "Churn: event → action latency of the NodeSet controller (operator's histogram)", 14, "events/s",
+        "sent (failed)", "actions", "p50", "p90", "p99", "p99 at 1,024 (ratio)", "max ≤", "≤ 1 ms",
+        "pod writes: n, p99, ≤ 1 ms", "reconcile p50 / p99", "reconciles (full passes)",
+        "queue depth max / mean", "loop busy / CPU, iterations > 1 ms busy / CPU");
     cJSON *out = cJSON_CreateObject();
     cJSON_AddNumberToObject(out, "n", n);
     cJSON_AddBoolToObject(out, "slurm", with_slurm);
@@ -775,7 +775,8 @@ int scen_churn(bx_ctx *x)
                pw1 = bx_hist_frac_le(&r->podw, 0.001);
         char pw[64], pw1s[24];
         if (r->podw.n)
-            snprintf(pw, sizeof(pw), "%.0f, %s, %.1f %%", pw_n, bx_fmt_s(pw1s, sizeof(pw1s), pw99), pw1 * 100);
+            snprintf(pw, sizeof(pw), "%.0f, %s, %.1f %%", pw_n, bx_fmt_s(pw1s, sizeof(pw1s), pw99),
+                     pw1 * 100);
         else
             snprintf(pw, sizeof(pw), "n/a");
         bx_table_row(t, rate, b, a, bx_fmt_s(cc, sizeof(cc), p50), bx_fmt_s(d, sizeof(d), p90),
@@ -869,7 +870,8 @@ int scen_churn(bx_ctx *x)
             char mv[96], note[160], what[96];
             snprintf(mv, sizeof(mv), "p99 %s; %.1f %% ≤ 1 ms", bx_fmt_s(cc, sizeof(cc), p99), f5 * 100);
             snprintf(note, sizeof(note), "%.0f actions; max ≤ %s", actions, bx_fmt_s(d, sizeof(d), mx));
-            snprintf(what, sizeof(what), "event → action p99 ≤ 1 ms at %s events/s", r->rate == 100 ? "100" : "1,000");
+            snprintf(what, sizeof(what), "event → action p99 ≤ 1 ms at %s events/s",
+                     r->rate == 100 ? "100" : "1,000");
             bx_target(x, what, mv, "1 ms", p99 / 0.001, isfinite(f5) && f5 >= 0.99 ? "met" : "missed", note);
             if (isfinite(ratio)) {
                 char lim[48];
@@ -914,18 +916,20 @@ int scen_churn(bx_ctx *x)
                   "reconciles that wrote (the histogram's count);",
                   n, (int)n_nodes);
     if (with_slurm)
-        bx_table_note(t,
-                      "With Slurm (--churn-slurm): the Controller has a RestApi reading a Slurm lab of %d nodes "
-                      "named like the pods (no slurmds: UNKNOWN), so passes also run the Slurm side; a cordon "
-                      "drains the pod's Slurm node.",
-                      n);
+        bx_table_note(
+            t,
+            "With Slurm (--churn-slurm): the Controller has a RestApi reading a Slurm lab of %d nodes "
+            "named like the pods (no slurmds: UNKNOWN), so passes also run the Slurm side; a cordon "
+            "drains the pod's Slurm node.",
+            n);
     if (x->kubeconfig)
-        bx_table_note(t,
-                      "On a real cluster a pod \"fails\" by being deleted at once (DELETE with grace 0; kwok, "
-                      "which deletes terminating pods by name, is set to leave those alone: tests/k8s/cluster.sh) "
-                      "and a Node flap is a PATCH of spec.unschedulable, one Node PATCH in flight at a time "
-                      "(flaps due meanwhile are skipped and counted).%s",
-                      moved ? " The reused control plane ran off the operator's CPU during the churn." : "");
+        bx_table_note(
+            t,
+            "On a real cluster a pod \"fails\" by being deleted at once (DELETE with grace 0; kwok, "
+            "which deletes terminating pods by name, is set to leave those alone: tests/k8s/cluster.sh) "
+            "and a Node flap is a PATCH of spec.unschedulable, one Node PATCH in flight at a time "
+            "(flaps due meanwhile are skipped and counted).%s",
+            moved ? " The reused control plane ran off the operator's CPU during the churn." : "");
     if (with_ref)
         bx_table_note(t,
                       "p99 at 1,024: the same rates on a fleet of %d pods (%s%s), run first; ratio: "
@@ -933,10 +937,11 @@ int scen_churn(bx_ctx *x)
                       CHURN_REF_N, x->kubeconfig ? "on the same control plane" : "its own kubesim",
                       ref_slurm ? " and Slurm lab" : "");
     if (x->churn_latency_ms > 0 && !x->kubeconfig)
-        bx_table_note(t,
-                      "--churn-latency-ms %d: during each window kubesim answered every non-watch request %d ms "
-                      "late.",
-                      x->churn_latency_ms, x->churn_latency_ms);
+        bx_table_note(
+            t,
+            "--churn-latency-ms %d: during each window kubesim answered every non-watch request %d ms "
+            "late.",
+            x->churn_latency_ms, x->churn_latency_ms);
     /* A failed node poll leaves the Slurm side unknown until one succeeds:
      * full passes (reason slurm-busy) then run once per gap, and events in
      * between take Kubernetes-share steps. A stall of the lab's slurmctld
@@ -945,27 +950,29 @@ int scen_churn(bx_ctx *x)
         const rate_result *w[2] = {i < done ? &rr[i] : NULL, i < ref_done ? &ref[i] : NULL};
         for (int k = 0; k < 2; k++) {
             if (w[k] && w[k]->outage)
-                bx_table_note(t,
-                              "At %g events/s on the %d-pod fleet, the lab's slurmrestd was killed 0.5 s into the "
-                              "window (--churn-outage).",
-                              w[k]->rate, k ? CHURN_REF_N : n);
+                bx_table_note(
+                    t,
+                    "At %g events/s on the %d-pod fleet, the lab's slurmrestd was killed 0.5 s into the "
+                    "window (--churn-outage).",
+                    w[k]->rate, k ? CHURN_REF_N : n);
             if (w[k] && w[k]->poll_errors > 0) {
                 char sh[64] = "";
                 if (isfinite(w[k]->share))
                     snprintf(sh, sizeof(sh), "; %.0f Kubernetes-share steps", w[k]->share);
-                bx_table_note(t,
-                              "At %g events/s on the %d-pod fleet, %.0f Slurm node poll(s) failed or were held: "
-                              "the Slurm side read unknown until the next one answered, and meanwhile full "
-                              "passes (reason slurm-busy) waited for their gap while events took the Kubernetes "
-                              "share of an incremental step (%.0f full passes%s).",
-                              w[k]->rate, k ? CHURN_REF_N : n, w[k]->poll_errors, w[k]->full, sh);
+                bx_table_note(
+                    t,
+                    "At %g events/s on the %d-pod fleet, %.0f Slurm node poll(s) failed or were held: "
+                    "the Slurm side read unknown until the next one answered, and meanwhile full "
+                    "passes (reason slurm-busy) waited for their gap while events took the Kubernetes "
+                    "share of an incremental step (%.0f full passes%s).",
+                    w[k]->rate, k ? CHURN_REF_N : n, w[k]->poll_errors, w[k]->full, sh);
             }
         }
     }
-    bx_table_note(t,
-                  "percentiles interpolated inside the histogram's buckets (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, "
-                  "0.5, 0.75, 1, 2.5, 5 ms ...); "
-                  "max ≤: upper bound of the highest non-empty bucket; ≤ 1 ms: exact share.");
+    bx_table_note(
+        t, "percentiles interpolated inside the histogram's buckets (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, "
+           "0.5, 0.75, 1, 2.5, 5 ms ...); "
+           "max ≤: upper bound of the highest non-empty bucket; ≤ 1 ms: exact share.");
     bx_table_emit(x, t);
     harness_table(x, rr, done, n);
     cJSON_AddItemToObject(x->results, "churn", out);

@@ -257,8 +257,8 @@ int scen_memory(bx_ctx *x)
         if (rc == 0 && want_slurm) {
             bx_step(x, "memory: %d Slurm nodes", n);
             bx_metrics mw;
-            double wr0 = bx_scrape(x, &f.op, &mw) == 0 ? bx_metric(&mw, "slurmop_slurm_node_writes_total", NULL)
-                                                        : NAN;
+            double wr0 =
+                bx_scrape(x, &f.op, &mw) == 0 ? bx_metric(&mw, "slurmop_slurm_node_writes_total", NULL) : NAN;
             bx_metrics_free(&mw);
             uint64_t tw0 = uv_hrtime();
             rc = bx_make_restapi(x, &f.api);
@@ -451,7 +451,8 @@ int scen_memory(bx_ctx *x)
     }
     bx_table_note(t,
                   "RSS: VmRSS once the queue was quiet for 1 s; live heap: the operator's "
-                  "slurmop_heap_inuse_bytes (glibc mallinfo2); per object: the step's growth / %d. A JSON pod as served is %.0f B.",
+                  "slurmop_heap_inuse_bytes (glibc mallinfo2); per object: the step's growth / %d. A JSON "
+                  "pod as served is %.0f B.",
                   n, pod_json);
     if (want_slurm && version)
         bx_table_note(t, "Slurm: %s, REST %s; node writes through %s.", version, api,
@@ -464,11 +465,12 @@ int scen_memory(bx_ctx *x)
                       "after that (the writes read back); %.0f writes during the idle window.",
                       writes_wait, writes_quiet ? "" : " (waited at most 300 s)", idle_writes);
     if (api_quiet >= 0)
-        bx_table_note(t,
-                      "They were read after the Kubernetes writes that follow Slurm's view (pod conditions and "
-                      "labels) had all been answered too (slurmop_api_requests_in_flight{kind=\"request\"} 0 "
-                      "for 3 s): %.0f s after the Slurm writes settled%s.",
-                      api_wait, api_quiet ? "" : " (waited at most 900 s; still in flight)");
+        bx_table_note(
+            t,
+            "They were read after the Kubernetes writes that follow Slurm's view (pod conditions and "
+            "labels) had all been answered too (slurmop_api_requests_in_flight{kind=\"request\"} 0 "
+            "for 3 s): %.0f s after the Slurm writes settled%s.",
+            api_wait, api_quiet ? "" : " (waited at most 900 s; still in flight)");
     if (isfinite(podinfo_writes) && podinfo_s > 0)
         bx_table_note(t,
                       "Pod info (each node's comment, one write per node with a comment of its own): %.0f "

@@ -302,8 +302,9 @@ static int slinky_ready_pred(void *arg)
     if (too_soon(&r->last))
         return 0;
     char *s = read_log(r->log);
-    if (s && (strstr(s, "\"msg\":\"Starting workers\",\"controller\":\"nodeset\"") ||
-              (strstr(s, "\"msg\":\"Starting workers\"") && strstr(s, "\"controllerKind\":\"NodeSet\",\"worker"))))
+    if (s &&
+        (strstr(s, "\"msg\":\"Starting workers\",\"controller\":\"nodeset\"") ||
+         (strstr(s, "\"msg\":\"Starting workers\"") && strstr(s, "\"controllerKind\":\"NodeSet\",\"worker"))))
         r->ok = 1;
     free(s);
     return r->ok;
@@ -638,8 +639,9 @@ static void busy_scale_in(bx_ctx *x, bx_api *api, const char *tag, int n, int pi
     }
     snprintf(r->bz_slurm, sizeof(r->bz_slurm), "%s", lab.version ? lab.version : "Slurm 26.05");
     if (bx_lab_jwt_key(&lab, &jwt, &jwt_len) != 0 || bx_make_cluster(x, api, 0, jwt, jwt_len, 1, 0) != 0) {
-        snprintf(r->bz_note, sizeof(r->bz_note), "skipped: the lab's JWT key, the RestApi or the NodeSet could "
-                                                 "not be set up");
+        snprintf(r->bz_note, sizeof(r->bz_note),
+                 "skipped: the lab's JWT key, the RestApi or the NodeSet could "
+                 "not be set up");
         goto out;
     }
     /* Slinky's Slurm client controller watches Controllers only, and has
@@ -666,8 +668,8 @@ static void busy_scale_in(bx_ctx *x, bx_api *api, const char *tag, int n, int pi
     if (bx_wait(x, goal_pred, &g, 60 + m * 0.15) != 0) {
         bx_obs_counts c;
         bx_obs_counts_get(obs, &c);
-        snprintf(r->bz_note, sizeof(r->bz_note), "the scale-out to %d before it did not finish: %d pods, %d Ready",
-                 m, c.exist, c.ready);
+        snprintf(r->bz_note, sizeof(r->bz_note),
+                 "the scale-out to %d before it did not finish: %d pods, %d Ready", m, c.exist, c.ready);
         goto out;
     }
     r->bz_out_s = bx_secs(t0, uv_hrtime());
@@ -730,7 +732,8 @@ static void busy_scale_in(bx_ctx *x, bx_api *api, const char *tag, int n, int pi
             poll_busy_jobs(x, &lab, b, nb);
             now = uv_hrtime();
             for (int i = 0; i < nb; i++)
-                if (drained[i] && !b[i].cancelled && !b[i].ended && bx_secs(drained[i], now) >= PEER_BUSY_HOLD_S) {
+                if (drained[i] && !b[i].cancelled && !b[i].ended &&
+                    bx_secs(drained[i], now) >= PEER_BUSY_HOLD_S) {
                     const char *sc[] = {"scancel", b[i].job, NULL};
                     (void)bx_lab_cmd(x, &lab, sc, NULL);
                     b[i].cancelled = now;
@@ -803,11 +806,12 @@ static void busy_scale_in(bx_ctx *x, bx_api *api, const char *tag, int n, int pi
     }
     r->bz_ran = 1;
     if (gone)
-        snprintf(r->bz_note, sizeof(r->bz_note), "all %d pods deleted, %d of %d drains seen in Slurm", m, k, m);
+        snprintf(r->bz_note, sizeof(r->bz_note), "all %d pods deleted, %d of %d drains seen in Slurm", m, k,
+                 m);
     else
         snprintf(r->bz_note, sizeof(r->bz_note),
-                 "%d of %d pods still there after %.0f s (%d terminating), %d of %d drains seen in Slurm", c.exist,
-                 m, window_s, c.terminating, k, m);
+                 "%d of %d pods still there after %.0f s (%d terminating), %d of %d drains seen in Slurm",
+                 c.exist, m, window_s, c.terminating, k, m);
 out:
     if (obs)
         bx_obs_stop(x, obs);
@@ -844,8 +848,16 @@ static void run_one(bx_ctx *x, int variant, int n, const char *slinky, peer_run 
     uint64_t t0 = uv_hrtime();
     bx_step(x, "%s: starting the operator", tag);
     if (variant == V_SLINKY) {
-        const char *argv[] = {slinky, "--kubeconfig", kc, "--metrics-addr", "0", "--health-addr", "127.0.0.1:0",
-                              "--zap-log-level", "info", NULL};
+        const char *argv[] = {slinky,
+                              "--kubeconfig",
+                              kc,
+                              "--metrics-addr",
+                              "0",
+                              "--health-addr",
+                              "127.0.0.1:0",
+                              "--zap-log-level",
+                              "info",
+                              NULL};
         /* DEBUG=1: its Slurm client reaches slurmrestd at localhost:6820
          * instead of the RestApi's Service name, which this host cannot
          * resolve; nothing else reads it, and without a RestApi (every
@@ -1123,31 +1135,33 @@ static cJSON *run_json(const peer_run *r)
 static void report_size(bx_ctx *x, int n, peer_run *r, cJSON *js)
 {
     char title[160];
-    snprintf(title, sizeof(title), "Peer: slurmop and Slinky's slurm-operator, N = %d (real control plane, KWOK Nodes)",
-             n);
+    snprintf(title, sizeof(title),
+             "Peer: slurmop and Slinky's slurm-operator, N = %d (real control plane, KWOK Nodes)", n);
     bx_table *t = bx_table_new(title, 6, "measure", variant_name[0], variant_name[1], variant_name[2],
                                "slurmop / Slinky", "slurmop (Slinky's QPS) / Slinky");
     peer_run *a = &r[V_OP_DEFAULT], *b = &r[V_OP_NOLIMIT], *c = &r[V_SLINKY];
     char bs[3][32], bp[3][32];
     row_s(t, "operator start to ready", a->start_s, b->start_s, c->start_s);
-    row_s(t, "scale-out: PATCH to N-th pod created (harness's watch)", a->created_s, b->created_s, c->created_s);
+    row_s(t, "scale-out: PATCH to N-th pod created (harness's watch)", a->created_s, b->created_s,
+          c->created_s);
     row_s(t, "scale-out: PATCH to N-th pod Ready", a->ready_s, b->ready_s, c->ready_s);
     row_s(t, "scale-out: PATCH to status.readyReplicas = N", a->status_s, b->status_s, c->status_s);
     row_n(t, "scale-out: pods Ready when the wait ended", "%.0f", a->ran ? a->out_ready : -1,
           b->ran ? b->out_ready : -1, c->ran ? c->out_ready : -1);
-    row_n(t, "scale-out: API requests (audit log)", "%.0f", (double)a->req_out.total, (double)b->req_out.total,
-          (double)c->req_out.total);
+    row_n(t, "scale-out: API requests (audit log)", "%.0f", (double)a->req_out.total,
+          (double)b->req_out.total, (double)c->req_out.total);
     static const char *const verbs[] = {"create", "get", "list", "watch", "update", "patch", "delete"};
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
         char w[64];
         snprintf(w, sizeof(w), "  of them %s", verbs[i]);
-        long va = verb(&a->req_out, verbs[i]), vb = verb(&b->req_out, verbs[i]), vc = verb(&c->req_out, verbs[i]);
+        long va = verb(&a->req_out, verbs[i]), vb = verb(&b->req_out, verbs[i]),
+             vc = verb(&c->req_out, verbs[i]);
         if (va || vb || vc)
             row_n(t, w, "%.0f", (double)va, (double)vb, (double)vc);
     }
     row_n(t, "scale-out: operator CPU seconds", "%.2f", a->cpu_out, b->cpu_out, c->cpu_out);
-    row_n(t, "RSS after the scale-out, everything cached (MiB)", "%.1f", a->rss_kib / 1024.0, b->rss_kib / 1024.0,
-          c->rss_kib / 1024.0);
+    row_n(t, "RSS after the scale-out, everything cached (MiB)", "%.1f", a->rss_kib / 1024.0,
+          b->rss_kib / 1024.0, c->rss_kib / 1024.0);
     row_n(t, "peak RSS (VmHWM, MiB)", "%.1f", a->hwm_kib / 1024.0, b->hwm_kib / 1024.0, c->hwm_kib / 1024.0);
     row_n(t, "start (Controller's objects): API requests", "%.0f", (double)a->req_start.total,
           (double)b->req_start.total, (double)c->req_start.total);
@@ -1155,13 +1169,13 @@ static void report_size(bx_ctx *x, int n, peer_run *r, cJSON *js)
     row_s(t, "churn: ... p99", a->ch_p99, b->ch_p99, c->ch_p99);
     row_n(t, "churn: pods back of those deleted", "%.0f", a->ran ? a->ch_back : -1, b->ran ? b->ch_back : -1,
           c->ran ? c->ch_back : -1);
-    row_n(t, "churn: API requests (audit log)", "%.0f", (double)a->req_churn.total, (double)b->req_churn.total,
-          (double)c->req_churn.total);
+    row_n(t, "churn: API requests (audit log)", "%.0f", (double)a->req_churn.total,
+          (double)b->req_churn.total, (double)c->req_churn.total);
     row_n(t, "churn: operator CPU seconds", "%.2f", a->cpu_churn, b->cpu_churn, c->cpu_churn);
     row_s(t, "API server restart: to the last LIST/WATCH of the resync", a->rs_relist_s, b->rs_relist_s,
           c->rs_relist_s);
-    row_n(t, "API server restart: API requests in 30 s", "%.0f", (double)a->req_rs.total, (double)b->req_rs.total,
-          (double)c->req_rs.total);
+    row_n(t, "API server restart: API requests in 30 s", "%.0f", (double)a->req_rs.total,
+          (double)b->req_rs.total, (double)c->req_rs.total);
     {
         static const char *const wv[] = {"create", "update", "patch", "delete"};
         long wa = 0, wb = 0, wc = 0;
@@ -1192,29 +1206,34 @@ static void report_size(bx_ctx *x, int n, peer_run *r, cJSON *js)
     row_n(t, "busy scale-in: drains seen in Slurm", "%.0f", (double)a->bz_drained, (double)b->bz_drained,
           (double)c->bz_drained);
     row_s(t, "busy scale-in: PATCH to first pod terminating", a->bz_first_s, b->bz_first_s, c->bz_first_s);
-    row_s(t, "busy scale-in: PATCH to the last idle pod terminating", a->bz_idle_s, b->bz_idle_s, c->bz_idle_s);
+    row_s(t, "busy scale-in: PATCH to the last idle pod terminating", a->bz_idle_s, b->bz_idle_s,
+          c->bz_idle_s);
     row_s(t, "busy scale-in: PATCH to all pods gone", a->bz_gone_s, b->bz_gone_s, c->bz_gone_s);
-    row_n(t, "busy scale-in: pods left at the end of the wait", "%.0f", (double)a->bz_left, (double)b->bz_left,
-          (double)c->bz_left);
+    row_n(t, "busy scale-in: pods left at the end of the wait", "%.0f", (double)a->bz_left,
+          (double)b->bz_left, (double)c->bz_left);
     row_n(t, "busy scale-in: busy pods deleted while their job ran", "%.0f", (double)a->bz_while_busy,
           (double)b->bz_while_busy, (double)c->bz_while_busy);
-    row_n(t, "busy scale-in: busy pods deleted after their job", "%.0f", (double)a->bz_after, (double)b->bz_after,
-          (double)c->bz_after);
+    row_n(t, "busy scale-in: busy pods deleted after their job", "%.0f", (double)a->bz_after,
+          (double)b->bz_after, (double)c->bz_after);
     row_s(t, "busy scale-in: a busy job's end to its pod terminating (largest)", a->bz_lag_max, b->bz_lag_max,
           c->bz_lag_max);
-    row_n(t, "busy scale-in: API requests (audit log)", "%.0f", (double)a->req_bz.total, (double)b->req_bz.total,
-          (double)c->req_bz.total);
+    row_n(t, "busy scale-in: API requests (audit log)", "%.0f", (double)a->req_bz.total,
+          (double)b->req_bz.total, (double)c->req_bz.total);
     row_n(t, "busy scale-in: operator CPU seconds", "%.2f", a->bz_cpu, b->bz_cpu, c->bz_cpu);
+    bx_table_note(
+        t,
+        "Each column is its own fresh cluster (cluster.sh start, %d KWOK Nodes), the same CRs (Controller "
+        "and NodeSet gpu; no RestApi and no Slurm before the busy scale-in), the operator as its own "
+        "ServiceAccount (cluster-admin).",
+        x->k8s_nodes);
+    bx_table_note(
+        t,
+        "slurmop: its defaults (client limiter 200 requests/s, burst 400); slurmop (Slinky's QPS): "
+        "--qps 0, the limiter off, as controller-runtime leaves Slinky's client (QPS -1, fairness left "
+        "to the API server); Slinky: its manager's defaults. Ratios are slurmop / Slinky (below 1: slurmop "
+        "is faster, smaller or asks less).");
     bx_table_note(t,
-                  "Each column is its own fresh cluster (cluster.sh start, %d KWOK Nodes), the same CRs (Controller "
-                  "and NodeSet gpu; no RestApi and no Slurm before the busy scale-in), the operator as its own "
-                  "ServiceAccount (cluster-admin).",
-                  x->k8s_nodes);
-    bx_table_note(t, "slurmop: its defaults (client limiter 200 requests/s, burst 400); slurmop (Slinky's QPS): "
-                  "--qps 0, the limiter off, as controller-runtime leaves Slinky's client (QPS -1, fairness left "
-                  "to the API server); Slinky: its manager's defaults. Ratios are slurmop / Slinky (below 1: slurmop "
-                  "is faster, smaller or asks less).");
-    bx_table_note(t, "API requests: the API server's audit log (one per audit ID; a watch counts once, at its "
+                  "API requests: the API server's audit log (one per audit ID; a watch counts once, at its "
                   "start). Times: the harness's own watch on the pods, both operators alike.");
     for (int v = 0; v < N_VARIANTS; v += 2) {
         char top[400];
@@ -1223,25 +1242,28 @@ static void report_size(bx_ctx *x, int n, peer_run *r, cJSON *js)
     }
     bx_table_note(t, "scale-in without Slurm: slurmop %s; Slinky %s.", a->in_note[0] ? a->in_note : "n/a",
                   c->in_note[0] ? c->in_note : "n/a");
-    bx_table_note(t,
-                  "busy scale-in, after the scale-in above, same cluster and operator process: a %s lab "
-                  "(slurmrestd on 127.0.0.1:%d, REST v0.0.44) with nodes gpu-0 .. gpu-%d named like the pods, the "
-                  "first %d with a slurmd and a job, the others DOWN without one; the lab's JWT key in the "
-                  "Controller's Secret, RestApi slurm, the NodeSet without delete-without-drain; scale-out 0 → %d "
-                  "(%s / %s / %s to all Ready; the operator's CPU under 2%% for 2 s before the PATCH, at most "
-                  "60 s: %s / %s / %s), then the PATCH to 0. Drains: when an sinfo that showed each node with DRAIN "
-                  "returned (one every %.1f s, each took %s / %s / %s: the grain of the drain times; the same "
-                  "observer for both). Each job runs on %.0f s after its node's drain was seen, then the harness "
-                  "cancels it, so \"all pods gone\" includes that wait; a pod that started terminating before its "
-                  "job ended (squeue every %.1f s) was deleted while busy.",
-                  c->bz_slurm[0] ? c->bz_slurm : a->bz_slurm[0] ? a->bz_slurm : "Slurm 26.05", PEER_REST_PORT,
-                  (c->bz_m ? c->bz_m : a->bz_m) - 1, c->bz_nb ? c->bz_nb : a->bz_nb, c->bz_m ? c->bz_m : a->bz_m,
-                  fs(bs[0], 32, a->bz_out_s), fs(bs[1], 32, b->bz_out_s), fs(bs[2], 32, c->bz_out_s),
-                  a->bz_quiet ? "yes" : "no", b->bz_quiet ? "yes" : "no", c->bz_quiet ? "yes" : "no", PEER_POLL_S,
-                  fs(bp[0], 32, a->bz_poll_s), fs(bp[1], 32, b->bz_poll_s), fs(bp[2], 32, c->bz_poll_s),
-                  PEER_BUSY_HOLD_S, PEER_POLL_S);
-    bx_table_note(t, "busy scale-in: slurmop %s; slurmop (Slinky's QPS) %s; Slinky %s.", a->bz_note, b->bz_note,
-                  c->bz_note);
+    bx_table_note(
+        t,
+        "busy scale-in, after the scale-in above, same cluster and operator process: a %s lab "
+        "(slurmrestd on 127.0.0.1:%d, REST v0.0.44) with nodes gpu-0 .. gpu-%d named like the pods, the "
+        "first %d with a slurmd and a job, the others DOWN without one; the lab's JWT key in the "
+        "Controller's Secret, RestApi slurm, the NodeSet without delete-without-drain; scale-out 0 → %d "
+        "(%s / %s / %s to all Ready; the operator's CPU under 2%% for 2 s before the PATCH, at most "
+        "60 s: %s / %s / %s), then the PATCH to 0. Drains: when an sinfo that showed each node with DRAIN "
+        "returned (one every %.1f s, each took %s / %s / %s: the grain of the drain times; the same "
+        "observer for both). Each job runs on %.0f s after its node's drain was seen, then the harness "
+        "cancels it, so \"all pods gone\" includes that wait; a pod that started terminating before its "
+        "job ended (squeue every %.1f s) was deleted while busy.",
+        c->bz_slurm[0]   ? c->bz_slurm
+        : a->bz_slurm[0] ? a->bz_slurm
+                         : "Slurm 26.05",
+        PEER_REST_PORT, (c->bz_m ? c->bz_m : a->bz_m) - 1, c->bz_nb ? c->bz_nb : a->bz_nb,
+        c->bz_m ? c->bz_m : a->bz_m, fs(bs[0], 32, a->bz_out_s), fs(bs[1], 32, b->bz_out_s),
+        fs(bs[2], 32, c->bz_out_s), a->bz_quiet ? "yes" : "no", b->bz_quiet ? "yes" : "no",
+        c->bz_quiet ? "yes" : "no", PEER_POLL_S, fs(bp[0], 32, a->bz_poll_s), fs(bp[1], 32, b->bz_poll_s),
+        fs(bp[2], 32, c->bz_poll_s), PEER_BUSY_HOLD_S, PEER_POLL_S);
+    bx_table_note(t, "busy scale-in: slurmop %s; slurmop (Slinky's QPS) %s; Slinky %s.", a->bz_note,
+                  b->bz_note, c->bz_note);
     bx_table_emit(x, t);
     for (int v = 0; v < N_VARIANTS; v++)
         cJSON_AddItemToObject(js, variant_key[v], run_json(&r[v]));

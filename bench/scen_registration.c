@@ -565,8 +565,8 @@ static void report_scalein(bx_ctx *x, cJSON *o, const bx_scalein *si, int si_rc,
     bx_table_row(tb, "all N drains answered by slurmctld", v);
     bx_table_row(tb, "idle pods: the last one terminating", fmt_s(t1, 32, si->idle_gone_s));
     bx_table_row(tb, "all pods gone (the harness's watch)", fmt_s(t1, 32, si->gone_s));
-    snprintf(v, sizeof(v), "%d of %d, ≤ %s after the job's end (decided ≤ %s)", si->busy_deleted_after, si->nb,
-             fmt_s(t2, 32, si->busy_lag_max), fmt_s(t3, 32, si->decided_lag_max));
+    snprintf(v, sizeof(v), "%d of %d, ≤ %s after the job's end (decided ≤ %s)", si->busy_deleted_after,
+             si->nb, fmt_s(t2, 32, si->busy_lag_max), fmt_s(t3, 32, si->decided_lag_max));
     bx_table_row(tb, "busy pods deleted after their job", v);
     snprintf(v, sizeof(v), "%d", si->violations);
     bx_table_row(tb, "busy pods deleted while their job ran", v);
@@ -681,8 +681,11 @@ int scen_registration(bx_ctx *x)
         r.n_ports = r.real + r.cycle + 1;
         ports = reserve_ports(x, owner, r.n_ports);
         if (ports && r.cycle > 0)
-            bx_say(x, "bench: registration: %d cycle slots share their ports: slurmctld's pings of a stopped node "
-                   "may reach the slurmd that took its port", r.cycle);
+            bx_say(
+                x,
+                "bench: registration: %d cycle slots share their ports: slurmctld's pings of a stopped node "
+                "may reach the slurmd that took its port",
+                r.cycle);
     }
     if (ports == NULL)
         rc = OP_EIO;
@@ -975,12 +978,13 @@ int scen_registration(bx_ctx *x)
                       "each slurmd runs as the pod's: `slurmd -Z --conf '%s'`, plus -N gpu-<i> (the pod's "
                       "hostname), Port=<its own> and -f <the lab's slurm.conf> in place of --conf-server %s",
                       pod_conf, pod_server ? pod_server : "?");
-        bx_table_note(tb,
-                      "real: %d slurmd keep running; emulated: the other %d are cycled (each a real "
-                      "slurmd -Z that registers its node and is stopped once sinfo lists it, %d at once, %s), "
-                      "so those nodes are registered by real RPCs but have no slurmd afterwards",
-                      r.real, n - r.real, r.cycle,
-                      r.unique ? "each on a port no other slurmd takes" : "sharing their slots' ports");
+        bx_table_note(
+            tb,
+            "real: %d slurmd keep running; emulated: the other %d are cycled (each a real "
+            "slurmd -Z that registers its node and is stopped once sinfo lists it, %d at once, %s), "
+            "so those nodes are registered by real RPCs but have no slurmd afterwards",
+            r.real, n - r.real, r.cycle,
+            r.unique ? "each on a port no other slurmd takes" : "sharing their slots' ports");
         for (int i = 0; i < n_kinds; i++)
             bx_table_note(tb, "slurmctld error ×%d: %s", kinds[i].count, kinds[i].text);
         bx_table_emit(x, tb);

@@ -131,16 +131,20 @@ static int restart_real(bx_ctx *x, bx_fleet *f, bx_metrics *m0, double *resync_s
         }
         bx_sleep(x, 0.05);
     }
-    bx_say(x, "bench: restart: not resynced within 120 s of the API server's return (%d caches did not relist: %s)",
-           *missing, which);
+    bx_say(
+        x,
+        "bench: restart: not resynced within 120 s of the API server's return (%d caches did not relist: %s)",
+        *missing, which);
     return OP_ETIMEOUT;
 }
 
 int scen_restart(bx_ctx *x)
 {
     if (x->kubeconfig && !x->real_k8s) {
-        bx_say(x, "bench: restart: skipped (the harness cannot restart the API server of a --kubeconfig cluster; "
-                  "--cluster real can)");
+        bx_say(
+            x,
+            "bench: restart: skipped (the harness cannot restart the API server of a --kubeconfig cluster; "
+            "--cluster real can)");
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "skipped", "needs kubesim's /kubesim/restart");
         cJSON_AddItemToObject(x->results, "restart", o);
@@ -233,7 +237,8 @@ int scen_restart(bx_ctx *x)
             /* kubesim drops every connection 50 ms after its answer, the
              * admin one too: on a loaded machine the answer can be lost
              * with it although the restart happened */
-            bx_say(x, "bench: restart: the answer was lost with the dropped connections; kubesim did restart");
+            bx_say(x,
+                   "bench: restart: the answer was lost with the dropped connections; kubesim did restart");
             rc = 0;
         }
         cJSON_Delete(st0);
@@ -324,10 +329,14 @@ report:
     if (x->real_k8s) {
         bx_table_note(
             t,
-            "Real control plane: etcd compacted, then kube-apiserver restarted (SIGTERM, started again on the "
-            "same port: `cluster.sh restart-apiserver`; ready again after %s). resync: from the SIGTERM until "
-            "every one of the %d caches had relisted (the operator's slurmop_watch_relists_total, scraped every "
-            "50 ms once the API server was ready); CPU of the operator's loop thread and of the whole process "
+            "Real control plane: etcd compacted, then kube-apiserver restarted (SIGTERM, started again on "
+            "the "
+            "same port: `cluster.sh restart-apiserver`; ready again after %s). resync: from the SIGTERM "
+            "until "
+            "every one of the %d caches had relisted (the operator's slurmop_watch_relists_total, scraped "
+            "every "
+            "50 ms once the API server was ready); CPU of the operator's loop thread and of the whole "
+            "process "
             "over the same window (10 ms ticks), most of it spent while the API server was down (reconnect "
             "attempts) or on the relists.",
             bx_fmt_s(ls, sizeof(ls), ready_s), resources);

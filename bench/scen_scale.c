@@ -326,9 +326,10 @@ static int run_operator(bx_ctx *x, int n, run *r)
         } else if (rc == 0) {
             bx_obs_counts c;
             bx_obs_counts_get(obs, &c);
-            bx_say(x,
-                   "bench: scale-out %d: not complete after %.0f s (%ld created, %ld ready, readyReplicas %d)",
-                   n, wait, c.created, c.became_ready, c.ns_ready);
+            bx_say(
+                x,
+                "bench: scale-out %d: not complete after %.0f s (%ld created, %ld ready, readyReplicas %d)",
+                n, wait, c.created, c.became_ready, c.ns_ready);
             /* every pod created and Ready but the NodeSet's status behind:
              * the creates and Ready times still stand (status: n/a) */
             if (c.created >= n && c.became_ready >= n) {
@@ -529,21 +530,23 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
     bx_table_note(
         t, "creates: from the scale PATCH (limit: its first request) to the N-th pod ADDED event at the "
            "harness's watch; all Ready: to the N-th Ready transition; same observer in both runs.");
-    bx_table_note(t,
-                  "%s; the limit POSTs the operator's own pod bodies over 8 connections × 8 pipelined "
-                  "requests, with the operator's transport and credentials%s. limit + watch: the same client "
-                  "also holds the operator's pod watch (its label selector) from before the first POST and reads "
-                  "it, so the server serves the same streams as in the operator's run. slurmop runs with --qps %g%s.",
-                  x->real_k8s ? "Both runs use the same real control plane (kube-apiserver 1.35 with etcd, "
-                                "kube-scheduler binding the pods, kwok making them Ready; admin client "
-                                "certificate), emptied of the NodeSet's pods in between; the limit's run gets the workers' "
-                                "Service and PodDisruptionBudget the operator makes"
-                  : x->kubeconfig
-                      ? "Both runs use the --kubeconfig cluster, emptied of the NodeSet's pods in between; the "
-                        "limit's run gets the workers' Service and PodDisruptionBudget the operator makes"
-                      : "Each run gets a fresh kubesim (same flags, TLS with a client certificate)",
-                  x->pin_cpu >= 0 ? ", on its own thread pinned to the operator's CPU" : "", x->qps,
-                  x->qps <= 0 ? " (client-side limiter off)" : "");
+    bx_table_note(
+        t,
+        "%s; the limit POSTs the operator's own pod bodies over 8 connections × 8 pipelined "
+        "requests, with the operator's transport and credentials%s. limit + watch: the same client "
+        "also holds the operator's pod watch (its label selector) from before the first POST and reads "
+        "it, so the server serves the same streams as in the operator's run. slurmop runs with --qps %g%s.",
+        x->real_k8s
+            ? "Both runs use the same real control plane (kube-apiserver 1.35 with etcd, "
+              "kube-scheduler binding the pods, kwok making them Ready; admin client "
+              "certificate), emptied of the NodeSet's pods in between; the limit's run gets the workers' "
+              "Service and PodDisruptionBudget the operator makes"
+        : x->kubeconfig
+            ? "Both runs use the --kubeconfig cluster, emptied of the NodeSet's pods in between; the "
+              "limit's run gets the workers' Service and PodDisruptionBudget the operator makes"
+            : "Each run gets a fresh kubesim (same flags, TLS with a client certificate)",
+        x->pin_cpu >= 0 ? ", on its own thread pinned to the operator's CPU" : "", x->qps,
+        x->qps <= 0 ? " (client-side limiter off)" : "");
     bx_table_note(t,
                   "Best of %d alternating runs of each (every run is in scale-out.json); operator CPU: its "
                   "user+system time during the best run, and per created pod.",
@@ -562,13 +565,14 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
          * almost nothing to them. */
         double lim = 1.1;
         char what[96];
-        snprintf(what, sizeof(what), "scale-out: all creates within %.3g× of the bare pipelined client%s", lim,
-                 x->real_k8s ? " (real API server)" : "");
+        snprintf(what, sizeof(what), "scale-out: all creates within %.3g× of the bare pipelined client%s",
+                 lim, x->real_k8s ? " (real API server)" : "");
         bx_target(x, what, m, l, last_ratio, last_ratio <= lim ? "met" : "missed", note);
         if (isfinite(last_wratio)) {
             bx_fmt_s(l, sizeof(l), last_w);
-            snprintf(what, sizeof(what), "scale-out: all creates within %.3g× of the bare client holding the pod watch%s",
-                     lim, x->real_k8s ? " (real API server)" : "");
+            snprintf(what, sizeof(what),
+                     "scale-out: all creates within %.3g× of the bare client holding the pod watch%s", lim,
+                     x->real_k8s ? " (real API server)" : "");
             bx_target(x, what, m, l, last_wratio, last_wratio <= lim ? "met" : "missed", note);
         }
     }

@@ -533,11 +533,12 @@ int scen_scale_in(bx_ctx *x)
                   "pods' cordon annotations and status; slurmop_api_requests_total).",
                   pod_deletes, pod_patches);
     if (write_rate > 0)
-        bx_table_note(t,
-                      "--scalein-write-rate: from time 0 until all pods were gone, kubesim applied API writes at "
-                      "most %g per second, in order (a busy API server): the operator's deletes were seen only "
-                      "that fast.",
-                      write_rate);
+        bx_table_note(
+            t,
+            "--scalein-write-rate: from time 0 until all pods were gone, kubesim applied API writes at "
+            "most %g per second, in order (a busy API server): the operator's deletes were seen only "
+            "that fast.",
+            write_rate);
     if (json_get(before, "scaleOutSeconds"))
         bx_table_note(
             t,

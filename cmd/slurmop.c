@@ -39,27 +39,34 @@ static const char usage[] =
     "  --leader-elect-lease-duration SECONDS\n"
     "                               how long a silent Lease keeps others waiting (default 15)\n"
     "  --leader-elect-renew-deadline SECONDS\n"
-    "                               the leader steps down (and exits 1) when no renewal succeeded within this\n"
+    "                               the leader steps down (and exits 1) when no renewal succeeded within "
+    "this\n"
     "                               long of sending the last successful one (default 10)\n"
     "  --leader-elect-retry-period SECONDS\n"
-    "                               time between attempts to acquire or renew (default 2); the three must keep\n"
-    "                               lease duration > renew deadline > 1.2 x retry period (fractions allowed)\n"
+    "                               time between attempts to acquire or renew (default 2); the three must "
+    "keep\n"
+    "                               lease duration > renew deadline > 1.2 x retry period (fractions "
+    "allowed)\n"
     "  --cluster-domain DOMAIN      cluster DNS domain (default: from /etc/resolv.conf, else cluster.local)\n"
     "  --propagated-node-conditions LIST\n"
     "                               Node condition types whose reason/message become the Slurm drain reason\n"
     "                               when a Node is cordoned (comma-separated)\n"
     "  --unhealthy-node-condition TYPE[=STATUS]\n"
     "                               a Node condition that means its Slurm node is unhealthy (repeatable;\n"
-    "                               STATUS defaults to True), e.g. GpuUnhealthy or Ready=False: the Slurm node\n"
-    "                               of a NodeSet pod there is drained (reason \"slurm-operator: TYPE: message\"),\n"
-    "                               its jobs finish, then the pod is replaced (kept off that Node); the drain\n"
+    "                               STATUS defaults to True), e.g. GpuUnhealthy or Ready=False: the Slurm "
+    "node\n"
+    "                               of a NodeSet pod there is drained (reason \"slurm-operator: TYPE: "
+    "message\"),\n"
+    "                               its jobs finish, then the pod is replaced (kept off that Node); the "
+    "drain\n"
     "                               is undone once the Node is healthy. Default: none (off)\n"
     "  --unhealthy-node-taint KEY   the same for a Node taint of that key (repeatable; default none)\n"
     "  --unhealthy-max-share PCT    at most this share of a NodeSet drained or replaced for health at once,\n"
     "                               at least one node (default 10%)\n"
     "\n"
     "Slurm:\n"
-    "  --slurmrestd NS/NAME=URL     reach the slurmrestd of RestApi NS/NAME at URL instead of its Service DNS\n"
+    "  --slurmrestd NS/NAME=URL     reach the slurmrestd of RestApi NS/NAME at URL instead of its Service "
+    "DNS\n"
     "                               name (repeatable), e.g. --slurmrestd slurm/slurm=http://127.0.0.1:6820;\n"
     "                               needed outside a cluster (tests, benchmarks, a laptop against kind);\n"
     "                               an https:// URL is verified with --slurmrestd-ca\n"
@@ -67,16 +74,21 @@ static const char usage[] =
     "                               whose names must match the URL host); without it https URLs are refused\n"
     "  --slurm-conf PATH            slurm.conf for the libslurm backend, used for the node and reservation\n"
     "                               updates that the server's REST version cannot do (else $SLURM_CONF)\n"
-    "  --drift-grace SECONDS        a pod Ready this long whose Slurm node no read lists, and that Slurm says\n"
-    "                               by name it does not know, is replaced so slurmd registers again (at most\n"
+    "  --drift-grace SECONDS        a pod Ready this long whose Slurm node no read lists, and that Slurm "
+    "says\n"
+    "                               by name it does not know, is replaced so slurmd registers again (at "
+    "most\n"
     "                               2 per NodeSet per minute; default 60, minimum 5)\n"
-    "  --slurmrestd-max-body SIZE   largest slurmrestd answer accepted, in bytes or with Ki/Mi/Gi (default 64Mi:\n"
-    "                               16,384 nodes of any version); a larger answer is an error, never a partial\n"
+    "  --slurmrestd-max-body SIZE   largest slurmrestd answer accepted, in bytes or with Ki/Mi/Gi (default "
+    "64Mi:\n"
+    "                               16,384 nodes of any version); a larger answer is an error, never a "
+    "partial\n"
     "                               table. Decoding one takes up to 5 times this much memory at its peak\n"
     "\n"
     "Topology webhook (pods/binding; the Node's topology annotation lands on a NodeSet pod as it is bound,\n"
     "before slurmd starts and registers):\n"
-    "  --topology-webhook[=BOOL]    serve the mutating admission webhook " "/mutate-pods-binding over HTTPS on\n"
+    "  --topology-webhook[=BOOL]    serve the mutating admission webhook "
+    "/mutate-pods-binding over HTTPS on\n"
     "                               --webhook-addr (default false; the Helm chart and deploy/manifests turn\n"
     "                               it on and register it with failurePolicy Ignore)\n"
     "  --webhook-addr ADDR          where it listens (default :9443)\n"
@@ -90,13 +102,15 @@ static const char usage[] =
     "                               certificate its caBundle equal to its certificates (current and\n"
     "                               previous), and its namespaceSelector as --webhook-scope says\n"
     "  --webhook-scope SCOPE        nodesets (default): NAME's namespaceSelector admits only the namespaces\n"
-    "                               that hold NodeSets (one expression kubernetes.io/metadata.name In [...],\n"
+    "                               that hold NodeSets (one expression kubernetes.io/metadata.name In "
+    "[...],\n"
     "                               kept current; its other expressions stay), so no other pod's binding\n"
     "                               waits for the webhook; registered: left as registered\n"
     "  --webhook-cert-rotate SECONDS  make a new self-signed certificate this often (default 15724800, 182\n"
     "                               days; it is valid for 365), served once NAME trusts it\n"
     "  --webhook-resync SECONDS     how often the caBundle is checked and the files re-read (default 60)\n"
-    "  --webhook-client-ca FILE     CA bundle (PEM): callers must present a client certificate it signed (the\n"
+    "  --webhook-client-ca FILE     CA bundle (PEM): callers must present a client certificate it signed "
+    "(the\n"
     "                               one kube-apiserver presents to webhooks, set in the kubeconfig of its\n"
     "                               --admission-control-config-file); without it anyone may call. Either\n"
     "                               way the webhook's pod reads have their own budget (20/s, 4 connections,\n"
@@ -126,7 +140,8 @@ static const char usage[] =
     "  --metrics-cert-file FILE     with --metrics-secure: serving certificate chain (PEM), read at start\n"
     "  --metrics-key-file FILE      its private key (PEM); without both, a self-signed certificate is\n"
     "                               made at start\n"
-    "  --log-format text|json       log line format (default text; json adds controller, namespace, name and\n"
+    "  --log-format text|json       log line format (default text; json adds controller, namespace, name "
+    "and\n"
     "                               reconcileID to the lines of a reconcile)\n"
     "  --log-level LEVEL            error, warn, info, debug or trace, or 0-4 (default info)\n"
     "  --shutdown-grace SECONDS     how long writes in flight may finish at a stop signal (default 10)\n"
@@ -288,7 +303,8 @@ static void on_signal(uv_signal_t *h, int signum)
         exit(1);
     }
     if (a->stopping == 2) {
-        log_warn("received %s again: canceling writes in flight, then releasing the lease", signal_name(signum));
+        log_warn("received %s again: canceling writes in flight, then releasing the lease",
+                 signal_name(signum));
         if (a->op)
             op_stop_hurry(a->op);
         return;
@@ -454,7 +470,8 @@ int main(int argc, char **argv)
         case OPT_SLURMRESTD_CA: o.slurmrestd_ca = optarg; break;
         case OPT_SLURMRESTD_MAX_BODY:
             if (!parse_size(optarg, &o.slurmrestd_max_body))
-                return die_usage("--slurmrestd-max-body: want bytes (at least 64Ki), e.g. 96Mi; got %s", optarg);
+                return die_usage("--slurmrestd-max-body: want bytes (at least 64Ki), e.g. 96Mi; got %s",
+                                 optarg);
             break;
         case OPT_METRICS_ADDR: o.metrics_addr = optarg; break;
         case OPT_HEALTH_ADDR: o.health_addr = optarg; break;
@@ -515,7 +532,8 @@ int main(int argc, char **argv)
             double v;
             /* Below the certificate's 365 days, so the previous one is still valid when replaced. */
             if (!parse_double(optarg, &v) || !(v >= 1) || v > 364.0 * 86400)
-                return die_usage("--webhook-cert-rotate: want seconds between 1 and 31449600, got %s", optarg);
+                return die_usage("--webhook-cert-rotate: want seconds between 1 and 31449600, got %s",
+                                 optarg);
             o.webhook_rotate_ms = (uint64_t)(v * 1000.0 + 0.5);
             break;
         }

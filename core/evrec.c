@@ -173,9 +173,10 @@ void evrec_emit(evrec *r, const evrec_ref *ref, const char *type, const char *re
     prune(r, now);
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    char *name = xasprintf("%s.%llx", ref->name,
-                           (unsigned long long)tv.tv_sec * 1000000000ULL + (unsigned long long)tv.tv_usec * 1000ULL +
-                               (unsigned long long)(r->stats.created % 1000));
+    char *name =
+        xasprintf("%s.%llx", ref->name,
+                  (unsigned long long)tv.tv_sec * 1000000000ULL + (unsigned long long)tv.tv_usec * 1000ULL +
+                      (unsigned long long)(r->stats.created % 1000));
     cJSON *ev = cJSON_CreateObject();
     json_set_str(ev, "apiVersion", "events.k8s.io/v1");
     json_set_str(ev, "kind", "Event");

@@ -36,8 +36,8 @@ void evrec_free(evrec *r);
 
 /** Emit one event. type "Normal" or "Warning"; action: what the controller
  *  did ("Scale", "Reconcile"); note is printf-formatted (truncated to 1024). */
-void evrec_emit(evrec *r, const evrec_ref *regarding, const char *type, const char *reason, const char *action,
-                const char *fmt, ...) OP_PRINTF(6, 7);
+void evrec_emit(evrec *r, const evrec_ref *regarding, const char *type, const char *reason,
+                const char *action, const char *fmt, ...) OP_PRINTF(6, 7);
 
 typedef struct evrec_stats {
     unsigned long long created, patched, dropped, failed;

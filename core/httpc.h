@@ -2,9 +2,9 @@
  *
  * One hc_pool per server (scheme, host, port, TLS settings). A pool keeps up
  * to max_conns keep-alive connections for ordinary requests and queues the
- * rest in FIFO order, behind the urgent and prio requests (hc_req_opts). Streaming requests (watches) get a connection of their
- * own that does not count against max_conns, because a watch holds its
- * connection for minutes.
+ * rest in FIFO order, behind the urgent and prio requests (hc_req_opts). Streaming requests (watches) get a
+ * connection of their own that does not count against max_conns, because a watch holds its connection for
+ * minutes.
  *
  * Every request completes exactly once through on_done, always
  * asynchronously (never from inside hc_request or hc_cancel), with status 0

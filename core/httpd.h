@@ -50,14 +50,15 @@ typedef struct hs_tls_opts {
 typedef struct hs_opts {
     size_t max_header_bytes;   /* request line + headers (default 64 KiB) -> 431 */
     size_t max_body_bytes;     /* request body (default 3 MiB, as kube-apiserver) -> 413 */
-    size_t max_write_queue;    /* bytes a stream may queue to a slow client before it is dropped (default 64 MiB) */
-    size_t max_pending_out;    /* answers queued to a client that does not read them: past this the connection is
-                                  neither read nor parsed until half of it drained (default 1 MiB; one answer may
-                                  be larger: it is checked between answers) */
+    size_t
+        max_write_queue; /* bytes a stream may queue to a slow client before it is dropped (default 64 MiB) */
+    size_t max_pending_out; /* answers queued to a client that does not read them: past this the connection is
+                               neither read nor parsed until half of it drained (default 1 MiB; one answer may
+                               be larger: it is checked between answers) */
     unsigned idle_timeout_ms;  /* close a connection with no request under way this long: before the first,
                                   between requests, or with its answers unread (default 120 s) */
-    unsigned request_timeout_ms; /* a request's line, headers and body must all arrive within this of its first
-                                  byte, however it trickles in (default 30 s) -> 408 and close */
+    unsigned request_timeout_ms; /* a request's line, headers and body must all arrive within this of its
+                                  first byte, however it trickles in (default 30 s) -> 408 and close */
     int max_conns;             /* open connections (default 1024) */
     int max_conns_per_peer;    /* open connections from one IP address (default: max_conns) */
     /* Past either cap a new connection takes the place of the one that has

@@ -474,7 +474,8 @@ cJSON *json_merge_patch(cJSON *target, const cJSON *patch)
             continue;
         }
         cJSON *cur = cJSON_DetachItemFromObjectCaseSensitive(target, p->string);
-        cJSON *merged = cJSON_IsObject(p) ? json_merge_patch(cur, p) : (cJSON_Delete(cur), cJSON_Duplicate(p, 1));
+        cJSON *merged =
+            cJSON_IsObject(p) ? json_merge_patch(cur, p) : (cJSON_Delete(cur), cJSON_Duplicate(p, 1));
         cJSON_AddItemToObject(target, p->string, merged);
     }
     return target;

@@ -17,7 +17,8 @@
 #include "core/mem.h"
 
 static const kube_res RES_TOKENREVIEWS = {"authentication.k8s.io", "v1", "tokenreviews", "TokenReview", 0};
-static const kube_res RES_SARS = {"authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", 0};
+static const kube_res RES_SARS = {"authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
+                                  0};
 
 /* SHA-256 hex of the token, then verb and path: the token is never kept. */
 #define KEY_MAX (2 * SHA256_LEN + 1 + 16 + 256)
@@ -228,8 +229,8 @@ static void on_sar(int err, const cJSON *obj, const kube_status *st, void *data)
         set_answer(c, 200, c->user, "allowed");
     } else {
         const char *why = json_get_str(obj, "status.reason");
-        set_answer(c, 403, c->user, "user \"%.100s\" is not allowed to %s %s%s%.80s", c->user, c->verb, c->path,
-                   why && *why ? ": " : "", why ? why : "");
+        set_answer(c, 403, c->user, "user \"%.100s\" is not allowed to %s %s%s%.80s", c->user, c->verb,
+                   c->path, why && *why ? ": " : "", why ? why : "");
     }
     finish(c, 1);
 }
@@ -307,8 +308,8 @@ kauth_check *kauth_check_start(kauth *a, const char *authorization, const char *
         return answer_later(c);
     }
     if (tok == NULL) {
-        set_answer(c, 401, NULL, "unauthorized: %s", authorization ? "the Authorization header is not \"Bearer <token>\""
-                                                                   : "no bearer token");
+        set_answer(c, 401, NULL, "unauthorized: %s",
+                   authorization ? "the Authorization header is not \"Bearer <token>\"" : "no bearer token");
         return answer_later(c);
     }
     char hex[2 * SHA256_LEN + 1];

@@ -125,7 +125,7 @@ struct kube_client {
     uint64_t turn_budget_ns; /* ... this iteration's: the rest of the loop's share ("watch pacing") */
     uint64_t turn_used_ns;  /* spent since the last prepare */
     uint64_t turn_mark_ns;
-    uint64_t turn_end_ns;   /* the loop thread's CPU time when the last prepare's dispatching ended, 0: none */
+    uint64_t turn_end_ns; /* the loop thread's CPU time when the last prepare's dispatching ended, 0: none */
     uint64_t turn_end_used_ns; /* turn_used_ns then */
     void (*on_closed)(void *);
     void *closed_data;
@@ -160,7 +160,8 @@ int kube_query_escape(buf_t *b, const char *s)
     return rc;
 }
 
-int kube_path(buf_t *b, const kube_res *res, const char *ns, const char *name, const char *sub, const char *query)
+int kube_path(buf_t *b, const kube_res *res, const char *ns, const char *name, const char *sub,
+              const char *query)
 {
     int rc;
     if (*res->group)
@@ -619,7 +620,8 @@ static void turn_cb(uv_prepare_t *h)
     uint64_t other = 0;
     if (c->turn_end_ns) {
         /* thread CPU time, so that waiting for a core (or poll) counts as nothing */
-        uint64_t span = loopstat_thread_cpu_ns() - c->turn_end_ns, ours = c->turn_used_ns - c->turn_end_used_ns;
+        uint64_t span = loopstat_thread_cpu_ns() - c->turn_end_ns,
+                 ours = c->turn_used_ns - c->turn_end_used_ns;
         other = span > ours ? span - ours : 0;
     }
     c->turn_budget_ns = other >= KUBE_SHARE_MIN_NS && other > c->budget_ns
@@ -638,8 +640,8 @@ static void turn_cb(uv_prepare_t *h)
         size_t used = 0;
         turn_begin(c);
         r->yield = 0;
-        int rc = ndjson_feed_upto(&r->lines, r->held.data + r->held_off, r->held.len - r->held_off, paced_line, r,
-                                  &used);
+        int rc = ndjson_feed_upto(&r->lines, r->held.data + r->held_off, r->held.len - r->held_off,
+                                  paced_line, r, &used);
         turn_account(c);
         if (rc == OP_ECANCELED && r->yield && !r->watch_err) {
             /* Still paused; the others' turn next. */
@@ -778,7 +780,8 @@ static void on_done(hc_req *hr, int status, const hc_response *resp, void *data)
             /* Clean end; what a pause held is dispatched now, and a last
              * event without a trailing newline still counts. */
             if (r->held.len > r->held_off && !r->canceled)
-                ndjson_feed(&r->lines, r->held.data + r->held_off, r->held.len - r->held_off, dispatch_line, r);
+                ndjson_feed(&r->lines, r->held.data + r->held_off, r->held.len - r->held_off, dispatch_line,
+                            r);
             buf_reset(&r->held);
             r->held_off = 0;
             ndjson_finish(&r->lines, dispatch_line, r);
@@ -850,8 +853,8 @@ static void deliver_parsed(kube_request *r, cJSON *obj, int had_body)
     memset(&st, 0, sizeof(st));
     st.http = r->http_status;
     if (had_body && obj == NULL) {
-        snprintf(st.message, sizeof(st.message), "malformed JSON in %d answer to %s %s", r->http_status, r->method,
-                 r->path);
+        snprintf(st.message, sizeof(st.message), "malformed JSON in %d answer to %s %s", r->http_status,
+                 r->method, r->path);
         finish(r, OP_EPARSE, &st);
         return;
     }
@@ -915,8 +918,9 @@ static void start_request(kube_request *r)
         /* Refused, never cut: a truncated token only fails as 401 later,
          * with nothing saying why. */
         kube_status st = {.http = 0};
-        snprintf(st.message, sizeof(st.message), "bearer token of %zu bytes is longer than the %d bytes accepted",
-                 strlen(tok), KUBE_MAX_BEARER_TOKEN);
+        snprintf(st.message, sizeof(st.message),
+                 "bearer token of %zu bytes is longer than the %d bytes accepted", strlen(tok),
+                 KUBE_MAX_BEARER_TOKEN);
         log_error("kube: %s", st.message);
         finish(r, OP_ETOOBIG, &st);
         return;
@@ -1025,7 +1029,8 @@ static kube_request *submit(kube_request *r, const kube_req_opts *ro)
 
 static kube_request *do_simple(kube_client *c, const kube_req_opts *ro, const char *method, const char *verb,
                                const kube_res *res, const char *ns, const char *name, const char *sub,
-                               const char *query, const char *ctype, const cJSON *body, kube_cb cb, void *data)
+                               const char *query, const char *ctype, const cJSON *body, kube_cb cb,
+                               void *data)
 {
     buf_t path;
     buf_init(&path, 8192);
@@ -1074,8 +1079,8 @@ kube_request *kube_create_with(kube_client *c, const kube_req_opts *ro, const ku
     return do_simple(c, ro, "POST", "POST", res, ns, NULL, NULL, NULL, "application/json", obj, cb, data);
 }
 
-kube_request *kube_update(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
-                          const cJSON *obj, kube_cb cb, void *data)
+kube_request *kube_update(kube_client *c, const kube_res *res, const char *ns, const char *name,
+                          const char *sub, const cJSON *obj, kube_cb cb, void *data)
 {
     return do_simple(c, NULL, "PUT", "PUT", res, ns, name, sub, NULL, "application/json", obj, cb, data);
 }
@@ -1086,19 +1091,21 @@ kube_request *kube_update_with(kube_client *c, const kube_req_opts *ro, const ku
     return do_simple(c, ro, "PUT", "PUT", res, ns, name, NULL, NULL, "application/json", obj, cb, data);
 }
 
-kube_request *kube_patch(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
-                         enum kube_patch_type type, const cJSON *patch, const char *field_manager, int force,
-                         kube_cb cb, void *data)
+kube_request *kube_patch(kube_client *c, const kube_res *res, const char *ns, const char *name,
+                         const char *sub, enum kube_patch_type type, const cJSON *patch,
+                         const char *field_manager, int force, kube_cb cb, void *data)
 {
     return kube_patch_with(c, NULL, res, ns, name, sub, type, patch, field_manager, force, cb, data);
 }
 
 kube_request *kube_patch_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,
-                              const char *name, const char *sub, enum kube_patch_type type, const cJSON *patch,
-                              const char *field_manager, int force, kube_cb cb, void *data)
+                              const char *name, const char *sub, enum kube_patch_type type,
+                              const cJSON *patch, const char *field_manager, int force, kube_cb cb,
+                              void *data)
 {
     static const char *const ctypes[] = {"application/merge-patch+json", "application/json-patch+json",
-                                         "application/strategic-merge-patch+json", "application/apply-patch+yaml"};
+                                         "application/strategic-merge-patch+json",
+                                         "application/apply-patch+yaml"};
     buf_t q;
     buf_init(&q, 1024);
     int rc = 0;
@@ -1108,8 +1115,8 @@ kube_request *kube_patch_with(kube_client *c, const kube_req_opts *ro, const kub
     }
     if (rc == 0 && force && type == KUBE_PATCH_APPLY)
         rc = buf_puts(&q, q.len ? "&force=true" : "force=true");
-    kube_request *r = do_simple(c, ro, "PATCH", "PATCH", res, ns, name, sub, buf_cstr(&q), ctypes[type], patch, cb,
-                                data);
+    kube_request *r =
+        do_simple(c, ro, "PATCH", "PATCH", res, ns, name, sub, buf_cstr(&q), ctypes[type], patch, cb, data);
     buf_free(&q);
     return r;
 }
@@ -1247,7 +1254,8 @@ kube_client *kube_client_new(uv_loop_t *loop, const kube_client_opts *opts, int 
     }
     uv_timer_init(loop, &c->timer);
     list_init(&c->paused);
-    c->budget_ns = (uint64_t)(c->opts.event_budget_us ? c->opts.event_budget_us : KUBE_EVENT_BUDGET_US) * 1000u;
+    c->budget_ns =
+        (uint64_t)(c->opts.event_budget_us ? c->opts.event_budget_us : KUBE_EVENT_BUDGET_US) * 1000u;
     c->turn_budget_ns = c->budget_ns;
     uv_prepare_init(loop, &c->turn);
     uv_idle_init(loop, &c->awake);

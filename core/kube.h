@@ -180,23 +180,24 @@ kube_request *kube_list(kube_client *c, const kube_res *res, const char *ns, con
 kube_request *kube_create(kube_client *c, const kube_res *res, const char *ns, const cJSON *obj, kube_cb cb,
                           void *data);
 /** PUT (optimistic concurrency: obj carries metadata.resourceVersion). */
-kube_request *kube_update(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
-                          const cJSON *obj, kube_cb cb, void *data);
+kube_request *kube_update(kube_client *c, const kube_res *res, const char *ns, const char *name,
+                          const char *sub, const cJSON *obj, kube_cb cb, void *data);
 kube_request *kube_create_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,
                                const cJSON *obj, kube_cb cb, void *data);
 kube_request *kube_update_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,
                                const char *name, const cJSON *obj, kube_cb cb, void *data);
 /** field_manager is required for KUBE_PATCH_APPLY; force only applies to it. */
-kube_request *kube_patch(kube_client *c, const kube_res *res, const char *ns, const char *name, const char *sub,
-                         enum kube_patch_type type, const cJSON *patch, const char *field_manager, int force,
-                         kube_cb cb, void *data);
+kube_request *kube_patch(kube_client *c, const kube_res *res, const char *ns, const char *name,
+                         const char *sub, enum kube_patch_type type, const cJSON *patch,
+                         const char *field_manager, int force, kube_cb cb, void *data);
 kube_request *kube_delete(kube_client *c, const kube_res *res, const char *ns, const char *name,
                           const kube_delete_opts *opts, kube_cb cb, void *data);
 /** kube_patch and kube_delete with per-request options (no_answer: a
  *  status PATCH or a pod DELETE whose caller reads only the outcome). */
 kube_request *kube_patch_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,
-                              const char *name, const char *sub, enum kube_patch_type type, const cJSON *patch,
-                              const char *field_manager, int force, kube_cb cb, void *data);
+                              const char *name, const char *sub, enum kube_patch_type type,
+                              const cJSON *patch, const char *field_manager, int force, kube_cb cb,
+                              void *data);
 kube_request *kube_delete_with(kube_client *c, const kube_req_opts *ro, const kube_res *res, const char *ns,
                                const char *name, const kube_delete_opts *opts, kube_cb cb, void *data);
 /** Cancel: the callback runs later with OP_ECANCELED unless already done. */

@@ -301,7 +301,8 @@ static void try_acquire_or_renew(lease_elector *le)
         /* Fast path: renew from the cached copy; a 409 sends us back to GET. */
         cJSON *lease = cJSON_Duplicate(le->cached, 1);
         json_set(lease, "spec", build_spec(le, le->cached));
-        le->req = kube_update_with(le->o.client, &le->ro, &KUBE_LEASES, le->ns, le->name, lease, on_written, le);
+        le->req =
+            kube_update_with(le->o.client, &le->ro, &KUBE_LEASES, le->ns, le->name, lease, on_written, le);
         cJSON_Delete(lease);
         return;
     }
@@ -330,7 +331,8 @@ lease_elector *lease_start(uv_loop_t *loop, const lease_opts *opts, int *err)
     le->identity = xstrdup(o.identity);
     le->ro.unthrottled = 1;
     le->ro.urgent = 1;
-    le->ro.timeout_ms = o.renew_deadline_ms < LEASE_REQUEST_CAP_MS ? o.renew_deadline_ms : LEASE_REQUEST_CAP_MS;
+    le->ro.timeout_ms =
+        o.renew_deadline_ms < LEASE_REQUEST_CAP_MS ? o.renew_deadline_ms : LEASE_REQUEST_CAP_MS;
     uv_timer_init(loop, &le->timer);
     le->timer.data = le;
     uv_timer_init(loop, &le->deadline);

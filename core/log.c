@@ -63,8 +63,9 @@ void log_reconcile_begin(const char *controller, const char *key)
     /* version 4, variant 1, as controller-runtime's uuid.NewUUID */
     a = (a & ~0xf000ull) | 0x4000ull;
     b = (b & ~(3ull << 62)) | (2ull << 62);
-    snprintf(rc.id, sizeof(rc.id), "%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32), (unsigned)((a >> 16) & 0xffff),
-             (unsigned)(a & 0xffff), (unsigned)(b >> 48), (unsigned long long)(b & 0xffffffffffffull));
+    snprintf(rc.id, sizeof(rc.id), "%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32),
+             (unsigned)((a >> 16) & 0xffff), (unsigned)(a & 0xffff), (unsigned)(b >> 48),
+             (unsigned long long)(b & 0xffffffffffffull));
     rc.active = 1;
 }
 
@@ -155,8 +156,8 @@ void log_msg(int level, const char *file, int line, const char *fmt, ...)
             json_escape(ns, sizeof(ns), rc.ns);
             json_escape(nm, sizeof(nm), rc.name);
             snprintf(fields, sizeof(fields),
-                     ",\"controller\":\"%s\",\"namespace\":\"%s\",\"name\":\"%s\",\"reconcileID\":\"%s\"", c, ns,
-                     nm, rc.id);
+                     ",\"controller\":\"%s\",\"namespace\":\"%s\",\"name\":\"%s\",\"reconcileID\":\"%s\"", c,
+                     ns, nm, rc.id);
         }
         n = snprintf(line_buf, sizeof(line_buf),
                      "{\"ts\":\"%s\",\"level\":\"%s\",\"caller\":\"%s:%d\",\"msg\":\"%s\"%s}\n", ts,

@@ -68,11 +68,13 @@ loopstat *loopstat_new(uv_loop_t *loop, mx_registry *r, int *err)
                                sizeof(b) / sizeof(b[0]), err);
     s->total = mx_counter_new(r, "slurmop_loop_busy_seconds_total",
                               "Time the event loop spent working rather than waiting for I/O", err);
-    s->cpu = mx_histogram_new(r, "slurmop_loop_iteration_cpu_seconds",
-                              "CPU time of the event loop's thread in each iteration (below the busy time when "
-                              "the process waited for a core)",
-                              b, sizeof(b) / sizeof(b[0]), err);
-    s->cpu_total = mx_counter_new(r, "slurmop_loop_cpu_seconds_total", "CPU time of the event loop's thread", err);
+    s->cpu =
+        mx_histogram_new(r, "slurmop_loop_iteration_cpu_seconds",
+                         "CPU time of the event loop's thread in each iteration (below the busy time when "
+                         "the process waited for a core)",
+                         b, sizeof(b) / sizeof(b[0]), err);
+    s->cpu_total =
+        mx_counter_new(r, "slurmop_loop_cpu_seconds_total", "CPU time of the event loop's thread", err);
     if (s->busy == NULL || s->total == NULL || s->cpu == NULL || s->cpu_total == NULL) {
         if (*err == 0)
             *err = OP_EINVAL;

@@ -85,7 +85,8 @@ static int term_matches(const cJSON *term, const cJSON *node, const fit_labels *
 
 static int affinity_ok(const cJSON *podspec, const cJSON *node, const fit_labels *l)
 {
-    const cJSON *req = json_get(podspec, "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution");
+    const cJSON *req =
+        json_get(podspec, "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution");
     if (req == NULL || cJSON_IsNull(req))
         return 1;
     const cJSON *terms = json_child(req, "nodeSelectorTerms");

@@ -151,7 +151,8 @@ int rsv_lookup(uv_loop_t *loop, const char *host, const char *port, const struct
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 512 * 1024); /* NSS modules need some; the default 8 MiB is address space */
+    pthread_attr_setstacksize(&attr,
+                              512 * 1024); /* NSS modules need some; the default 8 MiB is address space */
     pthread_t t;
     int err = pthread_create(&t, &attr, lookup_thread, q);
     pthread_attr_destroy(&attr);

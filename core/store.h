@@ -133,7 +133,8 @@ size_t store_count(const store *s);
 /** Iterate all objects: size_t it = 0; const sobj *o; while ((o = store_next(s, &it))) ... */
 const sobj *store_next(const store *s, size_t *it);
 
-/** Iterate one bucket of an index: for (o = store_index_first(s, idx, v, &c); o; o = store_index_next(&c)). */
+/** Iterate one bucket of an index: for (o = store_index_first(s, idx, v, &c); o; o = store_index_next(&c)).
+ */
 typedef struct store_cursor {
     const list_node *head;
     const list_node *pos;

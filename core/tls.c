@@ -140,8 +140,8 @@ static uint64_t probe_gcm(mbedtls_gcm_context *g, const unsigned char *in, unsig
     static const unsigned char iv[12];
     unsigned char tag[16];
     uint64_t t0 = uv_hrtime();
-    (void)mbedtls_gcm_crypt_and_tag(g, MBEDTLS_GCM_ENCRYPT, AEAD_PROBE_BYTES, iv, sizeof(iv), NULL, 0, in, out,
-                                    sizeof(tag), tag);
+    (void)mbedtls_gcm_crypt_and_tag(g, MBEDTLS_GCM_ENCRYPT, AEAD_PROBE_BYTES, iv, sizeof(iv), NULL, 0, in,
+                                    out, sizeof(tag), tag);
     return uv_hrtime() - t0;
 }
 
@@ -163,7 +163,8 @@ static int chacha_cheaper(void)
     mbedtls_chachapoly_context c;
     mbedtls_gcm_init(&g);
     mbedtls_chachapoly_init(&c);
-    int ok = mbedtls_gcm_setkey(&g, MBEDTLS_CIPHER_ID_AES, key, 128) == 0 && mbedtls_chachapoly_setkey(&c, key) == 0;
+    int ok = mbedtls_gcm_setkey(&g, MBEDTLS_CIPHER_ID_AES, key, 128) == 0 &&
+             mbedtls_chachapoly_setkey(&c, key) == 0;
     uint64_t best_gcm = UINT64_MAX, best_cp = UINT64_MAX;
     for (int i = 0; ok && i < AEAD_PROBE_ROUNDS; i++) {
         uint64_t a = probe_gcm(&g, in, out), b = probe_chachapoly(&c, in, out);
@@ -181,20 +182,30 @@ static const int *preferred_suites(void)
     /* TLS 1.3 suites (3.6 only) name the AEAD alone; the 1.2 ones after them. */
     static const int aes_first[] = {
 #if TLSC_TLS13
-        MBEDTLS_TLS1_3_AES_128_GCM_SHA256, MBEDTLS_TLS1_3_AES_256_GCM_SHA384, MBEDTLS_TLS1_3_CHACHA20_POLY1305_SHA256,
+        MBEDTLS_TLS1_3_AES_128_GCM_SHA256,
+        MBEDTLS_TLS1_3_AES_256_GCM_SHA384,
+        MBEDTLS_TLS1_3_CHACHA20_POLY1305_SHA256,
 #endif
-        MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,       MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-        MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,       MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-        MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+        MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
         0,
     };
     static const int chacha_first[] = {
 #if TLSC_TLS13
-        MBEDTLS_TLS1_3_CHACHA20_POLY1305_SHA256, MBEDTLS_TLS1_3_AES_128_GCM_SHA256, MBEDTLS_TLS1_3_AES_256_GCM_SHA384,
+        MBEDTLS_TLS1_3_CHACHA20_POLY1305_SHA256,
+        MBEDTLS_TLS1_3_AES_128_GCM_SHA256,
+        MBEDTLS_TLS1_3_AES_256_GCM_SHA384,
 #endif
-        MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
-        MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,       MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-        MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,       MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+        MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
         0,
     };
     /* Decided once per process (configs are made on the loop thread). */
@@ -315,8 +326,8 @@ tls_config *tls_server_config_new(const tls_server_opts *o, int *err)
     mbedtls_ssl_conf_alpn_protocols(&c->conf, alpn_http11);
     /* Tickets for 1 hour under a key only this process knows; without the
      * ticket module clients just make full handshakes. */
-    if (mbedtls_ssl_ticket_setup(&c->ticket, mbedtls_ctr_drbg_random, &c->drbg, MBEDTLS_CIPHER_AES_256_GCM, 3600) ==
-        0) {
+    if (mbedtls_ssl_ticket_setup(&c->ticket, mbedtls_ctr_drbg_random, &c->drbg, MBEDTLS_CIPHER_AES_256_GCM,
+                                 3600) == 0) {
         mbedtls_ssl_conf_session_tickets_cb(&c->conf, mbedtls_ssl_ticket_write, mbedtls_ssl_ticket_parse,
                                             &c->ticket);
     }

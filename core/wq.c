@@ -415,7 +415,8 @@ static void metrics_remove(wq_t *q)
      * controller (controller-runtime's labels, which its dashboards key
      * on); controller_runtime_reconcile_errors_total only as controller. */
     const char *const *lv = MX_LV(q->name, q->name);
-    mx_family *fams[] = {q->f_depth, q->f_adds, q->f_qdur, q->f_wdur, q->f_retries, q->f_longest, q->f_unfinished};
+    mx_family *fams[] = {q->f_depth,   q->f_adds,    q->f_qdur,      q->f_wdur,
+                         q->f_retries, q->f_longest, q->f_unfinished};
     for (size_t i = 0; i < ARRAY_SIZE(fams); i++)
         if (fams[i])
             mx_child_remove(fams[i], lv);
@@ -447,7 +448,8 @@ static int metrics_setup(wq_t *q, mx_registry *r)
     double b[12];
     mx_exponential_buckets(10e-9, 10, ARRAY_SIZE(b), b);
     int err = 0;
-    q->f_depth = family(r, MX_GAUGE, "workqueue_depth", "Keys ready to be processed.", "name,controller", NULL, 0, &err);
+    q->f_depth = family(r, MX_GAUGE, "workqueue_depth", "Keys ready to be processed.", "name,controller",
+                        NULL, 0, &err);
     if (q->f_depth == NULL)
         return err;
     /* The depth child is created first: if it exists, another live queue
@@ -460,23 +462,25 @@ static int metrics_setup(wq_t *q, mx_registry *r)
     q->f_adds = family(r, MX_COUNTER, "workqueue_adds_total", "Adds handled by the queue (after dedupe).",
                        "name,controller", NULL, 0, &err);
     q->f_qdur = family(r, MX_HISTOGRAM, "workqueue_queue_duration_seconds",
-                       "Time a key waited in the queue before it was processed, in seconds.", "name,controller", b,
-                       ARRAY_SIZE(b), &err);
-    q->f_wdur = family(r, MX_HISTOGRAM, "workqueue_work_duration_seconds",
-                       "Time spent processing one key, in seconds.", "name,controller", b, ARRAY_SIZE(b), &err);
-    q->f_retries =
-        family(r, MX_COUNTER, "workqueue_retries_total", "Rate-limited re-adds.", "name,controller", NULL, 0, &err);
-    q->f_longest =
-        family(r, MX_GAUGE, "workqueue_longest_running_processor_seconds",
-               "How long the key being processed has been running, in seconds.", "name,controller", NULL, 0, &err);
-    q->f_unfinished = family(r, MX_GAUGE, "workqueue_unfinished_work_seconds",
-                             "Processing time of work still in progress, in seconds.", "name,controller", NULL, 0, &err);
+                       "Time a key waited in the queue before it was processed, in seconds.",
+                       "name,controller", b, ARRAY_SIZE(b), &err);
+    q->f_wdur =
+        family(r, MX_HISTOGRAM, "workqueue_work_duration_seconds",
+               "Time spent processing one key, in seconds.", "name,controller", b, ARRAY_SIZE(b), &err);
+    q->f_retries = family(r, MX_COUNTER, "workqueue_retries_total", "Rate-limited re-adds.",
+                          "name,controller", NULL, 0, &err);
+    q->f_longest = family(r, MX_GAUGE, "workqueue_longest_running_processor_seconds",
+                          "How long the key being processed has been running, in seconds.", "name,controller",
+                          NULL, 0, &err);
+    q->f_unfinished =
+        family(r, MX_GAUGE, "workqueue_unfinished_work_seconds",
+               "Processing time of work still in progress, in seconds.", "name,controller", NULL, 0, &err);
     q->f_rtotal = family(r, MX_COUNTER, "controller_runtime_reconcile_total",
                          "Handler calls per controller and result.", "controller,result", NULL, 0, &err);
     q->f_rerr = family(r, MX_COUNTER, "controller_runtime_reconcile_errors_total",
                        "Handler calls that ended in an error.", "controller", NULL, 0, &err);
-    q->f_active = family(r, MX_GAUGE, "controller_runtime_active_workers", "Number of currently used workers per controller.",
-                         "controller", NULL, 0, &err);
+    q->f_active = family(r, MX_GAUGE, "controller_runtime_active_workers",
+                         "Number of currently used workers per controller.", "controller", NULL, 0, &err);
     q->f_max = family(r, MX_GAUGE, "controller_runtime_max_concurrent_reconciles",
                       "Maximum number of concurrent reconciles per controller.", "controller", NULL, 0, &err);
     if (err)

@@ -71,7 +71,8 @@ typedef struct wq_result {
 typedef wq_result (*wq_handler)(const char *key, uint64_t first_add_ns, void *data);
 
 typedef struct wq_opts {
-    const char *name;       /* labels "name" and "controller" of the metrics and in logs (default "default"); copied */
+    const char
+        *name; /* labels "name" and "controller" of the metrics and in logs (default "default"); copied */
     wq_handler handler;     /* required */
     void *data;             /* passed to handler */
     unsigned max_per_tick;  /* keys handled per loop iteration (default 64) */

@@ -10,9 +10,9 @@
  *                         "faultPath":"/secrets/","writeRate":50} (the 429/500 faults only for paths
  *                         containing it, null or "" for all; writeRate: API writes applied at most
  *                         that many per second, in order, 0 for no limit: ks_write_wait_ms)
- *   POST /kubesim/drop-watches        end every watch now without the chunked terminator ({"clean":true}: with it)
- *   POST /kubesim/restart             drop every connection and watch, keep the store, compact the history
- *   POST /kubesim/pods/fail           {"namespace":"ns","name":"p"|"labelSelector":"a=b","phase":"Failed",
+ *   POST /kubesim/drop-watches        end every watch now without the chunked terminator ({"clean":true}:
+ * with it) POST /kubesim/restart             drop every connection and watch, keep the store, compact the
+ * history POST /kubesim/pods/fail {"namespace":"ns","name":"p"|"labelSelector":"a=b","phase":"Failed",
  *                                      "reason":"Error","exitCode":1}
  *   POST /kubesim/nodes/add           {"count":N}
  *   POST /kubesim/nodes/delete        {"names":["node-00001"]}

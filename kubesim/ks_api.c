@@ -69,9 +69,10 @@ static void method_not_allowed(ks_resp *r)
     buf_reset(&r->body);
     r->status = 405;
     r->content_type = "application/json";
-    ks_put(&r->body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":"
-                  "\"the server does not allow this method on the requested resource\",\"reason\":"
-                  "\"MethodNotAllowed\",\"details\":{},\"code\":405}\n");
+    ks_put(&r->body,
+           "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":"
+           "\"the server does not allow this method on the requested resource\",\"reason\":"
+           "\"MethodNotAllowed\",\"details\":{},\"code\":405}\n");
 }
 
 static void not_found_plain(ks_resp *r)
@@ -864,9 +865,11 @@ static cJSON *patch_doc(ks_ctx *c, const cJSON *cur, enum ptype pt)
             buf_reset(b);
             c->resp->status = 422;
             c->resp->content_type = "application/json";
-            ks_put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
-                   "\"message\":\"the server rejected our request due to an error in our request\",\"reason\":"
-                   "\"Invalid\",\"details\":{},\"code\":422}\n");
+            ks_put(
+                b,
+                "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+                "\"message\":\"the server rejected our request due to an error in our request\",\"reason\":"
+                "\"Invalid\",\"details\":{},\"code\":422}\n");
             cJSON_Delete(doc);
             return NULL;
         }
@@ -1230,7 +1233,8 @@ static void too_large(ks_ctx *c, uint64_t want)
     c->resp->content_type = "application/json";
     char *msg = xasprintf("Too large resource version: %llu, current: %llu", (unsigned long long)want,
                           (unsigned long long)c->k->rv);
-    ks_put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
+    ks_put(b,
+           "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":");
     ks_putq(b, msg);
     ks_put(b, ",\"reason\":\"Timeout\",\"details\":{\"causes\":[{\"reason\":\"ResourceVersionTooLarge\","
            "\"message\":"
@@ -1894,7 +1898,8 @@ static void respond_deleted(ks_ctx *c, ks_ver *v, int gone, const char *uid)
     buf_reset(b);
     c->resp->status = 200;
     c->resp->content_type = "application/json";
-    ks_put(b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\",\"details\":{"
+    ks_put(b,
+           "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\",\"details\":{"
            "\"name\":");
     ks_putq(b, ver_name(v));
     ks_put(b, ",\"group\":");
@@ -2287,10 +2292,11 @@ static void version_doc(ks_resp *resp)
     buf_reset(&resp->body);
     resp->status = 200;
     resp->content_type = "application/json";
-    ks_put(&resp->body, "{\"major\":\"1\",\"minor\":\"31\",\"emulationMajor\":\"1\",\"emulationMinor\":\"31\","
-                     "\"gitVersion\":\"v1.31.0\",\"gitCommit\":\"kubesim\",\"gitTreeState\":\"clean\","
-                     "\"buildDate\":\"2024-08-13T07:28:49Z\",\"goVersion\":\"go1.22.5\",\"compiler\":\"gc\","
-                     "\"platform\":\"linux/amd64\"}\n");
+    ks_put(&resp->body,
+           "{\"major\":\"1\",\"minor\":\"31\",\"emulationMajor\":\"1\",\"emulationMinor\":\"31\","
+           "\"gitVersion\":\"v1.31.0\",\"gitCommit\":\"kubesim\",\"gitTreeState\":\"clean\","
+           "\"buildDate\":\"2024-08-13T07:28:49Z\",\"goVersion\":\"go1.22.5\",\"compiler\":\"gc\","
+           "\"platform\":\"linux/amd64\"}\n");
 }
 
 /* ---- routing ----------------------------------------------------------- */
@@ -2449,10 +2455,11 @@ static void resource_request(ks_ctx *c, const char *group, const char *version, 
         else
             bad = 1;
         if (bad)
-            resp_bad_request(c->resp,
-                             "Unable to convert to Table as requested: includeObject: Invalid value: \"%s\": must "
-                             "be 'Metadata', 'Object', 'None', or empty",
-                             inc);
+            resp_bad_request(
+                c->resp,
+                "Unable to convert to Table as requested: includeObject: Invalid value: \"%s\": must "
+                "be 'Metadata', 'Object', 'None', or empty",
+                inc);
         free(inc);
         if (bad)
             return;
@@ -2496,8 +2503,9 @@ void api_handle(ks *k, const ks_req *req, ks_resp *resp)
     if (n == 0) {
         resp->status = 200;
         resp->content_type = "application/json";
-        ks_put(&resp->body, "{\"paths\":[\"/api\",\"/api/v1\",\"/apis\",\"/healthz\",\"/livez\",\"/readyz\",\"/"
-                         "version\"]}\n");
+        ks_put(&resp->body,
+               "{\"paths\":[\"/api\",\"/api/v1\",\"/apis\",\"/healthz\",\"/livez\",\"/readyz\",\"/"
+               "version\"]}\n");
         return;
     }
     if (strcmp(segs[0], "healthz") == 0 || strcmp(segs[0], "livez") == 0 || strcmp(segs[0], "readyz") == 0) {
@@ -2517,8 +2525,9 @@ void api_handle(ks *k, const ks_req *req, ks_resp *resp)
         }
         resp->status = 200;
         resp->content_type = "application/json";
-        ks_put(&resp->body, "{\"swagger\":\"2.0\",\"info\":{\"title\":\"Kubernetes\",\"version\":\"v1.31.0\"},"
-                         "\"paths\":{},\"definitions\":{}}\n");
+        ks_put(&resp->body,
+               "{\"swagger\":\"2.0\",\"info\":{\"title\":\"Kubernetes\",\"version\":\"v1.31.0\"},"
+               "\"paths\":{},\"definitions\":{}}\n");
         return;
     }
     if (strcmp(segs[0], "openapi") == 0 && n >= 2 && strcmp(segs[1], "v3") == 0) {

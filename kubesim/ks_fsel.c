@@ -124,9 +124,10 @@ int fsel_parse(const ks_res *r, const char *s, fsel **out, char *err, size_t err
             /* Kinds without field selectors of their own answer with the
              * default conversion's message; the others (and CRs) the old one. */
             if (r->bi && r->fields == NULL && strcmp(r->plural, "services") != 0)
-                snprintf(err, errlen,
-                         "\"%s\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
-                         field);
+                snprintf(
+                    err, errlen,
+                    "\"%s\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
+                    field);
             else
                 snprintf(err, errlen, "field label not supported: %s", field);
             free(field);

@@ -447,8 +447,8 @@ void table_begin(buf_t *b, const ks_res *r, int view, int table, uint64_t rv, co
 /** One row for the object v (first: no leading comma). */
 void table_row(buf_t *b, const ks_res *r, int view, int table, const ks_ver *v, int first, int include);
 /** The same for a parsed object; v (may be NULL) gives the bytes of includeObject=Object. */
-void table_row_obj(buf_t *b, const ks_res *r, int view, int table, const cJSON *obj, const ks_ver *v, int first,
-                   int include);
+void table_row_obj(buf_t *b, const ks_res *r, int view, int table, const cJSON *obj, const ks_ver *v,
+                   int first, int include);
 
 /* ---- OpenAPI (ks_openapi.c) -------------------------------------------- */
 

@@ -77,7 +77,8 @@ static void put_gvk(buf_t *b, const ks_res *r, const char *version, const char *
     ks_put(b, "}");
 }
 
-static const char P_DRYRUN[] = "{\"name\":\"dryRun\",\"in\":\"query\",\"schema\":{\"type\":\"string\",\"uniqueItems\":true}}";
+static const char P_DRYRUN[] =
+    "{\"name\":\"dryRun\",\"in\":\"query\",\"schema\":{\"type\":\"string\",\"uniqueItems\":true}}";
 static const char P_MANAGER[] =
     "{\"name\":\"fieldManager\",\"in\":\"query\",\"schema\":{\"type\":\"string\",\"uniqueItems\":true}}";
 static const char P_VALIDATION[] =
@@ -89,8 +90,8 @@ static const char P_FORCE[] =
 static void put_op(buf_t *b, const char *method, const ks_res *r, const char *version, const char *kind,
                    const char *action, const char *schema, const char *op_id)
 {
-    if (buf_printf(b, "\"%s\":{\"operationId\":\"%s\",\"x-kubernetes-action\":\"%s\",", method, op_id, action) !=
-        0)
+    if (buf_printf(b, "\"%s\":{\"operationId\":\"%s\",\"x-kubernetes-action\":\"%s\",", method, op_id,
+                   action) != 0)
         abort();
     ks_put(b, "\"x-kubernetes-group-version-kind\":");
     put_gvk(b, r, version, kind);
@@ -113,19 +114,23 @@ static void put_op(buf_t *b, const char *method, const ks_res *r, const char *ve
         static const char *const types[] = {"application/apply-patch+yaml", "application/json-patch+json",
                                             "application/merge-patch+json"};
         for (size_t i = 0; i < 3; i++)
-            if (buf_printf(b, "%s\"%s\":{\"schema\":{\"$ref\":\"#/components/schemas/" META "Patch\"}}", i ? "," : "",
-                           types[i]) != 0)
+            if (buf_printf(b, "%s\"%s\":{\"schema\":{\"$ref\":\"#/components/schemas/" META "Patch\"}}",
+                           i ? "," : "", types[i]) != 0)
                 abort();
         ks_put(b, "},\"required\":true}");
     } else if (write) {
-        if (buf_printf(b, ",\"requestBody\":{\"content\":{\"*/*\":{\"schema\":{\"$ref\":\"#/components/schemas/%s\"}}},"
-                          "\"required\":true}",
-                       schema) != 0)
+        if (buf_printf(
+                b,
+                ",\"requestBody\":{\"content\":{\"*/*\":{\"schema\":{\"$ref\":\"#/components/schemas/%s\"}}},"
+                "\"required\":true}",
+                schema) != 0)
             abort();
     }
-    if (buf_printf(b, ",\"responses\":{\"200\":{\"description\":\"OK\",\"content\":{\"application/json\":{\"schema\":"
-                      "{\"$ref\":\"#/components/schemas/%s\"}}}}}}",
-                   schema) != 0)
+    if (buf_printf(
+            b,
+            ",\"responses\":{\"200\":{\"description\":\"OK\",\"content\":{\"application/json\":{\"schema\":"
+            "{\"$ref\":\"#/components/schemas/%s\"}}}}}}",
+            schema) != 0)
         abort();
 }
 
@@ -236,10 +241,11 @@ static void put_kind_schema(buf_t *b, const ks_res *r, int view, const char *pre
     if (buf_printf(b, ",\"%s.%s\":", prefix, r->kind) != 0 || json_dump_buf(s, b) != 0)
         abort();
     cJSON_Delete(s);
-    if (buf_printf(b, ",\"%s.%s\":{\"type\":\"object\",\"required\":[\"items\"],\"properties\":{\"apiVersion\":{"
-                      "\"type\":\"string\"},\"items\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/components/"
-                      "schemas/%s.%s\"}},\"kind\":{\"type\":\"string\"},\"metadata\":{\"allOf\":[{\"$ref\":\"#/"
-                      "components/schemas/" META "ListMeta\"}]}},\"x-kubernetes-group-version-kind\":[",
+    if (buf_printf(b,
+                   ",\"%s.%s\":{\"type\":\"object\",\"required\":[\"items\"],\"properties\":{\"apiVersion\":{"
+                   "\"type\":\"string\"},\"items\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/components/"
+                   "schemas/%s.%s\"}},\"kind\":{\"type\":\"string\"},\"metadata\":{\"allOf\":[{\"$ref\":\"#/"
+                   "components/schemas/" META "ListMeta\"}]}},\"x-kubernetes-group-version-kind\":[",
                    prefix, r->list_kind, prefix, r->kind) != 0)
         abort();
     put_gvk(b, r, v->version, r->list_kind);
@@ -276,17 +282,21 @@ static int build_doc(ks *k, buf_t *b, const char *group, const char *version)
         free(prefix);
     }
     ks_put(b, "},\"components\":{\"schemas\":{");
-    ks_put(b, "\"" META "ObjectMeta\":{\"description\":\"ObjectMeta is metadata that all persisted resources must "
-           "have, which includes all objects users must create.\",\"type\":\"object\","
-           "\"x-kubernetes-preserve-unknown-fields\":true}");
+    ks_put(b, "\"" META
+              "ObjectMeta\":{\"description\":\"ObjectMeta is metadata that all persisted resources must "
+              "have, which includes all objects users must create.\",\"type\":\"object\","
+              "\"x-kubernetes-preserve-unknown-fields\":true}");
     ks_put(b, ",\"" META "ListMeta\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true}");
-    ks_put(b, ",\"" META "Patch\":{\"description\":\"Patch is provided to give a concrete name and type to the "
+    ks_put(b,
+           ",\"" META "Patch\":{\"description\":\"Patch is provided to give a concrete name and type to the "
            "Kubernetes PATCH request body.\",\"type\":\"object\"}");
     ks_put(b, ",\"" META "Status\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true,"
            "\"x-kubernetes-group-version-kind\":[{\"group\":\"\",\"kind\":\"Status\",\"version\":\"v1\"}]}");
-    ks_put(b, ",\"io.k8s.api.autoscaling.v1.Scale\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":"
-           "true,\"x-kubernetes-group-version-kind\":[{\"group\":\"autoscaling\",\"kind\":\"Scale\",\"version\":"
-           "\"v1\"}]}");
+    ks_put(
+        b,
+        ",\"io.k8s.api.autoscaling.v1.Scale\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":"
+        "true,\"x-kubernetes-group-version-kind\":[{\"group\":\"autoscaling\",\"kind\":\"Scale\",\"version\":"
+        "\"v1\"}]}");
     list_foreach(ln, &k->resources)
     {
         ks_res *r = list_entry(ln, ks_res, link);
@@ -344,8 +354,8 @@ void openapi_v3_index(ks *k, ks_resp *resp)
             snprintf(seen[n], sizeof(seen[n]), "%s", gv);
             buf_reset(&doc);
             build_doc(k, &doc, r->group, r->views[i].version);
-            if (buf_printf(out, "%s\"%s\":{\"serverRelativeURL\":\"/openapi/v3/%s?hash=%016llX\"}", n ? "," : "", gv,
-                           gv, doc_hash(&doc)) != 0)
+            if (buf_printf(out, "%s\"%s\":{\"serverRelativeURL\":\"/openapi/v3/%s?hash=%016llX\"}",
+                           n ? "," : "", gv, gv, doc_hash(&doc)) != 0)
                 abort();
             n++;
         }

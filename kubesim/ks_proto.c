@@ -379,13 +379,15 @@ cJSON *proto_decode(const void *body, size_t len, char *err, size_t errlen)
     }
     const pb_field *msg = NULL;
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-        if (kind && api_version && strcmp(kinds[i].kind, kind) == 0 && strcmp(kinds[i].api_version, api_version) == 0)
+        if (kind && api_version && strcmp(kinds[i].kind, kind) == 0 &&
+            strcmp(kinds[i].api_version, api_version) == 0)
             msg = kinds[i].msg;
     if (msg == NULL) {
-        snprintf(err, errlen,
-                 "kubesim decodes protobuf bodies of v1 ConfigMap, Secret, Namespace and ServiceAccount only, not "
-                 "%s %s; send application/json",
-                 api_version ? api_version : "?", kind ? kind : "?");
+        snprintf(
+            err, errlen,
+            "kubesim decodes protobuf bodies of v1 ConfigMap, Secret, Namespace and ServiceAccount only, not "
+            "%s %s; send application/json",
+            api_version ? api_version : "?", kind ? kind : "?");
         goto fail;
     }
     cJSON *o = cJSON_CreateObject();

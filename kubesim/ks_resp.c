@@ -55,9 +55,9 @@ static void details_begin(ks_resp *r, const char *name, const char *group, const
 #define FIELD(k, v)                                                                                          \
     if (v && *v) {                                                                                           \
         if (!first)                                                                                          \
-            ks_put(&r->body, ",");                                                                              \
-        ks_put(&r->body, "\"" k "\":");                                                                         \
-        ks_putq(&r->body, v);                                                                                   \
+            ks_put(&r->body, ",");                                                                           \
+        ks_put(&r->body, "\"" k "\":");                                                                      \
+        ks_putq(&r->body, v);                                                                                \
         first = 0;                                                                                           \
     }
     FIELD("name", name)

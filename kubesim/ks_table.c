@@ -67,7 +67,8 @@ static const col_def pod_cols[] = {
      1},
     {"Node", "string", "",
      "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for "
-     "scheduling by the scheduler defined in schedulerName. Once this field is set, the kubelet for this node "
+     "scheduling by the scheduler defined in schedulerName. Once this field is set, the kubelet for this "
+     "node "
      "becomes responsible for the lifecycle of this pod. This field should not be used to express a desire "
      "for the pod to be scheduled on a specific node. "
      "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename",
@@ -95,12 +96,13 @@ static const col_def node_cols[] = {
     {"Version", "string", "", "Kubelet Version reported by the node.", 0},
     {"Internal-IP", "string", "", DESC_NODE_ADDRS, 1},
     {"External-IP", "string", "", DESC_NODE_ADDRS, 1},
-    {"OS-Image", "string", "", "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
-     1},
-    {"Kernel-Version", "string", "", "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
-     1},
+    {"OS-Image", "string", "",
+     "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).", 1},
+    {"Kernel-Version", "string", "",
+     "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).", 1},
     {"Container-Runtime", "string", "",
-     "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).", 1},
+     "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
+     1},
 };
 
 static const col_def ns_cols[] = {
@@ -253,7 +255,21 @@ static const col_def event_cols[] = {
     {"Name", "string", "name", DESC_NAME, 1},
 };
 
-enum tkind { T_DEFAULT, T_EVENT, T_POD, T_NODE, T_NS, T_CM, T_SECRET, T_LEASE, T_CREATED, T_SVC, T_DEPLOY, T_STS, T_CUSTOM };
+enum tkind {
+    T_DEFAULT,
+    T_EVENT,
+    T_POD,
+    T_NODE,
+    T_NS,
+    T_CM,
+    T_SECRET,
+    T_LEASE,
+    T_CREATED,
+    T_SVC,
+    T_DEPLOY,
+    T_STS,
+    T_CUSTOM
+};
 
 static enum tkind kind_of(const ks_res *r)
 {
@@ -432,7 +448,8 @@ static void human_age(char *out, size_t n, const char *ts)
     else if (h < 24 * 365 * 2)
         snprintf(out, n, "%lldd", days);
     else if (h < 24 * 365 * 8)
-        days % 365 ? snprintf(out, n, "%lldy%lldd", days / 365, days % 365) : snprintf(out, n, "%lldy", days / 365);
+        days % 365 ? snprintf(out, n, "%lldy%lldd", days / 365, days % 365)
+                   : snprintf(out, n, "%lldy", days / 365);
     else
         snprintf(out, n, "%lldy", days / 365);
 }
@@ -668,7 +685,8 @@ static void cell_selector(buf_t *b, const cJSON *sel, int plain_map)
     buf_init(&t, BUF_UNLIMITED);
     const cJSON *ml = plain_map ? sel : json_child(sel, "matchLabels");
     for (const cJSON *l = cJSON_IsObject(ml) ? ml->child : NULL; l; l = l->next)
-        if (buf_printf(&t, "%s%s=%s", t.len ? "," : "", l->string, cJSON_IsString(l) ? l->valuestring : "") != 0)
+        if (buf_printf(&t, "%s%s=%s", t.len ? "," : "", l->string, cJSON_IsString(l) ? l->valuestring : "") !=
+            0)
             abort();
     const cJSON *me = plain_map ? NULL : json_child(sel, "matchExpressions");
     for (const cJSON *e = cJSON_IsArray(me) ? me->child : NULL; e; e = e->next) {
@@ -684,7 +702,8 @@ static void cell_selector(buf_t *b, const cJSON *sel, int plain_map)
             abort();
         const cJSON *vals = json_child(e, "values");
         for (const cJSON *v = cJSON_IsArray(vals) ? vals->child : NULL; v; v = v->next)
-            if (buf_printf(&t, "%s%s", v == vals->child ? "" : ",", cJSON_IsString(v) ? v->valuestring : "") != 0)
+            if (buf_printf(&t, "%s%s", v == vals->child ? "" : ",",
+                           cJSON_IsString(v) ? v->valuestring : "") != 0)
                 abort();
         if (buf_puts(&t, ")") != 0)
             abort();
@@ -958,8 +977,8 @@ void table_row(buf_t *b, const ks_res *r, int view, int table, const ks_ver *v, 
     cJSON_Delete(obj);
 }
 
-void table_row_obj(buf_t *b, const ks_res *r, int view, int table, const cJSON *obj, const ks_ver *v, int first,
-                   int include)
+void table_row_obj(buf_t *b, const ks_res *r, int view, int table, const cJSON *obj, const ks_ver *v,
+                   int first, int include)
 {
     ks_put(b, first ? "{\"cells\":[" : ",{\"cells\":[");
     enum tkind t = kind_of(r);
@@ -1000,7 +1019,8 @@ void table_row_obj(buf_t *b, const ks_res *r, int view, int table, const cJSON *
     case T_SECRET:
         if (t == T_SECRET)
             cell_str(b, json_get_str_or(obj, "type", ""));
-        if (buf_printf(b, ",%d", json_len(json_child(obj, "data")) + json_len(json_child(obj, "binaryData"))) != 0)
+        if (buf_printf(b, ",%d",
+                       json_len(json_child(obj, "data")) + json_len(json_child(obj, "binaryData"))) != 0)
             abort();
         cell_age(b, obj);
         break;

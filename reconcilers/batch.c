@@ -80,8 +80,8 @@ static int advance(wbatch *b)
     }
 }
 
-wbatch *wbatch_run(void *const *items, size_t n, wbatch_start_fn start, wbatch_item_fn item_done, wbatch_end_fn end,
-                   void *data)
+wbatch *wbatch_run(void *const *items, size_t n, wbatch_start_fn start, wbatch_item_fn item_done,
+                   wbatch_end_fn end, void *data)
 {
     wbatch *b = xcalloc(1, sizeof(*b));
     b->items = xmalloc((n ? n : 1) * sizeof(void *));

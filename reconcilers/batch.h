@@ -34,8 +34,8 @@ typedef void (*wbatch_end_fn)(size_t sent, size_t failed, size_t skipped, void *
  *  report an item's failure synchronously (wbatch_item_done from inside
  *  start). Returns NULL when everything already ended (n == 0, or every
  *  item failed or was skipped synchronously). */
-wbatch *wbatch_run(void *const *items, size_t n, wbatch_start_fn start, wbatch_item_fn item_done, wbatch_end_fn end,
-                   void *data);
+wbatch *wbatch_run(void *const *items, size_t n, wbatch_start_fn start, wbatch_item_fn item_done,
+                   wbatch_end_fn end, void *data);
 /** Report the outcome of item index (from start's write callback). */
 void wbatch_item_done(wbatch *b, size_t index, int err);
 /** Skip every item not started yet (their item_done gets OP_ECANCELED). */

@@ -52,7 +52,8 @@ int bh_parse_review(const cJSON *review, bh_review *out, int *binding)
     const char *pod = json_get_str(req, "name");
     if (pod == NULL)
         pod = json_get_str(obj, "metadata.name");
-    if (strcmp(kind, "Node") != 0 || copy_str(out->ns, sizeof(out->ns), json_get_str(req, "namespace")) != 0 ||
+    if (strcmp(kind, "Node") != 0 ||
+        copy_str(out->ns, sizeof(out->ns), json_get_str(req, "namespace")) != 0 ||
         copy_str(out->pod, sizeof(out->pod), pod) != 0 ||
         copy_str(out->node, sizeof(out->node), json_get_str(obj, "target.name")) != 0)
         return 0;
@@ -115,7 +116,8 @@ int bh_pod_is_nodeset(const cJSON *pod)
 
 static int is_name_expr(const cJSON *e, const char *op)
 {
-    return strcmp(json_get_str_or(e, "key", ""), NS_KEY) == 0 && strcmp(json_get_str_or(e, "operator", ""), op) == 0;
+    return strcmp(json_get_str_or(e, "key", ""), NS_KEY) == 0 &&
+           strcmp(json_get_str_or(e, "operator", ""), op) == 0;
 }
 
 cJSON *bh_scope_selector(const cJSON *selector, const char *const *nss, size_t n)
@@ -161,7 +163,8 @@ int bh_selector_admits(const cJSON *selector, const char *ns)
     const cJSON *e;
     cJSON_ArrayForEach(e, json_get(selector, "matchExpressions"))
     {
-        if ((is_name_expr(e, "In") && !values_hold(e, ns)) || (is_name_expr(e, "NotIn") && values_hold(e, ns)))
+        if ((is_name_expr(e, "In") && !values_hold(e, ns)) ||
+            (is_name_expr(e, "NotIn") && values_hold(e, ns)))
             return 0;
     }
     return 1;
@@ -207,9 +210,11 @@ struct bindhook {
     const store *nodesets;
     int (*synced)(void *data);
     void *synced_data;
-    cJSON *scope_sel;       /* the namespaceSelector of the configuration, as last read or patched; NULL: none yet */
+    cJSON
+        *scope_sel; /* the namespaceSelector of the configuration, as last read or patched; NULL: none yet */
     cJSON *scope_pending;   /* the one a PATCH in flight writes */
-    uint64_t scope_wait_since; /* loop ms bh_covers first said no since the selector last admitted all asked; 0 */
+    uint64_t
+        scope_wait_since; /* loop ms bh_covers first said no since the selector last admitted all asked; 0 */
     int scope_gave_up;      /* the wait ran out (logged once until it admits again) */
     int n_calls;           /* pod reads in flight and throttled reviews held */
     int n_reads;           /* pod reads in flight */
@@ -481,9 +486,10 @@ static void reload_files(bindhook *h)
 {
     char *cert = NULL, *key = NULL;
     size_t cl, kl;
-    if (file_read_all(h->cert_file, MAX_PEM, &cert, &cl) != 0 || file_read_all(h->key_file, MAX_PEM, &key, &kl) != 0) {
-        log_warn("topology webhook: cannot read %s or %s again; serving the certificate read before", h->cert_file,
-                 h->key_file);
+    if (file_read_all(h->cert_file, MAX_PEM, &cert, &cl) != 0 ||
+        file_read_all(h->key_file, MAX_PEM, &key, &kl) != 0) {
+        log_warn("topology webhook: cannot read %s or %s again; serving the certificate read before",
+                 h->cert_file, h->key_file);
     } else if (strcmp(cert, h->cert) != 0 || strcmp(key, h->key) != 0) {
         int rc = serve_with(h, cert, key);
         if (rc) {
@@ -510,7 +516,8 @@ static char *wanted_bundle(bindhook *h)
 {
     buf_t b;
     buf_init(&b, 4 * MAX_PEM);
-    int rc = buf_append(&b, h->next_cert ? h->next_cert : h->cert, strlen(h->next_cert ? h->next_cert : h->cert));
+    int rc =
+        buf_append(&b, h->next_cert ? h->next_cert : h->cert, strlen(h->next_cert ? h->next_cert : h->cert));
     const char *older = h->next_cert ? h->cert : h->prev_cert;
     if (rc == 0 && older)
         rc = buf_append(&b, older, strlen(older));
@@ -649,7 +656,8 @@ static void on_cfg_patched(int err, const cJSON *obj, const kube_status *st, voi
         h->scope_pending = NULL;
     }
     if (!h->cert_file) {
-        log_info("topology webhook: MutatingWebhookConfiguration %s trusts the serving certificate", h->config_name);
+        log_info("topology webhook: MutatingWebhookConfiguration %s trusts the serving certificate",
+                 h->config_name);
         promote_next(h);
     }
     arm(h, h->kick || h->next_rotation <= uv_now(h->loop) ? 1 : 0);
@@ -664,8 +672,8 @@ static void on_cfg_read(int err, const cJSON *obj, const kube_status *st, void *
         return;
     }
     if (err) {
-        log_warn("topology webhook: cannot read MutatingWebhookConfiguration %s: %s (HTTP %d) %s", h->config_name,
-                 err_str(err), st ? st->http : 0, st ? st->message : "");
+        log_warn("topology webhook: cannot read MutatingWebhookConfiguration %s: %s (HTTP %d) %s",
+                 h->config_name, err_str(err), st ? st->http : 0, st ? st->message : "");
         arm(h, RETRY_MS);
         return;
     }
@@ -708,8 +716,8 @@ static void on_cfg_read(int err, const cJSON *obj, const kube_status *st, void *
         arm(h, h->kick || (h->scope && !h->synced(h->synced_data)) ? 200 : 0);
         return;
     }
-    h->cfg_req = kube_patch(h->client, &KUBE_MUTATINGWEBHOOKS, NULL, h->config_name, NULL, KUBE_PATCH_JSON, ops,
-                            NULL, 0, on_cfg_patched, h);
+    h->cfg_req = kube_patch(h->client, &KUBE_MUTATINGWEBHOOKS, NULL, h->config_name, NULL, KUBE_PATCH_JSON,
+                            ops, NULL, 0, on_cfg_patched, h);
     cJSON_Delete(ops);
 }
 
@@ -764,10 +772,11 @@ int bh_covers(bindhook *h, const char *ns)
         h->scope_wait_since = now;
     if (now - h->scope_wait_since >= BH_SCOPE_WAIT_MS) {
         if (!h->scope_gave_up)
-            log_warn("topology webhook: MutatingWebhookConfiguration %s does not send namespace %s after %u ms "
-                     "(see the warnings above); its NodeSet pods are bound without the webhook, their topology "
-                     "copied later by the NodeSet reconciler",
-                     h->config_name, ns, BH_SCOPE_WAIT_MS);
+            log_warn(
+                "topology webhook: MutatingWebhookConfiguration %s does not send namespace %s after %u ms "
+                "(see the warnings above); its NodeSet pods are bound without the webhook, their topology "
+                "copied later by the NodeSet reconciler",
+                h->config_name, ns, BH_SCOPE_WAIT_MS);
         h->scope_gave_up = 1;
         return 1;
     }
@@ -860,8 +869,8 @@ bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t
         h->key_file = xstrdup(o->key_file);
         if ((*rc = file_read_all(h->cert_file, MAX_PEM, &h->cert, &cl)) != 0 ||
             (*rc = file_read_all(h->key_file, MAX_PEM, &h->key, &kl)) != 0) {
-            snprintf(err, errlen, "--webhook-cert-file %s / --webhook-key-file %s: %s", o->cert_file, o->key_file,
-                     err_str(*rc));
+            snprintf(err, errlen, "--webhook-cert-file %s / --webhook-key-file %s: %s", o->cert_file,
+                     o->key_file, err_str(*rc));
             *rc = OP_ECONFIG;
             goto fail;
         }
@@ -924,24 +933,27 @@ bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t
     };
     h->srv = hs_listen(loop, o->host, o->port, &ho, rc);
     if (h->srv == NULL) {
-        snprintf(err, errlen, "cannot serve the topology webhook on %s:%d: %s%s", o->host ? o->host : "0.0.0.0",
-                 o->port, err_str(*rc),
+        snprintf(err, errlen, "cannot serve the topology webhook on %s:%d: %s%s",
+                 o->host ? o->host : "0.0.0.0", o->port, err_str(*rc),
                  *rc == OP_ECONFIG ? " (certificate or key does not parse, or they do not match)" : "");
         goto fail;
     }
     if (o->metrics) {
-        h->mx_requests = mx_family_new(o->metrics, MX_COUNTER, "slurmop_topology_webhook_requests_total",
-                                       "pods/binding admission reviews answered, by result (patched: the Node's "
-                                       "topology was added to the Binding; throttled: past the bounds on pod reads, "
-                                       "answered unchanged; forbidden: a client CN not in --webhook-client-names)",
-                                       "result", NULL, 0, NULL);
-        h->mx_rotations = mx_family_new(o->metrics, MX_COUNTER, "slurmop_topology_webhook_certificate_changes_total",
-                                        "serving certificates swapped in after the first (rotations, renewed files)",
-                                        NULL, NULL, 0, NULL);
+        h->mx_requests =
+            mx_family_new(o->metrics, MX_COUNTER, "slurmop_topology_webhook_requests_total",
+                          "pods/binding admission reviews answered, by result (patched: the Node's "
+                          "topology was added to the Binding; throttled: past the bounds on pod reads, "
+                          "answered unchanged; forbidden: a client CN not in --webhook-client-names)",
+                          "result", NULL, 0, NULL);
+        h->mx_rotations =
+            mx_family_new(o->metrics, MX_COUNTER, "slurmop_topology_webhook_certificate_changes_total",
+                          "serving certificates swapped in after the first (rotations, renewed files)", NULL,
+                          NULL, 0, NULL);
         /* Every result from the start, at 0: rate() and alerts see a
          * series before the first review of that result. */
-        static const char *const results[] = {"patched", "no_topology", "node_unknown", "not_nodeset", "not_binding",
-                                              "error", "throttled", "forbidden", "invalid"};
+        static const char *const results[] = {"patched",     "no_topology", "node_unknown",
+                                              "not_nodeset", "not_binding", "error",
+                                              "throttled",   "forbidden",   "invalid"};
         for (size_t i = 0; h->mx_requests && i < ARRAY_SIZE(results); i++)
             mx_counter_get(h->mx_requests, MX_LV(results[i]));
     }
@@ -951,7 +963,9 @@ bindhook *bh_start(uv_loop_t *loop, const bh_opts *o, int *rc, char *err, size_t
     /* Tests read the port from this line. */
     log_info("serving the topology webhook %s on %s:%d (%s; %s; %s)", BH_PATH, o->host ? o->host : "0.0.0.0",
              hs_port(h->srv),
-             h->cert_file ? "certificate files" : h->config_name ? "self-signed, caBundle kept" : "self-signed",
+             h->cert_file     ? "certificate files"
+             : h->config_name ? "self-signed, caBundle kept"
+                              : "self-signed",
              h->client_ca ? "callers need a client certificate of --webhook-client-ca"
                           : "any caller: no --webhook-client-ca",
              h->scope && h->config_name ? "namespaceSelector kept to the NodeSets' namespaces"

@@ -100,9 +100,10 @@ typedef struct bh_opts {
     void *synced_data;
     uint64_t rotate_ms;      /* self-signed: a new certificate this often (0: 182 days; it is valid 365) */
     unsigned resync_ms;      /* caBundle checked / files re-read this often (0: 60 s) */
-    const char *client_ca_file; /* PEM CA bundle: callers must present a certificate it signed; NULL: anyone */
+    const char
+        *client_ca_file; /* PEM CA bundle: callers must present a certificate it signed; NULL: anyone */
     const char *client_names;   /* with client_ca_file: comma list of the subject CNs answered; NULL: any */
-    kube_client *client;     /* pod reads and configuration patches (the webhook's own budget); must outlive it */
+    kube_client *client; /* pod reads and configuration patches (the webhook's own budget); must outlive it */
     const store *pods;       /* the operator's pod cache */
     const store *nodes;      /* the operator's Node cache */
     mx_registry *metrics;

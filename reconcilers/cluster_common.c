@@ -386,18 +386,19 @@ cJSON *clc_tcp_socket(int port)
  * could open the unlinked node and block forever. A foreground `cat` would
  * defer the trap until the FIFO's writer closes it (never, while slurmd
  * runs); `wait` returns as soon as a trapped signal arrives. */
-static const char logfile_script[] = "set -eu\n"
-                                     "fifo=\"${SOCKET:-/tmp/logfile.log}\"\n"
-                                     "mkdir -p \"$(dirname \"$fifo\")\"\n"
-                                     "[ -p \"$fifo\" ] || { rm -f \"$fifo\"; mkfifo -m 777 \"$fifo\"; }\n"
-                                     "pid=\n"
-                                     "trap 'if [ -n \"$pid\" ]; then kill \"$pid\" 2>/dev/null || true; fi; exit 0' "
-                                     "TERM INT\n"
-                                     "while :; do\n"
-                                     "  cat \"$fifo\" &\n"
-                                     "  pid=$!\n"
-                                     "  wait \"$pid\" || true\n"
-                                     "done\n";
+static const char logfile_script[] =
+    "set -eu\n"
+    "fifo=\"${SOCKET:-/tmp/logfile.log}\"\n"
+    "mkdir -p \"$(dirname \"$fifo\")\"\n"
+    "[ -p \"$fifo\" ] || { rm -f \"$fifo\"; mkfifo -m 777 \"$fifo\"; }\n"
+    "pid=\n"
+    "trap 'if [ -n \"$pid\" ]; then kill \"$pid\" 2>/dev/null || true; fi; exit 0' "
+    "TERM INT\n"
+    "while :; do\n"
+    "  cat \"$fifo\" &\n"
+    "  pid=$!\n"
+    "  wait \"$pid\" || true\n"
+    "done\n";
 
 const char *clc_logfile_script(void)
 {

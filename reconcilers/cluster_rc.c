@@ -244,7 +244,8 @@ struct fin_ctx {
 static void fin_written(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     struct fin_ctx *c = data;
-    crc_gate_end(&c->m->fin_gates, c->t, err, err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
+    crc_gate_end(&c->m->fin_gates, c->t, err,
+                 err == 0 ? json_get_str(obj, "metadata.resourceVersion") : NULL);
     if (err && err != OP_ECANCELED && err != OP_ENOTFOUND && c->m->q) {
         log_warn("%s %s: finalizer update failed: %s (%s)", c->m->kind, c->key, err_str(err),
                  st ? st->message : "");
@@ -441,7 +442,8 @@ const cJSON *crc_env_get(void *ud, const char *kind, const char *name)
     enum op_kind k;
     if (strcmp(kind, "Secret") == 0 || strcmp(kind, "ConfigMap") == 0) {
         int pending = 0;
-        const sobj *o = op_ref_get(p->op, kind[0] == 'S' ? OPK_SECRETS : OPK_CONFIGMAPS, p->o->ns, name, &pending);
+        const sobj *o =
+            op_ref_get(p->op, kind[0] == 'S' ? OPK_SECRETS : OPK_CONFIGMAPS, p->o->ns, name, &pending);
         if (pending == OP_REF_FULL)
             crc_ref_full(p, kind, p->o->ns, name);
         else if (pending)
@@ -564,7 +566,8 @@ int crc_validated(crc_pass *p, int rc, vclu_result *r)
     const char *rns = NULL;
     const char *field = cw_ref_outside(p->cr, p->op->opts.namespaces, (size_t)p->op->opts.n_namespaces, &rns);
     if (field) {
-        char *m = xasprintf("%s.namespace: %s is not among the namespaces slurmop watches (--namespace)", field, rns);
+        char *m = xasprintf("%s.namespace: %s is not among the namespaces slurmop watches (--namespace)",
+                            field, rns);
         vclu_add_error(r, m);
     } else {
         refs_admitted(p, r);
@@ -846,8 +849,8 @@ void crc_status(crc_pass *p, cJSON *fields)
     cJSON *conds = crc_conditions_set(base ? base : json_child(status, "conditions"), CRC_COND_VALID,
                                       p->invalid ? "False" : NULL, "ValidationFailed", p->invalid,
                                       p->o->generation, now);
-    cJSON *c2 = crc_conditions_set(conds, CRC_COND_CONFLICT, p->conflict ? "True" : NULL, CRC_REASON_NOT_OWNED,
-                                   p->conflict, p->o->generation, now);
+    cJSON *c2 = crc_conditions_set(conds, CRC_COND_CONFLICT, p->conflict ? "True" : NULL,
+                                   CRC_REASON_NOT_OWNED, p->conflict, p->o->generation, now);
     cJSON_Delete(conds);
     conds = c2;
     if (cJSON_GetArraySize(conds) > 0)

@@ -114,7 +114,7 @@ struct crc_module {
     crc_gates status_gates; /* status writes per CR key */
     map_t backoff;          /* key -> struct backoff (failed writes) */
     crc_gates fin_gates;    /* finalizer writes per CR key */
-    map_t full_warned;      /* key -> struct full_warned: the last ReferenceTableFull Warning (crc_ref_full) */
+    map_t full_warned; /* key -> struct full_warned: the last ReferenceTableFull Warning (crc_ref_full) */
     uint64_t full_window_ms; /* start of the current 10 s window of such Warnings */
     unsigned full_window_n;  /* Warnings sent in it */
 };

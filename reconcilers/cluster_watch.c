@@ -71,7 +71,8 @@ const char *cw_ref_outside(const cJSON *cr, const char *const *namespaces, size_
         }
     }
     const cJSON *spec = json_child(cr, "spec");
-    const cJSON *jwt = json_child(spec, "jwtKeyRef") ? json_child(spec, "jwtKeyRef") : json_child(spec, "jwtHs256KeyRef");
+    const cJSON *jwt =
+        json_child(spec, "jwtKeyRef") ? json_child(spec, "jwtKeyRef") : json_child(spec, "jwtHs256KeyRef");
     if (jwt && strcmp(json_get_str_or(cr, "kind", ""), "Token") == 0) {
         const char *kns = cw_token_key_ns(cr);
         if (kns && !among(kns, namespaces, n)) {
@@ -219,7 +220,8 @@ int cw_token_uses_secret(const cJSON *token, const char *ns, const char *secret)
     const char *kns = cw_token_key_ns(token);
     if (s.jwt_ref && named(s.jwt_ref, "name", secret) && kns && strcmp(kns, ns) == 0)
         return 1;
-    return strcmp(s.secret_name, secret) == 0 && strcmp(json_get_str_or(token, "metadata.namespace", ""), ns) == 0;
+    return strcmp(s.secret_name, secret) == 0 &&
+           strcmp(json_get_str_or(token, "metadata.namespace", ""), ns) == 0;
 }
 
 int cw_pod_ordinal(const char *pod, const char *sts)

@@ -368,8 +368,8 @@ static void smon_got(int err, const cJSON *obj, const kube_status *st, void *dat
             const sobj *cr = store_get_key(op_store(op, OPK_CONTROLLERS), c->key);
             if (cr)
                 op_warn(op, cr, CTLB_KIND, CRC_REASON_NOT_OWNED,
-                        "ServiceMonitor %s/%s exists and is not owned by Controller %s: left alone", c->ns, c->name,
-                        cr->name);
+                        "ServiceMonitor %s/%s exists and is not owned by Controller %s: left alone", c->ns,
+                        c->name, cr->name);
             smon_done(c, 0);
             return;
         }
@@ -613,7 +613,8 @@ static const cJSON **collect_nodesets(crc_pass *p, size_t *n, cJSON *copies)
             continue;
         }
         cJSON *c = cJSON_Duplicate(o->json, 1);
-        cJSON *part = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "spec"), "partition");
+        cJSON *part =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "spec"), "partition");
         if (cJSON_IsObject(part))
             cJSON_DeleteItemFromObjectCaseSensitive(part, "config");
         if (tnc_nodeset_conf_check(c, version, why, sizeof(why)) == 0) {
@@ -670,8 +671,8 @@ static cJSON *version_status(crc_pass *p)
     ctlb_version_condition(p->cr, &st, &reason, &msg);
     char now[32];
     rfc3339_now(now, 0);
-    cJSON *conds = crc_conditions_set(json_get(p->cr, "status.conditions"), CTLB_COND_SLURM_VERSION, st, reason,
-                                      msg, p->o->generation, now);
+    cJSON *conds = crc_conditions_set(json_get(p->cr, "status.conditions"), CTLB_COND_SLURM_VERSION, st,
+                                      reason, msg, p->o->generation, now);
     free(msg);
     cJSON *fields = cJSON_CreateObject();
     /* No conditions at all stay absent (an empty list would be one more write). */

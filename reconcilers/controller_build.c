@@ -636,15 +636,17 @@ void ctlb_version_condition(const cJSON *controller, const char **status, const 
     } else if (v < CTLB_MIN_DEPLOYED_VERSION) {
         *status = "False";
         *reason = "Unsupported";
-        *message = xasprintf("Slurm %02d.%02d (the tag of spec.slurmctld.image) has no auth/slurm, which the "
-                             "generated slurm.conf uses: a cluster slurmop deploys needs Slurm 23.11 or later; "
-                             "an older Slurm works only as an external Controller (slurmop as its client)",
-                             v / 100, v % 100);
+        *message =
+            xasprintf("Slurm %02d.%02d (the tag of spec.slurmctld.image) has no auth/slurm, which the "
+                      "generated slurm.conf uses: a cluster slurmop deploys needs Slurm 23.11 or later; "
+                      "an older Slurm works only as an external Controller (slurmop as its client)",
+                      v / 100, v % 100);
     } else {
         *status = "True";
         *reason = "Supported";
-        *message = xasprintf("Slurm %02d.%02d (the tag of spec.slurmctld.image); a cluster slurmop deploys needs "
-                             "Slurm 23.11 or later (24.11 and 26.05 are tested)",
-                             v / 100, v % 100);
+        *message =
+            xasprintf("Slurm %02d.%02d (the tag of spec.slurmctld.image); a cluster slurmop deploys needs "
+                      "Slurm 23.11 or later (24.11 and 26.05 are tested)",
+                      v / 100, v % 100);
     }
 }

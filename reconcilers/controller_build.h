@@ -140,6 +140,7 @@ int ctlb_service_monitor(const cJSON *controller, cJSON **out, char **why);
  *  ("VersionUnknown") when it names none; NULL (no condition) for an
  *  external Controller, whose Slurm the user runs. *message is a sentence
  *  (malloc'd; NULL with *status NULL). */
-void ctlb_version_condition(const cJSON *controller, const char **status, const char **reason, char **message);
+void ctlb_version_condition(const cJSON *controller, const char **status, const char **reason,
+                            char **message);
 
 #endif

@@ -72,7 +72,8 @@ void exp_expect_creations(expect_table *t, const char *key, const char *uid, int
     get(t, key, uid, now_ms)->adds += adds;
 }
 
-void exp_expect_deletion(expect_table *t, const char *key, const char *uid, const char *dep_key, uint64_t now_ms)
+void exp_expect_deletion(expect_table *t, const char *key, const char *uid, const char *dep_key,
+                         uint64_t now_ms)
 {
     struct record *r = get(t, key, uid, now_ms);
     if (map_get(&r->dels, dep_key) == NULL) {

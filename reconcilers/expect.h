@@ -27,7 +27,8 @@ void exp_free(expect_table *t);
  *  another uid). */
 void exp_expect_creations(expect_table *t, const char *key, const char *uid, int adds, uint64_t now_ms);
 /** Expect the deletion of one dependent (by its store key). */
-void exp_expect_deletion(expect_table *t, const char *key, const char *uid, const char *dep_key, uint64_t now_ms);
+void exp_expect_deletion(expect_table *t, const char *key, const char *uid, const char *dep_key,
+                         uint64_t now_ms);
 /** A creation was observed, or a create failed: lower the count. */
 void exp_creation_observed(expect_table *t, const char *key);
 /** A deletion was observed, or a delete failed / found nothing. */

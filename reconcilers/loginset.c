@@ -136,7 +136,8 @@ static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *
     while ((l = store_next(op_store(m->op, OPK_LOGINSETS), &it))) {
         if (strcmp(l->ns, o->ns) != 0)
             continue;
-        const sobj *ctl = store_get(ctls, cw_ref_ns(l->json, "spec.controllerRef"), cw_controller_ref(l->json));
+        const sobj *ctl =
+            store_get(ctls, cw_ref_ns(l->json, "spec.controllerRef"), cw_controller_ref(l->json));
         if (cw_loginset_uses_secret(l->json, ctl ? ctl->json : NULL, o->name))
             crc_enqueue(m, l->ns, l->name);
     }

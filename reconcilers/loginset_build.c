@@ -331,7 +331,8 @@ int lsb_deployment(const cJSON *loginset, const cJSON *host_keys, const cJSON *s
                           json_get_int(ctl, "spec.externalConfig.port", 0));
     else
         sackd = xasprintf("--conf-server %s-controller.%s:%d", ctlname,
-                          json_get_str_or(ctl, "metadata.namespace", ns), CLC_SLURMCTLD_PORT); /* the Controller's */
+                          json_get_str_or(ctl, "metadata.namespace", ns),
+                          CLC_SLURMCTLD_PORT); /* the Controller's */
 
     cJSON *tmpl = cJSON_CreateObject();
     cJSON *pmeta = json_obj_ensure(tmpl, "metadata");

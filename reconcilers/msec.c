@@ -69,15 +69,15 @@ static void serve(hs_req *req, void *data)
         return;
     }
     hs_req_set_data(req, m);
-    kauth_check *c = kauth_check_start(m->auth, hs_req_header(req, "Authorization"), "get", "/metrics", on_verdict,
-                                       req);
+    kauth_check *c =
+        kauth_check_start(m->auth, hs_req_header(req, "Authorization"), "get", "/metrics", on_verdict, req);
     hs_req_on_close(req, on_req_closed, c);
 }
 
 /* The serving certificate: the files, or a self-signed one for localhost,
  * the loopback addresses and this host's name. */
-static int load_cert(const msec_opts *o, char **cert, size_t *cert_len, char **key, size_t *key_len, char *err,
-                     size_t errlen)
+static int load_cert(const msec_opts *o, char **cert, size_t *cert_len, char **key, size_t *key_len,
+                     char *err, size_t errlen)
 {
     int have_cert = o->cert_file && *o->cert_file, have_key = o->key_file && *o->key_file;
     if (have_cert != have_key) {

@@ -67,8 +67,8 @@ int nd_parse(const char *text, nd_policy *p, char *err, size_t errlen)
         if (len == 0 && !end)
             break;
         if (eq == NULL) {
-            snprintf(err, errlen, "\"%.*s\" is not KEY=VALUE (keys: min, max, cooldown)", (int)(len > 64 ? 64 : len),
-                     s);
+            snprintf(err, errlen, "\"%.*s\" is not KEY=VALUE (keys: min, max, cooldown)",
+                     (int)(len > 64 ? 64 : len), s);
             return OP_EINVAL;
         }
         word w = {s, eq + 1, trim_len(s, (size_t)(eq - s)), 0};
@@ -88,8 +88,8 @@ int nd_parse(const char *text, nd_policy *p, char *err, size_t errlen)
                 goto bad;
             p->cooldown_s = (uint32_t)v;
         } else {
-            snprintf(err, errlen, "unknown key \"%.*s\" (keys: min, max, cooldown)", (int)(w.klen > 64 ? 64 : w.klen),
-                     w.k);
+            snprintf(err, errlen, "unknown key \"%.*s\" (keys: min, max, cooldown)",
+                     (int)(w.klen > 64 ? 64 : w.klen), w.k);
             return OP_EINVAL;
         }
         if (!end)
@@ -97,10 +97,11 @@ int nd_parse(const char *text, nd_policy *p, char *err, size_t errlen)
         s = end + 1;
         continue;
     bad:
-        snprintf(err, errlen,
-                 "\"%.*s\": given twice, or not a count (min and max: 0-%d; cooldown: seconds, or with s, m or h, "
-                 "at most a day)",
-                 (int)(len > 64 ? 64 : len), s, ND_MAX_REPLICAS);
+        snprintf(
+            err, errlen,
+            "\"%.*s\": given twice, or not a count (min and max: 0-%d; cooldown: seconds, or with s, m or h, "
+            "at most a day)",
+            (int)(len > 64 ? 64 : len), s, ND_MAX_REPLICAS);
         return OP_EINVAL;
     }
     if (p->max < 0) {

@@ -211,7 +211,8 @@ int nh_avoid_nodes(cJSON *pod, const char *const *nodes, size_t n)
         return OP_EINVAL;
     if (n == 0)
         return 0;
-    cJSON *req = json_obj_path_ensure(pod, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution");
+    cJSON *req = json_obj_path_ensure(
+        pod, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution");
     cJSON *terms = cJSON_GetObjectItemCaseSensitive(req, "nodeSelectorTerms");
     if (!cJSON_IsArray(terms)) {
         terms = cJSON_CreateArray();

@@ -229,7 +229,8 @@ struct incr {
     nsi_state st;
     int valid;   /* built by a full pass for a spec it models */
     int full;    /* something else than a pod queued the NodeSet */
-    const char *full_why; /* ... what first (static text; the reason label of slurmop_nodeset_full_passes_total) */
+    const char
+        *full_why; /* ... what first (static text; the reason label of slurmop_nodeset_full_passes_total) */
     int rolling; /* updateStrategy RollingUpdate */
     map_t dirty; /* pod uid (malloc'd key) -> pod store key (malloc'd) */
     /* Pods to look at again later (their Slurm write failed and backs
@@ -241,7 +242,8 @@ struct incr {
     char current_hash[NSB_HASH_MAX];
     int32_t collision;
     uint64_t full_due_ms; /* uv_now() when the last full pass's requeue fires */
-    uint64_t wait_since_ms; /* uv_now() of the first pass of the current wait for terminating pods (wait_net) */
+    uint64_t
+        wait_since_ms; /* uv_now() of the first pass of the current wait for terminating pods (wait_net) */
     /* Ordinals whose create was submitted and neither observed (ADDED) nor
      * failed: the creates in flight, which the cache does not show yet.
      * Kept across full passes (they do not see them either); with
@@ -484,7 +486,11 @@ static int scheme_of(const cJSON *ns, const char *name, nsn_scheme *out, char *b
     else
         snprintf(buf, len, "%s-", name);
     long long pad = json_get_int(ns, "spec.ordinalPadding", 0);
-    *out = (nsn_scheme){.prefix = buf, .pad = pad < 0 ? 0 : pad > 64 ? 64 : (int)pad, .count = nsb_replicas(ns)};
+    *out = (nsn_scheme){.prefix = buf,
+                        .pad = pad < 0    ? 0
+                               : pad > 64 ? 64
+                                          : (int)pad,
+                        .count = nsb_replicas(ns)};
     return 1;
 }
 
@@ -506,16 +512,17 @@ static char *names_rival(nodeset_state *c, const sobj *o, const cJSON *ns)
     ctl_key_of(ns, o->ns, v, sizeof(v));
     int has = scheme_of(ns, o->name, &mine, pa, sizeof(pa));
     store_cursor cur;
-    for (const sobj *t = has ? store_index_first(op_store(c->op, OPK_NODESETS), c->ix_ns_ctl, v, &cur) : NULL; t;
-         t = store_index_next(&cur)) {
+    for (const sobj *t = has ? store_index_first(op_store(c->op, OPK_NODESETS), c->ix_ns_ctl, v, &cur) : NULL;
+         t; t = store_index_next(&cur)) {
         if (t == o || !t->json || !ns_earlier(t, o) || !scheme_of(t->json, t->name, &theirs, pb, sizeof(pb)))
             continue;
         if (nsn_overlap(&theirs, &mine, ex, sizeof(ex)))
-            return xasprintf("NodeSet %s/%s of the same Controller, created first, also names a pod's Slurm node "
-                             "%s: two pods would share one Slurm node, and one's rules could undo the drain the "
-                             "other's delete needs (change this NodeSet's template hostname, ordinalPadding or "
-                             "replicas)",
-                             t->ns, t->name, ex);
+            return xasprintf(
+                "NodeSet %s/%s of the same Controller, created first, also names a pod's Slurm node "
+                "%s: two pods would share one Slurm node, and one's rules could undo the drain the "
+                "other's delete needs (change this NodeSet's template hostname, ordinalPadding or "
+                "replicas)",
+                t->ns, t->name, ex);
     }
     const char *r = rival_get(c, o->key);
     return r ? xstrdup(r) : NULL;
@@ -526,16 +533,16 @@ static char *names_rival(nodeset_state *c, const sobj *o, const cJSON *ns)
  * o (the message then also goes into *why when why is not NULL). */
 static int names_collide(nodeset_state *c, const sobj *o, const sobj *holder, const char *name, char **why)
 {
-    const sobj *owner = holder->owner_name ? store_get(op_store(c->op, OPK_NODESETS), holder->ns, holder->owner_name)
-                                           : NULL;
+    const sobj *owner =
+        holder->owner_name ? store_get(op_store(c->op, OPK_NODESETS), holder->ns, holder->owner_name) : NULL;
     if (owner == NULL || owner == o)
         return 0;
     const sobj *earlier = ns_earlier(owner, o) ? owner : o, *later = earlier == o ? owner : o;
-    char *msg = xasprintf("Slurm node %s is the name of pod %s/%s of NodeSet %s/%s and of a pod of NodeSet %s/%s, "
-                          "which use the same Controller: the later NodeSet, %s/%s, is invalid until they no longer "
-                          "share names (its pods are kept; no pod is created under a shared name)",
-                          name, holder->ns, holder->name, owner->ns, owner->name, o->ns, o->name, later->ns,
-                          later->name);
+    char *msg = xasprintf(
+        "Slurm node %s is the name of pod %s/%s of NodeSet %s/%s and of a pod of NodeSet %s/%s, "
+        "which use the same Controller: the later NodeSet, %s/%s, is invalid until they no longer "
+        "share names (its pods are kept; no pod is created under a shared name)",
+        name, holder->ns, holder->name, owner->ns, owner->name, o->ns, o->name, later->ns, later->name);
     if (later == o && why)
         *why = xstrdup(msg);
     rival_note(c, later->key, msg);
@@ -813,8 +820,9 @@ static void on_node(store *s, const sobj *old, const sobj *new, void *data)
         enqueue_owner(c, p);
     /* ... NodeSets whose unbound pods avoid unhealthy Nodes (this one may
      * be healthy again) ... */
-    for (const sobj *p = store_index_first(op_store(c->op, OPK_PODS), c->ix_pod_node, POD_NODE_AVOIDING, &cur); p;
-         p = store_index_next(&cur))
+    for (const sobj *p =
+             store_index_first(op_store(c->op, OPK_PODS), c->ix_pod_node, POD_NODE_AVOIDING, &cur);
+         p; p = store_index_next(&cur))
         enqueue_owner(c, p);
     /* ... and every DaemonSet-mode NodeSet (the Node may become eligible). */
     size_t it = 0;
@@ -848,7 +856,10 @@ static void setup(operator *op)
     store_on_change(op_store(op, OPK_SECRETS), on_secret, c);
     store_on_change(op_store(op, OPK_REVISIONS), on_revision, c);
     store_on_change(op_store(op, OPK_NODES), on_node, c);
-    nss_setup(op, &(nss_queue){.now = queue_now, .after = queue_after, .pod = queue_pod, .pod_after = queue_pod_after,
+    nss_setup(op, &(nss_queue){.now = queue_now,
+                               .after = queue_after,
+                               .pod = queue_pod,
+                               .pod_after = queue_pod_after,
                                .ctx = c});
 }
 
@@ -1140,7 +1151,8 @@ static void create_start(wbatch *b, size_t index, void *item, void *data)
     const char *name = json_get_str(pod, "metadata.name");
     ctx->name = name ? xstrdup(name) : NULL;
     kube_req_opts ro = {.no_answer = name != NULL};
-    kube_create_with(j->c->op->client, &ro, &KUBE_PODS, json_get_str(pod, "metadata.namespace"), pod, create_done, ctx);
+    kube_create_with(j->c->op->client, &ro, &KUBE_PODS, json_get_str(pod, "metadata.namespace"), pod,
+                     create_done, ctx);
     cJSON_Delete(pod);
 }
 
@@ -1282,7 +1294,8 @@ static void delete_done(int err, const cJSON *obj, const kube_status *st, void *
         const sobj *o = store_get_key(op_store(c->op, OPK_NODESETS), d->owner_key);
         const char *slash = strchr(d->pod_key, '/');
         if (o)
-            op_event(c->op, o, NSB_KIND, "SuccessfulDelete", "Delete", "Deleted pod %s", slash ? slash + 1 : d->pod_key);
+            op_event(c->op, o, NSB_KIND, "SuccessfulDelete", "Delete", "Deleted pod %s",
+                     slash ? slash + 1 : d->pod_key);
     }
     free(d->owner_key);
     free(d->pod_key);
@@ -1299,7 +1312,8 @@ static void delete_pod_as(struct pass *p, const sobj *pod, const char *why, int 
     d->owner_key = xstrdup(p->key);
     d->pod_key = xstrdup(pod->key);
     exp_expect_deletion(p->c->exp, p->key, p->o->uid, pod->key, uv_now(p->op->loop));
-    kube_delete_opts o = {.uid = pod->uid, .resource_version = unchanged ? pod->rv : NULL, .grace_seconds = -1};
+    kube_delete_opts o = {
+        .uid = pod->uid, .resource_version = unchanged ? pod->rv : NULL, .grace_seconds = -1};
     log_info("nodeset %s: deleting pod %s (%s)", p->key, pod->name, why);
     note_write(p, 1);
     /* delete_done reads only the outcome: the pod the answer carries (~5 KB)
@@ -1387,7 +1401,8 @@ static void condemn(struct pass *p, const sobj *pod, const char *why)
     if (pod->deleting)
         return;
     if (strcmp(why, "scale-in") == 0)
-        sync_claims(p, nsb_parse_ordinal(pod->name, p->name), sobj_label(pod, NSB_LABEL_POD_HOSTNAME), pod, 1);
+        sync_claims(p, nsb_parse_ordinal(pod->name, p->name), sobj_label(pod, NSB_LABEL_POD_HOSTNAME), pod,
+                    1);
     int v = nss_condemn(p->op, p->o, p->ctl, pod, why);
     if (v == NSS_DELETE)
         delete_pod(p, pod, why);
@@ -1479,8 +1494,8 @@ static int sync_revisions(struct pass *p)
         if (p->pods[k].revision)
             live[nlive++] = p->pods[k].revision;
     size_t *gone = xcalloc(n ? n : 1, sizeof(size_t));
-    size_t ng = nsb_truncate_history(revs, n, live, nlive, (int32_t)json_get_int(p->ns, "spec.revisionHistoryLimit", 0),
-                                     p->name, gone);
+    size_t ng = nsb_truncate_history(
+        revs, n, live, nlive, (int32_t)json_get_int(p->ns, "spec.revisionHistoryLimit", 0), p->name, gone);
     for (size_t k = 0; k < ng; k++) {
         struct keyref *key = keyref_new(p->c, p->key);
         int rc = objsync_delete(p->op->objsync, op_store(p->op, OPK_REVISIONS), &KUBE_CONTROLLERREVISIONS,
@@ -1515,7 +1530,8 @@ static void collect_pods(struct pass *p)
     p->pods = xcalloc(n + 1, sizeof(nsb_pod));
     store_cursor c;
     size_t labelled = 0; /* ours that carry our instance label */
-    for (const sobj *o = store_index_first(pods, p->c->ix_pod_owner, p->o->uid, &c); o; o = store_index_next(&c)) {
+    for (const sobj *o = store_index_first(pods, p->c->ix_pod_owner, p->o->uid, &c); o;
+         o = store_index_next(&c)) {
         fill_pod(p->c, o, p->name, &p->pods[p->n_pods++]);
         const char *inst = sobj_label_i(o, p->c->ik.instance);
         labelled += inst && strcmp(inst, p->name) == 0;
@@ -1525,7 +1541,8 @@ static void collect_pods(struct pass *p)
      * looked for when the label's index holds more pods than ours. */
     if (store_index_count(pods, p->c->ix_pod_instance, p->name) <= labelled)
         return;
-    for (const sobj *o = store_index_first(pods, p->c->ix_pod_instance, p->name, &c); o; o = store_index_next(&c)) {
+    for (const sobj *o = store_index_first(pods, p->c->ix_pod_instance, p->name, &c); o;
+         o = store_index_next(&c)) {
         if (o->owner_kind || strcmp(o->ns, p->nsname) != 0 || o->deleting)
             continue;
         const char *app = sobj_label(o, NSB_LABEL_APP);
@@ -1556,7 +1573,8 @@ static void sync_shared_objects(struct pass *p)
     snprintf(v, sizeof(v), "%s/%s", cw_ref_ns(p->ns, "spec.controllerRef"), ctl);
     size_t n = store_index_count(nss, p->c->ix_ns_ctl, v), i = 0;
     nsb_owner *owners = xcalloc(n + 1, sizeof(*owners));
-    for (const sobj *o = store_index_first(nss, p->c->ix_ns_ctl, v, &c); o && i < n; o = store_index_next(&c)) {
+    for (const sobj *o = store_index_first(nss, p->c->ix_ns_ctl, v, &c); o && i < n;
+         o = store_index_next(&c)) {
         if (o->deleting || strcmp(o->ns, p->nsname) != 0) /* the Service is per namespace */
             continue;
         owners[i].name = o->name;
@@ -1654,9 +1672,10 @@ static int slurm_name_held(struct pass *p, int ordinal)
     const sobj *h = nss_name_holder(p->op, ctl, name, NULL, p->o->uid);
     if (h) {
         names_collide(p->c, p->o, h, name, NULL);
-        set_conflict(p, xasprintf("Slurm node %s is the name of pod %s/%s of another NodeSet of the Controller: "
-                                  "ordinal %d waits",
-                                  name, h->ns, h->name, ordinal));
+        set_conflict(p,
+                     xasprintf("Slurm node %s is the name of pod %s/%s of another NodeSet of the Controller: "
+                               "ordinal %d waits",
+                               name, h->ns, h->name, ordinal));
         want_requeue(p, CRC_CONFLICT_RETRY_MS);
     }
     free(name);
@@ -1685,9 +1704,10 @@ static int name_held(struct pass *p, int ordinal)
             free(name);
             return 0;
         }
-        set_conflict(p, xasprintf("Pod %s/%s already exists (the create answered 409) and is not one of NodeSet "
-                                  "%s's pods: its ordinal waits %.0f s", p->nsname, name, p->name,
-                                  (double)(h->next_ms - now) / 1000.0));
+        set_conflict(p,
+                     xasprintf("Pod %s/%s already exists (the create answered 409) and is not one of NodeSet "
+                               "%s's pods: its ordinal waits %.0f s",
+                               p->nsname, name, p->name, (double)(h->next_ms - now) / 1000.0));
         want_requeue(p, (uint32_t)(h->next_ms - now));
         free(name);
         return 1;
@@ -1696,8 +1716,8 @@ static int name_held(struct pass *p, int ordinal)
     if (o->deleting || (o->owner_kind == NULL && inst && strcmp(inst, p->name) == 0)) {
         want_requeue(p, 5000); /* going, or an orphan of ours being adopted */
     } else {
-        set_conflict(p, xasprintf("Pod %s/%s exists and is not owned by NodeSet %s: its ordinal waits", p->nsname,
-                                  name, p->name));
+        set_conflict(p, xasprintf("Pod %s/%s exists and is not owned by NodeSet %s: its ordinal waits",
+                                  p->nsname, name, p->name));
         want_requeue(p, CRC_CONFLICT_RETRY_MS);
     }
     free(name);
@@ -1777,8 +1797,8 @@ static int scale_statefulset(struct pass *p)
             goto out;
     } else if (diff > 0) {
         nsb_sort_victims(active, n_active);
-        op_event(p->op, p->o, NSB_KIND, "ScalingDown", "Scale", "Scaling down: condemning %d pod(s) for %d replicas",
-                 diff, replicas);
+        op_event(p->op, p->o, NSB_KIND, "ScalingDown", "Scale",
+                 "Scaling down: condemning %d pod(s) for %d replicas", diff, replicas);
         for (int i = 0; i < diff; i++)
             condemn(p, pod_sobj(active[i]), "scale-in");
         scaled = 1;
@@ -1948,15 +1968,16 @@ static int scale_daemonset(struct pass *p)
         const sobj *other = w ? w->node : NULL;
         if (h) {
             names_collide(p->c, p->o, h, sname, NULL);
-            set_conflict(p, xasprintf("Node %s would give its pod Slurm node name %s, which pod %s/%s holds: it "
-                                      "gets no pod of this NodeSet",
-                                      n->name, sname, h->ns, h->name));
+            set_conflict(p,
+                         xasprintf("Node %s would give its pod Slurm node name %s, which pod %s/%s holds: it "
+                                   "gets no pod of this NodeSet",
+                                   n->name, sname, h->ns, h->name));
             want_requeue(p, CRC_CONFLICT_RETRY_MS);
         } else if (other == NULL || ns_earlier(n, other)) {
             if (other)
                 op_warn(p->op, p->o, NSB_KIND, "SlurmNameConflict",
-                        "Nodes %s and %s would both give their pods Slurm node name %s: only %s gets a pod", n->name,
-                        other->name, sname, n->name);
+                        "Nodes %s and %s would both give their pods Slurm node name %s: only %s gets a pod",
+                        n->name, other->name, sname, n->name);
             if (w == NULL) {
                 w = xcalloc(1, sizeof(*w));
                 w->name = xstrdup(sname);
@@ -1965,8 +1986,8 @@ static int scale_daemonset(struct pass *p)
             w->node = n;
         } else {
             op_warn(p->op, p->o, NSB_KIND, "SlurmNameConflict",
-                    "Nodes %s and %s would both give their pods Slurm node name %s: only %s gets a pod", other->name,
-                    n->name, sname, other->name);
+                    "Nodes %s and %s would both give their pods Slurm node name %s: only %s gets a pod",
+                    other->name, n->name, sname, other->name);
         }
         free(host);
     }
@@ -2025,11 +2046,12 @@ static void rolling_update(struct pass *p)
     }
     int total = p->mode == NSB_STATEFULSET ? nsb_replicas(p->ns) : (int)p->n_pods;
     int maxu = 1;
-    if (nsb_max_unavailable(json_get(p->ns, "spec.updateStrategy.rollingUpdate.maxUnavailable"), total, &maxu) != 0)
+    if (nsb_max_unavailable(json_get(p->ns, "spec.updateStrategy.rollingUpdate.maxUnavailable"), total,
+                            &maxu) != 0)
         maxu = 1;
-    int unavailable = nsb_rolling_unavailable(p->pods, p->n_pods, p->update_hash, p->name,
-                                              p->mode == NSB_STATEFULSET ? nsb_replicas(p->ns) : -1,
-                                              (int32_t)json_get_int(p->ns, "spec.minReadySeconds", 0), p->now);
+    int unavailable = nsb_rolling_unavailable(
+        p->pods, p->n_pods, p->update_hash, p->name, p->mode == NSB_STATEFULSET ? nsb_replicas(p->ns) : -1,
+        (int32_t)json_get_int(p->ns, "spec.minReadySeconds", 0), p->now);
     /* Terminating old pods are already unavailable. */
     for (size_t i = 0; i < p->n_pods; i++)
         if (p->pods[i].terminating)
@@ -2045,7 +2067,8 @@ static void rolling_update(struct pass *p)
     int budget = nsb_rolling_budget(maxu, unavailable + (int)split.old_unhealthy);
     if (budget > 0)
         op_event(p->op, p->o, NSB_KIND, "RollingUpdate", "Update",
-                 "Rolling update to %s: replacing up to %d pod(s) (maxUnavailable %d)", p->update_hash, budget, maxu);
+                 "Rolling update to %s: replacing up to %d pod(s) (maxUnavailable %d)", p->update_hash,
+                 budget, maxu);
     for (size_t i = 0; i < (size_t)budget && i < split.old_healthy; i++)
         condemn(p, pod_sobj(v[split.old_unhealthy + i]), "rolling update");
     free(v);
@@ -2143,8 +2166,8 @@ static int status_send(struct pass *p, const cJSON *patch)
     b->inflight = 1;
     b->sent_ms = now;
     kube_req_opts ro = {.no_answer = 1}; /* status_written reads only the outcome */
-    kube_patch_with(p->op->client, &ro, &SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE, patch, NULL,
-                    0, status_written, keyref_new(p->c, p->key));
+    kube_patch_with(p->op->client, &ro, &SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE,
+                    patch, NULL, 0, status_written, keyref_new(p->c, p->key));
     return 1;
 }
 
@@ -2157,8 +2180,9 @@ static void set_conditions(struct pass *p, cJSON *status, const char *invalid)
     rfc3339_now(now, 0);
     const char *msg = NULL;
     const char *blocked = invalid ? NULL : nss_blocked(p->op, p->o, &msg);
-    cJSON *conds = crc_conditions_set(json_child(status, "conditions"), CRC_COND_VALID, invalid ? "False" : NULL,
-                                      "ValidationFailed", invalid, p->o->generation, now);
+    cJSON *conds =
+        crc_conditions_set(json_child(status, "conditions"), CRC_COND_VALID, invalid ? "False" : NULL,
+                           "ValidationFailed", invalid, p->o->generation, now);
     if (!invalid) {
         cJSON *c2 = crc_conditions_set(conds, NSB_COND_DRAIN_BLOCKED, blocked ? "True" : NULL, blocked,
                                        msg ? msg : "", p->o->generation, now);
@@ -2172,7 +2196,8 @@ static void set_conditions(struct pass *p, cJSON *status, const char *invalid)
     json_set(status, "conditions", conds);
 }
 
-static void write_status(struct pass *p, const nsb_counts *counts, const nsb_slurm_counts *sc, const cJSON *o2n);
+static void write_status(struct pass *p, const nsb_counts *counts, const nsb_slurm_counts *sc,
+                         const cJSON *o2n);
 
 static void sync_status(struct pass *p)
 {
@@ -2195,8 +2220,8 @@ static void sync_status(struct pass *p)
         cJSON_Delete(sim);
     }
     int32_t min_ready = (int32_t)json_get_int(p->ns, "spec.minReadySeconds", 0);
-    nsb_count(p->pods, p->n_pods, p->update_hash, p->current_hash, p->name, p->mode, desired, min_ready, p->now,
-              &counts);
+    nsb_count(p->pods, p->n_pods, p->update_hash, p->current_hash, p->name, p->mode, desired, min_ready,
+              p->now, &counts);
     nss_status(p->op, p->o, p->ctl, p->ns, p->pods, p->n_pods, &sc);
     cJSON *o2n = NULL;
     if (p->mode == NSB_STATEFULSET && json_get_bool(p->ns, "spec.pinToNode", 0)) {
@@ -2224,7 +2249,8 @@ static void sync_status(struct pass *p)
 }
 
 /* Patch the status when it differs from the NodeSet's. */
-static void write_status(struct pass *p, const nsb_counts *counts, const nsb_slurm_counts *sc, const cJSON *o2n)
+static void write_status(struct pass *p, const nsb_counts *counts, const nsb_slurm_counts *sc,
+                         const cJSON *o2n)
 {
     cJSON *status = nsb_build_status(p->ns, counts, sc, p->update_hash, p->collision, o2n);
     set_conditions(p, status, NULL);
@@ -2313,9 +2339,10 @@ static size_t drain_on_delete(struct pass *p)
             condemn(p, pod_sobj(v[i]), "NodeSet deleted");
         free(v);
     } else {
-        log_debug("nodeset %s: deleted; %zu pod(s) left, waiting for earlier creations/deletions to be observed "
-                  "before condemning them",
-                  p->key, p->n_pods);
+        log_debug(
+            "nodeset %s: deleted; %zu pod(s) left, waiting for earlier creations/deletions to be observed "
+            "before condemning them",
+            p->key, p->n_pods);
     }
     sync_status(p); /* sends this pass's drains, keeps the counts current */
     return p->n_pods;
@@ -2382,7 +2409,8 @@ static void incr_derive(const struct pass *p, const char *update_hash, const cha
     store_cursor c;
     nsb_pod nb;
     nsi_clear(out);
-    for (const sobj *o = store_index_first(pods, p->c->ix_pod_owner, p->o->uid, &c); o; o = store_index_next(&c)) {
+    for (const sobj *o = store_index_first(pods, p->c->ix_pod_owner, p->o->uid, &c); o;
+         o = store_index_next(&c)) {
         fill_pod(p->c, o, p->name, &nb);
         nsi_pod f = nsi_pod_of(&nb, mode_ok(p->c, p->mode, o), update_hash, current_hash, p->name);
         const nsi_pod *had = slurm_from ? nsi_get(slurm_from, o->uid) : NULL;
@@ -2417,7 +2445,8 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
     snprintf(r->update_hash, sizeof(r->update_hash), "%s", p->update_hash);
     snprintf(r->current_hash, sizeof(r->current_hash), "%s", p->current_hash);
     r->collision = p->collision;
-    r->rolling = strcmp(json_get_str_or(p->ns, "spec.updateStrategy.type", "RollingUpdate"), "RollingUpdate") == 0;
+    r->rolling =
+        strcmp(json_get_str_or(p->ns, "spec.updateStrategy.type", "RollingUpdate"), "RollingUpdate") == 0;
     r->full_due_ms = uv_now(p->op->loop) + requeue_ms;
 }
 
@@ -2522,7 +2551,8 @@ static void incr_apply_dirty(struct pass *p, struct incr *r, nsb_pod **changed, 
         const sobj *pod = store_get_key(pods, v);
         if (pod && strcmp(pod->uid, uid) == 0 && pod->owner_uid && strcmp(pod->owner_uid, p->o->uid) == 0) {
             fill_pod(p->c, pod, p->name, &nb);
-            nsi_pod f = nsi_pod_of(&nb, mode_ok(p->c, p->mode, pod), r->update_hash, r->current_hash, p->name);
+            nsi_pod f =
+                nsi_pod_of(&nb, mode_ok(p->c, p->mode, pod), r->update_hash, r->current_hash, p->name);
             f.slurm = nss_pod_slurm_bits(p->op, p->o, pod) & 15u;
             nsi_set(&r->st, uid, pod->key, &f);
             if (kept)
@@ -2919,7 +2949,8 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
          * drain finalizer (if any) stays until the Controller admits the
          * namespace again, goes, or the NodeSet's owner removes it. */
         op_warn(op, o, NSB_KIND, "ControllerRefFailed", "%s",
-                "deleted while its Controller does not admit this namespace: its pods are not drained through it");
+                "deleted while its Controller does not admit this namespace: its pods are not drained "
+                "through it");
         incr_drop(c, key);
         cJSON_Delete(p.ns);
         return WQ_RESULT_OK;
@@ -3054,7 +3085,9 @@ static wq_result full_pass(struct pass *p)
             rolling_update(p);
         /* After every condemnation of the pass, so that the Slurm side
          * knows which cordoned pods are kept (and may be uncordoned). */
-        nss_actions act = {.ctx = p, .delete_pod = slurm_delete_pod, .delete_unchanged = slurm_delete_unchanged,
+        nss_actions act = {.ctx = p,
+                           .delete_pod = slurm_delete_pod,
+                           .delete_unchanged = slurm_delete_unchanged,
                            .condemn = slurm_condemn};
         nss_sync(op, o, p->ctl, p->ns, p->pods, p->n_pods, p->update_hash, &act);
     } else {
@@ -3143,13 +3176,14 @@ static int start(operator *op)
                                      "side is busy)",
                                      "kind", NULL, 0, NULL);
     if (op->metrics)
-        c->mx_full_why = mx_family_new(op->metrics, MX_COUNTER, "slurmop_nodeset_full_passes_total",
-                                       "NodeSet passes over every pod, by why an incremental one could not do: "
-                                       "no-state, resync, slurm-busy, plan, slurm-pod, moved, ordinals, or what "
-                                       "queued "
-                                       "the NodeSet (nodeset, controller, revision, node, slurm, requeue, "
-                                       "own-write, adopted, orphan-pod, failed-write, many-pods)",
-                                       "reason", NULL, 0, NULL);
+        c->mx_full_why =
+            mx_family_new(op->metrics, MX_COUNTER, "slurmop_nodeset_full_passes_total",
+                          "NodeSet passes over every pod, by why an incremental one could not do: "
+                          "no-state, resync, slurm-busy, plan, slurm-pod, moved, ordinals, or what "
+                          "queued "
+                          "the NodeSet (nodeset, controller, revision, node, slurm, requeue, "
+                          "own-write, adopted, orphan-pod, failed-write, many-pods)",
+                          "reason", NULL, 0, NULL);
     c->q = wq_new(op->loop, &o, &err);
     if (c->q == NULL)
         return err;

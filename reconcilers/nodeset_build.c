@@ -993,9 +993,9 @@ cJSON *nsb_stamp_pod(const nsb_pod_args *a, const cJSON *template, char *err, si
     /* DaemonSet mode: the hostname, which an unscheduled pod is matched to
      * its Node by (scale_daemonset), whatever the Slurm name. */
     json_set_str(labels, NSB_LABEL_POD_HOSTNAME,
-                 mode == NSB_DAEMONSET
-                     ? hostname
-                     : nsb_slurm_node_name(mode, json_get_bool(spec, "hostNetwork", 0), NULL, hostname, name));
+                 mode == NSB_DAEMONSET ? hostname
+                                       : nsb_slurm_node_name(mode, json_get_bool(spec, "hostNetwork", 0),
+                                                             NULL, hostname, name));
     json_set_str(labels, NSB_LABEL_SCALING_MODE, mode == NSB_DAEMONSET ? "DaemonSet" : "StatefulSet");
     if (a->revision && *a->revision)
         json_set_str(labels, NSB_LABEL_REVISION, a->revision);
@@ -1191,7 +1191,9 @@ static cJSON *prune_zero(const cJSON *v)
         cJSON *out = cJSON_CreateArray();
         for (const cJSON *e = v->child; e; e = e->next) {
             cJSON *p = cJSON_IsObject(e) ? prune_zero(e) : NULL;
-            cJSON_AddItemToArray(out, p ? p : cJSON_IsObject(e) ? cJSON_CreateObject() : cJSON_Duplicate(e, 1));
+            cJSON_AddItemToArray(out, p                   ? p
+                                      : cJSON_IsObject(e) ? cJSON_CreateObject()
+                                                          : cJSON_Duplicate(e, 1));
         }
         return out;
     }
@@ -1222,7 +1224,8 @@ void nsb_plan_revisions(const nsb_rev *revs, size_t n, const cJSON *patch, int32
             newest = (int)i;
         if (revs[i].revision > maxrev)
             maxrev = revs[i].revision;
-        int same = json_equal(revs[i].data, patch) || (revs[i].slinky && nsb_revision_equivalent(revs[i].data, patch));
+        int same = json_equal(revs[i].data, patch) ||
+                   (revs[i].slinky && nsb_revision_equivalent(revs[i].data, patch));
         if (same &&
             (equal < 0 || revs[i].revision > revs[equal].revision ||
              (revs[i].revision == revs[equal].revision && strcmp(revs[i].name, revs[equal].name) > 0)))
@@ -1969,8 +1972,9 @@ size_t nsb_validate(const cJSON *nodeset, const cJSON *old, nsb_msgs *out)
      * registers under that whole name; the cluster domain is the kubelet's
      * setting, which slurmop cannot read, so the name could not be derived. */
     if (json_get_bool(spec, "template.spec.setHostnameAsFQDN", 0))
-        msg(out, "spec.template.spec.setHostnameAsFQDN must not be true: slurmd would register under the pod's "
-                 "fully qualified name, which depends on the kubelet's cluster domain and cannot be derived");
+        msg(out,
+            "spec.template.spec.setHostnameAsFQDN must not be true: slurmd would register under the pod's "
+            "fully qualified name, which depends on the kubelet's cluster domain and cannot be derived");
 
     const char *extra = json_get_str(spec, "extraConf");
     if (extra) {

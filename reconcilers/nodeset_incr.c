@@ -139,7 +139,8 @@ const nsi_pod *nsi_get(const nsi_state *s, const char *uid)
     return e ? &e->f : NULL;
 }
 
-void nsi_rebuild(nsi_state *s, const char *const *uids, const char *const *refs, const nsi_pod *pods, size_t n)
+void nsi_rebuild(nsi_state *s, const char *const *uids, const char *const *refs, const nsi_pod *pods,
+                 size_t n)
 {
     nsi_clear(s);
     for (size_t i = 0; i < n; i++)
@@ -153,12 +154,12 @@ static int same_pod(const nsi_pod *a, const nsi_pod *b)
            a->current == b->current && a->slurm == b->slurm;
 }
 
-#define DIFF(field)                                                                                                   \
-    do {                                                                                                          \
-        if (a->field != b->field) {                                                                               \
-            snprintf(why, why_len, #field ": %ld != %ld", (long)a->field, (long)b->field);                        \
-            return 0;                                                                                             \
-        }                                                                                                         \
+#define DIFF(field)                                                                                          \
+    do {                                                                                                     \
+        if (a->field != b->field) {                                                                          \
+            snprintf(why, why_len, #field ": %ld != %ld", (long)a->field, (long)b->field);                   \
+            return 0;                                                                                        \
+        }                                                                                                    \
     } while (0)
 
 int nsi_equal(const nsi_state *a, const nsi_state *b, char *why, size_t why_len)

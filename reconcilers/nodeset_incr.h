@@ -93,7 +93,8 @@ void nsi_set(nsi_state *s, const char *uid, const char *ref, const nsi_pod *f);
 const nsi_pod *nsi_get(const nsi_state *s, const char *uid);
 
 /** The state from scratch: clear, then nsi_set for each pod. */
-void nsi_rebuild(nsi_state *s, const char *const *uids, const char *const *refs, const nsi_pod *pods, size_t n);
+void nsi_rebuild(nsi_state *s, const char *const *uids, const char *const *refs, const nsi_pod *pods,
+                 size_t n);
 
 /** Whether two states are equal (aggregates, pods, ordinals, ended set);
  *  when not, what differs first, in why. */

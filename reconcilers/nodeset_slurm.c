@@ -820,8 +820,8 @@ static void patch_pod(nss_state *st, const char *set, const sobj *pod, const cha
     /* Counted before the call: a request the client refuses completes
      * (once) inside it. */
     write_sent(st);
-    kube_patch_with(st->op->client, &ro, &KUBE_PODS, pod->ns, pod->name, sub, type, patch, NULL, 0, pod_written,
-                    c);
+    kube_patch_with(st->op->client, &ro, &KUBE_PODS, pod->ns, pod->name, sub, type, patch, NULL, 0,
+                    pod_written, c);
     cJSON_Delete(patch);
 }
 
@@ -1262,28 +1262,33 @@ static void on_scrape(void *data)
 
 static void setup_metrics(nss_state *st, mx_registry *r)
 {
-    st->mx_pending = mx_family_new(r, MX_GAUGE, "slurmop_nodeset_pending_nodes",
-                                   "Nodes that Slurm's pending jobs counted on a NodeSet that follows the queue "
-                                   "ask for",
-                                   "namespace,nodeset", NULL, 0, NULL);
+    st->mx_pending =
+        mx_family_new(r, MX_GAUGE, "slurmop_nodeset_pending_nodes",
+                      "Nodes that Slurm's pending jobs counted on a NodeSet that follows the queue "
+                      "ask for",
+                      "namespace,nodeset", NULL, 0, NULL);
     st->mx_cooled = mx_family_new(r, MX_GAUGE, "slurmop_nodeset_idle_cooled_nodes",
                                   "Slurm nodes of a NodeSet that follows the queue idle past its cool-down",
                                   "namespace,nodeset", NULL, 0, NULL);
-    st->mx_scaled = mx_family_new(r, MX_COUNTER, "slurmop_nodeset_autoscale_total",
-                                  "Replicas writes of NodeSets that follow the queue, by direction (up, down)",
-                                  "namespace,nodeset,direction", NULL, 0, NULL);
-    st->mx_blocked = mx_family_new(r, MX_GAUGE, "slurmop_drains_blocked",
-                                   "Condemned pods kept because their drain cannot go on, by the reason of the "
-                                   "NodeSet's DrainBlocked condition",
-                                   "reason", NULL, 0, NULL);
-    st->mx_busy = mx_gauge_new(r, "slurmop_busy_pods_kept",
-                               "Condemned pods kept while their Slurm node drains (jobs still run on it, or the "
-                               "read that proves it free is on its way)",
-                               NULL);
-    st->mx_oldest = mx_gauge_new(r, "slurmop_drain_blocked_oldest_seconds",
-                                 "How long the longest-blocked NodeSet has kept condemned pods for a blocked drain "
-                                 "(0 when none is blocked)",
-                                 NULL);
+    st->mx_scaled =
+        mx_family_new(r, MX_COUNTER, "slurmop_nodeset_autoscale_total",
+                      "Replicas writes of NodeSets that follow the queue, by direction (up, down)",
+                      "namespace,nodeset,direction", NULL, 0, NULL);
+    st->mx_blocked =
+        mx_family_new(r, MX_GAUGE, "slurmop_drains_blocked",
+                      "Condemned pods kept because their drain cannot go on, by the reason of the "
+                      "NodeSet's DrainBlocked condition",
+                      "reason", NULL, 0, NULL);
+    st->mx_busy =
+        mx_gauge_new(r, "slurmop_busy_pods_kept",
+                     "Condemned pods kept while their Slurm node drains (jobs still run on it, or the "
+                     "read that proves it free is on its way)",
+                     NULL);
+    st->mx_oldest =
+        mx_gauge_new(r, "slurmop_drain_blocked_oldest_seconds",
+                     "How long the longest-blocked NodeSet has kept condemned pods for a blocked drain "
+                     "(0 when none is blocked)",
+                     NULL);
     if (st->mx_blocked && st->mx_busy && st->mx_oldest)
         mx_registry_on_scrape(r, on_scrape, st);
 }
@@ -1306,19 +1311,22 @@ void nss_setup(operator *op, const nss_queue *q)
         store_on_change(op_store(op, OPK_NODES), on_node_health, st);
         if (op->metrics) {
             static const double b[] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300};
-            mx_family *f = mx_family_new(op->metrics, MX_GAUGE, "slurmop_health_unhealthy_nodes",
-                                         "Kubernetes Nodes that --unhealthy-node-condition/--unhealthy-node-taint "
-                                         "call unhealthy",
-                                         NULL, NULL, 0, NULL);
+            mx_family *f =
+                mx_family_new(op->metrics, MX_GAUGE, "slurmop_health_unhealthy_nodes",
+                              "Kubernetes Nodes that --unhealthy-node-condition/--unhealthy-node-taint "
+                              "call unhealthy",
+                              NULL, NULL, 0, NULL);
             st->mx_unhealthy = f ? mx_gauge_get(f, NULL) : NULL;
-            st->mx_out = mx_family_new(op->metrics, MX_GAUGE, "slurmop_health_drained_nodes",
-                                       "Slurm nodes of a NodeSet drained or being replaced for health (counted "
-                                       "against --unhealthy-max-share)",
-                                       "namespace,nodeset", NULL, 0, NULL);
-            st->mx_waiting = mx_family_new(op->metrics, MX_GAUGE, "slurmop_health_waiting_nodes",
-                                           "Pods of a NodeSet on unhealthy Nodes that the --unhealthy-max-share cap "
-                                           "holds back",
-                                           "namespace,nodeset", NULL, 0, NULL);
+            st->mx_out =
+                mx_family_new(op->metrics, MX_GAUGE, "slurmop_health_drained_nodes",
+                              "Slurm nodes of a NodeSet drained or being replaced for health (counted "
+                              "against --unhealthy-max-share)",
+                              "namespace,nodeset", NULL, 0, NULL);
+            st->mx_waiting =
+                mx_family_new(op->metrics, MX_GAUGE, "slurmop_health_waiting_nodes",
+                              "Pods of a NodeSet on unhealthy Nodes that the --unhealthy-max-share cap "
+                              "holds back",
+                              "namespace,nodeset", NULL, 0, NULL);
             st->mx_replaced = mx_family_new(op->metrics, MX_COUNTER, "slurmop_health_replaced_pods_total",
                                             "Pods deleted for replacement because their Node was unhealthy",
                                             "namespace,nodeset", NULL, 0, NULL);
@@ -1391,7 +1399,8 @@ int nss_delete_without_drain(const sobj *nodeset)
      * sobj_annotation() never sees this one there. */
     const char *v = sobj_annotation(nodeset, NSS_ANN_NO_DRAIN);
     if (v == NULL && nodeset->json)
-        v = cJSON_GetStringValue(json_child(json_get(nodeset->json, "metadata.annotations"), NSS_ANN_NO_DRAIN));
+        v = cJSON_GetStringValue(
+            json_child(json_get(nodeset->json, "metadata.annotations"), NSS_ANN_NO_DRAIN));
     return v && strcmp(v, "true") == 0;
 }
 
@@ -1427,8 +1436,8 @@ static int keep(nss_state *st, nss_set *s, const sobj *nodeset, const sobj *pod,
     if (s->blocked == NULL) {
         s->blocked = reason;
         snprintf(s->blocked_msg, sizeof(s->blocked_msg), fmt, arg);
-        op_warn(st->op, nodeset, NSB_KIND, reason, "Keeping pod %s (and any other condemned pod): %s", pod->name,
-                s->blocked_msg);
+        op_warn(st->op, nodeset, NSB_KIND, reason, "Keeping pod %s (and any other condemned pod): %s",
+                pod->name, s->blocked_msg);
     }
     return NSS_WAIT;
 }
@@ -1437,8 +1446,8 @@ static int keep(nss_state *st, nss_set *s, const sobj *nodeset, const sobj *pod,
  * cordon the pod for those milliseconds). Never returned by nss_condemn. */
 #define JUDGE_WAIT_READ (-100)
 
-static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod, const char *name,
-                 const char *why);
+static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod,
+                 const char *name, const char *why);
 
 static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *pod, const char *why)
 {
@@ -1465,20 +1474,23 @@ static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *po
     nc_cache *cache = NULL;
     int avail = slurmclient_get(op, s->ctl_key, &cache);
     if (avail == SC_NO_RESTAPI)
-        return keep(st, s, nodeset, pod, "DrainBlockedNoRestApi",
-                    "Controller %s has no RestApi, so Slurm cannot be asked whether its nodes run jobs; "
-                    "condemned pods stay (cordoned). Next: create a RestApi whose spec.controllerRef names the "
-                    "Controller, or, if no job may run on them, annotate the NodeSet " NSS_ANN_NO_DRAIN "=true",
-                    s->ctl_key);
+        return keep(
+            st, s, nodeset, pod, "DrainBlockedNoRestApi",
+            "Controller %s has no RestApi, so Slurm cannot be asked whether its nodes run jobs; "
+            "condemned pods stay (cordoned). Next: create a RestApi whose spec.controllerRef names the "
+            "Controller, or, if no job may run on them, annotate the NodeSet " NSS_ANN_NO_DRAIN "=true",
+            s->ctl_key);
     if (avail == SC_READY && nc_suspect_why(cache))
-        return keep(st, s, nodeset, pod, "DrainHeldSlurmContradiction",
-                    "Slurm's answer cannot be trusted (%s); condemned pods stay while it is read again. Next: "
-                    "nothing, a second read within seconds settles it",
-                    nc_suspect_why(cache));
+        return keep(
+            st, s, nodeset, pod, "DrainHeldSlurmContradiction",
+            "Slurm's answer cannot be trusted (%s); condemned pods stay while it is read again. Next: "
+            "nothing, a second read within seconds settles it",
+            nc_suspect_why(cache));
     if (avail != SC_READY || !nc_ready(cache)) {
         char cause[320], msg[700];
         const char *next = slurmclient_why(op, s->ctl_key, cause, sizeof(cause));
-        snprintf(msg, sizeof(msg), "Slurm of Controller %s cannot be read: %s; condemned pods stay (cordoned). Next: %s",
+        snprintf(msg, sizeof(msg),
+                 "Slurm of Controller %s cannot be read: %s; condemned pods stay (cordoned). Next: %s",
                  s->ctl_key, cause, next);
         return keep(st, s, nodeset, pod, "DrainBlockedSlurmUnknown", "%s", msg);
     }
@@ -1512,7 +1524,8 @@ static int jobs_free(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nod
                   pod->name);
     else if (holds < 0 && nc_jobs_failed(cache))
         keep(st, s, nodeset, pod, "DrainBlockedSlurmUnknown",
-             "Slurm's job list of Controller %s cannot be read (the last job read failed, or named nodes that do "
+             "Slurm's job list of Controller %s cannot be read (the last job read failed, or named nodes "
+             "that do "
              "not read as a hostlist), so no node can be shown free of jobs; condemned pods stay (cordoned). "
              "Next: read slurmrestd's log for the failed jobs request, and check that squeue answers in the "
              "slurmctld pod",
@@ -1521,8 +1534,8 @@ static int jobs_free(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nod
 }
 
 /* condemn's verdict on a pod whose Slurm node is name, Slurm readable. */
-static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod, const char *name,
-                 const char *why)
+static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod,
+                 const char *name, const char *why)
 {
     const sm_node *n = NULL;
     enum nc_found found = nc_lookup(cache, name, &n);
@@ -1533,14 +1546,15 @@ static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset
         /* Not in the table: no proof of anything. Only Slurm's "no such
          * node" to a fresh read of this very name is. */
         if (nc_confirm_gone(cache, name, PROOF_FRESH_MS) && !name_gone(s, cache, pod, name))
-            return keep(st, s, nodeset, pod, "DrainBlockedNameUnproved",
-                        "Slurm has no node %s, but that is only the name slurmop derives from the pod's Node: a "
-                        "hostNetwork pod's slurmd registers under its host's own hostname (in full, case kept), "
-                        "and no Slurm read has shown that node as this pod's (its pod info and NodeHostname). The "
-                        "pod may run jobs under another name; condemned pods stay (cordoned). Next: find the "
-                        "pod's node in 'scontrol show nodes' (NodeHostname); once it is listed it drains as usual, "
-                        "or, if no job runs there, annotate the NodeSet " NSS_ANN_NO_DRAIN "=true",
-                        name);
+            return keep(
+                st, s, nodeset, pod, "DrainBlockedNameUnproved",
+                "Slurm has no node %s, but that is only the name slurmop derives from the pod's Node: a "
+                "hostNetwork pod's slurmd registers under its host's own hostname (in full, case kept), "
+                "and no Slurm read has shown that node as this pod's (its pod info and NodeHostname). The "
+                "pod may run jobs under another name; condemned pods stay (cordoned). Next: find the "
+                "pod's node in 'scontrol show nodes' (NodeHostname); once it is listed it drains as usual, "
+                "or, if no job runs there, annotate the NodeSet " NSS_ANN_NO_DRAIN "=true",
+                name);
         if (nc_confirm_gone(cache, name, PROOF_FRESH_MS)) {
             /* Unless Slurm lost a node it had (nc_vanished): then slurmd
              * may still run jobs slurmctld forgot. One that was busy is
@@ -1550,13 +1564,14 @@ static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset
             uint64_t lost_ago = 0;
             int lost = nc_vanished(cache, name, &lost_ago);
             if (lost == 2)
-                return keep(st, s, nodeset, pod, "DrainBlockedNodeLost",
-                            "Slurm node %s ran jobs when last read and is now unknown to Slurm, though slurmop "
-                            "did not delete it (slurmctld restarted without its state?): slurmd may still run "
-                            "them; condemned pods stay (cordoned). Next: restore slurmctld's state or restart the "
-                            "pod's slurmd so the node registers again (it then drains as usual); if no job runs "
-                            "there, annotate the NodeSet " NSS_ANN_NO_DRAIN "=true",
-                            name);
+                return keep(
+                    st, s, nodeset, pod, "DrainBlockedNodeLost",
+                    "Slurm node %s ran jobs when last read and is now unknown to Slurm, though slurmop "
+                    "did not delete it (slurmctld restarted without its state?): slurmd may still run "
+                    "them; condemned pods stay (cordoned). Next: restore slurmctld's state or restart the "
+                    "pod's slurmd so the node registers again (it then drains as usual); if no job runs "
+                    "there, annotate the NodeSet " NSS_ANN_NO_DRAIN "=true",
+                    name);
             if (lost == 1 && lost_ago < REGISTER_GRACE_MS) {
                 enqueue_after(st, s->key, (uint32_t)(REGISTER_GRACE_MS - lost_ago) + 100u);
                 return NSS_WAIT;
@@ -1567,8 +1582,8 @@ static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset
                      pod->name);
             return NSS_DELETE;
         }
-        log_debug("nodeset %s: Slurm node %s of pod %s is not in the table; asking Slurm for it by name", s->key,
-                  name, pod->name);
+        log_debug("nodeset %s: Slurm node %s of pod %s is not in the table; asking Slurm for it by name",
+                  s->key, name, pod->name);
         return NSS_WAIT;
     case NC_PRESENT:
         break;
@@ -1576,11 +1591,12 @@ static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset
     if (nc_settling(cache, name))
         return NSS_WAIT; /* a write is not read back yet: decide on fresh data */
     if (nc_contradicted(cache, name))
-        return keep(st, s, nodeset, pod, "DrainHeldSlurmContradiction",
-                    "Slurm's last read of node %s shows a reason time from the future; every decision about it "
-                    "waits until a second read settles it. Next: nothing; if it stays, compare the clocks of "
-                    "slurmctld's host and the operator's",
-                    name);
+        return keep(
+            st, s, nodeset, pod, "DrainHeldSlurmContradiction",
+            "Slurm's last read of node %s shows a reason time from the future; every decision about it "
+            "waits until a second read settles it. Next: nothing; if it stays, compare the clocks of "
+            "slurmctld's host and the operator's",
+            name);
     if (sm_node_drain(n) && our_reason(n->reason) && !nc_drain_proved(cache, name)) {
         /* Our reason, but no drain of ours that this process saw accepted
          * and then read back with a newer reason time: the answer may be an
@@ -1909,8 +1925,8 @@ static void sync_cordon(sync_ctx *x, const nsb_pod *p, const sobj *pod, const ch
     if (sm_node_drain(n) && our_reason(n->reason) && !name_shared(x->st, x->s, pod, name)) {
         sm_node_update u = {.set = SM_UPD_STATE, .state = SM_REQ_UNDRAIN};
         if (slurm_update(x->st, x->cache, x->s, name, &u) == 0)
-            log_info("nodeset %s: Slurm node %s undrained: pod %s/%s was uncordoned", x->s->key, name, pod->ns,
-                     pod->name);
+            log_info("nodeset %s: Slurm node %s undrained: pod %s/%s was uncordoned", x->s->key, name,
+                     pod->ns, pod->name);
     }
 }
 
@@ -1973,9 +1989,10 @@ static void sync_features(sync_ctx *x, const nsb_pod *p, const char *name, const
     /* Only a dynamic node: a node of slurm.conf takes its features from
      * there again at every reconfigure. */
     int dynamic = n->flags_known && (n->flags & SM_NF(DYNAMIC_NORM));
-    const char *base = dynamic && p->revision && nsb_revision_same(p->revision, x->update_hash, x->nodeset->name)
-                           ? revision_features(x)
-                           : NULL;
+    const char *base =
+        dynamic && p->revision && nsb_revision_same(p->revision, x->update_hash, x->nodeset->name)
+            ? revision_features(x)
+            : NULL;
     char *avail = nss_merge_features_base(n->features, base, spec);
     char *active = nss_merge_features_base(n->active_features, base, spec);
     if (avail || active) {
@@ -2102,10 +2119,11 @@ static int sync_record(sync_ctx *x, const nsb_pod *p, const sobj *pod, const cha
         char reason[256];
         snprintf(reason, sizeof(reason), RECORD_REASON " (%s)", what);
         if (drain(x->st, x->cache, x->s, name, reason) == 0)
-            op_warn(x->op, x->nodeset, NSB_KIND, "SlurmRecordStale",
-                    "Slurm node %s of pod %s keeps the resources of its first registration (%s): draining it; "
-                    "its record is made anew, and the pod restarted, once no job holds or names it",
-                    name, pod->name, what);
+            op_warn(
+                x->op, x->nodeset, NSB_KIND, "SlurmRecordStale",
+                "Slurm node %s of pod %s keeps the resources of its first registration (%s): draining it; "
+                "its record is made anew, and the pod restarted, once no job holds or names it",
+                name, pod->name, what);
         return 1;
     }
     if (!nc_drain_proved(x->cache, name) || nc_jobs_free(x->cache, name, 5000) != 1 ||
@@ -2135,7 +2153,8 @@ static int sync_record_gone(sync_ctx *x, const sobj *pod, const char *name)
     if (x->act == NULL || nc_vanished(x->cache, name, NULL))
         return 1;
     map_drop(&x->s->records, pod->uid);
-    x->act->delete_pod(x->act->ctx, pod, "its Slurm node's out-of-date record was deleted: it registers anew");
+    x->act->delete_pod(x->act->ctx, pod,
+                       "its Slurm node's out-of-date record was deleted: it registers anew");
     return 1;
 }
 
@@ -2286,8 +2305,8 @@ static void patch_nodeset(nss_state *st, const sobj *nodeset, const char *sub, c
     c->wkey = xstrdup(e->key);
     kube_req_opts ro = {.no_answer = 1}; /* nodeset_written reads only the outcome */
     write_sent(st); /* before the call, as in patch_pod */
-    kube_patch_with(st->op->client, &ro, &SLINKY_NODESETS, nodeset->ns, nodeset->name, sub, KUBE_PATCH_MERGE, patch,
-                    NULL, 0, nodeset_written, c);
+    kube_patch_with(st->op->client, &ro, &SLINKY_NODESETS, nodeset->ns, nodeset->name, sub, KUBE_PATCH_MERGE,
+                    patch, NULL, 0, nodeset_written, c);
     cJSON_Delete(patch);
 }
 
@@ -2429,8 +2448,9 @@ static void condemn_in_maintenance(sync_ctx *x, const nsb_pod *pods, size_t n)
                 continue;
             if (!(sn->flags & SM_NF(MAINTENANCE)))
                 continue;
-            int ours = sn->reservation && *sn->reservation ? strcmp(sn->reservation, resv_name) == 0
-                                                           : in_names(&listed, slurm_name(x->st, pod_sobj(p)));
+            int ours = sn->reservation && *sn->reservation
+                           ? strcmp(sn->reservation, resv_name) == 0
+                           : in_names(&listed, slurm_name(x->st, pod_sobj(p)));
             if (ours)
                 x->act->condemn(x->act->ctx, pod_sobj(p),
                                 "scheduled update (maintenance reservation active)");
@@ -2577,27 +2597,31 @@ int nss_jobrec_clear(operator *op, const sobj *nodeset, const cJSON *ns)
     if (named == 0) {
         if (s->jobrec_warned)
             op_event(op, nodeset, NSB_KIND, "JobRecordsPurged", "Finalize",
-                     "Slurm keeps no job record of partition %s any more: the NodeSet leaves slurm.conf", part);
+                     "Slurm keeps no job record of partition %s any more: the NodeSet leaves slurm.conf",
+                     part);
         s->jobrec_since = 0;
         return 1;
     }
     if (now - s->jobrec_since >= JOBREC_MAX_MS) {
-        op_warn(op, nodeset, NSB_KIND, "JobRecordsWaitExpired",
-                "Waited %u minutes for Slurm to purge the job records of partition %s (or to be readable); the "
-                "NodeSet leaves slurm.conf now",
-                JOBREC_MAX_MS / 60000u, part);
+        op_warn(
+            op, nodeset, NSB_KIND, "JobRecordsWaitExpired",
+            "Waited %u minutes for Slurm to purge the job records of partition %s (or to be readable); the "
+            "NodeSet leaves slurm.conf now",
+            JOBREC_MAX_MS / 60000u, part);
         s->jobrec_since = 0;
         return 1;
     }
     if (!s->jobrec_warned) {
         s->jobrec_warned = 1;
-        op_warn(op, nodeset, NSB_KIND, "WaitingForJobRecords",
-                named > 0 ? "Every pod is gone, but Slurm still keeps records of jobs in partition %s (MinJobAge): "
-                            "the NodeSet stays in slurm.conf until they are purged (slurmctld fails to load job "
-                            "state that names a partition slurm.conf no longer has)"
-                          : "Every pod is gone, but Slurm's job list cannot be read, so it is not known whether job "
-                            "records of partition %s remain; the NodeSet stays in slurm.conf until it can be read",
-                part);
+        op_warn(
+            op, nodeset, NSB_KIND, "WaitingForJobRecords",
+            named > 0
+                ? "Every pod is gone, but Slurm still keeps records of jobs in partition %s (MinJobAge): "
+                  "the NodeSet stays in slurm.conf until they are purged (slurmctld fails to load job "
+                  "state that names a partition slurm.conf no longer has)"
+                : "Every pod is gone, but Slurm's job list cannot be read, so it is not known whether job "
+                  "records of partition %s remain; the NodeSet stays in slurm.conf until it can be read",
+            part);
     }
     enqueue_after(st, s->key, JOBREC_RETRY_MS);
     return 0;
@@ -2693,7 +2717,8 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
         if (!d->unproved_warned) {
             d->unproved_warned = 1;
             op_warn(x->op, x->nodeset, NSB_KIND, "SlurmNameUnproved",
-                    "Pod %s is Ready but Slurm has no node %s, the name slurmop derives from its Node; its slurmd "
+                    "Pod %s is Ready but Slurm has no node %s, the name slurmop derives from its Node; its "
+                    "slurmd "
                     "registers under its host's own hostname, which may differ (case, dots): keeping the pod",
                     pod->name, name);
         }
@@ -2705,10 +2730,11 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
     if (nc_vanished(x->cache, name, NULL) == 2) {
         if (!d->lost_warned) {
             d->lost_warned = 1;
-            op_warn(x->op, x->nodeset, NSB_KIND, "SlurmNodeLost",
-                    "Pod %s is Ready but Slurm no longer knows its node %s, which ran jobs when last read "
-                    "(slurmctld restarted without its state?); keeping the pod until the node registers again",
-                    pod->name, name);
+            op_warn(
+                x->op, x->nodeset, NSB_KIND, "SlurmNodeLost",
+                "Pod %s is Ready but Slurm no longer knows its node %s, which ran jobs when last read "
+                "(slurmctld restarted without its state?); keeping the pod until the node registers again",
+                pod->name, name);
         }
         return;
     }
@@ -2724,7 +2750,8 @@ static void sync_drift(sync_ctx *x, const sobj *pod)
         return;
     s->drift_used++;
     op_warn(x->op, x->nodeset, NSB_KIND, "SlurmNodeNotRegistered",
-            "Pod %s has been Ready for over %lld s but Slurm has no node %s (confirmed by name); deleting it so that "
+            "Pod %s has been Ready for over %lld s but Slurm has no node %s (confirmed by name); deleting it "
+            "so that "
             "it registers again (at most %d per NodeSet per %u s)",
             pod->name, (long long)DRIFT_GRACE_S(x->op), name, DRIFT_MAX_PER_WINDOW, DRIFT_WINDOW_MS / 1000u);
     x->act->delete_pod(x->act->ctx, pod, "its Slurm node is not registered");
@@ -2815,8 +2842,9 @@ static void health_act(sync_ctx *x, hl_ent *e, const sobj *pod)
             e->drain_seen = 1;
             if (x->st->mx_drain_s)
                 mx_histogram_observe(x->st->mx_drain_s, (double)(now_ms(x->st) - e->seen_ms) / 1000.0);
-            log_info("nodeset %s: Slurm node %s drained for health %.3f s after its Node %s was seen unhealthy",
-                     x->s->key, e->name, (double)(now_ms(x->st) - e->seen_ms) / 1000.0, e->node);
+            log_info(
+                "nodeset %s: Slurm node %s drained for health %.3f s after its Node %s was seen unhealthy",
+                x->s->key, e->name, (double)(now_ms(x->st) - e->seen_ms) / 1000.0, e->node);
         }
         /* Our drain must be the one the read shows before the pod is
          * condemned: judge() would otherwise drain it again with its own
@@ -2827,16 +2855,18 @@ static void health_act(sync_ctx *x, hl_ent *e, const sobj *pod)
     if (!x->act || !x->act->condemn)
         return;
     char why[600];
-    snprintf(why, sizeof(why), "its Node %s is unhealthy (%s)", e->node, e->reason + strlen(NSS_REASON_PREFIX));
+    snprintf(why, sizeof(why), "its Node %s is unhealthy (%s)", e->node,
+             e->reason + strlen(NSS_REASON_PREFIX));
     x->act->condemn(x->act->ctx, pod, why);
     uint64_t now = now_ms(x->st);
     if (!e->gone_ms && is_deleting(x->s, pod, now)) {
         e->gone_ms = now;
         if (x->st->mx_replaced)
             mx_counter_inc(mx_counter_get(x->st->mx_replaced, MX_LV(x->nodeset->ns, x->nodeset->name)));
-        op_event(x->op, x->nodeset, NSB_KIND, "UnhealthyNodeReplaced", "Delete",
-                 "Slurm node %s is drained and holds no job: deleting pod %s on unhealthy Node %s to replace it",
-                 e->name, pod->name, e->node);
+        op_event(
+            x->op, x->nodeset, NSB_KIND, "UnhealthyNodeReplaced", "Delete",
+            "Slurm node %s is drained and holds no job: deleting pod %s on unhealthy Node %s to replace it",
+            e->name, pod->name, e->node);
     }
 }
 
@@ -2856,7 +2886,8 @@ static void health_drop(sync_ctx *x, hl_ent *e, const sobj *pod)
 static int node_usable(const char *node, void *data)
 {
     const sync_ctx *x = data;
-    return store_get(op_store(x->op, OPK_NODES), NULL, node) != NULL && map_get(&x->st->unhealthy, node) == NULL;
+    return store_get(op_store(x->op, OPK_NODES), NULL, node) != NULL &&
+           map_get(&x->st->unhealthy, node) == NULL;
 }
 
 /* A pod created while Nodes were unhealthy has an affinity that keeps it
@@ -3017,16 +3048,18 @@ static void sync_health(sync_ctx *x, const nsb_pod *pods, size_t n)
         const uh_ent *at = map_get(&x->st->unhealthy, pp->node_name);
         e->seen_ms = at ? at->at : now;
         map_put(&s->health, e->name, e);
-        op_warn(x->op, x->nodeset, NSB_KIND, "NodeUnhealthy",
-                "Node %s is unhealthy (%s): draining Slurm node %s of pod %s; the pod is replaced once no job "
-                "holds it",
-                e->node, cwhy[i], e->name, cpods[i]->name);
+        op_warn(
+            x->op, x->nodeset, NSB_KIND, "NodeUnhealthy",
+            "Node %s is unhealthy (%s): draining Slurm node %s of pod %s; the pod is replaced once no job "
+            "holds it",
+            e->node, cwhy[i], e->name, cpods[i]->name);
         health_act(x, e, cpods[i]);
     }
     size_t waiting = nc - admitted;
     if (waiting && waiting != s->health_waiting)
         op_warn(x->op, x->nodeset, NSB_KIND, "UnhealthyNodesCapped",
-                "%zu more pod(s) are on unhealthy Nodes; at most %zu of the NodeSet's %zu Slurm nodes are drained "
+                "%zu more pod(s) are on unhealthy Nodes; at most %zu of the NodeSet's %zu Slurm nodes are "
+                "drained "
                 "or replaced for health at once (--unhealthy-max-share %u%%)",
                 waiting, cap, fleet, cfg->max_share_pct);
     s->health_waiting = waiting;
@@ -3195,9 +3228,10 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
     if (expected >= 2 && listed == 0) {
         s->held = 1;
         if (n_drifting)
-            log_warn("nodeset %s: Slurm's node table lists none of its %zu registered nodes; not treating any as "
-                     "unregistered",
-                     s->key, expected);
+            log_warn(
+                "nodeset %s: Slurm's node table lists none of its %zu registered nodes; not treating any as "
+                "unregistered",
+                s->key, expected);
         for (size_t i = 0; i < n_drifting; i++)
             drift_clear(s, drifting[i]->uid);
         n_drifting = 0;
@@ -3241,7 +3275,8 @@ void nss_release(operator *op, const sobj *nodeset, const nsb_pod *pods, size_t 
     uint64_t now = now_ms(st);
     for (size_t i = 0; i < n; i++) {
         const sobj *pod = pod_sobj(&pods[i]);
-        if (pods[i].terminating || pod->deleting || !map_get(&s->victims, pod->uid) || is_deleting(s, pod, now))
+        if (pods[i].terminating || pod->deleting || !map_get(&s->victims, pod->uid) ||
+            is_deleting(s, pod, now))
             continue;
         /* the same per-pod rules as in a deciding pass (kept while Slurm
          * cannot be read, cordoned while it waits, drained again when the
@@ -3343,8 +3378,9 @@ static void sync_stale_down(nss_state *st, nss_set *s, nc_cache *cache, const so
                             const sm_node *sn)
 {
     const pod_proj *pp = pod_of(pod);
-    if (sn->base != SM_NODE_DOWN || !sn->reason || strncmp(sn->reason, PRESTOP_REASON, strlen(PRESTOP_REASON)) != 0 ||
-        sn->reason_changed_at <= 0 || nc_settling(cache, name))
+    if (sn->base != SM_NODE_DOWN || !sn->reason ||
+        strncmp(sn->reason, PRESTOP_REASON, strlen(PRESTOP_REASON)) != 0 || sn->reason_changed_at <= 0 ||
+        nc_settling(cache, name))
         return;
     int earlier = sn->slurmd_started_at > sn->reason_changed_at ||
                   pp->ready_since > sn->reason_changed_at + STALE_DOWN_MARGIN_S;
@@ -3416,7 +3452,8 @@ static void note_parts(nss_set *s, const char *list)
             memcpy(item, p, len);
             item[len] = '\0';
             if (!nd_lists_meet(item, s->seen_parts)) {
-                char *u = s->seen_parts && *s->seen_parts ? xasprintf("%s,%s", s->seen_parts, item) : xstrdup(item);
+                char *u =
+                    s->seen_parts && *s->seen_parts ? xasprintf("%s,%s", s->seen_parts, item) : xstrdup(item);
                 free(s->seen_parts);
                 s->seen_parts = u;
             }
@@ -3471,12 +3508,14 @@ static int demand_policy(nss_state *st, nss_set *s, const sobj *nodeset, const c
     if (nd_parse(text, &s->demand, err, sizeof(err)) != 0)
         why = err;
     else if (nsb_mode_of(ns) == NSB_DAEMONSET)
-        why = "a DaemonSet-mode NodeSet has one pod per eligible Node: its size follows the Nodes, not replicas";
+        why = "a DaemonSet-mode NodeSet has one pod per eligible Node: its size follows the Nodes, not "
+              "replicas";
     if (why) {
         if (s->demand_bad == NULL || strcmp(s->demand_bad, text) != 0) {
             free(s->demand_bad);
             s->demand_bad = xstrdup(text);
-            log_warn("nodeset %s: annotation %s=\"%.128s\" is not used: %s", nodeset->key, ND_ANNOTATION, text, why);
+            log_warn("nodeset %s: annotation %s=\"%.128s\" is not used: %s", nodeset->key, ND_ANNOTATION,
+                     text, why);
             op_event(st->op, nodeset, NSB_KIND, "AutoscaleInvalid", "Autoscale",
                      "annotation %s=\"%.128s\" is not used: %s", ND_ANNOTATION, text, why);
         }
@@ -3525,11 +3564,13 @@ static int32_t demand_of(nss_state *st, nss_set *s, nc_cache *cache, const sobj 
         } else if (r == ND_NEVER_FITS && nd_lists_meet(pj[i].partitions, s->demand_parts) &&
                    pj[i].id != s->unfit_job) {
             s->unfit_job = pj[i].id;
-            log_warn("nodeset %s: job %" PRIu32 " asks for %d nodes in partition(s) %.128s: no NodeSet that follows "
+            log_warn("nodeset %s: job %" PRIu32
+                     " asks for %d nodes in partition(s) %.128s: no NodeSet that follows "
                      "the queue there may grow that far (this one: max=%d)",
                      nodeset->key, pj[i].id, (int)pj[i].nodes, pj[i].partitions, (int)s->demand.max);
             op_event(st->op, nodeset, NSB_KIND, "JobNeverFits", "Autoscale",
-                     "job %" PRIu32 " asks for %d nodes in partition(s) %.128s: no NodeSet that follows the queue "
+                     "job %" PRIu32
+                     " asks for %d nodes in partition(s) %.128s: no NodeSet that follows the queue "
                      "there may grow that far (this one: max=%d); raise max or cancel the job",
                      pj[i].id, (int)pj[i].nodes, pj[i].partitions, (int)s->demand.max);
         }
@@ -3607,15 +3648,17 @@ static void demand_step(nss_state *st, nss_set *s, nc_cache *cache, const sobj *
     if (!e)
         return;
     const char *dir = want > replicas ? "up" : "down";
-    log_info("nodeset %s: following the queue: replicas %d -> %d (%d busy, %d node(s) asked for by %d pending "
-             "job(s), %d idle past %us)",
-             nodeset->key, (int)replicas, (int)want, (int)busy, (int)demand, (int)jobs, (int)cooled,
-             s->demand.cooldown_s);
-    op_event(st->op, nodeset, NSB_KIND, want > replicas ? "ScaledUp" : "ScaledDown", "Autoscale",
-             "replicas %d -> %d: %d busy, %d node(s) asked for by %d pending job(s), %d idle past %us (min=%d, "
-             "max=%d)",
-             (int)replicas, (int)want, (int)busy, (int)demand, (int)jobs, (int)cooled, s->demand.cooldown_s,
-             (int)s->demand.min, (int)s->demand.max);
+    log_info(
+        "nodeset %s: following the queue: replicas %d -> %d (%d busy, %d node(s) asked for by %d pending "
+        "job(s), %d idle past %us)",
+        nodeset->key, (int)replicas, (int)want, (int)busy, (int)demand, (int)jobs, (int)cooled,
+        s->demand.cooldown_s);
+    op_event(
+        st->op, nodeset, NSB_KIND, want > replicas ? "ScaledUp" : "ScaledDown", "Autoscale",
+        "replicas %d -> %d: %d busy, %d node(s) asked for by %d pending job(s), %d idle past %us (min=%d, "
+        "max=%d)",
+        (int)replicas, (int)want, (int)busy, (int)demand, (int)jobs, (int)cooled, s->demand.cooldown_s,
+        (int)s->demand.min, (int)s->demand.max);
     if (st->mx_scaled)
         mx_counter_inc(mx_counter_get(st->mx_scaled, MX_LV(nodeset->ns, nodeset->name, dir)));
     /* spec.replicas alone (the operator's RBAC has no nodesets/scale), and
@@ -3727,8 +3770,8 @@ unsigned nss_pod_slurm_bits(operator *op, const sobj *nodeset, const sobj *pod)
     return slurm_bits(sn);
 }
 
-int nss_pod_step(operator *op, const sobj *nodeset, const cJSON *ns, const nsb_pod *p, const char *update_hash,
-                 int uncordon_ok, int sync)
+int nss_pod_step(operator* op, const sobj *nodeset, const cJSON *ns, const nsb_pod *p,
+                 const char *update_hash, int uncordon_ok, int sync)
 {
     nss_state *st = nss_of(op);
     nss_set *s = map_get(&st->sets, nodeset->key);

@@ -1,12 +1,9 @@
-/* nodeset_slurm: the Slurm side of the NodeSet engine: drain before delete, Slurm node state on pods, cordon sync,
- * pod info, deadlines, topology and features, registration drift, pruning
- * of defunct node records, and the ScheduledUpdate reservation. The NodeSet
- * reconciler calls these hooks at fixed points of its pass; each reads the
- * Controller's Slurm node cache (slurmclient.h) and queues batched Slurm
- * writes and Kubernetes patches, never waiting for either inside the pass.
- * Node cache events queue the NodeSet that owns the node (the pod whose
- * hostname is the Slurm node name), so a drain that completes is acted on
- * at once.
+/* nodeset_slurm: the Slurm side of the NodeSet engine: drain before delete, Slurm node state on pods, cordon
+ * sync, pod info, deadlines, topology and features, registration drift, pruning of defunct node records, and
+ * the ScheduledUpdate reservation. The NodeSet reconciler calls these hooks at fixed points of its pass; each
+ * reads the Controller's Slurm node cache (slurmclient.h) and queues batched Slurm writes and Kubernetes
+ * patches, never waiting for either inside the pass. Node cache events queue the NodeSet that owns the node
+ * (the pod whose hostname is the Slurm node name), so a drain that completes is acted on at once.
  *
  * THE RULE (no exceptions elsewhere): a pod whose Slurm node may run jobs
  * is deleted only when
@@ -194,8 +191,8 @@ enum { NSS_STEP_DONE = 0, NSS_STEP_FULL = 1 };
  *  having written nothing for the pod, when only a full pass may decide:
  *  a Ready pod whose node the table lacks (registration drift), or the
  *  client not ready. Never condemns or deletes. */
-int nss_pod_step(operator *op, const sobj *nodeset, const cJSON *ns, const nsb_pod *p, const char *update_hash,
-                 int uncordon_ok, int sync);
+int nss_pod_step(operator* op, const sobj *nodeset, const cJSON *ns, const nsb_pod *p,
+                 const char *update_hash, int uncordon_ok, int sync);
 /** Why the last pass kept condemned pods it could not drain (a reason
  *  such as "DrainBlockedNoRestApi"; NULL when none) and, in *message, the
  *  condition message. */

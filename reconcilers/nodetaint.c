@@ -175,7 +175,8 @@ static void on_node(store *s, const sobj *old, const sobj *new, void *data)
         return;
     }
     if (old && old->json && new->json &&
-        !!nodetaint_has(json_get(old->json, "spec.taints")) == !!nodetaint_has(json_get(new->json, "spec.taints")) &&
+        !!nodetaint_has(json_get(old->json, "spec.taints")) ==
+            !!nodetaint_has(json_get(new->json, "spec.taints")) &&
         map_get(&S->pending, new->name) == NULL)
         return;
     enqueue(S, new->name);
@@ -275,7 +276,8 @@ static wq_result handle(const char *node, uint64_t first_add_ns, void *data)
     c->st = S;
     c->epoch = S->epoch;
     c->node = xstrdup(node);
-    log_info("nodetaint: %s taint %s:%s on Node %s", want ? "adding" : "removing", NSB_WORKER_TAINT, EFFECT, node);
+    log_info("nodetaint: %s taint %s:%s on Node %s", want ? "adding" : "removing", NSB_WORKER_TAINT, EFFECT,
+             node);
     kube_patch(S->op->client, &KUBE_NODES, NULL, node, NULL, KUBE_PATCH_MERGE, patch, NULL, 0, patched, c);
     cJSON_Delete(patch);
     return WQ_RESULT_OK;

@@ -560,7 +560,8 @@ int objsync_ensure(objsync *os, const store *cache, const kube_res *res, const c
     const char *mark = adopted_mark(live);
     if (!has_managed_label(live)) {
         patch = adopt_patch(want);
-        log_info("objsync: adopting %s %s/%s as it is (it has our owner, not our label)", res->kind, ns, name);
+        log_info("objsync: adopting %s %s/%s as it is (it has our owner, not our label)", res->kind, ns,
+                 name);
     } else if (mark) {
         char h[OBJSYNC_HASH_MAX];
         hash_of(want, h);
@@ -571,8 +572,8 @@ int objsync_ensure(objsync *os, const store *cache, const kube_res *res, const c
         patch = objsync_diff(want, live);
         if (patch == NULL)
             patch = cJSON_CreateObject();
-        json_set(json_obj_ensure(json_obj_ensure(patch, "metadata"), "annotations"), OBJSYNC_ADOPTED_ANNOTATION,
-                 cJSON_CreateNull());
+        json_set(json_obj_ensure(json_obj_ensure(patch, "metadata"), "annotations"),
+                 OBJSYNC_ADOPTED_ANNOTATION, cJSON_CreateNull());
         log_info("objsync: %s %s/%s was adopted as it was; what slurmop writes for it changed: converging it",
                  res->kind, ns, name);
     } else {

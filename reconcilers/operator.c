@@ -40,7 +40,8 @@ static const struct {
     [OPK_ACCOUNTINGS] = {&SLINKY_ACCOUNTINGS, &KIND_FULL_NAMESPACED, NULL},
     [OPK_LOGINSETS] = {&SLINKY_LOGINSETS, &KIND_FULL_NAMESPACED, NULL},
     [OPK_TOKENS] = {&SLINKY_TOKENS, &KIND_FULL_NAMESPACED, NULL},
-    [OPK_PODS] = {&KUBE_PODS, &KIND_PODS, "app.kubernetes.io/name in (slurmd,slurmctld,slurmrestd,slurmdbd,login)"},
+    [OPK_PODS] = {&KUBE_PODS, &KIND_PODS,
+                  "app.kubernetes.io/name in (slurmd,slurmctld,slurmrestd,slurmdbd,login)"},
     [OPK_NODES] = {&KUBE_NODES, &KIND_NODES, NULL},
     [OPK_SERVICES] = {&KUBE_SERVICES, &KIND_FULL_NAMESPACED, NULL},
     [OPK_CONFIGMAPS] = {&KUBE_CONFIGMAPS, &KIND_FULL_NAMESPACED, MANAGED_SELECTOR},
@@ -221,10 +222,11 @@ static void warn_insecure_transport(operator *op)
         log_error("INSECURE: insecure-skip-tls-verify is set for %s: the API server's certificate is not "
                   "checked, so anybody on the path can impersonate it",
                   op->cfg->server);
-    mx_family *f = mx_family_new(op->metrics, MX_GAUGE, "slurmop_api_insecure_transport",
-                                 "1 when the API server connection is not protected this way (reason: plain-http, "
-                                 "skip-tls-verify)",
-                                 "reason", NULL, 0, NULL);
+    mx_family *f =
+        mx_family_new(op->metrics, MX_GAUGE, "slurmop_api_insecure_transport",
+                      "1 when the API server connection is not protected this way (reason: plain-http, "
+                      "skip-tls-verify)",
+                      "reason", NULL, 0, NULL);
     if (f == NULL)
         return;
     const char *v1[] = {"plain-http"}, *v2[] = {"skip-tls-verify"};
@@ -238,7 +240,8 @@ static void warn_insecure_transport(operator *op)
 
 static int setup_metrics(operator *op)
 {
-    static const double lat[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+    static const double lat[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                 0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
     /* Reconciles and event -> action take tens of microseconds to a few
      * milliseconds: buckets fine enough below 1 ms to tell them apart (a
      * p99 interpolated inside 0.25-0.5 ms could not tell 260 from 480 us). */
@@ -252,64 +255,74 @@ static int setup_metrics(operator *op)
     h = h ? h + 3 : op->cfg->server;
     snprintf(p->api_host, sizeof(p->api_host), "%.*s", (int)strcspn(h, "/"), h);
     size_t nl = sizeof(lat) / sizeof(lat[0]), nf = sizeof(fine) / sizeof(fine[0]);
-    op->mx_reconcile_seconds = mx_family_new(r, MX_HISTOGRAM, "controller_runtime_reconcile_time_seconds",
-                                             "Length of time per reconciliation per controller", "controller", fine, nf, NULL);
-    op->mx_event_to_action = mx_family_new(r, MX_HISTOGRAM, "slurmop_event_to_action_seconds",
-                                           "Time from the first watch event that queued an object to the first write "
-                                           "its reconcile issued",
-                                           "controller", fine, nf, NULL);
-    op->mx_event_to_pod_write = mx_family_new(r, MX_HISTOGRAM, "slurmop_event_to_pod_write_seconds",
-                                              "Time from the first watch event that queued an object to the first "
-                                              "pod create or delete its reconcile issued",
-                                              "controller", fine, nf, NULL);
-    op->mx_api_requests = mx_family_new(r, MX_COUNTER, "slurmop_api_requests_total",
-                                        "Kubernetes API requests by verb, resource and HTTP code (0: no answer)",
-                                        "verb,resource,code", NULL, 0, NULL);
+    op->mx_reconcile_seconds =
+        mx_family_new(r, MX_HISTOGRAM, "controller_runtime_reconcile_time_seconds",
+                      "Length of time per reconciliation per controller", "controller", fine, nf, NULL);
+    op->mx_event_to_action =
+        mx_family_new(r, MX_HISTOGRAM, "slurmop_event_to_action_seconds",
+                      "Time from the first watch event that queued an object to the first write "
+                      "its reconcile issued",
+                      "controller", fine, nf, NULL);
+    op->mx_event_to_pod_write =
+        mx_family_new(r, MX_HISTOGRAM, "slurmop_event_to_pod_write_seconds",
+                      "Time from the first watch event that queued an object to the first "
+                      "pod create or delete its reconcile issued",
+                      "controller", fine, nf, NULL);
+    op->mx_api_requests =
+        mx_family_new(r, MX_COUNTER, "slurmop_api_requests_total",
+                      "Kubernetes API requests by verb, resource and HTTP code (0: no answer)",
+                      "verb,resource,code", NULL, 0, NULL);
     op->mx_api_seconds = mx_family_new(r, MX_HISTOGRAM, "slurmop_api_request_duration_seconds",
                                        "Kubernetes API request latency by verb", "verb", lat, nl, NULL);
     p->mx_cache_objects = mx_family_new(r, MX_GAUGE, "slurmop_cache_objects", "Objects in the informer cache",
                                         "resource", NULL, 0, NULL);
-    p->mx_watch_lists = mx_family_new(r, MX_COUNTER, "slurmop_watch_relists_total",
-                                      "Complete relists after the first list, per resource", "resource", NULL, 0, NULL);
-    p->mx_watch_gone = mx_family_new(r, MX_COUNTER, "slurmop_watch_expired_total",
-                                     "Watches or lists answered 410 Gone, per resource", "resource", NULL, 0, NULL);
+    p->mx_watch_lists =
+        mx_family_new(r, MX_COUNTER, "slurmop_watch_relists_total",
+                      "Complete relists after the first list, per resource", "resource", NULL, 0, NULL);
+    p->mx_watch_gone =
+        mx_family_new(r, MX_COUNTER, "slurmop_watch_expired_total",
+                      "Watches or lists answered 410 Gone, per resource", "resource", NULL, 0, NULL);
     p->mx_watch_failures = mx_family_new(r, MX_COUNTER, "slurmop_watch_failures_total",
-                                         "Failed lists and watches (restarted with backoff), per resource", "resource",
-                                         NULL, 0, NULL);
+                                         "Failed lists and watches (restarted with backoff), per resource",
+                                         "resource", NULL, 0, NULL);
     /* client-go's buckets */
     static const double rest_b[] = {0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60};
-    p->mx_rest_requests = mx_family_new(r, MX_COUNTER, "rest_client_requests_total",
-                                        "Number of HTTP requests, partitioned by status code, method, and host",
-                                        "code,method,host", NULL, 0, NULL);
+    p->mx_rest_requests =
+        mx_family_new(r, MX_COUNTER, "rest_client_requests_total",
+                      "Number of HTTP requests, partitioned by status code, method, and host",
+                      "code,method,host", NULL, 0, NULL);
     p->mx_rest_seconds = mx_family_new(r, MX_HISTOGRAM, "rest_client_request_duration_seconds",
-                                       "Request latency in seconds, broken down by verb and host", "verb,host",
-                                       rest_b, sizeof(rest_b) / sizeof(rest_b[0]), NULL);
+                                       "Request latency in seconds, broken down by verb and host",
+                                       "verb,host", rest_b, sizeof(rest_b) / sizeof(rest_b[0]), NULL);
     p->mx_leader = mx_family_new(r, MX_GAUGE, "leader_election_master_status",
-                                 "1 when this process holds the leader lease (or runs without election)", "name", NULL,
-                                 0, NULL);
+                                 "1 when this process holds the leader lease (or runs without election)",
+                                 "name", NULL, 0, NULL);
     p->mx_fenced = mx_family_new(r, MX_COUNTER, "slurmop_fenced_writes_total",
-                                 "API writes canceled or refused because the leader lease was lost", "name", NULL, 0,
-                                 NULL);
+                                 "API writes canceled or refused because the leader lease was lost", "name",
+                                 NULL, 0, NULL);
     p->mx_waiting = mx_family_new(r, MX_GAUGE, "slurmop_api_requests_waiting",
-                                  "API requests waiting in the client for the QPS limiter or a retry", "name", NULL, 0,
-                                  NULL);
-    p->mx_in_flight = mx_family_new(r, MX_GAUGE, "slurmop_api_requests_in_flight",
-                                    "API requests sent or queued and not yet answered: kind=watch for the open "
-                                    "watches, kind=request for the others (a backlog of writes shows here)",
-                                    "kind", NULL, 0, NULL);
+                                  "API requests waiting in the client for the QPS limiter or a retry", "name",
+                                  NULL, 0, NULL);
+    p->mx_in_flight =
+        mx_family_new(r, MX_GAUGE, "slurmop_api_requests_in_flight",
+                      "API requests sent or queued and not yet answered: kind=watch for the open "
+                      "watches, kind=request for the others (a backlog of writes shows here)",
+                      "kind", NULL, 0, NULL);
     p->mx_ref_objects = mx_family_new(r, MX_GAUGE, "slurmop_referenced_objects",
                                       "Objects referenced by custom resources and read by name (not watched)",
                                       "resource", NULL, 0, NULL);
     p->mx_ref_gets = mx_family_new(r, MX_COUNTER, "slurmop_referenced_gets_total",
-                                   "GETs of referenced objects (first reads and rotation polls)", "resource", NULL,
-                                   0, NULL);
-    p->mx_ref_full = mx_family_new(r, MX_COUNTER, "slurmop_referenced_full_total",
-                                   "Lookups of referenced objects not read for want of room (the namespace's share "
-                                   "or the whole table full): they wait, never read as missing",
-                                   "resource", NULL, 0, NULL);
-    if (!op->mx_reconcile_seconds || !op->mx_event_to_action || !op->mx_event_to_pod_write || !p->mx_ref_objects ||
-        !p->mx_ref_gets || !p->mx_ref_full || !op->mx_api_requests || !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_watch_lists ||
-        !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader || !p->mx_fenced || !p->mx_waiting || !p->mx_in_flight ||
+                                   "GETs of referenced objects (first reads and rotation polls)", "resource",
+                                   NULL, 0, NULL);
+    p->mx_ref_full =
+        mx_family_new(r, MX_COUNTER, "slurmop_referenced_full_total",
+                      "Lookups of referenced objects not read for want of room (the namespace's share "
+                      "or the whole table full): they wait, never read as missing",
+                      "resource", NULL, 0, NULL);
+    if (!op->mx_reconcile_seconds || !op->mx_event_to_action || !op->mx_event_to_pod_write ||
+        !p->mx_ref_objects || !p->mx_ref_gets || !p->mx_ref_full || !op->mx_api_requests ||
+        !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_watch_lists || !p->mx_watch_gone ||
+        !p->mx_watch_failures || !p->mx_leader || !p->mx_fenced || !p->mx_waiting || !p->mx_in_flight ||
         !p->mx_rest_requests || !p->mx_rest_seconds)
         return OP_EINVAL;
     mx_registry_on_scrape(r, on_scrape, op);
@@ -495,8 +508,8 @@ static int listen_on(operator *op, const char *addr, hs_server **out, char *err,
         return rc;
     }
     /* Tests read the bound ports from these lines. */
-    log_info("serving %s on %s:%d", op->opts.metrics_secure ? "/healthz /readyz" : "/metrics /healthz /readyz", host,
-             hs_port(*out));
+    log_info("serving %s on %s:%d",
+             op->opts.metrics_secure ? "/healthz /readyz" : "/metrics /healthz /readyz", host, hs_port(*out));
     return 0;
 }
 
@@ -650,9 +663,10 @@ static void on_stopped_leading(void *data)
      * writes already on the wire finish. Then, like controller-runtime,
      * exit non-zero (the shutdown grace only waits for those). */
     int canceled = kube_client_fence(op->client);
-    log_error("lost the leader lease (%s); write fence closed: %d queued writes canceled, later ones refused; "
-              "shutting down with exit code 1",
-              lease_lost_reason(p->lease), canceled);
+    log_error(
+        "lost the leader lease (%s); write fence closed: %d queued writes canceled, later ones refused; "
+        "shutting down with exit code 1",
+        lease_lost_reason(p->lease), canceled);
     stop_reconcilers(op);
     p->exit_code = 1;
     op_stop(op);
@@ -890,7 +904,9 @@ int op_start(uv_loop_t *loop, const operator_opts *opts, operator **out, char *e
         };
         p->lease = lease_start(loop, &lo, &rc);
         if (p->lease == NULL) {
-            snprintf(err, errlen, "leader election setup failed: %s (want lease duration > renew deadline > 1.2 x retry period)",
+            snprintf(err, errlen,
+                     "leader election setup failed: %s (want lease duration > renew deadline > 1.2 x retry "
+                     "period)",
                      err_str(rc));
             return rc;
         }
@@ -925,7 +941,8 @@ static void on_client_closed(void *data)
     operator *op = data;
     struct priv *p = P(op);
     if (p->fenced_total)
-        log_warn("%llu writes were fenced (canceled or refused after the leader lease was lost)", p->fenced_total);
+        log_warn("%llu writes were fenced (canceled or refused after the leader lease was lost)",
+                 p->fenced_total);
     void (*cb)(void *, int) = op->opts.on_stopped;
     void *cb_data = op->opts.stopped_data;
     int code = p->exit_code;
@@ -1030,7 +1047,8 @@ static void on_grace_tick(uv_timer_t *t)
         return;
     }
     if (st.in_flight > 0)
-        log_warn("shutdown: %d API requests still in flight after the grace period; canceling them", st.in_flight);
+        log_warn("shutdown: %d API requests still in flight after the grace period; canceling them",
+                 st.in_flight);
     close_servers_and_lease(op);
 }
 

@@ -67,7 +67,8 @@ typedef struct operator_opts {
     int n_namespaces;
     const char *metrics_addr; /* --metrics-addr, default ":8080", "0" disables */
     const char *health_addr;  /* --health-addr, default ":8081", "0" disables */
-    int metrics_secure;       /* --metrics-secure: /metrics over HTTPS, TokenReview + SubjectAccessReview (msec.h) */
+    int metrics_secure; /* --metrics-secure: /metrics over HTTPS, TokenReview + SubjectAccessReview (msec.h)
+                         */
     const char *metrics_cert_file; /* --metrics-cert-file (PEM); NULL with the key: self-signed */
     const char *metrics_key_file;  /* --metrics-key-file */
     double qps;               /* --qps, default 200 */
@@ -84,10 +85,12 @@ typedef struct operator_opts {
      * (borrowed: it must outlive the operator); NULL or empty: off */
     const struct nh_config *health;
     op_slurmrestd_map slurmrestd[OP_MAX_SLURMRESTD]; /* --slurmrestd ns/name=url */
-    const char *slurmrestd_ca; /* --slurmrestd-ca: CA bundle (PEM file) that https slurmrestd URLs are verified with */
+    const char *slurmrestd_ca; /* --slurmrestd-ca: CA bundle (PEM file) that https slurmrestd URLs are
+                                  verified with */
     int n_slurmrestd;
     const char *slurm_conf;   /* --slurm-conf (libslurm backend) */
-    unsigned drift_grace_s;   /* --drift-grace: a Ready pod unknown to Slurm this long is replaced (default 60) */
+    unsigned
+        drift_grace_s; /* --drift-grace: a Ready pod unknown to Slurm this long is replaced (default 60) */
     size_t slurmrestd_max_body; /* --slurmrestd-max-body; 0 = SR_DEFAULT_MAX_BODY */
     unsigned shutdown_grace_ms; /* how long writes in flight may take at stop (default 10 s) */
     int topology_webhook;     /* --topology-webhook: serve the pods/binding webhook (bindhook.h) */
@@ -101,7 +104,8 @@ typedef struct operator_opts {
     unsigned webhook_resync_ms;    /* --webhook-resync (0: 60 s) */
     const char *webhook_client_ca; /* --webhook-client-ca: callers need a client certificate it signed */
     const char *webhook_client_names; /* --webhook-client-names: their allowed CNs (comma list) */
-    unsigned ref_poll_ms;     /* --ref-poll-interval: referenced Secrets/ConfigMaps read again this often (0: 30 s) */
+    unsigned
+        ref_poll_ms; /* --ref-poll-interval: referenced Secrets/ConfigMaps read again this often (0: 30 s) */
     /* --token-users, --token-max-lifetime (tokb_policy_parse; borrowed: it
      * must outlive the operator); NULL: the default policy */
     const struct tokb_policy *token_policy;

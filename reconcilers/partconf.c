@@ -114,13 +114,13 @@ int pcf_check(const char *config, int slurm_version, char *why, size_t size)
                !(strlen(keys[k].name) == klen && strncasecmp(keys[k].name, word, klen) == 0))
             k++;
         if (k == sizeof(keys) / sizeof(keys[0]))
-            return fail(why, size, "%.*s is not a key Slurm accepts on a partition line (slurm.conf(5))", word,
-                        klen);
+            return fail(why, size, "%.*s is not a key Slurm accepts on a partition line (slurm.conf(5))",
+                        word, klen);
         if (keys[k].since && slurm_version < keys[k].since) {
             if (why && size)
                 snprintf(why, size,
-                         "%.*s needs Slurm %d.%02d or later, and the Controller's slurmctld image %s", (int)klen,
-                         word, keys[k].since / 100, keys[k].since % 100,
+                         "%.*s needs Slurm %d.%02d or later, and the Controller's slurmctld image %s",
+                         (int)klen, word, keys[k].since / 100, keys[k].since % 100,
                          slurm_version ? "is older" : "names no version (its tag)");
             return -1;
         }
@@ -134,8 +134,8 @@ int pcf_check(const char *config, int slurm_version, char *why, size_t size)
             p++;
             while (*p && *p != '"') {
                 if (*p < ' ' || *p >= 0x7f || *p == '#' || *p == '\\')
-                    return fail(why, size, "the value of %.*s holds a character slurm.conf reads specially", word,
-                                klen);
+                    return fail(why, size, "the value of %.*s holds a character slurm.conf reads specially",
+                                word, klen);
                 p++;
             }
             if (*p != '"')
@@ -148,8 +148,8 @@ int pcf_check(const char *config, int slurm_version, char *why, size_t size)
         } else {
             while (*p && *p != ' ' && *p != '\t') {
                 if (!value_char((unsigned char)*p))
-                    return fail(why, size, "the value of %.*s holds a character slurm.conf reads specially", word,
-                                klen);
+                    return fail(why, size, "the value of %.*s holds a character slurm.conf reads specially",
+                                word, klen);
                 p++;
             }
             vlen = (size_t)(p - v);
@@ -166,13 +166,14 @@ int pcf_check_name(const char *name, char *why, size_t size)
 {
     size_t n = name ? strlen(name) : 0;
     if (n == 0 || n > 253)
-        return fail(why, size, "the Slurm NodeSet name \"%.*s\" is empty or longer than 253 characters", name ? name : "",
-                    n > 40 ? 40 : n);
+        return fail(why, size, "the Slurm NodeSet name \"%.*s\" is empty or longer than 253 characters",
+                    name ? name : "", n > 40 ? 40 : n);
     for (size_t i = 0; i < n; i++)
         if (!isalnum((unsigned char)name[i]) && name[i] != '-' && name[i] != '_' && name[i] != '.')
-            return fail(why, size,
-                        "the Slurm NodeSet name \"%.*s\" (from spec.template.spec.hostname) may hold only letters, "
-                        "digits, '-', '_' and '.'",
-                        name, n);
+            return fail(
+                why, size,
+                "the Slurm NodeSet name \"%.*s\" (from spec.template.spec.hostname) may hold only letters, "
+                "digits, '-', '_' and '.'",
+                name, n);
     return 0;
 }

@@ -76,7 +76,8 @@ static void on_secret(store *s, const sobj *old_obj, const sobj *new_obj, void *
     while ((r = store_next(op_store(m->op, OPK_RESTAPIS), &it))) {
         if (strcmp(r->ns, o->ns) != 0)
             continue;
-        const sobj *ctl = store_get(ctls, cw_ref_ns(r->json, "spec.controllerRef"), cw_controller_ref(r->json));
+        const sobj *ctl =
+            store_get(ctls, cw_ref_ns(r->json, "spec.controllerRef"), cw_controller_ref(r->json));
         if (ctl && cw_restapi_uses_secret(r->json, ctl->json, o->name))
             crc_enqueue(m, r->ns, r->name);
     }

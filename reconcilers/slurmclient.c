@@ -491,7 +491,8 @@ const char *slurmclient_why(operator *op, const char *ctl_key, char *out, size_t
         case NC_WHY_STALE:
             return "slurmrestd answers too slowly or not at all: check its pod's load and log";
         case NC_WHY_SUSPECT:
-            return "nothing, a second read within seconds settles it; if it stays, read the operator's warnings";
+            return "nothing, a second read within seconds settles it; if it stays, read the operator's "
+                   "warnings";
         default:
             return "nothing, the next pass decides";
         }
@@ -574,7 +575,8 @@ static wq_result sync_one(slurmclient_state *st, const char *key)
         }
     } else {
         c = cluster_new(st, key, url, ra->uid, jwt, klen);
-        set_no_client(st, key, c ? NULL : "its slurmrestd client could not be created (see the operator's log)");
+        set_no_client(st, key,
+                      c ? NULL : "its slurmrestd client could not be created (see the operator's log)");
         if (c) {
             map_put(&st->clusters, c->key, c);
             notify_all(st, key);
@@ -628,8 +630,8 @@ static int start(operator *op)
     if (op->opts.slurmrestd_ca && *op->opts.slurmrestd_ca && st->ca_pem == NULL) {
         int rc = file_read_all(op->opts.slurmrestd_ca, 4u << 20, &st->ca_pem, &st->ca_len);
         if (rc < 0)
-            log_error("--slurmrestd-ca %s: %s; https slurmrestd URLs cannot be verified", op->opts.slurmrestd_ca,
-                      err_str(rc));
+            log_error("--slurmrestd-ca %s: %s; https slurmrestd URLs cannot be verified",
+                      op->opts.slurmrestd_ca, err_str(rc));
     }
     wq_opts o = {.name = SLURMCLIENT_CONTROLLER, .handler = handle, .data = st, .metrics = op->metrics};
     st->q = wq_new(op->loop, &o, &err);

@@ -275,7 +275,8 @@ static void accounting_lines(buf_t *b, const cJSON *controller, const cJSON *acc
          * through <name>-accounting.<namespace>. */
         const char *ans = json_get_str_or(accounting, "metadata.namespace", "");
         if (*ans && strcmp(ans, json_get_str_or(controller, "metadata.namespace", "")) != 0)
-            put(b, "AccountingStorageHost=%s-accounting.%s\n", json_get_str_or(accounting, "metadata.name", ""), ans);
+            put(b, "AccountingStorageHost=%s-accounting.%s\n",
+                json_get_str_or(accounting, "metadata.name", ""), ans);
         else
             put(b, "AccountingStorageHost=%s-accounting\n", json_get_str_or(accounting, "metadata.name", ""));
         put(b, "AccountingStoragePort=%d\n", CLC_SLURMDBD_PORT);

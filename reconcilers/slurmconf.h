@@ -154,8 +154,8 @@ int sconf_config_files_have(const cJSON *controller, const clc_env *env, const c
  *  and AuthAltParameters. */
 char *sconf_slurmdbd_conf(const cJSON *accounting, const char *storage_pass);
 
-/** sshd_config of a LoginSet (docs/compat.md#sshd_config): Include of /etc/ssh/sshd_config.d (all *.conf files),
- *  UsePAM yes, X11Forwarding yes, Subsystem sftp internal-sftp, then the
+/** sshd_config of a LoginSet (docs/compat.md#sshd_config): Include of /etc/ssh/sshd_config.d (all *.conf
+ * files), UsePAM yes, X11Forwarding yes, Subsystem sftp internal-sftp, then the
  *  "### EXTRA CONFIG ###" section with extra (NULL as ""; the section is
  *  always present, so an empty extra leaves an empty line). */
 char *sconf_login_sshd_config(const char *extra);

@@ -175,7 +175,8 @@ static void wb_string(wbuf *w, const void *p, size_t n)
 /* The private section before padding: two check ints, the key type, pk,
  * sk (seed and pk, 64 bytes) and an empty comment; padded to 8 bytes, the
  * block size of the cipher "none". */
-#define ED_PRIV_RAW (8 + 4 + ED_TYPE_LEN + 4 + crypto_sign_PUBLICKEYBYTES + 4 + crypto_sign_SECRETKEYBYTES + 4)
+#define ED_PRIV_RAW                                                                                          \
+    (8 + 4 + ED_TYPE_LEN + 4 + crypto_sign_PUBLICKEYBYTES + 4 + crypto_sign_SECRETKEYBYTES + 4)
 #define ED_PRIV_PADDED ((ED_PRIV_RAW + 7) / 8 * 8)
 #define ED_MAGIC "openssh-key-v1"
 #define ED_FILE_BIN (sizeof(ED_MAGIC) + 2 * (4 + 4) + 4 + 4 + 4 + ED_PUB_BLOB + 4 + ED_PRIV_PADDED)

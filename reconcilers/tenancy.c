@@ -60,10 +60,12 @@ static int owned_by(const cJSON *obj, const char *uid)
 int tnc_vouches(const cJSON *controller, const char *token_ns, const char *secret, const char *key,
                 const cJSON *key_secret)
 {
-    if (controller == NULL || secret == NULL || *secret == '\0' || key == NULL || !tnc_admits(controller, token_ns))
+    if (controller == NULL || secret == NULL || *secret == '\0' || key == NULL ||
+        !tnc_admits(controller, token_ns))
         return 0;
     const cJSON *ref = clc_jwt_ref(json_child(controller, "spec"));
-    if (ref && strcmp(json_get_str_or(ref, "name", ""), secret) == 0 && strcmp(json_get_str_or(ref, "key", ""), key) == 0)
+    if (ref && strcmp(json_get_str_or(ref, "name", ""), secret) == 0 &&
+        strcmp(json_get_str_or(ref, "key", ""), key) == 0)
         return 1;
     if (key_secret == NULL)
         return 0;
@@ -76,15 +78,17 @@ char *tnc_key_refused(const char *token_ns, const char *key_ns, const char *secr
                       const char *why_same)
 {
     if (token_ns && key_ns && strcmp(token_ns, key_ns) == 0)
-        return xasprintf("spec.jwtKeyRef: Secret %s (key %s) is not a JWT key slurmop signs with: %s (a Token "
-                         "signs only with the JWT key of a Controller of its namespace, jwtKeyRef or "
-                         "jwtHs256KeyRef, at least %d bytes long)",
-                         secret, key, why_same ? why_same : "refused", TNC_JWT_KEY_MIN_BYTES);
-    return xasprintf("spec.jwtKeyRef: Secret %s/%s (key %s) cannot be used from namespace %s: slurmop signs "
-                     "only with the JWT key (at least %d bytes) of a Controller of %s that admits this namespace "
-                     "(its owner lets namespaces join with the annotation %s: \"%s\" on the Controller)",
-                     key_ns ? key_ns : "", secret, key, token_ns ? token_ns : "", TNC_JWT_KEY_MIN_BYTES,
-                     key_ns ? key_ns : "", TNC_ANN_ALLOWED_NAMESPACES, token_ns ? token_ns : "");
+        return xasprintf(
+            "spec.jwtKeyRef: Secret %s (key %s) is not a JWT key slurmop signs with: %s (a Token "
+            "signs only with the JWT key of a Controller of its namespace, jwtKeyRef or "
+            "jwtHs256KeyRef, at least %d bytes long)",
+            secret, key, why_same ? why_same : "refused", TNC_JWT_KEY_MIN_BYTES);
+    return xasprintf(
+        "spec.jwtKeyRef: Secret %s/%s (key %s) cannot be used from namespace %s: slurmop signs "
+        "only with the JWT key (at least %d bytes) of a Controller of %s that admits this namespace "
+        "(its owner lets namespaces join with the annotation %s: \"%s\" on the Controller)",
+        key_ns ? key_ns : "", secret, key, token_ns ? token_ns : "", TNC_JWT_KEY_MIN_BYTES,
+        key_ns ? key_ns : "", TNC_ANN_ALLOWED_NAMESPACES, token_ns ? token_ns : "");
 }
 
 int tnc_nodeset_admitted(const cJSON *nodeset, const cJSON *controller)
@@ -111,7 +115,8 @@ int tnc_nodeset_conf_check(const cJSON *nodeset, int slurm_version, char *why, s
     }
     if (json_get_bool(nodeset, "spec.partition.enabled", 0) &&
         pcf_check(json_get_str(nodeset, "spec.partition.config"), slurm_version, w, sizeof(w)) != 0) {
-        snprintf(why, size, "spec.partition.config: %s; the partition is written without it until it is fixed", w);
+        snprintf(why, size,
+                 "spec.partition.config: %s; the partition is written without it until it is fixed", w);
         return -1;
     }
     return 0;

@@ -67,9 +67,9 @@ int tnc_nodeset_admitted(const cJSON *nodeset, const cJSON *controller);
 int tnc_controller_slurm_version(const cJSON *controller);
 
 /** What the NodeSet would write into its Controller's slurm.conf passes
- *  partconf.h for a slurmctld of slurm_version (tnc_controller_slurm_version): the Slurm NodeSet name (pcf_check_name) and, with
- *  spec.partition.enabled, spec.partition.config (pcf_check). 0, or -1 with
- *  a sentence naming the field in why. */
+ *  partconf.h for a slurmctld of slurm_version (tnc_controller_slurm_version): the Slurm NodeSet name
+ * (pcf_check_name) and, with spec.partition.enabled, spec.partition.config (pcf_check). 0, or -1 with a
+ * sentence naming the field in why. */
 int tnc_nodeset_conf_check(const cJSON *nodeset, int slurm_version, char *why, size_t size);
 
 /** Every refusal of a NodeSet (tnc_nodeset_admitted with a cross-namespace

@@ -123,7 +123,8 @@ static void wipe_free(uint8_t *p, size_t n)
 /* A Controller of key_ns vouches for the key (tenancy.h: tnc_vouches).
  * key_secret (as stored) may be NULL: then only naming counts. Before the
  * Secret is read, "some Controller there admits us" is enough to read it. */
-static int key_admitted(crc_pass *p, const char *key_ns, const char *name, const char *key, const cJSON *key_secret)
+static int key_admitted(crc_pass *p, const char *key_ns, const char *name, const char *key,
+                        const cJSON *key_secret)
 {
     size_t it = 0;
     const sobj *c;
@@ -131,7 +132,8 @@ static int key_admitted(crc_pass *p, const char *key_ns, const char *name, const
     while ((c = store_next(ctls, &it))) {
         if (c->json == NULL || strcmp(c->ns, key_ns) != 0)
             continue;
-        if (key_secret ? tnc_vouches(c->json, p->o->ns, name, key, key_secret) : tnc_admits(c->json, p->o->ns))
+        if (key_secret ? tnc_vouches(c->json, p->o->ns, name, key, key_secret)
+                       : tnc_admits(c->json, p->o->ns))
             return 1;
     }
     return 0;
@@ -207,7 +209,8 @@ static void reconcile(crc_pass *p)
     uint8_t *key = key_sec ? secret_value(key_sec->json, key_key, &klen) : NULL;
     if (key_sec && !key_admitted(p, key_ns, key_name, key_key, key_sec->json)) {
         wipe_free(key, klen);
-        refuse_key(p, key_ns, key_name, key_key, "no Controller of the namespace names or owns it as its JWT key");
+        refuse_key(p, key_ns, key_name, key_key,
+                   "no Controller of the namespace names or owns it as its JWT key");
         return;
     }
     if (key == NULL || klen < TNC_JWT_KEY_MIN_BYTES) {
@@ -224,7 +227,8 @@ static void reconcile(crc_pass *p)
     }
 
     const sobj *cur = store_get(secrets, p->o->ns, s.secret_name);
-    if (cur && cur->json && !objsync_owned_by(cur->json, key_sec->uid) && !objsync_owned_by(cur->json, p->o->uid)) {
+    if (cur && cur->json && !objsync_owned_by(cur->json, key_sec->uid) &&
+        !objsync_owned_by(cur->json, p->o->uid)) {
         /* Somebody else's Secret: neither read as our token nor written. */
         crc_not_owned(p, &KUBE_SECRETS, s.secret_name);
         wipe_free(key, klen);

@@ -244,10 +244,11 @@ int tokb_policy_check(const tokb_policy *p, const tokb_settings *s, char **why)
     int privileged = privileged_name(s->username);
     if (!listed && (privileged || !p->any))
         return clc_fail(why, OP_EFORBIDDEN,
-                        privileged ? "the operator's token policy does not allow tokens for Slurm user \"%s\" "
-                                     "(root and the SlurmUser must be listed in --token-users)"
-                                   : "the operator's token policy does not allow tokens for Slurm user \"%s\" "
-                                     "(not in --token-users)",
+                        privileged
+                            ? "the operator's token policy does not allow tokens for Slurm user \"%s\" "
+                              "(root and the SlurmUser must be listed in --token-users)"
+                            : "the operator's token policy does not allow tokens for Slurm user \"%s\" "
+                              "(not in --token-users)",
                         s->username);
     if (s->lifetime_ms > p->max_lifetime_s * 1000)
         return clc_fail(why, OP_EFORBIDDEN,

@@ -51,7 +51,9 @@ static void foreign_cm_refs(const cJSON *cr, vclu_result *r)
         for (const cJSON *ref = cJSON_IsArray(refs) ? refs->child : NULL; ref; ref = ref->next) {
             const char *ns = json_get_str_or(ref, "namespace", "");
             if (*ns && strcmp(ns, own) != 0)
-                warn(r, "%s: ConfigMap %s: namespace %s is ignored; it is read from the Controller's namespace %s",
+                warn(r,
+                     "%s: ConfigMap %s: namespace %s is ignored; it is read from the Controller's namespace "
+                     "%s",
                      lists[i], json_get_str_or(ref, "name", ""), ns, own);
         }
     }

@@ -46,8 +46,8 @@ char *vclu_join(char *const *msgs, size_t n);
  *  ClusterName, slurmKeyRef name, effective JWT key ref,
  *  persistence.enabled, or persistence.existingClaim (while enabled).
  *  Warnings: a ConfigMap ref (configFileRefs, the script refs) naming
- *  another namespace (ignored: read from the Controller's), config file names Slurm does not know (the list in
- *  docs/compat.md#admission-checks), and spec.service.spec.externalIPs (it is ignored). */
+ *  another namespace (ignored: read from the Controller's), config file names Slurm does not know (the list
+ * in docs/compat.md#admission-checks), and spec.service.spec.externalIPs (it is ignored). */
 int vclu_controller(const cJSON *cr, const cJSON *old, const clc_env *env, vclu_result *r);
 
 /** LoginSet. Errors: empty controllerRef.name or sssdConfRef.name; on

@@ -506,11 +506,11 @@ static void apply_job_word(const char *w, int *state, int *have_state, uint32_t 
         const char *w;
         uint32_t f;
     } words[] = {
-        {"COMPLETING", SM_JF_COMPLETING},   {"REQUEUED", SM_JF_REQUEUED},     {"REQUEUE_HOLD", SM_JF_REQUEUED},
-        {"REQUEUE_FED", SM_JF_REQUEUED},    {"SPECIAL_EXIT", SM_JF_REQUEUED}, {"STOPPED", SM_JF_STOPPED},
-        {"SIGNALING", SM_JF_SIGNALING},     {"STAGE_OUT", SM_JF_STAGE_OUT},   {"RESIZING", SM_JF_RESIZING},
-        {"UPDATE_DB", SM_JF_BENIGN},        {"REVOKED", SM_JF_BENIGN},        {"LAUNCH_FAILED", SM_JF_BENIGN},
-        {"RECONFIG_FAIL", SM_JF_BENIGN},    {"POWER_UP_NODE", SM_JF_BENIGN},  {"RESV_DEL_HOLD", SM_JF_BENIGN},
+        {"COMPLETING", SM_JF_COMPLETING}, {"REQUEUED", SM_JF_REQUEUED},     {"REQUEUE_HOLD", SM_JF_REQUEUED},
+        {"REQUEUE_FED", SM_JF_REQUEUED},  {"SPECIAL_EXIT", SM_JF_REQUEUED}, {"STOPPED", SM_JF_STOPPED},
+        {"SIGNALING", SM_JF_SIGNALING},   {"STAGE_OUT", SM_JF_STAGE_OUT},   {"RESIZING", SM_JF_RESIZING},
+        {"UPDATE_DB", SM_JF_BENIGN},      {"REVOKED", SM_JF_BENIGN},        {"LAUNCH_FAILED", SM_JF_BENIGN},
+        {"RECONFIG_FAIL", SM_JF_BENIGN},  {"POWER_UP_NODE", SM_JF_BENIGN},  {"RESV_DEL_HOLD", SM_JF_BENIGN},
         {"EXPEDITING", SM_JF_BENIGN},
     };
     for (size_t i = 0; i < ARRAY_SIZE(words); i++) {
@@ -924,8 +924,9 @@ static int parse_list(int version, enum sm_kind kind, const cJSON *doc, sm_respo
         const cJSON *st = json_child(doc, "statistics");
         int64_t t = 0;
         if (!cJSON_IsObject(st) || get_num(st, "req_time", &t) != NUM_VALUE || t <= 0)
-            return fail(out, OP_EPARSE, 0,
-                        xasprintf("%s diag response without \"statistics\".\"req_time\"", sm_version_str(version)));
+            return fail(
+                out, OP_EPARSE, 0,
+                xasprintf("%s diag response without \"statistics\".\"req_time\"", sm_version_str(version)));
         out->server_time = t;
         out->server_time_src = SM_TIME_REQ_TIME;
         return 0;
@@ -1067,8 +1068,8 @@ int sm_parse_json(int version, enum sm_kind kind, int status, const cJSON *doc, 
     return rc;
 }
 
-int sm_parse_bounded(int version, enum sm_kind kind, int status, const char *body, size_t len, size_t max_tree,
-                     sm_response *out)
+int sm_parse_bounded(int version, enum sm_kind kind, int status, const char *body, size_t len,
+                     size_t max_tree, sm_response *out)
 {
     /* The model copies what it keeps, so the tree is parsed into an arena
      * and dropped at once: a whole node table at 8,192 nodes is 11 MB of

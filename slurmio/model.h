@@ -58,14 +58,11 @@
  *              kill without waiting for the node (deallocate_nodes does not
  *              mark a DOWN node COMPLETING), so no job Slurm still counts on
  *              is left; COMPLETING is checked all the same, for a job whose
- *              epilog still runs; FUTURE nodes were never scheduled. ALLOCATED and MIXED have jobs; ERROR (nodes with
- *              errored resources, which may run jobs on the rest), UNKNOWN
- *              (slurmctld has not heard from the node since it started, or
- *              a state word this module does not know) prove nothing;
- *   busy     = not idle-proof (jobs are, were or may be running; never
- *              delete the pod). Unknown counts as busy;
- *   drain    = flag DRAIN and not flag UNDRAIN (someone asked for a drain);
- *   drained  = drain and idle-proof (safe to delete the pod);
+ *              epilog still runs; FUTURE nodes were never scheduled. ALLOCATED and MIXED have jobs; ERROR
+ * (nodes with errored resources, which may run jobs on the rest), UNKNOWN (slurmctld has not heard from the
+ * node since it started, or a state word this module does not know) prove nothing; busy     = not idle-proof
+ * (jobs are, were or may be running; never delete the pod). Unknown counts as busy; drain    = flag DRAIN and
+ * not flag UNDRAIN (someone asked for a drain); drained  = drain and idle-proof (safe to delete the pod);
  *   draining = drain and not drained (wait);
  *   NodeSet status counts: idle = base IDLE; allocated = ALLOCATED + MIXED;
  *   down = base DOWN; drain = flag DRAIN.
@@ -246,7 +243,8 @@ void sm_node_clear(sm_node *n);
  *  seen: 0. */
 static inline int sm_node_jobless(const sm_node *n)
 {
-    return n->flags_known && (n->base == SM_NODE_IDLE || n->base == SM_NODE_DOWN || n->base == SM_NODE_FUTURE) &&
+    return n->flags_known &&
+           (n->base == SM_NODE_IDLE || n->base == SM_NODE_DOWN || n->base == SM_NODE_FUTURE) &&
            !(n->flags & (SM_NF(COMPLETING) | SM_NF(OTHER))) &&
            !(n->alloc_known && (n->alloc_cpus > 0 || n->alloc_memory > 0));
 }

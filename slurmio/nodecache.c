@@ -255,7 +255,8 @@ struct nc_cache {
     void *close_data;
     nc_stats stats;
     /* metrics */
-    mx_family *mx_polls, *mx_bytes, *mx_last, *mx_up, *mx_nodes, *mx_interval, *mx_writes, *mx_contra, *mx_age;
+    mx_family *mx_polls, *mx_bytes, *mx_last, *mx_up, *mx_nodes, *mx_interval, *mx_writes, *mx_contra,
+        *mx_age;
 };
 
 /* ---- helpers ---- */
@@ -534,7 +535,8 @@ static void check_reason_time(nc_cache *c, nc_node *e, const sm_node *n, const n
          * ahead when it stamped the reason). Not a proof of our drain:
          * a drain of ours gets a new stamp, on the clock it has now. */
         e->future_ok = 1;
-        log_warn("slurm %s: node %s: reason time %" PRId64 " in the future confirmed by a second read; no longer "
+        log_warn("slurm %s: node %s: reason time %" PRId64
+                 " in the future confirmed by a second read; no longer "
                  "held, never taken as proof of a drain",
                  c->name, e->name, at);
     }
@@ -729,10 +731,12 @@ static int check_table(nc_cache *c, const sm_response *resp, const nc_rq *r)
     if (dup) {
         contradiction(c, "duplicate");
         if (c->suspect_kind != SUSPECT_CONTRADICTION)
-            log_warn("slurm %s: the node table answer lists node %s twice; holding every decision and reading it "
-                     "again",
-                     c->name, dup);
-        snprintf(c->suspect_why, sizeof(c->suspect_why), "the node table answer listed node %.64s twice", dup);
+            log_warn(
+                "slurm %s: the node table answer lists node %s twice; holding every decision and reading it "
+                "again",
+                c->name, dup);
+        snprintf(c->suspect_why, sizeof(c->suspect_why), "the node table answer listed node %.64s twice",
+                 dup);
         c->suspect_kind = SUSPECT_CONTRADICTION;
         c->suspect_ms = r->sent_ms;
         set_suspect(c, 1);
@@ -754,7 +758,8 @@ static int check_table(nc_cache *c, const sm_response *resp, const nc_rq *r)
         set_suspect(c, 0);
         return 0;
     }
-    if (c->suspect && c->suspect_kind == SUSPECT_SHRINK && r->sent_ms >= c->suspect_ms + c->o.suspect_confirm_ms) {
+    if (c->suspect && c->suspect_kind == SUSPECT_SHRINK &&
+        r->sent_ms >= c->suspect_ms + c->o.suspect_confirm_ms) {
         log_warn("slurm %s: node table shrank from %zu to %zu nodes, confirmed by a second read; applied",
                  c->name, c->n_present, kept);
         c->suspect = 0; /* the owners are told by the table's own events */
@@ -767,8 +772,8 @@ static int check_table(nc_cache *c, const sm_response *resp, const nc_rq *r)
         log_warn("slurm %s: node table answer lacks %zu of %zu known nodes; holding every decision and "
                  "reading it again",
                  c->name, vanished, c->n_present);
-        snprintf(c->suspect_why, sizeof(c->suspect_why), "the node table answer lacked %zu of %zu known nodes",
-                 vanished, c->n_present);
+        snprintf(c->suspect_why, sizeof(c->suspect_why),
+                 "the node table answer lacked %zu of %zu known nodes", vanished, c->n_present);
         c->suspect_kind = SUSPECT_SHRINK;
         c->suspect_ms = r->sent_ms;
         set_suspect(c, 1);
@@ -971,7 +976,8 @@ static void on_node_read(int status, sm_response *resp, void *data)
     if (hits > 1) {
         /* The node twice in one answer: a contradiction, never a reading. */
         contradiction(c, "duplicate");
-        log_warn("slurm %s: the answer to a read of node %s lists it %zu times; ignored", c->name, r->name, hits);
+        log_warn("slurm %s: the answer to a read of node %s lists it %zu times; ignored", c->name, r->name,
+                 hits);
         got = NULL;
         status = OP_EPROTO;
     }
@@ -983,8 +989,8 @@ static void on_node_read(int status, sm_response *resp, void *data)
                                                        strcmp(resp->err.no_such_node, r->name) == 0));
     if (got == NULL && !unknown_to_slurm && (status == 0 || status == OP_ENOTFOUND)) {
         c->stats.bad_reads++;
-        log_warn("slurm %s: the answer to a read of node %s does not list it (%zu other nodes); ignored", c->name,
-                 r->name, resp->n_nodes);
+        log_warn("slurm %s: the answer to a read of node %s does not list it (%zu other nodes); ignored",
+                 c->name, r->name, resp->n_nodes);
     }
     if (e && (got || unknown_to_slurm)) {
         int changed;
@@ -1273,9 +1279,10 @@ static int start_write(nc_cache *c, const char *name, const char *key, const sm_
             if (delay > REPEAT_BACKOFF_MAX_MS)
                 delay = REPEAT_BACKOFF_MAX_MS;
             if (++e->repeats == 3)
-                log_warn("slurm %s: node %s: Slurm accepts the same update but reads do not show it; retrying "
-                         "with backoff (up to %u s)",
-                         c->name, name, REPEAT_BACKOFF_MAX_MS / 1000u);
+                log_warn(
+                    "slurm %s: node %s: Slurm accepts the same update but reads do not show it; retrying "
+                    "with backoff (up to %u s)",
+                    c->name, name, REPEAT_BACKOFF_MAX_MS / 1000u);
             e->retry_at = now + delay;
         }
     } else if (!comment_only) {
@@ -1467,9 +1474,10 @@ static void apply_jobs(nc_cache *c, const sm_response *resp, const nc_rq *r)
             *since = r->sent_ms ? r->sent_ms : 1;
             map_put(&c->jobs_vanished, xstrdup(k), since);
             contradiction(c, "job_vanished");
-            log_warn("slurm %s: the job list no longer shows the job that held node %s, nor its end; the node "
-                     "stays held until a read %u ms later agrees",
-                     c->name, k, c->o.suspect_confirm_ms);
+            log_warn(
+                "slurm %s: the job list no longer shows the job that held node %s, nor its end; the node "
+                "stays held until a read %u ms later agrees",
+                c->name, k, c->o.suspect_confirm_ms);
         }
         if (r->sent_ms < *since + c->o.suspect_confirm_ms) {
             name_set_add(&holders, k);
@@ -1589,8 +1597,8 @@ static void on_jobs(int status, sm_response *resp, void *data)
     if (status == 0 && !resp->not_modified && resp->last_update > 0 && c->jobs_last_update > 0 &&
         resp->last_update < c->jobs_last_update) {
         /* Older than the list we have: a replayed answer, never applied. */
-        log_warn("slurm %s: a job list answer is older than the one we have (last_update %" PRId64 " < %" PRId64
-                 "); ignored",
+        log_warn("slurm %s: a job list answer is older than the one we have (last_update %" PRId64
+                 " < %" PRId64 "); ignored",
                  c->name, resp->last_update, c->jobs_last_update);
         status = OP_EPROTO;
     }
@@ -1980,7 +1988,8 @@ static void on_resv_lib(void *data, const sl_result *res)
 
 int nc_resv_writable(const nc_cache *c)
 {
-    return sr_version(c->rest) != 0 && sb_choose(sr_version(c->rest), c->lib != NULL, SM_OP_POST_RESERVATION) != SB_NONE &&
+    return sr_version(c->rest) != 0 &&
+           sb_choose(sr_version(c->rest), c->lib != NULL, SM_OP_POST_RESERVATION) != SB_NONE &&
            sb_choose(sr_version(c->rest), c->lib != NULL, SM_OP_DELETE_RESERVATION) != SB_NONE;
 }
 
@@ -2251,15 +2260,17 @@ static void setup_metrics(nc_cache *c, mx_registry *r)
     c->mx_writes =
         mx_family_new(r, MX_COUNTER, "slurmop_slurm_node_writes_total",
                       "Node writes (drain, undrain, comment ...) by result", "cluster,result", NULL, 0, NULL);
-    c->mx_contra = mx_family_new(r, MX_COUNTER, "slurmop_slurm_contradictions_total",
-                                 "Slurm answers that contradict themselves or earlier ones (kind: duplicate, a node listed "
-                                 "twice; future_time, a reason time ahead of the answer's clock; job_vanished, a "
-                                 "job holding a node gone from the list unseen ended), held and read again",
-                                 "cluster,kind", NULL, 0, NULL);
-    c->mx_age = mx_family_new(r, MX_GAUGE, "slurmop_slurm_node_table_age_seconds",
-                              "Seconds since a cluster's node table was last read (since the client started when "
-                              "it never was)",
-                              "cluster", NULL, 0, NULL);
+    c->mx_contra = mx_family_new(
+        r, MX_COUNTER, "slurmop_slurm_contradictions_total",
+        "Slurm answers that contradict themselves or earlier ones (kind: duplicate, a node listed "
+        "twice; future_time, a reason time ahead of the answer's clock; job_vanished, a "
+        "job holding a node gone from the list unseen ended), held and read again",
+        "cluster,kind", NULL, 0, NULL);
+    c->mx_age =
+        mx_family_new(r, MX_GAUGE, "slurmop_slurm_node_table_age_seconds",
+                      "Seconds since a cluster's node table was last read (since the client started when "
+                      "it never was)",
+                      "cluster", NULL, 0, NULL);
     /* Every child from the start (0 until it happens), so that a dashboard
      * or an alert sees each series before the first error or contradiction. */
     static const char *const polls[] = {"full", "not_modified", "error", "held"};

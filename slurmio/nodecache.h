@@ -41,8 +41,8 @@
  * "last_update") is an error. The one proof that a node does not exist is
  * Slurm's own answer to a read of that node by name: error "Invalid node
  * name" (2018) on 22.05, "Failure to query node <name>" numbered 0 with no
- * node list on 24.11 and later (sm_error.no_such_node): nc_confirm_gone(). A read by name whose answer does not list the
- * node (an empty list, another node) changes nothing.
+ * node list on 24.11 and later (sm_error.no_such_node): nc_confirm_gone(). A read by name whose answer does
+ * not list the node (an empty list, another node) changes nothing.
  *
  * Repeated writes. An update Slurm accepted, read back, and asked for again
  * (so it did not show) is retried after 1 s, 2 s, ... 60 s, not on every
@@ -103,7 +103,7 @@ typedef struct nc_opts {
     unsigned jobs_ms;        /* default 3000 */
     unsigned ping_ms;        /* default 5000 */
     unsigned resv_ms;        /* default 10000 */
-    unsigned shrink_pct;     /* a full answer lacking more than this % of the known nodes is held, default 10 */
+    unsigned shrink_pct; /* a full answer lacking more than this % of the known nodes is held, default 10 */
     unsigned suspect_confirm_ms; /* ... until a second answer sent this much later agrees, default 1000 */
     /* Events (see above); all optional. */
     void (*on_node)(const char *name, void *data);
@@ -122,7 +122,14 @@ void nc_close(nc_cache *c, void (*cb)(void *data), void *data);
 
 /** 1 while the node table is current (last poll succeeded, not stale). */
 int nc_ready(const nc_cache *c);
-enum nc_why { NC_WHY_READY = 0, NC_WHY_CLOSING, NC_WHY_SUSPECT, NC_WHY_FAILED, NC_WHY_NOT_READ, NC_WHY_STALE };
+enum nc_why {
+    NC_WHY_READY = 0,
+    NC_WHY_CLOSING,
+    NC_WHY_SUSPECT,
+    NC_WHY_FAILED,
+    NC_WHY_NOT_READ,
+    NC_WHY_STALE
+};
 /** Why nc_ready() is 0, as one clause naming the cause that applies (the
  *  last poll's error, a held answer, no read yet, a stale table), written
  *  to out (n bytes, always terminated); returns which (enum nc_why). */
@@ -227,11 +234,10 @@ int nc_jobs_ready(const nc_cache *c);
 /** 1 when a job read proves that no job holds the node: the job list is
  *  current and read cleanly, the last job read was sent after our drain
  *  of the node was accepted (else after the first read that showed it
- *  drained, or Slurm's "no such node" for it) and at most max_age_ms ago, and no job of it (any state that may hold a
- *  node: sm_job_holds_nodes) lists the node. No job starts on a drained
- *  node, so one such read is proof for as long as the drain stays.
- *  Otherwise 0, and when only the read is missing one is sent at once and
- *  on_node(name) fires when it completes. Starts job polling if needed. */
+ *  drained, or Slurm's "no such node" for it) and at most max_age_ms ago, and no job of it (any state that
+ * may hold a node: sm_job_holds_nodes) lists the node. No job starts on a drained node, so one such read is
+ * proof for as long as the drain stays. Otherwise 0, and when only the read is missing one is sent at once
+ * and on_node(name) fires when it completes. Starts job polling if needed. */
 int nc_jobs_free(nc_cache *c, const char *name, unsigned max_age_ms);
 /** 1 when the last job read failed, or its list named nodes that do not
  *  read as a hostlist (no node is then free of jobs). */

@@ -267,8 +267,9 @@ static void note_time(sr_client *c, sr_req *r)
     if (resp->server_time_src != SM_TIME_NONE)
         return;
     if (c->clock_time > 0 && r->sent_hr && now - c->clock_hr <= (uint64_t)SR_CLOCK_MAX_AGE_S * 1000000000u) {
-        int64_t d = r->sent_hr >= c->clock_hr ? (int64_t)((r->sent_hr - c->clock_hr) / 1000000000u)
-                                               : -(int64_t)((c->clock_hr - r->sent_hr + 999999999u) / 1000000000u);
+        int64_t d = r->sent_hr >= c->clock_hr
+                        ? (int64_t)((r->sent_hr - c->clock_hr) / 1000000000u)
+                        : -(int64_t)((c->clock_hr - r->sent_hr + 999999999u) / 1000000000u);
         resp->server_time = c->clock_time + d - 1;
         resp->server_time_src = SM_TIME_ESTIMATE;
     } else if (r->date > 0) {

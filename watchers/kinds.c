@@ -39,8 +39,13 @@ uint32_t pod_slurm_cond_hash(uint32_t bits, const char *message)
     return h;
 }
 
-static const char *const pod_annotations[] = {ANN_POD_CORDON, ANN_POD_DELETION_COST, ANN_POD_DEADLINE, ANN_TOPOLOGY,
-                                              ANN_CONTROLLER_CONFIG, ANN_POD_AVOIDED, NULL};
+static const char *const pod_annotations[] = {ANN_POD_CORDON,
+                                              ANN_POD_DELETION_COST,
+                                              ANN_POD_DEADLINE,
+                                              ANN_TOPOLOGY,
+                                              ANN_CONTROLLER_CONFIG,
+                                              ANN_POD_AVOIDED,
+                                              NULL};
 
 _Static_assert(PSC_COUNT <= 32, "pod_proj.slurm_conds holds one bit per PSC_ type");
 

@@ -149,8 +149,8 @@ static void on_reached(kube_reach_hook *h)
     uint64_t left = uv_timer_get_due_in(&rf->timer);
     uint64_t soon = (uint64_t)r % REACHED_JITTER_MS;
     if (left > soon) {
-        log_debug("reflector %s: the API server answers again; retrying in %llu ms instead of %llu ms", rf->name,
-                  (unsigned long long)soon, (unsigned long long)left);
+        log_debug("reflector %s: the API server answers again; retrying in %llu ms instead of %llu ms",
+                  rf->name, (unsigned long long)soon, (unsigned long long)left);
         uv_timer_start(&rf->timer, on_timer, soon, 0);
     }
 }
@@ -275,7 +275,8 @@ static void on_watch_event(int type, const cJSON *obj, void *data)
         store_upsert(rf->o.store, obj);
         break;
     case KUBE_EV_DELETED:
-        store_delete(rf->o.store, json_get_str(obj, "metadata.namespace"), json_get_str_or(obj, "metadata.name", ""));
+        store_delete(rf->o.store, json_get_str(obj, "metadata.namespace"),
+                     json_get_str_or(obj, "metadata.name", ""));
         break;
     case KUBE_EV_BOOKMARK:
         break;

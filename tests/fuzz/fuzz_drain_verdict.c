@@ -18,13 +18,16 @@
 #include "slurmio/hostlist.h"
 #include "slurmio/model.h"
 
-static const char *const BASES[] = {"IDLE", "DOWN", "FUTURE", "ALLOCATED", "MIXED", "ERROR", "UNKNOWN", "SHINY"};
+static const char *const BASES[] = {"IDLE",  "DOWN",  "FUTURE",  "ALLOCATED",
+                                    "MIXED", "ERROR", "UNKNOWN", "SHINY"};
 static const int BASE_FREE[] = {1, 1, 1, 0, 0, 0, 0, 0};
-static const char *const JSTATES[] = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",  "PREEMPTED", "NODE_FAIL",
-                                      "RUNNING",   "SUSPENDED", "PENDING", "COMPLETING", "STOPPED",  "SHINY"};
+static const char *const JSTATES[] = {"COMPLETED", "CANCELLED",  "FAILED",  "TIMEOUT",
+                                      "PREEMPTED", "NODE_FAIL",  "RUNNING", "SUSPENDED",
+                                      "PENDING",   "COMPLETING", "STOPPED", "SHINY"};
 static const int JSTATE_OVER[] = {1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
 /* Flags on a v0.0.44 job (one word each); only the first leaves nothing. */
-static const char *const JFLAGS[] = {"", "UPDATE_DB", "COMPLETING", "REQUEUED", "STAGE_OUT", "SIGNALING", "GLOW"};
+static const char *const JFLAGS[] = {"",          "UPDATE_DB", "COMPLETING", "REQUEUED",
+                                     "STAGE_OUT", "SIGNALING", "GLOW"};
 static const int JFLAG_BENIGN[] = {1, 1, 0, 0, 0, 0, 0};
 static const char *const LISTS[] = {"", "n1", "n[0-2]", "n0,n1", "n2", "n[1-", "n0"};
 static const int LIST_NAMES_N1[] = {0, 1, 1, 1, 0, -1, 0}; /* -1: does not expand */
@@ -52,7 +55,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t size)
     int v44 = d[0] & 1;
     int version = v44 ? SM_V44 : SM_V38;
     int base = d[1] % 8, words = d[2], alloc = d[3] % 4;
-    int drain = words & 1, undrain = words & 2, completing = words & 4, second = words & 8, unknown = words & 16;
+    int drain = words & 1, undrain = words & 2, completing = words & 4, second = words & 8,
+        unknown = words & 16;
     buf_t b;
     buf_init(&b, BUF_UNLIMITED);
     int rc = 0;
@@ -71,8 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t size)
     }
     /* v0.0.38's flag list always carries one word nobody knows ("X") so the
      * truth below need not guess it: such a node is never free. */
-    int truth = drain && !undrain && BASE_FREE[base] && !completing && !unknown && !(v44 && (second || alloc)) &&
-                v44;
+    int truth =
+        drain && !undrain && BASE_FREE[base] && !completing && !unknown && !(v44 && (second || alloc)) && v44;
     buf_t j;
     buf_init(&j, BUF_UNLIMITED);
     rc |= buf_puts(&j, "{\"jobs\":[");
@@ -83,18 +87,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t size)
         const uint8_t *p = d + 4 + 3 * k;
         int st = p[0] % 12, fl = p[1] % 7, li = p[2] % 7;
         if (v44)
-            rc |= buf_printf(&j, "%s{\"job_id\":%zu,\"job_state\":[\"%s\"%s%s%s],\"nodes\":\"%s\"}", k ? "," : "",
-                             k + 1, JSTATES[st], *JFLAGS[fl] ? ",\"" : "", JFLAGS[fl], *JFLAGS[fl] ? "\"" : "",
-                             LISTS[li]);
+            rc |= buf_printf(&j, "%s{\"job_id\":%zu,\"job_state\":[\"%s\"%s%s%s],\"nodes\":\"%s\"}",
+                             k ? "," : "", k + 1, JSTATES[st], *JFLAGS[fl] ? ",\"" : "", JFLAGS[fl],
+                             *JFLAGS[fl] ? "\"" : "", LISTS[li]);
         else
-            rc |= buf_printf(&j, "%s{\"job_id\":%zu,\"job_state\":\"%s\",\"nodes\":\"%s\"}", k ? "," : "", k + 1,
-                             JSTATES[st], LISTS[li]);
+            rc |= buf_printf(&j, "%s{\"job_id\":%zu,\"job_state\":\"%s\",\"nodes\":\"%s\"}", k ? "," : "",
+                             k + 1, JSTATES[st], LISTS[li]);
         int over = JSTATE_OVER[st] && (!v44 || JFLAG_BENIGN[fl]);
         if (LIST_NAMES_N1[li] < 0 || (LIST_NAMES_N1[li] && !over))
             truth = 0;
     }
-    rc |= buf_puts(&j, v44 ? "],\"last_update\":{\"set\":true,\"infinite\":false,\"number\":100},\"errors\":[]}"
-                           : "],\"errors\":[]}");
+    rc |=
+        buf_puts(&j, v44 ? "],\"last_update\":{\"set\":true,\"infinite\":false,\"number\":100},\"errors\":[]}"
+                         : "],\"errors\":[]}");
     FUZZ_ASSERT(rc == 0);
     sm_response nr, jr;
     int nrc = sm_parse(version, SM_KIND_NODES, 200, buf_cstr(&b), b.len, &nr);
@@ -109,7 +114,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t size)
         FUZZ_ASSERT(!"a delete licensed that the truth does not allow");
     }
     /* Nothing busy is ever drained. */
-    FUZZ_ASSERT(nrc != 0 || nr.n_nodes != 1 || !(sm_node_busy(&nr.nodes[0]) && sm_node_drained(&nr.nodes[0])));
+    FUZZ_ASSERT(nrc != 0 || nr.n_nodes != 1 ||
+                !(sm_node_busy(&nr.nodes[0]) && sm_node_drained(&nr.nodes[0])));
     sm_response_free(&nr);
     sm_response_free(&jr);
     buf_free(&b);

@@ -43,7 +43,8 @@ static void usage(void)
 {
     fputs("usage: slurmio-cli COMMAND [options] (see the comment at the top of tests/tools/slurmio-cli.c)\n"
           "commands: token verify expand compress parse negotiate plan\n"
-          "          drain undrain resume down idle comment features delete resv-create resv-update resv-delete\n",
+          "          drain undrain resume down idle comment features delete resv-create resv-update "
+          "resv-delete\n",
           stderr);
     exit(2);
 }
@@ -626,8 +627,8 @@ static int cmd_backend(const char *cmd, int argc, char **argv, const char *conf,
     }
     if (!r.failed && !r.first_error)
         printf("ok %s %s: %zu node(s), %zu request(s) in %.1f ms (%.1f ms in libslurm)\n", cmd,
-               r.target ? r.target : (r.resv.node_list ? r.resv.node_list : r.resv.name), r.kind <= 1 ? nodes : 0, total, ms,
-               (double)r.lib_ns / 1e6);
+               r.target ? r.target : (r.resv.node_list ? r.resv.node_list : r.resv.name),
+               r.kind <= 1 ? nodes : 0, total, ms, (double)r.lib_ns / 1e6);
     hostlist_names_free(&r.each);
     return r.failed || r.first_error ? 1 : 0;
 }

@@ -30,7 +30,8 @@ static cJSON *load(const char *path)
 {
     char err[512], *text;
     size_t len;
-    int rc = strcmp(path, "-") == 0 ? file_read_stream(stdin, MAX_FILE, &text, &len) : file_read_all(path, MAX_FILE, &text, &len);
+    int rc = strcmp(path, "-") == 0 ? file_read_stream(stdin, MAX_FILE, &text, &len)
+                                    : file_read_all(path, MAX_FILE, &text, &len);
     if (rc) {
         fprintf(stderr, "%s: %s\n", path, err_str(rc));
         return NULL;

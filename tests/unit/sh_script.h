@@ -163,7 +163,8 @@ static const char *sh_check_logfile(const char *script)
     if (!o.exited)
         return "still running 10 s after SIGTERM (as PID 1 it ignores SIGTERM)";
     if (o.status != 0 || o.seconds > 2) {
-        snprintf(msg, sizeof(msg), "exited %d, %.2f s after SIGTERM (want 0 within 2 s)", o.status, o.seconds);
+        snprintf(msg, sizeof(msg), "exited %d, %.2f s after SIGTERM (want 0 within 2 s)", o.status,
+                 o.seconds);
         return msg;
     }
     return NULL;

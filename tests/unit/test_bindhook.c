@@ -17,13 +17,13 @@
 #include "reconcilers/bindhook.h"
 
 /* What kube-apiserver sends for kube-scheduler's binding of default/gpu-0. */
-#define REVIEW(op, sub, annotations)                                                                            \
-    "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"                        \
-    "\"uid\":\"705ab4f5-6393-11e8-b7cc-42010a800002\",\"kind\":{\"group\":\"\",\"version\":\"v1\","               \
-    "\"kind\":\"Binding\"},\"resource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":\"pods\"},"             \
-    "\"subResource\":\"" sub "\",\"name\":\"gpu-0\",\"namespace\":\"default\",\"operation\":\"" op "\","          \
-    "\"object\":{\"kind\":\"Binding\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"gpu-0\","                  \
-    "\"namespace\":\"default\",\"uid\":\"u1\"" annotations "},\"target\":{\"kind\":\"Node\","                    \
+#define REVIEW(op, sub, annotations)                                                                         \
+    "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"                     \
+    "\"uid\":\"705ab4f5-6393-11e8-b7cc-42010a800002\",\"kind\":{\"group\":\"\",\"version\":\"v1\","          \
+    "\"kind\":\"Binding\"},\"resource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":\"pods\"},"          \
+    "\"subResource\":\"" sub "\",\"name\":\"gpu-0\",\"namespace\":\"default\",\"operation\":\"" op "\","     \
+    "\"object\":{\"kind\":\"Binding\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"gpu-0\","               \
+    "\"namespace\":\"default\",\"uid\":\"u1\"" annotations "},\"target\":{\"kind\":\"Node\","                \
     "\"name\":\"kwok-gpu-0003\"}}}}"
 
 static int parse(const char *text, bh_review *rv, int *binding)
@@ -109,8 +109,9 @@ static void test_response(void **state)
     /* Some already: one key, its "/" escaped as "~1". */
     rv.has_annotations = 1;
     o = answer(&rv, "a\"b", &patch);
-    assert_string_equal(patch, "[{\"op\":\"add\",\"path\":\"/metadata/annotations/topology.slinky.slurm.net~1spec\","
-                               "\"value\":\"a\\\"b\"}]");
+    assert_string_equal(patch,
+                        "[{\"op\":\"add\",\"path\":\"/metadata/annotations/topology.slinky.slurm.net~1spec\","
+                        "\"value\":\"a\\\"b\"}]");
     free(patch);
     cJSON_Delete(o);
 }
@@ -122,11 +123,15 @@ static void test_pod_owner(void **state)
         const char *refs;
         int want;
     } cases[] = {
-        {"[{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"name\":\"gpu\",\"controller\":true}]", 1},
+        {"[{\"apiVersion\":\"slinky.slurm.net/"
+         "v1beta1\",\"kind\":\"NodeSet\",\"name\":\"gpu\",\"controller\":true}]",
+         1},
         {"[{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"name\":\"gpu\"}]", 0},
-        {"[{\"apiVersion\":\"example.com/v1\",\"kind\":\"NodeSet\",\"name\":\"gpu\",\"controller\":true}]", 0},
+        {"[{\"apiVersion\":\"example.com/v1\",\"kind\":\"NodeSet\",\"name\":\"gpu\",\"controller\":true}]",
+         0},
         {"[{\"apiVersion\":\"apps/v1\",\"kind\":\"StatefulSet\",\"name\":\"x\",\"controller\":true},"
-         "{\"apiVersion\":\"slinky.slurm.net/v1beta1\",\"kind\":\"NodeSet\",\"name\":\"gpu\",\"controller\":true}]",
+         "{\"apiVersion\":\"slinky.slurm.net/"
+         "v1beta1\",\"kind\":\"NodeSet\",\"name\":\"gpu\",\"controller\":true}]",
          1},
         {"[]", 0},
         {"null", 0},
@@ -161,21 +166,23 @@ static void test_scope_selector(void **state)
     (void)state;
     static const char *const two[] = {"hpc", "team-a"};
     /* The chart's registration: the exclusions stay, ours goes first. */
-    const char *chart = "{\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\",\"operator\":\"NotIn\","
-                        "\"values\":[\"kube-system\",\"slurmop\"]}]}";
+    const char *chart =
+        "{\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\",\"operator\":\"NotIn\","
+        "\"values\":[\"kube-system\",\"slurmop\"]}]}";
     expect_selector(chart, two, 2,
                     "{\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\",\"operator\":\"In\","
                     "\"values\":[\"hpc\",\"team-a\"]},{\"key\":\"kubernetes.io/metadata.name\","
                     "\"operator\":\"NotIn\",\"values\":[\"kube-system\",\"slurmop\"]}]}");
     /* No NodeSet: a value no namespace has; an earlier In of ours (or the
      * chart's `namespaces`) is replaced; matchLabels and other keys stay. */
-    expect_selector("{\"matchLabels\":{\"a\":\"b\"},\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\","
-                    "\"operator\":\"In\",\"values\":[\"old\"]},{\"key\":\"tier\",\"operator\":\"In\","
-                    "\"values\":[\"x\"]}]}",
-                    NULL, 0,
-                    "{\"matchLabels\":{\"a\":\"b\"},\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\","
-                    "\"operator\":\"In\",\"values\":[\"" BH_NO_NAMESPACE "\"]},{\"key\":\"tier\","
-                    "\"operator\":\"In\",\"values\":[\"x\"]}]}");
+    expect_selector(
+        "{\"matchLabels\":{\"a\":\"b\"},\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\","
+        "\"operator\":\"In\",\"values\":[\"old\"]},{\"key\":\"tier\",\"operator\":\"In\","
+        "\"values\":[\"x\"]}]}",
+        NULL, 0,
+        "{\"matchLabels\":{\"a\":\"b\"},\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\","
+        "\"operator\":\"In\",\"values\":[\"" BH_NO_NAMESPACE "\"]},{\"key\":\"tier\","
+        "\"operator\":\"In\",\"values\":[\"x\"]}]}");
     /* A registration without any selector. */
     expect_selector(NULL, two, 1,
                     "{\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\",\"operator\":\"In\","

@@ -441,8 +441,10 @@ static void test_probes_by_version(void **state)
         char *jq = xasprintf("{" CTL_META ",'spec':{" CTL_KEYS "%s%s}}", *old[i] ? "," : "", old[i]);
         cJSON *sts = build_sts(jq, NULL, &t, 0, NULL);
         const cJSON *k = item(json_get(sts, "spec.template.spec.containers"), 0);
-        expect_json(json_get(k, "startupProbe"), "{'tcpSocket':{'port':6817},'failureThreshold':6,'periodSeconds':10}");
-        expect_json(json_get(k, "livenessProbe"), "{'tcpSocket':{'port':6817},'failureThreshold':6,'periodSeconds':10}");
+        expect_json(json_get(k, "startupProbe"),
+                    "{'tcpSocket':{'port':6817},'failureThreshold':6,'periodSeconds':10}");
+        expect_json(json_get(k, "livenessProbe"),
+                    "{'tcpSocket':{'port':6817},'failureThreshold':6,'periodSeconds':10}");
         expect_json(json_get(k, "readinessProbe"), "{'tcpSocket':{'port':6817}}");
         cJSON_Delete(sts);
         free(jq);
@@ -457,7 +459,8 @@ static void test_version_condition(void **state)
     static const struct {
         const char *spec, *status, *reason, *in_message;
     } cases[] = {
-        {"'slurmctld':{'image':'ghcr.io/slinkyproject/slurmctld:25.11-ubuntu24.04'}", "True", "Supported", "25.11"},
+        {"'slurmctld':{'image':'ghcr.io/slinkyproject/slurmctld:25.11-ubuntu24.04'}", "True", "Supported",
+         "25.11"},
         {"'slurmctld':{'image':'localhost/slurmop/slurmctld:24.11'}", "True", "Supported", "24.11"},
         {"'slurmctld':{'image':'slurmctld:23.11'}", "True", "Supported", "23.11"},
         {"'slurmctld':{'image':'slurmctld:23.02'}", "False", "Unsupported", "auth/slurm"},
@@ -605,7 +608,9 @@ static void test_controller_persistence_table(void **state)
     cJSON_Delete(sts);
 
     /* disabled, no HA: emptyDir. */
-#define NO_PERSIST "{" CTL_META ",'spec':{" CTL_KEYS ",'persistence':{'enabled':false},'slurmctld':{'image':'slurmctld:26.05'}}}"
+#define NO_PERSIST                                                                                           \
+    "{" CTL_META ",'spec':{" CTL_KEYS                                                                        \
+    ",'persistence':{'enabled':false},'slurmctld':{'image':'slurmctld:26.05'}}}"
     sts = build_sts(NO_PERSIST, NULL, &t, 0, NULL);
     cJSON *np = JQ(NO_PERSIST), *npcm = NULL;
     assert_int_equal(ctlb_config(np, NULL, 0, &t.env, &npcm, NULL), 0);
@@ -983,8 +988,9 @@ static void test_accounting(void **state)
     assert_null(item(json_get(ps, "initContainers"), 1));
     assert_string_equal(json_get_str(ic, "name"), "initconf");
     assert_string_equal(json_get_str(ic, "image"), "dbd:1");
-    expect_json(json_get(ic, "volumeMounts"), "[{'name':'slurm-etc','mountPath':'/mnt/etc/slurm'},"
-                                              "{'name':'slurm-config','mountPath':'/mnt/slurm','readOnly':true}]");
+    expect_json(json_get(ic, "volumeMounts"),
+                "[{'name':'slurm-etc','mountPath':'/mnt/etc/slurm'},"
+                "{'name':'slurm-config','mountPath':'/mnt/slurm','readOnly':true}]");
     assert_non_null(strstr(cJSON_GetStringValue(item(json_get(ic, "command"), 2)), "chmod 600"));
     assert_int_equal(json_get_int(ic, "securityContext.runAsUser", 0), 401);
     expect_json(
@@ -1405,7 +1411,8 @@ static void test_validate_controller(void **state)
            "'prologScriptRefs':[{'name':'p','namespace':'ns1'}]}}");
     tenv_add(&t, "ConfigMap", "p", "{'data':{'p.sh':'x'}}");
     vclu_controller(c, NULL, &t.env, &r);
-    assert_true(has_msg(r.warnings, r.n_warnings, "configFileRefs: ConfigMap files: namespace other is ignored"));
+    assert_true(
+        has_msg(r.warnings, r.n_warnings, "configFileRefs: ConfigMap files: namespace other is ignored"));
     assert_false(has_msg(r.warnings, r.n_warnings, "prologScriptRefs"));
     vclu_result_free(&r);
     cJSON_Delete(c);

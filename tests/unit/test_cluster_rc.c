@@ -121,7 +121,8 @@ static void test_nodeset_affects(void **state)
     cJSON_Delete(b);
 
     /* The same name in another namespace: both Controllers. */
-    b = JQ(NS("c1', 'namespace':'other", ",'replicas':2,'partition':{'enabled':true,'config':'Default=YES'}"));
+    b = JQ(
+        NS("c1', 'namespace':'other", ",'replicas':2,'partition':{'enabled':true,'config':'Default=YES'}"));
     assert_int_equal(cw_nodeset_affects(a, b, out), 2);
     expect_ref(out[0], "ns", "c1");
     expect_ref(out[1], "other", "c1");
@@ -220,7 +221,8 @@ static void test_ref_outside(void **state)
     assert_string_equal(ns, "b");
     cJSON_Delete(n);
     /* No namespace: the CR's own, which is watched. */
-    n = JQ("{'kind':'NodeSet','metadata':{'name':'n','namespace':'a'},'spec':{'controllerRef':{'name':'c'}}}");
+    n = JQ(
+        "{'kind':'NodeSet','metadata':{'name':'n','namespace':'a'},'spec':{'controllerRef':{'name':'c'}}}");
     assert_null(cw_ref_outside(n, watched, 1, &ns));
     cJSON_Delete(n);
     cJSON *c = JQ("{'kind':'Controller','metadata':{'name':'c','namespace':'a'},"
@@ -482,9 +484,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_controller_uses), cmocka_unit_test(test_nodeset_affects),
         cmocka_unit_test(test_other_kinds_use), cmocka_unit_test(test_token_uses),
-        cmocka_unit_test(test_ref_outside),     cmocka_unit_test(test_pod_ordinal),     cmocka_unit_test(test_conditions),
-        cmocka_unit_test(test_status_patch),    cmocka_unit_test(test_strip_immutable),
-        cmocka_unit_test(test_gates),           cmocka_unit_test(test_objsync_diff),
+        cmocka_unit_test(test_ref_outside),     cmocka_unit_test(test_pod_ordinal),
+        cmocka_unit_test(test_conditions),      cmocka_unit_test(test_status_patch),
+        cmocka_unit_test(test_strip_immutable), cmocka_unit_test(test_gates),
+        cmocka_unit_test(test_objsync_diff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -206,12 +206,15 @@ static void test_json_subset(void **state)
 static void test_json_canonical(void **state)
 {
     (void)state;
-    cJSON *a = cJSON_Parse("{\"b\":[1,2.5,-3,1e20,0.1,{\"y\":1,\"x\":\"q\\\"\"}],\"a\":null,\"c\":true,\"B\":false}");
-    cJSON *b = cJSON_Parse("{\"c\":true,\"B\":false,\"a\":null,\"b\":[1,2.5,-3,1e20,0.1,{\"x\":\"q\\\"\",\"y\":1}]}");
+    cJSON *a = cJSON_Parse(
+        "{\"b\":[1,2.5,-3,1e20,0.1,{\"y\":1,\"x\":\"q\\\"\"}],\"a\":null,\"c\":true,\"B\":false}");
+    cJSON *b = cJSON_Parse(
+        "{\"c\":true,\"B\":false,\"a\":null,\"b\":[1,2.5,-3,1e20,0.1,{\"x\":\"q\\\"\",\"y\":1}]}");
     char *ca = json_canonical(a), *cb = json_canonical(b);
     /* Keys by byte value ('B' < 'a'), integers without exponent, the rest round-trip. */
-    assert_string_equal(ca, "{\"B\":false,\"a\":null,\"b\":[1,2.5,-3,1e+20,0.10000000000000001,{\"x\":\"q\\\"\",\"y\":1}],"
-                            "\"c\":true}");
+    assert_string_equal(
+        ca, "{\"B\":false,\"a\":null,\"b\":[1,2.5,-3,1e+20,0.10000000000000001,{\"x\":\"q\\\"\",\"y\":1}],"
+            "\"c\":true}");
     assert_string_equal(ca, cb);
     free(ca);
     free(cb);
@@ -226,10 +229,22 @@ static void test_quantity(void **state)
     static const struct {
         const char *in;
         long long want;
-    } ok[] = {{"4", 4},       {"500m", 1},          {"1.5", 2},    {"8Gi", 8589934592LL}, {"1G", 1000000000LL},
-              {"2e3", 2000},  {"1.5Gi", 1610612736LL}, {"0", 0},   {"-2", -2},           {"2E", 2000000000000000000LL},
-              {"100n", 1},    {"9Ei", 9223372036854775807LL}, {"100Mi", 104857600}, {"1Ki", 1024},
-              {"0.1m", 1},    {"3k", 3000}};
+    } ok[] = {{"4", 4},
+              {"500m", 1},
+              {"1.5", 2},
+              {"8Gi", 8589934592LL},
+              {"1G", 1000000000LL},
+              {"2e3", 2000},
+              {"1.5Gi", 1610612736LL},
+              {"0", 0},
+              {"-2", -2},
+              {"2E", 2000000000000000000LL},
+              {"100n", 1},
+              {"9Ei", 9223372036854775807LL},
+              {"100Mi", 104857600},
+              {"1Ki", 1024},
+              {"0.1m", 1},
+              {"3k", 3000}};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         long long v = -12345;
         assert_int_equal(quantity_parse(ok[i].in, &v), 0);

@@ -237,7 +237,8 @@ static void test_precision(void **state)
     for (int k = 0; k < 5 && (best_gain < 400 * US || best_fine >= 2 * MS); k++) {
         uint64_t fine, coarse;
         median_lateness(&fine, &coarse);
-        printf("median lateness: timerfd %.0f us, uv_timer %.0f us\n", (double)fine / 1e3, (double)coarse / 1e3);
+        printf("median lateness: timerfd %.0f us, uv_timer %.0f us\n", (double)fine / 1e3,
+               (double)coarse / 1e3);
         best_fine = fine < best_fine ? fine : best_fine;
         coarse_min = coarse < coarse_min ? coarse : coarse_min;
         if (coarse > fine && coarse - fine > best_gain)

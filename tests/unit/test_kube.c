@@ -39,7 +39,8 @@ static struct server S;
 static test_loop TL;
 
 static const char *const watch_parts[] = {
-    "{\"type\":\"ADDED\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"5\"}}}\n{\"ty",
+    "{\"type\":\"ADDED\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"5\"}"
+    "}}\n{\"ty",
     "pe\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"6\"}}}\n",
     "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"9\"}}}",
     "\n{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":"
@@ -113,18 +114,21 @@ static void handler(hs_req *req, void *data)
     if (!strcmp(path, "/api/v1/namespaces/ns/pods/ok")) {
         respond_json(req, 200, "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"ok\"}}");
     } else if (!strcmp(path, "/api/v1/namespaces/ns/pods/missing")) {
-        respond_json(req, 404, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
-                               "\"message\":\"pods \\\"missing\\\" not found\",\"reason\":\"NotFound\",\"code\":404}");
+        respond_json(req, 404,
+                     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+                     "\"message\":\"pods \\\"missing\\\" not found\",\"reason\":\"NotFound\",\"code\":404}");
     } else if (!strcmp(path, "/api/v1/namespaces/ns/pods") && !strcmp(hs_req_method(req), "POST")) {
-        respond_json(req, 409, "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"pods \\\"x\\\" already "
-                               "exists\",\"reason\":\"AlreadyExists\",\"code\":409}");
+        respond_json(req, 409,
+                     "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"pods \\\"x\\\" already "
+                     "exists\",\"reason\":\"AlreadyExists\",\"code\":409}");
     } else if (!strcmp(path, "/api/v1/namespaces/ns/pods/stale")) {
-        respond_json(req, 409, "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"the object has been "
-                               "modified\",\"reason\":\"Conflict\",\"code\":409}");
+        respond_json(req, 409,
+                     "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"the object has been "
+                     "modified\",\"reason\":\"Conflict\",\"code\":409}");
     } else if (!strcmp(path, "/api/v1/namespaces/ns/pods/busy")) {
         if (S.hits_429++ == 0)
-            hs_respond(req, 429, "text/plain", "Retry-After: 1\r\n", "Too many requests, please try again later.\n",
-                       43);
+            hs_respond(req, 429, "text/plain", "Retry-After: 1\r\n",
+                       "Too many requests, please try again later.\n", 43);
         else
             respond_json(req, 200, "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"busy\"}}");
     } else if (!strcmp(path, "/api/v1/namespaces/ns/pods/auth")) {
@@ -160,7 +164,8 @@ static void handler(hs_req *req, void *data)
         /* A list large enough to be parsed off the loop. */
         buf_t b;
         buf_init(&b, 8u << 20);
-        assert_int_equal(buf_puts(&b, "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"7\"},\"items\":["), 0);
+        assert_int_equal(
+            buf_puts(&b, "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"7\"},\"items\":["), 0);
         for (int i = 0; i < 8000; i++)
             assert_int_equal(buf_printf(&b, "%s{\"metadata\":{\"name\":\"p%d\",\"labels\":{\"a\":\"b\"}}}",
                                         i ? "," : "", i), 0);
@@ -339,7 +344,8 @@ static void on_event(int type, const cJSON *obj, void *data)
     struct watch_result *w = data;
     static const char *const names[] = {"A", "M", "D", "B"};
     size_t n = strlen(w->log);
-    snprintf(w->log + n, sizeof(w->log) - n, "%s:%s:%s ", names[type], json_get_str_or(obj, "metadata.name", "-"),
+    snprintf(w->log + n, sizeof(w->log) - n, "%s:%s:%s ", names[type],
+             json_get_str_or(obj, "metadata.name", "-"),
              json_get_str_or(obj, "metadata.resourceVersion", "-"));
 }
 

@@ -81,7 +81,9 @@ static void test_selectors(void **state)
     tres_free(&r);
     r = tk_call(&t, "GET", CMS "?fieldSelector=data.a%3D1", NULL, NULL);
     assert_int_equal(r.status, 400);
-    assert_string_equal(jstr(&r, "message"), "\"data.a\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"");
+    assert_string_equal(
+        jstr(&r, "message"),
+        "\"data.a\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"");
     tres_free(&r);
     /* empty collection in a missing namespace is still a list */
     r = tk_call(&t, "GET", "/api/v1/namespaces/none/configmaps", NULL, NULL);

@@ -48,7 +48,8 @@ static void test_merge_and_json_patch(void **state)
         "\"value\":\"r\"}]");
     assert_int_equal(r.status, 422);
     assert_string_equal(jstr(&r, "reason"), "Invalid");
-    assert_string_equal(jstr(&r, "message"), "the server rejected our request due to an error in our request");
+    assert_string_equal(jstr(&r, "message"),
+                        "the server rejected our request due to an error in our request");
     tres_free(&r);
     r = tk_call(&t, "GET", CMS "/a", NULL, NULL);
     assert_null(json_get(r.body, "data.q")); /* nothing of a failed patch is kept */

@@ -72,8 +72,9 @@ static void test_decode(void **state)
     cJSON *o = proto_decode(body, n, err, sizeof(err));
     assert_non_null(o);
     char *s = json_dump(o);
-    assert_string_equal(s, "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"cm\",\"labels\":{"
-                           "\"app\":\"x\"}},\"data\":{\"a\":\"1\",\"empty\":\"\"},\"binaryData\":{\"bin\":\"AAE=\"}}");
+    assert_string_equal(
+        s, "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"cm\",\"labels\":{"
+           "\"app\":\"x\"}},\"data\":{\"a\":\"1\",\"empty\":\"\"},\"binaryData\":{\"bin\":\"AAE=\"}}");
     free(s);
     cJSON_Delete(o);
 

@@ -185,9 +185,10 @@ static void test_daemon_fit(void **state)
     fit_schedule(named, node, &r);
     assert_false(r.should_run);
 
-    cJSON *anti = J("{\"affinity\":{\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":"
-                    "[{\"topologyKey\":\"kubernetes.io/hostname\",\"labelSelector\":{\"matchExpressions\":"
-                    "[{\"key\":\"app.kubernetes.io/name\",\"operator\":\"In\",\"values\":[\"slurmd\"]}]}}]}}}");
+    cJSON *anti =
+        J("{\"affinity\":{\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":"
+          "[{\"topologyKey\":\"kubernetes.io/hostname\",\"labelSelector\":{\"matchExpressions\":"
+          "[{\"key\":\"app.kubernetes.io/name\",\"operator\":\"In\",\"values\":[\"slurmd\"]}]}}]}}}");
     cJSON *slurmd = J("{\"app.kubernetes.io/name\":\"slurmd\"}"), *other = J("{\"app\":\"x\"}");
     assert_true(fit_anti_affinity_conflict(anti, "ns", slurmd, "ns"));
     assert_false(fit_anti_affinity_conflict(anti, "ns", slurmd, "other-ns"));

@@ -62,8 +62,10 @@ static uint64_t now_ms(void)
 static const char *status_json(int code, const char *reason)
 {
     static char b[256];
-    snprintf(b, sizeof(b), "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"reason\":\"%s\","
-                           "\"code\":%d}", reason, code);
+    snprintf(b, sizeof(b),
+             "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"reason\":\"%s\","
+             "\"code\":%d}",
+             reason, code);
     return b;
 }
 

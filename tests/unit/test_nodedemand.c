@@ -53,9 +53,14 @@ static void test_parse(void **state)
 static void test_waits(void **state)
 {
     (void)state;
-    const char *yes[] = {"", "None", "Resources", "Priority", "ReqNodeNotAvail, UnavailableNodes:slinky-[2-3]",
-                         "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions",
-                         "NodeDown"};
+    const char *yes[] = {
+        "",
+        "None",
+        "Resources",
+        "Priority",
+        "ReqNodeNotAvail, UnavailableNodes:slinky-[2-3]",
+        "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions",
+        "NodeDown"};
     const char *no[] = {"JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied", "BeginTime",
                         "QOSMaxNodePerJobLimit", "AssocGrpNodeLimit", "PartitionDown", "PartitionNodeLimit",
                         "Reservation", "BadConstraints", "resources", "SomethingNew"};

@@ -63,12 +63,13 @@ static void test_unhealthy(void **state)
     char err[256], why[512];
     int64_t since = -1;
     nh_config_init(&c);
-    cJSON *node = JQ("{'metadata':{'name':'n1'},'spec':{'taints':[{'key':'other','effect':'NoSchedule'},"
-                     "{'key':'gpu-bad','value':'xid-79','effect':'NoSchedule','timeAdded':'2026-01-02T00:00:00Z'}]},"
-                     "'status':{'conditions':[{'type':'Ready','status':'True'},"
-                     "{'type':'GpuUnhealthy','status':'True','reason':'Xid','message':'XID 79 on GPU 3',"
-                     "'lastTransitionTime':'2026-01-01T00:00:00Z'},"
-                     "{'type':'DiskBad','status':'False','reason':'Fine'}]}}");
+    cJSON *node =
+        JQ("{'metadata':{'name':'n1'},'spec':{'taints':[{'key':'other','effect':'NoSchedule'},"
+           "{'key':'gpu-bad','value':'xid-79','effect':'NoSchedule','timeAdded':'2026-01-02T00:00:00Z'}]},"
+           "'status':{'conditions':[{'type':'Ready','status':'True'},"
+           "{'type':'GpuUnhealthy','status':'True','reason':'Xid','message':'XID 79 on GPU 3',"
+           "'lastTransitionTime':'2026-01-01T00:00:00Z'},"
+           "{'type':'DiskBad','status':'False','reason':'Fine'}]}}");
     /* Off: nothing is unhealthy. */
     assert_false(nh_node_unhealthy(&c, node, why, sizeof(why), &since));
     assert_int_equal(nh_add_condition(&c, "DiskBad", err, sizeof(err)), 0);
@@ -131,8 +132,9 @@ static void test_admit(void **state)
 {
     (void)state;
     nh_cand c[5] = {
-        {.name = "gpu-4", .since_s = 0},   {.name = "gpu-1", .since_s = 200}, {.name = "gpu-3", .since_s = 100},
-        {.name = "gpu-0", .since_s = 200}, {.name = "gpu-2", .since_s = 0},
+        {.name = "gpu-4", .since_s = 0},   {.name = "gpu-1", .since_s = 200},
+        {.name = "gpu-3", .since_s = 100}, {.name = "gpu-0", .since_s = 200},
+        {.name = "gpu-2", .since_s = 0},
     };
     /* Room for two: the longest unhealthy (since 100, then 200 by name). */
     assert_int_equal(nh_admit(c, 5, 1, 3), 2);
@@ -224,8 +226,8 @@ static void test_avoid(void **state)
     const char *nodes[] = {"n1", "n2"};
     cJSON *pod = JQ("{'spec':{}}");
     assert_int_equal(nh_avoid_nodes(pod, nodes, 2), 0);
-    const cJSON *terms =
-        json_get(pod, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms");
+    const cJSON *terms = json_get(
+        pod, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms");
     assert_int_equal(json_len(terms), 1);
     const cJSON *f = json_get(terms->child, "matchFields");
     assert_int_equal(json_len(f), 1);
@@ -233,7 +235,8 @@ static void test_avoid(void **state)
     assert_string_equal(json_get_str(f->child, "operator"), "NotIn");
     assert_int_equal(json_len(json_child(f->child, "values")), 2);
     /* The annotation names them, for a user and for nh_avoids_usable. */
-    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(json_get(pod, "metadata.annotations"), ANN_POD_AVOIDED);
+    const cJSON *ann =
+        cJSON_GetObjectItemCaseSensitive(json_get(pod, "metadata.annotations"), ANN_POD_AVOIDED);
     assert_non_null(ann);
     assert_string_equal(ann->valuestring, "n1,n2");
     cJSON_Delete(pod);
@@ -242,8 +245,8 @@ static void test_avoid(void **state)
              "{'nodeSelectorTerms':[{'matchExpressions':[{'key':'gpu','operator':'Exists'}]},"
              "{'matchFields':[{'key':'metadata.name','operator':'In','values':['n1','n3']}]}]}}}}}");
     assert_int_equal(nh_avoid_nodes(pod, nodes, 1), 0);
-    terms =
-        json_get(pod, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms");
+    terms = json_get(
+        pod, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms");
     assert_int_equal(json_len(terms), 2);
     assert_int_equal(json_len(json_get(terms->child, "matchExpressions")), 1);
     assert_int_equal(json_len(json_get(terms->child, "matchFields")), 1);
@@ -292,9 +295,9 @@ int main(void)
 {
     mem_init();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse),  cmocka_unit_test(test_unhealthy), cmocka_unit_test(test_cap),
-        cmocka_unit_test(test_admit),  cmocka_unit_test(test_storm),     cmocka_unit_test(test_reason), cmocka_unit_test(test_avoids_usable),
-        cmocka_unit_test(test_avoid),
+        cmocka_unit_test(test_parse),         cmocka_unit_test(test_unhealthy), cmocka_unit_test(test_cap),
+        cmocka_unit_test(test_admit),         cmocka_unit_test(test_storm),     cmocka_unit_test(test_reason),
+        cmocka_unit_test(test_avoids_usable), cmocka_unit_test(test_avoid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -253,7 +253,8 @@ static void test_hostnames(void **state)
      * (gethostname() whole), the Node's full name; not spec.hostname. */
     assert_string_equal(nsb_slurm_node_name(NSB_DAEMONSET, 1, "k8s-1", "h", "nss-abcde"), "k8s-1");
     assert_string_equal(nsb_slurm_node_name(NSB_DAEMONSET, 1, "n1.a.example", "n1", NULL), "n1.a.example");
-    assert_string_equal(nsb_slurm_node_name(NSB_STATEFULSET, 1, "n1.a.example", "cpu-0", "nss-0"), "n1.a.example");
+    assert_string_equal(nsb_slurm_node_name(NSB_STATEFULSET, 1, "n1.a.example", "cpu-0", "nss-0"),
+                        "n1.a.example");
     assert_string_equal(nsb_slurm_node_name(NSB_DAEMONSET, 1, NULL, "h", NULL), "");
     assert_string_equal(nsb_slurm_node_name(NSB_DAEMONSET, 0, "n1.a.example", "n1", NULL), "n1");
 
@@ -317,8 +318,9 @@ static void test_slurmd_conf(void **state)
     cJSON_Delete(n);
 
     /* What a shell would not take literally is refused, here and by validation. */
-    static const char *const bad[] = {"Weight=$HOME", "Features=a'b", "Gres=\\\"x\\\"", "Weight=`id`", "Gres=a;b",
-                                      "Features={a,b}", "Gres=gpu:*", "Weight=1|2", "Features=~x"};
+    static const char *const bad[] = {"Weight=$HOME", "Features=a'b", "Gres=\\\"x\\\"",
+                                      "Weight=`id`",  "Gres=a;b",     "Features={a,b}",
+                                      "Gres=gpu:*",   "Weight=1|2",   "Features=~x"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *js = xasprintf("{\"metadata\":{\"name\":\"cpu\"},\"spec\":{\"controllerRef\":{\"name\":\"c\"},"
                              "\"extraConf\":\"Weight=1 %s\"}}",
@@ -350,9 +352,10 @@ static void test_slurmd_probes_by_version(void **state)
     static const char *const images[] = {"localhost/slurmop/slurmd:24.11", "slurmd:latest",
                                          "ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04"};
     for (size_t i = 0; i < 3; i++) {
-        char *js = xasprintf("{\"metadata\":{\"name\":\"cpu\",\"namespace\":\"slurm\",\"uid\":\"u\"},"
-                             "\"spec\":{\"controllerRef\":{\"name\":\"slurm\"},\"slurmd\":{\"image\":\"%s\"}}}",
-                             images[i]);
+        char *js =
+            xasprintf("{\"metadata\":{\"name\":\"cpu\",\"namespace\":\"slurm\",\"uid\":\"u\"},"
+                      "\"spec\":{\"controllerRef\":{\"name\":\"slurm\"},\"slurmd\":{\"image\":\"%s\"}}}",
+                      images[i]);
         fx f;
         fx_init(&f, js);
         cJSON *pod = build(&f, 0);
@@ -1235,11 +1238,12 @@ static void test_plan_revisions_slinky(void **state)
                   "\"template\":{\"spec\":{\"hostname\":\"cpu-\"}}}}");
     cJSON *ours = nsb_revision_patch(ns);
     /* What Slinky 1.2.1 stores for that NodeSet (json.Marshal of its Go types). */
-    cJSON *go = J("{\"spec\":{\"template\":{\"$patch\":\"replace\",\"metadata\":{},"
-                  "\"spec\":{\"hostname\":\"cpu-\",\"containers\":null,\"resources\":{}}},"
-                  "\"ordinalPadding\":0,\"oversubscribeNode\":false,"
-                  "\"slurmd\":{\"$patch\":\"replace\",\"image\":\"slurmd:25.11\",\"resources\":{},\"args\":[]},"
-                  "\"extraConf\":\"Features=cpu\"}}");
+    cJSON *go =
+        J("{\"spec\":{\"template\":{\"$patch\":\"replace\",\"metadata\":{},"
+          "\"spec\":{\"hostname\":\"cpu-\",\"containers\":null,\"resources\":{}}},"
+          "\"ordinalPadding\":0,\"oversubscribeNode\":false,"
+          "\"slurmd\":{\"$patch\":\"replace\",\"image\":\"slurmd:25.11\",\"resources\":{},\"args\":[]},"
+          "\"extraConf\":\"Features=cpu\"}}");
     assert_false(json_equal(go, ours));
     assert_true(nsb_revision_equivalent(go, ours));
     assert_true(nsb_revision_equivalent(ours, go));
@@ -1812,7 +1816,8 @@ static void test_validate(void **state)
     expect_one("{" OK_SPEC ",\"template\":{\"spec\":{\"hostname\":\"CPU_\"}}}", NULL, "hostname prefix");
     expect_one("{" OK_SPEC ",\"template\":{\"spec\":{\"hostname\":\"-cpu\"}}}", NULL, "hostname prefix");
     /* The kubelet would name the host <hostname>.<subdomain>.<ns>.svc.<cluster domain>: not derivable. */
-    expect_one("{" OK_SPEC ",\"template\":{\"spec\":{\"setHostnameAsFQDN\":true}}}", NULL, "setHostnameAsFQDN");
+    expect_one("{" OK_SPEC ",\"template\":{\"spec\":{\"setHostnameAsFQDN\":true}}}", NULL,
+               "setHostnameAsFQDN");
     expect_one("{" OK_SPEC ",\"extraConf\":\"Weight=1 =x\"}", NULL, "\"=x\" is not Key=Value");
     expect_one("{" OK_SPEC ",\"extraConf\":\"Weight\"}", NULL, "\"Weight\" is not Key=Value");
     expect_one("{" OK_SPEC ",\"scalingMode\":\"ReplicaSet\"}", NULL, "scalingMode");
@@ -1848,20 +1853,35 @@ int main(void)
 {
     mem_init();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),         cmocka_unit_test(test_ordinals),
-        cmocka_unit_test(test_hostnames),        cmocka_unit_test(test_slurmd_conf),
-        cmocka_unit_test(test_conf_server),      cmocka_unit_test(test_quantity),
-        cmocka_unit_test(test_pod_statefulset),  cmocka_unit_test(test_pod_options),
-        cmocka_unit_test(test_pod_ssh),          cmocka_unit_test(test_pod_template_merge),
-        cmocka_unit_test(test_pod_daemonset),    cmocka_unit_test(test_pod_pvcs_and_errors),
-        cmocka_unit_test(test_stamp_pod),        cmocka_unit_test(test_daemon_fit),
-        cmocka_unit_test(test_revision_patch),   cmocka_unit_test(test_revision_hash),
-        cmocka_unit_test(test_build_revision),   cmocka_unit_test(test_plan_revisions),
-        cmocka_unit_test(test_plan_revisions_slinky), cmocka_unit_test(test_truncate_history), cmocka_unit_test(test_pvc),
-        cmocka_unit_test(test_shared_objects),   cmocka_unit_test(test_victim_rules),
-        cmocka_unit_test(test_victim_sort),      cmocka_unit_test(test_pod_from_json),
-        cmocka_unit_test(test_max_unavailable),  cmocka_unit_test(test_split_update),
-        cmocka_unit_test(test_status),           cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_ordinals),
+        cmocka_unit_test(test_hostnames),
+        cmocka_unit_test(test_slurmd_conf),
+        cmocka_unit_test(test_conf_server),
+        cmocka_unit_test(test_quantity),
+        cmocka_unit_test(test_pod_statefulset),
+        cmocka_unit_test(test_pod_options),
+        cmocka_unit_test(test_pod_ssh),
+        cmocka_unit_test(test_pod_template_merge),
+        cmocka_unit_test(test_pod_daemonset),
+        cmocka_unit_test(test_pod_pvcs_and_errors),
+        cmocka_unit_test(test_stamp_pod),
+        cmocka_unit_test(test_daemon_fit),
+        cmocka_unit_test(test_revision_patch),
+        cmocka_unit_test(test_revision_hash),
+        cmocka_unit_test(test_build_revision),
+        cmocka_unit_test(test_plan_revisions),
+        cmocka_unit_test(test_plan_revisions_slinky),
+        cmocka_unit_test(test_truncate_history),
+        cmocka_unit_test(test_pvc),
+        cmocka_unit_test(test_shared_objects),
+        cmocka_unit_test(test_victim_rules),
+        cmocka_unit_test(test_victim_sort),
+        cmocka_unit_test(test_pod_from_json),
+        cmocka_unit_test(test_max_unavailable),
+        cmocka_unit_test(test_split_update),
+        cmocka_unit_test(test_status),
+        cmocka_unit_test(test_validate),
         cmocka_unit_test(test_logfile_sigterm),
         cmocka_unit_test(test_slurmd_args_shell),
         cmocka_unit_test(test_slurmd_probes_by_version),

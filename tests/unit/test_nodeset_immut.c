@@ -21,8 +21,10 @@ static cJSON *ns(const char *spec)
 /* The table under test (the operator owns one; the test makes its own). */
 static nsim_table *T;
 
-#define CLAIM "{\"metadata\":{\"name\":\"data\"},\"spec\":{\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}"
-#define BIGGER "{\"metadata\":{\"name\":\"data\"},\"spec\":{\"resources\":{\"requests\":{\"storage\":\"2Gi\"}}}}"
+#define CLAIM                                                                                                \
+    "{\"metadata\":{\"name\":\"data\"},\"spec\":{\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}"
+#define BIGGER                                                                                               \
+    "{\"metadata\":{\"name\":\"data\"},\"spec\":{\"resources\":{\"requests\":{\"storage\":\"2Gi\"}}}}"
 
 static size_t check(const char *key, const char *uid, const char *json)
 {
@@ -51,7 +53,8 @@ static void test_claims(void **state)
     const char *none = "{\"spec\":{\"controllerRef\":{\"name\":\"s\"}}}";
     const char *empty = "{\"spec\":{\"controllerRef\":{\"name\":\"s\"},\"volumeClaimTemplates\":[]}}";
     const char *null = "{\"spec\":{\"controllerRef\":{\"name\":\"s\"},\"volumeClaimTemplates\":null}}";
-    const char *other = "{\"spec\":{\"controllerRef\":{\"name\":\"t\"},\"volumeClaimTemplates\":[" CLAIM "]}}";
+    const char *other =
+        "{\"spec\":{\"controllerRef\":{\"name\":\"t\"},\"volumeClaimTemplates\":[" CLAIM "]}}";
 
     /* Nothing remembered: nothing to compare with. */
     assert_int_equal(check("d/a", "u1", b), 0);

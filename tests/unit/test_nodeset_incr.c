@@ -176,7 +176,8 @@ static void check(const world *w, const nsi_state *incr, unsigned step)
         sd += (w->slurm[i] & NSI_SLURM_DOWN) != 0;
         sr += (w->slurm[i] & NSI_SLURM_DRAIN) != 0;
     }
-    if (incr->slurm_idle != si || incr->slurm_allocated != sa || incr->slurm_down != sd || incr->slurm_drain != sr)
+    if (incr->slurm_idle != si || incr->slurm_allocated != sa || incr->slurm_down != sd ||
+        incr->slurm_drain != sr)
         fail_msg("step %u: Slurm counts %d/%d/%d/%d, full pass %d/%d/%d/%d", step, incr->slurm_idle,
                  incr->slurm_allocated, incr->slurm_down, incr->slurm_drain, si, sa, sd, sr);
 

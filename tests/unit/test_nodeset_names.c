@@ -25,7 +25,8 @@ static int brute(const nsn_scheme *a, const nsn_scheme *b, char *ex, size_t exle
     return 0;
 }
 
-static void expect(const char *pa, int pada, long long ca, const char *pb, int padb, long long cb, const char *want)
+static void expect(const char *pa, int pada, long long ca, const char *pb, int padb, long long cb,
+                   const char *want)
 {
     nsn_scheme a = {pa, pada, ca}, b = {pb, padb, cb};
     char ex[128] = "", ex2[128] = "";
@@ -79,8 +80,8 @@ static void test_against_enumeration(void **state)
         int got = nsn_overlap(&a, &b, ex, sizeof(ex));
         int w = brute(&a, &b, want, sizeof(want)) || brute(&b, &a, want, sizeof(want));
         if (got != w)
-            fail_msg("%s/%d/%lld vs %s/%d/%lld: overlap %d (%s), enumeration %d (%s)", a.prefix, a.pad, a.count,
-                     b.prefix, b.pad, b.count, got, ex, w, want);
+            fail_msg("%s/%d/%lld vs %s/%d/%lld: overlap %d (%s), enumeration %d (%s)", a.prefix, a.pad,
+                     a.count, b.prefix, b.pad, b.count, got, ex, w, want);
         if (got && !(nsn_in_scheme(ex, &a) && nsn_in_scheme(ex, &b)))
             fail_msg("example %s is not in both schemes", ex);
     }

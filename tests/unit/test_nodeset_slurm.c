@@ -359,7 +359,8 @@ static void test_slurm_name_daemonset(void **state)
      * hostname-override annotation when the Node has one ... */
     cJSON *ns = ns_of("DaemonSet", NULL, 0);
     cJSON *pod = pod_for(ns, 0, "kn-7.example.com", "gpu-a", "kn-7.example.com");
-    const cJSON *mode = cJSON_GetObjectItemCaseSensitive(json_get(pod, "metadata.labels"), NSB_LABEL_SCALING_MODE);
+    const cJSON *mode =
+        cJSON_GetObjectItemCaseSensitive(json_get(pod, "metadata.labels"), NSB_LABEL_SCALING_MODE);
     assert_string_equal(cJSON_GetStringValue(mode), "DaemonSet");
     assert_string_equal(json_get_str(pod, "spec.hostname"), "gpu-a");
     expect_name(pod, "gpu-a");

@@ -43,8 +43,9 @@ static test_loop TL;
 static const char CREATED[] =
     "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"x\",\"namespace\":\"ns\","
     "\"resourceVersion\":\"7\"}}";
-static const char EXISTS[] = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"reason\":"
-                             "\"AlreadyExists\",\"message\":\"configmaps \\\"y\\\" already exists\",\"code\":409}";
+static const char EXISTS[] =
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"reason\":"
+    "\"AlreadyExists\",\"message\":\"configmaps \\\"y\\\" already exists\",\"code\":409}";
 /* What a GET finds: somebody else's object (no ownerReference, no label). */
 static const char FOREIGN[] = "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"y\","
                               "\"namespace\":\"ns\",\"resourceVersion\":\"3\"},\"data\":{\"theirs\":\"1\"}}";
@@ -251,15 +252,17 @@ static void test_adopt(void **state)
 {
     store *cache = store_new(&KIND_FULL_NAMESPACED);
     objsync *os = objsync_new(C);
-    cJSON *want = cJSON_Parse("{\"apiVersion\":\"apps/v1\",\"kind\":\"StatefulSet\",\"metadata\":{\"name\":"
-                                 "\"slurm-controller\",\"namespace\":\"ns\",\"labels\":{\"app\":\"slurmctld\"},"
-                                 "\"ownerReferences\":[{\"kind\":\"Controller\",\"name\":\"slurm\",\"uid\":\"u1\"}]},"
-                                 "\"spec\":{\"serviceName\":\"slurm-controller-internal\",\"replicas\":1}}");
-    cJSON *live = cJSON_Parse("{\"apiVersion\":\"apps/v1\",\"kind\":\"StatefulSet\",\"metadata\":{\"name\":"
-                                 "\"slurm-controller\",\"namespace\":\"ns\",\"resourceVersion\":\"10\",\"uid\":\"s1\","
-                                 "\"labels\":{\"app\":\"slurmctld\"},"
-                                 "\"ownerReferences\":[{\"kind\":\"Controller\",\"name\":\"slurm\",\"uid\":\"u1\"}]},"
-                                 "\"spec\":{\"serviceName\":\"slurm-controller\",\"replicas\":1}}");
+    cJSON *want =
+        cJSON_Parse("{\"apiVersion\":\"apps/v1\",\"kind\":\"StatefulSet\",\"metadata\":{\"name\":"
+                    "\"slurm-controller\",\"namespace\":\"ns\",\"labels\":{\"app\":\"slurmctld\"},"
+                    "\"ownerReferences\":[{\"kind\":\"Controller\",\"name\":\"slurm\",\"uid\":\"u1\"}]},"
+                    "\"spec\":{\"serviceName\":\"slurm-controller-internal\",\"replicas\":1}}");
+    cJSON *live =
+        cJSON_Parse("{\"apiVersion\":\"apps/v1\",\"kind\":\"StatefulSet\",\"metadata\":{\"name\":"
+                    "\"slurm-controller\",\"namespace\":\"ns\",\"resourceVersion\":\"10\",\"uid\":\"s1\","
+                    "\"labels\":{\"app\":\"slurmctld\"},"
+                    "\"ownerReferences\":[{\"kind\":\"Controller\",\"name\":\"slurm\",\"uid\":\"u1\"}]},"
+                    "\"spec\":{\"serviceName\":\"slurm-controller\",\"replicas\":1}}");
     assert_non_null(want);
     assert_non_null(live);
     assert_true(store_upsert(cache, live) >= 0);
@@ -273,8 +276,10 @@ static void test_adopt(void **state)
     assert_non_null(patch);
     assert_null(json_child(patch, "spec")); /* nothing of the spec: serviceName stays */
     const cJSON *labels = json_get(patch, "metadata.labels");
-    assert_string_equal(cJSON_GetObjectItem(labels, OBJSYNC_MANAGED_BY_LABEL)->valuestring, OBJSYNC_MANAGED_BY);
-    const cJSON *mark = cJSON_GetObjectItem(json_get(patch, "metadata.annotations"), OBJSYNC_ADOPTED_ANNOTATION);
+    assert_string_equal(cJSON_GetObjectItem(labels, OBJSYNC_MANAGED_BY_LABEL)->valuestring,
+                        OBJSYNC_MANAGED_BY);
+    const cJSON *mark =
+        cJSON_GetObjectItem(json_get(patch, "metadata.annotations"), OBJSYNC_ADOPTED_ANNOTATION);
     char h[OBJSYNC_HASH_MAX];
     objsync_adopted_hash(want, h);
     assert_string_equal(mark->valuestring, h);
@@ -283,7 +288,8 @@ static void test_adopt(void **state)
     /* The cache shows the adoption: in sync, no write, kept. */
     json_set_str(json_obj_ensure(json_obj_ensure(live, "metadata"), "labels"), OBJSYNC_MANAGED_BY_LABEL,
                  OBJSYNC_MANAGED_BY);
-    json_set_str(json_obj_ensure(json_obj_ensure(live, "metadata"), "annotations"), OBJSYNC_ADOPTED_ANNOTATION, h);
+    json_set_str(json_obj_ensure(json_obj_ensure(live, "metadata"), "annotations"),
+                 OBJSYNC_ADOPTED_ANNOTATION, h);
     json_set_str(json_obj_ensure(live, "metadata"), "resourceVersion", "11");
     assert_true(store_upsert(cache, live) >= 0);
     assert_int_equal(objsync_ensure(os, cache, &KUBE_STATEFULSETS, want, on_synced, &r), OBJSYNC_IN_SYNC);

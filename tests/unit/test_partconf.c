@@ -23,10 +23,19 @@ static void test_accepted(void **state)
 {
     (void)state;
     static const char *const good[] = {
-        NULL, "", "Default=YES", "default=yes", "Default=YES MaxTime=UNLIMITED", "MaxTime=1-00:00:00 State=UP",
-        "MaxTime=UNLIMITED State=UP OverSubscribe=EXCLUSIVE", "  MaxNodes=4\tPriorityTier=10  ",
-        "TRESBillingWeights=\"CPU=1.0,Mem=0.25G\"", "AllowGroups=a,b DenyAccounts=x QOS=normal",
-        "State=DRAIN", "MaxMemPerNode=UNLIMITED", "Hidden=NO RootOnly=NO ExclusiveUser=YES LLN=NO",
+        NULL,
+        "",
+        "Default=YES",
+        "default=yes",
+        "Default=YES MaxTime=UNLIMITED",
+        "MaxTime=1-00:00:00 State=UP",
+        "MaxTime=UNLIMITED State=UP OverSubscribe=EXCLUSIVE",
+        "  MaxNodes=4\tPriorityTier=10  ",
+        "TRESBillingWeights=\"CPU=1.0,Mem=0.25G\"",
+        "AllowGroups=a,b DenyAccounts=x QOS=normal",
+        "State=DRAIN",
+        "MaxMemPerNode=UNLIMITED",
+        "Hidden=NO RootOnly=NO ExclusiveUser=YES LLN=NO",
     };
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
         if (!ok(good[i]))
@@ -108,14 +117,17 @@ static void test_nodeset(void **state)
 {
     (void)state;
     cJSON *ctl = JQ("{'metadata':{'name':'slurm','namespace':'victim'},'spec':{}}");
-    cJSON *ok_same = JQ("{'metadata':{'name':'cpu','namespace':'victim'},'spec':{'controllerRef':{'name':'slurm'},"
-                        "'partition':{'enabled':true,'config':'Default=YES'}}}");
+    cJSON *ok_same =
+        JQ("{'metadata':{'name':'cpu','namespace':'victim'},'spec':{'controllerRef':{'name':'slurm'},"
+           "'partition':{'enabled':true,'config':'Default=YES'}}}");
     cJSON *foreign = JQ("{'metadata':{'name':'cpu','namespace':'tenant'},'spec':{'controllerRef':"
                         "{'name':'slurm','namespace':'victim'}}}");
-    cJSON *bad = JQ("{'metadata':{'name':'cpu','namespace':'victim'},'spec':{'controllerRef':{'name':'slurm'},"
-                    "'partition':{'enabled':true,'config':'Bogus=1'}}}");
-    cJSON *off = JQ("{'metadata':{'name':'cpu','namespace':'victim'},'spec':{'controllerRef':{'name':'slurm'},"
-                    "'partition':{'enabled':false,'config':'Bogus=1'}}}");
+    cJSON *bad =
+        JQ("{'metadata':{'name':'cpu','namespace':'victim'},'spec':{'controllerRef':{'name':'slurm'},"
+           "'partition':{'enabled':true,'config':'Bogus=1'}}}");
+    cJSON *off =
+        JQ("{'metadata':{'name':'cpu','namespace':'victim'},'spec':{'controllerRef':{'name':'slurm'},"
+           "'partition':{'enabled':false,'config':'Bogus=1'}}}");
     char *m = tnc_nodeset_refusal(ok_same, ctl, 0);
     assert_null(m);
     m = tnc_nodeset_refusal(off, ctl, 0); /* never written */
@@ -126,7 +138,8 @@ static void test_nodeset(void **state)
     free(m);
     m = tnc_nodeset_refusal(foreign, ctl, 0);
     assert_non_null(m);
-    char *m2 = tnc_nodeset_refusal(foreign, NULL, 0); /* the same words whether the Controller exists or not */
+    char *m2 =
+        tnc_nodeset_refusal(foreign, NULL, 0); /* the same words whether the Controller exists or not */
     assert_string_equal(m, m2);
     free(m);
     free(m2);
@@ -135,8 +148,9 @@ static void test_nodeset(void **state)
              JQ("{'slinky.slurm.net/allowed-namespaces':'tenant'}"));
     assert_true(tnc_nodeset_admitted(foreign, ctl));
     assert_null(tnc_nodeset_refusal(foreign, ctl, 0));
-    cJSON *taint = JQ("{'metadata':{'name':'cpu','namespace':'victim'},'spec':{'controllerRef':{'name':'slurm'},"
-                      "'taintKubeNodes':true}}");
+    cJSON *taint =
+        JQ("{'metadata':{'name':'cpu','namespace':'victim'},'spec':{'controllerRef':{'name':'slurm'},"
+           "'taintKubeNodes':true}}");
     m = tnc_nodeset_refusal(taint, ctl, 0);
     assert_non_null(m);
     assert_non_null(strstr(m, "--allow-node-taints"));

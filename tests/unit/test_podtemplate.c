@@ -26,29 +26,36 @@ static void expect(cJSON *o, const char *want)
 
 static void test_container_override(void **state)
 {
-    cJSON *base = J("{\"name\":\"slurmd\",\"image\":\"a\",\"args\":[\"-Z\"],\"env\":[{\"name\":\"X\",\"value\":\"1\"}],"
-                    "\"livenessProbe\":{\"httpGet\":{\"path\":\"/livez\",\"port\":\"slurmd\"},\"failureThreshold\":6}}");
-    cJSON *user = J("{\"name\":\"ignored\",\"image\":\"b\",\"args\":[\"-vvv\"],\"env\":[{\"name\":\"Y\",\"value\":\"2\"}],"
+    cJSON *base = J(
+        "{\"name\":\"slurmd\",\"image\":\"a\",\"args\":[\"-Z\"],\"env\":[{\"name\":\"X\",\"value\":\"1\"}],"
+        "\"livenessProbe\":{\"httpGet\":{\"path\":\"/livez\",\"port\":\"slurmd\"},\"failureThreshold\":6}}");
+    cJSON *user = J("{\"name\":\"ignored\",\"image\":\"b\",\"args\":[\"-vvv\"],\"env\":[{\"name\":\"Y\","
+                    "\"value\":\"2\"}],"
                     "\"livenessProbe\":{\"tcpSocket\":{\"port\":6818}}}");
     base = pt_merge_container(base, user);
-    expect(base, "{\"name\":\"slurmd\",\"image\":\"b\",\"args\":[\"-Z\",\"-vvv\"],\"env\":[{\"name\":\"X\",\"value\":"
-                 "\"1\"},{\"name\":\"Y\",\"value\":\"2\"}],\"livenessProbe\":{\"failureThreshold\":6,\"tcpSocket\":"
-                 "{\"port\":6818}}}");
+    expect(
+        base,
+        "{\"name\":\"slurmd\",\"image\":\"b\",\"args\":[\"-Z\",\"-vvv\"],\"env\":[{\"name\":\"X\",\"value\":"
+        "\"1\"},{\"name\":\"Y\",\"value\":\"2\"}],\"livenessProbe\":{\"failureThreshold\":6,\"tcpSocket\":"
+        "{\"port\":6818}}}");
     cJSON_Delete(base);
     cJSON_Delete(user);
 }
 
 static void test_template_merge(void **state)
 {
-    cJSON *base = J("{\"metadata\":{\"labels\":{\"app.kubernetes.io/name\":\"slurmd\"}},\"spec\":{\"containers\":"
-                    "[{\"name\":\"slurmd\"}],\"volumes\":[{\"name\":\"etc\"}],\"hostname\":\"x\"}}");
-    cJSON *user = J("{\"metadata\":{\"labels\":{\"app.kubernetes.io/name\":\"evil\",\"team\":\"a\"}},\"spec\":"
-                    "{\"containers\":[{\"name\":\"slurmd\",\"image\":\"side\"}],\"volumes\":[{\"name\":\"data\"}],"
-                    "\"nodeSelector\":{\"gpu\":\"1\"}}}");
+    cJSON *base =
+        J("{\"metadata\":{\"labels\":{\"app.kubernetes.io/name\":\"slurmd\"}},\"spec\":{\"containers\":"
+          "[{\"name\":\"slurmd\"}],\"volumes\":[{\"name\":\"etc\"}],\"hostname\":\"x\"}}");
+    cJSON *user =
+        J("{\"metadata\":{\"labels\":{\"app.kubernetes.io/name\":\"evil\",\"team\":\"a\"}},\"spec\":"
+          "{\"containers\":[{\"name\":\"slurmd\",\"image\":\"side\"}],\"volumes\":[{\"name\":\"data\"}],"
+          "\"nodeSelector\":{\"gpu\":\"1\"}}}");
     base = pt_merge_template(base, user);
-    expect(base, "{\"metadata\":{\"labels\":{\"app.kubernetes.io/name\":\"slurmd\",\"team\":\"a\"}},\"spec\":"
-                 "{\"containers\":[{\"name\":\"slurmd\"},{\"name\":\"slurmd\",\"image\":\"side\"}],\"volumes\":"
-                 "[{\"name\":\"etc\"},{\"name\":\"data\"}],\"hostname\":\"x\",\"nodeSelector\":{\"gpu\":\"1\"}}}");
+    expect(base,
+           "{\"metadata\":{\"labels\":{\"app.kubernetes.io/name\":\"slurmd\",\"team\":\"a\"}},\"spec\":"
+           "{\"containers\":[{\"name\":\"slurmd\"},{\"name\":\"slurmd\",\"image\":\"side\"}],\"volumes\":"
+           "[{\"name\":\"etc\"},{\"name\":\"data\"}],\"hostname\":\"x\",\"nodeSelector\":{\"gpu\":\"1\"}}}");
     cJSON_Delete(base);
     cJSON_Delete(user);
 }

@@ -314,8 +314,8 @@ static void test_hostile_shape(void **state)
     assert_true(r.tree_bytes <= bound);
     if (HEAP_EXACT)
         assert_true(peak <= (int64_t)bound + (1 << 20));
-    print_message("hostile %zu-byte answer: refused after %.1f MB of tree (bound %.1f MB), peak %s %.1f MB\n", k,
-                  r.tree_bytes / 1e6, bound / 1e6, HEAP_EXACT ? "heap" : "RSS", peak / 1e6);
+    print_message("hostile %zu-byte answer: refused after %.1f MB of tree (bound %.1f MB), peak %s %.1f MB\n",
+                  k, r.tree_bytes / 1e6, bound / 1e6, HEAP_EXACT ? "heap" : "RSS", peak / 1e6);
     sm_response_free(&r);
     free(body);
 }

@@ -717,13 +717,15 @@ static void test_v45_recorded(void **state)
     assert_int_equal(parse_fixture(45, SM_KIND_PING, "v45_err_ctld_down_ping_200.json", &r), 0);
     assert_false(r.pings[0].responding);
     sm_response_free(&r);
-    assert_int_equal(parse_fixture(45, SM_KIND_NODES, "v45_err_ctld_down_nodes_502.json", &r), OP_EUNAVAILABLE);
+    assert_int_equal(parse_fixture(45, SM_KIND_NODES, "v45_err_ctld_down_nodes_502.json", &r),
+                     OP_EUNAVAILABLE);
     assert_int_equal(r.n_nodes, 0);
     sm_response_free(&r);
 
     assert_true(parse_fixture(45, SM_KIND_STATUS, "v45_update_node_drain_200.json", &r) == 0);
     sm_response_free(&r);
-    assert_int_equal(parse_fixture(45, SM_KIND_STATUS, "v45_err_update_node_alloc_422.json", &r), OP_EINVALID);
+    assert_int_equal(parse_fixture(45, SM_KIND_STATUS, "v45_err_update_node_alloc_422.json", &r),
+                     OP_EINVALID);
     assert_int_equal(r.err.slurm_errno, 2180);
     sm_response_free(&r);
     assert_int_equal(parse_fixture(45, SM_KIND_NODES, "v45_err_bad_token_nodes_511.json", &r), OP_EFORBIDDEN);
@@ -971,7 +973,8 @@ static void test_drained_matrix(void **state)
             for (int known = 0; known <= 1; known++) {
                 sm_node n = {.base = bases[b], .flags = flagsets[f], .flags_known = known};
                 uint64_t fl = flagsets[f];
-                int proof_base = bases[b] == SM_NODE_IDLE || bases[b] == SM_NODE_DOWN || bases[b] == SM_NODE_FUTURE;
+                int proof_base =
+                    bases[b] == SM_NODE_IDLE || bases[b] == SM_NODE_DOWN || bases[b] == SM_NODE_FUTURE;
                 int jobless = known && proof_base && !(fl & (SM_NF(COMPLETING) | SM_NF(OTHER)));
                 int drain = known && (fl & SM_NF(DRAIN)) && !(fl & SM_NF(UNDRAIN));
                 int busy = known ? !jobless : !proof_base;
@@ -1039,7 +1042,8 @@ static void test_drained_from_answers(void **state)
             fail_msg("case %zu: %s", i, r.err.message);
         const sm_node *n = &r.nodes[0];
         if (!!sm_node_drained(n) != cases[i].drained || !!sm_node_busy(n) != cases[i].busy)
-            fail_msg("case %zu (%s): drained %d busy %d", i, cases[i].json, sm_node_drained(n), sm_node_busy(n));
+            fail_msg("case %zu (%s): drained %d busy %d", i, cases[i].json, sm_node_drained(n),
+                     sm_node_busy(n));
         sm_response_free(&r);
         free(doc);
     }
@@ -1083,9 +1087,10 @@ static void test_job_holds(void **state)
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         for (int g = 0; g < 2; g++) {
             int v = g ? 44 : 38;
-            char *doc = xasprintf("{\"jobs\":[{\"job_id\":7,\"job_state\":%s,\"nodes\":\"a1\"}]%s}",
-                                  g ? cases[i].v44 : cases[i].v38,
-                                  g ? ",\"last_update\":{\"set\":true,\"infinite\":false,\"number\":100}" : "");
+            char *doc =
+                xasprintf("{\"jobs\":[{\"job_id\":7,\"job_state\":%s,\"nodes\":\"a1\"}]%s}",
+                          g ? cases[i].v44 : cases[i].v38,
+                          g ? ",\"last_update\":{\"set\":true,\"infinite\":false,\"number\":100}" : "");
             sm_response r;
             if (sm_parse(v, SM_KIND_JOBS, 200, doc, strlen(doc), &r) != 0)
                 fail_msg("case %zu v%d: %s", i, v, r.err.message);
@@ -1226,17 +1231,28 @@ static void test_no_such_node(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_versions),         cmocka_unit_test(test_paths),
-        cmocka_unit_test(test_negotiate),        cmocka_unit_test(test_v3x_node_states),
-        cmocka_unit_test(test_v3x_node_lists),   cmocka_unit_test(test_v3x_errors),
-        cmocka_unit_test(test_not_modified),     cmocka_unit_test(test_jobs_not_modified),
+        cmocka_unit_test(test_versions),
+        cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_negotiate),
+        cmocka_unit_test(test_v3x_node_states),
+        cmocka_unit_test(test_v3x_node_lists),
+        cmocka_unit_test(test_v3x_errors),
+        cmocka_unit_test(test_not_modified),
+        cmocka_unit_test(test_jobs_not_modified),
         cmocka_unit_test(test_v3x_jobs_ping_resv),
-        cmocka_unit_test(test_v4x_nodes),        cmocka_unit_test(test_v4x_jobs_ping_resv_status),
+        cmocka_unit_test(test_v4x_nodes),
+        cmocka_unit_test(test_v4x_jobs_ping_resv_status),
         cmocka_unit_test(test_v45_recorded),
-        cmocka_unit_test(test_malformed),        cmocka_unit_test(test_state_words),
-        cmocka_unit_test(test_node_update_json), cmocka_unit_test(test_resv_desc_json),
-        cmocka_unit_test(test_drained_matrix),   cmocka_unit_test(test_drained_from_answers),
-        cmocka_unit_test(test_no_such_node), cmocka_unit_test(test_job_holds), cmocka_unit_test(test_server_time),      cmocka_unit_test(test_http_date),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_state_words),
+        cmocka_unit_test(test_node_update_json),
+        cmocka_unit_test(test_resv_desc_json),
+        cmocka_unit_test(test_drained_matrix),
+        cmocka_unit_test(test_drained_from_answers),
+        cmocka_unit_test(test_no_such_node),
+        cmocka_unit_test(test_job_holds),
+        cmocka_unit_test(test_server_time),
+        cmocka_unit_test(test_http_date),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -648,7 +648,8 @@ static void test_drain_proof(void **state)
     assert_true(sm_node_drained(n));
     assert_false(nc_drain_proved(cl.cache, "slinky-1")); /* drained, but not by a drain of ours */
     assert_int_equal(nc_drain_state(cl.cache, "slinky-1", NULL), 0);
-    sm_node_update u = {.set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_DRAIN, .reason = "slurm-operator: y"};
+    sm_node_update u = {
+        .set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_DRAIN, .reason = "slurm-operator: y"};
     wr w = {0};
     assert_int_equal(nc_update(cl.cache, "slinky-1", &u, on_write, &w), 0);
     assert_int_equal(nc_drain_state(cl.cache, "slinky-1", NULL), 1);
@@ -807,8 +808,9 @@ static void node42(buf_t *b, const char *name, const char *words, int64_t reason
 
 static char *table42(buf_t *b, int64_t last_update)
 {
-    int rc = buf_printf(b, "],\"last_update\":{\"set\":true,\"infinite\":false,\"number\":%lld},\"errors\":[]}",
-               (long long)last_update);
+    int rc =
+        buf_printf(b, "],\"last_update\":{\"set\":true,\"infinite\":false,\"number\":%lld},\"errors\":[]}",
+                   (long long)last_update);
     assert_int_equal(rc, 0);
     char *s = xstrdup(buf_cstr(b));
     buf_free(b);
@@ -821,9 +823,10 @@ static char *jobs42(const char *job_state, const char *nodes, int64_t last_updat
         return xasprintf("{\"jobs\":[],\"last_update\":{\"set\":true,\"infinite\":false,\"number\":%lld},"
                          "\"errors\":[]}",
                          (long long)last_update);
-    return xasprintf("{\"jobs\":[{\"job_id\":9,\"job_state\":[%s],\"nodes\":\"%s\"}],\"last_update\":{\"set\":"
-                     "true,\"infinite\":false,\"number\":%lld},\"errors\":[]}",
-                     job_state, nodes, (long long)last_update);
+    return xasprintf(
+        "{\"jobs\":[{\"job_id\":9,\"job_state\":[%s],\"nodes\":\"%s\"}],\"last_update\":{\"set\":"
+        "true,\"infinite\":false,\"number\":%lld},\"errors\":[]}",
+        job_state, nodes, (long long)last_update);
 }
 
 static char *one_table(const char *name, const char *words, int64_t reason_at, int64_t lu)
@@ -993,7 +996,8 @@ static void test_future_reason_time(void **state)
     assert_false(nc_contradicted(cl.cache, "v1"));
     /* Our drain: Slurm stamps its own time, which proves it (the future
      * time was never the floor). */
-    sm_node_update u = {.set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_DRAIN, .reason = "slurm-operator: x"};
+    sm_node_update u = {
+        .set = SM_UPD_STATE | SM_UPD_REASON, .state = SM_REQ_DRAIN, .reason = "slurm-operator: x"};
     wr w = {0};
     assert_int_equal(nc_update(cl.cache, "v1", &u, on_write, &w), 0);
     run_until(&TL, &w.done);
@@ -1134,8 +1138,10 @@ static void test_verdict_property(void **state)
         char *nodes = NULL, *jobs = NULL;
         switch (mode) {
         case 1: /* empty */
-            nodes = xasprintf("{\"nodes\":[],\"last_update\":{\"set\":true,\"infinite\":false,\"number\":%lld},"
-                              "\"errors\":[]}", (long long)lu);
+            nodes =
+                xasprintf("{\"nodes\":[],\"last_update\":{\"set\":true,\"infinite\":false,\"number\":%lld},"
+                          "\"errors\":[]}",
+                          (long long)lu);
             break;
         case 2: /* partial: without v1 */
             buf_init(&b, BUF_UNLIMITED);
@@ -1204,7 +1210,8 @@ static void test_verdict_property(void **state)
                 licensed++;
                 if (!truth_free(&t)) {
                     violations++;
-                    print_error("step %d (%s) seed %u: delete licensed; truth exists %d %s drain %d completing %d job %s "
+                    print_error("step %d (%s) seed %u: delete licensed; truth exists %d %s drain %d "
+                                "completing %d job %s "
                                 "(node answer mode %d, job mode %d; cache: job holds %d, lookup %d)\n",
                                 s, name, seed, t.exists, BASES[t.base], t.drain, t.completing,
                                 JOBS[t.job] ? JOBS[t.job] : "none", mode, jmode, nc_job_holds(cl.cache, name),
@@ -1223,7 +1230,8 @@ static void test_verdict_property(void **state)
         honest_nodes = honest;
         free(hjobs);
     }
-    print_message("verdict property: %d steps, %d deletes licensed, %d violations\n", steps, licensed, violations);
+    print_message("verdict property: %d steps, %d deletes licensed, %d violations\n", steps, licensed,
+                  violations);
     assert_int_equal(violations, 0);
     assert_true(licensed > 0); /* the property is not vacuous */
     free(honest_nodes);
@@ -1244,7 +1252,8 @@ static void test_big_table_slices(void **state)
     sim_url(url, sizeof(url));
     sr_opts o = {.url = url, .key = KEY, .key_len = sizeof(KEY) - 1, .timeout_ms = 5000, .version = 38};
     assert_int_equal(sr_client_new(&TL.loop, &o, &cl.rest), 0);
-    nc_opts no = {.name = "test/slurm", .rest = cl.rest, .poll_min_ms = 30, .poll_max_ms = 30, .on_node = on_big_node};
+    nc_opts no = {
+        .name = "test/slurm", .rest = cl.rest, .poll_min_ms = 30, .poll_max_ms = 30, .on_node = on_big_node};
     memset(&EV, 0, sizeof(EV));
     memset(&IT, 0, sizeof(IT));
     uv_prepare_init(&TL.loop, &IT.h);

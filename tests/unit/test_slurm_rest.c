@@ -664,7 +664,8 @@ static void test_server_time(void **state)
     sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
     char url[64];
     sim_url(url, sizeof(url));
-    sr_opts o = {.url = url, .key = KEY, .key_len = sizeof(KEY) - 1, .version = 38, .read_clock = 1, .now = clock_fn};
+    sr_opts o = {
+        .url = url, .key = KEY, .key_len = sizeof(KEY) - 1, .version = 38, .read_clock = 1, .now = clock_fn};
     assert_int_equal(sr_client_new(&TL.loop, &o, &c), 0);
     got r1 = {0};
     sr_get_nodes(c, 0, on_resp, &r1);

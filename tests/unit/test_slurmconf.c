@@ -121,8 +121,8 @@ static void test_accounting_nodesets_scripts(void **state)
      * Service is named with that namespace, as the short name would resolve
      * in the Controller's own. */
     tenv_add(&t, "Accounting", "db", "{'metadata':{'name':'db','namespace':'dbns'},'spec':{}}");
-    char *s5 = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'accountingRef':{'name':'db','namespace':'dbns'}}}",
-                       NULL, 0, &t);
+    char *s5 = conf_of(
+        "{" CTL_BASE ",'spec':{" CTL_KEYS ",'accountingRef':{'name':'db','namespace':'dbns'}}}", NULL, 0, &t);
     assert_non_null(strstr(s5, "AccountingStorageHost=db-accounting.dbns\nAccountingStoragePort=6819\n"));
     free(s5);
 
@@ -222,7 +222,8 @@ static void test_max_node_count(void **state)
     tenv_free(&t);
 
     /* The user's extraConf value stands alone (any case, as Slurm reads it). */
-    s = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'extraConf':'maxnodecount=50000\\nFoo=bar'}}", all, 4, NULL);
+    s = conf_of("{" CTL_BASE ",'spec':{" CTL_KEYS ",'extraConf':'maxnodecount=50000\\nFoo=bar'}}", all, 4,
+                NULL);
     assert_null(strstr(s, "MaxNodeCount="));
     assert_non_null(strstr(s, "### EXTRA CONFIG ###\nmaxnodecount=50000\n"));
     free(s);
@@ -436,7 +437,8 @@ static void test_nodeset_name(void **state)
  * extraConf with a MaxNodeCount and a partition line of its own) stays. */
 static void test_without_nodesets(void **state)
 {
-    const char *ctl = "{" CTL_BASE ",'spec':{" CTL_KEYS ",'extraConf':'PartitionName=all Nodes=ALL\\nFoo=bar'}}";
+    const char *ctl =
+        "{" CTL_BASE ",'spec':{" CTL_KEYS ",'extraConf':'PartitionName=all Nodes=ALL\\nFoo=bar'}}";
     char *none = conf_of(ctl, NULL, 0, NULL);
     cJSON *ns[2] = {
         JQ("{'metadata':{'name':'a'},'spec':{'controllerRef':{'name':'slurm'},'replicas':3000,"
@@ -473,7 +475,8 @@ static void test_without_nodesets(void **state)
     free(vu);
     free(u);
     /* A NodeSet section last in the file goes to the end. */
-    char *last = sconf_without_nodesets("#\n### GENERAL ###\nA=1\n#\n### NODESET & PARTITION ###\nNodeSet=x\n");
+    char *last =
+        sconf_without_nodesets("#\n### GENERAL ###\nA=1\n#\n### NODESET & PARTITION ###\nNodeSet=x\n");
     assert_string_equal(last, "#\n### GENERAL ###\nA=1\n");
     free(last);
     cJSON_Delete(ns[0]);

@@ -33,7 +33,8 @@ static void test_merge_by_key(void **state)
           "{\"containers\":[{\"name\":\"b\",\"args\":[\"3\"]},{\"name\":\"a\",\"env\":[{\"name\":\"F\","
           "\"value\":\"2\"}]},{\"name\":\"c\"}]}",
           0,
-          "{\"containers\":[{\"name\":\"a\",\"image\":\"x\",\"env\":[{\"name\":\"E\",\"value\":\"1\"},{\"name\":"
+          "{\"containers\":[{\"name\":\"a\",\"image\":\"x\",\"env\":[{\"name\":\"E\",\"value\":\"1\"},{"
+          "\"name\":"
           "\"F\",\"value\":\"2\"}]},{\"name\":\"b\",\"args\":[\"3\"]},{\"name\":\"c\"}]}");
     /* conditions upsert by type */
     check("{\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
@@ -54,7 +55,8 @@ static void test_merge_by_key(void **state)
 static void test_directives(void **state)
 {
     check("{\"conditions\":[{\"type\":\"A\"},{\"type\":\"B\"}]}",
-          "{\"conditions\":[{\"type\":\"A\",\"$patch\":\"delete\"}]}", 0, "{\"conditions\":[{\"type\":\"B\"}]}");
+          "{\"conditions\":[{\"type\":\"A\",\"$patch\":\"delete\"}]}", 0,
+          "{\"conditions\":[{\"type\":\"B\"}]}");
     check("{\"a\":{\"x\":1,\"y\":2},\"b\":1}", "{\"a\":{\"$patch\":\"replace\",\"z\":3}}", 0,
           "{\"a\":{\"z\":3},\"b\":1}");
     check("{\"a\":{\"x\":1},\"b\":1}", "{\"a\":{\"$patch\":\"delete\"}}", 0, "{\"b\":1}");
@@ -73,7 +75,8 @@ static void test_directives(void **state)
 static void test_concat_containers(void **state)
 {
     check("{\"containers\":[{\"name\":\"slurmd\",\"image\":\"x\"}],\"volumes\":[{\"name\":\"v\"}]}",
-          "{\"containers\":[{\"name\":\"slurmd\",\"image\":\"y\"}],\"volumes\":[{\"name\":\"v\",\"emptyDir\":{}}]}",
+          "{\"containers\":[{\"name\":\"slurmd\",\"image\":\"y\"}],\"volumes\":[{\"name\":\"v\",\"emptyDir\":"
+          "{}}]}",
           SMP_CONCAT_CONTAINERS,
           "{\"containers\":[{\"name\":\"slurmd\",\"image\":\"x\"},{\"name\":\"slurmd\",\"image\":\"y\"}],"
           "\"volumes\":[{\"name\":\"v\",\"emptyDir\":{}}]}");

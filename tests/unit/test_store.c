@@ -34,12 +34,14 @@ static void on_change(store *s, const sobj *o, const sobj *n, void *data)
 static cJSON *pod(const char *ns, const char *name, const char *rv, const char *inst, const char *owner)
 {
     char buf[1024];
-    snprintf(buf, sizeof(buf),
-             "{\"metadata\":{\"namespace\":\"%s\",\"name\":\"%s\",\"uid\":\"uid-%s\",\"resourceVersion\":\"%s\","
-             "\"creationTimestamp\":\"2026-01-02T03:04:05Z\",\"labels\":{\"app.kubernetes.io/instance\":\"%s\","
-             "\"app.kubernetes.io/name\":\"slurmd\"},\"annotations\":{\"keep\":\"1\",\"drop\":\"2\"},"
-             "\"ownerReferences\":[{\"kind\":\"NodeSet\",\"name\":\"%s\",\"uid\":\"own-%s\",\"controller\":true}]}}",
-             ns, name, name, rv, inst, owner, owner);
+    snprintf(
+        buf, sizeof(buf),
+        "{\"metadata\":{\"namespace\":\"%s\",\"name\":\"%s\",\"uid\":\"uid-%s\",\"resourceVersion\":\"%s\","
+        "\"creationTimestamp\":\"2026-01-02T03:04:05Z\",\"labels\":{\"app.kubernetes.io/instance\":\"%s\","
+        "\"app.kubernetes.io/name\":\"slurmd\"},\"annotations\":{\"keep\":\"1\",\"drop\":\"2\"},"
+        "\"ownerReferences\":[{\"kind\":\"NodeSet\",\"name\":\"%s\",\"uid\":\"own-%s\",\"controller\":true}]}"
+        "}",
+        ns, name, name, rv, inst, owner, owner);
     cJSON *o = json_parse(buf, strlen(buf), NULL);
     assert_non_null(o);
     return o;
@@ -165,14 +167,16 @@ static void test_revision_kind(void **state)
 {
     store *s = store_new(&KIND_REVISIONS);
     int ix = store_add_owner_index(s);
-    cJSON *mine = cJSON_Parse("{\"metadata\":{\"name\":\"cpu-7b9d\",\"namespace\":\"ns\",\"uid\":\"r1\","
-                              "\"resourceVersion\":\"1\",\"labels\":{\"controller.kubernetes.io/hash\":\"7b9d\"},"
-                              "\"ownerReferences\":[{\"kind\":\"NodeSet\",\"name\":\"cpu\",\"uid\":\"n1\","
-                              "\"controller\":true}]},\"revision\":1,\"data\":{\"spec\":{\"template\":{}}}}");
-    cJSON *other = cJSON_Parse("{\"metadata\":{\"name\":\"web-5f6\",\"namespace\":\"ns\",\"uid\":\"r2\","
-                               "\"resourceVersion\":\"2\",\"ownerReferences\":[{\"kind\":\"StatefulSet\","
-                               "\"name\":\"web\",\"uid\":\"s1\",\"controller\":true}]},\"revision\":3,"
-                               "\"data\":{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"big\"}]}}}}}");
+    cJSON *mine =
+        cJSON_Parse("{\"metadata\":{\"name\":\"cpu-7b9d\",\"namespace\":\"ns\",\"uid\":\"r1\","
+                    "\"resourceVersion\":\"1\",\"labels\":{\"controller.kubernetes.io/hash\":\"7b9d\"},"
+                    "\"ownerReferences\":[{\"kind\":\"NodeSet\",\"name\":\"cpu\",\"uid\":\"n1\","
+                    "\"controller\":true}]},\"revision\":1,\"data\":{\"spec\":{\"template\":{}}}}");
+    cJSON *other =
+        cJSON_Parse("{\"metadata\":{\"name\":\"web-5f6\",\"namespace\":\"ns\",\"uid\":\"r2\","
+                    "\"resourceVersion\":\"2\",\"ownerReferences\":[{\"kind\":\"StatefulSet\","
+                    "\"name\":\"web\",\"uid\":\"s1\",\"controller\":true}]},\"revision\":3,"
+                    "\"data\":{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"big\"}]}}}}}");
     assert_true(store_upsert(s, mine) >= 0);
     assert_true(store_upsert(s, other) >= 0);
     const sobj *a = store_get(s, "ns", "cpu-7b9d");

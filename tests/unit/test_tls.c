@@ -183,7 +183,8 @@ static tls_session *pair_up(tls_config *cc, tls_config *sc, const char *host, tl
     buf_init(&a, 1 << 20);
     buf_init(&b, 1 << 20);
     assert_int_equal(tls_sess_handshake(cl), TLS_AGAIN);
-    for (int round = 0; round < 10 && !(tls_sess_handshake_done(cl) && tls_sess_handshake_done(sv)); round++) {
+    for (int round = 0; round < 10 && !(tls_sess_handshake_done(cl) && tls_sess_handshake_done(sv));
+         round++) {
         shuttle(cl, sv, 512, &a);
         shuttle(sv, cl, 512, &b);
     }

@@ -318,9 +318,10 @@ static void test_names_as_slurm_reads_them(void **state)
     tokb_policy p;
     char *why = NULL;
     assert_int_equal(tokb_policy_parse("*,0,401, 0", NULL, &p, &why), 0);
-    static const char *const refused[] = {"0",     "00",   "+0",    "-0",    " 0",     "\t0",  "\n0",  "000000",
-                                          "401",   "+401", "12345", " 1000", "root ", " root", "ROOT", "Root",
-                                          "SLURM", "Slurm", "slurm\n", "al ice", "bob\t", "\x01x", ""};
+    static const char *const refused[] = {"0",       "00",     "+0",    "-0",    " 0",    "\t0",
+                                          "\n0",     "000000", "401",   "+401",  "12345", " 1000",
+                                          "root ",   " root",  "ROOT",  "Root",  "SLURM", "Slurm",
+                                          "slurm\n", "al ice", "bob\t", "\x01x", ""};
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         if (allowed(&p, refused[i], 60))
             fail_msg("token user \"%s\" allowed", refused[i]);

@@ -502,7 +502,8 @@ static void test_metrics(void **state)
     buf_init(&b, 1 << 20);
     assert_int_equal(mx_render(reg, &b), 0);
     assert_non_null(strstr(buf_cstr(&b), "\nworkqueue_depth{name=\"nodeset\",controller=\"nodeset\"} 2\n"));
-    assert_non_null(strstr(buf_cstr(&b), "\nworkqueue_retries_total{name=\"nodeset\",controller=\"nodeset\"} 1\n"));
+    assert_non_null(
+        strstr(buf_cstr(&b), "\nworkqueue_retries_total{name=\"nodeset\",controller=\"nodeset\"} 1\n"));
     buf_reset(&b);
 
     /* A second live queue with the same name is refused. */
@@ -519,11 +520,16 @@ static void test_metrics(void **state)
     const char *s = buf_cstr(&b);
     assert_non_null(strstr(s, "\nworkqueue_depth{name=\"nodeset\",controller=\"nodeset\"} 0\n"));
     assert_non_null(strstr(s, "\nworkqueue_adds_total{name=\"nodeset\",controller=\"nodeset\"} 3\n"));
-    assert_non_null(strstr(s, "\nworkqueue_queue_duration_seconds_count{name=\"nodeset\",controller=\"nodeset\"} 3\n"));
-    assert_non_null(strstr(s, "\nworkqueue_work_duration_seconds_count{name=\"nodeset\",controller=\"nodeset\"} 3\n"));
-    assert_non_null(strstr(s, "\nworkqueue_queue_duration_seconds_bucket{name=\"nodeset\",controller=\"nodeset\",le=\"+Inf\"} 3\n"));
-    assert_non_null(strstr(s, "\nworkqueue_longest_running_processor_seconds{name=\"nodeset\",controller=\"nodeset\"} 0\n"));
-    assert_non_null(strstr(s, "\nworkqueue_unfinished_work_seconds{name=\"nodeset\",controller=\"nodeset\"} 0\n"));
+    assert_non_null(
+        strstr(s, "\nworkqueue_queue_duration_seconds_count{name=\"nodeset\",controller=\"nodeset\"} 3\n"));
+    assert_non_null(
+        strstr(s, "\nworkqueue_work_duration_seconds_count{name=\"nodeset\",controller=\"nodeset\"} 3\n"));
+    assert_non_null(strstr(s, "\nworkqueue_queue_duration_seconds_bucket{name=\"nodeset\",controller="
+                              "\"nodeset\",le=\"+Inf\"} 3\n"));
+    assert_non_null(strstr(
+        s, "\nworkqueue_longest_running_processor_seconds{name=\"nodeset\",controller=\"nodeset\"} 0\n"));
+    assert_non_null(
+        strstr(s, "\nworkqueue_unfinished_work_seconds{name=\"nodeset\",controller=\"nodeset\"} 0\n"));
     assert_non_null(
         strstr(s, "\ncontroller_runtime_reconcile_total{controller=\"nodeset\",result=\"success\"} 3\n"));
     buf_reset(&b);
