@@ -60,8 +60,7 @@ void json_dedupe_keys(cJSON *o)
  * string). The first chunk of a parse is sized for that, later ones for the
  * text alone, all within ARENA_CHUNK_MAX: a tree costs what it needs plus at
  * most one partly used chunk, and a big document is never given a multiple
- * of its size up front (that used to be 6x, reserved before the first
- * byte). A reset keeps one chunk of at most ARENA_KEEP so a watch's events
+ * of its size up front. A reset keeps one chunk of at most ARENA_KEEP so a watch's events
  * reuse it without malloc. */
 #define ARENA_MIN (4 * 1024)
 #define ARENA_KEEP (256 * 1024)

@@ -920,14 +920,13 @@ static void want_requeue(struct pass *p, uint32_t ms)
 
 /* Short of replicas while pods terminate, a pass waits: their DELETED
  * events queue the NodeSet, and a wake after WAIT_NET_MS is the safety net
- * for one that never comes. That wake used to be a full pass. Under churn a
- * pod is often terminating for the millisecond between the deletionTimestamp
+ * for one that never comes. The wake may be incremental: under churn a pod
+ * is often terminating for the millisecond between the deletionTimestamp
  * kube-apiserver writes on a grace-0 delete and its removal, so nearly every
- * window had such a wait, and each brought a full pass 5 s later (36 of 37
- * full passes in a 1,000 events/s churn of 8,192 pods on a real cluster, each
- * up to 25 ms of the loop). Now the wake may be incremental, and only a wait
- * that has lasted WAIT_NET_MS (the same passes still waiting) gets the full
- * pass, as before. A pass that did not judge the wait leaves it as it was. */
+ * window has such a wait, and a full pass for each (up to 25 ms of the loop
+ * at fleet size) would be most of the loop's work. Only a wait that has
+ * lasted WAIT_NET_MS (the same passes still waiting) gets the full pass. A
+ * pass that did not judge the wait leaves it as it was. */
 #define WAIT_NET_MS 5000
 enum { WAIT_UNJUDGED, WAIT_NONE, WAIT_SHORT };
 

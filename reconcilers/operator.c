@@ -356,7 +356,7 @@ void op_ref_refresh(operator *op, enum op_kind k, const char *ns, const char *na
 }
 
 /* A referenced object changed: to the reconcilers it is a change of the
- * kind's store, like a watch event used to be. */
+ * kind's store, as a watch event is. */
 static void forward_ref_change(store *s, const sobj *old_obj, const sobj *new_obj, void *data)
 {
     store_notify(data, old_obj, new_obj);
