@@ -484,6 +484,16 @@ int bx_lab_cmd(bx_ctx *x, bx_lab *lab, const char *const *argv, char **out);
 int bx_lab_kill_rest(bx_lab *lab);
 /** Read the lab's JWT key. 0 or a code. */
 int bx_lab_jwt_key(bx_lab *lab, char **key, size_t *len);
+/** `squeue -h -t all -o "%i %T"`: every job slurmctld still holds, the
+ *  ended ones too (for MinJobAge); malloc'd, NULL when squeue failed. */
+char *bx_lab_jobs(bx_ctx *x, bx_lab *lab);
+/** 1 when jobs (bx_lab_jobs' answer) lists job id in a state that ends it
+ *  (COMPLETED, CANCELLED, FAILED, TIMEOUT, ...); 0 while it runs,
+ *  completes or waits, and when it is not listed: a job missing from an
+ *  answer proves nothing, as for the operator. */
+int bx_job_ended(const char *jobs, const char *id);
+/** 1 when jobs lists job id as RUNNING. */
+int bx_job_running(const char *jobs, const char *id);
 
 /* ------------------------------------------------------------------ */
 /* a running fleet (bench_fleet.c) */

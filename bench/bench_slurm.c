@@ -294,6 +294,58 @@ int bx_lab_cmd(bx_ctx *x, bx_lab *lab, const char *const *argv, char **out)
     return rc;
 }
 
+char *bx_lab_jobs(bx_ctx *x, bx_lab *lab)
+{
+    const char *argv[] = {"squeue", "-h", "-t", "all", "-o", "%i %T", NULL};
+    char *out = NULL;
+    if (bx_lab_cmd(x, lab, argv, &out) != 0) {
+        free(out);
+        return NULL;
+    }
+    return out ? out : xstrdup("");
+}
+
+/* The state jobs lists for job id (its length in *len), NULL: not listed. */
+static const char *job_state(const char *jobs, const char *id, size_t *len)
+{
+    size_t idl = strlen(id);
+    if (jobs == NULL || idl == 0)
+        return NULL;
+    for (const char *l = jobs; *l;) {
+        const char *eol = strchr(l, '\n');
+        size_t ll = eol ? (size_t)(eol - l) : strlen(l);
+        if (ll > idl && strncmp(l, id, idl) == 0 && l[idl] == ' ') {
+            *len = ll - idl - 1;
+            return l + idl + 1;
+        }
+        l += ll + (eol != NULL);
+    }
+    return NULL;
+}
+
+static int state_is(const char *st, size_t len, const char *want)
+{
+    return st && strlen(want) == len && strncmp(st, want, len) == 0;
+}
+
+int bx_job_ended(const char *jobs, const char *id)
+{
+    static const char *const done[] = {"COMPLETED", "CANCELLED", "FAILED",    "TIMEOUT",     "NODE_FAIL",
+                                       "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", NULL};
+    size_t len = 0;
+    const char *st = job_state(jobs, id, &len);
+    for (int i = 0; st && done[i]; i++)
+        if (state_is(st, len, done[i]))
+            return 1;
+    return 0;
+}
+
+int bx_job_running(const char *jobs, const char *id)
+{
+    size_t len = 0;
+    return state_is(job_state(jobs, id, &len), len, "RUNNING");
+}
+
 int bx_lab_jwt_key(bx_lab *lab, char **key, size_t *len)
 {
     return file_read_all(lab->jwt_key_path, 1u << 16, key, len);

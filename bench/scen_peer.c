@@ -504,21 +504,17 @@ static void poll_drains(bx_ctx *x, bx_lab *lab, uint64_t *seen, int m)
     free(out);
 }
 
-/* Record the end of every job that squeue no longer lists as running. */
+/* Record the end of every job that squeue lists as ended (absence proves
+ * nothing: bx_job_ended). */
 static void poll_busy_jobs(bx_ctx *x, bx_lab *lab, busy_node *b, int nb)
 {
-    const char *argv[] = {"squeue", "-h", "-t", "R,CG", "-o", "%i %T", NULL};
-    char *out = NULL;
-    if (bx_lab_cmd(x, lab, argv, &out) == 0) {
-        uint64_t now = uv_hrtime();
-        for (int i = 0; i < nb; i++) {
-            char key[48];
-            snprintf(key, sizeof(key), "%s RUNNING", b[i].job);
-            const char *p = b[i].job[0] ? strstr(out, key) : NULL;
-            if (b[i].ended == 0 && !(p && (p == out || p[-1] == '\n')))
-                b[i].ended = now;
-        }
-    }
+    char *out = bx_lab_jobs(x, lab);
+    if (out == NULL)
+        return;
+    uint64_t now = uv_hrtime();
+    for (int i = 0; i < nb; i++)
+        if (b[i].ended == 0 && bx_job_ended(out, b[i].job))
+            b[i].ended = now;
     free(out);
 }
 
@@ -694,11 +690,10 @@ static void busy_scale_in(bx_ctx *x, bx_api *api, const char *tag, int n, int pi
     }
     for (uint64_t dl = uv_hrtime() + 60000000000ull; uv_hrtime() < dl && !bx_stop_requested(x);) {
         int running = 0;
-        poll_busy_jobs(x, &lab, b, nb);
-        for (int i = 0; i < nb; i++) {
-            running += b[i].ended == 0;
-            b[i].ended = 0;
-        }
+        char *jobs = bx_lab_jobs(x, &lab);
+        for (int i = 0; i < nb; i++)
+            running += bx_job_running(jobs, b[i].job);
+        free(jobs);
         if (running == nb)
             break;
         bx_sleep(x, 0.2);
