@@ -1100,12 +1100,25 @@ static void track_tick(uv_timer_t *t)
     if (n <= c->o.max_tracked) {
         for (size_t i = 0; i < n; i++)
             read_node(c, due[i]);
-    } else if (rereads) {
-        /* Many nodes were just written: one whole table is cheaper than
-         * that many single reads. Nodes merely tracked in such numbers are
-         * left to the table's own poll. */
-        c->force_full = 1;
-        nc_poll_soon(c);
+    } else {
+        /* Many nodes were just written, or are tracked: one whole table is
+         * cheaper than that many single reads, and the table's own poll
+         * serves them. Except the tracked nodes a job holds: a scale-in
+         * tracks every node it drains, the idle ones until the next table
+         * read proves them free, and the busy ones wait for their job's
+         * end, which a read by name shows within track_ms where the table
+         * (seconds a read at fleet size) shows it one or two polls late.
+         * Those are read by name, up to max_tracked. */
+        size_t k = 0;
+        for (size_t i = 0; i < n && k < c->o.max_tracked; i++)
+            if (due[i]->track_until > now && !due[i]->reading && map_get(&c->holders, due[i]->name)) {
+                read_node(c, due[i]);
+                k++;
+            }
+        if (rereads) {
+            c->force_full = 1;
+            nc_poll_soon(c);
+        }
     }
     free(due);
     if (tracked || waking)

@@ -453,6 +453,39 @@ static void test_untrack(void **state)
     sim_stop(&TL);
 }
 
+/* A scale-in tracks every node it drains. Past max_tracked the table's poll
+ * serves them, but a tracked node a job holds is still read by name: its
+ * job's end is what its pod waits for, and the table may be seconds a
+ * read. Without the job it is left to the table like the others. */
+static void test_track_busy_among_many(void **state)
+{
+    sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
+    SIM.unchanged = 1;
+    SIM.jobs = sim_fixture("v38_jobs_running_200.json"); /* jobs on n3 and n1 */
+    cluster cl = open_cluster(38, 5000, 50);
+    wait_ready(&cl);
+    EV.wait_for = "n3";
+    nc_want_jobs(cl.cache);
+    run_until(&TL, &EV.seen);
+    assert_int_equal(nc_job_holds(cl.cache, "n3"), 1);
+    assert_int_equal(nc_job_holds(cl.cache, "n2"), 0);
+    char name[16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(name, sizeof(name), "x%d", i);
+        nc_track(cl.cache, name, 60000);
+    }
+    nc_track(cl.cache, "n3", 60000);
+    nc_track(cl.cache, "n2", 60000);
+    run_for(&TL, 400);
+    int reads = sim_count("GET", "/node/n3");
+    assert_true(reads >= 4);
+    assert_true(reads <= 10);
+    assert_int_equal(sim_count("GET", "/node/n2"), 0);
+    assert_int_equal(sim_count("GET", "/node/x0"), 0);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
 /* ---- jobs and pings ---- */
 
 /* Absence is not proof: a table that suddenly lacks nodes is held (unknown)
@@ -1317,6 +1350,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_comment_applied, setup, teardown),
         cmocka_unit_test_setup_teardown(test_track, setup, teardown),
         cmocka_unit_test_setup_teardown(test_untrack, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_track_busy_among_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_absence_not_proof, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vanished, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repeat_backoff, setup, teardown),
