@@ -618,6 +618,11 @@ typedef struct bx_scalein {
 /* Jobs on the busy nodes, the NodeSet scaled to 0, watched until every pod
  * is gone (or a window of job_s + 120 s): 0, or the scale PATCH's error. */
 int bx_scalein_run(bx_ctx *x, bx_fleet *f, bx_lab *lab, bx_scalein *si);
+/* si's results to "not measured" (NAN, 0 counts); bx_scalein_run starts so. */
+void bx_scalein_reset(bx_scalein *si);
+/* si's inputs and results as fields of o (one name per result, for every
+ * scenario that reports a scale-in). */
+void bx_scalein_json(const bx_scalein *si, cJSON *o);
 int scen_churn(bx_ctx *x);
 int scen_restart(bx_ctx *x);
 int scen_memory(bx_ctx *x);

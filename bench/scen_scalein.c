@@ -207,6 +207,38 @@ static int slurm_seen(void *arg)
     return v >= w->want;
 }
 
+void bx_scalein_reset(bx_scalein *si)
+{
+    si->drains_s = si->gone_s = si->writes = si->drained = NAN;
+    si->logged = si->first_drain_s = si->last_drain_s = si->patch_s = NAN;
+    si->idle_gone_s = si->decided_lag_max = si->pod_patches = si->pod_deletes = NAN;
+    si->busy_lag_max = 0;
+    si->write_rate = 0;
+    si->violations = si->busy_deleted_after = 0;
+}
+
+void bx_scalein_json(const bx_scalein *si, cJSON *o)
+{
+    cJSON_AddNumberToObject(o, "busy", si->nb);
+    cJSON_AddNumberToObject(o, "jobSeconds", si->job_s);
+    cJSON_AddItemToObject(o, "scalePatchAnsweredSeconds", bx_num(si->patch_s));
+    cJSON_AddItemToObject(o, "drainsLogged", bx_num(si->logged));
+    cJSON_AddItemToObject(o, "firstDrainSeconds", bx_num(si->first_drain_s));
+    cJSON_AddItemToObject(o, "lastDrainSeconds", bx_num(si->last_drain_s));
+    cJSON_AddItemToObject(o, "nodeWritesReachedNSeconds", bx_num(si->drains_s));
+    cJSON_AddItemToObject(o, "nodeWrites", bx_num(si->writes));
+    cJSON_AddItemToObject(o, "podDeletes", bx_num(si->pod_deletes));
+    cJSON_AddItemToObject(o, "podPatches", bx_num(si->pod_patches));
+    cJSON_AddItemToObject(o, "idlePodsLastDeleteSeconds", bx_num(si->idle_gone_s));
+    cJSON_AddItemToObject(o, "allPodsGoneSeconds", bx_num(si->gone_s));
+    cJSON_AddNumberToObject(o, "busyDeletedAfterJob", si->busy_deleted_after);
+    cJSON_AddNumberToObject(o, "deletedWhileBusy", si->violations);
+    cJSON_AddItemToObject(o, "busyDeleteLagMaxSeconds", bx_num(si->busy_lag_max));
+    cJSON_AddItemToObject(o, "busyDeleteDecidedLagMaxSeconds", bx_num(si->decided_lag_max));
+    cJSON_AddNumberToObject(o, "writeRate", si->write_rate);
+    cJSON_AddItemToObject(o, "drainedInSlurm", bx_num(si->drained));
+}
+
 /* The scale-in itself, on a fleet whose Slurm nodes are registered: a job
  * of si->job_s seconds on each of gpu-0 .. gpu-(nb-1) (partition
  * si->partition; those nodes run a slurmd), then the NodeSet scaled to 0,
@@ -217,12 +249,7 @@ int bx_scalein_run(bx_ctx *x, bx_fleet *f, bx_lab *lab, bx_scalein *si)
     int n = si->n, nb = si->nb;
     busy_job *jobs = si->jobs;
     int rc = 0;
-    si->drains_s = si->gone_s = si->writes = si->drained = NAN;
-    si->logged = si->first_drain_s = si->last_drain_s = si->patch_s = NAN;
-    si->idle_gone_s = si->decided_lag_max = si->pod_patches = si->pod_deletes = NAN;
-    si->busy_lag_max = 0;
-    si->write_rate = 0;
-    si->violations = si->busy_deleted_after = 0;
+    bx_scalein_reset(si);
     bx_step(x, "scale-in: %d jobs on the nodes with a slurmd", nb);
     for (int i = 0; i < nb; i++) {
         snprintf(jobs[i].node, sizeof(jobs[i].node), "gpu-%d", i);
@@ -397,14 +424,10 @@ int scen_scale_in(bx_ctx *x)
     bx_fleet f;
     bx_step(x, "scale-in: a fleet of %d pods with Slurm", n);
     rc = bx_fleet_open(x, &f, "scale-in", x->k8s_nodes > n ? x->k8s_nodes : n, n, &fs);
-    double limit_s = NAN, drains_s = NAN, gone_s = NAN, writes = NAN, drained = NAN;
-    double logged = NAN, first_drain_s = NAN, last_drain_s = NAN;
-    double patch_s = NAN; /* the scale PATCH's answer, after time 0 */
+    double limit_s = NAN;
     cJSON *before = cJSON_CreateObject(); /* what the operator did to get there */
-    int violations = 0, busy_deleted_after = 0;
-    double busy_lag_max = 0, idle_gone_s = NAN, write_rate = 0;
-    double decided_lag_max = NAN; /* the busy pods' delete decided after their job (operator's log) */
-    double pod_patches = NAN, pod_deletes = NAN; /* the operator's, during the scale-in */
+    bx_scalein si = {.n = n, .nb = nb, .job_s = job_s, .partition = "debug", .jobs = jobs};
+    bx_scalein_reset(&si);
     char hostlist[64];
     snprintf(hostlist, sizeof(hostlist), "nodename=gpu-[0-%d]", n - 1);
     if (rc == 0) {
@@ -448,24 +471,7 @@ int scen_scale_in(bx_ctx *x)
         if (left != 0)
             bx_say(x, "bench: scale-in: %.0f nodes still drained after the limit's resume", left);
         (void)bx_wait_quiet(x, &f.op, 2.0, 60);
-        bx_scalein si = {.n = n, .nb = nb, .job_s = job_s, .partition = "debug", .jobs = jobs};
         rc = bx_scalein_run(x, &f, &lab, &si);
-        drains_s = si.drains_s;
-        gone_s = si.gone_s;
-        writes = si.writes;
-        drained = si.drained;
-        logged = si.logged;
-        first_drain_s = si.first_drain_s;
-        last_drain_s = si.last_drain_s;
-        patch_s = si.patch_s;
-        violations = si.violations;
-        busy_deleted_after = si.busy_deleted_after;
-        busy_lag_max = si.busy_lag_max;
-        idle_gone_s = si.idle_gone_s;
-        write_rate = si.write_rate;
-        decided_lag_max = si.decided_lag_max;
-        pod_patches = si.pod_patches;
-        pod_deletes = si.pod_deletes;
     }
     bx_fleet_close(x, &f);
     char *version = lab.version ? xstrdup(lab.version) : xstrdup("Slurm 22.05");
@@ -480,31 +486,33 @@ int scen_scale_in(bx_ctx *x)
                                "idle pods: last delete", "all pods gone", "busy pods deleted after their job",
                                "deleted while busy", "drained in Slurm");
     char a[32], b[32], c[48], c1[48], d[16], e[32], g[32], h[96], k[16], l[16], lag[24], dlag[24];
-    double all_s = logged >= n ? last_drain_s : NAN;
+    double all_s = si.logged >= n ? si.last_drain_s : NAN;
     snprintf(a, sizeof(a), "%d (%d)", n, nb);
     /* The ratio is taken at Slurm's answers, as the limit's scontrol is
      * timed to its answer: a log line is written before its RPC. */
-    snprintf(d, sizeof(d), isfinite(drains_s) && isfinite(limit_s) ? "%.2f×" : "n/a", drains_s / limit_s);
+    snprintf(d, sizeof(d), isfinite(si.drains_s) && isfinite(limit_s) ? "%.2f×" : "n/a",
+             si.drains_s / limit_s);
     char ans[24];
-    if (isfinite(decided_lag_max))
-        snprintf(h, sizeof(h), "%d of %d (≤ %s after; decided ≤ %s)", busy_deleted_after, nb,
-                 bx_fmt_s(lag, sizeof(lag), busy_lag_max), bx_fmt_s(dlag, sizeof(dlag), decided_lag_max));
+    if (isfinite(si.decided_lag_max))
+        snprintf(h, sizeof(h), "%d of %d (≤ %s after; decided ≤ %s)", si.busy_deleted_after, nb,
+                 bx_fmt_s(lag, sizeof(lag), si.busy_lag_max),
+                 bx_fmt_s(dlag, sizeof(dlag), si.decided_lag_max));
     else
-        snprintf(h, sizeof(h), "%d of %d (≤ %s after)", busy_deleted_after, nb,
-                 bx_fmt_s(lag, sizeof(lag), busy_lag_max));
-    snprintf(k, sizeof(k), "%d", violations);
-    snprintf(l, sizeof(l), "%.0f", drained);
+        snprintf(h, sizeof(h), "%d of %d (≤ %s after)", si.busy_deleted_after, nb,
+                 bx_fmt_s(lag, sizeof(lag), si.busy_lag_max));
+    snprintf(k, sizeof(k), "%d", si.violations);
+    snprintf(l, sizeof(l), "%.0f", si.drained);
     char tmp[24], tmp2[24];
-    snprintf(c1, sizeof(c1), "%s", bx_fmt_s(tmp, sizeof(tmp), first_drain_s));
+    snprintf(c1, sizeof(c1), "%s", bx_fmt_s(tmp, sizeof(tmp), si.first_drain_s));
     if (isfinite(all_s))
         bx_fmt_s(c, sizeof(c), all_s);
-    else if (isfinite(last_drain_s))
-        snprintf(c, sizeof(c), "%.0f of %d by %s", logged, n, bx_fmt_s(tmp, sizeof(tmp), last_drain_s));
+    else if (isfinite(si.last_drain_s))
+        snprintf(c, sizeof(c), "%.0f of %d by %s", si.logged, n, bx_fmt_s(tmp, sizeof(tmp), si.last_drain_s));
     else
         snprintf(c, sizeof(c), "n/a");
-    bx_table_row(t, a, bx_fmt_s(b, sizeof(b), limit_s), c1, c, bx_fmt_s(ans, sizeof(ans), drains_s), d,
-                 bx_fmt_s(e, sizeof(e), idle_gone_s),
-                 bx_fmt_s(g, sizeof(g), gone_s), h, k, l);
+    bx_table_row(t, a, bx_fmt_s(b, sizeof(b), limit_s), c1, c, bx_fmt_s(ans, sizeof(ans), si.drains_s), d,
+                 bx_fmt_s(e, sizeof(e), si.idle_gone_s),
+                 bx_fmt_s(g, sizeof(g), si.gone_s), h, k, l);
     bx_table_note(
         t,
         "%s, REST %s reads, %s writes. The busy nodes run a slurmd and a %.0f-second job "
@@ -516,7 +524,8 @@ int scen_scale_in(bx_ctx *x)
         "Slurm nodes for scale-in\" (one hostlist request each; %.0f nodes in all). Node writes answered "
         "(slurmop_slurm_node_writes_total{result=\"ok\"}, drains and other node updates): %.0f; all drains "
         "answered: when that count reached N (scraped every 50 ms or so), at %s.",
-        bx_fmt_s(tmp2, sizeof(tmp2), patch_s), logged, writes, bx_fmt_s(tmp, sizeof(tmp), drains_s));
+        bx_fmt_s(tmp2, sizeof(tmp2), si.patch_s), si.logged, si.writes,
+        bx_fmt_s(tmp, sizeof(tmp), si.drains_s));
     bx_table_note(
         t, "Limit: `scontrol update nodename=gpu-[0-%d] state=drain` (one RPC) in the same lab, just before.",
         n - 1);
@@ -527,14 +536,14 @@ int scen_scale_in(bx_ctx *x)
     bx_table_note(t,
                   "The operator's pod requests from time 0 to all pods gone: %.0f DELETEs, %.0f PATCHes (the "
                   "pods' cordon annotations and status; slurmop_api_requests_total).",
-                  pod_deletes, pod_patches);
-    if (write_rate > 0)
+                  si.pod_deletes, si.pod_patches);
+    if (si.write_rate > 0)
         bx_table_note(
             t,
             "--scalein-write-rate: from time 0 until all pods were gone, kubesim applied API writes at "
             "most %g per second, in order (a busy API server): the operator's deletes were seen only "
             "that fast.",
-            write_rate);
+            si.write_rate);
     if (json_get(before, "scaleOutSeconds"))
         bx_table_note(
             t,
@@ -555,29 +564,12 @@ int scen_scale_in(bx_ctx *x)
     cJSON_AddNumberToObject(o, "n", n);
     cJSON_AddStringToObject(o, "slurm", version);
     cJSON_AddStringToObject(o, "restVersion", api);
-    cJSON_AddStringToObject(o, "nodeWrites", newer ? "rest" : "libslurm");
+    cJSON_AddStringToObject(o, "nodeWritesBy", newer ? "rest" : "libslurm");
     cJSON_AddStringToObject(o, "cluster", x->real_k8s ? "real" : x->kubeconfig ? "kubeconfig" : "kubesim");
-    cJSON_AddNumberToObject(o, "busy", nb);
-    cJSON_AddNumberToObject(o, "jobSeconds", job_s);
     cJSON_AddItemToObject(o, "limitOneRpcSeconds", bx_num(limit_s));
     cJSON_AddItemToObject(o, "before", before);
-    cJSON_AddItemToObject(o, "drainsLogged", bx_num(logged));
-    cJSON_AddItemToObject(o, "scalePatchAnsweredSeconds", bx_num(patch_s));
-    cJSON_AddItemToObject(o, "firstDrainSeconds", bx_num(first_drain_s));
-    cJSON_AddItemToObject(o, "lastDrainSeconds", bx_num(last_drain_s));
+    bx_scalein_json(&si, o);
     cJSON_AddItemToObject(o, "allDrainsIssuedSeconds", bx_num(all_s));
-    cJSON_AddItemToObject(o, "nodeWritesReachedNSeconds", bx_num(drains_s));
-    cJSON_AddItemToObject(o, "nodeWrites", bx_num(writes));
-    cJSON_AddItemToObject(o, "podDeletes", bx_num(pod_deletes));
-    cJSON_AddItemToObject(o, "podPatches", bx_num(pod_patches));
-    cJSON_AddItemToObject(o, "idlePodsLastDeleteSeconds", bx_num(idle_gone_s));
-    cJSON_AddItemToObject(o, "allPodsGoneSeconds", bx_num(gone_s));
-    cJSON_AddNumberToObject(o, "busyDeletedAfterJob", busy_deleted_after);
-    cJSON_AddNumberToObject(o, "writeRate", write_rate);
-    cJSON_AddNumberToObject(o, "deletedWhileBusy", violations);
-    cJSON_AddItemToObject(o, "busyDeleteLagMaxSeconds", bx_num(busy_lag_max));
-    cJSON_AddItemToObject(o, "busyDeleteDecidedLagMaxSeconds", bx_num(decided_lag_max));
-    cJSON_AddItemToObject(o, "drainedInSlurm", bx_num(drained));
     cJSON *jj = cJSON_AddArrayToObject(o, "jobs");
     for (int i = 0; i < nb; i++) {
         cJSON *j = cJSON_CreateObject();
@@ -591,21 +583,21 @@ int scen_scale_in(bx_ctx *x)
     char m[160], lim[64], note[128];
     /* Timed at Slurm's answers (the log line comes before its RPC); the
      * log's figure stays beside it. */
-    if (isfinite(drains_s))
+    if (isfinite(si.drains_s))
         snprintf(m, sizeof(m), "all %d answered at %s (logged by %s; first batch %s)", n,
-                 bx_fmt_s(tmp, sizeof(tmp), drains_s), c, c1);
+                 bx_fmt_s(tmp, sizeof(tmp), si.drains_s), c, c1);
     else
         snprintf(m, sizeof(m), "not all answered; logged: %s (first batch %s)", c, c1);
     snprintf(lim, sizeof(lim), "1 s (one RPC: %s)", bx_fmt_s(b, sizeof(b), limit_s));
-    snprintf(note, sizeof(note), "N = %d, %d busy; %d deleted while busy", n, nb, violations);
+    snprintf(note, sizeof(note), "N = %d, %d busy; %d deleted while busy", n, nb, si.violations);
     bx_target(x, "scale-in of N: drains answered by Slurm within 1 s of the spec change (batched)", m, lim,
-              isfinite(drains_s) ? drains_s / 1.0 : NAN,
-              !isfinite(first_drain_s)                                   ? "not measured"
-              : isfinite(drains_s) && drains_s <= 1.0 && violations == 0 ? "met"
+              isfinite(si.drains_s) ? si.drains_s / 1.0 : NAN,
+              !isfinite(si.first_drain_s)                                   ? "not measured"
+              : isfinite(si.drains_s) && si.drains_s <= 1.0 && si.violations == 0 ? "met"
                                                                          : "missed",
               note);
     free(jobs);
     free(version);
     free(api);
-    return rc ? rc : violations ? OP_EIO : 0;
+    return rc ? rc : si.violations ? OP_EIO : 0;
 }
