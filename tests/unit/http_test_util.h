@@ -52,6 +52,16 @@ OP_UNUSED static void tl_run_until(test_loop *tl, const int *flag)
     uv_unref((uv_handle_t *)&tl->watchdog);
 }
 
+/* Run until *count reaches n: what a test waits for when a loaded machine
+ * (sanitizers, tests in parallel) may take longer than any fixed time. */
+OP_UNUSED static void tl_run_until_count(test_loop *tl, const int *count, int n)
+{
+    uv_ref((uv_handle_t *)&tl->watchdog);
+    while (*count < n)
+        uv_run(&tl->loop, UV_RUN_ONCE);
+    uv_unref((uv_handle_t *)&tl->watchdog);
+}
+
 /* Run for ms milliseconds. */
 static void sleep_cb(uv_timer_t *t)
 {

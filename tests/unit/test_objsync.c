@@ -174,7 +174,7 @@ static void test_contexts_keep_their_own_tables(void **state)
     assert_int_equal(objsync_ensure(b, cache, &KUBE_CONFIGMAPS, x, on_synced, &rb), OBJSYNC_WRITING);
     assert_int_equal(objsync_in_flight(a), 1);
     assert_int_equal(objsync_in_flight(b), 1);
-    tl_run_for(&TL, 50);
+    tl_run_until_count(&TL, &S.posts, 2);
     assert_int_equal(S.posts, 2);
 
     S.hold_writes = 0;
@@ -334,7 +334,7 @@ static void test_free_with_write_in_flight(void **state)
     struct result r = {0};
     S.hold_writes = 1;
     assert_int_equal(objsync_ensure(os, cache, &KUBE_CONFIGMAPS, x, on_synced, &r), OBJSYNC_WRITING);
-    tl_run_for(&TL, 50);
+    tl_run_until_count(&TL, &S.n_held, 1);
     assert_int_equal(S.n_held, 1);
     /* freed first: the context stays until its write is answered (ASan
      * reports a use after free or a leak otherwise) */
