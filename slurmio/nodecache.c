@@ -47,6 +47,11 @@ typedef struct nc_node {
     int present;       /* in Slurm's current table */
     uint64_t read_seq; /* c->seq when the request that produced n was sent */
     uint64_t read_ms;  /* uv_now() when that request was sent */
+    /* c->order of that request. An answer to a request sent before it
+     * never replaces n: a table sent before a read by name can arrive (or
+     * reach this node's slice) after it, and would put back the state the
+     * read by name had already seen change. */
+    uint64_t read_order;
     /* uv_now() at which a read of this node by name was sent that Slurm
      * answered "no such node"; 0 when none, or when a later read listed it. */
     uint64_t gone_ms;
@@ -573,9 +578,20 @@ static void apply_node(nc_cache *c, sm_node *n)
     if (!n->name || !n->name[0])
         return;
     nc_node *e = node_ensure(c, n->name);
+    if (r->order < e->read_order) {
+        /* Read by name after this table was sent: that reading stays (a
+         * node it found gone stays gone, and is not counted present). */
+        c->stats.stale_skipped++;
+        if (e->listed_gen != c->table_gen) {
+            e->listed_gen = c->table_gen;
+            c->apply_listed += e->present;
+        }
+        return;
+    }
     int changed = take_listed(c, e, n, r);
     e->read_seq = r->seq;
     e->read_ms = r->sent_ms;
+    e->read_order = r->order;
     if (e->listed_gen != c->table_gen) {
         e->listed_gen = c->table_gen;
         c->apply_listed++; /* a name listed twice counts once */
@@ -609,9 +625,9 @@ static void apply_done(nc_cache *c)
 {
     /* Copied: an owner may close the cache from fire(), which releases the
      * poll's context. */
-    uint64_t seq = c->apply_rq->seq, sent_ms = c->apply_rq->sent_ms;
+    uint64_t seq = c->apply_rq->seq, sent_ms = c->apply_rq->sent_ms, order = c->apply_rq->order;
     /* Collect first: the map cannot change while being walked. */
-    size_t it = 0, n_gone = 0;
+    size_t it = 0, n_gone = 0, kept = 0;
     const char *k;
     void *v;
     nc_node **gone = xcalloc(c->nodes.count + 1, sizeof(*gone));
@@ -619,10 +635,17 @@ static void apply_done(nc_cache *c)
         nc_node *e = v;
         if (e->listed_gen == c->table_gen)
             continue;
+        if (e->present && order < e->read_order) {
+            /* Listed by a read by name sent after the table: not gone. */
+            c->stats.stale_skipped++;
+            kept++;
+            continue;
+        }
         if (e->present) {
             e->present = 0;
             e->read_seq = seq;
             e->read_ms = sent_ms;
+            e->read_order = order;
             sm_node_clear(&e->n);
             mark_absent(e, sent_ms);
             if (!c->apply_quiet)
@@ -637,7 +660,7 @@ static void apply_done(nc_cache *c)
     free(gone);
     if (c->closing)
         return; /* an owner closed the cache from fire(): nc_close dropped the table */
-    c->n_present = c->apply_listed;
+    c->n_present = c->apply_listed + kept;
     c->stats.nodes = c->apply_n;
     if (c->mx_nodes)
         mx_gauge_set(mx_gauge_get(c->mx_nodes, MX_LV(c->name)), (double)c->apply_n);
@@ -992,7 +1015,17 @@ static void on_node_read(int status, sm_response *resp, void *data)
         log_warn("slurm %s: the answer to a read of node %s does not list it (%zu other nodes); ignored",
                  c->name, r->name, resp->n_nodes);
     }
-    if (e && (got || unknown_to_slurm)) {
+    if (e && (got || unknown_to_slurm) && r->order < e->read_order) {
+        /* A table sent after this read has been applied to the node: its
+         * reading is the newer one. Whoever waited for this read looks
+         * again at that one. */
+        c->stats.stale_skipped++;
+        if (e->prove) {
+            e->prove = 0;
+            if (c->ok)
+                fire(c, e->name);
+        }
+    } else if (e && (got || unknown_to_slurm)) {
         int changed;
         if (got) {
             c->n_present += !e->present;
@@ -1007,10 +1040,9 @@ static void on_node_read(int status, sm_response *resp, void *data)
             e->drain_seen_order = 0;
             mark_absent(e, r->sent_ms);
         }
-        if (r->seq >= e->read_seq) {
-            e->read_seq = r->seq;
-            e->read_ms = r->sent_ms;
-        }
+        e->read_seq = r->seq;
+        e->read_ms = r->sent_ms;
+        e->read_order = r->order;
         if (e->settle_notify && !settling(c, e)) {
             e->settle_notify = 0;
             changed = 1; /* read back: let the owner decide again even if nothing shows */
@@ -1103,18 +1135,26 @@ static void track_tick(uv_timer_t *t)
     } else {
         /* Many nodes were just written, or are tracked: one whole table is
          * cheaper than that many single reads, and the table's own poll
-         * serves them. Except the tracked nodes a job holds: a scale-in
+         * serves them. Except the tracked nodes with a job: a scale-in
          * tracks every node it drains, the idle ones until the next table
          * read proves them free, and the busy ones wait for their job's
          * end, which a read by name shows within track_ms where the table
          * (seconds a read at fleet size) shows it one or two polls late.
-         * Those are read by name, up to max_tracked. */
+         * A node has a job while the job list says one holds it, and also
+         * while its own last reading is not jobless: the list can show the
+         * job ended before the node does (COMPLETING, or a read by name
+         * sent just before the end), and that node's pod waits for a
+         * reading that shows it free. Those are read by name, up to
+         * max_tracked. */
         size_t k = 0;
-        for (size_t i = 0; i < n && k < c->o.max_tracked; i++)
-            if (due[i]->track_until > now && !due[i]->reading && map_get(&c->holders, due[i]->name)) {
+        for (size_t i = 0; i < n && k < c->o.max_tracked; i++) {
+            const nc_node *e = due[i];
+            int has_job = map_get(&c->holders, e->name) || (e->present && !sm_node_jobless(&e->n));
+            if (e->track_until > now && !e->reading && has_job) {
                 read_node(c, due[i]);
                 k++;
             }
+        }
         if (rereads) {
             c->force_full = 1;
             nc_poll_soon(c);

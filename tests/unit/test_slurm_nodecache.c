@@ -486,6 +486,142 @@ static void test_track_busy_among_many(void **state)
     sim_stop(&TL);
 }
 
+/* The v0.0.38 node table of fixture with node's state word replaced. */
+static char *table_with_state(const char *fixture, const char *node, const char *state)
+{
+    char *doc = sim_fixture(fixture);
+    cJSON *j = json_parse(doc, strlen(doc), NULL);
+    free(doc);
+    assert_non_null(j);
+    cJSON *n;
+    cJSON_ArrayForEach(n, json_child(j, "nodes"))
+    {
+        if (strcmp(json_get_str_or(n, "name", ""), node) == 0)
+            json_set_str(n, "state", state);
+    }
+    char *out = json_dump(j);
+    cJSON_Delete(j);
+    return out;
+}
+
+/* Past max_tracked, a tracked node whose job the list shows ended is still
+ * read by name while its own reading is not jobless (the list showed the
+ * end first), and no longer once a read shows it jobless. */
+static void test_track_busy_until_jobless(void **state)
+{
+    sim_start(&TL.loop, 38, NULL);
+    sim_set(&SIM.nodes, table_with_state("v38_nodes_idle_200.json", "n3", "allocated"));
+    SIM.unchanged = 1;
+    SIM.jobs = sim_fixture("v38_jobs_running_200.json"); /* jobs on n3 and n1 */
+    cluster cl = open_cluster(38, 5000, 50);
+    wait_ready(&cl);
+    EV.wait_for = "n3";
+    nc_want_jobs(cl.cache);
+    run_until(&TL, &EV.seen);
+    assert_int_equal(nc_job_holds(cl.cache, "n3"), 1);
+    char name[16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(name, sizeof(name), "x%d", i);
+        nc_track(cl.cache, name, 60000);
+    }
+    nc_track(cl.cache, "n3", 60000);
+    /* The list shows job 1 ended; n3 still reads allocated. */
+    char *jobs = sim_fixture("v38_jobs_running_200.json");
+    cJSON *jd = json_parse(jobs, strlen(jobs), NULL);
+    free(jobs);
+    cJSON *j;
+    cJSON_ArrayForEach(j, json_child(jd, "jobs"))
+    {
+        if (json_get_int(j, "job_id", 0) == 1)
+            json_set_str(j, "job_state", "COMPLETED");
+    }
+    SIM.unchanged = 0;
+    sim_set(&SIM.jobs, json_dump(jd));
+    cJSON_Delete(jd);
+    for (int i = 0; i < 400 && nc_job_holds(cl.cache, "n3") != 0; i++)
+        run_for(&TL, 5);
+    assert_int_equal(nc_job_holds(cl.cache, "n3"), 0);
+    int before = sim_count("GET", "/node/n3");
+    run_for(&TL, 400);
+    int reads = sim_count("GET", "/node/n3") - before;
+    assert_true(reads >= 3);
+    /* n3 reads idle: left to the table from then on. */
+    sim_set(&SIM.nodes, sim_fixture("v38_nodes_idle_200.json"));
+    const sm_node *n = NULL;
+    for (int i = 0; i < 400; i++) {
+        if (nc_lookup(cl.cache, "n3", &n) == NC_PRESENT && sm_node_jobless(n))
+            break;
+        run_for(&TL, 5);
+    }
+    assert_int_equal(nc_lookup(cl.cache, "n3", &n), NC_PRESENT);
+    assert_true(sm_node_jobless(n));
+    run_for(&TL, 100);
+    before = sim_count("GET", "/node/n3");
+    run_for(&TL, 400);
+    assert_true(sim_count("GET", "/node/n3") - before <= 1);
+    assert_int_equal(sim_count("GET", "/node/x0"), 0);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
+/* A table sent before a read by name and answered after it does not put
+ * back the state the read by name saw change; the table's next answer,
+ * sent later, is applied as usual. */
+static void test_older_table_keeps_newer_read(void **state)
+{
+    sim_start(&TL.loop, 38, NULL);
+    sim_set(&SIM.nodes, table_with_state("v38_nodes_idle_200.json", "n3", "allocated"));
+    cluster cl = open_cluster(38, 60000, 5000);
+    wait_ready(&cl);
+    const sm_node *n = NULL;
+    assert_int_equal(nc_lookup(cl.cache, "n3", &n), NC_PRESENT);
+    assert_int_equal(n->base, SM_NODE_ALLOCATED);
+    /* A table read goes out and is held with n3 allocated ... */
+    SIM.hold_table = 1;
+    nc_poll_soon(cl.cache);
+    for (int i = 0; i < 400 && !SIM.held_table; i++)
+        run_for(&TL, 5);
+    assert_non_null(SIM.held_table);
+    /* ... n3's job ends, and a read by name sent after the table sees it. */
+    sim_set(&SIM.nodes, sim_fixture("v38_nodes_idle_200.json"));
+    nc_read_soon(cl.cache, "n3");
+    for (int i = 0; i < 400; i++) {
+        if (nc_lookup(cl.cache, "n3", &n) == NC_PRESENT && n->base == SM_NODE_IDLE)
+            break;
+        run_for(&TL, 5);
+    }
+    assert_int_equal(n->base, SM_NODE_IDLE);
+    nc_stats st;
+    nc_get_stats(cl.cache, &st);
+    uint64_t full = st.full;
+    sim_release_table();
+    for (int i = 0; i < 400 && st.full == full; i++) {
+        run_for(&TL, 5);
+        nc_get_stats(cl.cache, &st);
+    }
+    run_for(&TL, 50); /* its slices */
+    nc_get_stats(cl.cache, &st);
+    assert_true(st.full > full);
+    assert_true(st.stale_skipped >= 1);
+    assert_int_equal(nc_lookup(cl.cache, "n3", &n), NC_PRESENT);
+    assert_int_equal(n->base, SM_NODE_IDLE);
+    /* The other nodes of the held table were applied as usual. */
+    assert_int_equal(nc_lookup(cl.cache, "n1", NULL), NC_PRESENT);
+    /* A table sent now shows what Slurm says now. */
+    sim_set(&SIM.nodes, table_with_state("v38_nodes_idle_200.json", "n3", "mixed"));
+    full = st.full;
+    nc_poll_soon(cl.cache);
+    for (int i = 0; i < 400 && st.full == full; i++) {
+        run_for(&TL, 5);
+        nc_get_stats(cl.cache, &st);
+    }
+    run_for(&TL, 50);
+    assert_int_equal(nc_lookup(cl.cache, "n3", &n), NC_PRESENT);
+    assert_int_equal(n->base, SM_NODE_MIXED);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
 /* ---- jobs and pings ---- */
 
 /* Absence is not proof: a table that suddenly lacks nodes is held (unknown)
@@ -1351,6 +1487,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_track, setup, teardown),
         cmocka_unit_test_setup_teardown(test_untrack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_track_busy_among_many, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_track_busy_until_jobless, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_older_table_keeps_newer_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_absence_not_proof, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vanished, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repeat_backoff, setup, teardown),
