@@ -59,13 +59,7 @@ struct nodeset_state {
     int ix_rev_owner;    /* controllerrevisions by owner uid */
     mx_family *mx_passes; /* slurmop_nodeset_passes_total{kind} */
     mx_family *mx_full_why; /* slurmop_nodeset_full_passes_total{reason} */
-    map_t status_busy;    /* key -> struct status_busy: a status PATCH in flight */
-    map_t wait_passes;    /* key -> struct wait_pass (below) */
-    map_t failed_keys;    /* key -> itself (below) */
-    map_t incrs;          /* NodeSet key -> struct incr ("incremental passes") */
-    map_t ds_backoffs;    /* "<nodeset uid>/<node>" -> struct backoff */
-    map_t held_names;     /* "<nodeset uid>/#<ordinal>" -> struct backoff (see held_key) */
-    map_t rivals;         /* NodeSet key -> struct rival: it shares Slurm names with an earlier one */
+    map_t recs;           /* NodeSet key -> struct ns_rec (below) */
     /* Interned keys for the per-pod lookups of every pass (pointer
      * compares): references taken at setup, dropped at stop. */
     struct {
@@ -80,7 +74,7 @@ struct nodeset_state {
  * NodeSet; the pass that sees the last expected event runs at once. */
 #define WAIT_PASS_MS 250
 struct wait_pass {
-    char *key;
+    int on;           /* writes in flight since a pass ran at last_ms */
     uint64_t last_ms;
     /* The first queueing of the passes held back whose events nothing looked
      * at (no incremental step; 0: none): the next pass whose action is a
@@ -91,51 +85,136 @@ struct wait_pass {
     uint64_t held_ns;
 };
 
-static void wait_pass_free(void *v)
+/* One status PATCH in flight per NodeSet, at most one per STATUS_MIN_MS
+ * (status_send says why). */
+struct status_gate {
+    int again;        /* a pass skipped its write meanwhile */
+    int inflight;     /* a PATCH is on its way */
+    uint64_t sent_ms; /* uv_now() when the last one was sent */
+};
+
+struct incr;
+
+/* ---- one record per NodeSet ----
+ *
+ * Everything the engine keeps about a NodeSet from one pass to the next,
+ * under its store key: made on first need (rec_ensure), found with
+ * rec_get (NULL: nothing kept), and freed in one call when the NodeSet is
+ * gone (rec_forget). What other modules keep per NodeSet (expectations,
+ * the immutable fields, the Slurm side's sets) they forget in the same
+ * step of ns_sync. Completions of writes find the record by key, never by
+ * pointer, so a record forgotten meanwhile is simply not found; the one
+ * exception is a status PATCH on its way, whose gate must outlive a
+ * NodeSet deleted and created again under the same key: such a record
+ * keeps only the gate until the answer (status_written) drops it. */
+struct ns_rec {
+    char *key; /* map key */
+    struct incr *incr;  /* the incremental passes' state (NULL: none until a full pass builds it) */
+    struct status_gate status;
+    struct wait_pass wait;
+    int failed;         /* an asynchronous write failed since the last pass (mark_failed) */
+    char *rival_msg;    /* a collision of Slurm names found for it (rival_note), until rival_until */
+    uint64_t rival_until;
+    /* Retries that double (struct backoff), keyed by NodeSet uid so that a
+     * NodeSet created again under the key starts afresh:
+     * "<uid>/<node>" for DaemonSet-mode replacements (ds_may_replace),
+     * "<uid>/#<ordinal>" for names a create found taken (held_key). */
+    map_t ds_backoffs;
+    map_t held_names;
+};
+
+static void incr_free(void *v);
+
+static void rec_free(void *v)
 {
-    struct wait_pass *w = v;
-    free(w->key);
-    free(w);
+    struct ns_rec *r = v;
+    if (r->incr)
+        incr_free(r->incr);
+    map_free(&r->ds_backoffs);
+    map_free(&r->held_names);
+    free(r->rival_msg);
+    free(r->key);
+    free(r);
 }
 
-static const map_type wait_pass_type = {.val_free = wait_pass_free};
+static const map_type rec_type = {.val_free = rec_free};
+
+static struct ns_rec *rec_get(const nodeset_state *c, const char *key)
+{
+    return c->recs.count ? map_get(&c->recs, key) : NULL;
+}
+
+static const map_type backoff_type;
+
+static struct ns_rec *rec_ensure(nodeset_state *c, const char *key)
+{
+    assert(key != NULL && *key);
+    struct ns_rec *r = rec_get(c, key);
+    if (r == NULL) {
+        r = xcalloc(1, sizeof(*r));
+        r->key = xstrdup(key);
+        map_init_type(&r->ds_backoffs, &backoff_type);
+        map_init_type(&r->held_names, &backoff_type);
+        map_put(&c->recs, r->key, r);
+    }
+    return r;
+}
+
+/* The NodeSet is gone: its record goes, but for the gate of a status PATCH
+ * still on its way (see above). */
+static void rec_forget(nodeset_state *c, const char *key)
+{
+    struct ns_rec *r = rec_get(c, key);
+    if (r == NULL)
+        return;
+    if (!r->status.inflight) {
+        map_drop(&c->recs, key);
+        return;
+    }
+    if (r->incr)
+        incr_free(r->incr);
+    r->incr = NULL;
+    memset(&r->wait, 0, sizeof(r->wait));
+    r->failed = 0;
+    free(r->rival_msg);
+    r->rival_msg = NULL;
+    map_free(&r->ds_backoffs);
+    map_free(&r->held_names);
+}
 
 /* The held queueing time of key, forgotten (0: none). */
 static uint64_t wait_pass_take(nodeset_state *c, const char *key)
 {
-    struct wait_pass *w = map_get(&c->wait_passes, key);
-    if (w == NULL)
+    struct ns_rec *r = rec_get(c, key);
+    if (r == NULL || !r->wait.on)
         return 0;
-    uint64_t held = w->held_ns;
-    w->held_ns = 0;
+    uint64_t held = r->wait.held_ns;
+    r->wait.held_ns = 0;
     return held;
 }
 
 static void wait_pass_hold(nodeset_state *c, const char *key, uint64_t first_add_ns)
 {
-    struct wait_pass *w = map_get(&c->wait_passes, key);
+    struct ns_rec *r = rec_get(c, key);
+    struct wait_pass *w = r && r->wait.on ? &r->wait : NULL;
     if (w && first_add_ns && (w->held_ns == 0 || first_add_ns < w->held_ns))
         w->held_ns = first_add_ns;
 }
 
 static void wait_pass_drop(nodeset_state *c, const char *key)
 {
-    map_drop(&c->wait_passes, key);
-    if (c->wait_passes.count == 0)
-        map_free(&c->wait_passes);
+    struct ns_rec *r = rec_get(c, key);
+    if (r)
+        memset(&r->wait, 0, sizeof(r->wait));
 }
 
 /* Returns how long to wait before the next waiting pass (0: run now). */
 static uint64_t wait_pass_delay(nodeset_state *c, const char *key, uint64_t now)
 {
-    struct wait_pass *w = map_get(&c->wait_passes, key);
-    if (w && now - w->last_ms < WAIT_PASS_MS)
+    struct wait_pass *w = &rec_ensure(c, key)->wait;
+    if (w->on && now - w->last_ms < WAIT_PASS_MS)
         return WAIT_PASS_MS - (now - w->last_ms);
-    if (w == NULL) {
-        w = xcalloc(1, sizeof(*w));
-        w->key = xstrdup(key);
-        map_put(&c->wait_passes, w->key, w);
-    }
+    w->on = 1;
     w->last_ms = now;
     return 0;
 }
@@ -144,26 +223,24 @@ static uint64_t wait_pass_delay(nodeset_state *c, const char *key, uint64_t now)
  * returns WQ_RESULT_ERROR for them, so the queue's per-key backoff keeps
  * growing (5 ms doubling up to 1000 s) while writes keep failing; a pass
  * that returned success would make the queue forget the failures and retry
- * a bad pod template every few milliseconds. (c->failed_keys) */
+ * a bad pod template every few milliseconds. (ns_rec.failed) */
 
 static void incr_mark_full(nodeset_state *c, const char *key, const char *why);
 
 static void mark_failed(nodeset_state *c, const char *key)
 {
     incr_mark_full(c, key, "failed-write");
-    if (map_get(&c->failed_keys, key) == NULL) {
-        char *k = xstrdup(key);
-        map_put(&c->failed_keys, k, k);
-    }
+    rec_ensure(c, key)->failed = 1;
     if (c->q)
         wq_add_rate_limited(c->q, key);
 }
 
 static int take_failed(nodeset_state *c, const char *key)
 {
-    int had = map_drop(&c->failed_keys, key);
-    if (c->failed_keys.count == 0)
-        map_free(&c->failed_keys);
+    struct ns_rec *r = rec_get(c, key);
+    int had = r && r->failed;
+    if (r)
+        r->failed = 0;
     return had;
 }
 
@@ -282,16 +359,24 @@ static void incr_free(void *v)
     free(r);
 }
 
+/* The incremental state of key (NULL: none). */
+static struct incr *incr_of(const nodeset_state *c, const char *key)
+{
+    struct ns_rec *rec = rec_get(c, key);
+    return rec ? rec->incr : NULL;
+}
+
 static struct incr *incr_get_or_new(nodeset_state *c, const char *key)
 {
-    struct incr *r = map_get(&c->incrs, key);
+    struct ns_rec *rec = rec_ensure(c, key);
+    struct incr *r = rec->incr;
     if (r == NULL) {
         r = xcalloc(1, sizeof(*r));
         r->key = xstrdup(key);
         nsi_init(&r->st);
         map_init_type(&r->dirty, &dirty_type);
         map_init_type(&r->retry, &retry_type);
-        map_put(&c->incrs, r->key, r);
+        rec->incr = r;
     }
     return r;
 }
@@ -317,24 +402,24 @@ static void incr_creating_set(struct incr *r, int ordinal, int on)
 /* A create of key's pod at ordinal was observed or failed. */
 static void incr_created(nodeset_state *c, const char *key, int ordinal)
 {
-    struct incr *r = map_get(&c->incrs, key);
+    struct incr *r = incr_of(c, key);
     if (r)
         incr_creating_set(r, ordinal, 0);
 }
 
-static const map_type incr_type = {.val_free = incr_free};
-
 static void incr_drop(nodeset_state *c, const char *key)
 {
-    map_drop(&c->incrs, key);
-    if (c->incrs.count == 0)
-        map_free(&c->incrs);
+    struct ns_rec *rec = rec_get(c, key);
+    if (rec && rec->incr) {
+        incr_free(rec->incr);
+        rec->incr = NULL;
+    }
 }
 
 /* The next pass of key must be a full one. */
 static void incr_mark_full(nodeset_state *c, const char *key, const char *why)
 {
-    struct incr *r = map_get(&c->incrs, key);
+    struct incr *r = incr_of(c, key);
     if (r && !r->full) {
         r->full = 1;
         r->full_why = why;
@@ -345,7 +430,7 @@ static void incr_mark_full(nodeset_state *c, const char *key, const char *why)
 /* A pod event queued key: remember which pod (its uid and store key). */
 static void incr_mark_uid(nodeset_state *c, const char *key, const char *uid, const char *pod_key)
 {
-    struct incr *r = map_get(&c->incrs, key);
+    struct incr *r = incr_of(c, key);
     if (r == NULL || r->full || map_get(&r->dirty, uid))
         return;
     if (r->dirty.count >= INCR_MAX_DIRTY) {
@@ -365,7 +450,7 @@ static void incr_mark_pod(nodeset_state *c, const char *key, const sobj *pod)
  * (a full one covers them too) takes what is due. */
 static void incr_take_due(nodeset_state *c, const char *key)
 {
-    struct incr *r = map_get(&c->incrs, key);
+    struct incr *r = incr_of(c, key);
     if (r == NULL || r->retry.count == 0)
         return;
     uint64_t now = uv_hrtime() / 1000000u, next = UINT64_MAX;
@@ -416,22 +501,6 @@ static void enqueue_full(nodeset_state *c, const char *key, const char *why)
  * again by the earlier's passes while the collision lasts. */
 #define RIVAL_TTL_MS 90000u
 
-struct rival {
-    char *key; /* the later NodeSet's (map key) */
-    char *msg;
-    uint64_t until;
-};
-
-static void rival_free(void *v)
-{
-    struct rival *r = v;
-    free(r->key);
-    free(r->msg);
-    free(r);
-}
-
-static const map_type rival_type = {.val_free = rival_free};
-
 /* a was created before b (ties: namespace, then name). */
 static int ns_earlier(const sobj *a, const sobj *b)
 {
@@ -446,16 +515,11 @@ static int ns_earlier(const sobj *a, const sobj *b)
 static void rival_note(nodeset_state *c, const char *later_key, char *msg)
 {
     uint64_t now = uv_now(c->op->loop);
-    struct rival *r = map_get(&c->rivals, later_key);
-    int news = r == NULL || r->until <= now || strcmp(r->msg, msg) != 0;
-    if (r == NULL) {
-        r = xcalloc(1, sizeof(*r));
-        r->key = xstrdup(later_key);
-        map_put(&c->rivals, r->key, r);
-    }
-    free(r->msg);
-    r->msg = msg;
-    r->until = now + RIVAL_TTL_MS;
+    struct ns_rec *r = rec_ensure(c, later_key);
+    int news = r->rival_msg == NULL || r->rival_until <= now || strcmp(r->rival_msg, msg) != 0;
+    free(r->rival_msg);
+    r->rival_msg = msg;
+    r->rival_until = now + RIVAL_TTL_MS;
     if (news)
         enqueue_full(c, later_key, "nodeset");
 }
@@ -463,14 +527,15 @@ static void rival_note(nodeset_state *c, const char *later_key, char *msg)
 /* The remembered collision of NodeSet key, while fresh; NULL when none. */
 static const char *rival_get(nodeset_state *c, const char *key)
 {
-    struct rival *r = c->rivals.count ? map_get(&c->rivals, key) : NULL;
-    if (r == NULL)
+    struct ns_rec *r = rec_get(c, key);
+    if (r == NULL || r->rival_msg == NULL)
         return NULL;
-    if (r->until <= uv_now(c->op->loop)) {
-        map_drop(&c->rivals, key);
+    if (r->rival_until <= uv_now(c->op->loop)) {
+        free(r->rival_msg);
+        r->rival_msg = NULL;
         return NULL;
     }
-    return r->msg;
+    return r->rival_msg;
 }
 
 /* The StatefulSet-mode name scheme of a NodeSet (prefix into buf); 0 when
@@ -596,7 +661,7 @@ static void queue_after(void *ctx, const char *key, uint64_t ms)
 static void queue_pod_after(void *ctx, const char *key, const sobj *pod, uint64_t ms)
 {
     nodeset_state *c = ctx;
-    struct incr *r = map_get(&c->incrs, key);
+    struct incr *r = incr_of(c, key);
     if (r == NULL || c->q == NULL) {
         nodeset_enqueue_after(c->op, key, ms);
         return;
@@ -998,10 +1063,10 @@ static void fill_pod(const nodeset_state *c, const sobj *o, const char *nss, nsb
 /* A retry that doubles: 1 s, then twice the last delay up to a cap, and 1 s
  * again once a whole cap has passed since the last try (as client-go's
  * flowcontrol.Backoff: a pod that ran that long was not failing at once).
- * Two maps hold them, keyed by NodeSet uid: DaemonSet mode replaces failed
- * pods with a per-node backoff (to 15 min), as Kubernetes' DaemonSet
- * controller does, so that a pod failing at once on one bad node does not
- * spin ("<nodeset uid>/<node>"); held_names is below. */
+ * Two maps of the NodeSet's record hold them (ns_rec): DaemonSet mode
+ * replaces failed pods with a per-node backoff (to 15 min), as Kubernetes'
+ * DaemonSet controller does, so that a pod failing at once on one bad node
+ * does not spin ("<nodeset uid>/<node>"); held_names is below. */
 struct backoff {
     char *key;
     rl_backoff bo;
@@ -1061,8 +1126,8 @@ static void backoff_bump(map_t *m, const char *key, unsigned max_ms, uint64_t no
  * hold (a pod without our labels, which the cache leaves out, or ours not
  * seen yet): the ordinal waits, 1 s doubling to 60 s, so that the events of
  * a large fleet do not try the create again each time. Keyed
- * "<nodeset uid>/#<ordinal>" in held_names; a successful create of the
- * ordinal removes the entry. */
+ * "<nodeset uid>/#<ordinal>" in the record's held_names; a successful
+ * create of the ordinal removes the entry. */
 #define HELD_MAX_MS 60000
 static void held_key(char *key, size_t len, const char *uid, int ordinal)
 {
@@ -1184,10 +1249,14 @@ static void create_item_done(void *item, int err, void *data)
     if (!ci->node && ci->ordinal >= 0 && c->q) { /* (not after stop: the map is gone) */
         char key[512];
         held_key(key, sizeof(key), j->owner_uid, ci->ordinal);
+        struct ns_rec *rec = rec_get(c, j->owner_key);
         if (err == OP_EEXISTS) {
-            backoff_bump(&c->held_names, key, HELD_MAX_MS, uv_now(c->op->loop));
-        } else if (err == 0) {
-            struct backoff *h = map_del(&c->held_names, key);
+            if (rec || store_get_key(op_store(c->op, OPK_NODESETS), j->owner_key))
+                rec = rec_ensure(c, j->owner_key);
+            if (rec)
+                backoff_bump(&rec->held_names, key, HELD_MAX_MS, uv_now(c->op->loop));
+        } else if (err == 0 && rec) {
+            struct backoff *h = map_del(&rec->held_names, key);
             if (h)
                 backoff_free(h);
         }
@@ -1697,7 +1766,8 @@ static int name_held(struct pass *p, int ordinal)
     if (o == NULL) {
         char hk[512];
         held_key(hk, sizeof(hk), p->o->uid, ordinal);
-        const struct backoff *h = map_get(&p->c->held_names, hk);
+        struct ns_rec *rec = rec_get(p->c, p->key);
+        const struct backoff *h = rec ? map_get(&rec->held_names, hk) : NULL;
         uint64_t now = uv_now(p->op->loop);
         if (h == NULL || now >= h->next_ms) {
             free(name);
@@ -1839,12 +1909,13 @@ static int ds_may_replace(struct pass *p, const char *node)
     char key[512];
     uint64_t now = uv_now(p->op->loop);
     snprintf(key, sizeof(key), "%s/%s", p->o->uid, node);
-    const struct backoff *b = map_get(&p->c->ds_backoffs, key);
+    struct ns_rec *rec = rec_ensure(p->c, p->key);
+    const struct backoff *b = map_get(&rec->ds_backoffs, key);
     if (b && now < b->next_ms) {
         want_requeue(p, (uint32_t)(b->next_ms - now));
         return 0;
     }
-    backoff_bump(&p->c->ds_backoffs, key, 15 * 60 * 1000, now);
+    backoff_bump(&rec->ds_backoffs, key, 15 * 60 * 1000, now);
     return 1;
 }
 
@@ -2089,26 +2160,15 @@ static void rolling_update(struct pass *p)
  * change sooner than that after the last write waits for a pass queued at
  * its end; the first change after a quiet second goes out at once. */
 #define STATUS_MIN_MS 1000
-struct status_busy {
-    char *key;
-    int again;        /* a pass skipped its write meanwhile */
-    int inflight;     /* a PATCH is on its way */
-    uint64_t sent_ms; /* uv_now() when the last one was sent */
-};
-
-static void status_busy_free(void *v)
-{
-    struct status_busy *b = v;
-    free(b->key);
-    free(b);
-}
-
-static const map_type status_busy_type = {.val_free = status_busy_free};
 
 static void status_written(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     struct keyref *k = data;
-    struct status_busy *b = map_get(&k->c->status_busy, k->key);
+    struct ns_rec *rec = rec_get(k->c, k->key);
+    struct status_gate *b = rec ? &rec->status : NULL;
+    /* A record goes while a PATCH is on its way only with the whole state
+     * (stop): one that exists kept its gate closed. */
+    assert(b == NULL || b->inflight);
     int again = b && b->again;
     uint64_t sent = b ? b->sent_ms : 0;
     if (b) {
@@ -2129,38 +2189,25 @@ static void status_written(int err, const cJSON *obj, const kube_status *st, voi
             wq_add_after(k->c->q, k->key, STATUS_MIN_MS - (now - sent));
     }
     if (b && err != OP_ECANCELED && store_get_key(op_store(k->c->op, OPK_NODESETS), k->key) == NULL)
-        map_drop(&k->c->status_busy, k->key); /* the NodeSet is gone */
+        rec_forget(k->c, k->key); /* the NodeSet is gone */
     free(k);
 }
 
-/* A NodeSet gone: its entry, unless a PATCH is still on its way (its
- * completion finds it; the next pass that finds the NodeSet gone drops it). */
-static void status_forget(nodeset_state *c, const char *key)
-{
-    struct status_busy *b = map_get(&c->status_busy, key);
-    if (b && !b->inflight)
-        map_drop(&c->status_busy, key);
-}
 
 /* Sends a status patch unless one is in flight (then the next pass after it
  * completes sends what is still different). Returns 1 when sent. */
 static int status_send(struct pass *p, const cJSON *patch)
 {
-    struct status_busy *b = map_get(&p->c->status_busy, p->key);
+    struct status_gate *b = &rec_ensure(p->c, p->key)->status;
     uint64_t now = uv_now(p->op->loop);
-    if (b && b->inflight) {
+    if (b->inflight) {
         b->again = 1;
         return 0;
     }
-    if (b && now - b->sent_ms < STATUS_MIN_MS) {
+    if (b->sent_ms && now - b->sent_ms < STATUS_MIN_MS) {
         if (p->c->q)
             wq_add_after(p->c->q, p->key, STATUS_MIN_MS - (now - b->sent_ms));
         return 0;
-    }
-    if (b == NULL) {
-        b = xcalloc(1, sizeof(*b));
-        b->key = xstrdup(p->key);
-        map_put(&p->c->status_busy, b->key, b);
     }
     b->inflight = 1;
     b->sent_ms = now;
@@ -2459,7 +2506,7 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
  * must then leave the Slurm side alone. */
 static struct incr *incr_usable(struct pass *p, uint64_t now, int k8s_ok)
 {
-    struct incr *r = map_get(&p->c->incrs, p->key);
+    struct incr *r = incr_of(p->c, p->key);
     p->slurm_busy = p->k8s_share = 0;
     if (r == NULL || !r->valid)
         p->full_why = "no-state";
@@ -2527,7 +2574,7 @@ static void busy_hold(struct incr *r, uint64_t first_add_ns)
  * would report a delay nothing had. */
 static void busy_defer(struct pass *p, uint64_t first_add_ns)
 {
-    struct incr *r = map_get(&p->c->incrs, p->key);
+    struct incr *r = incr_of(p->c, p->key);
     if (r && p->k8s_share && !p->wrote_pod) {
         busy_hold(r, p->held_ns);
         busy_hold(r, first_add_ns);
@@ -2885,9 +2932,8 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         return WQ_RESULT_AFTER(NS_UNSYNCED_RETRY_MS);
     case NSC_FORGET:
         exp_drop(c->exp, key);
-        status_forget(c, key);
+        rec_forget(c, key);
         nss_forget(op, key);
-        incr_drop(c, key);
         nsim_forget(c->immut, key);
         return WQ_RESULT_OK;
     case NSC_SCOPE_WAIT:
@@ -3022,7 +3068,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
             }
             f.incr_tried = 1;
             f.slurm_busy = p.slurm_busy != 0;
-            f.gap_ms = p.slurm_busy ? busy_gap_left(map_get(&c->incrs, key)) : 0;
+            f.gap_ms = p.slurm_busy ? busy_gap_left(incr_of(c, key)) : 0;
             break;
         case NSC_K8S_SHARE:
             /* Slurm busy: the Kubernetes share now, the full pass at the
@@ -3048,7 +3094,7 @@ static wq_result full_pass(struct pass *p)
     operator *op = p->op;
     const sobj *o = p->o;
     const char *key = p->key;
-    struct incr *r = map_get(&c->incrs, key);
+    struct incr *r = incr_of(c, key);
     if (r) {
         p->busy_held_ns = r->busy_held_ns;
         r->busy_held_ns = 0;
@@ -3101,9 +3147,9 @@ static wq_result full_pass(struct pass *p)
         nss_release(op, o, p->pods, p->n_pods, &act);
     }
     sync_status(p);
-    wait_net(p, map_get(&c->incrs, key), uv_now(op->loop));
+    wait_net(p, incr_of(c, key), uv_now(op->loop));
     incr_rebuild(p, p->requeue_ms ? p->requeue_ms : RESYNC_MS);
-    r = map_get(&c->incrs, key);
+    r = incr_of(c, key);
     r->full_end_ns = uv_hrtime();
     r->full_cost_ns = r->full_end_ns - full_t0;
     free(p->conflict);
@@ -3166,7 +3212,6 @@ static int start(operator *op)
                  .metrics = op->metrics,
                  .max_delay_ns = NODESET_BACKOFF_MAX_S * 1000000000ull};
     c->exp = exp_new();
-    map_init_type(&c->status_busy, &status_busy_type);
     if (op->metrics)
         c->mx_passes = mx_family_new(op->metrics, MX_COUNTER, "slurmop_nodeset_passes_total",
                                      "NodeSet passes that reached the pods, by kind: full (every pod), "
@@ -3200,13 +3245,7 @@ static void stop(operator *op)
     if (c->q)
         wq_shutdown(c->q, NULL, NULL);
     c->q = NULL;
-    map_free(&c->failed_keys);
-    map_free(&c->ds_backoffs);
-    map_free(&c->held_names);
-    map_free(&c->rivals);
-    map_free(&c->wait_passes);
-    map_free(&c->incrs);
-    map_free(&c->status_busy);
+    map_free(&c->recs);
     nsim_clear(c->immut);
     istr_put(c->ik.revision);
     istr_put(c->ik.revision_slinky);
@@ -3227,13 +3266,7 @@ static void *state_new(void)
 {
     nodeset_state *c = xcalloc(1, sizeof(*c));
     c->immut = nsim_new();
-    map_init_type(&c->wait_passes, &wait_pass_type);
-    map_init_type(&c->failed_keys, &map_type_free_val);
-    map_init_type(&c->incrs, &incr_type);
-    map_init_type(&c->ds_backoffs, &backoff_type);
-    map_init_type(&c->held_names, &backoff_type);
-    map_init_type(&c->rivals, &rival_type);
-    map_init_type(&c->status_busy, &status_busy_type);
+    map_init_type(&c->recs, &rec_type);
     return c;
 }
 
@@ -3243,13 +3276,7 @@ static void state_free(void *state)
     if (c == NULL)
         return;
     nsim_free(c->immut);
-    map_free(&c->failed_keys);
-    map_free(&c->ds_backoffs);
-    map_free(&c->held_names);
-    map_free(&c->rivals);
-    map_free(&c->wait_passes);
-    map_free(&c->incrs);
-    map_free(&c->status_busy);
+    map_free(&c->recs);
     exp_free(c->exp);
     free(c);
 }
