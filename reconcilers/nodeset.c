@@ -3152,6 +3152,8 @@ static wq_result full_pass(struct pass *p)
     r = incr_of(c, key);
     r->full_end_ns = uv_hrtime();
     r->full_cost_ns = r->full_end_ns - full_t0;
+    log_debug("nodeset %s: full pass over %zu pods (%s) in %.1f ms", key, p->n_pods,
+              p->full_why ? p->full_why : "other", (double)r->full_cost_ns / 1e6);
     free(p->conflict);
     free(p->pods);
     cJSON_Delete(p->ns);

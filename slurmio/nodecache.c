@@ -1027,6 +1027,15 @@ static void on_node_read(int status, sm_response *resp, void *data)
         }
     } else if (e && (got || unknown_to_slurm)) {
         int changed;
+        if (got && log_enabled(LOGL_DEBUG) && e->track_until > uv_now(c->loop)) {
+            /* What a tracked node read by name showed: a condemned pod's
+             * wait, step by step (at most max_tracked such reads a tick). */
+            buf_t st;
+            buf_init(&st, 256);
+            sm_node_state_str(got, &st);
+            log_debug("slurm %s: tracked node %s read by name: %s", c->name, r->name, buf_cstr(&st));
+            buf_free(&st);
+        }
         if (got) {
             c->n_present += !e->present;
             changed = take_listed(c, e, got, r);
