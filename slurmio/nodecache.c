@@ -47,11 +47,6 @@ typedef struct nc_node {
     int present;       /* in Slurm's current table */
     uint64_t read_seq; /* c->seq when the request that produced n was sent */
     uint64_t read_ms;  /* uv_now() when that request was sent */
-    /* c->order of that request. An answer to a request sent before it
-     * never replaces n: a table sent before a read by name can arrive (or
-     * reach this node's slice) after it, and would put back the state the
-     * read by name had already seen change. */
-    uint64_t read_order;
     /* uv_now() at which a read of this node by name was sent that Slurm
      * answered "no such node"; 0 when none, or when a later read listed it. */
     uint64_t gone_ms;
@@ -578,20 +573,9 @@ static void apply_node(nc_cache *c, sm_node *n)
     if (!n->name || !n->name[0])
         return;
     nc_node *e = node_ensure(c, n->name);
-    if (r->order < e->read_order) {
-        /* Read by name after this table was sent: that reading stays (a
-         * node it found gone stays gone, and is not counted present). */
-        c->stats.stale_skipped++;
-        if (e->listed_gen != c->table_gen) {
-            e->listed_gen = c->table_gen;
-            c->apply_listed += e->present;
-        }
-        return;
-    }
     int changed = take_listed(c, e, n, r);
     e->read_seq = r->seq;
     e->read_ms = r->sent_ms;
-    e->read_order = r->order;
     if (e->listed_gen != c->table_gen) {
         e->listed_gen = c->table_gen;
         c->apply_listed++; /* a name listed twice counts once */
@@ -625,9 +609,9 @@ static void apply_done(nc_cache *c)
 {
     /* Copied: an owner may close the cache from fire(), which releases the
      * poll's context. */
-    uint64_t seq = c->apply_rq->seq, sent_ms = c->apply_rq->sent_ms, order = c->apply_rq->order;
+    uint64_t seq = c->apply_rq->seq, sent_ms = c->apply_rq->sent_ms;
     /* Collect first: the map cannot change while being walked. */
-    size_t it = 0, n_gone = 0, kept = 0;
+    size_t it = 0, n_gone = 0;
     const char *k;
     void *v;
     nc_node **gone = xcalloc(c->nodes.count + 1, sizeof(*gone));
@@ -635,17 +619,10 @@ static void apply_done(nc_cache *c)
         nc_node *e = v;
         if (e->listed_gen == c->table_gen)
             continue;
-        if (e->present && order < e->read_order) {
-            /* Listed by a read by name sent after the table: not gone. */
-            c->stats.stale_skipped++;
-            kept++;
-            continue;
-        }
         if (e->present) {
             e->present = 0;
             e->read_seq = seq;
             e->read_ms = sent_ms;
-            e->read_order = order;
             sm_node_clear(&e->n);
             mark_absent(e, sent_ms);
             if (!c->apply_quiet)
@@ -660,7 +637,7 @@ static void apply_done(nc_cache *c)
     free(gone);
     if (c->closing)
         return; /* an owner closed the cache from fire(): nc_close dropped the table */
-    c->n_present = c->apply_listed + kept;
+    c->n_present = c->apply_listed;
     c->stats.nodes = c->apply_n;
     if (c->mx_nodes)
         mx_gauge_set(mx_gauge_get(c->mx_nodes, MX_LV(c->name)), (double)c->apply_n);
@@ -1015,17 +992,7 @@ static void on_node_read(int status, sm_response *resp, void *data)
         log_warn("slurm %s: the answer to a read of node %s does not list it (%zu other nodes); ignored",
                  c->name, r->name, resp->n_nodes);
     }
-    if (e && (got || unknown_to_slurm) && r->order < e->read_order) {
-        /* A table sent after this read has been applied to the node: its
-         * reading is the newer one. Whoever waited for this read looks
-         * again at that one. */
-        c->stats.stale_skipped++;
-        if (e->prove) {
-            e->prove = 0;
-            if (c->ok)
-                fire(c, e->name);
-        }
-    } else if (e && (got || unknown_to_slurm)) {
+    if (e && (got || unknown_to_slurm)) {
         int changed;
         if (got && log_enabled(LOGL_DEBUG) && e->track_until > uv_now(c->loop)) {
             /* What a tracked node read by name showed: a condemned pod's
@@ -1049,9 +1016,10 @@ static void on_node_read(int status, sm_response *resp, void *data)
             e->drain_seen_order = 0;
             mark_absent(e, r->sent_ms);
         }
-        e->read_seq = r->seq;
-        e->read_ms = r->sent_ms;
-        e->read_order = r->order;
+        if (r->seq >= e->read_seq) {
+            e->read_seq = r->seq;
+            e->read_ms = r->sent_ms;
+        }
         if (e->settle_notify && !settling(c, e)) {
             e->settle_notify = 0;
             changed = 1; /* read back: let the owner decide again even if nothing shows */

@@ -325,7 +325,6 @@ typedef struct nc_stats {
     uint64_t held;         /* full answers held as suspect (shrunken table) */
     uint64_t bad_reads;    /* reads by name whose answer did not list the node */
     uint64_t contradictions; /* answers listing a node twice, reason times from the future */
-    uint64_t stale_skipped;  /* node readings not applied: a read of the node sent later was */
     uint64_t events;       /* on_node calls (NULL included) */
     uint64_t bytes;        /* response bytes of every request of this cache */
     uint64_t last_full_ms; /* duration of the last full fetch (request to decoded) */

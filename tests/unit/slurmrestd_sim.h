@@ -50,9 +50,6 @@ typedef struct sim {
     const char *missing; /* node writes naming this node fail with 2018 */
     int node_empty;      /* answer reads of one node with HTTP 200 and an empty list (a lying proxy) */
     const char *date;    /* a Date header for every JSON answer (22.05 sends none) */
-    int hold_table;      /* GET nodes: keep the table as it is now, answer it at sim_release_table */
-    hs_req *held_table;
-    char *held_body;
     sim_rec recs[SIM_MAX_RECS];
     int n;
     int served; /* every request answered or not, past SIM_MAX_RECS too */
@@ -135,26 +132,6 @@ static char *sim_one_node(const char *name)
     return s;
 }
 
-static void sim_held_closed(hs_req *req, void *data)
-{
-    (void)data;
-    if (SIM.held_table == req)
-        SIM.held_table = NULL;
-}
-
-/* Answer the table held by hold_table with what it was when asked. */
-OP_UNUSED static void sim_release_table(void)
-{
-    SIM.hold_table = 0;
-    if (SIM.held_table) {
-        hs_req_on_close(SIM.held_table, NULL, NULL);
-        sim_json(SIM.held_table, 200, SIM.held_body);
-        SIM.held_table = NULL;
-    }
-    free(SIM.held_body);
-    SIM.held_body = NULL;
-}
-
 static void sim_handler(hs_req *req, void *data)
 {
     (void)data;
@@ -215,10 +192,6 @@ static void sim_handler(hs_req *req, void *data)
             sim_304(req);
         } else if (SIM.quirk_2205 && hs_req_param(req, "update_time")) {
             sim_fixture_reply(req, 500, "v38_err_bad_token_nodes_500.json");
-        } else if (SIM.hold_table && !SIM.held_table) {
-            SIM.held_table = req;
-            SIM.held_body = xstrdup(SIM.nodes);
-            hs_req_on_close(req, sim_held_closed, NULL);
         } else {
             sim_json(req, 200, SIM.nodes);
         }
@@ -341,8 +314,6 @@ OP_UNUSED static void sim_stop(test_loop *tl)
     free(SIM.jobs);
     free(SIM.ping);
     free(SIM.single);
-    free(SIM.held_body);
-    SIM.held_body = NULL;
     SIM.nodes = SIM.jobs = SIM.ping = SIM.single = NULL;
     SIM.srv = NULL;
 }

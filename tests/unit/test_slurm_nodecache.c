@@ -564,64 +564,6 @@ static void test_track_busy_until_jobless(void **state)
     sim_stop(&TL);
 }
 
-/* A table sent before a read by name and answered after it does not put
- * back the state the read by name saw change; the table's next answer,
- * sent later, is applied as usual. */
-static void test_older_table_keeps_newer_read(void **state)
-{
-    sim_start(&TL.loop, 38, NULL);
-    sim_set(&SIM.nodes, table_with_state("v38_nodes_idle_200.json", "n3", "allocated"));
-    cluster cl = open_cluster(38, 60000, 5000);
-    wait_ready(&cl);
-    const sm_node *n = NULL;
-    assert_int_equal(nc_lookup(cl.cache, "n3", &n), NC_PRESENT);
-    assert_int_equal(n->base, SM_NODE_ALLOCATED);
-    /* A table read goes out and is held with n3 allocated ... */
-    SIM.hold_table = 1;
-    nc_poll_soon(cl.cache);
-    for (int i = 0; i < 400 && !SIM.held_table; i++)
-        run_for(&TL, 5);
-    assert_non_null(SIM.held_table);
-    /* ... n3's job ends, and a read by name sent after the table sees it. */
-    sim_set(&SIM.nodes, sim_fixture("v38_nodes_idle_200.json"));
-    nc_read_soon(cl.cache, "n3");
-    for (int i = 0; i < 400; i++) {
-        if (nc_lookup(cl.cache, "n3", &n) == NC_PRESENT && n->base == SM_NODE_IDLE)
-            break;
-        run_for(&TL, 5);
-    }
-    assert_int_equal(n->base, SM_NODE_IDLE);
-    nc_stats st;
-    nc_get_stats(cl.cache, &st);
-    uint64_t full = st.full;
-    sim_release_table();
-    for (int i = 0; i < 400 && st.full == full; i++) {
-        run_for(&TL, 5);
-        nc_get_stats(cl.cache, &st);
-    }
-    run_for(&TL, 50); /* its slices */
-    nc_get_stats(cl.cache, &st);
-    assert_true(st.full > full);
-    assert_true(st.stale_skipped >= 1);
-    assert_int_equal(nc_lookup(cl.cache, "n3", &n), NC_PRESENT);
-    assert_int_equal(n->base, SM_NODE_IDLE);
-    /* The other nodes of the held table were applied as usual. */
-    assert_int_equal(nc_lookup(cl.cache, "n1", NULL), NC_PRESENT);
-    /* A table sent now shows what Slurm says now. */
-    sim_set(&SIM.nodes, table_with_state("v38_nodes_idle_200.json", "n3", "mixed"));
-    full = st.full;
-    nc_poll_soon(cl.cache);
-    for (int i = 0; i < 400 && st.full == full; i++) {
-        run_for(&TL, 5);
-        nc_get_stats(cl.cache, &st);
-    }
-    run_for(&TL, 50);
-    assert_int_equal(nc_lookup(cl.cache, "n3", &n), NC_PRESENT);
-    assert_int_equal(n->base, SM_NODE_MIXED);
-    close_cluster(&cl);
-    sim_stop(&TL);
-}
-
 /* ---- jobs and pings ---- */
 
 /* Absence is not proof: a table that suddenly lacks nodes is held (unknown)
@@ -1488,7 +1430,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_untrack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_track_busy_among_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_track_busy_until_jobless, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_older_table_keeps_newer_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_absence_not_proof, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vanished, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repeat_backoff, setup, teardown),
