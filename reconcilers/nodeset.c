@@ -1251,8 +1251,8 @@ static void create_item_done(void *item, int err, void *data)
         held_key(key, sizeof(key), j->owner_uid, ci->ordinal);
         struct ns_rec *rec = rec_get(c, j->owner_key);
         if (err == OP_EEXISTS) {
-            if (rec || store_get_key(op_store(c->op, OPK_NODESETS), j->owner_key))
-                rec = rec_ensure(c, j->owner_key);
+            if (!rec && store_get_key(op_store(c->op, OPK_NODESETS), j->owner_key))
+                rec = rec_ensure(c, j->owner_key); /* not for a NodeSet gone meanwhile */
             if (rec)
                 backoff_bump(&rec->held_names, key, HELD_MAX_MS, uv_now(c->op->loop));
         } else if (err == 0 && rec) {

@@ -453,39 +453,6 @@ static void test_untrack(void **state)
     sim_stop(&TL);
 }
 
-/* A scale-in tracks every node it drains. Past max_tracked the table's poll
- * serves them, but a tracked node a job holds is still read by name: its
- * job's end is what its pod waits for, and the table may be seconds a
- * read. Without the job it is left to the table like the others. */
-static void test_track_busy_among_many(void **state)
-{
-    sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
-    SIM.unchanged = 1;
-    SIM.jobs = sim_fixture("v38_jobs_running_200.json"); /* jobs on n3 and n1 */
-    cluster cl = open_cluster(38, 5000, 50);
-    wait_ready(&cl);
-    EV.wait_for = "n3";
-    nc_want_jobs(cl.cache);
-    run_until(&TL, &EV.seen);
-    assert_int_equal(nc_job_holds(cl.cache, "n3"), 1);
-    assert_int_equal(nc_job_holds(cl.cache, "n2"), 0);
-    char name[16];
-    for (int i = 0; i < 40; i++) {
-        snprintf(name, sizeof(name), "x%d", i);
-        nc_track(cl.cache, name, 60000);
-    }
-    nc_track(cl.cache, "n3", 60000);
-    nc_track(cl.cache, "n2", 60000);
-    run_for(&TL, 400);
-    int reads = sim_count("GET", "/node/n3");
-    assert_true(reads >= 4);
-    assert_true(reads <= 10);
-    assert_int_equal(sim_count("GET", "/node/n2"), 0);
-    assert_int_equal(sim_count("GET", "/node/x0"), 0);
-    close_cluster(&cl);
-    sim_stop(&TL);
-}
-
 /* The v0.0.38 node table of fixture with node's state word replaced. */
 static char *table_with_state(const char *fixture, const char *node, const char *state)
 {
@@ -504,15 +471,14 @@ static char *table_with_state(const char *fixture, const char *node, const char 
     return out;
 }
 
-/* Past max_tracked, a tracked node whose job the list shows ended is still
- * read by name while its own reading is not jobless (the list showed the
- * end first), and no longer once a read shows it jobless. */
-static void test_track_busy_until_jobless(void **state)
+/* A cache over the v0.0.38 node table nodes (taken), with jobs on n3 and n1
+ * and 41 tracked nodes, past max_tracked: x0 .. x39 and n3. */
+static cluster busy_among_many(char *nodes)
 {
     sim_start(&TL.loop, 38, NULL);
-    sim_set(&SIM.nodes, table_with_state("v38_nodes_idle_200.json", "n3", "allocated"));
+    sim_set(&SIM.nodes, nodes);
     SIM.unchanged = 1;
-    SIM.jobs = sim_fixture("v38_jobs_running_200.json"); /* jobs on n3 and n1 */
+    SIM.jobs = sim_fixture("v38_jobs_running_200.json");
     cluster cl = open_cluster(38, 5000, 50);
     wait_ready(&cl);
     EV.wait_for = "n3";
@@ -525,6 +491,34 @@ static void test_track_busy_until_jobless(void **state)
         nc_track(cl.cache, name, 60000);
     }
     nc_track(cl.cache, "n3", 60000);
+    return cl;
+}
+
+/* A scale-in tracks every node it drains. Past max_tracked the table's poll
+ * serves them, but a tracked node a job holds is still read by name: its
+ * job's end is what its pod waits for, and the table may be seconds a
+ * read. Without the job it is left to the table like the others. */
+static void test_track_busy_among_many(void **state)
+{
+    cluster cl = busy_among_many(sim_fixture("v38_nodes_idle_200.json"));
+    assert_int_equal(nc_job_holds(cl.cache, "n2"), 0);
+    nc_track(cl.cache, "n2", 60000);
+    run_for(&TL, 400);
+    int reads = sim_count("GET", "/node/n3");
+    assert_true(reads >= 4);
+    assert_true(reads <= 10);
+    assert_int_equal(sim_count("GET", "/node/n2"), 0);
+    assert_int_equal(sim_count("GET", "/node/x0"), 0);
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
+/* Past max_tracked, a tracked node whose job the list shows ended is still
+ * read by name while its own reading is not jobless (the list showed the
+ * end first), and no longer once a read shows it jobless. */
+static void test_track_busy_until_jobless(void **state)
+{
+    cluster cl = busy_among_many(table_with_state("v38_nodes_idle_200.json", "n3", "allocated"));
     /* The list shows job 1 ended; n3 still reads allocated. */
     char *jobs = sim_fixture("v38_jobs_running_200.json");
     cJSON *jd = json_parse(jobs, strlen(jobs), NULL);
