@@ -21,9 +21,10 @@
 #include "reconcilers/nodeset_build.h"
 #include "reconcilers/nodeset_choose.h"
 #include "reconcilers/nodeset_incr.h"
-#include "reconcilers/nodeset_names.h"
 #include "reconcilers/nodeset_immut.h"
+#include "reconcilers/nodeset_names.h"
 #include "reconcilers/nodeset_slurm.h"
+#include "reconcilers/nodeset_spec.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"
 #include "reconcilers/tenancy.h"
@@ -541,45 +542,42 @@ static const char *rival_get(nodeset_state *c, const char *key)
 /* The StatefulSet-mode name scheme of a NodeSet (prefix into buf); 0 when
  * its names are not a scheme (DaemonSet mode: the Nodes'; hostNetwork:
  * the hosts'). */
-static int scheme_of(const cJSON *ns, const char *name, nsn_scheme *out, char *buf, size_t len)
+static int scheme_of(const nsp_spec *sp, const char *name, nsn_scheme *out, char *buf, size_t len)
 {
-    if (nsb_mode_of(ns) != NSB_STATEFULSET || json_get_bool(ns, "spec.template.spec.hostNetwork", 0))
+    if (sp->mode != NSB_STATEFULSET || sp->host_network)
         return 0;
-    const char *h = json_get_str(ns, "spec.template.spec.hostname");
-    if (h && *h)
-        snprintf(buf, len, "%s", h);
+    if (sp->hostname)
+        snprintf(buf, len, "%s", sp->hostname);
     else
         snprintf(buf, len, "%s-", name);
-    long long pad = json_get_int(ns, "spec.ordinalPadding", 0);
-    *out = (nsn_scheme){.prefix = buf,
-                        .pad = pad < 0    ? 0
-                               : pad > 64 ? 64
-                                          : (int)pad,
-                        .count = nsb_replicas(ns)};
+    *out = (nsn_scheme){.prefix = buf, .pad = sp->ordinal_pad, .count = sp->replicas};
     return 1;
 }
 
 /* The Controller key ("ns/name") a NodeSet uses. */
-static void ctl_key_of(const cJSON *ns, const char *own_ns, char *buf, size_t len)
+static void ctl_key_of(const nsp_spec *sp, const char *own_ns, char *buf, size_t len)
 {
-    const char *cns = cw_ref_ns(ns, "spec.controllerRef");
-    snprintf(buf, len, "%s/%s", cns ? cns : own_ns, json_get_str_or(ns, "spec.controllerRef.name", ""));
+    snprintf(buf, len, "%s/%s", sp->ctl_ns ? sp->ctl_ns : own_ns, sp->ctl_name);
 }
 
 /* Why NodeSet o may not use its Slurm names (malloc'd), NULL when it may:
  * an earlier NodeSet of its Controller whose StatefulSet-mode scheme shares
  * one (O(NodeSets of the Controller), through the index, each check
  * arithmetic), or a collision a create or a pass found (rival_note). */
-static char *names_rival(nodeset_state *c, const sobj *o, const cJSON *ns)
+static char *names_rival(nodeset_state *c, const sobj *o, const nsp_spec *sp)
 {
     char v[512], pa[128], pb[128], ex[160];
     nsn_scheme mine, theirs;
-    ctl_key_of(ns, o->ns, v, sizeof(v));
-    int has = scheme_of(ns, o->name, &mine, pa, sizeof(pa));
+    ctl_key_of(sp, o->ns, v, sizeof(v));
+    int has = scheme_of(sp, o->name, &mine, pa, sizeof(pa));
     store_cursor cur;
     for (const sobj *t = has ? store_index_first(op_store(c->op, OPK_NODESETS), c->ix_ns_ctl, v, &cur) : NULL;
          t; t = store_index_next(&cur)) {
-        if (t == o || !t->json || !ns_earlier(t, o) || !scheme_of(t->json, t->name, &theirs, pb, sizeof(pb)))
+        nsp_spec tsp;
+        if (t == o || !t->json || !ns_earlier(t, o))
+            continue;
+        nsp_read(t->json, &tsp);
+        if (!scheme_of(&tsp, t->name, &theirs, pb, sizeof(pb)))
             continue;
         if (nsn_overlap(&theirs, &mine, ex, sizeof(ex)))
             return xasprintf(
@@ -806,7 +804,9 @@ static void on_nodeset(store *s, const sobj *old, const sobj *new, void *data)
          * reverse. Not for status writes (nodeset_changed): no cascade. */
         char v[512];
         store_cursor cur;
-        ctl_key_of(o->json, o->ns, v, sizeof(v));
+        nsp_spec sp;
+        nsp_read(o->json, &sp);
+        ctl_key_of(&sp, o->ns, v, sizeof(v));
         for (const sobj *t = o->json ? store_index_first(s, c->ix_ns_ctl, v, &cur) : NULL; t;
              t = store_index_next(&cur))
             if (t != o && strcmp(t->key, o->key) != 0)
@@ -893,7 +893,7 @@ static void on_node(store *s, const sobj *old, const sobj *new, void *data)
     size_t it = 0;
     const sobj *n;
     while ((n = store_next(op_store(c->op, OPK_NODESETS), &it)))
-        if (strcmp(json_get_str_or(n->json, "spec.scalingMode", "StatefulSet"), "DaemonSet") == 0)
+        if (nsb_mode_of(n->json) == NSB_DAEMONSET)
             enqueue_full(c, n->key, "node");
 }
 
@@ -939,6 +939,7 @@ struct pass {
     nodeset_state *c; /* nodeset_of(op) */
     const sobj *o;
     cJSON *ns;       /* the NodeSet with defaults */
+    nsp_spec spec;   /* ... its fields (borrowed from ns) */
     const char *key; /* ns/name */
     const char *name;
     const char *nsname;
@@ -1421,8 +1422,8 @@ static void ensure(struct pass *p, enum op_kind kind, const kube_res *res, cJSON
  * the pod). */
 static void sync_claims(struct pass *p, int ordinal, const char *hostname, const sobj *pod, int condemned)
 {
-    const cJSON *claims = json_get(p->ns, "spec.volumeClaimTemplates");
-    if (json_len(claims) == 0)
+    const cJSON *claims = p->spec.claims;
+    if (claims == NULL)
         return;
     char *suffix = nsb_pvc_suffix(p->ns, ordinal, hostname);
     if (suffix == NULL)
@@ -1563,7 +1564,7 @@ static int sync_revisions(struct pass *p)
             live[nlive++] = p->pods[k].revision;
     size_t *gone = xcalloc(n ? n : 1, sizeof(size_t));
     size_t ng = nsb_truncate_history(
-        revs, n, live, nlive, (int32_t)json_get_int(p->ns, "spec.revisionHistoryLimit", 0), p->name, gone);
+        revs, n, live, nlive, p->spec.history_limit, p->name, gone);
     for (size_t k = 0; k < ng; k++) {
         struct keyref *key = keyref_new(p->c, p->key);
         int rc = objsync_delete(p->op->objsync, op_store(p->op, OPK_REVISIONS), &KUBE_CONTROLLERREVISIONS,
@@ -1634,11 +1635,11 @@ static void collect_pods(struct pass *p)
 
 static void sync_shared_objects(struct pass *p)
 {
-    const char *ctl = json_get_str(p->ns, "spec.controllerRef.name");
     char v[512];
     store_cursor c;
     store *nss = op_store(p->op, OPK_NODESETS);
-    snprintf(v, sizeof(v), "%s/%s", cw_ref_ns(p->ns, "spec.controllerRef"), ctl);
+    const char *ctl = p->spec.ctl_name;
+    snprintf(v, sizeof(v), "%s/%s", p->spec.ctl_ns ? p->spec.ctl_ns : "", ctl);
     size_t n = store_index_count(nss, p->c->ix_ns_ctl, v), i = 0;
     nsb_owner *owners = xcalloc(n + 1, sizeof(*owners));
     for (const sobj *o = store_index_first(nss, p->c->ix_ns_ctl, v, &c); o && i < n;
@@ -1705,7 +1706,7 @@ static int create_ordinals(struct pass *p, const int *ords_in, int n_in, int rep
     }
     struct create_job *job = job_new(p, tmpl);
     struct create_item **items = xcalloc((size_t)n + 1, sizeof(*items));
-    int pin = json_get_bool(p->ns, "spec.pinToNode", 0);
+    int pin = p->spec.pin_to_node;
     for (int i = 0; i < n; i++) {
         const char *node = NULL;
         if (pin) {
@@ -1732,10 +1733,10 @@ static int create_ordinals(struct pass *p, const int *ords_in, int n_in, int rep
  * (a full pass finds a collision then). */
 static int slurm_name_held(struct pass *p, int ordinal)
 {
-    if (json_get_bool(p->ns, "spec.template.spec.hostNetwork", 0))
+    if (p->spec.host_network)
         return 0;
     char ctl[512];
-    ctl_key_of(p->ns, p->nsname, ctl, sizeof(ctl));
+    ctl_key_of(&p->spec, p->nsname, ctl, sizeof(ctl));
     char *name = nsb_statefulset_hostname(p->ns, ordinal);
     const sobj *h = nss_name_holder(p->op, ctl, name, NULL, p->o->uid);
     if (h) {
@@ -1796,7 +1797,7 @@ static int name_held(struct pass *p, int ordinal)
 /* StatefulSet mode: keep `replicas` pods at the lowest free ordinals. */
 static int scale_statefulset(struct pass *p)
 {
-    int replicas = nsb_replicas(p->ns);
+    int replicas = p->spec.replicas;
     size_t n_active = 0;
     const nsb_pod **active = xcalloc(p->n_pods + 1, sizeof(*active));
     int *used = xcalloc(p->n_pods + 1, sizeof(int));
@@ -1828,7 +1829,7 @@ static int scale_statefulset(struct pass *p)
         /* the DELETED events queue us; wait_net sets the safety net */
     } else if (diff < 0) {
         int want = -diff - terminating;
-        int claims = json_len(json_get(p->ns, "spec.volumeClaimTemplates")) > 0;
+        int claims = p->spec.claims != NULL;
         qsort(used, n_used, sizeof(int), cmp_int);
         int *ords = xcalloc((size_t)want, sizeof(int));
         int made = 0, picked = 0;
@@ -1874,7 +1875,7 @@ static int scale_statefulset(struct pass *p)
     } else {
         /* (Looked up once: a pass over 8,192 pods without claims spent a
          * sixth of its time finding hostnames for sync_claims to ignore.) */
-        if (json_len(json_get(p->ns, "spec.volumeClaimTemplates")) > 0)
+        if (p->spec.claims)
             for (size_t i = 0; i < n_active; i++)
                 sync_claims(p, active[i]->ordinal, sobj_label_i(pod_sobj(active[i]), p->c->ik.hostname),
                             pod_sobj(active[i]), active[i]->cordoned);
@@ -2015,9 +2016,9 @@ static int scale_daemonset(struct pass *p)
      * whose names map to one ("n1.a" and "n1.b" both give hostname "n1")
      * get one pod, on the Node created first (then by name); a name a live
      * pod of the Controller's NodeSets holds gets none (names_collide). */
-    int hn = json_get_bool(p->ns, "spec.template.spec.hostNetwork", 0);
+    int hn = p->spec.host_network;
     char ctl[512];
-    ctl_key_of(p->ns, p->nsname, ctl, sizeof(ctl));
+    ctl_key_of(&p->spec, p->nsname, ctl, sizeof(ctl));
     map_t want; /* Slurm name -> struct ds_want */
     map_init_type(&want, &ds_want_type);
     while (job && (n = store_next(nodes, &it))) {
@@ -2098,10 +2099,9 @@ static int scale_daemonset(struct pass *p)
  * still drained before they are deleted. */
 static void rolling_update(struct pass *p)
 {
-    const char *type = json_get_str_or(p->ns, "spec.updateStrategy.type", "RollingUpdate");
-    int scheduled = strcmp(type, "ScheduledUpdate") == 0;
-    if (strcmp(type, "RollingUpdate") != 0 && !scheduled)
-        return; /* OnDelete: pods take the new revision when recreated */
+    int scheduled = p->spec.strategy == NSP_SCHEDULED_UPDATE;
+    if (p->spec.strategy == NSP_ON_DELETE)
+        return; /* pods take the new revision when recreated */
     const nsb_pod **v = xcalloc(p->n_pods + 1, sizeof(*v));
     nsb_split split;
     nsb_split_update(p->pods, p->n_pods, p->update_hash, p->name, v, &split);
@@ -2114,14 +2114,14 @@ static void rolling_update(struct pass *p)
         free(v);
         return;
     }
-    int total = p->mode == NSB_STATEFULSET ? nsb_replicas(p->ns) : (int)p->n_pods;
+    int total = p->mode == NSB_STATEFULSET ? p->spec.replicas : (int)p->n_pods;
     int maxu = 1;
-    if (nsb_max_unavailable(json_get(p->ns, "spec.updateStrategy.rollingUpdate.maxUnavailable"), total,
+    if (nsb_max_unavailable(p->spec.max_unavailable, total,
                             &maxu) != 0)
         maxu = 1;
     int unavailable = nsb_rolling_unavailable(
-        p->pods, p->n_pods, p->update_hash, p->name, p->mode == NSB_STATEFULSET ? nsb_replicas(p->ns) : -1,
-        (int32_t)json_get_int(p->ns, "spec.minReadySeconds", 0), p->now);
+        p->pods, p->n_pods, p->update_hash, p->name, p->mode == NSB_STATEFULSET ? p->spec.replicas : -1,
+        p->spec.min_ready_secs, p->now);
     /* Terminating old pods are already unavailable. */
     for (size_t i = 0; i < p->n_pods; i++)
         if (p->pods[i].terminating)
@@ -2249,7 +2249,7 @@ static void sync_status(struct pass *p)
 {
     nsb_counts counts;
     nsb_slurm_counts sc = {0};
-    int32_t desired = nsb_replicas(p->ns);
+    int32_t desired = p->spec.replicas;
     if (p->mode == NSB_DAEMONSET) {
         char err[256];
         nsb_pod_args a;
@@ -2265,12 +2265,12 @@ static void sync_status(struct pass *p)
         }
         cJSON_Delete(sim);
     }
-    int32_t min_ready = (int32_t)json_get_int(p->ns, "spec.minReadySeconds", 0);
+    int32_t min_ready = p->spec.min_ready_secs;
     nsb_count(p->pods, p->n_pods, p->update_hash, p->current_hash, p->name, p->mode, desired, min_ready,
               p->now, &counts);
-    nss_status(p->op, p->o, p->ctl, p->ns, p->pods, p->n_pods, &sc);
+    nss_status(p->op, p->o, p->ctl, p->ns, &p->spec, p->pods, p->n_pods, &sc);
     cJSON *o2n = NULL;
-    if (p->mode == NSB_STATEFULSET && json_get_bool(p->ns, "spec.pinToNode", 0)) {
+    if (p->mode == NSB_STATEFULSET && p->spec.pin_to_node) {
         /* Remember where each ordinal runs, so its replacement comes back to
          * the same node; forget nodes that are gone. */
         o2n = cJSON_CreateObject();
@@ -2369,7 +2369,7 @@ static size_t drain_on_delete(struct pass *p)
     if (p->n_pods == 0) {
         /* Its partition leaves slurm.conf with it: not while slurmctld
          * keeps job records that name it. */
-        if (nss_jobrec_clear(p->op, p->o, p->ns))
+        if (nss_jobrec_clear(p->op, p->o, p->ns, &p->spec))
             nss_set_finalizer(p->op, p->o, NSS_DRAIN_FINALIZER, 0);
         return 0;
     }
@@ -2439,8 +2439,8 @@ static int mode_ok(const nodeset_state *c, enum nsb_mode mode, const sobj *o)
 /* Whether the state models this spec. */
 static int incr_models(const struct pass *p)
 {
-    return p->mode == NSB_STATEFULSET && json_len(json_get(p->ns, "spec.volumeClaimTemplates")) == 0 &&
-           !json_get_bool(p->ns, "spec.pinToNode", 0) && json_get_int(p->ns, "spec.minReadySeconds", 0) == 0;
+    return p->mode == NSB_STATEFULSET && p->spec.claims == NULL && !p->spec.pin_to_node &&
+           p->spec.min_ready_secs == 0;
 }
 
 /* The state of a NodeSet's pods from scratch, as a full pass collects them
@@ -2491,8 +2491,7 @@ static void incr_rebuild(struct pass *p, uint32_t requeue_ms)
     snprintf(r->update_hash, sizeof(r->update_hash), "%s", p->update_hash);
     snprintf(r->current_hash, sizeof(r->current_hash), "%s", p->current_hash);
     r->collision = p->collision;
-    r->rolling =
-        strcmp(json_get_str_or(p->ns, "spec.updateStrategy.type", "RollingUpdate"), "RollingUpdate") == 0;
+    r->rolling = p->spec.strategy == NSP_ROLLING_UPDATE;
     r->full_due_ms = uv_now(p->op->loop) + requeue_ms;
 }
 
@@ -2514,7 +2513,7 @@ static struct incr *incr_usable(struct pass *p, uint64_t now, int k8s_ok)
         p->full_why = r->full_why ? r->full_why : "queued";
     else if (now >= r->full_due_ms)
         p->full_why = "resync";
-    else if (r->slurm_owed || (!nss_quiet(p->op, p->o) && !nss_calm(p->op, p->o, p->ns))) {
+    else if (r->slurm_owed || (!nss_quiet(p->op, p->o) && !nss_calm(p->op, p->o, &p->spec))) {
         p->full_why = "slurm-busy";
         p->slurm_busy = 1;
         p->k8s_share = k8s_ok;
@@ -2621,9 +2620,10 @@ static int incr_slurm(struct pass *p, struct incr *r, const nsb_pod *changed, si
 {
     /* nss_sync uncordons only while no scale-in is under way: every pod
      * that is not terminating, of either mode, within replicas */
-    int uncordon_ok = r->st.active + r->st.other_mode <= nsb_replicas(p->ns);
+    int uncordon_ok = r->st.active + r->st.other_mode <= p->spec.replicas;
     for (size_t i = 0; i < n; i++)
-        if (nss_pod_step(p->op, p->o, p->ns, &changed[i], r->update_hash, uncordon_ok, sync) != NSS_STEP_DONE)
+        if (nss_pod_step(p->op, p->o, p->ns, &p->spec, &changed[i], r->update_hash, uncordon_ok, sync) !=
+            NSS_STEP_DONE)
             return 0;
     return 1;
 }
@@ -2673,12 +2673,11 @@ static size_t incr_free_ordinals(const struct incr *r, int want, int *out)
  * give two pods one Slurm node, and a drain read of that name could then
  * license the deletion of a pod whose own slurmd runs a job. The older one
  * keeps the name; the other is invalid (nothing acted on, its pods kept). */
-static const sobj *name_twin(nodeset_state *c, const sobj *o, const cJSON *ns)
+static const sobj *name_twin(nodeset_state *c, const sobj *o, const nsp_spec *sp)
 {
     char v[512];
     store_cursor cur;
-    const char *ctlns = cw_ref_ns(ns, "spec.controllerRef");
-    snprintf(v, sizeof(v), "%s/%s", ctlns ? ctlns : "", json_get_str_or(ns, "spec.controllerRef.name", ""));
+    snprintf(v, sizeof(v), "%s/%s", sp->ctl_ns ? sp->ctl_ns : "", sp->ctl_name);
     for (const sobj *t = store_index_first(op_store(c->op, OPK_NODESETS), c->ix_ns_ctl, v, &cur); t;
          t = store_index_next(&cur)) {
         if (t == o || strcmp(t->name, o->name) != 0 || strcmp(t->ns, o->ns) == 0)
@@ -2736,7 +2735,7 @@ static int incr_pending(struct pass *p)
         incr_mark_full(p->c, p->key, "slurm-pod");
         return 0;
     }
-    if (r->st.ended.count > 0 && nsi_plan(&r->st, nsb_replicas(p->ns), r->rolling).action != NSI_FULL) {
+    if (r->st.ended.count > 0 && nsi_plan(&r->st, p->spec.replicas, r->rolling).action != NSI_FULL) {
         store *pods = op_store(p->op, OPK_PODS);
         size_t n = 0, cap = r->st.ended.count, it = 0;
         const sobj **gone = xcalloc(cap + 1, sizeof(*gone));
@@ -2756,7 +2755,7 @@ static int incr_pending(struct pass *p)
             delete_pod(p, gone[i], "it has terminated and will be replaced");
         free(gone);
     }
-    int adds = 0, dels = 0, replicas = nsb_replicas(p->ns);
+    int adds = 0, dels = 0, replicas = p->spec.replicas;
     exp_pending(p->c->exp, p->key, &adds, &dels);
     const nsi_state *st = &r->st;
     int32_t have = st->active + r->n_creating;
@@ -2792,7 +2791,7 @@ static int incr_pass(struct pass *p, wq_result *res)
     const char *uid;
     nsb_pod *changed = NULL;
     incr_apply_dirty(p, r, slurm ? &changed : NULL, &n_changed);
-    int replicas = nsb_replicas(p->ns);
+    int replicas = p->spec.replicas;
     nsi_plan_t plan = act ? nsi_plan(&r->st, replicas, r->rolling) : (nsi_plan_t){NSI_NONE, 0};
     snprintf(p->update_hash, sizeof(p->update_hash), "%s", r->update_hash);
     snprintf(p->current_hash, sizeof(p->current_hash), "%s", r->current_hash);
@@ -2849,7 +2848,7 @@ static int incr_pass(struct pass *p, wq_result *res)
                                 .down = r->st.slurm_down,
                                 .drain = r->st.slurm_drain};
     else
-        nss_status(p->op, p->o, p->ctl, p->ns, NULL, 0, &sc); /* quiet: zeros, touches no pod */
+        nss_status(p->op, p->o, p->ctl, p->ns, &p->spec, NULL, 0, &sc); /* quiet: zeros, touches no pod */
     write_status(p, &counts, &sc, NULL);
     incr_check(p, r);
     uint64_t ms = r->full_due_ms - now;
@@ -2883,9 +2882,8 @@ static void spec_problems(struct pass *p, nsb_msgs *msgs, int *by_rival)
     }
     /* A Controller of another namespace only when it admits ours, and only
      * text slurmctld can parse for its slurm.conf (tenancy.h). */
-    const char *ref_ns = cw_ref_ns(p->ns, "spec.controllerRef");
-    const sobj *ref_ctl = ref_ns ? store_get(op_store(op, OPK_CONTROLLERS), ref_ns,
-                                             json_get_str_or(p->ns, "spec.controllerRef.name", ""))
+    const char *ref_ns = p->spec.ctl_ns;
+    const sobj *ref_ctl = ref_ns ? store_get(op_store(op, OPK_CONTROLLERS), ref_ns, p->spec.ctl_name)
                                  : NULL;
     char *refused = o->deleting || out_ns ? NULL : tnc_nodeset_refusal(p->ns, ref_ctl ? ref_ctl->json : NULL,
                                                                              op->opts.allow_node_taints);
@@ -2893,14 +2891,14 @@ static void spec_problems(struct pass *p, nsb_msgs *msgs, int *by_rival)
         msgs->v = xrealloc(msgs->v, (msgs->n + 1) * sizeof(*msgs->v));
         msgs->v[msgs->n++] = refused;
     }
-    const sobj *twin = o->deleting ? NULL : name_twin(p->c, o, p->ns);
+    const sobj *twin = o->deleting ? NULL : name_twin(p->c, o, &p->spec);
     if (twin) {
         msgs->v = xrealloc(msgs->v, (msgs->n + 1) * sizeof(*msgs->v));
         msgs->v[msgs->n++] = xasprintf("metadata.name: NodeSet %s/%s of the same Controller has this name; "
                                        "their pods would share Slurm node names (rename one)",
                                        twin->ns, twin->name);
     }
-    char *rival = o->deleting || twin ? NULL : names_rival(p->c, o, p->ns);
+    char *rival = o->deleting || twin ? NULL : names_rival(p->c, o, &p->spec);
     *by_rival = rival != NULL;
     if (rival) {
         msgs->v = xrealloc(msgs->v, (msgs->n + 1) * sizeof(*msgs->v));
@@ -2951,14 +2949,15 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
     p.first_add_ns = first_add_ns;
     p.now = (int64_t)time(NULL);
     p.ns = nsb_with_defaults(o->json);
-    p.mode = nsb_mode_of(p.ns);
+    nsp_read(p.ns, &p.spec);
+    p.mode = p.spec.mode;
 
     nsb_msgs msgs = {0};
     int by_rival = 0;
     spec_problems(&p, &msgs, &by_rival);
     f.invalid = msgs.n > 0;
-    const char *ctlname = json_get_str_or(p.ns, "spec.controllerRef.name", "");
-    const char *ctlns = cw_ref_ns(p.ns, "spec.controllerRef");
+    const char *ctlname = p.spec.ctl_name;
+    const char *ctlns = p.spec.ctl_ns;
     const sobj *ctl = ctlns ? store_get(op_store(op, OPK_CONTROLLERS), ctlns, ctlname) : NULL;
     f.ctl_found = ctl != NULL && ctl->json != NULL;
     f.ctl_refuses = f.ctl_found && f.deleting && !tnc_nodeset_admitted(p.ns, ctl->json);
@@ -3004,7 +3003,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         incr_drop(c, key);
         p.ctl = ctl ? ctl->json : NULL;
         size_t left = drain_on_delete(&p);
-        nss_finalize(op, o, p.ns);
+        nss_finalize(op, o, &p.spec);
         free(p.pods);
         cJSON_Delete(p.ns);
         /* Events (a drain read back, a pod gone) bring the next pass; this
@@ -3134,7 +3133,7 @@ static wq_result full_pass(struct pass *p)
                            .delete_pod = slurm_delete_pod,
                            .delete_unchanged = slurm_delete_unchanged,
                            .condemn = slurm_condemn};
-        nss_sync(op, o, p->ctl, p->ns, p->pods, p->n_pods, p->update_hash, &act);
+        nss_sync(op, o, p->ctl, p->ns, &p->spec, p->pods, p->n_pods, p->update_hash, &act);
     } else {
         int a, d;
         exp_pending(c->exp, key, &a, &d);
@@ -3170,7 +3169,7 @@ static wq_result full_pass(struct pass *p)
 static char *pods_rival(struct pass *p)
 {
     char ctl[512];
-    ctl_key_of(p->ns, p->nsname, ctl, sizeof(ctl));
+    ctl_key_of(&p->spec, p->nsname, ctl, sizeof(ctl));
     char *why = NULL;
     for (size_t i = 0; i < p->n_pods && why == NULL; i++) {
         const sobj *pod = pod_sobj(&p->pods[i]);

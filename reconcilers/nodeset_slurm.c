@@ -399,12 +399,21 @@ static void set_free(void *v)
 
 static const map_type set_type = {.val_free = set_free};
 
-static nss_set *set_get(nss_state *st, const sobj *nodeset, const cJSON *ns_json)
+static nss_set *set_get(nss_state *st, const sobj *nodeset, const nsp_spec *sp);
+
+/* For the hooks that get the NodeSet as it is stored (no pass read its
+ * spec): only its controllerRef counts here, which has no default. */
+static nss_set *set_of_json(nss_state *st, const sobj *nodeset)
+{
+    nsp_spec sp;
+    nsp_read(nodeset->json, &sp);
+    return set_get(st, nodeset, &sp);
+}
+
+static nss_set *set_get(nss_state *st, const sobj *nodeset, const nsp_spec *sp)
 {
     nss_set *s = map_get(&st->sets, nodeset->key);
-    const char *ctl = json_get_str_or(ns_json, "spec.controllerRef.name", "");
-    const char *ctl_ns = cw_ref_ns(ns_json, "spec.controllerRef");
-    char *ctl_key = xasprintf("%s/%s", ctl_ns ? ctl_ns : nodeset->ns, ctl);
+    char *ctl_key = xasprintf("%s/%s", sp->ctl_ns ? sp->ctl_ns : nodeset->ns, sp->ctl_name);
     if (s && strcmp(s->ctl_key, ctl_key) != 0) {
         map_drop(&st->sets, nodeset->key);
         s = NULL;
@@ -1372,7 +1381,7 @@ void nss_forget(operator *op, const char *key)
 
 void nss_observe(operator *op, const sobj *nodeset)
 {
-    nss_set *s = set_get(nss_of(op), nodeset, nodeset->json);
+    nss_set *s = set_of_json(nss_of(op), nodeset);
     if (s->synced) {
         /* the last pass decided: its condemnations are the victims (moved) */
         map_free(&s->victims);
@@ -1720,7 +1729,7 @@ static int is_quiet(nss_set *s, const sobj *pod, uint64_t now)
 int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj *pod, const char *why)
 {
     (void)ctl;
-    nss_set *s = set_get(nss_of(op), nodeset, nodeset->json);
+    nss_set *s = set_of_json(nss_of(op), nodeset);
     kept_ent *e = s->kept.count ? map_get(&s->kept, pod->uid) : NULL;
     if (e)
         e->reason = NULL; /* this pass says again what keeps it */
@@ -1847,6 +1856,7 @@ typedef struct sync_ctx {
     nss_state *st; /* nss_of(op) */
     const sobj *nodeset;
     const cJSON *ns;
+    const nsp_spec *sp; /* ns's fields */
     nss_set *s;
     nc_cache *cache;
     const nss_actions *act;
@@ -2190,7 +2200,7 @@ static void prune_scan(const sm_node *n, void *data)
             /* The name a pod of this NodeSet on that Node would register
              * under, by the same arithmetic as nss_pod_slurm_name. */
             char *host = nsb_daemonset_hostname(node->name, sobj_annotation(node, ANN_HOSTNAME_OVERRIDE));
-            int hn = json_get_bool(x->ns, "spec.template.spec.hostNetwork", 0);
+            int hn = x->sp->host_network;
             gone = strcmp(nsb_slurm_node_name(NSB_DAEMONSET, hn, node->name, host, NULL), n->name) != 0;
             free(host);
         }
@@ -2426,7 +2436,7 @@ static void condemn_in_maintenance(sync_ctx *x, const nsb_pod *pods, size_t n)
     char resv_name[300];
     snprintf(resv_name, sizeof(resv_name), NSS_RESV_PREFIX "%s", x->nodeset->name);
     const sm_resv *r = NULL;
-    if (strcmp(json_get_str_or(x->ns, "spec.updateStrategy.type", "RollingUpdate"), "ScheduledUpdate") != 0)
+    if (x->sp->strategy != NSP_SCHEDULED_UPDATE)
         return;
     enum nc_found found = nc_reservation(x->cache, resv_name, &r);
     if (!resv_settled(x->s, x->cache))
@@ -2461,21 +2471,20 @@ static void condemn_in_maintenance(sync_ctx *x, const nsb_pod *pods, size_t n)
 
 static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const nsb_slurm_counts *counts)
 {
-    const char *type = json_get_str_or(x->ns, "spec.updateStrategy.type", "RollingUpdate");
     char resv_name[300];
     snprintf(resv_name, sizeof(resv_name), NSS_RESV_PREFIX "%s", x->nodeset->name);
-    int scheduled = strcmp(type, "ScheduledUpdate") == 0;
+    int scheduled = x->sp->strategy == NSP_SCHEDULED_UPDATE;
     nc_want_reservations(x->cache);
     const sm_resv *r = NULL;
     enum nc_found found = nc_reservation(x->cache, resv_name, &r);
     if (found == NC_UNKNOWN || !resv_settled(x->s, x->cache))
         return;
-    int replicas = nsb_mode_of(x->ns) == NSB_DAEMONSET ? (int)n : nsb_replicas(x->ns);
+    int replicas = x->sp->mode == NSB_DAEMONSET ? (int)n : x->sp->replicas;
     if (scheduled && found == NC_ABSENT && !nc_resv_writable(x->cache)) {
         /* Nothing can create the maintenance reservation here (e.g. Slurm
          * 24.11's REST v0.0.42 without the libslurm backend): say so, and
          * add no finalizer for a reservation that will never exist. */
-        int64_t st = rfc3339_secs(json_get_str(x->ns, "spec.updateStrategy.scheduledUpdate.startTime"));
+        int64_t st = x->sp->sched.start_secs;
         if (nc_version(x->cache) != 0 && st > 0) {
             set_resv_condition(x->st, x->nodeset, "False", "NotSupported", st);
             op_warn(x->op, x->nodeset, NSB_KIND, "ReservationNotSupported",
@@ -2494,15 +2503,13 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
             set_finalizer(x->op, x->nodeset, 0);
         return;
     }
-    int64_t start = rfc3339_secs(json_get_str(x->ns, "spec.updateStrategy.scheduledUpdate.startTime"));
+    int64_t start = x->sp->sched.start_secs;
     int64_t dur_ns = 0;
-    if (clc_parse_duration(json_get_str_or(x->ns, "spec.updateStrategy.scheduledUpdate.duration", "30m"),
-                           &dur_ns) != 0 ||
-        start <= 0)
+    if (clc_parse_duration(x->sp->sched.duration, &dur_ns) != 0 || start <= 0)
         return; /* the webhook refuses such a NodeSet */
     uint64_t flags = SM_RF(MAINT) | SM_RF(IGNORE_JOBS);
     const cJSON *f;
-    cJSON_ArrayForEach(f, json_get(x->ns, "spec.updateStrategy.scheduledUpdate.flags"))
+    cJSON_ArrayForEach(f, x->sp->sched.flags)
     {
         if (!cJSON_IsString(f))
             continue;
@@ -2541,7 +2548,7 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
             if (resv_write(x->st, x->cache, x->s, NC_RESV_CREATE, &d) == 0) {
                 op_event(x->op, x->nodeset, NSB_KIND, "Scheduled Update", "Reserve",
                          "Creating Slurm reservation %s for %s (%lld min) on %s", resv_name,
-                         json_get_str_or(x->ns, "spec.updateStrategy.scheduledUpdate.startTime", ""),
+                         x->sp->sched.start,
                          (long long)d.duration, nodes ? nodes : "");
                 set_resv_condition(x->st, x->nodeset, "True", "Created", start);
             }
@@ -2568,12 +2575,12 @@ static void sync_reservation(sync_ctx *x, const nsb_pod *pods, size_t n, const n
 #define JOBREC_MAX_MS (60u * 60u * 1000u)
 #define JOBREC_RETRY_MS 1000u
 
-int nss_jobrec_clear(operator *op, const sobj *nodeset, const cJSON *ns)
+int nss_jobrec_clear(operator *op, const sobj *nodeset, const cJSON *ns, const nsp_spec *sp)
 {
     nss_state *st = nss_of(op);
-    if (nss_delete_without_drain(nodeset) || !json_get_bool(ns, "spec.partition.enabled", 0))
+    if (nss_delete_without_drain(nodeset) || !sp->partition)
         return 1; /* opted out, or no partition of ours in slurm.conf */
-    nss_set *s = set_get(st, nodeset, ns);
+    nss_set *s = set_get(st, nodeset, sp);
     char pb[256];
     const char *part = clc_nodeset_name(ns, pb, sizeof(pb));
     /* The whole cluster going (its Controller deleted, or gone): no
@@ -2627,14 +2634,12 @@ int nss_jobrec_clear(operator *op, const sobj *nodeset, const cJSON *ns)
     return 0;
 }
 
-int nss_finalize(operator *op, const sobj *nodeset, const cJSON *ns)
+int nss_finalize(operator *op, const sobj *nodeset, const nsp_spec *sp)
 {
     if (!nodeset->deleting || !nodeset->json || !has_finalizer(nodeset->json))
         return 0;
-    nss_set *s = set_get(nss_of(op), nodeset, ns);
-    const char *ctl = json_get_str_or(ns, "spec.controllerRef.name", "");
-    const char *ctl_ns = cw_ref_ns(ns, "spec.controllerRef");
-    if (!store_get(op_store(op, OPK_CONTROLLERS), ctl_ns ? ctl_ns : nodeset->ns, ctl)) {
+    nss_set *s = set_get(nss_of(op), nodeset, sp);
+    if (!store_get(op_store(op, OPK_CONTROLLERS), sp->ctl_ns ? sp->ctl_ns : nodeset->ns, sp->ctl_name)) {
         set_finalizer(op, nodeset, 0);
         return 1;
     }
@@ -2937,7 +2942,7 @@ static void sync_health(sync_ctx *x, const nsb_pod *pods, size_t n)
     s->health_passes++;
     store *nodes = op_store(x->op, OPK_NODES);
     uint64_t now = now_ms(x->st);
-    int ds = nsb_mode_of(x->ns) == NSB_DAEMONSET;
+    int ds = x->sp->mode == NSB_DAEMONSET;
     map_t seen; /* names of entries whose name a pod holds (keys borrowed) */
     map_init(&seen);
     nh_cand *cands = xcalloc(n + 1, sizeof(*cands));
@@ -3030,8 +3035,8 @@ static void sync_health(sync_ctx *x, const nsb_pod *pods, size_t n)
         map_drop(&s->health, gone[i]->name);
     free(gone);
     map_free(&seen);
-    if (!ds && (size_t)nsb_replicas(x->ns) > fleet)
-        fleet = (size_t)nsb_replicas(x->ns);
+    if (!ds && (size_t)x->sp->replicas > fleet)
+        fleet = (size_t)x->sp->replicas;
     else if (ds)
         fleet += kept_off;
     size_t cap = nh_cap(cfg, fleet), held = s->health.count;
@@ -3137,18 +3142,18 @@ static int health_changed(operator *op, const nss_set *s, const sobj *pod, const
 
 /* A pass's context without actions, uncordons not allowed yet. */
 static sync_ctx sync_ctx_of(operator *op, nss_set *s, nc_cache *cache, const sobj *nodeset, const cJSON *ns,
-                            const char *update_hash)
+                            const nsp_spec *sp, const char *update_hash)
 {
     return (sync_ctx){
         .op = op,
         .st = nss_of(op),
         .nodeset = nodeset,
         .ns = ns,
+        .sp = sp,
         .s = s,
         .cache = cache,
         .update_hash = update_hash,
-        .rolling =
-            strcmp(json_get_str_or(ns, "spec.updateStrategy.type", "RollingUpdate"), "RollingUpdate") == 0,
+        .rolling = sp->strategy == NSP_ROLLING_UPDATE,
     };
 }
 
@@ -3167,22 +3172,22 @@ static void sync_pod(sync_ctx *x, const nsb_pod *p, const char *name, const sm_n
     }
 }
 
-void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
+void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns, const nsp_spec *sp,
                         const nsb_pod *pods, size_t n, const char *update_hash, const nss_actions *act)
 {
     nss_state *st = nss_of(op);
-    nss_set *s = set_get(st, nodeset, ns);
+    nss_set *s = set_get(st, nodeset, sp);
     nc_cache *cache;
     if (slurmclient_get(op, s->ctl_key, &cache) != SC_READY || !nc_ready(cache))
         return; /* fail closed: nothing is decided on unknown data */
-    sync_ctx x = sync_ctx_of(op, s, cache, nodeset, ns, update_hash);
+    sync_ctx x = sync_ctx_of(op, s, cache, nodeset, ns, sp, update_hash);
     x.act = act;
     /* Pods are uncordoned only when no scale-in is under way. */
     size_t active = 0;
     for (size_t i = 0; i < n; i++)
         active += !pods[i].terminating;
-    x.uncordon_ok = nsb_mode_of(ns) == NSB_DAEMONSET || (int)active <= nsb_replicas(ns);
-    int32_t min_ready = (int32_t)json_get_int(ns, "spec.minReadySeconds", 0);
+    x.uncordon_ok = sp->mode == NSB_DAEMONSET || (int)active <= sp->replicas;
+    int32_t min_ready = sp->min_ready_secs;
     int64_t now = (int64_t)time(NULL);
     nsb_slurm_counts counts = {0};
     size_t expected = 0, listed = 0;
@@ -3256,8 +3261,7 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
     for (size_t i = 0; i < n_drifting; i++)
         sync_drift(&x, drifting[i]);
     free(drifting);
-    if (nsb_mode_of(ns) == NSB_DAEMONSET &&
-        strcmp(json_get_str_or(ns, "spec.pruneSlurmNodeRecords", "Never"), "NodeNotFound") == 0)
+    if (sp->mode == NSB_DAEMONSET && sp->prune_not_found)
         sync_prune(&x);
     sync_reservation(&x, pods, n, &counts);
     /* (incremental steps see some pods only: two full passes' grace) */
@@ -3496,7 +3500,7 @@ static void demand_gauges(nss_state *st, const sobj *nodeset)
 
 /* Whether the annotation asks to follow the queue and parses; a text that
  * does not parse is reported once (Event and log) and changes nothing. */
-static int demand_policy(nss_state *st, nss_set *s, const sobj *nodeset, const cJSON *ns)
+static int demand_policy(nss_state *st, nss_set *s, const sobj *nodeset, const nsp_spec *sp)
 {
     const char *text = demand_text(nodeset);
     if (text == NULL || nodeset->deleting) {
@@ -3507,7 +3511,7 @@ static int demand_policy(nss_state *st, nss_set *s, const sobj *nodeset, const c
     const char *why = NULL;
     if (nd_parse(text, &s->demand, err, sizeof(err)) != 0)
         why = err;
-    else if (nsb_mode_of(ns) == NSB_DAEMONSET)
+    else if (sp->mode == NSB_DAEMONSET)
         why = "a DaemonSet-mode NodeSet has one pod per eligible Node: its size follows the Nodes, not "
               "replicas";
     if (why) {
@@ -3585,16 +3589,17 @@ static int32_t demand_of(nss_state *st, nss_set *s, nc_cache *cache, const sobj 
  * wants another number. sn_of[i]: pods[i]'s Slurm node, NULL when not
  * listed. */
 static void demand_step(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const cJSON *ns,
+                        const nsp_spec *sp,
                         const nsb_pod *pods, size_t n, const sm_node *const *sn_of, nsb_slurm_counts *out)
 {
-    if (!demand_policy(st, s, nodeset, ns))
+    if (!demand_policy(st, s, nodeset, sp))
         return;
     nc_jobs_fast(cache, DEMAND_JOBS_FAST_MS);
     enqueue_after(st, s->key, DEMAND_TICK_MS);
     uint64_t now = now_ms(st);
     map_t idle;
     map_init_type(&idle, &idle_type);
-    if (json_get_bool(ns, "spec.partition.enabled", 0)) {
+    if (sp->partition) {
         char pb[256];
         note_parts(s, clc_nodeset_name(ns, pb, sizeof(pb)));
     }
@@ -3670,11 +3675,11 @@ static void demand_step(nss_state *st, nss_set *s, nc_cache *cache, const sobj *
     patch_nodeset(st, nodeset, NULL, patch, e);
 }
 
-void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
-                          const nsb_pod *pods, size_t n, nsb_slurm_counts *out)
+void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns, const nsp_spec *sp,
+                const nsb_pod *pods, size_t n, nsb_slurm_counts *out)
 {
     nss_state *st = nss_of(op);
-    nss_set *s = set_get(st, nodeset, ns);
+    nss_set *s = set_get(st, nodeset, sp);
     memset(out, 0, sizeof(*out));
     /* The health gauges of every NodeSet exist from its first pass, at 0
      * until a Node turns unhealthy. */
@@ -3691,10 +3696,10 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
             *out = s->counts; /* unknown: keep what was last known, do not report zeros */
         return;
     }
-    int wdp = json_get_bool(ns, "spec.workloadDisruptionProtection", 1);
+    int wdp = sp->wdp;
     /* A table that lists none of this NodeSet's registered nodes is held:
      * nothing is concluded from it (labels, conditions, counts). */
-    int32_t min_ready = (int32_t)json_get_int(ns, "spec.minReadySeconds", 0);
+    int32_t min_ready = sp->min_ready_secs;
     int64_t now = (int64_t)time(NULL);
     size_t expected = 0, listed = 0;
     /* Each pod's node is looked up once; the second loop acts on it. */
@@ -3735,7 +3740,7 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
         if (!pods[i].terminating)
             status_pod(st, s, cache, nodeset, &pods[i], name, sn, wdp);
     }
-    demand_step(st, s, cache, nodeset, ns, pods, n, sn_of, out);
+    demand_step(st, s, cache, nodeset, ns, sp, pods, n, sn_of, out);
     free(sn_of);
     proved_sweep(s);
     s->counts = *out;
@@ -3744,14 +3749,14 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
 
 /* ---- incremental passes ---- */
 
-int nss_calm(operator *op, const sobj *nodeset, const cJSON *ns)
+int nss_calm(operator *op, const sobj *nodeset, const nsp_spec *sp)
 {
     const nss_set *s = map_get(&nss_of(op)->sets, nodeset->key);
     nc_cache *cache;
     if (s == NULL || s->condemned.count || s->n_drains || s->blocked || s->drift_since.count || s->held ||
         !s->synced || !s->counts_known || s->resv_writing || s->health.count || s->demand_on)
         return 0;
-    if (strcmp(json_get_str_or(ns, "spec.updateStrategy.type", "RollingUpdate"), "ScheduledUpdate") == 0)
+    if (sp->strategy == NSP_SCHEDULED_UPDATE)
         return 0; /* maintenance condemns pods: a decision over every pod */
     return slurmclient_get(op, s->ctl_key, &cache) == SC_READY && nc_ready(cache);
 }
@@ -3770,7 +3775,7 @@ unsigned nss_pod_slurm_bits(operator *op, const sobj *nodeset, const sobj *pod)
     return slurm_bits(sn);
 }
 
-int nss_pod_step(operator* op, const sobj *nodeset, const cJSON *ns, const nsb_pod *p,
+int nss_pod_step(operator *op, const sobj *nodeset, const cJSON *ns, const nsp_spec *sp, const nsb_pod *p,
                  const char *update_hash, int uncordon_ok, int sync)
 {
     nss_state *st = nss_of(op);
@@ -3780,7 +3785,7 @@ int nss_pod_step(operator* op, const sobj *nodeset, const cJSON *ns, const nsb_p
         return NSS_STEP_FULL;
     const sobj *pod = pod_sobj(p);
     const char *name = slurm_name(st, pod);
-    int wdp = json_get_bool(ns, "spec.workloadDisruptionProtection", 1);
+    int wdp = sp->wdp;
     if (p->terminating)
         return NSS_STEP_DONE; /* only counted (nss_sync and nss_status skip it) */
     if (!*name) {
@@ -3806,7 +3811,7 @@ int nss_pod_step(operator* op, const sobj *nodeset, const cJSON *ns, const nsb_p
     if (sync) {
         const pod_proj *pp = pod_of(pod);
         const sobj *node = pp->node_name ? store_get(op_store(op, OPK_NODES), NULL, pp->node_name) : NULL;
-        sync_ctx x = sync_ctx_of(op, s, cache, nodeset, ns, update_hash);
+        sync_ctx x = sync_ctx_of(op, s, cache, nodeset, ns, sp, update_hash);
         x.uncordon_ok = uncordon_ok;
         sync_pod(&x, p, name, sn, node);
     }

@@ -43,6 +43,7 @@
 #define OP_NODESET_SLURM_H
 
 #include "reconcilers/nodeset_build.h"
+#include "reconcilers/nodeset_spec.h"
 #include "slurmio/model.h"
 #include "reconcilers/operator.h"
 
@@ -120,7 +121,7 @@ void nss_forget(operator *op, const char *key);
 /** Finalizer work on a NodeSet being deleted (delete the ScheduledUpdate
  *  reservation, then drop the finalizer); returns non-zero when the pass
  *  must stop here. */
-int nss_finalize(operator *op, const sobj *nodeset, const cJSON *ns);
+int nss_finalize(operator *op, const sobj *nodeset, const nsp_spec *sp);
 /** A NodeSet being deleted whose pods are all gone: 1 when its drain
  *  finalizer may go, i.e. its partition (spec.partition.enabled) may leave
  *  slurm.conf: Slurm's current job list has no record, in any state, in
@@ -133,7 +134,7 @@ int nss_finalize(operator *op, const sobj *nodeset, const cJSON *ns);
  *  annotation, without a RestApi, or when its Controller is being deleted
  *  too (an uninstall: no slurmctld is reconfigured without it); bounded:
  *  after an hour, 1 with a Warning. */
-int nss_jobrec_clear(operator *op, const sobj *nodeset, const cJSON *ns);
+int nss_jobrec_clear(operator *op, const sobj *nodeset, const cJSON *ns, const nsp_spec *sp);
 /** Start of a pass: forget the last pass's condemnations and drains, and
  *  ask the Controller's node cache for job deadlines. (Slurm node events
  *  reach the owning NodeSet through an index of the pods store by Slurm
@@ -145,8 +146,8 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
 /** After scaling and updates (expectations satisfied): cordon/uncordon sync,
  *  deadlines, topology, features, registration drift, pruning, the
  *  ScheduledUpdate reservation. update_hash is the update revision. */
-void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
-                        const nsb_pod *pods, size_t n, const char *update_hash, const nss_actions *act);
+void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns, const nsp_spec *sp,
+              const nsb_pod *pods, size_t n, const char *update_hash, const nss_actions *act);
 /** A full pass that waits for its creates or deletes to be seen decides
  *  nothing over the pod list (it may not show them yet), but a pod that the
  *  last deciding pass (nss_sync) condemned, for this generation of the
@@ -160,8 +161,8 @@ void nss_release(operator *op, const sobj *nodeset, const nsb_pod *pods, size_t 
 /** Every pass, with the status: pod conditions, pod-protect labels, pod info
  *  in the node comments, and the Slurm counts for the NodeSet status (the
  *  last known counts while Slurm cannot be read). */
-void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns,
-                          const nsb_pod *pods, size_t n, nsb_slurm_counts *out);
+void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns, const nsp_spec *sp,
+                const nsb_pod *pods, size_t n, nsb_slurm_counts *out);
 
 /** For the NodeSet reconciler's incremental passes: non-zero when the Slurm
  *  side of this NodeSet has nothing to do for any pod (its Controller has no
@@ -175,7 +176,7 @@ int nss_quiet(operator *op, const sobj *nodeset);
  *  the last full pass ran nss_sync and counted the nodes, the table was not
  *  held, and no condemnation, drain, blocked condition, registration drift
  *  or reservation write is pending; not with a ScheduledUpdate strategy. */
-int nss_calm(operator *op, const sobj *nodeset, const cJSON *ns);
+int nss_calm(operator *op, const sobj *nodeset, const nsp_spec *sp);
 /** NSI_SLURM_* (nodeset_incr.h) of the pod's Slurm node as the node cache
  *  lists it now (0 when not listed or the client is not ready): its share
  *  of the counts nss_status adds up. */
@@ -191,7 +192,7 @@ enum { NSS_STEP_DONE = 0, NSS_STEP_FULL = 1 };
  *  having written nothing for the pod, when only a full pass may decide:
  *  a Ready pod whose node the table lacks (registration drift), or the
  *  client not ready. Never condemns or deletes. */
-int nss_pod_step(operator* op, const sobj *nodeset, const cJSON *ns, const nsb_pod *p,
+int nss_pod_step(operator *op, const sobj *nodeset, const cJSON *ns, const nsp_spec *sp, const nsb_pod *p,
                  const char *update_hash, int uncordon_ok, int sync);
 /** Why the last pass kept condemned pods it could not drain (a reason
  *  such as "DrainBlockedNoRestApi"; NULL when none) and, in *message, the
