@@ -1,5 +1,6 @@
 #include "reconcilers/nodeset_slurm.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "reconcilers/nodedemand.h"
 #include "reconcilers/nodehealth.h"
 #include "reconcilers/nodeset_incr.h"
+#include "reconcilers/nodeset_verdict.h"
 #include "reconcilers/reconcilers.h"
 #include "reconcilers/slurmclient.h"
 #include "slurmio/hostlist.h"
@@ -42,16 +44,8 @@
  * DRIFT_WINDOW_MS: a lying or broken Slurm can never empty a NodeSet. */
 #define DRIFT_MAX_PER_WINDOW 2
 #define DRIFT_WINDOW_MS 60000u
-/* How old the read may be that licenses a delete: a drained node, or
- * Slurm's "no such node" to a read by name. */
-#define PROOF_FRESH_MS 10000u
-/* A drain of ours that Slurm accepted but no read has proved (its reason
- * time did not move past what was seen before) is sent again after this. */
-#define REDRAIN_MS 10000u
-/* A node a read showed UNKNOWN (slurmctld restarted) is not deleted for this
- * long after: slurmd registers again and slurmctld kills the jobs it no
- * longer knows (after a restart without its state) in that time. */
-#define REGISTER_GRACE_MS 20000u
+/* The proof's age and the graces: nodeset_verdict.h. */
+#define PROOF_FRESH_MS NSV_PROOF_FRESH_MS
 /* How long a condemned pod's node is read on its own while it drains. */
 #define TRACK_MS (10u * 60u * 1000u)
 /* A pod whose delete was decided gets no more status writes (conditions,
@@ -1451,13 +1445,113 @@ static int keep(nss_state *st, nss_set *s, const sobj *nodeset, const sobj *pod,
     return NSS_WAIT;
 }
 
-/* judge() and condemn(): wait, but only for a job read that is on its way (no need to
+/* condemn's return while only a job read on its way is missing (no need to
  * cordon the pod for those milliseconds). Never returned by nss_condemn. */
 #define JUDGE_WAIT_READ (-100)
 
-static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod,
-                 const char *name, const char *why);
+/* What the node cache says of the pod's Slurm node, for nsv_judge: only the
+ * facts that cost nothing (the two that cost a read are asked by it). */
+static void node_facts(nss_set *s, nc_cache *cache, const sobj *pod, const char *name, nsv_facts *f)
+{
+    const sm_node *n = NULL;
+    switch (nc_lookup(cache, name, &n)) {
+    case NC_UNKNOWN:
+        f->found = NSV_UNKNOWN;
+        return;
+    case NC_ABSENT:
+        f->found = NSV_ABSENT;
+        f->name_known = name_known(s, pod, name);
+        f->lost = nc_vanished(cache, name, &f->lost_ago_ms);
+        return;
+    case NC_PRESENT:
+        break;
+    }
+    f->found = NSV_PRESENT;
+    f->settling = nc_settling(cache, name);
+    f->contradicted = nc_contradicted(cache, name);
+    f->drain = sm_node_drain(n);
+    f->our_reason = our_reason(n->reason);
+    f->drain_proved = nc_drain_proved(cache, name);
+    f->drain_state = nc_drain_state(cache, name, &f->drain_ago_ms);
+    f->drained = sm_node_drained(n);
+    f->unknown_ago_ms = nc_unknown_ago(cache, name);
+    f->fresh = nc_fresh(cache, name, NSV_PROOF_FRESH_MS);
+}
 
+/* A pod kept for a cause a person should see: cordoned, and the NodeSet's
+ * DrainBlocked condition and Warning say why and what to do. */
+static int keep_for(operator *op, nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod,
+                    const char *name, nsv_cause cause)
+{
+    nss_state *st = nss_of(op);
+    const char *reason = nsv_cause_reason(cause);
+    char cause_txt[320], msg[700];
+    assert(reason != NULL);
+    switch (cause) {
+    case NSV_CAUSE_NO_RESTAPI:
+        return keep(st, s, nodeset, pod, reason,
+                    "Controller %s has no RestApi, so Slurm cannot be asked whether its nodes run jobs; "
+                    "condemned pods stay (cordoned). Next: create a RestApi whose spec.controllerRef names "
+                    "the Controller, or, if no job may run on them, annotate the NodeSet " NSS_ANN_NO_DRAIN
+                    "=true",
+                    s->ctl_key);
+    case NSV_CAUSE_SUSPECT: {
+        const char *why = cache ? nc_suspect_why(cache) : NULL;
+        return keep(st, s, nodeset, pod, reason,
+                    "Slurm's answer cannot be trusted (%s); condemned pods stay while it is read again. "
+                    "Next: nothing, a second read within seconds settles it",
+                    why ? why : "a contradiction");
+    }
+    case NSV_CAUSE_UNREADABLE: {
+        const char *next = slurmclient_why(op, s->ctl_key, cause_txt, sizeof(cause_txt));
+        snprintf(msg, sizeof(msg),
+                 "Slurm of Controller %s cannot be read: %s; condemned pods stay (cordoned). Next: %s",
+                 s->ctl_key, cause_txt, next);
+        return keep(st, s, nodeset, pod, reason, "%s", msg);
+    }
+    case NSV_CAUSE_NAME_UNPROVED:
+        return keep(
+            st, s, nodeset, pod, reason,
+            "Slurm has no node %s, but that is only the name slurmop derives from the pod's Node: a "
+            "hostNetwork pod's slurmd registers under its host's own hostname (in full, case kept), "
+            "and no Slurm read has shown that node as this pod's (its pod info and NodeHostname). The "
+            "pod may run jobs under another name; condemned pods stay (cordoned). Next: find the "
+            "pod's node in 'scontrol show nodes' (NodeHostname); once it is listed it drains as usual, "
+            "or, if no job runs there, annotate the NodeSet " NSS_ANN_NO_DRAIN "=true",
+            name);
+    case NSV_CAUSE_NODE_LOST:
+        return keep(
+            st, s, nodeset, pod, reason,
+            "Slurm node %s ran jobs when last read and is now unknown to Slurm, though slurmop "
+            "did not delete it (slurmctld restarted without its state?): slurmd may still run "
+            "them; condemned pods stay (cordoned). Next: restore slurmctld's state or restart the "
+            "pod's slurmd so the node registers again (it then drains as usual); if no job runs "
+            "there, annotate the NodeSet " NSS_ANN_NO_DRAIN "=true",
+            name);
+    case NSV_CAUSE_CONTRADICTED:
+        return keep(
+            st, s, nodeset, pod, reason,
+            "Slurm's last read of node %s shows a reason time from the future; every decision about it "
+            "waits until a second read settles it. Next: nothing; if it stays, compare the clocks of "
+            "slurmctld's host and the operator's",
+            name);
+    case NSV_CAUSE_JOBS_UNREADABLE:
+        return keep(
+            st, s, nodeset, pod, reason,
+            "Slurm's job list of Controller %s cannot be read (the last job read failed, or named nodes "
+            "that do not read as a hostlist), so no node can be shown free of jobs; condemned pods stay "
+            "(cordoned). Next: read slurmrestd's log for the failed jobs request, and check that squeue "
+            "answers in the slurmctld pod",
+            s->ctl_key);
+    default:
+        return NSS_WAIT;
+    }
+}
+
+/* The verdict on a condemned pod (nsv_judge, the rule's one home), and what
+ * it asks for done: the drain queued (sent at the end of the pass with the
+ * others, flush_drains), the node read by name while it drains, the
+ * NodeSet queued again after a grace, the pod cordoned while it stays. */
 static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *pod, const char *why)
 {
     nss_state *st = nss_of(op);
@@ -1465,196 +1559,79 @@ static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *po
         char *k = xstrdup(pod->uid);
         map_put(&s->condemned, k, k);
     }
-    if (nss_delete_without_drain(nodeset)) {
-        op_warn(op, nodeset, NSB_KIND, "DeletedWithoutDrain",
-                "Deleting pod %s (%s) without draining its Slurm node: the NodeSet has " NSS_ANN_NO_DRAIN
-                "=true",
-                pod->name, why);
-        return NSS_DELETE;
-    }
-    /* A pod that never ran slurmd has no Slurm node to drain: a hostNetwork
-     * pod registers under its Node's name, so before it is bound to a
-     * Node it cannot have registered at all. */
+    /* A hostNetwork pod registers under its Node's name, so before it is
+     * bound to a Node it cannot have registered at all. */
     const char *name = slurm_name(st, pod);
-    if (!*name) {
-        log_info("nodeset %s: pod %s was never bound to a Node; no Slurm node to drain", s->key, pod->name);
-        return NSS_DELETE;
-    }
     nc_cache *cache = NULL;
-    int avail = slurmclient_get(op, s->ctl_key, &cache);
-    if (avail == SC_NO_RESTAPI)
-        return keep(
-            st, s, nodeset, pod, "DrainBlockedNoRestApi",
-            "Controller %s has no RestApi, so Slurm cannot be asked whether its nodes run jobs; "
-            "condemned pods stay (cordoned). Next: create a RestApi whose spec.controllerRef names the "
-            "Controller, or, if no job may run on them, annotate the NodeSet " NSS_ANN_NO_DRAIN "=true",
-            s->ctl_key);
-    if (avail == SC_READY && nc_suspect_why(cache))
-        return keep(
-            st, s, nodeset, pod, "DrainHeldSlurmContradiction",
-            "Slurm's answer cannot be trusted (%s); condemned pods stay while it is read again. Next: "
-            "nothing, a second read within seconds settles it",
-            nc_suspect_why(cache));
-    if (avail != SC_READY || !nc_ready(cache)) {
-        char cause[320], msg[700];
-        const char *next = slurmclient_why(op, s->ctl_key, cause, sizeof(cause));
-        snprintf(msg, sizeof(msg),
-                 "Slurm of Controller %s cannot be read: %s; condemned pods stay (cordoned). Next: %s",
-                 s->ctl_key, cause, next);
-        return keep(st, s, nodeset, pod, "DrainBlockedSlurmUnknown", "%s", msg);
+    nsv_facts f = {.no_drain = nss_delete_without_drain(nodeset), .named = *name != '\0'};
+    if (!f.no_drain && f.named) {
+        int avail = slurmclient_get(op, s->ctl_key, &cache);
+        if (avail == SC_NO_RESTAPI)
+            f.client = NSV_CLIENT_NO_RESTAPI;
+        else if (avail == SC_READY && nc_suspect_why(cache))
+            f.client = NSV_CLIENT_SUSPECT;
+        else if (avail != SC_READY || !nc_ready(cache))
+            f.client = NSV_CLIENT_UNREADY;
+        else
+            node_facts(s, cache, pod, name, &f);
     }
-    /* A condemned pod that stays is cordoned, whatever keeps it: that
-     * includes a node the table shows drained when that read cannot be
-     * trusted yet (a reason not proven ours, a replayed answer). Only a
-     * pod deleted now goes without. */
-    int v = judge(st, s, cache, nodeset, pod, name, why);
-    if (v == JUDGE_WAIT_READ)
-        return v; /* only a job read on its way is missing: decided within milliseconds */
-    if (v == NSS_WAIT)
-        set_pod_meta(st, s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
-    return v;
-}
-
-/* The node reads drained (or unknown to Slurm by name): the job list must
- * say the same. A node's state does not show every job that holds it: a
- * SUSPENDED job leaves it IDLE (22.05 and 26.05 both), its processes
- * stopped there. 1 when a job read sent after the drain showed (at most
- * PROOF_FRESH_MS ago) lists no job that may hold it; else 0 (the read is
- * asked for, or a job holds it: the list's change brings the NodeSet
- * back). */
-static int jobs_free(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod,
-                     const char *name)
-{
-    if (nc_jobs_free(cache, name, PROOF_FRESH_MS))
-        return 1;
-    int holds = nc_job_holds(cache, name);
-    if (holds == 1)
-        log_debug("nodeset %s: Slurm node %s of pod %s reads drained, but a job still holds it", s->key, name,
-                  pod->name);
-    else if (holds < 0 && nc_jobs_failed(cache))
-        keep(st, s, nodeset, pod, "DrainBlockedSlurmUnknown",
-             "Slurm's job list of Controller %s cannot be read (the last job read failed, or named nodes "
-             "that do "
-             "not read as a hostlist), so no node can be shown free of jobs; condemned pods stay (cordoned). "
-             "Next: read slurmrestd's log for the failed jobs request, and check that squeue answers in the "
-             "slurmctld pod",
-             s->ctl_key);
-    return 0;
-}
-
-/* condemn's verdict on a pod whose Slurm node is name, Slurm readable. */
-static int judge(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod,
-                 const char *name, const char *why)
-{
-    const sm_node *n = NULL;
-    enum nc_found found = nc_lookup(cache, name, &n);
-    switch (found) {
-    case NC_UNKNOWN:
-        return NSS_WAIT;
-    case NC_ABSENT:
-        /* Not in the table: no proof of anything. Only Slurm's "no such
-         * node" to a fresh read of this very name is. */
-        if (nc_confirm_gone(cache, name, PROOF_FRESH_MS) && !name_gone(s, cache, pod, name))
-            return keep(
-                st, s, nodeset, pod, "DrainBlockedNameUnproved",
-                "Slurm has no node %s, but that is only the name slurmop derives from the pod's Node: a "
-                "hostNetwork pod's slurmd registers under its host's own hostname (in full, case kept), "
-                "and no Slurm read has shown that node as this pod's (its pod info and NodeHostname). The "
-                "pod may run jobs under another name; condemned pods stay (cordoned). Next: find the "
-                "pod's node in 'scontrol show nodes' (NodeHostname); once it is listed it drains as usual, "
-                "or, if no job runs there, annotate the NodeSet " NSS_ANN_NO_DRAIN "=true",
-                name);
-        if (nc_confirm_gone(cache, name, PROOF_FRESH_MS)) {
-            /* Unless Slurm lost a node it had (nc_vanished): then slurmd
-             * may still run jobs slurmctld forgot. One that was busy is
-             * kept until it registers again (or a person says otherwise);
-             * one that was jobless gets the time slurmd needs to register
-             * again, as after an UNKNOWN state. */
-            uint64_t lost_ago = 0;
-            int lost = nc_vanished(cache, name, &lost_ago);
-            if (lost == 2)
-                return keep(
-                    st, s, nodeset, pod, "DrainBlockedNodeLost",
-                    "Slurm node %s ran jobs when last read and is now unknown to Slurm, though slurmop "
-                    "did not delete it (slurmctld restarted without its state?): slurmd may still run "
-                    "them; condemned pods stay (cordoned). Next: restore slurmctld's state or restart the "
-                    "pod's slurmd so the node registers again (it then drains as usual); if no job runs "
-                    "there, annotate the NodeSet " NSS_ANN_NO_DRAIN "=true",
-                    name);
-            if (lost == 1 && lost_ago < REGISTER_GRACE_MS) {
-                enqueue_after(st, s->key, (uint32_t)(REGISTER_GRACE_MS - lost_ago) + 100u);
-                return NSS_WAIT;
-            }
-            if (!jobs_free(st, s, cache, nodeset, pod, name))
-                return NSS_WAIT;
+    nsv_verdict v = nsv_judge(&f);
+    for (int asks = 0; v.step == NSV_ASK_GONE || v.step == NSV_ASK_JOBS; asks++) {
+        assert(asks < 2 && cache != NULL);
+        if (v.step == NSV_ASK_GONE) {
+            f.gone = nc_confirm_gone(cache, name, NSV_PROOF_FRESH_MS);
+            f.gone_asked = 1;
+        } else {
+            f.jobs_free = nc_jobs_free(cache, name, NSV_PROOF_FRESH_MS);
+            f.job_holds = nc_job_holds(cache, name);
+            f.jobs_failed = nc_jobs_failed(cache);
+            f.jobs_asked = 1;
+        }
+        v = nsv_judge(&f);
+    }
+    if (v.acts & NSV_DRAIN)
+        queue_drain(s, pod, name);
+    if (v.acts & NSV_TRACK)
+        nc_track(cache, name, TRACK_MS);
+    if (v.acts & NSV_UNTRACK)
+        nc_untrack(cache, name); /* tracked by the hundred, deleted pods' nodes would slow the busy ones' reads */
+    if (v.acts & NSV_READ_SOON)
+        nc_read_soon(cache, name); /* its event brings us back */
+    if (v.after_ms)
+        enqueue_after(st, s->key, (uint32_t)v.after_ms);
+    switch (v.step) {
+    case NSV_DELETE:
+        if (v.cause == NSV_CAUSE_NO_DRAIN)
+            op_warn(op, nodeset, NSB_KIND, "DeletedWithoutDrain",
+                    "Deleting pod %s (%s) without draining its Slurm node: the NodeSet has " NSS_ANN_NO_DRAIN
+                    "=true",
+                    pod->name, why);
+        else if (v.cause == NSV_CAUSE_NEVER_BOUND)
+            log_info("nodeset %s: pod %s was never bound to a Node; no Slurm node to drain", s->key, pod->name);
+        else if (v.cause == NSV_CAUSE_GONE)
             log_info("nodeset %s: Slurm says it has no node %s (read by name); pod %s can go", s->key, name,
                      pod->name);
-            return NSS_DELETE;
-        }
-        log_debug("nodeset %s: Slurm node %s of pod %s is not in the table; asking Slurm for it by name",
-                  s->key, name, pod->name);
-        return NSS_WAIT;
-    case NC_PRESENT:
+        else
+            log_info("nodeset %s: Slurm node %s is drained and holds no job; deleting pod %s (%s)", s->key,
+                     name, pod->name, why);
+        return NSS_DELETE;
+    case NSV_WAIT_READ:
+        return JUDGE_WAIT_READ; /* the read was asked for; its end brings us back */
+    default:
         break;
     }
-    if (nc_settling(cache, name))
-        return NSS_WAIT; /* a write is not read back yet: decide on fresh data */
-    if (nc_contradicted(cache, name))
-        return keep(
-            st, s, nodeset, pod, "DrainHeldSlurmContradiction",
-            "Slurm's last read of node %s shows a reason time from the future; every decision about it "
-            "waits until a second read settles it. Next: nothing; if it stays, compare the clocks of "
-            "slurmctld's host and the operator's",
-            name);
-    if (sm_node_drain(n) && our_reason(n->reason) && !nc_drain_proved(cache, name)) {
-        /* Our reason, but no drain of ours that this process saw accepted
-         * and then read back with a newer reason time: the answer may be an
-         * older one replayed, or an earlier life's drain since undone. Drain
-         * again (ours to rewrite; flush_drains picks a reason different
-         * from the current one so that Slurm's reason time moves) and let
-         * the reason time prove it. Again after a while if no read proves
-         * it (a replay may go on; the reason time has a 1 s resolution). */
-        uint64_t ago = 0;
-        int ds = nc_drain_state(cache, name, &ago);
-        if (ds == 0 || (ds == 2 && ago >= REDRAIN_MS))
-            queue_drain(s, pod, name);
-        nc_track(cache, name, TRACK_MS);
-        return NSS_WAIT;
-    }
-    if (sm_node_drained(n)) {
-        uint64_t unknown_ago = nc_unknown_ago(cache, name);
-        if (unknown_ago < REGISTER_GRACE_MS) {
-            /* Lately UNKNOWN: slurmctld restarted, maybe without its state.
-             * Jobs it forgot may still run on the node until slurmd has
-             * registered and been told to kill them: give that time. */
-            enqueue_after(st, s->key, (uint32_t)(REGISTER_GRACE_MS - unknown_ago) + 100u);
-            return NSS_WAIT;
-        }
-        if (!nc_fresh(cache, name, PROOF_FRESH_MS)) {
-            nc_read_soon(cache, name); /* its event brings us back */
-            return NSS_WAIT;
-        }
-        if (!jobs_free(st, s, cache, nodeset, pod, name)) {
-            if (nc_job_holds(cache, name) == 0)
-                return JUDGE_WAIT_READ; /* the read was asked for; its end brings us back */
-            nc_track(cache, name, TRACK_MS);
-            return NSS_WAIT;
-        }
-        log_info("nodeset %s: Slurm node %s is drained and holds no job; deleting pod %s (%s)", s->key, name,
-                 pod->name, why);
-        /* No more reads needed for it; tracked by the hundred, the nodes
-         * of deleted pods would leave the busy ones still condemned to the
-         * table's slower poll (a job's end seen seconds late). */
-        nc_untrack(cache, name);
-        return NSS_DELETE;
-    }
-    if (!sm_node_drain(n)) {
-        /* A person's drain is left as it is: its reason stays and is never
-         * turned into ours. The drain is sent at the end of the pass
-         * (flush_drains), with the others. */
-        queue_drain(s, pod, name);
-    }
-    nc_track(cache, name, TRACK_MS);
+    if (f.found == NSV_ABSENT && f.gone_asked && !f.gone)
+        log_debug("nodeset %s: Slurm node %s of pod %s is not in the table; asking Slurm for it by name",
+                  s->key, name, pod->name);
+    else if (f.jobs_asked && f.job_holds == 1)
+        log_debug("nodeset %s: Slurm node %s of pod %s reads drained, but a job still holds it", s->key, name,
+                  pod->name);
+    /* A condemned pod that stays is cordoned, whatever keeps it: that
+     * includes a node the table shows drained when that read cannot be
+     * trusted yet (a reason not proven ours, a replayed answer). */
+    if (v.cause != NSV_CAUSE_NONE)
+        return keep_for(op, s, cache, nodeset, pod, name, v.cause);
+    set_pod_meta(st, s->key, pod, 0, NSB_ANN_POD_CORDON, "true");
     return NSS_WAIT;
 }
 

@@ -17,6 +17,7 @@
 #include "slurmrestd_sim.h"
 
 #include "core/err.h"
+#include "reconcilers/nodeset_verdict.h"
 #include "slurmio/nodecache.h"
 #include "slurmio/rest.h"
 
@@ -1131,25 +1132,48 @@ static void test_future_reason_time(void **state)
  * answers (honest, empty, partial, a node listed twice, an older answer
  * replayed, a reason time from the future, errors; job lists honest,
  * emptied, replayed, erring, unreadable), each lie lasting one step; reads
- * by name honest. Whenever the cache's facts would license a delete (as
- * judge() combines them), Slurm's truth of this step or the one before
- * proves the node free: drained, no job base state, nothing completing, no
- * job that holds it (or absent and no job holding it). Slurm's own rule is
- * kept: no job starts on a drained node. */
+ * by name honest. Whenever the drain rule (nsv_judge, fed the cache's facts
+ * as nss_condemn feeds them, the drain being a person's) licenses a delete,
+ * Slurm's truth of this step or the one before proves the node free:
+ * drained, no job base state, nothing completing, no job that holds it (or
+ * absent and no job holding it). Slurm's own rule is kept: no job starts on
+ * a drained node. */
 static int verdict(nc_cache *c, const char *name)
 {
-    const sm_node *n;
+    const sm_node *n = NULL;
+    nsv_facts f = {.named = 1, .client = NSV_CLIENT_READY, .name_known = 1};
     switch (nc_lookup(c, name, &n)) {
     case NC_UNKNOWN:
-        return 0;
+        f.found = NSV_UNKNOWN;
+        break;
     case NC_ABSENT:
-        return nc_confirm_gone(c, name, 10000) && nc_jobs_free(c, name, 10000);
+        f.found = NSV_ABSENT;
+        f.lost = nc_vanished(c, name, &f.lost_ago_ms);
+        break;
     case NC_PRESENT:
+        f.found = NSV_PRESENT;
+        f.settling = nc_settling(c, name);
+        f.contradicted = nc_contradicted(c, name);
+        f.drain = sm_node_drain(n);
+        f.drained = sm_node_drained(n);
+        f.unknown_ago_ms = UINT64_MAX;
+        f.fresh = nc_fresh(c, name, NSV_PROOF_FRESH_MS);
         break;
     }
-    if (nc_settling(c, name) || nc_contradicted(c, name) || !sm_node_drained(n) || !nc_fresh(c, name, 10000))
-        return 0;
-    return nc_jobs_free(c, name, 10000);
+    nsv_verdict v = nsv_judge(&f);
+    while (v.step == NSV_ASK_GONE || v.step == NSV_ASK_JOBS) {
+        if (v.step == NSV_ASK_GONE) {
+            f.gone = nc_confirm_gone(c, name, NSV_PROOF_FRESH_MS);
+            f.gone_asked = 1;
+        } else {
+            f.jobs_free = nc_jobs_free(c, name, NSV_PROOF_FRESH_MS);
+            f.job_holds = nc_job_holds(c, name);
+            f.jobs_failed = nc_jobs_failed(c);
+            f.jobs_asked = 1;
+        }
+        v = nsv_judge(&f);
+    }
+    return v.step == NSV_DELETE;
 }
 
 typedef struct truth {
