@@ -52,7 +52,8 @@ void nsp_read(const cJSON *ns, nsp_spec *out)
     out->claims = json_len(claims) > 0 ? claims : NULL;
     out->wdp = json_get_bool(spec, "workloadDisruptionProtection", 1);
     out->partition = json_get_bool(spec, "partition.enabled", 0);
-    out->prune_not_found = strcmp(json_get_str_or(spec, "pruneSlurmNodeRecords", "Never"), "NodeNotFound") == 0;
+    const char *prune = json_get_str_or(spec, "pruneSlurmNodeRecords", "Never");
+    out->prune_not_found = strcmp(prune, "NodeNotFound") == 0;
     out->ctl_name = json_get_str_or(spec, "controllerRef.name", "");
     out->ctl_ns = cw_ref_ns(ns, "spec.controllerRef");
 }
