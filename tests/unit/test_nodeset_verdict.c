@@ -185,70 +185,75 @@ static int may_delete(const nsv_facts *f, const struct answers *a)
     return 0;
 }
 
+struct tally {
+    unsigned long combos, deletes, cordonless;
+};
+
+/* One combination: bits are the boolean facts, the rest index the
+ * many-valued ones. */
+static void check_case(unsigned bits, nsv_client client, int found, int lost, size_t ago, int holds, unsigned ans,
+                       struct tally *t)
+{
+    static const uint64_t agos[] = {0, NSV_REGISTER_GRACE_MS - 1, NSV_REGISTER_GRACE_MS, NEVER};
+    nsv_facts f = {
+        .no_drain = (bits & 1) && (bits & 2), /* rarer: most combinations are about the drain */
+        .named = !((bits & 4) && (bits & 8)),
+        .client = client,
+        .found = (nsv_found)found,
+        .name_known = (bits >> 4) & 1,
+        .lost = lost,
+        .lost_ago_ms = agos[ago],
+        .settling = (bits >> 5) & 1,
+        .contradicted = (bits >> 6) & 1,
+        .drain = (bits >> 7) & 1,
+        .our_reason = (bits >> 8) & 1,
+        .drain_proved = (bits >> 9) & 1,
+        .drain_state = (int)(ago % 3),
+        .drain_ago_ms = agos[ago],
+        .drained = ((bits >> 7) & 1) && ((bits >> 10) & 1),
+        .unknown_ago_ms = agos[(ago + (size_t)(holds + 1)) % 4],
+        .fresh = !((bits >> 3) & 1),
+    };
+    struct answers a = {.gone = ans & 1, .jobs_free = (ans >> 1) & 1, .job_holds = holds,
+                        .jobs_failed = holds < 0 && (ans & 1)};
+    if (a.jobs_free)
+        a.job_holds = 0; /* a proof and a holder at once is no list */
+    int asks;
+    nsv_verdict v = walk(f, &a, &asks);
+    t->combos++;
+    int may = may_delete(&f, &a);
+    if (v.step == NSV_DELETE) {
+        t->deletes++;
+        assert_false(v.acts & (NSV_DRAIN | NSV_TRACK));
+    } else {
+        assert_true(v.step == NSV_WAIT || v.step == NSV_WAIT_READ);
+        t->cordonless += v.step == NSV_WAIT_READ;
+    }
+    if ((v.step == NSV_DELETE) != may) {
+        /* an unsafe delete, or a provably free pod kept */
+        print_error("%s: bits %#x client %d found %d lost %d ago %zu holds %d answers %u\n",
+                    may ? "kept a provably free pod" : "unsafe delete", bits, (int)client, found, lost, ago,
+                    holds, ans);
+        fail();
+    }
+}
+
 static void test_every_combination_is_safe(void **state)
 {
     (void)state;
     static const nsv_client clients[] = {NSV_CLIENT_READY, NSV_CLIENT_NO_RESTAPI, NSV_CLIENT_SUSPECT,
                                          NSV_CLIENT_UNREADY};
-    static const uint64_t agos[] = {0, NSV_REGISTER_GRACE_MS - 1, NSV_REGISTER_GRACE_MS, NEVER};
-    static const int holds[] = {-1, 0, 1};
-    unsigned long combos = 0, deletes = 0, cordonless = 0;
+    struct tally t = {0};
     for (unsigned bits = 0; bits < (1u << 11); bits++)
         for (size_t c = 0; c < 4; c++)
             for (int found = NSV_UNKNOWN; found <= NSV_PRESENT; found++)
                 for (int lost = 0; lost <= 2; lost++)
                     for (size_t ago = 0; ago < 4; ago++)
-                        for (size_t h = 0; h < 3; h++)
-                            for (unsigned ans = 0; ans < 4; ans++) {
-                                nsv_facts f = {
-                                    .no_drain = (bits & 1) && (bits & 2), /* rarer: halves the opted-out share */
-                                    .named = !((bits & 4) && (bits & 8)),
-                                    .client = clients[c],
-                                    .found = (nsv_found)found,
-                                    .name_known = (bits >> 4) & 1,
-                                    .lost = lost,
-                                    .lost_ago_ms = agos[ago],
-                                    .settling = (bits >> 5) & 1,
-                                    .contradicted = (bits >> 6) & 1,
-                                    .drain = (bits >> 7) & 1,
-                                    .our_reason = (bits >> 8) & 1,
-                                    .drain_proved = (bits >> 9) & 1,
-                                    .drain_state = (int)(ago % 3),
-                                    .drain_ago_ms = agos[ago],
-                                    .drained = ((bits >> 7) & 1) && ((bits >> 10) & 1),
-                                    .unknown_ago_ms = agos[(ago + h) % 4],
-                                    .fresh = !((bits >> 3) & 1),
-                                };
-                                struct answers a = {.gone = ans & 1, .jobs_free = (ans >> 1) & 1,
-                                                    .job_holds = holds[h], .jobs_failed = h == 0 && (ans & 1)};
-                                if (a.jobs_free)
-                                    a.job_holds = 0; /* a proof and a holder at once is no list */
-                                int asks;
-                                nsv_verdict v = walk(f, &a, &asks);
-                                combos++;
-                                if (v.step == NSV_DELETE) {
-                                    deletes++;
-                                    if (!may_delete(&f, &a)) {
-                                        print_error("unsafe delete: bits %#x client %d found %d lost %d ago %zu "
-                                                    "holds %d answers %u\n",
-                                                    bits, (int)f.client, found, lost, ago, holds[h], ans);
-                                        fail();
-                                    }
-                                    assert_false(v.acts & (NSV_DRAIN | NSV_TRACK));
-                                } else {
-                                    assert_true(v.step == NSV_WAIT || v.step == NSV_WAIT_READ);
-                                    if (may_delete(&f, &a)) {
-                                        /* the rule must not hold back what it can prove free */
-                                        print_error("kept a provably free pod: bits %#x client %d found %d "
-                                                    "lost %d ago %zu holds %d answers %u\n",
-                                                    bits, (int)f.client, found, lost, ago, holds[h], ans);
-                                        fail();
-                                    }
-                                    cordonless += v.step == NSV_WAIT_READ;
-                                }
-                            }
-    assert_true(combos > 1000000);
-    assert_true(deletes > 0 && cordonless > 0);
+                        for (int holds = -1; holds <= 1; holds++)
+                            for (unsigned ans = 0; ans < 4; ans++)
+                                check_case(bits, clients[c], found, lost, ago, holds, ans, &t);
+    assert_true(t.combos > 1000000);
+    assert_true(t.deletes > 0 && t.cordonless > 0);
 }
 
 /* A busy node costs no job read: the job list is asked only once the node
