@@ -191,8 +191,8 @@ struct tally {
 
 /* One combination: bits are the boolean facts, the rest index the
  * many-valued ones. */
-static void check_case(unsigned bits, nsv_client client, int found, int lost, size_t ago, int holds, unsigned ans,
-                       struct tally *t)
+static void check_case(unsigned bits, nsv_client client, int found, int lost, size_t ago, int holds,
+                       unsigned ans, struct tally *t)
 {
     static const uint64_t agos[] = {0, NSV_REGISTER_GRACE_MS - 1, NSV_REGISTER_GRACE_MS, NEVER};
     nsv_facts f = {
