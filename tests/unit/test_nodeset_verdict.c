@@ -181,7 +181,8 @@ static int may_delete(const nsv_facts *f, const struct answers *a)
                !(f->lost == 1 && f->lost_ago_ms < NSV_REGISTER_GRACE_MS) && jobs_clear;
     if (f->found == NSV_PRESENT)
         return f->drained && f->fresh && !f->settling && !f->contradicted &&
-               !(f->our_reason && !f->drain_proved) && f->unknown_ago_ms >= NSV_REGISTER_GRACE_MS && jobs_clear;
+               !(f->our_reason && !f->drain_proved) && f->unknown_ago_ms >= NSV_REGISTER_GRACE_MS &&
+               jobs_clear;
     return 0;
 }
 
