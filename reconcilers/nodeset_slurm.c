@@ -1593,8 +1593,10 @@ static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *po
         queue_drain(s, pod, name);
     if (v.acts & NSV_TRACK)
         nc_track(cache, name, TRACK_MS);
+    /* Tracked by the hundred, the nodes of deleted pods would slow the reads
+     * of the busy ones. */
     if (v.acts & NSV_UNTRACK)
-        nc_untrack(cache, name); /* tracked by the hundred, deleted pods' nodes would slow the busy ones' reads */
+        nc_untrack(cache, name);
     if (v.acts & NSV_READ_SOON)
         nc_read_soon(cache, name); /* its event brings us back */
     if (v.after_ms)
@@ -1607,7 +1609,8 @@ static int condemn(operator *op, nss_set *s, const sobj *nodeset, const sobj *po
                     "=true",
                     pod->name, why);
         else if (v.cause == NSV_CAUSE_NEVER_BOUND)
-            log_info("nodeset %s: pod %s was never bound to a Node; no Slurm node to drain", s->key, pod->name);
+            log_info("nodeset %s: pod %s was never bound to a Node; no Slurm node to drain", s->key,
+                     pod->name);
         else if (v.cause == NSV_CAUSE_GONE)
             log_info("nodeset %s: Slurm says it has no node %s (read by name); pod %s can go", s->key, name,
                      pod->name);

@@ -28,28 +28,28 @@ typedef enum nsp_strategy {
 } nsp_strategy;
 
 typedef struct nsp_spec {
-    enum nsb_mode mode;          /* spec.scalingMode */
-    int replicas;                /* spec.replicas, as nsb_replicas bounds it */
-    int ordinal_pad;             /* spec.ordinalPadding, 0..64 */
-    nsp_strategy strategy;       /* spec.updateStrategy.type */
+    enum nsb_mode mode;           /* spec.scalingMode */
+    int replicas;                 /* spec.replicas, as nsb_replicas bounds it */
+    int ordinal_pad;              /* spec.ordinalPadding, 0..64 */
+    nsp_strategy strategy;        /* spec.updateStrategy.type */
     const cJSON *max_unavailable; /* spec.updateStrategy.rollingUpdate.maxUnavailable, NULL when absent */
     struct {
-        const char *start;       /* startTime as written, "" when absent */
-        int64_t start_secs;      /* ... in seconds since the epoch, <= 0 when absent or not RFC 3339 */
-        const char *duration;    /* "30m" when absent */
-        const cJSON *flags;      /* an array of reservation flag words, NULL when absent */
-    } sched;                     /* spec.updateStrategy.scheduledUpdate */
-    int32_t min_ready_secs;      /* spec.minReadySeconds, 0 */
-    int32_t history_limit;       /* spec.revisionHistoryLimit, 0 */
-    int pin_to_node;             /* spec.pinToNode, 0 */
-    int host_network;            /* spec.template.spec.hostNetwork, 0 */
-    const char *hostname;        /* spec.template.spec.hostname, NULL when absent or "" */
-    const cJSON *claims;         /* spec.volumeClaimTemplates, NULL when absent or empty */
-    int wdp;                     /* spec.workloadDisruptionProtection, 1 */
-    int partition;               /* spec.partition.enabled, 0 */
-    int prune_not_found;         /* spec.pruneSlurmNodeRecords is "NodeNotFound" (default "Never") */
-    const char *ctl_name;        /* spec.controllerRef.name, "" when absent */
-    const char *ctl_ns;          /* its namespace, else the NodeSet's own; NULL when neither is set */
+        const char *start;    /* startTime as written, "" when absent */
+        int64_t start_secs;   /* ... in seconds since the epoch, <= 0 when absent or not RFC 3339 */
+        const char *duration; /* "30m" when absent */
+        const cJSON *flags;   /* an array of reservation flag words, NULL when absent */
+    } sched;                  /* spec.updateStrategy.scheduledUpdate */
+    int32_t min_ready_secs;   /* spec.minReadySeconds, 0 */
+    int32_t history_limit;    /* spec.revisionHistoryLimit, 0 */
+    int pin_to_node;          /* spec.pinToNode, 0 */
+    int host_network;         /* spec.template.spec.hostNetwork, 0 */
+    const char *hostname;     /* spec.template.spec.hostname, NULL when absent or "" */
+    const cJSON *claims;      /* spec.volumeClaimTemplates, NULL when absent or empty */
+    int wdp;                  /* spec.workloadDisruptionProtection, 1 */
+    int partition;            /* spec.partition.enabled, 0 */
+    int prune_not_found;      /* spec.pruneSlurmNodeRecords is "NodeNotFound" (default "Never") */
+    const char *ctl_name;     /* spec.controllerRef.name, "" when absent */
+    const char *ctl_ns;       /* its namespace, else the NodeSet's own; NULL when neither is set */
 } nsp_spec;
 
 /** Read the spec of ns (a NodeSet with defaults) into out; every field is

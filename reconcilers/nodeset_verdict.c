@@ -135,7 +135,7 @@ const char *nsv_cause_reason(nsv_cause c)
 const char *nsv_step_name(nsv_step s)
 {
     static const char *const names[] = {
-        [NSV_ASK_GONE] = "ask-gone", [NSV_ASK_JOBS] = "ask-jobs", [NSV_DELETE] = "delete",
+        [NSV_ASK_GONE] = "ask-gone", [NSV_ASK_JOBS] = "ask-jobs",   [NSV_DELETE] = "delete",
         [NSV_WAIT] = "wait",         [NSV_WAIT_READ] = "wait-read",
     };
     assert((unsigned)s < sizeof(names) / sizeof(names[0]));

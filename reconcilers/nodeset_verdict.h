@@ -41,39 +41,39 @@ typedef enum nsv_client {
 typedef enum nsv_found { NSV_UNKNOWN, NSV_ABSENT, NSV_PRESENT } nsv_found;
 
 typedef struct nsv_facts {
-    int no_drain;      /* the NodeSet opted out of drains (nss_delete_without_drain) */
-    int named;         /* the pod has a Slurm name (a hostNetwork pod not bound to a Node has none) */
+    int no_drain; /* the NodeSet opted out of drains (nss_delete_without_drain) */
+    int named;    /* the pod has a Slurm name (a hostNetwork pod not bound to a Node has none) */
     nsv_client client;
-    nsv_found found;   /* the name in the node table */
+    nsv_found found; /* the name in the node table */
     /* NSV_ABSENT */
-    int gone_asked;    /* gone below is filled in (after NSV_ASK_GONE) */
-    int gone;          /* Slurm said "no such node" to a fresh read of this name */
-    int name_known;    /* the name is the one the pod's slurmd registered (not only derived) */
-    int lost;          /* nc_vanished: 0 not lost, 1 lost while jobless, 2 lost while busy */
+    int gone_asked; /* gone below is filled in (after NSV_ASK_GONE) */
+    int gone;       /* Slurm said "no such node" to a fresh read of this name */
+    int name_known; /* the name is the one the pod's slurmd registered (not only derived) */
+    int lost;       /* nc_vanished: 0 not lost, 1 lost while jobless, 2 lost while busy */
     uint64_t lost_ago_ms;
     /* NSV_PRESENT */
-    int settling;      /* a write of the node is not read back yet */
-    int contradicted;  /* its last read showed a reason time from the future */
-    int drain;         /* DRAIN flag set */
-    int our_reason;    /* ... with a reason of ours */
-    int drain_proved;  /* our accepted drain was read back with a newer reason time */
-    int drain_state;   /* nc_drain_state: 0 none, 1 in flight, 2 accepted (drain_ago_ms ago) */
+    int settling;     /* a write of the node is not read back yet */
+    int contradicted; /* its last read showed a reason time from the future */
+    int drain;        /* DRAIN flag set */
+    int our_reason;   /* ... with a reason of ours */
+    int drain_proved; /* our accepted drain was read back with a newer reason time */
+    int drain_state;  /* nc_drain_state: 0 none, 1 in flight, 2 accepted (drain_ago_ms ago) */
     uint64_t drain_ago_ms;
-    int drained;       /* drained: DRAIN and no job left in its state */
+    int drained;             /* drained: DRAIN and no job left in its state */
     uint64_t unknown_ago_ms; /* since a read showed it UNKNOWN, UINT64_MAX never */
-    int fresh;         /* its reading is at most NSV_PROOF_FRESH_MS old */
+    int fresh;               /* its reading is at most NSV_PROOF_FRESH_MS old */
     /* the job list (after NSV_ASK_JOBS) */
     int jobs_asked;
-    int jobs_free;     /* a job read sent after the drain lists no job of any state on it */
-    int job_holds;     /* nc_job_holds: 1 a job holds it, 0 none, -1 the list is not current */
-    int jobs_failed;   /* the last job read failed or named nodes that are no hostlist */
+    int jobs_free;   /* a job read sent after the drain lists no job of any state on it */
+    int job_holds;   /* nc_job_holds: 1 a job holds it, 0 none, -1 the list is not current */
+    int jobs_failed; /* the last job read failed or named nodes that are no hostlist */
 } nsv_facts;
 
 typedef enum nsv_step {
-    NSV_ASK_GONE, /* fill in gone (nc_confirm_gone) and gone_asked, then ask again */
-    NSV_ASK_JOBS, /* fill in jobs_free, job_holds, jobs_failed and jobs_asked, then ask again */
-    NSV_DELETE,   /* the pod may be deleted now */
-    NSV_WAIT,     /* keep the pod (cordoned); a read, a write's end or after_ms brings the NodeSet back */
+    NSV_ASK_GONE,  /* fill in gone (nc_confirm_gone) and gone_asked, then ask again */
+    NSV_ASK_JOBS,  /* fill in jobs_free, job_holds, jobs_failed and jobs_asked, then ask again */
+    NSV_DELETE,    /* the pod may be deleted now */
+    NSV_WAIT,      /* keep the pod (cordoned); a read, a write's end or after_ms brings the NodeSet back */
     NSV_WAIT_READ, /* keep it for the job read now on its way only: no cordon for those milliseconds */
 } nsv_step;
 
@@ -81,16 +81,16 @@ typedef enum nsv_step {
  * or a delete that needed no drain. */
 typedef enum nsv_cause {
     NSV_CAUSE_NONE,
-    NSV_CAUSE_NO_DRAIN,       /* delete: the NodeSet opted out (a Warning per pod) */
-    NSV_CAUSE_NEVER_BOUND,    /* delete: never bound to a Node, so no Slurm node */
-    NSV_CAUSE_GONE,           /* delete: Slurm has no such node, read by its registered name */
-    NSV_CAUSE_DRAINED,        /* delete: drained, read fresh, no job holds it */
-    NSV_CAUSE_NO_RESTAPI,     /* keep: DrainBlockedNoRestApi */
-    NSV_CAUSE_SUSPECT,        /* keep: DrainHeldSlurmContradiction (the table) */
-    NSV_CAUSE_UNREADABLE,     /* keep: DrainBlockedSlurmUnknown (the client) */
-    NSV_CAUSE_NAME_UNPROVED,  /* keep: DrainBlockedNameUnproved */
-    NSV_CAUSE_NODE_LOST,      /* keep: DrainBlockedNodeLost */
-    NSV_CAUSE_CONTRADICTED,   /* keep: DrainHeldSlurmContradiction (the node) */
+    NSV_CAUSE_NO_DRAIN,        /* delete: the NodeSet opted out (a Warning per pod) */
+    NSV_CAUSE_NEVER_BOUND,     /* delete: never bound to a Node, so no Slurm node */
+    NSV_CAUSE_GONE,            /* delete: Slurm has no such node, read by its registered name */
+    NSV_CAUSE_DRAINED,         /* delete: drained, read fresh, no job holds it */
+    NSV_CAUSE_NO_RESTAPI,      /* keep: DrainBlockedNoRestApi */
+    NSV_CAUSE_SUSPECT,         /* keep: DrainHeldSlurmContradiction (the table) */
+    NSV_CAUSE_UNREADABLE,      /* keep: DrainBlockedSlurmUnknown (the client) */
+    NSV_CAUSE_NAME_UNPROVED,   /* keep: DrainBlockedNameUnproved */
+    NSV_CAUSE_NODE_LOST,       /* keep: DrainBlockedNodeLost */
+    NSV_CAUSE_CONTRADICTED,    /* keep: DrainHeldSlurmContradiction (the node) */
     NSV_CAUSE_JOBS_UNREADABLE, /* keep: DrainBlockedSlurmUnknown (the job list) */
     NSV_N_CAUSES
 } nsv_cause;
