@@ -2906,6 +2906,18 @@ static void spec_problems(struct pass *p, nsb_msgs *msgs, int *by_rival)
     }
 }
 
+/* The one end of a pass, whichever way it ends: what it made and found
+ * (the NodeSet with defaults, its pods, the conflict text). */
+static void pass_free(struct pass *p)
+{
+    free(p->conflict);
+    free(p->pods);
+    cJSON_Delete(p->ns);
+    p->conflict = NULL;
+    p->pods = NULL;
+    p->ns = NULL;
+}
+
 static wq_result full_pass(struct pass *p);
 
 /* One reconcile: the facts gathered in the order nsc_choose weighs them,
@@ -2971,7 +2983,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         write_invalid(&p, &msgs);
         nsb_msgs_free(&msgs);
         incr_drop(c, key);
-        cJSON_Delete(p.ns);
+        pass_free(&p);
         /* A collision a pass found is remembered for RIVAL_TTL_MS: look
          * again then (the earlier NodeSet's passes note it again while it
          * lasts). */
@@ -2996,7 +3008,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
                 "deleted while its Controller does not admit this namespace: its pods are not drained "
                 "through it");
         incr_drop(c, key);
-        cJSON_Delete(p.ns);
+        pass_free(&p);
         return WQ_RESULT_OK;
     }
     if (step == NSC_DELETE) {
@@ -3004,8 +3016,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         p.ctl = ctl ? ctl->json : NULL;
         size_t left = drain_on_delete(&p);
         nss_finalize(op, o, &p.spec);
-        free(p.pods);
-        cJSON_Delete(p.ns);
+        pass_free(&p);
         /* Events (a drain read back, a pod gone) bring the next pass; this
          * is the net under them. Short, because a deleted NodeSet waits on
          * nothing else, and its passes are cheap next to what a missed
@@ -3013,13 +3024,21 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
          * period (seen in CI once: 30 s for a drain that took 2 ms). */
         return left ? WQ_RESULT_AFTER(DELETE_RECHECK_MS) : WQ_RESULT_OK;
     }
-    /* Before any pod exists: a deleted NodeSet drains its pods first. */
-    if (!nss_delete_without_drain(o))
+    /* Before any pod exists: a deleted NodeSet drains its pods first. Until
+     * the API server has the finalizer, nothing else is written: a pod
+     * created meanwhile could be deleted with its NodeSet undrained, and a
+     * status write in the same pass would move the resourceVersion the
+     * finalizer's patch is guarded by (a 409, and a retry a second later).
+     * Its update event brings the next pass. */
+    if (!nss_delete_without_drain(o) && !nss_has_finalizer(o->json, NSS_DRAIN_FINALIZER)) {
         nss_set_finalizer(op, o, NSS_DRAIN_FINALIZER, 1);
+        pass_free(&p);
+        return WQ_RESULT_OK;
+    }
     if (step == NSC_NO_CONTROLLER) {
         op_warn(op, o, NSB_KIND, "ControllerRefFailed", "Controller %s/%s not found", o->ns, ctlname);
         incr_drop(c, key);
-        cJSON_Delete(p.ns);
+        pass_free(&p);
         return WQ_RESULT_OK; /* the Controller's creation queues us */
     }
     p.ctl = ctl->json;
@@ -3056,13 +3075,13 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
                 wait_pass_hold(c, key, p.held_ns);
                 wait_pass_hold(c, key, p.first_add_ns);
             }
-            cJSON_Delete(p.ns);
+            pass_free(&p);
             return WQ_RESULT_AFTER(f.wait_ms);
         case NSC_INCR:
             if (incr_pass(&p, &res)) {
                 if (c->mx_passes)
                     mx_counter_inc(mx_counter_get(c->mx_passes, MX_LV("incremental")));
-                cJSON_Delete(p.ns);
+                pass_free(&p);
                 return res;
             }
             f.incr_tried = 1;
@@ -3076,7 +3095,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
             busy_defer(&p, first_add_ns);
             if (c->mx_passes)
                 mx_counter_inc(mx_counter_get(c->mx_passes, MX_LV("kubernetes-share")));
-            cJSON_Delete(p.ns);
+            pass_free(&p);
             return WQ_RESULT_AFTER(f.gap_ms);
         default:
             assert(step == NSC_FULL);
@@ -3115,9 +3134,7 @@ static wq_result full_pass(struct pass *p)
         write_invalid(p, &rm);
         nsb_msgs_free(&rm);
         incr_drop(c, key);
-        free(p->conflict);
-        free(p->pods);
-        cJSON_Delete(p->ns);
+        pass_free(p);
         return WQ_RESULT_AFTER(RIVAL_TTL_MS);
     }
     sync_revisions(p);
@@ -3153,9 +3170,7 @@ static wq_result full_pass(struct pass *p)
     r->full_cost_ns = r->full_end_ns - full_t0;
     log_debug("nodeset %s: full pass over %zu pods (%s) in %.1f ms", key, p->n_pods,
               p->full_why ? p->full_why : "other", (double)r->full_cost_ns / 1e6);
-    free(p->conflict);
-    free(p->pods);
-    cJSON_Delete(p->ns);
+    pass_free(p);
     uint32_t after = p->requeue_ms ? p->requeue_ms : RESYNC_MS;
     if (p->soft_ms && p->soft_ms < after)
         after = p->soft_ms;
