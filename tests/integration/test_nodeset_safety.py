@@ -95,6 +95,15 @@ def test_scale_in_without_restapi_keeps_pods():
         apply_crds(c)
         make_cluster(c, nodesets={"cpu": dict(replicas=3, **IMAGES)})
         with Slurmop(ks.kubeconfig) as op:
+            # The drain finalizer is there before any pod: read the NodeSet
+            # the moment the first pod shows (a pod made before it could be
+            # deleted with its NodeSet, undrained).
+            deadline = time.time() + 30
+            while not pods_of(c, "cpu"):
+                assert time.time() < deadline, "no pod within 30 s"
+                time.sleep(0.005)
+            assert DRAIN_FINALIZER in nodeset(c, "cpu")["metadata"].get("finalizers", []), \
+                "a pod exists before the NodeSet's drain finalizer"
             op.wait_ready()
             wait_for(lambda: len(ready_pods(c, "cpu")) == 3, 30, what="3 ready pods")
             assert DRAIN_FINALIZER in nodeset(c, "cpu")["metadata"].get("finalizers", [])
