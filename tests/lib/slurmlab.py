@@ -22,6 +22,7 @@ words in upper case ("DRAIN", "NOT_RESPONDING", ...), and "features" and
 "active_features" comma-separated strings.
 """
 
+import glob
 import json
 import os
 import shutil
@@ -225,6 +226,16 @@ class Lab:
                 out.append("slurmctld.log (last %d lines):\n  " % log_lines + "\n  ".join(f.read().splitlines()[-log_lines:]))
         except OSError as e:
             out.append("slurmctld.log: %s" % e)
+        # The nodes' side of a job's end: slurmd hands it to slurmctld
+        # (REQUEST_COMPLETE_BATCH_SCRIPT, the epilog's end), so a lost end
+        # shows here first.
+        for path in sorted(glob.glob(os.path.join(self.dir, "log", "slurmd.*.log"))):
+            try:
+                with open(path, errors="replace") as f:
+                    tail = f.read().splitlines()[-log_lines // 2:]
+            except OSError:
+                continue
+            out.append("%s (last %d lines):\n  " % (os.path.basename(path), len(tail)) + "\n  ".join(tail))
         return "\n".join(out)
 
     def scancel(self, job):
