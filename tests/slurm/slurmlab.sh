@@ -249,6 +249,15 @@ pid_of() {
     return 0
 }
 
+# watch_pid NAME: the PID launch just wrote for NAME, for a poll's watch
+# only (it is never signalled). Not pid_of: a daemon that dies at once (a
+# slurmctld refusing its slurm.conf exits within milliseconds) is gone
+# before pid_of can read its environment, and the poll then waited its
+# whole timeout instead of seeing the death (20 s per refused start).
+watch_pid() {
+    cat "$LAB/run/$1.pid" 2>/dev/null || true
+}
+
 # Names of everything launched (from the PID files), in start order.
 daemons() {
     local n
@@ -849,13 +858,13 @@ do_start() {
     # munged: the socket directory must be searchable by everyone.
     launch munged "${RUN[@]+"${RUN[@]}"}" munged -F --key-file="$LAB/munge/munge.key" --socket="$LAB/munge/socket" \
         --pid-file="$LAB/munge/pid" --seed-file="$LAB/munge/seed" --log-file="$LAB/log/munged.log"
-    poll 10000 "$(pid_of munged)" munge_ok \
+    poll 10000 "$(watch_pid munged)" munge_ok \
         || die "munged did not start (log/munged.out)"
 
     export SLURM_CONF=$CONF
     own_ctld_files
     launch slurmctld "${RUN[@]+"${RUN[@]}"}" slurmctld -D -i -f "$CONF"
-    poll 20000 "$(pid_of slurmctld)" slurm scontrol ping || die "slurmctld did not start (log/slurmctld.log)"
+    poll 20000 "$(watch_pid slurmctld)" slurm scontrol ping || die "slurmctld did not start (log/slurmctld.log)"
 
     local n
     for n in $NODE_NAMES; do
@@ -884,7 +893,7 @@ do_start() {
         env SLURM_CONF="$CONF" SLURM_JWT=daemon \
         slurmrestd -a rest_auth/jwt -s "$OPENAPI_PLUGINS" "127.0.0.1:$REST_PORT"
     local token; token=$(mint "$JWT_KEY" root 86400)
-    poll 20000 "$(pid_of slurmrestd)" curl -fsS -o /dev/null -H "X-SLURM-USER-NAME: root" \
+    poll 20000 "$(watch_pid slurmrestd)" curl -fsS -o /dev/null -H "X-SLURM-USER-NAME: root" \
         -H "X-SLURM-USER-TOKEN: $token" "http://127.0.0.1:$REST_PORT/slurm/$API/ping" \
         || die "slurmrestd did not answer (log/slurmrestd.out)"
 
@@ -995,7 +1004,7 @@ do_restart_ctld() {
     SLURM_USER=$(sed -n 's/^SlurmUser=//p' "$CONF")
     own_ctld_files
     launch slurmctld "${RUN[@]+"${RUN[@]}"}" slurmctld -D -i "${extra[@]+"${extra[@]}"}" -f "$CONF"
-    poll 20000 "$(pid_of slurmctld)" slurm scontrol ping || die "slurmctld did not restart (log/slurmctld.log)"
+    poll 20000 "$(watch_pid slurmctld)" slurm scontrol ping || die "slurmctld did not restart (log/slurmctld.log)"
     say "slurmctld restarted ($([ "$lose" = 1 ] && echo "state lost" || echo "state kept"))"
 }
 
