@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
@@ -45,10 +46,16 @@ def lab_starts(lines):
     tmp = tempfile.mkdtemp(prefix="test_slurm_partconf.")
     os.chmod(tmp, 0o755)
     lab = Lab(tmp, [NODE], extra_env={"SLURMLAB_EXTRA_CONF": "\n".join(lines)})
+    t0 = time.monotonic()
     try:
         try:
             lab.start()
-        except AssertionError:
+        except AssertionError as e:
+            # slurmctld's death is seen, not waited out: the lab's poll gives
+            # up after 20 s, and a refused line stops slurmctld at once.
+            took = time.monotonic() - t0
+            assert "did not start" not in str(e) or took < 15, \
+                "a slurmctld that refused its slurm.conf was found dead only after %.1f s" % took
             return None
         out = subprocess.run([lab.bin + "/scontrol", "show", "partition"], env=lab.cli_env, capture_output=True,
                              text=True).stdout
