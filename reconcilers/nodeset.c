@@ -52,7 +52,6 @@ struct nodeset_state {
     operator *op;
     wq_t *q;
     expect_table *exp;
-    nsim_table *immut;   /* the last valid immutable fields per NodeSet (nodeset_immut.h) */
     int ix_pod_owner;    /* pods by controller owner uid */
     int ix_pod_instance; /* pods by app.kubernetes.io/instance (orphan adoption) */
     int ix_pod_node;     /* pods by spec.nodeName */
@@ -102,7 +101,7 @@ struct incr;
  * under its store key: made on first need (rec_ensure), found with
  * rec_get (NULL: nothing kept), and freed in one call when the NodeSet is
  * gone (rec_forget). What other modules keep per NodeSet (expectations,
- * the immutable fields, the Slurm side's sets) they forget in the same
+ * the Slurm side's sets) they forget in the same
  * step of ns_sync. Completions of writes find the record by key, never by
  * pointer, so a record forgotten meanwhile is simply not found; the one
  * exception is a status PATCH on its way, whose gate must outlive a
@@ -122,6 +121,7 @@ struct ns_rec {
      * "<uid>/#<ordinal>" for names a create found taken (held_key). */
     map_t ds_backoffs;
     map_t held_names;
+    nsim_mem immut; /* its immutable fields as last valid (nodeset_immut.h) */
 };
 
 static void incr_free(void *v);
@@ -133,6 +133,7 @@ static void rec_free(void *v)
         incr_free(r->incr);
     map_free(&r->ds_backoffs);
     map_free(&r->held_names);
+    nsim_forget(&r->immut);
     free(r->rival_msg);
     free(r->key);
     free(r);
@@ -181,6 +182,7 @@ static void rec_forget(nodeset_state *c, const char *key)
     r->rival_msg = NULL;
     map_free(&r->ds_backoffs);
     map_free(&r->held_names);
+    nsim_forget(&r->immut);
 }
 
 /* The held queueing time of key, forgotten (0: none). */
@@ -2871,8 +2873,9 @@ static void spec_problems(struct pass *p, nsb_msgs *msgs, int *by_rival)
     const sobj *o = p->o;
     /* A change of an immutable field that got past the API server (see
      * nodeset_immut.h); never in the way of a deletion. */
-    if (nsb_validate(p->ns, NULL, msgs) == 0 && !o->deleting)
-        nsim_check(p->c->immut, o->key, o->uid, p->ns, msgs);
+    const struct ns_rec *rec = rec_get(p->c, o->key);
+    if (nsb_validate(p->ns, NULL, msgs) == 0 && !o->deleting && rec)
+        nsim_check(&rec->immut, o->uid, p->ns, msgs);
     /* With --namespace, a Controller outside the watched namespaces can never be found. */
     const char *out_ns = NULL;
     if (!o->deleting && cw_ref_outside(p->ns, op->opts.namespaces, (size_t)op->opts.n_namespaces, &out_ns)) {
@@ -2944,7 +2947,6 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         exp_drop(c->exp, key);
         rec_forget(c, key);
         nss_forget(op, key);
-        nsim_forget(c->immut, key);
         return WQ_RESULT_OK;
     case NSC_SCOPE_WAIT:
         return WQ_RESULT_AFTER(NS_SCOPE_RETRY_MS);
@@ -2997,7 +2999,7 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         log_info("nodeset %s: being deleted with an invalid spec (%s); draining its pods all the same", key,
                  msgs.v[i]);
     nsb_msgs_free(&msgs);
-    nsim_remember(c->immut, o->key, o->uid, p.ns);
+    nsim_remember(&rec_ensure(c, o->key)->immut, o->uid, p.ns);
 
     if (step == NSC_DELETE_REFUSED) {
         /* Draining through a Controller that does not admit this namespace
@@ -3262,7 +3264,6 @@ static void stop(operator *op)
         wq_shutdown(c->q, NULL, NULL);
     c->q = NULL;
     map_free(&c->recs);
-    nsim_clear(c->immut);
     istr_put(c->ik.revision);
     istr_put(c->ik.revision_slinky);
     istr_put(c->ik.cordon);
@@ -3281,7 +3282,6 @@ static void stop(operator *op)
 static void *state_new(void)
 {
     nodeset_state *c = xcalloc(1, sizeof(*c));
-    c->immut = nsim_new();
     map_init_type(&c->recs, &rec_type);
     return c;
 }
@@ -3291,7 +3291,6 @@ static void state_free(void *state)
     nodeset_state *c = state;
     if (c == NULL)
         return;
-    nsim_free(c->immut);
     map_free(&c->recs);
     exp_free(c->exp);
     free(c);

@@ -9,10 +9,10 @@
  * generation that passed validation, and checks every later generation
  * against them with nsb_validate(new, remembered).
  *
- * The memory is a table the NodeSet reconciler's state owns (nodeset.h),
- * handed to every call: after a restart the first valid generation seen becomes
- * the reference. A NodeSet recreated under the same name (new uid) starts
- * again. Loop thread only.
+ * The memory is one nsim_mem per NodeSet, kept in the NodeSet's record
+ * (nodeset.c, struct ns_rec) and freed with it: after a restart the first
+ * valid generation seen becomes the reference. A NodeSet recreated under
+ * the same name (new uid) starts again. Loop thread only.
  */
 #ifndef OP_NODESET_IMMUT_H
 #define OP_NODESET_IMMUT_H
@@ -22,27 +22,23 @@
 
 #include "reconcilers/nodeset_build.h"
 
-/* key -> the immutable fields of its last valid generation. */
-typedef struct nsim_table nsim_table;
-
-/** An empty table. */
-nsim_table *nsim_new(void);
-/** Free it (NULL: nothing). */
-void nsim_free(nsim_table *t);
+/* The immutable fields of one NodeSet's last valid generation. All zero:
+ * nothing remembered. */
+typedef struct nsim_mem {
+    char uid[64]; /* the incarnation they belong to */
+    cJSON *old;   /* a minimal NodeSet holding only those fields */
+} nsim_mem;
 
 /** Append to out the messages of the immutable fields of nodeset (the
  *  object with defaults, already valid on its own) that differ from those
- *  remembered in t for key with the same uid; how many were added. 0 when
- *  nothing is remembered (or for another uid). */
-size_t nsim_check(const nsim_table *t, const char *key, const char *uid, const cJSON *nodeset, nsb_msgs *out);
+ *  remembered in m for the same uid; how many were added. 0 when nothing
+ *  is remembered (or for another uid). */
+size_t nsim_check(const nsim_mem *m, const char *uid, const cJSON *nodeset, nsb_msgs *out);
 
-/** Remember the immutable fields of nodeset (valid, checked) as key's. */
-void nsim_remember(nsim_table *t, const char *key, const char *uid, const cJSON *nodeset);
+/** Remember the immutable fields of nodeset (valid, checked). */
+void nsim_remember(nsim_mem *m, const char *uid, const cJSON *nodeset);
 
-/** Forget key (the NodeSet is gone). */
-void nsim_forget(nsim_table *t, const char *key);
-
-/** Forget everything (the reconciler stops). */
-void nsim_clear(nsim_table *t);
+/** Forget them (the NodeSet is gone); m is all zero again. */
+void nsim_forget(nsim_mem *m);
 
 #endif

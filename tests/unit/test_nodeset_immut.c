@@ -1,5 +1,6 @@
 /* Unit tests for reconcilers/nodeset_immut: the immutable NodeSet fields
- * remembered per key and uid, compared with nsb_validate's rules. */
+ * remembered per NodeSet (one nsim_mem each, as its record keeps it) and
+ * uid, compared with nsb_validate's rules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,8 +19,13 @@ static cJSON *ns(const char *spec)
     return o;
 }
 
-/* The table under test (the operator owns one; the test makes its own). */
-static nsim_table *T;
+/* The memories under test, one per NodeSet as the records keep them. */
+static nsim_mem A, B;
+
+static nsim_mem *mem(const char *key)
+{
+    return strcmp(key, "d/a") == 0 ? &A : &B;
+}
 
 #define CLAIM                                                                                                \
     "{\"metadata\":{\"name\":\"data\"},\"spec\":{\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}"
@@ -30,7 +36,7 @@ static size_t check(const char *key, const char *uid, const char *json)
 {
     cJSON *o = ns(json);
     nsb_msgs m = {0};
-    size_t n = nsim_check(T, key, uid, o, &m);
+    size_t n = nsim_check(mem(key), uid, o, &m);
     assert_int_equal(n, m.n);
     if (n)
         assert_non_null(strstr(m.v[0], "cannot be changed after creation"));
@@ -42,7 +48,7 @@ static size_t check(const char *key, const char *uid, const char *json)
 static void remember(const char *key, const char *uid, const char *json)
 {
     cJSON *o = ns(json);
-    nsim_remember(T, key, uid, o);
+    nsim_remember(mem(key), uid, o);
     cJSON_Delete(o);
 }
 
@@ -77,41 +83,43 @@ static void test_claims(void **state)
     assert_int_equal(check("d/b", "u3", null), 0);
     assert_int_equal(check("d/b", "u3", a), 1);
 
-    nsim_forget(T, "d/a");
+    nsim_forget(&A);
     assert_int_equal(check("d/a", "u2", a), 0);
-    nsim_forget(T, "d/a"); /* idempotent */
-    nsim_clear(T);
+    assert_null(A.old);
+    nsim_forget(&A); /* idempotent */
+    assert_int_equal(check("d/b", "u3", a), 1); /* the other NodeSet's memory is its own */
+    nsim_forget(&B);
     assert_int_equal(check("d/b", "u3", a), 0);
-    nsim_clear(T);
 }
 
-/* Two tables (two operators) remember independently. */
-static void test_tables_apart(void **state)
+/* A memory all zero (a record just made) holds nothing; remembering for a
+ * new uid replaces the old incarnation's fields. */
+static void test_zero_and_new_uid(void **state)
 {
+    (void)state;
     const char *a = "{\"spec\":{\"controllerRef\":{\"name\":\"s\"}}}";
     const char *b = "{\"spec\":{\"controllerRef\":{\"name\":\"t\"}}}";
-    nsim_table *other = nsim_new();
-    remember("d/a", "u1", a);
-    assert_int_equal(check("d/a", "u1", b), 1);
-    nsim_table *mine = T;
-    T = other;
-    assert_int_equal(check("d/a", "u1", b), 0); /* nothing remembered there */
-    remember("d/a", "u1", b);
-    assert_int_equal(check("d/a", "u1", b), 0);
-    T = mine;
-    assert_int_equal(check("d/a", "u1", b), 1); /* the first table still has a */
-    nsim_free(other);
-    nsim_clear(T);
+    nsim_mem z = {0};
+    cJSON *o = ns(b);
+    nsb_msgs m = {0};
+    assert_int_equal(nsim_check(&z, "u1", o, &m), 0);
+    cJSON *oa = ns(a);
+    nsim_remember(&z, "u1", oa);
+    assert_int_equal(nsim_check(&z, "u1", o, &m), 1);
+    nsb_msgs_free(&m);
+    nsim_remember(&z, "u2", o);
+    assert_string_equal(z.uid, "u2");
+    assert_int_equal(nsim_check(&z, "u2", o, &m), 0);
+    nsim_forget(&z);
+    cJSON_Delete(o);
+    cJSON_Delete(oa);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_claims),
-        cmocka_unit_test(test_tables_apart),
+        cmocka_unit_test(test_zero_and_new_uid),
     };
-    T = nsim_new();
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    nsim_free(T);
-    return rc;
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }
