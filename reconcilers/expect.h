@@ -2,8 +2,8 @@
  * repeats creates or deletes that are still in flight.
  *
  * Before submitting N creates and the deletes of some pods, the reconciler
- * records them against the owner (key and uid). Watch events lower them as
- * the store observes the new pods (a count) and the deleted pods (by pod key,
+ * records them against the owner (its record, with its uid). Watch events lower
+ * them as the store observes the new pods (a count) and the deleted pods (by pod key,
  * so a delete seen twice is not counted twice); a failed write lowers them at
  * once. While an owner's expectations are not satisfied, its reconcile does
  * only status work. Expectations expire after EXPECT_TTL_MS (a lost event must
@@ -16,32 +16,37 @@
 
 #include <stdint.h>
 
+#include "core/map.h"
+
 #define EXPECT_TTL_MS (5 * 60 * 1000)
 
-typedef struct expect_table expect_table;
+/* One owner's expectations, kept by the owner's own record (the NodeSet's,
+ * struct ns_rec in nodeset.c). All zero: none. */
+typedef struct exp_owner {
+    char *uid;       /* the owner incarnation they were made for (NULL: none) */
+    int adds;        /* creations not observed yet */
+    map_t dels;      /* dependent key -> itself (owned): deletions not observed yet */
+    uint64_t set_at; /* when the last expectation was made */
+} exp_owner;
 
-expect_table *exp_new(void);
-void exp_free(expect_table *t);
-
-/** Expect `adds` more creations for owner key/uid (replaces older records of
+/** Expect `adds` more creations for owner uid (replaces older records of
  *  another uid). */
-void exp_expect_creations(expect_table *t, const char *key, const char *uid, int adds, uint64_t now_ms);
+void exp_expect_creations(exp_owner *e, const char *uid, int adds, uint64_t now_ms);
 /** Expect the deletion of one dependent (by its store key). */
-void exp_expect_deletion(expect_table *t, const char *key, const char *uid, const char *dep_key,
-                         uint64_t now_ms);
+void exp_expect_deletion(exp_owner *e, const char *uid, const char *dep_key, uint64_t now_ms);
 /** A creation was observed, or a create failed: lower the count. */
-void exp_creation_observed(expect_table *t, const char *key);
+void exp_creation_observed(exp_owner *e);
 /** A deletion was observed, or a delete failed / found nothing. */
-void exp_deletion_observed(expect_table *t, const char *key, const char *dep_key);
+void exp_deletion_observed(exp_owner *e, const char *dep_key);
 /** Whether the deletion of dep_key is expected and not yet observed (a
  *  delete of it is in flight). */
-int exp_deletion_pending(expect_table *t, const char *key, const char *dep_key);
+int exp_deletion_pending(const exp_owner *e, const char *dep_key);
 /** True when the owner may scale again: nothing pending, expired, or the
  *  record belongs to another uid (then it is dropped). */
-int exp_satisfied(expect_table *t, const char *key, const char *uid, uint64_t now_ms);
-/** Forget an owner (deleted). */
-void exp_drop(expect_table *t, const char *key);
+int exp_satisfied(exp_owner *e, const char *uid, uint64_t now_ms);
+/** Forget everything (the owner was deleted or made again); e is all zero. */
+void exp_drop(exp_owner *e);
 /** Pending counts for logs and tests. */
-void exp_pending(expect_table *t, const char *key, int *adds, int *dels);
+void exp_pending(const exp_owner *e, int *adds, int *dels);
 
 #endif

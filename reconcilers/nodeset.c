@@ -51,7 +51,6 @@
 struct nodeset_state {
     operator *op;
     wq_t *q;
-    expect_table *exp;
     int ix_pod_owner;    /* pods by controller owner uid */
     int ix_pod_instance; /* pods by app.kubernetes.io/instance (orphan adoption) */
     int ix_pod_node;     /* pods by spec.nodeName */
@@ -122,6 +121,7 @@ struct ns_rec {
     map_t ds_backoffs;
     map_t held_names;
     nsim_mem immut; /* its immutable fields as last valid (nodeset_immut.h) */
+    exp_owner exp;  /* creates and deletes in flight, until observed (expect.h) */
 };
 
 static void incr_free(void *v);
@@ -134,6 +134,7 @@ static void rec_free(void *v)
     map_free(&r->ds_backoffs);
     map_free(&r->held_names);
     nsim_forget(&r->immut);
+    exp_drop(&r->exp);
     free(r->rival_msg);
     free(r->key);
     free(r);
@@ -183,6 +184,35 @@ static void rec_forget(nodeset_state *c, const char *key)
     map_free(&r->ds_backoffs);
     map_free(&r->held_names);
     nsim_forget(&r->immut);
+    exp_drop(&r->exp);
+}
+
+/* The expectations of NodeSet key, NULL when nothing is kept for it (then
+ * nothing is expected: an expectation makes the record). */
+static exp_owner *exp_of(const nodeset_state *c, const char *key)
+{
+    struct ns_rec *r = rec_get(c, key);
+    return r ? &r->exp : NULL;
+}
+
+static int exp_done(const nodeset_state *c, const char *key, const char *uid, uint64_t now_ms)
+{
+    exp_owner *e = exp_of(c, key);
+    return e == NULL || exp_satisfied(e, uid, now_ms);
+}
+
+static void exp_counts(const nodeset_state *c, const char *key, int *adds, int *dels)
+{
+    exp_owner *e = exp_of(c, key);
+    *adds = *dels = 0;
+    if (e)
+        exp_pending(e, adds, dels);
+}
+
+static int exp_del_pending(const nodeset_state *c, const char *key, const char *dep_key)
+{
+    const exp_owner *e = exp_of(c, key);
+    return e && exp_deletion_pending(e, dep_key);
 }
 
 /* The held queueing time of key, forgotten (0: none). */
@@ -751,11 +781,13 @@ static void on_pod(store *s, const sobj *old, const sobj *new, void *data)
 {
     nodeset_state *c = data;
     const sobj *o = new ? new : old;
-    if (c->exp && o->owner_kind && strcmp(o->owner_kind, NSB_KIND) == 0 && o->owner_name) {
+    if (o->owner_kind && strcmp(o->owner_kind, NSB_KIND) == 0 && o->owner_name) {
         char key[512];
         snprintf(key, sizeof(key), "%s/%s", o->ns, o->owner_name);
+        exp_owner *e = exp_of(c, key);
         if (!old && new) {
-            exp_creation_observed(c->exp, key);
+            if (e)
+                exp_creation_observed(e);
             incr_created(c, key, nsb_parse_ordinal(o->name, o->owner_name));
         }
         /* A pod with a deletion timestamp counts as deleted, as in
@@ -763,8 +795,8 @@ static void on_pod(store *s, const sobj *old, const sobj *new, void *data)
          * Terminating until the pod garbage collector removes it (no
          * kubelet confirms), and the NodeSet must not wait for that. The
          * passes still see it (terminating) and do not replace it early. */
-        if ((old && !new) || (new && new->deleting && !(old && old->deleting)))
-            exp_deletion_observed(c->exp, key, o->key);
+        if (e && ((old && !new) || (new && new->deleting && !(old && old->deleting))))
+            exp_deletion_observed(e, o->key);
     }
     if (old && new && old->owner_uid && old->owner_uid != new->owner_uid)
         enqueue_owner(c, old);
@@ -797,8 +829,9 @@ static void on_nodeset(store *s, const sobj *old, const sobj *new, void *data)
 {
     nodeset_state *c = data;
     const sobj *o = new ? new : old;
-    if (c->exp && (new == NULL || (old && strcmp(old->uid, new->uid) != 0)))
-        exp_drop(c->exp, o->key);
+    exp_owner *e = exp_of(c, o->key);
+    if (e && (new == NULL || (old && strcmp(old->uid, new->uid) != 0)))
+        exp_drop(e);
     if (nodeset_changed(old, new)) {
         incr_mark_full(c, o->key, "nodeset");
         /* Its Controller's other NodeSets: one made invalid by sharing Slurm
@@ -1266,8 +1299,9 @@ static void create_item_done(void *item, int err, void *data)
     }
     if (err) {
         /* The create will never be observed: lower the expectation now. */
-        if (c->exp)
-            exp_creation_observed(c->exp, j->owner_key);
+        exp_owner *e = exp_of(c, j->owner_key);
+        if (e)
+            exp_creation_observed(e);
         incr_created(c, j->owner_key, ci->ordinal);
         if (err != OP_ECANCELED && err != OP_EEXISTS && c->op) {
             const sobj *o = store_get_key(op_store(c->op, OPK_NODESETS), j->owner_key);
@@ -1327,7 +1361,7 @@ static void submit_creates(struct pass *p, struct create_job *j, struct create_i
         job_unref(j);
         return;
     }
-    exp_expect_creations(p->c->exp, p->key, p->o->uid, (int)n, uv_now(p->op->loop));
+    exp_expect_creations(&rec_ensure(p->c, p->key)->exp, p->o->uid, (int)n, uv_now(p->op->loop));
     note_write(p, 1);
     wbatch_run((void *const *)items, n, create_start, create_item_done, create_end, keyref_new(p->c, p->key));
 }
@@ -1344,8 +1378,9 @@ static void delete_done(int err, const cJSON *obj, const kube_status *st, void *
     nodeset_state *c = d->c;
     if (err && err != OP_ENOTFOUND) {
         /* Not deleted: the deletion will not be observed. */
-        if (c->exp)
-            exp_deletion_observed(c->exp, d->owner_key, d->pod_key);
+        exp_owner *e = exp_of(c, d->owner_key);
+        if (e)
+            exp_deletion_observed(e, d->pod_key);
         if (err == OP_ECONFLICT) {
             /* A precondition: the pod changed since the pass saw it (bound to
              * a Node, say); the next pass judges it as it is now. */
@@ -1359,8 +1394,8 @@ static void delete_done(int err, const cJSON *obj, const kube_status *st, void *
             if (c->q)
                 mark_failed(c, d->owner_key);
         }
-    } else if (err == OP_ENOTFOUND && c->exp) {
-        exp_deletion_observed(c->exp, d->owner_key, d->pod_key);
+    } else if (err == OP_ENOTFOUND && exp_of(c, d->owner_key)) {
+        exp_deletion_observed(exp_of(c, d->owner_key), d->pod_key);
     } else if (err == 0 && c->op) {
         const sobj *o = store_get_key(op_store(c->op, OPK_NODESETS), d->owner_key);
         const char *slash = strchr(d->pod_key, '/');
@@ -1382,7 +1417,7 @@ static void delete_pod_as(struct pass *p, const sobj *pod, const char *why, int 
     d->c = p->c;
     d->owner_key = xstrdup(p->key);
     d->pod_key = xstrdup(pod->key);
-    exp_expect_deletion(p->c->exp, p->key, p->o->uid, pod->key, uv_now(p->op->loop));
+    exp_expect_deletion(&rec_ensure(p->c, p->key)->exp, p->o->uid, pod->key, uv_now(p->op->loop));
     kube_delete_opts o = {
         .uid = pod->uid, .resource_version = unchanged ? pod->rv : NULL, .grace_seconds = -1};
     log_info("nodeset %s: deleting pod %s (%s)", p->key, pod->name, why);
@@ -2376,7 +2411,7 @@ static size_t drain_on_delete(struct pass *p)
         return 0;
     }
     nss_observe(p->op, p->o);
-    if (exp_satisfied(p->c->exp, p->key, p->o->uid, uv_now(p->op->loop))) {
+    if (exp_done(p->c, p->key, p->o->uid, uv_now(p->op->loop))) {
         size_t n = 0;
         const nsb_pod **v = xcalloc(p->n_pods + 1, sizeof(*v));
         for (size_t i = 0; i < p->n_pods; i++)
@@ -2750,7 +2785,7 @@ static int incr_pending(struct pass *p)
                 r->valid = 0;
                 return 0;
             }
-            if (!pod->deleting && !exp_deletion_pending(p->c->exp, p->key, pod->key))
+            if (!pod->deleting && !exp_del_pending(p->c, p->key, pod->key))
                 gone[n++] = pod;
         }
         for (size_t i = 0; i < n; i++)
@@ -2758,7 +2793,7 @@ static int incr_pending(struct pass *p)
         free(gone);
     }
     int adds = 0, dels = 0, replicas = p->spec.replicas;
-    exp_pending(p->c->exp, p->key, &adds, &dels);
+    exp_counts(p->c, p->key, &adds, &dels);
     const nsi_state *st = &r->st;
     int32_t have = st->active + r->n_creating;
     if (adds == r->n_creating && st->other_mode == 0 && !(r->rolling && st->old > 0) &&
@@ -2779,7 +2814,7 @@ static int incr_pending(struct pass *p)
 static int incr_pass(struct pass *p, wq_result *res)
 {
     uint64_t now = uv_now(p->op->loop);
-    int act = exp_satisfied(p->c->exp, p->key, p->o->uid, now);
+    int act = exp_done(p->c, p->key, p->o->uid, now);
     p->full_why = NULL;
     /* The Slurm side acts on pods (nss_sync's share) only once writes are
      * not in flight, as a full pass runs nss_sync only then; before, the
@@ -2821,7 +2856,7 @@ static int incr_pass(struct pass *p, wq_result *res)
                 p->full_why = "moved";
                 return 0;
             }
-            if (!exp_deletion_pending(p->c->exp, p->key, pod->key))
+            if (!exp_del_pending(p->c, p->key, pod->key))
                 gone[n++] = pod;
         }
         for (size_t i = 0; i < n; i++)
@@ -2944,7 +2979,6 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
     case NSC_UNSYNCED:
         return WQ_RESULT_AFTER(NS_UNSYNCED_RETRY_MS);
     case NSC_FORGET:
-        exp_drop(c->exp, key);
         rec_forget(c, key);
         nss_forget(op, key);
         return WQ_RESULT_OK;
@@ -3046,8 +3080,8 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
     p.ctl = ctl->json;
 
     int adds = 0, dels = 0;
-    if (!exp_satisfied(c->exp, key, o->uid, uv_now(op->loop)))
-        exp_pending(c->exp, key, &adds, &dels);
+    if (!exp_done(c, key, o->uid, uv_now(op->loop)))
+        exp_counts(c, key, &adds, &dels);
     f.writes_pending = adds > 0 || dels > 0;
     if (!f.writes_pending) {
         p.held_ns = wait_pass_take(c, key);
@@ -3141,7 +3175,7 @@ static wq_result full_pass(struct pass *p)
     }
     sync_revisions(p);
     nss_observe(op, o);
-    if (exp_satisfied(c->exp, key, o->uid, uv_now(op->loop))) {
+    if (exp_done(c, key, o->uid, uv_now(op->loop))) {
         sync_shared_objects(p);
         int scaled = p->mode == NSB_DAEMONSET ? scale_daemonset(p) : scale_statefulset(p);
         if (!scaled)
@@ -3155,7 +3189,7 @@ static wq_result full_pass(struct pass *p)
         nss_sync(op, o, p->ctl, p->ns, &p->spec, p->pods, p->n_pods, p->update_hash, &act);
     } else {
         int a, d;
-        exp_pending(c->exp, key, &a, &d);
+        exp_counts(c, key, &a, &d);
         log_debug("nodeset %s: waiting for %d creation(s) and %d deletion(s) to be observed", key, a, d);
         nss_actions act = {.ctx = p,
                            .delete_pod = slurm_delete_pod,
@@ -3229,7 +3263,6 @@ static int start(operator *op)
                  .data = c,
                  .metrics = op->metrics,
                  .max_delay_ns = NODESET_BACKOFF_MAX_S * 1000000000ull};
-    c->exp = exp_new();
     if (op->metrics)
         c->mx_passes = mx_family_new(op->metrics, MX_COUNTER, "slurmop_nodeset_passes_total",
                                      "NodeSet passes that reached the pods, by kind: full (every pod), "
@@ -3273,10 +3306,6 @@ static void stop(operator *op)
     istr_put(c->ik.instance);
     istr_put(c->ik.mode);
     memset(&c->ik, 0, sizeof(c->ik));
-    /* Writes still in flight complete into the lowering functions, which
-     * need the table; those callbacks check c->exp. */
-    exp_free(c->exp);
-    c->exp = NULL;
 }
 
 static void *state_new(void)
@@ -3292,7 +3321,6 @@ static void state_free(void *state)
     if (c == NULL)
         return;
     map_free(&c->recs);
-    exp_free(c->exp);
     free(c);
 }
 
