@@ -56,6 +56,9 @@ def main():
         with Slurmop(ks.kubeconfig, unhealthy_node_taint=TAINT) as op:
             op.wait_ready()
             wait_for(lambda: len(pods_of(c, "ds")) == 2, 30, what="2 DaemonSet pods")
+            # On the real control plane a pod has no nodeName until the
+            # scheduler binds it: wait for both bindings, then for good.
+            wait_for(lambda: "?" not in on_nodes(c, "ds"), 30, what="both DaemonSet pods bound")
             assert on_nodes(c, "ds") == [nodes[0], nodes[2]], on_nodes(c, "ds")
             assert op.metric("slurmop_health_unhealthy_nodes") == 1
             print("ok 1a: no DaemonSet pod on the unhealthy Node", flush=True)
