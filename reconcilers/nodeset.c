@@ -25,6 +25,7 @@
 #include "reconcilers/nodeset_names.h"
 #include "reconcilers/nodeset_slurm.h"
 #include "reconcilers/nodeset_spec.h"
+#include "reconcilers/nodeset_write.h"
 #include "reconcilers/objsync.h"
 #include "reconcilers/reconcilers.h"
 #include "reconcilers/tenancy.h"
@@ -84,14 +85,6 @@ struct wait_pass {
     uint64_t held_ns;
 };
 
-/* One status PATCH in flight per NodeSet, at most one per STATUS_MIN_MS
- * (status_send says why). */
-struct status_gate {
-    int again;        /* a pass skipped its write meanwhile */
-    int inflight;     /* a PATCH is on its way */
-    uint64_t sent_ms; /* uv_now() when the last one was sent */
-};
-
 struct incr;
 
 /* ---- one record per NodeSet ----
@@ -109,7 +102,7 @@ struct incr;
 struct ns_rec {
     char *key; /* map key */
     struct incr *incr;  /* the incremental passes' state (NULL: none until a full pass builds it) */
-    struct status_gate status;
+    nsw_pace status; /* its status PATCHes (nodeset_write.h) */
     struct wait_pass wait;
     int failed;         /* an asynchronous write failed since the last pass (mark_failed) */
     char *rival_msg;    /* a collision of Slurm names found for it (rival_note), until rival_until */
@@ -956,6 +949,7 @@ static void setup(operator *op)
     store_on_change(op_store(op, OPK_SECRETS), on_secret, c);
     store_on_change(op_store(op, OPK_REVISIONS), on_revision, c);
     store_on_change(op_store(op, OPK_NODES), on_node, c);
+    nsw_setup(op, &(nsw_hooks){.retry = queue_after, .ctx = c});
     nss_setup(op, &(nss_queue){.now = queue_now,
                                .after = queue_after,
                                .pod = queue_pod,
@@ -1250,9 +1244,7 @@ static void create_start(wbatch *b, size_t index, void *item, void *data)
      * generated name (DaemonSet mode) is read from it for the Event. */
     const char *name = json_get_str(pod, "metadata.name");
     ctx->name = name ? xstrdup(name) : NULL;
-    kube_req_opts ro = {.no_answer = name != NULL};
-    kube_create_with(j->c->op->client, &ro, &KUBE_PODS, json_get_str(pod, "metadata.namespace"), pod,
-                     create_done, ctx);
+    nsw_create_pod(j->c->op, pod, name == NULL, create_done, ctx);
     cJSON_Delete(pod);
 }
 
@@ -1418,17 +1410,11 @@ static void delete_pod_as(struct pass *p, const sobj *pod, const char *why, int 
     d->owner_key = xstrdup(p->key);
     d->pod_key = xstrdup(pod->key);
     exp_expect_deletion(&rec_ensure(p->c, p->key)->exp, p->o->uid, pod->key, uv_now(p->op->loop));
-    kube_delete_opts o = {
-        .uid = pod->uid, .resource_version = unchanged ? pod->rv : NULL, .grace_seconds = -1};
     log_info("nodeset %s: deleting pod %s (%s)", p->key, pod->name, why);
     note_write(p, 1);
-    /* delete_done reads only the outcome: the pod the answer carries (~5 KB)
-     * is not parsed. A delete goes ahead of queued status and metadata
-     * writes: it is the end of a drain (a busy node's job just ended, and
-     * the user waits for the pod to go) or of a pod's life, and in a
-     * scale-in of thousands it would wait seconds behind them. */
-    kube_req_opts ro = {.no_answer = 1, .prio = 1, .first = p->delete_first};
-    kube_delete_with(p->op->client, &ro, &KUBE_PODS, pod->ns, pod->name, &o, delete_done, d);
+    /* Ahead of queued status and metadata writes (in a scale-in of
+     * thousands it would wait seconds behind them). */
+    nsw_delete_pod(p->op, pod, unchanged, p->delete_first, delete_done, d);
 }
 
 static void delete_pod(struct pass *p, const sobj *pod, const char *why)
@@ -1656,17 +1642,9 @@ static void collect_pods(struct pass *p)
             continue;
         if (p->mode == NSB_STATEFULSET && nsb_parse_ordinal(o->name, p->name) < 0)
             continue;
-        cJSON *patch = cJSON_CreateObject();
-        cJSON *refs = cJSON_CreateArray();
-        cJSON_AddItemToArray(refs, nsb_controller_ref(p->ns));
-        cJSON *meta = json_obj_ensure(patch, "metadata");
-        json_set(meta, "ownerReferences", refs);
-        json_set_str(meta, "uid", o->uid); /* a precondition: adopt only this incarnation */
         log_info("nodeset %s: adopting orphan pod %s", p->key, o->name);
-        kube_patch(p->op->client, &KUBE_PODS, o->ns, o->name, NULL, KUBE_PATCH_STRATEGIC, patch, NULL, 0,
-                   adopted, keyref_new(p->c, p->key));
+        nsw_adopt_pod(p->op, o, nsb_controller_ref(p->ns), adopted, keyref_new(p->c, p->key));
         note_write(p, 0);
-        cJSON_Delete(patch);
     }
 }
 
@@ -2181,76 +2159,47 @@ static void rolling_update(struct pass *p)
     free(v);
 }
 
-/* One status PATCH in flight per NodeSet. Each is a merge patch of
- * absolute values, diffed against the cached object, and the NodeSet's
- * watch ignores the status we write (see nodeset_changed), so two in flight
- * could land in either order and leave an older count for good: on a real
- * API server at 1,024 pods, passes sent ~1,850 PATCHes that waited up to a
- * minute on one another and readyReplicas stayed at 955 of 1,024. A pass
- * that finds a write in flight sends nothing and asks for another pass when
- * it completes; that pass diffs against what the cache then holds.
- *
- * And at most one PATCH per STATUS_MIN_MS per NodeSet: while 8,192 pods
- * became Ready one by one over 14 minutes (kube-scheduler's pace on a real
- * control plane), one write per change of the ready count made 6,478
- * status PATCHes, most of the operator's requests after its creates. A
- * change sooner than that after the last write waits for a pass queued at
- * its end; the first change after a quiet second goes out at once. */
-#define STATUS_MIN_MS 1000
-
+/* One status PATCH in flight per NodeSet, at most one a second
+ * (nodeset_write.h, nsw_pace): the NodeSet's watch ignores the status we
+ * write (see nodeset_changed), so a pass that finds one in flight sends
+ * nothing, and the pass its end queues diffs against what the cache then
+ * holds; a change sooner than a second after the last write waits for a
+ * queued pass, so pods that turn Ready one by one make one write a second,
+ * not one each. */
 static void status_written(int err, const cJSON *obj, const kube_status *st, void *data)
 {
     struct keyref *k = data;
     struct ns_rec *rec = rec_get(k->c, k->key);
-    struct status_gate *b = rec ? &rec->status : NULL;
     /* A record goes while a PATCH is on its way only with the whole state
-     * (stop): one that exists kept its gate closed. */
-    assert(b == NULL || b->inflight);
-    int again = b && b->again;
-    uint64_t sent = b ? b->sent_ms : 0;
-    if (b) {
-        b->inflight = 0;
-        b->again = 0;
-    }
+     * (stop): one that exists kept its pace in flight. */
+    int64_t again = rec ? nsw_pace_end(&rec->status, uv_now(k->c->op->loop)) : -1;
     if (err == OP_ECANCELED) {
         /* stopping: nothing more to send */
     } else if (err && err != OP_ENOTFOUND) {
         log_warn("nodeset %s: status update failed: %s (%s)", k->key, err_str(err), st ? st->message : "");
         if (k->c->q)
             mark_failed(k->c, k->key);
-    } else if (again && k->c->q) {
-        uint64_t now = uv_now(k->c->op->loop);
-        if (now - sent >= STATUS_MIN_MS)
+    } else if (again >= 0 && k->c->q) {
+        if (again == 0)
             wq_add(k->c->q, k->key);
         else
-            wq_add_after(k->c->q, k->key, STATUS_MIN_MS - (now - sent));
+            wq_add_after(k->c->q, k->key, (uint64_t)again);
     }
-    if (b && err != OP_ECANCELED && store_get_key(op_store(k->c->op, OPK_NODESETS), k->key) == NULL)
+    if (rec && err != OP_ECANCELED && store_get_key(op_store(k->c->op, OPK_NODESETS), k->key) == NULL)
         rec_forget(k->c, k->key); /* the NodeSet is gone */
     free(k);
 }
-
 
 /* Sends a status patch unless one is in flight (then the next pass after it
  * completes sends what is still different). Returns 1 when sent. */
 static int status_send(struct pass *p, const cJSON *patch)
 {
-    struct status_gate *b = &rec_ensure(p->c, p->key)->status;
-    uint64_t now = uv_now(p->op->loop);
-    if (b->inflight) {
-        b->again = 1;
+    int64_t wait = nsw_pace_take(&rec_ensure(p->c, p->key)->status, uv_now(p->op->loop));
+    if (wait > 0 && p->c->q)
+        wq_add_after(p->c->q, p->key, (uint64_t)wait);
+    if (wait != 0)
         return 0;
-    }
-    if (b->sent_ms && now - b->sent_ms < STATUS_MIN_MS) {
-        if (p->c->q)
-            wq_add_after(p->c->q, p->key, STATUS_MIN_MS - (now - b->sent_ms));
-        return 0;
-    }
-    b->inflight = 1;
-    b->sent_ms = now;
-    kube_req_opts ro = {.no_answer = 1}; /* status_written reads only the outcome */
-    kube_patch_with(p->op->client, &ro, &SLINKY_NODESETS, p->nsname, p->name, "status", KUBE_PATCH_MERGE,
-                    patch, NULL, 0, status_written, keyref_new(p->c, p->key));
+    nsw_patch_status(p->op, p->nsname, p->name, patch, status_written, keyref_new(p->c, p->key));
     return 1;
 }
 
@@ -3293,6 +3242,7 @@ static void stop(operator *op)
 {
     nodeset_state *c = nodeset_of(op);
     nss_stop(op);
+    nsw_stop(op);
     if (c->q)
         wq_shutdown(c->q, NULL, NULL);
     c->q = NULL;

@@ -23,6 +23,7 @@
 #include "reconcilers/nodehealth.h"
 #include "reconcilers/nodeset_incr.h"
 #include "reconcilers/nodeset_verdict.h"
+#include "reconcilers/nodeset_write.h"
 #include "reconcilers/reconcilers.h"
 #include "reconcilers/slurmclient.h"
 #include "slurmio/hostlist.h"
@@ -32,7 +33,6 @@
 
 /* A Kubernetes write not yet visible in the cache is not repeated for this
  * long (the watch event normally arrives within milliseconds). */
-#define POD_WRITE_TTL_MS 30000u
 /* A Ready pod gets this long to register its Slurm node before a missing
  * node counts as registration drift; the node must have been missing from
  * every table read for this long too. */
@@ -218,13 +218,6 @@ typedef struct deleting_ent {
     uint64_t quiet_until; /* its verdict is due (mark_deciding): no status writes */
 } deleting_ent;
 
-typedef struct pw_ent {
-    char *key; /* pod uid "\x1f" what */
-    uint64_t want;
-    uint64_t at_ms;
-    int inflight;
-} pw_ent;
-
 static void hl_free(void *v)
 {
     hl_ent *e = v;
@@ -270,13 +263,12 @@ struct nss_state {
     nss_queue q;       /* the NodeSet reconciler's queue */
     map_t sets;        /* NodeSet key -> nss_set */
     int ix_slurm_name; /* pods store index: Slurm node name -> pods */
-    map_t writes;      /* pod write tracker */
     map_t backoff;     /* Slurm write backoff */
-    uint64_t inserts;
     const char *ik_mode; /* interned NSB_LABEL_SCALING_MODE (a reference of ours) */
     int stopped;         /* late completions touch nothing but the count below */
-    /* Kubernetes and Slurm writes sent whose completion has not run yet.
-     * Slurm writes complete through the Controller's node cache, which may
+    /* Slurm writes sent whose completion has not run yet (Kubernetes
+     * writes go through the writer, nodeset_write.h). They complete
+     * through the Controller's node cache, which may
      * close after the operator freed this state (free_late): a state
      * released while some are in flight is freed by the last completion. */
     unsigned inflight;
@@ -326,13 +318,6 @@ static void drift_free(void *v)
     free(d);
 }
 
-static void pw_free(void *v)
-{
-    pw_ent *e = v;
-    free(e->key);
-    free(e);
-}
-
 static void bo_free(void *v)
 {
     bo_ent *e = v;
@@ -358,7 +343,6 @@ static void deleting_free(void *v)
 static const map_type drift_type = {.val_free = drift_free};
 static const map_type deleting_type = {.val_free = deleting_free};
 static const map_type proved_type = {.val_free = proved_free};
-static const map_type pw_type = {.val_free = pw_free};
 static const map_type bo_type = {.val_free = bo_free};
 
 /* idle_since: the key is its own copy, the value a uint64_t. */
@@ -725,50 +709,11 @@ static uint64_t now_ms(const nss_state *st)
     return uv_now(st->op->loop);
 }
 
-/* ---- Kubernetes writes ---- */
-
-/* Whether to send a write of value `want` for (uid, what): not when the same
- * one is in flight or was sent less than POD_WRITE_TTL_MS ago. */
-static pw_ent *pw_begin(nss_state *st, const char *uid, const char *what, uint64_t want)
-{
-    char *k = join_key(uid, what);
-    pw_ent *e = map_get(&st->writes, k);
-    uint64_t now = now_ms(st);
-    if (e && e->want == want && (e->inflight || now - e->at_ms < POD_WRITE_TTL_MS)) {
-        free(k);
-        return NULL;
-    }
-    if (!e) {
-        e = xcalloc(1, sizeof(*e));
-        e->key = k;
-        map_put(&st->writes, e->key, e);
-    } else {
-        free(k);
-    }
-    e->want = want;
-    e->at_ms = now;
-    e->inflight = 1;
-    /* Sweep what has long been written. */
-    if (++st->inserts % 1024 == 0) {
-        size_t it = 0, n = 0;
-        const char *kk;
-        void *v;
-        pw_ent **old = xcalloc(st->writes.count + 1, sizeof(*old));
-        while (map_next(&st->writes, &it, &kk, &v)) {
-            pw_ent *x = v;
-            if (!x->inflight && now - x->at_ms >= POD_WRITE_TTL_MS)
-                old[n++] = x;
-        }
-        for (size_t i = 0; i < n; i++)
-            map_drop(&st->writes, old[i]->key);
-        free(old);
-    }
-    return e;
-}
+/* ---- writes in flight ---- */
 
 static void state_destroy(nss_state *st);
 
-/* A write of ours was sent: its completion must run before the state goes. */
+/* A Slurm write of ours was sent: its completion must run before the state goes. */
 static void write_sent(nss_state *st)
 {
     st->inflight++;
@@ -781,53 +726,6 @@ static void write_done(nss_state *st)
         state_destroy(st);
 }
 
-typedef struct pw_ctx {
-    nss_state *st;
-    char *wkey;
-    char *set;
-    char *what;
-} pw_ctx;
-
-static void pod_written(int err, const cJSON *obj, const kube_status *st, void *data)
-{
-    pw_ctx *c = data;
-    nss_state *ss = c->st;
-    pw_ent *e = ss->stopped ? NULL : map_get(&ss->writes, c->wkey);
-    if (e)
-        e->inflight = 0;
-    if (err && err != OP_ECANCELED && !ss->stopped) {
-        if (e)
-            map_drop(&ss->writes, e->key);
-        if (err != OP_ENOTFOUND) {
-            log_warn("nodeset %s: writing the %s of a pod failed: %s (%s)", c->set, c->what, err_str(err),
-                     st ? st->message : "");
-            enqueue_after(ss, c->set, 1000);
-        }
-    }
-    free(c->wkey);
-    free(c->set);
-    free(c->what);
-    free(c);
-    write_done(ss);
-}
-
-static void patch_pod(nss_state *st, const char *set, const sobj *pod, const char *sub,
-                      enum kube_patch_type type, cJSON *patch, const pw_ent *e, const char *what)
-{
-    pw_ctx *c = xcalloc(1, sizeof(*c));
-    c->st = st;
-    c->wkey = xstrdup(e->key);
-    c->set = xstrdup(set);
-    c->what = xstrdup(what);
-    kube_req_opts ro = {.no_answer = 1}; /* pod_written reads only the outcome, not the ~5 KB pod */
-    /* Counted before the call: a request the client refuses completes
-     * (once) inside it. */
-    write_sent(st);
-    kube_patch_with(st->op->client, &ro, &KUBE_PODS, pod->ns, pod->name, sub, type, patch, NULL, 0,
-                    pod_written, c);
-    cJSON_Delete(patch);
-}
-
 static uint64_t hash_str(const char *s)
 {
     uint64_t h = 1469598103934665603ull;
@@ -836,7 +734,8 @@ static uint64_t hash_str(const char *s)
     return s ? h : 0;
 }
 
-/* Set (value non-NULL) or remove (NULL) a pod annotation or label. */
+/* Set (value non-NULL) or remove (NULL) a pod annotation or label, through
+ * the writer's value gate. */
 static void set_pod_meta(nss_state *st, const char *set, const sobj *pod, int label, const char *key,
                          const char *value)
 {
@@ -845,7 +744,7 @@ static void set_pod_meta(nss_state *st, const char *set, const sobj *pod, int la
         return;
     char what[256];
     snprintf(what, sizeof(what), "%s %s", label ? "label" : "annotation", key);
-    pw_ent *e = pw_begin(st, pod->uid, what, hash_str(value));
+    nsw_ticket *e = nsw_take(st->op, pod->uid, what, hash_str(value));
     if (!e)
         return;
     cJSON *patch = cJSON_CreateObject();
@@ -854,7 +753,7 @@ static void set_pod_meta(nss_state *st, const char *set, const sobj *pod, int la
         json_set_str(m, key, value);
     else
         json_set(m, key, cJSON_CreateNull());
-    patch_pod(st, set, pod, NULL, KUBE_PATCH_MERGE, patch, e, what);
+    nsw_patch_pod(st->op, e, set, pod, NULL, KUBE_PATCH_MERGE, patch, what);
 }
 
 /* ---- Slurm writes ---- */
@@ -1179,7 +1078,6 @@ static void *state_new(void)
 {
     nss_state *st = xcalloc(1, sizeof(*st));
     map_init_type(&st->sets, &set_type);
-    map_init_type(&st->writes, &pw_type);
     map_init_type(&st->backoff, &bo_type);
     map_init_type(&st->unhealthy, &uh_type);
     st->ik_mode = istr_get(NSB_LABEL_SCALING_MODE);
@@ -1190,7 +1088,6 @@ static void *state_new(void)
 static void free_all(nss_state *st)
 {
     map_free(&st->sets);
-    map_free(&st->writes);
     map_free(&st->backoff);
     map_free(&st->unhealthy);
 }
@@ -2259,47 +2156,6 @@ static int resv_write(nss_state *st, nc_cache *cache, nss_set *s, enum nc_resv_o
     return rc;
 }
 
-typedef struct np_ctx {
-    nss_state *st;
-    char *set;
-    char *wkey; /* pod-write tracker entry, removed on failure so the next pass retries */
-} np_ctx;
-
-static void nodeset_written(int err, const cJSON *obj, const kube_status *st, void *data)
-{
-    np_ctx *c = data;
-    nss_state *ss = c->st;
-    pw_ent *e = ss->stopped ? NULL : map_get(&ss->writes, c->wkey);
-    if (e)
-        e->inflight = 0;
-    if (err && err != OP_ECANCELED && !ss->stopped) {
-        if (e)
-            map_drop(&ss->writes, e->key);
-        if (err != OP_ENOTFOUND) {
-            log_info("nodeset %s: metadata/status write failed: %s (%s); retrying", c->set, err_str(err),
-                     st ? st->message : "");
-            enqueue_after(ss, c->set, 1000);
-        }
-    }
-    free(c->set);
-    free(c->wkey);
-    free(c);
-    write_done(ss);
-}
-
-static void patch_nodeset(nss_state *st, const sobj *nodeset, const char *sub, cJSON *patch, const pw_ent *e)
-{
-    np_ctx *c = xcalloc(1, sizeof(*c));
-    c->st = st;
-    c->set = xstrdup(nodeset->key);
-    c->wkey = xstrdup(e->key);
-    kube_req_opts ro = {.no_answer = 1}; /* nodeset_written reads only the outcome */
-    write_sent(st); /* before the call, as in patch_pod */
-    kube_patch_with(st->op->client, &ro, &SLINKY_NODESETS, nodeset->ns, nodeset->name, sub, KUBE_PATCH_MERGE,
-                    patch, NULL, 0, nodeset_written, c);
-    cJSON_Delete(patch);
-}
-
 int nss_has_finalizer(const cJSON *obj, const char *name)
 {
     const cJSON *f;
@@ -2324,7 +2180,7 @@ void nss_set_finalizer(operator *op, const sobj *nodeset, const char *name, int 
         return;
     char what[128];
     snprintf(what, sizeof(what), "finalizer %s", name);
-    pw_ent *e = pw_begin(nss_of(op), nodeset->uid, what, (uint64_t)want + 1);
+    nsw_ticket *e = nsw_take(op, nodeset->uid, what, (uint64_t)want + 1);
     if (!e)
         return;
     cJSON *list = cJSON_CreateArray();
@@ -2340,7 +2196,7 @@ void nss_set_finalizer(operator *op, const sobj *nodeset, const char *name, int 
     cJSON *meta = json_obj_ensure(patch, "metadata");
     json_set(meta, "finalizers", list);
     json_set_str(meta, "resourceVersion", nodeset->rv);
-    patch_nodeset(nss_of(op), nodeset, NULL, patch, e);
+    nsw_patch_nodeset(op, e, nodeset, NULL, patch);
 }
 
 static void set_finalizer(operator *op, const sobj *nodeset, int want)
@@ -2363,7 +2219,7 @@ static void set_resv_condition(nss_state *st, const sobj *nodeset, const char *s
             strcmp(json_get_str_or(c, "lastTransitionTime", ""), t) == 0)
             return;
     }
-    pw_ent *e = pw_begin(st, nodeset->uid, "ReservationCreated", hash_str(status) ^ (uint64_t)start);
+    nsw_ticket *e = nsw_take(st->op, nodeset->uid, "ReservationCreated", hash_str(status) ^ (uint64_t)start);
     if (!e)
         return;
     cJSON *list = cJSON_CreateArray();
@@ -2382,7 +2238,7 @@ static void set_resv_condition(nss_state *st, const sobj *nodeset, const char *s
     cJSON_AddItemToArray(list, mine);
     cJSON *patch = cJSON_CreateObject();
     json_set(json_obj_ensure(patch, "status"), "conditions", list);
-    patch_nodeset(st, nodeset, "status", patch, e);
+    nsw_patch_nodeset(st->op, e, nodeset, "status", patch);
 }
 
 static int resv_created_for(const sobj *nodeset, int64_t start)
@@ -2780,7 +2636,7 @@ static void health_gauges(nss_state *st, const nss_set *s, const char *ns, const
 /* The pod condition NH_POD_CONDITION: True with msg, or removed (NULL). */
 static void health_condition(nss_state *st, nss_set *s, const sobj *pod, const char *msg)
 {
-    pw_ent *e = pw_begin(st, pod->uid, "health condition", msg ? hash_str(msg) : 1);
+    nsw_ticket *e = nsw_take(st->op, pod->uid, "health condition", msg ? hash_str(msg) : 1);
     if (!e)
         return;
     cJSON *c = cJSON_CreateObject();
@@ -2799,7 +2655,7 @@ static void health_condition(nss_state *st, nss_set *s, const sobj *pod, const c
     cJSON_AddItemToArray(list, c);
     cJSON *patch = cJSON_CreateObject();
     json_set(json_obj_ensure(patch, "status"), "conditions", list);
-    patch_pod(st, s->key, pod, "status", KUBE_PATCH_STRATEGIC, patch, e, "health condition");
+    nsw_patch_pod(st->op, e, s->key, pod, "status", KUBE_PATCH_STRATEGIC, patch, "health condition");
 }
 
 /* What to do for a pod out for health, each pass until it is gone. */
@@ -3283,7 +3139,7 @@ static void sync_conditions(nss_state *st, nss_set *s, const sobj *pod, const sm
     uint32_t want_hash = pod_slurm_cond_hash(want, msg);
     if (want == pp->slurm_conds && want_hash == pp->slurm_msg_hash)
         return;
-    pw_ent *e = pw_begin(st, pod->uid, "conditions", ((uint64_t)want << 32) | want_hash);
+    nsw_ticket *e = nsw_take(st->op, pod->uid, "conditions", ((uint64_t)want << 32) | want_hash);
     if (!e)
         return;
     char t[32];
@@ -3308,7 +3164,7 @@ static void sync_conditions(nss_state *st, nss_set *s, const sobj *pod, const sm
     }
     cJSON *patch = cJSON_CreateObject();
     json_set(json_obj_ensure(patch, "status"), "conditions", list);
-    patch_pod(st, s->key, pod, "status", KUBE_PATCH_STRATEGIC, patch, e, "Slurm conditions");
+    nsw_patch_pod(st->op, e, s->key, pod, "status", KUBE_PATCH_STRATEGIC, patch, "Slurm conditions");
 }
 
 static void sync_pod_info(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, const sobj *pod,
@@ -3629,7 +3485,7 @@ static void demand_step(nss_state *st, nss_set *s, nc_cache *cache, const sobj *
     int32_t want = nd_want(&s->demand, replicas, busy, demand, cooled);
     if (want == replicas)
         return;
-    pw_ent *e = pw_begin(st, nodeset->uid, "autoscale replicas", (uint64_t)want + 1);
+    nsw_ticket *e = nsw_take(st->op, nodeset->uid, "autoscale replicas", (uint64_t)want + 1);
     if (!e)
         return;
     const char *dir = want > replicas ? "up" : "down";
@@ -3652,7 +3508,7 @@ static void demand_step(nss_state *st, nss_set *s, nc_cache *cache, const sobj *
      * precondition fail once per step. */
     cJSON *patch = cJSON_CreateObject();
     json_set_int(json_obj_ensure(patch, "spec"), "replicas", want);
-    patch_nodeset(st, nodeset, NULL, patch, e);
+    nsw_patch_nodeset(st->op, e, nodeset, NULL, patch);
 }
 
 void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns, const nsp_spec *sp,

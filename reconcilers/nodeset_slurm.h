@@ -98,8 +98,8 @@ typedef struct nss_queue {
 } nss_queue;
 
 /** The Slurm side's state (the NodeSets' condemnations, drains, drift and
- *  reservation bookkeeping, the pod write tracker, the Slurm write
- *  backoffs, the queue hook), a part of the NodeSet reconciler in the
+ *  reservation bookkeeping, the Slurm write backoffs, the queue hook; its
+ *  Kubernetes writes go through the writer, nodeset_write.h), a part of the NodeSet reconciler in the
  *  registry (RC_NODESET_SLURM: its state only; the NodeSet reconciler sets
  *  it up, starts and stops it), freed once the API client has closed.
  *  Slurm writes complete through the Controller's node cache, which may

@@ -14,6 +14,7 @@ enum op_rc {
     OPR_SLURMCLIENT = 0, /* first: the NodeSets and the Controllers ask it for Slurm clients */
     OPR_NODESET,
     OPR_NODESET_SLURM, /* a part: the NodeSet reconciler's Slurm side */
+    OPR_NODESET_WRITE, /* a part: the NodeSet engine's writer */
     OPR_CONTROLLER,
     OPR_RESTAPI,
     OPR_ACCOUNTING,
