@@ -316,8 +316,8 @@ void nsw_adopt_pod(operator *op, const sobj *pod, cJSON *ref, kube_cb cb, void *
     cJSON *meta = json_obj_ensure(patch, "metadata");
     json_set(meta, "ownerReferences", refs);
     json_set_str(meta, "uid", pod->uid); /* a precondition: adopt only this incarnation */
-    kube_patch(op->client, &KUBE_PODS, pod->ns, pod->name, NULL, KUBE_PATCH_STRATEGIC, patch, NULL, 0, own_done,
-               own_ctx_new(nsw_of(op), cb, data));
+    kube_patch(op->client, &KUBE_PODS, pod->ns, pod->name, NULL, KUBE_PATCH_STRATEGIC, patch, NULL, 0,
+               own_done, own_ctx_new(nsw_of(op), cb, data));
     cJSON_Delete(patch);
 }
 
