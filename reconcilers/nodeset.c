@@ -92,10 +92,10 @@ struct incr;
  * Everything the engine keeps about a NodeSet from one pass to the next,
  * under its store key: made on first need (rec_ensure), found with
  * rec_get (NULL: nothing kept), and freed in one call when the NodeSet is
- * gone (rec_forget). What other modules keep per NodeSet (expectations,
- * the Slurm side's sets) they forget in the same
- * step of ns_sync. Completions of writes find the record by key, never by
- * pointer, so a record forgotten meanwhile is simply not found; the one
+ * gone (rec_forget), the parts other modules keep in it included (the
+ * expectations, the immutable fields, the Slurm side's). Completions of
+ * writes find the record by key, never by pointer, so a record forgotten
+ * meanwhile is simply not found; the one
  * exception is a status PATCH on its way, whose gate must outlive a
  * NodeSet deleted and created again under the same key: such a record
  * keeps only the gate until the answer (status_written) drops it. */
@@ -115,6 +115,7 @@ struct ns_rec {
     map_t held_names;
     nsim_mem immut; /* its immutable fields as last valid (nodeset_immut.h) */
     exp_owner exp;  /* creates and deletes in flight, until observed (expect.h) */
+    nss_set *slurm; /* the Slurm side's part (nodeset_slurm.h), made there on first need */
 };
 
 static void incr_free(void *v);
@@ -128,6 +129,7 @@ static void rec_free(void *v)
     map_free(&r->held_names);
     nsim_forget(&r->immut);
     exp_drop(&r->exp);
+    nss_set_free(r->slurm);
     free(r->rival_msg);
     free(r->key);
     free(r);
@@ -163,6 +165,8 @@ static void rec_forget(nodeset_state *c, const char *key)
     struct ns_rec *r = rec_get(c, key);
     if (r == NULL)
         return;
+    nss_forget(c->op, key); /* its part, and the gauges that name the NodeSet */
+    assert(r->slurm == NULL);
     if (!r->status.inflight) {
         map_drop(&c->recs, key);
         return;
@@ -674,6 +678,27 @@ static void queue_after(void *ctx, const char *key, uint64_t ms)
     nodeset_enqueue_after(c->op, key, ms);
 }
 
+/* The Slurm side's part of key's record (nss_queue.part, next_part). */
+static nss_set **slurm_part(void *ctx, const char *key, int make)
+{
+    nodeset_state *c = ctx;
+    struct ns_rec *r = make ? rec_ensure(c, key) : rec_get(c, key);
+    return r ? &r->slurm : NULL;
+}
+
+static nss_set *slurm_next_part(void *ctx, size_t *it)
+{
+    nodeset_state *c = ctx;
+    const char *k;
+    void *v;
+    while (map_next(&c->recs, it, &k, &v)) {
+        const struct ns_rec *r = v;
+        if (r->slurm)
+            return r->slurm;
+    }
+    return NULL;
+}
+
 /* A Slurm write for one pod of key failed and backs off for ms: that pod
  * alone is looked at again then. The entry is kept whatever the state is
  * now: this may run inside a full pass (slurm_update backing off), whose
@@ -954,6 +979,8 @@ static void setup(operator *op)
                                .after = queue_after,
                                .pod = queue_pod,
                                .pod_after = queue_pod_after,
+                               .part = slurm_part,
+                               .next_part = slurm_next_part,
                                .ctx = c});
 }
 
@@ -2929,7 +2956,6 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         return WQ_RESULT_AFTER(NS_UNSYNCED_RETRY_MS);
     case NSC_FORGET:
         rec_forget(c, key);
-        nss_forget(op, key);
         return WQ_RESULT_OK;
     case NSC_SCOPE_WAIT:
         return WQ_RESULT_AFTER(NS_SCOPE_RETRY_MS);

@@ -261,7 +261,6 @@ typedef struct bo_ent {
 struct nss_state {
     operator *op;
     nss_queue q;       /* the NodeSet reconciler's queue */
-    map_t sets;        /* NodeSet key -> nss_set */
     int ix_slurm_name; /* pods store index: Slurm node name -> pods */
     map_t backoff;     /* Slurm write backoff */
     const char *ik_mode; /* interned NSB_LABEL_SCALING_MODE (a reference of ours) */
@@ -352,9 +351,10 @@ static void free_idle_key(char *key)
 }
 static const map_type idle_type = {.val_free = free, .key_free = free_idle_key};
 
-static void set_free(void *v)
+void nss_set_free(nss_set *s)
 {
-    nss_set *s = v;
+    if (s == NULL)
+        return;
     map_free(&s->condemned);
     map_free(&s->victims);
     map_free(&s->drift_since);
@@ -375,9 +375,14 @@ static void set_free(void *v)
     free(s);
 }
 
-static const map_type set_type = {.val_free = set_free};
-
 static nss_set *set_get(nss_state *st, const sobj *nodeset, const nsp_spec *sp);
+
+/* The Slurm side's part of NodeSet key's record, NULL when none was made. */
+static nss_set *set_find(const nss_state *st, const char *key)
+{
+    nss_set **slot = st->q.part(st->q.ctx, key, 0);
+    return slot ? *slot : NULL;
+}
 
 /* For the hooks that get the NodeSet as it is stored (no pass read its
  * spec): only its controllerRef counts here, which has no default. */
@@ -390,11 +395,12 @@ static nss_set *set_of_json(nss_state *st, const sobj *nodeset)
 
 static nss_set *set_get(nss_state *st, const sobj *nodeset, const nsp_spec *sp)
 {
-    nss_set *s = map_get(&st->sets, nodeset->key);
+    nss_set **slot = st->q.part(st->q.ctx, nodeset->key, 1);
+    nss_set *s = *slot;
     char *ctl_key = xasprintf("%s/%s", sp->ctl_ns ? sp->ctl_ns : nodeset->ns, sp->ctl_name);
     if (s && strcmp(s->ctl_key, ctl_key) != 0) {
-        map_drop(&st->sets, nodeset->key);
-        s = NULL;
+        nss_set_free(s); /* another Controller's: nothing of it holds */
+        s = *slot = NULL;
     }
     if (!s) {
         s = xcalloc(1, sizeof(*s));
@@ -411,7 +417,7 @@ static nss_set *set_get(nss_state *st, const sobj *nodeset, const nsp_spec *sp)
         map_init_type(&s->records, &map_type_free_val);
         s->res_gen = -1;
         map_init_type(&s->idle_since, &idle_type);
-        map_put(&st->sets, s->key, s);
+        *slot = s;
     } else {
         free(ctl_key);
     }
@@ -456,7 +462,7 @@ static void wake_pruner(nss_state *st, const char *ctl_key, const char *node)
     if (ns && set && *ns && *set) {
         char key[512];
         snprintf(key, sizeof(key), "%s/%s", ns, set);
-        const nss_set *s = map_get(&st->sets, key);
+        const nss_set *s = set_find(st, key);
         if (s && strcmp(s->ctl_key, ctl_key) == 0)
             enqueue(st, key);
     }
@@ -490,7 +496,7 @@ static void on_slurm_node(const char *ctl_key, const char *node, void *data)
             char key[512];
             if (!owner_key(pod, key, sizeof(key)))
                 continue;
-            const nss_set *s = map_get(&st->sets, key);
+            const nss_set *s = set_find(st, key);
             if (s == NULL || strcmp(s->ctl_key, ctl_key) == 0)
                 st->q.pod(st->q.ctx, key, pod);
         }
@@ -500,13 +506,9 @@ static void on_slurm_node(const char *ctl_key, const char *node, void *data)
     }
     /* Everything of that Controller. */
     size_t it = 0;
-    const char *k;
-    void *v;
-    while (map_next(&st->sets, &it, &k, &v)) {
-        nss_set *s = v;
+    for (const nss_set *s; (s = st->q.next_part(st->q.ctx, &it));)
         if (strcmp(s->ctl_key, ctl_key) == 0)
             enqueue(st, s->key);
-    }
 }
 
 static void on_slurm_resv(const char *ctl_key, const char *resv, void *data)
@@ -1077,7 +1079,6 @@ char *nss_merge_features_base(const char *current, const char *base, const char 
 static void *state_new(void)
 {
     nss_state *st = xcalloc(1, sizeof(*st));
-    map_init_type(&st->sets, &set_type);
     map_init_type(&st->backoff, &bo_type);
     map_init_type(&st->unhealthy, &uh_type);
     st->ik_mode = istr_get(NSB_LABEL_SCALING_MODE);
@@ -1087,7 +1088,6 @@ static void *state_new(void)
 
 static void free_all(nss_state *st)
 {
-    map_free(&st->sets);
     map_free(&st->backoff);
     map_free(&st->unhealthy);
 }
@@ -1133,10 +1133,7 @@ static void on_scrape(void *data)
     double by_reason[ARRAY_SIZE(kept_reasons)] = {0}, busy = 0, oldest = 0;
     uint64_t now = st->op ? uv_now(st->op->loop) : 0;
     size_t it = 0;
-    const char *k;
-    void *v;
-    while (map_next(&st->sets, &it, &k, &v)) {
-        const nss_set *set = v;
+    for (const nss_set *set; !st->stopped && (set = st->q.next_part(st->q.ctx, &it));) {
         if (set->blocked && set->blocked_since && now > set->blocked_since &&
             (double)(now - set->blocked_since) / 1000.0 > oldest)
             oldest = (double)(now - set->blocked_since) / 1000.0;
@@ -1196,6 +1193,7 @@ static void setup_metrics(nss_state *st, mx_registry *r)
 void nss_setup(operator *op, const nss_queue *q)
 {
     nss_state *st = nss_of(op);
+    assert(q->now && q->after && q->pod && q->part && q->next_part);
     st->op = op;
     st->q = *q;
     st->ix_slurm_name = store_add_index(op_store(op, OPK_PODS), slurm_name_index, st);
@@ -1257,7 +1255,7 @@ void nss_stop(operator *op)
 void nss_forget(operator *op, const char *key)
 {
     nss_state *st = nss_of(op);
-    nss_set *s = map_get(&st->sets, key);
+    nss_set *s = set_find(st, key);
     if (s && (s->health.count || s->health_waiting)) {
         const char *slash = strchr(key, '/');
         char ns[256];
@@ -1266,7 +1264,11 @@ void nss_forget(operator *op, const char *key)
         s->health_waiting = 0;
         health_gauges(st, s, ns, slash ? slash + 1 : key);
     }
-    map_drop(&st->sets, key);
+    nss_set **slot = st->q.part(st->q.ctx, key, 0);
+    if (slot) {
+        nss_set_free(*slot);
+        *slot = NULL;
+    }
 }
 
 
@@ -1627,7 +1629,7 @@ int nss_condemn(operator *op, const sobj *nodeset, const cJSON *ctl, const sobj 
 /* A hook for the NodeSet reconciler's incremental passes (nodeset.c); reads only. */
 int nss_quiet(operator *op, const sobj *nodeset)
 {
-    const nss_set *s = map_get(&nss_of(op)->sets, nodeset->key);
+    const nss_set *s = set_find(nss_of(op), nodeset->key);
     nc_cache *cache;
     if (s == NULL || s->condemned.count || s->n_drains || s->blocked)
         return 0;
@@ -1636,7 +1638,7 @@ int nss_quiet(operator *op, const sobj *nodeset)
 
 const char *nss_blocked(operator *op, const sobj *nodeset, const char **message)
 {
-    const nss_set *s = map_get(&nss_of(op)->sets, nodeset->key);
+    const nss_set *s = set_find(nss_of(op), nodeset->key);
     if (message)
         *message = s && s->blocked ? s->blocked_msg : NULL;
     return s ? s->blocked : NULL;
@@ -2114,7 +2116,7 @@ static void resv_done(int status, void *data)
 {
     resv_ctx *c = data;
     nss_state *st = c->st;
-    nss_set *s = st->stopped ? NULL : map_get(&st->sets, c->set);
+    nss_set *s = st->stopped ? NULL : set_find(st, c->set);
     if (s) {
         s->resv_writing = 0;
         nc_cache *cache;
@@ -3109,7 +3111,7 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
 void nss_release(operator *op, const sobj *nodeset, const nsb_pod *pods, size_t n, const nss_actions *act)
 {
     nss_state *st = nss_of(op);
-    nss_set *s = map_get(&st->sets, nodeset->key);
+    nss_set *s = set_find(st, nodeset->key);
     if (s == NULL || s->victims.count == 0 || s->victims_gen != nodeset->generation)
         return;
     uint64_t now = now_ms(st);
@@ -3372,14 +3374,14 @@ static int demand_policy(nss_state *st, nss_set *s, const sobj *nodeset, const n
  * the one job (if any) that no NodeSet of the Controller can ever hold. */
 static int32_t demand_of(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, int32_t *jobs)
 {
-    nss_set **sibs = xcalloc(st->sets.count + 1, sizeof(*sibs));
-    size_t n_sibs = 0, it = 0;
-    const char *k;
-    void *v;
-    while (map_next(&st->sets, &it, &k, &v)) {
-        nss_set *o = v;
-        if (o->demand_on && o->demand_parts && strcmp(o->ctl_key, s->ctl_key) == 0)
-            sibs[n_sibs++] = o;
+    size_t n_sibs = 0, it = 0, cap = 8;
+    nss_set **sibs = xcalloc(cap, sizeof(*sibs));
+    for (nss_set *o; (o = st->q.next_part(st->q.ctx, &it));) {
+        if (!o->demand_on || !o->demand_parts || strcmp(o->ctl_key, s->ctl_key) != 0)
+            continue;
+        if (n_sibs == cap)
+            sibs = xrealloc(sibs, (cap *= 2) * sizeof(*sibs));
+        sibs[n_sibs++] = o;
     }
     qsort(sibs, n_sibs, sizeof(*sibs), cmp_set_key);
     nd_set *view = xcalloc(n_sibs + 1, sizeof(*view));
@@ -3587,7 +3589,7 @@ void nss_status(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON
 
 int nss_calm(operator *op, const sobj *nodeset, const nsp_spec *sp)
 {
-    const nss_set *s = map_get(&nss_of(op)->sets, nodeset->key);
+    const nss_set *s = set_find(nss_of(op), nodeset->key);
     nc_cache *cache;
     if (s == NULL || s->condemned.count || s->n_drains || s->blocked || s->drift_since.count || s->held ||
         !s->synced || !s->counts_known || s->resv_writing || s->health.count || s->demand_on)
@@ -3600,7 +3602,7 @@ int nss_calm(operator *op, const sobj *nodeset, const nsp_spec *sp)
 unsigned nss_pod_slurm_bits(operator *op, const sobj *nodeset, const sobj *pod)
 {
     nss_state *st = nss_of(op);
-    const nss_set *s = map_get(&st->sets, nodeset->key);
+    const nss_set *s = set_find(st, nodeset->key);
     nc_cache *cache;
     const sm_node *sn = NULL;
     if (s == NULL || slurmclient_get(op, s->ctl_key, &cache) != SC_READY || !nc_ready(cache))
@@ -3615,7 +3617,7 @@ int nss_pod_step(operator *op, const sobj *nodeset, const cJSON *ns, const nsp_s
                  const char *update_hash, int uncordon_ok, int sync)
 {
     nss_state *st = nss_of(op);
-    nss_set *s = map_get(&st->sets, nodeset->key);
+    nss_set *s = set_find(st, nodeset->key);
     nc_cache *cache;
     if (s == NULL || slurmclient_get(op, s->ctl_key, &cache) != SC_READY || !nc_ready(cache))
         return NSS_STEP_FULL;

@@ -79,10 +79,18 @@ typedef struct nss_actions {
     void (*release_pod)(void *ctx, const sobj *pod, const char *why);
 } nss_actions;
 
+/** What the Slurm side keeps about one NodeSet (condemnations, drains,
+ *  drift, the reservation write, health, the queue's demand, the last Slurm
+ *  counts): a part of the NodeSet's record, which nodeset.c keeps and frees
+ *  (nss_set_free), made here on first need through nss_queue.part. */
+typedef struct nss_set nss_set;
+void nss_set_free(nss_set *s);
+
 /** How nodeset_slurm queues a pass of a NodeSet (Slurm node and reservation
- *  events, drains that complete, deadlines that expire): the NodeSet
- *  reconciler's queue, handed over at setup so that this module never calls
- *  into nodeset.c. All three functions are required. */
+ *  events, drains that complete, deadlines that expire) and finds its part
+ *  of a NodeSet's record: the NodeSet reconciler's queue and records, handed
+ *  over at setup so that this module never calls into nodeset.c. All but
+ *  pod_after are required. */
 typedef struct nss_queue {
     void *ctx;
     /* Queue the NodeSet "ns/name" now. */
@@ -95,6 +103,12 @@ typedef struct nss_queue {
     /* Queue it to look at that pod again after ms milliseconds (a Slurm
      * write for it failed and backs off); NULL: `after`. */
     void (*pod_after)(void *ctx, const char *key, const sobj *pod, uint64_t ms);
+    /* The slot of the Slurm side's part in the record of NodeSet key (NULL
+     * in it: none made yet); with make, the record is made when missing,
+     * else NULL then. */
+    nss_set **(*part)(void *ctx, const char *key, int make);
+    /* The next part made, from cursor *it (0 to start); NULL at the end. */
+    nss_set *(*next_part)(void *ctx, size_t *it);
 } nss_queue;
 
 /** The Slurm side's state (the NodeSets' condemnations, drains, drift and

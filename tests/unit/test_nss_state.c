@@ -39,6 +39,21 @@ static void q_pod(void *ctx, const char *key, const sobj *pod)
     q_now(ctx, key);
 }
 
+/* The records' parts: one NodeSet's at most. */
+static nss_set *part_of_set;
+
+static nss_set **q_part(void *ctx, const char *key, int make)
+{
+    (void)ctx;
+    return strcmp(key, "ns/set") == 0 && (make || part_of_set) ? &part_of_set : NULL;
+}
+
+static nss_set *q_next_part(void *ctx, size_t *it)
+{
+    (void)ctx;
+    return (*it)++ == 0 ? part_of_set : NULL;
+}
+
 /* The registry's slots of the bare operators below. */
 static void *slots[OPR__COUNT];
 
@@ -53,7 +68,8 @@ static nss_state *state_on(operator *op, uv_loop_t *loop)
     slots[OPR_NODESET_SLURM] = st;
     assert_ptr_equal(nss_of(op), st);
     st->op = op;
-    st->q = (nss_queue){.now = q_now, .after = q_after, .pod = q_pod};
+    st->q =
+        (nss_queue){.now = q_now, .after = q_after, .pod = q_pod, .part = q_part, .next_part = q_next_part};
     queued_now = queued_after = 0;
     return st;
 }
