@@ -48,8 +48,9 @@
 #define REG_QUICK_N 32
 #define REG_POLL_S 0.3
 #define REG_ERR_KINDS 8
-/* tests/lib/ports.py hands out 20000-29999; leave room for other users */
-#define REG_UNIQUE_MAX 9000
+/* tests/lib/ports.py hands out 20000-29999, then 10300-19999 (19,700);
+ * leave room for other users */
+#define REG_UNIQUE_MAX 18500
 /* --registration-scalein: kept nodes given a job before the scale-in */
 #define REG_SCALEIN_BUSY 16
 

@@ -9,8 +9,9 @@ is only found free, not kept: between this program's answer and the
 daemon's bind (seconds, for slurmctld under AddressSanitizer) another lab's
 allocation or any client's connect() can take it. Two labs started within a
 second then got into each other's way. So the ports come from below the
-ephemeral range (20000-29999: no outgoing connection is given one of those,
-and Kubernetes' NodePort range starts at 30000), and each one handed out is
+ephemeral range (20000-29999, then 10300-19999 once those are all taken: no
+outgoing connection is given one of those, and Kubernetes' NodePort range
+starts at 30000), and each one handed out is
 written into a host-wide reservation list under a lock, so that no other
 caller gets it for RESERVE_S seconds, by which time its daemon listens on
 it (a port still taken then fails the bind test below).
@@ -33,6 +34,10 @@ import sys
 import time
 
 LOW, HIGH = 20000, 29999
+# Handed out only once 20000-29999 has none free: a registration benchmark
+# of more than 9,000 nodes keeps a port per node. Above the control plane's
+# own ports (10250-10259) and below the ephemeral range.
+SPILL_LOW, SPILL_HIGH = 10300, 19999
 RESERVE_S = 600
 OWNED_S = 3 * 3600
 STATE = os.environ.get("SLURMOP_TEST_PORTS", "/tmp/slurmop-test-ports-%d.json" % os.getuid())
@@ -84,16 +89,18 @@ def reserve(n, owner="", now=None):
 
     def take():
         held = load(now)
-        candidates = [p for p in range(LOW, HIGH + 1) if p not in held]
-        random.shuffle(candidates)
         got = []
-        for p in candidates:
-            if len(got) == n:
-                break
-            if bindable(p):
-                got.append(p)
+        for low, high in ((LOW, HIGH), (SPILL_LOW, SPILL_HIGH)):
+            candidates = [p for p in range(low, high + 1) if p not in held]
+            random.shuffle(candidates)
+            for p in candidates:
+                if len(got) == n:
+                    break
+                if bindable(p):
+                    got.append(p)
         if len(got) < n:
-            raise SystemExit("ports.py: only %d of %d free ports in %d-%d" % (len(got), n, LOW, HIGH))
+            raise SystemExit("ports.py: only %d of %d free ports in %d-%d and %d-%d" %
+                             (len(got), n, LOW, HIGH, SPILL_LOW, SPILL_HIGH))
         for p in got:
             held[p] = (now + (OWNED_S if owner else RESERVE_S), owner)
         save(held)
