@@ -124,11 +124,8 @@ static tls_config *config_alloc(int is_server)
 /* Which AEAD the suites list first. mbedtls 2.28's AES-GCM does its GHASH a
  * block at a time (with AES-NI, the AES part is cheap) and its
  * ChaCha20-Poly1305 is portable C, so which one costs less per byte depends
- * on the CPU: on one machine ChaCha20 was over a third of the operator's CPU
- * during a scale-out, on another (AVX-512) AES-GCM was 230 MB/s against
- * ChaCha20-Poly1305's 340 MB/s, and preferring ChaCha20 cut the operator's
- * CPU in a scale-out of 8,192 pods by 13-17 % (2.27 -> 1.97 s, 2.40 -> 1.99
- * s). So it is measured once per process: a few 16 KB records (TLS's size)
+ * on the CPU, and the choice shows in the operator's CPU during a scale-out
+ * (docs/internals/HTTP.md). So it is measured once per process: a few 16 KB records (TLS's size)
  * of each, interleaved, the best time of each (about a millisecond). Go
  * servers (kube-apiserver) follow the client's first choice of the two. Only
  * forward-secret AEAD suites. */

@@ -2540,11 +2540,10 @@ static struct incr *incr_usable(struct pass *p, uint64_t now, int k8s_ok)
  *
  * While the Slurm side is not calm (nss_calm: a scale-in draining, a
  * Slurm outage, a table held), the rules of nss_sync are over every pod
- * and every event needs a full pass: up to 100 ms of the loop each at
- * 8,192 pods, so that at 1,000 events/s during a slurmrestd outage the
- * loop did nothing else (a 1,024-pod churn with slurmrestd killed: 1,043
- * full passes in its 1,000 events/s window, p99 3.8 ms). Such passes now
- * run at most once per gap per NodeSet: BUSY_GAP_X times what the last
+ * and every event would need a full pass, up to 100 ms of the loop each
+ * for a large fleet: at 1,000 events/s during a slurmrestd outage the loop
+ * would do nothing else. So such passes run at most once per gap per
+ * NodeSet: BUSY_GAP_X times what the last
  * full pass cost, within [BUSY_GAP_MIN_MS, BUSY_GAP_MAX_MS]. An event in
  * the gap gets the Kubernetes share of an incremental step at once
  * (incr_pending: ended pods deleted, missing ordinals created; neither
@@ -3069,10 +3068,9 @@ static wq_result ns_sync(nodeset_state *c, const char *key, uint64_t first_add_n
         assert(step >= NSC_PENDING);
         switch (step) {
         case NSC_PENDING:
-            /* Writes in flight bring event storms (several events per pod:
-             * an 8,192-pod scale-in kept the loop busy with passes that could
-             * only refresh status, and the deletions themselves went out
-             * slower). */
+            /* Writes in flight bring event storms (several events per pod),
+             * and a pass then can only refresh the status: throttled, so that
+             * the loop stays free for the writes themselves. */
             p.held_ns = wait_pass_take(c, key);
             looked = incr_pending(&p);
             busy_defer(&p, p.first_add_ns);
