@@ -408,6 +408,57 @@ static const char *ratio_s(char *b, size_t len, double v)
     return b;
 }
 
+/* How the cost of a pod grows with the fleet, from the sizes of one run:
+ * flat per-pod lines are a linear total. The ratio column is each size's
+ * per-pod cost over the smallest size's. */
+static void report_growth(bx_ctx *x, const double *n, const double *op, const double *lw, const double *cpu,
+                          const double *rss, size_t ng)
+{
+    bx_table *t = bx_table_new("Scale-out growth: cost per pod against N (one run)", 8, "N",
+                               "operator: creates per pod", "× smallest N", "limit + watch: per pod",
+                               "operator CPU per pod", "× smallest N", "RSS", "RSS Δ per pod");
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; i < ng; i++) {
+        char a[16], b[32], c[16], d[32], e[32], f[16], g[32], h[32];
+        snprintf(a, sizeof(a), "%.0f", n[i]);
+        snprintf(b, sizeof(b), "%.0f µs", op[i]);
+        snprintf(c, sizeof(c), "%.2f×", op[i] / op[0]);
+        snprintf(d, sizeof(d), isfinite(lw[i]) ? "%.0f µs" : "n/a", lw[i]);
+        snprintf(e, sizeof(e), "%.0f µs", cpu[i]);
+        snprintf(f, sizeof(f), "%.2f×", cpu[i] / cpu[0]);
+        snprintf(g, sizeof(g), "%.1f MiB", rss[i] / 1048576.0);
+        double per = i > 0 ? (rss[i] - rss[0]) / (n[i] - n[0]) : NAN;
+        snprintf(h, sizeof(h), i > 0 ? "%.0f B" : "—", per);
+        bx_table_row(t, a, b, c, d, e, f, g, h);
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddItemToObject(j, "n", bx_num(n[i]));
+        cJSON_AddItemToObject(j, "createMicrosPerPod", bx_num(op[i]));
+        cJSON_AddItemToObject(j, "limitWithWatchMicrosPerPod", bx_num(lw[i]));
+        cJSON_AddItemToObject(j, "cpuMicrosPerPod", bx_num(cpu[i]));
+        cJSON_AddItemToObject(j, "rssBytes", bx_num(rss[i]));
+        cJSON_AddItemToObject(j, "rssBytesPerPodSinceSmallest", bx_num(per));
+        cJSON_AddItemToArray(arr, j);
+    }
+    bx_table_note(t, "creates per pod: the best run's time to the N-th pod seen, over N; CPU: the operator's "
+                     "user+system time in that run, over N; RSS: its resident set at the end of that run, and "
+                     "what it grew per pod since the smallest N. Plot: scale-out-growth.svg.");
+    bx_table_emit(x, t);
+    cJSON_AddItemToObject(x->results, "scale-out-growth", arr);
+    size_t nlw = ng; /* a size without the limit's run leaves its line out (no NaN in the plot) */
+    for (size_t i = 0; i < ng; i++)
+        if (!isfinite(lw[i]))
+            nlw = 0;
+    bx_series s[3] = {
+        {"operator: creates, µs per pod", n, op, ng, 0},
+        {"limit + watch: creates, µs per pod", n, lw, nlw, 0},
+        {"operator CPU, µs per pod", n, cpu, ng, 0},
+    };
+    char *path = bx_out_path(x, "scale-out-growth.svg");
+    if (bx_svg_lines(path, "Scale-out: cost per pod against N", "pods (N)", "µs per pod", s, 3) != 0)
+        bx_say(x, "bench: cannot write %s", path);
+    free(path);
+}
+
 int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
 {
     cJSON *out = cJSON_CreateArray();
@@ -419,6 +470,11 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
     int failed = 0;
     double last_ratio = NAN, last_o = NAN, last_l = NAN, last_wratio = NAN, last_w = NAN;
     int last_n = 0;
+    /* growth: cost per pod against N, one point per size of this run */
+    size_t ng = 0, nsz = x->n_sizes > 0 ? (size_t)x->n_sizes : 1;
+    double *gx = xcalloc(nsz, sizeof(double)), *g_op = xcalloc(nsz, sizeof(double));
+    double *g_lw = xcalloc(nsz, sizeof(double)), *g_cpu = xcalloc(nsz, sizeof(double));
+    double *g_rss = xcalloc(nsz, sizeof(double));
     for (int i = 0; i < x->n_sizes; i++) {
         int n = x->sizes[i];
         run L, W, O;
@@ -523,6 +579,14 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
             last_wratio = rw;
             last_w = W.create_s;
         }
+        if (O.ok) {
+            gx[ng] = n;
+            g_op[ng] = O.create_s / n * 1e6;
+            g_lw[ng] = W.ok ? W.create_s / n * 1e6 : NAN;
+            g_cpu[ng] = O.cpu_s / n * 1e6;
+            g_rss[ng] = (double)O.rss_kib * 1024.0;
+            ng++;
+        }
         run_free(&L);
         run_free(&W);
         run_free(&O);
@@ -553,6 +617,13 @@ int scen_scale_out(bx_ctx *x, int with_operator, int with_limit)
                   x->repeat);
     bx_table_emit(x, t);
     cJSON_AddItemToObject(x->results, "scale-out", out);
+    if (ng >= 2)
+        report_growth(x, gx, g_op, g_lw, g_cpu, g_rss, ng);
+    free(gx);
+    free(g_op);
+    free(g_lw);
+    free(g_cpu);
+    free(g_rss);
     if (with_operator && with_limit && isfinite(last_ratio)) {
         char m[64], l[64], note[128];
         bx_fmt_s(m, sizeof(m), last_o);
