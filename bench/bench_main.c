@@ -103,6 +103,9 @@ static const char usage[] =
     ")\n"
     "  --registration-pace M  registration: at most M slurmd started and not yet registered (default\n"
     "                        " REG_PACE_DEFAULT_S "; 0: no cap)\n"
+    "  --registration-precreate B  registration: before the storm, make the N node records with\n"
+    "                        scontrol create (State=FUTURE, the pods' features), B names a call; their\n"
+    "                        slurmd then register nodes that exist (default 0: none)\n"
     "  --registration-scalein  registration: then scale the NodeSet to 0 with jobs on some kept\n"
     "                        nodes: drains answered, pods gone, no busy pod deleted before its job\n"
     "  --churn-slurm         churn with a RestApi: the NodeSet's Controller reads a Slurm lab of N nodes\n"
@@ -183,6 +186,7 @@ enum {
     OPT_REG_REAL,
     OPT_REG_CYCLE,
     OPT_REG_PACE,
+    OPT_REG_PRECREATE,
     OPT_REG_SCALEIN,
     OPT_HELP,
 };
@@ -218,6 +222,7 @@ static const struct option long_opts[] = {
     {"registration-real", required_argument, NULL, OPT_REG_REAL},
     {"registration-cycle", required_argument, NULL, OPT_REG_CYCLE},
     {"registration-pace", required_argument, NULL, OPT_REG_PACE},
+    {"registration-precreate", required_argument, NULL, OPT_REG_PRECREATE},
     {"registration-scalein", no_argument, NULL, OPT_REG_SCALEIN},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -637,6 +642,14 @@ int main(int argc, char **argv)
         case OPT_REG_SCALEIN:
             x.reg_scalein = 1;
             break;
+        case OPT_REG_PRECREATE: {
+            char *end = NULL;
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || v < 0 || v > 100000)
+                return die_usage("--registration-precreate: want a count, not ", optarg);
+            x.reg_precreate = (int)v;
+            break;
+        }
         case OPT_REG_REAL:
         case OPT_REG_CYCLE:
         case OPT_REG_PACE: {
