@@ -46,7 +46,11 @@
 #include "reconcilers/slurmconf.h"
 
 #define REG_QUICK_N 32
+/* sinfo's period: 0.3 s up to 2,048 nodes, then in proportion to N (at
+ * most 2 s), so that the harness's own node reads, which slurmctld serves
+ * under the lock its registrations take, stay a small share of its time */
 #define REG_POLL_S 0.3
+#define REG_POLL_MAX_S 2.0
 #define REG_ERR_KINDS 8
 /* tests/lib/ports.py hands out 20000-29999, then 10300-19999 (19,700);
  * leave room for other users */
@@ -810,10 +814,13 @@ int scen_registration(bx_ctx *x)
          * r.cycle at a time */
         double limit_s = 120 + 0.5 * n;
         uint64_t last_poll = 0, last_scrape = 0;
+        double poll_s = n > 2048 ? REG_POLL_S * n / 2048 : REG_POLL_S;
+        if (poll_s > REG_POLL_MAX_S)
+            poll_s = REG_POLL_MAX_S;
         while (!bx_stop_requested(x) && bx_secs(r.t0, uv_hrtime()) < limit_s) {
             launch_more(&r);
             uint64_t now = uv_hrtime();
-            if (bx_secs(last_poll, now) >= REG_POLL_S) {
+            if (bx_secs(last_poll, now) >= poll_s) {
                 poll_nodes(&r);
                 last_poll = uv_hrtime();
             }
