@@ -439,9 +439,10 @@ static void report_growth(bx_ctx *x, const double *n, const double *op, const do
         cJSON_AddItemToObject(j, "rssBytesPerPodSinceSmallest", bx_num(per));
         cJSON_AddItemToArray(arr, j);
     }
-    bx_table_note(t, "creates per pod: the best run's time to the N-th pod seen, over N; CPU: the operator's "
-                     "user+system time in that run, over N; RSS: its resident set at the end of that run, and "
-                     "what it grew per pod since the smallest N. Plot: scale-out-growth.svg.");
+    bx_table_note(t,
+                  "creates per pod: the best run's time to the N-th pod seen, over N; CPU: the operator's "
+                  "user+system time in that run, over N; RSS: its resident set at the end of that run, and "
+                  "what it grew per pod since the smallest N. Plot: scale-out-growth.svg.");
     bx_table_emit(x, t);
     cJSON_AddItemToObject(x->results, "scale-out-growth", arr);
     size_t nlw = ng; /* a size without the limit's run leaves its line out (no NaN in the plot) */
