@@ -8,7 +8,9 @@
  *   3. with Slurm: RestApi "slurm" created, so the operator starts polling
  *      the lab's slurmrestd and caches its N nodes (named like the pods).
  * RSS (VmRSS) is read after each step once the queue is quiet; the
- * difference per step over N is the cost per object. Then, with
+ * difference per step over N is the cost per object. The operator's own
+ * count of each cache's bytes, at the baseline and after the last step,
+ * breaks the live heap down (breakdown_emit). Then, with
  * everything cached, once the queue is quiet and the operator's Slurm node
  * writes (pod info, one request per node after a scale-out) have stopped
  * for 3 s (at most 300 s; step 3's RSS is read then too) and a node poll
@@ -30,6 +32,7 @@
 #include "core/err.h"
 #include "core/file.h"
 #include "core/json.h"
+#include "core/mem.h"
 #include "reconcilers/nodeset.h"
 
 static int cache_count(bx_ctx *x, bx_slurmop *op, const char *resource)
@@ -170,6 +173,96 @@ static int wait_not_modified(bx_ctx *x, bx_slurmop *op, double timeout_s)
     return OP_ETIMEOUT;
 }
 
+/* The caches of the breakdown, as the operator names them on /metrics: the
+ * big three first; every other watch cache is summed in one row. */
+static const char *const big_caches[] = {"pods", "nodes", "slurm_nodes", "interned"};
+
+/* Bytes and objects of one cache (a resource of slurmop_cache_bytes, or the
+ * Slurm node tables of every cluster) in a scrape; "other" is every watch
+ * cache not in big_caches. */
+static void cache_of(const bx_metrics *m, const char *cache, double *bytes, double *objects)
+{
+    char q[96];
+    if (strcmp(cache, "slurm_nodes") == 0) {
+        *bytes = bx_metric(m, "slurmop_slurm_node_cache_bytes", NULL);
+        *objects = bx_metric(m, "slurmop_slurm_nodes", NULL);
+        return;
+    }
+    if (strcmp(cache, "other") != 0) {
+        snprintf(q, sizeof(q), "resource=\"%s\"", cache);
+        *bytes = bx_metric(m, "slurmop_cache_bytes", q);
+        *objects = strcmp(cache, "interned") == 0 ? NAN : bx_metric(m, "slurmop_cache_objects", q);
+        return;
+    }
+    *bytes = bx_metric(m, "slurmop_cache_bytes", NULL);
+    *objects = bx_metric(m, "slurmop_cache_objects", NULL);
+    for (size_t i = 0; i < ARRAY_SIZE(big_caches); i++) {
+        if (strcmp(big_caches[i], "slurm_nodes") == 0)
+            continue;
+        snprintf(q, sizeof(q), "resource=\"%s\"", big_caches[i]);
+        *bytes -= bx_metric(m, "slurmop_cache_bytes", q);
+        *objects -= bx_metric(m, "slurmop_cache_objects", q);
+    }
+}
+
+/* Per cache: what it holds with everything cached (m1), per object, and its
+ * growth from the baseline (m0) over n; then the sum, the live heap of the
+ * same scrapes, and the rest (heap less the caches): what the operator
+ * keeps outside its caches (reconciler state, queues, buffers). */
+static void breakdown_emit(bx_ctx *x, const bx_metrics *m0, const bx_metrics *m1, int n, cJSON *o)
+{
+    double heap0 = bx_metric(m0, "slurmop_heap_inuse_bytes", NULL);
+    double heap1 = bx_metric(m1, "slurmop_heap_inuse_bytes", NULL);
+    bx_table *t = bx_table_new("Memory: the live heap by cache, everything cached", 5, "cache", "objects",
+                               "bytes", "bytes per object", "growth per N");
+    cJSON *jb = cJSON_AddObjectToObject(o, "caches");
+    double sum0 = 0, sum1 = 0;
+    const char *rows[ARRAY_SIZE(big_caches) + 1];
+    for (size_t i = 0; i < ARRAY_SIZE(big_caches); i++)
+        rows[i] = big_caches[i];
+    rows[ARRAY_SIZE(big_caches)] = "other";
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+        double b0, o0, b1, o1;
+        cache_of(m0, rows[i], &b0, &o0);
+        cache_of(m1, rows[i], &b1, &o1);
+        sum0 += b0;
+        sum1 += b1;
+        char a[32], b[32], c[32], d[32];
+        snprintf(a, sizeof(a), isfinite(o1) ? "%.0f" : "", o1);
+        snprintf(b, sizeof(b), "%.2f MiB", b1 / 1048576.0);
+        snprintf(c, sizeof(c), isfinite(o1) && o1 > 0 ? "%.0f B" : "", b1 / o1);
+        snprintf(d, sizeof(d), "%.0f B", (b1 - b0) / n);
+        bx_table_row(t, strcmp(rows[i], "other") == 0 ? "other watch caches" : rows[i], a, b, c, d);
+        cJSON *j = cJSON_AddObjectToObject(jb, rows[i]);
+        cJSON_AddItemToObject(j, "objects", bx_num(o1));
+        cJSON_AddItemToObject(j, "bytes", bx_num(b1));
+        cJSON_AddItemToObject(j, "bytesPerObject", bx_num(o1 > 0 ? b1 / o1 : NAN));
+        cJSON_AddItemToObject(j, "growthPerN", bx_num((b1 - b0) / n));
+    }
+    char b[32], d[32];
+    snprintf(b, sizeof(b), "%.2f MiB", sum1 / 1048576.0);
+    snprintf(d, sizeof(d), "%.0f B", (sum1 - sum0) / n);
+    bx_table_row(t, "sum of the caches", "", b, "", d);
+    if (isfinite(heap0) && isfinite(heap1) && heap0 > 0 && heap1 > 0) {
+        snprintf(b, sizeof(b), "%.2f MiB", heap1 / 1048576.0);
+        snprintf(d, sizeof(d), "%.0f B", (heap1 - heap0) / n);
+        bx_table_row(t, "live heap", "", b, "", d);
+        double r0 = heap0 - sum0, r1 = heap1 - sum1;
+        snprintf(b, sizeof(b), "%.2f MiB", r1 / 1048576.0);
+        snprintf(d, sizeof(d), "%.0f B", (r1 - r0) / n);
+        bx_table_row(t, "other (heap − caches)", "", b, "", d);
+        cJSON_AddItemToObject(o, "heapOutsideCachesBytes", bx_num(r1));
+        cJSON_AddItemToObject(o, "heapOutsideCachesGrowthPerN", bx_num((r1 - r0) / n));
+    }
+    cJSON_AddItemToObject(o, "cachesBytes", bx_num(sum1));
+    bx_table_note(t,
+                  "bytes: the operator's slurmop_cache_bytes (resource=\"interned\": the strings the caches "
+                  "share) and slurmop_slurm_node_cache_bytes, as glibc counts them in use; growth per N: "
+                  "from the baseline to the last step, over %d; the live heap is slurmop_heap_inuse_bytes.",
+                  n);
+    bx_table_emit(x, t);
+}
+
 /* The lab for memory: N slurmd-less nodes named like the pods. */
 int scen_memory(bx_ctx *x)
 {
@@ -213,6 +306,9 @@ int scen_memory(bx_ctx *x)
     bx_fleet f;
     long rss[4] = {-1, -1, -1, -1}, rss_fresh = -1;
     long long heap[4] = {-1, -1, -1, -1}, heap_fresh = -1;
+    /* scrapes for the breakdown by cache: at the baseline, and once
+     * everything is cached (the last step measured) */
+    bx_metrics mb0 = {NULL, 0}, mb1 = {NULL, 0};
     int writes_quiet = -1, api_quiet = -1;
     double api_wait = NAN;
     double writes_wait = NAN, podinfo_writes = NAN, podinfo_s = NAN;
@@ -224,6 +320,7 @@ int scen_memory(bx_ctx *x)
     if (rc == 0) {
         rss[0] = settle_rss(x, &f.op);
         heap[0] = heap_in_use(x, &f.op);
+        (void)bx_scrape(x, &f.op, &mb0);
         /* 1. Nodes (kubesim only: a real cluster's Nodes are in the baseline) */
         if (f.have_ks) {
             bx_step(x, "memory: %d Nodes", n);
@@ -245,6 +342,7 @@ int scen_memory(bx_ctx *x)
         if (rc == 0) {
             rss[2] = settle_rss(x, &f.op);
             heap[2] = heap_in_use(x, &f.op);
+            (void)bx_scrape(x, &f.op, &mb1);
         }
         cJSON *list = NULL;
         if (rc == 0 && bx_list(x, &f.api, &KUBE_PODS, x->ns, NULL, &list) == 0) {
@@ -292,6 +390,8 @@ int scen_memory(bx_ctx *x)
                            api_wait);
                 rss[3] = settle_rss(x, &f.op);
                 heap[3] = heap_in_use(x, &f.op);
+                bx_metrics_free(&mb1);
+                (void)bx_scrape(x, &f.op, &mb1);
             } else {
                 bx_say(x, "bench: memory: the operator did not cache the lab's %d nodes", n);
                 want_slurm = 0;
@@ -480,6 +580,10 @@ int scen_memory(bx_ctx *x)
     free(version);
     free(api);
     bx_table_emit(x, t);
+    if (mb0.n && mb1.n)
+        breakdown_emit(x, &mb0, &mb1, n, o);
+    bx_metrics_free(&mb0);
+    bx_metrics_free(&mb1);
     cJSON_AddItemToObject(o, "freshRssKiB", bx_num((double)rss_fresh));
     cJSON_AddItemToObject(o, "freshHeapInUseBytes", bx_num((double)heap_fresh));
     cJSON_AddItemToObject(o, "idleCpuShare", bx_num(idle_cpu));

@@ -40,7 +40,7 @@ const char *istr_getn(const char *s, size_t n)
     memcpy(h->s, s, n);
     h->s[n] = '\0';
     map_put(&table, h->s, h);
-    bytes += sizeof(*h) + n + 1;
+    bytes += mem_footprint(sizeof(*h) + n + 1);
     return h->s;
 }
 
@@ -69,8 +69,8 @@ void istr_put(const char *is)
     if (--h->refs > 0)
         return;
     map_del(&table, h->s);
-    assert(bytes >= sizeof(*h) + h->len + 1);
-    bytes -= sizeof(*h) + h->len + 1;
+    assert(bytes >= mem_footprint(sizeof(*h) + h->len + 1));
+    bytes -= mem_footprint(sizeof(*h) + h->len + 1);
     free(h);
     if (table.count == 0)
         map_free(&table);
@@ -83,5 +83,5 @@ size_t istr_count(void)
 
 size_t istr_bytes(void)
 {
-    return bytes;
+    return bytes + (table.cap ? mem_footprint(table.cap * sizeof(map_slot)) : 0);
 }

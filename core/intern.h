@@ -19,7 +19,8 @@ const char *istr_getn(const char *s, size_t n);
 const char *istr_ref(const char *is);
 /** Drop a reference; the string is freed at zero. NULL is allowed. */
 void istr_put(const char *is);
-/** Number of distinct live strings and their bytes (for metrics/tests). */
+/** Number of distinct live strings, and the heap bytes they and the table
+ *  take (mem_footprint of each allocation): for metrics and tests. */
 size_t istr_count(void);
 size_t istr_bytes(void);
 

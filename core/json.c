@@ -11,6 +11,21 @@
 
 #include "core/err.h"
 #include "core/map.h"
+#include "core/mem.h"
+
+size_t json_heap_bytes(const cJSON *j)
+{
+    size_t n = 0;
+    for (; j; j = j->next) {
+        n += mem_footprint(sizeof(cJSON));
+        if (j->valuestring && (j->type & (cJSON_String | cJSON_Raw)))
+            n += mem_footprint(strlen(j->valuestring) + 1);
+        if (j->string && !(j->type & cJSON_StringIsConst))
+            n += mem_footprint(strlen(j->string) + 1);
+        n += json_heap_bytes(j->child);
+    }
+    return n;
+}
 
 void json_dedupe_keys(cJSON *o)
 {

@@ -31,6 +31,11 @@ cJSON *json_parse_untrusted(const char *s, size_t len, const char **errpos);
  *  server and slurmrestd never send duplicates). */
 void json_dedupe_keys(cJSON *o);
 
+/** The heap bytes a tree allocated outside an arena takes: mem_footprint
+ *  (core/mem.h) of every item and of every string it owns. For caches that
+ *  keep JSON and count what they hold. NULL gives 0. */
+size_t json_heap_bytes(const cJSON *j);
+
 /* Arenas: trees that are parsed, read and dropped (watch events, LIST pages)
  * are allocated from a bump arena instead of one malloc per node and string:
  * malloc/free were a third of the operator's CPU during a scale-out.

@@ -41,6 +41,17 @@ char *xvasprintf(const char *fmt, va_list ap);
  *  a 4 KiB page is a fault, and an 11 MB answer took ~2,700 of them. */
 void mem_advise_huge(void *p, size_t n);
 
+/** The heap bytes one malloc(n) takes, as the allocator counts them in use
+ *  (what mallinfo2's uordblks adds up): glibc's 64-bit chunk, n plus its
+ *  8-byte size word rounded up to 16, at least 32. The caches count their
+ *  bytes with it, so that their sum can be set against the live heap; it is
+ *  a model of the allocator, the same whatever malloc_usable_size says. */
+static inline size_t mem_footprint(size_t n)
+{
+    size_t c = (n + sizeof(size_t) + 15) & ~(size_t)15;
+    return c < 32 ? 32 : c;
+}
+
 /** Install the aborting, arena-aware allocators as cJSON's hooks. Call at
  *  start, before any thread uses cJSON (json_arena_new also makes sure). */
 void mem_init(void);

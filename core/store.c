@@ -74,12 +74,21 @@ const store_kind *store_kind_of(const store *s)
     return s->kind;
 }
 
+/* The size of o's one allocation (obj_build lays it out). */
+static size_t obj_block(const store *s, const sobj *o)
+{
+    size_t proj = s->kind->project ? (s->kind->proj_size + 7) / 8 * 8 : 0;
+    return sizeof(*o) + (size_t)s->n_idx * sizeof(struct sobj_link) + proj +
+           (size_t)(o->n_labels + o->n_annotations) * 2 * sizeof(char *) + strlen(o->key) + 1 +
+           strlen(o->rv) + 1;
+}
+
+/* What o holds on the heap, as the allocator counts it: its block and the
+ * JSON it keeps. The interned strings it references are shared with other
+ * objects and counted by core/intern (istr_bytes), not here. */
 static size_t obj_bytes(const store *s, const sobj *o)
 {
-    size_t n = sizeof(*o) + (size_t)s->n_idx * sizeof(struct sobj_link) + strlen(o->key) + 1 +
-               (o->rv ? strlen(o->rv) + 1 : 0);
-    n += (size_t)(o->n_labels + o->n_annotations) * 2 * sizeof(char *);
-    return n;
+    return mem_footprint(obj_block(s, o)) + json_heap_bytes(o->json);
 }
 
 static void obj_free(const store *s, sobj *o)
@@ -519,9 +528,17 @@ const char *sobj_annotation(const sobj *o, const char *key)
     return NULL;
 }
 
+static size_t slots_bytes(const map_t *m)
+{
+    return m->cap ? mem_footprint(m->cap * sizeof(map_slot)) : 0;
+}
+
 size_t store_bytes(const store *s)
 {
-    return s->bytes + (s->by_key.cap + s->by_uid.cap) * sizeof(map_slot);
+    size_t n = mem_footprint(sizeof(*s)) + s->bytes + slots_bytes(&s->by_key) + slots_bytes(&s->by_uid);
+    for (int i = 0; i < s->n_idx; i++)
+        n += slots_bytes(&s->idx[i].buckets) + s->idx[i].buckets.count * mem_footprint(sizeof(struct bucket));
+    return n;
 }
 
 void store_free(store *s)

@@ -168,7 +168,11 @@ static inline const char *sobj_annotation_i(const sobj *o, const char *ikey)
 /** Same label set (keys and values interned: pointers compared), in any order. */
 int sobj_labels_equal(const sobj *a, const sobj *b);
 
-/** Approximate heap bytes held by the store (objects, strings, indexes). */
+/** The heap bytes the store holds, as the allocator counts them
+ *  (mem_footprint, core/mem.h): its objects with their projections, pairs,
+ *  keys and kept JSON, its maps and its index buckets. The interned strings
+ *  the objects reference are shared between stores and counted by
+ *  istr_bytes (core/intern.h) instead. */
 size_t store_bytes(const store *s);
 
 #endif

@@ -10,6 +10,7 @@
 #include "core/crypto.h"
 #include "core/err.h"
 #include "core/file.h"
+#include "core/intern.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/loopstat.h"
@@ -82,6 +83,7 @@ struct priv {
     int pending; /* things op_stop waits for */
     int exit_code;
     mx_family *mx_cache_objects;
+    mx_family *mx_cache_bytes;
     mx_family *mx_watch_lists;
     mx_family *mx_watch_gone;
     mx_family *mx_watch_failures;
@@ -182,10 +184,14 @@ static void on_scrape(void *data)
             fail += st.failures;
         }
         mx_gauge_set(mx_gauge_get(p->mx_cache_objects, MX_LV(res)), (double)store_count(op->stores[k]));
+        mx_gauge_set(mx_gauge_get(p->mx_cache_bytes, MX_LV(res)), (double)store_bytes(op->stores[k]));
         follow_total(p->mx_watch_lists, res, &p->seen_lists[k], lists);
         follow_total(p->mx_watch_gone, res, &p->seen_gone[k], gone);
         follow_total(p->mx_watch_failures, res, &p->seen_failures[k], fail);
     }
+    /* The strings the caches share (labels, owners, node names): counted
+     * once, here, and by no store. */
+    mx_gauge_set(mx_gauge_get(p->mx_cache_bytes, MX_LV("interned")), (double)istr_bytes());
     for (int i = 0; i < 2; i++) {
         if (p->bn[i] == NULL)
             continue;
@@ -276,6 +282,11 @@ static int setup_metrics(operator *op)
                                        "Kubernetes API request latency by verb", "verb", lat, nl, NULL);
     p->mx_cache_objects = mx_family_new(r, MX_GAUGE, "slurmop_cache_objects", "Objects in the informer cache",
                                         "resource", NULL, 0, NULL);
+    p->mx_cache_bytes =
+        mx_family_new(r, MX_GAUGE, "slurmop_cache_bytes",
+                      "Heap bytes held by the informer cache of a resource (resource=\"interned\": the "
+                      "strings the caches share)",
+                      "resource", NULL, 0, NULL);
     p->mx_watch_lists =
         mx_family_new(r, MX_COUNTER, "slurmop_watch_relists_total",
                       "Complete relists after the first list, per resource", "resource", NULL, 0, NULL);
@@ -321,9 +332,9 @@ static int setup_metrics(operator *op)
                       "resource", NULL, 0, NULL);
     if (!op->mx_reconcile_seconds || !op->mx_event_to_action || !op->mx_event_to_pod_write ||
         !p->mx_ref_objects || !p->mx_ref_gets || !p->mx_ref_full || !op->mx_api_requests ||
-        !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_watch_lists || !p->mx_watch_gone ||
-        !p->mx_watch_failures || !p->mx_leader || !p->mx_fenced || !p->mx_waiting || !p->mx_in_flight ||
-        !p->mx_rest_requests || !p->mx_rest_seconds)
+        !op->mx_api_seconds || !p->mx_cache_objects || !p->mx_cache_bytes || !p->mx_watch_lists ||
+        !p->mx_watch_gone || !p->mx_watch_failures || !p->mx_leader || !p->mx_fenced || !p->mx_waiting ||
+        !p->mx_in_flight || !p->mx_rest_requests || !p->mx_rest_seconds)
         return OP_EINVAL;
     mx_registry_on_scrape(r, on_scrape, op);
     return mx_process_collector(r);

@@ -112,6 +112,9 @@ typedef struct nc_node {
      * read back; answers to requests sent before it (seq < local_seq) may
      * still carry the old comment and must not undo it. 0: none. */
     uint64_t local_seq;
+    /* What this entry held on the heap when last counted (recount), so
+     * that c->heap_bytes stays exact whatever changed it in between. */
+    uint32_t bytes;
 } nc_node;
 
 typedef struct deadline_ent {
@@ -254,9 +257,10 @@ struct nc_cache {
     void (*close_cb)(void *);
     void *close_data;
     nc_stats stats;
+    size_t heap_bytes; /* the nodes' entries: the sum of their nc_node.bytes */
     /* metrics */
     mx_family *mx_polls, *mx_bytes, *mx_last, *mx_up, *mx_nodes, *mx_interval, *mx_writes, *mx_contra,
-        *mx_age;
+        *mx_age, *mx_heap;
 };
 
 /* ---- helpers ---- */
@@ -287,6 +291,41 @@ static nc_node *node_get(const nc_cache *c, const char *name)
     return map_get(&c->nodes, name);
 }
 
+static size_t str_bytes(const char *s)
+{
+    return s ? mem_footprint(strlen(s) + 1) : 0;
+}
+
+/* What e holds on the heap, as the allocator counts it (core/mem.h). */
+static size_t node_bytes(const nc_node *e)
+{
+    const sm_node *n = &e->n;
+    const char *strs[] = {e->name,     e->wkey,        e->ckey,       n->name,
+                          n->reason,   n->comment,     n->features,   n->active_features,
+                          n->topology, n->reservation, n->partitions, n->address,
+                          n->hostname};
+    size_t b = mem_footprint(sizeof(*e));
+    for (size_t i = 0; i < ARRAY_SIZE(strs); i++)
+        b += str_bytes(strs[i]);
+    return b;
+}
+
+/* After anything that changes what e holds: bring c->heap_bytes up to date. */
+static void recount(nc_cache *c, nc_node *e)
+{
+    size_t b = node_bytes(e);
+    assert(c->heap_bytes >= e->bytes);
+    c->heap_bytes = c->heap_bytes - e->bytes + b;
+    e->bytes = (uint32_t)b;
+}
+
+static void node_drop(nc_cache *c, nc_node *e)
+{
+    assert(c->heap_bytes >= e->bytes);
+    c->heap_bytes -= e->bytes;
+    map_drop(&c->nodes, e->name);
+}
+
 static nc_node *node_ensure(nc_cache *c, const char *name)
 {
     nc_node *e = map_get(&c->nodes, name);
@@ -297,6 +336,7 @@ static nc_node *node_ensure(nc_cache *c, const char *name)
     list_init(&e->reread_link);
     list_init(&e->watch_link);
     map_put(&c->nodes, e->name, e);
+    recount(c, e);
     return e;
 }
 
@@ -563,6 +603,7 @@ static int take_listed(nc_cache *c, nc_node *e, sm_node *n, const nc_rq *r)
     e->gone_ms = 0;
     e->gone_seen_order = 0;
     mark_present(e);
+    recount(c, e);
     return changed;
 }
 
@@ -624,6 +665,7 @@ static void apply_done(nc_cache *c)
             e->read_seq = seq;
             e->read_ms = sent_ms;
             sm_node_clear(&e->n);
+            recount(c, e);
             mark_absent(e, sent_ms);
             if (!c->apply_quiet)
                 fire(c, e->name);
@@ -632,7 +674,7 @@ static void apply_done(nc_cache *c)
     }
     for (size_t i = 0; i < n_gone; i++) {
         if (node_idle_entry(c, gone[i]))
-            map_drop(&c->nodes, gone[i]->name);
+            node_drop(c, gone[i]);
     }
     free(gone);
     if (c->closing)
@@ -1011,6 +1053,7 @@ static void on_node_read(int status, sm_response *resp, void *data)
             c->n_present -= e->present && c->n_present > 0;
             e->present = 0;
             sm_node_clear(&e->n);
+            recount(c, e);
             e->gone_ms = r->sent_ms ? r->sent_ms : 1;
             e->gone_seen_order = ++c->order;
             e->drain_seen_order = 0;
@@ -1196,6 +1239,7 @@ static int apply_comment(nc_cache *c, nc_node *e, const char *comment)
         return 0;
     free(e->n.comment);
     e->n.comment = xstrdup(comment);
+    recount(c, e);
     /* Not a read: read_seq stays, so a state write of the node that is
      * still unread keeps settling. */
     e->local_seq = ++c->seq;
@@ -1219,6 +1263,7 @@ static void on_written(const char *node, int status, void *data)
             if (w->comment && --e->writing_comment == 0) {
                 free(e->ckey); /* only needed to spot a repeat in flight */
                 e->ckey = NULL;
+                recount(c, e);
             }
             if (w->comment && (status == 0 || status == OP_ECANCELED)) {
                 if (status == 0 && apply_comment(c, e, w->comment))
@@ -1259,6 +1304,7 @@ static void on_written(const char *node, int status, void *data)
                  * 2028), and a missing node should show as absent. */
                 free(e->wkey);
                 e->wkey = NULL;
+                recount(c, e);
                 e->wdone_seq = 0;
                 want_read(c, e);
             }
@@ -1333,7 +1379,7 @@ static int start_write(nc_cache *c, const char *name, const char *key, const sm_
         free(w->name);
         free(w);
         if (node_idle_entry(c, e))
-            map_drop(&c->nodes, e->name);
+            node_drop(c, e);
         return rc;
     }
     c->requests++;
@@ -1343,10 +1389,12 @@ static int start_write(nc_cache *c, const char *name, const char *key, const sm_
         assert(e->writing_comment <= e->writing);
         free(e->ckey);
         e->ckey = xstrdup(key);
+        recount(c, e);
         return 0;
     }
     free(e->wkey);
     e->wkey = xstrdup(key);
+    recount(c, e);
     e->wdone_seq = 0;
     if (u && (u->set & SM_UPD_STATE)) {
         w->drain = u->state == SM_REQ_DRAIN;
@@ -2264,6 +2312,16 @@ void nc_get_stats(const nc_cache *c, nc_stats *out)
     *out = c->stats;
 }
 
+size_t nc_heap_bytes(const nc_cache *c)
+{
+    return c->heap_bytes + (c->nodes.cap ? mem_footprint(c->nodes.cap * sizeof(map_slot)) : 0);
+}
+
+static double heap_gauge(void *data)
+{
+    return (double)nc_heap_bytes(data);
+}
+
 /* ---- lifetime ---- */
 
 static void setup_metrics(nc_cache *c, mx_registry *r)
@@ -2321,6 +2379,11 @@ static void setup_metrics(nc_cache *c, mx_registry *r)
         mx_gauge_set(mx_gauge_get(c->mx_up, MX_LV(c->name)), 0);
     if (c->mx_age)
         mx_child_fn(c->mx_age, MX_LV(c->name), table_age, c);
+    c->mx_heap = mx_family_new(r, MX_GAUGE, "slurmop_slurm_node_cache_bytes",
+                               "Heap bytes of a cluster's cached node table (entries, strings, map)",
+                               "cluster", NULL, 0, NULL);
+    if (c->mx_heap)
+        mx_child_fn(c->mx_heap, MX_LV(c->name), heap_gauge, c);
 }
 
 static void remove_metrics(nc_cache *c)
@@ -2338,7 +2401,8 @@ static void remove_metrics(nc_cache *c)
         mx_child_remove(c->mx_contra, MX_LV(c->name, "future_time"));
         mx_child_remove(c->mx_contra, MX_LV(c->name, "job_vanished"));
     }
-    mx_family *single[] = {c->mx_bytes, c->mx_last, c->mx_up, c->mx_nodes, c->mx_interval, c->mx_age};
+    mx_family *single[] = {c->mx_bytes,    c->mx_last, c->mx_up,  c->mx_nodes,
+                           c->mx_interval, c->mx_age,  c->mx_heap};
     for (size_t i = 0; i < ARRAY_SIZE(single); i++)
         if (single[i])
             mx_child_remove(single[i], MX_LV(c->name));

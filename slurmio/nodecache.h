@@ -333,5 +333,9 @@ typedef struct nc_stats {
     size_t nodes;
 } nc_stats;
 void nc_get_stats(const nc_cache *c, nc_stats *out);
+/** The heap bytes the cached node table holds, as the allocator counts them
+ *  (mem_footprint, core/mem.h): every node's entry with its strings, and the
+ *  map. Kept up to date as nodes change, so it costs nothing to read. */
+size_t nc_heap_bytes(const nc_cache *c);
 
 #endif

@@ -156,6 +156,9 @@ static void test_poll_304_and_changes(void **state)
     nc_stats st;
     nc_get_stats(cl.cache, &st);
     assert_int_equal(st.full, 1);
+    /* every node's entry with its strings, and the map */
+    size_t table_bytes = nc_heap_bytes(cl.cache);
+    assert_true(table_bytes > st.nodes * (sizeof(sm_node) + 2 * 32));
     assert_true(st.not_modified >= 3);
     /* Only the first poll went without update_time. */
     assert_string_equal(SIM.recs[0].query, "");
@@ -185,6 +188,9 @@ static void test_poll_304_and_changes(void **state)
     EV.wait_for = "n1";
     run_until(&TL, &EV.seen);
     assert_int_equal(nc_lookup(cl.cache, "n1", NULL), NC_ABSENT);
+    /* the nodes' strings went with them (their entries are kept a while
+     * for nc_vanished) */
+    assert_true(nc_heap_bytes(cl.cache) < table_bytes);
     close_cluster(&cl);
     sim_stop(&TL);
 }

@@ -105,6 +105,37 @@ static void test_basic_and_indexes(void **state)
     assert_int_equal(istr_count(), 0); /* every interned string released */
 }
 
+/* store_bytes counts what an object holds, kept JSON included, and gives
+ * all of it back when the object goes; the strings are intern's. */
+static void test_bytes(void **state)
+{
+    static const store_kind full = {.name = "full", .namespaced = 1, .keep_json = STORE_JSON_FULL};
+    store *s = store_new(&pods_kind), *f = store_new(&full);
+    int by_owner = store_add_owner_index(s);
+    size_t empty = store_bytes(s), empty_f = store_bytes(f);
+    assert_true(by_owner >= 0);
+    upsert(s, pod("ns", "a-0", "1", "a", "a"), 1);
+    upsert(f, pod("ns", "a-0", "1", "a", "a"), 1);
+    size_t one = store_bytes(s), one_f = store_bytes(f);
+    /* the sobj with its index link, label and annotation pairs and key */
+    assert_true(one - empty >= sizeof(sobj) + sizeof(struct sobj_link) + 3 * 2 * sizeof(char *));
+    /* the same object keeping its JSON: every item and string of it more */
+    cJSON *j = pod("ns", "a-0", "1", "a", "a");
+    size_t jb = json_heap_bytes(j);
+    assert_true(jb > 20 * sizeof(cJSON));
+    assert_true(one_f - empty_f >= jb + sizeof(sobj));
+    assert_true(istr_bytes() > 0);
+    assert_int_equal(store_delete(s, "ns", "a-0"), 1);
+    assert_int_equal(store_delete(f, "ns", "a-0"), 1);
+    /* the objects are gone (the maps may keep their slots) */
+    assert_true(store_bytes(s) < one);
+    assert_true(store_bytes(f) + jb < one_f);
+    cJSON_Delete(j);
+    store_free(s);
+    store_free(f);
+    assert_int_equal(istr_bytes(), 0);
+}
+
 static void test_relist_diff(void **state)
 {
     struct events ev = {0};
@@ -199,6 +230,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basic_and_indexes),
+        cmocka_unit_test(test_bytes),
         cmocka_unit_test(test_relist_diff),
         cmocka_unit_test(test_relist_per_namespace),
         cmocka_unit_test(test_revision_kind),
