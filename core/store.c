@@ -14,10 +14,13 @@
 #include "core/mem.h"
 #include "core/rfc3339.h"
 
+/* The bucket's value, its map key, is the interned string its objects'
+ * links hold: a bucket exists only while one of them does, so the bucket
+ * needs no reference of its own (and at one pod per bucket, as for the
+ * node-name index, each byte of it counts once per pod). */
 struct bucket {
     list_node head;
     size_t count;
-    const char *value; /* interned; the map key */
 };
 
 struct index {
@@ -49,7 +52,6 @@ struct handler {
 struct store {
     const store_kind *kind;
     map_t by_key;
-    map_t by_uid;
     struct index idx[STORE_MAX_INDEXES];
     int n_idx;
     struct handler *handlers;
@@ -64,7 +66,6 @@ store *store_new(const store_kind *kind)
     store *s = xcalloc(1, sizeof(*s));
     s->kind = kind;
     map_init(&s->by_key);
-    map_init(&s->by_uid);
     map_init_type(&s->relists, &relist_type);
     return s;
 }
@@ -229,11 +230,12 @@ static void index_link(store *s, sobj *o)
         if (b == NULL) {
             b = xcalloc(1, sizeof(*b));
             list_init(&b->head);
-            b->value = istr_get(v);
-            map_put(&ix->buckets, b->value, b);
+            o->links[i].value = istr_get(v);
+            map_put(&ix->buckets, o->links[i].value, b);
+        } else {
+            const struct sobj_link *first = container_of(b->head.next, struct sobj_link, node);
+            o->links[i].value = istr_ref(first->value);
         }
-        o->links[i].obj = o;
-        o->links[i].value = istr_ref(b->value);
         list_insert_tail(&b->head, &o->links[i].node);
         b->count++;
     }
@@ -247,11 +249,10 @@ static void index_unlink(store *s, sobj *o)
             continue;
         struct bucket *b = map_get(&s->idx[i].buckets, l->value);
         /* A linked object is in its bucket, so the bucket exists. */
-        assert(b != NULL && b->count > 0 && b->value == l->value);
+        assert(b != NULL && b->count > 0);
         list_remove(&l->node);
         if (b && --b->count == 0) {
-            map_del(&s->idx[i].buckets, b->value);
-            istr_put(b->value);
+            map_del(&s->idx[i].buckets, l->value); /* before the value's last reference goes */
             free(b);
         }
         istr_put(l->value);
@@ -275,8 +276,6 @@ static void unlink_obj(store *s, sobj *o)
     assert(map_get(&s->by_key, o->key) == o);
     assert(s->bytes >= obj_bytes(s, o));
     map_del(&s->by_key, o->key);
-    if (o->uid[0] && map_get(&s->by_uid, o->uid) == o)
-        map_del(&s->by_uid, o->uid);
     index_unlink(s, o);
     s->bytes -= obj_bytes(s, o);
 }
@@ -286,8 +285,6 @@ static void link_obj(store *s, sobj *o)
     /* An object replaced under the same key was unlinked first. */
     assert(map_get(&s->by_key, o->key) == NULL);
     map_put(&s->by_key, o->key, o);
-    if (o->uid[0])
-        map_put(&s->by_uid, o->uid, o);
     index_link(s, o);
     s->bytes += obj_bytes(s, o);
 }
@@ -411,7 +408,14 @@ const sobj *store_get(const store *s, const char *ns, const char *name)
 
 const sobj *store_get_uid(const store *s, const char *uid)
 {
-    return uid && *uid ? map_get(&s->by_uid, uid) : NULL;
+    if (uid == NULL || *uid == '\0')
+        return NULL;
+    size_t it = 0;
+    const sobj *o;
+    while ((o = store_next(s, &it)))
+        if (strcmp(o->uid, uid) == 0)
+            return o;
+    return NULL;
 }
 
 size_t store_count(const store *s)
@@ -491,7 +495,7 @@ const sobj *store_index_next(store_cursor *c)
         return NULL;
     const struct sobj_link *l = container_of(c->pos, struct sobj_link, node);
     c->pos = c->pos->next;
-    return l->obj;
+    return container_of(l - c->idx, sobj, links); /* l is links[c->idx] of its object */
 }
 
 size_t store_index_count(const store *s, int idx, const char *value)
@@ -535,7 +539,7 @@ static size_t slots_bytes(const map_t *m)
 
 size_t store_bytes(const store *s)
 {
-    size_t n = mem_footprint(sizeof(*s)) + s->bytes + slots_bytes(&s->by_key) + slots_bytes(&s->by_uid);
+    size_t n = mem_footprint(sizeof(*s)) + s->bytes + slots_bytes(&s->by_key);
     for (int i = 0; i < s->n_idx; i++)
         n += slots_bytes(&s->idx[i].buckets) + s->idx[i].buckets.count * mem_footprint(sizeof(struct bucket));
     return n;
@@ -563,7 +567,6 @@ void store_free(store *s)
     }
     map_free(&s->relists);
     map_free(&s->by_key);
-    map_free(&s->by_uid);
     free(s->handlers);
     free(s);
 }

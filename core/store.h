@@ -36,9 +36,10 @@
 typedef struct store store;
 typedef struct sobj sobj;
 
+/* links[i] of an object is its membership of index i; the object is found
+ * from the link and i, so the link does not point back. */
 struct sobj_link {
-    list_node node; /* private: bucket membership */
-    sobj *obj;
+    list_node node;    /* private: bucket membership */
     const char *value; /* interned index value, NULL when not indexed */
 };
 
@@ -127,6 +128,9 @@ void store_relist_end(store *s, const char *ns);
 
 const sobj *store_get(const store *s, const char *ns, const char *name);
 const sobj *store_get_key(const store *s, const char *key);
+/** By metadata.uid: a walk over every object. No reconciler looks objects
+ *  up by uid, and a map of uids would hold up to two slots per object in
+ *  every store. */
 const sobj *store_get_uid(const store *s, const char *uid);
 size_t store_count(const store *s);
 
