@@ -44,13 +44,15 @@
 typedef struct nc_node {
     char *name; /* map key */
     sm_node n;
+    /* 4-byte fields sit in pairs where the groups allow it: there is an
+     * entry per Slurm node, and each hole before a uint64_t is paid per node. */
     int present;       /* in Slurm's current table */
+    int prove; /* somebody waits for a read by name (nc_confirm_gone): never replaced by a table read */
     uint64_t read_seq; /* c->seq when the request that produced n was sent */
     uint64_t read_ms;  /* uv_now() when that request was sent */
     /* uv_now() at which a read of this node by name was sent that Slurm
      * answered "no such node"; 0 when none, or when a later read listed it. */
     uint64_t gone_ms;
-    int prove; /* somebody waits for a read by name (nc_confirm_gone): never replaced by a table read */
     /* Our drains. A read that shows a drain proves it only when the drain's
      * reason time is newer than any this node showed before we sent ours:
      * an older answer replayed (by a proxy, a cache, a restarted server)
@@ -106,15 +108,15 @@ typedef struct nc_node {
     int reading;
     int want_read;     /* in c->reread */
     int settle_notify; /* tell the owner once the write has been read back */
+    /* What this entry held on the heap when last counted (recount), so
+     * that c->heap_bytes stays exact whatever changed it in between. */
+    uint32_t bytes;
     list_node reread_link;
     list_node watch_link; /* in c->watched: retry_notify, prove or track_until set */
     /* n.comment was set by a comment-only write Slurm accepted, without a
      * read back; answers to requests sent before it (seq < local_seq) may
      * still carry the old comment and must not undo it. 0: none. */
     uint64_t local_seq;
-    /* What this entry held on the heap when last counted (recount), so
-     * that c->heap_bytes stays exact whatever changed it in between. */
-    uint32_t bytes;
 } nc_node;
 
 typedef struct deadline_ent {
@@ -296,17 +298,72 @@ static size_t str_bytes(const char *s)
     return s ? mem_footprint(strlen(s) + 1) : 0;
 }
 
+/* A cached node's strings but its comment live in one block that starts
+ * with its name: a node has ten strings, most of them short or empty, and
+ * one malloc each cost a 32-byte chunk at least. The comment stays apart,
+ * since comment-only writes replace it in place (apply_comment,
+ * keep_local_comment). node_clear is the one way to release such a node;
+ * sm_node_clear would free pointers into the block. */
+static const size_t packed_off[] = {offsetof(sm_node, name),       offsetof(sm_node, reason),
+                                    offsetof(sm_node, features),   offsetof(sm_node, active_features),
+                                    offsetof(sm_node, topology),   offsetof(sm_node, reservation),
+                                    offsetof(sm_node, partitions), offsetof(sm_node, address),
+                                    offsetof(sm_node, hostname)};
+
+static char **packed_field(sm_node *n, size_t i)
+{
+    return (char **)(void *)((char *)n + packed_off[i]);
+}
+
+static const char *packed_str(const sm_node *n, size_t i)
+{
+    return *(char *const *)(const void *)((const char *)n + packed_off[i]);
+}
+
+/* n's strings (from a decoded answer, one malloc each) into one block; a
+ * field that is NULL stays NULL (readers tell "not reported" from ""), but
+ * the name is always there, since the block is freed through it. */
+static void node_pack(sm_node *n)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(packed_off); i++)
+        if (i == 0 || packed_str(n, i))
+            len += strlen(str0(packed_str(n, i))) + 1;
+    char *block = xmalloc(len), *p = block;
+    for (size_t i = 0; i < ARRAY_SIZE(packed_off); i++) {
+        char **f = packed_field(n, i);
+        if (i > 0 && *f == NULL)
+            continue;
+        size_t l = strlen(str0(*f));
+        memcpy(p, str0(*f), l + 1);
+        free(*f);
+        *f = p;
+        p += l + 1;
+    }
+    assert(p == block + len && n->name == block);
+}
+
+/* Release a node whose strings node_pack packed (or an empty one). */
+static void node_clear(sm_node *n)
+{
+    free(n->name); /* the block */
+    free(n->comment);
+    memset(n, 0, sizeof(*n));
+}
+
 /* What e holds on the heap, as the allocator counts it (core/mem.h). */
 static size_t node_bytes(const nc_node *e)
 {
     const sm_node *n = &e->n;
-    const char *strs[] = {e->name,     e->wkey,        e->ckey,       n->name,
-                          n->reason,   n->comment,     n->features,   n->active_features,
-                          n->topology, n->reservation, n->partitions, n->address,
-                          n->hostname};
-    size_t b = mem_footprint(sizeof(*e));
-    for (size_t i = 0; i < ARRAY_SIZE(strs); i++)
-        b += str_bytes(strs[i]);
+    size_t b = mem_footprint(sizeof(*e)) + str_bytes(e->name) + str_bytes(e->wkey) + str_bytes(e->ckey) +
+               str_bytes(n->comment);
+    if (n->name) {
+        size_t len = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(packed_off); i++)
+            if (packed_str(n, i))
+                len += strlen(packed_str(n, i)) + 1;
+        b += mem_footprint(len);
+    }
     return b;
 }
 
@@ -392,7 +449,7 @@ static void node_free(void *v)
         list_remove(&e->reread_link);
     if (list_is_linked(&e->watch_link))
         list_remove(&e->watch_link);
-    sm_node_clear(&e->n);
+    node_clear(&e->n);
     free(e->ckey);
     free(e->wkey);
     free(e->name);
@@ -590,8 +647,9 @@ static int take_listed(nc_cache *c, nc_node *e, sm_node *n, const nc_rq *r)
     int changed = !e->present || node_differs(&e->n, n);
     int was_drain = e->present && sm_node_drain(&e->n);
     check_reason_time(c, e, n, r);
-    sm_node_clear(&e->n);
+    node_clear(&e->n);
     e->n = *n;
+    node_pack(&e->n);
     if (!sm_node_drain(&e->n))
         e->drain_seen_order = 0;
     else if (!was_drain || !e->drain_seen_order)
@@ -664,7 +722,7 @@ static void apply_done(nc_cache *c)
             e->present = 0;
             e->read_seq = seq;
             e->read_ms = sent_ms;
-            sm_node_clear(&e->n);
+            node_clear(&e->n);
             recount(c, e);
             mark_absent(e, sent_ms);
             if (!c->apply_quiet)
@@ -1052,7 +1110,7 @@ static void on_node_read(int status, sm_response *resp, void *data)
             changed = e->present;
             c->n_present -= e->present && c->n_present > 0;
             e->present = 0;
-            sm_node_clear(&e->n);
+            node_clear(&e->n);
             recount(c, e);
             e->gone_ms = r->sent_ms ? r->sent_ms : 1;
             e->gone_seen_order = ++c->order;
