@@ -152,31 +152,44 @@ static int keep_condition(const char *type)
     return in_csv(keep_conditions, type);
 }
 
+/* A member of a trimmed Node under a key that is a string constant: cJSON
+ * then keeps the pointer instead of a copy (cJSON_StringIsConst), which at
+ * one Node per pod saves a malloc per key per Node. */
+static cJSON *add_const(cJSON *o, const char *const_key, cJSON *item)
+{
+    cJSON_AddItemToObjectCS(o, const_key, item);
+    return item;
+}
+
 /* Nodes: keep what the DaemonSet predicates, cordon sync and topology need.
  * Labels are not copied: the sobj holds them interned, shared by every Node
  * with the same ones (a GPU node with feature discovery has a hundred), where
- * a JSON copy cost some 160 bytes per label per Node. */
+ * a JSON copy cost some 160 bytes per label per Node. Readers go by path
+ * (json_get), so a part with nothing in it (no taints, schedulable: no
+ * "spec") is left out. */
 static cJSON *node_trim(const cJSON *obj)
 {
     cJSON *t = cJSON_CreateObject();
-    cJSON *meta = json_obj_ensure(t, "metadata");
-    json_set_str(meta, "name", json_get_str_or(obj, "metadata.name", ""));
+    cJSON *meta = add_const(t, "metadata", cJSON_CreateObject());
+    add_const(meta, "name", cJSON_CreateString(json_get_str_or(obj, "metadata.name", "")));
     const cJSON *ann = json_get(obj, "metadata.annotations");
     if (cJSON_IsObject(ann)) {
-        cJSON *keep = cJSON_CreateObject();
+        cJSON *keep = add_const(meta, "annotations", cJSON_CreateObject());
         for (const char *const *k = node_annotations; *k; k++) {
             const cJSON *v = json_child(ann, *k);
             if (v)
-                cJSON_AddItemToObject(keep, *k, cJSON_Duplicate(v, 1));
+                add_const(keep, *k, cJSON_Duplicate(v, 1));
         }
-        json_set(meta, "annotations", keep);
     }
-    cJSON *spec = json_obj_ensure(t, "spec");
     const cJSON *taints = json_get(obj, "spec.taints");
-    if (taints)
-        json_set(spec, "taints", cJSON_Duplicate(taints, 1));
-    if (json_get_bool(obj, "spec.unschedulable", 0))
-        json_set_bool(spec, "unschedulable", 1);
+    int unschedulable = json_get_bool(obj, "spec.unschedulable", 0);
+    if (taints || unschedulable) {
+        cJSON *spec = add_const(t, "spec", cJSON_CreateObject());
+        if (taints)
+            add_const(spec, "taints", cJSON_Duplicate(taints, 1));
+        if (unschedulable)
+            add_const(spec, "unschedulable", cJSON_CreateTrue());
+    }
     const cJSON *conds = json_get(obj, "status.conditions");
     if (cJSON_IsArray(conds) && (keep_conditions || keep_health)) {
         cJSON *out = cJSON_CreateArray();
@@ -189,15 +202,15 @@ static cJSON *node_trim(const cJSON *obj)
             if (!health && (strcmp(json_get_str_or(c, "status", ""), "True") != 0 || !keep_condition(type)))
                 continue;
             cJSON *k = cJSON_CreateObject();
-            json_set_str(k, "type", type);
-            json_set_str(k, "status", json_get_str_or(c, "status", ""));
-            json_set_str(k, "reason", json_get_str_or(c, "reason", ""));
-            json_set_str(k, "message", json_get_str_or(c, "message", ""));
+            add_const(k, "type", cJSON_CreateString(type));
+            add_const(k, "status", cJSON_CreateString(json_get_str_or(c, "status", "")));
+            add_const(k, "reason", cJSON_CreateString(json_get_str_or(c, "reason", "")));
+            add_const(k, "message", cJSON_CreateString(json_get_str_or(c, "message", "")));
             if (health && json_get_str(c, "lastTransitionTime"))
-                json_set_str(k, "lastTransitionTime", json_get_str(c, "lastTransitionTime"));
+                add_const(k, "lastTransitionTime", cJSON_CreateString(json_get_str(c, "lastTransitionTime")));
             cJSON_AddItemToArray(out, k);
         }
-        json_set(json_obj_ensure(t, "status"), "conditions", out);
+        add_const(add_const(t, "status", cJSON_CreateObject()), "conditions", out);
     }
     return t;
 }
