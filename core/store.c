@@ -23,12 +23,36 @@ struct bucket {
     size_t count;
 };
 
+/* A value held by one object maps to that object's link itself, tagged
+ * (bit 0 set), and gets a struct bucket only when a second object comes:
+ * indexes such as the node name or the Slurm name have one pod per value,
+ * and a bucket each would be a malloc per pod per index. A bucket stays a
+ * bucket until it is empty, so a cursor walking one never sees it change
+ * into a single link under it. */
 struct index {
     store_index_fn fn;
     void *data;
-    char *label_key; /* for label indexes (fn data) */
-    map_t buckets;   /* value -> struct bucket */
+    char *label_key;  /* for label indexes (fn data) */
+    map_t buckets;    /* value -> struct bucket, or a tagged struct sobj_link */
+    size_t n_buckets; /* the values that have a struct bucket */
 };
+
+#define SINGLE_TAG ((uintptr_t)1)
+
+static int is_single(const void *v)
+{
+    return ((uintptr_t)v & SINGLE_TAG) != 0;
+}
+
+static struct sobj_link *single_link(const void *v)
+{
+    return (struct sobj_link *)((uintptr_t)v & ~SINGLE_TAG);
+}
+
+static void *tag_single(struct sobj_link *l)
+{
+    return (void *)((uintptr_t)l | SINGLE_TAG);
+}
 
 struct relist {
     char *scope;
@@ -225,18 +249,29 @@ static void index_link(store *s, sobj *o)
         const char *v = ix->fn(o, ix->data);
         if (v == NULL || *v == '\0')
             continue;
-        assert(o->links[i].value == NULL && !list_is_linked(&o->links[i].node));
-        struct bucket *b = map_get(&ix->buckets, v);
-        if (b == NULL) {
+        struct sobj_link *l = &o->links[i];
+        assert(l->value == NULL && !list_is_linked(&l->node));
+        void *cur = map_get(&ix->buckets, v);
+        if (cur == NULL) {
+            l->value = istr_get(v);
+            map_put(&ix->buckets, l->value, tag_single(l));
+            continue;
+        }
+        struct bucket *b;
+        if (is_single(cur)) {
+            struct sobj_link *first = single_link(cur);
             b = xcalloc(1, sizeof(*b));
             list_init(&b->head);
-            o->links[i].value = istr_get(v);
-            map_put(&ix->buckets, o->links[i].value, b);
+            list_insert_tail(&b->head, &first->node);
+            b->count = 1;
+            ix->n_buckets++;
+            map_put(&ix->buckets, first->value, b);
         } else {
-            const struct sobj_link *first = container_of(b->head.next, struct sobj_link, node);
-            o->links[i].value = istr_ref(first->value);
+            b = cur;
         }
-        list_insert_tail(&b->head, &o->links[i].node);
+        const struct sobj_link *first = container_of(b->head.next, struct sobj_link, node);
+        l->value = istr_ref(first->value);
+        list_insert_tail(&b->head, &l->node);
         b->count++;
     }
 }
@@ -247,13 +282,22 @@ static void index_unlink(store *s, sobj *o)
         struct sobj_link *l = &o->links[i];
         if (l->value == NULL)
             continue;
-        struct bucket *b = map_get(&s->idx[i].buckets, l->value);
+        struct index *ix = &s->idx[i];
+        void *cur = map_get(&ix->buckets, l->value);
         /* A linked object is in its bucket, so the bucket exists. */
-        assert(b != NULL && b->count > 0);
-        list_remove(&l->node);
-        if (b && --b->count == 0) {
-            map_del(&s->idx[i].buckets, l->value); /* before the value's last reference goes */
-            free(b);
+        assert(cur != NULL);
+        if (is_single(cur)) {
+            assert(single_link(cur) == l && !list_is_linked(&l->node));
+            map_del(&ix->buckets, l->value); /* before the value's last reference goes */
+        } else if (cur) {
+            struct bucket *b = cur;
+            assert(b->count > 0);
+            list_remove(&l->node);
+            if (--b->count == 0) {
+                map_del(&ix->buckets, l->value);
+                free(b);
+                ix->n_buckets--;
+            }
         }
         istr_put(l->value);
         l->value = NULL;
@@ -481,9 +525,12 @@ const sobj *store_index_first(const store *s, int idx, const char *value, store_
     c->pos = NULL;
     if (idx < 0 || idx >= s->n_idx || value == NULL)
         return NULL;
-    struct bucket *b = map_get(&s->idx[idx].buckets, value);
-    if (b == NULL)
+    void *cur = map_get(&s->idx[idx].buckets, value);
+    if (cur == NULL)
         return NULL;
+    if (is_single(cur)) /* the one object; the cursor is left at its end */
+        return container_of(single_link(cur) - idx, sobj, links);
+    struct bucket *b = cur;
     c->head = &b->head;
     c->pos = b->head.next;
     return store_index_next(c);
@@ -502,8 +549,10 @@ size_t store_index_count(const store *s, int idx, const char *value)
 {
     if (idx < 0 || idx >= s->n_idx || value == NULL)
         return 0;
-    struct bucket *b = map_get(&s->idx[idx].buckets, value);
-    return b ? b->count : 0;
+    void *cur = map_get(&s->idx[idx].buckets, value);
+    if (cur == NULL)
+        return 0;
+    return is_single(cur) ? 1 : ((struct bucket *)cur)->count;
 }
 
 const char *sobj_label(const sobj *o, const char *key)
@@ -541,7 +590,7 @@ size_t store_bytes(const store *s)
 {
     size_t n = mem_footprint(sizeof(*s)) + s->bytes + slots_bytes(&s->by_key);
     for (int i = 0; i < s->n_idx; i++)
-        n += slots_bytes(&s->idx[i].buckets) + s->idx[i].buckets.count * mem_footprint(sizeof(struct bucket));
+        n += slots_bytes(&s->idx[i].buckets) + s->idx[i].n_buckets * mem_footprint(sizeof(struct bucket));
     return n;
 }
 

@@ -90,6 +90,11 @@ static void test_basic_and_indexes(void **state)
     for (const sobj *p = store_index_first(s, by_inst, "a", &c); p; p = store_index_next(&c))
         n++;
     assert_int_equal(n, 2);
+    /* A value only one object has is found as well (no bucket of its own). */
+    const sobj *only = store_index_first(s, by_owner, "own-b", &c);
+    assert_non_null(only);
+    assert_string_equal(only->key, "ns/b-0");
+    assert_null(store_index_next(&c));
 
     /* A label change moves the object between buckets. */
     upsert(s, pod("ns", "a-1", "4", "b", "a"), 1);
@@ -101,6 +106,26 @@ static void test_basic_and_indexes(void **state)
     assert_int_equal(store_delete(s, "ns", "b-0"), 0);
     assert_int_equal(ev.deletes, 1);
     assert_int_equal(store_index_count(s, by_inst, "b"), 1);
+    n = 0;
+    for (const sobj *p = store_index_first(s, by_inst, "b", &c); p; p = store_index_next(&c)) {
+        assert_string_equal(p->key, "ns/a-1");
+        n++;
+    }
+    assert_int_equal(n, 1);
+    /* a single object's value taken by a second one, and back */
+    upsert(s, pod("ns", "c-0", "5", "c", "c"), 1);
+    upsert(s, pod("ns", "c-1", "6", "c", "c"), 1);
+    assert_int_equal(store_index_count(s, by_owner, "own-c"), 2);
+    n = 0;
+    for (const sobj *p = store_index_first(s, by_owner, "own-c", &c); p; p = store_index_next(&c))
+        n++;
+    assert_int_equal(n, 2);
+    assert_int_equal(store_delete(s, "ns", "c-0"), 1);
+    assert_string_equal(store_index_first(s, by_owner, "own-c", &c)->key, "ns/c-1");
+    assert_null(store_index_next(&c));
+    assert_int_equal(store_delete(s, "ns", "c-1"), 1);
+    assert_int_equal(store_index_count(s, by_owner, "own-c"), 0);
+    assert_null(store_index_first(s, by_owner, "own-c", &c));
     store_free(s);
     assert_int_equal(istr_count(), 0); /* every interned string released */
 }
