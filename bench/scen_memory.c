@@ -388,6 +388,12 @@ int scen_memory(bx_ctx *x)
                 if (!api_quiet)
                     bx_say(x, "bench: memory: API requests still in flight after %.0f s; measuring anyway",
                            api_wait);
+                /* ... nor a full node table being read and applied (the
+                 * first poll after the last write reads the whole table:
+                 * at 8,192 nodes its parse alone is tens of MiB while it
+                 * lasts): a 304 says none is. */
+                if (wait_not_modified(x, &f.op, 120) != 0)
+                    bx_say(x, "bench: memory: no node poll answered 304 within 120 s; measuring anyway");
                 rss[3] = settle_rss(x, &f.op);
                 heap[3] = heap_in_use(x, &f.op);
                 bx_metrics_free(&mb1);
