@@ -73,9 +73,83 @@ struct handler {
     void *data;
 };
 
+/* The objects by key: an open-addressing set of sobj pointers (linear
+ * probing, load under 3/4, backward-shift removal as map_del), since an
+ * object holds its own key: a map slot would repeat the key and add a hash,
+ * 24 bytes where 8 do, in up to two slots per object. */
+struct objset {
+    sobj **slots; /* cap entries, NULL when free */
+    size_t cap;   /* a power of two, 0 when empty */
+    size_t count;
+};
+
+static size_t key_home(const char *key, size_t mask)
+{
+    return map_hash(key, strlen(key)) & mask;
+}
+
+/* The slot of the object with key, or the free slot that ends its run. */
+static size_t objs_probe(const struct objset *t, const char *key)
+{
+    size_t mask = t->cap - 1;
+    for (size_t i = key_home(key, mask);; i = (i + 1) & mask)
+        if (t->slots[i] == NULL || strcmp(t->slots[i]->key, key) == 0)
+            return i;
+}
+
+static sobj *objs_get(const struct objset *t, const char *key)
+{
+    return t->cap ? t->slots[objs_probe(t, key)] : NULL;
+}
+
+static void objs_put(struct objset *t, sobj *o)
+{
+    if ((t->count + 1) * 4 > t->cap * 3) {
+        size_t ocap = t->cap, ncap = t->cap ? t->cap * 2 : 16;
+        sobj **old = t->slots;
+        t->slots = xcalloc(ncap, sizeof(*t->slots));
+        t->cap = ncap;
+        for (size_t i = 0; i < ocap; i++)
+            if (old[i])
+                t->slots[objs_probe(t, old[i]->key)] = old[i];
+        free(old);
+    }
+    size_t i = objs_probe(t, o->key);
+    assert(t->slots[i] == NULL);
+    t->slots[i] = o;
+    t->count++;
+}
+
+static void objs_del(struct objset *t, const sobj *o)
+{
+    size_t mask = t->cap - 1, i = objs_probe(t, o->key);
+    assert(t->slots[i] == o && t->count > 0);
+    for (size_t j = (i + 1) & mask; t->slots[j]; j = (j + 1) & mask) {
+        size_t home = key_home(t->slots[j]->key, mask);
+        int between = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
+        if (!between) {
+            t->slots[i] = t->slots[j];
+            i = j;
+        }
+    }
+    t->slots[i] = NULL;
+    t->count--;
+}
+
+/* The next object from slot *it on (store_next's walk), NULL at the end. */
+static sobj *objs_next(const struct objset *t, size_t *it)
+{
+    while (*it < t->cap) {
+        sobj *o = t->slots[(*it)++];
+        if (o)
+            return o;
+    }
+    return NULL;
+}
+
 struct store {
     const store_kind *kind;
-    map_t by_key;
+    struct objset by_key;
     struct index idx[STORE_MAX_INDEXES];
     int n_idx;
     struct handler *handlers;
@@ -89,7 +163,6 @@ store *store_new(const store_kind *kind)
 {
     store *s = xcalloc(1, sizeof(*s));
     s->kind = kind;
-    map_init(&s->by_key);
     map_init_type(&s->relists, &relist_type);
     return s;
 }
@@ -317,9 +390,9 @@ void store_notify(store *s, const sobj *old_obj, const sobj *new_obj)
 
 static void unlink_obj(store *s, sobj *o)
 {
-    assert(map_get(&s->by_key, o->key) == o);
+    assert(objs_get(&s->by_key, o->key) == o);
     assert(s->bytes >= obj_bytes(s, o));
-    map_del(&s->by_key, o->key);
+    objs_del(&s->by_key, o);
     index_unlink(s, o);
     s->bytes -= obj_bytes(s, o);
 }
@@ -327,8 +400,8 @@ static void unlink_obj(store *s, sobj *o)
 static void link_obj(store *s, sobj *o)
 {
     /* An object replaced under the same key was unlinked first. */
-    assert(map_get(&s->by_key, o->key) == NULL);
-    map_put(&s->by_key, o->key, o);
+    assert(objs_get(&s->by_key, o->key) == NULL);
+    objs_put(&s->by_key, o);
     index_link(s, o);
     s->bytes += obj_bytes(s, o);
 }
@@ -358,7 +431,7 @@ int store_upsert(store *s, const cJSON *obj)
     else
         snprintf(keybuf, sizeof(keybuf), "%s", name);
 
-    sobj *old = map_get(&s->by_key, keybuf);
+    sobj *old = objs_get(&s->by_key, keybuf);
     uint64_t gen = relist_gen(s, ns);
     if (old && strcmp(old->rv, rv) == 0 && *rv) {
         if (gen)
@@ -415,10 +488,8 @@ void store_relist_end(store *s, const char *ns)
     /* Collect first: deleting while iterating the map is not allowed. */
     size_t it = 0, n = 0, cap = 0;
     sobj **gone = NULL;
-    const char *k;
-    void *v;
-    while (map_next(&s->by_key, &it, &k, &v)) {
-        sobj *o = v;
+    sobj *o;
+    while ((o = objs_next(&s->by_key, &it))) {
         if (*scope && strcmp(o->ns, scope) != 0)
             continue;
         if (o->seen_gen != r->gen) {
@@ -437,7 +508,7 @@ void store_relist_end(store *s, const char *ns)
 
 const sobj *store_get_key(const store *s, const char *key)
 {
-    return map_get(&s->by_key, key);
+    return objs_get(&s->by_key, key);
 }
 
 const sobj *store_get(const store *s, const char *ns, const char *name)
@@ -447,7 +518,7 @@ const sobj *store_get(const store *s, const char *ns, const char *name)
         snprintf(keybuf, sizeof(keybuf), "%s/%s", ns, name);
     else
         snprintf(keybuf, sizeof(keybuf), "%s", name);
-    return map_get(&s->by_key, keybuf);
+    return objs_get(&s->by_key, keybuf);
 }
 
 const sobj *store_get_uid(const store *s, const char *uid)
@@ -469,8 +540,7 @@ size_t store_count(const store *s)
 
 const sobj *store_next(const store *s, size_t *it)
 {
-    void *v;
-    return map_next(&s->by_key, it, NULL, &v) ? v : NULL;
+    return objs_next(&s->by_key, it);
 }
 
 int store_add_index(store *s, store_index_fn fn, void *data)
@@ -588,7 +658,9 @@ static size_t slots_bytes(const map_t *m)
 
 size_t store_bytes(const store *s)
 {
-    size_t n = mem_footprint(sizeof(*s)) + s->bytes + slots_bytes(&s->by_key);
+    size_t n = mem_footprint(sizeof(*s)) + s->bytes;
+    if (s->by_key.cap)
+        n += mem_footprint(s->by_key.cap * sizeof(*s->by_key.slots));
     for (int i = 0; i < s->n_idx; i++)
         n += slots_bytes(&s->idx[i].buckets) + s->idx[i].n_buckets * mem_footprint(sizeof(struct bucket));
     return n;
@@ -599,11 +671,11 @@ void store_free(store *s)
     if (s == NULL)
         return;
     size_t it = 0;
-    void *v;
     sobj **all = xmalloc((s->by_key.count + 1) * sizeof(*all));
     size_t n = 0;
-    while (map_next(&s->by_key, &it, NULL, &v))
-        all[n++] = v;
+    sobj *o;
+    while ((o = objs_next(&s->by_key, &it)))
+        all[n++] = o;
     assert(n == s->by_key.count);
     for (size_t i = 0; i < n; i++) {
         index_unlink(s, all[i]);
@@ -615,7 +687,7 @@ void store_free(store *s)
         free(s->idx[i].label_key);
     }
     map_free(&s->relists);
-    map_free(&s->by_key);
+    free(s->by_key.slots);
     free(s->handlers);
     free(s);
 }

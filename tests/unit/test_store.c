@@ -161,6 +161,47 @@ static void test_bytes(void **state)
     assert_int_equal(istr_bytes(), 0);
 }
 
+/* Thousands of objects: the key set grows many times, removals in a
+ * scattered order shift its runs back, and every object left is found by
+ * key and walked exactly once. */
+static void test_many(void **state)
+{
+    enum { N = 5000 };
+    store *s = store_new(&pods_kind);
+    char name[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "p-%d", i);
+        upsert(s, pod("ns", name, "1", "a", "a"), 1);
+    }
+    assert_int_equal(store_count(s), N);
+    int gone = 0;
+    for (int k = 0; k < N; k++) {
+        int i = (int)(((long long)k * 2477) % N); /* every index once: 2477 is prime to N */
+        if (i % 3 == 0) {
+            snprintf(name, sizeof(name), "p-%d", i);
+            assert_int_equal(store_delete(s, "ns", name), 1);
+            gone++;
+        }
+    }
+    assert_int_equal(store_count(s), N - gone);
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "p-%d", i);
+        const sobj *o = store_get(s, "ns", name);
+        if (i % 3 == 0) {
+            assert_null(o);
+        } else {
+            assert_non_null(o);
+            assert_string_equal(o->name, name);
+        }
+    }
+    size_t it = 0, walked = 0;
+    while (store_next(s, &it))
+        walked++;
+    assert_int_equal(walked, N - gone);
+    store_free(s);
+    assert_int_equal(istr_count(), 0);
+}
+
 static void test_relist_diff(void **state)
 {
     struct events ev = {0};
@@ -256,6 +297,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basic_and_indexes),
         cmocka_unit_test(test_bytes),
+        cmocka_unit_test(test_many),
         cmocka_unit_test(test_relist_diff),
         cmocka_unit_test(test_relist_per_namespace),
         cmocka_unit_test(test_revision_kind),
