@@ -42,7 +42,7 @@
 #define SLURM_INVALID_NODE_NAME 2018
 
 typedef struct nc_node {
-    char *name; /* map key */
+    char *name; /* map key: the entry's own name_buf */
     sm_node n;
     /* 4-byte fields sit in pairs where the groups allow it: there is an
      * entry per Slurm node, and each hole before a uint64_t is paid per node. */
@@ -117,6 +117,7 @@ typedef struct nc_node {
      * read back; answers to requests sent before it (seq < local_seq) may
      * still carry the old comment and must not undo it. 0: none. */
     uint64_t local_seq;
+    char name_buf[]; /* in the entry's allocation: one malloc less per node */
 } nc_node;
 
 typedef struct deadline_ent {
@@ -355,7 +356,7 @@ static void node_clear(sm_node *n)
 static size_t node_bytes(const nc_node *e)
 {
     const sm_node *n = &e->n;
-    size_t b = mem_footprint(sizeof(*e)) + str_bytes(e->name) + str_bytes(e->wkey) + str_bytes(e->ckey) +
+    size_t b = mem_footprint(sizeof(*e) + strlen(e->name) + 1) + str_bytes(e->wkey) + str_bytes(e->ckey) +
                str_bytes(n->comment);
     if (n->name) {
         size_t len = 0;
@@ -388,8 +389,10 @@ static nc_node *node_ensure(nc_cache *c, const char *name)
     nc_node *e = map_get(&c->nodes, name);
     if (e)
         return e;
-    e = xcalloc(1, sizeof(*e));
-    e->name = xstrdup(name);
+    size_t len = strlen(name);
+    e = xcalloc(1, sizeof(*e) + len + 1);
+    memcpy(e->name_buf, name, len + 1);
+    e->name = e->name_buf;
     list_init(&e->reread_link);
     list_init(&e->watch_link);
     map_put(&c->nodes, e->name, e);
@@ -452,7 +455,6 @@ static void node_free(void *v)
     node_clear(&e->n);
     free(e->ckey);
     free(e->wkey);
-    free(e->name);
     free(e);
 }
 
