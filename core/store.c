@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/pset.h"
 #include "core/rfc3339.h"
 
 /* The bucket's value, its map key, is the interned string its objects'
@@ -73,83 +74,14 @@ struct handler {
     void *data;
 };
 
-/* The objects by key: an open-addressing set of sobj pointers (linear
- * probing, load under 3/4, backward-shift removal as map_del), since an
- * object holds its own key: a map slot would repeat the key and add a hash,
- * 24 bytes where 8 do, in up to two slots per object. */
-struct objset {
-    sobj **slots; /* cap entries, NULL when free */
-    size_t cap;   /* a power of two, 0 when empty */
-    size_t count;
-};
-
-static size_t key_home(const char *key, size_t mask)
+static const char *obj_key(const void *o)
 {
-    return map_hash(key, strlen(key)) & mask;
-}
-
-/* The slot of the object with key, or the free slot that ends its run. */
-static size_t objs_probe(const struct objset *t, const char *key)
-{
-    size_t mask = t->cap - 1;
-    for (size_t i = key_home(key, mask);; i = (i + 1) & mask)
-        if (t->slots[i] == NULL || strcmp(t->slots[i]->key, key) == 0)
-            return i;
-}
-
-static sobj *objs_get(const struct objset *t, const char *key)
-{
-    return t->cap ? t->slots[objs_probe(t, key)] : NULL;
-}
-
-static void objs_put(struct objset *t, sobj *o)
-{
-    if ((t->count + 1) * 4 > t->cap * 3) {
-        size_t ocap = t->cap, ncap = t->cap ? t->cap * 2 : 16;
-        sobj **old = t->slots;
-        t->slots = xcalloc(ncap, sizeof(*t->slots));
-        t->cap = ncap;
-        for (size_t i = 0; i < ocap; i++)
-            if (old[i])
-                t->slots[objs_probe(t, old[i]->key)] = old[i];
-        free(old);
-    }
-    size_t i = objs_probe(t, o->key);
-    assert(t->slots[i] == NULL);
-    t->slots[i] = o;
-    t->count++;
-}
-
-static void objs_del(struct objset *t, const sobj *o)
-{
-    size_t mask = t->cap - 1, i = objs_probe(t, o->key);
-    assert(t->slots[i] == o && t->count > 0);
-    for (size_t j = (i + 1) & mask; t->slots[j]; j = (j + 1) & mask) {
-        size_t home = key_home(t->slots[j]->key, mask);
-        int between = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
-        if (!between) {
-            t->slots[i] = t->slots[j];
-            i = j;
-        }
-    }
-    t->slots[i] = NULL;
-    t->count--;
-}
-
-/* The next object from slot *it on (store_next's walk), NULL at the end. */
-static sobj *objs_next(const struct objset *t, size_t *it)
-{
-    while (*it < t->cap) {
-        sobj *o = t->slots[(*it)++];
-        if (o)
-            return o;
-    }
-    return NULL;
+    return ((const sobj *)o)->key;
 }
 
 struct store {
     const store_kind *kind;
-    struct objset by_key;
+    pset by_key; /* the objects (each holds its key) */
     struct index idx[STORE_MAX_INDEXES];
     int n_idx;
     struct handler *handlers;
@@ -163,6 +95,7 @@ store *store_new(const store_kind *kind)
 {
     store *s = xcalloc(1, sizeof(*s));
     s->kind = kind;
+    pset_init(&s->by_key, obj_key);
     map_init_type(&s->relists, &relist_type);
     return s;
 }
@@ -390,9 +323,9 @@ void store_notify(store *s, const sobj *old_obj, const sobj *new_obj)
 
 static void unlink_obj(store *s, sobj *o)
 {
-    assert(objs_get(&s->by_key, o->key) == o);
+    assert(pset_get(&s->by_key, o->key) == o);
     assert(s->bytes >= obj_bytes(s, o));
-    objs_del(&s->by_key, o);
+    pset_del(&s->by_key, o);
     index_unlink(s, o);
     s->bytes -= obj_bytes(s, o);
 }
@@ -400,8 +333,8 @@ static void unlink_obj(store *s, sobj *o)
 static void link_obj(store *s, sobj *o)
 {
     /* An object replaced under the same key was unlinked first. */
-    assert(objs_get(&s->by_key, o->key) == NULL);
-    objs_put(&s->by_key, o);
+    assert(pset_get(&s->by_key, o->key) == NULL);
+    pset_add(&s->by_key, o);
     index_link(s, o);
     s->bytes += obj_bytes(s, o);
 }
@@ -431,7 +364,7 @@ int store_upsert(store *s, const cJSON *obj)
     else
         snprintf(keybuf, sizeof(keybuf), "%s", name);
 
-    sobj *old = objs_get(&s->by_key, keybuf);
+    sobj *old = pset_get(&s->by_key, keybuf);
     uint64_t gen = relist_gen(s, ns);
     if (old && strcmp(old->rv, rv) == 0 && *rv) {
         if (gen)
@@ -489,7 +422,7 @@ void store_relist_end(store *s, const char *ns)
     size_t it = 0, n = 0, cap = 0;
     sobj **gone = NULL;
     sobj *o;
-    while ((o = objs_next(&s->by_key, &it))) {
+    while ((o = pset_next(&s->by_key, &it))) {
         if (*scope && strcmp(o->ns, scope) != 0)
             continue;
         if (o->seen_gen != r->gen) {
@@ -508,7 +441,7 @@ void store_relist_end(store *s, const char *ns)
 
 const sobj *store_get_key(const store *s, const char *key)
 {
-    return objs_get(&s->by_key, key);
+    return pset_get(&s->by_key, key);
 }
 
 const sobj *store_get(const store *s, const char *ns, const char *name)
@@ -518,7 +451,7 @@ const sobj *store_get(const store *s, const char *ns, const char *name)
         snprintf(keybuf, sizeof(keybuf), "%s/%s", ns, name);
     else
         snprintf(keybuf, sizeof(keybuf), "%s", name);
-    return objs_get(&s->by_key, keybuf);
+    return pset_get(&s->by_key, keybuf);
 }
 
 const sobj *store_get_uid(const store *s, const char *uid)
@@ -540,7 +473,7 @@ size_t store_count(const store *s)
 
 const sobj *store_next(const store *s, size_t *it)
 {
-    return objs_next(&s->by_key, it);
+    return pset_next(&s->by_key, it);
 }
 
 int store_add_index(store *s, store_index_fn fn, void *data)
@@ -658,9 +591,7 @@ static size_t slots_bytes(const map_t *m)
 
 size_t store_bytes(const store *s)
 {
-    size_t n = mem_footprint(sizeof(*s)) + s->bytes;
-    if (s->by_key.cap)
-        n += mem_footprint(s->by_key.cap * sizeof(*s->by_key.slots));
+    size_t n = mem_footprint(sizeof(*s)) + s->bytes + pset_bytes(&s->by_key);
     for (int i = 0; i < s->n_idx; i++)
         n += slots_bytes(&s->idx[i].buckets) + s->idx[i].n_buckets * mem_footprint(sizeof(struct bucket));
     return n;
@@ -674,7 +605,7 @@ void store_free(store *s)
     sobj **all = xmalloc((s->by_key.count + 1) * sizeof(*all));
     size_t n = 0;
     sobj *o;
-    while ((o = objs_next(&s->by_key, &it)))
+    while ((o = pset_next(&s->by_key, &it)))
         all[n++] = o;
     assert(n == s->by_key.count);
     for (size_t i = 0; i < n; i++) {
@@ -687,7 +618,7 @@ void store_free(store *s)
         free(s->idx[i].label_key);
     }
     map_free(&s->relists);
-    free(s->by_key.slots);
+    pset_free(&s->by_key);
     free(s->handlers);
     free(s);
 }
