@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/map.h"
 #include "core/mem.h"
+#include "core/pset.h"
 #include "slurmio/backend.h"
 #include "slurmio/hostlist.h"
 
@@ -157,7 +158,7 @@ struct nc_cache {
     sl_backend *lib;
     nb_batcher *batch;
     nc_opts o;
-    map_t nodes; /* name -> nc_node */
+    pset nodes; /* the nc_nodes, by name (each holds its own) */
     uint64_t seq;
     /* Orders what happened on the loop exactly (uv_now() has a millisecond
      * and one value per iteration): answers applied, job reads sent. */
@@ -291,7 +292,7 @@ static int node_differs(const sm_node *a, const sm_node *b)
 
 static nc_node *node_get(const nc_cache *c, const char *name)
 {
-    return map_get(&c->nodes, name);
+    return pset_get(&c->nodes, name);
 }
 
 static size_t str_bytes(const char *s)
@@ -377,16 +378,19 @@ static void recount(nc_cache *c, nc_node *e)
     e->bytes = (uint32_t)b;
 }
 
+static void node_free(void *v);
+
 static void node_drop(nc_cache *c, nc_node *e)
 {
     assert(c->heap_bytes >= e->bytes);
     c->heap_bytes -= e->bytes;
-    map_drop(&c->nodes, e->name);
+    pset_del(&c->nodes, e);
+    node_free(e);
 }
 
 static nc_node *node_ensure(nc_cache *c, const char *name)
 {
-    nc_node *e = map_get(&c->nodes, name);
+    nc_node *e = pset_get(&c->nodes, name);
     if (e)
         return e;
     size_t len = strlen(name);
@@ -395,7 +399,7 @@ static nc_node *node_ensure(nc_cache *c, const char *name)
     e->name = e->name_buf;
     list_init(&e->reread_link);
     list_init(&e->watch_link);
-    map_put(&c->nodes, e->name, e);
+    pset_add(&c->nodes, e);
     recount(c, e);
     return e;
 }
@@ -458,7 +462,10 @@ static void node_free(void *v)
     free(e);
 }
 
-static const map_type node_type = {.val_free = node_free};
+static const char *node_key(const void *e)
+{
+    return ((const nc_node *)e)->name;
+}
 
 /* Before a read answer replaces e->n: an answer to a request sent before
  * our last comment-only write completed keeps that comment; a newer answer
@@ -713,11 +720,9 @@ static void apply_done(nc_cache *c)
     uint64_t seq = c->apply_rq->seq, sent_ms = c->apply_rq->sent_ms;
     /* Collect first: the map cannot change while being walked. */
     size_t it = 0, n_gone = 0;
-    const char *k;
-    void *v;
     nc_node **gone = xcalloc(c->nodes.count + 1, sizeof(*gone));
-    while (map_next(&c->nodes, &it, &k, &v)) {
-        nc_node *e = v;
+    nc_node *e;
+    while ((e = pset_next(&c->nodes, &it))) {
         if (e->listed_gen == c->table_gen)
             continue;
         if (e->present) {
@@ -2353,10 +2358,8 @@ void nc_foreach(const nc_cache *c, void (*fn)(const sm_node *n, void *data), voi
     if (!nc_ready(c))
         return;
     size_t it = 0;
-    const char *k;
-    void *v;
-    while (map_next(&c->nodes, &it, &k, &v)) {
-        const nc_node *e = v;
+    const nc_node *e;
+    while ((e = pset_next(&c->nodes, &it))) {
         if (e->present)
             fn(&e->n, data);
     }
@@ -2374,7 +2377,7 @@ void nc_get_stats(const nc_cache *c, nc_stats *out)
 
 size_t nc_heap_bytes(const nc_cache *c)
 {
-    return c->heap_bytes + (c->nodes.cap ? mem_footprint(c->nodes.cap * sizeof(map_slot)) : 0);
+    return c->heap_bytes + pset_bytes(&c->nodes);
 }
 
 static double heap_gauge(void *data)
@@ -2500,7 +2503,7 @@ int nc_new(uv_loop_t *loop, const nc_opts *opts, nc_cache **out)
         c->o.poll_max_ms = c->o.poll_min_ms;
     c->interval_ms = c->o.poll_min_ms;
     c->active = OP_EUNKNOWN;
-    map_init_type(&c->nodes, &node_type);
+    pset_init(&c->nodes, node_key);
     map_init_type(&c->deadlines, &deadline_type);
     map_init_type(&c->holders, &map_type_free_val);
     map_init_type(&c->named, &map_type_free_val);
@@ -2543,7 +2546,11 @@ static void on_handle_closed(uv_handle_t *h)
     assert(c->requests == 0 && !c->batch_open);
     void (*cb)(void *) = c->close_cb;
     void *data = c->close_data;
-    map_free(&c->nodes);
+    size_t it = 0;
+    nc_node *e;
+    while ((e = pset_next(&c->nodes, &it)))
+        node_free(e);
+    pset_free(&c->nodes);
     map_free(&c->deadlines);
     map_free(&c->holders);
     map_free(&c->named);
