@@ -1725,6 +1725,21 @@ static int is_mode_pod(struct pass *p, const sobj *o)
 static int slurm_name_held(struct pass *p, int ordinal);
 static char *pods_rival(struct pass *p);
 
+/* The Slurm node records of the ordinals' pods, made before the pods (nss_precreate): their names are the
+ * StatefulSet-mode hostnames, known before the pods exist unless the pods take their Node's name. */
+static void precreate(struct pass *p, const int *ords, int n)
+{
+    if (p->spec.mode != NSB_STATEFULSET || p->spec.host_network)
+        return;
+    char **names = xcalloc((size_t)n + 1, sizeof(*names));
+    for (int i = 0; i < n; i++)
+        names[i] = nsb_statefulset_hostname(p->ns, ords[i]);
+    nss_precreate(p->op, p->o, &p->spec, (const char *const *)names, (size_t)n);
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
 static int create_ordinals(struct pass *p, const int *ords_in, int n_in, int replicas)
 {
     char err[256];
@@ -1760,6 +1775,7 @@ static int create_ordinals(struct pass *p, const int *ords_in, int n_in, int rep
     }
     op_event(p->op, p->o, NSB_KIND, "ScalingUp", "Scale", "Scaling up: creating %d pod(s) for %d replicas", n,
              replicas);
+    precreate(p, ords, n);
     struct incr *r = incr_get_or_new(p->c, p->key);
     for (int i = 0; i < n; i++)
         incr_creating_set(r, ords[i], 1);

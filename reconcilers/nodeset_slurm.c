@@ -22,6 +22,7 @@
 #include "reconcilers/nodedemand.h"
 #include "reconcilers/nodehealth.h"
 #include "reconcilers/nodeset_incr.h"
+#include "reconcilers/nodeset_precreate.h"
 #include "reconcilers/nodeset_verdict.h"
 #include "reconcilers/nodeset_write.h"
 #include "reconcilers/reconcilers.h"
@@ -160,6 +161,9 @@ typedef struct nss_set {
     map_t idle_since;
     char *demand_bad;
     uint32_t unfit_job;
+    /* Slurm names whose record this process asked to make first (nss_precreate; keys owned, values unused),
+     * so that a later pass does not ask again for a record that exists */
+    map_t made;
 } nss_set;
 
 typedef struct kept_ent {
@@ -284,6 +288,7 @@ struct nss_state {
     mx_histogram *mx_drain_s;
     /* NodeSets that follow the queue (demand_step) */
     mx_family *mx_pending, *mx_cooled, *mx_scaled;
+    mx_family *mx_precreated; /* slurmop_slurm_node_precreates_total{result} */
 };
 
 /* Every reason keep() gives, so that slurmop_drains_blocked lists each
@@ -365,6 +370,7 @@ void nss_set_free(nss_set *s)
     map_free(&s->swept);
     map_free(&s->records);
     map_free(&s->idle_since);
+    map_free(&s->made);
     free(s->demand_parts);
     free(s->seen_parts);
     free(s->demand_bad);
@@ -417,6 +423,7 @@ static nss_set *set_get(nss_state *st, const sobj *nodeset, const nsp_spec *sp)
         map_init_type(&s->records, &map_type_free_val);
         s->res_gen = -1;
         map_init_type(&s->idle_since, &idle_type);
+        map_init_type(&s->made, &map_type_free_val);
         *slot = s;
     } else {
         free(ctl_key);
@@ -1186,6 +1193,16 @@ static void setup_metrics(nss_state *st, mx_registry *r)
                      "How long the longest-blocked NodeSet has kept condemned pods for a blocked drain "
                      "(0 when none is blocked)",
                      NULL);
+    st->mx_precreated =
+        mx_family_new(r, MX_COUNTER, "slurmop_slurm_node_precreates_total",
+                      "Slurm node records a scale-out asked to make FUTURE before their slurmd register, by "
+                      "result (created; exists: one of its request's names had a record, so none was made; "
+                      "failed)",
+                      "result", NULL, 0, NULL);
+    /* Served at 0 from the start, so that a rate over it has a base before the first scale-out. */
+    static const char *const pc_results[] = {"created", "exists", "failed"};
+    for (size_t i = 0; st->mx_precreated && i < 3; i++)
+        mx_counter_get(st->mx_precreated, MX_LV(pc_results[i]));
     if (st->mx_blocked && st->mx_busy && st->mx_oldest)
         mx_registry_on_scrape(r, on_scrape, st);
 }
@@ -1683,6 +1700,101 @@ static void flush_drains(nss_state *st, nss_set *s, nc_cache *cache, const sobj 
                      err_str(rc));
     }
     clear_drains(s);
+}
+
+/* ---- node records made first (nodeset_precreate.h) ---- */
+
+typedef struct pc_ctx {
+    nss_state *st;
+    char *set;
+    char **names;
+    size_t n;
+} pc_ctx;
+
+static void precreated(int status, void *data)
+{
+    pc_ctx *c = data;
+    nss_state *st = c->st;
+    const char *result = status == 0 ? "created" : status == OP_EEXISTS ? "exists" : "failed";
+    if (!st->stopped) {
+        if (st->mx_precreated)
+            mx_counter_add(mx_counter_get(st->mx_precreated, MX_LV(result)), (double)c->n);
+        nss_set *s = status == 0 || status == OP_EEXISTS ? NULL : set_find(st, c->set);
+        for (size_t i = 0; s && i < c->n; i++)
+            map_drop(&s->made, c->names[i]); /* not made: a later scale-out may ask again */
+        if (status != 0)
+            log_info("nodeset %s: the %zu Slurm node record(s) asked for before their pods were not made "
+                     "(%s): those nodes register as they start",
+                     c->set, c->n, err_str(status));
+    }
+    for (size_t i = 0; i < c->n; i++)
+        free(c->names[i]);
+    free(c->names);
+    free(c->set);
+    free(c);
+    write_done(st);
+}
+
+void nss_precreate(operator *op, const sobj *nodeset, const nsp_spec *sp, const char *const *names, size_t n)
+{
+    nss_state *st = nss_of(op);
+    if (n == 0 || sp->mode != NSB_STATEFULSET || sp->host_network || st->stopped)
+        return;
+    nss_set *s = set_get(st, nodeset, sp);
+    nc_cache *cache;
+    if (slurmclient_get(op, s->ctl_key, &cache) != SC_READY || !nc_ready(cache) ||
+        !nc_can_create_nodes(cache))
+        return;
+    const char *ann = sobj_annotation(nodeset, NSPR_ANNOTATION);
+    char err[256];
+    char *conf = nsb_slurmd_conf(nodeset->json, err, sizeof(err));
+    enum nspr_why why = nspr_check(conf, nspr_template_gpus(json_get(nodeset->json, "spec.template.spec")),
+                                   ann && strcmp(ann, "false") == 0);
+    if (conf == NULL || why != NSPR_OK) {
+        log_debug("nodeset %s: no Slurm node records made before the pods: %s", s->key,
+                  conf ? nspr_why_str(why) : err);
+        free(conf);
+        return;
+    }
+    const char **batch = xcalloc(n < NSPR_BATCH_MAX ? n : NSPR_BATCH_MAX, sizeof(*batch));
+    size_t k = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n) {
+            /* A name in the table has registered; one asked for before exists or is on its way. */
+            if (nc_lookup(cache, names[i], NULL) != NC_ABSENT || map_get(&s->made, names[i]))
+                continue;
+            batch[k++] = names[i];
+        }
+        if (k == 0 || (k < NSPR_BATCH_MAX && i < n))
+            continue;
+        char *line = nspr_line(conf, batch, k);
+        pc_ctx *c = line ? xcalloc(1, sizeof(*c)) : NULL;
+        if (c) {
+            c->st = st;
+            c->set = xstrdup(s->key);
+            c->names = xcalloc(k, sizeof(char *));
+            for (size_t j = 0; j < k; j++)
+                c->names[j] = xstrdup(batch[j]);
+            c->n = k;
+            if (nc_create_nodes(cache, line, precreated, c) == 0) {
+                write_sent(st); /* precreated runs later, once */
+                for (size_t j = 0; j < k; j++) {
+                    char *key = xstrdup(batch[j]);
+                    map_put(&s->made, key, key);
+                }
+            } else {
+                for (size_t j = 0; j < k; j++)
+                    free(c->names[j]);
+                free(c->names);
+                free(c->set);
+                free(c);
+            }
+        }
+        free(line);
+        k = 0;
+    }
+    free(batch);
+    free(conf);
 }
 
 /* ---- sync ---- */

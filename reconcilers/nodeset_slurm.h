@@ -136,6 +136,12 @@ void nss_forget(operator *op, const char *key);
  *  reservation, then drop the finalizer); returns non-zero when the pass
  *  must stop here. */
 int nss_finalize(operator *op, const sobj *nodeset, const nsp_spec *sp);
+
+/** The pods of names (their Slurm names) are about to be created: make their Slurm node records FUTURE
+ *  first, in requests of NSPR_BATCH_MAX names, when the NodeSet's pods declare their hardware and the
+ *  cluster's version can (nodeset_precreate.h). Names in the node table or asked for before are left out.
+ *  Nothing waits for it: a record that could not be made is made by its slurmd's registration. */
+void nss_precreate(operator *op, const sobj *nodeset, const nsp_spec *sp, const char *const *names, size_t n);
 /** A NodeSet being deleted whose pods are all gone: 1 when its drain
  *  finalizer may go, i.e. its partition (spec.partition.enabled) may leave
  *  slurm.conf: Slurm's current job list has no record, in any state, in

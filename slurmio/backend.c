@@ -36,6 +36,10 @@ enum sb_path sb_choose(int v, int have_libslurm, enum sm_op op)
         if (sm_version_has(v, op))
             return SB_REST;
         return have_libslurm ? SB_LIBSLURM : SB_NONE;
+    case SM_OP_CREATE_NODES:
+        /* Only an optimisation (node records made before their slurmd
+         * register): without the endpoint the nodes register as they do. */
+        return sm_version_has(v, op) ? SB_REST : SB_NONE;
     }
     return SB_NONE;
 }
@@ -59,7 +63,7 @@ int sb_describe(int v, int have_libslurm, buf_t *out)
 {
     static const enum sm_op ops[] = {SM_OP_GET_NODES,         SM_OP_UPDATE_NODE,     SM_OP_UPDATE_NODES,
                                      SM_OP_DELETE_NODE,       SM_OP_UPDATE_TOPOLOGY, SM_OP_POST_RESERVATION,
-                                     SM_OP_DELETE_RESERVATION};
+                                     SM_OP_DELETE_RESERVATION, SM_OP_CREATE_NODES};
     int rc = buf_printf(out, "rest=%s libslurm=%s", sm_version_str(v), have_libslurm ? "yes" : "no");
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
         rc |=

@@ -12,6 +12,7 @@
  *                                                     node/{name} per node  "name" hostlist
  *   delete node               libslurm                REST                  REST               REST
  *   set topology              -                       -                     -                  REST
+ *   create nodes              -                       -                     -                  v0.0.44+: REST
  *   create/update/delete      libslurm                libslurm              libslurm           REST
  *     reservation
  *

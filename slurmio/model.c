@@ -89,6 +89,8 @@ int sm_version_has(int v, enum sm_op op)
     case SM_OP_POST_RESERVATION:
     case SM_OP_DELETE_RESERVATION:
         return v >= SM_V43;
+    case SM_OP_CREATE_NODES:
+        return v >= SM_V44;
     }
     return 0;
 }
@@ -122,6 +124,8 @@ const char *sm_op_name(enum sm_op op)
         return "delete-reservation";
     case SM_OP_DIAG:
         return "diag";
+    case SM_OP_CREATE_NODES:
+        return "create-nodes";
     }
     return "?";
 }
@@ -163,6 +167,9 @@ int sm_path(int v, enum sm_op op, const char *arg, buf_t *out)
         break;
     case SM_OP_DIAG:
         fixed = "diag";
+        break;
+    case SM_OP_CREATE_NODES:
+        fixed = "new/node";
         break;
     case SM_OP_GET_RESERVATIONS:
         fixed = "reservations";
@@ -759,6 +766,7 @@ int sm_errno_code(int e)
     case 2053: /* ESLURM_RESERVATION_INVALID */
         return OP_ENOTFOUND;
     case 2082: /* ESLURM_RESERVATION_NAME_DUP */
+    case 2168: /* "Node already exists in the node table" (a create naming one) */
         return OP_EEXISTS;
     case 2016: /* ESLURM_NODES_BUSY */
     case 2055: /* ESLURM_RESERVATION_BUSY */
@@ -1226,5 +1234,14 @@ int sm_resv_desc_json(int version, const sm_resv_desc *d, buf_t *out)
         cJSON_AddItemToArray(a, cJSON_CreateString(d->node_list));
         json_set(o, "node_list", a);
     }
+    return emit(o, out);
+}
+
+int sm_node_create_json(const char *node_conf, buf_t *out)
+{
+    if (!node_conf || !*node_conf)
+        return OP_EINVAL;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "node_conf", node_conf);
     return emit(o, out);
 }

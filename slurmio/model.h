@@ -126,6 +126,7 @@ enum sm_op {
     SM_OP_POST_RESERVATION,   /* POST reservation (create or update): v0.0.43+ */
     SM_OP_DELETE_RESERVATION, /* DELETE reservation/{name}: v0.0.43+ */
     SM_OP_DIAG,               /* GET diag: slurmctld's statistics (for its clock) */
+    SM_OP_CREATE_NODES,       /* POST new/node/ with a node_conf line (a hostlist NodeName): v0.0.44+ */
 };
 /** Whether slurmrestd offers op in version (per the OpenAPI documents). */
 int sm_version_has(int version, enum sm_op op);
@@ -575,5 +576,9 @@ typedef struct sm_resv_desc {
 /** Serialise a reservation description for version, appended to out.
  *  @return 0; OP_ENOTSUP before v0.0.43; OP_EINVAL without a name. */
 int sm_resv_desc_json(int version, const sm_resv_desc *d, buf_t *out);
+
+/** The body of a node create (v0.0.44+ "node_conf"), appended to out. 0; OP_EINVAL for an empty line;
+ *  OP_ETOOBIG when out is full. */
+int sm_node_create_json(const char *node_conf, buf_t *out);
 
 #endif

@@ -2103,11 +2103,10 @@ typedef struct nc_rw {
     void *data;
 } nc_rw;
 
-static void resv_written(nc_rw *w, int status, const char *message)
+/* A write's one completion: its callback, then the cache's count (which a closing cache waits on). */
+static void rw_finish(nc_rw *w, int status)
 {
     nc_cache *c = w->c;
-    if (status < 0 && status != OP_ECANCELED)
-        log_warn("slurm %s: reservation write failed: %s", c->name, message ? message : err_str(status));
     if (w->cb)
         w->cb(status, w->data);
     free(w);
@@ -2115,8 +2114,17 @@ static void resv_written(nc_rw *w, int status, const char *message)
     c->requests--;
     if (c->closing)
         maybe_finish(c);
-    else
+}
+
+static void resv_written(nc_rw *w, int status, const char *message)
+{
+    nc_cache *c = w->c;
+    if (status < 0 && status != OP_ECANCELED)
+        log_warn("slurm %s: reservation write failed: %s", c->name, message ? message : err_str(status));
+    /* Polled first: a closing cache may be freed by rw_finish. */
+    if (!c->closing)
         nc_resv_poll_soon(c);
+    rw_finish(w, status);
 }
 
 static void on_resv_rest(int status, sm_response *resp, void *data)
@@ -2163,6 +2171,41 @@ int nc_resv_write(nc_cache *c, enum nc_resv_op op, const sm_resv_desc *d, void (
         rc = op == NC_RESV_DELETE ? sr_delete_reservation(c->rest, d->name, on_resv_rest, w)
                                   : sr_post_reservation(c->rest, d, on_resv_rest, w);
     }
+    if (rc < 0) {
+        free(w);
+        return rc;
+    }
+    c->requests++;
+    return 0;
+}
+
+static void on_create_rest(int status, sm_response *resp, void *data)
+{
+    nc_rw *w = data;
+    nc_cache *c = w->c;
+    if (status < 0 && status != OP_ECANCELED && status != OP_EEXISTS)
+        log_warn("slurm %s: node create failed: %s", c->name,
+                 resp->err.message ? resp->err.message : err_str(status));
+    rw_finish(w, status);
+}
+
+int nc_can_create_nodes(const nc_cache *c)
+{
+    return !c->closing && sr_version(c->rest) != 0 &&
+           sb_choose(sr_version(c->rest), c->lib != NULL, SM_OP_CREATE_NODES) != SB_NONE;
+}
+
+int nc_create_nodes(nc_cache *c, const char *node_conf, void (*cb)(int status, void *data), void *data)
+{
+    if (c->closing)
+        return OP_ECANCELED;
+    if (!nc_can_create_nodes(c))
+        return OP_ENOTSUP;
+    nc_rw *w = xcalloc(1, sizeof(*w));
+    w->c = c;
+    w->cb = cb;
+    w->data = data;
+    int rc = sr_create_nodes(c->rest, node_conf, on_create_rest, w);
     if (rc < 0) {
         free(w);
         return rc;

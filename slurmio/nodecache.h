@@ -311,6 +311,18 @@ int nc_resv_writable(const nc_cache *c);
 int nc_resv_write(nc_cache *c, enum nc_resv_op op, const sm_resv_desc *d, void (*cb)(int status, void *data),
                   void *data);
 
+/** 1 when this cluster's version can create node records (REST v0.0.44+); 0 while the version is not
+ *  negotiated yet. */
+int nc_can_create_nodes(const nc_cache *c);
+/**
+ * Create node records from node_conf, a slurm.conf node line with a hostlist NodeName (sr_create_nodes):
+ * all or none, OP_EEXISTS when one of them exists. Records made FUTURE are not in the table this cache
+ * reads (slurmrestd lists no FUTURE node), and a read by name answers for them as for a name that has no
+ * record, so nothing here changes until their slurmd register. cb(status, data) runs later, once. 0,
+ * OP_ENOTSUP (no path for this version; cb never runs), OP_EINVAL, OP_ECANCELED.
+ */
+int nc_create_nodes(nc_cache *c, const char *node_conf, void (*cb)(int status, void *data), void *data);
+
 /** The batcher (for writes other than node updates: none today). */
 nb_batcher *nc_batcher(nc_cache *c);
 

@@ -46,6 +46,7 @@ typedef struct sr_req {
     int has_resv;
     sm_resv_desc resv;
     char *resv_str[3];
+    char *node_conf; /* SM_OP_CREATE_NODES: the node_conf line */
     uint64_t deadline; /* uv_now() ms */
     sr_cb cb;
     void (*ncb)(int status, int version, void *data);
@@ -126,6 +127,7 @@ static void req_free(sr_req *r)
         free(r->upd_str[i]);
     for (size_t i = 0; i < ARRAY_SIZE(r->resv_str); i++)
         free(r->resv_str[i]);
+    free(r->node_conf);
     free(r->raw);
     sm_response_free(&r->resp);
     free(r);
@@ -440,6 +442,8 @@ static void fill_write_body(sr_client *c, sr_req *r, buf_t *body, int *rc)
         *rc = sm_node_update_json(c->version, &u, body);
     } else if (r->has_resv) {
         *rc = sm_resv_desc_json(c->version, &r->resv, body);
+    } else if (r->node_conf) {
+        *rc = sm_node_create_json(r->node_conf, body);
     }
 }
 
@@ -449,6 +453,7 @@ static const char *method_of(enum sm_op op)
     case SM_OP_UPDATE_NODE:
     case SM_OP_UPDATE_NODES:
     case SM_OP_POST_RESERVATION:
+    case SM_OP_CREATE_NODES:
         return "POST";
     case SM_OP_DELETE_NODE:
     case SM_OP_DELETE_RESERVATION:
@@ -509,7 +514,8 @@ static void send_req(sr_client *c, sr_req *r)
     buf_init(&body, (size_t)16 << 20);
     const char *arg =
         (op == SM_OP_GET_NODES || op == SM_OP_GET_JOBS || op == SM_OP_PING || op == SM_OP_GET_RESERVATIONS ||
-         op == SM_OP_UPDATE_NODES || op == SM_OP_POST_RESERVATION || op == SM_OP_DIAG)
+         op == SM_OP_UPDATE_NODES || op == SM_OP_POST_RESERVATION || op == SM_OP_DIAG ||
+         op == SM_OP_CREATE_NODES)
             ? NULL
             : r->arg;
     int rc = sm_path(c->version, op, arg, &path);
@@ -863,6 +869,17 @@ int sr_delete_node(sr_client *c, const char *name, sr_cb cb, void *data)
     if (!name || !*name)
         return OP_EINVAL;
     return simple(c, SM_OP_DELETE_NODE, SM_KIND_STATUS, name, 0, cb, data);
+}
+
+int sr_create_nodes(sr_client *c, const char *node_conf, sr_cb cb, void *data)
+{
+    if (c->closing)
+        return OP_ECANCELED;
+    if (!node_conf || !*node_conf)
+        return OP_EINVAL;
+    sr_req *r = new_req(SM_OP_CREATE_NODES, SM_KIND_STATUS, NULL, cb, data);
+    r->node_conf = xstrdup(node_conf);
+    return submit(c, r);
 }
 
 int sr_post_reservation(sr_client *c, const sm_resv_desc *d, sr_cb cb, void *data)

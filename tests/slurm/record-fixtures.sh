@@ -222,6 +222,13 @@ if [ -n "$NEW4X" ]; then
     rec "$NEW" err_deleted_node /slurm/@V@/node/dyn1
     rec "$NEW" err_delete_unknown_node /slurm/@V@/node/nosuch -X DELETE
     rec "$NEW" err_delete_static_node /slurm/@V@/node/n2 -X DELETE
+    if [ "$NEW" -ge 44 ]; then
+        # Node records made first (POST new/node/, v0.0.44 on): a hostlist made
+        # FUTURE, then the same line again (one name that exists refuses all).
+        line='{"node_conf":"NodeName=fx-[0-3] State=FUTURE CPUs=2 RealMemory=1000 Features=gpu"}'
+        post "$NEW" create_node /slurm/@V@/new/node/ "$line"
+        post "$NEW" err_create_node_exists /slurm/@V@/new/node/ "$line"
+    fi
     # slurmctld down: slurmrestd answers with its errors array.
     kill -KILL "$(cat "$SLURMLAB_DIR/run/slurmctld.pid")"
     sleep 0.5

@@ -48,12 +48,14 @@ typedef struct sim {
     int hang;            /* accept requests and never answer them */
     int quirk_2205;      /* 22.05's partition quirk: a changed table asked with update_time is a 500 */
     const char *missing; /* node writes naming this node fail with 2018 */
+    const char *exists;  /* node creates whose line holds this text fail with 2168 (HTTP 422), as 26.05 */
     int node_empty;      /* answer reads of one node with HTTP 200 and an empty list (a lying proxy) */
     const char *date;    /* a Date header for every JSON answer (22.05 sends none) */
     sim_rec recs[SIM_MAX_RECS];
     int n;
     int served; /* every request answered or not, past SIM_MAX_RECS too */
     int posts;  /* node writes seen */
+    int creates; /* node creates seen */
 } sim;
 
 static sim SIM;
@@ -238,6 +240,16 @@ static void sim_handler(hs_req *req, void *data)
         snprintf(fx, sizeof(fx), refuse ? "v%d_err_unknown_node_500.json" : "v%d_update_node_200.json",
                  SIM.version);
         sim_fixture_reply(req, refuse ? 500 : 200, fx);
+    } else if (!strcmp(method, "POST") && !strcmp(rest, "new/node/") && SIM.version >= 44) {
+        SIM.creates++;
+        cJSON *doc = json_parse(body ? body : "", blen, NULL);
+        const char *line = json_get_str_or(doc, "node_conf", "");
+        int refuse = SIM.exists && strstr(line, SIM.exists) != NULL;
+        cJSON_Delete(doc);
+        if (refuse)
+            sim_fixture_reply(req, 422, "v45_err_create_node_exists_422.json");
+        else
+            sim_fixture_reply(req, 200, "v45_create_node_200.json");
     } else {
         hs_respond(req, 405, "text/plain", "Connection: Close\r\n",
                    "Requested REST method is not defined at URL. Please view /openapi/v3 for API reference.",

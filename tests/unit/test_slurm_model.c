@@ -125,6 +125,10 @@ static void test_versions(void **state)
     assert_true(sm_version_has(45, SM_OP_UPDATE_TOPOLOGY));
     assert_true(sm_version_has(45, SM_OP_POST_RESERVATION));
     assert_false(sm_version_has(46, SM_OP_PING));
+    /* POST new/node/ first appears in v0.0.44's document (Slurm 25.05). */
+    assert_false(sm_version_has(43, SM_OP_CREATE_NODES));
+    assert_true(sm_version_has(44, SM_OP_CREATE_NODES));
+    assert_true(sm_version_has(45, SM_OP_CREATE_NODES));
 }
 
 static void test_paths(void **state)
@@ -155,6 +159,10 @@ static void test_paths(void **state)
         {44, SM_OP_GET_NODE, NULL, NULL, OP_EINVAL},
         {44, SM_OP_GET_NODES, "x", NULL, OP_EINVAL},
         {44, SM_OP_UPDATE_TOPOLOGY, NULL, NULL, OP_ENOTSUP},
+        {44, SM_OP_CREATE_NODES, NULL, "/slurm/v0.0.44/new/node/", 0},
+        {45, SM_OP_CREATE_NODES, NULL, "/slurm/v0.0.45/new/node/", 0},
+        {42, SM_OP_CREATE_NODES, NULL, NULL, OP_ENOTSUP},
+        {45, SM_OP_CREATE_NODES, "n1", NULL, OP_EINVAL},
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         buf_t b;

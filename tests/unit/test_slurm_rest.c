@@ -833,6 +833,45 @@ static void test_batch_split_on_missing(void **state)
     sim_stop(&TL);
 }
 
+/* Node records made first: one POST new/node/ with the line as "node_conf"; a line naming a node that
+ * exists is refused whole (2168 -> OP_EEXISTS); before v0.0.44 there is no such endpoint. */
+static void test_create_nodes(void **state)
+{
+    const char *line = "NodeName=gpu-[0-3] State=FUTURE CPUs=4 RealMemory=16000 Features=gpu";
+    sim_start(&TL.loop, 45, "v45_nodes_states_200.json");
+    sr_client *c = client(45, 5000);
+    got g = {0};
+    assert_int_equal(sr_create_nodes(c, line, on_resp, &g), 0);
+    run_until(&TL, &g.done);
+    assert_int_equal(g.status, 0);
+    assert_int_equal(SIM.creates, 1);
+    const sim_rec *r = &SIM.recs[SIM.n - 1];
+    assert_string_equal(r->method, "POST");
+    assert_string_equal(r->path, "/slurm/v0.0.45/new/node/");
+    cJSON *body = json_parse(r->body, strlen(r->body), NULL);
+    assert_string_equal(json_get_str_or(body, "node_conf", ""), line);
+    cJSON_Delete(body);
+    SIM.exists = "gpu-";
+    got e = {0};
+    sr_create_nodes(c, line, on_resp, &e);
+    run_until(&TL, &e.done);
+    assert_int_equal(e.status, OP_EEXISTS);
+    assert_int_equal(e.slurm_errno, 2168);
+    assert_int_equal(sr_create_nodes(c, "", on_resp, &e), OP_EINVAL);
+    close_client(c);
+    sim_stop(&TL);
+
+    sim_start(&TL.loop, 42, "v42_nodes_states_200.json");
+    c = client(42, 5000);
+    got old = {0};
+    assert_int_equal(sr_create_nodes(c, line, on_resp, &old), 0);
+    run_until(&TL, &old.done);
+    assert_int_equal(old.status, OP_ENOTSUP);
+    assert_int_equal(SIM.creates, 0);
+    close_client(c);
+    sim_stop(&TL);
+}
+
 /* Without a batch endpoint (v0.0.38, no libslurm) nothing can write. */
 static void test_batch_no_backend(void **state)
 {
@@ -921,6 +960,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_one_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_split_on_missing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_no_backend, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_nodes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_throttle, setup, teardown),
     };
     if (getenv("TEST_FILTER"))
