@@ -28,6 +28,15 @@ the pod's arguments.
      job runs; once it has ended and its record aged out (MinJobAge=2
      here), it deletes the node's record, then the pod; the node registers
      anew with the new RealMemory, undrained.
+  5. Node records made first (docs/internals/NODESET.md): NodeSet "fx" of 3
+     replicas whose extraConf declares CPUs= and RealMemory=. On 25.11 and
+     newer, slurmop makes fx-[0-2] FUTURE with that hardware before the pods
+     register (slurmop_slurm_node_precreates_total{result="created"} 3); the
+     lab's slurmd, started as fx-0 with the pod's --conf, registers into its
+     record (IDLE, the record's hardware). A scale-in to 0 deletes the three
+     pods (one registered and idle, two never registered); a scale-out to 2
+     asks for no record again (the ordinals' records exist). Older versions
+     have no create endpoint: nothing is asked, no record is made.
 Exit 77 (skipped) without the Slurm binaries or root, or when the lab's root
 file system cannot be built (24.11, 26.05).
 """
@@ -42,7 +51,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from backend import api_server  # noqa: E402
 from slurmlab import LAB_SH, Lab, lab_cluster, skip_unless_runnable  # noqa: E402
-from slurmop import NS_API, Slurmop, apply_crds, pods_of, wait_for  # noqa: E402
+from slurmop import NS_API, Slurmop, apply_crds, pods_of, set_replicas, wait_for  # noqa: E402
 
 IMAGES = {"slurmd": {"image": "ghcr.io/slinkyproject/slurmd:test"}, "logfile": {"image": "alpine:test"}}
 NODE = "dyn-0"
@@ -61,6 +70,12 @@ def slurmd_args(c, want_revision=None):
     p = pods[0]
     slurmd = [x for x in p["spec"]["containers"] if x["name"] == "slurmd"][0]
     return slurmd["args"], p["metadata"]["labels"].get("controller-revision-hash")
+
+
+def slurmd_args_of(c, name):
+    r = c.get("/api/v1/namespaces/default/pods/" + name)
+    assert r.status == 200, r.text
+    return [x for x in r.json()["spec"]["containers"] if x["name"] == "slurmd"][0]["args"]
 
 
 def conf_of(args):
@@ -188,7 +203,65 @@ def scenario(ks, lab):
                  what="dyn-0 not drained")
         log("ok 4: RealMemory %d -> %d: record and pod kept while job %s ran, both made anew %.1f s after it ended"
             % (mem0, want, job, took))
+        precreate(c, lab, op)
     log("ok: slurmop stopped")
+
+
+def future_node(lab, name):
+    """The fields of a FUTURE-or-registered record, or None when Slurm has none."""
+    out = lab.scontrol("--future", "show", "node", name, check=False)
+    if not out or "NodeName=" + name not in out:
+        return None
+    return dict(w.split("=", 1) for w in out.split() if "=" in w)
+
+
+def precreate(c, lab, op):
+    made = lab.version.split(".") >= ["25", "11"]
+    fx = ["fx-0", "fx-1", "fx-2"]
+    r = c.post(NS_API + "/namespaces/default/nodesets",
+               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet", "metadata": {"name": "fx"},
+                "spec": {"controllerRef": {"name": "slurm"}, "replicas": 3, "extraConf": "CPUs=1 RealMemory=100",
+                         "template": {"spec": {"hostname": "fx-"}}, **IMAGES}})
+    assert r.status == 201, r.text
+    wait_for(lambda: len(pods_of(c, "fx")) == 3, 30, what="3 pods of fx")
+    if not made:
+        time.sleep(2)
+        assert op.metric("slurmop_slurm_node_precreates_total") == 0
+        assert all(future_node(lab, n) is None for n in fx), [future_node(lab, n) for n in fx]
+        log("ok 5: Slurm %s has no create endpoint: no record asked for before the pods" % lab.version)
+        return
+    wait_for(lambda: op.metric("slurmop_slurm_node_precreates_total", result="created") == 3, 20,
+             what="3 records made first")
+    recs = [future_node(lab, n) for n in fx]
+    for n, rec in zip(fx, recs):
+        assert rec and rec.get("State", "").startswith("FUTURE"), (n, rec)
+        assert rec.get("CPUTot") == "1" and rec.get("RealMemory") == "100", (n, rec)
+    log("ok 5a: fx-[0-2] made FUTURE before their slurmd: %s" % [(r["State"], r["CPUTot"], r["RealMemory"])
+                                                                 for r in recs])
+    # The lab's one dynamic slurmd becomes fx-0, with the pod's own --conf.
+    conf = conf_of(slurmd_args_of(c, "fx-0"))
+    assert sorted(conf.lower().split()) == ["cpus=1", "features=fx", "realmemory=100"], repr(conf)
+    with open(os.path.join(lab.dir, "etc", "dynamic"), "w") as f:
+        f.write("fx-0")
+    restart_dynamic(lab, conf)
+    wait_for(lambda: (future_node(lab, "fx-0") or {}).get("State", "").startswith("IDLE"), 30,
+             what="fx-0 registered into its record (%r)" % future_node(lab, "fx-0"))
+    rec = future_node(lab, "fx-0")
+    assert rec.get("CPUTot") == "1" and rec.get("RealMemory") == "100", rec
+    log("ok 5b: fx-0's slurmd registered into its record: %s %s CPUs, %s MB" % (
+        rec["State"], rec["CPUTot"], rec["RealMemory"]))
+    set_replicas(c, "fx", 0)
+    wait_for(lambda: not pods_of(c, "fx"), 60, what="fx scaled in to 0 (%r)" %
+             [p["metadata"]["name"] for p in pods_of(c, "fx")])
+    # The registered node was drained before its pod went; the two FUTURE records answer by name as no node.
+    assert "DRAIN" in future_node(lab, "fx-0").get("State", ""), future_node(lab, "fx-0")
+    log("ok 5c: scale-in to 0 deleted the registered pod (drained first) and the two never registered")
+    set_replicas(c, "fx", 2)
+    wait_for(lambda: len(pods_of(c, "fx")) == 2, 30, what="2 pods of fx")
+    time.sleep(1)
+    total = op.metric("slurmop_slurm_node_precreates_total")
+    assert total == 3, "records asked for again: %s" % total
+    log("ok 5d: scale-out to 2 asked for no record again (%d asked in all)" % total)
 
 
 def main():
