@@ -181,7 +181,7 @@ int sr_get_reservation(sr_client *c, const char *name, sr_cb cb, void *data);
 int sr_update_nodes(sr_client *c, const char *hostlist, const sm_node_update *u, sr_cb cb, void *data);
 /** DELETE node/{name} (v0.0.40+). */
 int sr_delete_node(sr_client *c, const char *name, sr_cb cb, void *data);
-/** POST new/node/ (v0.0.44+, Slurm 25.05 and later): create the node records of node_conf, a slurm.conf
+/** POST new/node/ (v0.0.44+, Slurm 25.11 and later): create the node records of node_conf, a slurm.conf
  *  node line whose NodeName may be a hostlist ("NodeName=a-[0-9] State=FUTURE CPUs=4 ..."). Slurm makes
  *  all or none: one name that exists fails the call with OP_EEXISTS. Earlier versions: OP_ENOTSUP. */
 int sr_create_nodes(sr_client *c, const char *node_conf, sr_cb cb, void *data);
