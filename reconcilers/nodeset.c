@@ -1734,7 +1734,7 @@ static void precreate(struct pass *p, const int *ords, int n)
     char **names = xcalloc((size_t)n + 1, sizeof(*names));
     for (int i = 0; i < n; i++)
         names[i] = nsb_statefulset_hostname(p->ns, ords[i]);
-    nss_precreate(p->op, p->o, &p->spec, (const char *const *)names, (size_t)n);
+    nss_precreate(p->op, p->o, &p->spec, (const char *const *)names, ords, (size_t)n);
     for (int i = 0; i < n; i++)
         free(names[i]);
     free(names);
@@ -2398,7 +2398,7 @@ static size_t drain_on_delete(struct pass *p)
     if (p->n_pods == 0) {
         /* Its partition leaves slurm.conf with it: not while slurmctld
          * keeps job records that name it. */
-        if (nss_jobrec_clear(p->op, p->o, p->ns, &p->spec))
+        if (nss_jobrec_clear(p->op, p->o, p->ns, &p->spec) && nss_unmake_all(p->op, p->o))
             nss_set_finalizer(p->op, p->o, NSS_DRAIN_FINALIZER, 0);
         return 0;
     }

@@ -161,10 +161,32 @@ typedef struct nss_set {
     map_t idle_since;
     char *demand_bad;
     uint32_t unfit_job;
-    /* Slurm names whose record this process asked to make first (nss_precreate; keys owned, values unused),
-     * so that a later pass does not ask again for a record that exists */
+    /* Records this process asked to make first (nss_precreate) whose slurmd has not been seen registered:
+     * Slurm name -> made_ent. A later pass does not ask for them again, and a scale-in past them deletes
+     * them (sync_unmake); unmake_due: the last nss_sync left one to delete once its pod is gone */
     map_t made;
+    int unmake_due;
 } nss_set;
+
+/* A record made first: its pod's ordinal and name (a pod of that name still there keeps it), and whether
+ * our delete of it is in flight. One allocation: name, then pod. */
+typedef struct made_ent {
+    int ordinal;
+    int deleting;
+    const char *pod;
+    char name[]; /* map key */
+} made_ent;
+
+static made_ent *made_new(const char *name, const char *pod, int ordinal)
+{
+    size_t ln = strlen(name) + 1, lp = strlen(pod) + 1;
+    made_ent *e = xcalloc(1, sizeof(*e) + ln + lp);
+    memcpy(e->name, name, ln);
+    memcpy(e->name + ln, pod, lp);
+    e->pod = e->name + ln;
+    e->ordinal = ordinal;
+    return e;
+}
 
 typedef struct kept_ent {
     const char *reason; /* a static DrainBlocked* string; NULL: waiting for its drain */
@@ -289,6 +311,7 @@ struct nss_state {
     /* NodeSets that follow the queue (demand_step) */
     mx_family *mx_pending, *mx_cooled, *mx_scaled;
     mx_family *mx_precreated; /* slurmop_slurm_node_precreates_total{result} */
+    mx_counter *mx_unmade;    /* slurmop_slurm_node_precreates_deleted_total */
 };
 
 /* Every reason keep() gives, so that slurmop_drains_blocked lists each
@@ -1196,9 +1219,14 @@ static void setup_metrics(nss_state *st, mx_registry *r)
     st->mx_precreated =
         mx_family_new(r, MX_COUNTER, "slurmop_slurm_node_precreates_total",
                       "Slurm node records a scale-out asked to make FUTURE before their slurmd register, by "
-                      "result (created; exists: one of its request's names had a record, so none was made; "
-                      "failed)",
+                      "result (created; exists: the name had a record, FUTURE or registered, that the node "
+                      "table did not list; failed)",
                       "result", NULL, 0, NULL);
+    st->mx_unmade =
+        mx_counter_new(r, "slurmop_slurm_node_precreates_deleted_total",
+                       "Slurm node records made first and deleted while still FUTURE, their pods gone before "
+                       "their slurmd registered (a scale-in past them, or their NodeSet deleted)",
+                       NULL);
     /* Served at 0 from the start, so that a rate over it has a base before the first scale-out. */
     static const char *const pc_results[] = {"created", "exists", "failed"};
     for (size_t i = 0; st->mx_precreated && i < 3; i++)
@@ -1707,35 +1735,93 @@ static void flush_drains(nss_state *st, nss_set *s, nc_cache *cache, const sobj 
 typedef struct pc_ctx {
     nss_state *st;
     char *set;
+    char *conf; /* the pods' --conf, for the halves of a refused request */
     char **names;
     size_t n;
 } pc_ctx;
 
+static int precreate_send(nss_state *st, const nss_set *s, nc_cache *cache, const char *conf,
+                          char *const *names, size_t n);
+
+static void pc_free(pc_ctx *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        free(c->names[i]);
+    free(c->names);
+    free(c->conf);
+    free(c->set);
+    free(c);
+}
+
+/* slurmctld refuses a whole request when one of its names has a record (error 2168), and the node table does
+ * not list a FUTURE one (a record this process made before a restart, or one made by hand): the request is
+ * split in halves until each refusal names one record, so that one old record costs 2 log2(n) requests and
+ * keeps no other record from being made. */
 static void precreated(int status, void *data)
 {
     pc_ctx *c = data;
     nss_state *st = c->st;
+    nss_set *s = st->stopped ? NULL : set_find(st, c->set);
+    nc_cache *cache = NULL;
+    if (s && status == OP_EEXISTS && c->n > 1 && slurmclient_get(st->op, s->ctl_key, &cache) == SC_READY) {
+        size_t h = c->n / 2;
+        for (int half = 0; half < 2; half++) {
+            char *const *names = half ? c->names + h : c->names;
+            size_t k = half ? c->n - h : h;
+            if (precreate_send(st, s, cache, c->conf, names, k) != 0)
+                for (size_t i = 0; i < k; i++)
+                    map_drop(&s->made, names[i]);
+        }
+        pc_free(c);
+        write_done(st);
+        return;
+    }
     const char *result = status == 0 ? "created" : status == OP_EEXISTS ? "exists" : "failed";
     if (!st->stopped) {
         if (st->mx_precreated)
             mx_counter_add(mx_counter_get(st->mx_precreated, MX_LV(result)), (double)c->n);
-        nss_set *s = status == 0 || status == OP_EEXISTS ? NULL : set_find(st, c->set);
-        for (size_t i = 0; s && i < c->n; i++)
+        /* A record that exists stays in made: it was not listed, so it is FUTURE (or registered since), and a
+         * scale-in past it deletes it as one made here. */
+        for (size_t i = 0; s && status != 0 && status != OP_EEXISTS && i < c->n; i++)
             map_drop(&s->made, c->names[i]); /* not made: a later scale-out may ask again */
-        if (status != 0)
+        if (status != 0 && status != OP_EEXISTS)
             log_info("nodeset %s: the %zu Slurm node record(s) asked for before their pods were not made "
                      "(%s): those nodes register as they start",
                      c->set, c->n, err_str(status));
+        else if (status == OP_EEXISTS)
+            log_debug("nodeset %s: Slurm node %s has a record already", c->set, c->names[0]);
     }
-    for (size_t i = 0; i < c->n; i++)
-        free(c->names[i]);
-    free(c->names);
-    free(c->set);
-    free(c);
+    pc_free(c);
     write_done(st);
 }
 
-void nss_precreate(operator *op, const sobj *nodeset, const nsp_spec *sp, const char *const *names, size_t n)
+/* One create request for names; 0 when sent (precreated runs later, once). */
+static int precreate_send(nss_state *st, const nss_set *s, nc_cache *cache, const char *conf,
+                          char *const *names, size_t n)
+{
+    char *line = nspr_line(conf, (const char *const *)names, n);
+    if (line == NULL)
+        return OP_EINVAL;
+    pc_ctx *c = xcalloc(1, sizeof(*c));
+    c->st = st;
+    c->set = xstrdup(s->key);
+    c->conf = xstrdup(conf);
+    c->names = xcalloc(n, sizeof(char *));
+    for (size_t j = 0; j < n; j++)
+        c->names[j] = xstrdup(names[j]);
+    c->n = n;
+    int rc = nc_create_nodes(cache, line, precreated, c);
+    free(line);
+    if (rc != 0) {
+        pc_free(c);
+        return rc;
+    }
+    write_sent(st);
+    return 0;
+}
+
+void nss_precreate(operator *op, const sobj *nodeset, const nsp_spec *sp, const char *const *names,
+                   const int *ords, size_t n)
 {
     nss_state *st = nss_of(op);
     if (n == 0 || sp->mode != NSB_STATEFULSET || sp->host_network || st->stopped)
@@ -1756,45 +1842,141 @@ void nss_precreate(operator *op, const sobj *nodeset, const nsp_spec *sp, const 
         free(conf);
         return;
     }
-    const char **batch = xcalloc(n < NSPR_BATCH_MAX ? n : NSPR_BATCH_MAX, sizeof(*batch));
+    char **batch = xcalloc(n < NSPR_BATCH_MAX ? n : NSPR_BATCH_MAX, sizeof(*batch));
+    int *bords = xcalloc(n < NSPR_BATCH_MAX ? n : NSPR_BATCH_MAX, sizeof(*bords));
     size_t k = 0;
     for (size_t i = 0; i <= n; i++) {
         if (i < n) {
             /* A name in the table has registered; one asked for before exists or is on its way. */
             if (nc_lookup(cache, names[i], NULL) != NC_ABSENT || map_get(&s->made, names[i]))
                 continue;
-            batch[k++] = names[i];
+            bords[k] = ords[i];
+            batch[k++] = (char *)names[i];
         }
         if (k == 0 || (k < NSPR_BATCH_MAX && i < n))
             continue;
-        char *line = nspr_line(conf, batch, k);
-        pc_ctx *c = line ? xcalloc(1, sizeof(*c)) : NULL;
-        if (c) {
-            c->st = st;
-            c->set = xstrdup(s->key);
-            c->names = xcalloc(k, sizeof(char *));
-            for (size_t j = 0; j < k; j++)
-                c->names[j] = xstrdup(batch[j]);
-            c->n = k;
-            if (nc_create_nodes(cache, line, precreated, c) == 0) {
-                write_sent(st); /* precreated runs later, once */
-                for (size_t j = 0; j < k; j++) {
-                    char *key = xstrdup(batch[j]);
-                    map_put(&s->made, key, key);
-                }
-            } else {
-                for (size_t j = 0; j < k; j++)
-                    free(c->names[j]);
-                free(c->names);
-                free(c->set);
-                free(c);
+        if (precreate_send(st, s, cache, conf, batch, k) == 0) {
+            for (size_t j = 0; j < k; j++) {
+                char *pod = nsb_pod_name(nodeset->name, sp->ordinal_pad, bords[j]);
+                made_ent *e = made_new(batch[j], pod, bords[j]);
+                map_put(&s->made, e->name, e);
+                free(pod);
             }
         }
-        free(line);
         k = 0;
     }
+    free(bords);
     free(batch);
     free(conf);
+}
+
+/* ---- records made first that no slurmd took ---- */
+
+typedef struct unmake_ctx {
+    nss_state *st;
+    char *set;
+} unmake_ctx;
+
+static void unmade(const char *node, int status, void *data)
+{
+    unmake_ctx *c = data;
+    nss_state *st = c->st;
+    nss_set *s = st->stopped ? NULL : set_find(st, c->set);
+    made_ent *e = s ? map_get(&s->made, node) : NULL;
+    if (e && (status == 0 || status == OP_ENOTFOUND)) {
+        /* ENOTFOUND: no record by that name (slurmctld lost it, or someone deleted it): nothing left */
+        if (status == 0 && st->mx_unmade)
+            mx_counter_inc(st->mx_unmade);
+        map_drop(&s->made, node);
+        enqueue(st, c->set); /* a NodeSet being deleted waits for this to drop its finalizer */
+    } else if (e) {
+        e->deleting = 0;
+        if (status != OP_ECANCELED) {
+            log_warn("nodeset %s: deleting the FUTURE record of Slurm node %s failed (%s); retrying in 5 s",
+                     c->set, node, err_str(status));
+            enqueue_after(st, c->set, 5000);
+        }
+    }
+    free(c->set);
+    free(c);
+    write_done(st);
+}
+
+/* Delete the record made first of e, whose pod is gone and whose slurmd never registered. 0 when sent. */
+static int unmake_one(nss_state *st, nc_cache *cache, const nss_set *s, made_ent *e)
+{
+    unmake_ctx *c = xcalloc(1, sizeof(*c));
+    c->st = st;
+    c->set = xstrdup(s->key);
+    int rc = nc_delete_node(cache, e->name, unmade, c);
+    if (rc != 0) {
+        free(c->set);
+        free(c);
+        return rc;
+    }
+    write_sent(st);
+    e->deleting = 1;
+    return 0;
+}
+
+/* The records made first that no slurmd took, once nothing will: the NodeSet no longer wants the ordinal
+ * (all = 0: a scale-in past it; all = 1: the NodeSet is being deleted), no pod of that name exists, and a
+ * fresh node table does not list the name. A FUTURE record holds no job and is not listed; a listed one has
+ * registered and is an ordinary node, no longer ours to delete here. A slurmd needs its pod, so with the pod
+ * gone none can register under the name while the delete is on its way; and one that did (a pod made by
+ * someone else) is refused while it runs a job, and registers again by itself if its record goes
+ * (the image's registration check). Returns how many are left to delete or in flight. */
+static size_t unmake(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nodeset, int replicas, int all)
+{
+    size_t it = 0, n = 0, left = 0, sent = 0;
+    const char *key;
+    void *v;
+    char **drop = NULL;
+    char first[128] = "";
+    while (map_next(&s->made, &it, &key, &v)) {
+        made_ent *e = v;
+        enum nc_found f = nc_lookup(cache, e->name, NULL);
+        if (f == NC_PRESENT && !e->deleting) {
+            drop = xrealloc(drop, (n + 1) * sizeof(*drop));
+            drop[n++] = xstrdup(e->name); /* registered: the node's own record now */
+            continue;
+        }
+        if (!all && e->ordinal < replicas)
+            continue;
+        left++;
+        if (e->deleting || f != NC_ABSENT || store_get(op_store(st->op, OPK_PODS), nodeset->ns, e->pod))
+            continue;
+        if (unmake_one(st, cache, s, e) == 0 && sent++ == 0)
+            snprintf(first, sizeof(first), "%s", e->name);
+    }
+    for (size_t i = 0; i < n; i++) {
+        map_drop(&s->made, drop[i]);
+        free(drop[i]);
+    }
+    free(drop);
+    if (sent)
+        op_event(st->op, nodeset, NSB_KIND, "SlurmNodeRecordsDeleted", "Delete",
+                 "Deleting the FUTURE record of %zu Slurm node(s) (%s%s) made before their pods: the pods "
+                 "are gone and their slurmd never registered",
+                 sent, first, sent > 1 ? ", ..." : "");
+    return left;
+}
+
+int nss_unmake_all(operator *op, const sobj *nodeset)
+{
+    nss_state *st = nss_of(op);
+    nss_set *s = set_find(st, nodeset->key);
+    if (s == NULL || s->made.count == 0)
+        return 1;
+    nc_cache *cache;
+    if (slurmclient_get(op, s->ctl_key, &cache) != SC_READY) {
+        /* No client (the Controller or its RestApi went first): the records stay, as after a restart. */
+        map_free(&s->made);
+        return 1;
+    }
+    if (!nc_ready(cache))
+        return 0;
+    return unmake(st, s, cache, nodeset, 0, 1) == 0;
 }
 
 /* ---- sync ---- */
@@ -3122,6 +3304,11 @@ static void sync_pod(sync_ctx *x, const nsb_pod *p, const char *name, const sm_n
     }
 }
 
+static void sync_unmake(sync_ctx *x)
+{
+    x->s->unmake_due = x->s->made.count && unmake(x->st, x->s, x->cache, x->nodeset, x->sp->replicas, 0) > 0;
+}
+
 void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *ns, const nsp_spec *sp,
                         const nsb_pod *pods, size_t n, const char *update_hash, const nss_actions *act)
 {
@@ -3214,6 +3401,7 @@ void nss_sync(operator *op, const sobj *nodeset, const cJSON *ctl, const cJSON *
     if (sp->mode == NSB_DAEMONSET && sp->prune_not_found)
         sync_prune(&x);
     sync_reservation(&x, pods, n, &counts);
+    sync_unmake(&x);
     /* (incremental steps see some pods only: two full passes' grace) */
     drop_older(&s->records, offsetof(record_ent, pass), s->sync_passes - 1);
     s->synced = 1;
@@ -3704,7 +3892,8 @@ int nss_calm(operator *op, const sobj *nodeset, const nsp_spec *sp)
     const nss_set *s = set_find(nss_of(op), nodeset->key);
     nc_cache *cache;
     if (s == NULL || s->condemned.count || s->n_drains || s->blocked || s->drift_since.count || s->held ||
-        !s->synced || !s->counts_known || s->resv_writing || s->health.count || s->demand_on)
+        !s->synced || !s->counts_known || s->resv_writing || s->health.count || s->demand_on ||
+        s->unmake_due)
         return 0;
     if (sp->strategy == NSP_SCHEDULED_UPDATE)
         return 0; /* maintenance condemns pods: a decision over every pod */

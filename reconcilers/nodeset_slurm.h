@@ -137,11 +137,19 @@ void nss_forget(operator *op, const char *key);
  *  must stop here. */
 int nss_finalize(operator *op, const sobj *nodeset, const nsp_spec *sp);
 
-/** The pods of names (their Slurm names) are about to be created: make their Slurm node records FUTURE
- *  first, in requests of NSPR_BATCH_MAX names, when the NodeSet's pods declare their hardware and the
- *  cluster's version can (nodeset_precreate.h). Names in the node table or asked for before are left out.
- *  Nothing waits for it: a record that could not be made is made by its slurmd's registration. */
-void nss_precreate(operator *op, const sobj *nodeset, const nsp_spec *sp, const char *const *names, size_t n);
+/** The pods of ordinals ords (their Slurm names: names) are about to be created: make their Slurm node
+ *  records FUTURE first, in requests of NSPR_BATCH_MAX names, when the NodeSet's pods declare their hardware
+ *  and the cluster's version can (nodeset_precreate.h). Names in the node table or asked for before are left
+ *  out; a request refused because one of its names has a record is split until the refusal names one.
+ *  Nothing waits for it: a record that could not be made is made by its slurmd's registration. A record made
+ *  here whose slurmd has not registered is deleted by nss_sync once the NodeSet's replicas are below its
+ *  ordinal and its pod is gone, and by nss_unmake_all when the NodeSet is deleted. */
+void nss_precreate(operator *op, const sobj *nodeset, const nsp_spec *sp, const char *const *names,
+                   const int *ords, size_t n);
+/** A NodeSet being deleted has no pod left: delete the records nss_precreate made that no slurmd took.
+ *  1 when none is left (or no Slurm client is there to ask: they stay, as after a restart of this process,
+ *  which forgets them); 0 while a delete is due or on its way. */
+int nss_unmake_all(operator *op, const sobj *nodeset);
 /** A NodeSet being deleted whose pods are all gone: 1 when its drain
  *  finalizer may go, i.e. its partition (spec.partition.enabled) may leave
  *  slurm.conf: Slurm's current job list has no record, in any state, in

@@ -34,9 +34,13 @@ the pod's arguments.
      register (slurmop_slurm_node_precreates_total{result="created"} 3); the
      lab's slurmd, started as fx-0 with the pod's --conf, registers into its
      record (IDLE, the record's hardware). A scale-in to 0 deletes the three
-     pods (one registered and idle, two never registered); a scale-out to 2
-     asks for no record again (the ordinals' records exist). Older versions
-     have no create endpoint: nothing is asked, no record is made.
+     pods (one registered and idle, two never registered) and the two FUTURE
+     records; a scale-out to 2 makes fx-1's anew, not fx-0's (registered). A
+     record made by hand (fx-3) makes slurmctld refuse the scale-out to 5's
+     request: it is split, fx-2 and fx-4 are made. A scale-in to 2 deletes
+     fx-[2-4]'s records, and deleting the NodeSet deletes fx-1's before its
+     finalizer goes. Older versions have no create endpoint: nothing is
+     asked, no record is made.
 Exit 77 (skipped) without the Slurm binaries or root, or when the lab's root
 file system cannot be built (24.11, 26.05).
 """
@@ -253,16 +257,49 @@ def precreate(c, lab, op):
     set_replicas(c, "fx", 0)
     wait_for(lambda: not pods_of(c, "fx"), 60, what="fx scaled in to 0 (%r)" %
              [p["metadata"]["name"] for p in pods_of(c, "fx")])
-    # The registered node was drained before its pod went; the two FUTURE records answer by name as no node.
+    # The registered node was drained before its pod went; the two never registered lose their FUTURE records.
     assert "DRAIN" in future_node(lab, "fx-0").get("State", ""), future_node(lab, "fx-0")
-    log("ok 5c: scale-in to 0 deleted the registered pod (drained first) and the two never registered")
+    deleted = "slurmop_slurm_node_precreates_deleted_total"
+    wait_for(lambda: future_node(lab, "fx-1") is None and future_node(lab, "fx-2") is None, 30,
+             what="the FUTURE records of fx-1 and fx-2 deleted (%r)" % [future_node(lab, n) for n in fx[1:]])
+    assert op.metric(deleted) == 2, op.metric(deleted)
+    assert events(c, "SlurmNodeRecordsDeleted")
+    log("ok 5c: scale-in to 0 deleted the registered pod (drained first) and the two never registered, "
+        "and their FUTURE records")
     set_replicas(c, "fx", 2)
     wait_for(lambda: len(pods_of(c, "fx")) == 2, 30, what="2 pods of fx")
-    time.sleep(1)
-    total = op.metric("slurmop_slurm_node_precreates_total")
-    assert total == 3, "records asked for again: %s" % total
-    log("ok 5d: scale-out to 2 asked for no record again (%d asked in all)" % total)
-
+    # fx-0 is in the node table (registered): not asked for; fx-1 is made anew.
+    wait_for(lambda: op.metric("slurmop_slurm_node_precreates_total", result="created") == 4, 20,
+             what="fx-1 made anew")
+    assert (future_node(lab, "fx-1") or {}).get("State", "").startswith("FUTURE"), future_node(lab, "fx-1")
+    log("ok 5d: scale-out to 2 made fx-1's record anew, not fx-0's (registered)")
+    # A record the operator did not make (by hand here; after a restart, one it made and forgot) makes
+    # slurmctld refuse a request that names it: the request is split until the refusal names it alone.
+    lab.scontrol("create", "NodeName=fx-3", "State=FUTURE", "CPUs=1", "RealMemory=100")
+    set_replicas(c, "fx", 5)
+    wait_for(lambda: len(pods_of(c, "fx")) == 5, 30, what="5 pods of fx")
+    wait_for(lambda: op.metric("slurmop_slurm_node_precreates_total", result="created") == 6 and
+             op.metric("slurmop_slurm_node_precreates_total", result="exists") == 1, 20,
+             what="fx-2 and fx-4 made, fx-3 found existing (created %s, exists %s)" % (
+                 op.metric("slurmop_slurm_node_precreates_total", result="created"),
+                 op.metric("slurmop_slurm_node_precreates_total", result="exists")))
+    for n in ("fx-2", "fx-3", "fx-4"):
+        assert (future_node(lab, n) or {}).get("State", "").startswith("FUTURE"), (n, future_node(lab, n))
+    log("ok 5e: a request naming a record made by hand (fx-3) was split: fx-2 and fx-4 made")
+    set_replicas(c, "fx", 2)
+    wait_for(lambda: all(future_node(lab, n) is None for n in ("fx-2", "fx-3", "fx-4")), 60,
+             what="the FUTURE records of fx-[2-4] deleted (%r)" % [future_node(lab, n) for n in fx])
+    assert op.metric(deleted) == 5, op.metric(deleted)
+    assert (future_node(lab, "fx-1") or {}).get("State", "").startswith("FUTURE"), future_node(lab, "fx-1")
+    log("ok 5f: scale-in to 2 deleted the FUTURE records of fx-[2-4]; fx-1's (ordinal 1 < 2) stays")
+    r = c.delete(NS_API + "/namespaces/default/nodesets/fx")
+    assert r.status in (200, 202), r.text
+    wait_for(lambda: c.get(NS_API + "/namespaces/default/nodesets/fx").status == 404, 60,
+             what="NodeSet fx deleted")
+    assert future_node(lab, "fx-1") is None, future_node(lab, "fx-1")
+    assert future_node(lab, "fx-0") is not None, "the registered node's record is not one made first"
+    assert op.metric(deleted) == 6, op.metric(deleted)
+    log("ok 5g: deleting NodeSet fx deleted fx-1's FUTURE record before its finalizer went; fx-0's stays")
 
 def main():
     skip_unless_runnable(())
