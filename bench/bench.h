@@ -44,6 +44,9 @@ typedef struct bx_proc bx_proc;
  *  four times a second while the harness waits). */
 typedef void (*bx_status_fn)(void *arg, char *out, size_t len);
 
+/* --registration-precreate operator */
+#define REG_PRECREATE_OPERATOR (-1)
+
 struct bx_ctx {
     uv_loop_t *loop;
     /* settings (flags) */
@@ -75,7 +78,8 @@ struct bx_ctx {
     int reg_real_given;      /* ... named on the command line (--quick keeps all unless it was) */
     int reg_cycle;           /* ... cycled slurmd running at once */
     int reg_pace;            /* ... slurmd started and not yet registered, at most (0: no cap) */
-    int reg_precreate;       /* ... node records made FUTURE before the storm, per scontrol call (0: none) */
+    int reg_precreate;       /* ... node records made FUTURE before the storm, per scontrol call (0: none;
+                              * REG_PRECREATE_OPERATOR: the operator makes them as it creates the pods) */
     int reg_scalein;         /* ... then a scale-in to 0 with busy nodes (bx_scalein_run) */
     int pin_cpu;             /* --pin-operator: the CPU of the operator under test, -1: not pinned */
     const char *op_args[16]; /* --slurmop-arg: extra flags for every slurmop */

@@ -105,7 +105,9 @@ static const char usage[] =
     "                        " REG_PACE_DEFAULT_S "; 0: no cap)\n"
     "  --registration-precreate B  registration: before the storm, make the N node records with\n"
     "                        scontrol create (State=FUTURE, the pods' features), B names a call; their\n"
-    "                        slurmd then register nodes that exist (default 0: none)\n"
+    "                        slurmd then register nodes that exist (default 0: none). \"operator\": the\n"
+    "                        pods declare CPUs= and RealMemory=, and the operator makes the records as it\n"
+    "                        creates them (the harness deletes the N pods once it reads the lab)\n"
     "  --registration-scalein  registration: then scale the NodeSet to 0 with jobs on some kept\n"
     "                        nodes: drains answered, pods gone, no busy pod deleted before its job\n"
     "  --churn-slurm         churn with a RestApi: the NodeSet's Controller reads a Slurm lab of N nodes\n"
@@ -645,8 +647,10 @@ int main(int argc, char **argv)
         case OPT_REG_PRECREATE: {
             char *end = NULL;
             long v = strtol(optarg, &end, 10);
-            if (*optarg == '\0' || *end != '\0' || v < 0 || v > 100000)
-                return die_usage("--registration-precreate: want a count, not ", optarg);
+            if (strcmp(optarg, "operator") == 0)
+                v = REG_PRECREATE_OPERATOR;
+            else if (*optarg == '\0' || *end != '\0' || v < 0 || v > 100000)
+                return die_usage("--registration-precreate: want a count or \"operator\", not ", optarg);
             x.reg_precreate = (int)v;
             break;
         }

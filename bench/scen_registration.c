@@ -275,6 +275,65 @@ static double precreate(bx_ctx *x, bx_lab *lab, int n, int batch, const char *co
     return bx_secs(t0, uv_hrtime());
 }
 
+/* The records the operator has made first, and the names it was refused, from its /metrics. */
+struct pc_wait {
+    bx_ctx *x;
+    bx_slurmop *op;
+    double made, refused;
+    double want;
+};
+
+static int pc_reached(void *arg)
+{
+    struct pc_wait *w = arg;
+    bx_metrics m;
+    if (bx_scrape(w->x, w->op, &m) == 0) {
+        const char *name = "slurmop_slurm_node_precreates_total";
+        w->made = bx_metric(&m, name, "result=\"created\"");
+        w->refused = bx_metric(&m, name, "result=\"exists\"") + bx_metric(&m, name, "result=\"failed\"");
+    }
+    bx_metrics_free(&m);
+    if (w->made + w->refused < w->want)
+        bx_sleep(w->x, 0.1);
+    return w->made + w->refused >= w->want;
+}
+
+/* --registration-precreate operator: the records made by the operator, as a scale-out creates the pods
+ * (nss_precreate). The NodeSet was scaled to N before the lab existed, since the lab runs the slurm.conf
+ * generated for N; so once the operator reads the lab, the NodeSet is scaled to 0 (its pods have no Slurm
+ * node: each goes after Slurm's answer by name) and to N again, and that scale-out's pods come with their
+ * records. Returns the seconds from the scale-out to the N-th name answered (NAN when not all were made);
+ * *refused: the names answered exists or failed. */
+static double operator_precreate(bx_ctx *x, bx_fleet *f, int n, int *refused)
+{
+    *refused = 0;
+    bx_step(x, "registration: NodeSet gpu scaled to 0 and to %d again: the operator makes the records", n);
+    int rc = bx_scale(x, &f->api, 0);
+    if (rc == 0)
+        rc = bx_fleet_converge(x, f, 0, 600);
+    struct pc_wait w = {x, &f->op, 0, 0, 0};
+    if (rc == 0) {
+        (void)pc_reached(&w); /* the counts before: want 0 is reached at once */
+        double base_made = w.made, base_refused = w.refused;
+        w.want = w.made + w.refused + n;
+        uint64_t t0 = uv_hrtime();
+        rc = bx_scale(x, &f->api, n);
+        if (rc == 0)
+            rc = bx_wait(x, pc_reached, &w, 120);
+        double secs = bx_secs(t0, uv_hrtime());
+        *refused = (int)(w.refused - base_refused);
+        int made = (int)(w.made - base_made);
+        if (rc != 0)
+            bx_say(x, "bench: registration: the operator answered %d of %d records (%d made)",
+                   made + *refused, n, made);
+        if (rc == 0)
+            rc = bx_fleet_converge(x, f, n, 600);
+        if (rc == 0 && made == n)
+            return secs;
+    }
+    return NAN;
+}
+
 /* One sinfo: every node listed is registered, "idle" (no suffix: it
  * answers) is idle. */
 static void poll_nodes(reg_run *r)
@@ -721,9 +780,14 @@ int scen_registration(bx_ctx *x)
         bx_step(x, "registration: kubesim, slurmop, Controller and NodeSet");
         rc = bx_fleet_open(x, &f, "registration", x->k8s_nodes > n ? x->k8s_nodes : n, 0, &fs);
     }
+    /* The operator makes records first only for pods whose --conf declares their hardware. */
+    int by_operator = x->reg_precreate == REG_PRECREATE_OPERATOR;
     if (rc == 0)
         rc = bx_patch(x, &f.api, &SLINKY_NODESETS, x->ns, "gpu", NULL,
-                      "{\"spec\":{\"partition\":{\"enabled\":true}}}", NULL);
+                      by_operator ? "{\"spec\":{\"partition\":{\"enabled\":true},"
+                                    "\"extraConf\":\"CPUs=1 RealMemory=1000\"}}"
+                                  : "{\"spec\":{\"partition\":{\"enabled\":true}}}",
+                      NULL);
     if (rc == 0) {
         bx_step(x, "registration: NodeSet gpu scaled to %d pods", n);
         uint64_t t = uv_hrtime();
@@ -793,6 +857,8 @@ int scen_registration(bx_ctx *x)
     int precreate_failed = 0;
     if (rc == 0 && x->reg_precreate > 0)
         precreate_s = precreate(x, &lab, n, x->reg_precreate, pod_conf, &precreate_failed);
+    if (rc == 0 && by_operator && !isfinite(precreate_s = operator_precreate(x, &f, n, &precreate_failed)))
+        rc = OP_ETIMEOUT;
 
     /* 3. the storm */
     bx_metrics m0, m1;
@@ -938,7 +1004,10 @@ int scen_registration(bx_ctx *x)
         double writes_all = bx_metric_delta(&m0, &m1, "slurmop_slurm_node_writes_total", NULL);
         double api = bx_metric_delta(&m0, &m1, "rest_client_requests_total", NULL);
         double bytes = bx_metric_delta(&m0, &m1, "slurmop_slurm_received_bytes", NULL);
-        cJSON_AddItemToObject(o, "precreateBatch", bx_num(x->reg_precreate));
+        if (by_operator)
+            cJSON_AddStringToObject(o, "precreateBy", "operator");
+        else
+            cJSON_AddItemToObject(o, "precreateBatch", bx_num(x->reg_precreate));
         cJSON_AddItemToObject(o, "precreateSeconds", bx_num(precreate_s));
         cJSON_AddItemToObject(o, "precreateRefused", bx_num(precreate_failed));
         cJSON_AddItemToObject(o, "operatorPollsFull", bx_num(polls_full));
@@ -974,6 +1043,10 @@ int scen_registration(bx_ctx *x)
             snprintf(v, sizeof(v), "%s, %d calls refused", fmt_s(t[6], 32, precreate_s), precreate_failed);
             snprintf(l, sizeof(l), "%d names a call", x->reg_precreate);
             bx_table_row(tb, "before the storm: N records made FUTURE (scontrol create)", v, l, "");
+        } else if (by_operator) {
+            snprintf(v, sizeof(v), "%s, %d names refused", fmt_s(t[6], 32, precreate_s), precreate_failed);
+            bx_table_row(tb, "before the storm: N records made FUTURE by the operator's scale-out", v,
+                         "NSPR_BATCH_MAX (1,024) names a request", "");
         }
         bx_table_row(tb, "storm start → the operator's node table has N", fmt_s(t[3], 32, op_nodes_s), "",
                      "");

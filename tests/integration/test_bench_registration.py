@@ -1,13 +1,17 @@
 """The benchmark's registration scenario end to end, quick: `slurmop-bench
 --quick --scenario registration --registration-real 24 --registration-cycle 4
---registration-scalein` scales NodeSet gpu to 32 pods on kubesim, starts a
-Slurm 26.05 lab from the slurm.conf the operator generated, and starts the
-32 pods' slurmd: 24 kept running, 8 cycled (each registers on a port of its
-own and is stopped). Then 16 kept nodes get a job and the NodeSet is scaled
-to 0. Checked: it completes, its report has the scenario's tables, every
-node registered and turned idle, none was refused (slurmctld's log) and no
-slurmd died first, sdiag counted a registration RPC per node, the operator
-read the nodes and wrote each one's pod info, the lab ran the generated
+--registration-scalein --registration-precreate operator` scales NodeSet gpu
+(whose extraConf declares CPUs= and RealMemory=) to 32 pods on kubesim,
+starts a Slurm 26.05 lab from the slurm.conf the operator generated, scales
+the NodeSet to 0 and to 32 again so that the operator makes the 32 node
+records FUTURE as it creates the pods, and starts the 32 pods' slurmd: 24
+kept running, 8 cycled (each registers on a port of its own and is
+stopped). Then 16 kept nodes get a job and the NodeSet is scaled to 0.
+Checked: it completes, its report has the scenario's tables, the operator
+made every record and was refused none, every node registered (into its
+record) and turned idle, none was refused (slurmctld's log) and no slurmd
+died first, sdiag counted a registration RPC per node, the operator read
+the nodes and wrote each one's pod info, the lab ran the generated
 MaxNodeCount with only host-specific lines rewritten; in the scale-in every
 pod went, every drain was answered, and no busy pod started terminating
 before its job ended. No timing is asserted (a shared machine). Skipped (77)
@@ -52,7 +56,7 @@ def run_bench():
     t0 = time.monotonic()
     argv = [os.path.join(BUILD, "slurmop-bench"), "--quick", "--scenario", "registration",
             "--registration-real", str(KEPT), "--registration-cycle", str(CYCLE), "--registration-scalein",
-            "--out", OUT]
+            "--registration-precreate", "operator", "--out", OUT]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=500)
     print("%s: exit %d in %.0f s" % (" ".join(argv[1:-2]), p.returncode, time.monotonic() - t0))
     if p.returncode != 0:
@@ -84,6 +88,15 @@ def test_completes_with_every_node_registered():
     assert g["refusedMaxNodeCount"] == 0 and g["refusedInvalidNodeName"] == 0, g
     assert g["allRegisteredSeconds"] > 0 and g["allIdleSeconds"] >= g["allRegisteredSeconds"], g
     assert g["slurmdRunning"] == KEPT and g["slurmdRssMeanKiB"] > 0, g
+
+
+def test_the_operator_made_the_records_first():
+    r = run_bench()
+    g = r["summary"]["results"]["registration"]
+    assert g["precreateBy"] == "operator", g
+    assert g["precreateSeconds"] is not None and g["precreateSeconds"] > 0, g
+    assert g["precreateRefused"] == 0, g
+    assert "records made FUTURE by the operator's scale-out" in r["report"], r["report"][:1500]
 
 
 def test_slurmctld_and_the_operator_saw_the_storm():
