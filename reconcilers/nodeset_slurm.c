@@ -173,11 +173,12 @@ typedef struct nss_set {
 typedef struct made_ent {
     int ordinal;
     int deleting;
+    uint64_t conf_hash; /* of the --conf it was made with (hash_str) */
     const char *pod;
     char name[]; /* map key */
 } made_ent;
 
-static made_ent *made_new(const char *name, const char *pod, int ordinal)
+static made_ent *made_new(const char *name, const char *pod, int ordinal, uint64_t conf_hash)
 {
     size_t ln = strlen(name) + 1, lp = strlen(pod) + 1;
     made_ent *e = xcalloc(1, sizeof(*e) + ln + lp);
@@ -185,6 +186,7 @@ static made_ent *made_new(const char *name, const char *pod, int ordinal)
     memcpy(e->name + ln, pod, lp);
     e->pod = e->name + ln;
     e->ordinal = ordinal;
+    e->conf_hash = conf_hash;
     return e;
 }
 
@@ -1820,6 +1822,8 @@ static int precreate_send(nss_state *st, const nss_set *s, nc_cache *cache, cons
     return 0;
 }
 
+static int unmake_one(nss_state *st, nc_cache *cache, const nss_set *s, made_ent *e, const char *remake);
+
 void nss_precreate(operator *op, const sobj *nodeset, const nsp_spec *sp, const char *const *names,
                    const int *ords, size_t n)
 {
@@ -1842,13 +1846,25 @@ void nss_precreate(operator *op, const sobj *nodeset, const nsp_spec *sp, const 
         free(conf);
         return;
     }
+    uint64_t h = hash_str(conf);
     char **batch = xcalloc(n < NSPR_BATCH_MAX ? n : NSPR_BATCH_MAX, sizeof(*batch));
     int *bords = xcalloc(n < NSPR_BATCH_MAX ? n : NSPR_BATCH_MAX, sizeof(*bords));
     size_t k = 0;
     for (size_t i = 0; i <= n; i++) {
         if (i < n) {
             /* A name in the table has registered; one asked for before exists or is on its way. */
-            if (nc_lookup(cache, names[i], NULL) != NC_ABSENT || map_get(&s->made, names[i]))
+            made_ent *e = map_get(&s->made, names[i]);
+            enum nc_found f = nc_lookup(cache, names[i], NULL);
+            if (e && f == NC_ABSENT && !e->deleting && e->conf_hash != h) {
+                /* Made with another --conf (the pods' hardware changed before this one registered): its
+                 * pod is about to be made, so none runs, and its slurmd would register into the old
+                 * hardware. Deleted, then made again with this --conf. */
+                log_info("nodeset %s: Slurm node %s's FUTURE record has an older --conf: deleting it to make "
+                         "it anew",
+                         s->key, names[i]);
+                (void)unmake_one(st, cache, s, e, conf);
+            }
+            if (f != NC_ABSENT || e)
                 continue;
             bords[k] = ords[i];
             batch[k++] = (char *)names[i];
@@ -1858,7 +1874,7 @@ void nss_precreate(operator *op, const sobj *nodeset, const nsp_spec *sp, const 
         if (precreate_send(st, s, cache, conf, batch, k) == 0) {
             for (size_t j = 0; j < k; j++) {
                 char *pod = nsb_pod_name(nodeset->name, sp->ordinal_pad, bords[j]);
-                made_ent *e = made_new(batch[j], pod, bords[j]);
+                made_ent *e = made_new(batch[j], pod, bords[j], h);
                 map_put(&s->made, e->name, e);
                 free(pod);
             }
@@ -1875,6 +1891,7 @@ void nss_precreate(operator *op, const sobj *nodeset, const nsp_spec *sp, const 
 typedef struct unmake_ctx {
     nss_state *st;
     char *set;
+    char *remake; /* the --conf to make the record again with (NULL: deleted for good) */
 } unmake_ctx;
 
 static void unmade(const char *node, int status, void *data)
@@ -1883,7 +1900,17 @@ static void unmade(const char *node, int status, void *data)
     nss_state *st = c->st;
     nss_set *s = st->stopped ? NULL : set_find(st, c->set);
     made_ent *e = s ? map_get(&s->made, node) : NULL;
-    if (e && (status == 0 || status == OP_ENOTFOUND)) {
+    nc_cache *cache;
+    if (e && (status == 0 || status == OP_ENOTFOUND) && c->remake &&
+        slurmclient_get(st->op, s->ctl_key, &cache) == SC_READY) {
+        made_ent *again = made_new(e->name, e->pod, e->ordinal, hash_str(c->remake));
+        char *names[] = {again->name};
+        map_drop(&s->made, node);
+        if (precreate_send(st, s, cache, c->remake, names, 1) == 0)
+            map_put(&s->made, again->name, again);
+        else
+            free(again); /* its slurmd registers as it would have */
+    } else if (e && (status == 0 || status == OP_ENOTFOUND)) {
         /* ENOTFOUND: no record by that name (slurmctld lost it, or someone deleted it): nothing left */
         if (status == 0 && st->mx_unmade)
             mx_counter_inc(st->mx_unmade);
@@ -1897,19 +1924,23 @@ static void unmade(const char *node, int status, void *data)
             enqueue_after(st, c->set, 5000);
         }
     }
+    free(c->remake);
     free(c->set);
     free(c);
     write_done(st);
 }
 
-/* Delete the record made first of e, whose pod is gone and whose slurmd never registered. 0 when sent. */
-static int unmake_one(nss_state *st, nc_cache *cache, const nss_set *s, made_ent *e)
+/* Delete the record made first of e, whose pod is gone and whose slurmd never registered, and make it again
+ * with the --conf remake when that is not NULL. 0 when sent. */
+static int unmake_one(nss_state *st, nc_cache *cache, const nss_set *s, made_ent *e, const char *remake)
 {
     unmake_ctx *c = xcalloc(1, sizeof(*c));
     c->st = st;
     c->set = xstrdup(s->key);
+    c->remake = remake ? xstrdup(remake) : NULL;
     int rc = nc_delete_node(cache, e->name, unmade, c);
     if (rc != 0) {
+        free(c->remake);
         free(c->set);
         free(c);
         return rc;
@@ -1946,7 +1977,7 @@ static size_t unmake(nss_state *st, nss_set *s, nc_cache *cache, const sobj *nod
         left++;
         if (e->deleting || f != NC_ABSENT || store_get(op_store(st->op, OPK_PODS), nodeset->ns, e->pod))
             continue;
-        if (unmake_one(st, cache, s, e) == 0 && sent++ == 0)
+        if (unmake_one(st, cache, s, e, NULL) == 0 && sent++ == 0)
             snprintf(first, sizeof(first), "%s", e->name);
     }
     for (size_t i = 0; i < n; i++) {

@@ -41,6 +41,11 @@ the pod's arguments.
      fx-[2-4]'s records, and deleting the NodeSet deletes fx-1's before its
      finalizer goes. Older versions have no create endpoint: nothing is
      asked, no record is made.
+  6. (25.11 and newer) NodeSet "fy" of 2, whose slurmd never start: its
+     records are made FUTURE with RealMemory=100; extraConf changes to
+     RealMemory=200, and the rolling update's replacements come with their
+     records deleted and made again with 200; deleting the NodeSet deletes
+     both.
 Exit 77 (skipped) without the Slurm binaries or root, or when the lab's root
 file system cannot be built (24.11, 26.05).
 """
@@ -300,6 +305,36 @@ def precreate(c, lab, op):
     assert future_node(lab, "fx-0") is not None, "the registered node's record is not one made first"
     assert op.metric(deleted) == 6, op.metric(deleted)
     log("ok 5g: deleting NodeSet fx deleted fx-1's FUTURE record before its finalizer went; fx-0's stays")
+    remade(c, lab, op)
+
+
+def remade(c, lab, op):
+    """Step 6: NodeSet fy, whose slurmd never start: its pods' hardware changes before they register."""
+    fy = ["fy-0", "fy-1"]
+    name = "slurmop_slurm_node_precreates_total"
+    created = op.metric(name, result="created")
+    deleted = op.metric("slurmop_slurm_node_precreates_deleted_total")
+    r = c.post(NS_API + "/namespaces/default/nodesets",
+               {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet", "metadata": {"name": "fy"},
+                "spec": {"controllerRef": {"name": "slurm"}, "replicas": 2, "extraConf": "CPUs=1 RealMemory=100",
+                         "template": {"spec": {"hostname": "fy-"}}, **IMAGES}})
+    assert r.status == 201, r.text
+    wait_for(lambda: op.metric(name, result="created") == created + 2, 20, what="fy-[0-1] made first")
+    r = c.patch(NS_API + "/namespaces/default/nodesets/fy", {"spec": {"extraConf": "CPUs=1 RealMemory=200"}})
+    assert r.status == 200, r.text
+    wait_for(lambda: all((future_node(lab, n) or {}).get("RealMemory") == "200" for n in fy), 60,
+             what="fy-[0-1] made again with RealMemory=200 (%r)" % [future_node(lab, n) for n in fy])
+    assert all(future_node(lab, n)["State"].startswith("FUTURE") for n in fy), [future_node(lab, n) for n in fy]
+    assert op.metric(name, result="created") == created + 4, op.metric(name, result="created")
+    log("ok 6a: extraConf RealMemory 100 -> 200 before fy's slurmd registered: the replacements' FUTURE "
+        "records were made again with the new hardware")
+    r = c.delete(NS_API + "/namespaces/default/nodesets/fy")
+    assert r.status in (200, 202), r.text
+    wait_for(lambda: c.get(NS_API + "/namespaces/default/nodesets/fy").status == 404, 60,
+             what="NodeSet fy deleted")
+    assert all(future_node(lab, n) is None for n in fy), [future_node(lab, n) for n in fy]
+    assert op.metric("slurmop_slurm_node_precreates_deleted_total") == deleted + 2
+    log("ok 6b: deleting NodeSet fy deleted its two FUTURE records")
 
 def main():
     skip_unless_runnable(())
