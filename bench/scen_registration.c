@@ -298,13 +298,32 @@ static int pc_reached(void *arg)
     return w->made + w->refused >= w->want;
 }
 
+/* Whether node name's record is FUTURE with the hardware of the NodeSet's extraConf (REG_OP_CONF). */
+static int future_record_ok(bx_ctx *x, bx_lab *lab, const char *name)
+{
+    const char *argv[] = {"scontrol", "--future", "show", "node", name, NULL};
+    char *out = NULL;
+    int ok = bx_lab_cmd(x, lab, argv, &out) == 0 && out && strstr(out, "State=FUTURE") &&
+             strstr(out, "CPUTot=1 ") && strstr(out, "RealMemory=1000 ");
+    if (!ok)
+        bx_say(x, "bench: registration: the record of %s is not FUTURE with CPUs=1 RealMemory=1000: %.300s",
+               name, out ? out : "(no answer)");
+    free(out);
+    return ok;
+}
+
 /* --registration-precreate operator: the records made by the operator, as a scale-out creates the pods
  * (nss_precreate). The NodeSet was scaled to N before the lab existed, since the lab runs the slurm.conf
  * generated for N; so once the operator reads the lab, the NodeSet is scaled to 0 (its pods have no Slurm
  * node: each goes after Slurm's answer by name) and to N again, and that scale-out's pods come with their
- * records. Returns the seconds from the scale-out to the N-th name answered (NAN when not all were made);
- * *refused: the names answered exists or failed. */
-static double operator_precreate(bx_ctx *x, bx_fleet *f, int n, int *refused)
+ * records. The first and last are checked FUTURE with the pods' hardware, then all are deleted before the
+ * storm: a record made from the pods' --conf has the cluster's SlurmdPort, as on a fleet, where every pod's
+ * slurmd listens on it; here all slurmd share one host and each listens on a port of its own, which a
+ * registration does not change in an existing record, so slurmctld could not reach a node registered into
+ * one (NOT_RESPONDING; its jobs are requeued when they end). Returns the seconds from the scale-out to the
+ * N-th name answered (NAN when not all were made or a record is not as asked); *refused: the names
+ * answered exists or failed. */
+static double operator_precreate(bx_ctx *x, bx_fleet *f, bx_lab *lab, int n, int *refused)
 {
     *refused = 0;
     bx_step(x, "registration: NodeSet gpu scaled to 0 and to %d again: the operator makes the records", n);
@@ -328,7 +347,17 @@ static double operator_precreate(bx_ctx *x, bx_fleet *f, int n, int *refused)
                    made + *refused, n, made);
         if (rc == 0)
             rc = bx_fleet_converge(x, f, n, 600);
-        if (rc == 0 && made == n)
+        char first[32], last[32], all[64];
+        snprintf(first, sizeof(first), "gpu-0");
+        snprintf(last, sizeof(last), "gpu-%d", n - 1);
+        snprintf(all, sizeof(all), "nodename=gpu-[0-%d]", n - 1);
+        int ok = rc == 0 && made == n && future_record_ok(x, lab, first) && future_record_ok(x, lab, last);
+        const char *del[] = {"scontrol", "delete", all, NULL};
+        if (ok && bx_lab_cmd(x, lab, del, NULL) != 0) {
+            bx_say(x, "bench: registration: scontrol delete %s failed", all);
+            ok = 0;
+        }
+        if (ok)
             return secs;
     }
     return NAN;
@@ -857,8 +886,11 @@ int scen_registration(bx_ctx *x)
     int precreate_failed = 0;
     if (rc == 0 && x->reg_precreate > 0)
         precreate_s = precreate(x, &lab, n, x->reg_precreate, pod_conf, &precreate_failed);
-    if (rc == 0 && by_operator && !isfinite(precreate_s = operator_precreate(x, &f, n, &precreate_failed)))
-        rc = OP_ETIMEOUT;
+    if (rc == 0 && by_operator) {
+        precreate_s = operator_precreate(x, &f, &lab, n, &precreate_failed);
+        if (!isfinite(precreate_s))
+            rc = OP_ETIMEOUT;
+    }
 
     /* 3. the storm */
     bx_metrics m0, m1;
@@ -1047,6 +1079,11 @@ int scen_registration(bx_ctx *x)
             snprintf(v, sizeof(v), "%s, %d names refused", fmt_s(t[6], 32, precreate_s), precreate_failed);
             bx_table_row(tb, "before the storm: N records made FUTURE by the operator's scale-out", v,
                          "NSPR_BATCH_MAX (1,024) names a request", "");
+            bx_table_note(tb,
+                          "The operator's records (FUTURE, CPUs=1 RealMemory=1000, checked on gpu-0 and "
+                          "gpu-%d) were deleted before the storm: they have the cluster's SlurmdPort, and "
+                          "the slurmd here, all on one host, listen on ports of their own.",
+                          n - 1);
         }
         bx_table_row(tb, "storm start → the operator's node table has N", fmt_s(t[3], 32, op_nodes_s), "",
                      "");

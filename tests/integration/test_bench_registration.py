@@ -4,12 +4,14 @@
 (whose extraConf declares CPUs= and RealMemory=) to 32 pods on kubesim,
 starts a Slurm 26.05 lab from the slurm.conf the operator generated, scales
 the NodeSet to 0 and to 32 again so that the operator makes the 32 node
-records FUTURE as it creates the pods, and starts the 32 pods' slurmd: 24
-kept running, 8 cycled (each registers on a port of its own and is
+records FUTURE as it creates the pods (the harness checks the first and
+last, then deletes them all: they have the cluster's SlurmdPort, and the
+slurmd here listen on ports of their own), and starts the 32 pods' slurmd:
+24 kept running, 8 cycled (each registers on a port of its own and is
 stopped). Then 16 kept nodes get a job and the NodeSet is scaled to 0.
 Checked: it completes, its report has the scenario's tables, the operator
-made every record and was refused none, every node registered (into its
-record) and turned idle, none was refused (slurmctld's log) and no slurmd
+made every record and was refused none, every node registered and turned
+idle, none was refused (slurmctld's log) and no slurmd
 died first, sdiag counted a registration RPC per node, the operator read
 the nodes and wrote each one's pod info, the lab ran the generated
 MaxNodeCount with only host-specific lines rewritten; in the scale-in every
