@@ -303,11 +303,20 @@ static int future_record_ok(bx_ctx *x, bx_lab *lab, const char *name)
 {
     const char *argv[] = {"scontrol", "--future", "show", "node", name, NULL};
     char *out = NULL;
-    int ok = bx_lab_cmd(x, lab, argv, &out) == 0 && out && strstr(out, "State=FUTURE") &&
-             strstr(out, "CPUTot=1 ") && strstr(out, "RealMemory=1000 ");
+    int ok = 0, rc = 0;
+    /* scontrol may time out while slurmctld makes a thousand records under its node write lock */
+    for (int i = 0; i < 30 && !ok && !bx_stop_requested(x); i++) {
+        if (i)
+            bx_sleep(x, 1.0);
+        free(out);
+        out = NULL;
+        rc = bx_lab_cmd(x, lab, argv, &out);
+        ok = rc == 0 && out && strstr(out, "State=FUTURE") && strstr(out, "CPUTot=1 ") &&
+             strstr(out, "RealMemory=1000 ");
+    }
     if (!ok)
-        bx_say(x, "bench: registration: the record of %s is not FUTURE with CPUs=1 RealMemory=1000: %.300s",
-               name, out ? out : "(no answer)");
+        bx_say(x, "bench: registration: the record of %s is not FUTURE with CPUs=1 RealMemory=1000 (exit %d)",
+               name, rc);
     free(out);
     return ok;
 }

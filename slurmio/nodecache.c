@@ -28,6 +28,9 @@
 /* The same update asked for again after Slurm accepted it and a read showed
  * it had no effect: retried after 1 s, 2 s, ... up to this. */
 #define REPEAT_BACKOFF_MAX_MS 60000u
+/* The pause between two rounds of reads that prove nodes absent (max_tracked at once): at most ten rounds a
+ * second, so slurmctld answers at most 10 x max_tracked single-node reads a second for them. */
+#define PROOF_ROUND_MS 100u
 /* How long nc_jobs_free keeps the job list read every track_ms after it
  * found a jobless node held by a job. */
 #define JOBS_FAST_MS 60000u
@@ -139,6 +142,7 @@ typedef struct nc_rq {
     int64_t ref_time; /* the answer's clock for FUTURE_MAX_S (0: use ours when it arrived) */
     uint64_t order;   /* c->order when sent */
     int negotiating; /* the version was not known when sent: the time includes negotiation */
+    int proof;       /* a read by name counted in proof_reads */
     nc_write_cb cb;
     void *data;
 } nc_rq;
@@ -204,6 +208,12 @@ struct nc_cache {
      * grew with the fleet. */
     list_node watched;
     size_t n_watched;
+    /* Reads by name that prove a node absent (nc_confirm_gone) in flight, at most max_tracked; and whether a
+     * tick left some for want of room. A round that ends with some left starts the next after
+     * PROOF_ROUND_MS, not a whole track_ms: a scale-in of pods whose slurmd never registered needs one
+     * proof per pod, and at max_tracked a second 8,192 of them took four minutes. */
+    size_t proof_reads;
+    int proofs_left;
     /* jobs */
     uv_timer_t jobs_timer;
     int want_jobs, jobs_polling, jobs_ok;
@@ -1071,6 +1081,11 @@ static void on_node_read(int status, sm_response *resp, void *data)
     nc_node *e = node_get(c, r->name);
     if (e)
         e->reading = 0;
+    if (r->proof) {
+        assert(c->proof_reads > 0);
+        if (--c->proof_reads == 0 && c->proofs_left)
+            arm_track(c, PROOF_ROUND_MS);
+    }
     /* Only the node asked for counts: an answer without it (an empty list,
      * another node) proves nothing and changes nothing. */
     sm_node *got = NULL;
@@ -1142,15 +1157,18 @@ static void on_node_read(int status, sm_response *resp, void *data)
     rq_done(r);
 }
 
-static void read_node(nc_cache *c, nc_node *e)
+static void read_node(nc_cache *c, nc_node *e, int proof)
 {
     if (e->reading)
         return;
     nc_rq *r = rq_new(c, e->name);
     e->reading = 1;
+    r->proof = proof;
+    c->proof_reads += (size_t)proof;
     c->stats.single_reads++;
     if (sr_get_node(c->rest, e->name, on_node_read, r) < 0) {
         e->reading = 0;
+        c->proof_reads -= (size_t)proof;
         rq_done(r);
     }
 }
@@ -1164,6 +1182,7 @@ static void track_tick(uv_timer_t *t)
     /* Who needs a read: nodes just written (c->reread), and tracked nodes
      * when the table's own interval is longer than ours (c->watched). */
     size_t n = 0, tracked = 0, rereads = c->n_reread, n_proofs = 0, waking = 0;
+    int left = 0;
     nc_node **due = xcalloc(c->n_reread + c->n_watched + 1, sizeof(*due));
     nc_node **proofs = xcalloc(c->n_watched + 1, sizeof(*proofs));
     list_node *l, *next;
@@ -1196,8 +1215,10 @@ static void track_tick(uv_timer_t *t)
         if (e->prove && !e->reading) {
             /* Only a read by name can say a node does not exist: never
              * folded into a table read. */
-            if (n_proofs < c->o.max_tracked)
+            if (n_proofs + c->proof_reads < c->o.max_tracked)
                 proofs[n_proofs++] = e;
+            else
+                left = 1;
             continue;
         }
         if (track && !future && c->interval_ms > c->o.track_ms && !e->want_read && !e->reading)
@@ -1211,12 +1232,13 @@ static void track_tick(uv_timer_t *t)
             due[n++] = e;
     }
     c->n_reread = 0;
+    c->proofs_left = left;
     for (size_t i = 0; i < n_proofs; i++)
-        read_node(c, proofs[i]);
+        read_node(c, proofs[i], 1);
     free(proofs);
     if (n <= c->o.max_tracked) {
         for (size_t i = 0; i < n; i++)
-            read_node(c, due[i]);
+            read_node(c, due[i], 0);
     } else {
         /* Many nodes were just written, or are tracked: one whole table is
          * cheaper than that many single reads, and the table's own poll
@@ -1236,7 +1258,7 @@ static void track_tick(uv_timer_t *t)
             const nc_node *e = due[i];
             int has_job = map_get(&c->holders, e->name) || (e->present && !sm_node_jobless(&e->n));
             if (e->track_until > now && !e->reading && has_job) {
-                read_node(c, due[i]);
+                read_node(c, due[i], 0);
                 k++;
             }
         }

@@ -460,6 +460,35 @@ static void test_untrack(void **state)
     sim_stop(&TL);
 }
 
+/* A scale-in of pods whose slurmd never registered asks a proof by name for each: past max_tracked (32)
+ * the rest go in rounds PROOF_ROUND_MS apart once a round is answered, not one round a track_ms (2 s
+ * here), so 100 proofs are all answered well within one track_ms. */
+static void test_proofs_in_rounds(void **state)
+{
+    sim_start(&TL.loop, 38, "v38_nodes_idle_200.json");
+    SIM.unchanged = 1;
+    cluster cl = open_cluster(38, 5000, 2000);
+    wait_ready(&cl);
+    char name[16];
+    for (int i = 0; i < 100; i++) {
+        snprintf(name, sizeof(name), "g%d", i);
+        assert_int_equal(nc_confirm_gone(cl.cache, name, 60000), 0);
+    }
+    run_for(&TL, 1500);
+    int proved = 0, reads = 0;
+    for (int i = 0; i < 100; i++) {
+        snprintf(name, sizeof(name), "g%d", i);
+        proved += nc_confirm_gone(cl.cache, name, 60000);
+        char path[32];
+        snprintf(path, sizeof(path), "/node/%s", name);
+        reads += sim_count("GET", path);
+    }
+    assert_int_equal(proved, 100);
+    assert_int_equal(reads, 100); /* one read each */
+    close_cluster(&cl);
+    sim_stop(&TL);
+}
+
 /* The v0.0.38 node table of fixture with node's state word replaced. */
 static char *table_with_state(const char *fixture, const char *node, const char *state)
 {
@@ -1455,6 +1484,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_track_busy_among_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_track_busy_until_jobless, setup, teardown),
         cmocka_unit_test_setup_teardown(test_absence_not_proof, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_proofs_in_rounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vanished, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repeat_backoff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain_proof, setup, teardown),
