@@ -166,7 +166,11 @@ typedef struct nss_set {
      * them (sync_unmake); unmake_due: the last nss_sync left one to delete once its pod is gone */
     map_t made;
     int unmake_due;
+    uint64_t unmake_since; /* when a NodeSet being deleted began deleting them (nss_unmake_all; 0: not) */
 } nss_set;
+
+/* How long a NodeSet being deleted waits for the deletes of its records made first. */
+#define UNMAKE_MAX_MS 60000u
 
 /* A record made first: its pod's ordinal and name (a pod of that name still there keeps it), and whether
  * our delete of it is in flight. One allocation: name, then pod. */
@@ -2000,14 +2004,23 @@ int nss_unmake_all(operator *op, const sobj *nodeset)
     if (s == NULL || s->made.count == 0)
         return 1;
     nc_cache *cache;
-    if (slurmclient_get(op, s->ctl_key, &cache) != SC_READY) {
-        /* No client (the Controller or its RestApi went first): the records stay, as after a restart. */
+    uint64_t now = now_ms(st);
+    if (s->unmake_since == 0)
+        s->unmake_since = now ? now : 1;
+    /* The cleanup never holds a deletion for long: with no client (the Controller or its RestApi went
+     * first, an uninstall), or past UNMAKE_MAX_MS (Slurm unreadable, deletes refused), the records stay,
+     * as after a restart of this process. */
+    if (slurmclient_get(op, s->ctl_key, &cache) != SC_READY || now - s->unmake_since > UNMAKE_MAX_MS) {
+        const char *why = now - s->unmake_since > UNMAKE_MAX_MS ? "not deleted in time" : "no Slurm client";
+        log_warn("nodeset %s: deleted; the FUTURE records of %zu Slurm node(s) it made first stay (%s)",
+                 s->key, s->made.count, why);
         map_free(&s->made);
         return 1;
     }
-    if (!nc_ready(cache))
-        return 0;
-    return unmake(st, s, cache, nodeset, 0, 1) == 0;
+    if (nc_ready(cache) && unmake(st, s, cache, nodeset, 0, 1) == 0)
+        return 1;
+    enqueue_after(st, s->key, 1000); /* the net under the deletes' own wake-ups */
+    return 0;
 }
 
 /* ---- sync ---- */

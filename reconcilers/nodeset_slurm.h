@@ -147,8 +147,9 @@ int nss_finalize(operator *op, const sobj *nodeset, const nsp_spec *sp);
 void nss_precreate(operator *op, const sobj *nodeset, const nsp_spec *sp, const char *const *names,
                    const int *ords, size_t n);
 /** A NodeSet being deleted has no pod left: delete the records nss_precreate made that no slurmd took.
- *  1 when none is left (or no Slurm client is there to ask: they stay, as after a restart of this process,
- *  which forgets them); 0 while a delete is due or on its way. */
+ *  1 when none is left (or no Slurm client is there to ask, or they were not deleted within a minute: they
+ *  stay, as after a restart of this process, which forgets them); 0 while a delete is due or on its way
+ *  (the NodeSet is queued again within a second). */
 int nss_unmake_all(operator *op, const sobj *nodeset);
 /** A NodeSet being deleted whose pods are all gone: 1 when its drain
  *  finalizer may go, i.e. its partition (spec.partition.enabled) may leave
