@@ -387,8 +387,10 @@ def run(ks, api, op):
         crs[o["metadata"]["name"]] = api.create(GROUP + "/" + PLURAL[o["kind"]], o)
 
     try:
+        # The LoginSet's Secret and Deployment come after its SSH host keys, whose RSA 4096 key took over
+        # 90 s under ASan on a loaded CI machine (a fresh machine's first run, the pods tests beside it).
         objs = wait_for("every owned object", lambda: (lambda a: a if all(a.values()) else None)(get_all(api)),
-                        timeout=90)
+                        timeout=240)
     except AssertionError:
         print("missing: %r" % sorted(k for k, v in get_all(api).items() if not v), file=sys.stderr)
         raise
