@@ -594,10 +594,17 @@ int scen_scale_in(bx_ctx *x);
 typedef struct bx_busy_job {
     char node[32];
     char id[32];
-    uint64_t ended;   /* first poll that no longer saw it running */
+    uint64_t ended;   /* the answer of the first poll that saw it ended */
+    uint64_t busy;    /* when the last poll that saw it not ended was sent */
     uint64_t deleted; /* its pod started terminating */
     double decided;   /* the operator logged its delete (seconds after time 0), NAN: not seen */
 } bx_busy_job;
+/** Whether j's pod, seen terminating at j->deleted, went while its job was not ended: a read of the jobs
+ *  sent after that still showed the job (running or completing), or none ever showed it ended. The
+ *  harness's watch sees a delete after it happened, so this never counts a pod deleted after its job; a
+ *  delete within one read of the end (between the last read that saw the job and the first that did not)
+ *  cannot be placed and is not counted. */
+int bx_busy_deleted_while_busy(const bx_busy_job *j);
 
 /* A scale-in N -> 0 measured (scen_scalein.c), for the scenarios that end
  * with one: in, the first five fields; out, the rest (NAN: not seen). */

@@ -340,6 +340,11 @@ int bx_job_ended(const char *jobs, const char *id)
     return 0;
 }
 
+int bx_busy_deleted_while_busy(const bx_busy_job *j)
+{
+    return j->ended == 0 || j->deleted < j->busy;
+}
+
 int bx_job_running(const char *jobs, const char *id)
 {
     size_t len = 0;

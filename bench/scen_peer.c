@@ -481,7 +481,8 @@ static void restart(bx_ctx *x, int pid, const char *sa, const char *audit, peer_
 typedef struct busy_node {
     char job[32];
     uint64_t cancelled; /* the harness cancelled its job (PEER_BUSY_HOLD_S after the drain) */
-    uint64_t ended;     /* first poll that no longer saw the job running */
+    uint64_t ended;     /* the answer of the first poll that saw the job ended */
+    uint64_t busy;      /* when the last poll that saw it not ended was sent */
 } busy_node;
 
 /* The first time each of gpu-0 .. gpu-(m-1) was seen with Slurm's DRAIN
@@ -508,13 +509,19 @@ static void poll_drains(bx_ctx *x, bx_lab *lab, uint64_t *seen, int m)
  * nothing: bx_job_ended). */
 static void poll_busy_jobs(bx_ctx *x, bx_lab *lab, busy_node *b, int nb)
 {
+    uint64_t sent = uv_hrtime();
     char *out = bx_lab_jobs(x, lab);
     if (out == NULL)
         return;
     uint64_t now = uv_hrtime();
-    for (int i = 0; i < nb; i++)
-        if (b[i].ended == 0 && bx_job_ended(out, b[i].job))
+    for (int i = 0; i < nb; i++) {
+        if (b[i].ended)
+            continue;
+        if (bx_job_ended(out, b[i].job))
             b[i].ended = now;
+        else
+            b[i].busy = sent;
+    }
     free(out);
 }
 
@@ -721,9 +728,15 @@ static void busy_scale_in(bx_ctx *x, bx_api *api, const char *tag, int n, int pi
         }
         if (now - last_poll >= (uint64_t)(PEER_POLL_S * 1e9)) {
             last_poll = now;
-            poll_drains(x, &lab, drained, m);
-            poll_ns += uv_hrtime() - now;
-            polls++;
+            int seen = 0;
+            for (int i = 0; i < m; i++)
+                seen += drained[i] != 0;
+            /* once every drain is seen, the jobs' reads alone: the busy pods are judged by them */
+            if (seen < m) {
+                poll_drains(x, &lab, drained, m);
+                poll_ns += uv_hrtime() - now;
+                polls++;
+            }
             poll_busy_jobs(x, &lab, b, nb);
             now = uv_hrtime();
             for (int i = 0; i < nb; i++)
@@ -780,8 +793,8 @@ static void busy_scale_in(bx_ctx *x, bx_api *api, const char *tag, int n, int pi
             last_idle = t;
     }
     r->bz_idle_s = idle_gone == m - nb && last_idle ? bx_secs(t0, last_idle) : NAN;
-    /* a busy pod that went before its job ended (200 ms: the poll's grain),
-     * or while the job still ran when the wait ended, went while busy */
+    /* a busy pod seen terminating before a read sent later still showed its job, or whose job no read
+     * showed ended, went while busy (bx_busy_deleted_while_busy) */
     r->bz_while_busy = r->bz_after = 0;
     r->bz_lag_max = NAN;
     for (int i = 0; i < nb; i++) {
@@ -790,7 +803,8 @@ static void busy_scale_in(bx_ctx *x, bx_api *api, const char *tag, int n, int pi
         uint64_t d = bx_obs_terminating_at(obs, pod);
         if (d == 0)
             continue;
-        if (b[i].ended == 0 || d + 200000000ull < b[i].ended) {
+        bx_busy_job j = {.ended = b[i].ended, .busy = b[i].busy, .deleted = d};
+        if (bx_busy_deleted_while_busy(&j)) {
             r->bz_while_busy++;
             continue;
         }

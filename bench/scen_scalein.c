@@ -50,13 +50,19 @@ static int all_running(bx_ctx *x, bx_lab *lab, int want)
  * absence for an end would license the very deletes it is there to catch). */
 static void poll_jobs(bx_ctx *x, bx_lab *lab, busy_job *jobs, int nb)
 {
+    uint64_t sent = uv_hrtime();
     char *out = bx_lab_jobs(x, lab);
     if (out == NULL)
         return;
     uint64_t now = uv_hrtime();
-    for (int i = 0; i < nb; i++)
-        if (!jobs[i].ended && bx_job_ended(out, jobs[i].id))
+    for (int i = 0; i < nb; i++) {
+        if (jobs[i].ended)
+            continue;
+        if (bx_job_ended(out, jobs[i].id))
             jobs[i].ended = now;
+        else
+            jobs[i].busy = sent;
+    }
     free(out);
 }
 
@@ -328,9 +334,8 @@ int bx_scalein_run(bx_ctx *x, bx_fleet *f, bx_lab *lab, bx_scalein *si)
                 si->decided_lag_max = lag;
         }
         jobs[i].deleted = bx_obs_terminating_at(f->obs, jobs[i].node);
-        /* deleted before its job was seen ended (200 ms: the polls' grain),
-         * or while Slurm still showed it not ended after the window */
-        if (jobs[i].deleted && (!jobs[i].ended || jobs[i].deleted + 200000000ull < jobs[i].ended))
+        /* bx_busy_deleted_while_busy: seen terminating before a read sent later still showed its job */
+        if (jobs[i].deleted && bx_busy_deleted_while_busy(&jobs[i]))
             si->violations++;
         else if (jobs[i].deleted)
             si->busy_deleted_after++;
