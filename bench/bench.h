@@ -605,6 +605,10 @@ typedef struct bx_busy_job {
  *  delete within one read of the end (between the last read that saw the job and the first that did not)
  *  cannot be placed and is not counted. */
 int bx_busy_deleted_while_busy(const bx_busy_job *j);
+/** Note what one read of the jobs (bx_lab_jobs, sent at sent, answered at now) shows of job id: *ended
+ *  gets now the first time it shows the job ended; until then *busy gets sent. */
+void bx_busy_read(const char *jobs, const char *id, uint64_t sent, uint64_t now, uint64_t *ended,
+                  uint64_t *busy);
 
 /* A scale-in N -> 0 measured (scen_scalein.c), for the scenarios that end
  * with one: in, the first five fields; out, the rest (NAN: not seen). */

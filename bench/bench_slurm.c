@@ -340,6 +340,17 @@ int bx_job_ended(const char *jobs, const char *id)
     return 0;
 }
 
+void bx_busy_read(const char *jobs, const char *id, uint64_t sent, uint64_t now, uint64_t *ended,
+                  uint64_t *busy)
+{
+    if (*ended)
+        return;
+    if (bx_job_ended(jobs, id))
+        *ended = now;
+    else
+        *busy = sent;
+}
+
 int bx_busy_deleted_while_busy(const bx_busy_job *j)
 {
     return j->ended == 0 || j->deleted < j->busy;

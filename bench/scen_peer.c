@@ -514,14 +514,8 @@ static void poll_busy_jobs(bx_ctx *x, bx_lab *lab, busy_node *b, int nb)
     if (out == NULL)
         return;
     uint64_t now = uv_hrtime();
-    for (int i = 0; i < nb; i++) {
-        if (b[i].ended)
-            continue;
-        if (bx_job_ended(out, b[i].job))
-            b[i].ended = now;
-        else
-            b[i].busy = sent;
-    }
+    for (int i = 0; i < nb; i++)
+        bx_busy_read(out, b[i].job, sent, now, &b[i].ended, &b[i].busy);
     free(out);
 }
 

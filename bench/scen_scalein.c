@@ -55,14 +55,8 @@ static void poll_jobs(bx_ctx *x, bx_lab *lab, busy_job *jobs, int nb)
     if (out == NULL)
         return;
     uint64_t now = uv_hrtime();
-    for (int i = 0; i < nb; i++) {
-        if (jobs[i].ended)
-            continue;
-        if (bx_job_ended(out, jobs[i].id))
-            jobs[i].ended = now;
-        else
-            jobs[i].busy = sent;
-    }
+    for (int i = 0; i < nb; i++)
+        bx_busy_read(out, jobs[i].id, sent, now, &jobs[i].ended, &jobs[i].busy);
     free(out);
 }
 
