@@ -458,8 +458,12 @@ static void test_watch_paced(void **state)
      * paused delivers what was held), and a turn after 1 ms or more of the
      * loop's other work (the server's writes share this thread) gets that
      * much time, by design (KUBE_SHARE_MIN_NS). On this 2-core VM 81 to
-     * 150 turns were seen; the unpaced control below takes at most 8. */
-    assert_true(p.new_turns >= BURST / 4);
+     * 150 turns were seen alone, and fewer than 37 once in a CI run with
+     * the pods tests beside it; the unpaced control below takes at most 8,
+     * so twice that still tells pacing from none. */
+    if (p.new_turns < 16)
+        print_error("%d turns for %d events\n", p.new_turns, 2 * BURST);
+    assert_true(p.new_turns >= 16);
 }
 
 static void test_watch_paced_alone(void **state)
